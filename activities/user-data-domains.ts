@@ -1,0 +1,33 @@
+import type { Repositories } from '../lib/repositories';
+
+export interface UserRef {
+  teamId: string;
+  userId: string;
+}
+
+/**
+ * A domain that holds data about end users. User deletion deregisters (at once) and erases (after the
+ * grace period) through this list: a new domain (data, orders, insurance, events…) adds one entry here
+ * and the deletion workflow picks it up without change.
+ */
+export interface UserDataDomain {
+  name: string;
+  /** Stops new data from flowing at deletion time (e.g. provider connections). */
+  deregister?(user: UserRef): Promise<number>;
+  /** Removes all of the user's data in this domain. Must be idempotent. */
+  erase(user: UserRef): Promise<number>;
+}
+
+export function userDataDomains(repos: Repositories): UserDataDomain[] {
+  return [
+    {
+      name: 'connections',
+      deregister: async ({ teamId, userId }) => {
+        const count = await repos.connections.deregisterAllForUser(teamId, userId);
+        await repos.users.clearConnectedSources(teamId, userId);
+        return count;
+      },
+      erase: ({ teamId, userId }) => repos.connections.eraseAllForUser(teamId, userId),
+    },
+  ];
+}

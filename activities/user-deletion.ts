@@ -1,0 +1,46 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import type { Repositories } from '../lib/repositories';
+import { userDataDomains, type UserRef } from './user-data-domains';
+
+export type RestoreResult =
+  | { outcome: 'restored' }
+  | { outcome: 'client_user_id_taken'; holderUserId: string | null }
+  | { outcome: 'not_pending' };
+
+export function createUserDeletionActivities(repos: Repositories) {
+  const domains = userDataDomains(repos);
+  const byName = new Map(domains.map((d) => [d.name, d]));
+
+  return {
+    async deregisterUserConnections(user: UserRef): Promise<Record<string, number>> {
+      const counts: Record<string, number> = {};
+      for (const domain of domains) if (domain.deregister) counts[domain.name] = await domain.deregister(user);
+      return counts;
+    },
+
+    async listUserDataDomains(): Promise<string[]> {
+      return domains.map((d) => d.name);
+    },
+
+    async eraseUserDataDomain(input: UserRef & { domain: string }): Promise<number> {
+      const domain = byName.get(input.domain);
+      if (!domain) {
+        // A domain removed between deploys: nothing of it left to erase here, but say so loudly.
+        throw ApplicationFailure.nonRetryable(`Unknown user data domain '${input.domain}'`, 'UnknownUserDataDomain');
+      }
+      return domain.erase(input);
+    },
+
+    async markUserErased(input: UserRef & { deletionId: string }): Promise<boolean> {
+      return repos.users.markErased(input.teamId, input.userId, input.deletionId);
+    },
+
+    async restoreDeletedUser(input: UserRef & { deletionId: string }): Promise<RestoreResult> {
+      const res = await repos.users.restore(input.teamId, input.userId, input.deletionId);
+      if (res.outcome === 'client_user_id_taken') return { outcome: res.outcome, holderUserId: res.holder?._id ?? null };
+      return { outcome: res.outcome };
+    },
+  };
+}
+
+export type UserDeletionActivities = ReturnType<typeof createUserDeletionActivities>;

@@ -1,0 +1,82 @@
+import Router from '@koa/router';
+import Koa, { type Context } from 'koa';
+import { ValidationError } from '../lib/errors';
+import { coerceFlat, toFieldErrors, validatorFor, type FieldError } from '../schemas/validator';
+import type { AppDeps } from './deps';
+import { createAuthenticator, type Authenticator } from './middleware/auth';
+import { readJsonBody } from './middleware/body';
+import { errorRenderer } from './middleware/errors';
+import { requestContext } from './middleware/request-context';
+import type { AnyRoute } from './route';
+import { routeTable } from './routes';
+
+/** Builds the Koa app without listening (api/main.ts listens; tests use it directly). */
+export function createApp(deps: AppDeps): Koa {
+  const app = new Koa();
+  app.proxy = true;
+  const router = new Router();
+  const authenticate = createAuthenticator(deps);
+
+  for (const route of routeTable(deps)) {
+    router[route.method](koaPath(route.path), (ctx) => runRoute(route, ctx, deps, authenticate));
+  }
+
+  app.use(requestContext(deps.logger));
+  app.use(errorRenderer());
+  app.use(router.routes());
+  app.use(router.allowedMethods());
+  return app;
+}
+
+/** `/v2/user/{user_id}/` → `/v2/user/:user_id` (a trailing slash stays optional). */
+export const koaPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1').replace(/(.)\/$/, '$1');
+
+function validatePart(location: string, schema: AnyRoute['params'], raw: Record<string, unknown>, errors: FieldError[]) {
+  if (!schema) return {};
+  const value = location === 'body' ? raw : coerceFlat(schema, raw);
+  const validate = validatorFor(schema);
+  if (!validate(value)) errors.push(...toFieldErrors(location, validate.errors));
+  return value;
+}
+
+async function runRoute(route: AnyRoute, ctx: Context, deps: AppDeps, authenticate: Authenticator) {
+  const errors: FieldError[] = [];
+  let auth: unknown;
+  if (route.auth === 'team') auth = await authenticate.team(ctx);
+
+  const params = validatePart('path', route.params, { ...ctx.params }, errors);
+  if (route.auth === 'management') {
+    // The key is checked before validation messages so an anonymous caller learns nothing about the API.
+    const p = params as { org_id?: string; team_id?: string };
+    const validIds = errors.length === 0;
+    auth = await authenticate.management(ctx, validIds ? p.org_id : undefined, validIds ? p.team_id : undefined);
+  }
+  const query = validatePart('query', route.query, { ...ctx.query }, errors);
+  let body: unknown = undefined;
+  if (route.body) {
+    const raw = await readJsonBody(ctx, deps.config.BODY_LIMIT_BYTES);
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+      errors.push({ loc: ['body'], msg: 'Input should be a JSON object', type: 'dict_type' });
+    } else {
+      body = validatePart('body', route.body, raw as Record<string, unknown>, errors);
+    }
+  }
+  if (errors.length) throw new ValidationError(errors);
+
+  const reply = await route.handler({
+    params,
+    query,
+    body,
+    auth: auth as never,
+    deps,
+    log: ctx.state.log,
+    requestId: ctx.state.requestId,
+    ctx,
+  });
+  for (const [name, value] of Object.entries(reply.headers ?? {})) ctx.set(name, value);
+  ctx.status = reply.status ?? 200;
+  if (reply.body !== undefined) {
+    if (reply.contentType) ctx.type = reply.contentType;
+    ctx.body = reply.body;
+  }
+}

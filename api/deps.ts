@@ -1,0 +1,16 @@
+import type { Config } from '../lib/config';
+import type { Logger } from '../lib/logger';
+import type { Repositories } from '../lib/repositories';
+import type { TemporalDeps } from '../lib/temporal';
+import type { Db } from 'mongodb';
+import type { ProviderCatalogue } from '../lib/catalogue';
+
+/** Everything createApp needs; built by api/main.ts (or a test) and closed by it. */
+export interface AppDeps {
+  config: Config;
+  logger: Logger;
+  db: Db;
+  repos: Repositories;
+  temporal: TemporalDeps;
+  providers: ProviderCatalogue;
+}

@@ -1,0 +1,49 @@
+import type { Server } from 'node:http';
+import { loadProviderCatalogue } from '../lib/catalogue';
+import { loadConfig, publicBaseUrl } from '../lib/config';
+import { createLogger } from '../lib/logger';
+import { connectMongo } from '../lib/mongo';
+import { createRepositories, ensureIndexes } from '../lib/repositories';
+import { connectTemporal } from '../lib/temporal';
+import { createApp } from './app';
+
+/** API process: listens, and on SIGTERM stops accepting, finishes in-flight requests, then closes. */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.LOG_LEVEL, 'api');
+  const providers = loadProviderCatalogue();
+  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
+  const repos = createRepositories(mongo.db);
+  await ensureIndexes(repos);
+  const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
+  const app = createApp({ config, logger, db: mongo.db, repos, temporal, providers });
+
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(config.API_PORT, config.API_HOST, () => resolve(s));
+  });
+  logger.info({ url: publicBaseUrl(config), environment: config.DEPLOYMENT_ENVIRONMENT, region: config.DEPLOYMENT_REGION }, 'api listening');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'api shutting down');
+    const force = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_TIMEOUT_MS);
+    force.unref();
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+    });
+    clearTimeout(force);
+    await temporal.connection.close();
+    await mongo.close();
+    logger.info('api stopped');
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err) => {
+  console.error(`api failed to start: ${(err as Error).message}`);
+  process.exit(1);
+});

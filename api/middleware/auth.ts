@@ -1,0 +1,138 @@
+import type { Context } from 'koa';
+import { forbidden, unauthorized } from '../../lib/errors';
+import { hashKey, MANAGEMENT_KEY_PREFIX } from '../../lib/keys';
+import type { ManagementRole } from '../../lib/repositories/tenancy';
+import type { AppDeps } from '../deps';
+
+export interface TeamPrincipal {
+  teamId: string;
+  orgId: string;
+  keyId: string;
+}
+
+export interface ManagementPrincipal {
+  keyId: string;
+  orgId: string;
+  role: ManagementRole;
+  teamIds: string[];
+  canAccessTeam(teamId: string): boolean;
+  /** 403 unless this key may act on the team. */
+  assertTeamAccess(teamId: string): void;
+  /** 403 unless this is an org management key. */
+  assertOrgAdmin(action: string): void;
+}
+
+const TEAM_KEY_SHAPE = /^(sk|pk)_(us|eu)_/;
+
+/**
+ * A small TTL cache of verified team keys: the hot path (every data request) then costs no key lookup.
+ * Deleting a key takes effect within AUTH_CACHE_TTL_MS.
+ */
+class KeyCache<T> {
+  private entries = new Map<string, { value: T; expires: number }>();
+  constructor(private ttlMs: number, private maxEntries = 10_000) {}
+  get(key: string): T | undefined {
+    const hit = this.entries.get(key);
+    if (!hit) return undefined;
+    if (hit.expires < Date.now()) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return hit.value;
+  }
+  set(key: string, value: T): void {
+    if (this.ttlMs <= 0) return;
+    if (this.entries.size >= this.maxEntries) this.entries.clear();
+    this.entries.set(key, { value, expires: Date.now() + this.ttlMs });
+  }
+}
+
+export function createAuthenticator(deps: AppDeps) {
+  const { config, repos } = deps;
+  const env = config.DEPLOYMENT_ENVIRONMENT;
+  const region = config.DEPLOYMENT_REGION;
+  const teamKeys = new KeyCache<TeamPrincipal>(config.AUTH_CACHE_TTL_MS);
+
+  const wrongDeployment = (keyEnv: string, keyRegion: string) =>
+    unauthorized(
+      `This API key was minted for the ${keyEnv} environment in region ${keyRegion}, but this deployment serves ` +
+        `${env}/${region}. Use a key created for ${env}/${region}.`,
+    );
+
+  async function team(ctx: Context): Promise<TeamPrincipal> {
+    const key = ctx.get('x-service-api-key');
+    if (!key) {
+      if (ctx.get('x-management-key') || ctx.get('x-service-org-key')) {
+        throw unauthorized('Management keys are not accepted on data endpoints. Send a team API key in the x-service-api-key header.');
+      }
+      throw unauthorized('Missing API key. Send your team API key in the x-service-api-key header.');
+    }
+    if (key.startsWith(MANAGEMENT_KEY_PREFIX)) {
+      throw unauthorized('Management keys are not accepted on data endpoints. Send a team API key in the x-service-api-key header.');
+    }
+    const shape = TEAM_KEY_SHAPE.exec(key);
+    if (shape) {
+      const keyEnv = shape[1] === 'pk' ? 'production' : 'sandbox';
+      if (keyEnv !== env || shape[2] !== region) throw wrongDeployment(keyEnv, shape[2]);
+    }
+    const hash = hashKey(key);
+    let principal = teamKeys.get(hash);
+    if (!principal) {
+      const doc = await repos.tenancy.verifyTeamApiKey(key);
+      if (!doc) throw unauthorized('Invalid API key. Check the x-service-api-key header; keys are shown once at creation.');
+      if (doc.environment !== env || doc.region !== region) throw wrongDeployment(doc.environment, doc.region);
+      principal = { teamId: doc.team_id, orgId: doc.org_id, keyId: doc._id };
+      teamKeys.set(hash, principal);
+    }
+    ctx.state.teamId = principal.teamId;
+    return principal;
+  }
+
+  async function management(ctx: Context, orgId: string | undefined, teamId: string | undefined): Promise<ManagementPrincipal> {
+    let key = ctx.get('x-management-key');
+    if (!key) {
+      key = ctx.get('x-service-org-key');
+      if (key) {
+        ctx.set('Deprecation', 'true');
+        ctx.set('Link', '<https://datatracker.ietf.org/doc/html/rfc9745>; rel="deprecation"');
+        ctx.set('Warning', '299 - "X-Service-Org-Key is deprecated; send the key in X-Management-Key"');
+      }
+    }
+    if (!key) {
+      if (ctx.get('x-service-api-key')) {
+        throw unauthorized('Team API keys are not accepted on the management API. Send a management key in the X-Management-Key header.');
+      }
+      throw unauthorized('Missing management key. Send it in the X-Management-Key header.');
+    }
+    if (TEAM_KEY_SHAPE.test(key)) {
+      throw unauthorized('Team API keys are not accepted on the management API. Send a management key in the X-Management-Key header.');
+    }
+    const doc = await repos.tenancy.verifyManagementKey(key);
+    if (!doc) throw unauthorized('Invalid management key. Check the X-Management-Key header; keys are shown once at creation.');
+    if (orgId !== undefined && doc.org_id !== orgId) {
+      throw forbidden(`This management key belongs to another organisation than ${orgId}.`);
+    }
+    const canAccessTeam = (id: string) => doc.role === 'org_admin' || doc.team_ids.includes(id);
+    const principal: ManagementPrincipal = {
+      keyId: doc._id,
+      orgId: doc.org_id,
+      role: doc.role,
+      teamIds: doc.team_ids,
+      canAccessTeam,
+      assertTeamAccess(id) {
+        if (!canAccessTeam(id)) throw forbidden(`This team management key is not bound to team ${id}.`);
+      },
+      assertOrgAdmin(action) {
+        if (doc.role !== 'org_admin') {
+          throw forbidden(`${action} needs an organisation management key (role org_admin); this key is scoped to teams.`);
+        }
+      },
+    };
+    if (teamId !== undefined) principal.assertTeamAccess(teamId);
+    return principal;
+  }
+
+  return { team, management };
+}
+
+export type Authenticator = ReturnType<typeof createAuthenticator>;

@@ -1,0 +1,40 @@
+import { randomUUID } from 'node:crypto';
+import type { Context, Next } from 'koa';
+import type { Logger } from '../../lib/logger';
+
+declare module 'koa' {
+  interface DefaultState {
+    requestId: string;
+    log: Logger;
+    teamId?: string;
+  }
+}
+
+const ACCEPTABLE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Request id (accepted from `x-request-id` or generated, always echoed) and one log line per request. */
+export function requestContext(logger: Logger) {
+  return async (ctx: Context, next: Next) => {
+    const started = process.hrtime.bigint();
+    const incoming = ctx.get('x-request-id');
+    const requestId = ACCEPTABLE_ID.test(incoming) ? incoming : randomUUID();
+    ctx.state.requestId = requestId;
+    ctx.state.log = logger.child({ req_id: requestId });
+    ctx.set('x-request-id', requestId);
+    try {
+      await next();
+    } finally {
+      const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
+      ctx.state.log.info(
+        {
+          method: ctx.method,
+          path: ctx.path,
+          status: ctx.status,
+          latency_ms: Math.round(latencyMs * 100) / 100,
+          team_id: ctx.state.teamId,
+        },
+        'request',
+      );
+    }
+  };
+}

@@ -1,0 +1,117 @@
+import type { TSchema } from '@sinclair/typebox';
+import type { Config } from '../lib/config';
+import { publicBaseUrl } from '../lib/config';
+import { ErrorDetail } from '../schemas/common';
+import type { AnyRoute } from './route';
+
+/** The spec's published interface version. */
+export const INTERFACE_VERSION = '0.4.566';
+
+type JsonSchema = Record<string, unknown>;
+
+/**
+ * Moves every schema that carries a `$id` into components/schemas and references it, so shared shapes
+ * appear once and the document stays valid OpenAPI 3.1 (plain JSON Schema 2020-12 underneath).
+ */
+class SchemaRegistry {
+  readonly components: Record<string, JsonSchema> = {};
+
+  ref(schema: TSchema): JsonSchema {
+    return this.convert(JSON.parse(JSON.stringify(schema)));
+  }
+
+  private convert(node: unknown): JsonSchema {
+    if (Array.isArray(node)) return node.map((n) => this.convert(n)) as unknown as JsonSchema;
+    if (!node || typeof node !== 'object') return node as JsonSchema;
+    const { $id, ...rest } = node as JsonSchema;
+    const out: JsonSchema = {};
+    for (const [key, value] of Object.entries(rest)) {
+      out[key] = key === 'default' || key === 'const' || key === 'enum' ? value : this.convert(value);
+    }
+    if (typeof $id === 'string') {
+      this.components[$id] ??= out;
+      return { $ref: `#/components/schemas/${$id}` };
+    }
+    return out;
+  }
+}
+
+function parameters(where: 'path' | 'query', schema: TSchema | undefined, registry: SchemaRegistry) {
+  if (!schema) return [];
+  const props = (schema as { properties?: Record<string, TSchema> }).properties ?? {};
+  const required = new Set((schema as { required?: string[] }).required ?? []);
+  return Object.entries(props).map(([name, prop]) => {
+    const s = registry.ref(prop);
+    return {
+      name,
+      in: where,
+      required: where === 'path' || required.has(name),
+      ...(typeof s.description === 'string' ? { description: s.description } : {}),
+      schema: s,
+    };
+  });
+}
+
+export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string, unknown> {
+  const registry = new SchemaRegistry();
+  const paths: Record<string, Record<string, unknown>> = {};
+  const errorBody = { 'application/json': { schema: registry.ref(ErrorDetail) } };
+
+  for (const route of routes) {
+    if (route.internal) continue;
+    const responses: Record<string, unknown> = {};
+    for (const [status, spec] of Object.entries(route.responses)) {
+      responses[status] = {
+        description: spec.description,
+        ...(spec.schema || spec.contentType
+          ? { content: { [spec.contentType ?? 'application/json']: spec.schema ? { schema: registry.ref(spec.schema) } : {} } }
+          : {}),
+      };
+    }
+    if (route.auth !== 'none') {
+      responses['401'] ??= { description: 'Missing, invalid or wrong kind of key', content: errorBody };
+    }
+    responses['500'] ??= { description: 'Internal error (names the request id)', content: errorBody };
+
+    paths[route.path] ??= {};
+    paths[route.path][route.method] = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: route.tags,
+      ...(route.deprecated ? { deprecated: true } : {}),
+      security:
+        route.auth === 'team' ? [{ teamApiKey: [] }] : route.auth === 'management' ? [{ managementKey: [] }, { legacyOrgKey: [] }] : [],
+      parameters: [
+        ...parameters('path', route.params, registry),
+        ...parameters('query', route.query, registry),
+        { name: 'x-request-id', in: 'header', required: false, description: 'Echoed back; generated when absent.', schema: { type: 'string' } },
+      ],
+      ...(route.body
+        ? { requestBody: { required: true, content: { 'application/json': { schema: registry.ref(route.body) } } } }
+        : {}),
+      responses,
+    };
+  }
+
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Healthbridge API',
+      version: INTERFACE_VERSION,
+      description:
+        'Health data, user management and lab testing. Data endpoints take a team API key (x-service-api-key); ' +
+        'the management API (/v1/org/...) takes a management key (X-Management-Key).',
+    },
+    servers: [{ url: publicBaseUrl(config), description: `${config.DEPLOYMENT_ENVIRONMENT} ${config.DEPLOYMENT_REGION}` }],
+    paths,
+    components: {
+      schemas: registry.components,
+      securitySchemes: {
+        teamApiKey: { type: 'apiKey', in: 'header', name: 'x-service-api-key' },
+        managementKey: { type: 'apiKey', in: 'header', name: 'X-Management-Key' },
+        legacyOrgKey: { type: 'apiKey', in: 'header', name: 'X-Service-Org-Key', description: 'Deprecated alias of X-Management-Key.' },
+      },
+    },
+  };
+}

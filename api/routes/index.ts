@@ -1,0 +1,16 @@
+import type { AppDeps } from '../deps';
+import type { AnyRoute } from '../route';
+import { managementRoutes } from './management';
+import { providerRoutes } from './providers';
+import { systemRoutes } from './system';
+import { userRoutes } from './users';
+
+/**
+ * The route table: every request enters through one of these rows (see api/route.ts for the shape).
+ * Order matters where paths overlap: literal segments before parameters.
+ */
+export function routeTable(_deps: AppDeps): AnyRoute[] {
+  const routes: AnyRoute[] = [];
+  routes.push(...systemRoutes(() => routes), ...userRoutes, ...providerRoutes, ...managementRoutes);
+  return routes;
+}

@@ -1,0 +1,117 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Type } from '@sinclair/typebox';
+import { notFound } from '../../lib/errors';
+import { pingMongo } from '../../lib/mongo';
+import { temporalReadiness } from '../../lib/temporal';
+import { ErrorDetail } from '../../schemas/common';
+import { defineRoute, type AnyRoute } from '../route';
+import { buildOpenApi } from '../openapi';
+
+const tags = ['System'];
+const Health = Type.Object({ status: Type.String() }, { $id: 'Health' });
+const Readiness = Type.Object(
+  { status: Type.String(), checks: Type.Object({ mongodb: Type.Boolean(), temporal: Type.Boolean(), worker: Type.Boolean() }) },
+  { $id: 'Readiness' },
+);
+
+// The docs page renders /openapi.json with swagger-ui-dist served from node_modules (no CDN).
+const swaggerDir = (() => {
+  try {
+    return path.dirname(require.resolve('swagger-ui-dist/package.json'));
+  } catch {
+    return null;
+  }
+})();
+const DOC_ASSETS: Record<string, string> = {
+  'swagger-ui.css': 'text/css',
+  'swagger-ui-bundle.js': 'application/javascript',
+  'swagger-ui-standalone-preset.js': 'application/javascript',
+};
+const DOCS_HTML = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Healthbridge API</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script src="/docs/assets/init.js"></script></body></html>`;
+const DOCS_INIT = `window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#swagger-ui', deepLinking: true });`;
+
+export function systemRoutes(allRoutes: () => AnyRoute[]) {
+  let openapi: unknown;
+  return [
+    defineRoute({
+      operationId: 'health',
+      method: 'get',
+      path: '/health',
+      summary: 'Liveness',
+      tags,
+      auth: 'none',
+      responses: { 200: { description: 'The process is up', schema: Health } },
+      handler: () => ({ body: { status: 'ok' } }),
+    }),
+    defineRoute({
+      operationId: 'ready',
+      method: 'get',
+      path: '/ready',
+      summary: 'Readiness',
+      description: 'MongoDB answers, Temporal answers, and a worker polls the task queue.',
+      tags,
+      auth: 'none',
+      responses: {
+        200: { description: 'Ready', schema: Readiness },
+        503: { description: 'Not ready', schema: Readiness },
+      },
+      async handler({ deps }) {
+        const [mongodb, temporal] = await Promise.all([pingMongo(deps.db), temporalReadiness(deps.temporal)]);
+        const checks = { mongodb, temporal: temporal.server, worker: temporal.worker };
+        const ready = mongodb && temporal.server && temporal.worker;
+        return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not_ready', checks } };
+      },
+    }),
+    defineRoute({
+      operationId: 'openapi',
+      method: 'get',
+      path: '/openapi.json',
+      summary: 'OpenAPI 3.1 document',
+      tags,
+      auth: 'none',
+      responses: { 200: { description: 'This API, described' } },
+      handler: ({ deps }) => {
+        openapi ??= buildOpenApi(allRoutes(), deps.config);
+        return { body: openapi };
+      },
+    }),
+    defineRoute({
+      operationId: 'docs',
+      method: 'get',
+      path: '/docs',
+      summary: 'API documentation page',
+      tags,
+      auth: 'none',
+      internal: true,
+      responses: { 200: { description: 'HTML', contentType: 'text/html' } },
+      handler: () => ({ body: DOCS_HTML, contentType: 'text/html' }),
+    }),
+    defineRoute({
+      operationId: 'docsAsset',
+      method: 'get',
+      path: '/docs/assets/{file}',
+      summary: 'Docs page assets',
+      tags,
+      auth: 'none',
+      internal: true,
+      params: Type.Object({ file: Type.String() }),
+      responses: { 200: { description: 'Asset' }, 404: { description: 'Unknown asset', schema: ErrorDetail } },
+      handler: ({ params }) => {
+        if (params.file === 'init.js') return { body: DOCS_INIT, contentType: 'application/javascript' };
+        const type = DOC_ASSETS[params.file];
+        if (!type || !swaggerDir) throw notFound(`Unknown docs asset '${params.file}'.`);
+        return {
+          body: readFileSync(path.join(swaggerDir, params.file)),
+          contentType: type,
+          headers: { 'Cache-Control': 'public, max-age=3600' },
+        };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,20 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** A random key with a readable prefix; only its SHA-256 is stored (keys carry 256 bits of entropy). */
+export function mintKey(prefix: string): { value: string; hash: string; display: string } {
+  const value = `${prefix}${randomBytes(32).toString('base64url')}`;
+  return { value, hash: hashKey(value), display: value.slice(0, prefix.length + 4) };
+}
+
+export const hashKey = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex');
+
+/** Constant-time comparison of two hex digests. */
+export function sameHash(a: string, b: string): boolean {
+  const x = Buffer.from(a, 'hex');
+  const y = Buffer.from(b, 'hex');
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export const teamKeyPrefix = (environment: string, region: string) =>
+  `${environment === 'production' ? 'pk' : 'sk'}_${region}_`;
+export const MANAGEMENT_KEY_PREFIX = 'mg_';

@@ -1,0 +1,42 @@
+import pino, { type Logger } from 'pino';
+
+/**
+ * pino JSON logs. Keys, secrets and patient data are redacted wherever they appear in a logged object,
+ * so a careless `log.info({ body })` cannot leak them.
+ */
+const SENSITIVE = [
+  'x-service-api-key',
+  'x-management-key',
+  'x-service-org-key',
+  'authorization',
+  'api_key',
+  'management_key',
+  'team_api_key',
+  'key',
+  'value',
+  'secret',
+  'password',
+  'first_name',
+  'last_name',
+  'dob',
+  'email',
+  'phone_number',
+  'patient_details',
+  'patient_address',
+  'address',
+  'insured',
+  'guarantor',
+  'fallback_birth_date',
+];
+
+export const redactPaths = [
+  ...SENSITIVE.map((k) => `["${k}"]`),
+  ...SENSITIVE.map((k) => `*["${k}"]`),
+  ...SENSITIVE.map((k) => `*.*["${k}"]`),
+];
+
+export function createLogger(level: string, name: string): Logger {
+  return pino({ name, level, redact: { paths: redactPaths, censor: '[redacted]' }, base: { service: name } });
+}
+
+export type { Logger };

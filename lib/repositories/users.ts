@@ -1,0 +1,173 @@
+import type { Collection, Db } from 'mongodb';
+import { isDuplicateKeyError } from '../errors';
+
+export type UserStatus = 'active' | 'pending_deletion' | 'erased';
+
+export interface ConnectedSourceDoc {
+  created_on: Date;
+  source: { name: string; slug: string; logo: string };
+}
+
+export interface UserDoc {
+  _id: string;
+  team_id: string;
+  client_user_id: string;
+  /**
+   * Unique per team (index). Equals client_user_id while the user is active; a deleted user releases it
+   * (`deleted:<user_id>`) so a new user may take the id, and undo re-claims it. FerretDB has no partial
+   * indexes, so "unique among active users" is encoded in this key.
+   */
+  client_user_key: string;
+  status: UserStatus;
+  created_on: Date;
+  updated_at: Date;
+  fallback_time_zone: { id: string; source_slug: string; updated_at: Date } | null;
+  fallback_birth_date: { value: string; source_slug: string; updated_at: Date } | null;
+  ingestion_start: string | null;
+  ingestion_end: string | null;
+  connected_sources: ConnectedSourceDoc[];
+  deletion?: { id: string; requested_at: Date; erase_after: Date };
+  erased_at?: Date;
+}
+
+export type UserChanges = Partial<
+  Pick<UserDoc, 'client_user_id' | 'fallback_time_zone' | 'fallback_birth_date' | 'ingestion_start' | 'ingestion_end'>
+>;
+
+export type RestoreOutcome =
+  | { outcome: 'restored'; user: UserDoc }
+  | { outcome: 'client_user_id_taken'; holder: UserDoc | null }
+  | { outcome: 'not_pending' };
+
+const releasedKey = (userId: string) => `deleted:${userId}`;
+
+/** The only code that touches the `users` collection. */
+export class UserRepository {
+  readonly users: Collection<UserDoc>;
+
+  constructor(db: Db) {
+    this.users = db.collection('users');
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await this.users.createIndex({ team_id: 1, client_user_key: 1 }, { unique: true });
+    await this.users.createIndex({ team_id: 1, status: 1, created_on: 1 });
+    await this.users.createIndex({ team_id: 1, client_user_id: 1 });
+  }
+
+  /** Inserts, or returns the user already holding the client_user_id (the unique index decides races). */
+  async create(doc: UserDoc): Promise<{ created: UserDoc } | { conflict: UserDoc }> {
+    try {
+      await this.users.insertOne(doc);
+      return { created: doc };
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      const existing = await this.findActiveByClientUserId(doc.team_id, doc.client_user_id);
+      if (!existing) throw err;
+      return { conflict: existing };
+    }
+  }
+
+  find(teamId: string, userId: string) {
+    return this.users.findOne({ _id: userId, team_id: teamId });
+  }
+
+  findActiveByClientUserId(teamId: string, clientUserId: string) {
+    return this.users.findOne({ team_id: teamId, client_user_key: clientUserId, status: 'active' });
+  }
+
+  /** The most recently deleted, still restorable user with that client_user_id. */
+  findPendingByClientUserId(teamId: string, clientUserId: string) {
+    return this.users.findOne(
+      { team_id: teamId, client_user_id: clientUserId, status: 'pending_deletion' },
+      { sort: { 'deletion.requested_at': -1 } },
+    );
+  }
+
+  findLatestByClientUserId(teamId: string, clientUserId: string) {
+    return this.users.findOne({ team_id: teamId, client_user_id: clientUserId }, { sort: { created_on: -1 } });
+  }
+
+  async listActive(teamId: string, offset: number, limit: number): Promise<{ users: UserDoc[]; total: number }> {
+    const filter = { team_id: teamId, status: 'active' as const };
+    const [users, total] = await Promise.all([
+      this.users.find(filter).sort({ created_on: 1, _id: 1 }).skip(offset).limit(limit).toArray(),
+      this.users.countDocuments(filter),
+    ]);
+    return { users, total };
+  }
+
+  /** Applies changes to an active user. `conflict` when the new client_user_id is taken. */
+  async patchActive(
+    teamId: string,
+    userId: string,
+    changes: UserChanges,
+  ): Promise<{ updated: UserDoc } | { conflict: UserDoc } | null> {
+    const set: Record<string, unknown> = { ...changes, updated_at: new Date() };
+    if (changes.client_user_id !== undefined) set.client_user_key = changes.client_user_id;
+    try {
+      const updated = await this.users.findOneAndUpdate(
+        { _id: userId, team_id: teamId, status: 'active' },
+        { $set: set },
+        { returnDocument: 'after' },
+      );
+      return updated ? { updated } : null;
+    } catch (err) {
+      if (!isDuplicateKeyError(err) || changes.client_user_id === undefined) throw err;
+      const holder = await this.findActiveByClientUserId(teamId, changes.client_user_id);
+      if (!holder) throw err;
+      return { conflict: holder };
+    }
+  }
+
+  /** Hides an active user and releases its client_user_id. Null if the user was not active. */
+  markPendingDeletion(teamId: string, userId: string, deletion: NonNullable<UserDoc['deletion']>) {
+    return this.users.findOneAndUpdate(
+      { _id: userId, team_id: teamId, status: 'active' },
+      { $set: { status: 'pending_deletion', client_user_key: releasedKey(userId), deletion, updated_at: new Date() } },
+      { returnDocument: 'after' },
+    );
+  }
+
+  /** Undo: re-claims the client_user_id for this deletion's user. Safe to repeat. */
+  async restore(teamId: string, userId: string, deletionId: string): Promise<RestoreOutcome> {
+    const user = await this.find(teamId, userId);
+    if (!user || user.deletion?.id !== deletionId) return { outcome: 'not_pending' };
+    if (user.status === 'active') return { outcome: 'restored', user };
+    if (user.status !== 'pending_deletion') return { outcome: 'not_pending' };
+    try {
+      const restored = await this.users.findOneAndUpdate(
+        { _id: userId, team_id: teamId, status: 'pending_deletion', 'deletion.id': deletionId },
+        { $set: { status: 'active', client_user_key: user.client_user_id, updated_at: new Date() } },
+        { returnDocument: 'after' },
+      );
+      return restored ? { outcome: 'restored', user: restored } : this.restore(teamId, userId, deletionId);
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      return { outcome: 'client_user_id_taken', holder: await this.findActiveByClientUserId(teamId, user.client_user_id) };
+    }
+  }
+
+  /** Drops everything but a tombstone (ids, status, when) once the grace period has passed. */
+  async markErased(teamId: string, userId: string, deletionId: string): Promise<boolean> {
+    const res = await this.users.updateOne(
+      { _id: userId, team_id: teamId, status: 'pending_deletion', 'deletion.id': deletionId },
+      {
+        $set: { status: 'erased', erased_at: new Date(), client_user_key: `erased:${userId}`, updated_at: new Date() },
+        $unset: {
+          client_user_id: '',
+          fallback_time_zone: '',
+          fallback_birth_date: '',
+          ingestion_start: '',
+          ingestion_end: '',
+          connected_sources: '',
+        },
+      },
+    );
+    return res.modifiedCount === 1;
+  }
+
+  async clearConnectedSources(teamId: string, userId: string): Promise<void> {
+    await this.users.updateOne({ _id: userId, team_id: teamId }, { $set: { connected_sources: [] } });
+  }
+}

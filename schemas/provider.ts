@@ -1,0 +1,45 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { StringEnum } from './common';
+
+export const AuthTypes = ['oauth', 'team_oauth', 'sdk', 'password', 'email', 'app'] as const;
+export const SourceTypes = ['app', 'ble', 'device', 'lab', 'provider'] as const;
+
+/** One entry of lib/catalogue/providers.json (validated at start-up). */
+export const ProviderCatalogueEntry = Type.Object(
+  {
+    slug: Type.String({ pattern: '^[a-z0-9_]+$' }),
+    name: Type.String({ minLength: 1 }),
+    description: Type.String({ minLength: 1 }),
+    auth_type: StringEnum(AuthTypes),
+    source_type: StringEnum(SourceTypes),
+    supported_resources: Type.Array(Type.String({ pattern: '^[a-z0-9_]+$' }), { uniqueItems: true }),
+  },
+  { additionalProperties: false },
+);
+export type ProviderCatalogueEntry = Static<typeof ProviderCatalogueEntry>;
+
+export const Provider = Type.Object(
+  {
+    name: Type.String(),
+    slug: Type.String(),
+    description: Type.String(),
+    logo: Type.String({ format: 'uri' }),
+    auth_type: Type.String({ description: `Non-exhaustive: ${AuthTypes.join(', ')}.` }),
+    supported_resources: Type.Array(Type.String(), { description: 'Non-exhaustive resource names.' }),
+  },
+  { $id: 'Provider' },
+);
+export type Provider = Static<typeof Provider>;
+
+export const ProviderList = Type.Array(Provider, { $id: 'ProviderList' });
+
+export const ProviderListQuery = Type.Object(
+  {
+    source_type: Type.Optional(
+      StringEnum(SourceTypes, { description: 'Only providers of this source type.' }),
+    ),
+  },
+  { additionalProperties: true },
+);
+
+export const ProviderSlugParams = Type.Object({ slug: Type.String({ pattern: '^[a-z0-9_]+$' }) });

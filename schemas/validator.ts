@@ -1,0 +1,142 @@
+import Ajv, { ErrorObject, ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { Static, TSchema } from '@sinclair/typebox';
+
+/**
+ * The one ajv instance. Body schemas declare `additionalProperties: false` and `removeAdditional`
+ * strips unknown fields (they are ignored, not rejected). Query, path, header and env values arrive as
+ * strings; `coerceFlat` converts them by schema type before validation, so no instance-wide coercion
+ * can silently accept a string where a JSON body must carry a number.
+ */
+export const ajv = new Ajv({ allErrors: true, removeAdditional: true, useDefaults: true, strict: false });
+addFormats(ajv);
+
+const compiled = new WeakMap<object, ValidateFunction>();
+
+export function validatorFor<T extends TSchema>(schema: T): ValidateFunction<Static<T>> {
+  let fn = compiled.get(schema);
+  if (!fn) {
+    fn = ajv.compile(schema);
+    compiled.set(schema, fn);
+  }
+  return fn as ValidateFunction<Static<T>>;
+}
+
+export interface FieldError {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+}
+
+/** Renders ajv errors in the FastAPI/pydantic shape the reference API uses: `{loc, msg, type}`. */
+export function toFieldErrors(location: string, errors: ErrorObject[] | null | undefined): FieldError[] {
+  const out: FieldError[] = [];
+  const seen = new Set<string>();
+  for (const e of errors ?? []) {
+    const path = e.instancePath
+      .split('/')
+      .slice(1)
+      .map((p) => (/^\d+$/.test(p) ? Number(p) : p.replace(/~1/g, '/').replace(/~0/g, '~')));
+    if (e.keyword === 'required') path.push((e.params as { missingProperty: string }).missingProperty);
+    const { msg, type } = describe(e);
+    const key = JSON.stringify(path);
+    // anyOf/nullable schemas produce one error per branch; the first is the useful one.
+    if (seen.has(key)) continue;
+    seen.add(key);
+    out.push({ loc: [location, ...path], msg, type });
+  }
+  return out;
+}
+
+const formatTypes: Record<string, string> = {
+  uuid: 'uuid_parsing',
+  date: 'date_parsing',
+  'date-time': 'datetime_parsing',
+  uri: 'url_parsing',
+  email: 'value_error',
+};
+
+function describe(e: ErrorObject): { msg: string; type: string } {
+  const p = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'required':
+      return { msg: 'Field required', type: 'missing' };
+    case 'type': {
+      const t = String(p.type).split(',')[0];
+      const names: Record<string, string> = {
+        string: 'string',
+        integer: 'int',
+        number: 'float',
+        boolean: 'bool',
+        object: 'dict',
+        array: 'list',
+        null: 'none',
+      };
+      return { msg: `Input should be a valid ${t === 'object' ? 'object' : t}`, type: `${names[t] ?? t}_type` };
+    }
+    case 'enum':
+      return {
+        msg: `Input should be ${(p.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`,
+        type: 'enum',
+      };
+    case 'const':
+      return { msg: `Input should be ${JSON.stringify(p.allowedValue)}`, type: 'literal_error' };
+    case 'format': {
+      const f = String(p.format);
+      const hint = f === 'date' ? ' in the format YYYY-mm-dd' : f === 'uuid' ? ' (UUID)' : '';
+      return { msg: `Input should be a valid ${f}${hint}`, type: formatTypes[f] ?? 'value_error' };
+    }
+    case 'minLength':
+      return { msg: `String should have at least ${p.limit} character(s)`, type: 'string_too_short' };
+    case 'maxLength':
+      return { msg: `String should have at most ${p.limit} character(s)`, type: 'string_too_long' };
+    case 'minimum':
+      return { msg: `Input should be greater than or equal to ${p.limit}`, type: 'greater_than_equal' };
+    case 'maximum':
+      return { msg: `Input should be less than or equal to ${p.limit}`, type: 'less_than_equal' };
+    case 'pattern':
+      return { msg: `String should match pattern '${p.pattern}'`, type: 'string_pattern_mismatch' };
+    case 'minItems':
+      return { msg: `List should have at least ${p.limit} item(s)`, type: 'too_short' };
+    case 'maxItems':
+      return { msg: `List should have at most ${p.limit} item(s)`, type: 'too_long' };
+    case 'minProperties':
+      return { msg: `Object should have at least ${p.limit} field(s)`, type: 'too_short' };
+    case 'additionalProperties':
+      return { msg: `Extra field '${p.additionalProperty}' is not permitted`, type: 'extra_forbidden' };
+    default:
+      return { msg: e.message ?? 'Invalid value', type: 'value_error' };
+  }
+}
+
+/**
+ * Converts string inputs (query, path, headers, environment) to the primitive type the schema expects.
+ * Values that do not convert are left as strings so validation reports them.
+ */
+export function coerceFlat(schema: TSchema, input: Record<string, unknown>): Record<string, unknown> {
+  const props = (schema as { properties?: Record<string, { type?: string | string[]; anyOf?: { type?: string }[] }> })
+    .properties;
+  const out: Record<string, unknown> = {};
+  for (const [key, raw] of Object.entries(input)) {
+    const prop = props?.[key];
+    const types = prop ? [prop.type, ...(prop.anyOf ?? []).map((s) => s.type)].flat().filter(Boolean) : [];
+    if (types.includes('array')) {
+      out[key] = Array.isArray(raw) ? raw : [raw];
+      continue;
+    }
+    // A repeated scalar parameter: the last one wins, as in most web frameworks.
+    const value = Array.isArray(raw) ? raw[raw.length - 1] : raw;
+    if (!prop || typeof value !== 'string') {
+      out[key] = value;
+      continue;
+    }
+    if ((types.includes('integer') || types.includes('number')) && value.trim() !== '' && !Number.isNaN(Number(value))) {
+      out[key] = Number(value);
+    } else if (types.includes('boolean') && (value === 'true' || value === 'false')) {
+      out[key] = value === 'true';
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,69 @@
+// Shared set-up steps of `npm run dev` and `npm test` (Node built-ins only: runs before npm install).
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export function run(cmd, args, opts = {}) {
+  const res = spawnSync(cmd, args, { cwd: repoRoot, stdio: 'inherit', ...opts });
+  if (res.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${res.status ?? res.signal})`);
+}
+
+/** npm ci on a fresh clone, or when package-lock.json changed since the last install. */
+export function ensureDependencies(log = console.log) {
+  const marker = path.join(repoRoot, 'node_modules', '.package-lock.json');
+  const lock = path.join(repoRoot, 'package-lock.json');
+  if (existsSync(marker) && statSync(marker).mtimeMs >= statSync(lock).mtimeMs) return;
+  log('setup: installing dependencies (npm ci)...');
+  run('npm', ['ci', '--no-audit', '--no-fund']);
+}
+
+/** Type-checks and compiles to dist/ (a type error fails the command). */
+export function build(log = console.log) {
+  log('setup: compiling TypeScript (tsc)...');
+  const started = Date.now();
+  run(process.execPath, [path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json']);
+  log(`setup: compiled in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+/** Starts a node entry from dist/ with the given environment; output is inherited. */
+export function startNode(entry, env, name) {
+  const child = spawn(process.execPath, [path.join(repoRoot, 'dist', entry)], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  child.name = name;
+  return child;
+}
+
+/** SIGTERM, then SIGKILL after `ms`. Resolves when the process has exited. */
+export function stopChild(child, ms = 15000) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), ms);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+export async function waitForHttp(url, { timeoutMs = 120000, ok = (res) => res.status === 200 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url);
+      if (ok(res)) return;
+      last = `${res.status} ${await res.text()}`;
+    } catch (err) {
+      last = err.message;
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  throw new Error(`${url} did not become ready in ${timeoutMs / 1000} s (last answer: ${last})`);
+}

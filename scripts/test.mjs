@@ -1,0 +1,62 @@
+// `npm test`: install, type-check and build, start a private stack on free ports (or use MONGO_URL /
+// TEMPORAL_ADDRESS), start a worker, run the whole jest suite, stop everything, exit with jest's code.
+// Safe to run while `npm run dev` is running: nothing is shared but the binaries.
+import { rmSync } from 'node:fs';
+import path from 'node:path';
+import { build, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
+import { ensureBinaries, startStack, stopStack } from './stack.mjs';
+import { spawn } from 'node:child_process';
+
+const runId = `${Date.now().toString(36)}-${process.pid}`;
+const stateDir = path.join(repoRoot, '.devstack', `test-${runId}`);
+const log = (msg) => console.log(`test: ${msg}`);
+let worker;
+let stackStarted = false;
+
+async function cleanup() {
+  await stopChild(worker);
+  if (stackStarted) await stopStack({ stateDir, log: (m) => console.log(m) });
+  rmSync(stateDir, { recursive: true, force: true });
+}
+
+async function main() {
+  ensureDependencies(log);
+  build(log);
+  await ensureBinaries({ log: (m) => console.log(m) });
+  const stack = await startStack({ stateDir, ui: false, persist: false, log: (m) => console.log(m) });
+  stackStarted = true;
+  const env = {
+    MONGO_URL: stack.mongoUrl,
+    TEMPORAL_ADDRESS: stack.temporalAddress,
+    MONGO_DB: `hb_test_${runId.replace(/-/g, '_')}`,
+    TEMPORAL_TASK_QUEUE: `hb-test-${runId}`,
+    LOG_LEVEL: process.env.LOG_LEVEL || 'warn',
+    HB_TEST_STATE_DIR: stateDir,
+  };
+  Object.assign(process.env, env);
+  worker = startNode('worker/main.js', env, 'worker');
+  log(`stack ready (mongo ${stack.mongoUrl}, temporal ${stack.temporalAddress}); running jest...`);
+  const jest = path.join(repoRoot, 'node_modules', 'jest', 'bin', 'jest.js');
+  const code = await new Promise((resolve) => {
+    const child = spawn(process.execPath, [jest, '--ci', ...process.argv.slice(2)], { cwd: repoRoot, stdio: 'inherit', env: process.env });
+    child.once('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0)));
+  });
+  return code;
+}
+
+let exitCode = 1;
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, async () => {
+    await cleanup();
+    process.exit(130);
+  });
+}
+try {
+  exitCode = await main();
+} catch (err) {
+  console.error(`test: ${err.message}`);
+  exitCode = 1;
+} finally {
+  await cleanup();
+}
+process.exit(exitCode);

@@ -1,0 +1,32 @@
+import { loadConfig } from '../lib/config';
+import { createLogger } from '../lib/logger';
+import { connectMongo } from '../lib/mongo';
+import { createRepositories, ensureIndexes } from '../lib/repositories';
+import { createWorker } from './worker';
+
+/** Worker process: hosts workflows and activities; SIGTERM drains in-flight tasks, then closes. */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config.LOG_LEVEL, 'worker');
+  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
+  const repos = createRepositories(mongo.db);
+  await ensureIndexes(repos);
+  const { worker, connection } = await createWorker(config, repos, logger);
+
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      logger.info({ signal }, 'worker shutting down');
+      worker.shutdown();
+    });
+  }
+  logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+  await worker.run();
+  await connection.close();
+  await mongo.close();
+  logger.info('worker stopped');
+}
+
+main().catch((err) => {
+  console.error(`worker failed: ${(err as Error).message}`);
+  process.exit(1);
+});

@@ -1,0 +1,40 @@
+import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata } from '@temporalio/worker';
+import { createActivities } from '../activities';
+import type { Config } from '../lib/config';
+import type { Logger } from '../lib/logger';
+import type { Repositories } from '../lib/repositories';
+
+let runtimeInstalled = false;
+
+/** Routes the SDK's own logs (incl. workflow `log.*`) into our pino logger. */
+export function installRuntimeLogger(logger: Logger): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  const level = (logger.level === 'debug' || logger.level === 'trace' ? 'DEBUG' : 'INFO') as LogLevel;
+  Runtime.install({
+    logger: new DefaultLogger(level, (entry) => {
+      const meta: LogMetadata = { ...entry.meta };
+      const pinoLevel = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
+      logger[pinoLevel](meta, entry.message);
+    }),
+  });
+}
+
+export interface WorkerHandle {
+  worker: Worker;
+  connection: NativeConnection;
+}
+
+export async function createWorker(config: Config, repos: Repositories, logger: Logger): Promise<WorkerHandle> {
+  installRuntimeLogger(logger);
+  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    workflowsPath: require.resolve('../workflows'),
+    activities: createActivities({ repos }),
+    shutdownGraceTime: config.SHUTDOWN_TIMEOUT_MS,
+  });
+  return { worker, connection };
+}

@@ -1,0 +1,2 @@
+// Every workflow the worker hosts. Workflow code imports only @temporalio/workflow, types and pure helpers.
+export { userDeletionWorkflow } from './user-deletion';
