@@ -29,7 +29,12 @@ export const unauthorized = (detail: string) => new ApiError(401, detail);
 export const forbidden = (detail: string) => new ApiError(403, detail);
 export const notFound = (detail: string) => new ApiError(404, detail);
 
-/** MongoDB duplicate-key error (unique index), as raised by both MongoDB and FerretDB. */
+/**
+ * A unique-index violation. MongoDB (and FerretDB on insert) report code 11000; FerretDB v1 reports a
+ * violating *update* as InternalError (code 1) carrying SQLite's "UNIQUE constraint failed".
+ */
 export function isDuplicateKeyError(err: unknown): boolean {
-  return typeof err === 'object' && err !== null && (err as { code?: number }).code === 11000;
+  if (typeof err !== 'object' || err === null) return false;
+  const { code, message } = err as { code?: number; message?: string };
+  return code === 11000 || (code === 1 && /UNIQUE constraint failed/.test(message ?? ''));
 }

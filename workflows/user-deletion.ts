@@ -32,12 +32,17 @@ export const USER_DELETION_FAILURES = {
   clientUserIdTaken: 'ClientUserIdTaken',
 } as const;
 
-const { deregisterUserConnections, listUserDataDomains, eraseUserDataDomain, markUserErased, restoreDeletedUser } =
+const { deregisterUserConnections, listUserDataDomains, eraseUserDataDomain, markUserErased } =
   proxyActivities<UserDeletionActivities>({
     startToCloseTimeout: '1 minute',
     // Our own transient faults only (database hiccups); business outcomes come back as values.
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
   });
+// An undo has a caller waiting on the other end: give up after a few tries instead of hanging it.
+const { restoreDeletedUser } = proxyActivities<UserDeletionActivities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '200 milliseconds', maximumAttempts: 5 },
+});
 
 /**
  * One deletion of one user (id `user-deletion:<userId>`): deregister connections at once, wait out the
@@ -52,7 +57,13 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
     undoUserDeletionUpdate,
     async () => {
       phase = 'restoring';
-      const outcome = await restoreDeletedUser({ teamId, userId, deletionId });
+      let outcome;
+      try {
+        outcome = await restoreDeletedUser({ teamId, userId, deletionId });
+      } catch (err) {
+        phase = 'grace';
+        throw err;
+      }
       if (outcome.outcome === 'restored') {
         phase = 'restored';
         return { restored: true as const };

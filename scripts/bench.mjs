@@ -1,0 +1,126 @@
+// `npm run bench`: throughput and latency of the API's user endpoints, each against a baseline measured
+// in the same run (a plain Koa route; the raw MongoDB driver on the same database). A report, not a
+// test: it exits 0 when a target is missed and non-zero only when it could not run.
+//
+// Builds like `npm test`, starts a private stack on free ports (or uses MONGO_URL / TEMPORAL_ADDRESS),
+// the real worker and API processes, seeds a tenant, runs the suites in scripts/bench/, prints a
+// table and writes .devstack/bench-results.json. Everything it started is stopped, also on failure and Ctrl-C.
+//
+//   BENCH_CONCURRENCY=32  closed-loop workers per scenario
+//   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
+//   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went
+//
+// A new suite (e.g. webhook delivery) is a module in scripts/bench/ exporting
+// `async (env, { log }) => ({ results, ratios })` (see users.mjs), added to `suites` below.
+import { rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { machineInfo, startEnvironment } from './bench/environment.mjs';
+import { benchDefaults } from './bench/load.mjs';
+import { computeRatios, formatReport, summarizeCpuProfile, writeResults } from './bench/report.mjs';
+import { userSuite } from './bench/users.mjs';
+import { build, ensureDependencies, repoRoot } from './setup.mjs';
+
+const suites = [{ name: 'users', run: userSuite }];
+
+const runId = `${Date.now().toString(36)}-${process.pid}`;
+const resultsFile = path.join(repoRoot, '.devstack', 'bench-results.json');
+const profileDir = process.env.BENCH_CPU_PROF ? path.join(repoRoot, '.devstack', 'bench-profile') : null;
+const OVERALL_TIMEOUT_MS = 30 * 60_000; // a cold build of the servers can take minutes; the runs themselves far less
+const log = (msg) => console.log(msg);
+
+let env = null;
+let stopEnvironment = null;
+const cleanup = () => (stopEnvironment ? stopEnvironment() : Promise.resolve());
+
+async function abort(reason, code) {
+  console.error(`bench: ${reason}; stopping everything...`);
+  await cleanup();
+  process.exit(code);
+}
+process.once('SIGINT', () => void abort('interrupted', 130));
+process.once('SIGTERM', () => void abort('terminated', 143));
+setTimeout(() => void abort(`not finished after ${OVERALL_TIMEOUT_MS / 60_000} min`, 1), OVERALL_TIMEOUT_MS).unref();
+
+async function main() {
+  const config = benchDefaults(); // rejects bad BENCH_* values before anything starts
+  ensureDependencies(log);
+  build(log);
+  if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+  const machine = machineInfo();
+  const startedAt = new Date().toISOString();
+  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, onCleanup: (fn) => (stopEnvironment = fn) });
+  log(`bench: api ${env.apiUrl}, constant route ${env.constantUrl}, database ${env.dbKind}`);
+
+  const results = [];
+  const ratioSpecs = [];
+  for (const suite of suites) {
+    const out = await suite.run(env, { log });
+    results.push(...out.results);
+    ratioSpecs.push(...out.ratios);
+    for (const [name, child] of Object.entries(env.children)) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new Error(`the ${name} process exited during the ${suite.name} suite (${child.signalCode ?? `exit code ${child.exitCode}`})`);
+      }
+    }
+  }
+  machine.loadAverageAfter = os.loadavg().map((x) => Math.round(x * 100) / 100);
+  const dbKind = env.dbKind;
+  await cleanup(); // the API writes its CPU profile when it exits
+
+  const ratios = computeRatios(ratioSpecs);
+  const notes = [
+    `note: load generator, api, worker, database and Temporal all share these ${machine.cpus} cpus, and any other ` +
+      `work on the machine (e.g. a concurrent test run) lowers the figures; compare the ratios, not absolute req/s.`,
+  ];
+  if (Math.max(machine.loadAverage[0], machine.loadAverageAfter[0]) > machine.cpus * 0.75) {
+    notes.push(`note: the machine was busy with other work (1-min load average ${machine.loadAverage[0]} before the run).`);
+  }
+  console.log(formatReport({ results, ratios, machine, dbKind, config, notes }));
+
+  let profile = null;
+  if (profileDir) {
+    profile = summarizeCpuProfile(profileDir);
+    if (!profile) console.log(`\nbench: no CPU profile in ${profileDir} (the api did not exit cleanly)`);
+    else {
+      console.log(
+        `\napi CPU profile: busy ${profile.busyMs} ms of ${profile.totalMs} ms sampled (whole run, incl. start-up and the ` +
+          `baseline scenarios, when the api is idle); ${path.relative(repoRoot, profile.file)}`,
+      );
+      console.log('  self time by package (% of busy):');
+      for (const p of profile.packages) console.log(`    ${String(p.pctOfBusy).padStart(5)}%  ${p.name}`);
+      console.log('  self time by function (% of busy):');
+      for (const f of profile.functions) console.log(`    ${String(f.pctOfBusy).padStart(5)}%  ${f.name}`);
+    }
+  }
+
+  writeResults(resultsFile, {
+    runId,
+    startedAt,
+    finishedAt: new Date().toISOString(),
+    config,
+    machine: { ...machine, database: dbKind },
+    scenarios: results,
+    ratios,
+    ...(profile ? { apiCpuProfile: profile } : {}),
+  });
+  console.log(`\nbench: results written to ${path.relative(repoRoot, resultsFile)}`);
+
+  const empty = results.filter((r) => r.ok === 0);
+  if (empty.length) {
+    console.error(`bench: no successful request in: ${empty.map((r) => r.name).join(', ')}; the figures are meaningless`);
+    return 1;
+  }
+  return 0;
+}
+
+let exitCode = 1;
+try {
+  exitCode = await main();
+} catch (err) {
+  console.error(`bench: ${err.message}`);
+  exitCode = 1;
+} finally {
+  await cleanup();
+}
+process.exit(exitCode);

@@ -1,0 +1,168 @@
+// The system under test for `npm run bench`: a private stack (or MONGO_URL / TEMPORAL_ADDRESS), the real
+// worker and API processes from dist/, a seeded tenant, and a database handle for the raw-driver baselines.
+// Everything started here is stopped by `env.cleanup()`, which is safe to call more than once.
+import { fork, spawn } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { repoRoot, startNode, stopChild, waitForHttp } from '../setup.mjs';
+import { ensureBinaries, freePort, startStack, stopStack } from '../stack.mjs';
+
+/** Imports a compiled module from dist/ (CommonJS; its named exports are available). */
+export const distModule = (rel) => import(pathToFileURL(path.join(repoRoot, 'dist', rel)).href);
+
+/** Resolves when `child` has reported { port } over IPC; rejects if it exits first or takes over `ms`. */
+function portMessage(child, name, ms = 20_000) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not report its port within ${ms / 1000} s`)), ms);
+    child.once('message', (msg) => {
+      clearTimeout(timer);
+      resolve(msg.port);
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited during start-up (${signal ?? `exit code ${code}`})`));
+    });
+  });
+}
+
+/**
+ * Rejects when `child` exits; call it right after spawning (an exit before the listener would go unseen).
+ * Raced against waits so a crashed server fails the run at once.
+ */
+function exitAsError(child, name) {
+  const exited = new Promise((_, reject) => {
+    child.once('exit', (code, signal) => reject(new Error(`${name} exited (${signal ?? `exit code ${code}`}); see its output above`)));
+  });
+  exited.catch(() => {}); // only an error while something waits on it
+  return exited;
+}
+
+/** Like setup.mjs startNode, with node options (startNode has none, and --cpu-prof is refused in NODE_OPTIONS). */
+function startNodeWith(nodeArgs, entry, env, name) {
+  if (!nodeArgs.length) return startNode(entry, env, name);
+  const child = spawn(process.execPath, [...nodeArgs, path.join(repoRoot, 'dist', entry)], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  child.name = name;
+  return child;
+}
+
+async function databaseKind(db, external) {
+  try {
+    const info = await db.admin().command({ buildInfo: 1 });
+    const kind = info.ferretdbVersion
+      ? `FerretDB ${info.ferretdbVersion}${external ? '' : ' (SQLite)'}` // scripts/stack.mjs runs it with --handler=sqlite
+      : `MongoDB ${info.version}`;
+    return external ? `${kind}, external (MONGO_URL)` : kind;
+  } catch (err) {
+    return `unknown (${err.message})`;
+  }
+}
+
+/**
+ * Starts everything. Options: runId, log, cpuProfileDir (start the API with --cpu-prof into that directory),
+ * onCleanup(cleanup) (called at once with the cleanup function, for signal handlers).
+ * Returns { runId, stateDir, apiUrl, constantUrl, mongoUrl, dbName, db, tenant, dbKind, children, cleanup }.
+ */
+export async function startEnvironment({ runId, log = console.log, cpuProfileDir = null, onCleanup = () => {} }) {
+  const stateDir = path.join(repoRoot, '.devstack', `bench-${runId}`);
+  const env = { runId, stateDir, children: {}, dbName: `hb_bench_${runId.replace(/-/g, '_')}` };
+  let mongo = null;
+  let cleaning = null;
+
+  env.cleanup = () =>
+    (cleaning ??= (async () => {
+      const step = async (what, fn) => {
+        try {
+          await fn();
+        } catch (err) {
+          log(`bench: cleanup: ${what} failed: ${err.message}`);
+        }
+      };
+      // Reverse start order: the API first, so nothing uses the database while it goes away.
+      for (const name of ['api', 'constant', 'worker']) {
+        if (env.children[name]) await step(`stopping ${name}`, () => stopChild(env.children[name]));
+      }
+      if (mongo) {
+        // A private stack's database disappears with its state dir; an external one must not keep our data.
+        if (process.env.MONGO_URL) await step('dropping the bench database', () => mongo.db.dropDatabase());
+        await step('closing the database client', () => mongo.close());
+      }
+      // Also when start-up was interrupted: stopStack reads the pids startStack recorded (none: no-op).
+      await step('stopping the stack', () => stopStack({ stateDir, log: (m) => log(m) }));
+      rmSync(stateDir, { recursive: true, force: true });
+    })());
+  onCleanup(env.cleanup); // before anything starts: a Ctrl-C during start-up must find it
+
+  try {
+    await ensureBinaries({ log });
+    const stack = await startStack({ stateDir, ui: false, persist: false, log });
+    env.mongoUrl = stack.mongoUrl;
+    const apiPort = await freePort();
+    const childEnv = {
+      MONGO_URL: stack.mongoUrl,
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      MONGO_DB: env.dbName,
+      TEMPORAL_TASK_QUEUE: `hb-bench-${runId}`,
+      LOG_LEVEL: 'warn',
+      // The seeded team is sandbox/us: pin the deployment to match whatever the shell says.
+      DEPLOYMENT_ENVIRONMENT: 'sandbox',
+      DEPLOYMENT_REGION: 'us',
+      API_HOST: '127.0.0.1',
+      API_PORT: String(apiPort),
+      PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
+    };
+    env.apiUrl = `http://127.0.0.1:${apiPort}`;
+
+    env.children.worker = startNode('worker/main.js', childEnv, 'worker');
+    const workerExit = exitAsError(env.children.worker, 'the worker process');
+    const profileArgs = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
+    env.children.api = startNodeWith(profileArgs, 'api/main.js', childEnv, 'api');
+    const apiExit = exitAsError(env.children.api, 'the api process');
+    env.children.constant = fork(path.join(repoRoot, 'scripts', 'bench', 'constant-server.mjs'), [], {
+      cwd: repoRoot,
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    const constantPort = await portMessage(env.children.constant, 'the constant-route server');
+    env.constantUrl = `http://127.0.0.1:${constantPort}`;
+
+    log(`bench: waiting for ${env.apiUrl}/ready (api, worker, database, Temporal)...`);
+    await Promise.race([waitForHttp(`${env.apiUrl}/ready`), apiExit, workerExit]);
+
+    // Seed through the repositories, as test/support/harness.ts createTenant does.
+    const { connectMongo } = await distModule('lib/mongo.js');
+    const { createRepositories, ensureIndexes } = await distModule('lib/repositories/index.js');
+    mongo = await connectMongo(stack.mongoUrl, env.dbName);
+    env.db = mongo.db;
+    env.client = mongo.client;
+    const repos = createRepositories(mongo.db);
+    await ensureIndexes(repos);
+    env.repos = repos;
+    const org = await repos.tenancy.createOrg('Bench org');
+    const team = await repos.tenancy.createTeam(org._id, 'Bench org team', 'sandbox', 'us');
+    const key = await repos.tenancy.createTeamApiKey(team, 'bench');
+    env.tenant = { orgId: org._id, teamId: team._id, teamKey: key.value };
+    env.dbKind = await databaseKind(mongo.db, Boolean(process.env.MONGO_URL));
+    env.temporalAddress = stack.temporalAddress;
+    return env;
+  } catch (err) {
+    await env.cleanup();
+    throw err;
+  }
+}
+
+export function machineInfo() {
+  const cpus = os.cpus();
+  return {
+    cpus: cpus.length,
+    cpuModel: cpus[0]?.model?.trim() ?? 'unknown',
+    memoryGb: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+    loadAverage: os.loadavg().map((x) => Math.round(x * 100) / 100),
+  };
+}

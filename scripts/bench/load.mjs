@@ -1,0 +1,184 @@
+// The load generator of `npm run bench`: closed-loop workers in this process, a fixed warm-up and a
+// fixed measurement window, and a keep-alive HTTP client for 127.0.0.1 targets.
+//
+//   const result = await measure({ name: 'user read', fn: async ({ worker, seq }) => { ... } });
+//
+// `fn` is one operation: it resolves on success and throws on failure (an unexpected status is a
+// failure: use `client.expect(...)` or throw a BenchError with the response body as `detail`).
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
+
+const REQUEST_TIMEOUT_MS = 10_000;
+// After the window closes, in-flight operations get this long to finish before measure() gives up on them.
+const DRAIN_TIMEOUT_MS = REQUEST_TIMEOUT_MS + 5_000;
+
+function numberEnv(name, fallback, { integer = false, min = 0 } = {}) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
+    throw new Error(`${name}=${raw} is not a valid ${integer ? 'integer' : 'number'} >= ${min}`);
+  }
+  return value;
+}
+
+/** Concurrency and timing for every scenario: BENCH_CONCURRENCY (32), BENCH_SECONDS (5), BENCH_WARMUP_SECONDS (1). */
+export function benchDefaults() {
+  return {
+    concurrency: numberEnv('BENCH_CONCURRENCY', 32, { integer: true, min: 1 }),
+    seconds: numberEnv('BENCH_SECONDS', 5, { min: 0.1 }),
+    warmupSeconds: numberEnv('BENCH_WARMUP_SECONDS', 1, { min: 0 }),
+  };
+}
+
+/** A failed operation; `detail` (e.g. the response body) is shown for the first error of a scenario. */
+export class BenchError extends Error {
+  constructor(message, detail) {
+    super(message);
+    this.detail = detail;
+  }
+}
+
+const describe = (err) => {
+  const message = err instanceof Error ? err.message : String(err);
+  const detail = err && err.detail !== undefined ? String(err.detail) : undefined;
+  return detail === undefined ? message : `${message}: ${detail.length > 2000 ? `${detail.slice(0, 2000)}...` : detail}`;
+};
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return null;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
+}
+
+const round = (x, digits = 2) => (x === null || x === undefined ? null : Math.round(x * 10 ** digits) / 10 ** digits);
+
+/**
+ * Runs `fn` in `concurrency` closed loops: warm-up (not counted), then `seconds` of measurement.
+ * An operation is counted in the window in which it completes; its latency is its own duration.
+ * Returns { name, concurrency, seconds, ok, rps, p50Ms, p90Ms, p99Ms, meanMs, maxMs, errors, warmupErrors, firstError }.
+ */
+export async function measure({ name, concurrency, seconds, warmupSeconds, fn, log = console.log }) {
+  const defaults = benchDefaults();
+  concurrency ??= defaults.concurrency;
+  seconds ??= defaults.seconds;
+  warmupSeconds ??= defaults.warmupSeconds;
+  log(`bench: ${name} ... ${seconds} s (${concurrency} concurrent, after ${warmupSeconds} s warm-up)`);
+
+  const latencies = [];
+  let errors = 0;
+  let warmupErrors = 0;
+  let firstError = null;
+  let seq = 0;
+  const windowStart = performance.now() + warmupSeconds * 1000;
+  const windowEnd = windowStart + seconds * 1000;
+
+  const loop = async (worker) => {
+    while (performance.now() < windowEnd) {
+      const started = performance.now();
+      let failure = null;
+      try {
+        await fn({ worker, seq: seq++ });
+      } catch (err) {
+        failure = err ?? new Error('operation failed');
+      }
+      const ended = performance.now();
+      if (failure && firstError === null) firstError = describe(failure);
+      if (ended < windowStart) {
+        if (failure) warmupErrors++;
+      } else if (ended <= windowEnd) {
+        if (failure) errors++;
+        else latencies.push(ended - started);
+      }
+    }
+  };
+
+  let drainTimer;
+  const drained = await Promise.race([
+    Promise.all(Array.from({ length: concurrency }, (_, i) => loop(i))).then(() => true),
+    new Promise((resolve) => {
+      drainTimer = setTimeout(() => resolve(false), windowEnd - performance.now() + DRAIN_TIMEOUT_MS);
+    }),
+  ]);
+  clearTimeout(drainTimer);
+  if (!drained) log(`bench: ${name}: some operations were still running ${DRAIN_TIMEOUT_MS / 1000} s after the window; abandoned`);
+
+  const sorted = Float64Array.from(latencies).sort();
+  const sum = latencies.reduce((a, b) => a + b, 0);
+  const result = {
+    name,
+    concurrency,
+    seconds,
+    warmupSeconds,
+    ok: latencies.length,
+    rps: round(latencies.length / seconds, 1),
+    p50Ms: round(percentile(sorted, 50)),
+    p90Ms: round(percentile(sorted, 90)),
+    p99Ms: round(percentile(sorted, 99)),
+    meanMs: round(latencies.length ? sum / latencies.length : null),
+    maxMs: round(sorted.length ? sorted[sorted.length - 1] : null),
+    errors,
+    warmupErrors,
+    firstError,
+  };
+  log(
+    `bench: ${name}: ${result.rps} req/s, p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms, ${errors} errors` +
+      (warmupErrors ? ` (+${warmupErrors} during warm-up)` : ''),
+  );
+  if (firstError) log(`bench: ${name}: first error: ${firstError}`);
+  return result;
+}
+
+/**
+ * A keep-alive HTTP/1.1 client for one base URL on 127.0.0.1 (the bench never sends load elsewhere).
+ * Use one client per scenario and close() it afterwards, so no idle socket outlives the server's keep-alive.
+ */
+export function httpClient(baseUrl, { headers: defaultHeaders = {}, timeoutMs = REQUEST_TIMEOUT_MS } = {}) {
+  const url = new URL(baseUrl);
+  if (url.protocol !== 'http:' || url.hostname !== '127.0.0.1') {
+    throw new Error(`bench: refusing to send load to ${baseUrl}: only http://127.0.0.1 targets are allowed`);
+  }
+  const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 1024, scheduling: 'lifo' });
+  const port = Number(url.port);
+
+  function request(method, path, { headers = {}, body } = {}) {
+    return new Promise((resolve, reject) => {
+      const payload = body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+      const allHeaders = { ...defaultHeaders, ...headers };
+      if (payload) {
+        allHeaders['content-type'] ??= 'application/json';
+        allHeaders['content-length'] = payload.length;
+      }
+      const req = http.request({ agent, host: '127.0.0.1', port, method, path, headers: allHeaders });
+      req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${path}: no answer within ${timeoutMs} ms`)));
+      req.once('error', reject);
+      req.once('response', (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (text += chunk));
+        res.once('end', () => resolve({ status: res.statusCode, headers: res.headers, text }));
+        res.once('error', reject);
+      });
+      req.end(payload);
+    });
+  }
+
+  /**
+   * The request; throws a BenchError with the body unless the status is `status`. With `json: true` the body
+   * is parsed into `res.json` (off by default: the load generator should spend its CPU on sending load).
+   */
+  async function expect(status, method, path, options = {}) {
+    const res = await request(method, path, options);
+    if (res.status !== status) throw new BenchError(`${method} ${path}: expected ${status}, got ${res.status}`, res.text);
+    if (options.json) {
+      try {
+        res.json = JSON.parse(res.text);
+      } catch {
+        throw new BenchError(`${method} ${path}: invalid JSON body`, res.text);
+      }
+    }
+    return res;
+  }
+
+  return { baseUrl, request, expect, close: () => agent.destroy() };
+}

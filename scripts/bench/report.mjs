@@ -1,0 +1,101 @@
+// Output of `npm run bench`: the figures table, ratio lines against their targets, machine info, and
+// the JSON results file.
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+const fmt = (x, digits) => (x === null || x === undefined ? '-' : x.toFixed(digits));
+
+function table(headers, rows, alignRight) {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells) => cells.map((c, i) => (alignRight[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join(' | ');
+  return [line(headers), widths.map((w) => '-'.repeat(w)).join('-|-'), ...rows.map(line)].join('\n');
+}
+
+/** { name, value, target, mark } for each ratio of rps (null value when a side has no successful request). */
+export function computeRatios(ratios) {
+  return ratios.map(({ name, of, to, target, note }) => {
+    const value = of.rps > 0 && to.rps > 0 ? Math.round((of.rps / to.rps) * 1000) / 1000 : null;
+    const mark = target === null ? 'info' : value === null ? 'n/a' : value >= target ? 'PASS' : 'BELOW';
+    return { name, value, target, mark, ...(note ? { note } : {}) };
+  });
+}
+
+export function formatReport({ results, ratios, machine, dbKind, config, notes = [] }) {
+  const rows = results.map((r) => [r.name, fmt(r.rps, 1), fmt(r.p50Ms, 2), fmt(r.p99Ms, 2), String(r.errors)]);
+  const out = ['', table(['scenario', 'req/s', 'p50 ms', 'p99 ms', 'errors'], rows, [false, true, true, true, true]), ''];
+  const nameWidth = Math.max(...ratios.map((r) => r.name.length));
+  for (const r of ratios) {
+    const value = r.value === null ? '  n/a' : r.value.toFixed(2).padStart(5);
+    const target = r.target === null ? `(secondary${r.note ? `: ${r.note}` : ''})` : `(target >= ${r.target})`;
+    out.push(`ratio ${r.name.padEnd(nameWidth)}  ${value}  ${target}${r.target === null ? '' : `  ${r.mark}`}`);
+  }
+  out.push(
+    '',
+    `machine: ${machine.cpus} cpus (${machine.cpuModel}), ${machine.memoryGb} GB, ${machine.platform}`,
+    `node ${machine.node}; database ${dbKind}`,
+    `load: ${config.concurrency} concurrent, ${config.warmupSeconds} s warm-up + ${config.seconds} s per scenario; ` +
+      `load average ${machine.loadAverage.join(' ')} before, ${machine.loadAverageAfter.join(' ')} after`,
+    ...notes,
+  );
+  return out.join('\n');
+}
+
+export function writeResults(file, data) {
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
+}
+
+/**
+ * Self time of a V8 .cpuprofile (from --cpu-prof) by function and by package, the `top` of each, as
+ * shares of the busy (non-idle) time.
+ * Cheap enough to run after every profiled bench.
+ */
+export function summarizeCpuProfile(dir, top = 15) {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  if (!files.length) return null;
+  const file = path.join(dir, files.sort().at(-1));
+  const profile = JSON.parse(readFileSync(file, 'utf8'));
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const selfUs = new Map();
+  profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+  const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
+  let idle = 0;
+  const byFunction = new Map();
+  const byPackage = new Map();
+  const add = (map, key, us) => map.set(key, (map.get(key) ?? 0) + us);
+  for (const [id, us] of selfUs) {
+    const { functionName, url, lineNumber } = byId.get(id).callFrame;
+    if (functionName === '(idle)') {
+      idle += us;
+      continue;
+    }
+    const where = url.replace(/^file:\/\//, '');
+    const short = where.includes('/node_modules/')
+      ? where.slice(where.lastIndexOf('/node_modules/') + 14)
+      : where.includes('/dist/')
+        ? `dist/${where.split('/dist/').at(-1)}`
+        : where || '(native)';
+    add(byFunction, `${functionName || '(anonymous)'} ${short}${url ? `:${lineNumber + 1}` : ''}`, us);
+    const inModules = where.includes('/node_modules/') ? where.slice(where.lastIndexOf('/node_modules/') + 14) : null;
+    const pkg = inModules
+      ? inModules.split('/').slice(0, inModules.startsWith('@') ? 2 : 1).join('/')
+      : where.includes('/dist/')
+        ? `dist/${where.split('/dist/').at(-1).split('/').slice(0, 2).join('/')}`
+        : where.startsWith('node:')
+          ? 'node internals'
+          : functionName.startsWith('(') ? functionName : '(native / gc / other)';
+    add(byPackage, pkg, us);
+  }
+  const topOf = (map) =>
+    [...map.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, us]) => ({ name, ms: Math.round(us / 1000), pctOfBusy: Math.round((us / (total - idle)) * 1000) / 10 }));
+  return {
+    file,
+    totalMs: Math.round(total / 1000),
+    busyMs: Math.round((total - idle) / 1000),
+    functions: topOf(byFunction),
+    packages: topOf(byPackage),
+  };
+}

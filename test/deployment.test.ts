@@ -1,0 +1,114 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse } from 'yaml';
+import { configKeys } from '../lib/config';
+
+/**
+ * The deployment files and the docs cannot drift from lib/config.ts: docker-compose.yml configures the
+ * api and worker only with variables the service reads, and README.md documents every one of them.
+ * Pure file checks: no stack needed.
+ */
+
+const root = path.resolve(__dirname, '..');
+const read = (file: string) => readFileSync(path.join(root, file), 'utf8');
+
+interface ComposeService {
+  build?: unknown;
+  image?: string;
+  command?: string | string[];
+  environment?: Record<string, unknown> | string[];
+}
+
+// `merge: true` resolves the `<<: *anchor` merge keys the compose file uses for the shared app settings.
+const compose = parse(read('docker-compose.yml'), { merge: true }) as { services: Record<string, ComposeService> };
+const known = new Set<string>(configKeys);
+
+/** The variables a service sets, from either compose form: a map or a list of `KEY=value`. */
+function environmentOf(service: ComposeService): Record<string, string> {
+  const env = service.environment ?? {};
+  if (Array.isArray(env)) {
+    return Object.fromEntries(
+      env.map((entry) => {
+        const text = String(entry);
+        const eq = text.indexOf('=');
+        return eq === -1 ? [text, ''] : [text.slice(0, eq), text.slice(eq + 1)];
+      }),
+    );
+  }
+  return Object.fromEntries(Object.entries(env).map(([key, value]) => [key, value === null ? '' : String(value)]));
+}
+
+const commandOf = (service: ComposeService) =>
+  Array.isArray(service.command) ? service.command.join(' ') : String(service.command ?? '');
+
+describe('docker-compose.yml', () => {
+  const { api, worker } = compose.services;
+
+  test('has the production topology', () => {
+    expect(Object.keys(compose.services)).toEqual(
+      expect.arrayContaining(['api', 'mongo', 'temporal', 'temporal-db', 'temporal-ui', 'worker']),
+    );
+  });
+
+  test.each(['api', 'worker'])('the %s service sets only variables that lib/config.ts reads', (name) => {
+    const keys = Object.keys(environmentOf(compose.services[name]));
+    expect(keys.length).toBeGreaterThan(0);
+    expect(keys.filter((key) => !known.has(key))).toEqual([]);
+  });
+
+  test.each(['api', 'worker'])('the %s service reaches MongoDB and Temporal by their service names', (name) => {
+    const env = environmentOf(compose.services[name]);
+    expect(env.MONGO_URL).toMatch(/^mongodb:\/\/mongo:27017\b/);
+    expect(env.TEMPORAL_ADDRESS).toBe('temporal:7233');
+  });
+
+  test('api and worker run the same image with the same configuration, differing only in command', () => {
+    expect(api.build).toBeDefined();
+    expect(worker.build).toEqual(api.build);
+    expect(worker.image).toEqual(api.image);
+    expect(environmentOf(worker)).toEqual(environmentOf(api));
+    expect(commandOf(api)).toBe('node dist/api/main.js');
+    expect(commandOf(worker)).toBe('node dist/worker/main.js');
+  });
+
+  test('the api listens on every interface of its container', () => {
+    expect(environmentOf(api).API_HOST).toBe('0.0.0.0');
+  });
+});
+
+describe('Dockerfile', () => {
+  test('runs the api by default as a non-root user', () => {
+    const dockerfile = read('Dockerfile');
+    expect(dockerfile).toMatch(/^CMD \["node", "dist\/api\/main\.js"\]$/m);
+    const users = [...dockerfile.matchAll(/^USER\s+(\S+)/gm)].map((m) => m[1]);
+    expect(users.length).toBeGreaterThan(0);
+    expect(users[users.length - 1]).not.toMatch(/^(root|0)(:|$)/);
+  });
+});
+
+describe('README.md configuration table', () => {
+  /** First-column names of the table(s) in the `## Configuration` section. */
+  function documentedKeys(): string[] {
+    const readme = read('README.md');
+    const start = readme.search(/^## Configuration\b/m);
+    expect(start).toBeGreaterThanOrEqual(0);
+    const rest = readme.slice(start + 1);
+    const next = rest.search(/^## /m);
+    const section = next === -1 ? rest : rest.slice(0, next);
+    return section
+      .split('\n')
+      .filter((line) => line.trimStart().startsWith('|'))
+      .map((line) => line.split('|')[1]?.trim() ?? '')
+      .map((cell) => /^`([A-Z][A-Z0-9_]*)`$/.exec(cell)?.[1])
+      .filter((key): key is string => key !== undefined);
+  }
+
+  test('documents every key of ConfigSchema', () => {
+    const documented = new Set(documentedKeys());
+    expect(configKeys.filter((key) => !documented.has(key))).toEqual([]);
+  });
+
+  test('documents no variable the service does not read', () => {
+    expect(documentedKeys().filter((key) => !known.has(key))).toEqual([]);
+  });
+});

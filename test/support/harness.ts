@@ -1,0 +1,145 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { TSchema } from '@sinclair/typebox';
+import Ajv from 'ajv';
+import addFormats from 'ajv-formats';
+import { createApp } from '../../api/app';
+import type { AppDeps } from '../../api/deps';
+import { loadProviderCatalogue } from '../../lib/catalogue';
+import { loadConfig, type Config } from '../../lib/config';
+import { createLogger } from '../../lib/logger';
+import { connectMongo } from '../../lib/mongo';
+import { createRepositories, ensureIndexes } from '../../lib/repositories';
+import { connectTemporal } from '../../lib/temporal';
+
+/**
+ * The real app on a real port, against the real MongoDB-wire database and Temporal server that
+ * scripts/test.mjs started (their addresses come in through the environment, with a worker already
+ * polling the test task queue).
+ */
+export interface TestApp {
+  url: string;
+  deps: AppDeps;
+  close(): Promise<void>;
+}
+
+export async function startTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
+  const config = loadConfig(process.env, { API_PORT: 0, ...overrides });
+  const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'api-test');
+  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
+  const repos = createRepositories(mongo.db);
+  await ensureIndexes(repos);
+  const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
+  const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue() };
+  const server: Server = await new Promise((resolve) => {
+    const s = createApp(deps).listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  deps.config = { ...config, PUBLIC_BASE_URL: url };
+  return {
+    url,
+    deps,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closed;
+      await temporal.connection.close();
+      await mongo.close();
+    },
+  };
+}
+
+export interface Tenant {
+  orgId: string;
+  teamId: string;
+  teamKey: string;
+  managementKey: string;
+}
+
+/** A fresh org with an org management key, one team and a team API key (tests never reset the database). */
+export async function createTenant(deps: AppDeps, name = 'Test org'): Promise<Tenant> {
+  const { repos, config } = deps;
+  const org = await repos.tenancy.createOrg(name);
+  const mgmt = await repos.tenancy.createManagementKey(org._id, 'test', 'org_admin', []);
+  const team = await repos.tenancy.createTeam(org._id, `${name} team`, config.DEPLOYMENT_ENVIRONMENT, config.DEPLOYMENT_REGION);
+  const key = await repos.tenancy.createTeamApiKey(team, 'test');
+  return { orgId: org._id, teamId: team._id, teamKey: key.value, managementKey: mgmt.value };
+}
+
+export interface HttpResult<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+  text: string;
+}
+
+export type HttpClient = ReturnType<typeof httpClient>;
+
+/** Minimal JSON client over fetch (real HTTP to the app). */
+export function httpClient(baseUrl: string, defaultHeaders: Record<string, string> = {}) {
+  async function request<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpResult<T>> {
+    const res = await fetch(baseUrl + path, {
+      method,
+      headers: {
+        ...defaultHeaders,
+        ...(body !== undefined && typeof body !== 'string' ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      /* not JSON: keep the text */
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers, text };
+  }
+  return {
+    request,
+    get: <T = any>(path: string, headers?: Record<string, string>) => request<T>('GET', path, undefined, headers),
+    post: <T = any>(path: string, body?: unknown, headers?: Record<string, string>) => request<T>('POST', path, body ?? {}, headers),
+    put: <T = any>(path: string, body?: unknown, headers?: Record<string, string>) => request<T>('PUT', path, body ?? {}, headers),
+    patch: <T = any>(path: string, body?: unknown, headers?: Record<string, string>) => request<T>('PATCH', path, body ?? {}, headers),
+    del: <T = any>(path: string, headers?: Record<string, string>) => request<T>('DELETE', path, undefined, headers),
+  };
+}
+
+export const teamClient = (app: TestApp, tenant: Tenant) => httpClient(app.url, { 'x-service-api-key': tenant.teamKey });
+export const managementClient = (app: TestApp, tenant: Tenant) => httpClient(app.url, { 'X-Management-Key': tenant.managementKey });
+
+// An independent, strict validator for response bodies (no defaults, no stripping).
+const responseAjv = addFormats(new Ajv({ allErrors: true, strict: false }));
+const compiledResponseSchemas = new WeakMap<TSchema, ReturnType<typeof responseAjv.compile>>();
+
+/** Fails the test with ajv's errors if `body` does not match the response schema. */
+export function expectSchema(schema: TSchema, body: unknown): void {
+  let validate = compiledResponseSchemas.get(schema);
+  if (!validate) {
+    // `$id`s are dropped so the same shape nested in several schemas compiles independently.
+    validate = responseAjv.compile(JSON.parse(JSON.stringify(schema, (k, v) => (k === '$id' ? undefined : v))));
+    compiledResponseSchemas.set(schema, validate);
+  }
+  if (!validate(body)) {
+    throw new Error(`Response does not match schema: ${responseAjv.errorsText(validate.errors)}\n${JSON.stringify(body, null, 2)}`);
+  }
+}
+
+/** Polls `probe` until it returns a truthy value (for effects of workflows). */
+export async function eventually<T>(probe: () => Promise<T | undefined | null | false>, timeoutMs = 30000, label = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value) return value;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`Timed out waiting for ${label}${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+export const uniqueId = (prefix = 'client') => `${prefix}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;

@@ -1,0 +1,338 @@
+import { ClientUserIdConflict, PaginatedUsers, User } from '../schemas/user';
+import { createTenant, eventually, expectSchema, teamClient, uniqueId, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+
+let app: TestApp;
+let tenant: Tenant;
+let api: HttpClient;
+
+beforeAll(async () => {
+  app = await startTestApp();
+  tenant = await createTenant(app.deps);
+  api = teamClient(app, tenant);
+});
+afterAll(() => app.close());
+
+const createUser = async (extra: Record<string, unknown> = {}) => {
+  const res = await api.post('/v2/user/', { client_user_id: uniqueId(), ...extra });
+  expect(res.status).toBe(200);
+  return res.body as User;
+};
+
+describe('creating a user', () => {
+  it('returns the full user object of the spec', async () => {
+    const clientUserId = uniqueId();
+    const res = await api.post('/v2/user/', {
+      client_user_id: clientUserId,
+      fallback_time_zone: 'Europe/Berlin',
+      fallback_birth_date: '1990-02-28',
+      ingestion_start: '2024-01-01',
+      ingestion_end: '2024-12-31',
+    });
+    expect(res.status).toBe(200);
+    expectSchema(User, res.body);
+    expect(res.body).toMatchObject({
+      team_id: tenant.teamId,
+      client_user_id: clientUserId,
+      connected_sources: [],
+      fallback_time_zone: { id: 'Europe/Berlin', source_slug: 'manual' },
+      fallback_birth_date: { value: '1990-02-28', source_slug: 'manual' },
+      ingestion_start: '2024-01-01',
+      ingestion_end: '2024-12-31',
+    });
+    expect(res.body.created_on).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00$/);
+    expect(res.body.user_id).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('works without the trailing slash, and canonicalises the time zone', async () => {
+    const res = await api.post('/v2/user', { client_user_id: uniqueId(), fallback_time_zone: 'america/new_york' });
+    expect(res.status).toBe(200);
+    expect(res.body.fallback_time_zone.id).toBe('America/New_York');
+    expect(res.body.fallback_birth_date).toBeNull();
+  });
+
+  it('ignores unknown body fields', async () => {
+    const res = await api.post('/v2/user/', { client_user_id: uniqueId(), favourite_colour: 'blue' });
+    expect(res.status).toBe(200);
+    expect(res.body).not.toHaveProperty('favourite_colour');
+  });
+
+  it.each([
+    [{ client_user_id: undefined }, 'client_user_id', 'missing'],
+    [{ client_user_id: '' }, 'client_user_id', 'string_too_short'],
+    [{ client_user_id: 42 }, 'client_user_id', 'string_type'],
+    [{ client_user_id: 'x'.repeat(256) }, 'client_user_id', 'string_too_long'],
+    [{ client_user_id: 'jane.doe@example.com' }, 'client_user_id', 'value_error.personal_data'],
+    [{ client_user_id: 'user:jane@example.org' }, 'client_user_id', 'value_error.personal_data'],
+    [{ client_user_id: '+49 151 23456789' }, 'client_user_id', 'value_error.personal_data'],
+    [{ client_user_id: '(555) 123-4567' }, 'client_user_id', 'value_error.personal_data'],
+    [{ fallback_time_zone: 'Mars/Olympus_Mons' }, 'fallback_time_zone', 'value_error.time_zone'],
+    [{ fallback_time_zone: '+01:00' }, 'fallback_time_zone', 'value_error.time_zone'],
+    [{ fallback_birth_date: '1990-02-30' }, 'fallback_birth_date', 'date_parsing'],
+    [{ fallback_birth_date: '01/02/1990' }, 'fallback_birth_date', 'date_parsing'],
+    [{ fallback_birth_date: '2999-01-01' }, 'fallback_birth_date', 'value_error.date_in_future'],
+    [{ ingestion_start: '2024-13-01' }, 'ingestion_start', 'date_parsing'],
+    [{ ingestion_end: 'tomorrow' }, 'ingestion_end', 'date_parsing'],
+    [{ ingestion_start: '2024-06-02', ingestion_end: '2024-06-01' }, 'ingestion_end', 'value_error.ingestion_bounds'],
+  ])('rejects %j with a 422 located at body.%s', async (fields, field, type) => {
+    const body = 'client_user_id' in fields ? fields : { client_user_id: uniqueId(), ...fields };
+    const res = await api.post('/v2/user/', body);
+    expect(res.status).toBe(422);
+    expect(res.body.detail).toEqual(expect.arrayContaining([expect.objectContaining({ loc: ['body', field], type })]));
+    for (const item of res.body.detail) expect(typeof item.msg).toBe('string');
+  });
+
+  it('explains why personal data is refused', async () => {
+    const res = await api.post('/v2/user/', { client_user_id: 'jane.doe@example.com' });
+    expect(res.body.detail[0].msg).toMatch(/e-mail address.*Personal data is not allowed/);
+  });
+
+  it('accepts plain numeric and opaque ids that only look like numbers', async () => {
+    for (const id of [`${Date.now()}`, `2024-${uniqueId()}`]) {
+      expect((await api.post('/v2/user/', { client_user_id: id })).status).toBe(200);
+    }
+  });
+
+  it('answers a repeated client_user_id with the conflict body naming the existing user', async () => {
+    const user = await createUser();
+    const res = await api.post('/v2/user/', { client_user_id: user.client_user_id });
+    expect(res.status).toBe(400);
+    expectSchema(ClientUserIdConflict, res.body);
+    expect(res.body.detail).toEqual({
+      error_type: 'INVALID_REQUEST',
+      error_message: expect.any(String),
+      user_id: user.user_id,
+      created_on: user.created_on,
+    });
+  });
+
+  it('creates exactly one user when the same client_user_id is created concurrently', async () => {
+    const clientUserId = uniqueId();
+    const results = await Promise.all(Array.from({ length: 8 }, () => api.post('/v2/user/', { client_user_id: clientUserId })));
+    const created = results.filter((r) => r.status === 200);
+    const conflicts = results.filter((r) => r.status === 400);
+    expect(created).toHaveLength(1);
+    expect(conflicts).toHaveLength(7);
+    for (const c of conflicts) expect(c.body.detail.user_id).toBe(created[0].body.user_id);
+    const users = await app.deps.repos.users.users.countDocuments({ team_id: tenant.teamId, client_user_id: clientUserId });
+    expect(users).toBe(1);
+  });
+});
+
+describe('reading users', () => {
+  it('gets a user by id and by client_user_id', async () => {
+    const user = await createUser();
+    const byId = await api.get(`/v2/user/${user.user_id}`);
+    expect(byId.status).toBe(200);
+    expectSchema(User, byId.body);
+    expect(byId.body).toEqual(user);
+    const resolved = await api.get(`/v2/user/resolve/${encodeURIComponent(user.client_user_id)}`);
+    expect(resolved.status).toBe(200);
+    expect(resolved.body).toEqual(user);
+  });
+
+  it('answers 422 for a malformed id and 404 for an unknown one', async () => {
+    const bad = await api.get('/v2/user/not-a-uuid');
+    expect(bad.status).toBe(422);
+    expect(bad.body.detail[0]).toMatchObject({ loc: ['path', 'user_id'], type: 'uuid_parsing' });
+    const unknown = await api.get('/v2/user/00000000-0000-4000-8000-000000000000');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ detail: 'User not found.' });
+    expect((await api.get('/v2/user/resolve/nobody-has-this-id')).status).toBe(404);
+  });
+
+  it('lists users with offset/limit pagination', async () => {
+    const own = await startTestApp();
+    try {
+      const t = await createTenant(own.deps);
+      const c = teamClient(own, t);
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await c.post('/v2/user/', { client_user_id: uniqueId() })).body.user_id);
+      const page = await c.get('/v2/user/?offset=1&limit=2');
+      expect(page.status).toBe(200);
+      expectSchema(PaginatedUsers, page.body);
+      expect(page.body).toMatchObject({ total: 5, offset: 1, limit: 2 });
+      expect(page.body.users.map((u: User) => u.user_id)).toEqual(ids.slice(1, 3));
+      const defaults = await c.get('/v2/user');
+      expect(defaults.body).toMatchObject({ total: 5, offset: 0, limit: 100 });
+      for (const query of ['limit=501', 'limit=0', 'offset=-1', 'limit=abc']) {
+        const res = await c.get(`/v2/user/?${query}`);
+        expect(res.status).toBe(422);
+        expect(res.body.detail[0].loc[0]).toBe('query');
+      }
+    } finally {
+      await own.close();
+    }
+  });
+});
+
+describe('updating a user', () => {
+  it('patches fields and answers 204', async () => {
+    const user = await createUser({ fallback_time_zone: 'UTC' });
+    const res = await api.patch(`/v2/user/${user.user_id}`, {
+      fallback_time_zone: 'Asia/Tokyo',
+      fallback_birth_date: '1985-05-05',
+      ingestion_start: '2023-01-01',
+    });
+    expect(res.status).toBe(204);
+    expect(res.text).toBe('');
+    const after = (await api.get(`/v2/user/${user.user_id}`)).body;
+    expect(after.fallback_time_zone.id).toBe('Asia/Tokyo');
+    expect(after.fallback_birth_date.value).toBe('1985-05-05');
+    expect(after.ingestion_start).toBe('2023-01-01');
+    expect((await api.patch(`/v2/user/${user.user_id}`, { fallback_time_zone: null })).status).toBe(204);
+    expect((await api.get(`/v2/user/${user.user_id}`)).body.fallback_time_zone).toBeNull();
+  });
+
+  it('refuses an empty patch with 400 "Nothing to patch"', async () => {
+    const user = await createUser();
+    const res = await api.patch(`/v2/user/${user.user_id}`, {});
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ detail: 'Nothing to patch' });
+  });
+
+  it('checks ingestion bounds against the stored values', async () => {
+    const user = await createUser({ ingestion_start: '2024-05-01' });
+    const res = await api.patch(`/v2/user/${user.user_id}`, { ingestion_end: '2024-04-30' });
+    expect(res.status).toBe(422);
+    expect(res.body.detail[0].loc).toEqual(['body', 'ingestion_end']);
+  });
+
+  it('renames client_user_id, with the conflict body if the new id is taken', async () => {
+    const a = await createUser();
+    const b = await createUser();
+    const taken = await api.patch(`/v2/user/${a.user_id}`, { client_user_id: b.client_user_id });
+    expect(taken.status).toBe(400);
+    expect(taken.body.detail).toMatchObject({ error_type: 'INVALID_REQUEST', user_id: b.user_id });
+    const fresh = uniqueId();
+    expect((await api.patch(`/v2/user/${a.user_id}`, { client_user_id: fresh })).status).toBe(204);
+    expect((await api.get(`/v2/user/resolve/${fresh}`)).body.user_id).toBe(a.user_id);
+    // The old id is free again.
+    expect((await api.post('/v2/user/', { client_user_id: a.client_user_id })).status).toBe(200);
+  });
+
+  it('validates patch fields like creation does', async () => {
+    const user = await createUser();
+    const res = await api.patch(`/v2/user/${user.user_id}`, { client_user_id: 'someone@example.com', fallback_birth_date: 'x' });
+    expect(res.status).toBe(422);
+    expect(res.body.detail.map((d: { loc: string[] }) => d.loc[1]).sort()).toEqual(['fallback_birth_date']);
+    const pd = await api.patch(`/v2/user/${user.user_id}`, { client_user_id: 'someone@example.com' });
+    expect(pd.body.detail[0].type).toBe('value_error.personal_data');
+  });
+});
+
+describe('deleting a user', () => {
+  it('hides the user at once, deregisters its connections, and undo restores it', async () => {
+    const user = await createUser();
+    await app.deps.repos.connections.connections.insertOne({
+      _id: uniqueId('conn'),
+      team_id: tenant.teamId,
+      user_id: user.user_id,
+      provider: 'oura',
+      status: 'connected',
+      created_on: new Date(),
+      updated_at: new Date(),
+    });
+
+    const del = await api.del(`/v2/user/${user.user_id}`);
+    expect(del.status).toBe(200);
+    expect(del.body).toEqual({ success: true });
+
+    const hidden = await api.get(`/v2/user/${user.user_id}`);
+    expect(hidden.status).toBe(404);
+    expect(hidden.body.detail).toMatch(/scheduled this user for deletion/);
+    expect((await api.get(`/v2/user/resolve/${user.client_user_id}`)).status).toBe(404);
+    expect((await api.patch(`/v2/user/${user.user_id}`, { fallback_time_zone: 'UTC' })).body.detail).toMatch(/scheduled for deletion/);
+    expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(404);
+    const listed = await api.get('/v2/user/?limit=500');
+    expect(listed.body.users.map((u: User) => u.user_id)).not.toContain(user.user_id);
+
+    await eventually(async () => {
+      const conns = await app.deps.repos.connections.listForUser(tenant.teamId, user.user_id);
+      return conns.length === 1 && conns[0].status === 'deregistered';
+    }, 30000, 'connections deregistered');
+
+    const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+
+    const undo = await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
+    expect(undo.status).toBe(200);
+    expect(undo.body).toEqual({ success: true });
+    const back = await api.get(`/v2/user/${user.user_id}`);
+    expect(back.status).toBe(200);
+    expect(back.body.client_user_id).toBe(user.client_user_id);
+    expect(await handle.result()).toEqual({ outcome: 'restored' });
+    // Undo does not restore connections.
+    const conns = await app.deps.repos.connections.listForUser(tenant.teamId, user.user_id);
+    expect(conns[0].status).toBe('deregistered');
+  });
+
+  it('undoes by client_user_id, and a second undo says there is nothing to undo', async () => {
+    const user = await createUser();
+    expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);
+    const undo = await api.post(`/v2/user/undo_delete?client_user_id=${encodeURIComponent(user.client_user_id)}`);
+    expect(undo.status).toBe(200);
+    const again = await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
+    expect(again.status).toBe(400);
+    expect(again.body.detail).toMatch(/not scheduled for deletion/);
+  });
+
+  it('cannot undo once a new user holds the client_user_id', async () => {
+    const user = await createUser();
+    await api.del(`/v2/user/${user.user_id}`);
+    const successor = await api.post('/v2/user/', { client_user_id: user.client_user_id });
+    expect(successor.status).toBe(200);
+    const undo = await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
+    expect(undo.status).toBe(400);
+    expect(undo.body.detail).toContain(successor.body.user_id);
+    expect(undo.body.detail).toMatch(/now holds client_user_id/);
+    // The deletion carries on: the old user stays hidden, the new one is untouched.
+    expect((await api.get(`/v2/user/${user.user_id}`)).status).toBe(404);
+    expect((await api.get(`/v2/user/${successor.body.user_id}`)).status).toBe(200);
+  });
+
+  it('requires exactly one of user_id and client_user_id to undo', async () => {
+    const none = await api.post('/v2/user/undo_delete');
+    expect(none.status).toBe(422);
+    const both = await api.post(`/v2/user/undo_delete?user_id=00000000-0000-4000-8000-000000000000&client_user_id=x`);
+    expect(both.status).toBe(422);
+    const unknown = await api.post('/v2/user/undo_delete?user_id=00000000-0000-4000-8000-000000000000');
+    expect(unknown.status).toBe(404);
+  });
+
+  it('erases all of the user\'s data when the grace period elapses', async () => {
+    const shortGrace = await startTestApp({ USER_DELETION_GRACE_SECONDS: 2 });
+    try {
+      const c = teamClient(shortGrace, tenant);
+      const user = (await c.post('/v2/user/', { client_user_id: uniqueId(), fallback_birth_date: '1970-01-01' })).body as User;
+      await shortGrace.deps.repos.connections.connections.insertOne({
+        _id: uniqueId('conn'),
+        team_id: tenant.teamId,
+        user_id: user.user_id,
+        provider: 'fitbit',
+        status: 'connected',
+        created_on: new Date(),
+        updated_at: new Date(),
+      });
+      expect((await c.del(`/v2/user/${user.user_id}`)).status).toBe(200);
+
+      const handle = shortGrace.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
+      const result = await handle.result();
+      expect(result).toEqual({ outcome: 'erased', erased: { connections: 1 } });
+
+      const doc = await shortGrace.deps.repos.users.find(tenant.teamId, user.user_id);
+      expect(doc).toMatchObject({ status: 'erased' });
+      expect(doc).not.toHaveProperty('client_user_id');
+      expect(doc).not.toHaveProperty('fallback_birth_date');
+      expect(await shortGrace.deps.repos.connections.listForUser(tenant.teamId, user.user_id)).toEqual([]);
+
+      expect((await c.get(`/v2/user/${user.user_id}`)).body).toEqual({ detail: 'User not found.' });
+      const undo = await c.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
+      expect(undo.status).toBe(400);
+      expect(undo.body.detail).toMatch(/grace period ended.*erased/);
+      // The client_user_id is free for a new user.
+      expect((await c.post('/v2/user/', { client_user_id: user.client_user_id })).status).toBe(200);
+    } finally {
+      await shortGrace.close();
+    }
+  });
+});
