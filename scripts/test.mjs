@@ -6,6 +6,7 @@ import path from 'node:path';
 import { build, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
 import { ensureBinaries, startStack, stopStack } from './stack.mjs';
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 
 const runId = `${Date.now().toString(36)}-${process.pid}`;
 const stateDir = path.join(repoRoot, '.devstack', `test-${runId}`);
@@ -35,6 +36,7 @@ async function main() {
   };
   Object.assign(process.env, env);
   worker = startNode('worker/main.js', env, 'worker');
+  await waitForWorker(env);
   log(`stack ready (mongo ${stack.mongoUrl}, temporal ${stack.temporalAddress}); running jest...`);
   const jest = path.join(repoRoot, 'node_modules', 'jest', 'bin', 'jest.js');
   const code = await new Promise((resolve) => {
@@ -42,6 +44,23 @@ async function main() {
     child.once('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0)));
   });
   return code;
+}
+
+/** Tests start workflows at once: wait until the worker polls its task queue (bundling takes seconds). */
+async function waitForWorker(env) {
+  const require = createRequire(import.meta.url);
+  const { connectTemporal, temporalReadiness } = require(path.join(repoRoot, 'dist', 'lib', 'temporal.js'));
+  const temporal = await connectTemporal(env.TEMPORAL_ADDRESS, 'default', env.TEMPORAL_TASK_QUEUE);
+  const deadline = Date.now() + 120000;
+  try {
+    while (!(await temporalReadiness(temporal)).worker) {
+      if (worker.exitCode !== null) throw new Error(`the worker exited (code ${worker.exitCode}) before polling`);
+      if (Date.now() > deadline) throw new Error('the worker did not poll its task queue within 120 s');
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  } finally {
+    await temporal.connection.close();
+  }
 }
 
 let exitCode = 1;

@@ -1,0 +1,137 @@
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { ConfigError, loadConfig } from '../lib/config';
+import { createTenant, httpClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
+
+let app: TestApp;
+let tenant: Tenant;
+let api: HttpClient;
+
+beforeAll(async () => {
+  app = await startTestApp({ BODY_LIMIT_BYTES: 2048 });
+  tenant = await createTenant(app.deps);
+  api = teamClient(app, tenant);
+});
+afterAll(() => app.close());
+
+describe('request ids', () => {
+  it('echoes a given x-request-id and generates one otherwise', async () => {
+    const given = await api.get('/v2/user/', { 'x-request-id': 'req-abc.123' });
+    expect(given.headers.get('x-request-id')).toBe('req-abc.123');
+    const generated = await api.get('/v2/user/');
+    expect(generated.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    const unsafe = await api.get('/v2/user/', { 'x-request-id': 'has spaces and "quotes"' });
+    expect(unsafe.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('error contract', () => {
+  it('malformed JSON is a 422 of type json_invalid', async () => {
+    const res = await api.post('/v2/user/', '{"client_user_id": ', { 'content-type': 'application/json' });
+    expect(res.status).toBe(422);
+    expect(res.body.detail[0]).toMatchObject({ loc: ['body', 0], type: 'json_invalid' });
+  });
+
+  it('a JSON body that is not an object is a 422', async () => {
+    const res = await api.post('/v2/user/', '[1,2]', { 'content-type': 'application/json' });
+    expect(res.status).toBe(422);
+    expect(res.body.detail[0]).toMatchObject({ loc: ['body'], type: 'dict_type' });
+  });
+
+  it('unknown route is 404 and wrong method is 405, both with a detail', async () => {
+    const unknown = await api.get('/v2/nothing-here');
+    expect(unknown.status).toBe(404);
+    expect(typeof unknown.body.detail).toBe('string');
+    const wrong = await api.put('/v2/user/', {});
+    expect(wrong.status).toBe(405);
+    expect(wrong.headers.get('allow')).toContain('POST');
+    expect(wrong.body.detail).toMatch(/not allowed/);
+  });
+
+  it('a body over the limit is a 413 and nothing is written', async () => {
+    const before = await app.deps.repos.users.users.countDocuments({ team_id: tenant.teamId });
+    const res = await api.post('/v2/user/', { client_user_id: 'big', padding: 'x'.repeat(4096) });
+    expect(res.status).toBe(413);
+    expect(res.body.detail).toMatch(/larger than the limit of 2048 bytes/);
+    expect(await app.deps.repos.users.users.countDocuments({ team_id: tenant.teamId })).toBe(before);
+  });
+
+  it('a 500 names the request id and leaks no internals', async () => {
+    const broken = await startTestApp();
+    try {
+      const t = await createTenant(broken.deps);
+      const c = teamClient(broken, t);
+      expect((await c.get('/v2/user/')).status).toBe(200); // key now cached
+      await broken.deps.db.client.close(true);
+      const res = await c.get('/v2/user/', { 'x-request-id': 'boom-1' });
+      expect(res.status).toBe(500);
+      expect(res.body).toEqual({ detail: 'Internal server error. Quote request id boom-1 when reporting it.' });
+      expect(res.text).not.toMatch(/Mongo|at .*\.ts|stack/i);
+    } finally {
+      await broken.close().catch(() => undefined);
+    }
+  });
+});
+
+describe('health, readiness, OpenAPI and docs', () => {
+  it('reports liveness and readiness of MongoDB, Temporal and the worker', async () => {
+    const client = httpClient(app.url);
+    expect((await client.get('/health')).body).toEqual({ status: 'ok' });
+    const ready = await client.get('/ready');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toEqual({ status: 'ready', checks: { mongodb: true, temporal: true, worker: true } });
+  });
+
+  it('is not ready when no worker polls its task queue', async () => {
+    const lonely = await startTestApp({ TEMPORAL_TASK_QUEUE: 'queue-without-worker' });
+    try {
+      const ready = await httpClient(lonely.url).get('/ready');
+      expect(ready.status).toBe(503);
+      expect(ready.body.checks).toEqual({ mongodb: true, temporal: true, worker: false });
+    } finally {
+      await lonely.close();
+    }
+  });
+
+  it('serves a valid OpenAPI 3.1 document of the interface version', async () => {
+    const res = await httpClient(app.url).get('/openapi.json');
+    expect(res.status).toBe(200);
+    expect(res.body.openapi).toBe('3.1.0');
+    expect(res.body.info.version).toBe('0.4.566');
+    await SwaggerParser.validate(structuredClone(res.body));
+    expect(Object.keys(res.body.paths)).toEqual(
+      expect.arrayContaining(['/v2/user/', '/v2/user/{user_id}', '/v2/user/undo_delete', '/v2/providers/', '/v1/org/{org_id}/team']),
+    );
+    expect(res.body.paths['/v2/user/'].post.requestBody.content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/UserCreateBody',
+    });
+  });
+
+  it('renders the docs page from locally served assets', async () => {
+    const client = httpClient(app.url);
+    const page = await client.get('/docs');
+    expect(page.status).toBe(200);
+    expect(page.headers.get('content-type')).toMatch(/text\/html/);
+    expect(page.text).not.toMatch(/https?:\/\//);
+    const bundle = await fetch(`${app.url}/docs/assets/swagger-ui-bundle.js`);
+    expect(bundle.status).toBe(200);
+    expect((await bundle.text()).length).toBeGreaterThan(100000);
+    expect((await client.get('/docs/assets/..%2Fpackage.json')).status).toBe(404);
+  });
+});
+
+describe('configuration', () => {
+  it('stops with a message naming each bad variable', () => {
+    expect(() => loadConfig({ API_PORT: 'eighty', DEPLOYMENT_REGION: 'mars' })).toThrow(ConfigError);
+    try {
+      loadConfig({ API_PORT: 'eighty', DEPLOYMENT_REGION: 'mars' });
+    } catch (err) {
+      expect((err as Error).message).toMatch(/API_PORT="eighty"/);
+      expect((err as Error).message).toMatch(/DEPLOYMENT_REGION="mars"/);
+    }
+  });
+
+  it('applies defaults and converts types', () => {
+    const config = loadConfig({ API_PORT: '9000' });
+    expect(config).toMatchObject({ API_PORT: 9000, DEPLOYMENT_ENVIRONMENT: 'sandbox', DEPLOYMENT_REGION: 'us', USER_DELETION_GRACE_SECONDS: 604800 });
+  });
+});
