@@ -35,8 +35,9 @@ export const redactPaths = [
   ...SENSITIVE.map((k) => `*.*["${k}"]`),
 ];
 
-export function createLogger(level: string, name: string): Logger {
-  return pino({ name, level, redact: { paths: redactPaths, censor: '[redacted]' }, base: { service: name } });
+export function createLogger(level: string, name: string, destination?: pino.DestinationStream): Logger {
+  const options = { name, level, redact: { paths: redactPaths, censor: '[redacted]' }, base: { service: name } };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 export type { Logger };

@@ -1,5 +1,6 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { ConfigError, loadConfig } from '../lib/config';
+import { createLogger } from '../lib/logger';
 import { createTenant, httpClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
 
 let app: TestApp;
@@ -133,5 +134,38 @@ describe('configuration', () => {
   it('applies defaults and converts types', () => {
     const config = loadConfig({ API_PORT: '9000' });
     expect(config).toMatchObject({ API_PORT: 9000, DEPLOYMENT_ENVIRONMENT: 'sandbox', DEPLOYMENT_REGION: 'us', USER_DELETION_GRACE_SECONDS: 604800 });
+  });
+});
+
+describe('logs', () => {
+  it('writes one JSON line per request with status and latency, and redacts keys and patient data', async () => {
+    const lines: string[] = [];
+    const sink = { write: (line: string) => void lines.push(line) };
+    const logger = createLogger('info', 'api-test', sink);
+    const logged = await startTestApp({}, { logger });
+    try {
+      const t = await createTenant(logged.deps);
+      await teamClient(logged, t).get('/v2/user/?limit=1', { 'x-request-id': 'log-check-1' });
+      const entry = lines.map((l) => JSON.parse(l)).find((l) => l.req_id === 'log-check-1');
+      expect(entry).toMatchObject({ msg: 'request', method: 'GET', path: '/v2/user/', status: 200, team_id: t.teamId });
+      expect(typeof entry.latency_ms).toBe('number');
+      expect(lines.join('\n')).not.toContain(t.teamKey);
+
+      logger.info(
+        {
+          headers: { 'x-service-api-key': t.teamKey, 'x-management-key': t.managementKey },
+          patient_details: { first_name: 'Jane', dob: '1990-01-01' },
+          user: { email: 'jane@example.com', phone_number: '+15551234567' },
+        },
+        'redaction probe',
+      );
+      const probe = lines[lines.length - 1];
+      for (const secret of [t.teamKey, t.managementKey, 'Jane', '1990-01-01', 'jane@example.com', '+15551234567']) {
+        expect(probe).not.toContain(secret);
+      }
+      expect(probe).toContain('[redacted]');
+    } finally {
+      await logged.close();
+    }
   });
 });

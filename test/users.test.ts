@@ -266,6 +266,33 @@ describe('deleting a user', () => {
     expect(conns[0].status).toBe('deregistered');
   });
 
+  it('two concurrent deletes schedule one deletion', async () => {
+    const user = await createUser();
+    const results = await Promise.all([api.del(`/v2/user/${user.user_id}`), api.del(`/v2/user/${user.user_id}`)]);
+    expect(results.map((r) => r.status).sort()).toEqual([200, 404]);
+    const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    expect((await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`)).status).toBe(200);
+  });
+
+  it('a retried DELETE resumes a deletion whose workflow never started (crash between the two steps)', async () => {
+    const user = await createUser();
+    // The api hid the user, then died before starting the workflow.
+    const now = new Date();
+    await app.deps.repos.users.markPendingDeletion(tenant.teamId, user.user_id, {
+      id: 'crashed-deletion',
+      requested_at: now,
+      erase_after: new Date(now.getTime() + 3600_000),
+    });
+    const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
+    await expect(handle.describe()).rejects.toThrow();
+    const retry = await api.del(`/v2/user/${user.user_id}`);
+    expect(retry.status).toBe(404);
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    expect((await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`)).status).toBe(200);
+    expect((await api.get(`/v2/user/${user.user_id}`)).status).toBe(200);
+  });
+
   it('undoes by client_user_id, and a second undo says there is nothing to undo', async () => {
     const user = await createUser();
     expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);

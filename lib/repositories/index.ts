@@ -1,18 +1,22 @@
 import type { Db } from 'mongodb';
 import { ConnectionRepository } from './connections';
+import { DocumentLocks } from './locks';
 import { TenancyRepository } from './tenancy';
 import { UserRepository } from './users';
 
 export interface Repositories {
+  locks: DocumentLocks;
   tenancy: TenancyRepository;
   users: UserRepository;
   connections: ConnectionRepository;
 }
 
 export function createRepositories(db: Db): Repositories {
+  const locks = new DocumentLocks(db);
   return {
+    locks,
     tenancy: new TenancyRepository(db),
-    users: new UserRepository(db),
+    users: new UserRepository(db, locks),
     connections: new ConnectionRepository(db),
   };
 }
@@ -22,4 +26,4 @@ export async function ensureIndexes(repos: Repositories): Promise<void> {
   for (const repo of Object.values(repos)) await repo.ensureIndexes();
 }
 
-export { TenancyRepository, UserRepository, ConnectionRepository };
+export { TenancyRepository, UserRepository, ConnectionRepository, DocumentLocks };

@@ -1,5 +1,6 @@
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../errors';
+import type { DocumentLocks } from './locks';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
 
@@ -41,12 +42,19 @@ export type RestoreOutcome =
 
 const releasedKey = (userId: string) => `deleted:${userId}`;
 
-/** The only code that touches the `users` collection. */
+/**
+ * The only code that touches the `users` collection. Every change of an existing user runs under the
+ * user's document lock (see locks.ts): a status check and its write are one step even on FerretDB.
+ */
 export class UserRepository {
   readonly users: Collection<UserDoc>;
 
-  constructor(db: Db) {
+  constructor(db: Db, private readonly locks: DocumentLocks) {
     this.users = db.collection('users');
+  }
+
+  private locked<T>(userId: string, fn: () => Promise<T>): Promise<T> {
+    return this.locks.withLock(`user:${userId}`, fn);
   }
 
   async ensureIndexes(): Promise<void> {
@@ -110,69 +118,81 @@ export class UserRepository {
   ): Promise<{ updated: UserDoc } | { conflict: UserDoc } | null> {
     const set: Record<string, unknown> = { ...changes, updated_at: new Date() };
     if (changes.client_user_id !== undefined) set.client_user_key = changes.client_user_id;
-    try {
-      const updated = await this.users.findOneAndUpdate(
-        { _id: userId, team_id: teamId, status: 'active' },
-        { $set: set },
-        { returnDocument: 'after' },
-      );
-      return updated ? { updated } : null;
-    } catch (err) {
-      if (!isDuplicateKeyError(err) || changes.client_user_id === undefined) throw err;
-      const holder = await this.findActiveByClientUserId(teamId, changes.client_user_id);
-      if (!holder) throw err;
-      return { conflict: holder };
-    }
+    return this.locked(userId, async () => {
+      const current = await this.find(teamId, userId);
+      if (current?.status !== 'active') return null;
+      try {
+        const updated = await this.users.findOneAndUpdate({ _id: userId, status: 'active' }, { $set: set }, { returnDocument: 'after' });
+        return updated ? { updated } : null;
+      } catch (err) {
+        if (!isDuplicateKeyError(err) || changes.client_user_id === undefined) throw err;
+        const holder = await this.findActiveByClientUserId(teamId, changes.client_user_id);
+        if (!holder) throw err;
+        return { conflict: holder };
+      }
+    });
   }
 
   /** Hides an active user and releases its client_user_id. Null if the user was not active. */
-  markPendingDeletion(teamId: string, userId: string, deletion: NonNullable<UserDoc['deletion']>) {
-    return this.users.findOneAndUpdate(
-      { _id: userId, team_id: teamId, status: 'active' },
-      { $set: { status: 'pending_deletion', client_user_key: releasedKey(userId), deletion, updated_at: new Date() } },
-      { returnDocument: 'after' },
-    );
+  markPendingDeletion(teamId: string, userId: string, deletion: NonNullable<UserDoc['deletion']>): Promise<UserDoc | null> {
+    return this.locked(userId, async () => {
+      const current = await this.find(teamId, userId);
+      if (current?.status !== 'active') return null;
+      return this.users.findOneAndUpdate(
+        { _id: userId, status: 'active' },
+        { $set: { status: 'pending_deletion', client_user_key: releasedKey(userId), deletion, updated_at: new Date() } },
+        { returnDocument: 'after' },
+      );
+    });
   }
 
   /** Undo: re-claims the client_user_id for this deletion's user. Safe to repeat. */
   async restore(teamId: string, userId: string, deletionId: string): Promise<RestoreOutcome> {
-    const user = await this.find(teamId, userId);
-    if (!user || user.deletion?.id !== deletionId) return { outcome: 'not_pending' };
-    if (user.status === 'active') return { outcome: 'restored', user };
-    if (user.status !== 'pending_deletion') return { outcome: 'not_pending' };
-    try {
-      const restored = await this.users.findOneAndUpdate(
-        { _id: userId, team_id: teamId, status: 'pending_deletion', 'deletion.id': deletionId },
-        { $set: { status: 'active', client_user_key: user.client_user_id, updated_at: new Date() } },
-        { returnDocument: 'after' },
-      );
-      return restored ? { outcome: 'restored', user: restored } : this.restore(teamId, userId, deletionId);
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
-      return { outcome: 'client_user_id_taken', holder: await this.findActiveByClientUserId(teamId, user.client_user_id) };
-    }
+    return this.locked(userId, async () => {
+      const user = await this.find(teamId, userId);
+      if (!user || user.deletion?.id !== deletionId) return { outcome: 'not_pending' };
+      if (user.status === 'active') return { outcome: 'restored', user };
+      if (user.status !== 'pending_deletion') return { outcome: 'not_pending' };
+      try {
+        const restored = await this.users.findOneAndUpdate(
+          { _id: userId, status: 'pending_deletion' },
+          { $set: { status: 'active', client_user_key: user.client_user_id, updated_at: new Date() } },
+          { returnDocument: 'after' },
+        );
+        return restored ? { outcome: 'restored', user: restored } : { outcome: 'not_pending' };
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+        return { outcome: 'client_user_id_taken', holder: await this.findActiveByClientUserId(teamId, user.client_user_id) };
+      }
+    });
   }
 
   /** Drops everything but a tombstone (ids, status, when) once the grace period has passed. */
   async markErased(teamId: string, userId: string, deletionId: string): Promise<boolean> {
-    const res = await this.users.updateOne(
-      { _id: userId, team_id: teamId, status: 'pending_deletion', 'deletion.id': deletionId },
-      {
-        $set: { status: 'erased', erased_at: new Date(), client_user_key: `erased:${userId}`, updated_at: new Date() },
-        $unset: {
-          client_user_id: '',
-          fallback_time_zone: '',
-          fallback_birth_date: '',
-          ingestion_start: '',
-          ingestion_end: '',
-          connected_sources: '',
+    return this.locked(userId, async () => {
+      const user = await this.find(teamId, userId);
+      if (user?.status !== 'pending_deletion' || user.deletion?.id !== deletionId) return false;
+      const res = await this.users.updateOne(
+        { _id: userId, status: 'pending_deletion' },
+        {
+          $set: { status: 'erased', erased_at: new Date(), client_user_key: `erased:${userId}`, updated_at: new Date() },
+          $unset: {
+            client_user_id: '',
+            fallback_time_zone: '',
+            fallback_birth_date: '',
+            ingestion_start: '',
+            ingestion_end: '',
+            connected_sources: '',
+          },
         },
-      },
-    );
-    return res.modifiedCount === 1;
+      );
+      return res.modifiedCount === 1;
+    });
   }
 
   async clearConnectedSources(teamId: string, userId: string): Promise<void> {
-    await this.users.updateOne({ _id: userId, team_id: teamId }, { $set: { connected_sources: [] } });
+    await this.locked(userId, async () => {
+      if (await this.find(teamId, userId)) await this.users.updateOne({ _id: userId }, { $set: { connected_sources: [] } });
+    });
   }
 }

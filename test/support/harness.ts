@@ -7,7 +7,7 @@ import { createApp } from '../../api/app';
 import type { AppDeps } from '../../api/deps';
 import { loadProviderCatalogue } from '../../lib/catalogue';
 import { loadConfig, type Config } from '../../lib/config';
-import { createLogger } from '../../lib/logger';
+import { createLogger, type Logger } from '../../lib/logger';
 import { connectMongo } from '../../lib/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
 import { connectTemporal } from '../../lib/temporal';
@@ -23,9 +23,9 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function startTestApp(overrides: Partial<Config> = {}): Promise<TestApp> {
+export async function startTestApp(overrides: Partial<Config> = {}, options: { logger?: Logger } = {}): Promise<TestApp> {
   const config = loadConfig(process.env, { API_PORT: 0, ...overrides });
-  const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'api-test');
+  const logger = options.logger ?? createLogger(process.env.LOG_LEVEL ?? 'warn', 'api-test');
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   const repos = createRepositories(mongo.db);
   await ensureIndexes(repos);
