@@ -86,7 +86,7 @@ export function userCreate(env, opts = {}) {
   );
 }
 
-/** Baseline B (reads): findOne by _id + team_id on the users collection, as UserRepository.find does. */
+/** Baseline B (reads): findOne by _id on the users collection, then the team check, as UserRepository.find does. */
 export function rawFind(env, pool, opts = {}) {
   const users = env.db.collection('users');
   const teamId = env.tenant.teamId;
@@ -95,7 +95,8 @@ export function rawFind(env, pool, opts = {}) {
     ...opts,
     fn: async () => {
       const id = pick(pool);
-      if (!(await users.findOne({ _id: id, team_id: teamId }))) throw new Error(`findOne: user ${id} not found`);
+      const doc = await users.findOne({ _id: id });
+      if (doc?.team_id !== teamId) throw new Error(`findOne: user ${id} not found`);
     },
   });
 }
