@@ -233,9 +233,11 @@ describe('deleting a user', () => {
       updated_at: new Date(),
     });
 
-    const del = await api.del(`/v2/user/${user.user_id}`);
+    const del = await api.del(`/v2/user/${user.user_id}`, { 'x-request-id': `del-${user.user_id}` });
     expect(del.status).toBe(200);
     expect(del.body).toEqual({ success: true });
+    const started = await app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`).describe();
+    expect(started.memo).toMatchObject({ request_id: `del-${user.user_id}`, team_id: tenant.teamId });
 
     const hidden = await api.get(`/v2/user/${user.user_id}`);
     expect(hidden.status).toBe(404);

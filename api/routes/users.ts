@@ -289,8 +289,8 @@ export const userRoutes = [
     auth: 'team',
     params: UserIdParams,
     responses: { 200: { description: 'Scheduled for deletion', schema: SuccessResponse }, ...errors },
-    async handler({ params, auth, deps }) {
-      await scheduleUserDeletion(deps, auth.teamId, params.user_id);
+    async handler({ params, auth, deps, requestId }) {
+      await scheduleUserDeletion(deps, auth.teamId, params.user_id, requestId);
       return { body: { success: true } };
     },
   }),

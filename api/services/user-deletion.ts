@@ -19,7 +19,7 @@ export const SCHEDULED_FOR_DELETION = 'The user has been scheduled for deletion 
  * which deregisters connections and erases after the grace period. Starting is idempotent, so a retried
  * DELETE after a crash between the two steps completes the job.
  */
-export async function scheduleUserDeletion(deps: AppDeps, teamId: string, userId: string): Promise<void> {
+export async function scheduleUserDeletion(deps: AppDeps, teamId: string, userId: string, requestId: string): Promise<void> {
   const { repos, config } = deps;
   const now = new Date();
   const deletion = {
@@ -29,18 +29,18 @@ export async function scheduleUserDeletion(deps: AppDeps, teamId: string, userId
   };
   const marked = await repos.users.markPendingDeletion(teamId, userId, deletion);
   if (marked) {
-    await startDeletionWorkflow(deps, marked);
+    await startDeletionWorkflow(deps, marked, requestId);
     return;
   }
   const existing = await repos.users.find(teamId, userId);
   if (existing?.status === 'pending_deletion') {
-    await startDeletionWorkflow(deps, existing);
+    await startDeletionWorkflow(deps, existing, requestId);
     throw notFound(SCHEDULED_FOR_DELETION);
   }
   throw notFound('User not found.');
 }
 
-async function startDeletionWorkflow(deps: AppDeps, user: UserDoc): Promise<void> {
+async function startDeletionWorkflow(deps: AppDeps, user: UserDoc, requestId: string): Promise<void> {
   const { temporal } = deps;
   const deletion = user.deletion!;
   const graceSeconds = Math.max(0, Math.ceil((deletion.erase_after.getTime() - deletion.requested_at.getTime()) / 1000));
@@ -52,6 +52,8 @@ async function startDeletionWorkflow(deps: AppDeps, user: UserDoc): Promise<void
     // A retried DELETE of the same deletion joins the running workflow instead of failing.
     workflowIdConflictPolicy: 'USE_EXISTING',
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    // Operators can match a workflow in the Temporal UI to the api's request log line.
+    memo: { request_id: requestId, team_id: user.team_id },
   });
 }
 
