@@ -17,7 +17,9 @@ ARG NODE_IMAGE=node:20-bookworm-slim
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --ignore-scripts --no-audit --no-fund
+# `npm install` from the lock rather than `npm ci`: see scripts/setup.mjs (npm 11 lock files omit other
+# platforms' optional packages, which `npm ci` then rejects).
+RUN npm install --ignore-scripts --no-audit --no-fund
 COPY . .
 # tsc also copies the imported catalogue JSON (lib/catalogue/*.json) into dist/lib/catalogue/.
 RUN npx tsc -p tsconfig.json \
@@ -28,7 +30,7 @@ RUN npx tsc -p tsconfig.json \
 FROM ${NODE_IMAGE} AS prod-deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 # ---- runtime -----------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime

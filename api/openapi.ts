@@ -1,7 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import type { Config } from '../lib/config';
 import { publicBaseUrl } from '../lib/config';
-import { ErrorDetail } from '../schemas/common';
+import { ErrorDetail, HTTPValidationError } from '../schemas/common';
 import type { AnyRoute } from './route';
 
 /** The spec's published interface version. */
@@ -71,6 +71,10 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
     if (route.auth !== 'none') {
       responses['401'] ??= { description: 'Missing, invalid or wrong kind of key', content: errorBody };
     }
+    if (route.params || route.query || route.body) {
+      responses['422'] ??= { description: 'Validation error', content: { 'application/json': { schema: registry.ref(HTTPValidationError) } } };
+    }
+    if (route.body) responses['413'] ??= { description: 'Request body too large', content: errorBody };
     responses['500'] ??= { description: 'Internal error (names the request id)', content: errorBody };
 
     paths[route.path] ??= {};

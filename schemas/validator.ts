@@ -10,6 +10,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
  */
 export const ajv = new Ajv({ allErrors: true, removeAdditional: true, useDefaults: true, strict: false });
 addFormats(ajv);
+ajv.addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
 
 const compiled = new WeakMap<object, ValidateFunction>();
 

@@ -1,5 +1,4 @@
 import { createOrgWithAdminKey } from '../lib/bootstrap';
-import { isDuplicateKeyError } from '../lib/errors';
 import { loadConfig } from '../lib/config';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
@@ -16,16 +15,19 @@ async function main(): Promise<void> {
   try {
     const repos = createRepositories(mongo.db);
     await ensureIndexes(repos);
-    const marker = mongo.db.collection<{ _id: string; at: Date }>('system');
-    try {
-      await marker.insertOne({ _id: 'bootstrap', at: new Date() });
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
+    if (!(await repos.tenancy.claimBootstrap())) {
       console.error('This database is already bootstrapped; its organisation exists. Create further keys with the management API.');
       process.exitCode = 1;
       return;
     }
-    const { org, managementKey } = await createOrgWithAdminKey(repos, name);
+    let created;
+    try {
+      created = await createOrgWithAdminKey(repos, name);
+    } catch (err) {
+      await repos.tenancy.releaseBootstrap();
+      throw err;
+    }
+    const { org, managementKey } = created;
     console.log(`Organisation created: ${org._id} (${name})`);
     console.log(`Org management key (shown once, store it now): ${managementKey}`);
     console.log('Next: create a team (POST /v1/org/{org_id}/team) and a team API key (POST /v1/org/{org_id}/team_api_keys/{env}/{region}).');

@@ -10,7 +10,6 @@ const credentialsFile = path.join(stateDir, 'credentials.json');
 const log = (msg) => console.log(`dev: ${msg}`);
 
 const children = [];
-let stackStarted = false;
 let stopping = false;
 
 async function shutdown(code) {
@@ -18,7 +17,8 @@ async function shutdown(code) {
   stopping = true;
   log('stopping api, worker and servers...');
   for (const child of [...children].reverse()) await stopChild(child);
-  if (stackStarted) await stopStack({ stateDir, log: (m) => console.log(m) });
+  // Idempotent: also stops servers of a start that was interrupted before it returned.
+  await stopStack({ stateDir, log: (m) => console.log(m) }).catch((err) => console.error(`dev: ${err.message}`));
   log('stopped.');
   process.exit(code);
 }
@@ -38,7 +38,6 @@ async function main() {
     },
     log: (m) => console.log(m),
   });
-  stackStarted = true;
   const env = {
     MONGO_URL: stack.mongoUrl,
     TEMPORAL_ADDRESS: stack.temporalAddress,

@@ -11,13 +11,18 @@ export function run(cmd, args, opts = {}) {
   if (res.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${res.status ?? res.signal})`);
 }
 
-/** npm ci on a fresh clone, or when package-lock.json changed since the last install. */
+/**
+ * Installs from package-lock.json on a fresh clone, or when the lock changed since the last install.
+ * `npm install`, not `npm ci`: npm 11.19 writes locks without other platforms' optional packages
+ * (@swc/core-darwin-*, …) and then its own `npm ci` rejects them as out of sync; `npm install` installs
+ * the locked versions and leaves the lock as it is.
+ */
 export function ensureDependencies(log = console.log) {
   const marker = path.join(repoRoot, 'node_modules', '.package-lock.json');
   const lock = path.join(repoRoot, 'package-lock.json');
   if (existsSync(marker) && statSync(marker).mtimeMs >= statSync(lock).mtimeMs) return;
-  log('setup: installing dependencies (npm ci)...');
-  run('npm', ['ci', '--no-audit', '--no-fund']);
+  log('setup: installing dependencies from package-lock.json (npm install)...');
+  run('npm', ['install', '--no-audit', '--no-fund']);
 }
 
 /** Type-checks and compiles to dist/ (a type error fails the command). */

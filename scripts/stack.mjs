@@ -502,6 +502,12 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
   // A run that was killed leaves its servers behind; they hold the ports and the files.
   const previous = readStackFile(stateDir);
   if (previous) {
+    // ...unless the process that started them is still running (e.g. a second `npm run dev`).
+    if (previous.owner && previous.owner !== process.pid && isAlive(previous.owner)) {
+      throw new Error(
+        `stack: ${stateDir} is in use by a running process (pid ${previous.owner}); stop it first, or use another state folder.`,
+      );
+    }
     await stopPids(previous.pids, log);
     fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
   }
@@ -515,6 +521,7 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
     temporalAddress: externalTemporal,
     temporalUiUrl: externalTemporal ? process.env.TEMPORAL_UI_URL || null : null,
     pids: {},
+    owner: process.pid,
     startedAt: new Date().toISOString(),
   };
   const pending = [];
@@ -603,11 +610,16 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
   return info;
 }
 
-export async function stopStack({ stateDir, log = console.log } = {}) {
+// Leaves alone a stack another live process started, unless `force` (the CLI's `stop`).
+export async function stopStack({ stateDir, log = console.log, force = false } = {}) {
   if (!stateDir) throw new Error('stopStack: stateDir is required');
   stateDir = path.resolve(stateDir);
   const info = readStackFile(stateDir);
   if (!info) return;
+  if (!force && info.owner && info.owner !== process.pid && isAlive(info.owner)) {
+    log(`stack: left running (started by live process ${info.owner})`);
+    return;
+  }
   await stopPids(info.pids, log);
   fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
 }
@@ -658,7 +670,7 @@ async function main(cmd) {
     }
     case 'stop': {
       const running = readStackFile(DEV_STATE_DIR);
-      await stopStack({ stateDir: DEV_STATE_DIR });
+      await stopStack({ stateDir: DEV_STATE_DIR, force: true });
       console.log(running ? 'stack: stopped' : 'stack: not running');
       return 0;
     }

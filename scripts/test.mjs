@@ -12,11 +12,11 @@ const runId = `${Date.now().toString(36)}-${process.pid}`;
 const stateDir = path.join(repoRoot, '.devstack', `test-${runId}`);
 const log = (msg) => console.log(`test: ${msg}`);
 let worker;
-let stackStarted = false;
 
 async function cleanup() {
   await stopChild(worker);
-  if (stackStarted) await stopStack({ stateDir, log: (m) => console.log(m) });
+  // Idempotent: also stops servers of a start that was interrupted before it returned.
+  await stopStack({ stateDir, log: (m) => console.log(m) }).catch((err) => console.error(`test: ${err.message}`));
   rmSync(stateDir, { recursive: true, force: true });
 }
 
@@ -25,7 +25,6 @@ async function main() {
   build(log);
   await ensureBinaries({ log: (m) => console.log(m) });
   const stack = await startStack({ stateDir, ui: false, persist: false, log: (m) => console.log(m) });
-  stackStarted = true;
   const env = {
     MONGO_URL: stack.mongoUrl,
     TEMPORAL_ADDRESS: stack.temporalAddress,

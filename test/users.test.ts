@@ -50,10 +50,22 @@ describe('creating a user', () => {
     expect(res.body.fallback_birth_date).toBeNull();
   });
 
-  it('ignores unknown body fields', async () => {
+  it('ignores unknown body fields (and stores none of them)', async () => {
     const res = await api.post('/v2/user/', { client_user_id: uniqueId(), favourite_colour: 'blue' });
     expect(res.status).toBe(200);
-    expect(res.body).not.toHaveProperty('favourite_colour');
+    const stored = await app.deps.repos.users.find(tenant.teamId, res.body.user_id);
+    expect(stored).not.toHaveProperty('favourite_colour');
+  });
+
+  it.each([
+    ['europe/berlin', 'Europe/Berlin'],
+    ['Asia/Kolkata', 'Asia/Kolkata'],
+    ['Europe/Kyiv', 'Europe/Kyiv'],
+    ['UTC', 'UTC'],
+  ])('keeps the IANA id the caller meant: %s → %s', async (given, stored) => {
+    const res = await api.post('/v2/user/', { client_user_id: uniqueId(), fallback_time_zone: given });
+    expect(res.status).toBe(200);
+    expect(res.body.fallback_time_zone.id).toBe(stored);
   });
 
   it.each([
@@ -134,6 +146,9 @@ describe('reading users', () => {
     const bad = await api.get('/v2/user/not-a-uuid');
     expect(bad.status).toBe(422);
     expect(bad.body.detail[0]).toMatchObject({ loc: ['path', 'user_id'], type: 'uuid_parsing' });
+    expect((await api.get('/v2/user/urn:uuid:00000000-0000-4000-8000-000000000000')).status).toBe(422);
+    expect((await api.patch('/v2/user/00000000-0000-4000-8000-000000000000', { fallback_time_zone: 'UTC' })).status).toBe(404);
+    expect((await api.del('/v2/user/00000000-0000-4000-8000-000000000000')).status).toBe(404);
     const unknown = await api.get('/v2/user/00000000-0000-4000-8000-000000000000');
     expect(unknown.status).toBe(404);
     expect(unknown.body).toEqual({ detail: 'User not found.' });
@@ -242,7 +257,7 @@ describe('deleting a user', () => {
     const hidden = await api.get(`/v2/user/${user.user_id}`);
     expect(hidden.status).toBe(404);
     expect(hidden.body.detail).toMatch(/scheduled this user for deletion/);
-    expect((await api.get(`/v2/user/resolve/${user.client_user_id}`)).status).toBe(404);
+    expect((await api.get(`/v2/user/resolve/${user.client_user_id}`)).body.detail).toMatch(/scheduled this user for deletion/);
     expect((await api.patch(`/v2/user/${user.user_id}`, { fallback_time_zone: 'UTC' })).body.detail).toMatch(/scheduled for deletion/);
     expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(404);
     const listed = await api.get('/v2/user/?limit=500');
@@ -293,6 +308,20 @@ describe('deleting a user', () => {
     expect((await handle.describe()).status.name).toBe('RUNNING');
     expect((await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`)).status).toBe(200);
     expect((await api.get(`/v2/user/${user.user_id}`)).status).toBe(200);
+  });
+
+  it('a user deleted again right after an undo gets a fresh deletion workflow', async () => {
+    const user = await createUser();
+    const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
+    expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);
+    const first = (await handle.describe()).memo?.deletion_id;
+    expect((await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`)).status).toBe(200);
+    expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);
+    const second = await handle.describe();
+    expect(second.status.name).toBe('RUNNING');
+    expect(second.memo?.deletion_id).not.toBe(first);
+    const stored = await app.deps.repos.users.find(tenant.teamId, user.user_id);
+    expect(stored?.deletion?.id).toBe(second.memo?.deletion_id);
   });
 
   it('undoes by client_user_id, and a second undo says there is nothing to undo', async () => {
@@ -358,6 +387,9 @@ describe('deleting a user', () => {
       const undo = await c.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
       expect(undo.status).toBe(400);
       expect(undo.body.detail).toMatch(/grace period ended.*erased/);
+      const undoByClientId = await c.post(`/v2/user/undo_delete?client_user_id=${encodeURIComponent(user.client_user_id)}`);
+      expect(undoByClientId.status).toBe(400);
+      expect(undoByClientId.body.detail).toMatch(/grace period ended.*erased/);
       // The client_user_id is free for a new user.
       expect((await c.post('/v2/user/', { client_user_id: user.client_user_id })).status).toBe(200);
     } finally {

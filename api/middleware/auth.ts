@@ -23,6 +23,8 @@ export interface ManagementPrincipal {
 }
 
 const TEAM_KEY_SHAPE = /^(sk|pk)_(us|eu)_/;
+/** RFC 9745 `Deprecation` value (`@` + Unix time): X-Service-Org-Key was deprecated on 2025-01-01. */
+const X_SERVICE_ORG_KEY_DEPRECATED_AT = '@1735689600';
 
 /**
  * A small TTL cache of verified team keys: the hot path (every data request) then costs no key lookup.
@@ -93,7 +95,7 @@ export function createAuthenticator(deps: AppDeps) {
     if (!key) {
       key = ctx.get('x-service-org-key');
       if (key) {
-        ctx.set('Deprecation', 'true');
+        ctx.set('Deprecation', X_SERVICE_ORG_KEY_DEPRECATED_AT);
         ctx.set('Link', '<https://datatracker.ietf.org/doc/html/rfc9745>; rel="deprecation"');
         ctx.set('Warning', '299 - "X-Service-Org-Key is deprecated; send the key in X-Management-Key"');
       }

@@ -17,6 +17,10 @@ export function errorRenderer() {
         ctx.status = 405;
         ctx.body = { detail: `Method ${ctx.method} is not allowed on ${ctx.path}. Allowed: ${ctx.response.get('Allow')}.` };
       }
+      if (ctx.status === 501 && ctx.body === undefined) {
+        ctx.status = 501;
+        ctx.body = { detail: `Method ${ctx.method} is not supported by this API.` };
+      }
     } catch (err) {
       if (err instanceof ValidationError) {
         ctx.status = 422;

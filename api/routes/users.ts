@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
 import { badRequest, notFound, ValidationError } from '../../lib/errors';
 import type { UserChanges, UserDoc } from '../../lib/repositories/users';
 import { isoWithOffset, todayUtc } from '../../lib/time';
@@ -66,14 +67,19 @@ function personalDataIn(clientUserId: string): string | null {
   return null;
 }
 
-/** Canonical IANA id (e.g. `europe/berlin` → `Europe/Berlin`), or null if not an IANA time zone. */
+// Known zone ids by lower case, to fix the caller's casing without swapping in ICU's legacy aliases
+// (ICU resolves Europe/Kyiv to Europe/Kiev and Asia/Kolkata to Asia/Calcutta).
+const ZONES_BY_LOWER_CASE = new Map(Intl.supportedValuesOf('timeZone').map((z) => [z.toLowerCase(), z]));
+
+/** The IANA id as the caller meant it (`europe/berlin` → `Europe/Berlin`), or null if not one. */
 export function canonicalTimeZone(tz: string): string | null {
   if (!/^[A-Za-z][A-Za-z0-9_+\-]*(\/[A-Za-z0-9_+\-]+)*$/.test(tz)) return null;
   try {
-    return new Intl.DateTimeFormat('en-US', { timeZone: tz }).resolvedOptions().timeZone;
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
   } catch {
     return null;
   }
+  return ZONES_BY_LOWER_CASE.get(tz.toLowerCase()) ?? tz;
 }
 
 type UserFields = Omit<UserChanges, 'fallback_time_zone' | 'fallback_birth_date'> & {
@@ -131,6 +137,7 @@ const errors = {
   404: { description: 'Unknown user, or scheduled for deletion', schema: ErrorDetail },
   422: { description: 'Validation error', schema: HTTPValidationError },
 };
+const busy = { description: 'A concurrent change or the undo did not finish in time: retry', schema: ErrorDetail };
 
 export const userRoutes = [
   defineRoute({
@@ -198,7 +205,10 @@ export const userRoutes = [
     responses: { 200: { description: 'The user', schema: User }, ...errors },
     async handler({ params, auth, deps }) {
       const user = await deps.repos.users.findActiveByClientUserId(auth.teamId, params.client_user_id);
-      if (!user) throw notFound(`No user with client_user_id '${params.client_user_id}'.`);
+      if (!user) {
+        const pending = await deps.repos.users.findPendingByClientUserId(auth.teamId, params.client_user_id);
+        throw notFound(pending ? SCHEDULED_ON_READ : `No user with client_user_id '${params.client_user_id}'.`);
+      }
       return { body: toUser(user) };
     },
   }),
@@ -217,6 +227,8 @@ export const userRoutes = [
       200: { description: 'Restored', schema: SuccessResponse },
       400: { description: 'Not restorable (not deleted, grace period over, client_user_id taken)', schema: ErrorDetail },
       ...errors,
+      409: { description: 'Pending deletion without a running workflow: retry the DELETE', schema: ErrorDetail },
+      503: busy,
     },
     async handler({ query, auth, deps }) {
       if ((query.user_id === undefined) === (query.client_user_id === undefined)) {
@@ -252,8 +264,12 @@ export const userRoutes = [
     body: UserPatchBody,
     responses: {
       204: { description: 'Updated' },
-      400: { description: 'Nothing to patch, or client_user_id taken', schema: ErrorDetail },
+      400: {
+        description: '"Nothing to patch" (string detail), or client_user_id taken (conflict body)',
+        schema: Type.Union([ErrorDetail, ClientUserIdConflict]),
+      },
       ...errors,
+      503: busy,
     },
     async handler({ params, body, auth, deps }) {
       if (Object.keys(body).length === 0) throw badRequest('Nothing to patch');
@@ -288,7 +304,7 @@ export const userRoutes = [
     tags,
     auth: 'team',
     params: UserIdParams,
-    responses: { 200: { description: 'Scheduled for deletion', schema: SuccessResponse }, ...errors },
+    responses: { 200: { description: 'Scheduled for deletion', schema: SuccessResponse }, ...errors, 503: busy },
     async handler({ params, auth, deps, requestId }) {
       await scheduleUserDeletion(deps, auth.teamId, params.user_id, requestId);
       return { body: { success: true } };

@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+} from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../../lib/errors';
 import type { UserDoc } from '../../lib/repositories/users';
@@ -43,18 +48,39 @@ export async function scheduleUserDeletion(deps: AppDeps, teamId: string, userId
 async function startDeletionWorkflow(deps: AppDeps, user: UserDoc, requestId: string): Promise<void> {
   const { temporal } = deps;
   const deletion = user.deletion!;
-  const graceSeconds = Math.max(0, Math.ceil((deletion.erase_after.getTime() - deletion.requested_at.getTime()) / 1000));
+  // A retried DELETE resumes the remaining grace, not a fresh one.
+  const graceSeconds = Math.max(0, Math.ceil((deletion.erase_after.getTime() - Date.now()) / 1000));
   const input: UserDeletionInput = { teamId: user.team_id, userId: user._id, deletionId: deletion.id, graceSeconds };
-  await temporal.client.workflow.start(userDeletionWorkflow, {
-    workflowId: workflowIds.userDeletion(user._id),
-    taskQueue: temporal.taskQueue,
-    args: [input],
-    // A retried DELETE of the same deletion joins the running workflow instead of failing.
-    workflowIdConflictPolicy: 'USE_EXISTING',
-    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-    // Operators can match a workflow in the Temporal UI to the api's request log line.
-    memo: { request_id: requestId, team_id: user.team_id },
-  });
+  const workflowId = workflowIds.userDeletion(user._id);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await temporal.client.workflow.start(userDeletionWorkflow, {
+        workflowId,
+        taskQueue: temporal.taskQueue,
+        args: [input],
+        // Not USE_EXISTING: the running workflow may belong to an earlier deletion that was just undone.
+        workflowIdConflictPolicy: 'FAIL',
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+        // Operators can match a workflow in the Temporal UI to the api's request log line.
+        memo: { request_id: requestId, team_id: user.team_id, deletion_id: deletion.id },
+      });
+      return;
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      const handle = temporal.client.workflow.getHandle(workflowId);
+      const running = await handle.describe();
+      if (running.memo?.deletion_id === deletion.id) return; // this deletion's workflow already runs
+      if (attempt >= 2) throw new ApiError(503, 'An earlier deletion of this user is still finishing; retry the request.');
+      await withinMs(handle.result(), 10_000);
+    }
+  }
+}
+
+/** Waits for `promise` at most `ms`; its outcome is not needed, only that it is (probably) done. */
+async function withinMs(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
 }
 
 /** POST /v2/user/undo_delete: restores a user within its grace period (through the workflow). */
@@ -79,7 +105,8 @@ export async function undoUserDeletion(
   const handle = deps.temporal.client.workflow.getHandle(workflowIds.userDeletion(user._id));
   try {
     await handle.executeUpdate(undoUserDeletionUpdate);
-    await handle.result();
+    // The user is already restored; let the run finish so a new DELETE starts a fresh one.
+    await withinMs(handle.result(), 10_000);
   } catch (err) {
     throw translateUndoFailure(err, who, user);
   }

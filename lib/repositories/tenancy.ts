@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
+import { isDuplicateKeyError } from '../errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX, mintKey, sameHash, teamKeyPrefix } from '../keys';
 
 export interface OrgDoc {
@@ -46,12 +47,14 @@ export class TenancyRepository {
   readonly teams: Collection<TeamDoc>;
   readonly teamApiKeys: Collection<TeamApiKeyDoc>;
   readonly managementKeys: Collection<ManagementKeyDoc>;
+  private readonly system: Collection<{ _id: string; at: Date }>;
 
   constructor(db: Db) {
     this.orgs = db.collection('orgs');
     this.teams = db.collection('teams');
     this.teamApiKeys = db.collection('team_api_keys');
     this.managementKeys = db.collection('management_keys');
+    this.system = db.collection('system');
   }
 
   async ensureIndexes(): Promise<void> {
@@ -74,6 +77,22 @@ export class TenancyRepository {
 
   countOrgs() {
     return this.orgs.countDocuments({});
+  }
+
+  /** Claims the one-time production bootstrap (a fixed `_id` makes concurrent runs race safely). */
+  async claimBootstrap(): Promise<boolean> {
+    try {
+      await this.system.insertOne({ _id: 'bootstrap', at: new Date() });
+      return true;
+    } catch (err) {
+      if (isDuplicateKeyError(err)) return false;
+      throw err;
+    }
+  }
+
+  /** Gives the claim back when bootstrapping failed half-way, so it can be run again. */
+  async releaseBootstrap(): Promise<void> {
+    await this.system.deleteOne({ _id: 'bootstrap' });
   }
 
   async createTeam(orgId: string, name: string, environment: string, region: string): Promise<TeamDoc> {

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../errors';
 import type { DocumentLocks } from './locks';
@@ -29,6 +30,8 @@ export interface UserDoc {
   connected_sources: ConnectedSourceDoc[];
   deletion?: { id: string; requested_at: Date; erase_after: Date };
   erased_at?: Date;
+  /** On a tombstone: lets an undo by client_user_id say "erased" instead of "unknown". */
+  erased_client_user_id_sha256?: string;
 }
 
 export type UserChanges = Partial<
@@ -41,6 +44,7 @@ export type RestoreOutcome =
   | { outcome: 'not_pending' };
 
 const releasedKey = (userId: string) => `deleted:${userId}`;
+const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
 /**
  * The only code that touches the `users` collection. Every change of an existing user runs under the
@@ -97,8 +101,12 @@ export class UserRepository {
     );
   }
 
+  /** The newest user that has or had this client_user_id (erased users included). */
   findLatestByClientUserId(teamId: string, clientUserId: string) {
-    return this.users.findOne({ team_id: teamId, client_user_id: clientUserId }, { sort: { created_on: -1 } });
+    return this.users.findOne(
+      { team_id: teamId, $or: [{ client_user_id: clientUserId }, { erased_client_user_id_sha256: sha256(clientUserId) }] },
+      { sort: { created_on: -1 } },
+    );
   }
 
   async listActive(teamId: string, offset: number, limit: number): Promise<{ users: UserDoc[]; total: number }> {
@@ -175,7 +183,13 @@ export class UserRepository {
       const res = await this.users.updateOne(
         { _id: userId, status: 'pending_deletion' },
         {
-          $set: { status: 'erased', erased_at: new Date(), client_user_key: `erased:${userId}`, updated_at: new Date() },
+          $set: {
+            status: 'erased',
+            erased_at: new Date(),
+            erased_client_user_id_sha256: sha256(user.client_user_id),
+            client_user_key: `erased:${userId}`,
+            updated_at: new Date(),
+          },
           $unset: {
             client_user_id: '',
             fallback_time_zone: '',
