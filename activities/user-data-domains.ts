@@ -29,5 +29,10 @@ export function userDataDomains(repos: Repositories): UserDataDomain[] {
       },
       erase: ({ teamId, userId }) => repos.connections.eraseAllForUser(teamId, userId),
     },
+    {
+      // Events about the user, their queued deliveries, delivery records and attempts (webhook log).
+      name: 'events',
+      erase: ({ teamId, userId }) => repos.webhooks.eraseForUser(teamId, userId),
+    },
   ];
 }

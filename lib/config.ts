@@ -4,7 +4,7 @@ import { coerceFlat, toFieldErrors, validatorFor } from '../schemas/validator';
 
 /**
  * Every environment variable the service reads. The README's configuration table and the docker-compose
- * check (test/config.test.ts) are driven by this schema: a key missing here is not configuration.
+ * check (test/deployment.test.ts) are driven by this schema: a key missing here is not configuration.
  */
 export const ConfigSchema = Type.Object({
   DEPLOYMENT_ENVIRONMENT: StringEnum(['sandbox', 'production'], {
@@ -40,6 +40,52 @@ export const ConfigSchema = Type.Object({
     minimum: 0,
     default: 5000,
     description: 'How long a verified API key stays cached in the api process (0 disables); a revoked key stops working within this time.',
+  }),
+  WEBHOOK_RETRY_SCHEDULE_MS: Type.String({
+    pattern: '^\\s*\\d+(\\s*,\\s*\\d+)*\\s*$',
+    default: '0,5000,300000,1800000,7200000,18000000,36000000,36000000',
+    description:
+      'Webhook attempt schedule in ms: the delay before each attempt (first is 0 = at once), each with ±20% jitter. ' +
+      'Snapshotted onto each delivery when the event is published.',
+  }),
+  WEBHOOK_ATTEMPT_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 15000, description: 'Per-attempt webhook HTTP timeout (a timeout is a failure).' }),
+  WEBHOOK_THROTTLE_FLOOR_MS: Type.Integer({
+    minimum: 0,
+    default: 60000,
+    description: 'Least wait before the next attempt after a 429, 502, 504 or a timeout.',
+  }),
+  WEBHOOK_DISABLE_AFTER_MS: Type.Integer({
+    minimum: 1,
+    default: 432000000,
+    description: 'An endpoint failing continuously for this long (5 days) is disabled; any success resets the clock.',
+  }),
+  WEBHOOK_SECRET_OVERLAP_MS: Type.Integer({
+    minimum: 0,
+    default: 86400000,
+    description: 'After a secret rotation the previous secret keeps signing (second signature) for this long (24 h).',
+  }),
+  WEBHOOK_MAX_EVENT_BYTES: Type.Integer({
+    minimum: 1024,
+    default: 262144,
+    description: 'Largest serialized event envelope; publishing a larger event is an error (send shallow events or chunks).',
+  }),
+  WEBHOOK_ALLOW_LOOPBACK: Type.Optional(
+    Type.Boolean({ description: 'Allow webhook URLs on loopback addresses. Default: true in sandbox, false in production.' }),
+  ),
+  WEBHOOK_URL_ALLOWLIST: Type.String({
+    default: '',
+    description: 'Comma-separated host:port entries always accepted as webhook targets (e.g. local receivers), whatever they resolve to.',
+  }),
+  WEBHOOK_BATCH_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 200, description: 'Deliveries one dispatcher activity sends concurrently.' }),
+  WEBHOOK_SWEEP_INTERVAL_MS: Type.Integer({
+    minimum: 100,
+    default: 30000,
+    description: 'How often the worker\'s sweeper repairs what a crash left behind (events not fanned out, overdue deliveries).',
+  }),
+  WEBHOOK_SWEEP_GRACE_MS: Type.Integer({
+    minimum: 0,
+    default: 15000,
+    description: 'Age after which the sweeper treats an unfinished fan-out or an overdue delivery as stranded.',
   }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10000, description: 'Grace for in-flight requests and activities on SIGTERM.' }),
 });

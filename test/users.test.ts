@@ -1,3 +1,4 @@
+import { publishEvent } from '../lib/events';
 import { ClientUserIdConflict, PaginatedUsers, User } from '../schemas/user';
 import { createTenant, eventually, expectSchema, teamClient, uniqueId, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 
@@ -371,11 +372,19 @@ describe('deleting a user', () => {
         created_on: new Date(),
         updated_at: new Date(),
       });
+      const event = await publishEvent(shortGrace.deps, {
+        teamId: tenant.teamId,
+        eventType: 'provider.connection.created',
+        data: { user_id: user.user_id, source: { name: 'Fitbit', slug: 'fitbit', logo: '' } },
+        userId: user.user_id,
+        clientUserId: user.client_user_id,
+      });
       expect((await c.del(`/v2/user/${user.user_id}`)).status).toBe(200);
 
       const handle = shortGrace.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
       const result = await handle.result();
-      expect(result).toEqual({ outcome: 'erased', erased: { connections: 1 } });
+      expect(result).toEqual({ outcome: 'erased', erased: { connections: 1, events: 1 } });
+      expect(await shortGrace.deps.repos.webhooks.getEvent(event.id)).toBeNull();
 
       const doc = await shortGrace.deps.repos.users.find(tenant.teamId, user.user_id);
       expect(doc).toMatchObject({ status: 'erased' });

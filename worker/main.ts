@@ -2,6 +2,8 @@ import { loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
+import { connectTemporal } from '../lib/temporal';
+import { startWebhookSweeper } from './webhook-sweeper';
 import { createWorker } from './worker';
 
 /** Worker process: hosts workflows and activities; SIGTERM drains in-flight tasks, then closes. */
@@ -11,7 +13,9 @@ async function main(): Promise<void> {
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   const repos = createRepositories(mongo.db);
   await ensureIndexes(repos);
-  const { worker, connection } = await createWorker(config, repos, logger);
+  const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
+  const { worker, connection } = await createWorker(config, repos, logger, temporal);
+  await startWebhookSweeper(config, temporal, logger);
 
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
@@ -22,6 +26,7 @@ async function main(): Promise<void> {
   logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
   await worker.run();
   await connection.close();
+  await temporal.connection.close();
   await mongo.close();
   logger.info('worker stopped');
 }

@@ -3,6 +3,7 @@ import { createActivities } from '../activities';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { Repositories } from '../lib/repositories';
+import type { TemporalDeps } from '../lib/temporal';
 
 let runtimeInstalled = false;
 
@@ -25,7 +26,7 @@ export interface WorkerHandle {
   connection: NativeConnection;
 }
 
-export async function createWorker(config: Config, repos: Repositories, logger: Logger): Promise<WorkerHandle> {
+export async function createWorker(config: Config, repos: Repositories, logger: Logger, temporal: TemporalDeps): Promise<WorkerHandle> {
   installRuntimeLogger(logger);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const worker = await Worker.create({
@@ -33,7 +34,7 @@ export async function createWorker(config: Config, repos: Repositories, logger: 
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     workflowsPath: require.resolve('../workflows'),
-    activities: createActivities({ repos }),
+    activities: createActivities({ repos, config, logger, temporal }),
     shutdownGraceTime: config.SHUTDOWN_TIMEOUT_MS,
   });
   return { worker, connection };

@@ -1,4 +1,8 @@
 /** Workflow ids are prefixed business keys, built only here (api and workflows import these). */
 export const workflowIds = {
   userDeletion: (userId: string) => `user-deletion:${userId}`,
+  /** One delivery loop per webhook endpoint (signal-with-start on publish). */
+  webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
+  /** One sweeper per task queue, started by the worker at boot. */
+  webhookSweeper: (taskQueue: string) => `webhook-sweeper:${taskQueue}`,
 } as const;

@@ -1,2 +1,4 @@
 // Every workflow the worker hosts. Workflow code imports only @temporalio/workflow, types and pure helpers.
 export { userDeletionWorkflow } from './user-deletion';
+export { webhookDispatchWorkflow } from './webhook-dispatch';
+export { webhookSweeperWorkflow } from './webhook-sweeper';

@@ -4,6 +4,7 @@ import { managementRoutes } from './management';
 import { providerRoutes } from './providers';
 import { systemRoutes } from './system';
 import { userRoutes } from './users';
+import { webhookRoutes } from './webhooks';
 
 /**
  * The route table: every request enters through one of these rows (see api/route.ts for the shape).
@@ -11,6 +12,6 @@ import { userRoutes } from './users';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...userRoutes, ...providerRoutes, ...managementRoutes);
+  routes.push(...systemRoutes(() => routes), ...userRoutes, ...providerRoutes, ...managementRoutes, ...webhookRoutes);
   return routes;
 }

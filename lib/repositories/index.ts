@@ -3,12 +3,14 @@ import { ConnectionRepository } from './connections';
 import { DocumentLocks } from './locks';
 import { TenancyRepository } from './tenancy';
 import { UserRepository } from './users';
+import { WebhookRepository } from './webhooks';
 
 export interface Repositories {
   locks: DocumentLocks;
   tenancy: TenancyRepository;
   users: UserRepository;
   connections: ConnectionRepository;
+  webhooks: WebhookRepository;
 }
 
 export function createRepositories(db: Db): Repositories {
@@ -18,6 +20,7 @@ export function createRepositories(db: Db): Repositories {
     tenancy: new TenancyRepository(db),
     users: new UserRepository(db, locks),
     connections: new ConnectionRepository(db),
+    webhooks: new WebhookRepository(db),
   };
 }
 

@@ -1,0 +1,330 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { EVENT_TYPE_PATTERN } from '../schemas/event-catalogue';
+import { workflowIds } from '../workflows/ids';
+import { webhookDispatchWorkflow, wakeDispatcherSignal } from '../workflows/webhook-dispatch';
+import { matchesFilter } from '../workflows/webhook-retry';
+import type { Config } from './config';
+import { ApiError } from './errors';
+import type { Logger } from './logger';
+import type { Repositories } from './repositories';
+import { deliveryId, type DeliveryPolicy, type EndpointDoc, type EventDoc, type QueueDoc, type QueueItem } from './repositories/webhooks';
+
+/**
+ * The one internal entry point for events: `publishEvent`. It stores the event, then fans it out to every
+ * enabled endpoint of the team whose filter matches (one queued delivery per endpoint, deterministic id
+ * `<eventId>:<endpointId>`), then wakes those endpoints' dispatcher workflows. When it returns, the event and
+ * its deliveries are durable in MongoDB; a crash at any point before is repaired by the sweeper (the outbox
+ * entry written first stays until fan-out is done).
+ *
+ * Concurrent calls in one process are group-committed (one insertMany per collection per batch), and wakes
+ * are coalesced per endpoint, so publishing thousands of events per second costs a handful of writes and
+ * signals, not thousands.
+ */
+export interface EventDeps {
+  config: Config;
+  repos: Repositories;
+  temporal: { client: Client; taskQueue: string };
+  logger: Logger;
+}
+
+export interface PublishEventInput {
+  teamId: string;
+  eventType: string;
+  data: Record<string, unknown>;
+  userId?: string | null;
+  clientUserId?: string | null;
+  /** One domain change = one key: publishing the same key again returns the same event. */
+  idempotencyKey?: string;
+  /** Deliver to this endpoint only (test events). */
+  onlyEndpointId?: string;
+}
+
+export interface PublishedEvent {
+  id: string;
+  createdAt: Date;
+  /** True when the idempotency key had already been published. */
+  duplicate: boolean;
+}
+
+/** The envelope of the spec, exactly: the event id travels as the webhook-id header, not in the body. */
+export function envelopeOf(e: Pick<EventDoc, 'event_type' | 'data' | 'team_id' | 'user_id' | 'client_user_id'>): string {
+  return JSON.stringify({ event_type: e.event_type, data: e.data, team_id: e.team_id, user_id: e.user_id, client_user_id: e.client_user_id });
+}
+
+export class EventTooLargeError extends ApiError {
+  constructor(size: number, limit: number, eventType: string) {
+    super(
+      413,
+      `Event ${eventType} is ${size} bytes serialized, over the limit of ${limit} bytes (WEBHOOK_MAX_EVENT_BYTES). ` +
+        'Publish a shallow event (ids the receiver fetches over the API) or split the data into chunks.',
+    );
+  }
+}
+
+export class InvalidEventError extends Error {}
+
+/** Deterministic id for an idempotency key (so a retried publish hits the same `_id`), random otherwise. */
+export function eventIdFor(teamId: string, idempotencyKey?: string): string {
+  if (!idempotencyKey) return randomUUID();
+  const h = createHash('sha256').update(`${teamId}\u0000${idempotencyKey}`).digest();
+  h[6] = (h[6] & 0x0f) | 0x50; // version 5-style (name-based)
+  h[8] = (h[8] & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+export function deliveryPolicyFrom(config: Config): DeliveryPolicy {
+  return {
+    schedule_ms: config.WEBHOOK_RETRY_SCHEDULE_MS.split(',').map((s) => Number(s.trim())),
+    timeout_ms: config.WEBHOOK_ATTEMPT_TIMEOUT_MS,
+    throttle_floor_ms: config.WEBHOOK_THROTTLE_FLOOR_MS,
+    disable_after_ms: config.WEBHOOK_DISABLE_AFTER_MS,
+  };
+}
+
+const eventTypeRe = new RegExp(EVENT_TYPE_PATTERN);
+
+export async function publishEvent(deps: EventDeps, input: PublishEventInput): Promise<PublishedEvent> {
+  return publisherFor(deps).publish(input);
+}
+
+/** Several events at once (e.g. a batch of data from one pull). */
+export async function publishEvents(deps: EventDeps, inputs: PublishEventInput[]): Promise<PublishedEvent[]> {
+  const publisher = publisherFor(deps);
+  return Promise.all(inputs.map((i) => publisher.publish(i)));
+}
+
+/** Queues deliveries of stored events to their matching endpoints and wakes the dispatchers (idempotent). */
+export async function fanOutEvents(deps: EventDeps, events: EventDoc[]): Promise<void> {
+  await publisherFor(deps).fanOut(events);
+}
+
+/** Best-effort wake of an endpoint's dispatcher (coalesced); the sweeper repairs a lost wake. */
+export function wakeDispatcher(deps: EventDeps, endpointId: string): Promise<void> {
+  return publisherFor(deps).wake(endpointId);
+}
+
+const publishers = new WeakMap<object, Publisher>();
+function publisherFor(deps: EventDeps): Publisher {
+  let p = publishers.get(deps);
+  if (!p) {
+    p = new Publisher(deps);
+    publishers.set(deps, p);
+  }
+  return p;
+}
+
+interface Pending {
+  doc: EventDoc;
+  resolve(v: PublishedEvent): void;
+  reject(e: unknown): void;
+}
+
+const MAX_BATCH = 500;
+const MAX_FLUSHES_IN_FLIGHT = 4;
+
+class Publisher {
+  private pending: Pending[] = [];
+  private scheduled = false;
+  private inFlight = 0;
+  private wakes = new Map<string, { again: boolean; done: Promise<void> }>();
+
+  constructor(private deps: EventDeps) {}
+
+  publish(input: PublishEventInput): Promise<PublishedEvent> {
+    const { config } = this.deps;
+    if (!eventTypeRe.test(input.eventType)) {
+      return Promise.reject(new InvalidEventError(`Invalid event type '${input.eventType}' (dot-separated [a-zA-Z0-9_] segments).`));
+    }
+    if (typeof input.data !== 'object' || input.data === null || Array.isArray(input.data)) {
+      return Promise.reject(new InvalidEventError('Event data must be a JSON object.'));
+    }
+    const id = eventIdFor(input.teamId, input.idempotencyKey);
+    const doc: EventDoc = {
+      _id: id,
+      team_id: input.teamId,
+      idempotency_key: input.idempotencyKey ?? id,
+      event_type: input.eventType,
+      data: input.data,
+      user_id: input.userId ?? null,
+      client_user_id: input.clientUserId ?? null,
+      created_at: new Date(),
+      only_endpoint_id: input.onlyEndpointId ?? null,
+    };
+    const size = Buffer.byteLength(envelopeOf(doc), 'utf8');
+    if (size > config.WEBHOOK_MAX_EVENT_BYTES) {
+      return Promise.reject(new EventTooLargeError(size, config.WEBHOOK_MAX_EVENT_BYTES, input.eventType));
+    }
+    return new Promise((resolve, reject) => {
+      this.pending.push({ doc, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= MAX_FLUSHES_IN_FLIGHT || !this.pending.length) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      const batch = this.pending.splice(0, MAX_BATCH);
+      if (!batch.length) return;
+      this.inFlight++;
+      this.flush(batch)
+        .catch((err) => batch.forEach((p) => p.reject(err)))
+        .finally(() => {
+          this.inFlight--;
+          this.schedule();
+        });
+      this.schedule();
+    });
+  }
+
+  private async flush(batch: Pending[]): Promise<void> {
+    const w = this.deps.repos.webhooks;
+    // Same key twice in one batch: one event.
+    const byId = new Map<string, EventDoc>();
+    for (const p of batch) if (!byId.has(p.doc._id)) byId.set(p.doc._id, p.doc);
+    const docs = [...byId.values()];
+    const outboxDups = await insertOutbox(w, docs);
+    const eventDups = await w.insertEvents(docs);
+
+    const existing = new Map<string, EventDoc>();
+    const toFanOut: EventDoc[] = [];
+    const doneDuplicates: string[] = [];
+    for (const doc of docs) {
+      if (!eventDups.has(doc._id)) {
+        toFanOut.push(doc);
+        continue;
+      }
+      const stored = await w.getEvent(doc._id);
+      if (!stored) throw new Error(`event ${doc._id} reported duplicate but not found`);
+      existing.set(doc._id, stored);
+      // Our outbox entry was new: the earlier publish had finished (it removes its entry last).
+      if (!outboxDups.has(doc._id)) doneDuplicates.push(doc._id);
+      else toFanOut.push(stored); // the earlier publish stopped half-way (or is running): finish it
+    }
+    await w.deleteOutbox(doneDuplicates);
+    await this.fanOut(toFanOut);
+
+    for (const p of batch) {
+      const stored = existing.get(p.doc._id);
+      p.resolve(stored ? { id: stored._id, createdAt: stored.created_at, duplicate: true } : { id: p.doc._id, createdAt: p.doc.created_at, duplicate: false });
+    }
+  }
+
+  async fanOut(events: EventDoc[]): Promise<void> {
+    if (!events.length) return;
+    const { repos, config } = this.deps;
+    const w = repos.webhooks;
+    const policy = deliveryPolicyFrom(config);
+    const endpointsByTeam = new Map<string, EndpointDoc[]>();
+    const perEndpoint = new Map<string, QueueItem[]>();
+    const teamOf = new Map<string, string>();
+    const now = new Date();
+    for (const e of events) {
+      let endpoints = endpointsByTeam.get(e.team_id);
+      if (!endpoints) {
+        endpoints = await w.listEnabledEndpoints(e.team_id);
+        endpointsByTeam.set(e.team_id, endpoints);
+      }
+      const body = envelopeOf(e);
+      for (const ep of endpoints) {
+        if (e.only_endpoint_id ? ep._id !== e.only_endpoint_id : !matchesFilter(ep.filter_types, e.event_type)) continue;
+        let items = perEndpoint.get(ep._id);
+        if (!items) perEndpoint.set(ep._id, (items = []));
+        teamOf.set(ep._id, ep.team_id);
+        items.push({
+          id: deliveryId(e._id, ep._id),
+          team_id: e.team_id,
+          event_id: e._id,
+          event_type: e.event_type,
+          user_id: e.user_id,
+          body,
+          attempts: 0,
+          pass_attempts: 0,
+          trigger: 'scheduled',
+          policy,
+          last_status_code: null,
+          last_error: null,
+          created_at: now,
+        });
+      }
+    }
+    const queued: QueueDoc[] = [];
+    for (const [endpointId, items] of perEndpoint) {
+      for (const chunk of chunkItems(items)) {
+        // Deterministic id: repeating the same fan-out (sweeper, idempotent re-publish) does not queue twice.
+        queued.push({ _id: `${chunk[0].id}+${chunk.length}`, team_id: teamOf.get(endpointId)!, endpoint_id: endpointId, next_attempt_at: now, created_at: now, items: chunk });
+      }
+    }
+    await w.enqueue(queued);
+    // Fan-out is durable: the outbox entries are no longer needed. (A lost wake is repaired by the sweeper,
+    // which wakes endpoints with overdue deliveries.)
+    await w.deleteOutbox(events.map((e) => e._id));
+    await Promise.all([...new Set(queued.map((q) => q.endpoint_id))].map((id) => this.wake(id)));
+  }
+
+  /**
+   * Signal-with-start of `webhook-dispatch:<endpointId>`. At most one signal per endpoint is in flight per
+   * process; wakes requested meanwhile collapse into one more signal after it.
+   */
+  wake(endpointId: string): Promise<void> {
+    const current = this.wakes.get(endpointId);
+    if (current) {
+      current.again = true;
+      return current.done;
+    }
+    const state = { again: true, done: Promise.resolve() };
+    this.wakes.set(endpointId, state);
+    state.done = (async () => {
+      try {
+        while (state.again) {
+          state.again = false;
+          await this.signal(endpointId);
+        }
+      } catch (err) {
+        this.deps.logger.warn({ err, endpointId }, 'webhook dispatcher wake failed; the sweeper will retry');
+      } finally {
+        this.wakes.delete(endpointId);
+      }
+    })();
+    return state.done;
+  }
+
+  private async signal(endpointId: string): Promise<void> {
+    const { temporal } = this.deps;
+    await temporal.client.workflow.signalWithStart(webhookDispatchWorkflow, {
+      workflowId: workflowIds.webhookDispatch(endpointId),
+      taskQueue: temporal.taskQueue,
+      args: [{ endpointId }],
+      signal: wakeDispatcherSignal,
+      signalArgs: [],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+  }
+}
+
+async function insertOutbox(w: Repositories['webhooks'], docs: EventDoc[]): Promise<Set<string>> {
+  const before = docs.map((d) => ({ _id: d._id, team_id: d.team_id, created_at: d.created_at }));
+  // insertOutbox ignores duplicates; the repository reports which ids already had an entry.
+  return w.insertOutboxReportingDuplicates(before);
+}
+
+/** Bundles of at most 500 deliveries or ~1 MB of bodies. */
+export function chunkItems(items: QueueItem[], maxItems = 500, maxBytes = 1_000_000): QueueItem[][] {
+  const out: QueueItem[][] = [];
+  let cur: QueueItem[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    if (cur.length && (cur.length >= maxItems || bytes + item.body.length > maxBytes)) {
+      out.push(cur);
+      cur = [];
+      bytes = 0;
+    }
+    cur.push(item);
+    bytes += item.body.length;
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}

@@ -1,0 +1,398 @@
+import type { AnyBulkWriteOperation, Collection, Db, Filter } from 'mongodb';
+import { isDuplicateKeyError } from '../errors';
+
+/**
+ * Webhook endpoints, the event log and delivery state. The only code that touches these collections.
+ *
+ * Layout (chosen so the hot path stays fast on FerretDB, which pushes down nothing but `{_id}` filters and
+ * scans everything else): events, terminal delivery records and attempts are append-only; the hot, small
+ * collections are `webhook_queue` (active deliveries only: a delivery leaves it when it succeeds, fails for
+ * good or is cancelled) and `webhook_outbox` (events whose fan-out is not yet confirmed).
+ */
+
+export interface EndpointSecret {
+  key: string;
+  created_at: Date;
+  /** null while current; set on rotation (the old key keeps signing until then). */
+  expires_at: Date | null;
+}
+
+export type DisabledReason = 'manual' | 'gone' | 'failing';
+
+export interface EndpointDoc {
+  _id: string;
+  team_id: string;
+  url: string;
+  description: string;
+  filter_types: string[];
+  disabled: boolean;
+  disabled_reason: DisabledReason | null;
+  rate_limit: number | null;
+  headers: Record<string, string>;
+  secrets: EndpointSecret[];
+  /** Start of the current run of failures (null after a success). */
+  failing_since: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface EventDoc {
+  _id: string;
+  team_id: string;
+  /** The producer's idempotency key, or the event id; unique per team. */
+  idempotency_key: string;
+  event_type: string;
+  data: Record<string, unknown>;
+  user_id: string | null;
+  client_user_id: string | null;
+  created_at: Date;
+  /** Test events go to one endpoint only. */
+  only_endpoint_id: string | null;
+}
+
+export interface OutboxDoc {
+  _id: string;
+  team_id: string;
+  created_at: Date;
+}
+
+/** Business timings of one delivery, snapshotted from the publisher's configuration. */
+export interface DeliveryPolicy {
+  schedule_ms: number[];
+  timeout_ms: number;
+  throttle_floor_ms: number;
+  disable_after_ms: number;
+}
+
+export type Trigger = 'scheduled' | 'manual';
+
+/** One delivery of one event to one endpoint, while it is active. */
+export interface QueueItem {
+  /** `<eventId>:<endpointId>` */
+  id: string;
+  team_id: string;
+  event_id: string;
+  event_type: string;
+  user_id: string | null;
+  /** The exact bytes sent (the envelope, serialized once). */
+  body: string;
+  /** Attempts made over the delivery's whole life (numbering of attempt records). */
+  attempts: number;
+  /** Attempts made in this pass (index into policy.schedule_ms). */
+  pass_attempts: number;
+  trigger: Trigger;
+  policy: DeliveryPolicy;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: Date;
+}
+
+/**
+ * A bundle of active deliveries to one endpoint, due together: one per publish batch and endpoint, one per
+ * group of retries. Bundling keeps the hot queue a handful of documents even at thousands of events per
+ * second, so claiming and completing a batch costs O(1) database operations.
+ */
+export interface QueueDoc {
+  _id: string;
+  team_id: string;
+  endpoint_id: string;
+  next_attempt_at: Date;
+  created_at: Date;
+  items: QueueItem[];
+}
+
+export type DeliveryStatus = 'succeeded' | 'failed' | 'cancelled';
+
+export interface DeliveryDoc {
+  _id: string;
+  team_id: string;
+  event_id: string;
+  endpoint_id: string;
+  event_type: string;
+  user_id: string | null;
+  status: DeliveryStatus;
+  attempts: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: Date;
+  finished_at: Date;
+}
+
+export interface AttemptDoc {
+  _id: string;
+  team_id: string;
+  event_id: string;
+  endpoint_id: string;
+  user_id: string | null;
+  attempt: number;
+  trigger: Trigger;
+  timestamp: Date;
+  duration_ms: number;
+  status_code: number | null;
+  error_class: string | null;
+  response_body: string | null;
+}
+
+export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
+
+export interface Page<T> {
+  items: T[];
+  next: T | null;
+}
+
+export class WebhookRepository {
+  readonly endpoints: Collection<EndpointDoc>;
+  readonly events: Collection<EventDoc>;
+  readonly outbox: Collection<OutboxDoc>;
+  readonly queue: Collection<QueueDoc>;
+  readonly deliveries: Collection<DeliveryDoc>;
+  readonly attempts: Collection<AttemptDoc>;
+
+  constructor(db: Db) {
+    this.endpoints = db.collection('webhook_endpoints');
+    this.events = db.collection('webhook_events');
+    this.outbox = db.collection('webhook_outbox');
+    this.queue = db.collection('webhook_queue');
+    this.deliveries = db.collection('webhook_deliveries');
+    this.attempts = db.collection('webhook_attempts');
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await this.endpoints.createIndex({ team_id: 1, created_at: 1 });
+    await this.events.createIndex({ team_id: 1, idempotency_key: 1 }, { unique: true });
+    await this.events.createIndex({ team_id: 1, created_at: -1 });
+    await this.outbox.createIndex({ created_at: 1 });
+    await this.queue.createIndex({ endpoint_id: 1, next_attempt_at: 1 });
+    await this.queue.createIndex({ next_attempt_at: 1 });
+    await this.deliveries.createIndex({ team_id: 1, endpoint_id: 1, status: 1, created_at: 1 });
+    await this.attempts.createIndex({ team_id: 1, event_id: 1 });
+    await this.attempts.createIndex({ team_id: 1, endpoint_id: 1, timestamp: -1 });
+  }
+
+  // ---------------------------------------------------------------- endpoints
+
+  async createEndpoint(doc: EndpointDoc): Promise<EndpointDoc> {
+    await this.endpoints.insertOne(doc);
+    return doc;
+  }
+
+  findEndpoint(teamId: string, id: string) {
+    return this.endpoints.findOne({ _id: id, team_id: teamId });
+  }
+
+  /** By id alone (the dispatcher, which is keyed by endpoint id). */
+  getEndpoint(id: string) {
+    return this.endpoints.findOne({ _id: id });
+  }
+
+  /** Cursor pagination in creation order; `next` is the first item of the next page. */
+  async listEndpoints(teamId: string, after: { created_at: Date; id: string } | null, limit: number): Promise<Page<EndpointDoc>> {
+    const filter: Filter<EndpointDoc> = { team_id: teamId };
+    if (after) {
+      filter.$or = [{ created_at: { $gt: after.created_at } }, { created_at: after.created_at, _id: { $gte: after.id } }];
+    }
+    const docs = await this.endpoints.find(filter).sort({ created_at: 1, _id: 1 }).limit(limit + 1).toArray();
+    return { items: docs.slice(0, limit), next: docs[limit] ?? null };
+  }
+
+  listEnabledEndpoints(teamId: string) {
+    return this.endpoints.find({ team_id: teamId, disabled: false }).toArray();
+  }
+
+  updateEndpoint(teamId: string, id: string, set: Partial<EndpointDoc>) {
+    return this.endpoints.findOneAndUpdate({ _id: id, team_id: teamId }, { $set: { ...set, updated_at: new Date() } }, { returnDocument: 'after' });
+  }
+
+  async deleteEndpoint(teamId: string, id: string): Promise<boolean> {
+    const res = await this.endpoints.deleteOne({ _id: id, team_id: teamId });
+    return res.deletedCount === 1;
+  }
+
+  /** A new current secret; the previous ones expire at `previousExpiresAt` (at most 10 kept). */
+  async rotateSecret(teamId: string, id: string, key: string, previousExpiresAt: Date): Promise<EndpointDoc | null> {
+    const endpoint = await this.findEndpoint(teamId, id);
+    if (!endpoint) return null;
+    const now = new Date();
+    const previous = endpoint.secrets
+      .filter((s) => s.expires_at === null || s.expires_at > now)
+      .map((s) => ({ ...s, expires_at: s.expires_at && s.expires_at < previousExpiresAt ? s.expires_at : previousExpiresAt }))
+      .slice(-9);
+    return this.updateEndpoint(teamId, id, { secrets: [...previous, { key, created_at: now, expires_at: null }] });
+  }
+
+  /** Endpoint health after a batch: a success resets the failure clock; a failure starts it. */
+  async recordEndpointHealth(id: string, outcome: { succeeded: boolean; at: Date }): Promise<void> {
+    if (outcome.succeeded) {
+      await this.endpoints.updateOne({ _id: id }, { $set: { failing_since: null } });
+    } else {
+      await this.endpoints.updateOne({ _id: id }, { $set: { failing_since: outcome.at } });
+    }
+  }
+
+  async disableEndpoint(id: string, reason: DisabledReason): Promise<void> {
+    await this.endpoints.updateOne({ _id: id }, { $set: { disabled: true, disabled_reason: reason, updated_at: new Date() } });
+  }
+
+  // ---------------------------------------------------------------- events
+
+  /** Inserts new events; returns the ids that already existed (idempotent repeats). */
+  async insertEvents(docs: EventDoc[]): Promise<Set<string>> {
+    return this.insertIgnoringDuplicates(this.events, docs);
+  }
+
+  getEvent(id: string) {
+    return this.events.findOne({ _id: id });
+  }
+
+  findEvent(teamId: string, id: string) {
+    return this.events.findOne({ _id: id, team_id: teamId });
+  }
+
+  async listEvents(
+    teamId: string,
+    q: { eventType?: string; userId?: string; since?: Date; until?: Date },
+    before: { created_at: Date; id: string } | null,
+    limit: number,
+  ): Promise<Page<EventDoc>> {
+    const filter: Filter<EventDoc> = { team_id: teamId };
+    if (q.eventType) filter.event_type = q.eventType;
+    if (q.userId) filter.user_id = q.userId;
+    if (q.since || q.until) filter.created_at = { ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) };
+    if (before) {
+      filter.$or = [{ created_at: { $lt: before.created_at } }, { created_at: before.created_at, _id: { $lte: before.id } }];
+    }
+    const docs = await this.events.find(filter).sort({ created_at: -1, _id: -1 }).limit(limit + 1).toArray();
+    return { items: docs.slice(0, limit), next: docs[limit] ?? null };
+  }
+
+  // ---------------------------------------------------------------- outbox
+
+  /** Inserts outbox entries; returns the ids that already had one (a publish of that event is unfinished). */
+  insertOutboxReportingDuplicates(docs: OutboxDoc[]): Promise<Set<string>> {
+    return this.insertIgnoringDuplicates(this.outbox, docs);
+  }
+
+  async inOutbox(id: string): Promise<boolean> {
+    return (await this.outbox.findOne({ _id: id })) !== null;
+  }
+
+  async deleteOutbox(ids: string[]): Promise<void> {
+    if (ids.length) await this.outbox.deleteMany({ _id: { $in: ids } });
+  }
+
+  staleOutbox(before: Date, limit: number) {
+    return this.outbox.find({ created_at: { $lt: before } }).sort({ created_at: 1 }).limit(limit).toArray();
+  }
+
+  // ---------------------------------------------------------------- queue (active deliveries, bundled)
+
+  /** Idempotent by bundle id. */
+  async enqueue(docs: QueueDoc[]): Promise<void> {
+    await this.insertIgnoringDuplicates(this.queue, docs.filter((d) => d.items.length));
+  }
+
+  /** The endpoint's bundles, soonest first. */
+  queuedForEndpoint(endpointId: string, limit: number) {
+    return this.queue.find({ endpoint_id: endpointId }).sort({ next_attempt_at: 1, _id: 1 }).limit(limit).toArray();
+  }
+
+  /** Keeps the unsent rest of a bundle (rate limiting). */
+  async replaceQueuedItems(bundleId: string, items: QueueItem[]): Promise<void> {
+    await this.queue.updateOne({ _id: bundleId }, { $set: { items } });
+  }
+
+  async dequeue(bundleIds: string[]): Promise<void> {
+    if (bundleIds.length === 1) await this.queue.deleteOne({ _id: bundleIds[0] });
+    else if (bundleIds.length) await this.queue.deleteMany({ _id: { $in: bundleIds } });
+  }
+
+  /** Endpoints with deliveries due before `before` (the sweeper wakes their dispatchers). */
+  async endpointsWithOverdue(before: Date, limit: number): Promise<string[]> {
+    const docs = await this.queue.find({ next_attempt_at: { $lt: before } }, { projection: { endpoint_id: 1 } }).limit(limit).toArray();
+    return [...new Set(docs.map((d) => d.endpoint_id))];
+  }
+
+  /** Active deliveries of an endpoint (for the delivery log). */
+  async activeItems(teamId: string, endpointId: string): Promise<(QueueItem & { next_attempt_at: Date })[]> {
+    const docs = await this.queue.find({ team_id: teamId, endpoint_id: endpointId }).toArray();
+    return docs.flatMap((d) => d.items.map((i) => ({ ...i, next_attempt_at: d.next_attempt_at })));
+  }
+
+  // ---------------------------------------------------------------- delivery records and attempts
+
+  /** Terminal records; a later pass of the same delivery (resend, recover) replaces its record. */
+  async recordDeliveries(docs: DeliveryDoc[]): Promise<void> {
+    const dups = await this.insertIgnoringDuplicates(this.deliveries, docs);
+    for (const doc of docs.filter((d) => dups.has(d._id))) await this.deliveries.replaceOne({ _id: doc._id }, doc);
+  }
+
+  findDelivery(teamId: string, eventId: string, endpointId: string) {
+    return this.deliveries.findOne({ _id: deliveryId(eventId, endpointId), team_id: teamId });
+  }
+
+  listDeliveries(teamId: string, endpointId: string, q: { status?: DeliveryStatus; since?: Date; until?: Date }, limit: number) {
+    const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
+    if (q.status) filter.status = q.status;
+    if (q.since || q.until) filter.created_at = { ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) };
+    return this.deliveries.find(filter).sort({ created_at: -1, _id: -1 }).limit(limit).toArray();
+  }
+
+  async insertAttempts(docs: AttemptDoc[]): Promise<void> {
+    if (docs.length) await this.attempts.insertMany(docs, { ordered: false });
+  }
+
+  async listAttempts(
+    teamId: string,
+    q: { eventId?: string; endpointId?: string },
+    before: { timestamp: Date; id: string } | null,
+    limit: number,
+  ): Promise<Page<AttemptDoc>> {
+    const filter: Filter<AttemptDoc> = { team_id: teamId };
+    if (q.eventId) filter.event_id = q.eventId;
+    if (q.endpointId) filter.endpoint_id = q.endpointId;
+    if (before) filter.$or = [{ timestamp: { $lt: before.timestamp } }, { timestamp: before.timestamp, _id: { $lte: before.id } }];
+    const docs = await this.attempts.find(filter).sort({ timestamp: -1, _id: -1 }).limit(limit + 1).toArray();
+    return { items: docs.slice(0, limit), next: docs[limit] ?? null };
+  }
+
+  // ---------------------------------------------------------------- user erasure
+
+  /** Erases a deleted user's events, queued deliveries, delivery records and attempts. Idempotent. */
+  async eraseForUser(teamId: string, userId: string): Promise<number> {
+    let n = 0;
+    for (const coll of [this.deliveries, this.attempts, this.events] as unknown as Collection<{ team_id: string; user_id: string | null }>[]) {
+      n += (await coll.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+    }
+    for (const bundle of await this.queue.find({ team_id: teamId }).toArray()) {
+      const keep = bundle.items.filter((i) => i.user_id !== userId);
+      if (keep.length === bundle.items.length) continue;
+      n += bundle.items.length - keep.length;
+      if (keep.length) await this.replaceQueuedItems(bundle._id, keep);
+      else await this.dequeue([bundle._id]);
+    }
+    return n;
+  }
+
+  private async insertIgnoringDuplicates<T extends { _id: string }>(coll: Collection<T>, docs: T[]): Promise<Set<string>> {
+    const dups = new Set<string>();
+    if (!docs.length) return dups;
+    try {
+      await coll.insertMany(docs as never[], { ordered: false });
+    } catch (err) {
+      const writeErrors = (err as { writeErrors?: unknown }).writeErrors;
+      const list = (Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : []) as { code?: number; index: number; err?: { code?: number; index?: number } }[];
+      if (!list.length && isDuplicateKeyError(err) && docs.length === 1) {
+        dups.add(docs[0]._id);
+        return dups;
+      }
+      if (!list.length) throw err;
+      for (const e of list) {
+        const code = e.code ?? e.err?.code;
+        const index = e.index ?? e.err?.index;
+        if (code !== 11000 || index === undefined) throw err;
+        dups.add(docs[index]._id);
+      }
+    }
+    return dups;
+  }
+}

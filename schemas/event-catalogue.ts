@@ -1,0 +1,145 @@
+import { Type, type TSchema } from '@sinclair/typebox';
+import resources from '../lib/catalogue/resources.json';
+import { Nullable, Timestamp } from './common';
+
+/**
+ * The event types this service emits: name, description and JSON Schema of `data`. Event types are an open
+ * set (receivers must tolerate unknown types); this catalogue lists what exists today and is served by
+ * `GET /v1/org/{org_id}/team/{team_id}/{environment}/webhook/event_types`.
+ */
+export interface EventTypeEntry {
+  name: string;
+  description: string;
+  schema: TSchema;
+  /** Sample `data` sent by the test endpoint when this type is named. */
+  sample: Record<string, unknown>;
+}
+
+const Source = Type.Object(
+  { name: Type.String(), slug: Type.String(), logo: Type.String() },
+  { additionalProperties: true, description: 'The provider the data came from.' },
+);
+const open = (props: Record<string, TSchema>, description: string) => Type.Object(props, { additionalProperties: true, description });
+const sampleSource = { name: 'Demo', slug: 'demo', logo: 'https://example.com/demo.svg' };
+const sampleUser = '00000000-0000-4000-8000-000000000000';
+
+const Sample = Type.Object(
+  {
+    timestamp: Timestamp(),
+    timezone_offset: Nullable(Type.Integer()),
+    type: Nullable(Type.String()),
+    unit: Type.String(),
+    value: Type.Number(),
+    start: Type.Optional(Timestamp()),
+    end: Type.Optional(Timestamp()),
+  },
+  { additionalProperties: true },
+);
+
+/** Summary resources carry the summary's fields directly in `data`; the rest are timeseries. */
+const SUMMARY = new Set(['profile', 'activity', 'sleep', 'body', 'workouts', 'meal', 'menstrual_cycle', 'electrocardiogram']);
+/** Catalogue resources that are not wearable data (orders, connections, devices have their own events). */
+const NOT_DATA = new Set(['connection', 'order', 'result', 'match_review', 'appointment', 'device', 'device_legacy']);
+
+function dataEvents(): EventTypeEntry[] {
+  const out: EventTypeEntry[] = [];
+  for (const r of resources as string[]) {
+    if (NOT_DATA.has(r)) continue;
+    let schema: TSchema;
+    let sample: Record<string, unknown>;
+    if (r === 'workout_stream') {
+      schema = open(
+        {
+          user_id: Type.String(),
+          source: Source,
+          workout_id: Type.String(),
+          provider_id: Type.String(),
+          sport: open({ id: Type.Integer(), name: Type.String(), slug: Type.String() }, 'Sport of the workout.'),
+          message: Type.String(),
+        },
+        'Shallow: the stream itself is fetched over GET /v2/timeseries/workouts/{workout_id}/stream.',
+      );
+      sample = {
+        user_id: sampleUser,
+        source: sampleSource,
+        workout_id: 'w1',
+        provider_id: 'p1',
+        sport: { id: 1, name: 'Running', slug: 'running' },
+        message: 'The workout stream is available.',
+      };
+    } else if (SUMMARY.has(r)) {
+      schema = open(
+        { id: Type.String(), user_id: Type.String(), source: Source },
+        `All fields of the ${r} summary; a later version with the same id replaces earlier ones.`,
+      );
+      sample = { id: 'summary-1', user_id: sampleUser, source: sampleSource, calendar_date: '2024-01-01' };
+    } else {
+      schema = open(
+        { user_id: Type.String(), source: Source, source_id: Type.Integer(), data: Type.Array(Sample) },
+        `${r} samples; a sample is identified by resource, source provider, source type and timestamp (later values replace earlier ones).`,
+      );
+      sample = {
+        user_id: sampleUser,
+        source: sampleSource,
+        source_id: 1,
+        data: [{ timestamp: '2024-01-01T00:00:00+00:00', timezone_offset: 0, type: null, unit: 'unit', value: 1 }],
+      };
+    }
+    out.push(
+      { name: `daily.data.${r}.created`, description: `New ${r} data for a user.`, schema, sample },
+      { name: `daily.data.${r}.updated`, description: `Revised ${r} data for a user.`, schema, sample },
+    );
+  }
+  return out;
+}
+
+const Order = open(
+  { id: Type.String(), team_id: Type.String(), user_id: Type.String(), status: Type.String() },
+  'The full order as returned by GET /v3/order/{order_id}.',
+);
+const sampleOrder = { id: 'order-1', team_id: sampleUser, user_id: sampleUser, status: 'received' };
+
+export const EVENT_CATALOGUE: EventTypeEntry[] = [
+  {
+    name: 'webhook.test',
+    description: 'Sent by POST .../webhook/{webhook_id}/test to exercise a receiver; carries no user data.',
+    schema: open({ message: Type.String(), webhook_id: Type.String() }, 'Test event.'),
+    sample: { message: 'This is a test event from Healthbridge.' },
+  },
+  {
+    name: 'provider.connection.created',
+    description: 'A user connected a provider.',
+    schema: open(
+      { user_id: Type.String(), provider: Source, source: Type.Optional(Source), resource_availability: Type.Optional(Type.Unknown()) },
+      'The new connection.',
+    ),
+    sample: { user_id: sampleUser, provider: sampleSource, source: sampleSource },
+  },
+  {
+    name: 'provider.connection.error',
+    description: 'A connection needs attention (e.g. the user revoked access).',
+    schema: open(
+      { user_id: Type.String(), provider: Source, message: Type.String(), error_type: Type.String() },
+      'What went wrong.',
+    ),
+    sample: { user_id: sampleUser, provider: sampleSource, message: 'Access revoked', error_type: 'token_revoked' },
+  },
+  { name: 'labtest.order.created', description: 'A lab order was created (status ordered).', schema: Order, sample: sampleOrder },
+  { name: 'labtest.order.updated', description: 'Every later status change of a lab order.', schema: Order, sample: sampleOrder },
+  {
+    name: 'labtest.result.critical',
+    description: 'A result has a critical value.',
+    schema: open(
+      { order_id: Type.String(), sample_id: Type.String(), status: Type.String(), interpretation: Type.String(), user_id: Type.String() },
+      'The critical result.',
+    ),
+    sample: { order_id: 'order-1', sample_id: 's1', status: 'final', interpretation: 'critical', user_id: sampleUser },
+  },
+  ...dataEvents(),
+];
+
+const byName = new Map(EVENT_CATALOGUE.map((e) => [e.name, e]));
+export const findEventType = (name: string): EventTypeEntry | undefined => byName.get(name);
+
+/** Event type names are dot-hierarchical `[a-zA-Z0-9_]` segments (Standard Webhooks). */
+export const EVENT_TYPE_PATTERN = '^[a-zA-Z0-9_]+(\\.[a-zA-Z0-9_]+)*$';

@@ -1,0 +1,415 @@
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { EventTooLargeError, publishEvent } from '../lib/events';
+import { checkWebhookUrl } from '../lib/url-safety';
+import { verifyWebhookSignature } from '../lib/webhook-signing';
+import { EventTypeList, Webhook, WebhookAttemptList, WebhookList } from '../schemas/webhook';
+import { createTenant, eventually, expectSchema, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { startReceiver, type ReceivedRequest, type Receiver } from './support/receiver';
+
+/**
+ * Webhooks end to end: the real app publishes, the shared worker (scripts/test.mjs) delivers through Temporal
+ * to real receivers on 127.0.0.1, and signatures are checked with the published `standardwebhooks` package.
+ * Business timings are shortened through the publisher's configuration, which each delivery carries.
+ */
+const FAST = {
+  WEBHOOK_RETRY_SCHEDULE_MS: '0,100,100,100',
+  WEBHOOK_THROTTLE_FLOOR_MS: 300,
+  WEBHOOK_ATTEMPT_TIMEOUT_MS: 500,
+  WEBHOOK_SECRET_OVERLAP_MS: 2000,
+};
+
+let app: TestApp;
+let tenant: Tenant;
+let mgmt: HttpClient;
+const receivers: Receiver[] = [];
+let base: string;
+
+beforeAll(async () => {
+  app = await startTestApp(FAST);
+  tenant = await createTenant(app.deps, 'Webhooks');
+  mgmt = managementClient(app, tenant);
+  base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
+});
+afterAll(async () => {
+  await Promise.all(receivers.map((r) => r.close()));
+  await app.close();
+});
+
+async function receiver(behaviour?: Parameters<typeof startReceiver>[0]): Promise<Receiver> {
+  const r = await startReceiver(behaviour);
+  receivers.push(r);
+  return r;
+}
+
+async function createWebhook(url: string, extra: Record<string, unknown> = {}): Promise<{ id: string; secret: string }> {
+  const res = await mgmt.post(base, { url, ...extra });
+  expect(res.status).toBe(200);
+  expectSchema(Webhook, res.body);
+  const secret = await mgmt.get(`${base}/${res.body.id}/secret`);
+  return { id: res.body.id, secret: secret.body.key };
+}
+
+const publish = (eventType: string, data: Record<string, unknown> = { n: 1 }, extra: Record<string, unknown> = {}) =>
+  publishEvent(app.deps, { teamId: tenant.teamId, eventType, data, userId: '9d1c7a52-4b8e-4f70-9a55-0f4b1e7c2d11', clientUserId: 'client-1', ...extra });
+
+const verifyWith = (secret: string, r: ReceivedRequest) =>
+  new StandardWebhook(secret).verify(r.body, r.headers as Record<string, string>) as Record<string, unknown>;
+
+describe('publishing and signed delivery', () => {
+  test('an event reaches the endpoint signed per Standard Webhooks, with identical svix-* headers and the exact envelope', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(`${rx.url}/hooks`);
+    const event = await publish('daily.data.steps.created', { user_id: 'u', source: { name: 'Demo', slug: 'demo', logo: 'x' } });
+    const [req] = await rx.waitFor(1);
+
+    expect(req.headers['webhook-id']).toBe(event.id);
+    expect(req.headers['content-type']).toBe('application/json');
+    expect(req.headers['svix-id']).toBe(req.headers['webhook-id']);
+    expect(req.headers['svix-timestamp']).toBe(req.headers['webhook-timestamp']);
+    expect(req.headers['svix-signature']).toBe(req.headers['webhook-signature']);
+    expect(hook.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+    const payload = verifyWith(hook.secret, req);
+    expect(Object.keys(payload)).toEqual(['event_type', 'data', 'team_id', 'user_id', 'client_user_id']);
+    expect(payload).toEqual({
+      event_type: 'daily.data.steps.created',
+      data: { user_id: 'u', source: { name: 'Demo', slug: 'demo', logo: 'x' } },
+      team_id: tenant.teamId,
+      user_id: '9d1c7a52-4b8e-4f70-9a55-0f4b1e7c2d11',
+      client_user_id: 'client-1',
+    });
+    // Our own exported helper agrees, and refuses a tampered body.
+    expect(verifyWebhookSignature({ secret: hook.secret, headers: req.headers, body: req.body })).toEqual(payload);
+    expect(() => verifyWebhookSignature({ secret: hook.secret, headers: req.headers, body: req.body.replace('steps', 'sleep') })).toThrow(
+      'No matching signature',
+    );
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('the same idempotency key publishes one event, delivered once', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    const key = `order-1-status-${Date.now()}`;
+    const first = await publish('labtest.order.created', { id: 'o1' }, { idempotencyKey: key });
+    const again = await publish('labtest.order.created', { id: 'o1' }, { idempotencyKey: key });
+    expect(again.id).toBe(first.id);
+    expect(again.duplicate).toBe(true);
+    await rx.waitFor(1);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(rx.requests.map((r) => r.headers['webhook-id'])).toEqual([first.id]);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('an oversized event is refused to the producer with a clear error', async () => {
+    const big = { blob: 'x'.repeat(app.deps.config.WEBHOOK_MAX_EVENT_BYTES) };
+    await expect(publish('daily.data.heartrate.created', big)).rejects.toThrow(EventTooLargeError);
+    await expect(publish('daily.data.heartrate.created', big)).rejects.toThrow(/WEBHOOK_MAX_EVENT_BYTES.*shallow event/);
+  });
+
+  test('filter_types select exact types and prefixes; empty means every type', async () => {
+    const [exact, prefix, all] = [await receiver(), await receiver(), await receiver()];
+    const hooks = [
+      await createWebhook(exact.url, { filter_types: ['labtest.order.created'] }),
+      await createWebhook(prefix.url, { filter_types: ['labtest.*'] }),
+      await createWebhook(all.url),
+    ];
+    const created = await publish('labtest.order.created');
+    const updated = await publish('labtest.order.updated');
+    const connection = await publish('provider.connection.created');
+    await all.waitFor(3);
+    await prefix.waitFor(2);
+    await exact.waitFor(1);
+    await new Promise((r) => setTimeout(r, 500));
+    const ids = (r: Receiver) => r.requests.map((q) => q.headers['webhook-id']).sort();
+    expect(ids(exact)).toEqual([created.id]);
+    expect(ids(prefix)).toEqual([created.id, updated.id].sort());
+    expect(ids(all)).toEqual([created.id, updated.id, connection.id].sort());
+    for (const h of hooks) await mgmt.del(`${base}/${h.id}`);
+  });
+
+  test('POST /test sends a webhook.test event to that endpoint only and answers 202 with its id', async () => {
+    const [target, other] = [await receiver(), await receiver()];
+    const hook = await createWebhook(target.url);
+    const bystander = await createWebhook(other.url);
+    const res = await mgmt.post(`${base}/${hook.id}/test`, {});
+    expect(res.status).toBe(202);
+    const [req] = await target.waitFor(1);
+    expect(req.headers['webhook-id']).toBe(res.body.event_id);
+    expect(verifyWith(hook.secret, req)).toMatchObject({ event_type: 'webhook.test', data: { webhook_id: hook.id } });
+    const typed = await mgmt.post(`${base}/${hook.id}/test`, { event_type: 'labtest.order.updated' });
+    expect(typed.status).toBe(202);
+    const [, second] = await target.waitFor(2);
+    expect(JSON.parse(second.body).event_type).toBe('labtest.order.updated');
+    expect((await mgmt.post(`${base}/${hook.id}/test`, { event_type: 'no.such.type' })).status).toBe(422);
+    expect(other.requests).toHaveLength(0);
+    await mgmt.del(`${base}/${hook.id}`);
+    await mgmt.del(`${base}/${bystander.id}`);
+  });
+});
+
+describe('endpoint management', () => {
+  test('create, list with a cursor, get, patch and delete; another team sees nothing', async () => {
+    const rx = await receiver();
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await createWebhook(`${rx.url}/${i}`, { description: `hook ${i}`, rate_limit: 10 })).id);
+    const page1 = await mgmt.get(`${base}?limit=2`);
+    expect(page1.status).toBe(200);
+    expectSchema(WebhookList, page1.body);
+    expect(page1.body.data).toHaveLength(2);
+    const page2 = await mgmt.get(`${base}?limit=2&next_cursor=${page1.body.next_cursor}`);
+    const listed = [...page1.body.data, ...page2.body.data].map((w: { id: string }) => w.id);
+    for (const id of ids) expect(listed).toContain(id);
+
+    const patched = await mgmt.patch(`${base}/${ids[0]}`, { description: 'renamed', filter_types: ['labtest.*'], disabled: true });
+    expect(patched.body).toMatchObject({ description: 'renamed', filter_types: ['labtest.*'], disabled: true, disabled_reason: 'manual', rate_limit: 10 });
+    expect((await mgmt.patch(`${base}/${ids[0]}`, { disabled: false })).body).toMatchObject({ disabled: false, disabled_reason: null });
+
+    const other = await createTenant(app.deps, 'Other');
+    const otherBase = `/v1/org/${other.orgId}/team/${other.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
+    expect((await managementClient(app, other).get(`${otherBase}/${ids[0]}`)).status).toBe(404);
+    expect((await mgmt.get(`${base.replace(/\/(sandbox|production)\//, '/production/')}`)).status).toBe(
+      app.deps.config.DEPLOYMENT_ENVIRONMENT === 'production' ? 200 : 400,
+    );
+
+    for (const id of ids) expect((await mgmt.del(`${base}/${id}`)).status).toBe(204);
+    expect((await mgmt.get(`${base}/${ids[0]}`)).status).toBe(404);
+  });
+
+  test('the event type catalogue lists names, descriptions and data schemas', async () => {
+    const res = await mgmt.get(`${base}/event_types`);
+    expect(res.status).toBe(200);
+    expectSchema(EventTypeList, res.body);
+    const names = res.body.data.map((e: { name: string }) => e.name);
+    for (const n of ['webhook.test', 'provider.connection.created', 'labtest.order.created', 'labtest.order.updated', 'daily.data.glucose.created', 'daily.data.activity.updated']) {
+      expect(names).toContain(n);
+    }
+  });
+
+  test('custom headers are sent with every delivery and cannot override the signature headers', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    const refused = await mgmt.put(`${base}/${hook.id}/headers`, { headers: { 'webhook-id': 'forged' } });
+    expect(refused.status).toBe(422);
+    const put = await mgmt.put(`${base}/${hook.id}/headers`, { headers: { 'X-Customer-Token': 'abc123' } });
+    expect(put.body).toEqual({ headers: { 'X-Customer-Token': 'abc123' } });
+    expect((await mgmt.get(`${base}/${hook.id}/headers`)).body).toEqual({ headers: { 'X-Customer-Token': 'abc123' } });
+    const event = await publish('provider.connection.created');
+    const [req] = await rx.waitFor(1);
+    expect(req.headers['x-customer-token']).toBe('abc123');
+    expect(req.headers['webhook-id']).toBe(event.id);
+    verifyWith(hook.secret, req);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('URLs resolving to metadata, private or link-local addresses are refused with a 422 and a reason', async () => {
+    for (const [url, reason] of [
+      ['http://169.254.169.254/latest/meta-data', 'cloud metadata'],
+      ['http://10.1.2.3/hook', 'private network'],
+      ['http://192.168.1.10/hook', 'private network'],
+      ['http://[fe80::1]/hook', 'link-local'],
+      ['ftp://example.com/hook', 'scheme'],
+    ]) {
+      const res = await mgmt.post(base, { url });
+      expect(res.status).toBe(422);
+      expect(res.body.detail[0].loc).toEqual(['body', 'url']);
+      expect(res.body.detail[0].msg).toContain(reason);
+    }
+    // Production rules: https only, no loopback, unless allowlisted.
+    const production = { requireHttps: true, allowLoopback: false, allowlist: [] as string[] };
+    expect(await checkWebhookUrl('http://example.com/hook', production)).toContain('https');
+    expect(await checkWebhookUrl('https://127.0.0.1:9/hook', production)).toContain('loopback');
+    expect(await checkWebhookUrl('https://127.0.0.1:9/hook', { ...production, allowlist: ['127.0.0.1:9'] })).toBeNull();
+    expect(await checkWebhookUrl('http://127.0.0.1:9/hook', { requireHttps: false, allowLoopback: true, allowlist: [] })).toBeNull();
+  });
+});
+
+describe('retries and endpoint health', () => {
+  test('fails twice then succeeds: three attempts, one stable webhook-id, recorded in the attempt log', async () => {
+    const rx = await receiver((_r, i) => ({ status: i < 2 ? 500 : 200, body: i < 2 ? 'boom' : 'ok' }));
+    const hook = await createWebhook(rx.url);
+    const event = await publish('labtest.order.updated');
+    const reqs = await rx.waitFor(3);
+    expect(new Set(reqs.map((r) => r.headers['webhook-id']))).toEqual(new Set([event.id]));
+    for (const r of reqs) verifyWith(hook.secret, r);
+    const attempts = await eventually(async () => {
+      const res = await mgmt.get(`${base}/events/${event.id}/attempts`);
+      return res.body.data?.length === 3 && res.body;
+    });
+    expectSchema(WebhookAttemptList, attempts);
+    const sorted = [...attempts.data].sort((a: { attempt: number }, b: { attempt: number }) => a.attempt - b.attempt);
+    expect(sorted.map((a: { attempt: number; status_code: number; trigger: string }) => [a.attempt, a.status_code, a.trigger])).toEqual([
+      [1, 500, 'scheduled'],
+      [2, 500, 'scheduled'],
+      [3, 200, 'scheduled'],
+    ]);
+    expect(sorted[0]).toMatchObject({ error_class: 'http_500', response_body: 'boom', webhook_id: hook.id });
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('a 3xx is a failure and the redirect is not followed', async () => {
+    const rx = await receiver((r, i) => (r.path === '/moved' ? { status: 200 } : i === 0 ? { status: 302, headers: { location: '/moved' } } : { status: 200 }));
+    const hook = await createWebhook(`${rx.url}/hook`);
+    const event = await publish('labtest.order.updated');
+    const reqs = await rx.waitFor(2);
+    expect(reqs.map((r) => r.path)).toEqual(['/hook', '/hook']);
+    expect(reqs.every((r) => r.headers['webhook-id'] === event.id)).toBe(true);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('410 Gone disables the endpoint and stops delivery', async () => {
+    const rx = await receiver(() => ({ status: 410 }));
+    const hook = await createWebhook(rx.url);
+    await publish('labtest.order.updated');
+    await rx.waitFor(1);
+    const disabled = await eventually(async () => {
+      const res = await mgmt.get(`${base}/${hook.id}`);
+      return res.body.disabled && res.body;
+    });
+    expect(disabled.disabled_reason).toBe('gone');
+    await publish('labtest.order.updated');
+    await new Promise((r) => setTimeout(r, 700));
+    expect(rx.requests).toHaveLength(1);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('429 with Retry-After waits at least the throttle floor and at most twice the base', async () => {
+    const rx = await receiver((_r, i) => (i === 0 ? { status: 429, headers: { 'retry-after': '5' } } : { status: 200 }));
+    const hook = await createWebhook(rx.url);
+    await publish('labtest.order.updated');
+    const [first, second] = await rx.waitFor(2);
+    const gap = second.at - first.at;
+    // base = max(100 ms ±20 %, floor 300 ms) = 300 ms; Retry-After 5 s is clamped to 2 × base = 600 ms.
+    expect(gap).toBeGreaterThanOrEqual(300);
+    expect(gap).toBeLessThan(2000);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('a timeout is a failure (error class timeout) retried after the throttle floor', async () => {
+    const rx = await receiver((_r, i) => (i === 0 ? { status: 200, delayMs: 1500 } : { status: 200 }));
+    const hook = await createWebhook(rx.url);
+    const event = await publish('labtest.order.updated');
+    const [first, second] = await rx.waitFor(2);
+    expect(second.at - first.at).toBeGreaterThanOrEqual(500 + 300 - 50);
+    const attempts = await eventually(async () => {
+      const res = await mgmt.get(`${base}/events/${event.id}/attempts`);
+      return res.body.data?.length === 2 && res.body.data;
+    });
+    expect(attempts.map((a: { error_class: string | null }) => a.error_class).sort()).toEqual([null, 'timeout'].sort());
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('exhausting the schedule marks the delivery failed; resend and recover deliver it again with the same webhook-id', async () => {
+    let healthy = false;
+    const rx = await receiver(() => ({ status: healthy ? 200 : 500 }));
+    const hook = await createWebhook(rx.url);
+    const since = new Date(Date.now() - 1000).toISOString();
+    const a = await publish('labtest.order.updated', { n: 'a' });
+    const b = await publish('labtest.order.updated', { n: 'b' });
+    const c = await publish('labtest.order.updated', { n: 'c' });
+    await rx.waitFor(12); // 3 events × 4 scheduled attempts
+    const failed = await eventually(async () => {
+      const res = await mgmt.get(`${base}/${hook.id}/deliveries?status=failed`);
+      return res.body.data?.length === 3 && res.body.data;
+    });
+    expect(failed.every((d: { attempts: number; last_status_code: number }) => d.attempts === 4 && d.last_status_code === 500)).toBe(true);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(rx.requests).toHaveLength(12);
+
+    healthy = true;
+    const resend = await mgmt.post(`${base}/${hook.id}/events/${a.id}/resend`, {});
+    expect(resend.status).toBe(202);
+    const [resent] = await rx.waitFor(13).then((r) => r.slice(12));
+    expect(resent.headers['webhook-id']).toBe(a.id);
+    verifyWith(hook.secret, resent);
+    const manual = await eventually(async () => {
+      const res = await mgmt.get(`${base}/${hook.id}/attempts?event_id=${a.id}`);
+      return res.body.data?.find((x: { trigger: string }) => x.trigger === 'manual');
+    });
+    expect(manual).toMatchObject({ attempt: 5, status_code: 200 });
+
+    const recover = await mgmt.post(`${base}/${hook.id}/recover`, { since });
+    expect(recover.status).toBe(202);
+    expect(recover.body.resent).toBe(2);
+    const recovered = (await rx.waitFor(15)).slice(13).map((r) => r.headers['webhook-id']);
+    expect(recovered.sort()).toEqual([b.id, c.id].sort());
+    await eventually(async () => (await mgmt.get(`${base}/${hook.id}/deliveries?status=failed`)).body.data?.length === 0);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('rotation: both secrets sign during the overlap, then only the new one', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    const rotated = await mgmt.post(`${base}/${hook.id}/secret/rotate`, {});
+    expect(rotated.status).toBe(200);
+    const newSecret = rotated.body.key;
+    expect(newSecret).not.toBe(hook.secret);
+    expect((await mgmt.get(`${base}/${hook.id}/secret`)).body.key).toBe(newSecret);
+    await publish('labtest.order.updated');
+    const [during] = await rx.waitFor(1);
+    expect(String(during.headers['webhook-signature']).split(' ')).toHaveLength(2);
+    verifyWith(hook.secret, during);
+    verifyWith(newSecret, during);
+
+    await new Promise((r) => setTimeout(r, FAST.WEBHOOK_SECRET_OVERLAP_MS + 200));
+    await publish('labtest.order.updated');
+    const [, after] = await rx.waitFor(2);
+    expect(String(after.headers['webhook-signature']).split(' ')).toHaveLength(1);
+    verifyWith(newSecret, after);
+    expect(() => verifyWith(hook.secret, after)).toThrow();
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('rate_limit paces deliveries without losing any', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url, { rate_limit: 5 });
+    const events = await Promise.all(Array.from({ length: 12 }, (_, i) => publish('labtest.order.updated', { i })));
+    const reqs = await rx.waitFor(12, 30000);
+    expect(new Set(reqs.map((r) => r.headers['webhook-id']))).toEqual(new Set(events.map((e) => e.id)));
+    // 12 messages at 5/s: at least two one-second windows after the first burst.
+    expect(reqs[11].at - reqs[0].at).toBeGreaterThanOrEqual(1800);
+    const perSecond = new Map<number, number>();
+    for (const r of reqs) perSecond.set(Math.floor((r.at - reqs[0].at) / 1000), (perSecond.get(Math.floor((r.at - reqs[0].at) / 1000)) ?? 0) + 1);
+    expect(Math.max(...perSecond.values())).toBeLessThanOrEqual(6);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('an endpoint failing continuously for the (shortened) window is disabled', async () => {
+    const slowApp = await startTestApp({ ...FAST, WEBHOOK_RETRY_SCHEDULE_MS: Array(30).fill(150).join(','), WEBHOOK_DISABLE_AFTER_MS: 1000 });
+    try {
+      const rx = await receiver(() => ({ status: 500 }));
+      const res = await mgmt.post(base, { url: rx.url });
+      await publishEvent(slowApp.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: {} });
+      const disabled = await eventually(async () => {
+        const got = await mgmt.get(`${base}/${res.body.id}`);
+        return got.body.disabled && got.body;
+      }, 15000);
+      expect(disabled.disabled_reason).toBe('failing');
+      const count = rx.requests.length;
+      expect(count).toBeGreaterThanOrEqual(2);
+      // Disabled only once the failures had lasted the whole window.
+      expect(rx.requests[count - 1].at - rx.requests[0].at).toBeGreaterThanOrEqual(1000 - 50);
+      await new Promise((r) => setTimeout(r, 600));
+      expect(rx.requests.length).toBeLessThanOrEqual(count + 1);
+      await mgmt.del(`${base}/${res.body.id}`);
+    } finally {
+      await slowApp.close();
+    }
+  });
+});
+
+describe('delivery log', () => {
+  test('events are listed newest first and filtered by type, user and time', async () => {
+    const user = '0b7b7a55-39cc-4c3e-9f0a-4f5f5a1d9e21';
+    const t0 = new Date(Date.now() - 10).toISOString();
+    const e1 = await publish('labtest.result.critical', { x: 1 }, { userId: user });
+    const e2 = await publish('labtest.order.created', { x: 2 }, { userId: user });
+    const byUser = await mgmt.get(`${base}/events?user_id=${user}&since=${encodeURIComponent(t0)}`);
+    expect(byUser.status).toBe(200);
+    expect(byUser.body.data.map((e: { id: string }) => e.id)).toEqual([e2.id, e1.id]);
+    const byType = await mgmt.get(`${base}/events?event_type=labtest.result.critical&user_id=${user}`);
+    expect(byType.body.data.map((e: { id: string }) => e.id)).toEqual([e1.id]);
+    expect(byType.body.data[0]).toMatchObject({ event_type: 'labtest.result.critical', data: { x: 1 }, user_id: user, team_id: tenant.teamId });
+    const paged = await mgmt.get(`${base}/events?user_id=${user}&limit=1`);
+    const next = await mgmt.get(`${base}/events?user_id=${user}&limit=1&next_cursor=${paged.body.next_cursor}`);
+    expect([...paged.body.data, ...next.body.data].map((e: { id: string }) => e.id)).toEqual([e2.id, e1.id]);
+  });
+});

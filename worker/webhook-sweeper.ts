@@ -1,0 +1,21 @@
+import type { Config } from '../lib/config';
+import type { Logger } from '../lib/logger';
+import type { TemporalDeps } from '../lib/temporal';
+import { workflowIds } from '../workflows/ids';
+import { webhookSweeperWorkflow } from '../workflows/webhook-sweeper';
+
+/** Starts this task queue's webhook sweeper if it is not running (idempotent: every worker calls it at boot). */
+export async function startWebhookSweeper(config: Config, temporal: TemporalDeps, logger: Logger): Promise<void> {
+  try {
+    await temporal.client.workflow.start(webhookSweeperWorkflow, {
+      workflowId: workflowIds.webhookSweeper(temporal.taskQueue),
+      taskQueue: temporal.taskQueue,
+      args: [{ intervalMs: config.WEBHOOK_SWEEP_INTERVAL_MS, graceMs: config.WEBHOOK_SWEEP_GRACE_MS }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+  } catch (err) {
+    logger.error({ err }, 'could not start the webhook sweeper');
+    throw err;
+  }
+}
