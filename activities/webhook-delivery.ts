@@ -261,9 +261,12 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
         if (endpoint.failing_since) await w.recordEndpointHealth(endpointId, { succeeded: true, at: now });
       } else if (!endpoint.failing_since) {
         await w.recordEndpointHealth(endpointId, { succeeded: false, at: now });
-      } else if (now.getTime() - endpoint.failing_since.getTime() >= due[0].policy.disable_after_ms) {
-        await w.disableEndpoint(endpointId, 'failing');
-        logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
+      } else {
+        const window = due[0].policy.disable_after_ms;
+        const failingTooLong = (e: EndpointDoc) => e.failing_since !== null && now.getTime() - e.failing_since.getTime() >= window;
+        if (failingTooLong(endpoint) && (await w.disableEndpoint(endpointId, 'failing', failingTooLong))) {
+          logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
+        }
       }
 
       const endedAt = Date.now();

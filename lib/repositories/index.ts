@@ -20,7 +20,7 @@ export function createRepositories(db: Db): Repositories {
     tenancy: new TenancyRepository(db),
     users: new UserRepository(db, locks),
     connections: new ConnectionRepository(db),
-    webhooks: new WebhookRepository(db),
+    webhooks: new WebhookRepository(db, locks),
   };
 }
 

@@ -1,5 +1,6 @@
 import type { AnyBulkWriteOperation, Collection, Db, Filter } from 'mongodb';
 import { isDuplicateKeyError } from '../errors';
+import type { DocumentLocks } from './locks';
 
 /**
  * Webhook endpoints, the event log and delivery state. The only code that touches these collections.
@@ -148,7 +149,9 @@ export class WebhookRepository {
   readonly deliveries: Collection<DeliveryDoc>;
   readonly attempts: Collection<AttemptDoc>;
 
-  constructor(db: Db) {
+  /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable): every
+   *  change runs under the endpoint's document lock, since FerretDB updates are not atomic (locks.ts). */
+  constructor(db: Db, private readonly locks: DocumentLocks) {
     this.endpoints = db.collection('webhook_endpoints');
     this.events = db.collection('webhook_events');
     this.outbox = db.collection('webhook_outbox');
@@ -199,38 +202,62 @@ export class WebhookRepository {
     return this.endpoints.find({ team_id: teamId, disabled: false }).toArray();
   }
 
-  updateEndpoint(teamId: string, id: string, set: Partial<EndpointDoc>) {
-    return this.endpoints.findOneAndUpdate({ _id: id, team_id: teamId }, { $set: { ...set, updated_at: new Date() } }, { returnDocument: 'after' });
+  private lockedEndpoint<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    return this.locks.withLock(`webhook-endpoint:${id}`, fn);
+  }
+
+  private async setEndpoint(teamId: string, id: string, set: Partial<EndpointDoc>): Promise<EndpointDoc | null> {
+    if (!(await this.findEndpoint(teamId, id))) return null;
+    return this.endpoints.findOneAndUpdate({ _id: id }, { $set: { ...set, updated_at: new Date() } }, { returnDocument: 'after' });
+  }
+
+  updateEndpoint(teamId: string, id: string, set: Partial<EndpointDoc>): Promise<EndpointDoc | null> {
+    return this.lockedEndpoint(id, () => this.setEndpoint(teamId, id, set));
   }
 
   async deleteEndpoint(teamId: string, id: string): Promise<boolean> {
-    const res = await this.endpoints.deleteOne({ _id: id, team_id: teamId });
-    return res.deletedCount === 1;
+    return this.lockedEndpoint(id, async () => {
+      if (!(await this.findEndpoint(teamId, id))) return false;
+      const res = await this.endpoints.deleteOne({ _id: id });
+      return res.deletedCount === 1;
+    });
   }
 
   /** A new current secret; the previous ones expire at `previousExpiresAt` (at most 10 kept). */
   async rotateSecret(teamId: string, id: string, key: string, previousExpiresAt: Date): Promise<EndpointDoc | null> {
-    const endpoint = await this.findEndpoint(teamId, id);
-    if (!endpoint) return null;
-    const now = new Date();
-    const previous = endpoint.secrets
-      .filter((s) => s.expires_at === null || s.expires_at > now)
-      .map((s) => ({ ...s, expires_at: s.expires_at && s.expires_at < previousExpiresAt ? s.expires_at : previousExpiresAt }))
-      .slice(-9);
-    return this.updateEndpoint(teamId, id, { secrets: [...previous, { key, created_at: now, expires_at: null }] });
+    return this.lockedEndpoint(id, async () => {
+      const endpoint = await this.findEndpoint(teamId, id);
+      if (!endpoint) return null;
+      const now = new Date();
+      const previous = endpoint.secrets
+        .filter((s) => s.expires_at === null || s.expires_at > now)
+        .map((s) => ({ ...s, expires_at: s.expires_at && s.expires_at < previousExpiresAt ? s.expires_at : previousExpiresAt }))
+        .slice(-9);
+      return this.setEndpoint(teamId, id, { secrets: [...previous, { key, created_at: now, expires_at: null }] });
+    });
   }
 
-  /** Endpoint health after a batch: a success resets the failure clock; a failure starts it. */
+  /** Endpoint health after a batch: a success resets the failure clock; a failure starts it if not running. */
   async recordEndpointHealth(id: string, outcome: { succeeded: boolean; at: Date }): Promise<void> {
-    if (outcome.succeeded) {
-      await this.endpoints.updateOne({ _id: id }, { $set: { failing_since: null } });
-    } else {
-      await this.endpoints.updateOne({ _id: id }, { $set: { failing_since: outcome.at } });
-    }
+    await this.lockedEndpoint(id, async () => {
+      const endpoint = await this.getEndpoint(id);
+      if (!endpoint) return;
+      if (outcome.succeeded && endpoint.failing_since) {
+        await this.endpoints.updateOne({ _id: id }, { $set: { failing_since: null } });
+      } else if (!outcome.succeeded && !endpoint.failing_since) {
+        await this.endpoints.updateOne({ _id: id }, { $set: { failing_since: outcome.at } });
+      }
+    });
   }
 
-  async disableEndpoint(id: string, reason: DisabledReason): Promise<void> {
-    await this.endpoints.updateOne({ _id: id }, { $set: { disabled: true, disabled_reason: reason, updated_at: new Date() } });
+  /** Disables the endpoint if `stillApplies` holds for its current state (a racing PATCH may have fixed it). */
+  async disableEndpoint(id: string, reason: DisabledReason, stillApplies: (e: EndpointDoc) => boolean = () => true): Promise<boolean> {
+    return this.lockedEndpoint(id, async () => {
+      const endpoint = await this.getEndpoint(id);
+      if (!endpoint || endpoint.disabled || !stillApplies(endpoint)) return false;
+      await this.endpoints.updateOne({ _id: id }, { $set: { disabled: true, disabled_reason: reason, updated_at: new Date() } });
+      return true;
+    });
   }
 
   // ---------------------------------------------------------------- events
