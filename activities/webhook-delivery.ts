@@ -114,7 +114,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
   async function drain(endpointId: string, status: 'failed' | 'cancelled', reason: string): Promise<DispatchResult> {
     const bundles = await w.queuedForEndpoint(endpointId, 100);
     const now = new Date();
-    const items = bundles.flatMap((b) => b.items);
+    const items = (await Promise.all(bundles.map((b) => w.bundleItems(b._id)))).flat();
     await w.recordDeliveries(items.map((q) => terminal(endpointId, q, status, { last_status_code: q.last_status_code, last_error: reason, attempts: q.attempts }, now)));
     await w.dequeue(bundles.map((b) => b._id));
     return { more: bundles.length === 100, waitMs: 0, nextDueInMs: null, stop: bundles.length < 100 };
@@ -167,9 +167,10 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
           continue;
         }
         const room = limit - due.length;
-        due.push(...b.items.slice(0, room));
-        if (b.items.length > room) {
-          partial = { id: b._id, rest: b.items.slice(room) };
+        const items = await w.bundleItems(b._id);
+        due.push(...items.slice(0, room));
+        if (items.length > room) {
+          partial = { id: b._id, rest: items.slice(room) };
           moreDue = true;
         } else emptied.push(b._id);
       }

@@ -93,12 +93,26 @@ export interface QueueItem {
  * group of retries. Bundling keeps the hot queue a handful of documents even at thousands of events per
  * second, so claiming and completing a batch costs O(1) database operations.
  */
-export interface QueueDoc {
+export interface QueueDoc extends Omit<QueueEntry, 'size'> {
+  items: QueueItem[];
+}
+
+/**
+ * What the dispatcher scans: the bundle without its items. Stored apart from the items (which carry the
+ * bodies) because FerretDB decodes every document of a collection it scans: keeping the scanned documents
+ * tiny makes finding due work cost microseconds per bundle instead of decoding every queued body.
+ */
+export interface QueueEntry {
   _id: string;
   team_id: string;
   endpoint_id: string;
   next_attempt_at: Date;
   created_at: Date;
+  size: number;
+}
+
+interface QueueItemsDoc {
+  _id: string;
   items: QueueItem[];
 }
 
@@ -145,7 +159,8 @@ export class WebhookRepository {
   readonly endpoints: Collection<EndpointDoc>;
   readonly events: Collection<EventDoc>;
   readonly outbox: Collection<OutboxDoc>;
-  readonly queue: Collection<QueueDoc>;
+  readonly queue: Collection<QueueEntry>;
+  readonly queueItems: Collection<QueueItemsDoc>;
   readonly deliveries: Collection<DeliveryDoc>;
   readonly attempts: Collection<AttemptDoc>;
 
@@ -156,6 +171,7 @@ export class WebhookRepository {
     this.events = db.collection('webhook_events');
     this.outbox = db.collection('webhook_outbox');
     this.queue = db.collection('webhook_queue');
+    this.queueItems = db.collection('webhook_queue_items');
     this.deliveries = db.collection('webhook_deliveries');
     this.attempts = db.collection('webhook_attempts');
   }
@@ -313,24 +329,39 @@ export class WebhookRepository {
 
   // ---------------------------------------------------------------- queue (active deliveries, bundled)
 
-  /** Idempotent by bundle id. */
+  /** Idempotent by bundle id. Items first: an entry never points at missing items (a crash leaves at most
+   *  unreferenced items, which nothing reads). */
   async enqueue(docs: QueueDoc[]): Promise<void> {
-    await this.insertIgnoringDuplicates(this.queue, docs.filter((d) => d.items.length));
+    const bundles = docs.filter((d) => d.items.length);
+    await this.insertIgnoringDuplicates(this.queueItems, bundles.map((d) => ({ _id: d._id, items: d.items })));
+    await this.insertIgnoringDuplicates(
+      this.queue,
+      bundles.map(({ items, ...entry }) => ({ ...entry, size: items.length })),
+    );
   }
 
-  /** The endpoint's bundles, soonest first. */
+  /** The endpoint's bundle entries (without items), soonest first. */
   queuedForEndpoint(endpointId: string, limit: number) {
     return this.queue.find({ endpoint_id: endpointId }).sort({ next_attempt_at: 1, _id: 1 }).limit(limit).toArray();
   }
 
-  /** Keeps the unsent rest of a bundle (rate limiting). */
-  async replaceQueuedItems(bundleId: string, items: QueueItem[]): Promise<void> {
-    await this.queue.updateOne({ _id: bundleId }, { $set: { items } });
+  /** The items of one bundle (an `_id` lookup, the one filter FerretDB pushes down). */
+  async bundleItems(bundleId: string): Promise<QueueItem[]> {
+    return (await this.queueItems.findOne({ _id: bundleId }))?.items ?? [];
   }
 
+  /** Keeps the unsent rest of a bundle (rate limiting, batch limit). */
+  async replaceQueuedItems(bundleId: string, items: QueueItem[]): Promise<void> {
+    await this.queueItems.updateOne({ _id: bundleId }, { $set: { items } });
+    await this.queue.updateOne({ _id: bundleId }, { $set: { size: items.length } });
+  }
+
+  /** Entries first: once the entry is gone nothing reads the items. */
   async dequeue(bundleIds: string[]): Promise<void> {
-    if (bundleIds.length === 1) await this.queue.deleteOne({ _id: bundleIds[0] });
-    else if (bundleIds.length) await this.queue.deleteMany({ _id: { $in: bundleIds } });
+    for (const coll of [this.queue, this.queueItems] as unknown as Collection<{ _id: string }>[]) {
+      if (bundleIds.length === 1) await coll.deleteOne({ _id: bundleIds[0] });
+      else if (bundleIds.length) await coll.deleteMany({ _id: { $in: bundleIds } });
+    }
   }
 
   /** Endpoints with deliveries due before `before` (the sweeper wakes their dispatchers). */
@@ -341,8 +372,10 @@ export class WebhookRepository {
 
   /** Active deliveries of an endpoint (for the delivery log). */
   async activeItems(teamId: string, endpointId: string): Promise<(QueueItem & { next_attempt_at: Date })[]> {
-    const docs = await this.queue.find({ team_id: teamId, endpoint_id: endpointId }).toArray();
-    return docs.flatMap((d) => d.items.map((i) => ({ ...i, next_attempt_at: d.next_attempt_at })));
+    const entries = await this.queue.find({ team_id: teamId, endpoint_id: endpointId }).toArray();
+    const out: (QueueItem & { next_attempt_at: Date })[] = [];
+    for (const e of entries) for (const i of await this.bundleItems(e._id)) out.push({ ...i, next_attempt_at: e.next_attempt_at });
+    return out;
   }
 
   // ---------------------------------------------------------------- delivery records and attempts
@@ -390,12 +423,13 @@ export class WebhookRepository {
     for (const coll of [this.deliveries, this.attempts, this.events] as unknown as Collection<{ team_id: string; user_id: string | null }>[]) {
       n += (await coll.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
     }
-    for (const bundle of await this.queue.find({ team_id: teamId }).toArray()) {
-      const keep = bundle.items.filter((i) => i.user_id !== userId);
-      if (keep.length === bundle.items.length) continue;
-      n += bundle.items.length - keep.length;
-      if (keep.length) await this.replaceQueuedItems(bundle._id, keep);
-      else await this.dequeue([bundle._id]);
+    for (const entry of await this.queue.find({ team_id: teamId }).toArray()) {
+      const items = await this.bundleItems(entry._id);
+      const keep = items.filter((i) => i.user_id !== userId);
+      if (keep.length === items.length) continue;
+      n += items.length - keep.length;
+      if (keep.length) await this.replaceQueuedItems(entry._id, keep);
+      else await this.dequeue([entry._id]);
     }
     return n;
   }
