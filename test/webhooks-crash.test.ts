@@ -80,3 +80,67 @@ function isSubset(a: Set<string>, b: Set<string>): boolean {
   for (const x of a) if (!b.has(x)) return false;
   return true;
 }
+
+describe('the sweeper repairs what a crash left behind', () => {
+  let tenant: Awaited<ReturnType<typeof createTenant>>;
+  let sweepRx: Receiver;
+  let endpointId: string;
+
+  beforeAll(async () => {
+    if (!worker || worker.exitCode !== null || worker.signalCode !== null) worker = startWorker();
+    tenant = await createTenant(app.deps, 'Sweeper');
+    sweepRx = await startReceiver();
+    const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
+    endpointId = (await managementClient(app, tenant).post(base, { url: sweepRx.url })).body.id;
+  });
+  afterAll(() => sweepRx.close());
+
+  test('a publish that died after storing the event (outbox entry left, nothing queued) is fanned out and delivered', async () => {
+    const w = app.deps.repos.webhooks;
+    const id = `00000000-0000-4000-8000-${Date.now().toString().padStart(12, '0').slice(-12)}`;
+    const createdAt = new Date(Date.now() - 10_000);
+    await w.insertOutboxReportingDuplicates([{ _id: id, team_id: tenant.teamId, created_at: createdAt }]);
+    await w.insertEvents([
+      { _id: id, team_id: tenant.teamId, idempotency_key: id, event_type: 'labtest.order.created', data: { crashed: true }, user_id: null, client_user_id: null, created_at: createdAt, only_endpoint_id: null },
+    ]);
+    await sweepRx.waitFor(1, 30000);
+    expect(sweepRx.requests.map((r) => r.headers['webhook-id'])).toContain(id);
+    expect(await w.inOutbox(id)).toBe(false);
+  }, 60000);
+
+  test('a queued delivery whose dispatcher was never woken is delivered', async () => {
+    const w = app.deps.repos.webhooks;
+    const before = sweepRx.requests.length;
+    const event = { _id: `lost-wake-${uniqueId()}`, team_id: tenant.teamId };
+    const past = new Date(Date.now() - 10_000);
+    // Enqueued directly: no signal reaches the dispatcher, as when the publisher died right after queueing.
+    await w.enqueue([
+      {
+        _id: `bundle-${event._id}`,
+        team_id: tenant.teamId,
+        endpoint_id: endpointId,
+        next_attempt_at: past,
+        created_at: past,
+        items: [
+          {
+            id: `${event._id}:${endpointId}`,
+            team_id: tenant.teamId,
+            event_id: event._id,
+            event_type: 'labtest.order.updated',
+            user_id: null,
+            body: JSON.stringify({ event_type: 'labtest.order.updated', data: {}, team_id: tenant.teamId, user_id: null, client_user_id: null }),
+            attempts: 0,
+            pass_attempts: 0,
+            trigger: 'scheduled',
+            policy: { schedule_ms: [0], timeout_ms: 5000, throttle_floor_ms: 100, disable_after_ms: 60_000 },
+            last_status_code: null,
+            last_error: null,
+            created_at: past,
+          },
+        ],
+      },
+    ]);
+    await sweepRx.waitFor(before + 1, 30000);
+    expect(sweepRx.requests.slice(before).map((r) => r.headers['webhook-id'])).toContain(event._id);
+  }, 60000);
+});

@@ -1,5 +1,6 @@
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventTooLargeError, publishEvent } from '../lib/events';
+import { postWebhook } from '../activities/webhook-delivery';
 import { checkWebhookUrl } from '../lib/url-safety';
 import { verifyWebhookSignature } from '../lib/webhook-signing';
 import { EventTypeList, Webhook, WebhookAttemptList, WebhookList } from '../schemas/webhook';
@@ -411,5 +412,20 @@ describe('delivery log', () => {
     const paged = await mgmt.get(`${base}/events?user_id=${user}&limit=1`);
     const next = await mgmt.get(`${base}/events?user_id=${user}&limit=1&next_cursor=${paged.body.next_cursor}`);
     expect([...paged.body.data, ...next.body.data].map((e: { id: string }) => e.id)).toEqual([e2.id, e1.id]);
+  });
+});
+
+describe('SSRF guard at delivery time', () => {
+  test('a host that now resolves to a refused address is not contacted (DNS is checked on every attempt)', async () => {
+    const rx = await receiver();
+    // `localhost` resolves to loopback: accepted in sandbox, refused under a policy without loopback — the
+    // same check a production worker applies when a saved host's DNS changes to a private address.
+    const url = rx.url.replace('127.0.0.1', 'localhost');
+    const refused = await postWebhook(url, '{}', {}, 2000, { requireHttps: false, allowLoopback: false, allowlist: [] });
+    expect(refused).toMatchObject({ statusCode: null, errorClass: 'refused_address' });
+    expect(rx.requests).toHaveLength(0);
+    const allowed = await postWebhook(url, '{}', {}, 2000, { requireHttps: false, allowLoopback: true, allowlist: [] });
+    expect(allowed.statusCode).toBe(200);
+    expect(rx.requests).toHaveLength(1);
   });
 });
