@@ -29,6 +29,8 @@ export interface AttemptResult {
 }
 
 const RESPONSE_BODY_LIMIT = 4096;
+/** How long one dispatcher activity keeps sending back-to-back batches before handing back to the workflow. */
+const DISPATCH_BUDGET_MS = 5_000;
 const USER_AGENT = 'Healthbridge-Webhooks/1.0';
 
 const agents = {
@@ -134,151 +136,162 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     };
   }
 
+  /**
+   * One batch: sends up to WEBHOOK_BATCH_SIZE of the endpoint's due deliveries concurrently, records every
+   * attempt and each delivery's new state, updates the endpoint's health, and says what is left.
+   * Idempotent in effect: a batch cut short by a crash is sent again (same webhook-id).
+   */
+  async function deliverOneBatch(endpointId: string): Promise<DispatchResult> {
+    const endpoint = await w.getEndpoint(endpointId);
+    if (!endpoint) return drain(endpointId, 'cancelled', 'endpoint_deleted');
+    if (endpoint.disabled) return drain(endpointId, 'failed', 'endpoint_disabled');
+
+    const startedAt = Date.now();
+    const limit = Math.max(1, Math.min(config.WEBHOOK_BATCH_SIZE, endpoint.rate_limit ?? Infinity));
+    const bundles = await w.queuedForEndpoint(endpointId, 100);
+    const tScan = Date.now();
+    // Take due items, soonest bundle first, up to the batch limit.
+    const due: QueueItem[] = [];
+    const emptied: string[] = [];
+    let partial: { id: string; rest: QueueItem[] } | null = null;
+    let moreDue = false;
+    let soonest: number | null = null;
+    for (const b of bundles) {
+      const at = b.next_attempt_at.getTime();
+      if (at > startedAt) {
+        soonest = soonest === null ? at : Math.min(soonest, at);
+        continue;
+      }
+      if (due.length >= limit) {
+        moreDue = true;
+        continue;
+      }
+      const room = limit - due.length;
+      const items = await w.bundleItems(b._id);
+      due.push(...items.slice(0, room));
+      if (items.length > room) {
+        partial = { id: b._id, rest: items.slice(room) };
+        moreDue = true;
+      } else emptied.push(b._id);
+    }
+    if (bundles.length === 100 && !moreDue) moreDue = bundles.every((b) => b.next_attempt_at.getTime() <= startedAt);
+    if (!due.length) {
+      await w.dequeue(emptied);
+      return { more: false, waitMs: 0, nextDueInMs: soonest === null ? null : Math.max(0, soonest - startedAt), stop: false };
+    }
+
+    const results = await Promise.all(
+      due.map((q) => postWebhook(endpoint.url, q.body, headersFor(endpoint, q, Date.now()), q.policy.timeout_ms, urlPolicy)),
+    );
+
+    const now = new Date();
+    const attempts: AttemptDoc[] = [];
+    const finished: DeliveryDoc[] = [];
+    const retryGroups = new Map<string, { delay: number; items: QueueItem[] }>();
+    let anySuccess = false;
+    let gone = false;
+    due.forEach((q, i) => {
+      const r = results[i];
+      const attempt = q.attempts + 1;
+      const passAttempts = q.pass_attempts + 1;
+      const httpError = r.statusCode !== null && (r.statusCode < 200 || r.statusCode > 299);
+      attempts.push({
+        _id: randomUUID(),
+        team_id: q.team_id,
+        event_id: q.event_id,
+        endpoint_id: endpointId,
+        user_id: q.user_id,
+        attempt,
+        trigger: q.trigger,
+        timestamp: new Date(now.getTime() - r.durationMs),
+        duration_ms: r.durationMs,
+        status_code: r.statusCode,
+        error_class: r.errorClass ?? (httpError ? `http_${r.statusCode}` : null),
+        response_body: r.responseBody,
+      });
+      const state = { last_status_code: r.statusCode, last_error: r.error ?? (httpError ? `HTTP ${r.statusCode}` : null), attempts: attempt };
+      if (r.statusCode !== null && r.statusCode >= 200 && r.statusCode <= 299) {
+        anySuccess = true;
+        finished.push(terminal(endpointId, q, 'succeeded', state, now));
+        return;
+      }
+      if (r.statusCode === 410) {
+        gone = true;
+        finished.push(terminal(endpointId, q, 'failed', state, now));
+        return;
+      }
+      const throttled = r.errorClass === 'timeout' || r.statusCode === 429 || r.statusCode === 502 || r.statusCode === 504;
+      const retryAfterMs = parseRetryAfter(r.retryAfter, now.getTime());
+      // One jittered delay per group of like failures: they travel as one bundle.
+      const key = `${passAttempts}|${throttled}|${retryAfterMs}`;
+      let group = retryGroups.get(key);
+      if (!group) {
+        const delay = nextAttemptDelay(q.policy, passAttempts, { throttled, retryAfterMs }, Math.random());
+        group = { delay: delay ?? -1, items: [] };
+        retryGroups.set(key, group);
+      }
+      if (group.delay < 0) finished.push(terminal(endpointId, q, 'failed', state, now));
+      else group.items.push({ ...q, ...state, pass_attempts: passAttempts });
+    });
+    const retries: QueueDoc[] = [];
+    for (const g of retryGroups.values()) {
+      if (!g.items.length) continue;
+      const at = new Date(now.getTime() + g.delay);
+      soonest = soonest === null ? at.getTime() : Math.min(soonest, at.getTime());
+      retries.push({ _id: `${g.items[0].id}#${g.items[0].attempts}`, team_id: endpoint.team_id, endpoint_id: endpointId, next_attempt_at: at, created_at: now, items: g.items });
+    }
+
+    // Attempts, terminal records and retries first, then the claimed bundles leave the queue: a crash in
+    // between sends the batch again (duplicates allowed, same webhook-id).
+    await w.insertAttempts(attempts);
+    await w.recordDeliveries(finished);
+    await w.enqueue(retries);
+    if (partial) await w.replaceQueuedItems(partial.id, partial.rest);
+    await w.dequeue(emptied);
+
+    if (gone) {
+      await w.disableEndpoint(endpointId, 'gone');
+      logger.warn({ endpointId }, 'webhook endpoint answered 410 Gone: disabled');
+    } else if (anySuccess) {
+      if (endpoint.failing_since) await w.recordEndpointHealth(endpointId, { succeeded: true, at: now });
+    } else if (!endpoint.failing_since) {
+      await w.recordEndpointHealth(endpointId, { succeeded: false, at: now });
+    } else {
+      const window = due[0].policy.disable_after_ms;
+      const failingTooLong = (e: EndpointDoc) => e.failing_since !== null && now.getTime() - e.failing_since.getTime() >= window;
+      if (failingTooLong(endpoint) && (await w.disableEndpoint(endpointId, 'failing', failingTooLong))) {
+        logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
+      }
+    }
+
+    const endedAt = Date.now();
+    logger.debug({ endpointId, n: due.length, bundles: bundles.length, scanMs: tScan - startedAt, sendMs: now.getTime() - tScan, writeMs: endedAt - now.getTime() }, 'webhook batch');
+    const rateWait = endpoint.rate_limit ? Math.max(0, startedAt + (1000 * due.length) / endpoint.rate_limit - endedAt) : 0;
+    return {
+      more: moreDue || gone || (rateWait > 0 && soonest !== null && soonest <= endedAt + rateWait),
+      waitMs: Math.ceil(rateWait),
+      nextDueInMs: soonest === null ? null : Math.max(0, soonest - endedAt),
+      stop: false,
+    };
+  }
+
   return {
     /**
-     * Sends one batch of the endpoint's due deliveries concurrently, records every attempt and each
-     * delivery's new state, updates the endpoint's health, and says when the dispatcher should run again.
-     * Idempotent in effect: a batch cut short by a crash is sent again (same webhook-id).
+     * Sends the endpoint's due deliveries, batch after batch, for up to DISPATCH_BUDGET_MS, then says when the
+     * dispatcher should run again. Batches run back to back inside one activity because each return to the
+     * workflow costs a Temporal round trip (~80 ms measured on the dev server), which would cap throughput.
      */
     async deliverDueWebhooks(input: { endpointId: string }): Promise<DispatchResult> {
-      const { endpointId } = input;
-      const endpoint = await w.getEndpoint(endpointId);
-      if (!endpoint) return drain(endpointId, 'cancelled', 'endpoint_deleted');
-      if (endpoint.disabled) return drain(endpointId, 'failed', 'endpoint_disabled');
-
-      const startedAt = Date.now();
-      const limit = Math.max(1, Math.min(config.WEBHOOK_BATCH_SIZE, endpoint.rate_limit ?? Infinity));
-      const bundles = await w.queuedForEndpoint(endpointId, 100);
-      const tScan = Date.now();
-      // Take due items, soonest bundle first, up to the batch limit.
-      const due: QueueItem[] = [];
-      const emptied: string[] = [];
-      let partial: { id: string; rest: QueueItem[] } | null = null;
-      let moreDue = false;
-      let soonest: number | null = null;
-      for (const b of bundles) {
-        const at = b.next_attempt_at.getTime();
-        if (at > startedAt) {
-          soonest = soonest === null ? at : Math.min(soonest, at);
-          continue;
-        }
-        if (due.length >= limit) {
-          moreDue = true;
-          continue;
-        }
-        const room = limit - due.length;
-        const items = await w.bundleItems(b._id);
-        due.push(...items.slice(0, room));
-        if (items.length > room) {
-          partial = { id: b._id, rest: items.slice(room) };
-          moreDue = true;
-        } else emptied.push(b._id);
-      }
-      if (bundles.length === 100 && !moreDue) moreDue = bundles.every((b) => b.next_attempt_at.getTime() <= startedAt);
-      if (!due.length) {
-        await w.dequeue(emptied);
-        return { more: false, waitMs: 0, nextDueInMs: soonest === null ? null : Math.max(0, soonest - startedAt), stop: false };
-      }
-
+      const deadline = Date.now() + DISPATCH_BUDGET_MS;
       const heartbeat = setInterval(() => Context.current().heartbeat(), 1000);
-      let results: AttemptResult[];
       try {
-        results = await Promise.all(
-          due.map((q) => postWebhook(endpoint.url, q.body, headersFor(endpoint, q, Date.now()), q.policy.timeout_ms, urlPolicy)),
-        );
+        for (;;) {
+          const r = await deliverOneBatch(input.endpointId);
+          if (!r.more || r.stop || r.waitMs > 0 || Date.now() >= deadline) return r;
+        }
       } finally {
         clearInterval(heartbeat);
       }
-
-      const now = new Date();
-      const attempts: AttemptDoc[] = [];
-      const finished: DeliveryDoc[] = [];
-      const retryGroups = new Map<string, { delay: number; items: QueueItem[] }>();
-      let anySuccess = false;
-      let gone = false;
-      due.forEach((q, i) => {
-        const r = results[i];
-        const attempt = q.attempts + 1;
-        const passAttempts = q.pass_attempts + 1;
-        const httpError = r.statusCode !== null && (r.statusCode < 200 || r.statusCode > 299);
-        attempts.push({
-          _id: randomUUID(),
-          team_id: q.team_id,
-          event_id: q.event_id,
-          endpoint_id: endpointId,
-          user_id: q.user_id,
-          attempt,
-          trigger: q.trigger,
-          timestamp: new Date(now.getTime() - r.durationMs),
-          duration_ms: r.durationMs,
-          status_code: r.statusCode,
-          error_class: r.errorClass ?? (httpError ? `http_${r.statusCode}` : null),
-          response_body: r.responseBody,
-        });
-        const state = { last_status_code: r.statusCode, last_error: r.error ?? (httpError ? `HTTP ${r.statusCode}` : null), attempts: attempt };
-        if (r.statusCode !== null && r.statusCode >= 200 && r.statusCode <= 299) {
-          anySuccess = true;
-          finished.push(terminal(endpointId, q, 'succeeded', state, now));
-          return;
-        }
-        if (r.statusCode === 410) {
-          gone = true;
-          finished.push(terminal(endpointId, q, 'failed', state, now));
-          return;
-        }
-        const throttled = r.errorClass === 'timeout' || r.statusCode === 429 || r.statusCode === 502 || r.statusCode === 504;
-        const retryAfterMs = parseRetryAfter(r.retryAfter, now.getTime());
-        // One jittered delay per group of like failures: they travel as one bundle.
-        const key = `${passAttempts}|${throttled}|${retryAfterMs}`;
-        let group = retryGroups.get(key);
-        if (!group) {
-          const delay = nextAttemptDelay(q.policy, passAttempts, { throttled, retryAfterMs }, Math.random());
-          group = { delay: delay ?? -1, items: [] };
-          retryGroups.set(key, group);
-        }
-        if (group.delay < 0) finished.push(terminal(endpointId, q, 'failed', state, now));
-        else group.items.push({ ...q, ...state, pass_attempts: passAttempts });
-      });
-      const retries: QueueDoc[] = [];
-      for (const g of retryGroups.values()) {
-        if (!g.items.length) continue;
-        const at = new Date(now.getTime() + g.delay);
-        soonest = soonest === null ? at.getTime() : Math.min(soonest, at.getTime());
-        retries.push({ _id: `${g.items[0].id}#${g.items[0].attempts}`, team_id: endpoint.team_id, endpoint_id: endpointId, next_attempt_at: at, created_at: now, items: g.items });
-      }
-
-      // Attempts, terminal records and retries first, then the claimed bundles leave the queue: a crash in
-      // between sends the batch again (duplicates allowed, same webhook-id).
-      await w.insertAttempts(attempts);
-      await w.recordDeliveries(finished);
-      await w.enqueue(retries);
-      if (partial) await w.replaceQueuedItems(partial.id, partial.rest);
-      await w.dequeue(emptied);
-
-      if (gone) {
-        await w.disableEndpoint(endpointId, 'gone');
-        logger.warn({ endpointId }, 'webhook endpoint answered 410 Gone: disabled');
-      } else if (anySuccess) {
-        if (endpoint.failing_since) await w.recordEndpointHealth(endpointId, { succeeded: true, at: now });
-      } else if (!endpoint.failing_since) {
-        await w.recordEndpointHealth(endpointId, { succeeded: false, at: now });
-      } else {
-        const window = due[0].policy.disable_after_ms;
-        const failingTooLong = (e: EndpointDoc) => e.failing_since !== null && now.getTime() - e.failing_since.getTime() >= window;
-        if (failingTooLong(endpoint) && (await w.disableEndpoint(endpointId, 'failing', failingTooLong))) {
-          logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
-        }
-      }
-
-      const endedAt = Date.now();
-      logger.debug({ endpointId, n: due.length, bundles: bundles.length, scanMs: tScan - startedAt, sendMs: now.getTime() - tScan, writeMs: endedAt - now.getTime() }, 'webhook batch');
-      const rateWait = endpoint.rate_limit ? Math.max(0, startedAt + (1000 * due.length) / endpoint.rate_limit - endedAt) : 0;
-      return {
-        more: moreDue || gone || (rateWait > 0 && soonest !== null && soonest <= endedAt + rateWait),
-        waitMs: Math.ceil(rateWait),
-        nextDueInMs: soonest === null ? null : Math.max(0, soonest - endedAt),
-        stop: false,
-      };
     },
 
     /** Repairs stranded work: unfinished fan-outs (outbox) and overdue deliveries whose dispatcher missed its wake. */

@@ -253,7 +253,7 @@ class Publisher {
     }
     const queued: QueueDoc[] = [];
     for (const [endpointId, items] of perEndpoint) {
-      for (const chunk of chunkItems(items)) {
+      for (const chunk of chunkItems(items, config.WEBHOOK_BATCH_SIZE)) {
         // Deterministic id: repeating the same fan-out (sweeper, idempotent re-publish) does not queue twice.
         queued.push({ _id: `${chunk[0].id}+${chunk.length}`, team_id: teamOf.get(endpointId)!, endpoint_id: endpointId, next_attempt_at: now, created_at: now, items: chunk });
       }
@@ -311,7 +311,7 @@ async function insertOutbox(w: Repositories['webhooks'], docs: EventDoc[]): Prom
   return w.insertOutboxReportingDuplicates(before);
 }
 
-/** Bundles of at most 500 deliveries or ~1 MB of bodies. */
+/** Bundles of at most `maxItems` deliveries (the batch size, so a batch takes whole bundles) or ~1 MB of bodies. */
 export function chunkItems(items: QueueItem[], maxItems = 500, maxBytes = 1_000_000): QueueItem[][] {
   const out: QueueItem[][] = [];
   let cur: QueueItem[] = [];
