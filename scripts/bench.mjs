@@ -9,9 +9,11 @@
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
 //   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went
+//   BENCH_SUITES=users,webhooks  which suites to run (default both); the webhook suite's own settings
+//                         (BENCH_WEBHOOK_*) are described in scripts/bench/webhooks.mjs
 //
-// A new suite (e.g. webhook delivery) is a module in scripts/bench/ exporting
-// `async (env, { log }) => ({ results, ratios })` (see users.mjs), added to `suites` below.
+// A suite is a module in scripts/bench/ exporting `async (env, { log }) => ({ results, ratios, notes?,
+// details? })` (see users.mjs, webhooks.mjs), added to `allSuites` below.
 import { rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,9 +21,24 @@ import { machineInfo, startEnvironment } from './bench/environment.mjs';
 import { benchDefaults } from './bench/load.mjs';
 import { computeRatios, formatReport, summarizeCpuProfile, writeResults } from './bench/report.mjs';
 import { userSuite } from './bench/users.mjs';
+import { webhookSettings, webhookSuite } from './bench/webhooks.mjs';
 import { build, ensureDependencies, repoRoot } from './setup.mjs';
 
-const suites = [{ name: 'users', run: userSuite }];
+const allSuites = [
+  { name: 'users', run: userSuite },
+  // The worker logs at debug for this suite: its 'webhook batch' lines say where delivery time goes.
+  { name: 'webhooks', run: webhookSuite, checkSettings: webhookSettings, workerLogLevel: 'debug' },
+];
+const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean);
+const unknown = wanted.filter((name) => !allSuites.some((s) => s.name === name));
+if (unknown.length || !wanted.length) {
+  console.error(`bench: BENCH_SUITES=${process.env.BENCH_SUITES}: unknown suite(s) ${unknown.join(', ')}; known: ${allSuites.map((s) => s.name).join(', ')}`);
+  process.exit(1);
+}
+const suites = allSuites.filter((s) => wanted.includes(s.name));
 
 const runId = `${Date.now().toString(36)}-${process.pid}`;
 const resultsFile = path.join(repoRoot, '.devstack', 'bench-results.json');
@@ -44,20 +61,26 @@ setTimeout(() => void abort(`not finished after ${OVERALL_TIMEOUT_MS / 60_000} m
 
 async function main() {
   const config = benchDefaults(); // rejects bad BENCH_* values before anything starts
+  for (const suite of suites) suite.checkSettings?.();
   ensureDependencies(log);
   build(log);
   if (profileDir) rmSync(profileDir, { recursive: true, force: true });
   const machine = machineInfo();
   const startedAt = new Date().toISOString();
-  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, onCleanup: (fn) => (stopEnvironment = fn) });
+  const workerLogLevel = suites.find((s) => s.workerLogLevel)?.workerLogLevel ?? 'warn';
+  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, workerLogLevel, onCleanup: (fn) => (stopEnvironment = fn) });
   log(`bench: api ${env.apiUrl}, constant route ${env.constantUrl}, database ${env.dbKind}`);
 
   const results = [];
   const ratioSpecs = [];
+  const suiteNotes = [];
+  const details = {};
   for (const suite of suites) {
     const out = await suite.run(env, { log });
     results.push(...out.results);
     ratioSpecs.push(...out.ratios);
+    suiteNotes.push(...(out.notes ?? []));
+    if (out.details) details[suite.name] = out.details;
     for (const [name, child] of Object.entries(env.children)) {
       if (child.exitCode !== null || child.signalCode !== null) {
         throw new Error(`the ${name} process exited during the ${suite.name} suite (${child.signalCode ?? `exit code ${child.exitCode}`})`);
@@ -70,6 +93,7 @@ async function main() {
 
   const ratios = computeRatios(ratioSpecs);
   const notes = [
+    ...suiteNotes,
     `note: load generator, api, worker, database and Temporal all share these ${machine.cpus} cpus, and any other ` +
       `work on the machine (e.g. a concurrent test run) lowers the figures; compare the ratios, not absolute req/s.`,
   ];
@@ -98,10 +122,12 @@ async function main() {
     runId,
     startedAt,
     finishedAt: new Date().toISOString(),
+    suites: suites.map((s) => s.name),
     config,
     machine: { ...machine, database: dbKind },
     scenarios: results,
     ratios,
+    ...(Object.keys(details).length ? { details } : {}),
     ...(profile ? { apiCpuProfile: profile } : {}),
   });
   console.log(`\nbench: results written to ${path.relative(repoRoot, resultsFile)}`);

@@ -3,6 +3,7 @@
 // Everything started here is stopped by `env.cleanup()`, which is safe to call more than once.
 import { fork, spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import readline from 'node:readline';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -51,6 +52,43 @@ function startNodeWith(nodeArgs, entry, env, name) {
   return child;
 }
 
+/**
+ * The worker with its stdout piped (always drained, so it can never block): every JSON log line goes to the
+ * `listeners` (parsed; e.g. the webhook suite's 'webhook batch' debug lines), and lines at warn or above, the
+ * sweeper's repairs and anything that is not JSON are printed as before.
+ */
+function startWorker(childEnv, listeners) {
+  const child = spawn(process.execPath, [path.join(repoRoot, 'dist', 'worker', 'main.js')], {
+    cwd: repoRoot,
+    env: { ...process.env, ...childEnv },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  child.name = 'worker';
+  readline.createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => {
+    let entry = null;
+    if (line.startsWith('{')) {
+      try {
+        entry = JSON.parse(line);
+      } catch {
+        entry = null;
+      }
+    }
+    if (!entry) {
+      process.stdout.write(`${line}\n`);
+      return;
+    }
+    if (entry.level >= 40 || /sweeper/.test(entry.msg ?? '')) process.stdout.write(`worker: ${line}\n`);
+    for (const fn of listeners) {
+      try {
+        fn(entry);
+      } catch {
+        // a listener's bug must not stop the drain
+      }
+    }
+  });
+  return child;
+}
+
 async function databaseKind(db, external) {
   try {
     const info = await db.admin().command({ buildInfo: 1 });
@@ -65,12 +103,20 @@ async function databaseKind(db, external) {
 
 /**
  * Starts everything. Options: runId, log, cpuProfileDir (start the API with --cpu-prof into that directory),
+ * workerLogLevel (LOG_LEVEL of the worker, default warn; debug for the webhook suite's batch timings),
  * onCleanup(cleanup) (called at once with the cleanup function, for signal handlers).
- * Returns { runId, stateDir, apiUrl, constantUrl, mongoUrl, dbName, db, tenant, dbKind, children, cleanup }.
+ * Returns { runId, stateDir, apiUrl, constantUrl, mongoUrl, dbName, db, repos, tenant, dbKind, children,
+ * childEnv (the servers' environment), stackPids ({ mongo, temporal } of a private stack),
+ * onWorkerLog(fn) (each parsed worker log line; returns an unsubscribe function), cleanup }.
  */
-export async function startEnvironment({ runId, log = console.log, cpuProfileDir = null, onCleanup = () => {} }) {
+export async function startEnvironment({ runId, log = console.log, cpuProfileDir = null, workerLogLevel = 'warn', onCleanup = () => {} }) {
   const stateDir = path.join(repoRoot, '.devstack', `bench-${runId}`);
-  const env = { runId, stateDir, children: {}, dbName: `hb_bench_${runId.replace(/-/g, '_')}` };
+  const env = { runId, stateDir, children: {}, workerLogLevel, dbName: `hb_bench_${runId.replace(/-/g, '_')}` };
+  const workerLogListeners = new Set();
+  env.onWorkerLog = (fn) => {
+    workerLogListeners.add(fn);
+    return () => workerLogListeners.delete(fn);
+  };
   let mongo = null;
   let cleaning = null;
 
@@ -117,8 +163,10 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
       PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
     };
     env.apiUrl = `http://127.0.0.1:${apiPort}`;
+    env.childEnv = childEnv;
+    env.stackPids = { ...(stack.pids ?? {}) };
 
-    env.children.worker = startNode('worker/main.js', childEnv, 'worker');
+    env.children.worker = startWorker({ ...childEnv, LOG_LEVEL: workerLogLevel }, workerLogListeners);
     const workerExit = exitAsError(env.children.worker, 'the worker process');
     const profileArgs = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
     env.children.api = startNodeWith(profileArgs, 'api/main.js', childEnv, 'api');

@@ -11,30 +11,78 @@ function table(headers, rows, alignRight) {
   return [line(headers), widths.map((w) => '-'.repeat(w)).join('-|-'), ...rows.map(line)].join('\n');
 }
 
-/** { name, value, target, mark } for each ratio of rps (null value when a side has no successful request). */
+/**
+ * { name, value, target, mark } for each ratio of rps (null value when a side has no successful request).
+ * A spec may instead carry its own `value` (an absolute figure against its target, e.g. events/s or a p99
+ * in ms; `atMost: true` when lower is better, `unit` for display, `kind: 'target'` or `'info'`).
+ */
 export function computeRatios(ratios) {
-  return ratios.map(({ name, of, to, target, note }) => {
-    const value = of.rps > 0 && to.rps > 0 ? Math.round((of.rps / to.rps) * 1000) / 1000 : null;
-    const mark = target === null ? 'info' : value === null ? 'n/a' : value >= target ? 'PASS' : 'BELOW';
-    return { name, value, target, mark, ...(note ? { note } : {}) };
+  return ratios.map(({ name, of, to, target, note, atMost, unit, kind, ...rest }) => {
+    const own = 'value' in rest;
+    const value = own
+      ? rest.value
+      : of.rps > 0 && to.rps > 0 ? Math.round((of.rps / to.rps) * 1000) / 1000 : null;
+    const met = value !== null && (atMost ? value < target : value >= target);
+    const mark = target === null ? 'info' : value === null ? 'n/a' : met ? 'PASS' : 'BELOW';
+    return {
+      name,
+      value,
+      target,
+      mark,
+      ...(own ? { kind: kind ?? 'target', ...(atMost ? { atMost: true } : {}), ...(unit ? { unit } : {}) } : {}),
+      ...(note ? { note } : {}),
+    };
   });
 }
 
-export function formatReport({ results, ratios, machine, dbKind, config, notes = [] }) {
-  const rows = results.map((r) => [r.name, fmt(r.rps, 1), fmt(r.p50Ms, 2), fmt(r.p99Ms, 2), String(r.errors)]);
-  const out = ['', table(['scenario', 'req/s', 'p50 ms', 'p99 ms', 'errors'], rows, [false, true, true, true, true]), ''];
-  const nameWidth = Math.max(...ratios.map((r) => r.name.length));
-  for (const r of ratios) {
-    const value = r.value === null ? '  n/a' : r.value.toFixed(2).padStart(5);
-    const target = r.target === null ? `(secondary${r.note ? `: ${r.note}` : ''})` : `(target >= ${r.target})`;
-    out.push(`ratio ${r.name.padEnd(nameWidth)}  ${value}  ${target}${r.target === null ? '' : `  ${r.mark}`}`);
+function webhookTable(results) {
+  const rows = results.map((r) => [
+    r.name + (r.complete ? '' : ' (INCOMPLETE)'),
+    `${r.delivered}/${r.expectedDeliveries}`,
+    fmt(r.seconds, 1),
+    fmt(r.eventsPerSec, 0),
+    fmt(r.deliveriesPerSec, 0),
+    fmt(r.p50Ms, 0),
+    fmt(r.p99Ms, 0),
+    fmt(r.maxMs, 0),
+    String(r.duplicates),
+    String(r.errors),
+  ]);
+  return table(
+    ['webhook scenario', 'delivered', 's', 'events/s', 'deliv/s', 'p50 ms', 'p99 ms', 'max ms', 'dups', 'errors'],
+    rows,
+    [false, true, true, true, true, true, true, true, true, true],
+  );
+}
+
+function ratioLine(r, nameWidth) {
+  if (r.kind) {
+    const value = r.value === null ? '  n/a' : `${Number.isInteger(r.value) ? r.value : r.value.toFixed(1)}${r.unit ?? ''}`.padStart(9);
+    if (r.target === null) return `info  ${r.name.padEnd(nameWidth)}  ${value}  (${r.note ?? 'secondary'})`;
+    return `target ${r.name.padEnd(nameWidth - 1)}  ${value}  (target ${r.atMost ? '<' : '>='} ${r.target}${r.unit ?? ''})  ${r.mark}`;
   }
+  const value = r.value === null ? '  n/a' : r.value.toFixed(2).padStart(5);
+  const target = r.target === null ? `(secondary${r.note ? `: ${r.note}` : ''})` : `(target >= ${r.target})`;
+  return `ratio ${r.name.padEnd(nameWidth)}  ${value}  ${target}${r.target === null ? '' : `  ${r.mark}`}`;
+}
+
+export function formatReport({ results, ratios, machine, dbKind, config, notes = [] }) {
+  const plain = results.filter((r) => r.kind !== 'webhook');
+  const webhook = results.filter((r) => r.kind === 'webhook');
+  const out = [''];
+  if (plain.length) {
+    const rows = plain.map((r) => [r.name, fmt(r.rps, 1), fmt(r.p50Ms, 2), fmt(r.p99Ms, 2), String(r.errors)]);
+    out.push(table(['scenario', 'req/s', 'p50 ms', 'p99 ms', 'errors'], rows, [false, true, true, true, true]), '');
+  }
+  if (webhook.length) out.push(webhookTable(webhook), '');
+  const nameWidth = Math.max(0, ...ratios.map((r) => r.name.length));
+  for (const r of ratios) out.push(ratioLine(r, nameWidth));
   out.push(
     '',
     `machine: ${machine.cpus} cpus (${machine.cpuModel}), ${machine.memoryGb} GB, ${machine.platform}`,
     `node ${machine.node}; database ${dbKind}`,
-    `load: ${config.concurrency} concurrent, ${config.warmupSeconds} s warm-up + ${config.seconds} s per scenario; ` +
-      `load average ${machine.loadAverage.join(' ')} before, ${machine.loadAverageAfter.join(' ')} after`,
+    ...(plain.length ? [`load: ${config.concurrency} concurrent, ${config.warmupSeconds} s warm-up + ${config.seconds} s per scenario`] : []),
+    `load average ${machine.loadAverage.join(' ')} before, ${machine.loadAverageAfter.join(' ')} after`,
     ...notes,
   );
   return out.join('\n');

@@ -1,0 +1,114 @@
+// The fast local webhook receiver of `npm run bench` (webhook suite), in its own process so it never shares an
+// event loop with the publisher. Started with fork(): reports { port } over IPC, exits on SIGTERM/SIGINT or
+// when the parent goes away.
+//
+// Every POST is answered 200 at once. Requests are grouped by run: the `bench_run` field of the event data
+// (the envelope is `{event_type, data: {..., bench_run, sent_at}, ...}`). Within a run a delivery is the pair
+// (path, webhook-id) -- each endpoint has its own path, and the same event reaches 10 endpoints under one
+// webhook-id. For each delivery the first arrival time (Date.now(), the same machine clock as the publisher)
+// is kept, and latency = first arrival - data.sent_at (stamped just before publishing); later arrivals of
+// the same delivery count as duplicates.
+//
+// IPC requests { id, cmd: 'stats' | 'latency' | 'forget', run } are answered with { id, ...result }.
+import http from 'node:http';
+
+const runs = new Map();
+const SENT_AT = /"sent_at":(\d+)/;
+const RUN = /"bench_run":"([^"]+)"/;
+
+function runState(name) {
+  let r = runs.get(name);
+  if (!r) {
+    r = { requests: 0, duplicates: 0, noId: 0, first: new Map(), latencies: [], firstAt: null, lastAt: null };
+    runs.set(name, r);
+  }
+  return r;
+}
+
+const server = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const at = Date.now();
+    res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 2 });
+    res.end('ok');
+    const body = Buffer.concat(chunks).toString('utf8');
+    const r = runState(RUN.exec(body)?.[1] ?? '(untagged)');
+    r.requests++;
+    const webhookId = req.headers['webhook-id'];
+    if (!webhookId) {
+      r.noId++;
+      return;
+    }
+    const key = `${req.url} ${webhookId}`;
+    if (r.first.has(key)) {
+      r.duplicates++;
+      return;
+    }
+    r.first.set(key, at);
+    r.firstAt = r.firstAt === null ? at : Math.min(r.firstAt, at);
+    r.lastAt = r.lastAt === null ? at : Math.max(r.lastAt, at);
+    const sentAt = Number(SENT_AT.exec(body)?.[1]);
+    if (Number.isFinite(sentAt)) r.latencies.push(at - sentAt);
+  });
+});
+// Longer than any pause between batches: the sender's keep-alive sockets are not closed under it (a socket the
+// server closes just as the client reuses it is a connection error, i.e. a failed first attempt).
+server.keepAliveTimeout = 120_000;
+server.headersTimeout = 125_000;
+server.requestTimeout = 0;
+
+function percentile(sorted, p) {
+  if (!sorted.length) return null;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
+}
+
+function answer(msg) {
+  const r = runs.get(msg.run);
+  if (msg.cmd === 'stats') {
+    if (!r) return { requests: 0, unique: 0, duplicates: 0, noId: 0, firstAt: null, lastAt: null };
+    return { requests: r.requests, unique: r.first.size, duplicates: r.duplicates, noId: r.noId, firstAt: r.firstAt, lastAt: r.lastAt };
+  }
+  if (msg.cmd === 'latency') {
+    const sorted = Float64Array.from(r?.latencies ?? []).sort();
+    const sum = sorted.reduce((a, b) => a + b, 0);
+    return {
+      count: sorted.length,
+      p50Ms: percentile(sorted, 50),
+      p90Ms: percentile(sorted, 90),
+      p99Ms: percentile(sorted, 99),
+      maxMs: sorted.length ? sorted[sorted.length - 1] : null,
+      meanMs: sorted.length ? Math.round((sum / sorted.length) * 100) / 100 : null,
+    };
+  }
+  if (msg.cmd === 'forget') {
+    runs.delete(msg.run);
+    return { ok: true };
+  }
+  return { error: `unknown command ${msg.cmd}` };
+}
+
+process.on('message', (msg) => {
+  if (!msg || typeof msg !== 'object' || msg.id === undefined) return;
+  let reply;
+  try {
+    reply = answer(msg);
+  } catch (err) {
+    reply = { error: err.message };
+  }
+  process.send?.({ id: msg.id, ...reply });
+});
+
+server.listen(0, '127.0.0.1', () => {
+  process.send?.({ port: server.address().port });
+});
+
+const stop = () => {
+  server.close(() => process.exit(0));
+  server.closeAllConnections();
+  setTimeout(() => process.exit(0), 2000).unref();
+};
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);
+process.once('disconnect', stop);

@@ -1,0 +1,747 @@
+// Webhook-delivery scenarios of `npm run bench` (issue #3 §4) and their baseline: events per second end to
+// end, publish -> delivered latency p50/p99, with 1 and with 10 endpoints, against plain HTTP POSTs of the
+// same bodies from this process to the same receiver.
+//
+// The receiver (webhook-receiver.mjs) is a child process on 127.0.0.1 that answers 200 at once and keeps
+// each delivery's first-arrival time; it is the clock for "delivered". Events are published from this
+// process with the real publishEvent() of dist/ (same code the api uses) to a team whose endpoints were
+// created through the management API; the real worker process delivers them through Temporal.
+//
+// Per endpoint count k (each on its own team, so runs never see each other's events):
+//   1. baseline throughput: N events x k POSTs, BENCH_WEBHOOK_BASELINE_CONCURRENCY (64) in closed loops;
+//   2. delivery throughput: N events published by BENCH_WEBHOOK_PUBLISHERS (64) closed-loop publishers,
+//      timed from the first publish to the last first-arrival (the latency of this run is "saturated");
+//   3. delivery latency: a paced run at BENCH_WEBHOOK_RATE events/s (200; at most half the rate measured in
+//      2, so the system is not saturated) for BENCH_WEBHOOK_PACED_SECONDS (10); latency = first arrival -
+//      the time taken just before publishEvent() (data.sent_at);
+//   4. baseline latency: the same pacing with plain POSTs.
+// Where the time goes: the worker's 'webhook batch' debug lines (n, bundles, scanMs, sendMs, writeMs; the
+// worker runs with LOG_LEVEL=debug when this suite is selected), the CPU time each process used during the
+// run (/proc/<pid>/stat), the publish calls' own latency; and the worker's peak memory (VmHWM).
+//
+//   BENCH_WEBHOOK_EVENTS=5000      events of the 1-endpoint throughput run
+//   BENCH_WEBHOOK_EVENTS_10=1000   events of the throughput run with more endpoints (x10 deliveries with 10)
+//   BENCH_WEBHOOK_ENDPOINTS=1,10   endpoint counts to run
+//   BENCH_WEBHOOK_TIMEOUT_SECONDS=180  per throughput run (paced runs: 60 s after the window); then the
+//                                      partial figures are reported, and the next run waits up to
+//   BENCH_WEBHOOK_DRAIN_SECONDS=120    for the backlog to drain (reported: whether the late deliveries came)
+import { fork } from 'node:child_process';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { repoRoot, stopChild } from '../setup.mjs';
+import { distModule } from './environment.mjs';
+import { httpClient } from './load.mjs';
+
+const EVENT_TYPE = 'daily.data.steps.created';
+const USER_ID = '3f6c2a9e-7d41-4b0a-9c3e-5a8b1d2e4f60';
+const CLIENT_USER_ID = 'bench-client-user';
+const PROGRESS_EVERY_MS = 5000;
+const POLL_MS = 200;
+const SETTLE_TIMEOUT_MS = 30_000;
+const PACED_TIMEOUT_MS = 60_000; // after the pacing window
+const CLK_TCK = 100; // Linux USER_HZ
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
+const plural = (k) => `${k} endpoint${k === 1 ? '' : 's'}`;
+
+function numberEnv(name, fallback, { integer = false, min = 0 } = {}) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
+    throw new Error(`${name}=${raw} is not a valid ${integer ? 'integer' : 'number'} >= ${min}`);
+  }
+  return value;
+}
+
+/** The suite's settings from BENCH_WEBHOOK_* (throws on a bad value: call it before starting anything). */
+export function webhookSettings() {
+  const counts = (process.env.BENCH_WEBHOOK_ENDPOINTS || '1,10').split(',').map((s) => Number(s.trim()));
+  if (!counts.length || counts.some((k) => !Number.isInteger(k) || k < 1 || k > 50)) {
+    throw new Error(`BENCH_WEBHOOK_ENDPOINTS=${process.env.BENCH_WEBHOOK_ENDPOINTS} must be a comma-separated list of integers 1..50`);
+  }
+  return {
+    endpointCounts: counts,
+    events1: numberEnv('BENCH_WEBHOOK_EVENTS', 5000, { integer: true, min: 1 }),
+    eventsMany: numberEnv('BENCH_WEBHOOK_EVENTS_10', 1000, { integer: true, min: 1 }),
+    publishers: numberEnv('BENCH_WEBHOOK_PUBLISHERS', 64, { integer: true, min: 1 }),
+    baselineConcurrency: numberEnv('BENCH_WEBHOOK_BASELINE_CONCURRENCY', 64, { integer: true, min: 1 }),
+    rate: numberEnv('BENCH_WEBHOOK_RATE', 200, { min: 1 }),
+    pacedSeconds: numberEnv('BENCH_WEBHOOK_PACED_SECONDS', 10, { min: 1 }),
+    timeoutSeconds: numberEnv('BENCH_WEBHOOK_TIMEOUT_SECONDS', 180, { min: 5 }),
+    drainSeconds: numberEnv('BENCH_WEBHOOK_DRAIN_SECONDS', 120, { min: 0 }),
+  };
+}
+
+// ------------------------------------------------------------------------------------------ receiver
+
+async function startReceiver() {
+  const child = fork(path.join(repoRoot, 'scripts', 'bench', 'webhook-receiver.mjs'), [], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const pending = new Map();
+  let nextId = 0;
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the webhook receiver did not report its port within 20 s')), 20_000);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`the webhook receiver exited during start-up (${signal ?? `exit code ${code}`})`));
+    });
+    child.on('message', (msg) => {
+      if (msg && msg.port !== undefined) {
+        clearTimeout(timer);
+        resolve(msg.port);
+      } else if (msg && msg.id !== undefined) {
+        pending.get(msg.id)?.(msg);
+        pending.delete(msg.id);
+      }
+    });
+  });
+  const ask = (cmd, run) =>
+    new Promise((resolve, reject) => {
+      if (child.exitCode !== null || child.signalCode !== null) return reject(new Error('the webhook receiver has exited'));
+      const id = nextId++;
+      const timer = setTimeout(() => {
+        pending.delete(id);
+        reject(new Error(`the webhook receiver did not answer '${cmd}' within 10 s`));
+      }, 10_000);
+      pending.set(id, (msg) => {
+        clearTimeout(timer);
+        if (msg.error) reject(new Error(`webhook receiver: ${msg.error}`));
+        else resolve(msg);
+      });
+      child.send({ id, cmd, run });
+    });
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid, child, ask, stop: () => stopChild(child, 5000) };
+}
+
+// ------------------------------------------------------------------------------------------ /proc readings
+
+function procStatus(pid) {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? NaN);
+    return { rssMb: round(kb('VmRSS') / 1024, 1), hwmMb: round(kb('VmHWM') / 1024, 1) };
+  } catch {
+    return null;
+  }
+}
+
+/** CPU seconds (user + system) a process has used so far, or null. */
+function cpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) / CLK_TCK;
+  } catch {
+    return null;
+  }
+}
+
+function cpuMeter(pids) {
+  const read = () => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid ? cpuSeconds(pid) : null]));
+  const before = read();
+  const started = performance.now();
+  return () => {
+    const after = read();
+    const seconds = (performance.now() - started) / 1000;
+    const out = { wallSeconds: round(seconds, 2) };
+    for (const name of Object.keys(pids)) {
+      if (before[name] === null || after[name] === null) continue;
+      const used = after[name] - before[name];
+      out[name] = { cpuSeconds: round(used, 2), pctOfOneCore: round((used / seconds) * 100, 0) };
+    }
+    return out;
+  };
+}
+
+// ------------------------------------------------------------------------------------------ worker batch lines
+
+function batchCollector(env) {
+  let entries = [];
+  let lines = 0;
+  const off = env.onWorkerLog((e) => {
+    lines++;
+    if (e.msg === 'webhook batch') entries.push(e);
+  });
+  return {
+    /** The batch lines since the last take(), and how many log lines the worker wrote meanwhile. */
+    take() {
+      const got = entries;
+      got.logLines = lines;
+      entries = [];
+      lines = 0;
+      return got;
+    },
+    close: off,
+  };
+}
+
+/** Aggregates the worker's 'webhook batch' lines of one run. */
+function summarizeBatches(entries, wallMs) {
+  if (!entries.length) return entries.logLines ? { workerLogLines: entries.logLines, batches: 0 } : null;
+  const sum = (f) => entries.reduce((a, e) => a + (Number(e[f]) || 0), 0);
+  const n = sum('n');
+  const scanMs = sum('scanMs');
+  const sendMs = sum('sendMs');
+  const writeMs = sum('writeMs');
+  // Between batches of one endpoint: activity completion -> workflow task -> next activity, plus the
+  // endpoint read before the activity's own clock starts. pino's `time` is when the line was logged (= end).
+  let gapMs = 0;
+  let gaps = 0;
+  const byEndpoint = new Map();
+  for (const e of entries) {
+    if (!byEndpoint.has(e.endpointId)) byEndpoint.set(e.endpointId, []);
+    byEndpoint.get(e.endpointId).push(e);
+  }
+  for (const list of byEndpoint.values()) {
+    list.sort((a, b) => a.time - b.time);
+    for (let i = 1; i < list.length; i++) {
+      const start = list[i].time - list[i].scanMs - list[i].sendMs - list[i].writeMs;
+      const gap = start - list[i - 1].time;
+      if (gap >= 0) {
+        gapMs += gap;
+        gaps++;
+      }
+    }
+  }
+  const busy = scanMs + sendMs + writeMs;
+  return {
+    workerLogLines: entries.logLines,
+    batches: entries.length,
+    deliveries: n,
+    meanBatch: round(n / entries.length, 1),
+    maxBatch: Math.max(...entries.map((e) => e.n)),
+    meanBundlesScanned: round(sum('bundles') / entries.length, 1),
+    scanMs,
+    sendMs,
+    writeMs,
+    perBatchMs: { scan: round(scanMs / entries.length, 1), send: round(sendMs / entries.length, 1), write: round(writeMs / entries.length, 1) },
+    sharePct: busy > 0 ? { scan: round((scanMs / busy) * 100, 0), send: round((sendMs / busy) * 100, 0), write: round((writeMs / busy) * 100, 0) } : null,
+    meanGapBetweenBatchesMs: gaps ? round(gapMs / gaps, 1) : null,
+    // Share of the run each endpoint's dispatcher spent inside the activity's timed part (mean over endpoints).
+    activityBusyPct: wallMs > 0 ? round((busy / byEndpoint.size / wallMs) * 100, 0) : null,
+  };
+}
+
+// ------------------------------------------------------------------------------------------ Temporal history
+
+/**
+ * Activity attempts of the endpoints' dispatcher workflows (every run, incl. continued-as-new ones): how many
+ * batches ran, how many were retries, and why the previous attempt failed (e.g. a heartbeat timeout: the
+ * batch may then have run twice). Reads the histories, so call it when the runs are over.
+ */
+async function dispatcherRetries(client, workflowIds) {
+  const out = { workflowRuns: 0, activities: 0, retried: 0, reasons: {} };
+  for (const workflowId of workflowIds) {
+    const runIds = [];
+    try {
+      for await (const wf of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) runIds.push(wf.runId);
+    } catch {
+      // visibility unavailable: the latest run only
+    }
+    if (!runIds.length) runIds.push(undefined);
+    for (const runId of runIds) {
+      const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+      out.workflowRuns++;
+      for (const e of history.events ?? []) {
+        const started = e.activityTaskStartedEventAttributes;
+        if (!started) continue;
+        out.activities++;
+        if ((started.attempt ?? 1) > 1) {
+          out.retried++;
+          const reason = started.lastFailure?.message ?? 'unknown';
+          out.reasons[reason] = (out.reasons[reason] ?? 0) + 1;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------ load shapes
+
+/** `count` operations in `concurrency` closed loops; returns { ok, errors, firstError, latencies (ms) }. */
+async function closedLoop(count, concurrency, op) {
+  let next = 0;
+  const out = { ok: 0, errors: 0, firstError: null, latencies: [] };
+  const loop = async () => {
+    while (next < count) {
+      const seq = next++;
+      const started = performance.now();
+      try {
+        await op(seq);
+        out.ok++;
+        out.latencies.push(performance.now() - started);
+      } catch (err) {
+        out.errors++;
+        out.firstError ??= err?.message ?? String(err);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, loop));
+  return out;
+}
+
+/** `rate` operations per second for `seconds` (open loop: started on schedule, whatever is in flight). */
+async function pacedLoop(rate, seconds, op) {
+  const total = Math.max(1, Math.round(rate * seconds));
+  const out = { ok: 0, errors: 0, firstError: null, latencies: [] };
+  const inFlight = new Set();
+  const started = performance.now();
+  let launched = 0;
+  while (launched < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * rate) + 1);
+    while (launched < due) {
+      const seq = launched++;
+      const t = performance.now();
+      const p = op(seq).then(
+        () => {
+          out.ok++;
+          out.latencies.push(performance.now() - t);
+        },
+        (err) => {
+          out.errors++;
+          out.firstError ??= err?.message ?? String(err);
+        },
+      );
+      inFlight.add(p);
+      p.finally(() => inFlight.delete(p));
+    }
+    await sleep(2);
+  }
+  await Promise.all(inFlight);
+  return out;
+}
+
+function percentiles(values) {
+  const sorted = Float64Array.from(values).sort();
+  const at = (p) => (sorted.length ? sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1] : null);
+  return { p50Ms: round(at(50)), p99Ms: round(at(99)), maxMs: round(sorted.length ? sorted[sorted.length - 1] : null) };
+}
+
+// ------------------------------------------------------------------------------------------ the suite
+
+/**
+ * Waits until the receiver has seen `expected()` deliveries of `run` (or the deadline), printing progress.
+ * `sampleMemory` is called at each poll.
+ */
+async function waitDelivered({ receiver, run, expected, deadline, label, log, progress, sampleMemory }) {
+  let stats = await receiver.ask('stats', run);
+  let lastLog = performance.now();
+  let lastCount = 0;
+  while (stats.unique < expected() && Date.now() < deadline) {
+    await sleep(POLL_MS);
+    sampleMemory();
+    stats = await receiver.ask('stats', run);
+    if (performance.now() - lastLog >= PROGRESS_EVERY_MS) {
+      const rate = (stats.unique - lastCount) / ((performance.now() - lastLog) / 1000);
+      log(`bench: ${label}: ${progress()}delivered ${stats.unique}/${expected()} (${Math.round(rate)}/s now)`);
+      lastLog = performance.now();
+      lastCount = stats.unique;
+    }
+  }
+  return { ...stats, polledAt: Date.now() };
+}
+
+export async function webhookSuite(env, { log = console.log } = {}) {
+  const settings = webhookSettings();
+  const [{ publishEvent }, { loadConfig }, { connectTemporal }, { createLogger }, catalogue, { workflowIds }] = await Promise.all([
+    distModule('lib/events.js'),
+    distModule('lib/config.js'),
+    distModule('lib/temporal.js'),
+    distModule('lib/logger.js'),
+    distModule('schemas/event-catalogue.js'),
+    distModule('workflows/ids.js'),
+  ]);
+  const sample = catalogue.findEventType(EVENT_TYPE)?.sample ?? { user_id: USER_ID };
+  const config = loadConfig({ ...process.env, ...env.childEnv });
+  const repos = env.repos;
+
+  const cleanups = [];
+  const results = [];
+  const ratios = [];
+  const notes = [];
+  const workerPid = env.children.worker.pid;
+  let workerRssPeakMb = 0;
+  const sampleMemory = () => {
+    const s = procStatus(workerPid);
+    if (s?.rssMb > workerRssPeakMb) workerRssPeakMb = s.rssMb;
+    return s;
+  };
+
+  try {
+    const receiver = await startReceiver();
+    cleanups.push(() => receiver.stop());
+    const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
+    cleanups.push(() => temporal.connection.close());
+    const deps = { config, repos, temporal: { client: temporal.client, taskQueue: temporal.taskQueue }, logger: createLogger('warn', 'bench-publisher') };
+    const batches = batchCollector(env);
+    cleanups.push(() => batches.close());
+
+    const mgmtKey = await repos.tenancy.createManagementKey(env.tenant.orgId, 'bench-webhooks', 'org_admin', []);
+    const mgmt = httpClient(env.apiUrl, { headers: { 'x-management-key': mgmtKey.value } });
+    cleanups.push(() => mgmt.close());
+    const post = httpClient(receiver.url);
+    cleanups.push(() => post.close());
+
+    const pids = {
+      bench: process.pid,
+      receiver: receiver.pid,
+      worker: workerPid,
+      api: env.children.api.pid,
+      database: env.stackPids?.mongo,
+      temporal: env.stackPids?.temporal,
+    };
+    log(
+      `bench: webhooks: receiver ${receiver.url} (pid ${receiver.pid}); worker pid ${workerPid} ` +
+        `(LOG_LEVEL=${env.workerLogLevel ?? 'debug'}); ${settings.publishers} publishers, baseline ${settings.baselineConcurrency} concurrent`,
+    );
+
+    for (const k of settings.endpointCounts) {
+      const n = k === 1 ? settings.events1 : settings.eventsMany;
+      const team = await repos.tenancy.createTeam(env.tenant.orgId, `Bench webhooks ${k}`, 'sandbox', 'us');
+      const hooksPath = `/v1/org/${env.tenant.orgId}/team/${team._id}/sandbox/webhook`;
+      const paths = [];
+      const endpointIds = [];
+      for (let i = 0; i < k; i++) {
+        paths.push(`/hook/${k}/${i}`);
+        const res = await mgmt.expect(200, 'POST', hooksPath, { body: { url: `${receiver.url}/hook/${k}/${i}`, description: `bench ${k}/${i}` }, json: true });
+        endpointIds.push(res.json.id);
+      }
+      log(`bench: webhooks: team ${team._id} with ${plural(k)} -> ${receiver.url}/hook/${k}/*`);
+
+      // One event's body and headers as the worker sends them (lib/events.ts envelopeOf; signing per Standard Webhooks).
+      const secret = randomBytes(32);
+      const baselineRequest = (run, seq) => {
+        const body = JSON.stringify({
+          event_type: EVENT_TYPE,
+          data: { ...sample, bench_run: run, seq, sent_at: Date.now() },
+          team_id: team._id,
+          user_id: USER_ID,
+          client_user_id: CLIENT_USER_ID,
+        });
+        const id = randomUUID();
+        const ts = String(Math.floor(Date.now() / 1000));
+        const sig = `v1,${createHmac('sha256', secret).update(`${id}.${ts}.${body}`).digest('base64')}`;
+        const headers = {
+          'user-agent': 'Healthbridge-Webhooks/1.0',
+          'content-type': 'application/json',
+          'webhook-id': id,
+          'webhook-timestamp': ts,
+          'webhook-signature': sig,
+          'svix-id': id,
+          'svix-timestamp': ts,
+          'svix-signature': sig,
+        };
+        return { body, headers };
+      };
+      /** One baseline "event": the same body POSTed to every endpoint path (k requests at once). */
+      const baselineEvent = async (run, seq) => {
+        const { body, headers } = baselineRequest(run, seq);
+        await Promise.all(paths.map((p) => post.expect(200, 'POST', p, { headers, body })));
+      };
+      // The last batch's records (and its 'webhook batch' line) are written after the receiver has seen its
+      // POSTs: wait for the team's queue to empty before reading the worker's figures.
+      // (FerretDB filters nothing but _id in the database: each probe reads the whole queue, so poll gently.)
+      const queueEmpty = async () => !(await env.db.collection('webhook_queue').findOne({ team_id: team._id }, { projection: { _id: 1 } }));
+      const settle = async () => {
+        const deadline = Date.now() + SETTLE_TIMEOUT_MS;
+        while (Date.now() < deadline && !(await queueEmpty())) await sleep(1000);
+        await sleep(500);
+      };
+      /**
+       * After a run that did not complete in time: waits (receiver counts; the queue) until every delivery of
+       * `runs` has arrived or BENCH_WEBHOOK_DRAIN_SECONDS passed, so the next run starts from an empty queue,
+       * and records on each result whether and when its late deliveries came.
+       */
+      const drain = async (runs) => {
+        const late = runs.filter((r) => !r.complete);
+        if (!late.length || settings.drainSeconds === 0) return;
+        const started = Date.now();
+        const deadline = started + settings.drainSeconds * 1000;
+        log(`bench: webhooks ${plural(k)}: waiting up to ${settings.drainSeconds} s for the backlog to drain before going on...`);
+        let lastLog = Date.now();
+        let stats = [];
+        for (;;) {
+          stats = await Promise.all(late.map((r) => receiver.ask('stats', r.run)));
+          const arrived = stats.every((st, i) => st.unique >= late[i].expectedDeliveries - late[i].errors * k);
+          if ((arrived && (await queueEmpty())) || Date.now() >= deadline) break;
+          if (Date.now() - lastLog >= 10_000) {
+            log(`bench: webhooks ${plural(k)}: draining: ${late.map((r, i) => `${r.name} ${stats[i].unique}/${r.expectedDeliveries}`).join(', ')}`);
+            lastLog = Date.now();
+          }
+          await sleep(1000);
+        }
+        late.forEach((r, i) => {
+          const waited = round((Date.now() - (r.gaveUpAt ?? started)) / 1000, 1);
+          r.eventually = { delivered: stats[i].unique, duplicates: stats[i].duplicates, complete: stats[i].unique >= r.expectedDeliveries - r.errors * k, afterDrainSeconds: waited };
+          delete r.gaveUpAt;
+          log(
+            `bench: ${r.name}: ${r.eventually.complete ? 'all' : 'still only'} ${stats[i].unique}/${r.expectedDeliveries} delivered after ` +
+              `${waited} s more (${stats[i].duplicates} duplicates in all)`,
+          );
+        });
+      };
+
+      const publishOne = (run, seq) =>
+        publishEvent(deps, {
+          teamId: team._id,
+          eventType: EVENT_TYPE,
+          data: { ...sample, bench_run: run, seq, sent_at: Date.now() },
+          userId: USER_ID,
+          clientUserId: CLIENT_USER_ID,
+          idempotencyKey: `${run}-${seq}`,
+        });
+
+      const finish = async ({ name, run, kind, events, load, t0, stats, extra = {} }) => {
+        const lat = await receiver.ask('latency', run);
+        const expected = events * k;
+        const elapsedS = stats.lastAt !== null ? (stats.lastAt - t0) / 1000 : null;
+        const delivered = stats.unique;
+        const result = {
+          name,
+          suite: 'webhooks',
+          kind: 'webhook',
+          shape: kind,
+          endpoints: k,
+          events,
+          expectedDeliveries: expected,
+          delivered,
+          complete: delivered >= expected,
+          seconds: round(elapsedS, 2),
+          eventsPerSec: elapsedS ? round(delivered / k / elapsedS, 1) : null,
+          deliveriesPerSec: elapsedS ? round(delivered / elapsedS, 1) : null,
+          rps: elapsedS ? round(delivered / elapsedS, 1) : 0,
+          ok: delivered,
+          p50Ms: lat.p50Ms,
+          p90Ms: lat.p90Ms,
+          p99Ms: lat.p99Ms,
+          maxMs: lat.maxMs,
+          meanMs: lat.meanMs,
+          duplicates: stats.duplicates,
+          errors: load.errors,
+          firstError: load.firstError,
+          sendCallMs: percentiles(load.latencies),
+          ...extra,
+        };
+        if (!result.complete) result.gaveUpAt = stats.polledAt;
+        result.run = run; // the receiver keeps its figures until this endpoint count is done (drain)
+        log(
+          `bench: ${name}: ${delivered}/${expected} delivered in ${result.seconds} s = ${result.eventsPerSec} events/s ` +
+            `(${result.deliveriesPerSec} deliveries/s), latency p50 ${result.p50Ms} ms p99 ${result.p99Ms} ms, ` +
+            `${stats.duplicates} duplicates, ${load.errors} send errors` +
+            (result.complete ? '' : ` -- INCOMPLETE after ${round((stats.polledAt - t0) / 1000, 0)} s`),
+        );
+        if (load.firstError) log(`bench: ${name}: first error: ${load.firstError}`);
+        results.push(result);
+        return result;
+      };
+
+      const runBaselineThroughput = async () => {
+        const run = `base-tput-${k}`;
+        const name = `plain POST baseline, ${plural(k)}`;
+        log(`bench: ${name} ... ${n} events x ${k} POSTs, ${settings.baselineConcurrency} concurrent`);
+        const t0 = Date.now();
+        const cpu = cpuMeter(pids);
+        // Flattened so the concurrency counts requests, like the worker's batches do. (With k > 1 each request
+        // has its own webhook-id; the receiver keys by path + id, so every request is one delivery.)
+        const load = await closedLoop(n * k, settings.baselineConcurrency, async (i) => {
+          const { body, headers } = baselineRequest(run, Math.floor(i / k));
+          return post.expect(200, 'POST', paths[i % k], { headers, body });
+        });
+        const stats = await waitDelivered({
+          receiver, run, expected: () => (n * k) - load.errors, deadline: t0 + settings.timeoutSeconds * 1000, label: name, log,
+          progress: () => '', sampleMemory,
+        });
+        return finish({ name, run, kind: 'throughput', events: n, load, t0, stats, extra: { cpu: cpu() } });
+      };
+
+      const runDeliveryThroughput = async () => {
+        const run = `tput-${k}`;
+        const name = `webhook delivery, ${plural(k)}`;
+        log(`bench: ${name} ... ${n} events (${n * k} deliveries), ${settings.publishers} concurrent publishers`);
+        batches.take();
+        const t0 = Date.now();
+        const cpu = cpuMeter(pids);
+        let published = 0;
+        let publishedAt = null;
+        const loadPromise = closedLoop(n, settings.publishers, async (seq) => {
+          await publishOne(run, seq);
+          published++;
+        }).then((load) => {
+          publishedAt = Date.now();
+          return load;
+        });
+        let load = null;
+        loadPromise.then((l) => (load = l));
+        const stats = await waitDelivered({
+          receiver, run, deadline: t0 + settings.timeoutSeconds * 1000, label: name, log, sampleMemory,
+          expected: () => (load ? load.ok * k : n * k),
+          progress: () => (load ? '' : `published ${published}/${n}, `),
+        });
+        load = await loadPromise;
+        await settle();
+        const cpuUsed = cpu();
+        const wallMs = stats.lastAt !== null ? stats.lastAt - t0 : Date.now() - t0;
+        const worker = summarizeBatches(batches.take(), wallMs);
+        return finish({
+          name, run, kind: 'throughput', events: n, load, t0, stats,
+          extra: {
+            publishSeconds: round((publishedAt - t0) / 1000, 2),
+            publishPerSec: round(load.ok / ((publishedAt - t0) / 1000), 1),
+            worker,
+            cpu: cpuUsed,
+          },
+        });
+      };
+
+      const runPaced = async ({ rate, baseline }) => {
+        const run = `${baseline ? 'base-' : ''}paced-${k}`;
+        const name = `${baseline ? 'plain POST baseline' : 'webhook delivery'}, ${plural(k)}, paced ${round(rate, 0)}/s`;
+        log(`bench: ${name} ... ${settings.pacedSeconds} s`);
+        batches.take();
+        const t0 = Date.now();
+        const cpu = cpuMeter(pids);
+        const total = Math.max(1, Math.round(rate * settings.pacedSeconds));
+        let sent = 0;
+        let load = null;
+        const loadPromise = pacedLoop(rate, settings.pacedSeconds, async (seq) => {
+          await (baseline ? baselineEvent(run, seq) : publishOne(run, seq));
+          sent++;
+        });
+        loadPromise.then((l) => (load = l));
+        const stats = await waitDelivered({
+          receiver, run, deadline: t0 + settings.pacedSeconds * 1000 + PACED_TIMEOUT_MS, label: name, log, sampleMemory,
+          expected: () => (load ? load.ok * k : total * k),
+          progress: () => (load ? '' : `${baseline ? 'sent' : 'published'} ${sent}/${total}, `),
+        });
+        load = await loadPromise;
+        const events = load.ok + load.errors;
+        if (!baseline) await settle();
+        const cpuUsed = cpu();
+        const worker = baseline ? null : summarizeBatches(batches.take(), stats.lastAt !== null ? stats.lastAt - t0 : Date.now() - t0);
+        // Saturated: deliveries fell behind the offered rate (first to last arrival took over 1.2 x the pacing
+        // window, i.e. under ~83% of the offered rate), so the latency includes queueing.
+        const span = stats.lastAt !== null ? stats.lastAt - stats.firstAt : Infinity;
+        const saturated = span > 1.2 * settings.pacedSeconds * 1000 || stats.unique < load.ok * k;
+        return finish({
+          name: saturated ? `${name} (saturated)` : name,
+          run, kind: 'latency', events, load, t0, stats,
+          extra: { rate: round(rate, 1), saturated, ...(worker ? { worker } : {}), cpu: cpuUsed },
+        });
+      };
+
+      const baseTput = await runBaselineThroughput();
+      const tput = await runDeliveryThroughput();
+      await drain([tput]);
+      // Not saturated: at most half the rate just measured (and at most BENCH_WEBHOOK_RATE).
+      const rate = Math.max(1, Math.min(settings.rate, tput.eventsPerSec ? tput.eventsPerSec / 2 : settings.rate));
+      const paced = await runPaced({ rate, baseline: false });
+      await drain([paced]);
+      const basePaced = await runPaced({ rate, baseline: true });
+      for (const r of [baseTput, tput, paced, basePaced]) await receiver.ask('forget', r.run);
+
+      // Bookkeeping after both runs: every delivery has its terminal record, attempts add up, nothing left queued.
+      const w = env.db;
+      const [attempts, failedAttempts, succeeded, queued] = await Promise.all([
+        w.collection('webhook_attempts').countDocuments({ team_id: team._id }),
+        w.collection('webhook_attempts').countDocuments({ team_id: team._id, status_code: { $ne: 200 } }),
+        w.collection('webhook_deliveries').countDocuments({ team_id: team._id, status: 'succeeded' }),
+        w.collection('webhook_queue').countDocuments({ team_id: team._id }),
+      ]);
+      const published = tput.events - tput.errors + paced.events - paced.errors;
+      let temporalRetries = null;
+      try {
+        temporalRetries = await dispatcherRetries(temporal.client, endpointIds.map((id) => workflowIds.webhookDispatch(id)));
+      } catch (err) {
+        log(`bench: webhooks: could not read the dispatcher histories: ${err.message}`);
+      }
+      const bookkeeping = { published, expectedDeliveries: published * k, succeededRecords: succeeded, attempts, failedAttempts, stillQueued: queued, temporalRetries };
+      tput.bookkeeping = bookkeeping;
+      const reasons = temporalRetries ? Object.entries(temporalRetries.reasons).map(([m, c]) => `${c}x ${m}`).join('; ') : '';
+      const retryText = temporalRetries
+        ? `${temporalRetries.activities} dispatcher activities, ${temporalRetries.retried} of them retries${reasons ? ` (${reasons})` : ''}`
+        : 'dispatcher histories not read';
+      log(
+        `bench: webhooks ${plural(k)}: ${published} events published, ${succeeded}/${published * k} deliveries recorded succeeded, ` +
+          `${attempts} attempts (${failedAttempts} failed), ${queued} bundles still queued; ${retryText}`,
+      );
+      notes.push(
+        `bookkeeping, ${plural(k)}: ${succeeded}/${published * k} deliveries recorded succeeded, ${attempts} attempts, ` +
+          (failedAttempts ? `${failedAttempts} FAILED (their latency includes the retry delay)` : 'none failed (every latency above is a first attempt)') +
+          `, ${queued} bundles left queued; ${retryText}`,
+      );
+
+      ratios.push({ name: `webhook delivery / plain POST, ${plural(k)} (deliveries/s)`, of: tput, to: baseTput, target: null, note: 'pipeline cost over raw HTTP' });
+      if (k === 1) {
+        ratios.push({ kind: 'target', name: `delivered events/s, ${plural(k)}`, value: tput.eventsPerSec, target: 1000, unit: '/s' });
+      }
+      ratios.push({ kind: 'target', name: `first-attempt latency p99 ms, ${plural(k)} (paced ${round(rate, 0)}/s${paced.saturated ? ', saturated' : ''})`, value: paced.p99Ms, target: 1000, atMost: true, unit: ' ms' });
+      ratios.push({
+        name: `latency p50 over plain POST, ${plural(k)} (paced, ms)`,
+        value: paced.p50Ms !== null && basePaced.p50Ms !== null ? round(paced.p50Ms - basePaced.p50Ms, 1) : null,
+        target: null,
+        kind: 'info',
+        unit: ' ms',
+        note: 'added latency',
+      });
+    }
+
+    // Where the time goes, and the worker's memory.
+    const mem = procStatus(workerPid);
+    const workerMemory = { vmHwmMb: mem?.hwmMb ?? null, vmRssMb: mem?.rssMb ?? null, sampledRssPeakMb: workerRssPeakMb || null };
+    notes.push(...whereTheTimeGoes(results), `worker peak memory: VmHWM ${workerMemory.vmHwmMb} MB (RSS now ${workerMemory.vmRssMb} MB, sampled peak during the runs ${workerMemory.sampledRssPeakMb} MB)`);
+    for (const r of results.filter((x) => x.eventually)) {
+      const e = r.eventually;
+      notes.push(
+        `late: ${r.name}: ${r.delivered}/${r.expectedDeliveries} delivered within its timeout; ` +
+          (e.complete ? `the rest arrived within ${e.afterDrainSeconds} s more` : `still ${r.expectedDeliveries - e.delivered} missing ${e.afterDrainSeconds} s later`),
+      );
+    }
+    const dupsOf = (r) => r.eventually?.duplicates ?? r.duplicates;
+    const dups = results.filter((r) => dupsOf(r) > 0);
+    notes.push(dups.length ? `duplicates seen (same webhook-id again): ${dups.map((r) => `${r.name}: ${dupsOf(r)}`).join('; ')}` : 'duplicates seen: none');
+    return { results, ratios, notes, details: { settings, workerMemory } };
+  } finally {
+    for (const fn of cleanups.reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        log(`bench: webhooks cleanup: ${err.message}`);
+      }
+    }
+  }
+}
+
+function whereTheTimeGoes(results) {
+  const lines = [];
+  for (const r of results) {
+    if (!r.worker && !r.cpu) continue;
+    const parts = [];
+    if (r.worker?.batches === 0) parts.push(`worker: no 'webhook batch' lines among its ${r.worker.workerLogLines} log lines`);
+    else if (r.worker) {
+      const b = r.worker;
+      parts.push(
+        `worker: ${b.batches} batches, mean ${b.meanBatch} deliveries (max ${b.maxBatch}, ${b.meanBundlesScanned} bundles read); per batch ` +
+          `scan ${b.perBatchMs.scan} + send ${b.perBatchMs.send} + write ${b.perBatchMs.write} ms (${b.sharePct?.scan}/${b.sharePct?.send}/${b.sharePct?.write}%), ` +
+          `${b.meanGapBetweenBatchesMs ?? '-'} ms between batches ` +
+          `(Temporal round trip + endpoint read); dispatcher busy ${b.activityBusyPct}% of the run; ${b.workerLogLines} worker log lines`,
+      );
+    } else if (r.shape === 'throughput' && r.name.startsWith('webhook')) parts.push("worker: no 'webhook batch' lines (is the worker at LOG_LEVEL=debug?)");
+    if (r.publishSeconds !== undefined) parts.push(`publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`);
+    if (r.cpu) {
+      const cpu = Object.entries(r.cpu)
+        .filter(([k, v]) => k !== 'wallSeconds' && v && v.cpuSeconds > 0.05)
+        .sort((a, b) => b[1].cpuSeconds - a[1].cpuSeconds)
+        .map(([k, v]) => `${k} ${v.cpuSeconds} s (${v.pctOfOneCore}%)`);
+      parts.push(`cpu over ${r.cpu.wallSeconds} s: ${cpu.join(', ')}`);
+    }
+    lines.push(`${r.name}:\n    ${parts.join('\n    ')}`);
+  }
+  return lines.length ? ['where the time goes (cpu % of one core; 2 cores = 200%):', ...lines.map((l) => `  ${l}`)] : [];
+}
