@@ -243,6 +243,20 @@ describe('retries and endpoint health', () => {
       [3, 200, 'scheduled'],
     ]);
     expect(sorted[0]).toMatchObject({ error_class: 'http_500', response_body: 'boom', webhook_id: hook.id });
+
+    // The endpoint's attempt log pages newest first with next_cursor, each attempt exactly once.
+    const seen: number[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { status: number; body: { data: { attempt: number }[]; next_cursor: string | null } } = await mgmt.get(
+        `${base}/${hook.id}/attempts?limit=1${cursor ? `&next_cursor=${encodeURIComponent(cursor)}` : ''}`,
+      );
+      expect(page.status).toBe(200);
+      expect(page.body.data).toHaveLength(1);
+      seen.push(page.body.data[0].attempt);
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    expect(seen).toEqual([3, 2, 1]);
     await mgmt.del(`${base}/${hook.id}`);
   });
 
@@ -427,5 +441,27 @@ describe('SSRF guard at delivery time', () => {
     const allowed = await postWebhook(url, '{}', {}, 2000, { requireHttps: false, allowLoopback: true, allowlist: [] });
     expect(allowed.statusCode).toBe(200);
     expect(rx.requests).toHaveLength(1);
+  });
+});
+
+describe('user erasure', () => {
+  test("erasing a user removes its events and attempts and keeps everyone else's", async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    const gone = '7f9e3a10-0000-4000-8000-000000000001';
+    const kept = '7f9e3a10-0000-4000-8000-000000000002';
+    const a = await publish('labtest.order.created', { n: 1 }, { userId: gone });
+    const b = await publish('labtest.order.created', { n: 2 }, { userId: kept });
+    await rx.waitFor(2);
+    const attemptsOf = async (eventId: string) => (await mgmt.get(`${base}/events/${eventId}/attempts`)).body.data.length;
+    await eventually(async () => (await attemptsOf(a.id)) === 1 && (await attemptsOf(b.id)) === 1, 20000, 'attempts recorded');
+
+    const erased = await app.deps.repos.webhooks.eraseForUser(tenant.teamId, gone);
+    expect(erased).toBeGreaterThanOrEqual(2); // the event and its attempt (and its delivery record)
+    expect(await app.deps.repos.webhooks.getEvent(a.id)).toBeNull();
+    expect(await attemptsOf(a.id)).toBe(0);
+    expect(await app.deps.repos.webhooks.getEvent(b.id)).not.toBeNull();
+    expect(await attemptsOf(b.id)).toBe(1);
+    await mgmt.del(`${base}/${hook.id}`);
   });
 });
