@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { fanOutEvents, wakeDispatcher, type EventDeps } from '../lib/events';
-import type { AttemptDoc, DeliveryDoc, EndpointDoc, QueueDoc, QueueItem } from '../lib/repositories/webhooks';
+import type { AttemptDoc, DeliveryDoc, EndpointDoc, QueueDoc, QueueEntry, QueueItem } from '../lib/repositories/webhooks';
 import { SIGNATURE_HEADERS, signatureHeaders } from '../lib/webhook-signing';
 import { guardedLookup, isAllowlisted, refusedAddressReason, urlPolicyFromConfig, type UrlPolicy } from '../lib/url-safety';
 import { nextAttemptDelay, parseRetryAfter } from '../workflows/webhook-retry';
@@ -116,7 +116,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
   async function drain(endpointId: string, status: 'failed' | 'cancelled', reason: string): Promise<DispatchResult> {
     const bundles = await w.queuedForEndpoint(endpointId, 100);
     const now = new Date();
-    const items = (await Promise.all(bundles.map((b) => w.bundleItems(b._id)))).flat();
+    const items = (await Promise.all(bundles.map((b) => w.bundleItems(b)))).flat();
     await w.recordDeliveries(items.map((q) => terminal(endpointId, q, status, { last_status_code: q.last_status_code, last_error: reason, attempts: q.attempts }, now)));
     await w.dequeue(bundles.map((b) => b._id));
     return { more: bundles.length === 100, waitMs: 0, nextDueInMs: null, stop: bundles.length < 100 };
@@ -153,7 +153,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     // Take due items, soonest bundle first, up to the batch limit.
     const due: QueueItem[] = [];
     const emptied: string[] = [];
-    let partial: { id: string; rest: QueueItem[] } | null = null;
+    let partial: { entry: QueueEntry; rest: QueueItem[] } | null = null;
     let moreDue = false;
     let soonest: number | null = null;
     for (const b of bundles) {
@@ -167,10 +167,10 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
         continue;
       }
       const room = limit - due.length;
-      const items = await w.bundleItems(b._id);
+      const items = await w.bundleItems(b);
       due.push(...items.slice(0, room));
       if (items.length > room) {
-        partial = { id: b._id, rest: items.slice(room) };
+        partial = { entry: b, rest: items.slice(room) };
         moreDue = true;
       } else emptied.push(b._id);
     }
@@ -243,11 +243,15 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
 
     // Attempts, terminal records and retries first, then the claimed bundles leave the queue: a crash in
     // between sends the batch again (duplicates allowed, same webhook-id).
+    const t0 = Date.now();
     await w.insertAttempts(attempts);
+    const t1 = Date.now();
     await w.recordDeliveries(finished);
+    const t2 = Date.now();
     await w.enqueue(retries);
-    if (partial) await w.replaceQueuedItems(partial.id, partial.rest);
+    if (partial) await w.replaceQueuedItems(partial.entry, partial.rest);
     await w.dequeue(emptied);
+    const writeSplit = { attemptsMs: t1 - t0, recordsMs: t2 - t1, queueMs: Date.now() - t2 };
 
     if (gone) {
       await w.disableEndpoint(endpointId, 'gone');
@@ -265,7 +269,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     }
 
     const endedAt = Date.now();
-    logger.debug({ endpointId, n: due.length, bundles: bundles.length, scanMs: tScan - startedAt, sendMs: now.getTime() - tScan, writeMs: endedAt - now.getTime() }, 'webhook batch');
+    logger.debug({ endpointId, n: due.length, bundles: bundles.length, scanMs: tScan - startedAt, sendMs: now.getTime() - tScan, writeMs: endedAt - now.getTime(), ...writeSplit }, 'webhook batch');
     const rateWait = endpoint.rate_limit ? Math.max(0, startedAt + (1000 * due.length) / endpoint.rate_limit - endedAt) : 0;
     return {
       more: moreDue || gone || (rateWait > 0 && soonest !== null && soonest <= endedAt + rateWait),
@@ -307,6 +311,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
       }
       await fanOutEvents(deps, events);
       await w.deleteOutbox(orphans);
+      await w.dropUnreferencedItemBuckets();
       const endpoints = await w.endpointsWithOverdue(cutoff, 10000);
       await Promise.all(endpoints.map((id) => wakeDispatcher(deps, id)));
       if (events.length || endpoints.length) logger.info({ fannedOut: events.length, woken: endpoints.length }, 'webhook sweeper repaired stranded work');

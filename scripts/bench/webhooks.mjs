@@ -221,6 +221,12 @@ function summarizeBatches(entries, wallMs) {
     sendMs,
     writeMs,
     perBatchMs: { scan: round(scanMs / entries.length, 1), send: round(sendMs / entries.length, 1), write: round(writeMs / entries.length, 1) },
+    // The write step split: attempt log, terminal delivery records, queue changes.
+    writeSplitPerBatchMs: {
+      attempts: round(sum('attemptsMs') / entries.length, 1),
+      records: round(sum('recordsMs') / entries.length, 1),
+      queue: round(sum('queueMs') / entries.length, 1),
+    },
     sharePct: busy > 0 ? { scan: round((scanMs / busy) * 100, 0), send: round((sendMs / busy) * 100, 0), write: round((writeMs / busy) * 100, 0) } : null,
     meanGapBetweenBatchesMs: gaps ? round(gapMs / gaps, 1) : null,
     // Share of the run each endpoint's dispatcher spent inside the activity's timed part (mean over endpoints).
