@@ -116,7 +116,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
   async function drain(endpointId: string, status: 'failed' | 'cancelled', reason: string): Promise<DispatchResult> {
     const bundles = await w.queuedForEndpoint(endpointId, 100);
     const now = new Date();
-    const items = (await Promise.all(bundles.map((b) => w.bundleItems(b)))).flat();
+    const items = (await Promise.all(bundles.map((b) => w.bundleItems(b._id)))).flat();
     await w.recordDeliveries(items.map((q) => terminal(endpointId, q, status, { last_status_code: q.last_status_code, last_error: reason, attempts: q.attempts }, now)));
     await w.dequeue(bundles.map((b) => b._id));
     return { more: bundles.length === 100, waitMs: 0, nextDueInMs: null, stop: bundles.length < 100 };
@@ -167,7 +167,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
         continue;
       }
       const room = limit - due.length;
-      const items = await w.bundleItems(b);
+      const items = await w.bundleItems(b._id);
       due.push(...items.slice(0, room));
       if (items.length > room) {
         partial = { entry: b, rest: items.slice(room) };
@@ -175,6 +175,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
       } else emptied.push(b._id);
     }
     if (bundles.length === 100 && !moreDue) moreDue = bundles.every((b) => b.next_attempt_at.getTime() <= startedAt);
+    const tLoaded = Date.now();
     if (!due.length) {
       await w.dequeue(emptied);
       return { more: false, waitMs: 0, nextDueInMs: soonest === null ? null : Math.max(0, soonest - startedAt), stop: false };
@@ -249,7 +250,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     await w.recordDeliveries(finished);
     const t2 = Date.now();
     await w.enqueue(retries);
-    if (partial) await w.replaceQueuedItems(partial.entry, partial.rest);
+    if (partial) await w.replaceQueuedItems(partial.entry._id, partial.rest);
     await w.dequeue(emptied);
     const writeSplit = { attemptsMs: t1 - t0, recordsMs: t2 - t1, queueMs: Date.now() - t2 };
 
@@ -269,7 +270,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     }
 
     const endedAt = Date.now();
-    logger.debug({ endpointId, n: due.length, bundles: bundles.length, scanMs: tScan - startedAt, sendMs: now.getTime() - tScan, writeMs: endedAt - now.getTime(), ...writeSplit }, 'webhook batch');
+    logger.debug({ endpointId, n: due.length, bundles: bundles.length, scanMs: tScan - startedAt, loadMs: tLoaded - tScan, sendMs: now.getTime() - tLoaded, writeMs: endedAt - now.getTime(), ...writeSplit }, 'webhook batch');
     const rateWait = endpoint.rate_limit ? Math.max(0, startedAt + (1000 * due.length) / endpoint.rate_limit - endedAt) : 0;
     return {
       more: moreDue || gone || (rateWait > 0 && soonest !== null && soonest <= endedAt + rateWait),
@@ -311,7 +312,6 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
       }
       await fanOutEvents(deps, events);
       await w.deleteOutbox(orphans);
-      await w.dropUnreferencedItemBuckets();
       const endpoints = await w.endpointsWithOverdue(cutoff, 10000);
       await Promise.all(endpoints.map((id) => wakeDispatcher(deps, id)));
       if (events.length || endpoints.length) logger.info({ fannedOut: events.length, woken: endpoints.length }, 'webhook sweeper repaired stranded work');

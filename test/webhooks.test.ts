@@ -465,33 +465,3 @@ describe('user erasure', () => {
     await mgmt.del(`${base}/${hook.id}`);
   });
 });
-
-describe('queue housekeeping', () => {
-  test('hourly item collections are dropped once no queued bundle points into them', async () => {
-    const w = app.deps.repos.webhooks;
-    const db = app.deps.db;
-    const old = `webhook_queue_items_${'1999010100'}`;
-    const referenced = `webhook_queue_items_${'1999010101'}`;
-    await db.collection(old).insertOne({ _id: 'orphan' } as never);
-    await db.collection(referenced).insertOne({ _id: 'still-queued', items: [] } as never);
-    const entry = {
-      _id: `housekeeping-${Date.now()}`,
-      team_id: tenant.teamId,
-      endpoint_id: 'no-such-endpoint',
-      next_attempt_at: new Date('2999-01-01'),
-      created_at: new Date(),
-      size: 0,
-      items_bucket: '1999010101',
-      items_id: 'still-queued',
-    };
-    await w.queue.insertOne(entry);
-    const dropped = await w.dropUnreferencedItemBuckets();
-    expect(dropped).toContain(old);
-    expect(dropped).not.toContain(referenced);
-    const names = (await db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name);
-    expect(names).not.toContain(old);
-    expect(names).toContain(referenced);
-    await w.dequeue([entry._id]);
-    expect(await w.dropUnreferencedItemBuckets()).toContain(referenced);
-  });
-});

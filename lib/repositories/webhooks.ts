@@ -93,7 +93,7 @@ export interface QueueItem {
  * group of retries. Bundling keeps the hot queue a handful of documents even at thousands of events per
  * second, so claiming and completing a batch costs O(1) database operations.
  */
-export interface QueueDoc extends Omit<QueueEntry, 'size' | 'items_bucket' | 'items_id'> {
+export interface QueueDoc extends Omit<QueueEntry, 'size'> {
   items: QueueItem[];
 }
 
@@ -109,24 +109,12 @@ export interface QueueEntry {
   next_attempt_at: Date;
   created_at: Date;
   size: number;
-  /** Where the items are: document `items_id` in the hourly collection `webhook_queue_items_<items_bucket>`. */
-  items_bucket: string;
-  items_id: string;
 }
 
-/**
- * Items are written once and never updated or deleted one by one: FerretDB updates and deletes even by
- * `_id` decode every document of the collection (measured: ~120 ms each with 200 queued bundles), while an
- * `_id` find is pushed down. A changed bundle gets a new items document; whole hourly collections are
- * dropped by the sweeper once no entry points into them.
- */
 interface QueueItemsDoc {
   _id: string;
   items: QueueItem[];
 }
-
-const ITEMS_PREFIX = 'webhook_queue_items_';
-const hourBucket = (d: Date) => d.toISOString().slice(0, 13).replace(/[-T]/g, '');
 
 export type DeliveryStatus = 'succeeded' | 'failed' | 'cancelled';
 
@@ -189,16 +177,18 @@ export class WebhookRepository {
   readonly events: Collection<EventDoc>;
   readonly outbox: Collection<OutboxDoc>;
   readonly queue: Collection<QueueEntry>;
+  readonly queueItems: Collection<QueueItemsDoc>;
   readonly deliveries: Collection<DeliveryDoc>;
   readonly attempts: Collection<AttemptBatchDoc>;
 
   /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable): every
    *  change runs under the endpoint's document lock, since FerretDB updates are not atomic (locks.ts). */
-  constructor(private readonly db: Db, private readonly locks: DocumentLocks) {
+  constructor(db: Db, private readonly locks: DocumentLocks) {
     this.endpoints = db.collection('webhook_endpoints');
     this.events = db.collection('webhook_events');
     this.outbox = db.collection('webhook_outbox');
     this.queue = db.collection('webhook_queue');
+    this.queueItems = db.collection('webhook_queue_items');
     this.deliveries = db.collection('webhook_deliveries');
     this.attempts = db.collection('webhook_attempts');
   }
@@ -357,20 +347,14 @@ export class WebhookRepository {
 
   // ---------------------------------------------------------------- queue (active deliveries, bundled)
 
-  private itemsCollection(bucket: string): Collection<QueueItemsDoc> {
-    return this.db.collection(`${ITEMS_PREFIX}${bucket}`);
-  }
-
   /** Idempotent by bundle id. Items first: an entry never points at missing items (a crash leaves at most
-   *  unreferenced items, dropped with their hourly collection). */
+   *  unreferenced items, which nothing reads). */
   async enqueue(docs: QueueDoc[]): Promise<void> {
     const bundles = docs.filter((d) => d.items.length);
-    if (!bundles.length) return;
-    const bucket = hourBucket(new Date());
-    await this.insertIgnoringDuplicates(this.itemsCollection(bucket), bundles.map((d) => ({ _id: d._id, items: d.items })));
+    await this.insertIgnoringDuplicates(this.queueItems, bundles.map((d) => ({ _id: d._id, items: d.items })));
     await this.insertIgnoringDuplicates(
       this.queue,
-      bundles.map(({ items, ...entry }) => ({ ...entry, size: items.length, items_bucket: bucket, items_id: entry._id })),
+      bundles.map(({ items, ...entry }) => ({ ...entry, size: items.length })),
     );
   }
 
@@ -379,36 +363,29 @@ export class WebhookRepository {
     return this.queue.find({ endpoint_id: endpointId }).sort({ next_attempt_at: 1, _id: 1 }).limit(limit).toArray();
   }
 
-  /** The items of one bundle (an `_id` find, which FerretDB pushes down). */
-  async bundleItems(entry: QueueEntry): Promise<QueueItem[]> {
-    return (await this.itemsCollection(entry.items_bucket).findOne({ _id: entry.items_id }))?.items ?? [];
+  /** The items of one bundle (an `_id` lookup, the one filter FerretDB pushes down). */
+  async bundleItems(bundleId: string): Promise<QueueItem[]> {
+    return (await this.queueItems.findOne({ _id: bundleId }))?.items ?? [];
   }
 
-  /** Keeps the unsent rest of a bundle (batch limit, erasure): a new items document, the entry repointed. */
-  async replaceQueuedItems(entry: QueueEntry, items: QueueItem[]): Promise<void> {
-    const bucket = hourBucket(new Date());
-    const itemsId = `${entry._id}~${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
-    await this.itemsCollection(bucket).insertOne({ _id: itemsId, items });
-    await this.queue.updateOne({ _id: entry._id }, { $set: { items_bucket: bucket, items_id: itemsId, size: items.length } });
+  /** Keeps the unsent rest of a bundle (rate limiting, batch limit). */
+  async replaceQueuedItems(bundleId: string, items: QueueItem[]): Promise<void> {
+    await this.queueItems.updateOne({ _id: bundleId }, { $set: { items } });
+    await this.queue.updateOne({ _id: bundleId }, { $set: { size: items.length } });
   }
 
-  /** Removes entries (small documents); their items go with their hourly collection. */
+  /**
+   * Entries first: once the entry is gone nothing reads the items. One `$in` delete per collection: FerretDB
+   * reads the whole collection for any delete, even by `_id` (measured ~120 ms per delete with 200 queued
+   * bundles), so one statement per batch beats one per bundle. Items are deleted rather than kept: every
+   * lookup reads the whole collection too, so it must stay as small as the backlog (hourly append-only item
+   * collections were tried and measured slower under steady load).
+   */
   async dequeue(bundleIds: string[]): Promise<void> {
-    await Promise.all(bundleIds.map((_id) => this.queue.deleteOne({ _id })));
-  }
-
-  /** Drops hourly item collections older than the current and previous hour that no entry points into. */
-  async dropUnreferencedItemBuckets(now = new Date()): Promise<string[]> {
-    const keep = new Set([hourBucket(now), hourBucket(new Date(now.getTime() - 3600_000))]);
-    const names = (await this.db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name);
-    const dropped: string[] = [];
-    for (const name of names.filter((n) => n.startsWith(ITEMS_PREFIX))) {
-      const bucket = name.slice(ITEMS_PREFIX.length);
-      if (keep.has(bucket) || (await this.queue.findOne({ items_bucket: bucket }, { projection: { _id: 1 } }))) continue;
-      await this.db.collection(name).drop().catch(() => undefined);
-      dropped.push(name);
+    for (const coll of [this.queue, this.queueItems] as unknown as Collection<{ _id: string }>[]) {
+      if (bundleIds.length === 1) await coll.deleteOne({ _id: bundleIds[0] });
+      else if (bundleIds.length) await coll.deleteMany({ _id: { $in: bundleIds } });
     }
-    return dropped;
   }
 
   /** Endpoints with deliveries due before `before` (the sweeper wakes their dispatchers). */
@@ -421,7 +398,7 @@ export class WebhookRepository {
   async activeItems(teamId: string, endpointId: string): Promise<(QueueItem & { next_attempt_at: Date })[]> {
     const entries = await this.queue.find({ team_id: teamId, endpoint_id: endpointId }).toArray();
     const out: (QueueItem & { next_attempt_at: Date })[] = [];
-    for (const e of entries) for (const i of await this.bundleItems(e)) out.push({ ...i, next_attempt_at: e.next_attempt_at });
+    for (const e of entries) for (const i of await this.bundleItems(e._id)) out.push({ ...i, next_attempt_at: e.next_attempt_at });
     return out;
   }
 
@@ -515,11 +492,11 @@ export class WebhookRepository {
       }
     }
     for (const entry of await this.queue.find({ team_id: teamId }).toArray()) {
-      const items = await this.bundleItems(entry);
+      const items = await this.bundleItems(entry._id);
       const keep = items.filter((i) => i.user_id !== userId);
       if (keep.length === items.length) continue;
       n += items.length - keep.length;
-      if (keep.length) await this.replaceQueuedItems(entry, keep);
+      if (keep.length) await this.replaceQueuedItems(entry._id, keep);
       else await this.dequeue([entry._id]);
     }
     return n;

@@ -222,6 +222,7 @@ function summarizeBatches(entries, wallMs) {
     writeMs,
     perBatchMs: { scan: round(scanMs / entries.length, 1), send: round(sendMs / entries.length, 1), write: round(writeMs / entries.length, 1) },
     // The write step split: attempt log, terminal delivery records, queue changes.
+    loadPerBatchMs: round(sum('loadMs') / entries.length, 1),
     writeSplitPerBatchMs: {
       attempts: round(sum('attemptsMs') / entries.length, 1),
       records: round(sum('recordsMs') / entries.length, 1),
