@@ -31,6 +31,22 @@ export interface AttemptResult {
 const RESPONSE_BODY_LIMIT = 4096;
 /** How long one dispatcher activity keeps sending back-to-back batches before handing back to the workflow. */
 const DISPATCH_BUDGET_MS = 5_000;
+/** Requests in flight to one endpoint at once (a batch may be larger: its database work is per batch). */
+const MAX_CONCURRENT_POSTS = 100;
+
+/** `fn` over `items` with at most `limit` calls pending; results in input order. */
+async function mapWithConcurrency<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  return results;
+}
 const USER_AGENT = 'Healthbridge-Webhooks/1.0';
 
 const agents = {
@@ -141,7 +157,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
    * attempt and each delivery's new state, updates the endpoint's health, and says what is left.
    * Idempotent in effect: a batch cut short by a crash is sent again (same webhook-id).
    */
-  async function deliverOneBatch(endpointId: string): Promise<DispatchResult> {
+  async function deliverOneBatch(endpointId: string, consumed: string[]): Promise<DispatchResult> {
     const endpoint = await w.getEndpoint(endpointId);
     if (!endpoint) return drain(endpointId, 'cancelled', 'endpoint_deleted');
     if (endpoint.disabled) return drain(endpointId, 'failed', 'endpoint_disabled');
@@ -156,33 +172,43 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     let partial: { entry: QueueEntry; rest: QueueItem[] } | null = null;
     let moreDue = false;
     let soonest: number | null = null;
+    // Plan from the entries' sizes, then load the chosen bundles' items in parallel.
+    const taken: { entry: QueueEntry; take: number }[] = [];
+    let planned = 0;
     for (const b of bundles) {
       const at = b.next_attempt_at.getTime();
       if (at > startedAt) {
         soonest = soonest === null ? at : Math.min(soonest, at);
         continue;
       }
-      if (due.length >= limit) {
+      if (planned >= limit) {
         moreDue = true;
         continue;
       }
-      const room = limit - due.length;
-      const items = await w.bundleItems(b._id);
-      due.push(...items.slice(0, room));
-      if (items.length > room) {
-        partial = { entry: b, rest: items.slice(room) };
-        moreDue = true;
-      } else emptied.push(b._id);
+      const size = typeof b.size === 'number' ? b.size : limit;
+      const take = Math.min(size, limit - planned);
+      taken.push({ entry: b, take });
+      planned += take;
     }
+    const loaded = await Promise.all(taken.map((t) => w.bundleItems(t.entry._id)));
+    taken.forEach(({ entry, take }, i) => {
+      const items = loaded[i];
+      due.push(...items.slice(0, take));
+      if (items.length > take) {
+        partial = { entry, rest: items.slice(take) };
+        moreDue = true;
+      } else emptied.push(entry._id);
+    });
     if (bundles.length === 100 && !moreDue) moreDue = bundles.every((b) => b.next_attempt_at.getTime() <= startedAt);
     const tLoaded = Date.now();
     if (!due.length) {
-      await w.dequeue(emptied);
+      await w.dequeueEntries(emptied);
+      consumed.push(...emptied);
       return { more: false, waitMs: 0, nextDueInMs: soonest === null ? null : Math.max(0, soonest - startedAt), stop: false };
     }
 
-    const results = await Promise.all(
-      due.map((q) => postWebhook(endpoint.url, q.body, headersFor(endpoint, q, Date.now()), q.policy.timeout_ms, urlPolicy)),
+    const results = await mapWithConcurrency(due, MAX_CONCURRENT_POSTS, (q) =>
+      postWebhook(endpoint.url, q.body, headersFor(endpoint, q, Date.now()), q.policy.timeout_ms, urlPolicy),
     );
 
     const now = new Date();
@@ -245,14 +271,17 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     // Attempts, terminal records and retries first, then the claimed bundles leave the queue: a crash in
     // between sends the batch again (duplicates allowed, same webhook-id).
     const t0 = Date.now();
-    await w.insertAttempts(attempts);
+    const rest = partial as { entry: QueueEntry; rest: QueueItem[] } | null;
+    await Promise.all([
+      w.insertAttempts(attempts),
+      w.recordDeliveries(finished),
+      w.enqueue(retries),
+      rest ? w.replaceQueuedItems(rest.entry._id, rest.rest) : undefined,
+    ]);
     const t1 = Date.now();
-    await w.recordDeliveries(finished);
-    const t2 = Date.now();
-    await w.enqueue(retries);
-    if (partial) await w.replaceQueuedItems(partial.entry._id, partial.rest);
-    await w.dequeue(emptied);
-    const writeSplit = { attemptsMs: t1 - t0, recordsMs: t2 - t1, queueMs: Date.now() - t2 };
+    await w.dequeueEntries(emptied);
+    consumed.push(...emptied);
+    const writeSplit = { recordMs: t1 - t0, dequeueMs: Date.now() - t1 };
 
     if (gone) {
       await w.disableEndpoint(endpointId, 'gone');
@@ -289,13 +318,16 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     async deliverDueWebhooks(input: { endpointId: string }): Promise<DispatchResult> {
       const deadline = Date.now() + DISPATCH_BUDGET_MS;
       const heartbeat = setInterval(() => Context.current().heartbeat(), 1000);
+      // Items of finished bundles, deleted in one statement at the end (a crash leaves them to the sweeper).
+      const consumed: string[] = [];
       try {
         for (;;) {
-          const r = await deliverOneBatch(input.endpointId);
+          const r = await deliverOneBatch(input.endpointId, consumed);
           if (!r.more || r.stop || r.waitMs > 0 || Date.now() >= deadline) return r;
         }
       } finally {
         clearInterval(heartbeat);
+        await w.deleteItems(consumed);
       }
     },
 
@@ -312,6 +344,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
       }
       await fanOutEvents(deps, events);
       await w.deleteOutbox(orphans);
+      await w.deleteOrphanItems(new Date(Date.now() - 10 * 60_000));
       const endpoints = await w.endpointsWithOverdue(cutoff, 10000);
       await Promise.all(endpoints.map((id) => wakeDispatcher(deps, id)));
       if (events.length || endpoints.length) logger.info({ fannedOut: events.length, woken: endpoints.length }, 'webhook sweeper repaired stranded work');

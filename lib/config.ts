@@ -76,7 +76,12 @@ export const ConfigSchema = Type.Object({
     default: '',
     description: 'Comma-separated host:port entries always accepted as webhook targets (e.g. local receivers), whatever they resolve to.',
   }),
-  WEBHOOK_BATCH_SIZE: Type.Integer({ minimum: 1, maximum: 1000, default: 200, description: 'Deliveries one dispatcher activity sends concurrently.' }),
+  WEBHOOK_BATCH_SIZE: Type.Integer({
+    minimum: 1,
+    maximum: 1000,
+    default: 500,
+    description: 'Deliveries one dispatcher batch takes (its database work is per batch; at most 100 requests to one endpoint are in flight).',
+  }),
   WEBHOOK_SWEEP_INTERVAL_MS: Type.Integer({
     minimum: 100,
     default: 30000,

@@ -17,7 +17,7 @@ let rx: Receiver;
 
 function startWorker(): ChildProcess {
   const child = spawn(process.execPath, [path.join(__dirname, '..', 'dist', 'worker', 'main.js')], {
-    env: { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, LOG_LEVEL: 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' },
+    env: { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   return child;
@@ -103,10 +103,10 @@ describe('the sweeper repairs what a crash left behind', () => {
     await w.insertEvents([
       { _id: id, team_id: tenant.teamId, idempotency_key: id, event_type: 'labtest.order.created', data: { crashed: true }, user_id: null, client_user_id: null, created_at: createdAt, only_endpoint_id: null },
     ]);
-    await sweepRx.waitFor(1, 30000);
+    await sweepRx.waitFor(1, 90000);
     expect(sweepRx.requests.map((r) => r.headers['webhook-id'])).toContain(id);
     expect(await w.inOutbox(id)).toBe(false);
-  }, 60000);
+  }, 120000);
 
   test('a queued delivery whose dispatcher was never woken is delivered', async () => {
     const w = app.deps.repos.webhooks;
@@ -140,7 +140,7 @@ describe('the sweeper repairs what a crash left behind', () => {
         ],
       },
     ]);
-    await sweepRx.waitFor(before + 1, 30000);
+    await sweepRx.waitFor(before + 1, 90000);
     expect(sweepRx.requests.slice(before).map((r) => r.headers['webhook-id'])).toContain(event._id);
-  }, 60000);
+  }, 120000);
 });

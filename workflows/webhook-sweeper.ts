@@ -7,7 +7,8 @@ export interface WebhookSweeperInput {
 }
 
 const { sweepWebhooks } = proxyActivities<WebhookDeliveryActivities>({
-  startToCloseTimeout: '5 minutes',
+  // Short: a sweep takes well under a second, and a sweep lost with a crashed worker is retried this soon.
+  startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 

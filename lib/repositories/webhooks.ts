@@ -114,6 +114,7 @@ export interface QueueEntry {
 interface QueueItemsDoc {
   _id: string;
   items: QueueItem[];
+  created_at: Date;
 }
 
 export type DeliveryStatus = 'succeeded' | 'failed' | 'cancelled';
@@ -351,7 +352,7 @@ export class WebhookRepository {
    *  unreferenced items, which nothing reads). */
   async enqueue(docs: QueueDoc[]): Promise<void> {
     const bundles = docs.filter((d) => d.items.length);
-    await this.insertIgnoringDuplicates(this.queueItems, bundles.map((d) => ({ _id: d._id, items: d.items })));
+    await this.insertIgnoringDuplicates(this.queueItems, bundles.map((d) => ({ _id: d._id, items: d.items, created_at: new Date() })));
     await this.insertIgnoringDuplicates(
       this.queue,
       bundles.map(({ items, ...entry }) => ({ ...entry, size: items.length })),
@@ -375,17 +376,41 @@ export class WebhookRepository {
   }
 
   /**
-   * Entries first: once the entry is gone nothing reads the items. One `$in` delete per collection: FerretDB
-   * reads the whole collection for any delete, even by `_id` (measured ~120 ms per delete with 200 queued
-   * bundles), so one statement per batch beats one per bundle. Items are deleted rather than kept: every
-   * lookup reads the whole collection too, so it must stay as small as the backlog (hourly append-only item
-   * collections were tried and measured slower under steady load).
+   * Entries first: once the entry is gone nothing reads the items. `$in` rather than one delete per bundle:
+   * FerretDB reads the whole collection for any delete, even by `_id` (measured ~120 ms per delete with 200
+   * queued bundles). Items are deleted rather than kept: every lookup reads the whole collection too, so it
+   * must stay about as small as the backlog (hourly append-only item collections measured slower).
    */
   async dequeue(bundleIds: string[]): Promise<void> {
-    for (const coll of [this.queue, this.queueItems] as unknown as Collection<{ _id: string }>[]) {
-      if (bundleIds.length === 1) await coll.deleteOne({ _id: bundleIds[0] });
-      else if (bundleIds.length) await coll.deleteMany({ _id: { $in: bundleIds } });
-    }
+    await this.dequeueEntries(bundleIds);
+    await this.deleteItems(bundleIds);
+  }
+
+  /** Removes bundle entries only: the bundles are done. Their items are deleted later, in bulk. */
+  async dequeueEntries(bundleIds: string[]): Promise<void> {
+    if (bundleIds.length === 1) await this.queue.deleteOne({ _id: bundleIds[0] });
+    else if (bundleIds.length) await this.queue.deleteMany({ _id: { $in: bundleIds } });
+  }
+
+  /**
+   * Deletes the items of finished bundles in one statement (FerretDB reads the whole collection per delete,
+   * so the dispatcher collects them over its activity). Items whose bundle id is queued again meanwhile (a
+   * repeated fan-out) are kept.
+   */
+  async deleteItems(bundleIds: string[]): Promise<number> {
+    if (!bundleIds.length) return 0;
+    const live = new Set((await this.queue.find({ _id: { $in: bundleIds } }, { projection: { _id: 1 } }).toArray()).map((e) => e._id));
+    const dead = bundleIds.filter((id) => !live.has(id));
+    return dead.length ? (await this.queueItems.deleteMany({ _id: { $in: dead } })).deletedCount : 0;
+  }
+
+  /**
+   * Items left without an entry by a crash before their bulk delete (the sweeper calls this). Only items
+   * older than `before`: a bundle being enqueued has its items written just before its entry.
+   */
+  async deleteOrphanItems(before: Date): Promise<number> {
+    const ids = (await this.queueItems.find({ created_at: { $lt: before } }, { projection: { _id: 1 } }).toArray()).map((d) => d._id);
+    return this.deleteItems(ids);
   }
 
   /** Endpoints with deliveries due before `before` (the sweeper wakes their dispatchers). */

@@ -224,9 +224,8 @@ function summarizeBatches(entries, wallMs) {
     // The write step split: attempt log, terminal delivery records, queue changes.
     loadPerBatchMs: round(sum('loadMs') / entries.length, 1),
     writeSplitPerBatchMs: {
-      attempts: round(sum('attemptsMs') / entries.length, 1),
-      records: round(sum('recordsMs') / entries.length, 1),
-      queue: round(sum('queueMs') / entries.length, 1),
+      record: round(sum('recordMs') / entries.length, 1),
+      dequeue: round(sum('dequeueMs') / entries.length, 1),
     },
     sharePct: busy > 0 ? { scan: round((scanMs / busy) * 100, 0), send: round((sendMs / busy) * 100, 0), write: round((writeMs / busy) * 100, 0) } : null,
     meanGapBetweenBatchesMs: gaps ? round(gapMs / gaps, 1) : null,
