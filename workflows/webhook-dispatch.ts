@@ -11,8 +11,9 @@ export const wakeDispatcherSignal = defineSignal<[]>('wakeDispatcher');
 const { deliverDueWebhooks } = proxyActivities<WebhookDeliveryActivities>({
   startToCloseTimeout: '10 minutes',
   // A worker that dies mid-batch is noticed within this time and the batch is retried elsewhere; the same
-  // deliveries are then sent again with the same webhook-id (at-least-once).
-  heartbeatTimeout: '5 seconds',
+  // deliveries are then sent again with the same webhook-id (at-least-once). Not shorter: the SDK sends
+  // heartbeats at most every 80% of it, and a busy 2-core machine measured false timeouts at 5 s.
+  heartbeatTimeout: '20 seconds',
   // Our own transient faults only (database, Temporal); receiver failures are business outcomes handled
   // by the delivery schedule.
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
