@@ -3,6 +3,7 @@
 // load generator. Started with fork(): reports { port } over IPC, exits on SIGTERM/SIGINT or when the
 // parent goes away.
 import { createRequire } from 'node:module';
+import { serveForParent } from './child-server.mjs';
 
 const require = createRequire(import.meta.url);
 const koaModule = require('koa');
@@ -20,15 +21,4 @@ router.get('/constant', (ctx) => {
 app.use(router.routes());
 app.use(router.allowedMethods());
 
-const server = app.listen(0, '127.0.0.1', () => {
-  process.send?.({ port: server.address().port });
-});
-
-const stop = () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections();
-  setTimeout(() => process.exit(0), 2000).unref();
-};
-process.once('SIGTERM', stop);
-process.once('SIGINT', stop);
-process.once('disconnect', stop);
+serveForParent(app.listen(0, '127.0.0.1'));

@@ -12,7 +12,8 @@ const REQUEST_TIMEOUT_MS = 10_000;
 // After the window closes, in-flight operations get this long to finish before measure() gives up on them.
 const DRAIN_TIMEOUT_MS = REQUEST_TIMEOUT_MS + 5_000;
 
-function numberEnv(name, fallback, { integer = false, min = 0 } = {}) {
+/** A numeric BENCH_* variable, or `fallback`; a bad value throws naming the variable. */
+export function numberEnv(name, fallback, { integer = false, min = 0 } = {}) {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);

@@ -11,6 +11,7 @@
 //
 // IPC requests { id, cmd: 'stats' | 'latency' | 'forget', run } are answered with { id, ...result }.
 import http from 'node:http';
+import { serveForParent } from './child-server.mjs';
 
 const runs = new Map();
 const SENT_AT = /"sent_at":(\d+)/;
@@ -100,15 +101,5 @@ process.on('message', (msg) => {
   process.send?.({ id: msg.id, ...reply });
 });
 
-server.listen(0, '127.0.0.1', () => {
-  process.send?.({ port: server.address().port });
-});
-
-const stop = () => {
-  server.close(() => process.exit(0));
-  server.closeAllConnections();
-  setTimeout(() => process.exit(0), 2000).unref();
-};
-process.once('SIGTERM', stop);
-process.once('SIGINT', stop);
-process.once('disconnect', stop);
+serveForParent(server);
+server.listen(0, '127.0.0.1');

@@ -32,7 +32,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { repoRoot, stopChild } from '../setup.mjs';
 import { distModule } from './environment.mjs';
-import { httpClient } from './load.mjs';
+import { httpClient, numberEnv } from './load.mjs';
 
 const EVENT_TYPE = 'daily.data.steps.created';
 const USER_ID = '3f6c2a9e-7d41-4b0a-9c3e-5a8b1d2e4f60';
@@ -46,16 +46,6 @@ const CLK_TCK = 100; // Linux USER_HZ
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
 const plural = (k) => `${k} endpoint${k === 1 ? '' : 's'}`;
-
-function numberEnv(name, fallback, { integer = false, min = 0 } = {}) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value < min || (integer && !Number.isInteger(value))) {
-    throw new Error(`${name}=${raw} is not a valid ${integer ? 'integer' : 'number'} >= ${min}`);
-  }
-  return value;
-}
 
 /** The suite's settings from BENCH_WEBHOOK_* (throws on a bad value: call it before starting anything). */
 export function webhookSettings() {
