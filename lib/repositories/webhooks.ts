@@ -168,17 +168,6 @@ interface AttemptBatchDoc {
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
 const BATCH_SPAN_MS = 10 * 60_000;
 
-/** Successful deliveries of one dispatcher batch, stored together (the common case; see recordDeliveries). */
-interface SucceededBatchDoc {
-  _id: string;
-  team_id: string;
-  endpoint_id: string;
-  finished_at: Date;
-  event_ids: string[];
-  user_ids: string[];
-  records: DeliveryDoc[];
-}
-
 export interface Page<T> {
   items: T[];
   next: T | null;
@@ -191,7 +180,6 @@ export class WebhookRepository {
   readonly queue: Collection<QueueEntry>;
   readonly queueItems: Collection<QueueItemsDoc>;
   readonly deliveries: Collection<DeliveryDoc>;
-  readonly succeeded: Collection<SucceededBatchDoc>;
   readonly attempts: Collection<AttemptBatchDoc>;
 
   /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable): every
@@ -203,7 +191,6 @@ export class WebhookRepository {
     this.queue = db.collection('webhook_queue');
     this.queueItems = db.collection('webhook_queue_items');
     this.deliveries = db.collection('webhook_deliveries');
-    this.succeeded = db.collection('webhook_deliveries_succeeded');
     this.attempts = db.collection('webhook_attempts');
   }
 
@@ -215,9 +202,6 @@ export class WebhookRepository {
     await this.queue.createIndex({ endpoint_id: 1, next_attempt_at: 1 });
     await this.queue.createIndex({ next_attempt_at: 1 });
     await this.deliveries.createIndex({ team_id: 1, endpoint_id: 1, status: 1, created_at: 1 });
-    await this.succeeded.createIndex({ team_id: 1, endpoint_id: 1, finished_at: -1 });
-    await this.succeeded.createIndex({ team_id: 1, event_ids: 1 });
-    await this.succeeded.createIndex({ team_id: 1, user_ids: 1 });
     await this.attempts.createIndex({ team_id: 1, event_ids: 1 });
     await this.attempts.createIndex({ team_id: 1, endpoint_id: 1, timestamp: -1 });
     await this.attempts.createIndex({ team_id: 1, user_ids: 1 });
@@ -445,66 +429,21 @@ export class WebhookRepository {
 
   // ---------------------------------------------------------------- delivery records and attempts
 
-  /**
-   * Terminal records. Failed and cancelled ones are single documents (replaced by a later pass: resend,
-   * recover); successes of one batch are one document, since a record per success made the write step the
-   * largest cost of delivery on FerretDB. A success ends any earlier failed record of that delivery.
-   */
+  /** Terminal records; a later pass of the same delivery (resend, recover) replaces its record. */
   async recordDeliveries(docs: DeliveryDoc[]): Promise<void> {
-    const ok = docs.filter((d) => d.status === 'succeeded');
-    const other = docs.filter((d) => d.status !== 'succeeded');
-    const dups = await this.insertIgnoringDuplicates(this.deliveries, other);
-    for (const doc of other.filter((d) => dups.has(d._id))) await this.deliveries.replaceOne({ _id: doc._id }, doc);
-    const groups = new Map<string, DeliveryDoc[]>();
-    for (const d of ok) groups.set(`${d.team_id}|${d.endpoint_id}`, [...(groups.get(`${d.team_id}|${d.endpoint_id}`) ?? []), d]);
-    const batches: SucceededBatchDoc[] = [...groups.values()].map((records) => ({
-      _id: `${records[0]._id}@${records[0].finished_at.getTime()}`,
-      team_id: records[0].team_id,
-      endpoint_id: records[0].endpoint_id,
-      finished_at: records[0].finished_at,
-      event_ids: [...new Set(records.map((r) => r.event_id))],
-      user_ids: [...new Set(records.map((r) => r.user_id).filter((u): u is string => u !== null))],
-      records,
-    }));
-    await this.insertIgnoringDuplicates(this.succeeded, batches);
-    // Only a later pass (attempts beyond the first) can follow an earlier failed record.
-    const retried = ok.filter((d) => d.attempts > 1).map((d) => d._id);
-    if (retried.length) await this.deliveries.deleteMany({ _id: { $in: retried } });
+    const dups = await this.insertIgnoringDuplicates(this.deliveries, docs);
+    for (const doc of docs.filter((d) => dups.has(d._id))) await this.deliveries.replaceOne({ _id: doc._id }, doc);
   }
 
-  async findDelivery(teamId: string, eventId: string, endpointId: string): Promise<DeliveryDoc | null> {
-    const id = deliveryId(eventId, endpointId);
-    const single = await this.deliveries.findOne({ _id: id, team_id: teamId });
-    if (single) return single;
-    const batches = await this.succeeded.find({ team_id: teamId, event_ids: eventId, endpoint_id: endpointId }).toArray();
-    const records = batches.flatMap((b) => b.records).filter((r) => r._id === id);
-    return records.sort((a, b) => b.finished_at.getTime() - a.finished_at.getTime())[0] ?? null;
+  findDelivery(teamId: string, eventId: string, endpointId: string) {
+    return this.deliveries.findOne({ _id: deliveryId(eventId, endpointId), team_id: teamId });
   }
 
-  /** Finished deliveries of an endpoint, newest first (by creation), at most `limit`. */
-  async listDeliveries(teamId: string, endpointId: string, q: { status?: DeliveryStatus; since?: Date; until?: Date }, limit: number): Promise<DeliveryDoc[]> {
-    const inWindow = (d: DeliveryDoc) => (!q.since || d.created_at >= q.since) && (!q.until || d.created_at < q.until);
-    const out: DeliveryDoc[] = [];
-    if (q.status !== 'succeeded') {
-      const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
-      if (q.status) filter.status = q.status;
-      if (q.since || q.until) filter.created_at = { ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) };
-      out.push(...(await this.deliveries.find(filter).sort({ created_at: -1, _id: -1 }).limit(limit).toArray()));
-    }
-    if (!q.status || q.status === 'succeeded') {
-      // Batches finish after their deliveries were created: read back from the newest until `limit` match.
-      const filter: Filter<SucceededBatchDoc> = { team_id: teamId, endpoint_id: endpointId };
-      if (q.since) filter.finished_at = { $gte: q.since };
-      let found = 0;
-      for (let skip = 0; ; skip += limit + 1) {
-        const batches = await this.succeeded.find(filter).sort({ finished_at: -1, _id: -1 }).skip(skip).limit(limit + 1).toArray();
-        const records = batches.flatMap((b) => b.records).filter(inWindow);
-        out.push(...records);
-        found += records.length;
-        if (batches.length < limit + 1 || found >= limit) break;
-      }
-    }
-    return out.sort((a, b) => b.created_at.getTime() - a.created_at.getTime() || (a._id < b._id ? 1 : -1)).slice(0, limit);
+  listDeliveries(teamId: string, endpointId: string, q: { status?: DeliveryStatus; since?: Date; until?: Date }, limit: number) {
+    const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
+    if (q.status) filter.status = q.status;
+    if (q.since || q.until) filter.created_at = { ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) };
+    return this.deliveries.find(filter).sort({ created_at: -1, _id: -1 }).limit(limit).toArray();
   }
 
   /** Stores one batch's attempts as one document per (team, endpoint). */
@@ -565,17 +504,6 @@ export class WebhookRepository {
     let n = 0;
     for (const coll of [this.deliveries, this.events] as unknown as Collection<{ team_id: string; user_id: string | null }>[]) {
       n += (await coll.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
-    }
-    for (const batch of await this.succeeded.find({ team_id: teamId, user_ids: userId }).toArray()) {
-      const keep = batch.records.filter((r) => r.user_id !== userId);
-      n += batch.records.length - keep.length;
-      if (!keep.length) await this.succeeded.deleteOne({ _id: batch._id });
-      else {
-        await this.succeeded.updateOne(
-          { _id: batch._id },
-          { $set: { records: keep, event_ids: [...new Set(keep.map((r) => r.event_id))], user_ids: batch.user_ids.filter((u) => u !== userId) } },
-        );
-      }
     }
     for (const batch of await this.attempts.find({ team_id: teamId, user_ids: userId }).toArray()) {
       const keep = batch.attempts.filter((a) => a.user_id !== userId);

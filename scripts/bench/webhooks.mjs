@@ -647,12 +647,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       // Attempts are stored one document per dispatcher batch (lib/repositories/webhooks.ts): count inside them.
       const [attemptBatches, succeeded, queued] = await Promise.all([
         w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { 'attempts.status_code': 1 } }).toArray(),
-        // Successes are stored one document per dispatcher batch too.
-        w
-          .collection('webhook_deliveries_succeeded')
-          .find({ team_id: team._id }, { projection: { event_ids: 1 } })
-          .toArray()
-          .then((batches) => batches.reduce((n, b) => n + (b.event_ids?.length ?? 0), 0)),
+        w.collection('webhook_deliveries').countDocuments({ team_id: team._id, status: 'succeeded' }),
         w.collection('webhook_queue').countDocuments({ team_id: team._id }),
       ]);
       const statuses = attemptBatches.flatMap((b) => (b.attempts ?? []).map((a) => a.status_code));
