@@ -465,3 +465,27 @@ describe('user erasure', () => {
     await mgmt.del(`${base}/${hook.id}`);
   });
 });
+
+describe('delivery records', () => {
+  test('the deliveries list shows successes and failures; a successful resend replaces the failure', async () => {
+    let failA = true;
+    const rx = await receiver((r) => (failA && String(r.body).includes('"which":"A"') ? { status: 500 } : { status: 200 }));
+    const hook = await createWebhook(rx.url);
+    const a = await publish('labtest.order.created', { which: 'A' });
+    const b = await publish('labtest.order.created', { which: 'B' });
+    const list = async (status?: string) =>
+      (await mgmt.get(`${base}/${hook.id}/deliveries${status ? `?status=${status}` : ''}`)).body.data as { event_id: string; status: string; attempts: number }[];
+    await eventually(async () => (await list('failed')).some((d) => d.event_id === a.id), 20000, 'A failed for good');
+    const all = await list();
+    expect(all.find((d) => d.event_id === b.id)).toMatchObject({ status: 'succeeded', attempts: 1 });
+    expect(all.find((d) => d.event_id === a.id)).toMatchObject({ status: 'failed', attempts: 4 });
+    expect((await list('succeeded')).map((d) => d.event_id)).toEqual([b.id]);
+
+    failA = false;
+    expect((await mgmt.post(`${base}/${hook.id}/events/${a.id}/resend`)).status).toBeLessThan(300);
+    await eventually(async () => (await list('succeeded')).some((d) => d.event_id === a.id), 20000, 'A resent');
+    expect(await list('failed')).toEqual([]);
+    expect((await list('succeeded')).find((d) => d.event_id === a.id)).toMatchObject({ attempts: 5 });
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+});
