@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The embedded dev stack: a real Temporal dev server and a real MongoDB-wire database
 // (mongod if installed, else FerretDB on SQLite) on loopback, without Docker.
-// See docs in the design notes (devstack.md). Node built-ins only: this runs before `npm ci`
+// See docs in the design notes (devstack.md). Node built-ins only: this runs before dependencies are installed
 // may have finished and from CI on a fresh clone.
 //
 //   node scripts/stack.mjs ensure   locate or build the server binaries
