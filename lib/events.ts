@@ -89,12 +89,6 @@ export async function publishEvent(deps: EventDeps, input: PublishEventInput): P
   return publisherFor(deps).publish(input);
 }
 
-/** Several events at once (e.g. a batch of data from one pull). */
-export async function publishEvents(deps: EventDeps, inputs: PublishEventInput[]): Promise<PublishedEvent[]> {
-  const publisher = publisherFor(deps);
-  return Promise.all(inputs.map((i) => publisher.publish(i)));
-}
-
 /** Queues deliveries of stored events to their matching endpoints and wakes the dispatchers (idempotent). */
 export async function fanOutEvents(deps: EventDeps, events: EventDoc[]): Promise<void> {
   await publisherFor(deps).fanOut(events);

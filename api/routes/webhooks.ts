@@ -38,9 +38,9 @@ import {
   assertThisEnvironment,
   assertUrlAllowed,
   decodeCursor,
-  encodeCursor,
   endpointInTeam,
   recoverFailed,
+  pageBody,
   resendEvent,
   toWebhook,
 } from '../services/webhooks';
@@ -120,7 +120,7 @@ export const webhookRoutes = [
         cursor && { created_at: cursor.at, id: cursor.id },
         query.limit,
       );
-      return { body: { data: page.items.map(toEvent), next_cursor: page.next ? encodeCursor(page.next.created_at, page.next._id) : null } };
+      return { body: pageBody(page, toEvent, (e) => e.created_at) };
     },
   }),
   defineRoute({
@@ -137,7 +137,7 @@ export const webhookRoutes = [
       const teamId = await scope(deps, auth, params);
       const cursor = decodeCursor(query.next_cursor);
       const page = await deps.repos.webhooks.listAttempts(teamId, { eventId: params.event_id }, cursor && { timestamp: cursor.at, id: cursor.id }, query.limit);
-      return { body: { data: page.items.map(toAttempt), next_cursor: page.next ? encodeCursor(page.next.timestamp, page.next._id) : null } };
+      return { body: pageBody(page, toAttempt, (a) => a.timestamp) };
     },
   }),
   defineRoute({
@@ -154,7 +154,7 @@ export const webhookRoutes = [
       const teamId = await scope(deps, auth, params);
       const cursor = decodeCursor(query.next_cursor);
       const page = await deps.repos.webhooks.listEndpoints(teamId, cursor && { created_at: cursor.at, id: cursor.id }, query.limit);
-      return { body: { data: page.items.map(toWebhook), next_cursor: page.next ? encodeCursor(page.next.created_at, page.next._id) : null } };
+      return { body: pageBody(page, toWebhook, (e) => e.created_at) };
     },
   }),
   defineRoute({
@@ -363,7 +363,7 @@ export const webhookRoutes = [
         cursor && { timestamp: cursor.at, id: cursor.id },
         query.limit,
       );
-      return { body: { data: page.items.map(toAttempt), next_cursor: page.next ? encodeCursor(page.next.timestamp, page.next._id) : null } };
+      return { body: pageBody(page, toAttempt, (a) => a.timestamp) };
     },
   }),
   defineRoute({

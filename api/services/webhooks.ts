@@ -39,6 +39,11 @@ export async function endpointInTeam(deps: AppDeps, teamId: string, id: string):
   return endpoint;
 }
 
+/** A page of a cursor-paginated list: `{data, next_cursor}`, the cursor naming the first item of the next page. */
+export function pageBody<T extends { _id: string }, R>(page: { items: T[]; next: T | null }, render: (item: T) => R, at: (item: T) => Date) {
+  return { data: page.items.map(render), next_cursor: page.next ? encodeCursor(at(page.next), page.next._id) : null };
+}
+
 /** Opaque cursors: base64url of `<iso time>|<id>`. */
 export const encodeCursor = (at: Date, id: string) => Buffer.from(`${at.toISOString()}|${id}`).toString('base64url');
 export function decodeCursor(cursor: string | undefined): { at: Date; id: string } | null {

@@ -75,10 +75,6 @@ export class TenancyRepository {
     return this.orgs.findOne({ _id: orgId });
   }
 
-  countOrgs() {
-    return this.orgs.countDocuments({});
-  }
-
   /** Claims the one-time production bootstrap (a fixed `_id` makes concurrent runs race safely). */
   async claimBootstrap(): Promise<boolean> {
     try {

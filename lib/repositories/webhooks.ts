@@ -168,6 +168,9 @@ interface AttemptBatchDoc {
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
 const BATCH_SPAN_MS = 10 * 60_000;
 
+/** `created_at` in [since, until). */
+const createdWithin = (q: { since?: Date; until?: Date }) => ({ ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) });
+
 export interface Page<T> {
   items: T[];
   next: T | null;
@@ -319,7 +322,7 @@ export class WebhookRepository {
     const filter: Filter<EventDoc> = { team_id: teamId };
     if (q.eventType) filter.event_type = q.eventType;
     if (q.userId) filter.user_id = q.userId;
-    if (q.since || q.until) filter.created_at = { ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) };
+    if (q.since || q.until) filter.created_at = createdWithin(q);
     if (before) {
       filter.$or = [{ created_at: { $lt: before.created_at } }, { created_at: before.created_at, _id: { $lte: before.id } }];
     }
@@ -442,7 +445,7 @@ export class WebhookRepository {
   listDeliveries(teamId: string, endpointId: string, q: { status?: DeliveryStatus; since?: Date; until?: Date }, limit: number) {
     const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
     if (q.status) filter.status = q.status;
-    if (q.since || q.until) filter.created_at = { ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) };
+    if (q.since || q.until) filter.created_at = createdWithin(q);
     return this.deliveries.find(filter).sort({ created_at: -1, _id: -1 }).limit(limit).toArray();
   }
 
