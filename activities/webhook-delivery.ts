@@ -1,8 +1,7 @@
-import http from 'node:http';
-import https from 'node:https';
 import { isIP } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { Context } from '@temporalio/activity';
+import { Agent } from 'undici';
 import { fanOutEvents, wakeDispatcher, type EventDeps } from '../lib/events';
 import type { AttemptDoc, DeliveryDoc, EndpointDoc, QueueDoc, QueueEntry, QueueItem } from '../lib/repositories/webhooks';
 import { SIGNATURE_HEADERS, signatureHeaders } from '../lib/webhook-signing';
@@ -48,79 +47,124 @@ async function mapWithConcurrency<T, R>(items: T[], limit: number, fn: (item: T)
   return results;
 }
 const USER_AGENT = 'Healthbridge-Webhooks/1.0';
+/** A receiver that answers with more than this is cut off (the socket is not worth keeping). */
+const RESPONSE_READ_LIMIT = 1024 * 1024;
 
-const agents = {
-  http: new http.Agent({ keepAlive: true, maxSockets: 256 }),
-  https: new https.Agent({ keepAlive: true, maxSockets: 256 }),
-};
+/**
+ * Connection pools (keep-alive) per URL policy: one whose connections resolve DNS through the SSRF guard,
+ * one for allowlisted receivers. undici rather than node:http: measured ~2.5x less client CPU per request,
+ * and sending is most of a dispatcher batch. Redirects are never followed (3xx is a failure).
+ */
+const agents = new Map<string, Agent>();
+function agentFor(policy: UrlPolicy, allowlisted: boolean): Agent {
+  const key = allowlisted ? 'allowlisted' : JSON.stringify(policy);
+  let agent = agents.get(key);
+  if (!agent) {
+    agent = new Agent({ connections: 256, keepAliveTimeout: 30_000, connect: allowlisted ? {} : { lookup: guardedLookup(policy) } });
+    agents.set(key, agent);
+  }
+  return agent;
+}
+
+const errorClassOf = (code: string | undefined) =>
+  code === 'EREFUSEDADDRESS' ? 'refused_address' : code === 'ENOTFOUND' || code === 'EAI_AGAIN' ? 'dns_error' : 'connection_error';
 
 /** One POST; no redirects are followed (3xx is a failure); the response body is kept up to 4 KB. */
-export function postWebhook(url: string, body: string, headers: Record<string, string>, timeoutMs: number, policy: UrlPolicy): Promise<AttemptResult> {
+export async function postWebhook(url: string, body: string, headers: Record<string, string>, timeoutMs: number, policy: UrlPolicy): Promise<AttemptResult> {
   const started = Date.now();
-  return new Promise((resolve) => {
-    let settled = false;
-    const done = (r: Omit<AttemptResult, 'durationMs'>) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve({ ...r, durationMs: Date.now() - started });
-    };
-    const fail = (errorClass: string, error: string) =>
-      done({ statusCode: null, errorClass, error, responseBody: null, retryAfter: undefined });
-    let target: URL;
-    try {
-      target = new URL(url);
-    } catch {
-      return fail('invalid_url', 'The endpoint URL is not valid');
-    }
-    const host = target.hostname.replace(/^\[|\]$/g, '');
-    const allowlisted = isAllowlisted(target, policy);
-    if (!allowlisted && isIP(host)) {
-      const reason = refusedAddressReason(host, policy);
-      if (reason) return fail('refused_address', reason);
-    }
-    if (policy.requireHttps && target.protocol !== 'https:' && !allowlisted) return fail('refused_address', 'https is required');
-    const mod = target.protocol === 'https:' ? https : http;
-    const req = mod.request(target, {
+  const result = (r: Omit<AttemptResult, 'durationMs'>): AttemptResult => ({ ...r, durationMs: Date.now() - started });
+  const fail = (errorClass: string, error: string) => result({ statusCode: null, errorClass, error, responseBody: null, retryAfter: undefined });
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return fail('invalid_url', 'The endpoint URL is not valid');
+  }
+  const host = target.hostname.replace(/^\[|\]$/g, '');
+  const allowlisted = isAllowlisted(target, policy);
+  if (!allowlisted && isIP(host)) {
+    const reason = refusedAddressReason(host, policy);
+    if (reason) return fail('refused_address', reason);
+  }
+  if (policy.requireHttps && target.protocol !== 'https:' && !allowlisted) return fail('refused_address', 'https is required');
+
+  const abort = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    abort.abort();
+  }, timeoutMs);
+  try {
+    const res = await agentFor(policy, allowlisted).request({
+      origin: target.origin,
+      path: `${target.pathname}${target.search}`,
       method: 'POST',
-      agent: target.protocol === 'https:' ? agents.https : agents.http,
-      lookup: allowlisted ? undefined : guardedLookup(policy),
-      headers: { ...headers, 'content-length': Buffer.byteLength(body) },
+      headers,
+      body,
+      signal: abort.signal,
     });
-    const timer = setTimeout(() => {
-      req.destroy();
-      fail('timeout', `No response within ${timeoutMs} ms`);
-    }, timeoutMs);
-    req.on('error', (err: NodeJS.ErrnoException) => {
-      const cls = err.code === 'EREFUSEDADDRESS' ? 'refused_address' : err.code === 'ENOTFOUND' ? 'dns_error' : 'connection_error';
-      fail(cls, `${err.code ?? 'error'}: ${err.message}`);
-    });
-    req.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      let kept = 0;
-      let seen = 0;
-      res.on('data', (c: Buffer) => {
+    const chunks: Buffer[] = [];
+    let kept = 0;
+    let seen = 0;
+    try {
+      for await (const c of res.body as AsyncIterable<Buffer>) {
         seen += c.length;
         if (kept < RESPONSE_BODY_LIMIT) {
           chunks.push(c.subarray(0, RESPONSE_BODY_LIMIT - kept));
           kept += Math.min(c.length, RESPONSE_BODY_LIMIT - kept);
         }
-        if (seen > 1024 * 1024) res.destroy(); // do not read a huge answer just to keep the socket
-      });
-      const finish = () =>
-        done({
-          statusCode: res.statusCode ?? null,
-          errorClass: null,
-          error: null,
-          responseBody: Buffer.concat(chunks).toString('utf8'),
-          retryAfter: res.headers['retry-after'],
-        });
-      res.on('end', finish);
-      res.on('close', finish);
-      res.on('error', finish);
+        if (seen > RESPONSE_READ_LIMIT) {
+          res.body.destroy();
+          break;
+        }
+      }
+    } catch {
+      // A body cut short by a reset keeps what arrived (the status is what counts); a timeout is a timeout.
+    }
+    if (timedOut) return fail('timeout', `No response within ${timeoutMs} ms`);
+    const retryAfter = res.headers['retry-after'];
+    return result({
+      statusCode: res.statusCode,
+      errorClass: null,
+      error: null,
+      responseBody: Buffer.concat(chunks).toString('utf8'),
+      retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
     });
-    req.end(body);
-  });
+  } catch (err) {
+    if (timedOut) return fail('timeout', `No response within ${timeoutMs} ms`);
+    const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
+    const code = e.code ?? e.cause?.code;
+    return fail(errorClassOf(code), `${code ?? 'error'}: ${e.message}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** State of one dispatcher activity across its batches. */
+interface DispatchRun {
+  /** Bundles taken whole; their items are deleted in one statement at the end (a crash leaves them to the sweeper). */
+  consumed: string[];
+  /** The previous batch's recording, still running (it rejects if recording failed). */
+  writing: Promise<void> | null;
+  /** Bundles that recording will remove or rewrite: not taken again until it is done. */
+  writingBundles: Set<string>;
+}
+
+function startWrite(run: DispatchRun, bundleIds: string[], write: Promise<void>): void {
+  run.writingBundles = new Set(bundleIds);
+  run.writing = write;
+  write.catch(() => undefined); // observed by finishWrite; no unhandled rejection meanwhile
+}
+
+async function finishWrite(run: DispatchRun): Promise<void> {
+  const write = run.writing;
+  if (!write) return;
+  try {
+    await write;
+  } finally {
+    run.writing = null;
+    run.writingBundles = new Set();
+  }
 }
 
 export function createWebhookDeliveryActivities(deps: EventDeps) {
@@ -138,33 +182,33 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     return { more: bundles.length === 100, waitMs: 0, nextDueInMs: null, stop: bundles.length < 100 };
   }
 
-  function headersFor(endpoint: EndpointDoc, q: QueueItem, nowMs: number): Record<string, string> {
+  /** Header builder for one batch to `endpoint`: custom headers and live secrets resolved once per batch. */
+  function headersFor(endpoint: EndpointDoc, at: Date): (q: QueueItem) => Record<string, string> {
     const reserved = new Set<string>([...SIGNATURE_HEADERS, 'content-type', 'content-length', 'host']);
-    const custom: Record<string, string> = {};
-    for (const [k, v] of Object.entries(endpoint.headers ?? {})) if (!reserved.has(k.toLowerCase())) custom[k] = v;
-    const now = new Date(nowMs);
-    const secrets = endpoint.secrets.filter((s) => s.expires_at === null || s.expires_at > now).map((s) => s.key);
-    return {
-      'user-agent': USER_AGENT,
-      ...custom,
-      'content-type': 'application/json',
-      ...signatureHeaders(secrets, q.event_id, Math.floor(nowMs / 1000), q.body),
-    };
+    const fixed: Record<string, string> = { 'user-agent': USER_AGENT };
+    for (const [k, v] of Object.entries(endpoint.headers ?? {})) if (!reserved.has(k.toLowerCase())) fixed[k] = v;
+    fixed['content-type'] = 'application/json';
+    const secrets = endpoint.secrets.filter((s) => s.expires_at === null || s.expires_at > at).map((s) => s.key);
+    return (q) => ({ ...fixed, ...signatureHeaders(secrets, q.event_id, Math.floor(Date.now() / 1000), q.body) });
   }
 
   /**
-   * One batch: sends up to WEBHOOK_BATCH_SIZE of the endpoint's due deliveries concurrently, records every
-   * attempt and each delivery's new state, updates the endpoint's health, and says what is left.
-   * Idempotent in effect: a batch cut short by a crash is sent again (same webhook-id).
+   * One batch: sends up to WEBHOOK_BATCH_SIZE of the endpoint's due deliveries concurrently, then starts
+   * recording every attempt, each delivery's new state and the endpoint's health — without waiting for that
+   * write, so the next batch is sent while this one is recorded (`run.writing`; at most one write in flight,
+   * and bundles being written are not taken again). Says what is left. Idempotent in effect: a batch whose
+   * write is cut short by a crash is sent again (same webhook-id).
    */
-  async function deliverOneBatch(endpointId: string, consumed: string[]): Promise<DispatchResult> {
+  async function deliverOneBatch(endpointId: string, run: DispatchRun): Promise<DispatchResult> {
     const endpoint = await w.getEndpoint(endpointId);
-    if (!endpoint) return drain(endpointId, 'cancelled', 'endpoint_deleted');
-    if (endpoint.disabled) return drain(endpointId, 'failed', 'endpoint_disabled');
+    if (!endpoint || endpoint.disabled) {
+      await finishWrite(run);
+      return endpoint ? drain(endpointId, 'failed', 'endpoint_disabled') : drain(endpointId, 'cancelled', 'endpoint_deleted');
+    }
 
     const startedAt = Date.now();
     const limit = Math.max(1, Math.min(config.WEBHOOK_BATCH_SIZE, endpoint.rate_limit ?? Infinity));
-    const bundles = await w.queuedForEndpoint(endpointId, 100);
+    const bundles = (await w.queuedForEndpoint(endpointId, 100)).filter((b) => !run.writingBundles.has(b._id));
     const tScan = Date.now();
     // Take due items, soonest bundle first, up to the batch limit.
     const due: QueueItem[] = [];
@@ -203,13 +247,12 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     const tLoaded = Date.now();
     if (!due.length) {
       await w.dequeueEntries(emptied);
-      consumed.push(...emptied);
+      run.consumed.push(...emptied);
       return { more: false, waitMs: 0, nextDueInMs: soonest === null ? null : Math.max(0, soonest - startedAt), stop: false };
     }
 
-    const results = await mapWithConcurrency(due, MAX_CONCURRENT_POSTS, (q) =>
-      postWebhook(endpoint.url, q.body, headersFor(endpoint, q, Date.now()), q.policy.timeout_ms, urlPolicy),
-    );
+    const headers = headersFor(endpoint, new Date());
+    const results = await mapWithConcurrency(due, MAX_CONCURRENT_POSTS, (q) => postWebhook(endpoint.url, q.body, headers(q), q.policy.timeout_ms, urlPolicy));
 
     const now = new Date();
     const attempts: AttemptDoc[] = [];
@@ -270,36 +313,30 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
 
     // Attempts, terminal records and retries first, then the claimed bundles leave the queue: a crash in
     // between sends the batch again (duplicates allowed, same webhook-id).
-    const t0 = Date.now();
     const rest = partial as { entry: QueueEntry; rest: QueueItem[] } | null;
-    await Promise.all([
-      w.insertAttempts(attempts),
-      w.recordDeliveries(finished),
-      w.enqueue(retries),
-      rest ? w.replaceQueuedItems(rest.entry._id, rest.rest) : undefined,
-    ]);
-    const t1 = Date.now();
-    await w.dequeueEntries(emptied);
-    consumed.push(...emptied);
-    const writeSplit = { recordMs: t1 - t0, dequeueMs: Date.now() - t1 };
-
-    if (gone) {
-      await w.disableEndpoint(endpointId, 'gone');
-      logger.warn({ endpointId }, 'webhook endpoint answered 410 Gone: disabled');
-    } else if (anySuccess) {
-      if (endpoint.failing_since) await w.recordEndpointHealth(endpointId, { succeeded: true, at: now });
-    } else if (!endpoint.failing_since) {
-      await w.recordEndpointHealth(endpointId, { succeeded: false, at: now });
-    } else {
-      const window = due[0].policy.disable_after_ms;
-      const failingTooLong = (e: EndpointDoc) => e.failing_since !== null && now.getTime() - e.failing_since.getTime() >= window;
-      if (failingTooLong(endpoint) && (await w.disableEndpoint(endpointId, 'failing', failingTooLong))) {
-        logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
-      }
-    }
+    const record = async () => {
+      const t0 = Date.now();
+      await Promise.all([
+        w.insertAttempts(attempts),
+        w.recordDeliveries(finished),
+        w.enqueue(retries),
+        rest ? w.replaceQueuedItems(rest.entry._id, rest.rest) : undefined,
+      ]);
+      const t1 = Date.now();
+      await w.dequeueEntries(emptied);
+      run.consumed.push(...emptied);
+      const t2 = Date.now();
+      await recordHealth(endpoint, { gone, anySuccess, at: now, disableAfterMs: due[0].policy.disable_after_ms });
+      logger.debug(
+        { endpointId, n: due.length, bundles: bundles.length, scanMs: tScan - startedAt, loadMs: tLoaded - tScan, sendMs: now.getTime() - tLoaded, writeMs: Date.now() - t0, recordMs: t1 - t0, dequeueMs: t2 - t1 },
+        'webhook batch',
+      );
+    };
+    await finishWrite(run); // the previous batch's
+    startWrite(run, [...emptied, ...(rest ? [rest.entry._id] : [])], record());
+    if (gone) await finishWrite(run); // the endpoint is being disabled: nothing more goes out
 
     const endedAt = Date.now();
-    logger.debug({ endpointId, n: due.length, bundles: bundles.length, scanMs: tScan - startedAt, loadMs: tLoaded - tScan, sendMs: now.getTime() - tLoaded, writeMs: endedAt - now.getTime(), ...writeSplit }, 'webhook batch');
     const rateWait = endpoint.rate_limit ? Math.max(0, startedAt + (1000 * due.length) / endpoint.rate_limit - endedAt) : 0;
     return {
       more: moreDue || gone || (rateWait > 0 && soonest !== null && soonest <= endedAt + rateWait),
@@ -307,6 +344,24 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
       nextDueInMs: soonest === null ? null : Math.max(0, soonest - endedAt),
       stop: false,
     };
+  }
+
+  /** After a batch: a success resets the endpoint's failure clock; 410 or failing too long disables it. */
+  async function recordHealth(endpoint: EndpointDoc, o: { gone: boolean; anySuccess: boolean; at: Date; disableAfterMs: number }): Promise<void> {
+    const endpointId = endpoint._id;
+    if (o.gone) {
+      await w.disableEndpoint(endpointId, 'gone');
+      logger.warn({ endpointId }, 'webhook endpoint answered 410 Gone: disabled');
+    } else if (o.anySuccess) {
+      if (endpoint.failing_since) await w.recordEndpointHealth(endpointId, { succeeded: true, at: o.at });
+    } else if (!endpoint.failing_since) {
+      await w.recordEndpointHealth(endpointId, { succeeded: false, at: o.at });
+    } else {
+      const failingTooLong = (e: EndpointDoc) => e.failing_since !== null && o.at.getTime() - e.failing_since.getTime() >= o.disableAfterMs;
+      if (failingTooLong(endpoint) && (await w.disableEndpoint(endpointId, 'failing', failingTooLong))) {
+        logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
+      }
+    }
   }
 
   return {
@@ -318,37 +373,41 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     async deliverDueWebhooks(input: { endpointId: string }): Promise<DispatchResult> {
       const deadline = Date.now() + DISPATCH_BUDGET_MS;
       const heartbeat = setInterval(() => Context.current().heartbeat(), 1000);
-      // Items of finished bundles, deleted in one statement at the end (a crash leaves them to the sweeper).
-      const consumed: string[] = [];
+      const run: DispatchRun = { consumed: [], writing: null, writingBundles: new Set() };
       try {
         for (;;) {
-          const r = await deliverOneBatch(input.endpointId, consumed);
-          if (!r.more || r.stop || r.waitMs > 0 || Date.now() >= deadline) return r;
+          const r = await deliverOneBatch(input.endpointId, run);
+          if (r.stop || r.waitMs > 0 || Date.now() >= deadline) return r;
+          if (!r.more) {
+            // Bundles still being recorded were not looked at (a partly sent one keeps a due rest): look again.
+            if (!run.writing) return r;
+            await finishWrite(run);
+          }
         }
       } finally {
         clearInterval(heartbeat);
-        await w.deleteItems(consumed);
+        await finishWrite(run);
+        await w.deleteItems(run.consumed);
       }
     },
 
     /** Repairs stranded work: unfinished fan-outs (outbox) and overdue deliveries whose dispatcher missed its wake. */
     async sweepWebhooks(input: { graceMs: number }): Promise<{ fannedOut: number; woken: number }> {
       const cutoff = new Date(Date.now() - input.graceMs);
-      const stale = await w.staleOutbox(cutoff, 500);
-      const events = [];
-      const orphans: string[] = [];
+      const stale = await w.staleOutbox(cutoff, 100);
+      let fannedOut = 0;
       for (const o of stale) {
-        const event = await w.getEvent(o._id);
-        if (event) events.push(event);
-        else orphans.push(o._id); // the publish stopped before storing the event: it never returned
+        // Events missing here were never stored: that publish failed before returning, so nothing is owed.
+        const byId = new Map((await w.getEvents(o.event_ids)).map((e) => [e._id, e]));
+        const events = o.event_ids.flatMap((id) => byId.get(id) ?? []); // publish order: the same bundle ids
+        await fanOutEvents(deps, events, o._id);
+        fannedOut += events.length;
       }
-      await fanOutEvents(deps, events);
-      await w.deleteOutbox(orphans);
       await w.deleteOrphanItems(new Date(Date.now() - 10 * 60_000));
       const endpoints = await w.endpointsWithOverdue(cutoff, 10000);
       await Promise.all(endpoints.map((id) => wakeDispatcher(deps, id)));
-      if (events.length || endpoints.length) logger.info({ fannedOut: events.length, woken: endpoints.length }, 'webhook sweeper repaired stranded work');
-      return { fannedOut: events.length, woken: endpoints.length };
+      if (fannedOut || endpoints.length) logger.info({ fannedOut, woken: endpoints.length }, 'webhook sweeper repaired stranded work');
+      return { fannedOut, woken: endpoints.length };
     },
   };
 }

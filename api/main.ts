@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import { loadProviderCatalogue } from '../lib/catalogue';
 import { loadConfig, publicBaseUrl } from '../lib/config';
+import { settlePublishes } from '../lib/events';
 import { createLogger } from '../lib/logger';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
@@ -16,7 +17,8 @@ async function main(): Promise<void> {
   const repos = createRepositories(mongo.db);
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const app = createApp({ config, logger, db: mongo.db, repos, temporal, providers });
+  const deps = { config, logger, db: mongo.db, repos, temporal, providers };
+  const app = createApp(deps);
 
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(config.API_PORT, config.API_HOST, () => resolve(s));
@@ -35,6 +37,7 @@ async function main(): Promise<void> {
       server.closeIdleConnections();
     });
     clearTimeout(force);
+    await settlePublishes(deps);
     await temporal.connection.close();
     await mongo.close();
     logger.info('api stopped');

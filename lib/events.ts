@@ -48,7 +48,7 @@ export interface PublishedEvent {
 }
 
 /** The envelope of the spec, exactly: the event id travels as the webhook-id header, not in the body. */
-export function envelopeOf(e: Pick<EventDoc, 'event_type' | 'data' | 'team_id' | 'user_id' | 'client_user_id'>): string {
+export function envelopeOf(e: Pick<EventDoc, 'event_type' | 'team_id' | 'user_id' | 'client_user_id'> & { data: Record<string, unknown> }): string {
   return JSON.stringify({ event_type: e.event_type, data: e.data, team_id: e.team_id, user_id: e.user_id, client_user_id: e.client_user_id });
 }
 
@@ -89,14 +89,22 @@ export async function publishEvent(deps: EventDeps, input: PublishEventInput): P
   return publisherFor(deps).publish(input);
 }
 
-/** Queues deliveries of stored events to their matching endpoints and wakes the dispatchers (idempotent). */
-export async function fanOutEvents(deps: EventDeps, events: EventDoc[]): Promise<void> {
-  await publisherFor(deps).fanOut(events);
+/**
+ * Queues deliveries of stored events to their matching endpoints, wakes the dispatchers and removes the
+ * outbox entry `outboxId` (idempotent: the sweeper's repair of an unfinished publish).
+ */
+export async function fanOutEvents(deps: EventDeps, events: EventDoc[], outboxId: string): Promise<void> {
+  await publisherFor(deps).fanOut(events, outboxId);
 }
 
 /** Best-effort wake of an endpoint's dispatcher (coalesced); the sweeper repairs a lost wake. */
 export function wakeDispatcher(deps: EventDeps, endpointId: string): Promise<void> {
   return publisherFor(deps).wake(endpointId);
+}
+
+/** Waits for this process's publishes to finish their after-work (outbox clean-up, wakes): before shutting down. */
+export async function settlePublishes(deps: EventDeps): Promise<void> {
+  await publishers.get(deps)?.settle();
 }
 
 const publishers = new WeakMap<object, Publisher>();
@@ -116,13 +124,15 @@ interface Pending {
 }
 
 const MAX_BATCH = 500;
-const MAX_FLUSHES_IN_FLIGHT = 4;
+const MAX_FLUSHES_IN_FLIGHT = 1;
 
 class Publisher {
   private pending: Pending[] = [];
   private scheduled = false;
   private inFlight = 0;
   private wakes = new Map<string, { again: boolean; done: Promise<void> }>();
+  /** Outbox clean-ups and wakes still running after their flush returned. */
+  private tails = new Set<Promise<void>>();
 
   constructor(private deps: EventDeps) {}
 
@@ -134,19 +144,24 @@ class Publisher {
     if (typeof input.data !== 'object' || input.data === null || Array.isArray(input.data)) {
       return Promise.reject(new InvalidEventError('Event data must be a JSON object.'));
     }
-    const id = eventIdFor(input.teamId, input.idempotencyKey);
-    const doc: EventDoc = {
-      _id: id,
-      team_id: input.teamId,
-      idempotency_key: input.idempotencyKey ?? id,
+    const envelope = {
       event_type: input.eventType,
       data: input.data,
+      team_id: input.teamId,
       user_id: input.userId ?? null,
       client_user_id: input.clientUserId ?? null,
+    };
+    const doc: EventDoc = {
+      _id: eventIdFor(input.teamId, input.idempotencyKey),
+      team_id: envelope.team_id,
+      event_type: envelope.event_type,
+      user_id: envelope.user_id,
+      client_user_id: envelope.client_user_id,
+      body: envelopeOf(envelope),
       created_at: new Date(),
       only_endpoint_id: input.onlyEndpointId ?? null,
     };
-    const size = Buffer.byteLength(envelopeOf(doc), 'utf8');
+    const size = Buffer.byteLength(doc.body, 'utf8');
     if (size > config.WEBHOOK_MAX_EVENT_BYTES) {
       return Promise.reject(new EventTooLargeError(size, config.WEBHOOK_MAX_EVENT_BYTES, input.eventType));
     }
@@ -180,35 +195,59 @@ class Publisher {
     const byId = new Map<string, EventDoc>();
     for (const p of batch) if (!byId.has(p.doc._id)) byId.set(p.doc._id, p.doc);
     const docs = [...byId.values()];
-    const outboxDups = await insertOutbox(w, docs);
+    const outboxId = randomUUID();
+    await w.insertOutbox({ _id: outboxId, event_ids: docs.map((d) => d._id), created_at: new Date() });
     const eventDups = await w.insertEvents(docs);
 
     const existing = new Map<string, EventDoc>();
     const toFanOut: EventDoc[] = [];
-    const doneDuplicates: string[] = [];
     for (const doc of docs) {
       if (!eventDups.has(doc._id)) {
         toFanOut.push(doc);
         continue;
       }
+      // A repeated idempotency key (rare): the stored event is the answer. If the earlier publish has not
+      // confirmed its fan-out (crashed, or still running), finish it; repeated fan-out queues nothing twice.
       const stored = await w.getEvent(doc._id);
       if (!stored) throw new Error(`event ${doc._id} reported duplicate but not found`);
       existing.set(doc._id, stored);
-      // Our outbox entry was new: the earlier publish had finished (it removes its entry last).
-      if (!outboxDups.has(doc._id)) doneDuplicates.push(doc._id);
-      else toFanOut.push(stored); // the earlier publish stopped half-way (or is running): finish it
+      await Promise.all(this.tails); // this process's own earlier publishes confirm first
+      if (await w.eventInOutbox(doc._id, outboxId)) toFanOut.push(stored);
     }
-    await w.deleteOutbox(doneDuplicates);
-    await this.fanOut(toFanOut);
+    const endpointIds = await this.queueDeliveries(toFanOut);
 
+    // The deliveries are durable: publishing has done what it promises. Removing the outbox entry and waking
+    // the dispatchers happen after the callers resume (a crash before is repaired by the sweeper), so the
+    // next flush need not wait for them.
     for (const p of batch) {
       const stored = existing.get(p.doc._id);
       p.resolve(stored ? { id: stored._id, createdAt: stored.created_at, duplicate: true } : { id: p.doc._id, createdAt: p.doc.created_at, duplicate: false });
     }
+    const tail = this.afterQueued(outboxId, endpointIds)
+      .catch((err) => this.deps.logger.warn({ err, outboxId }, 'publish: outbox clean-up failed; the sweeper will finish it'))
+      .finally(() => this.tails.delete(tail));
+    this.tails.add(tail);
   }
 
-  async fanOut(events: EventDoc[]): Promise<void> {
-    if (!events.length) return;
+  async settle(): Promise<void> {
+    while (this.pending.length || this.inFlight || this.tails.size) {
+      await Promise.all([...this.tails, new Promise((r) => setTimeout(r, 10))]);
+    }
+  }
+
+  /** Queues the events' deliveries, then removes the outbox entry that guarded them (`outboxId`) and wakes the dispatchers. */
+  async fanOut(events: EventDoc[], outboxId: string): Promise<void> {
+    await this.afterQueued(outboxId, await this.queueDeliveries(events));
+  }
+
+  private async afterQueued(outboxId: string, endpointIds: string[]): Promise<void> {
+    await this.deps.repos.webhooks.deleteOutbox(outboxId);
+    await Promise.all(endpointIds.map((id) => this.wake(id)));
+  }
+
+  /** Queues one delivery per event and matching endpoint (deterministic bundle ids); returns those endpoints. */
+  private async queueDeliveries(events: EventDoc[]): Promise<string[]> {
+    if (!events.length) return [];
     const { repos, config } = this.deps;
     const w = repos.webhooks;
     const policy = deliveryPolicyFrom(config);
@@ -222,7 +261,6 @@ class Publisher {
         endpoints = await w.listEnabledEndpoints(e.team_id);
         endpointsByTeam.set(e.team_id, endpoints);
       }
-      const body = envelopeOf(e);
       for (const ep of endpoints) {
         if (e.only_endpoint_id ? ep._id !== e.only_endpoint_id : !matchesFilter(ep.filter_types, e.event_type)) continue;
         let items = perEndpoint.get(ep._id);
@@ -234,7 +272,7 @@ class Publisher {
           event_id: e._id,
           event_type: e.event_type,
           user_id: e.user_id,
-          body,
+          body: e.body,
           attempts: 0,
           pass_attempts: 0,
           trigger: 'scheduled',
@@ -253,10 +291,7 @@ class Publisher {
       }
     }
     await w.enqueue(queued);
-    // Fan-out is durable: the outbox entries are no longer needed. (A lost wake is repaired by the sweeper,
-    // which wakes endpoints with overdue deliveries.)
-    await w.deleteOutbox(events.map((e) => e._id));
-    await Promise.all([...new Set(queued.map((q) => q.endpoint_id))].map((id) => this.wake(id)));
+    return [...new Set(queued.map((q) => q.endpoint_id))];
   }
 
   /**
@@ -297,12 +332,6 @@ class Publisher {
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     });
   }
-}
-
-async function insertOutbox(w: Repositories['webhooks'], docs: EventDoc[]): Promise<Set<string>> {
-  const before = docs.map((d) => ({ _id: d._id, team_id: d.team_id, created_at: d.created_at }));
-  // insertOutbox ignores duplicates; the repository reports which ids already had an entry.
-  return w.insertOutboxReportingDuplicates(before);
 }
 
 /** Bundles of at most `maxItems` deliveries (the batch size, so a batch takes whole bundles) or ~1 MB of bodies. */

@@ -8,7 +8,7 @@
 //
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
-//   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went
+//   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went (=worker: the worker)
 //   BENCH_SUITES=users,webhooks  which suites to run (default both); the webhook suite's own settings
 //                         (BENCH_WEBHOOK_*) are described in scripts/bench/webhooks.mjs
 //
@@ -43,6 +43,7 @@ const suites = allSuites.filter((s) => wanted.includes(s.name));
 const runId = `${Date.now().toString(36)}-${process.pid}`;
 const resultsFile = path.join(repoRoot, '.devstack', 'bench-results.json');
 const profileDir = process.env.BENCH_CPU_PROF ? path.join(repoRoot, '.devstack', 'bench-profile') : null;
+const profileProcess = process.env.BENCH_CPU_PROF === 'worker' ? 'worker' : 'api';
 const OVERALL_TIMEOUT_MS = 30 * 60_000; // a cold build of the servers can take minutes; the runs themselves far less
 const log = (msg) => console.log(msg);
 
@@ -68,7 +69,7 @@ async function main() {
   const machine = machineInfo();
   const startedAt = new Date().toISOString();
   const workerLogLevel = suites.find((s) => s.workerLogLevel)?.workerLogLevel ?? 'warn';
-  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, workerLogLevel, onCleanup: (fn) => (stopEnvironment = fn) });
+  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, cpuProfileProcess: profileProcess, workerLogLevel, onCleanup: (fn) => (stopEnvironment = fn) });
   log(`bench: api ${env.apiUrl}, constant route ${env.constantUrl}, database ${env.dbKind}`);
 
   const results = [];
@@ -105,11 +106,11 @@ async function main() {
   let profile = null;
   if (profileDir) {
     profile = summarizeCpuProfile(profileDir);
-    if (!profile) console.log(`\nbench: no CPU profile in ${profileDir} (the api did not exit cleanly)`);
+    if (!profile) console.log(`\nbench: no CPU profile in ${profileDir} (the ${profileProcess} did not exit cleanly)`);
     else {
       console.log(
-        `\napi CPU profile: busy ${profile.busyMs} ms of ${profile.totalMs} ms sampled (whole run, incl. start-up and the ` +
-          `baseline scenarios, when the api is idle); ${path.relative(repoRoot, profile.file)}`,
+        `\n${profileProcess} CPU profile: busy ${profile.busyMs} ms of ${profile.totalMs} ms sampled (whole run, incl. start-up and the ` +
+          `baseline scenarios, when it is idle); ${path.relative(repoRoot, profile.file)}`,
       );
       console.log('  self time by package (% of busy):');
       for (const p of profile.packages) console.log(`    ${String(p.pctOfBusy).padStart(5)}%  ${p.name}`);

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { publishEvent } from '../lib/events';
+import { envelopeOf, publishEvent } from '../lib/events';
 import { createTenant, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 
@@ -99,13 +99,15 @@ describe('the sweeper repairs what a crash left behind', () => {
     const w = app.deps.repos.webhooks;
     const id = `00000000-0000-4000-8000-${Date.now().toString().padStart(12, '0').slice(-12)}`;
     const createdAt = new Date(Date.now() - 10_000);
-    await w.insertOutboxReportingDuplicates([{ _id: id, team_id: tenant.teamId, created_at: createdAt }]);
-    await w.insertEvents([
-      { _id: id, team_id: tenant.teamId, idempotency_key: id, event_type: 'labtest.order.created', data: { crashed: true }, user_id: null, client_user_id: null, created_at: createdAt, only_endpoint_id: null },
-    ]);
+    const outboxId = `crashed-publish-${uniqueId()}`;
+    // The publish wrote its outbox entry and one of its two events, then died.
+    await w.insertOutbox({ _id: outboxId, event_ids: [id, `${id}-never-stored`], created_at: createdAt });
+    const envelope = { event_type: 'labtest.order.created', data: { crashed: true }, team_id: tenant.teamId, user_id: null, client_user_id: null };
+    await w.insertEvents([{ _id: id, ...envelope, body: envelopeOf(envelope), created_at: createdAt, only_endpoint_id: null }]);
     await sweepRx.waitFor(1, 90000);
     expect(sweepRx.requests.map((r) => r.headers['webhook-id'])).toContain(id);
-    expect(await w.inOutbox(id)).toBe(false);
+    expect(JSON.parse(sweepRx.requests.find((r) => r.headers['webhook-id'] === id)!.body)).toEqual(envelope);
+    expect(await w.eventInOutbox(id)).toBe(false);
   }, 120000);
 
   test('a queued delivery whose dispatcher was never woken is delivered', async () => {

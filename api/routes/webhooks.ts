@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest, ValidationError } from '../../lib/errors';
 import { publishEvent } from '../../lib/events';
-import type { AttemptDoc, EventDoc } from '../../lib/repositories/webhooks';
+import { eventData, type AttemptDoc, type EventDoc } from '../../lib/repositories/webhooks';
 import { isoWithOffset } from '../../lib/time';
 import { generateSecret, isValidSecret } from '../../lib/webhook-signing';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
@@ -68,7 +68,7 @@ const toEvent = (e: EventDoc) => ({
   team_id: e.team_id,
   user_id: e.user_id,
   client_user_id: e.client_user_id,
-  data: e.data,
+  data: eventData(e),
   created_at: isoWithOffset(e.created_at),
 });
 const toAttempt = (a: AttemptDoc) => ({

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest, notFound, ValidationError } from '../../lib/errors';
-import { deliveryPolicyFrom, envelopeOf, wakeDispatcher } from '../../lib/events';
+import { deliveryPolicyFrom, wakeDispatcher } from '../../lib/events';
 import type { EndpointDoc, QueueItem } from '../../lib/repositories/webhooks';
 import { deliveryId } from '../../lib/repositories/webhooks';
 import { isoWithOffset } from '../../lib/time';
@@ -73,7 +73,7 @@ async function queueManual(deps: AppDeps, endpoint: EndpointDoc, eventIds: strin
       event_id: eventId,
       event_type: event.event_type,
       user_id: event.user_id,
-      body: envelopeOf(event),
+      body: event.body,
       attempts: previous?.attempts ?? 0,
       pass_attempts: 0,
       trigger: 'manual',

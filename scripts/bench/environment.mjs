@@ -57,8 +57,8 @@ function startNodeWith(nodeArgs, entry, env, name) {
  * `listeners` (parsed; e.g. the webhook suite's 'webhook batch' debug lines), and lines at warn or above, the
  * sweeper's repairs and anything that is not JSON are printed as before.
  */
-function startWorker(childEnv, listeners) {
-  const child = spawn(process.execPath, [path.join(repoRoot, 'dist', 'worker', 'main.js')], {
+function startWorker(childEnv, listeners, nodeArgs = []) {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(repoRoot, 'dist', 'worker', 'main.js')], {
     cwd: repoRoot,
     env: { ...process.env, ...childEnv },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -102,14 +102,15 @@ async function databaseKind(db, external) {
 }
 
 /**
- * Starts everything. Options: runId, log, cpuProfileDir (start the API with --cpu-prof into that directory),
+ * Starts everything. Options: runId, log, cpuProfileDir (start `cpuProfileProcess`, 'api' or 'worker', with
+ * --cpu-prof into that directory),
  * workerLogLevel (LOG_LEVEL of the worker, default warn; debug for the webhook suite's batch timings),
  * onCleanup(cleanup) (called at once with the cleanup function, for signal handlers).
  * Returns { runId, stateDir, apiUrl, constantUrl, mongoUrl, dbName, db, repos, tenant, dbKind, children,
  * childEnv (the servers' environment), stackPids ({ mongo, temporal } of a private stack),
  * onWorkerLog(fn) (each parsed worker log line; returns an unsubscribe function), cleanup }.
  */
-export async function startEnvironment({ runId, log = console.log, cpuProfileDir = null, workerLogLevel = 'warn', onCleanup = () => {} }) {
+export async function startEnvironment({ runId, log = console.log, cpuProfileDir = null, cpuProfileProcess = 'api', workerLogLevel = 'warn', onCleanup = () => {} }) {
   const stateDir = path.join(repoRoot, '.devstack', `bench-${runId}`);
   const env = { runId, stateDir, children: {}, workerLogLevel, dbName: `hb_bench_${runId.replace(/-/g, '_')}` };
   const workerLogListeners = new Set();
@@ -166,10 +167,10 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
     env.childEnv = childEnv;
     env.stackPids = { ...(stack.pids ?? {}) };
 
-    env.children.worker = startWorker({ ...childEnv, LOG_LEVEL: workerLogLevel }, workerLogListeners);
+    const profileArgs = (name) => (cpuProfileDir && cpuProfileProcess === name ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : []);
+    env.children.worker = startWorker({ ...childEnv, LOG_LEVEL: workerLogLevel }, workerLogListeners, profileArgs('worker'));
     const workerExit = exitAsError(env.children.worker, 'the worker process');
-    const profileArgs = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : [];
-    env.children.api = startNodeWith(profileArgs, 'api/main.js', childEnv, 'api');
+    env.children.api = startNodeWith(profileArgs('api'), 'api/main.js', childEnv, 'api');
     const apiExit = exitAsError(env.children.api, 'the api process');
     env.children.constant = fork(path.join(repoRoot, 'scripts', 'bench', 'constant-server.mjs'), [], {
       cwd: repoRoot,

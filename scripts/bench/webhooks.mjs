@@ -646,11 +646,11 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       const w = env.db;
       // Attempts are stored one document per dispatcher batch (lib/repositories/webhooks.ts): count inside them.
       const [attemptBatches, succeeded, queued] = await Promise.all([
-        w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { 'attempts.status_code': 1 } }).toArray(),
+        w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { payload: 1 } }).toArray(),
         w.collection('webhook_deliveries').countDocuments({ team_id: team._id, status: 'succeeded' }),
         w.collection('webhook_queue').countDocuments({ team_id: team._id }),
       ]);
-      const statuses = attemptBatches.flatMap((b) => (b.attempts ?? []).map((a) => a.status_code));
+      const statuses = attemptBatches.flatMap((b) => JSON.parse(b.payload).map((a) => a.status_code));
       const attempts = statuses.length;
       const failedAttempts = statuses.filter((code) => !(code >= 200 && code <= 299)).length;
       const published = tput.events - tput.errors + paced.events - paced.errors;
