@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import { Agent } from 'undici';
+import { Agent, type Dispatcher } from 'undici';
 import { fanOutEvents, wakeDispatcher, type EventDeps } from '../lib/events';
 import type { AttemptDoc, DeliveryDoc, EndpointDoc, QueueDoc, QueueEntry, QueueItem } from '../lib/repositories/webhooks';
 import { SIGNATURE_HEADERS, signatureHeaders } from '../lib/webhook-signing';
@@ -69,75 +69,98 @@ function agentFor(policy: UrlPolicy, allowlisted: boolean): Agent {
 const errorClassOf = (code: string | undefined) =>
   code === 'EREFUSEDADDRESS' ? 'refused_address' : code === 'ENOTFOUND' || code === 'EAI_AGAIN' ? 'dns_error' : 'connection_error';
 
-/** One POST; no redirects are followed (3xx is a failure); the response body is kept up to 4 KB. */
-export async function postWebhook(url: string, body: string, headers: Record<string, string>, timeoutMs: number, policy: UrlPolicy): Promise<AttemptResult> {
-  const started = Date.now();
-  const result = (r: Omit<AttemptResult, 'durationMs'>): AttemptResult => ({ ...r, durationMs: Date.now() - started });
-  const fail = (errorClass: string, error: string) => result({ statusCode: null, errorClass, error, responseBody: null, retryAfter: undefined });
+type Posted = Omit<AttemptResult, 'durationMs'>;
+const failure = (errorClass: string, error: string): Posted => ({ statusCode: null, errorClass, error, responseBody: null, retryAfter: undefined });
+
+/** Where a batch of POSTs goes, checked once per batch: the URL rules, then the pool to use. */
+type PostTarget = { refused: Posted } | { refused: null; agent: Agent; origin: string; path: string };
+
+export function postTarget(url: string, policy: UrlPolicy): PostTarget {
   let target: URL;
   try {
     target = new URL(url);
   } catch {
-    return fail('invalid_url', 'The endpoint URL is not valid');
+    return { refused: failure('invalid_url', 'The endpoint URL is not valid') };
   }
   const host = target.hostname.replace(/^\[|\]$/g, '');
   const allowlisted = isAllowlisted(target, policy);
   if (!allowlisted && isIP(host)) {
     const reason = refusedAddressReason(host, policy);
-    if (reason) return fail('refused_address', reason);
+    if (reason) return { refused: failure('refused_address', reason) };
   }
-  if (policy.requireHttps && target.protocol !== 'https:' && !allowlisted) return fail('refused_address', 'https is required');
+  if (policy.requireHttps && target.protocol !== 'https:' && !allowlisted) return { refused: failure('refused_address', 'https is required') };
+  return { refused: null, agent: agentFor(policy, allowlisted), origin: target.origin, path: `${target.pathname}${target.search}` };
+}
 
-  const abort = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    abort.abort();
-  }, timeoutMs);
-  try {
-    const res = await agentFor(policy, allowlisted).request({
-      origin: target.origin,
-      path: `${target.pathname}${target.search}`,
-      method: 'POST',
-      headers,
-      body,
-      signal: abort.signal,
-    });
+/** One POST; no redirects are followed (3xx is a failure); the response body is kept up to 4 KB. */
+export function postWebhook(url: string, body: string, headers: Record<string, string>, timeoutMs: number, policy: UrlPolicy): Promise<AttemptResult> {
+  return post(postTarget(url, policy), body, headers, timeoutMs);
+}
+
+/**
+ * The POST itself, on undici's handler API (no response stream or promise per chunk: about half the CPU of
+ * `request()`, measured). Resolves once, with the outcome; never rejects.
+ */
+function post(target: PostTarget, body: string, headers: Record<string, string>, timeoutMs: number): Promise<AttemptResult> {
+  const started = Date.now();
+  if (target.refused) return Promise.resolve({ ...target.refused, durationMs: 0 });
+  return new Promise((resolve) => {
+    let settled = false;
+    let controller: Dispatcher.DispatchController | null = null;
+    let statusCode: number | null = null;
+    let retryAfter: string | undefined;
     const chunks: Buffer[] = [];
     let kept = 0;
     let seen = 0;
+    const finish = (r: Posted) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve({ ...r, durationMs: Date.now() - started });
+    };
+    const answered = () => finish({ statusCode, errorClass: null, error: null, responseBody: Buffer.concat(chunks).toString('utf8'), retryAfter });
+    const timer = setTimeout(() => {
+      finish(failure('timeout', `No response within ${timeoutMs} ms`));
+      controller?.abort(new Error('attempt timed out'));
+    }, timeoutMs);
     try {
-      for await (const c of res.body as AsyncIterable<Buffer>) {
-        seen += c.length;
-        if (kept < RESPONSE_BODY_LIMIT) {
-          chunks.push(c.subarray(0, RESPONSE_BODY_LIMIT - kept));
-          kept += Math.min(c.length, RESPONSE_BODY_LIMIT - kept);
-        }
-        if (seen > RESPONSE_READ_LIMIT) {
-          res.body.destroy();
-          break;
-        }
-      }
-    } catch {
-      // A body cut short by a reset keeps what arrived (the status is what counts); a timeout is a timeout.
+      target.agent.dispatch(
+        { origin: target.origin, path: target.path, method: 'POST', headers, body },
+        {
+          onRequestStart(c) {
+            controller = c;
+            if (settled) c.abort(new Error('attempt timed out'));
+          },
+          onResponseStart(_c, status, responseHeaders) {
+            statusCode = status;
+            const ra = responseHeaders['retry-after'];
+            retryAfter = Array.isArray(ra) ? ra[0] : ra;
+          },
+          onResponseData(c, chunk) {
+            seen += chunk.length;
+            if (kept < RESPONSE_BODY_LIMIT) {
+              chunks.push(chunk.subarray(0, RESPONSE_BODY_LIMIT - kept));
+              kept += Math.min(chunk.length, RESPONSE_BODY_LIMIT - kept);
+            }
+            if (seen > RESPONSE_READ_LIMIT) {
+              answered(); // do not read a huge answer just to keep the socket
+              c.abort(new Error('response too large'));
+            }
+          },
+          onResponseEnd: answered,
+          onResponseError(_c, err) {
+            // A body cut short after the status arrived keeps what came (the status is what counts).
+            if (statusCode !== null) return answered();
+            const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
+            const code = e.code ?? e.cause?.code;
+            finish(failure(errorClassOf(code), `${code ?? 'error'}: ${e.message}`));
+          },
+        },
+      );
+    } catch (err) {
+      finish(failure('connection_error', (err as Error).message));
     }
-    if (timedOut) return fail('timeout', `No response within ${timeoutMs} ms`);
-    const retryAfter = res.headers['retry-after'];
-    return result({
-      statusCode: res.statusCode,
-      errorClass: null,
-      error: null,
-      responseBody: Buffer.concat(chunks).toString('utf8'),
-      retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
-    });
-  } catch (err) {
-    if (timedOut) return fail('timeout', `No response within ${timeoutMs} ms`);
-    const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException };
-    const code = e.code ?? e.cause?.code;
-    return fail(errorClassOf(code), `${code ?? 'error'}: ${e.message}`);
-  } finally {
-    clearTimeout(timer);
-  }
+  });
 }
 
 /** State of one dispatcher activity across its batches. */
@@ -252,7 +275,8 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     }
 
     const headers = headersFor(endpoint, new Date());
-    const results = await mapWithConcurrency(due, MAX_CONCURRENT_POSTS, (q) => postWebhook(endpoint.url, q.body, headers(q), q.policy.timeout_ms, urlPolicy));
+    const target = postTarget(endpoint.url, urlPolicy);
+    const results = await mapWithConcurrency(due, MAX_CONCURRENT_POSTS, (q) => post(target, q.body, headers(q), q.policy.timeout_ms));
 
     const now = new Date();
     const attempts: AttemptDoc[] = [];

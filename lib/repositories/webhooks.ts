@@ -204,6 +204,52 @@ interface AttemptBatchDoc {
 const attemptsOf = (batch: AttemptBatchDoc): AttemptDoc[] =>
   (JSON.parse(batch.payload) as (Omit<AttemptDoc, 'timestamp'> & { timestamp: string })[]).map((a) => ({ ...a, timestamp: new Date(a.timestamp) }));
 
+/**
+ * The successful deliveries of one dispatcher batch, stored together: a document per success made recording
+ * one of the largest costs of delivery on FerretDB. The records are one JSON string (like queue bundles);
+ * the fields queries filter on stay fields. Failed and cancelled deliveries stay single documents.
+ */
+interface SucceededBatchDoc {
+  _id: string;
+  team_id: string;
+  endpoint_id: string;
+  /** Earliest `created_at` of its records (time-window queries). */
+  created_from: Date;
+  finished_at: Date;
+  event_ids: string[];
+  user_ids: string[];
+  /** `JSON.stringify(DeliveryDoc[])` */
+  payload: string;
+}
+
+const deliveriesOf = (batch: SucceededBatchDoc): DeliveryDoc[] =>
+  (JSON.parse(batch.payload) as (Omit<DeliveryDoc, 'created_at' | 'finished_at'> & { created_at: string; finished_at: string })[]).map((d) => ({
+    ...d,
+    created_at: new Date(d.created_at),
+    finished_at: new Date(d.finished_at),
+  }));
+
+/** Newest first by creation (then id), keeping only the latest-finished record of each delivery. */
+function latestPerDelivery(records: DeliveryDoc[]): DeliveryDoc[] {
+  const byId = new Map<string, DeliveryDoc>();
+  for (const r of records) {
+    const seen = byId.get(r._id);
+    if (!seen || r.finished_at > seen.finished_at) byId.set(r._id, r);
+  }
+  return [...byId.values()].sort((a, b) => b.created_at.getTime() - a.created_at.getTime() || (a._id < b._id ? 1 : -1));
+}
+
+const groupBy = <T>(items: T[], key: (t: T) => string): T[][] => {
+  const groups = new Map<string, T[]>();
+  for (const t of items) {
+    const k = key(t);
+    const g = groups.get(k);
+    if (g) g.push(t);
+    else groups.set(k, [t]);
+  }
+  return [...groups.values()];
+};
+
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
 const BATCH_SPAN_MS = 10 * 60_000;
 
@@ -222,6 +268,7 @@ export class WebhookRepository {
   readonly queue: Collection<QueueEntry>;
   readonly queueItems: Collection<QueueItemsDoc>;
   readonly deliveries: Collection<DeliveryDoc>;
+  readonly succeeded: Collection<SucceededBatchDoc>;
   readonly attempts: Collection<AttemptBatchDoc>;
 
   /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable): every
@@ -233,6 +280,7 @@ export class WebhookRepository {
     this.queue = db.collection('webhook_queue');
     this.queueItems = db.collection('webhook_queue_items');
     this.deliveries = db.collection('webhook_deliveries');
+    this.succeeded = db.collection('webhook_deliveries_succeeded');
     this.attempts = db.collection('webhook_attempts');
   }
 
@@ -246,6 +294,9 @@ export class WebhookRepository {
     await this.queue.createIndex({ endpoint_id: 1, next_attempt_at: 1 });
     await this.queue.createIndex({ next_attempt_at: 1 });
     await this.deliveries.createIndex({ team_id: 1, endpoint_id: 1, status: 1, created_at: 1 });
+    await this.succeeded.createIndex({ team_id: 1, endpoint_id: 1, created_from: -1 });
+    await this.succeeded.createIndex({ team_id: 1, event_ids: 1 });
+    await this.succeeded.createIndex({ team_id: 1, user_ids: 1 });
     await this.attempts.createIndex({ team_id: 1, event_ids: 1 });
     await this.attempts.createIndex({ team_id: 1, endpoint_id: 1, timestamp: -1 });
     await this.attempts.createIndex({ team_id: 1, user_ids: 1 });
@@ -483,29 +534,65 @@ export class WebhookRepository {
 
   /** Terminal records; a later pass of the same delivery (resend, recover) replaces its record. */
   async recordDeliveries(docs: DeliveryDoc[]): Promise<void> {
-    const dups = await this.insertIgnoringDuplicates(this.deliveries, docs);
-    for (const doc of docs.filter((d) => dups.has(d._id))) await this.deliveries.replaceOne({ _id: doc._id }, doc);
+    const ok = docs.filter((d) => d.status === 'succeeded');
+    const other = docs.filter((d) => d.status !== 'succeeded');
+    const dups = await this.insertIgnoringDuplicates(this.deliveries, other);
+    for (const doc of other.filter((d) => dups.has(d._id))) await this.deliveries.replaceOne({ _id: doc._id }, doc);
+    const batches: SucceededBatchDoc[] = groupBy(ok, (d) => `${d.team_id}|${d.endpoint_id}`).map((records) => ({
+      // Deterministic: recording the same batch again (a retried activity) stores it once.
+      _id: `${records[0]._id}@${records[0].finished_at.getTime()}`,
+      team_id: records[0].team_id,
+      endpoint_id: records[0].endpoint_id,
+      created_from: new Date(Math.min(...records.map((r) => r.created_at.getTime()))),
+      finished_at: records[0].finished_at,
+      event_ids: [...new Set(records.map((r) => r.event_id))],
+      user_ids: [...new Set(records.map((r) => r.user_id).filter((u): u is string => u !== null))],
+      payload: JSON.stringify(records),
+    }));
+    await this.insertIgnoringDuplicates(this.succeeded, batches);
+    // A success after earlier attempts ends that delivery's failed record, if one was written (resend, recover).
+    const later = ok.filter((d) => d.attempts > 1).map((d) => d._id);
+    if (later.length) await this.deliveries.deleteMany({ _id: { $in: later } });
   }
 
-  findDelivery(teamId: string, eventId: string, endpointId: string) {
-    return this.deliveries.findOne({ _id: deliveryId(eventId, endpointId), team_id: teamId });
+  /** The delivery's latest record (a failure after an earlier success is a single record, and newer). */
+  async findDelivery(teamId: string, eventId: string, endpointId: string): Promise<DeliveryDoc | null> {
+    const id = deliveryId(eventId, endpointId);
+    const single = await this.deliveries.findOne({ _id: id, team_id: teamId });
+    const batches = await this.succeeded.find({ team_id: teamId, event_ids: eventId, endpoint_id: endpointId }).toArray();
+    return latestPerDelivery([...(single ? [single] : []), ...batches.flatMap(deliveriesOf).filter((r) => r._id === id)])[0] ?? null;
   }
 
-  listDeliveries(teamId: string, endpointId: string, q: { status?: DeliveryStatus; since?: Date; until?: Date }, limit: number) {
+  /** Finished deliveries of an endpoint created in [since, until), newest first, at most `limit`. */
+  async listDeliveries(teamId: string, endpointId: string, q: { status?: DeliveryStatus; since?: Date; until?: Date }, limit: number): Promise<DeliveryDoc[]> {
+    const inWindow = (d: DeliveryDoc) => (!q.since || d.created_at >= q.since) && (!q.until || d.created_at < q.until);
+    const records: DeliveryDoc[] = [];
     const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
     if (q.status) filter.status = q.status;
     if (q.since || q.until) filter.created_at = createdWithin(q);
-    return this.deliveries.find(filter).sort({ created_at: -1, _id: -1 }).limit(limit).toArray();
+    records.push(...(await this.deliveries.find(filter).sort({ created_at: -1, _id: -1 }).limit(limit).toArray()));
+    if (!q.status || q.status === 'succeeded') {
+      // A batch holds deliveries created from `created_from` on (up to its finish): read batches newest
+      // first until `limit` records in the window are found.
+      const batchFilter: Filter<SucceededBatchDoc> = { team_id: teamId, endpoint_id: endpointId };
+      if (q.until) batchFilter.created_from = { $lt: q.until };
+      if (q.since) batchFilter.finished_at = { $gte: q.since };
+      let found = 0;
+      for (let skip = 0; ; skip += limit + 1) {
+        const batches = await this.succeeded.find(batchFilter).sort({ created_from: -1, _id: -1 }).skip(skip).limit(limit + 1).toArray();
+        const inBatches = batches.flatMap(deliveriesOf).filter(inWindow);
+        records.push(...inBatches);
+        found += inBatches.length;
+        if (batches.length < limit + 1 || found >= limit) break;
+      }
+    }
+    const latest = latestPerDelivery(records);
+    return (q.status ? latest.filter((d) => d.status === q.status) : latest).slice(0, limit);
   }
 
   /** Stores one batch's attempts as one document per (team, endpoint). */
   async insertAttempts(docs: AttemptDoc[]): Promise<void> {
-    const groups = new Map<string, AttemptDoc[]>();
-    for (const d of docs) {
-      const key = `${d.team_id}|${d.endpoint_id}`;
-      groups.set(key, [...(groups.get(key) ?? []), d]);
-    }
-    const batches: AttemptBatchDoc[] = [...groups.values()].map((attempts) => ({
+    const batches: AttemptBatchDoc[] = groupBy(docs, (d) => `${d.team_id}|${d.endpoint_id}`).map((attempts) => ({
       _id: attempts[0]._id,
       team_id: attempts[0].team_id,
       endpoint_id: attempts[0].endpoint_id,
@@ -556,6 +643,18 @@ export class WebhookRepository {
     let n = 0;
     for (const coll of [this.deliveries, this.events] as unknown as Collection<{ team_id: string; user_id: string | null }>[]) {
       n += (await coll.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+    }
+    for (const batch of await this.succeeded.find({ team_id: teamId, user_ids: userId }).toArray()) {
+      const all = deliveriesOf(batch);
+      const keep = all.filter((d) => d.user_id !== userId);
+      n += all.length - keep.length;
+      if (!keep.length) await this.succeeded.deleteOne({ _id: batch._id });
+      else {
+        await this.succeeded.updateOne(
+          { _id: batch._id },
+          { $set: { payload: JSON.stringify(keep), event_ids: [...new Set(keep.map((d) => d.event_id))], user_ids: batch.user_ids.filter((u) => u !== userId) } },
+        );
+      }
     }
     for (const batch of await this.attempts.find({ team_id: teamId, user_ids: userId }).toArray()) {
       const all = attemptsOf(batch);

@@ -644,12 +644,14 @@ export async function webhookSuite(env, { log = console.log } = {}) {
 
       // Bookkeeping after both runs: every delivery has its terminal record, attempts add up, nothing left queued.
       const w = env.db;
-      // Attempts are stored one document per dispatcher batch (lib/repositories/webhooks.ts): count inside them.
-      const [attemptBatches, succeeded, queued] = await Promise.all([
+      // Attempts and successful deliveries are stored one document per dispatcher batch
+      // (lib/repositories/webhooks.ts): count inside them.
+      const [attemptBatches, succeededBatches, queued] = await Promise.all([
         w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { payload: 1 } }).toArray(),
-        w.collection('webhook_deliveries').countDocuments({ team_id: team._id, status: 'succeeded' }),
+        w.collection('webhook_deliveries_succeeded').find({ team_id: team._id }, { projection: { payload: 1 } }).toArray(),
         w.collection('webhook_queue').countDocuments({ team_id: team._id }),
       ]);
+      const succeeded = new Set(succeededBatches.flatMap((b) => JSON.parse(b.payload).map((d) => d._id))).size;
       const statuses = attemptBatches.flatMap((b) => JSON.parse(b.payload).map((a) => a.status_code));
       const attempts = statuses.length;
       const failedAttempts = statuses.filter((code) => !(code >= 200 && code <= 299)).length;
