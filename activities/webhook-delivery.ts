@@ -30,6 +30,8 @@ export interface AttemptResult {
 const RESPONSE_BODY_LIMIT = 4096;
 /** How long one dispatcher activity keeps sending back-to-back batches before handing back to the workflow. */
 const DISPATCH_BUDGET_MS = 5_000;
+/** How long an activity counts as delivering without renewing its mark (a dead worker's mark then lapses). */
+const ACTIVE_LEASE_MS = 60_000;
 /** Requests in flight to one endpoint at once (a batch may be larger: its database work is per batch). */
 const MAX_CONCURRENT_POSTS = 100;
 
@@ -363,7 +365,8 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     const endedAt = Date.now();
     const rateWait = endpoint.rate_limit ? Math.max(0, startedAt + (1000 * due.length) / endpoint.rate_limit - endedAt) : 0;
     return {
-      more: moreDue || gone || (rateWait > 0 && soonest !== null && soonest <= endedAt + rateWait),
+      // After a rate-limit wait the dispatcher always looks again (it stays marked active meanwhile).
+      more: moreDue || gone || rateWait > 0,
       waitMs: Math.ceil(rateWait),
       nextDueInMs: soonest === null ? null : Math.max(0, soonest - endedAt),
       stop: false,
@@ -395,23 +398,48 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
      * workflow costs a Temporal round trip (~80 ms measured on the dev server), which would cap throughput.
      */
     async deliverDueWebhooks(input: { endpointId: string }): Promise<DispatchResult> {
+      const { endpointId } = input;
       const deadline = Date.now() + DISPATCH_BUDGET_MS;
       const heartbeat = setInterval(() => Context.current().heartbeat(), 1000);
       const run: DispatchRun = { consumed: [], writing: null, writingBundles: new Set() };
+      const markActive = () => w.markDispatcherActive(endpointId, new Date(Date.now() + ACTIVE_LEASE_MS));
+      // Publishers skip the wake signal while this activity is marked active. Before handing back to wait for
+      // a wake, it marks itself idle and then looks at the queue once more: deliveries queued before the mark
+      // are found by that look, and the publisher of any queued after it sees the mark and signals.
+      let markedIdle = false;
+      let result: DispatchResult | null = null;
       try {
+        await markActive();
         for (;;) {
-          const r = await deliverOneBatch(input.endpointId, run);
-          if (r.stop || r.waitMs > 0 || Date.now() >= deadline) return r;
-          if (!r.more) {
-            // Bundles still being recorded were not looked at (a partly sent one keeps a due rest): look again.
-            if (!run.writing) return r;
-            await finishWrite(run);
+          const r = await deliverOneBatch(endpointId, run);
+          if (r.stop) return (result = r);
+          if (r.more) {
+            // The workflow runs the next activity at once (or after the rate-limit wait): stay marked active.
+            if (r.waitMs > 0 || Date.now() >= deadline) return (result = r);
+            if (markedIdle) {
+              await markActive();
+              markedIdle = false;
+            }
+            continue;
           }
+          // Bundles still being recorded were not looked at (a partly sent one keeps a due rest): look again.
+          if (run.writing) {
+            await finishWrite(run);
+            continue;
+          }
+          if (!markedIdle) {
+            await w.markDispatcherIdle(endpointId);
+            markedIdle = true;
+            continue;
+          }
+          return (result = r);
         }
       } finally {
         clearInterval(heartbeat);
         await finishWrite(run);
         await w.deleteItems(run.consumed);
+        // Stopping, or failing (Temporal retries the activity): later publishes must signal again.
+        if (!markedIdle && !result?.more) await w.markDispatcherIdle(endpointId).catch(() => undefined);
       }
     },
 

@@ -240,9 +240,16 @@ class Publisher {
     await this.afterQueued(outboxId, await this.queueDeliveries(events));
   }
 
+  /**
+   * Removes the outbox entry, then wakes the dispatchers that are not delivering right now. A running
+   * dispatcher looks at the queue again after it marks itself idle, and this reads the mark after queueing,
+   * so one of the two always sees the new deliveries (webhook-delivery.ts, deliverDueWebhooks).
+   */
   private async afterQueued(outboxId: string, endpointIds: string[]): Promise<void> {
-    await this.deps.repos.webhooks.deleteOutbox(outboxId);
-    await Promise.all(endpointIds.map((id) => this.wake(id)));
+    const w = this.deps.repos.webhooks;
+    await w.deleteOutbox(outboxId);
+    const active = await w.activeDispatchers(endpointIds);
+    await Promise.all(endpointIds.filter((id) => !active.has(id)).map((id) => this.wake(id)));
   }
 
   /** Queues one delivery per event and matching endpoint (deterministic bundle ids); returns those endpoints. */

@@ -256,6 +256,16 @@ const BATCH_SPAN_MS = 10 * 60_000;
 /** `created_at` in [since, until). */
 const createdWithin = (q: { since?: Date; until?: Date }) => ({ ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) });
 
+/**
+ * Whether an endpoint's dispatcher is running a delivery activity right now (`active_until` in the future).
+ * Publishers skip the wake signal while it is: the running activity looks at the queue again before it
+ * stops (see deliverDueWebhooks), so a signal would only cost a Temporal round trip per publish flush.
+ */
+interface DispatcherStateDoc {
+  _id: string;
+  active_until: Date;
+}
+
 export interface Page<T> {
   items: T[];
   next: T | null;
@@ -270,6 +280,7 @@ export class WebhookRepository {
   readonly deliveries: Collection<DeliveryDoc>;
   readonly succeeded: Collection<SucceededBatchDoc>;
   readonly attempts: Collection<AttemptBatchDoc>;
+  readonly dispatchers: Collection<DispatcherStateDoc>;
 
   /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable): every
    *  change runs under the endpoint's document lock, since FerretDB updates are not atomic (locks.ts). */
@@ -282,6 +293,7 @@ export class WebhookRepository {
     this.deliveries = db.collection('webhook_deliveries');
     this.succeeded = db.collection('webhook_deliveries_succeeded');
     this.attempts = db.collection('webhook_attempts');
+    this.dispatchers = db.collection('webhook_dispatchers');
   }
 
   async ensureIndexes(): Promise<void> {
@@ -528,6 +540,27 @@ export class WebhookRepository {
     const out: (QueueItem & { next_attempt_at: Date })[] = [];
     for (const e of entries) for (const i of await this.bundleItems(e._id)) out.push({ ...i, next_attempt_at: e.next_attempt_at });
     return out;
+  }
+
+  // ---------------------------------------------------------------- dispatcher activity (wake skipping)
+
+  /** The endpoint's dispatcher is delivering until `until` (a lease: a dead worker's flag expires). */
+  async markDispatcherActive(endpointId: string, until: Date): Promise<void> {
+    await this.dispatchers.updateOne({ _id: endpointId }, { $set: { active_until: until } }, { upsert: true });
+  }
+
+  async markDispatcherIdle(endpointId: string): Promise<void> {
+    await this.dispatchers.updateOne({ _id: endpointId }, { $set: { active_until: new Date(0) } }, { upsert: true });
+  }
+
+  /** Of `endpointIds`, those whose dispatcher is delivering now (and will look at the queue again). */
+  async activeDispatchers(endpointIds: string[], now = new Date()): Promise<Set<string>> {
+    if (!endpointIds.length) return new Set();
+    const docs =
+      endpointIds.length === 1
+        ? [await this.dispatchers.findOne({ _id: endpointIds[0] })].filter((d): d is DispatcherStateDoc => d !== null)
+        : await this.dispatchers.find({ _id: { $in: endpointIds } }).toArray();
+    return new Set(docs.filter((d) => d.active_until > now).map((d) => d._id));
   }
 
   // ---------------------------------------------------------------- delivery records and attempts
