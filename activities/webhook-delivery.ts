@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { Agent, type Dispatcher } from 'undici';
 import { fanOutEvents, wakeDispatcher, type EventDeps } from '../lib/events';
-import type { AttemptDoc, DeliveryDoc, EndpointDoc, QueueDoc, QueueEntry, QueueItem } from '../lib/repositories/webhooks';
+import { itemsIdOf, type AttemptDoc, type DeliveryDoc, type EndpointDoc, type QueueDoc, type QueueEntry, type QueueItem } from '../lib/repositories/webhooks';
 import { SIGNATURE_HEADERS, signatureHeaders } from '../lib/webhook-signing';
 import { guardedLookup, isAllowlisted, refusedAddressReason, urlPolicyFromConfig, type UrlPolicy } from '../lib/url-safety';
 import { nextAttemptDelay, parseRetryAfter } from '../workflows/webhook-retry';
@@ -167,7 +167,7 @@ function post(target: PostTarget, body: string, headers: Record<string, string>,
 
 /** State of one dispatcher activity across its batches. */
 interface DispatchRun {
-  /** Bundles taken whole; their items are deleted in one statement at the end (a crash leaves them to the sweeper). */
+  /** Items documents of finished entries, deleted in one statement at the end (a crash leaves them to the sweeper). */
   consumed: string[];
   /** The previous batch's recording, still running (it rejects if recording failed). */
   writing: Promise<void> | null;
@@ -201,9 +201,9 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
   async function drain(endpointId: string, status: 'failed' | 'cancelled', reason: string): Promise<DispatchResult> {
     const bundles = await w.queuedForEndpoint(endpointId, 100);
     const now = new Date();
-    const items = (await Promise.all(bundles.map((b) => w.bundleItems(b._id)))).flat();
+    const items = (await Promise.all(bundles.map((b) => w.bundleItems(b)))).flat();
     await w.recordDeliveries(items.map((q) => terminal(endpointId, q, status, { last_status_code: q.last_status_code, last_error: reason, attempts: q.attempts }, now)));
-    await w.dequeue(bundles.map((b) => b._id));
+    await w.dequeue(bundles);
     return { more: bundles.length === 100, waitMs: 0, nextDueInMs: null, stop: bundles.length < 100 };
   }
 
@@ -237,7 +237,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
     const tScan = Date.now();
     // Take due items, soonest bundle first, up to the batch limit.
     const due: QueueItem[] = [];
-    const emptied: string[] = [];
+    const emptied: QueueEntry[] = [];
     let partial: { entry: QueueEntry; rest: QueueItem[] } | null = null;
     let moreDue = false;
     let soonest: number | null = null;
@@ -259,20 +259,20 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
       taken.push({ entry: b, take });
       planned += take;
     }
-    const loaded = await Promise.all(taken.map((t) => w.bundleItems(t.entry._id)));
+    const loaded = await Promise.all(taken.map((t) => w.bundleItems(t.entry)));
     taken.forEach(({ entry, take }, i) => {
       const items = loaded[i];
       due.push(...items.slice(0, take));
       if (items.length > take) {
         partial = { entry, rest: items.slice(take) };
         moreDue = true;
-      } else emptied.push(entry._id);
+      } else emptied.push(entry);
     });
     if (bundles.length === 100 && !moreDue) moreDue = bundles.every((b) => b.next_attempt_at.getTime() <= startedAt);
     const tLoaded = Date.now();
     if (!due.length) {
-      await w.dequeueEntries(emptied);
-      run.consumed.push(...emptied);
+      await w.dequeueEntries(emptied.map((e) => e._id));
+      run.consumed.push(...emptied.map(itemsIdOf));
       return { more: false, waitMs: 0, nextDueInMs: soonest === null ? null : Math.max(0, soonest - startedAt), stop: false };
     }
 
@@ -346,11 +346,12 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
         w.insertAttempts(attempts),
         w.recordDeliveries(finished),
         w.enqueue(retries),
-        rest ? w.replaceQueuedItems(rest.entry._id, rest.rest) : undefined,
+        rest ? w.replaceQueuedItems(rest.entry, rest.rest) : undefined,
       ]);
       const t1 = Date.now();
-      await w.dequeueEntries(emptied);
-      run.consumed.push(...emptied);
+      await w.dequeueEntries(emptied.map((e) => e._id));
+      // Items documents these entries read (a shared one goes once no other endpoint's entry reads it).
+      run.consumed.push(...[...emptied, ...(rest ? [rest.entry] : [])].map(itemsIdOf));
       const t2 = Date.now();
       await recordHealth(endpoint, { gone, anySuccess, at: now, disableAfterMs: due[0].policy.disable_after_ms });
       logger.debug(
@@ -359,7 +360,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
       );
     };
     await finishWrite(run); // the previous batch's
-    startWrite(run, [...emptied, ...(rest ? [rest.entry._id] : [])], record());
+    startWrite(run, [...emptied, ...(rest ? [rest.entry] : [])].map((e) => e._id), record());
     if (gone) await finishWrite(run); // the endpoint is being disabled: nothing more goes out
 
     const endedAt = Date.now();

@@ -8,7 +8,8 @@ import type { Config } from './config';
 import { ApiError } from './errors';
 import type { Logger } from './logger';
 import type { Repositories } from './repositories';
-import { deliveryId, type DeliveryPolicy, type EndpointDoc, type EventDoc, type QueueDoc, type QueueItem } from './repositories/webhooks';
+import { groupBy } from './collections';
+import { type DeliveryPolicy, type EventDoc, type FanOutBundle, type QueueItem } from './repositories/webhooks';
 
 /**
  * The one internal entry point for events: `publishEvent`. It stores the event, then fans it out to every
@@ -252,53 +253,56 @@ class Publisher {
     await Promise.all(endpointIds.filter((id) => !active.has(id)).map((id) => this.wake(id)));
   }
 
-  /** Queues one delivery per event and matching endpoint (deterministic bundle ids); returns those endpoints. */
+  /**
+   * Queues one delivery per event and matching endpoint: per team, chunks of the events with their items
+   * stored once and an entry per endpoint (deterministic ids, so a repeated fan-out queues nothing twice).
+   * Returns the endpoints that got deliveries.
+   */
   private async queueDeliveries(events: EventDoc[]): Promise<string[]> {
     if (!events.length) return [];
     const { repos, config } = this.deps;
     const w = repos.webhooks;
     const policy = deliveryPolicyFrom(config);
-    const endpointsByTeam = new Map<string, EndpointDoc[]>();
-    const perEndpoint = new Map<string, QueueItem[]>();
-    const teamOf = new Map<string, string>();
     const now = new Date();
-    for (const e of events) {
-      let endpoints = endpointsByTeam.get(e.team_id);
-      if (!endpoints) {
-        endpoints = await w.listEnabledEndpoints(e.team_id);
-        endpointsByTeam.set(e.team_id, endpoints);
-      }
-      for (const ep of endpoints) {
-        if (e.only_endpoint_id ? ep._id !== e.only_endpoint_id : !matchesFilter(ep.filter_types, e.event_type)) continue;
-        let items = perEndpoint.get(ep._id);
-        if (!items) perEndpoint.set(ep._id, (items = []));
-        teamOf.set(ep._id, ep.team_id);
-        items.push({
-          id: deliveryId(e._id, ep._id),
-          team_id: e.team_id,
-          event_id: e._id,
-          event_type: e.event_type,
-          user_id: e.user_id,
-          body: e.body,
-          attempts: 0,
-          pass_attempts: 0,
-          trigger: 'scheduled',
-          policy,
-          last_status_code: null,
-          last_error: null,
+    const bundles: FanOutBundle[] = [];
+    for (const teamEvents of groupBy(events, (e) => e.team_id)) {
+      const teamId = teamEvents[0].team_id;
+      const endpoints = await w.listEnabledEndpoints(teamId);
+      const receivers = (e: EventDoc) =>
+        endpoints.filter((ep) => (e.only_endpoint_id ? ep._id === e.only_endpoint_id : matchesFilter(ep.filter_types, e.event_type)));
+      const matched = teamEvents.map((e) => ({ e, to: receivers(e) })).filter((m) => m.to.length);
+      const items = matched.map(({ e }): QueueItem => ({
+        id: e._id, // per endpoint when read
+        team_id: teamId,
+        event_id: e._id,
+        event_type: e.event_type,
+        user_id: e.user_id,
+        body: e.body,
+        attempts: 0,
+        pass_attempts: 0,
+        trigger: 'scheduled',
+        policy,
+        last_status_code: null,
+        last_error: null,
+        created_at: now,
+      }));
+      const toOf = new Map(matched.map((m) => [m.e._id, m.to]));
+      for (const chunk of chunkItems(items, config.WEBHOOK_BATCH_SIZE)) {
+        const positions = new Map<string, number[]>();
+        chunk.forEach((item, i) => {
+          for (const ep of toOf.get(item.event_id)!) positions.set(ep._id, [...(positions.get(ep._id) ?? []), i]);
+        });
+        bundles.push({
+          _id: `${chunk[0].event_id}+${chunk.length}`,
+          team_id: teamId,
           created_at: now,
+          items: chunk,
+          endpoints: [...positions].map(([endpoint_id, p]) => ({ endpoint_id, positions: p })),
         });
       }
     }
-    const queued: QueueDoc[] = [];
-    for (const [endpointId, items] of perEndpoint) {
-      for (const chunk of chunkItems(items, config.WEBHOOK_BATCH_SIZE)) {
-        // Deterministic id: repeating the same fan-out (sweeper, idempotent re-publish) does not queue twice.
-        queued.push({ _id: `${chunk[0].id}+${chunk.length}`, team_id: teamOf.get(endpointId)!, endpoint_id: endpointId, next_attempt_at: now, created_at: now, items: chunk });
-      }
-    }
-    await w.enqueue(queued);
-    return [...new Set(queued.map((q) => q.endpoint_id))];
+    await w.enqueueFanOut(bundles);
+    return [...new Set(bundles.flatMap((b) => b.endpoints.map((e) => e.endpoint_id)))];
   }
 
   /**

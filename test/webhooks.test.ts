@@ -106,16 +106,19 @@ describe('publishing and signed delivery', () => {
     await expect(publish('daily.data.heartrate.created', big)).rejects.toThrow(/WEBHOOK_MAX_EVENT_BYTES.*shallow event/);
   });
 
-  test('filter_types select exact types and prefixes; empty means every type', async () => {
+  test('filter_types select exact types and prefixes; empty means every type (events of one publish batch shared by the endpoints)', async () => {
     const [exact, prefix, all] = [await receiver(), await receiver(), await receiver()];
     const hooks = [
       await createWebhook(exact.url, { filter_types: ['labtest.order.created'] }),
       await createWebhook(prefix.url, { filter_types: ['labtest.*'] }),
       await createWebhook(all.url),
     ];
-    const created = await publish('labtest.order.created');
-    const updated = await publish('labtest.order.updated');
-    const connection = await publish('provider.connection.created');
+    // Published together: one fan-out, its items stored once, each endpoint delivering its own positions.
+    const [created, updated, connection] = await Promise.all([
+      publish('labtest.order.created'),
+      publish('labtest.order.updated'),
+      publish('provider.connection.created'),
+    ]);
     await all.waitFor(3);
     await prefix.waitFor(2);
     await exact.waitFor(1);
@@ -463,6 +466,51 @@ describe('user erasure', () => {
     expect(await app.deps.repos.webhooks.getEvent(b.id)).not.toBeNull();
     expect(await attemptsOf(b.id)).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('queued deliveries of the user are erased, also from a fan-out document other endpoints still read', async () => {
+    const w = app.deps.repos.webhooks;
+    const gone = '7f9e3a10-0000-4000-8000-000000000003';
+    const kept = '7f9e3a10-0000-4000-8000-000000000004';
+    const later = new Date(Date.now() + 3_600_000); // not due: no dispatcher takes them during the test
+    const item = (eventId: string, userId: string) => ({
+      id: eventId,
+      team_id: tenant.teamId,
+      event_id: eventId,
+      event_type: 'labtest.order.created',
+      user_id: userId,
+      body: JSON.stringify({ secret_of: userId }),
+      attempts: 0,
+      pass_attempts: 0,
+      trigger: 'scheduled' as const,
+      policy: { schedule_ms: [0], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 1000 },
+      last_status_code: null,
+      last_error: null,
+      created_at: later,
+    });
+    const bundleId = `erase-${Date.now()}+2`;
+    const [ep1, ep2] = [`ep-a-${Date.now()}`, `ep-b-${Date.now()}`];
+    await w.enqueueFanOut([
+      {
+        _id: bundleId,
+        team_id: tenant.teamId,
+        created_at: later,
+        items: [item(`evt-gone-${Date.now()}`, gone), item(`evt-kept-${Date.now()}`, kept)],
+        endpoints: [
+          { endpoint_id: ep1, positions: [0, 1] },
+          { endpoint_id: ep2, positions: [1] }, // does not deliver the user's event, but its document holds it
+        ],
+      },
+    ]);
+    expect(await w.eraseForUser(tenant.teamId, gone)).toBeGreaterThanOrEqual(1);
+    for (const ep of [ep1, ep2]) {
+      const [entry] = await w.queuedForEndpoint(ep, 10);
+      expect((await w.bundleItems(entry)).map((i) => i.user_id)).toEqual([kept]);
+    }
+    const stored = await w.queueItems.find({}).toArray();
+    expect(stored.some((d) => d.payload.includes(gone))).toBe(false);
+    expect(stored.some((d) => d._id === bundleId)).toBe(false);
+    for (const ep of [ep1, ep2]) await w.dequeue(await w.queuedForEndpoint(ep, 10));
   });
 });
 

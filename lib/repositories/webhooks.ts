@@ -1,4 +1,5 @@
 import type { AnyBulkWriteOperation, Collection, Db, Filter } from 'mongodb';
+import { groupBy } from '../collections';
 import { isDuplicateKeyError } from '../errors';
 import type { DocumentLocks } from './locks';
 
@@ -102,12 +103,26 @@ export interface QueueItem {
 }
 
 /**
- * A bundle of active deliveries to one endpoint, due together: one per publish batch and endpoint, one per
- * group of retries. Bundling keeps the hot queue a handful of documents even at thousands of events per
+ * A bundle of active deliveries to one endpoint, due together, with its own items: one per group of retries,
+ * one per manual resend. Bundling keeps the hot queue a handful of documents even at thousands of events per
  * second, so claiming and completing a batch costs O(1) database operations.
  */
-export interface QueueDoc extends Omit<QueueEntry, 'size'> {
+export interface QueueDoc extends Omit<QueueEntry, 'size' | 'items_id' | 'only'> {
   items: QueueItem[];
+}
+
+/**
+ * One chunk of a publish fan-out: its items (the events' first deliveries) are stored once, and each
+ * matching endpoint gets an entry naming the positions it receives. With several endpoints the bodies are
+ * not copied per endpoint (FerretDB's cost follows the bytes it stores and scans).
+ */
+export interface FanOutBundle {
+  _id: string;
+  team_id: string;
+  created_at: Date;
+  /** Endpoint-neutral: `id` is set per endpoint when read. */
+  items: QueueItem[];
+  endpoints: { endpoint_id: string; positions: number[] }[];
 }
 
 /**
@@ -122,7 +137,13 @@ export interface QueueEntry {
   next_attempt_at: Date;
   created_at: Date;
   size: number;
+  /** The items document this entry reads (shared by the endpoints of a fan-out); its own `_id` when absent. */
+  items_id?: string;
+  /** Which of those items are this endpoint's: comma-separated positions; all of them when absent. */
+  only?: string;
 }
+
+export const itemsIdOf = (entry: Pick<QueueEntry, '_id' | 'items_id'>) => entry.items_id ?? entry._id;
 
 /**
  * The items of a bundle, stored as one JSON string: FerretDB's cost follows the number of BSON values it
@@ -136,18 +157,20 @@ interface QueueItemsDoc {
   created_at: Date;
 }
 
-type StoredItem = Omit<QueueItem, 'policy' | 'created_at'> & { policy?: DeliveryPolicy; created_at: string };
+type StoredItem = Omit<QueueItem, 'id' | 'policy' | 'created_at'> & { policy?: DeliveryPolicy; created_at: string };
 
+/** Items without their delivery ids (derived from event and endpoint when read), a shared policy hoisted out. */
 function encodeItems(items: QueueItem[]): string {
   const policy = items[0].policy;
   const shared = JSON.stringify(policy);
   const same = items.every((i) => i.policy === policy || JSON.stringify(i.policy) === shared);
-  return JSON.stringify({ policy, items: same ? items.map(({ policy: _, ...rest }) => rest) : items });
+  const stored = items.map(({ id: _id, policy: p, ...rest }) => (same ? rest : { ...rest, policy: p }));
+  return JSON.stringify({ policy, items: stored });
 }
 
-function decodeItems(payload: string): QueueItem[] {
+function decodeItems(payload: string, endpointId: string): QueueItem[] {
   const { policy, items } = JSON.parse(payload) as { policy: DeliveryPolicy; items: StoredItem[] };
-  return items.map((i) => ({ ...i, policy: i.policy ?? policy, created_at: new Date(i.created_at) }));
+  return items.map((i) => ({ ...i, id: deliveryId(i.event_id, endpointId), policy: i.policy ?? policy, created_at: new Date(i.created_at) }));
 }
 
 export type DeliveryStatus = 'succeeded' | 'failed' | 'cancelled';
@@ -238,17 +261,6 @@ function latestPerDelivery(records: DeliveryDoc[]): DeliveryDoc[] {
   }
   return [...byId.values()].sort((a, b) => b.created_at.getTime() - a.created_at.getTime() || (a._id < b._id ? 1 : -1));
 }
-
-const groupBy = <T>(items: T[], key: (t: T) => string): T[][] => {
-  const groups = new Map<string, T[]>();
-  for (const t of items) {
-    const k = key(t);
-    const g = groups.get(k);
-    if (g) g.push(t);
-    else groups.set(k, [t]);
-  }
-  return [...groups.values()];
-};
 
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
 const BATCH_SPAN_MS = 10 * 60_000;
@@ -463,13 +475,33 @@ export class WebhookRepository {
   // ---------------------------------------------------------------- queue (active deliveries, bundled)
 
   /** Idempotent by bundle id. Items first: an entry never points at missing items (a crash leaves at most
-   *  unreferenced items, which nothing reads). */
+   *  unreferenced items, which nothing reads and the sweeper deletes). */
   async enqueue(docs: QueueDoc[]): Promise<void> {
     const bundles = docs.filter((d) => d.items.length);
     await this.insertIgnoringDuplicates(this.queueItems, bundles.map((d) => ({ _id: d._id, payload: encodeItems(d.items), created_at: new Date() })));
     await this.insertIgnoringDuplicates(
       this.queue,
-      bundles.map(({ items, ...entry }) => ({ ...entry, size: items.length })),
+      bundles.map(({ items, ...entry }) => ({ ...entry, size: items.length, items_id: entry._id })),
+    );
+  }
+
+  /** Queues a fan-out: each bundle's items once, then an entry per endpoint (`<bundle>><endpoint>`). Idempotent. */
+  async enqueueFanOut(bundles: FanOutBundle[]): Promise<void> {
+    await this.insertIgnoringDuplicates(this.queueItems, bundles.map((b) => ({ _id: b._id, payload: encodeItems(b.items), created_at: new Date() })));
+    await this.insertIgnoringDuplicates(
+      this.queue,
+      bundles.flatMap((b) =>
+        b.endpoints.map(({ endpoint_id, positions }) => ({
+          _id: `${b._id}>${endpoint_id}`,
+          team_id: b.team_id,
+          endpoint_id,
+          next_attempt_at: b.created_at,
+          created_at: b.created_at,
+          size: positions.length,
+          items_id: b._id,
+          ...(positions.length === b.items.length ? {} : { only: positions.join(',') }),
+        })),
+      ),
     );
   }
 
@@ -478,50 +510,61 @@ export class WebhookRepository {
     return this.queue.find({ endpoint_id: endpointId }).sort({ next_attempt_at: 1, _id: 1 }).limit(limit).toArray();
   }
 
-  /** The items of one bundle (an `_id` lookup, the one filter FerretDB pushes down). */
-  async bundleItems(bundleId: string): Promise<QueueItem[]> {
-    const doc = await this.queueItems.findOne({ _id: bundleId });
-    return doc ? decodeItems(doc.payload) : [];
+  /** The items of one entry, with their delivery ids (an `_id` lookup, the one filter FerretDB pushes down). */
+  async bundleItems(entry: QueueEntry): Promise<QueueItem[]> {
+    return (await this.readItems(entry)).selected;
   }
 
-  /** Keeps the unsent rest of a bundle (rate limiting, batch limit). */
-  async replaceQueuedItems(bundleId: string, items: QueueItem[]): Promise<void> {
-    await this.queueItems.updateOne({ _id: bundleId }, { $set: { payload: encodeItems(items) } });
-    await this.queue.updateOne({ _id: bundleId }, { $set: { size: items.length } });
+  /** The entry's items document: every item in it, and the ones this entry delivers. */
+  private async readItems(entry: QueueEntry): Promise<{ all: QueueItem[]; selected: QueueItem[] }> {
+    const doc = await this.queueItems.findOne({ _id: itemsIdOf(entry) });
+    const all = doc ? decodeItems(doc.payload, entry.endpoint_id) : [];
+    return { all, selected: entry.only === undefined ? all : entry.only.split(',').flatMap((i) => all[Number(i)] ?? []) };
   }
 
   /**
-   * Entries first: once the entry is gone nothing reads the items. `$in` rather than one delete per bundle:
-   * FerretDB reads the whole collection for any delete, even by `_id` (measured ~120 ms per delete with 200
-   * queued bundles). Items are deleted rather than kept: every lookup reads the whole collection too, so it
-   * must stay about as small as the backlog (hourly append-only item collections measured slower).
+   * Keeps the unsent rest of a bundle (rate limiting, batch limit) in the entry's own items document. A shared
+   * document it read before is left to `deleteItems`, which removes it once no entry reads it.
    */
-  async dequeue(bundleIds: string[]): Promise<void> {
-    await this.dequeueEntries(bundleIds);
-    await this.deleteItems(bundleIds);
+  async replaceQueuedItems(entry: QueueEntry, items: QueueItem[]): Promise<void> {
+    await this.queueItems.replaceOne({ _id: entry._id }, { payload: encodeItems(items), created_at: new Date() }, { upsert: true });
+    await this.queue.updateOne({ _id: entry._id }, { $set: { size: items.length, items_id: entry._id }, $unset: { only: '' } });
+  }
+
+  /**
+   * Entries first: once no entry reads an items document, nothing does. Items are deleted rather than kept:
+   * every lookup scans the whole collection on FerretDB, so it must stay about as small as the backlog
+   * (hourly append-only item collections measured slower).
+   */
+  async dequeue(entries: QueueEntry[]): Promise<void> {
+    await this.dequeueEntries(entries.map((e) => e._id));
+    await this.deleteItems(entries.map(itemsIdOf));
   }
 
   /** Removes bundle entries only: the bundles are done. Their items are deleted later, in bulk. */
-  async dequeueEntries(bundleIds: string[]): Promise<void> {
-    if (bundleIds.length === 1) await this.queue.deleteOne({ _id: bundleIds[0] });
-    else if (bundleIds.length) await this.queue.deleteMany({ _id: { $in: bundleIds } });
+  async dequeueEntries(entryIds: string[]): Promise<void> {
+    if (entryIds.length === 1) await this.queue.deleteOne({ _id: entryIds[0] });
+    else if (entryIds.length) await this.queue.deleteMany({ _id: { $in: entryIds } });
   }
 
   /**
-   * Deletes the items of finished bundles in one statement (FerretDB reads the whole collection per delete,
-   * so the dispatcher collects them over its activity). Items whose bundle id is queued again meanwhile (a
-   * repeated fan-out) are kept.
+   * Deletes the items documents no entry reads any more, in one statement (FerretDB reads the whole
+   * collection per delete, so the dispatcher collects them over its activity). Documents still read by an
+   * entry (another endpoint of the fan-out, a repeated fan-out) are kept.
    */
-  async deleteItems(bundleIds: string[]): Promise<number> {
-    if (!bundleIds.length) return 0;
-    const live = new Set((await this.queue.find({ _id: { $in: bundleIds } }, { projection: { _id: 1 } }).toArray()).map((e) => e._id));
-    const dead = bundleIds.filter((id) => !live.has(id));
+  async deleteItems(itemsIds: string[]): Promise<number> {
+    if (!itemsIds.length) return 0;
+    const readers = await this.queue
+      .find({ $or: [{ items_id: { $in: itemsIds } }, { _id: { $in: itemsIds } }] }, { projection: { _id: 1, items_id: 1 } })
+      .toArray();
+    const live = new Set(readers.map(itemsIdOf));
+    const dead = [...new Set(itemsIds)].filter((id) => !live.has(id));
     return dead.length ? (await this.queueItems.deleteMany({ _id: { $in: dead } })).deletedCount : 0;
   }
 
   /**
    * Items left without an entry by a crash before their bulk delete (the sweeper calls this). Only items
-   * older than `before`: a bundle being enqueued has its items written just before its entry.
+   * older than `before`: a bundle being enqueued has its items written just before its entries.
    */
   async deleteOrphanItems(before: Date): Promise<number> {
     const ids = (await this.queueItems.find({ created_at: { $lt: before } }, { projection: { _id: 1 } }).toArray()).map((d) => d._id);
@@ -538,7 +581,7 @@ export class WebhookRepository {
   async activeItems(teamId: string, endpointId: string): Promise<(QueueItem & { next_attempt_at: Date })[]> {
     const entries = await this.queue.find({ team_id: teamId, endpoint_id: endpointId }).toArray();
     const out: (QueueItem & { next_attempt_at: Date })[] = [];
-    for (const e of entries) for (const i of await this.bundleItems(e._id)) out.push({ ...i, next_attempt_at: e.next_attempt_at });
+    for (const e of entries) for (const i of await this.bundleItems(e)) out.push({ ...i, next_attempt_at: e.next_attempt_at });
     return out;
   }
 
@@ -701,14 +744,18 @@ export class WebhookRepository {
         );
       }
     }
+    const read: string[] = [];
     for (const entry of await this.queue.find({ team_id: teamId }).toArray()) {
-      const items = await this.bundleItems(entry._id);
+      // Also entries that do not deliver the user's events but read a shared document holding them.
+      const { all, selected: items } = await this.readItems(entry);
+      if (!all.some((i) => i.user_id === userId)) continue;
       const keep = items.filter((i) => i.user_id !== userId);
-      if (keep.length === items.length) continue;
       n += items.length - keep.length;
-      if (keep.length) await this.replaceQueuedItems(entry._id, keep);
-      else await this.dequeue([entry._id]);
+      read.push(itemsIdOf(entry));
+      if (keep.length) await this.replaceQueuedItems(entry, keep);
+      else await this.dequeue([entry]);
     }
+    await this.deleteItems(read); // shared documents that held the user's deliveries, now read by no entry
     return n;
   }
 
