@@ -423,16 +423,16 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
             }
             continue;
           }
-          // Bundles still being recorded were not looked at (a partly sent one keeps a due rest): look again.
-          if (run.writing) {
-            await finishWrite(run);
-            continue;
-          }
+          // Bundles still being recorded were not looked at (a partly sent one keeps a due rest): look again
+          // once that is done — and after marking idle, so the same look also catches new deliveries.
+          const wasWriting = run.writing !== null;
+          await finishWrite(run);
           if (!markedIdle) {
             await w.markDispatcherIdle(endpointId);
             markedIdle = true;
             continue;
           }
+          if (wasWriting) continue;
           return (result = r);
         }
       } finally {
