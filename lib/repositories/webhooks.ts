@@ -720,30 +720,8 @@ export class WebhookRepository {
     for (const coll of [this.deliveries, this.events] as unknown as Collection<{ team_id: string; user_id: string | null }>[]) {
       n += (await coll.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
     }
-    for (const batch of await this.succeeded.find({ team_id: teamId, user_ids: userId }).toArray()) {
-      const all = deliveriesOf(batch);
-      const keep = all.filter((d) => d.user_id !== userId);
-      n += all.length - keep.length;
-      if (!keep.length) await this.succeeded.deleteOne({ _id: batch._id });
-      else {
-        await this.succeeded.updateOne(
-          { _id: batch._id },
-          { $set: { payload: JSON.stringify(keep), event_ids: [...new Set(keep.map((d) => d.event_id))], user_ids: batch.user_ids.filter((u) => u !== userId) } },
-        );
-      }
-    }
-    for (const batch of await this.attempts.find({ team_id: teamId, user_ids: userId }).toArray()) {
-      const all = attemptsOf(batch);
-      const keep = all.filter((a) => a.user_id !== userId);
-      n += all.length - keep.length;
-      if (!keep.length) await this.attempts.deleteOne({ _id: batch._id });
-      else {
-        await this.attempts.updateOne(
-          { _id: batch._id },
-          { $set: { payload: JSON.stringify(keep), event_ids: [...new Set(keep.map((a) => a.event_id))], user_ids: batch.user_ids.filter((u) => u !== userId) } },
-        );
-      }
-    }
+    n += await this.eraseFromBatches(this.succeeded, deliveriesOf, teamId, userId);
+    n += await this.eraseFromBatches(this.attempts, attemptsOf, teamId, userId);
     const read: string[] = [];
     for (const entry of await this.queue.find({ team_id: teamId }).toArray()) {
       // Also entries that do not deliver the user's events but read a shared document holding them.
@@ -756,6 +734,28 @@ export class WebhookRepository {
       else await this.dequeue([entry]);
     }
     await this.deleteItems(read); // shared documents that held the user's deliveries, now read by no entry
+    return n;
+  }
+
+  /** Removes the user's records from batch documents (attempts, successful deliveries); returns how many. */
+  private async eraseFromBatches<B extends AttemptBatchDoc | SucceededBatchDoc>(
+    coll: Collection<B>,
+    recordsOf: (batch: B) => { user_id: string | null; event_id: string }[],
+    teamId: string,
+    userId: string,
+  ): Promise<number> {
+    let n = 0;
+    for (const batch of (await coll.find({ team_id: teamId, user_ids: userId } as Filter<B>).toArray()) as B[]) {
+      const all = recordsOf(batch);
+      const keep = all.filter((r) => r.user_id !== userId);
+      n += all.length - keep.length;
+      const byId = { _id: batch._id } as Filter<B>;
+      if (!keep.length) await coll.deleteOne(byId);
+      else {
+        const rest = { payload: JSON.stringify(keep), event_ids: [...new Set(keep.map((r) => r.event_id))], user_ids: batch.user_ids.filter((u) => u !== userId) };
+        await coll.updateOne(byId, { $set: rest as Partial<B> });
+      }
+    }
     return n;
   }
 
