@@ -30,6 +30,10 @@ export interface AttemptResult {
 const RESPONSE_BODY_LIMIT = 4096;
 /** How long one dispatcher activity keeps sending back-to-back batches before handing back to the workflow. */
 const DISPATCH_BUDGET_MS = 5_000;
+/** How long a dispatcher with nothing due keeps looking (every LINGER_POLL_MS) before it hands back to wait. */
+const LINGER_MS = 200;
+const LINGER_POLL_MS = 25;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** How long an activity counts as delivering without renewing its mark (a dead worker's mark then lapses). */
 const ACTIVE_LEASE_MS = 60_000;
 /** Requests in flight to one endpoint at once (a batch may be larger: its database work is per batch). */
@@ -408,6 +412,7 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
       // a wake, it marks itself idle and then looks at the queue once more: deliveries queued before the mark
       // are found by that look, and the publisher of any queued after it sees the mark and signals.
       let markedIdle = false;
+      let lingered = 0;
       let result: DispatchResult | null = null;
       try {
         await markActive();
@@ -423,16 +428,34 @@ export function createWebhookDeliveryActivities(deps: EventDeps) {
             }
             continue;
           }
-          // Bundles still being recorded were not looked at (a partly sent one keeps a due rest): look again
-          // once that is done — and after marking idle, so the same look also catches new deliveries.
-          const wasWriting = run.writing !== null;
-          await finishWrite(run);
+          // A batch just went out: the bundles it is recording were not looked at (a partly sent one keeps a
+          // due rest), so look again once that is done — as an active dispatcher, new deliveries having come.
+          if (run.writing) {
+            await finishWrite(run);
+            if (Date.now() >= deadline) return (result = { ...r, more: true }); // the next activity looks
+            lingered = 0;
+            if (markedIdle) {
+              await markActive();
+              markedIdle = false;
+            }
+            continue;
+          }
+          // Under steady load the next publish is usually milliseconds away: wait for it here, still marked
+          // active, instead of ending the activity and being woken through Temporal (~100 ms, and a signal,
+          // a workflow task and an activity task per publish).
+          const canLinger = () => lingered < LINGER_MS && Date.now() + LINGER_POLL_MS < deadline;
+          if (!markedIdle && canLinger()) {
+            do {
+              await sleep(LINGER_POLL_MS);
+              lingered += LINGER_POLL_MS;
+            } while (canLinger() && !(await w.hasDueDeliveries(endpointId))); // one small query a poll
+            continue;
+          }
           if (!markedIdle) {
             await w.markDispatcherIdle(endpointId);
             markedIdle = true;
             continue;
           }
-          if (wasWriting) continue;
           return (result = r);
         }
       } finally {

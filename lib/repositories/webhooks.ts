@@ -510,6 +510,11 @@ export class WebhookRepository {
     return this.queue.find({ endpoint_id: endpointId }).sort({ next_attempt_at: 1, _id: 1 }).limit(limit).toArray();
   }
 
+  /** Whether any of the endpoint's bundles is due (`at` or before). */
+  async hasDueDeliveries(endpointId: string, at = new Date()): Promise<boolean> {
+    return (await this.queue.findOne({ endpoint_id: endpointId, next_attempt_at: { $lte: at } }, { projection: { _id: 1 } })) !== null;
+  }
+
   /** The items of one entry, with their delivery ids (an `_id` lookup, the one filter FerretDB pushes down). */
   async bundleItems(entry: QueueEntry): Promise<QueueItem[]> {
     return (await this.readItems(entry)).selected;
