@@ -1,4 +1,5 @@
 import type { AnyBulkWriteOperation, Collection, Db, Filter } from 'mongodb';
+import { Coalescer } from '../coalescer';
 import { groupBy } from '../collections';
 import { isDuplicateKeyError } from '../errors';
 import type { DocumentLocks } from './locks';
@@ -294,6 +295,18 @@ export class WebhookRepository {
   readonly attempts: Collection<AttemptBatchDoc>;
   readonly dispatchers: Collection<DispatcherStateDoc>;
 
+  /**
+   * The dispatcher's per-batch writes, group-committed across the endpoints one worker delivers to at once
+   * (with 10 endpoints, one statement where there were ten, each waiting for SQLite's single writer).
+   */
+  private readonly attemptWriter = new Coalescer<AttemptBatchDoc>((docs) => this.attempts.insertMany(docs, { ordered: false }).then(() => undefined));
+  private readonly succeededWriter = new Coalescer<SucceededBatchDoc>((docs) => this.insertIgnoringDuplicates(this.succeeded, docs).then(() => undefined));
+  /** Few ids: one `{_id}` delete each (FerretDB narrows those); more: one `$in` pass over the small queue. */
+  private readonly dequeueWriter = new Coalescer<string>(async (ids) => {
+    if (ids.length <= 2) await this.deleteByIds(this.queue, ids);
+    else await this.queue.deleteMany({ _id: { $in: ids } });
+  });
+
   /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable): every
    *  change runs under the endpoint's document lock, since FerretDB updates are not atomic (locks.ts). */
   constructor(db: Db, private readonly locks: DocumentLocks) {
@@ -547,8 +560,8 @@ export class WebhookRepository {
   }
 
   /** Removes bundle entries only: the bundles are done. Their items are deleted later (`deleteItems`). */
-  async dequeueEntries(entryIds: string[]): Promise<void> {
-    await this.deleteByIds(this.queue, entryIds);
+  dequeueEntries(entryIds: string[]): Promise<void> {
+    return this.dequeueWriter.add(entryIds);
   }
 
   /**
@@ -630,7 +643,7 @@ export class WebhookRepository {
       user_ids: [...new Set(records.map((r) => r.user_id).filter((u): u is string => u !== null))],
       payload: JSON.stringify(records),
     }));
-    await this.insertIgnoringDuplicates(this.succeeded, batches);
+    await this.succeededWriter.add(batches);
     // A success after earlier attempts ends that delivery's failed record, if one was written (resend, recover).
     const later = ok.filter((d) => d.attempts > 1).map((d) => d._id);
     if (later.length) await this.deliveries.deleteMany({ _id: { $in: later } });
@@ -682,7 +695,7 @@ export class WebhookRepository {
       user_ids: [...new Set(attempts.map((a) => a.user_id).filter((u): u is string => u !== null))],
       payload: JSON.stringify(attempts),
     }));
-    if (batches.length) await this.attempts.insertMany(batches, { ordered: false });
+    await this.attemptWriter.add(batches);
   }
 
   /**
