@@ -1,31 +1,57 @@
 /**
- * Group commit for writes many callers make at once (e.g. the dispatcher activities of several endpoints in
- * one worker): callers add items and wait; items added while a flush runs go into the next flush, so they
- * share one database statement instead of each taking the database's write lock (FerretDB's SQLite has one
- * writer at a time). A failed flush fails every caller in it.
+ * Group commit for writes many callers make at once (concurrent publishes; the dispatcher activities of
+ * several endpoints in one worker): callers add items and wait; items added while a flush runs go into the
+ * next one (at most `maxItems`, keeping each caller's items together), so they share one round of database
+ * statements instead of each taking the database's write lock (FerretDB's SQLite has one writer at a time).
+ * `flush` may return one result per item, in order; a failed flush fails every caller in it.
  */
-export class Coalescer<T> {
-  private pending: { items: T[]; resolve(): void; reject(err: unknown): void }[] = [];
+export class Coalescer<T, R = void> {
+  private pending: { items: T[]; resolve(results: R[]): void; reject(err: unknown): void }[] = [];
   private flushing = false;
+  private idle: (() => void)[] = [];
 
-  constructor(private readonly flush: (items: T[]) => Promise<void>) {}
+  constructor(
+    private readonly flush: (items: T[]) => Promise<R[] | void>,
+    private readonly maxItems = Infinity,
+  ) {}
 
-  add(items: T[]): Promise<void> {
-    if (!items.length) return Promise.resolve();
+  add(items: T[]): Promise<R[]> {
+    if (!items.length) return Promise.resolve([]);
     return new Promise((resolve, reject) => {
       this.pending.push({ items, resolve, reject });
       this.next();
     });
   }
 
+  /** Resolves once nothing is pending or being flushed (before a shutdown). */
+  settled(): Promise<void> {
+    if (!this.flushing && !this.pending.length) return Promise.resolve();
+    return new Promise((resolve) => this.idle.push(resolve));
+  }
+
   private next(): void {
-    if (this.flushing || !this.pending.length) return;
+    if (this.flushing) return;
+    if (!this.pending.length) {
+      this.idle.splice(0).forEach((resolve) => resolve());
+      return;
+    }
     this.flushing = true;
     setImmediate(() => {
-      const callers = this.pending.splice(0);
+      let count = 0;
+      let take = 0;
+      while (take < this.pending.length && (take === 0 || count + this.pending[take].items.length <= this.maxItems)) {
+        count += this.pending[take++].items.length;
+      }
+      const callers = this.pending.splice(0, take);
       this.flush(callers.flatMap((c) => c.items))
         .then(
-          () => callers.forEach((c) => c.resolve()),
+          (results) => {
+            let at = 0;
+            for (const c of callers) {
+              c.resolve(results ? results.slice(at, at + c.items.length) : []);
+              at += c.items.length;
+            }
+          },
           (err) => callers.forEach((c) => c.reject(err)),
         )
         .finally(() => {

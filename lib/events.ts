@@ -8,6 +8,7 @@ import type { Config } from './config';
 import { ApiError } from './errors';
 import type { Logger } from './logger';
 import type { Repositories } from './repositories';
+import { Coalescer } from './coalescer';
 import { groupBy } from './collections';
 import { type DeliveryPolicy, type EventDoc, type FanOutBundle, type QueueItem } from './repositories/webhooks';
 
@@ -118,19 +119,11 @@ function publisherFor(deps: EventDeps): Publisher {
   return p;
 }
 
-interface Pending {
-  doc: EventDoc;
-  resolve(v: PublishedEvent): void;
-  reject(e: unknown): void;
-}
-
+/** Events per publish flush at most (one flush at a time: the next gathers what arrives meanwhile). */
 const MAX_BATCH = 500;
-const MAX_FLUSHES_IN_FLIGHT = 1;
 
 class Publisher {
-  private pending: Pending[] = [];
-  private scheduled = false;
-  private inFlight = 0;
+  private readonly writer = new Coalescer<EventDoc, PublishedEvent>((docs) => this.flush(docs), MAX_BATCH);
   private wakes = new Map<string, { again: boolean; done: Promise<void> }>();
   /** Outbox clean-ups and wakes still running after their flush returned. */
   private tails = new Set<Promise<void>>();
@@ -166,35 +159,15 @@ class Publisher {
     if (size > config.WEBHOOK_MAX_EVENT_BYTES) {
       return Promise.reject(new EventTooLargeError(size, config.WEBHOOK_MAX_EVENT_BYTES, input.eventType));
     }
-    return new Promise((resolve, reject) => {
-      this.pending.push({ doc, resolve, reject });
-      this.schedule();
-    });
+    return this.writer.add([doc]).then(([published]) => published);
   }
 
-  private schedule(): void {
-    if (this.scheduled || this.inFlight >= MAX_FLUSHES_IN_FLIGHT || !this.pending.length) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      const batch = this.pending.splice(0, MAX_BATCH);
-      if (!batch.length) return;
-      this.inFlight++;
-      this.flush(batch)
-        .catch((err) => batch.forEach((p) => p.reject(err)))
-        .finally(() => {
-          this.inFlight--;
-          this.schedule();
-        });
-      this.schedule();
-    });
-  }
-
-  private async flush(batch: Pending[]): Promise<void> {
+  /** One group commit: returns, per input event, what its publish returns. */
+  private async flush(batch: EventDoc[]): Promise<PublishedEvent[]> {
     const w = this.deps.repos.webhooks;
     // Same key twice in one batch: one event.
     const byId = new Map<string, EventDoc>();
-    for (const p of batch) if (!byId.has(p.doc._id)) byId.set(p.doc._id, p.doc);
+    for (const doc of batch) if (!byId.has(doc._id)) byId.set(doc._id, doc);
     const docs = [...byId.values()];
     const outboxId = randomUUID();
     await w.insertOutbox({ _id: outboxId, event_ids: docs.map((d) => d._id), created_at: new Date() });
@@ -220,20 +193,19 @@ class Publisher {
     // The deliveries are durable: publishing has done what it promises. Removing the outbox entry and waking
     // the dispatchers happen after the callers resume (a crash before is repaired by the sweeper), so the
     // next flush need not wait for them.
-    for (const p of batch) {
-      const stored = existing.get(p.doc._id);
-      p.resolve(stored ? { id: stored._id, createdAt: stored.created_at, duplicate: true } : { id: p.doc._id, createdAt: p.doc.created_at, duplicate: false });
-    }
     const tail = this.afterQueued(outboxId, endpointIds)
       .catch((err) => this.deps.logger.warn({ err, outboxId }, 'publish: outbox clean-up failed; the sweeper will finish it'))
       .finally(() => this.tails.delete(tail));
     this.tails.add(tail);
+    return batch.map((doc) => {
+      const stored = existing.get(doc._id);
+      return stored ? { id: stored._id, createdAt: stored.created_at, duplicate: true } : { id: doc._id, createdAt: doc.created_at, duplicate: false };
+    });
   }
 
   async settle(): Promise<void> {
-    while (this.pending.length || this.inFlight || this.tails.size) {
-      await Promise.all([...this.tails, new Promise((r) => setTimeout(r, 10))]);
-    }
+    await this.writer.settled();
+    while (this.tails.size) await Promise.all(this.tails);
   }
 
   /** Queues the events' deliveries, then removes the outbox entry that guarded them (`outboxId`) and wakes the dispatchers. */

@@ -560,8 +560,8 @@ export class WebhookRepository {
   }
 
   /** Removes bundle entries only: the bundles are done. Their items are deleted later (`deleteItems`). */
-  dequeueEntries(entryIds: string[]): Promise<void> {
-    return this.dequeueWriter.add(entryIds);
+  async dequeueEntries(entryIds: string[]): Promise<void> {
+    await this.dequeueWriter.add(entryIds);
   }
 
   /**
