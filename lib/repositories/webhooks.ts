@@ -142,6 +142,8 @@ export interface QueueEntry {
   items_id?: string;
   /** Which of those items are this endpoint's: comma-separated positions; all of them when absent. */
   only?: string;
+  /** How many endpoints' entries read that document (a fan-out's); 1 when absent. */
+  shared_by?: number;
 }
 
 export const itemsIdOf = (entry: Pick<QueueEntry, '_id' | 'items_id'>) => entry.items_id ?? entry._id;
@@ -263,6 +265,9 @@ function latestPerDelivery(records: DeliveryDoc[]): DeliveryDoc[] {
   return [...byId.values()].sort((a, b) => b.created_at.getTime() - a.created_at.getTime() || (a._id < b._id ? 1 : -1));
 }
 
+const SHARED_ITEMS_TTL_MS = 10_000;
+const SHARED_ITEMS_MAX_BYTES = 32 * 1024 * 1024;
+
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
 const BATCH_SPAN_MS = 10 * 60_000;
 
@@ -299,6 +304,8 @@ export class WebhookRepository {
    * The dispatcher's per-batch writes, group-committed across the endpoints one worker delivers to at once
    * (with 10 endpoints, one statement where there were ten, each waiting for SQLite's single writer).
    */
+  /** Fan-out documents read by several endpoints' dispatchers (see `itemsDoc`). */
+  private readonly sharedItems = new Map<string, { at: number; bytes: number; doc: Promise<QueueItemsDoc | null> }>();
   private readonly attemptWriter = new Coalescer<AttemptBatchDoc>((docs) => this.attempts.insertMany(docs, { ordered: false }).then(() => undefined));
   private readonly succeededWriter = new Coalescer<SucceededBatchDoc>((docs) => this.insertIgnoringDuplicates(this.succeeded, docs).then(() => undefined));
   /** Few ids: one `{_id}` delete each (FerretDB narrows those); more: one `$in` pass over the small queue. */
@@ -512,6 +519,7 @@ export class WebhookRepository {
           created_at: b.created_at,
           size: positions.length,
           items_id: b._id,
+          shared_by: b.endpoints.length,
           ...(positions.length === b.items.length ? {} : { only: positions.join(',') }),
         })),
       ),
@@ -535,9 +543,45 @@ export class WebhookRepository {
 
   /** The entry's items document: every item in it, and the ones this entry delivers. */
   private async readItems(entry: QueueEntry): Promise<{ all: QueueItem[]; selected: QueueItem[] }> {
-    const doc = await this.queueItems.findOne({ _id: itemsIdOf(entry) });
+    const doc = await this.itemsDoc(entry);
     const all = doc ? decodeItems(doc.payload, entry.endpoint_id) : [];
     return { all, selected: entry.only === undefined ? all : entry.only.split(',').flatMap((i) => all[Number(i)] ?? []) };
+  }
+
+  /**
+   * An entry's items document. A fan-out document read by several endpoints is read from the database once
+   * per worker: the dispatchers of those endpoints ask for it at about the same time, and it never changes
+   * (a rest is written to the entry's own document). Kept briefly and within a byte budget.
+   */
+  private itemsDoc(entry: QueueEntry): Promise<QueueItemsDoc | null> {
+    const id = itemsIdOf(entry);
+    if ((entry.shared_by ?? 1) < 2) return this.queueItems.findOne({ _id: id });
+    const now = Date.now();
+    const hit = this.sharedItems.get(id);
+    if (hit && now - hit.at < SHARED_ITEMS_TTL_MS) return hit.doc;
+    const doc = this.queueItems.findOne({ _id: id });
+    const cached = { at: now, bytes: 0, doc };
+    this.sharedItems.set(id, cached);
+    doc.then(
+      (d) => {
+        if (!d) this.sharedItems.delete(id);
+        else cached.bytes = d.payload.length;
+        this.pruneSharedItems(now);
+      },
+      () => this.sharedItems.delete(id),
+    );
+    return doc;
+  }
+
+  private pruneSharedItems(now: number): void {
+    let bytes = 0;
+    for (const c of this.sharedItems.values()) bytes += c.bytes;
+    // Oldest first (a Map iterates in insertion order).
+    for (const [id, c] of this.sharedItems) {
+      if (now - c.at < SHARED_ITEMS_TTL_MS && bytes <= SHARED_ITEMS_MAX_BYTES) break;
+      this.sharedItems.delete(id);
+      bytes -= c.bytes;
+    }
   }
 
   /**
@@ -546,7 +590,7 @@ export class WebhookRepository {
    */
   async replaceQueuedItems(entry: QueueEntry, items: QueueItem[]): Promise<void> {
     await this.queueItems.replaceOne({ _id: entry._id }, { payload: encodeItems(items), created_at: new Date() }, { upsert: true });
-    await this.queue.updateOne({ _id: entry._id }, { $set: { size: items.length, items_id: entry._id }, $unset: { only: '' } });
+    await this.queue.updateOne({ _id: entry._id }, { $set: { size: items.length, items_id: entry._id }, $unset: { only: '', shared_by: '' } });
   }
 
   /**
