@@ -8,6 +8,7 @@ import type { AppDeps } from '../../api/deps';
 import { loadProviderCatalogue } from '../../lib/catalogue';
 import { loadConfig, type Config } from '../../lib/config';
 import { createLogger, type Logger } from '../../lib/logger';
+import { settlePublishes } from '../../lib/events';
 import { connectMongo } from '../../lib/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
 import { connectTemporal } from '../../lib/temporal';
@@ -43,6 +44,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await closed;
+      await settlePublishes(deps); // as the api does on shutdown
       await temporal.connection.close();
       await mongo.close();
     },
