@@ -10,7 +10,7 @@ import type { Logger } from './logger';
 import type { Repositories } from './repositories';
 import { Coalescer } from './coalescer';
 import { groupBy } from './collections';
-import { type DeliveryPolicy, type EventDoc, type FanOutBundle, type QueueItem } from './repositories/webhooks';
+import { envelopeOf, type DeliveryPolicy, type EventDoc, type FanOutBundle, type QueueItem } from './repositories/webhooks';
 
 /**
  * The one internal entry point for events: `publishEvent`. It stores the event, then fans it out to every
@@ -49,10 +49,7 @@ export interface PublishedEvent {
   duplicate: boolean;
 }
 
-/** The envelope of the spec, exactly: the event id travels as the webhook-id header, not in the body. */
-export function envelopeOf(e: Pick<EventDoc, 'event_type' | 'team_id' | 'user_id' | 'client_user_id'> & { data: Record<string, unknown> }): string {
-  return JSON.stringify({ event_type: e.event_type, data: e.data, team_id: e.team_id, user_id: e.user_id, client_user_id: e.client_user_id });
-}
+export { envelopeOf };
 
 export class EventTooLargeError extends ApiError {
   constructor(size: number, limit: number, eventType: string) {

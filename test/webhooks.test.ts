@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventTooLargeError, publishEvent } from '../lib/events';
 import { postWebhook } from '../activities/webhook-delivery';
@@ -511,6 +512,36 @@ describe('user erasure', () => {
     expect(stored.some((d) => d.payload.includes(gone))).toBe(false);
     expect(stored.some((d) => d._id === bundleId)).toBe(false);
     for (const ep of [ep1, ep2]) await w.dequeue(await w.queuedForEndpoint(ep, 10));
+  });
+});
+
+describe('stored documents of earlier versions', () => {
+  test('are rewritten at start-up and read as before (events, attempts, queued items, outbox)', async () => {
+    const w = app.deps.repos.webhooks;
+    const id = randomUUID(); // event ids are uuids in the API's paths
+    const at = new Date();
+    const later = new Date(Date.now() + 3_600_000);
+    type Loose = { insertOne(doc: Record<string, unknown>): Promise<unknown> };
+    const raw = (name: string) => app.deps.db.collection(name) as unknown as Loose;
+    await raw('webhook_events').insertOne({ _id: id, team_id: tenant.teamId, idempotency_key: id, event_type: 'labtest.order.created', data: { old: true }, user_id: null, client_user_id: 'c', created_at: at, only_endpoint_id: null });
+    const attempt = { _id: `${id}-a`, team_id: tenant.teamId, event_id: id, endpoint_id: `${id}-ep`, user_id: null, attempt: 1, trigger: 'scheduled', timestamp: at, duration_ms: 3, status_code: 200, error_class: null, response_body: 'ok' };
+    await raw('webhook_attempts').insertOne({ _id: `${id}-batch`, team_id: tenant.teamId, endpoint_id: `${id}-ep`, timestamp: at, event_ids: [id], user_ids: [], attempts: [attempt] });
+    const policy = { schedule_ms: [0], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 1000 };
+    const item = { id: `${id}:${id}-ep`, team_id: tenant.teamId, event_id: id, event_type: 'labtest.order.created', user_id: null, body: '{}', attempts: 0, pass_attempts: 0, trigger: 'scheduled', policy, last_status_code: null, last_error: null, created_at: at };
+    await raw('webhook_queue_items').insertOne({ _id: `${id}-bundle`, items: [item], created_at: at });
+    await raw('webhook_queue').insertOne({ _id: `${id}-bundle`, team_id: tenant.teamId, endpoint_id: `${id}-ep`, next_attempt_at: later, created_at: at, size: 1 });
+    await raw('webhook_outbox').insertOne({ _id: `${id}-outbox`, team_id: tenant.teamId, created_at: later });
+
+    await w.ensureIndexes();
+
+    const event = await w.getEvent(id);
+    expect(JSON.parse(event!.body)).toEqual({ event_type: 'labtest.order.created', data: { old: true }, team_id: tenant.teamId, user_id: null, client_user_id: 'c' });
+    expect((await mgmt.get(`${base}/events/${id}/attempts`)).body.data).toMatchObject([{ id: attempt._id, status_code: 200, attempt: 1 }]);
+    const [entry] = await w.queuedForEndpoint(`${id}-ep`, 10);
+    expect(await w.bundleItems(entry)).toMatchObject([{ id: item.id, event_id: id, body: '{}', created_at: at }]);
+    expect(await w.eventInOutbox(`${id}-outbox`)).toBe(true);
+    await w.dequeue([entry]);
+    await w.deleteOutbox(`${id}-outbox`);
   });
 });
 

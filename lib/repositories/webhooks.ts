@@ -57,6 +57,11 @@ export interface EventDoc {
   only_endpoint_id: string | null;
 }
 
+/** The envelope of the spec, exactly: the event id travels as the webhook-id header, not in the body. */
+export function envelopeOf(e: Pick<EventDoc, 'event_type' | 'team_id' | 'user_id' | 'client_user_id'> & { data: Record<string, unknown> }): string {
+  return JSON.stringify({ event_type: e.event_type, data: e.data, team_id: e.team_id, user_id: e.user_id, client_user_id: e.client_user_id });
+}
+
 /** The event's `data` (from its stored envelope). */
 export function eventData(e: Pick<EventDoc, 'body'>): Record<string, unknown> {
   return (JSON.parse(e.body) as { data: Record<string, unknown> }).data;
@@ -333,6 +338,7 @@ export class WebhookRepository {
     // Idempotency keys map to event ids (`eventIdFor`), so `_id` is the unique guard; the separate unique
     // index of earlier versions only cost inserts.
     await this.events.dropIndex('team_id_1_idempotency_key_1').catch(() => undefined);
+    await this.migrateStorage();
     await this.events.createIndex({ team_id: 1, created_at: -1 });
     await this.outbox.createIndex({ created_at: 1 });
     await this.queue.createIndex({ endpoint_id: 1, next_attempt_at: 1 });
@@ -344,6 +350,26 @@ export class WebhookRepository {
     await this.attempts.createIndex({ team_id: 1, event_ids: 1 });
     await this.attempts.createIndex({ team_id: 1, endpoint_id: 1, timestamp: -1 });
     await this.attempts.createIndex({ team_id: 1, user_ids: 1 });
+  }
+
+  /**
+   * Rewrites documents stored by earlier versions (nested fields where strings are kept now) so a database
+   * from `npm run dev` keeps working. Idempotent; each query finds nothing once done.
+   */
+  private async migrateStorage(): Promise<void> {
+    type Legacy = Record<string, unknown> & { _id: string };
+    const legacy = (coll: Collection<never>, field: string) => (coll as unknown as Collection<Legacy>).find({ [field]: { $exists: true } }).toArray();
+    const set = (coll: Collection<never>, id: string, fields: Record<string, unknown>, unset: string) =>
+      (coll as unknown as Collection<Legacy>).updateOne({ _id: id }, { $set: fields, $unset: { [unset]: '' } });
+    for (const e of await legacy(this.events as never, 'data')) {
+      await set(this.events as never, e._id, { body: envelopeOf(e as unknown as EventDoc & { data: Record<string, unknown> }) }, 'data');
+    }
+    for (const a of await legacy(this.attempts as never, 'attempts')) await set(this.attempts as never, a._id, { payload: JSON.stringify(a.attempts) }, 'attempts');
+    for (const q of await legacy(this.queueItems as never, 'items')) {
+      await set(this.queueItems as never, q._id, { payload: encodeItems(q.items as QueueItem[]) }, 'items');
+    }
+    const outbox = this.outbox as unknown as Collection<Legacy>;
+    for (const o of await outbox.find({ event_ids: { $exists: false } }).toArray()) await outbox.updateOne({ _id: o._id }, { $set: { event_ids: [o._id] } });
   }
 
   // ---------------------------------------------------------------- endpoints
