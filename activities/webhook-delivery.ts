@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { Agent, type Dispatcher } from 'undici';
 import { fanOutEvents, wakeDispatcher, type EventDeps } from '../lib/events';
@@ -33,7 +34,6 @@ const DISPATCH_BUDGET_MS = 5_000;
 /** How long a dispatcher with nothing due keeps looking (every LINGER_POLL_MS) before it hands back to wait. */
 const LINGER_MS = 200;
 const LINGER_POLL_MS = 25;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** How long an activity counts as delivering without renewing its mark (a dead worker's mark then lapses). */
 const ACTIVE_LEASE_MS = 60_000;
 /** Requests in flight to one endpoint at once (a batch may be larger: its database work is per batch). */

@@ -49,8 +49,6 @@ export interface PublishedEvent {
   duplicate: boolean;
 }
 
-export { envelopeOf };
-
 export class EventTooLargeError extends ApiError {
   constructor(size: number, limit: number, eventType: string) {
     super(

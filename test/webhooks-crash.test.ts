@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { envelopeOf, publishEvent } from '../lib/events';
+import { publishEvent } from '../lib/events';
+import { envelopeOf } from '../lib/repositories/webhooks';
 import { createTenant, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Collection, Db } from 'mongodb';
 import { ApiError, isDuplicateKeyError } from '../errors';
 
@@ -8,7 +9,6 @@ interface LockDoc {
   expires_at: Date;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Short per-document mutexes for read-check-write changes.
