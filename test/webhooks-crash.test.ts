@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { publishEvent } from '../lib/events';
 import { envelopeOf } from '../lib/repositories/webhooks';
-import { createTenant, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
+import { createTenant, eventually, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 
 /**
@@ -145,5 +145,20 @@ describe('the sweeper repairs what a crash left behind', () => {
     ]);
     await sweepRx.waitFor(before + 1, 90000);
     expect(sweepRx.requests.slice(before).map((r) => r.headers['webhook-id'])).toContain(event._id);
+  }, 120000);
+
+  test('a dispatcher left marked active by a dead worker does not strand new events', async () => {
+    const w = app.deps.repos.webhooks;
+    const before = sweepRx.requests.length;
+    // The dispatcher has finished with earlier tests' deliveries (it marks itself idle as it hands back).
+    await eventually(async () => !(await w.activeDispatchers([endpointId])).has(endpointId), 30000, 'dispatcher idle');
+    await new Promise((r) => setTimeout(r, 500));
+    // As if a worker died mid-activity: the mark says "delivering" for another minute, so publishers skip
+    // the wake signal; the sweeper wakes endpoints with overdue deliveries whatever the mark says.
+    await w.markDispatcherActive(endpointId, new Date(Date.now() + 60_000));
+    expect(await w.activeDispatchers([endpointId])).toEqual(new Set([endpointId]));
+    const event = await publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { stale_mark: true } });
+    await sweepRx.waitFor(before + 1, 90000);
+    expect(sweepRx.requests.slice(before).map((r) => r.headers['webhook-id'])).toContain(event.id);
   }, 120000);
 });
