@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventTooLargeError, publishEvent } from '../lib/events';
 import { postWebhook } from '../activities/webhook-delivery';
+import { recoverFailed } from '../api/services/webhooks';
 import { checkWebhookUrl } from '../lib/url-safety';
 import { verifyWebhookSignature } from '../lib/webhook-signing';
 import { EventTypeList, Webhook, WebhookAttemptList, WebhookList } from '../schemas/webhook';
@@ -351,6 +352,21 @@ describe('retries and endpoint health', () => {
     const recovered = (await rx.waitFor(15)).slice(13).map((r) => r.headers['webhook-id']);
     expect(recovered.sort()).toEqual([b.id, c.id].sort());
     await eventually(async () => (await mgmt.get(`${base}/${hook.id}/deliveries?status=failed`)).body.data?.length === 0);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('recover pages through every failed delivery in the window', async () => {
+    let healthy = false;
+    const rx = await receiver(() => ({ status: healthy ? 200 : 500 }));
+    const hook = await createWebhook(rx.url);
+    const since = new Date(Date.now() - 1000);
+    const events = await Promise.all([1, 2, 3].map((n) => publish('labtest.order.updated', { n })));
+    await eventually(async () => (await mgmt.get(`${base}/${hook.id}/deliveries?status=failed`)).body.data?.length === 3);
+    healthy = true;
+    const endpoint = (await app.deps.repos.webhooks.getEndpoint(hook.id))!;
+    expect(await recoverFailed(app.deps, endpoint, since, undefined, 2)).toBe(3); // pages of 2: 2 + 1
+    const resent = (await rx.waitFor(15)).slice(12).map((r) => r.headers['webhook-id']);
+    expect(resent.sort()).toEqual(events.map((e) => e.id).sort());
     await mgmt.del(`${base}/${hook.id}`);
   });
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest, notFound, ValidationError } from '../../lib/errors';
 import { deliveryPolicyFrom, wakeDispatcher } from '../../lib/events';
-import type { EndpointDoc, QueueItem } from '../../lib/repositories/webhooks';
+import type { DeliveryDoc, EndpointDoc, QueueItem } from '../../lib/repositories/webhooks';
 import { deliveryId } from '../../lib/repositories/webhooks';
 import { isoWithOffset } from '../../lib/time';
 import { checkWebhookUrl, urlPolicyFromConfig } from '../../lib/url-safety';
@@ -56,17 +56,18 @@ export function decodeCursor(cursor: string | undefined): { at: Date; id: string
 
 /**
  * Queues events again to one endpoint as manual deliveries (one attempt each, not rescheduled on failure,
- * the same webhook-id as before) and wakes its dispatcher.
+ * the same webhook-id as before) and wakes its dispatcher. `previous` is the delivery's latest record when
+ * the caller has it (recover), looked up otherwise.
  */
-async function queueManual(deps: AppDeps, endpoint: EndpointDoc, eventIds: string[]): Promise<number> {
+async function queueManual(deps: AppDeps, endpoint: EndpointDoc, deliveries: { eventId: string; previous?: DeliveryDoc | null }[]): Promise<number> {
   const w = deps.repos.webhooks;
   if (endpoint.disabled) throw new ApiError(409, `Webhook ${endpoint._id} is disabled; enable it (PATCH disabled=false) before resending.`);
   const policy = { ...deliveryPolicyFrom(deps.config), schedule_ms: [0] };
   const items: QueueItem[] = [];
-  for (const eventId of eventIds) {
+  for (const { eventId, previous: known } of deliveries) {
     const event = await w.findEvent(endpoint.team_id, eventId);
     if (!event) continue;
-    const previous = await w.findDelivery(endpoint.team_id, eventId, endpoint._id);
+    const previous = known === undefined ? await w.findDelivery(endpoint.team_id, eventId, endpoint._id) : known;
     items.push({
       id: deliveryId(eventId, endpoint._id),
       team_id: endpoint.team_id,
@@ -97,11 +98,17 @@ async function queueManual(deps: AppDeps, endpoint: EndpointDoc, eventIds: strin
 export async function resendEvent(deps: AppDeps, endpoint: EndpointDoc, eventId: string): Promise<void> {
   const event = await deps.repos.webhooks.findEvent(endpoint.team_id, eventId);
   if (!event) throw notFound(`Event ${eventId} not found.`);
-  await queueManual(deps, endpoint, [eventId]);
+  await queueManual(deps, endpoint, [{ eventId }]);
 }
 
-/** Resends every failed delivery of the endpoint created in [since, until). */
-export async function recoverFailed(deps: AppDeps, endpoint: EndpointDoc, since: Date, until?: Date): Promise<number> {
-  const failed = await deps.repos.webhooks.listDeliveries(endpoint.team_id, endpoint._id, { status: 'failed', since, until }, 10000);
-  return queueManual(deps, endpoint, failed.map((d) => d.event_id));
+/** Resends every failed delivery of the endpoint created in [since, until), a page at a time. */
+export async function recoverFailed(deps: AppDeps, endpoint: EndpointDoc, since: Date, until?: Date, pageSize = 500): Promise<number> {
+  let resent = 0;
+  let after: DeliveryDoc | null = null;
+  do {
+    const page = await deps.repos.webhooks.failedDeliveries(endpoint.team_id, endpoint._id, { since, until }, after, pageSize);
+    resent += await queueManual(deps, endpoint, page.map((d) => ({ eventId: d.event_id, previous: d })));
+    after = page.length === pageSize ? page[page.length - 1] : null;
+  } while (after);
+  return resent;
 }

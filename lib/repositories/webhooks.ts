@@ -471,8 +471,10 @@ export class WebhookRepository {
     return this.events.findOne({ _id: id });
   }
 
-  findEvent(teamId: string, id: string) {
-    return this.events.findOne({ _id: id, team_id: teamId });
+  /** By `_id` alone, the team checked here: FerretDB narrows only a plain `{_id}` filter (any other field scans). */
+  async findEvent(teamId: string, id: string): Promise<EventDoc | null> {
+    const event = await this.events.findOne({ _id: id });
+    return event?.team_id === teamId ? event : null;
   }
 
   async listEvents(
@@ -722,9 +724,18 @@ export class WebhookRepository {
   /** The delivery's latest record (a failure after an earlier success is a single record, and newer). */
   async findDelivery(teamId: string, eventId: string, endpointId: string): Promise<DeliveryDoc | null> {
     const id = deliveryId(eventId, endpointId);
-    const single = await this.deliveries.findOne({ _id: id, team_id: teamId });
+    const found = await this.deliveries.findOne({ _id: id }); // `_id` alone: see findEvent
+    const single = found?.team_id === teamId ? found : null;
     const batches = await this.succeeded.find({ team_id: teamId, event_ids: eventId, endpoint_id: endpointId }).toArray();
     return latestPerDelivery([...(single ? [single] : []), ...batches.flatMap(deliveriesOf).filter((r) => r._id === id)])[0] ?? null;
+  }
+
+  /** Failed deliveries of an endpoint created in [since, until), oldest first, `limit` after `after`. */
+  failedDeliveries(teamId: string, endpointId: string, q: { since?: Date; until?: Date }, after: DeliveryDoc | null, limit: number) {
+    const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId, status: 'failed' };
+    if (q.since || q.until) filter.created_at = createdWithin(q);
+    if (after) filter.$or = [{ created_at: { $gt: after.created_at } }, { created_at: after.created_at, _id: { $gt: after._id } }];
+    return this.deliveries.find(filter).sort({ created_at: 1, _id: 1 }).limit(limit).toArray();
   }
 
   /** Finished deliveries of an endpoint created in [since, until), newest first, at most `limit`. */
