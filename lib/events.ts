@@ -14,14 +14,14 @@ import { envelopeOf, type DeliveryPolicy, type EventDoc, type FanOutBundle, type
 
 /**
  * The one internal entry point for events: `publishEvent`. It stores the event, then fans it out to every
- * enabled endpoint of the team whose filter matches (one queued delivery per endpoint, deterministic id
- * `<eventId>:<endpointId>`), then wakes those endpoints' dispatcher workflows. When it returns, the event and
- * its deliveries are durable in MongoDB; a crash at any point before is repaired by the sweeper (the outbox
- * entry written first stays until fan-out is done).
+ * enabled endpoint of the team whose filter matches (one queued delivery per endpoint, delivery id
+ * `<eventId>:<endpointId>`), then wakes the dispatcher workflows of endpoints not already delivering. When it
+ * returns, the event and its deliveries are durable in MongoDB; a crash at any point before is repaired by
+ * the sweeper (the flush's outbox entry, written first, stays until fan-out is done).
  *
- * Concurrent calls in one process are group-committed (one insertMany per collection per batch), and wakes
- * are coalesced per endpoint, so publishing thousands of events per second costs a handful of writes and
- * signals, not thousands.
+ * Concurrent calls in one process are group-committed (`Coalescer`: one outbox entry, one insertMany of
+ * events and one fan-out per flush), and wakes are coalesced per endpoint, so publishing thousands of events
+ * per second costs a handful of writes and signals, not thousands.
  */
 export interface EventDeps {
   config: Config;
@@ -257,7 +257,11 @@ class Publisher {
       for (const chunk of chunkItems(items, config.WEBHOOK_BATCH_SIZE)) {
         const positions = new Map<string, number[]>();
         chunk.forEach((item, i) => {
-          for (const ep of toOf.get(item.event_id)!) positions.set(ep._id, [...(positions.get(ep._id) ?? []), i]);
+          for (const ep of toOf.get(item.event_id)!) {
+            const p = positions.get(ep._id);
+            if (p) p.push(i);
+            else positions.set(ep._id, [i]);
+          }
         });
         bundles.push({
           _id: `${chunk[0].event_id}+${chunk.length}`,

@@ -1,26 +1,12 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Nullable, StringEnum, Timestamp, Uuid } from './common';
+import { Environment, OrgTeamParams } from './management';
 
-export const WebhookEnvParams = Type.Object({ org_id: Uuid(), team_id: Uuid(), environment: StringEnum(['sandbox', 'production']) });
-export const WebhookParams = Type.Object({
-  org_id: Uuid(),
-  team_id: Uuid(),
-  environment: StringEnum(['sandbox', 'production']),
-  webhook_id: Uuid(),
-});
-export const WebhookEventParams = Type.Object({
-  org_id: Uuid(),
-  team_id: Uuid(),
-  environment: StringEnum(['sandbox', 'production']),
-  webhook_id: Uuid(),
-  event_id: Uuid(),
-});
-export const EventParams = Type.Object({
-  org_id: Uuid(),
-  team_id: Uuid(),
-  environment: StringEnum(['sandbox', 'production']),
-  event_id: Uuid(),
-});
+/** The management path of a team's webhooks: `/v1/org/{org_id}/team/{team_id}/{environment}/webhook`. */
+export const WebhookEnvParams = Type.Object({ ...OrgTeamParams.properties, environment: Environment });
+export const WebhookParams = Type.Object({ ...WebhookEnvParams.properties, webhook_id: Uuid() });
+export const WebhookEventParams = Type.Object({ ...WebhookParams.properties, event_id: Uuid() });
+export const EventParams = Type.Object({ ...WebhookEnvParams.properties, event_id: Uuid() });
 
 const FilterType = Type.String({
   pattern: '^[a-zA-Z0-9_]+(\\.[a-zA-Z0-9_]+)*(\\.\\*)?$',

@@ -129,7 +129,7 @@ async function main() {
     scenarios: results,
     ratios,
     ...(Object.keys(details).length ? { details } : {}),
-    ...(profile ? { apiCpuProfile: profile } : {}),
+    ...(profile ? { cpuProfile: { process: profileProcess, ...profile } } : {}),
   });
   console.log(`\nbench: results written to ${path.relative(repoRoot, resultsFile)}`);
 

@@ -548,7 +548,10 @@ describe('stored documents of earlier versions', () => {
     await raw('webhook_queue').insertOne({ _id: `${id}-bundle`, team_id: tenant.teamId, endpoint_id: `${id}-ep`, next_attempt_at: later, created_at: at, size: 1 });
     await raw('webhook_outbox').insertOne({ _id: `${id}-outbox`, team_id: tenant.teamId, created_at: later });
 
+    // The migration runs once per database (the test stack's already ran at start-up): run it again.
+    await app.deps.db.collection<{ _id: string }>('migrations').deleteOne({ _id: 'webhook-storage-strings' });
     await w.ensureIndexes();
+    expect(await app.deps.db.collection<{ _id: string }>('migrations').findOne({ _id: 'webhook-storage-strings' })).not.toBeNull();
 
     const event = await w.getEvent(id);
     expect(JSON.parse(event!.body)).toEqual({ event_type: 'labtest.order.created', data: { old: true }, team_id: tenant.teamId, user_id: null, client_user_id: 'c' });

@@ -3,6 +3,7 @@ import { Coalescer } from '../coalescer';
 import { groupBy } from '../collections';
 import { isDuplicateKeyError } from '../errors';
 import type { DocumentLocks } from './locks';
+import { runOnce } from './migrations';
 
 /**
  * Webhook endpoints, the event log and delivery state. The only code that touches these collections.
@@ -305,23 +306,29 @@ export class WebhookRepository {
   readonly attempts: Collection<AttemptBatchDoc>;
   readonly dispatchers: Collection<DispatcherStateDoc>;
 
+  /** Fan-out documents read by several endpoints' dispatchers (see `itemsDoc`). */
+  private readonly sharedItems = new Map<string, { at: number; bytes: number; doc: Promise<QueueItemsDoc | null> }>();
   /**
    * The dispatcher's per-batch writes, group-committed across the endpoints one worker delivers to at once
    * (with 10 endpoints, one statement where there were ten, each waiting for SQLite's single writer).
    */
-  /** Fan-out documents read by several endpoints' dispatchers (see `itemsDoc`). */
-  private readonly sharedItems = new Map<string, { at: number; bytes: number; doc: Promise<QueueItemsDoc | null> }>();
   private readonly attemptWriter = new Coalescer<AttemptBatchDoc>((docs) => this.attempts.insertMany(docs, { ordered: false }).then(() => undefined));
   private readonly succeededWriter = new Coalescer<SucceededBatchDoc>((docs) => this.insertIgnoringDuplicates(this.succeeded, docs).then(() => undefined));
-  /** Few ids: one `{_id}` delete each (FerretDB narrows those); more: one `$in` pass over the small queue. */
+  /**
+   * Few ids: one `{_id}` delete each (FerretDB narrows those and decodes only the match); more: one `$in`
+   * statement, a single pass decoding the small queue entries.
+   */
   private readonly dequeueWriter = new Coalescer<string>(async (ids) => {
-    if (ids.length <= 2) await this.deleteByIds(this.queue, ids);
+    if (ids.length <= 2) await Promise.all(ids.map((id) => this.queue.deleteOne({ _id: id })));
     else await this.queue.deleteMany({ _id: { $in: ids } });
   });
 
   /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable): every
    *  change runs under the endpoint's document lock, since FerretDB updates are not atomic (locks.ts). */
-  constructor(db: Db, private readonly locks: DocumentLocks) {
+  constructor(
+    private readonly db: Db,
+    private readonly locks: DocumentLocks,
+  ) {
     this.endpoints = db.collection('webhook_endpoints');
     this.events = db.collection('webhook_events');
     this.outbox = db.collection('webhook_outbox');
@@ -338,7 +345,7 @@ export class WebhookRepository {
     // Idempotency keys map to event ids (`eventIdFor`), so `_id` is the unique guard; the separate unique
     // index of earlier versions only cost inserts.
     await this.events.dropIndex('team_id_1_idempotency_key_1').catch(() => undefined);
-    await this.migrateStorage();
+    await runOnce(this.db, 'webhook-storage-strings', () => this.migrateStorage());
     await this.events.createIndex({ team_id: 1, created_at: -1 });
     await this.outbox.createIndex({ created_at: 1 });
     await this.queue.createIndex({ endpoint_id: 1, next_attempt_at: 1 });
@@ -358,17 +365,16 @@ export class WebhookRepository {
    */
   private async migrateStorage(): Promise<void> {
     type Legacy = Record<string, unknown> & { _id: string };
-    const legacy = (coll: Collection<never>, field: string) => (coll as unknown as Collection<Legacy>).find({ [field]: { $exists: true } }).toArray();
-    const set = (coll: Collection<never>, id: string, fields: Record<string, unknown>, unset: string) =>
-      (coll as unknown as Collection<Legacy>).updateOne({ _id: id }, { $set: fields, $unset: { [unset]: '' } });
-    for (const e of await legacy(this.events as never, 'data')) {
-      await set(this.events as never, e._id, { body: envelopeOf(e as unknown as EventDoc & { data: Record<string, unknown> }) }, 'data');
-    }
-    for (const a of await legacy(this.attempts as never, 'attempts')) await set(this.attempts as never, a._id, { payload: JSON.stringify(a.attempts) }, 'attempts');
-    for (const q of await legacy(this.queueItems as never, 'items')) {
-      await set(this.queueItems as never, q._id, { payload: encodeItems(q.items as QueueItem[]) }, 'items');
-    }
-    const outbox = this.outbox as unknown as Collection<Legacy>;
+    const rewrite = async (coll: Collection<never>, field: string, rewritten: (doc: Legacy) => Record<string, unknown>) => {
+      const raw = this.db.collection<Legacy>(coll.collectionName);
+      for (const doc of await raw.find({ [field]: { $exists: true } }).toArray()) {
+        await raw.updateOne({ _id: doc._id }, { $set: rewritten(doc), $unset: { [field]: '' } });
+      }
+    };
+    await rewrite(this.events as never, 'data', (e) => ({ body: envelopeOf(e as unknown as EventDoc & { data: Record<string, unknown> }) }));
+    await rewrite(this.attempts as never, 'attempts', (a) => ({ payload: JSON.stringify(a.attempts) }));
+    await rewrite(this.queueItems as never, 'items', (q) => ({ payload: encodeItems(q.items as QueueItem[]) }));
+    const outbox = this.db.collection<Legacy>(this.outbox.collectionName);
     for (const o of await outbox.find({ event_ids: { $exists: false } }).toArray()) await outbox.updateOne({ _id: o._id }, { $set: { event_ids: [o._id] } });
   }
 
@@ -698,8 +704,11 @@ export class WebhookRepository {
 
   // ---------------------------------------------------------------- delivery records and attempts
 
-  /** Terminal records; a later pass of the same delivery (resend, recover) replaces its record. */
-  async recordDeliveries(docs: DeliveryDoc[]): Promise<void> {
+  /**
+   * Terminal records; a later pass of the same delivery (resend, recover) replaces its record. `manual`: the
+   * deliveries among `docs` that were sent in such a pass.
+   */
+  async recordDeliveries(docs: DeliveryDoc[], manual: ReadonlySet<string> = new Set()): Promise<void> {
     const ok = docs.filter((d) => d.status === 'succeeded');
     const other = docs.filter((d) => d.status !== 'succeeded');
     const dups = await this.insertIgnoringDuplicates(this.deliveries, other);
@@ -716,9 +725,10 @@ export class WebhookRepository {
       payload: JSON.stringify(records),
     }));
     await this.succeededWriter.add(batches);
-    // A success after earlier attempts ends that delivery's failed record, if one was written (resend, recover).
-    const later = ok.filter((d) => d.attempts > 1).map((d) => d._id);
-    if (later.length) await this.deliveries.deleteMany({ _id: { $in: later } });
+    // A successful manual pass (resend, recover) ends that delivery's failed record; only such a pass can
+    // follow one, so scheduled successes skip this (on FerretDB it decodes every failed record).
+    const superseding = ok.filter((d) => manual.has(d._id)).map((d) => d._id);
+    if (superseding.length) await this.deliveries.deleteMany({ _id: { $in: superseding } });
   }
 
   /** The delivery's latest record (a failure after an earlier success is a single record, and newer). */
@@ -856,15 +866,6 @@ export class WebhookRepository {
       }
     }
     return n;
-  }
-
-  /**
-   * One `deleteOne({_id})` per id, a few at a time, for collections of small documents: FerretDB narrows
-   * `{_id}` filters in SQLite and decodes only the matching document, while `{_id: {$in}}` decodes every
-   * document of the collection.
-   */
-  private async deleteByIds<T extends { _id: string }>(coll: Collection<T>, ids: string[]): Promise<void> {
-    for (let i = 0; i < ids.length; i += 8) await Promise.all(ids.slice(i, i + 8).map((id) => coll.deleteOne({ _id: id } as Filter<T>)));
   }
 
   private async insertIgnoringDuplicates<T extends { _id: string }>(coll: Collection<T>, docs: T[]): Promise<Set<string>> {

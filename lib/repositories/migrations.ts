@@ -1,0 +1,16 @@
+import type { Db } from 'mongodb';
+import { isDuplicateKeyError } from '../errors';
+
+/**
+ * Runs a data migration once per database: a `migrations` document named `name` records that it ran, so
+ * later start-ups cost one `_id` lookup instead of the migration's scans. The migration itself must be
+ * idempotent (api and worker may start together and both run it).
+ */
+export async function runOnce(db: Db, name: string, migrate: () => Promise<void>): Promise<void> {
+  const done = db.collection<{ _id: string; at: Date }>('migrations');
+  if (await done.findOne({ _id: name })) return;
+  await migrate();
+  await done.insertOne({ _id: name, at: new Date() }).catch((err) => {
+    if (!isDuplicateKeyError(err)) throw err;
+  });
+}
