@@ -2,6 +2,9 @@ import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { Repositories } from '../lib/repositories';
 import type { TemporalDeps } from '../lib/temporal';
+import type { LabCatalogue } from '../lib/lab-catalogue';
+import { createSandboxLab } from './lab/sandbox-lab';
+import { createLabOrderActivities } from './lab-orders';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
 
@@ -11,12 +14,15 @@ export interface ActivityDeps {
   logger: Logger;
   /** A Temporal client (wakes webhook dispatchers). */
   temporal: TemporalDeps;
+  labCatalogue: LabCatalogue;
 }
 
 /** Every activity the worker registers, built from their dependencies. */
 export function createActivities(deps: ActivityDeps) {
   return {
-    ...createUserDeletionActivities(deps.repos),
+    ...createUserDeletionActivities(deps),
+    // This deployment's laboratory is the sandbox lab (activities/lab/adapter.ts is the integration point).
+    ...createLabOrderActivities({ ...deps, lab: createSandboxLab(deps.labCatalogue) }),
     ...createWebhookDeliveryActivities(deps),
   };
 }

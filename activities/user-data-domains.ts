@@ -1,4 +1,6 @@
+import { eraseUserOrders } from '../lib/lab/order-erasure';
 import type { Repositories } from '../lib/repositories';
+import type { TemporalDeps } from '../lib/temporal';
 
 export interface UserRef {
   teamId: string;
@@ -18,7 +20,8 @@ export interface UserDataDomain {
   erase(user: UserRef): Promise<number>;
 }
 
-export function userDataDomains(repos: Repositories): UserDataDomain[] {
+export function userDataDomains(deps: { repos: Repositories; temporal: TemporalDeps }): UserDataDomain[] {
+  const { repos } = deps;
   return [
     {
       name: 'connections',
@@ -28,6 +31,13 @@ export function userDataDomains(repos: Repositories): UserDataDomain[] {
         return count;
       },
       erase: ({ teamId, userId }) => repos.connections.eraseAllForUser(teamId, userId),
+    },
+    {
+      // Lab orders keep their audit trail (ids, tests, sample id, physician, status history) and lose the
+      // patient's identity and results; see README "Lab testing → Erasure".
+      // Before events: a running order stops publishing before the user's events are erased.
+      name: 'lab_orders',
+      erase: ({ teamId, userId }) => eraseUserOrders(deps, teamId, userId),
     },
     {
       // Events about the user, their queued deliveries, delivery records and attempts (webhook log).

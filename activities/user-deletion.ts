@@ -1,5 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Repositories } from '../lib/repositories';
+import type { TemporalDeps } from '../lib/temporal';
 import { userDataDomains, type UserRef } from './user-data-domains';
 
 export type RestoreResult =
@@ -7,8 +8,9 @@ export type RestoreResult =
   | { outcome: 'client_user_id_taken'; holderUserId: string | null }
   | { outcome: 'not_pending' };
 
-export function createUserDeletionActivities(repos: Repositories) {
-  const domains = userDataDomains(repos);
+export function createUserDeletionActivities(deps: { repos: Repositories; temporal: TemporalDeps }) {
+  const { repos } = deps;
+  const domains = userDataDomains(deps);
   const byName = new Map(domains.map((d) => [d.name, d]));
 
   return {

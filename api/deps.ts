@@ -4,6 +4,7 @@ import type { Repositories } from '../lib/repositories';
 import type { TemporalDeps } from '../lib/temporal';
 import type { Db } from 'mongodb';
 import type { ProviderCatalogue } from '../lib/catalogue';
+import type { LabCatalogue } from '../lib/lab-catalogue';
 
 /** Everything createApp needs; built by api/main.ts (or a test) and closed by it. */
 export interface AppDeps {
@@ -13,4 +14,5 @@ export interface AppDeps {
   repos: Repositories;
   temporal: TemporalDeps;
   providers: ProviderCatalogue;
+  labCatalogue: LabCatalogue;
 }

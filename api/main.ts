@@ -6,6 +6,7 @@ import { createLogger } from '../lib/logger';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { connectTemporal } from '../lib/temporal';
+import { loadLabCatalogue } from '../lib/lab-catalogue';
 import { createApp } from './app';
 
 /** API process: listens, and on SIGTERM stops accepting, finishes in-flight requests, then closes. */
@@ -13,11 +14,12 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config.LOG_LEVEL, 'api');
   const providers = loadProviderCatalogue();
+  const labCatalogue = loadLabCatalogue();
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   const repos = createRepositories(mongo.db);
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const deps = { config, logger, db: mongo.db, repos, temporal, providers };
+  const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue };
   const app = createApp(deps);
 
   const server: Server = await new Promise((resolve) => {

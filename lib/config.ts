@@ -92,6 +92,22 @@ export const ConfigSchema = Type.Object({
     default: 15000,
     description: 'Age after which the sweeper treats an unfinished fan-out or an overdue delivery as stranded.',
   }),
+  REQUISITION_URL_TTL_SECONDS: Type.Integer({
+    minimum: 1,
+    default: 604800,
+    description: 'How long a signed requisition_form_url stays valid (7 days).',
+  }),
+  LAB_ACTIVATION_TIME_SCALE: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 1,
+    default: 1,
+    description: 'Multiplies the wait until an order\'s activate_by date (1 in production; tests shorten days to seconds).',
+  }),
+  IDEMPOTENCY_KEY_RETENTION_SECONDS: Type.Integer({
+    minimum: 86400,
+    default: 86400,
+    description: 'How long a stored X-Idempotency-Key response is replayed (at least 24 h); older keys are removed.',
+  }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10000, description: 'Grace for in-flight requests and activities on SIGTERM.' }),
 });
 

@@ -1,4 +1,5 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { nameBasedUuid } from './keys';
 import type { Client } from '@temporalio/client';
 import { EVENT_TYPE_PATTERN } from '../schemas/event-catalogue';
 import { workflowIds } from '../workflows/ids';
@@ -63,12 +64,7 @@ export class InvalidEventError extends Error {}
 
 /** Deterministic id for an idempotency key (so a retried publish hits the same `_id`), random otherwise. */
 export function eventIdFor(teamId: string, idempotencyKey?: string): string {
-  if (!idempotencyKey) return randomUUID();
-  const h = createHash('sha256').update(`${teamId}\u0000${idempotencyKey}`).digest();
-  h[6] = (h[6] & 0x0f) | 0x50; // version 5-style (name-based)
-  h[8] = (h[8] & 0x3f) | 0x80;
-  const x = h.subarray(0, 16).toString('hex');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+  return idempotencyKey ? nameBasedUuid(teamId, idempotencyKey) : randomUUID();
 }
 
 export function deliveryPolicyFrom(config: Config): DeliveryPolicy {

@@ -15,6 +15,15 @@ export function sameHash(a: string, b: string): boolean {
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
+/** A UUID derived from `parts` (version-5 style): the same parts always give the same id. */
+export function nameBasedUuid(...parts: string[]): string {
+  const h = createHash('sha256').update(parts.join('\u0000')).digest();
+  h[6] = (h[6] & 0x0f) | 0x50;
+  h[8] = (h[8] & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
 export const teamKeyPrefix = (environment: string, region: string) =>
   `${environment === 'production' ? 'pk' : 'sk'}_${region}_`;
 export const MANAGEMENT_KEY_PREFIX = 'mg_';

@@ -1,6 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import resources from '../lib/catalogue/resources.json';
 import { Nullable, Timestamp } from './common';
+import { ClientFacingOrder } from './lab-order';
 
 /**
  * The event types this service emits: name, description and JSON Schema of `data`. Event types are an open
@@ -93,10 +94,8 @@ function dataEvents(): EventTypeEntry[] {
   return out;
 }
 
-const Order = open(
-  { id: Type.String(), team_id: Type.String(), user_id: Type.String(), status: Type.String() },
-  'The full order as returned by GET /v3/order/{order_id}.',
-);
+/** The full order as returned by GET /v3/order/{order_id}. */
+const Order = ClientFacingOrder;
 const sampleOrder = { id: 'order-1', team_id: sampleUser, user_id: sampleUser, status: 'received' };
 
 export const EVENT_CATALOGUE: EventTypeEntry[] = [

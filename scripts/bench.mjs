@@ -9,8 +9,8 @@
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
 //   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went (=worker: the worker)
-//   BENCH_SUITES=users,webhooks  which suites to run (default both); the webhook suite's own settings
-//                         (BENCH_WEBHOOK_*) are described in scripts/bench/webhooks.mjs
+//   BENCH_SUITES=users,webhooks,lab  which suites to run (default all); the webhook and lab suites' own settings
+//                         (BENCH_WEBHOOK_*, BENCH_LAB_*) are described in scripts/bench/webhooks.mjs and lab-orders.mjs
 //
 // A suite is a module in scripts/bench/ exporting `async (env, { log }) => ({ results, ratios, notes?,
 // details? })` (see users.mjs, webhooks.mjs), added to `allSuites` below.
@@ -20,6 +20,7 @@ import path from 'node:path';
 import { machineInfo, startEnvironment } from './bench/environment.mjs';
 import { benchDefaults } from './bench/load.mjs';
 import { computeRatios, formatReport, summarizeCpuProfile, writeResults } from './bench/report.mjs';
+import { labOrderSettings, labOrderSuite } from './bench/lab-orders.mjs';
 import { userSuite } from './bench/users.mjs';
 import { webhookSettings, webhookSuite } from './bench/webhooks.mjs';
 import { build, ensureDependencies, repoRoot } from './setup.mjs';
@@ -28,6 +29,7 @@ const allSuites = [
   { name: 'users', run: userSuite },
   // The worker logs at debug for this suite: its 'webhook batch' lines say where delivery time goes.
   { name: 'webhooks', run: webhookSuite, checkSettings: webhookSettings, workerLogLevel: 'debug' },
+  { name: 'lab', run: labOrderSuite, checkSettings: labOrderSettings },
 ];
 const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
   .split(',')

@@ -61,6 +61,9 @@ function which(cmd) {
 const temporalCachePath = () => path.join(cacheDir(), `temporal-${TEMPORAL_VERSION}`, 'temporal');
 const ferretdbCachePath = () => path.join(cacheDir(), `ferretdb-${FERRETDB_VERSION}`, 'ferretdb');
 
+/** Registered on the dev server; on a cluster, create them with `temporal operator search-attribute create` (README). */
+export const TEMPORAL_SEARCH_ATTRIBUTES = ['HealthbridgeTeamId=Keyword', 'HealthbridgeUserId=Keyword', 'LabOrderStatus=Keyword'];
+
 export async function ensureBinaries({ mongo = true, temporal = true, log = console.log } = {}) {
   const result = {};
   if (temporal && !process.env.TEMPORAL_ADDRESS) {
@@ -568,6 +571,8 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
       const port = ports.temporal || (await freePort());
       await assertPortFree(port, 'Temporal', 'DEV_TEMPORAL_PORT');
       const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--namespace', 'default', '--log-level', 'warn'];
+      // Custom search attributes of lab order workflows (workflows/lab-order.ts, SEARCH_ATTRIBUTES).
+      for (const attribute of TEMPORAL_SEARCH_ATTRIBUTES) args.push('--search-attribute', attribute);
       if (persist) args.push('--db-filename', path.join(stateDir, 'temporal.db'));
       if (ui) {
         const uiPort = ports.temporalUi || (await freePort());

@@ -31,6 +31,8 @@ async function main() {
     MONGO_DB: `hb_test_${runId.replace(/-/g, '_')}`,
     TEMPORAL_TASK_QUEUE: `hb-test-${runId}`,
     LOG_LEVEL: process.env.LOG_LEVEL || 'warn',
+    // A day of activate_by waits lasts ~8.6 s, so a test can watch an order dispatch on tomorrow's date.
+    LAB_ACTIVATION_TIME_SCALE: '0.0001',
     HB_TEST_STATE_DIR: stateDir,
   };
   Object.assign(process.env, env);

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { configKeys } from '../lib/config';
+import { SEARCH_ATTRIBUTES } from '../workflows/lab-order';
 
 /**
  * The deployment files and the docs cannot drift from lib/config.ts: docker-compose.yml configures the
@@ -69,6 +70,11 @@ describe('docker-compose.yml', () => {
     expect(environmentOf(worker)).toEqual(environmentOf(api));
     expect(commandOf(api)).toBe('node dist/api/main.js');
     expect(commandOf(worker)).toBe('node dist/worker/main.js');
+  });
+
+  test('registers the search attributes that lab order workflows set', () => {
+    const registration = JSON.stringify(compose.services['temporal-search-attributes'].command);
+    for (const key of Object.values(SEARCH_ATTRIBUTES)) expect(registration).toContain(`--name ${key.name} --type Keyword`);
   });
 
   test('the api listens on every interface of its container', () => {

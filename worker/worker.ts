@@ -1,5 +1,6 @@
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { createActivities } from '../activities';
+import { loadLabCatalogue } from '../lib/lab-catalogue';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { Repositories } from '../lib/repositories';
@@ -34,7 +35,7 @@ export async function createWorker(config: Config, repos: Repositories, logger: 
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     workflowsPath: require.resolve('../workflows'),
-    activities: createActivities({ repos, config, logger, temporal }),
+    activities: createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue() }),
     shutdownGraceTime: config.SHUTDOWN_TIMEOUT_MS,
   });
   return { worker, connection };

@@ -1,6 +1,8 @@
 /** Workflow ids are prefixed business keys, built only here (api and workflows import these). */
 export const workflowIds = {
   userDeletion: (userId: string) => `user-deletion:${userId}`,
+  /** One lifecycle per lab order; the single owner of the order document. */
+  labOrder: (orderId: string) => `lab-order:${orderId}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
   /** One sweeper per task queue, started by the worker at boot. */

@@ -2,3 +2,4 @@
 export { userDeletionWorkflow } from './user-deletion';
 export { webhookDispatchWorkflow } from './webhook-dispatch';
 export { webhookSweeperWorkflow } from './webhook-sweeper';
+export { labOrderWorkflow } from './lab-order';

@@ -1,5 +1,7 @@
 import type { AppDeps } from '../deps';
 import type { AnyRoute } from '../route';
+import { labOrderRoutes } from './lab-orders';
+import { labTestRoutes } from './lab-tests';
 import { managementRoutes } from './management';
 import { providerRoutes } from './providers';
 import { systemRoutes } from './system';
@@ -12,6 +14,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...userRoutes, ...providerRoutes, ...managementRoutes, ...webhookRoutes);
+  routes.push(...systemRoutes(() => routes), ...userRoutes, ...providerRoutes, ...managementRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
   return routes;
 }

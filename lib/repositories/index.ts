@@ -1,6 +1,9 @@
 import type { Db } from 'mongodb';
 import { ConnectionRepository } from './connections';
+import { LabOrderRepository } from './lab-orders';
+import { LabTestRepository } from './lab-tests';
 import { DocumentLocks } from './locks';
+import { SecretsRepository } from './secrets';
 import { TenancyRepository } from './tenancy';
 import { UserRepository } from './users';
 import { WebhookRepository } from './webhooks';
@@ -11,6 +14,9 @@ export interface Repositories {
   users: UserRepository;
   connections: ConnectionRepository;
   webhooks: WebhookRepository;
+  labOrders: LabOrderRepository;
+  labTests: LabTestRepository;
+  secrets: SecretsRepository;
 }
 
 export function createRepositories(db: Db): Repositories {
@@ -21,6 +27,9 @@ export function createRepositories(db: Db): Repositories {
     users: new UserRepository(db, locks),
     connections: new ConnectionRepository(db),
     webhooks: new WebhookRepository(db, locks),
+    labOrders: new LabOrderRepository(db),
+    labTests: new LabTestRepository(db),
+    secrets: new SecretsRepository(db),
   };
 }
 

@@ -103,6 +103,11 @@ export class TenancyRepository {
     return this.teams.findOne({ _id: teamId, org_id: orgId });
   }
 
+  /** For documents that print the ordering team's name (the caller has checked the team already). */
+  findTeamById(teamId: string) {
+    return this.teams.findOne({ _id: teamId });
+  }
+
   listTeams(orgId: string, onlyTeamIds?: string[]) {
     const filter = onlyTeamIds ? { org_id: orgId, _id: { $in: onlyTeamIds } } : { org_id: orgId };
     return this.teams.find(filter).sort({ created_at: 1, _id: 1 }).toArray();

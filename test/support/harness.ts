@@ -6,6 +6,7 @@ import addFormats from 'ajv-formats';
 import { createApp } from '../../api/app';
 import type { AppDeps } from '../../api/deps';
 import { loadProviderCatalogue } from '../../lib/catalogue';
+import { loadLabCatalogue } from '../../lib/lab-catalogue';
 import { loadConfig, type Config } from '../../lib/config';
 import { createLogger, type Logger } from '../../lib/logger';
 import { settlePublishes } from '../../lib/events';
@@ -31,7 +32,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
   const repos = createRepositories(mongo.db);
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue() };
+  const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue() };
   const server: Server = await new Promise((resolve) => {
     const s = createApp(deps).listen(0, '127.0.0.1', () => resolve(s));
   });

@@ -1,0 +1,145 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import { publishEvent, type EventDeps } from '../lib/events';
+import { interpretNumeric, overallInterpretation, worse } from '../lib/lab/interpretation';
+import { OrderViews, type OrderViewDeps } from '../lib/lab/order-view';
+import type { LabOrderDoc, LabResultsDoc } from '../lib/repositories/lab-orders';
+import { isoWithOffset } from '../lib/time';
+import { highLevelOf } from '../workflows/lab-order-statuses';
+import type { SimulationRequest } from '../workflows/lab-order';
+import type { LabAdapter } from './lab/adapter';
+
+
+export type LabOrderActivityDeps = EventDeps & OrderViewDeps & { lab: LabAdapter };
+
+/** Idempotency key of an order's status event: one publish per event id, whatever retries happen. */
+const eventKey = (orderId: string, eventId: number) => `lab-order:${orderId}:event:${eventId}`;
+
+/**
+ * Side effects of the lab order workflow. Each writes the order only on behalf of its workflow (the single
+ * owner, which runs them one at a time) and is safe to repeat: events are keyed by id, publishes by
+ * idempotency key, results by order id.
+ */
+export function createLabOrderActivities(deps: LabOrderActivityDeps) {
+  const orders = deps.repos.labOrders;
+  const views = new OrderViews(deps);
+
+  async function load(orderId: string): Promise<LabOrderDoc> {
+    const doc = await orders.findById(orderId);
+    // Retryable: the api inserts the order right after starting its workflow.
+    if (!doc) throw ApplicationFailure.retryable(`Order ${orderId} is not stored (yet)`, 'OrderNotFound');
+    return doc;
+  }
+
+  async function publishStatus(doc: LabOrderDoc, eventId: number): Promise<void> {
+    const user = await deps.repos.users.find(doc.team_id, doc.user_id);
+    await publishEvent(deps, {
+      teamId: doc.team_id,
+      eventType: eventId === 1 ? 'labtest.order.created' : 'labtest.order.updated',
+      data: await views.present(doc, { uptoEventId: eventId }),
+      userId: doc.user_id,
+      clientUserId: user?.client_user_id ?? null,
+      idempotencyKey: eventKey(doc._id, eventId),
+    });
+  }
+
+  /** Results as the lab reports them, interpreted by our rules (and never rated below the lab's own flag). */
+  async function storeResults(doc: LabOrderDoc, simulation: SimulationRequest, status: LabResultsDoc['status']) {
+    const report = await deps.lab.fetchResults(doc, { interpretation: simulation.interpretation, hasMissingResults: simulation.hasMissingResults, status });
+    const results = report.results.map((r) => {
+      const marker = deps.labCatalogue.markerById(r.source_markers[0]?.marker_id);
+      let interpretation: LabResultsDoc['interpretation'] = r.type === 'numeric' && marker ? interpretNumeric(marker, r.value) : 'normal';
+      const labFlag = report.labFlags[r.slug];
+      if (labFlag) interpretation = worse(interpretation, labFlag);
+      return { ...r, interpretation };
+    });
+    const interpretation = overallInterpretation(results);
+    const now = new Date();
+    await orders.saveResults({
+      _id: doc._id,
+      team_id: doc.team_id,
+      user_id: doc.user_id,
+      status,
+      interpretation,
+      date_collected: report.dateCollected,
+      date_received: report.dateReceived,
+      date_reported: now,
+      results,
+      missing_results: report.missing,
+      sample_information: report.sampleInformation,
+      created_at: now,
+      updated_at: now,
+    });
+    return { interpretation, has_missing_results: report.missing.length > 0 };
+  }
+
+  return {
+    /** Publishes the webhook of an event already stored (the api stores an order with its first events). */
+    async publishOrderEvent({ orderId, eventId }: { orderId: string; eventId: number }): Promise<void> {
+      await publishStatus(await load(orderId), eventId);
+    },
+
+    /** Appends status event `eventId` (once) with the results that come with it, then publishes it. */
+    async recordOrderEvent(input: { orderId: string; eventId: number; status: string; statusDetail: string | null; results?: SimulationRequest }): Promise<void> {
+      let doc = await load(input.orderId);
+      const [, , low] = input.status.split('.');
+      if (!doc.events.some((e) => e.id === input.eventId)) {
+        let changes: Partial<LabOrderDoc> = {};
+        if (input.results) {
+          const status = low === 'partial_results' ? 'partial' : low === 'corrected' ? 'corrected' : 'final';
+          changes = await storeResults(doc, input.results, status);
+        }
+        const event = { id: input.eventId, created_at: new Date(), status: input.status, status_detail: input.statusDetail };
+        doc = (await orders.appendEvent(doc._id, event, highLevelOf(doc.method, low), low, changes)) ?? doc;
+      }
+      await publishStatus(doc, input.eventId);
+    },
+
+    async setOrderActivateBy({ orderId, activateBy }: { orderId: string; activateBy: string | null }): Promise<void> {
+      await orders.setFields(orderId, { activate_by: activateBy });
+    },
+
+    /** Sends the order to the lab (once: a dispatched order keeps its lab reference). */
+    async dispatchOrderToLab({ orderId }: { orderId: string }): Promise<void> {
+      const doc = await load(orderId);
+      if (doc.lab_reference) return;
+      const { labReference, shipment } = await deps.lab.dispatchOrder(doc);
+      await orders.setFields(orderId, { lab_reference: labReference, shipment, dispatched_at: new Date() });
+    },
+
+    async cancelOrderAtLab({ orderId }: { orderId: string }): Promise<void> {
+      const doc = await load(orderId);
+      if (doc.lab_reference) await deps.lab.cancelOrder(doc);
+    },
+
+    async publishCriticalResult({ orderId }: { orderId: string }): Promise<void> {
+      const doc = await load(orderId);
+      const results = await orders.findResults(doc.team_id, orderId);
+      if (results?.interpretation !== 'critical') return;
+      const user = await deps.repos.users.find(doc.team_id, doc.user_id);
+      await publishEvent(deps, {
+        teamId: doc.team_id,
+        eventType: 'labtest.result.critical',
+        data: {
+          order_id: doc._id,
+          sample_id: doc.sample_id,
+          status: results.status,
+          interpretation: results.interpretation,
+          team_id: doc.team_id,
+          user_id: doc.user_id,
+          created_at: isoWithOffset(results.created_at),
+          updated_at: isoWithOffset(results.updated_at),
+        },
+        userId: doc.user_id,
+        clientUserId: user?.client_user_id ?? null,
+        idempotencyKey: `lab-order:${orderId}:critical:${results.status}`,
+      });
+    },
+
+    async eraseOrderPatientData({ orderId }: { orderId: string }): Promise<void> {
+      const doc = await orders.findById(orderId);
+      if (doc) await orders.erasePatientData(doc.team_id, { orderId });
+    },
+  };
+}
+
+export type LabOrderActivities = ReturnType<typeof createLabOrderActivities>;

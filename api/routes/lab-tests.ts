@@ -1,0 +1,304 @@
+import { randomUUID } from 'node:crypto';
+import { Type, type Static } from '@sinclair/typebox';
+import { badRequest, notFound, ValidationError } from '../../lib/errors';
+import { findLabTest, labTestView, labView, listLabTests, markerView, type AnyLabTest } from '../../lib/lab/catalogue-view';
+import { ErrorDetail, HTTPValidationError, StringEnum } from '../../schemas/common';
+import { COLLECTION_METHODS } from '../../workflows/lab-order-statuses';
+import type { AppDeps } from '../deps';
+import { defineRoute } from '../route';
+
+const tags = ['Lab tests'];
+const errors = {
+  404: { description: 'Unknown lab test', schema: ErrorDetail },
+  422: { description: 'Validation error', schema: HTTPValidationError },
+};
+const open = { additionalProperties: true };
+
+const LabTestFilters = {
+  lab_slug: Type.Optional(Type.String()),
+  collection_method: Type.Optional(StringEnum(COLLECTION_METHODS)),
+  status: Type.Optional(StringEnum(['active', 'inactive'] as const)),
+  marker_ids: Type.Optional(Type.Array(Type.Integer(), { description: 'Tests containing all of these markers.' })),
+  name: Type.Optional(Type.String({ description: 'Case-insensitive part of the name.' })),
+  generation_method: StringEnum(['auto', 'manual', 'all'] as const, { default: 'all', description: 'manual: your own tests; auto: the catalogue; all: both.' }),
+  order_key: StringEnum(['price', 'created_at', 'updated_at', 'name'] as const, { default: 'created_at' }),
+  order_direction: StringEnum(['asc', 'desc'] as const, { default: 'asc' }),
+};
+const LabTestListQuery = Type.Object(LabTestFilters, open);
+const LabTestPageQuery = Type.Object(
+  {
+    ...LabTestFilters,
+    lab_test_limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+    next_cursor: Type.Optional(Type.String({ description: 'From the previous page.' })),
+  },
+  open,
+);
+const LabTestParams = Type.Object({ lab_test_id: Type.String({ minLength: 1, maxLength: 64 }) });
+const MarkerQuery = Type.Object(
+  {
+    lab_id: Type.Optional(Type.Array(Type.Integer())),
+    lab_slug: Type.Optional(Type.String()),
+    name: Type.Optional(Type.String()),
+    a_la_carte_enabled: Type.Optional(Type.Boolean()),
+    page: Type.Integer({ minimum: 1, default: 1 }),
+    size: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+  },
+  open,
+);
+const CreateLabTestBody = Type.Object(
+  {
+    name: Type.String({ minLength: 3, maxLength: 100 }),
+    method: StringEnum(COLLECTION_METHODS),
+    description: Type.String({ minLength: 1, maxLength: 1000 }),
+    marker_ids: Type.Array(Type.Integer(), { minItems: 1, maxItems: 50, uniqueItems: true }),
+    lab_slug: Type.Optional(Type.String()),
+    fasting: Type.Optional(Type.Boolean({ default: false })),
+  },
+  { additionalProperties: false },
+);
+const PatchLabTestBody = Type.Object(
+  { name: Type.Optional(Type.String({ minLength: 3, maxLength: 100 })), active: Type.Optional(Type.Boolean()) },
+  { additionalProperties: false, minProperties: 1 },
+);
+const LabTest = Type.Object(
+  { id: Type.String(), slug: Type.String(), name: Type.String(), method: Type.String(), status: Type.String(), markers: Type.Array(Type.Object({}, open)) },
+  { ...open, $id: 'ClientFacingLabTest' },
+);
+
+const slugOf = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+
+type Filters = Static<typeof LabTestListQuery>;
+
+/** The team's tests, filtered and sorted as asked (catalogue and own tests are one list). */
+async function filteredTests(deps: AppDeps, teamId: string, q: Filters): Promise<AnyLabTest[]> {
+  const all = await listLabTests(deps.labCatalogue, deps.repos, teamId);
+  const lab = q.lab_slug ? deps.labCatalogue.labBySlug(q.lab_slug) : undefined;
+  if (q.lab_slug && !lab) return [];
+  const name = q.name?.toLowerCase();
+  const tests = all.filter(
+    (t) =>
+      (q.generation_method === 'all' || (q.generation_method === 'manual') === t.team_owned) &&
+      (!lab || t.lab_id === lab.id) &&
+      (!q.collection_method || t.method === q.collection_method) &&
+      (!q.status || t.status === q.status) &&
+      (!q.marker_ids?.length || q.marker_ids.every((id: number) => t.marker_ids.includes(id))) &&
+      (!name || t.name.toLowerCase().includes(name)),
+  );
+  const key = q.order_key as 'price' | 'created_at' | 'updated_at' | 'name';
+  const dir = q.order_direction === 'desc' ? -1 : 1;
+  return tests.sort((a, b) => (sortValue(a, key) < sortValue(b, key) ? -dir : sortValue(a, key) > sortValue(b, key) ? dir : a.id < b.id ? -dir : dir));
+}
+
+const sortValue = (t: AnyLabTest, key: 'price' | 'created_at' | 'updated_at' | 'name') =>
+  key === 'price' ? t.price : key === 'name' ? t.name.toLowerCase() : t[key].getTime();
+
+/** Keyset cursor: the sort value and id of the last item of a page (stable while tests are added). */
+const encodeCursor = (t: AnyLabTest, key: string) => Buffer.from(JSON.stringify([key, sortValue(t, key as never), t.id])).toString('base64url');
+function afterCursor(tests: AnyLabTest[], cursor: string, key: string, dir: 1 | -1): AnyLabTest[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    parsed = null;
+  }
+  if (!Array.isArray(parsed) || parsed.length !== 3 || parsed[0] !== key) {
+    throw ValidationError.field(['query', 'next_cursor'], 'next_cursor is not a cursor of this listing (was order_key changed?). Start again without it.', 'value_error.cursor');
+  }
+  const [, value, id] = parsed as [string, number | string, string];
+  return tests.filter((t) => {
+    const v = sortValue(t, key as never);
+    return dir === 1 ? v > value || (v === value && t.id > id) : v < value || (v === value && t.id < id);
+  });
+}
+
+async function ownTest(deps: AppDeps, teamId: string, id: string) {
+  const test = await findLabTest(deps.labCatalogue, deps.repos, teamId, id);
+  if (!test) throw notFound(`Lab test ${id} not found.`);
+  return test;
+}
+
+export const labTestRoutes = [
+  defineRoute({
+    operationId: 'listLabTestsPaginated',
+    method: 'get',
+    path: '/v3/lab_test',
+    summary: 'List lab tests (paginated)',
+    description: 'The catalogue\'s tests and your own. Page with `lab_test_limit` and the `next_cursor` of the previous page (null on the last).',
+    tags,
+    auth: 'team',
+    query: LabTestPageQuery,
+    responses: { 200: { description: 'A page of lab tests' }, 422: errors[422] },
+    async handler({ query, auth, deps }) {
+      let tests = await filteredTests(deps, auth.teamId, query);
+      if (query.next_cursor) tests = afterCursor(tests, query.next_cursor, query.order_key, query.order_direction === 'desc' ? -1 : 1);
+      const page = tests.slice(0, query.lab_test_limit);
+      const more = tests.length > page.length;
+      return {
+        body: {
+          data: page.map((t) => labTestView(t, deps.labCatalogue)),
+          next_cursor: more ? encodeCursor(page[page.length - 1], query.order_key) : null,
+        },
+      };
+    },
+  }),
+  defineRoute({
+    operationId: 'listLabTests',
+    method: 'get',
+    path: '/v3/lab_tests',
+    summary: 'List lab tests (deprecated)',
+    description: 'Deprecated in favour of the paginated GET /v3/lab_test: the whole list at once.',
+    tags,
+    auth: 'team',
+    deprecated: true,
+    query: LabTestListQuery,
+    responses: { 200: { description: 'Every lab test', schema: Type.Array(LabTest) }, 422: errors[422] },
+    async handler({ query, auth, deps }) {
+      const tests = await filteredTests(deps, auth.teamId, query);
+      return {
+        body: tests.map((t) => labTestView(t, deps.labCatalogue)),
+        headers: { Deprecation: 'true', Link: '</v3/lab_test>; rel="successor-version"' },
+      };
+    },
+  }),
+  defineRoute({
+    operationId: 'listMarkers',
+    method: 'get',
+    path: '/v3/lab_tests/markers',
+    summary: 'List markers',
+    description: 'Biomarkers and panels that lab tests are composed of (`page`, `size` ≤ 100).',
+    tags,
+    auth: 'team',
+    query: MarkerQuery,
+    responses: { 200: { description: 'A page of markers' }, 422: errors[422] },
+    handler({ query, deps }) {
+      const cat = deps.labCatalogue;
+      const lab = query.lab_slug ? cat.labBySlug(query.lab_slug) : undefined;
+      const name = query.name?.toLowerCase();
+      const markers = cat.markers.filter(
+        (m) =>
+          (!query.lab_id?.length || query.lab_id.includes(m.lab_id)) &&
+          (!query.lab_slug || m.lab_id === lab?.id) &&
+          (query.a_la_carte_enabled === undefined || m.a_la_carte_enabled === query.a_la_carte_enabled) &&
+          (!name || m.name.toLowerCase().includes(name)),
+      );
+      const start = (query.page - 1) * query.size;
+      return {
+        body: {
+          markers: markers.slice(start, start + query.size).map((m) => markerView(m, cat)),
+          total: markers.length,
+          page: query.page,
+          size: query.size,
+          pages: Math.ceil(markers.length / query.size),
+        },
+      };
+    },
+  }),
+  defineRoute({
+    operationId: 'listLabs',
+    method: 'get',
+    path: '/v3/lab_tests/labs',
+    summary: 'List labs',
+    tags,
+    auth: 'team',
+    responses: { 200: { description: 'Labs' } },
+    handler({ deps }) {
+      return { body: deps.labCatalogue.labs.map(labView) };
+    },
+  }),
+  defineRoute({
+    operationId: 'getLabTest',
+    method: 'get',
+    path: '/v3/lab_tests/{lab_test_id}',
+    summary: 'Get a lab test',
+    tags,
+    auth: 'team',
+    params: LabTestParams,
+    responses: { 200: { description: 'The lab test', schema: LabTest }, 404: errors[404] },
+    async handler({ params, auth, deps }) {
+      return { body: labTestView(await ownTest(deps, auth.teamId, params.lab_test_id), deps.labCatalogue) };
+    },
+  }),
+  defineRoute({
+    operationId: 'getLabTestMarkers',
+    method: 'get',
+    path: '/v3/lab_tests/{lab_test_id}/markers',
+    summary: 'Markers of a lab test',
+    tags,
+    auth: 'team',
+    params: LabTestParams,
+    responses: { 200: { description: 'The markers' }, 404: errors[404] },
+    async handler({ params, auth, deps }) {
+      const test = await ownTest(deps, auth.teamId, params.lab_test_id);
+      const markers = labTestView(test, deps.labCatalogue).markers;
+      return { body: { markers, total: markers.length, page: 1, size: markers.length, pages: 1 } };
+    },
+  }),
+  defineRoute({
+    operationId: 'createLabTest',
+    method: 'post',
+    path: '/v3/lab_tests',
+    summary: 'Create a lab test',
+    description: 'Composes your own test from markers of one lab that offers the collection method.',
+    tags,
+    auth: 'team',
+    body: CreateLabTestBody,
+    responses: { 200: { description: 'The new lab test', schema: LabTest }, 400: { description: 'Name taken', schema: ErrorDetail }, 422: errors[422] },
+    async handler({ body, auth, deps }) {
+      const cat = deps.labCatalogue;
+      const markers = body.marker_ids.map((id) => cat.markerById(id));
+      const unknown = body.marker_ids.filter((_, i) => !markers[i]);
+      if (unknown.length) throw ValidationError.field(['body', 'marker_ids'], `Unknown marker id(s): ${unknown.join(', ')}. List markers with GET /v3/lab_tests/markers.`, 'value_error.marker');
+      const lab = body.lab_slug ? cat.labBySlug(body.lab_slug) : cat.labById(markers[0]!.lab_id);
+      if (!lab) throw ValidationError.field(['body', 'lab_slug'], `Unknown lab '${body.lab_slug}'. List labs with GET /v3/lab_tests/labs.`, 'value_error.lab');
+      if (markers.some((m) => m!.lab_id !== lab.id)) throw ValidationError.field(['body', 'marker_ids'], `All markers must belong to ${lab.name} (lab ${lab.id}).`, 'value_error.marker_lab');
+      if (!lab.collection_methods.includes(body.method)) {
+        throw ValidationError.field(['body', 'method'], `${lab.name} does not offer ${body.method}; it offers ${lab.collection_methods.join(', ')}.`, 'value_error.method');
+      }
+      const now = new Date();
+      const priced = markers.reduce((sum, m) => sum + Number(m!.price), 0);
+      const created = await deps.repos.labTests.create({
+        _id: randomUUID(),
+        team_id: auth.teamId,
+        slug: slugOf(body.name),
+        name: body.name,
+        description: body.description,
+        method: body.method,
+        sample_type: lab.sample_types[0],
+        lab_id: lab.id,
+        marker_ids: body.marker_ids,
+        fasting: body.fasting ?? false,
+        status: 'active',
+        price: Math.round(priced * 100) / 100,
+        common_tat_days: Math.max(...markers.map((m) => m!.common_tat_days)),
+        worst_case_tat_days: Math.max(...markers.map((m) => m!.worst_case_tat_days)),
+        created_at: now,
+        updated_at: now,
+      });
+      if ('slug_taken' in created) throw badRequest(`You already have a lab test named like '${body.name}'; choose another name.`);
+      return { body: labTestView((await findLabTest(cat, deps.repos, auth.teamId, created.created._id))!, cat) };
+    },
+  }),
+  defineRoute({
+    operationId: 'updateLabTest',
+    method: 'patch',
+    path: '/v3/lab_tests/{lab_test_id}',
+    summary: 'Rename or (de)activate your lab test',
+    tags,
+    auth: 'team',
+    params: LabTestParams,
+    body: PatchLabTestBody,
+    responses: { 200: { description: 'Updated', schema: LabTest }, 400: { description: 'Catalogue tests cannot be changed', schema: ErrorDetail }, 404: errors[404], 422: errors[422] },
+    async handler({ params, body, auth, deps }) {
+      const test = await ownTest(deps, auth.teamId, params.lab_test_id);
+      if (!test.team_owned) throw badRequest(`Lab test ${test.id} is part of the shared catalogue; only your own tests can be changed.`);
+      const changes = {
+        ...(body.name !== undefined ? { name: body.name, slug: slugOf(body.name) } : {}),
+        ...(body.active !== undefined ? { status: body.active ? ('active' as const) : ('inactive' as const) } : {}),
+      };
+      const updated = await deps.repos.labTests.update(auth.teamId, test.id, changes);
+      if (updated === 'slug_taken') throw badRequest(`You already have a lab test named like '${body.name}'; choose another name.`);
+      if (!updated) throw notFound(`Lab test ${test.id} not found.`);
+      return { body: labTestView((await findLabTest(deps.labCatalogue, deps.repos, auth.teamId, test.id))!, deps.labCatalogue) };
+    },
+  }),
+];

@@ -1,0 +1,37 @@
+import type { Collection, Document, IndexDirection } from 'mongodb';
+
+/**
+ * Declared indexes and the query shapes they serve (architecture: "every query shape has an index").
+ * FerretDB answers every filter by a scan, so a missing index never shows in development; production
+ * (MongoDB 7) would scan. Each repository declares both lists next to its queries, and
+ * test/indexes.test.ts checks that every shape is covered by one of the indexes.
+ */
+export interface IndexSpec {
+  key: Record<string, IndexDirection>;
+  unique?: boolean;
+}
+
+export interface QueryShape {
+  name: string;
+  /** Fields the index must lead with (equality, `$in`, or a range on the last one), in any order. */
+  filter: string[];
+  /** Sort fields, which must follow the filter fields in the index, in this order. */
+  sort?: string[];
+  /** Further filters applied to the documents the index selects (documented, not index-backed). */
+  residual?: string[];
+}
+
+/** True when some index starts with exactly the shape's filter fields, followed by its sort fields. */
+export function coveredBy(shape: QueryShape, indexes: IndexSpec[]): boolean {
+  return indexes.some(({ key }) => {
+    const fields = Object.keys(key);
+    const lead = fields.slice(0, shape.filter.length);
+    if (lead.length !== shape.filter.length || !shape.filter.every((f) => lead.includes(f))) return false;
+    const sort = shape.sort ?? [];
+    return sort.every((f, i) => fields[shape.filter.length + i] === f || (shape.filter.includes(f) && fields.includes(f)));
+  });
+}
+
+export async function createIndexes(collection: Collection<any> | Collection<Document>, indexes: IndexSpec[]): Promise<void> {
+  for (const index of indexes) await collection.createIndex(index.key, index.unique ? { unique: true } : {});
+}

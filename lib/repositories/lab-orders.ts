@@ -1,0 +1,441 @@
+import type { Collection, Db, Filter } from 'mongodb';
+import type { CollectionMethod, HighLevelStatus } from '../../workflows/lab-order-statuses';
+import { isDuplicateKeyError } from '../errors';
+import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+
+/**
+ * Lab orders, their results and their idempotency keys. The only code that touches these collections.
+ *
+ * Ownership: the api inserts an order once (a new `_id`; `(team_id, sample_id)` is unique, which settles
+ * racing registrations of one kit); after that only the order's workflow (`lab-order:<id>`) writes it,
+ * one activity at a time, so no write depends on a conditional update settling a race.
+ */
+
+export interface OrderEventDoc {
+  /** 1, 2, 3… in the order they happened (assigned by the workflow). */
+  id: number;
+  created_at: Date;
+  /** `<high>.<method>.<low>`. */
+  status: string;
+  status_detail: string | null;
+}
+
+export interface PatientDetailsDoc {
+  first_name: string;
+  last_name: string;
+  dob: string;
+  gender: string;
+  phone_number: string;
+  email: string;
+}
+
+/** Country is stored as the ISO 3166-1 alpha-2 code received; responses show the long name. */
+export interface AddressDoc {
+  receiver_name: string | null;
+  first_line: string;
+  second_line: string | null;
+  city: string;
+  state: string;
+  zip: string;
+  country: string;
+  phone_number: string | null;
+  access_notes?: string | null;
+}
+
+export interface PhysicianDoc {
+  first_name: string;
+  last_name: string;
+  npi: string;
+  email?: string | null;
+  licensed_states?: string[];
+}
+
+export interface ShipmentDoc {
+  id: string;
+  outbound_tracking_number: string | null;
+  outbound_tracking_url: string | null;
+  inbound_tracking_number: string | null;
+  inbound_tracking_url: string | null;
+  outbound_courier: string | null;
+  inbound_courier: string | null;
+  notes: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** What was ordered, copied from the catalogue (or the team's own test) at order time: history does not change. */
+export interface OrderedLabTestDoc {
+  id: string;
+  slug: string;
+  name: string;
+  description: string;
+  method: CollectionMethod;
+  sample_type: string;
+  fasting: boolean;
+  lab_id: number;
+  marker_ids: number[];
+  status: 'active' | 'inactive';
+  price: number;
+  common_tat_days: number;
+  worst_case_tat_days: number;
+  has_collection_instructions: boolean;
+  team_owned: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type Interpretation = 'normal' | 'abnormal' | 'critical';
+
+export interface LabOrderDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  method: CollectionMethod;
+  status: HighLevelStatus;
+  low_level_status: string;
+  low_level_status_created_at: Date;
+  events: OrderEventDoc[];
+  lab_test: OrderedLabTestDoc;
+  /** Every test of the order set (the first is `lab_test`). */
+  lab_test_ids: string[];
+  /** The markers of every test of the order set (what the lab reports on). */
+  marker_ids: number[];
+  patient_details: PatientDetailsDoc | null;
+  patient_address: AddressDoc | null;
+  shipping_details: AddressDoc | null;
+  physician: PhysicianDoc | null;
+  consents: { consentType: string; version?: string; timeOfConsent?: string }[];
+  /** Unique per team: the kit barcode on registration, otherwise assigned at creation. */
+  sample_id: string;
+  health_insurance_id: string | null;
+  notes: string | null;
+  clinical_notes: string | null;
+  /** YYYY-MM-DD: dispatch to the lab waits until this date (00:00 UTC). */
+  activate_by: string | null;
+  /** Only orders created with activate_by can be rescheduled (spec). */
+  created_with_activate_by: boolean;
+  priority: boolean;
+  billing_type: string;
+  has_abn: boolean;
+  origin: 'initial' | 'redraw';
+  parent_id: string | null;
+  order_transaction_id: string;
+  interpretation: Interpretation | null;
+  has_missing_results: boolean;
+  /** details.data.id: the test-kit / appointment record of the order. */
+  details_id: string;
+  shipment: ShipmentDoc | null;
+  /** The lab's reference once dispatched (requisition number). */
+  lab_reference: string | null;
+  dispatched_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  /** Set when the user's patient data was erased (user deletion). */
+  patient_data_erased_at?: Date;
+}
+
+/** Lab results of one order (`_id` = order id), written by the order workflow. */
+export interface LabResultsDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  status: 'final' | 'partial' | 'corrected';
+  interpretation: Interpretation;
+  date_collected: Date;
+  date_received: Date;
+  date_reported: Date;
+  results: BiomarkerResultDoc[];
+  missing_results: MissingResultDoc[];
+  sample_information: Record<string, unknown>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface BiomarkerResultDoc {
+  name: string;
+  slug: string;
+  value: number;
+  result: string;
+  type: 'numeric' | 'range' | 'comment' | 'coded_value';
+  unit: string | null;
+  timestamp: Date;
+  notes: string | null;
+  reference_range: string | null;
+  min_range_value: number | null;
+  max_range_value: number | null;
+  is_above_max_range: boolean | null;
+  is_below_min_range: boolean | null;
+  interpretation: Interpretation;
+  loinc: string | null;
+  loinc_slug: string | null;
+  provider_id: string | null;
+  source_markers: { marker_id: number; name: string; slug: string; provider_id: string | null }[];
+  performing_laboratory: string | null;
+  source_sample_id: string | null;
+}
+
+export interface MissingResultDoc {
+  name: string;
+  slug: string;
+  inferred_failure_type: string;
+  note: string | null;
+  loinc: string | null;
+  loinc_slug: string | null;
+  provider_id: string | null;
+  source_markers: BiomarkerResultDoc['source_markers'];
+}
+
+/**
+ * One `X-Idempotency-Key` of one team and route. Inserted (unique `_id`) before the work, so a concurrent
+ * duplicate fails the insert; completed with the response that later requests replay.
+ */
+export interface IdempotencyKeyDoc {
+  _id: string;
+  team_id: string;
+  route: string;
+  request_sha256: string;
+  /** The id the request's order gets: a request resumed after a crash reuses it. */
+  resource_id: string;
+  state: 'pending' | 'done';
+  response_status: number | null;
+  response_body: unknown;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+/** What an order transaction shows of each of its orders. */
+export type TransactionMember = Pick<
+  LabOrderDoc,
+  '_id' | 'method' | 'order_transaction_id' | 'origin' | 'parent_id' | 'status' | 'low_level_status' | 'low_level_status_created_at' | 'created_at' | 'updated_at'
+>;
+const TRANSACTION_MEMBER_FIELDS = Object.fromEntries(
+  ['method', 'order_transaction_id', 'origin', 'parent_id', 'status', 'low_level_status', 'low_level_status_created_at', 'created_at', 'updated_at'].map((f) => [f, 1]),
+);
+
+export interface OrderListFilter {
+  teamId: string;
+  userId?: string;
+  lowLevelStatuses?: string[];
+  interpretation?: Interpretation | 'unknown';
+  activation?: 'current' | 'scheduled';
+  /** YYYY-MM-DD of today (UTC), for the activation filter. */
+  today: string;
+  createdFrom?: Date;
+  createdTo?: Date;
+  orderIds?: string[];
+  orderTransactionId?: string;
+  direction: 1 | -1;
+}
+
+const ORDER_INDEXES: IndexSpec[] = [
+  { key: { team_id: 1, sample_id: 1 }, unique: true },
+  { key: { team_id: 1, created_at: -1 } },
+  { key: { team_id: 1, user_id: 1, created_at: -1 } },
+  { key: { team_id: 1, low_level_status: 1, created_at: -1 } },
+  { key: { team_id: 1, interpretation: 1, created_at: -1 } },
+  { key: { team_id: 1, activate_by: 1, created_at: -1 } },
+  { key: { team_id: 1, order_transaction_id: 1, created_at: -1 } },
+];
+
+/** Every query this repository makes, with the index that serves it (checked by test/indexes.test.ts). */
+export const ORDER_QUERY_SHAPES: QueryShape[] = [
+  { name: 'order by id', filter: ['_id'] },
+  { name: 'order by sample id (registration conflict)', filter: ['team_id', 'sample_id'] },
+  { name: 'list: all', filter: ['team_id'], sort: ['created_at'], residual: ['created_at range'] },
+  { name: 'list: by user', filter: ['team_id', 'user_id'], sort: ['created_at'], residual: ['low_level_status', 'interpretation', 'activate_by'] },
+  { name: 'list: by status', filter: ['team_id', 'low_level_status'], sort: ['created_at'], residual: ['interpretation', 'activate_by'] },
+  { name: 'list: by interpretation', filter: ['team_id', 'interpretation'], sort: ['created_at'], residual: ['activate_by'] },
+  { name: 'list: by activation', filter: ['team_id', 'activate_by'], sort: ['created_at'] },
+  { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'], sort: ['created_at'] },
+  { name: 'erasure: orders of a user', filter: ['team_id', 'user_id'] },
+];
+const RESULTS_INDEXES: IndexSpec[] = [{ key: { team_id: 1, user_id: 1 } }];
+export const RESULTS_QUERY_SHAPES: QueryShape[] = [
+  { name: 'results by order id', filter: ['_id'] },
+  { name: 'erasure: results of a user', filter: ['team_id', 'user_id'] },
+];
+const IDEMPOTENCY_INDEXES: IndexSpec[] = [{ key: { created_at: 1 } }];
+export const IDEMPOTENCY_QUERY_SHAPES: QueryShape[] = [
+  { name: 'key by id', filter: ['_id'] },
+  { name: 'retention: keys older than', filter: ['created_at'] },
+];
+export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES, idempotency_keys: IDEMPOTENCY_INDEXES };
+
+export class LabOrderRepository {
+  readonly orders: Collection<LabOrderDoc>;
+  readonly results: Collection<LabResultsDoc>;
+  readonly idempotencyKeys: Collection<IdempotencyKeyDoc>;
+
+  constructor(db: Db) {
+    this.orders = db.collection('lab_orders');
+    this.results = db.collection('lab_results');
+    this.idempotencyKeys = db.collection('idempotency_keys');
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await createIndexes(this.orders, ORDER_INDEXES);
+    await createIndexes(this.results, RESULTS_INDEXES);
+    await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES);
+  }
+
+  /** Inserts a new order; `sample_taken` when the team already has an order with this sample id. */
+  async insert(doc: LabOrderDoc): Promise<{ inserted: LabOrderDoc } | { sample_taken: LabOrderDoc | null } | { exists: LabOrderDoc }> {
+    try {
+      await this.orders.insertOne(doc);
+      return { inserted: doc };
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      const same = await this.orders.findOne({ _id: doc._id });
+      if (same) return { exists: same };
+      return { sample_taken: await this.orders.findOne({ team_id: doc.team_id, sample_id: doc.sample_id }) };
+    }
+  }
+
+  /**
+   * By `_id` alone, then the team checked here: FerretDB v1 pushes down only a pure `_id` filter and scans
+   * the collection for `{_id, team_id}`. Same result on MongoDB.
+   */
+  async find(teamId: string, orderId: string): Promise<LabOrderDoc | null> {
+    const doc = await this.orders.findOne({ _id: orderId });
+    return doc && doc.team_id === teamId ? doc : null;
+  }
+
+  /** For the order's own workflow and its activities (they carry only the id). */
+  findById(orderId: string): Promise<LabOrderDoc | null> {
+    return this.orders.findOne({ _id: orderId });
+  }
+
+  async list(f: OrderListFilter, page: number, size: number): Promise<{ orders: LabOrderDoc[]; total: number }> {
+    const filter = listFilter(f);
+    const [orders, total] = await Promise.all([
+      this.orders
+        .find(filter)
+        .sort({ created_at: f.direction, _id: f.direction })
+        .skip((page - 1) * size)
+        .limit(size)
+        .toArray(),
+      this.orders.countDocuments(filter),
+    ]);
+    return { orders, total };
+  }
+
+  /** The orders of one order transaction, oldest first. */
+  transactionOrders(teamId: string, transactionId: string): Promise<TransactionMember[]> {
+    return this.transactionsOrders(teamId, [transactionId]);
+  }
+
+  /** The orders of several order transactions (a page of orders shows each one's transaction), oldest first. */
+  transactionsOrders(teamId: string, transactionIds: string[]): Promise<TransactionMember[]> {
+    return this.orders
+      .find<TransactionMember>({ team_id: teamId, order_transaction_id: { $in: transactionIds } }, { projection: TRANSACTION_MEMBER_FIELDS })
+      .sort({ created_at: 1 })
+      .toArray();
+  }
+
+  // --- Writes by the order's workflow (one activity at a time per order) ---
+
+  /** Appends an event and moves the status; a retried activity finds its event already there. */
+  async appendEvent(orderId: string, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc | null> {
+    const current = await this.findById(orderId);
+    if (!current) return null;
+    if (current.events.some((e) => e.id === event.id)) return current;
+    return this.orders.findOneAndUpdate(
+      { _id: orderId },
+      {
+        $push: { events: event },
+        $set: { ...changes, status: high, low_level_status: low, low_level_status_created_at: event.created_at, updated_at: event.created_at },
+      },
+      { returnDocument: 'after' },
+    );
+  }
+
+  async setFields(orderId: string, changes: Partial<LabOrderDoc>): Promise<LabOrderDoc | null> {
+    return this.orders.findOneAndUpdate({ _id: orderId }, { $set: { ...changes, updated_at: new Date() } }, { returnDocument: 'after' });
+  }
+
+  async saveResults(doc: LabResultsDoc): Promise<void> {
+    await this.results.replaceOne({ _id: doc._id }, doc, { upsert: true });
+  }
+
+  async findResults(teamId: string, orderId: string): Promise<LabResultsDoc | null> {
+    const doc = await this.results.findOne({ _id: orderId });
+    return doc && doc.team_id === teamId ? doc : null;
+  }
+
+  // --- Erasure (user deletion) ---
+
+  /** The user's orders (ids and statuses), for erasure. */
+  ordersOfUser(teamId: string, userId: string): Promise<Pick<LabOrderDoc, '_id' | 'low_level_status'>[]> {
+    return this.orders.find({ team_id: teamId, user_id: userId }, { projection: { _id: 1, low_level_status: 1 } }).toArray();
+  }
+
+  /**
+   * Removes the patient's identity from orders (one order, or all of a user's) and deletes their results.
+   * Kept: what the order record needs as the audit trail of a clinical service (ids, test ordered, sample id,
+   * physician, status history, dates); see README "Lab testing → Erasure". Only for an order whose workflow
+   * has ended, or by that workflow itself (single owner).
+   */
+  async erasePatientData(teamId: string, which: { orderId: string } | { userId: string }): Promise<number> {
+    const now = new Date();
+    const filter = 'orderId' in which ? { _id: which.orderId } : { team_id: teamId, user_id: which.userId };
+    const res = await this.orders.updateMany(filter, {
+      $set: {
+        patient_details: null,
+        patient_address: null,
+        shipping_details: null,
+        health_insurance_id: null,
+        notes: null,
+        clinical_notes: null,
+        consents: [],
+        patient_data_erased_at: now,
+        updated_at: now,
+      },
+    });
+    await this.results.deleteMany('orderId' in which ? { _id: which.orderId } : { team_id: teamId, user_id: which.userId });
+    return res.matchedCount;
+  }
+
+  // --- Idempotency keys ---
+
+  /** Claims a key (unique insert); on a duplicate returns the existing claim. */
+  async claimIdempotencyKey(doc: IdempotencyKeyDoc): Promise<{ claimed: true } | { existing: IdempotencyKeyDoc }> {
+    try {
+      await this.idempotencyKeys.insertOne(doc);
+      return { claimed: true };
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      const existing = await this.idempotencyKeys.findOne({ _id: doc._id });
+      if (!existing) return this.claimIdempotencyKey(doc); // released meanwhile: claim again
+      return { existing };
+    }
+  }
+
+  async completeIdempotencyKey(id: string, status: number, body: unknown): Promise<void> {
+    await this.idempotencyKeys.updateOne({ _id: id }, { $set: { state: 'done', response_status: status, response_body: body, completed_at: new Date() } });
+  }
+
+  /** Not saved: validation failures and server errors leave the key free for a corrected retry. */
+  async releaseIdempotencyKey(id: string): Promise<void> {
+    await this.idempotencyKeys.deleteOne({ _id: id });
+  }
+
+  async pruneIdempotencyKeys(olderThan: Date): Promise<number> {
+    return (await this.idempotencyKeys.deleteMany({ created_at: { $lt: olderThan } })).deletedCount;
+  }
+}
+
+function listFilter(f: OrderListFilter): Filter<LabOrderDoc> {
+  const filter: Filter<LabOrderDoc> = { team_id: f.teamId };
+  if (f.userId) filter.user_id = f.userId;
+  if (f.lowLevelStatuses?.length) filter.low_level_status = { $in: f.lowLevelStatuses };
+  if (f.interpretation) filter.interpretation = f.interpretation === 'unknown' ? null : f.interpretation;
+  // Reference: current = activate_by null or reached, scheduled = activate_by in the future.
+  if (f.activation === 'scheduled') filter.activate_by = { $gt: f.today };
+  if (f.activation === 'current') filter.$or = [{ activate_by: null }, { activate_by: { $lte: f.today } }];
+  if (f.orderIds?.length) filter._id = { $in: f.orderIds };
+  if (f.orderTransactionId) filter.order_transaction_id = f.orderTransactionId;
+  if (f.createdFrom || f.createdTo) {
+    filter.created_at = { ...(f.createdFrom ? { $gte: f.createdFrom } : {}), ...(f.createdTo ? { $lte: f.createdTo } : {}) };
+  }
+  return filter;
+}

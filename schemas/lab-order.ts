@@ -1,0 +1,270 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { ALL_DOTTED_STATUSES, COLLECTION_METHODS } from '../workflows/lab-order-statuses';
+import { DateString, Nullable, StringEnum, Timestamp, Uuid } from './common';
+
+// ---------- Requests ----------
+
+/** Letters (any script), spaces, hyphens, apostrophes and periods; what labs accept on requisitions. */
+const NAME_PATTERN = "^[\\p{L}][\\p{L} '’.-]*$";
+const PersonName = (description: string) => Type.String({ minLength: 1, maxLength: 50, pattern: NAME_PATTERN, description });
+export const GENDERS = ['female', 'male', 'other', 'unknown'] as const;
+export const CONSENT_TYPES = [
+  'terms-of-use',
+  'telehealth-informed-consent',
+  'mobile-terms-and-conditions',
+  'notice-of-privacy-practices',
+  'privacy-policy',
+  'hipaa-authorization',
+] as const;
+export const BILLING_TYPES = ['client_bill', 'commercial_insurance', 'patient_bill_passthrough', 'patient_bill'] as const;
+
+export const PatientDetailsBody = Type.Object(
+  {
+    first_name: PersonName('Letters, spaces, hyphens and apostrophes; at most 50 characters.'),
+    last_name: PersonName('Letters, spaces, hyphens and apostrophes; at most 50 characters.'),
+    dob: DateString('Date of birth, YYYY-mm-dd; a real date in the past.'),
+    gender: StringEnum(GENDERS),
+    phone_number: Type.String({ pattern: '^\\+[1-9]\\d{6,14}$', description: 'E.164, e.g. +14155552671.' }),
+    email: Type.String({ format: 'email', maxLength: 254 }),
+  },
+  { additionalProperties: false },
+);
+
+const addressFields = {
+  receiver_name: Type.Optional(Type.String({ maxLength: 100 })),
+  second_line: Type.Optional(Nullable(Type.String({ maxLength: 100 }))),
+  city: Type.String({ minLength: 1, maxLength: 100 }),
+  state: Type.String({ minLength: 1, maxLength: 50 }),
+  zip: Type.String({ minLength: 3, maxLength: 12, pattern: '^[A-Za-z0-9 -]+$' }),
+  country: Type.String({ pattern: '^[A-Za-z]{2}$', description: 'ISO 3166-1 alpha-2 code, e.g. US.' }),
+  phone_number: Type.Optional(Type.String({ pattern: '^\\+[1-9]\\d{6,14}$' })),
+  access_notes: Type.Optional(Nullable(Type.String({ maxLength: 1000 }))),
+};
+export const PatientAddressBody = Type.Object(
+  { first_line: Type.String({ minLength: 1, maxLength: 100 }), ...addressFields },
+  { additionalProperties: false },
+);
+/**
+ * Registration takes either form the spec shows: first_line / second_line, or `street` + `street_number`
+ * (one schema, not a union: ajv would strip one form's fields while trying the other; the api requires one).
+ */
+export const RegistrationAddressBody = Type.Object(
+  {
+    first_line: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    street: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    street_number: Type.Optional(Type.String({ maxLength: 20 })),
+    ...addressFields,
+  },
+  { additionalProperties: false },
+);
+
+export const PhysicianBody = Type.Object(
+  {
+    first_name: PersonName('Physician first name.'),
+    last_name: PersonName('Physician last name.'),
+    npi: Type.String({ pattern: '^\\d{10}$', description: 'National Provider Identifier: 10 digits.' }),
+    email: Type.Optional(Nullable(Type.String({ format: 'email' }))),
+    licensed_states: Type.Optional(Type.Array(Type.String({ pattern: '^[A-Z]{2}$' }))),
+  },
+  { additionalProperties: false },
+);
+
+export const ConsentBody = Type.Object(
+  {
+    consentType: StringEnum(CONSENT_TYPES),
+    version: Type.Optional(Type.String({ default: '1.0' })),
+    timeOfConsent: Type.Optional(Timestamp()),
+  },
+  { additionalProperties: false },
+);
+
+export const CreateOrderBody = Type.Object(
+  {
+    user_id: Uuid('The patient: a user of your team.'),
+    lab_test_id: Type.Optional(Type.String({ description: 'Deprecated: use order_set.lab_test_ids.' })),
+    order_set: Type.Optional(
+      Type.Object(
+        { lab_test_ids: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 10, uniqueItems: true }) },
+        { additionalProperties: true },
+      ),
+    ),
+    collection_method: Type.Optional(StringEnum(COLLECTION_METHODS)),
+    patient_details: PatientDetailsBody,
+    patient_address: PatientAddressBody,
+    physician: Type.Optional(Nullable(PhysicianBody)),
+    consents: Type.Optional(Type.Array(ConsentBody)),
+    activate_by: Type.Optional(Nullable(DateString('Dispatch to the lab on this date (00:00 UTC); today or later.'))),
+    health_insurance_id: Type.Optional(Nullable(Uuid())),
+    priority: Type.Optional(Type.Boolean({ default: false })),
+    billing_type: Type.Optional(StringEnum(BILLING_TYPES, { default: 'client_bill' })),
+    clinical_notes: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
+    notes: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
+  },
+  { additionalProperties: false },
+);
+export type CreateOrderBody = Static<typeof CreateOrderBody>;
+
+export const RegisterTestkitBody = Type.Object(
+  {
+    user_id: Uuid('The patient: a user of your team.'),
+    sample_id: Type.String({ minLength: 4, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'The barcode of the kit.' }),
+    lab_test_id: Type.Optional(Type.String({ description: 'The kit\'s test; defaults to the first active test-kit test.' })),
+    patient_details: PatientDetailsBody,
+    patient_address: RegistrationAddressBody,
+    physician: Type.Optional(Nullable(PhysicianBody)),
+    health_insurance_id: Type.Optional(Nullable(Uuid())),
+    consents: Type.Array(ConsentBody, { minItems: 1 }),
+  },
+  { additionalProperties: false },
+);
+export type RegisterTestkitBody = Static<typeof RegisterTestkitBody>;
+
+export const PatchOrderBody = Type.Object(
+  { activate_by: Nullable(DateString('New activation date (today or later), or null to dispatch at once.')) },
+  { additionalProperties: false },
+);
+
+export const OrderIdParams = Type.Object({ order_id: Uuid() });
+
+export const SimulateOrderQuery = Type.Object(
+  {
+    final_status: StringEnum(ALL_DOTTED_STATUSES, { description: 'Where the simulation ends (dotted OrderStatus).' }),
+    delay: Type.Integer({ minimum: 0, maximum: 3600, default: 0, description: 'Seconds between simulated status updates.' }),
+  },
+  { additionalProperties: true },
+);
+export const SimulateOrderBody = Type.Object(
+  {
+    interpretation: Type.Optional(StringEnum(['normal', 'abnormal', 'critical'] as const, { default: 'normal' })),
+    has_missing_results: Type.Optional(Type.Boolean({ default: false })),
+    result_types: Type.Optional(Type.Array(Type.String())),
+  },
+  { additionalProperties: false },
+);
+
+export const ListOrdersQuery = Type.Object(
+  {
+    page: Type.Integer({ minimum: 1, default: 1 }),
+    size: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+    user_id: Type.Optional(Uuid()),
+    status: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z_]+$' }), { description: 'Low-level statuses.' })),
+    interpretation: Type.Optional(StringEnum(['normal', 'abnormal', 'critical', 'unknown'] as const)),
+    order_activation_types: Type.Optional(Type.Array(StringEnum(['current', 'scheduled'] as const))),
+    start_date: Type.Optional(Type.String({ description: 'Created at or after (date or date-time).' })),
+    end_date: Type.Optional(Type.String({ description: 'Created at or before (date or date-time; a date includes the whole day).' })),
+    order_ids: Type.Optional(Type.Array(Uuid())),
+    order_transaction_id: Type.Optional(Uuid()),
+    order_direction: StringEnum(['asc', 'desc'] as const, { default: 'desc' }),
+  },
+  { additionalProperties: true },
+);
+
+// ---------- Responses ----------
+
+const open = (props: Record<string, TSchema>, options: Record<string, unknown> = {}) => Type.Object(props, { additionalProperties: true, ...options });
+
+export const OrderEvent = open({ id: Type.Integer(), created_at: Timestamp(), status: Type.String(), status_detail: Nullable(Type.String()) });
+const AddressView = open({
+  receiver_name: Type.String(),
+  first_line: Type.String(),
+  second_line: Type.String(),
+  city: Type.String(),
+  state: Type.String(),
+  zip: Type.String(),
+  country: Type.String({ description: 'Long country name, e.g. United States.' }),
+  phone_number: Type.String(),
+});
+
+export const ClientFacingOrder = open(
+  {
+    id: Uuid(),
+    team_id: Uuid(),
+    user_id: Uuid(),
+    status: Type.String({ description: 'High-level status (non-exhaustive).' }),
+    events: Type.Array(OrderEvent),
+    last_event: OrderEvent,
+    patient_details: Nullable(open({ dob: Type.String(), gender: Type.String() })),
+    patient_address: Nullable(AddressView),
+    shipping_details: Nullable(AddressView),
+    details: open({ type: Type.String(), data: open({ id: Type.String(), created_at: Timestamp(), updated_at: Timestamp() }) }),
+    lab_test: open({ name: Type.String(), description: Type.String(), method: Type.String() }),
+    sample_id: Type.String(),
+    health_insurance_id: Nullable(Type.String()),
+    notes: Type.String(),
+    activate_by: Nullable(DateString()),
+    has_abn: Type.Boolean(),
+    origin: Type.String(),
+    requisition_form_url: Nullable(Type.String({ format: 'uri' })),
+    order_transaction: open({ id: Uuid(), status: Type.String(), orders: Type.Array(open({ id: Uuid(), origin: Type.String() })) }),
+    interpretation: Nullable(Type.String()),
+    created_at: Timestamp(),
+    updated_at: Timestamp(),
+  },
+  { $id: 'ClientFacingOrder' },
+);
+
+export const PostOrderResponse = Type.Object(
+  { order: ClientFacingOrder, status: Type.String(), message: Type.String() },
+  { $id: 'PostOrderResponse' },
+);
+export const PatchOrderResponse = Type.Object(
+  {
+    order: Type.Object({ id: Uuid(), team_id: Uuid(), user_id: Uuid(), activate_by: Nullable(DateString()), status: Type.String() }),
+    status: Type.String(),
+    message: Type.String(),
+  },
+  { $id: 'PatchOrderResponse' },
+);
+export const OrderList = Type.Object(
+  { orders: Type.Array(ClientFacingOrder), total: Type.Integer(), page: Type.Integer(), size: Type.Integer() },
+  { $id: 'GetOrdersResponse' },
+);
+export const SimulationResponse = Type.String({ description: 'Always "Success".' });
+
+const BiomarkerResult = open({
+  name: Type.String(),
+  slug: Type.String(),
+  value: Type.Number({ description: 'Deprecated: read `result` according to `type`; -1 for non-numeric results.' }),
+  result: Type.String(),
+  type: StringEnum(['numeric', 'range', 'comment', 'coded_value'] as const),
+  unit: Nullable(Type.String()),
+  timestamp: Nullable(Timestamp()),
+  reference_range: Nullable(Type.String()),
+  min_range_value: Nullable(Type.Number()),
+  max_range_value: Nullable(Type.Number()),
+  is_above_max_range: Nullable(Type.Boolean()),
+  is_below_min_range: Nullable(Type.Boolean()),
+  interpretation: Type.String(),
+  loinc: Nullable(Type.String()),
+});
+export const ResultMetadata = open(
+  {
+    age: Type.Integer(),
+    dob: Type.String(),
+    patient: Type.String(),
+    laboratory: Nullable(Type.String()),
+    date_reported: Type.String(),
+    date_collected: Nullable(Type.String()),
+    specimen_number: Type.String(),
+    status: Type.String(),
+    interpretation: Type.String(),
+  },
+  { $id: 'LabResultsMetadata' },
+);
+export const LabResultsRaw = Type.Object(
+  {
+    metadata: ResultMetadata,
+    results: Type.Array(BiomarkerResult),
+    missing_results: Type.Array(open({ name: Type.String(), slug: Type.String(), inferred_failure_type: Type.String() })),
+    sample_information: Type.Record(Type.String(), Type.Unknown()),
+    order_transaction: Nullable(open({ id: Uuid(), status: Type.String() })),
+  },
+  { $id: 'LabResultsRaw' },
+);
+
+export const SignedDocumentQuery = Type.Object(
+  { expires: Type.Integer({ minimum: 0 }), signature: Type.String({ minLength: 1, maxLength: 128 }) },
+  { additionalProperties: true },
+);
+
+export const CreateRedrawBody = Type.Object({}, { additionalProperties: false });

@@ -1,0 +1,125 @@
+// Lab order scenarios of `npm run bench`, each against a baseline measured in the same run:
+//  - order creation (POST /v3/order: validation, workflow start, insert, response) against the raw work
+//    underneath: the raw driver inserting the same document plus the Temporal client starting a trivial
+//    workflow (on a task queue no worker polls, so the baseline is the dev server's own start rate);
+//  - GET /v3/orders (a page of 50 of BENCH_LAB_ORDERS stored orders, default 10,000) against the raw driver
+//    making the same queries (page, count, the page's order transactions).
+//
+//   BENCH_LAB_ORDERS=10000        orders stored for the list scenarios
+//   BENCH_LAB_LIST_CONCURRENCY=4  closed-loop readers for the list scenarios
+import { randomUUID } from 'node:crypto';
+import { distModule } from './environment.mjs';
+import { httpClient, measure, numberEnv } from './load.mjs';
+
+const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
+
+export function labOrderSettings() {
+  return {
+    stored: numberEnv('BENCH_LAB_ORDERS', 10_000, { integer: true, min: 100 }),
+    listConcurrency: numberEnv('BENCH_LAB_LIST_CONCURRENCY', 4, { integer: true, min: 1 }),
+  };
+}
+
+const orderBody = (userId, labTestId) => ({
+  user_id: userId,
+  order_set: { lab_test_ids: [labTestId] },
+  patient_details: { first_name: 'Bench', last_name: 'Patient', dob: '1985-06-01', gender: 'female', phone_number: '+14155550100', email: 'bench@example.com' },
+  patient_address: { first_line: '1 Bench St', city: 'San Francisco', state: 'CA', zip: '94105', country: 'US' },
+  physician: { first_name: 'Ada', last_name: 'Lovelace', npi: '1234567893' },
+  consents: [{ consentType: 'terms-of-use' }],
+});
+
+/** A copy of a stored order with new ids, for seeding and for the raw insert baseline. */
+function cloneOrder(template, teamId, i, createdAt = new Date()) {
+  const id = randomUUID();
+  return {
+    ...template,
+    _id: id,
+    team_id: teamId,
+    sample_id: `BENCH${String(i).padStart(10, '0')}-${id.slice(0, 8)}`,
+    order_transaction_id: randomUUID(),
+    details_id: randomUUID(),
+    created_at: createdAt,
+    updated_at: createdAt,
+  };
+}
+
+export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
+  const settings = labOrderSettings();
+  const api = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey } });
+  const { connectTemporal } = await distModule('lib/temporal.js');
+  const { createIndexes } = await distModule('lib/repositories/indexes.js');
+  const { LAB_ORDER_INDEXES } = await distModule('lib/repositories/lab-orders.js');
+  const temporal = await connectTemporal(env.temporalAddress, 'default', `bench-trivial-${env.runId}`);
+  const scratch = env.db.collection(SCRATCH_COLLECTION);
+  const orders = env.db.collection('lab_orders');
+  try {
+    const userId = (await api.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `bench-patient-${env.runId}` }, json: true })).json.user_id;
+    const tests = (await api.expect(200, 'GET', '/v3/lab_tests?status=active&collection_method=walk_in_test', { json: true })).json;
+    const labTestId = tests[0].id;
+    const body = orderBody(userId, labTestId);
+    const first = (await api.expect(200, 'POST', '/v3/order', { body, json: true })).json.order;
+    const template = await orders.findOne({ _id: first.id });
+
+    await scratch.drop().catch(() => {});
+    await createIndexes(scratch, LAB_ORDER_INDEXES.lab_orders);
+    const results = {};
+    results.rawCreate = await measure({
+      name: 'raw insert + trivial workflow start',
+      ...opts,
+      log,
+      fn: async ({ seq }) => {
+        const doc = cloneOrder(template, env.tenant.teamId, seq);
+        await temporal.client.workflow.start('benchTrivialWorkflow', { workflowId: `bench-trivial:${doc._id}`, taskQueue: temporal.taskQueue, args: [{ orderId: doc._id }] });
+        await scratch.insertOne(doc);
+      },
+    });
+    results.create = await measure({ name: 'order create (POST /v3/order)', ...opts, log, fn: () => api.expect(200, 'POST', '/v3/order', { body }) });
+
+    // A team with exactly `stored` orders, newest first one second apart.
+    const listTeam = await env.repos.tenancy.createTeam(env.tenant.orgId, 'Bench list team', 'sandbox', 'us');
+    const listKey = await env.repos.tenancy.createTeamApiKey(listTeam, 'bench');
+    log(`bench: storing ${settings.stored} orders for the list scenarios...`);
+    const start = Date.now() - settings.stored * 1000;
+    for (let i = 0; i < settings.stored; i += 1000) {
+      const chunk = Array.from({ length: Math.min(1000, settings.stored - i) }, (_, j) => cloneOrder(template, listTeam._id, i + j, new Date(start + (i + j) * 1000)));
+      await orders.insertMany(chunk);
+      if ((i / 1000) % 5 === 4) log(`bench:   ${i + chunk.length} / ${settings.stored}`);
+    }
+    const lister = httpClient(env.apiUrl, { headers: { 'x-service-api-key': listKey.value } });
+    const listOpts = { ...opts, log, concurrency: settings.listConcurrency };
+    results.rawList = await measure({
+      name: `raw list: page of 50, count, transactions (${settings.stored} orders)`,
+      ...listOpts,
+      fn: async () => {
+        const filter = { team_id: listTeam._id };
+        const [page, total] = await Promise.all([orders.find(filter).sort({ created_at: -1, _id: -1 }).limit(50).toArray(), orders.countDocuments(filter)]);
+        const tx = [...new Set(page.map((o) => o.order_transaction_id))];
+        await orders.find({ team_id: listTeam._id, order_transaction_id: { $in: tx } }, { projection: { low_level_status: 1, origin: 1, order_transaction_id: 1 } }).toArray();
+        if (page.length !== 50 || total !== settings.stored) throw new Error(`raw list: ${page.length} of ${total}`);
+      },
+    });
+    results.list = await measure({ name: `GET /v3/orders (${settings.stored} orders)`, ...listOpts, fn: () => lister.expect(200, 'GET', '/v3/orders?page=1&size=50') });
+    results.listByStatus = await measure({
+      name: 'GET /v3/orders?status=ordered&interpretation=unknown',
+      ...listOpts,
+      fn: () => lister.expect(200, 'GET', '/v3/orders?page=2&size=50&status=ordered&interpretation=unknown'),
+    });
+    lister.close();
+    return {
+      results: [results.rawCreate, results.create, results.rawList, results.list, results.listByStatus],
+      ratios: [
+        { name: 'order create / raw insert + workflow start', of: results.create, to: results.rawCreate, target: 0.5 },
+        { name: 'order list / raw driver list queries', of: results.list, to: results.rawList, target: 0.5 },
+      ],
+      notes: [
+        `note: order creation runs while the worker executes each new order's workflow (announce, dispatch, events) on the same cores; ` +
+          `the trivial-workflow baseline starts workflows no worker runs.`,
+      ],
+    };
+  } finally {
+    api.close();
+    await scratch.drop().catch(() => {});
+    await temporal.connection.close();
+  }
+}

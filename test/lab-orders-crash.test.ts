@@ -1,0 +1,90 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { courseTo } from '../workflows/lab-order-statuses';
+import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
+import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
+import { startReceiver, type Receiver } from './support/receiver';
+
+/**
+ * Crash test: this file runs its own worker on a private task queue, SIGKILLs it while orders wait on
+ * activate_by timers and while simulations are walking orders through their statuses, starts it again, and
+ * checks that every order ends where it should with each status recorded and published exactly once.
+ */
+const taskQueue = `hb-lab-crash-${uniqueId('q')}`;
+let worker: ChildProcess | null = null;
+let app: TestApp;
+let rx: Receiver;
+
+function startWorker(): ChildProcess {
+  return spawn(process.execPath, [path.join(__dirname, '..', 'dist', 'worker', 'main.js')], {
+    env: { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, LOG_LEVEL: 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+}
+
+function kill(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill(signal);
+  });
+}
+
+beforeAll(async () => {
+  app = await startTestApp({ TEMPORAL_TASK_QUEUE: taskQueue });
+});
+afterAll(async () => {
+  if (worker) await kill(worker, 'SIGKILL');
+  await rx?.close();
+  await app.close();
+});
+
+test('SIGKILL of the worker during timers and simulations loses nothing and emits no status twice', async () => {
+  const tenant = await createTenant(app.deps, 'Lab crash');
+  const client = teamClient(app, tenant);
+  rx = await startReceiver();
+  const mgmt = managementClient(app, tenant);
+  await mgmt.post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, { url: rx.url, filter_types: ['labtest.order.*'] });
+  const tests = await labTestIds(client);
+  const userId = await createUser(client);
+
+  worker = startWorker();
+  // Waiting on their activate_by timers (tomorrow: ~8.6 s on the test stack).
+  const scheduled = await Promise.all([1, 2, 3].map(async () => (await client.post('/v3/order', orderBody(userId, tests.walk_in_test, { activate_by: daysFromToday(1) }))).body.order));
+  // Mid-simulation: a kit walked to completion one status a second.
+  const walking = await Promise.all([1, 2, 3].map(async () => (await client.post('/v3/order', orderBody(userId, tests.testkit))).body.order));
+  for (const o of walking) await orderReaches(client, o.id, 'requisition_created');
+  for (const o of walking) expect((await client.post(`/v3/order/${o.id}/test?final_status=completed.testkit.completed&delay=1`, {})).status).toBe(200);
+  await orderReaches(client, walking[0].id, 'out_for_delivery', 20000);
+
+  await kill(worker, 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 2000));
+  worker = startWorker();
+
+  const course = ['ordered', 'requisition_created', ...courseTo('testkit', 'requisition_created', 'completed')!];
+  for (const o of walking) {
+    const done = await orderReaches(client, o.id, 'completed', 60000);
+    expect(done.events.map((e: { status: string }) => lowOf(e.status))).toEqual(course);
+  }
+  for (const o of scheduled) {
+    const done = await orderReaches(client, o.id, 'requisition_created', 60000);
+    expect(done.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'requisition_created']);
+  }
+
+  // Every status reached the receiver, each under one webhook-id (retries may repeat an id, never a status).
+  const all = [...scheduled, ...walking];
+  const expectedEvents = scheduled.length * 2 + walking.length * course.length;
+  const statusEvents = await eventually(async () => {
+    const byWebhookId = new Map<string, { order: string; eventId: number }>();
+    for (const r of rx.requests) {
+      const body = JSON.parse(r.body);
+      byWebhookId.set(String(r.headers['webhook-id']), { order: body.data.id, eventId: body.data.last_event.id });
+    }
+    return byWebhookId.size >= expectedEvents ? byWebhookId : null;
+  }, 60000, 'every status webhook');
+  const perStatus = new Map<string, number>();
+  for (const { order, eventId } of statusEvents.values()) perStatus.set(`${order}:${eventId}`, (perStatus.get(`${order}:${eventId}`) ?? 0) + 1);
+  expect([...perStatus.values()].every((n) => n === 1)).toBe(true);
+  expect(perStatus.size).toBe(expectedEvents);
+  expect(new Set([...statusEvents.values()].map((e) => e.order))).toEqual(new Set(all.map((o) => o.id)));
+}, 180000);

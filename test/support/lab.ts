@@ -1,0 +1,69 @@
+import { eventually, uniqueId, type HttpClient } from './harness';
+
+/** Test data for lab orders: a user of the team and valid order / registration bodies. */
+
+export const today = () => new Date().toISOString().slice(0, 10);
+export const daysFromToday = (n: number) => new Date(Date.now() + n * 86_400_000).toISOString().slice(0, 10);
+
+export async function createUser(client: HttpClient): Promise<string> {
+  const res = await client.post('/v2/user/', { client_user_id: uniqueId('patient') });
+  if (res.status !== 200) throw new Error(`user creation failed: ${res.status} ${res.text}`);
+  return res.body.user_id;
+}
+
+export const patientDetails = {
+  first_name: "Ana-María O'Neil",
+  last_name: 'Smith',
+  dob: '1988-04-12',
+  gender: 'female',
+  phone_number: '+14155552671',
+  email: 'ana.smith@example.com',
+};
+export const patientAddress = {
+  receiver_name: 'Ana Smith',
+  first_line: '123 Main St',
+  second_line: 'Apt 4',
+  city: 'San Francisco',
+  state: 'CA',
+  zip: '94105',
+  country: 'US',
+};
+export const physician = { first_name: 'Gregory', last_name: 'House', npi: '1234567893' };
+export const consents = [{ consentType: 'terms-of-use' }, { consentType: 'hipaa-authorization' }];
+
+export function orderBody(userId: string, labTestId: string, extra: Record<string, unknown> = {}) {
+  return {
+    user_id: userId,
+    order_set: { lab_test_ids: [labTestId] },
+    patient_details: patientDetails,
+    patient_address: patientAddress,
+    physician,
+    consents,
+    ...extra,
+  };
+}
+
+export function registrationBody(userId: string, sampleId = uniqueId('KIT').replace(/[^A-Za-z0-9_-]/g, '')) {
+  return { user_id: userId, sample_id: sampleId, patient_details: patientDetails, patient_address: patientAddress, physician, consents };
+}
+
+/** Test ids of the shipped catalogue, by collection method. */
+export async function labTestIds(client: HttpClient): Promise<Record<'testkit' | 'walk_in_test' | 'at_home_phlebotomy', string>> {
+  const res = await client.get('/v3/lab_tests?status=active');
+  const pick = (method: string) => res.body.find((t: { method: string; id: string }) => t.method === method)?.id;
+  return { testkit: pick('testkit'), walk_in_test: pick('walk_in_test'), at_home_phlebotomy: pick('at_home_phlebotomy') };
+}
+
+export const lowOf = (status: string) => status.split('.')[2];
+
+/** Waits until the order's last low-level status is `low`. */
+export function orderReaches(client: HttpClient, orderId: string, low: string, timeoutMs = 30000) {
+  return eventually(
+    async () => {
+      const res = await client.get(`/v3/order/${orderId}`);
+      return res.status === 200 && lowOf(res.body.last_event.status) === low ? res.body : null;
+    },
+    timeoutMs,
+    `order ${orderId} to reach ${low}`,
+  );
+}

@@ -1,0 +1,267 @@
+import {
+  ApplicationFailure,
+  condition,
+  defineQuery,
+  defineUpdate,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { SearchAttributeKey } from '@temporalio/common/lib/search-attributes';
+import type { LabOrderActivities } from '../activities/lab-orders';
+import {
+  CANCELLABLE,
+  courseTo,
+  dottedStatus,
+  lowLevelFromFinalStatus,
+  RESCHEDULABLE,
+  RESULT_STATUSES,
+  TERMINAL,
+  type CollectionMethod,
+} from './lab-order-statuses';
+
+/**
+ * Search attributes of order workflows, so operators find orders in the Temporal UI
+ * (e.g. `LabOrderStatus = "transit_lab"`, `HealthbridgeUserId = "<user id>"`). Registered by the dev stack
+ * (scripts/stack.mjs) and, on a cluster, with `temporal operator search-attribute create` (README).
+ */
+const keyword = (name: string): SearchAttributeKey<'KEYWORD'> => ({ name, type: 'KEYWORD' });
+export const SEARCH_ATTRIBUTES = {
+  teamId: keyword('HealthbridgeTeamId'),
+  userId: keyword('HealthbridgeUserId'),
+  orderStatus: keyword('LabOrderStatus'),
+} as const;
+
+/**
+ * The order's state when its workflow starts (the api stores the same in the order document). Small and
+ * free of patient data: the workflow needs it before its first activity, so Updates that arrive at once
+ * find their handlers and validators ready.
+ */
+export interface OrderSnapshot {
+  method: CollectionMethod;
+  lowLevelStatus: string;
+  eventIds: number[];
+  activateBy: string | null;
+  createdWithActivateBy: boolean;
+}
+
+export interface LabOrderInput {
+  orderId: string;
+  order: OrderSnapshot;
+  /**
+   * Scheduled activation waits are multiplied by this (1 in production). Tests shorten multi-day waits
+   * with `LAB_ACTIVATION_TIME_SCALE` instead of waiting for the date.
+   */
+  activationTimeScale: number;
+}
+
+export interface SimulationRequest {
+  finalStatus: string;
+  delaySeconds: number;
+  interpretation: 'normal' | 'abnormal' | 'critical';
+  hasMissingResults: boolean;
+}
+
+/** A refusal the api renders as a 400 with this message. */
+export const LAB_ORDER_REFUSED = 'LabOrderRefused';
+const refuse = (message: string) => ApplicationFailure.create({ type: LAB_ORDER_REFUSED, message, nonRetryable: true });
+
+/** PATCH /v3/order/{id}: `today` is the caller's date (UTC), so the rule "today or later" is the api's clock. */
+export const rescheduleOrderUpdate = defineUpdate<{ activate_by: string | null }, [{ activateBy: string | null; today: string }]>('rescheduleOrder');
+export const cancelOrderUpdate = defineUpdate<{ status: string }, []>('cancelOrder');
+/** Sandbox lab: walk the order to `finalStatus` through the realistic intermediate statuses. */
+export const simulateOrderUpdate = defineUpdate<{ course: string[] }, [SimulationRequest]>('simulateOrder');
+/** User erasure: the order's owner removes the patient data and stops (no more events about the user). */
+export const erasePatientDataUpdate = defineUpdate<{ erased: true }, []>('erasePatientData');
+export const labOrderStatusQuery = defineQuery<string>('labOrderStatus');
+
+const writes = proxyActivities<LabOrderActivities>({
+  startToCloseTimeout: '30 seconds',
+  // Our own transient faults only (database, event store); every activity is idempotent.
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+// The api starts the workflow, then inserts the order: the first activity waits briefly for the document,
+// and gives up (the request failed before storing it, so nothing was promised) instead of retrying forever.
+const firstWrite = proxyActivities<LabOrderActivities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 12 },
+});
+
+const DAY_MS = 86_400_000;
+
+/**
+ * One lab order's lifecycle (id `lab-order:<orderId>`), the single owner of its order document: it announces
+ * the order, waits for `activate_by` on a durable timer, dispatches it to the lab, then applies the lab's
+ * status updates (here: the sandbox simulation) until a terminal status. Every status change appends an
+ * event (ids ascending) and publishes `labtest.order.created|updated`. Writes run one at a time.
+ */
+export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: string }> {
+  const { orderId, order } = input;
+  const method: CollectionMethod = order.method;
+  let low = order.lowLevelStatus;
+  let lastEventId = order.eventIds[order.eventIds.length - 1] ?? 0;
+  let activateBy = order.activateBy;
+  let scheduleVersion = 0;
+  let dispatchDecided = !RESCHEDULABLE.includes(low as (typeof RESCHEDULABLE)[number]);
+  let cancelRequested = false;
+  let erasureRequested = false;
+  let erased = false;
+  let cancelRecorded = false;
+  const labUpdates: { status: string; delayMs: number; simulation: SimulationRequest }[] = [];
+
+  // One write at a time: FerretDB applies concurrent updates of one document as read-modify-write.
+  let writeChain: Promise<unknown> = Promise.resolve();
+  const serialized = <T>(write: () => Promise<T>): Promise<T> => {
+    const next = writeChain.then(write);
+    writeChain = next.catch(() => undefined);
+    return next;
+  };
+  const record = (status: string, extra: { simulation?: SimulationRequest; statusDetail?: string | null } = {}) =>
+    serialized(async () => {
+      lastEventId += 1;
+      low = status;
+      await writes.recordOrderEvent({
+        orderId,
+        eventId: lastEventId,
+        status: dottedStatus(method, status),
+        statusDetail: extra.statusDetail ?? null,
+        results: RESULT_STATUSES.has(status) && extra.simulation ? extra.simulation : undefined,
+      });
+      upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderStatus, value: status }]);
+    });
+  const waitingOnSomething = () => cancelRequested || erasureRequested;
+
+  setHandler(labOrderStatusQuery, () => dottedStatus(method, low));
+  setHandler(
+    rescheduleOrderUpdate,
+    async ({ activateBy: next }) => {
+      activateBy = next;
+      scheduleVersion += 1;
+      if (next === null) dispatchDecided = true; // null dispatches at once: later PATCHes are refused
+      await serialized(() => writes.setOrderActivateBy({ orderId, activateBy: next }));
+      return { activate_by: next };
+    },
+    {
+      validator: ({ activateBy: next, today }) => {
+        if (!order.createdWithActivateBy) {
+          throw refuse('This order was created without activate_by (for immediate processing) and cannot be rescheduled.');
+        }
+        if (dispatchDecided || cancelRequested || !RESCHEDULABLE.includes(low as (typeof RESCHEDULABLE)[number])) {
+          const now = dispatchDecided && RESCHEDULABLE.includes(low as never) ? 'being dispatched to the lab' : `in status ${low}`;
+          throw refuse(`activate_by can only be changed while the order's status is ordered or awaiting_registration; it is ${now}.`);
+        }
+        if (next !== null && next < today) throw refuse(`activate_by must be today (${today}) or later; got ${next}.`);
+      },
+    },
+  );
+  setHandler(
+    cancelOrderUpdate,
+    async () => {
+      cancelRequested = true;
+      await condition(() => cancelRecorded); // the caller reads the cancelled order next
+      return { status: dottedStatus(method, low) };
+    },
+    {
+      validator: () => {
+        if (cancelRequested) return; // a repeated cancel joins the first
+        if (!CANCELLABLE[method].includes(low) || TERMINAL.has(low)) {
+          throw refuse(`The order cannot be cancelled in its current status ${dottedStatus(method, low)}.`);
+        }
+      },
+    },
+  );
+  setHandler(
+    simulateOrderUpdate,
+    (request) => {
+      const course = plannedCourse(request);
+      for (const status of course!) labUpdates.push({ status, delayMs: request.delaySeconds * 1000, simulation: request });
+      return { course: course!.map((s) => dottedStatus(method, s)) };
+    },
+    {
+      validator: (request) => {
+        const final = lowLevelFromFinalStatus(method, request.finalStatus);
+        if (!final) throw refuse(`'${request.finalStatus}' is not a status of a ${method} order.`);
+        if (final === 'cancelled') throw refuse('Use POST /v3/order/{order_id}/cancel to cancel an order.');
+        if (labUpdates.length) throw refuse('A simulation of this order is still running; wait for it to finish.');
+        if (cancelRequested || !dispatchDecided) throw refuse(`The order is ${low}: simulate once it has been dispatched to the lab.`);
+        if (!plannedCourse(request)) throw refuse(`The order cannot move from ${dottedStatus(method, low)} to ${request.finalStatus}.`);
+      },
+    },
+  );
+  setHandler(
+    erasePatientDataUpdate,
+    async () => {
+      erasureRequested = true;
+      await condition(() => erased);
+      return { erased: true as const };
+    },
+  );
+  const plannedCourse = (request: SimulationRequest) => {
+    const final = lowLevelFromFinalStatus(method, request.finalStatus);
+    // A course starts where the last planned update leaves the order (none are queued when accepted).
+    return final ? courseTo(method, low === 'ordered' ? 'requisition_created' : low, final) : null;
+  };
+
+  // Announce what the api stored (created, then any registration events); publishing is idempotent by event.
+  const [firstEvent, ...laterEvents] = order.eventIds;
+  try {
+    await serialized(() => firstWrite.publishOrderEvent({ orderId, eventId: firstEvent }));
+  } catch {
+    // Failed (not completed), so a resumed request may start this id again (ALLOW_DUPLICATE_FAILED_ONLY).
+    throw ApplicationFailure.create({ type: 'OrderNeverStored', message: `Order ${orderId} was never stored; the request that started this run failed`, nonRetryable: true });
+  }
+  for (const eventId of laterEvents) {
+    await serialized(() => writes.publishOrderEvent({ orderId, eventId }));
+  }
+
+  // Scheduled activation: wait for activate_by (00:00 UTC of that date) unless rescheduled, cleared or cancelled.
+  while (!dispatchDecided && !waitingOnSomething() && activateBy !== null) {
+    // new Date() is workflow time here (deterministic on replay).
+    const waitMs = (Date.parse(`${activateBy}T00:00:00Z`) - new Date().getTime()) * input.activationTimeScale;
+    if (waitMs <= 0) break;
+    const seen = scheduleVersion;
+    const cappedMs = Math.min(waitMs, 30 * DAY_MS);
+    const interrupted = await condition(() => scheduleVersion !== seen || waitingOnSomething() || dispatchDecided, cappedMs);
+    // The date has arrived, unless a PATCH landed in the same instant (then its new date decides).
+    if (!interrupted && cappedMs === waitMs && scheduleVersion === seen) break;
+  }
+  if (!waitingOnSomething() && !TERMINAL.has(low)) {
+    if (RESCHEDULABLE.includes(low as never)) {
+      dispatchDecided = true;
+      await serialized(() => writes.dispatchOrderToLab({ orderId }));
+      await record('requisition_created');
+    } else {
+      // A registered kit: the api recorded its requisition with the registration; the lab still needs it.
+      await serialized(() => writes.dispatchOrderToLab({ orderId }));
+    }
+  }
+  dispatchDecided = true;
+
+  // With the lab: apply its status updates (sandbox: the simulation's course) until a terminal status.
+  while (!TERMINAL.has(low) || labUpdates.length > 0) {
+    await condition(() => labUpdates.length > 0 || waitingOnSomething());
+    if (waitingOnSomething()) break;
+    const next = labUpdates[0];
+    if (next.delayMs > 0 && (await condition(waitingOnSomething, next.delayMs))) break;
+    labUpdates.shift();
+    await record(next.status, { simulation: next.simulation });
+    if (RESULT_STATUSES.has(next.status) && next.simulation.interpretation === 'critical') {
+      await serialized(() => writes.publishCriticalResult({ orderId }));
+    }
+  }
+  labUpdates.length = 0;
+
+  if (erasureRequested) {
+    await serialized(() => writes.eraseOrderPatientData({ orderId }));
+    erased = true;
+    return { final: 'erased' };
+  }
+  if (cancelRequested && !TERMINAL.has(low)) {
+    await serialized(() => writes.cancelOrderAtLab({ orderId }));
+    await record('cancelled');
+    cancelRecorded = true;
+  }
+  // Let update handlers that are waiting on this outcome return before the run closes.
+  await condition(() => true);
+  return { final: dottedStatus(method, low) };
+}
