@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/activity';
 import { publishEvent, type EventDeps } from '../lib/events';
 import { interpretNumeric, overallInterpretation, worse } from '../lib/lab/interpretation';
@@ -24,10 +25,14 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
   const views = new OrderViews(deps);
 
   async function load(orderId: string): Promise<LabOrderDoc> {
-    const doc = await orders.findById(orderId);
-    // Retryable: the api inserts the order right after starting its workflow.
-    if (!doc) throw ApplicationFailure.retryable(`Order ${orderId} is not stored (yet)`, 'OrderNotFound');
-    return doc;
+    // The api inserts the order right after starting its workflow, so the first look may come too early:
+    // look again briefly before failing the attempt (then Temporal's retry, bounded for the first write).
+    for (const pauseMs of [25, 50, 100, 200, 400, 800]) {
+      const doc = await orders.findById(orderId);
+      if (doc) return doc;
+      await sleep(pauseMs);
+    }
+    throw ApplicationFailure.retryable(`Order ${orderId} is not stored (yet)`, 'OrderNotFound');
   }
 
   async function publishStatus(doc: LabOrderDoc, eventId: number): Promise<void> {

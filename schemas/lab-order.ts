@@ -239,7 +239,7 @@ const BiomarkerResult = open({
 });
 export const ResultMetadata = open(
   {
-    age: Type.Integer(),
+    age: Type.String({ description: 'Age in years at collection (a string, as the reference API sends it).' }),
     dob: Type.String(),
     patient: Type.String(),
     laboratory: Nullable(Type.String()),

@@ -231,7 +231,8 @@ export const labOrderRoutes = [
         interpretation: body.interpretation ?? 'normal',
         hasMissingResults: body.has_missing_results ?? false,
       });
-      return { body: 'Success' };
+      // A JSON string, as the reference API answers (its SDK parses the body as JSON).
+      return { body: JSON.stringify('Success'), contentType: 'application/json' };
     },
   }),
   defineRoute({

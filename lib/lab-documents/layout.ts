@@ -2,21 +2,31 @@ import PDFDocument from 'pdfkit';
 
 /**
  * The one way lab documents are drawn (pdfkit, standard fonts only, so every word stays extractable text):
- * a header band, section titles, labelled field grids, tables that break across pages, and a footer.
+ * a header band, an identifier strip, section titles, labelled field grids, tables that break across pages,
+ * banners and a footer with "page x of y".
  */
 export type Pdf = PDFKit.PDFDocument;
 
 export const PAGE = { width: 612, height: 792, margin: 40 };
-const CONTENT_WIDTH = PAGE.width - 2 * PAGE.margin;
-const FOOTER_SPACE = 40;
-export const COLORS = { ink: '#1a1a1a', muted: '#5f6368', rule: '#c8ccd0', band: '#0b3d5c', critical: '#b00020', abnormal: '#8a4b00', shade: '#f2f4f6' };
+export const CONTENT_WIDTH = PAGE.width - 2 * PAGE.margin;
+/** Room kept at the bottom of every page for the footer. */
+const FOOTER_SPACE = 44;
+const CONTENT_BOTTOM = PAGE.height - PAGE.margin - FOOTER_SPACE;
+export const COLORS = { ink: '#1a1a1a', muted: '#5f6368', rule: '#c8ccd0', band: '#0b3d5c', critical: '#b00020', abnormal: '#8a4b00', normal: '#1e6b3a', shade: '#f2f4f6' };
+type Font = 'Helvetica' | 'Helvetica-Bold' | 'Courier-Bold';
 
-export function createPdf(meta: { title: string; author: string; subject: string }): Pdf {
+/**
+ * pdfkit places a line by its top; Courier's ascender is lower than Helvetica's, so Courier set on the same
+ * top sits higher. Shifting it down by the difference (718 - 629 per 1000 em) puts both on one baseline.
+ */
+const monoShift = (size: number) => (0.089 * size);
+
+export function createPdf(meta: { title: string; author: string; subject: string; createdAt: Date }): Pdf {
   return new PDFDocument({
     size: 'LETTER',
     margins: { top: PAGE.margin, bottom: PAGE.margin, left: PAGE.margin, right: PAGE.margin },
     bufferPages: true, // the footer's "page x of y" is written once every page exists
-    info: { Title: meta.title, Author: meta.author, Subject: meta.subject, Creator: 'Healthbridge', CreationDate: new Date() },
+    info: { Title: meta.title, Author: meta.author, Subject: meta.subject, Creator: 'Healthbridge', CreationDate: meta.createdAt },
   });
 }
 
@@ -35,44 +45,76 @@ export function pdfBytes(doc: Pdf): Promise<Buffer> {
 export function headerBand(doc: Pdf, h: { labName: string; labLines: string[]; title: string; rightLines: string[] }): void {
   const top = PAGE.margin;
   const height = 74;
+  const half = CONTENT_WIDTH / 2;
   doc.save().rect(PAGE.margin, top, CONTENT_WIDTH, height).fill(COLORS.band).restore();
-  doc.fillColor('#ffffff').font('Helvetica-Bold').fontSize(15).text(h.labName, PAGE.margin + 12, top + 10, { width: CONTENT_WIDTH / 2 });
+  doc.fillColor('#ffffff').font('Helvetica-Bold').fontSize(15).text(fit(doc, h.labName, half - 12), PAGE.margin + 12, top + 11, { lineBreak: false });
   doc.font('Helvetica').fontSize(8.5);
-  h.labLines.forEach((line, i) => doc.text(line, PAGE.margin + 12, top + 30 + i * 11, { width: CONTENT_WIDTH / 2 }));
-  doc.font('Helvetica-Bold').fontSize(13).text(h.title.toUpperCase(), PAGE.margin + CONTENT_WIDTH / 2, top + 10, { width: CONTENT_WIDTH / 2 - 12, align: 'right' });
+  h.labLines.forEach((line, i) => doc.text(fit(doc, line, half - 12), PAGE.margin + 12, top + 32 + i * 11, { lineBreak: false }));
+  doc.font('Helvetica-Bold').fontSize(13).text(h.title.toUpperCase(), PAGE.margin + half, top + 12, { width: half - 12, align: 'right', lineBreak: false });
   doc.font('Helvetica').fontSize(8.5);
-  h.rightLines.forEach((line, i) => doc.text(line, PAGE.margin + CONTENT_WIDTH / 2, top + 30 + i * 11, { width: CONTENT_WIDTH / 2 - 12, align: 'right' }));
+  h.rightLines.forEach((line, i) => doc.text(line, PAGE.margin + half, top + 32 + i * 11, { width: half - 12, align: 'right', lineBreak: false }));
   doc.fillColor(COLORS.ink);
   doc.x = PAGE.margin;
-  doc.y = top + height + 14;
+  doc.y = top + height + 12;
+}
+
+/** The identifier the lab matches specimen and paper by, large and monospaced, with status badges beside it. */
+export function idStrip(doc: Pdf, s: { label: string; id: string; badges: { label: string; value: string; color: string }[] }): void {
+  const y = doc.y;
+  const height = 46;
+  doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, height).lineWidth(0.8).strokeColor(COLORS.rule).stroke().restore();
+  doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(s.label.toUpperCase(), PAGE.margin + 10, y + 7, { lineBreak: false });
+  doc.font('Courier-Bold').fontSize(22).fillColor(COLORS.ink).text(s.id, PAGE.margin + 10, y + 17 + monoShift(22), { lineBreak: false });
+  let right = PAGE.margin + CONTENT_WIDTH - 10;
+  for (const badge of [...s.badges].reverse()) {
+    doc.font('Helvetica-Bold').fontSize(11);
+    const width = Math.max(doc.widthOfString(badge.value), 40) + 16;
+    const left = right - width;
+    doc.save().roundedRect(left, y + 17, width, 20, 3).fill(badge.color).restore();
+    doc.fillColor('#ffffff').text(badge.value, left, y + 22, { width, align: 'center', lineBreak: false });
+    doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(badge.label.toUpperCase(), left, y + 7, { width, align: 'center', lineBreak: false });
+    right = left - 8;
+  }
+  doc.fillColor(COLORS.ink);
+  doc.x = PAGE.margin;
+  doc.y = y + height + 12;
 }
 
 export function sectionTitle(doc: Pdf, text: string): void {
-  ensureSpace(doc, 40);
+  ensureSpace(doc, 48); // a title alone at the foot of a page helps nobody
   const y = doc.y;
-  doc.font('Helvetica-Bold').fontSize(9.5).fillColor(COLORS.band).text(text.toUpperCase(), PAGE.margin, y, { characterSpacing: 0.6 });
-  const ruleY = doc.y + 2;
+  doc.font('Helvetica-Bold').fontSize(9.5).fillColor(COLORS.band).text(text.toUpperCase(), PAGE.margin, y, { characterSpacing: 0.6, lineBreak: false });
+  const ruleY = y + 14;
   doc.save().moveTo(PAGE.margin, ruleY).lineTo(PAGE.margin + CONTENT_WIDTH, ruleY).lineWidth(0.7).strokeColor(COLORS.band).stroke().restore();
   doc.fillColor(COLORS.ink);
+  doc.x = PAGE.margin;
   doc.y = ruleY + 6;
 }
 
-/** Label above value, `columns` per row. */
-export function fieldGrid(doc: Pdf, fields: [string, string][], columns = 3): void {
+/** A labelled value; `null` leaves a line to write on by hand (collection time, collector's initials). */
+export type Field = [label: string, value: string | null];
+
+/** Label above value, `columns` per row; a value may run to several lines. */
+export function fieldGrid(doc: Pdf, fields: Field[], columns = 3): void {
   const colWidth = CONTENT_WIDTH / columns;
   for (let i = 0; i < fields.length; i += columns) {
     const row = fields.slice(i, i + columns);
     ensureSpace(doc, 30);
     const y = doc.y;
-    let bottom = y;
+    let bottom = y + 22;
     row.forEach(([label, value], c) => {
       const x = PAGE.margin + c * colWidth;
-      doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(label.toUpperCase(), x, y, { width: colWidth - 10 });
-      doc.font('Helvetica').fontSize(9.5).fillColor(COLORS.ink).text(value || '—', x, doc.y + 1, { width: colWidth - 10 });
+      doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(label.toUpperCase(), x, y, { width: colWidth - 12, lineBreak: false });
+      if (value === null) {
+        doc.save().moveTo(x, y + 20).lineTo(x + colWidth - 16, y + 20).lineWidth(0.5).strokeColor(COLORS.muted).stroke().restore();
+        return;
+      }
+      doc.font('Helvetica').fontSize(9.5).fillColor(COLORS.ink).text(value || '—', x, y + 10, { width: colWidth - 12 });
       bottom = Math.max(bottom, doc.y);
     });
-    doc.y = bottom + 6;
+    doc.y = bottom + 7;
   }
+  doc.fillColor(COLORS.ink);
   doc.x = PAGE.margin;
 }
 
@@ -81,91 +123,141 @@ export interface Column {
   /** Share of the content width. */
   width: number;
   align?: 'left' | 'right' | 'center';
-  font?: 'Helvetica' | 'Courier';
+  /** Codes read better monospaced and bold; everything else is Helvetica. */
+  mono?: boolean;
+  /** Detail rows are indented in this column, under their group's name. */
+  nests?: boolean;
 }
 export interface Row {
   cells: string[];
+  /** `group` heads the `detail` rows under it (a test and its markers) and is kept on a page with the first. */
+  kind?: 'plain' | 'group' | 'detail';
   bold?: boolean;
   color?: string;
-  /** A full-width line under the row (notes, markers). */
+  /** A full-width line under the row: notes, comments too long for their cell. */
   note?: string;
 }
 
-/** A table whose header repeats on every page it spans. */
-export function table(doc: Pdf, columns: Column[], rows: Row[]): void {
+const CELL_PAD = 4;
+const ROW_PAD = 3;
+const rowFontSize = (row: Row) => (row.kind === 'detail' ? 8 : 9);
+const rowFont = (row: Row, column: Column): Font => (column.mono ? 'Courier-Bold' : row.bold || row.kind === 'group' ? 'Helvetica-Bold' : 'Helvetica');
+const NOTE_INDENT = 14;
+
+function rowHeight(doc: Pdf, row: Row, columns: Column[], widths: number[]): { cells: number; total: number } {
+  const size = rowFontSize(row);
+  const cells = Math.max(...row.cells.map((text, i) => doc.font(rowFont(row, columns[i])).fontSize(size).heightOfString(text || ' ', { width: widths[i] - 2 * CELL_PAD })));
+  const note = row.note ? doc.font('Helvetica').fontSize(8).heightOfString(row.note, { width: CONTENT_WIDTH - NOTE_INDENT - CELL_PAD }) + 2 : 0;
+  return { cells, total: cells + note + 2 * ROW_PAD };
+}
+
+/** A table whose header row (and a "continued" caption) repeats on every page it spans; rows never split. */
+export function table(doc: Pdf, columns: Column[], rows: Row[], continuedCaption?: string): void {
   const widths = columns.map((c) => c.width * CONTENT_WIDTH);
   const drawHeader = () => {
     const y = doc.y;
     doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, 16).fill(COLORS.shade).restore();
+    doc.font('Helvetica-Bold').fontSize(7).fillColor(COLORS.muted);
     let x = PAGE.margin;
-    doc.font('Helvetica-Bold').fontSize(7.5).fillColor(COLORS.muted);
     columns.forEach((c, i) => {
-      doc.text(c.header.toUpperCase(), x + 4, y + 5, { width: widths[i] - 8, align: c.align ?? 'left', lineBreak: false });
+      doc.text(c.header.toUpperCase(), x + CELL_PAD, y + 5, { width: widths[i] - 2 * CELL_PAD, align: c.align ?? 'left', lineBreak: false });
       x += widths[i];
     });
-    doc.fillColor(COLORS.ink);
-    doc.y = y + 20;
+    doc.y = y + 18;
   };
+  const newPage = () => {
+    doc.addPage();
+    if (continuedCaption) {
+      doc.font('Helvetica-Bold').fontSize(8).fillColor(COLORS.band).text(`${continuedCaption.toUpperCase()} (CONTINUED)`, PAGE.margin, doc.y, { lineBreak: false });
+      doc.y += 14;
+    }
+    drawHeader();
+  };
+
   ensureSpace(doc, 50);
   drawHeader();
-  for (const row of rows) {
-    doc.font(row.bold ? 'Helvetica-Bold' : 'Helvetica').fontSize(9);
-    const heights = row.cells.map((text, i) => doc.heightOfString(text || ' ', { width: widths[i] - 8 }));
-    const noteHeight = row.note ? doc.font('Helvetica').fontSize(7.5).heightOfString(row.note, { width: CONTENT_WIDTH - 24 }) + 2 : 0;
-    const height = Math.max(...heights) + noteHeight + 6;
-    if (doc.y + height > PAGE.height - PAGE.margin - FOOTER_SPACE) {
-      doc.addPage();
-      drawHeader();
-    }
-    const y = doc.y;
-    let x = PAGE.margin;
-    row.cells.forEach((text, i) => {
-      const column = columns[i];
-      const font = column.font === 'Courier' ? 'Courier' : row.bold ? 'Helvetica-Bold' : 'Helvetica';
-      doc.font(font).fontSize(9).fillColor(row.color ?? COLORS.ink).text(text || '', x + 4, y, { width: widths[i] - 8, align: column.align ?? 'left' });
-      x += widths[i];
-    });
-    if (row.note) {
-      doc.font('Helvetica').fontSize(7.5).fillColor(COLORS.muted).text(row.note, PAGE.margin + 16, y + Math.max(...heights) + 1, { width: CONTENT_WIDTH - 24 });
-    }
-    doc.fillColor(COLORS.ink);
-    const ruleY = y + height - 3;
-    doc.save().moveTo(PAGE.margin, ruleY).lineTo(PAGE.margin + CONTENT_WIDTH, ruleY).lineWidth(0.4).strokeColor(COLORS.rule).stroke().restore();
-    doc.y = ruleY + 4;
-  }
+  rows.forEach((row, index) => {
+    const height = rowHeight(doc, row, columns, widths);
+    const next = rows[index + 1];
+    const keepWith = row.kind === 'group' && next?.kind === 'detail' ? rowHeight(doc, next, columns, widths).total : 0;
+    if (doc.y + height.total + keepWith > CONTENT_BOTTOM) newPage();
+    drawRow(doc, row, columns, widths, height.cells, height.total, next?.kind === 'detail');
+  });
+  doc.fillColor(COLORS.ink);
   doc.x = PAGE.margin;
-  doc.moveDown(0.5);
+  doc.y += 8;
 }
 
-/** A shaded box with a bold first line: banners such as the overall interpretation. */
+function drawRow(doc: Pdf, row: Row, columns: Column[], widths: number[], cellsHeight: number, total: number, detailFollows: boolean): void {
+  const y = doc.y + ROW_PAD;
+  const size = rowFontSize(row);
+  const color = row.color ?? (row.kind === 'detail' ? COLORS.muted : COLORS.ink);
+  let x = PAGE.margin;
+  row.cells.forEach((text, i) => {
+    const column = columns[i];
+    const indent = row.kind === 'detail' && column.nests ? 10 : 0;
+    const top = column.mono ? y + monoShift(size) : y;
+    doc.font(rowFont(row, column)).fontSize(size).fillColor(color);
+    doc.text(text || '', x + CELL_PAD + indent, top, { width: widths[i] - 2 * CELL_PAD - indent, align: column.align ?? 'left' });
+    x += widths[i];
+  });
+  if (row.note) {
+    doc.font('Helvetica').fontSize(8).fillColor(COLORS.ink).text(row.note, PAGE.margin + NOTE_INDENT, y + cellsHeight + 2, { width: CONTENT_WIDTH - NOTE_INDENT - CELL_PAD });
+  }
+  const ruleY = doc.y = y - ROW_PAD + total;
+  // Markers under a test read as one block: only the block gets a rule below it.
+  if (!detailFollows) {
+    doc.save().moveTo(PAGE.margin, ruleY).lineTo(PAGE.margin + CONTENT_WIDTH, ruleY).lineWidth(0.4).strokeColor(COLORS.rule).stroke().restore();
+  }
+}
+
+/** A shaded box with a coloured edge and a bold title: the overall interpretation, the attestation. */
 export function banner(doc: Pdf, title: string, text: string, color: string): void {
-  ensureSpace(doc, 44);
+  const textHeight = doc.font('Helvetica').fontSize(8.5).heightOfString(text, { width: CONTENT_WIDTH - 24 });
+  const height = textHeight + 26;
+  ensureSpace(doc, height + 10);
   const y = doc.y;
-  const h = 18 + doc.font('Helvetica').fontSize(8.5).heightOfString(text, { width: CONTENT_WIDTH - 20 });
-  doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, h).fill(COLORS.shade).rect(PAGE.margin, y, 4, h).fill(color).restore();
-  doc.font('Helvetica-Bold').fontSize(10).fillColor(color).text(title, PAGE.margin + 12, y + 5, { width: CONTENT_WIDTH - 20 });
-  doc.font('Helvetica').fontSize(8.5).fillColor(COLORS.ink).text(text, PAGE.margin + 12, doc.y + 1, { width: CONTENT_WIDTH - 20 });
+  doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, height).fill(COLORS.shade).rect(PAGE.margin, y, 4, height).fill(color).restore();
+  doc.font('Helvetica-Bold').fontSize(10).fillColor(color).text(title, PAGE.margin + 14, y + 7, { width: CONTENT_WIDTH - 24, lineBreak: false });
+  doc.font('Helvetica').fontSize(8.5).fillColor(COLORS.ink).text(text, PAGE.margin + 14, y + 20, { width: CONTENT_WIDTH - 24 });
   doc.x = PAGE.margin;
-  doc.y = y + h + 10;
+  doc.y = y + height + 12;
+}
+
+/** Small print across the content width. */
+export function smallPrint(doc: Pdf, text: string): void {
+  doc.font('Helvetica').fontSize(7.5);
+  ensureSpace(doc, doc.heightOfString(text, { width: CONTENT_WIDTH }) + 4);
+  doc.fillColor(COLORS.muted).text(text, PAGE.margin, doc.y, { width: CONTENT_WIDTH });
+  doc.fillColor(COLORS.ink);
 }
 
 export function ensureSpace(doc: Pdf, needed: number): void {
-  if (doc.y + needed > PAGE.height - PAGE.margin - FOOTER_SPACE) doc.addPage();
+  if (doc.y + needed > CONTENT_BOTTOM) doc.addPage();
 }
 
-/** "left text … Page x of y" on every page. */
-export function footer(doc: Pdf, left: string): void {
+/** Shortens `text` with an ellipsis until it fits `width` in the current font. */
+export function fit(doc: Pdf, text: string, width: number): string {
+  if (doc.widthOfString(text) <= width) return text;
+  let cut = text;
+  while (cut.length > 1 && doc.widthOfString(`${cut}…`) > width) cut = cut.slice(0, -1);
+  return `${cut.trimEnd()}…`;
+}
+
+/** Up to two lines of identification on the left of every page, "Page x of y" on the right. */
+export function footer(doc: Pdf, lines: string[]): void {
   const range = doc.bufferedPageRange();
+  const top = PAGE.height - PAGE.margin - 22;
   for (let i = range.start; i < range.start + range.count; i++) {
     doc.switchToPage(i);
-    const y = PAGE.height - PAGE.margin - 14;
-    doc.save().moveTo(PAGE.margin, y - 4).lineTo(PAGE.margin + CONTENT_WIDTH, y - 4).lineWidth(0.4).strokeColor(COLORS.rule).stroke().restore();
-    // Writing below the bottom margin must not add a page: lift the margin while drawing the footer.
+    doc.save().moveTo(PAGE.margin, top - 5).lineTo(PAGE.margin + CONTENT_WIDTH, top - 5).lineWidth(0.4).strokeColor(COLORS.rule).stroke().restore();
+    // Text below the bottom margin would make pdfkit start a page: lift the margin while drawing the footer.
     const bottom = doc.page.margins.bottom;
     doc.page.margins.bottom = 0;
     doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted);
-    doc.text(left, PAGE.margin, y, { width: CONTENT_WIDTH * 0.75, lineBreak: false });
-    doc.text(`Page ${i - range.start + 1} of ${range.count}`, PAGE.margin + CONTENT_WIDTH * 0.75, y, { width: CONTENT_WIDTH * 0.25, align: 'right', lineBreak: false });
+    lines.slice(0, 2).forEach((line, n) => doc.text(fit(doc, line, CONTENT_WIDTH * 0.8), PAGE.margin, top + n * 10, { lineBreak: false }));
+    doc.font('Helvetica-Bold').fontSize(8).fillColor(COLORS.ink);
+    doc.text(`Page ${i - range.start + 1} of ${range.count}`, PAGE.margin + CONTENT_WIDTH * 0.8, top, { width: CONTENT_WIDTH * 0.2, align: 'right', lineBreak: false });
     doc.page.margins.bottom = bottom;
   }
   doc.fillColor(COLORS.ink);
@@ -173,3 +265,5 @@ export function footer(doc: Pdf, left: string): void {
 
 export const formatDate = (d: Date | null) => (d ? d.toISOString().slice(0, 10) : '—');
 export const formatDateTime = (d: Date | null) => (d ? `${d.toISOString().slice(0, 16).replace('T', ' ')} UTC` : '—');
+/** "female" → "Female"; placeholders such as '—' pass through. */
+export const capitalise = (s: string) => (s ? s[0].toUpperCase() + s.slice(1) : s);
