@@ -5,6 +5,7 @@ import type { TemporalDeps } from '../lib/temporal';
 import type { LabCatalogue } from '../lib/lab-catalogue';
 import { createSandboxLab } from './lab/sandbox-lab';
 import { createLabOrderActivities } from './lab-orders';
+import { createMaintenanceActivities } from './maintenance';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
 
@@ -21,6 +22,7 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createUserDeletionActivities(deps),
+    ...createMaintenanceActivities(deps),
     // This deployment's laboratory is the sandbox lab (activities/lab/adapter.ts is the integration point).
     ...createLabOrderActivities({ ...deps, lab: createSandboxLab(deps.labCatalogue) }),
     ...createWebhookDeliveryActivities(deps),

@@ -3,6 +3,7 @@ import { createLogger } from '../lib/logger';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { connectTemporal } from '../lib/temporal';
+import { ensureMaintenanceSchedule } from './maintenance-schedule';
 import { startWebhookSweeper } from './webhook-sweeper';
 import { createWorker } from './worker';
 
@@ -16,6 +17,7 @@ async function main(): Promise<void> {
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const { worker, connection } = await createWorker(config, repos, logger, temporal);
   await startWebhookSweeper(config, temporal, logger);
+  await ensureMaintenanceSchedule(temporal, logger);
 
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {

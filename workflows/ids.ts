@@ -5,6 +5,8 @@ export const workflowIds = {
   labOrder: (orderId: string) => `lab-order:${orderId}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
+  /** The hourly retention Schedule of a task queue (a Schedule id; its runs get derived workflow ids). */
+  maintenanceSchedule: (taskQueue: string) => `maintenance:${taskQueue}`,
   /** One sweeper per task queue, started by the worker at boot. */
   webhookSweeper: (taskQueue: string) => `webhook-sweeper:${taskQueue}`,
 } as const;
