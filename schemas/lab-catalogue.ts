@@ -5,6 +5,8 @@ import { Nullable, StringEnum } from './common';
 /** Entries of lib/catalogue/lab-catalogue.json (validated at start-up), shaped like the reference API's lab objects. */
 export const SAMPLE_TYPES = ['dried_blood_spot', 'arm_collector', 'serum', 'saliva', 'urine', 'stool'] as const;
 export const RESULT_TYPES = ['numeric', 'range', 'comment', 'coded_value'] as const;
+/** A lab may list on-site collection (reference API vocabulary); lab tests use only the methods orders support. */
+export const LAB_COLLECTION_METHODS = [...COLLECTION_METHODS, 'on_site_collection'] as const;
 
 const Slug = Type.String({ pattern: '^[a-z0-9_-]+$' });
 const Range = Type.Object({ low: Nullable(Type.Number()), high: Nullable(Type.Number()) }, { additionalProperties: false });
@@ -17,7 +19,7 @@ export const Lab = Type.Object(
     first_line_address: Type.String(),
     city: Type.String(),
     zipcode: Type.String(),
-    collection_methods: Type.Array(StringEnum(COLLECTION_METHODS), { minItems: 1, uniqueItems: true }),
+    collection_methods: Type.Array(StringEnum(LAB_COLLECTION_METHODS), { minItems: 1, uniqueItems: true }),
     sample_types: Type.Array(StringEnum(SAMPLE_TYPES), { minItems: 1, uniqueItems: true }),
     logo_url: Nullable(Type.String({ format: 'uri' })),
     clia_number: Type.String({ pattern: '^\\d{2}D\\d{7}$', description: 'CLIA certificate number of the performing laboratory.' }),
@@ -84,3 +86,4 @@ export const LabCatalogueFile = Type.Object(
   },
   { additionalProperties: false },
 );
+export type LabCatalogueFile = Static<typeof LabCatalogueFile>;

@@ -128,7 +128,7 @@ export const OrderIdParams = Type.Object({ order_id: Uuid() });
 
 export const SimulateOrderQuery = Type.Object(
   {
-    final_status: StringEnum(ALL_DOTTED_STATUSES, { description: 'Where the simulation ends (dotted OrderStatus).' }),
+    final_status: Type.Optional(StringEnum(ALL_DOTTED_STATUSES, { description: 'Where the simulation ends (dotted OrderStatus); default: completed.' })),
     delay: Type.Integer({ minimum: 0, maximum: 3600, default: 0, description: 'Seconds between simulated status updates.' }),
   },
   { additionalProperties: true },
@@ -155,6 +155,8 @@ export const ListOrdersQuery = Type.Object(
     order_ids: Type.Optional(Type.Array(Uuid())),
     order_transaction_id: Type.Optional(Uuid()),
     order_direction: StringEnum(['asc', 'desc'] as const, { default: 'desc' }),
+    order_type: Type.Optional(Type.Array(StringEnum(COLLECTION_METHODS), { description: 'Collection methods.' })),
+    is_critical: Type.Optional(Type.Boolean({ description: 'true: only orders with a critical interpretation.' })),
   },
   { additionalProperties: true },
 );

@@ -115,29 +115,30 @@ function describe(e: ErrorObject): { msg: string; type: string } {
  * Values that do not convert are left as strings so validation reports them.
  */
 export function coerceFlat(schema: TSchema, input: Record<string, unknown>): Record<string, unknown> {
-  const props = (schema as { properties?: Record<string, { type?: string | string[]; anyOf?: { type?: string }[] }> })
-    .properties;
+  type Prop = { type?: string | string[]; anyOf?: { type?: string }[]; items?: Prop };
+  const props = (schema as { properties?: Record<string, Prop> }).properties;
+  const typesOf = (prop: Prop | undefined) => (prop ? [prop.type, ...(prop.anyOf ?? []).map((s) => s.type)].flat().filter(Boolean) : []);
   const out: Record<string, unknown> = {};
   for (const [key, raw] of Object.entries(input)) {
     const prop = props?.[key];
-    const types = prop ? [prop.type, ...(prop.anyOf ?? []).map((s) => s.type)].flat().filter(Boolean) : [];
+    const types = typesOf(prop);
     if (types.includes('array')) {
-      out[key] = Array.isArray(raw) ? raw : [raw];
+      // Repeated parameters (`?status=a&status=b`) arrive as an array; each item converts like a scalar.
+      const itemTypes = typesOf(prop?.items);
+      out[key] = (Array.isArray(raw) ? raw : [raw]).map((item) => coerceScalar(item, itemTypes));
       continue;
     }
     // A repeated scalar parameter: the last one wins, as in most web frameworks.
     const value = Array.isArray(raw) ? raw[raw.length - 1] : raw;
-    if (!prop || typeof value !== 'string') {
-      out[key] = value;
-      continue;
-    }
-    if ((types.includes('integer') || types.includes('number')) && value.trim() !== '' && !Number.isNaN(Number(value))) {
-      out[key] = Number(value);
-    } else if (types.includes('boolean') && (value === 'true' || value === 'false')) {
-      out[key] = value === 'true';
-    } else {
-      out[key] = value;
-    }
+    out[key] = prop ? coerceScalar(value, types) : value;
   }
   return out;
+}
+
+/** A string converted to the number or boolean the schema expects; anything else is left for validation to report. */
+function coerceScalar(value: unknown, types: unknown[]): unknown {
+  if (typeof value !== 'string') return value;
+  if ((types.includes('integer') || types.includes('number')) && value.trim() !== '' && !Number.isNaN(Number(value))) return Number(value);
+  if (types.includes('boolean') && (value === 'true' || value === 'false')) return value === 'true';
+  return value;
 }

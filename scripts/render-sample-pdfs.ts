@@ -9,7 +9,8 @@ import { renderResultsPdf, type ResultsDocument } from '../lib/lab-documents/res
  * Writes to .devstack/sample-pdfs/ under the current directory unless told otherwise.
  */
 
-const LAB = { name: 'Quest Diagnostics', address: '500 Plaza Drive, Secaucus NJ 07094', clia: '31D0696246' };
+/** As lib/lab/documents.ts builds it from the sandbox catalogue's entry. */
+const LAB = { name: 'Quest Diagnostics', address: '500 Plaza Dr, Secaucus 07094', clia: '05D0642827' };
 const ORDER_ID = '5f2b9c1e-8a47-4d3b-9e61-0c7a2f4d8b13';
 const SAMPLE_ID = '8391042716';
 
@@ -150,11 +151,54 @@ const chemistry: Result[] = [
   },
 ];
 
-/** 60+ rows so the table spans pages: the chemistry block, then a long panel of further (normal) analytes. */
-const manyResults: Result[] = [
-  ...chemistry,
-  ...Array.from({ length: 40 }, (_, i) => normal(`Amino acid fraction ${String(i + 1).padStart(2, '0')}`, `${30100 + i}-${i % 10}`, `${(12 + i * 1.7).toFixed(1)}`, 'umol/L', `${5 + i}-${40 + i * 2}`)),
+/** Further panels (CBC, iron, vitamins, hormones), so the report runs to 60+ rows and its table spans pages. */
+const furtherPanels: Result[] = [
+  normal('White blood cell count', '6690-2', '6.2', 'Thousand/uL', '3.8-10.8'),
+  normal('Red blood cell count', '789-8', '4.21', 'Million/uL', '3.80-5.10'),
+  low(normal('Hematocrit', '4544-3', '21.0', '%', '35.0-45.0')),
+  normal('MCV', '787-2', '88.4', 'fL', '80.0-100.0'),
+  normal('MCH', '785-6', '29.1', 'pg', '27.0-33.0'),
+  normal('MCHC', '786-4', '32.9', 'g/dL', '32.0-36.0'),
+  normal('RDW', '788-0', '13.1', '%', '11.0-15.0'),
+  normal('MPV', '32623-1', '10.2', 'fL', '7.5-12.5'),
+  normal('Absolute neutrophils', '751-8', '3720', 'cells/uL', '1500-7800'),
+  normal('Absolute lymphocytes', '731-0', '1810', 'cells/uL', '850-3900'),
+  normal('Absolute monocytes', '742-7', '490', 'cells/uL', '200-950'),
+  normal('Absolute eosinophils', '711-2', '140', 'cells/uL', '15-500'),
+  normal('Absolute basophils', '704-7', '40', 'cells/uL', '0-200'),
+  normal('Neutrophils', '770-8', '60.0', '%', ''),
+  normal('Lymphocytes', '736-9', '29.2', '%', ''),
+  normal('Monocytes', '5905-5', '7.9', '%', ''),
+  normal('Eosinophils', '713-8', '2.3', '%', ''),
+  normal('Basophils', '706-2', '0.6', '%', ''),
+  low(normal('Iron, total', '2498-4', '38', 'mcg/dL', '45-160')),
+  normal('Iron binding capacity', '2500-7', '402', 'mcg/dL (calc)', '250-450'),
+  low(normal('% saturation', '2502-3', '9', '% (calc)', '16-45')),
+  low(normal('Ferritin', '2276-4', '11', 'ng/mL', '16-232')),
+  normal('Vitamin B12', '2132-9', '512', 'pg/mL', '200-1100'),
+  normal('Folate, serum', '2284-8', '14.2', 'ng/mL', '> 5.4'),
+  low(normal('Vitamin D, 25-OH, total', '62292-8', '22', 'ng/mL', '30-100')),
+  normal('Magnesium', '19123-9', '2.1', 'mg/dL', '1.5-2.5'),
+  normal('Phosphorus', '2777-1', '3.6', 'mg/dL', '2.1-4.3'),
+  normal('Uric acid', '3084-1', '5.2', 'mg/dL', '2.5-7.0'),
+  normal('GGT', '2324-2', '18', 'U/L', '3-55'),
+  normal('LD', '2532-0', '168', 'U/L', '120-250'),
+  high(normal('hs-CRP', '30522-7', '3.4', 'mg/L', '< 1.0 lower risk')),
+  normal('Insulin', '20448-7', '9.8', 'uIU/mL', '<= 18.4'),
+  high(normal('Apolipoprotein B', '1884-6', '112', 'mg/dL', '< 90')),
+  normal('Lipoprotein (a)', '10835-7', '41', 'nmol/L', '< 75'),
+  normal('Homocysteine', '13965-9', '9.1', 'umol/L', '< 11.4'),
+  normal('T4, free', '3024-7', '1.2', 'ng/dL', '0.8-1.8'),
+  normal('T3, free', '3051-0', '3.1', 'pg/mL', '2.3-4.2'),
+  normal('Thyroid peroxidase antibodies', '8099-4', '3', 'IU/mL', '< 9'),
+  normal('Cortisol, total', '2143-6', '13.8', 'mcg/dL', '4.0-22.0'),
+  normal('DHEA sulfate', '2191-5', '92', 'mcg/dL', '35-256'),
+  normal('Estradiol', '2243-4', '< 15', 'pg/mL', 'Postmenopausal: < 10-31'),
+  normal('FSH', '15067-2', '68.4', 'mIU/mL', 'Postmenopausal: 25.8-134.8'),
+  normal('Prolactin', '2842-3', '8.9', 'ng/mL', '2.0-18.0'),
+  { ...normal('Hepatitis C antibody', '13955-0', 'Non-reactive', '', 'Non-reactive'), notes: null },
 ];
+const manyResults: Result[] = [...chemistry, ...furtherPanels];
 
 const results: ResultsDocument = {
   orderId: ORDER_ID,

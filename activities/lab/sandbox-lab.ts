@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { resultMarkers } from '../../lib/lab/catalogue-view';
 import type { LabCatalogue } from '../../lib/lab-catalogue';
 import type { LabOrderDoc } from '../../lib/repositories/lab-orders';
 import type { LabMarker } from '../../schemas/lab-catalogue';
@@ -85,7 +84,7 @@ export function createSandboxLab(catalogue: LabCatalogue): LabAdapter {
     async fetchResults(order: LabOrderDoc, request: ResultRequest): Promise<LabReport> {
       const rnd = seededRandom(order._id);
       const lab = catalogue.labById(order.lab_test.lab_id);
-      const unique = resultMarkers(catalogue, order.marker_ids);
+      const unique = catalogue.resultMarkersFor(order);
       const missing = request.hasMissingResults && unique.length > 1 ? unique.slice(-1) : [];
       const reported = unique.slice(0, unique.length - missing.length);
       // The marker the requested interpretation shows on: one with a critical range for critical results.

@@ -141,7 +141,8 @@ export const labOrderRoutes = [
           teamId: auth.teamId,
           userId: query.user_id,
           lowLevelStatuses: query.status,
-          interpretation: query.interpretation,
+          interpretation: query.is_critical ? 'critical' : query.interpretation,
+          methods: query.order_type,
           activation,
           today: todayUtc(),
           createdFrom: dateBound(query.start_date, false, 'start_date'),
@@ -226,7 +227,7 @@ export const labOrderRoutes = [
       if (deps.config.DEPLOYMENT_ENVIRONMENT === 'production') throw notFound('Not found.');
       const doc = await findOrder(deps, auth.teamId, params.order_id);
       await simulateOrder(deps, doc, {
-        finalStatus: query.final_status,
+        finalStatus: query.final_status ?? `completed.${doc.method}.completed`,
         delaySeconds: query.delay,
         interpretation: body.interpretation ?? 'normal',
         hasMissingResults: body.has_missing_results ?? false,
@@ -256,6 +257,8 @@ export const labOrderRoutes = [
       if (existing) throw badRequest(`This order transaction already has its redraw (order ${existing._id}); at most one redraw per transaction.`);
       // One redraw id per transaction: racing redraw requests insert the same `_id` and get the same order.
       const redrawId = nameBasedUuid('redraw', parent.order_transaction_id);
+      // The parent's workflow has ended (a redrawable status is final), so the api is its only writer now.
+      await deps.repos.labOrders.setFields(parent._id, { redraw_order_id: redrawId });
       const body = {
         user_id: parent.user_id,
         order_set: { lab_test_ids: parent.lab_test_ids },

@@ -17,7 +17,7 @@ const open = { additionalProperties: true };
 const LabTestFilters = {
   lab_slug: Type.Optional(Type.String()),
   collection_method: Type.Optional(StringEnum(COLLECTION_METHODS)),
-  status: Type.Optional(StringEnum(['active', 'inactive'] as const)),
+  status: Type.Optional(StringEnum(['active', 'pending_approval', 'inactive'] as const)),
   marker_ids: Type.Optional(Type.Array(Type.Integer(), { description: 'Tests containing all of these markers.' })),
   name: Type.Optional(Type.String({ description: 'Case-insensitive part of the name.' })),
   generation_method: StringEnum(['auto', 'manual', 'all'] as const, { default: 'all', description: 'manual: your own tests; auto: the catalogue; all: both.' }),

@@ -13,13 +13,12 @@ export const CONTENT_WIDTH = PAGE.width - 2 * PAGE.margin;
 const FOOTER_SPACE = 44;
 const CONTENT_BOTTOM = PAGE.height - PAGE.margin - FOOTER_SPACE;
 export const COLORS = { ink: '#1a1a1a', muted: '#5f6368', rule: '#c8ccd0', band: '#0b3d5c', critical: '#b00020', abnormal: '#8a4b00', normal: '#1e6b3a', shade: '#f2f4f6' };
-type Font = 'Helvetica' | 'Helvetica-Bold' | 'Courier-Bold';
 
 /**
  * pdfkit places a line by its top; Courier's ascender is lower than Helvetica's, so Courier set on the same
  * top sits higher. Shifting it down by the difference (718 - 629 per 1000 em) puts both on one baseline.
  */
-const monoShift = (size: number) => (0.089 * size);
+const monoShift = (size: number) => 0.089 * size;
 
 export function createPdf(meta: { title: string; author: string; subject: string; createdAt: Date }): Pdf {
   return new PDFDocument({
@@ -41,15 +40,21 @@ export function pdfBytes(doc: Pdf): Promise<Buffer> {
   });
 }
 
-/** The lab's identity on the left, the document's title and numbers on the right. */
+/** The lab's identity on the left, the document's title and numbers on the right; the band grows for a long address. */
 export function headerBand(doc: Pdf, h: { labName: string; labLines: string[]; title: string; rightLines: string[] }): void {
   const top = PAGE.margin;
-  const height = 74;
   const half = CONTENT_WIDTH / 2;
+  const leftWidth = half - 12;
+  // A long lab name is set smaller, then wrapped, never cut: it is the document's first identifier.
+  let nameSize = 15;
+  while (nameSize > 11 && doc.font('Helvetica-Bold').fontSize(nameSize).widthOfString(h.labName) > leftWidth) nameSize -= 0.5;
+  const nameHeight = doc.heightOfString(h.labName, { width: leftWidth });
+  const linesText = h.labLines.join('\n');
+  const linesHeight = doc.font('Helvetica').fontSize(8.5).heightOfString(linesText, { width: leftWidth });
+  const height = Math.max(74, 11 + nameHeight + 5 + linesHeight + 10);
   doc.save().rect(PAGE.margin, top, CONTENT_WIDTH, height).fill(COLORS.band).restore();
-  doc.fillColor('#ffffff').font('Helvetica-Bold').fontSize(15).text(fit(doc, h.labName, half - 12), PAGE.margin + 12, top + 11, { lineBreak: false });
-  doc.font('Helvetica').fontSize(8.5);
-  h.labLines.forEach((line, i) => doc.text(fit(doc, line, half - 12), PAGE.margin + 12, top + 32 + i * 11, { lineBreak: false }));
+  doc.fillColor('#ffffff').font('Helvetica-Bold').fontSize(nameSize).text(h.labName, PAGE.margin + 12, top + 11, { width: leftWidth });
+  doc.font('Helvetica').fontSize(8.5).text(linesText, PAGE.margin + 12, Math.max(top + 32, doc.y + 5), { width: leftWidth });
   doc.font('Helvetica-Bold').fontSize(13).text(h.title.toUpperCase(), PAGE.margin + half, top + 12, { width: half - 12, align: 'right', lineBreak: false });
   doc.font('Helvetica').fontSize(8.5);
   h.rightLines.forEach((line, i) => doc.text(line, PAGE.margin + half, top + 32 + i * 11, { width: half - 12, align: 'right', lineBreak: false }));
@@ -59,19 +64,24 @@ export function headerBand(doc: Pdf, h: { labName: string; labLines: string[]; t
 }
 
 /** The identifier the lab matches specimen and paper by, large and monospaced, with status badges beside it. */
-export function idStrip(doc: Pdf, s: { label: string; id: string; badges: { label: string; value: string; color: string }[] }): void {
+export function idStrip(doc: Pdf, s: { label: string; id: string | null; placeholder: string; badges: { label: string; value: string; color: string }[] }): void {
   const y = doc.y;
   const height = 46;
   doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, height).lineWidth(0.8).strokeColor(COLORS.rule).stroke().restore();
   doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(s.label.toUpperCase(), PAGE.margin + 10, y + 7, { lineBreak: false });
-  doc.font('Courier-Bold').fontSize(22).fillColor(COLORS.ink).text(s.id, PAGE.margin + 10, y + 17 + monoShift(22), { lineBreak: false });
+  if (s.id) {
+    doc.font('Courier-Bold').fontSize(22).fillColor(COLORS.ink).text(s.id, PAGE.margin + 10, y + 17 + monoShift(22), { lineBreak: false });
+  } else {
+    doc.font('Helvetica').fontSize(10).fillColor(COLORS.muted).text(s.placeholder, PAGE.margin + 10, y + 24, { lineBreak: false });
+  }
   let right = PAGE.margin + CONTENT_WIDTH - 10;
   for (const badge of [...s.badges].reverse()) {
+    const labelWidth = doc.font('Helvetica').fontSize(7).widthOfString(badge.label.toUpperCase());
     doc.font('Helvetica-Bold').fontSize(11);
-    const width = Math.max(doc.widthOfString(badge.value), 40) + 16;
+    const width = Math.max(doc.widthOfString(badge.value), labelWidth, 40) + 16;
     const left = right - width;
     doc.save().roundedRect(left, y + 17, width, 20, 3).fill(badge.color).restore();
-    doc.fillColor('#ffffff').text(badge.value, left, y + 22, { width, align: 'center', lineBreak: false });
+    doc.fillColor('#ffffff').text(badge.value, left, y + 23, { width, align: 'center', lineBreak: false });
     doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(badge.label.toUpperCase(), left, y + 7, { width, align: 'center', lineBreak: false });
     right = left - 8;
   }
@@ -94,22 +104,24 @@ export function sectionTitle(doc: Pdf, text: string): void {
 /** A labelled value; `null` leaves a line to write on by hand (collection time, collector's initials). */
 export type Field = [label: string, value: string | null];
 
-/** Label above value, `columns` per row; a value may run to several lines. */
+/** Label above value, `columns` per row; a value may run to several lines, and a row is never split. */
 export function fieldGrid(doc: Pdf, fields: Field[], columns = 3): void {
   const colWidth = CONTENT_WIDTH / columns;
+  const valueWidth = colWidth - 12;
   for (let i = 0; i < fields.length; i += columns) {
     const row = fields.slice(i, i + columns);
-    ensureSpace(doc, 30);
+    doc.font('Helvetica').fontSize(9.5);
+    ensureSpace(doc, 10 + Math.max(12, ...row.map(([, value]) => (value === null ? 12 : doc.heightOfString(value || '—', { width: valueWidth })))));
     const y = doc.y;
     let bottom = y + 22;
     row.forEach(([label, value], c) => {
       const x = PAGE.margin + c * colWidth;
-      doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(label.toUpperCase(), x, y, { width: colWidth - 12, lineBreak: false });
+      doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(label.toUpperCase(), x, y, { width: valueWidth, lineBreak: false });
       if (value === null) {
         doc.save().moveTo(x, y + 20).lineTo(x + colWidth - 16, y + 20).lineWidth(0.5).strokeColor(COLORS.muted).stroke().restore();
         return;
       }
-      doc.font('Helvetica').fontSize(9.5).fillColor(COLORS.ink).text(value || '—', x, y + 10, { width: colWidth - 12 });
+      doc.font('Helvetica').fontSize(9.5).fillColor(COLORS.ink).text(value || '—', x, y + 10, { width: valueWidth });
       bottom = Math.max(bottom, doc.y);
     });
     doc.y = bottom + 7;
@@ -141,17 +153,25 @@ export interface Row {
 const CELL_PAD = 4;
 const ROW_PAD = 3;
 const rowFontSize = (row: Row) => (row.kind === 'detail' ? 8 : 9);
-const rowFont = (row: Row, column: Column): Font => (column.mono ? 'Courier-Bold' : row.bold || row.kind === 'group' ? 'Helvetica-Bold' : 'Helvetica');
+const rowFont = (row: Row, column: Column) => (column.mono ? 'Courier-Bold' : row.bold || row.kind === 'group' ? 'Helvetica-Bold' : 'Helvetica');
 const NOTE_INDENT = 14;
+const NOTE_SIZE = 8;
+const NOTE_WIDTH = CONTENT_WIDTH - NOTE_INDENT - CELL_PAD;
+const DETAIL_INDENT = 10;
+const indentOf = (row: Row, column: Column) => (row.kind === 'detail' && column.nests ? DETAIL_INDENT : 0);
+const cellWidth = (row: Row, column: Column, width: number) => width - 2 * CELL_PAD - indentOf(row, column);
 
 function rowHeight(doc: Pdf, row: Row, columns: Column[], widths: number[]): { cells: number; total: number } {
   const size = rowFontSize(row);
-  const cells = Math.max(...row.cells.map((text, i) => doc.font(rowFont(row, columns[i])).fontSize(size).heightOfString(text || ' ', { width: widths[i] - 2 * CELL_PAD })));
-  const note = row.note ? doc.font('Helvetica').fontSize(8).heightOfString(row.note, { width: CONTENT_WIDTH - NOTE_INDENT - CELL_PAD }) + 2 : 0;
+  const cells = Math.max(...row.cells.map((text, i) => doc.font(rowFont(row, columns[i])).fontSize(size).heightOfString(text || ' ', { width: cellWidth(row, columns[i], widths[i]) })));
+  const note = row.note ? doc.font('Helvetica').fontSize(NOTE_SIZE).heightOfString(row.note, { width: NOTE_WIDTH }) + 2 : 0;
   return { cells, total: cells + note + 2 * ROW_PAD };
 }
 
-/** A table whose header row (and a "continued" caption) repeats on every page it spans; rows never split. */
+/**
+ * A table whose header row (and a "continued" caption) repeats on every page it spans. Rows move whole to the
+ * next page; only a note taller than a page is split.
+ */
 export function table(doc: Pdf, columns: Column[], rows: Row[], continuedCaption?: string): void {
   const widths = columns.map((c) => c.width * CONTENT_WIDTH);
   const drawHeader = () => {
@@ -174,18 +194,62 @@ export function table(doc: Pdf, columns: Column[], rows: Row[], continuedCaption
     drawHeader();
   };
 
+  const draw = (row: Row, detailFollows: boolean) => {
+    const height = rowHeight(doc, row, columns, widths);
+    drawRow(doc, row, columns, widths, height.cells, height.total, detailFollows);
+  };
+  const firstRowTop = PAGE.margin + (continuedCaption ? 14 : 0) + 18;
+
   ensureSpace(doc, 50);
   drawHeader();
+  let group: Row | null = null;
   rows.forEach((row, index) => {
-    const height = rowHeight(doc, row, columns, widths);
+    if (row.kind !== 'detail') group = row.kind === 'group' ? row : null;
     const next = rows[index + 1];
-    const keepWith = row.kind === 'group' && next?.kind === 'detail' ? rowHeight(doc, next, columns, widths).total : 0;
-    if (doc.y + height.total + keepWith > CONTENT_BOTTOM) newPage();
-    drawRow(doc, row, columns, widths, height.cells, height.total, next?.kind === 'detail');
+    const detailFollows = next?.kind === 'detail';
+    const keepWith = row.kind === 'group' && detailFollows ? rowHeight(doc, next, columns, widths).total : 0;
+    let pending: Row = row;
+    for (;;) {
+      const height = rowHeight(doc, pending, columns, widths);
+      if (doc.y + height.total + keepWith <= CONTENT_BOTTOM) break;
+      const freshPage = doc.y <= firstRowTop + 1;
+      if (pending.note && firstRowTop + height.total > CONTENT_BOTTOM) {
+        // A note taller than a whole page is the one thing split: this page takes what fits, the rest follows.
+        const [head, tail] = splitWords(doc, pending.note, NOTE_WIDTH, CONTENT_BOTTOM - doc.y - height.cells - 2 * ROW_PAD - 2);
+        if (head) {
+          draw({ ...pending, note: head }, false);
+          pending = { ...continued(pending, columns, 'blank'), note: tail };
+        } else if (freshPage) break;
+      } else if (freshPage) break; // cells alone taller than a page: drawn as they are rather than looping
+      newPage();
+      if (row.kind === 'detail' && group) draw(continued(group, columns, 'keep'), true);
+    }
+    draw(pending, detailFollows);
   });
   doc.fillColor(COLORS.ink);
   doc.x = PAGE.margin;
   doc.y += 8;
+}
+
+/** The longest run of whole words of `text` that fits `maxHeight` as a note, and the rest. */
+function splitWords(doc: Pdf, text: string, width: number, maxHeight: number): [string, string] {
+  const words = text.split(' ');
+  doc.font('Helvetica').fontSize(NOTE_SIZE);
+  let fits = 0;
+  let tooMany = words.length + 1;
+  while (tooMany - fits > 1) {
+    const mid = Math.floor((fits + tooMany) / 2);
+    if (doc.heightOfString(words.slice(0, mid).join(' '), { width }) <= maxHeight) fits = mid;
+    else tooMany = mid;
+  }
+  return [words.slice(0, fits).join(' '), words.slice(fits).join(' ')];
+}
+
+/** The row again with its name marked "(continued)": a group over its details, a note carried to a new page. */
+function continued(row: Row, columns: Column[], otherCells: 'keep' | 'blank'): Row {
+  const nameColumn = Math.max(0, columns.findIndex((c) => c.nests));
+  const cells = row.cells.map((text, i) => (i === nameColumn ? `${text} (continued)` : otherCells === 'keep' ? text : ''));
+  return { ...row, cells };
 }
 
 function drawRow(doc: Pdf, row: Row, columns: Column[], widths: number[], cellsHeight: number, total: number, detailFollows: boolean): void {
@@ -195,14 +259,13 @@ function drawRow(doc: Pdf, row: Row, columns: Column[], widths: number[], cellsH
   let x = PAGE.margin;
   row.cells.forEach((text, i) => {
     const column = columns[i];
-    const indent = row.kind === 'detail' && column.nests ? 10 : 0;
     const top = column.mono ? y + monoShift(size) : y;
     doc.font(rowFont(row, column)).fontSize(size).fillColor(color);
-    doc.text(text || '', x + CELL_PAD + indent, top, { width: widths[i] - 2 * CELL_PAD - indent, align: column.align ?? 'left' });
+    doc.text(text || '', x + CELL_PAD + indentOf(row, column), top, { width: cellWidth(row, column, widths[i]), align: column.align ?? 'left' });
     x += widths[i];
   });
   if (row.note) {
-    doc.font('Helvetica').fontSize(8).fillColor(COLORS.ink).text(row.note, PAGE.margin + NOTE_INDENT, y + cellsHeight + 2, { width: CONTENT_WIDTH - NOTE_INDENT - CELL_PAD });
+    doc.font('Helvetica').fontSize(NOTE_SIZE).fillColor(COLORS.ink).text(row.note, PAGE.margin + NOTE_INDENT, y + cellsHeight + 2, { width: NOTE_WIDTH });
   }
   const ruleY = doc.y = y - ROW_PAD + total;
   // Markers under a test read as one block: only the block gets a rule below it.
@@ -222,14 +285,6 @@ export function banner(doc: Pdf, title: string, text: string, color: string): vo
   doc.font('Helvetica').fontSize(8.5).fillColor(COLORS.ink).text(text, PAGE.margin + 14, y + 20, { width: CONTENT_WIDTH - 24 });
   doc.x = PAGE.margin;
   doc.y = y + height + 12;
-}
-
-/** Small print across the content width. */
-export function smallPrint(doc: Pdf, text: string): void {
-  doc.font('Helvetica').fontSize(7.5);
-  ensureSpace(doc, doc.heightOfString(text, { width: CONTENT_WIDTH }) + 4);
-  doc.fillColor(COLORS.muted).text(text, PAGE.margin, doc.y, { width: CONTENT_WIDTH });
-  doc.fillColor(COLORS.ink);
 }
 
 export function ensureSpace(doc: Pdf, needed: number): void {
@@ -263,7 +318,6 @@ export function footer(doc: Pdf, lines: string[]): void {
   doc.fillColor(COLORS.ink);
 }
 
-export const formatDate = (d: Date | null) => (d ? d.toISOString().slice(0, 10) : '—');
 export const formatDateTime = (d: Date | null) => (d ? `${d.toISOString().slice(0, 16).replace('T', ' ')} UTC` : '—');
 /** "female" → "Female"; placeholders such as '—' pass through. */
 export const capitalise = (s: string) => (s ? s[0].toUpperCase() + s.slice(1) : s);

@@ -1,4 +1,4 @@
-import { COLORS, createPdf, fieldGrid, footer, formatDate, formatDateTime, headerBand, pdfBytes, sectionTitle, table, ensureSpace, PAGE } from './layout';
+import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, footer, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Pdf } from './layout';
 
 export interface PdfAddress {
   first_line: string;
@@ -37,83 +37,113 @@ const BILLING_NAMES: Record<string, string> = {
   patient_bill: 'Patient bill',
   patient_bill_passthrough: 'Patient bill (passthrough)',
 };
-const addressLines = (a: PdfAddress) => [a.first_line, a.second_line, `${a.city}, ${a.state} ${a.zip}`.trim(), a.country].filter(Boolean).join('\n');
+const ERASED = '—';
+/** Parts left empty or erased are dropped rather than printed as stray commas; nothing left prints as '—'. */
+const present = (s: string | null | undefined): s is string => !!s && s.trim() !== '' && s !== ERASED;
+const joined = (parts: (string | null | undefined)[], separator: string) => parts.filter(present).join(separator) || ERASED;
+const addressLines = (a: PdfAddress) =>
+  joined([a.first_line, a.second_line, joined([joined([a.city, a.state], ', '), a.zip], ' '), a.country], '\n');
+const sampleTypeName = (t: string) => capitalise(t.replace(/_/g, ' '));
 
 /** The requisition a lab receives with the specimen: who, what to test, who ordered it, how it is billed. */
 export function renderRequisitionPdf(r: RequisitionDocument): Promise<Buffer> {
-  const doc = createPdf({ title: `Laboratory requisition ${r.requisitionNumber}`, author: r.lab.name, subject: `Order ${r.orderId}` });
+  const doc = createPdf({ title: `Laboratory requisition ${r.requisitionNumber}`, author: r.lab.name, subject: `Order ${r.orderId}`, createdAt: r.generatedAt });
   headerBand(doc, {
     labName: r.lab.name,
     labLines: [r.lab.address, `CLIA ${r.lab.clia}`],
     title: 'Laboratory Requisition',
-    rightLines: [`Requisition ${r.requisitionNumber}`, `Account ${r.accountNumber}`, `Ordered ${formatDate(r.orderedAt)}`],
+    rightLines: [`Requisition ${r.requisitionNumber}`, `Account ${r.accountNumber}`, `Ordered ${formatDateTime(r.orderedAt)}`],
   });
-
   // The specimen id, large: the lab matches tube or kit to this form by it.
-  doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text('SPECIMEN / SAMPLE ID', PAGE.margin, doc.y);
-  doc.font('Courier-Bold').fontSize(20).fillColor(COLORS.ink).text(r.sampleId ?? 'Assigned at collection', PAGE.margin, doc.y + 1);
-  doc.font('Helvetica-Bold').fontSize(10).fillColor(r.priority ? COLORS.critical : COLORS.ink).text(r.priority ? 'PRIORITY: STAT' : 'PRIORITY: ROUTINE', PAGE.margin, doc.y - 18, { align: 'right' });
-  doc.fillColor(COLORS.ink);
-  doc.moveDown(1.2);
+  idStrip(doc, {
+    label: 'Specimen / sample id',
+    id: r.sampleId,
+    placeholder: 'Assigned at collection: copy it from the tube or kit label',
+    badges: [
+      { label: 'Fasting', value: r.fasting ? 'FASTING' : 'NON-FASTING', color: r.fasting ? COLORS.abnormal : COLORS.muted },
+      { label: 'Priority', value: r.priority ? 'STAT' : 'ROUTINE', color: r.priority ? COLORS.critical : COLORS.band },
+    ],
+  });
 
   const p = r.patient;
   sectionTitle(doc, 'Patient');
   fieldGrid(doc, [
-    ['Name (last, first)', `${p.last_name}, ${p.first_name}`],
+    ['Name (last, first)', joined([p.last_name, p.first_name], ', ')],
     ['Date of birth', p.dob],
-    ['Sex', p.gender],
+    ['Sex', capitalise(p.gender)],
     ['Phone', p.phone_number],
     ['E-mail', p.email],
     ['Address', addressLines(p.address)],
   ]);
 
-  sectionTitle(doc, 'Ordering provider');
+  sectionTitle(doc, 'Ordering provider and billing');
   fieldGrid(doc, [
-    ['Physician', r.physician ? `${r.physician.first_name} ${r.physician.last_name}` : "No physician: ordered under the organisation's protocol"],
-    ['NPI', r.physician?.npi ?? '—'],
+    ['Ordering physician', r.physician ? `${r.physician.first_name} ${r.physician.last_name}` : "No physician: ordered under the organisation's protocol"],
+    ['Physician NPI', r.physician?.npi ?? ERASED],
     ['Ordering organisation', r.orderingOrganisation],
     ['Account number', r.accountNumber],
     ['Bill type', BILLING_NAMES[r.billingType] ?? r.billingType],
-    ['Health insurance id', r.healthInsuranceId ?? '—'],
+    ['Health insurance id', r.healthInsuranceId ?? ERASED],
   ]);
 
   sectionTitle(doc, 'Specimen');
+  const sampleTypes = [...new Set(r.tests.map((t) => sampleTypeName(t.sample_type)))];
   fieldGrid(doc, [
     ['Collection method', METHOD_NAMES[r.collectionMethod] ?? r.collectionMethod],
+    ['Specimen types', sampleTypes.join(', ')],
     ['Fasting', r.fasting ? 'Required: 8-12 hours, water only' : 'Not required'],
+    ['Priority', r.priority ? 'STAT' : 'Routine'],
     ['Activate by', r.activateBy ?? 'On receipt'],
+    ['Sample id', r.sampleId ?? 'Assigned at collection'],
+    // Filled in by hand by whoever draws the specimen.
+    ['Collection date and time', null],
+    ['Collector initials', null],
   ]);
 
-  sectionTitle(doc, 'Tests ordered');
+  sectionTitle(doc, `Tests ordered (${r.tests.length})`);
   table(
     doc,
     [
-      { header: 'Code', width: 0.18, font: 'Courier' },
-      { header: 'Test', width: 0.52 },
-      { header: 'Specimen', width: 0.3 },
+      { header: 'Code', width: 0.14, mono: true },
+      { header: 'Test / analyte', width: 0.5, nests: true },
+      { header: 'Specimen', width: 0.18 },
+      { header: 'LOINC', width: 0.18 },
     ],
-    r.tests.map((t) => ({
-      cells: [t.code, t.name, t.sample_type.replace(/_/g, ' ')],
-      bold: true,
-      note: t.markers.length ? t.markers.map((m) => `${m.name}${m.loinc ? ` (LOINC ${m.loinc})` : ''}`).join('  ·  ') : undefined,
-    })),
+    r.tests.flatMap((t) => [
+      { cells: [t.code, t.name, sampleTypeName(t.sample_type), ''], kind: 'group' as const },
+      ...t.markers.map((m) => ({ cells: ['', m.name, '', m.loinc ?? ''], kind: 'detail' as const })),
+    ]),
+    'Tests ordered',
   );
 
-  ensureSpace(doc, 90);
-  sectionTitle(doc, 'Attestation');
-  doc.font('Helvetica').fontSize(8.5).fillColor(COLORS.ink).text(
-    'I attest that the tests above are medically necessary for this patient and that the patient has consented to testing. ' +
-      'Specimens received without a matching specimen id will be rejected.',
-    PAGE.margin,
-    doc.y,
-    { width: PAGE.width - 2 * PAGE.margin },
-  );
-  const lineY = doc.y + 34;
-  doc.save().moveTo(PAGE.margin, lineY).lineTo(PAGE.margin + 260, lineY).moveTo(PAGE.margin + 320, lineY).lineTo(PAGE.width - PAGE.margin, lineY).lineWidth(0.6).strokeColor(COLORS.ink).stroke().restore();
-  doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted);
-  doc.text(`Physician signature${r.physician ? ` (NPI ${r.physician.npi})` : ''}`, PAGE.margin, lineY + 3);
-  doc.text('Date', PAGE.margin + 320, lineY + 3);
-
-  footer(doc, `Order ${r.orderId} · generated ${formatDateTime(r.generatedAt)}`);
+  attestation(doc, r);
+  const patientLine = present(p.last_name) ? `Patient ${p.last_name}, ${p.first_name} · DOB ${p.dob}` : 'Patient details erased';
+  footer(doc, [`Requisition ${r.requisitionNumber} · order ${r.orderId}`, `${patientLine} · generated ${formatDateTime(r.generatedAt)}`]);
   return pdfBytes(doc);
+}
+
+/** The ordering physician's statement and signature (or the organisation's, when it orders under its protocol). */
+function attestation(doc: Pdf, r: RequisitionDocument): void {
+  ensureSpace(doc, 120);
+  sectionTitle(doc, 'Attestation');
+  const signer = r.physician ? `Dr. ${r.physician.first_name} ${r.physician.last_name}` : `An authorised signatory of ${r.orderingOrganisation}`;
+  banner(
+    doc,
+    'Medical necessity and consent',
+    `${signer} attests that the tests above are medically necessary for this patient and that the patient has consented to testing. ` +
+      'Specimens received without a matching specimen id, or unlabelled, will be rejected.',
+    COLORS.band,
+  );
+  const lineY = doc.y + 26;
+  const signatureWidth = CONTENT_WIDTH * 0.6;
+  const dateLeft = PAGE.margin + signatureWidth + 30;
+  doc.save().moveTo(PAGE.margin, lineY).lineTo(PAGE.margin + signatureWidth, lineY).moveTo(dateLeft, lineY).lineTo(PAGE.margin + CONTENT_WIDTH, lineY);
+  doc.lineWidth(0.6).strokeColor(COLORS.ink).stroke().restore();
+  doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted);
+  const signatureLabel = r.physician ? `Ordering physician signature: ${r.physician.first_name} ${r.physician.last_name}, NPI ${r.physician.npi}` : `Authorised signature, ${r.orderingOrganisation}`;
+  doc.text(signatureLabel, PAGE.margin, lineY + 4, { lineBreak: false });
+  doc.text('Date', dateLeft, lineY + 4, { lineBreak: false });
+  doc.fillColor(COLORS.ink);
+  doc.x = PAGE.margin;
+  doc.y = lineY + 16;
 }

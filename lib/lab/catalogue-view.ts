@@ -70,22 +70,6 @@ export async function listLabTests(catalogue: LabCatalogue, repos: Repositories,
   return [...catalogue.labTests.map(fromCatalogue), ...(await repos.labTests.listForTeam(teamId)).map(fromTeamTest)];
 }
 
-/** The biomarkers a set of markers reports: panels expanded to their expected results, de-duplicated. */
-export function resultMarkers(catalogue: LabCatalogue, markerIds: number[]): LabMarker[] {
-  const out = new Map<number, LabMarker>();
-  for (const id of markerIds) {
-    const m = catalogue.markerById(id);
-    if (!m) continue;
-    if (m.type === 'panel') {
-      for (const slug of m.expected_results ?? []) {
-        const child = catalogue.markerBySlug(m.lab_id, slug);
-        if (child) out.set(child.id, child);
-      }
-    } else out.set(m.id, m);
-  }
-  return [...out.values()];
-}
-
 export function labView(lab: Lab) {
   return {
     id: lab.id,
@@ -116,7 +100,7 @@ export function markerView(m: LabMarker, catalogue: LabCatalogue) {
     common_tat_days: m.common_tat_days,
     worst_case_tat_days: m.worst_case_tat_days,
     is_orderable: true,
-    expected_results: resultMarkers(catalogue, [m.id]).map((r) => ({
+    expected_results: catalogue.resultMarkersFor({ marker_ids: [m.id] }).map((r) => ({
       id: r.id,
       name: r.name,
       slug: r.slug,

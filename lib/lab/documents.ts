@@ -5,7 +5,6 @@ import type { Repositories } from '../repositories';
 import type { LabOrderDoc } from '../repositories/lab-orders';
 import { isoWithOffset } from '../time';
 import type { LabCatalogue } from '../lab-catalogue';
-import { resultMarkers } from './catalogue-view';
 import { countryName, OrderViews, type OrderViewDeps } from './order-view';
 
 /** The sandbox lab's ordering account (the reference's sandbox shows the same number). */
@@ -119,7 +118,7 @@ export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc):
       code: t?.slug ?? (i === 0 ? order.lab_test.slug : id),
       name: t?.name ?? (i === 0 ? order.lab_test.name : id),
       sample_type: t?.sample_type ?? order.lab_test.sample_type,
-      markers: resultMarkers(labCatalogue, markerIds).map((m) => ({ code: m.provider_id ?? m.slug, name: m.name, loinc: m.loinc ?? null })),
+      markers: labCatalogue.resultMarkersFor({ marker_ids: markerIds }).map((m) => ({ code: m.provider_id ?? m.slug, name: m.name, loinc: m.loinc ?? null })),
     };
   });
   return renderRequisitionPdf({

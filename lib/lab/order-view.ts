@@ -50,6 +50,9 @@ export function transactionStatus(orders: Pick<LabOrderDoc, 'low_level_status'>[
   return orders.every((o) => o.low_level_status === 'cancelled') ? 'cancelled' : 'completed';
 }
 
+/** Only a redraw and its initial order share a transaction; every other order is alone in its own. */
+const hasSiblings = (doc: LabOrderDoc) => doc.origin === 'redraw' || Boolean(doc.redraw_order_id);
+
 export class OrderViews {
   constructor(private readonly deps: OrderViewDeps) {}
 
@@ -58,7 +61,7 @@ export class OrderViews {
    * (webhooks of events the api recorded together, e.g. a registration's four statuses).
    */
   async present(doc: LabOrderDoc, opts: { uptoEventId?: number } = {}) {
-    const siblings = await this.deps.repos.labOrders.transactionsOrders(doc.team_id, [doc.order_transaction_id]);
+    const siblings = hasSiblings(doc) ? await this.deps.repos.labOrders.transactionsOrders(doc.team_id, [doc.order_transaction_id]) : [];
     return this.render(doc, siblings, await this.deps.repos.secrets.key(DOCUMENT_URL_KEY), opts.uptoEventId);
   }
 
@@ -66,7 +69,8 @@ export class OrderViews {
   async presentAll(docs: LabOrderDoc[]) {
     if (!docs.length) return [];
     const teamId = docs[0].team_id;
-    const siblings = await this.deps.repos.labOrders.transactionsOrders(teamId, [...new Set(docs.map((d) => d.order_transaction_id))]);
+    const shared = [...new Set(docs.filter(hasSiblings).map((d) => d.order_transaction_id))];
+    const siblings = shared.length ? await this.deps.repos.labOrders.transactionsOrders(teamId, shared) : [];
     const key = await this.deps.repos.secrets.key(DOCUMENT_URL_KEY);
     return docs.map((d) => this.render(d, siblings.filter((s) => s.order_transaction_id === d.order_transaction_id), key));
   }

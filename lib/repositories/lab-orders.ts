@@ -119,6 +119,8 @@ export interface LabOrderDoc {
   has_abn: boolean;
   origin: 'initial' | 'redraw';
   parent_id: string | null;
+  /** On an initial order whose redraw was requested (set after its workflow ended: no other writer). */
+  redraw_order_id?: string | null;
   order_transaction_id: string;
   interpretation: Interpretation | null;
   has_missing_results: boolean;
@@ -224,6 +226,7 @@ export interface OrderListFilter {
   createdTo?: Date;
   orderIds?: string[];
   orderTransactionId?: string;
+  methods?: CollectionMethod[];
   direction: 1 | -1;
 }
 
@@ -241,7 +244,7 @@ const ORDER_INDEXES: IndexSpec[] = [
 export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'order by id', filter: ['_id'] },
   { name: 'order by sample id (registration conflict)', filter: ['team_id', 'sample_id'] },
-  { name: 'list: all', filter: ['team_id'], sort: ['created_at'], residual: ['created_at range'] },
+  { name: 'list: all', filter: ['team_id'], sort: ['created_at'], residual: ['created_at range', 'method (order_type)', 'order ids'] },
   { name: 'list: by user', filter: ['team_id', 'user_id'], sort: ['created_at'], residual: ['low_level_status', 'interpretation', 'activate_by'] },
   { name: 'list: by status', filter: ['team_id', 'low_level_status'], sort: ['created_at'], residual: ['interpretation', 'activate_by'] },
   { name: 'list: by interpretation', filter: ['team_id', 'interpretation'], sort: ['created_at'], residual: ['activate_by'] },
@@ -434,6 +437,7 @@ function listFilter(f: OrderListFilter): Filter<LabOrderDoc> {
   if (f.activation === 'current') filter.$or = [{ activate_by: null }, { activate_by: { $lte: f.today } }];
   if (f.orderIds?.length) filter._id = { $in: f.orderIds };
   if (f.orderTransactionId) filter.order_transaction_id = f.orderTransactionId;
+  if (f.methods?.length) filter.method = { $in: f.methods };
   if (f.createdFrom || f.createdTo) {
     filter.created_at = { ...(f.createdFrom ? { $gte: f.createdFrom } : {}), ...(f.createdTo ? { $lte: f.createdTo } : {}) };
   }

@@ -1,131 +1,363 @@
-"""Calls every lab endpoint Healthbridge implements through the official Python SDK (PyPI `vital`) and
-checks that each response parses into the SDK's own models, as a migrating customer's code would.
+"""Drives every lab-testing endpoint through the official Python SDK (PyPI `vital`, pinned in requirements.txt)
+and checks that each response parses into the SDK's own models, as a migrating customer's code would.
 
-Environment: HB_BASE_URL, HB_API_KEY, HB_USER_ID (a user of the key's team). Prints `OK <call>` or
-`FAIL <call>: <error>` per call and exits non-zero if any call failed.
+Environment:
+  HB_BASE_URL   our server, e.g. http://127.0.0.1:3000
+  HB_API_KEY    a team API key
+  HB_FIXTURES   optional path to a JSON file with ids to use:
+                {"user_id", "order_id", "completed_order_id", "lab_test_id", "scheduled_order_id", "cancellable_order_id"}
+                Every id but user_id is optional: what is missing is created here (orders via the SDK, simulated
+                to completion through POST /v3/order/{id}/test).
+  HB_USER_ID    the user, when HB_FIXTURES is not given (or lacks user_id)
+
+Prints `OK <call>` or `FAIL <call>: <error>` per call and exits 1 if any call failed. A call whose prerequisite
+failed is reported as FAIL too (nothing passes silently).
+
+SDK 2.1.569 has no method for PATCH /v3/order/{id}, POST /v3/order/{id}/redraw or GET /v3/order_transaction/{id};
+those are called as `raw ...` through the SDK's own HTTP client (same headers, base URL and retries).
 """
+import datetime as dt
+import json
 import os
 import sys
 import time
 import uuid
 
 from vital import Vital
+from vital.core.api_error import ApiError
+from vital.core.pydantic_utilities import parse_obj_as
 from vital.types import (
     ClientFacingLabTest,
     ClientFacingOrder,
     Consent,
+    GetMarkersResponse,
+    GetOrdersResponse,
+    LabResultsMetadata,
+    LabResultsRaw,
+    LabTestResourcesResponse,
+    OrderSetRequest,
     PatientAddressWithValidation,
     PatientDetailsWithValidation,
+    PhysicianCreateRequest,
     PhysicianCreateRequestBase,
-    OrderSetRequest,
+    PostOrderResponse,
+    SimulationFlags,
 )
 
-base_url = os.environ["HB_BASE_URL"]
-key = os.environ["HB_API_KEY"]
-user_id = os.environ["HB_USER_ID"]
-# As the guide for migrating customers says: our URL, and our header next to the SDK's own.
-client = Vital(api_key=key, base_url=base_url, headers={"x-service-api-key": key})
+# ---------- setup ----------
+
+BASE_URL = os.environ["HB_BASE_URL"]
+API_KEY = os.environ["HB_API_KEY"]
+fixtures = {}
+if os.environ.get("HB_FIXTURES"):
+    with open(os.environ["HB_FIXTURES"]) as f:
+        fixtures = json.load(f)
+USER_ID = fixtures.get("user_id") or os.environ.get("HB_USER_ID")
+if not USER_ID:
+    sys.exit("set HB_FIXTURES (with user_id) or HB_USER_ID")
+
+# How a migrating customer constructs the client: our URL, and our header. The SDK always adds its own
+# `x-vital-api-key: <api_key>` too (it cannot be switched off), so api_key gets the same key.
+client = Vital(api_key=API_KEY, base_url=BASE_URL, headers={"x-service-api-key": API_KEY}, timeout=30)
+lab = client.lab_tests
+
 failures = []
 
 
+class Skipped(Exception):
+    pass
+
+
+def describe(err):
+    if isinstance(err, ApiError):
+        return f"HTTP {err.status_code}: {err.body if isinstance(err.body, str) else json.dumps(err.body, default=str)}"
+    return f"{type(err).__name__}: {err}"
+
+
 def check(name, call, expect=None):
+    """Runs one call; prints OK/FAIL; returns its value (None on failure)."""
     try:
         value = call()
         if expect is not None and not isinstance(value, expect):
-            raise TypeError(f"parsed as {type(value).__name__}, not {expect.__name__}")
+            raise TypeError(f"parsed as {type(value).__name__}, expected {expect.__name__}")
         print(f"OK {name}", flush=True)
         return value
-    except Exception as err:  # noqa: BLE001 - report every failure, keep going
+    except Exception as err:  # noqa: BLE001 - report every failure and keep going
         failures.append(name)
-        print(f"FAIL {name}: {type(err).__name__}: {str(err)[:1500]}", flush=True)
+        print(f"FAIL {name}: {describe(err)[:1500]}".replace("\n", " "), flush=True)
         return None
 
 
-def wait_for(order_id, low, seconds=30):
+def need(value, what):
+    if value is None:
+        raise Skipped(f"not run: {what} is unavailable (an earlier call failed)")
+    return value
+
+
+def expect_that(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def low_status(order):
+    """`completed` of `completed.walk_in_test.completed` (events are typed by the SDK; no extra fields used)."""
+    return order.events[-1].status.value.split(".")[-1] if order.events else None
+
+
+def wait_for(order_id, statuses, seconds=60):
     deadline = time.time() + seconds
-    while time.time() < deadline:
-        order = client.lab_tests.get_order(order_id)
-        if order.events and str(order.events[-1].status).split(".")[-1] == low:
+    while True:
+        order = lab.get_order(order_id)
+        if low_status(order) in statuses:
             return order
+        if time.time() > deadline:
+            raise TimeoutError(f"order {order_id} is {low_status(order)}, not {'/'.join(statuses)}, after {seconds}s")
         time.sleep(0.3)
-    raise TimeoutError(f"order {order_id} did not reach {low}")
 
 
+def dispatched(order_id):
+    """Simulations start once the order went to the lab."""
+    return wait_for(order_id, {"requisition_created", "requisition_bypassed"})
+
+
+def pdf(chunks):
+    body = b"".join(chunks)
+    expect_that(body.startswith(b"%PDF"), f"not a PDF: {body[:40]!r}")
+    return body
+
+
+def raw(method, path, **kwargs):
+    """An endpoint the SDK has no method for, through the SDK's own HTTP client."""
+    response = client._client_wrapper.httpx_client.request(path, method=method, **kwargs)
+    if not 200 <= response.status_code < 300:
+        raise ApiError(status_code=response.status_code, body=response.text)
+    return response.json()
+
+
+def transaction_id(order):
+    """Our server's `order_transaction` extension (an extra field: the SDK keeps it as a plain dict)."""
+    extra = getattr(order, "order_transaction", None)
+    expect_that(isinstance(extra, dict) and extra.get("id"), "the order has no order_transaction.id")
+    return extra["id"]
+
+
+def in_days(days):
+    return (dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(days=days)).isoformat()
+
+
+# Realistic request bodies, built with the SDK's own request types.
 patient = PatientDetailsWithValidation(
-    first_name="Ana", last_name="Smith", dob="1988-04-12", gender="female", phone_number="+14155552671", email="ana@example.com"
+    first_name="Ana",
+    last_name="Smith",
+    dob="1988-04-12",
+    gender="female",
+    phone_number="+14155552671",
+    email="ana.smith@example.com",
 )
 address = PatientAddressWithValidation(
-    receiver_name="Ana Smith", first_line="123 Main St", second_line="Apt 4", city="San Francisco", state="CA", zip="94105", country="US"
+    receiver_name="Ana Smith",
+    first_line="123 Main St",
+    second_line="Apt 4",
+    city="San Francisco",
+    state="CA",
+    zip="94105",
+    country="US",
+    phone_number="+14155552671",
 )
-physician = PhysicianCreateRequestBase(first_name="Gregory", last_name="House", npi="1234567893")
+physician = PhysicianCreateRequest(first_name="Gregory", last_name="House", npi="1234567893", licensed_states=["CA"])
+consents = [Consent(consent_type="terms-of-use", version="1.0", time_of_consent=dt.datetime.now(dt.timezone.utc))]
 
-tests = check("lab_tests.get", lambda: client.lab_tests.get(), list) or []
-check("lab_tests.get_paginated", lambda: client.lab_tests.get_paginated(lab_test_limit=3))
-walk_in = next(t for t in tests if str(t.method) .endswith("walk_in_test") and str(t.status).endswith("active"))
-check("lab_tests.get_by_id", lambda: client.lab_tests.get_by_id(walk_in.id), ClientFacingLabTest)
-markers = check("lab_tests.get_markers", lambda: client.lab_tests.get_markers(size=100))
-check("lab_tests.get_markers_for_lab_test", lambda: client.lab_tests.get_markers_for_lab_test(walk_in.id))
-check("lab_tests.get_labs", lambda: client.lab_tests.get_labs(), list)
-if markers:
-    same_lab = [m.id for m in markers.markers if m.lab_id == walk_in.lab.id and str(m.type).endswith("biomarker")][:2]
-    created = check(
-        "lab_tests.create",
-        lambda: client.lab_tests.create(name=f"SDK check {uuid.uuid4().hex[:8]}", method="walk_in_test", description="SDK", marker_ids=same_lab),
-        ClientFacingLabTest,
-    )
-    if created:
-        check("lab_tests.update_lab_test", lambda: client.lab_tests.update_lab_test(created.id, name=f"SDK renamed {uuid.uuid4().hex[:8]}"), ClientFacingLabTest)
 
-order_response = check(
-    "lab_tests.create_order",
-    lambda: client.lab_tests.create_order(
-        user_id=user_id,
+def create_order(lab_test_id, **extra):
+    return lab.create_order(
+        user_id=USER_ID,
         patient_details=patient,
         patient_address=address,
-        order_set=OrderSetRequest(lab_test_ids=[walk_in.id]),
+        order_set=OrderSetRequest(lab_test_ids=[lab_test_id]),
+        collection_method="walk_in_test",
         physician=physician,
-        consents=[Consent(consent_type="terms-of-use")],
-    ),
-)
-if order_response:
-    order_id = order_response.order.id
-    check("lab_tests.get_order", lambda: client.lab_tests.get_order(order_id), ClientFacingOrder)
-    check("lab_tests.get_orders", lambda: client.lab_tests.get_orders(user_id=user_id, size=5))
-    wait_for(order_id, "requisition_created")
-    check("lab_tests.get_order_requistion_pdf", lambda: b"".join(client.lab_tests.get_order_requistion_pdf(order_id)))
-    check("lab_tests.simulate_order_process", lambda: client.lab_tests.simulate_order_process(order_id, final_status="completed.walk_in_test.completed"))
-    wait_for(order_id, "completed")
-    check("lab_tests.get_order (completed)", lambda: client.lab_tests.get_order(order_id), ClientFacingOrder)
-    check("lab_tests.get_result_raw", lambda: client.lab_tests.get_result_raw(order_id))
-    check("lab_tests.get_result_metadata", lambda: client.lab_tests.get_result_metadata(order_id))
-    check("lab_tests.get_result_pdf", lambda: b"".join(client.lab_tests.get_result_pdf(order_id)))
+        consents=consents,
+        billing_type="client_bill",
+        **extra,
+    )
 
-scheduled = check(
-    "lab_tests.create_order (activate_by)",
-    lambda: client.lab_tests.create_order(
-        user_id=user_id,
-        patient_details=patient,
-        patient_address=address,
-        order_set=OrderSetRequest(lab_test_ids=[walk_in.id]),
-        activate_by="2099-01-01",
-    ),
-)
-if scheduled:
-    check("lab_tests.cancel_order", lambda: client.lab_tests.cancel_order(scheduled.order.id))
 
+# ---------- catalogue ----------
+
+tests = check("lab_tests.get", lambda: lab.get(), list)
+check("lab_tests.get (filtered)", lambda: lab.get(status="active", collection_method="walk_in_test"), list)
+
+
+def paginate():
+    first = lab.get_paginated(lab_test_limit=2)
+    expect_that(isinstance(first, LabTestResourcesResponse), "not a LabTestResourcesResponse")
+    if first.next_cursor:
+        second = lab.get_paginated(lab_test_limit=2, next_cursor=first.next_cursor)
+        expect_that(not {t.id for t in first.data} & {t.id for t in second.data}, "the second page repeats the first")
+    return first
+
+
+check("lab_tests.get_paginated", paginate)
+
+walk_in = None
+if fixtures.get("lab_test_id"):
+    walk_in = check("lab_tests.get_by_id", lambda: lab.get_by_id(fixtures["lab_test_id"]), ClientFacingLabTest)
+elif tests:
+    candidates = [t for t in tests if t.method.value == "walk_in_test" and t.status.value == "active"]
+    walk_in = check("lab_tests.get_by_id", lambda: lab.get_by_id(need(candidates[0] if candidates else None, "an active walk-in test").id), ClientFacingLabTest)
+else:
+    check("lab_tests.get_by_id", lambda: need(None, "a lab test"))
+
+markers = check("lab_tests.get_markers", lambda: lab.get_markers(page=1, size=50), GetMarkersResponse)
+check("lab_tests.get_markers (lab_id)", lambda: lab.get_markers(lab_id=need(walk_in, "the lab test").lab.id), GetMarkersResponse)
+check("lab_tests.get_markers_for_lab_test", lambda: lab.get_markers_for_lab_test(need(walk_in, "the lab test").id), GetMarkersResponse)
+check("lab_tests.get_labs", lambda: lab.get_labs(), list)
+
+
+def create_lab_test():
+    lab_id = need(walk_in, "the lab test").lab.id
+    same_lab = [m.id for m in need(markers, "markers").markers if m.lab_id == lab_id and m.type and m.type.value == "biomarker"][:2]
+    expect_that(same_lab, f"no biomarkers of lab {lab_id} on the first markers page")
+    return lab.create(name=f"SDK check {uuid.uuid4().hex[:8]}", method="walk_in_test", description="Made by check_lab.py", marker_ids=same_lab, fasting=False)
+
+
+created_test = check("lab_tests.create", create_lab_test, ClientFacingLabTest)
+check(
+    "lab_tests.update_lab_test",
+    lambda: lab.update_lab_test(need(created_test, "the created test").id, name=f"SDK renamed {uuid.uuid4().hex[:8]}"),
+    ClientFacingLabTest,
+)
+
+# ---------- orders ----------
+
+idempotency_key = f"sdk-check-{uuid.uuid4()}"
+new_order = check(
+    "lab_tests.create_order",
+    lambda: create_order(need(walk_in, "the lab test").id, idempotency_key=idempotency_key),
+    PostOrderResponse,
+)
+
+
+def replay():
+    again = create_order(need(walk_in, "the lab test").id, idempotency_key=idempotency_key)
+    expect_that(again.order.id == need(new_order, "the first order").order.id, "the replay created another order")
+    return again
+
+
+check("lab_tests.create_order (idempotent replay)", replay, PostOrderResponse)
+
+order_id = fixtures.get("order_id") or (new_order.order.id if new_order else None)
+order = check("lab_tests.get_order", lambda: lab.get_order(need(order_id, "an order")), ClientFacingOrder)
+check("lab_tests.get_orders", lambda: lab.get_orders(user_id=USER_ID, page=1, size=5), GetOrdersResponse)
+
+
+def filtered_orders():
+    since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
+    found = lab.get_orders(order_ids=[need(order_id, "an order")], start_date=since, order_direction="desc", size=10)
+    expect_that([o.id for o in found.orders] == [order_id], f"expected just {order_id}, got {[o.id for o in found.orders]}")
+    return found
+
+
+check("lab_tests.get_orders (filtered)", filtered_orders, GetOrdersResponse)
+
+# Our new order walked to completion by the simulation; results are read from the fixture's completed order if given.
+def simulate():
+    oid = need(new_order, "the new order").order.id
+    dispatched(oid)
+    lab.simulate_order_process(oid, final_status="completed.walk_in_test.completed", delay=0, request=SimulationFlags(interpretation="abnormal"))
+    return wait_for(oid, {"completed"})
+
+
+simulated = check("lab_tests.simulate_order_process", simulate, ClientFacingOrder)
+completed_id = fixtures.get("completed_order_id")
+if completed_id:
+    check("lab_tests.get_order (completed)", lambda: lab.get_order(completed_id), ClientFacingOrder)
+else:
+    completed_id = simulated.id if simulated else None
+
+check("lab_tests.get_result_raw", lambda: lab.get_result_raw(need(completed_id, "a completed order")), LabResultsRaw)
+check("lab_tests.get_result_metadata", lambda: lab.get_result_metadata(need(completed_id, "a completed order")), LabResultsMetadata)
+check("lab_tests.get_result_pdf", lambda: pdf(lab.get_result_pdf(need(completed_id, "a completed order"))))
+check("lab_tests.get_order_requistion_pdf", lambda: pdf(lab.get_order_requistion_pdf(need(completed_id, "a completed order"))))
+
+# Scheduled order (activate_by): PATCH moves its date.
+scheduled_id = fixtures.get("scheduled_order_id")
+if not scheduled_id:
+    scheduled = check(
+        "lab_tests.create_order (activate_by)",
+        lambda: create_order(need(walk_in, "the lab test").id, activate_by=in_days(30)),
+        PostOrderResponse,
+    )
+    scheduled_id = scheduled.order.id if scheduled else None
+
+
+def reschedule():
+    oid = need(scheduled_id, "a scheduled order")
+    new_date = in_days(45)
+    answer = raw("PATCH", f"v3/order/{oid}", json={"activate_by": new_date})
+    expect_that(answer.get("order", {}).get("id") == oid, f"unexpected answer {answer}")
+    after = lab.get_order(oid)
+    expect_that(after.activate_by == new_date, f"activate_by is {after.activate_by}, not {new_date}")
+    return after
+
+
+check("raw PATCH /v3/order/{id} (activate_by)", reschedule, ClientFacingOrder)
+check("lab_tests.get_orders (scheduled)", lambda: lab.get_orders(user_id=USER_ID, order_activation_types="scheduled"), GetOrdersResponse)
+
+cancellable_id = fixtures.get("cancellable_order_id")
+if not cancellable_id:
+    to_cancel = check(
+        "lab_tests.create_order (to cancel)",
+        lambda: create_order(need(walk_in, "the lab test").id, activate_by=in_days(30)),
+        PostOrderResponse,
+    )
+    cancellable_id = to_cancel.order.id if to_cancel else None
+
+
+def cancel():
+    answer = lab.cancel_order(need(cancellable_id, "a cancellable order"))
+    expect_that(low_status(answer.order) == "cancelled", f"the order is {low_status(answer.order)} after cancelling")
+    return answer
+
+
+check("lab_tests.cancel_order", cancel, PostOrderResponse)
+
+# Test kit registration.
 registered = check(
     "testkit.register",
     lambda: client.testkit.register(
-        user_id=user_id,
-        sample_id=f"SDK{uuid.uuid4().hex[:12]}",
+        user_id=USER_ID,
+        sample_id=f"SDK{uuid.uuid4().hex[:12].upper()}",
         patient_details=patient,
         patient_address=address,
-        physician=physician,
-        consents=[Consent(consent_type="terms-of-use")],
+        physician=PhysicianCreateRequestBase(first_name="Gregory", last_name="House", npi="1234567893"),
+        consents=consents,
     ),
+    PostOrderResponse,
 )
-if registered:
-    check("lab_tests.get_order (registered kit)", lambda: client.lab_tests.get_order(registered.order.id), ClientFacingOrder)
+check("lab_tests.get_order (registered kit)", lambda: lab.get_order(need(registered, "the registered kit").order.id), ClientFacingOrder)
 
-print(f"{len(failures)} failed" if failures else "all SDK calls parsed", flush=True)
+# Order transactions: a sample failure, its redraw, and the transaction holding both.
+check(
+    "raw GET /v3/order_transaction/{id}",
+    lambda: raw("GET", f"v3/order_transaction/{transaction_id(need(order, 'an order'))}"),
+    dict,
+)
+
+
+def redraw():
+    failed = create_order(need(walk_in, "the lab test").id).order.id
+    dispatched(failed)
+    lab.simulate_order_process(failed, final_status="failed.walk_in_test.sample_error", delay=0)
+    wait_for(failed, {"sample_error", "redraw_available"})
+    answer = parse_obj_as(PostOrderResponse, raw("POST", f"v3/order/{failed}/redraw"))
+    expect_that(answer.order.id != failed, "the redraw is the failed order itself")
+    txn = raw("GET", f"v3/order_transaction/{transaction_id(answer.order)}")
+    expect_that({o["id"] for o in txn.get("orders", [])} == {failed, answer.order.id}, f"transaction orders: {txn.get('orders')}")
+    return answer
+
+
+check("raw POST /v3/order/{id}/redraw + order_transaction", redraw, PostOrderResponse)
+
+print(f"{len(failures)} failed: {', '.join(failures)}" if failures else "all SDK calls parsed", flush=True)
 sys.exit(1 if failures else 0)
