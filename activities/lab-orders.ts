@@ -77,6 +77,12 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
     return { interpretation, has_missing_results: report.missing.length > 0 };
   }
 
+  /** The lab's answer to a dispatch, as order fields (the adapter is idempotent by order id). */
+  async function sendToLab(doc: LabOrderDoc): Promise<Partial<LabOrderDoc>> {
+    const { labReference, shipment } = await deps.lab.dispatchOrder(doc);
+    return { lab_reference: labReference, shipment, dispatched_at: new Date() };
+  }
+
   return {
     /** Publishes the webhook of an event already stored (the api stores an order with its first events). */
     async publishOrderEvent({ orderId, eventId }: { orderId: string; eventId: number }): Promise<void> {
@@ -84,11 +90,20 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
     },
 
     /** Appends status event `eventId` (once) with the results that come with it, then publishes it. */
-    async recordOrderEvent(input: { orderId: string; eventId: number; status: string; statusDetail: string | null; results?: SimulationRequest }): Promise<void> {
+    async recordOrderEvent(input: {
+      orderId: string;
+      eventId: number;
+      status: string;
+      statusDetail: string | null;
+      results?: SimulationRequest;
+      /** Send the order to the lab first (its reference is stored with the event). */
+      dispatch?: boolean;
+    }): Promise<void> {
       let doc = await load(input.orderId);
       const [, , low] = input.status.split('.');
       if (!doc.events.some((e) => e.id === input.eventId)) {
         let changes: Partial<LabOrderDoc> = {};
+        if (input.dispatch) changes = await sendToLab(doc);
         if (input.results) {
           const status = low === 'partial_results' ? 'partial' : low === 'corrected' ? 'corrected' : 'final';
           changes = await storeResults(doc, input.results, status);
@@ -103,12 +118,10 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       await orders.setFields(orderId, { activate_by: activateBy });
     },
 
-    /** Sends the order to the lab (once: a dispatched order keeps its lab reference). */
+    /** Sends a registered kit's order to the lab (once: a dispatched order keeps its lab reference). */
     async dispatchOrderToLab({ orderId }: { orderId: string }): Promise<void> {
       const doc = await load(orderId);
-      if (doc.lab_reference) return;
-      const { labReference, shipment } = await deps.lab.dispatchOrder(doc);
-      await orders.setFields(orderId, { lab_reference: labReference, shipment, dispatched_at: new Date() });
+      if (!doc.lab_reference) await orders.setFields(orderId, await sendToLab(doc));
     },
 
     async cancelOrderAtLab({ orderId }: { orderId: string }): Promise<void> {

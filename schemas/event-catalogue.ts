@@ -96,7 +96,43 @@ function dataEvents(): EventTypeEntry[] {
 
 /** The full order as returned by GET /v3/order/{order_id}. */
 const Order = ClientFacingOrder;
-const sampleOrder = { id: 'order-1', team_id: sampleUser, user_id: sampleUser, status: 'received' };
+const sampleAt = '2024-01-01T00:00:00+00:00';
+const sampleEvent = { id: 1, created_at: sampleAt, status: 'received.testkit.ordered', status_detail: null };
+const sampleAddress = {
+  receiver_name: 'Ana Smith',
+  first_line: '123 Main St',
+  second_line: '',
+  city: 'San Francisco',
+  state: 'CA',
+  zip: '94105',
+  country: 'United States',
+  phone_number: '+14155552671',
+};
+const sampleOrderId = '00000000-0000-4000-8000-0000000000a1';
+const sampleOrder = {
+  id: sampleOrderId,
+  team_id: sampleUser,
+  user_id: sampleUser,
+  status: 'received',
+  events: [sampleEvent],
+  last_event: sampleEvent,
+  patient_details: { first_name: 'Ana', last_name: 'Smith', dob: '1988-04-12', gender: 'female', phone_number: '+14155552671', email: 'ana@example.com' },
+  patient_address: sampleAddress,
+  shipping_details: sampleAddress,
+  details: { type: 'testkit', data: { id: '00000000-0000-4000-8000-0000000000d1', shipment: null, created_at: sampleAt, updated_at: sampleAt } },
+  lab_test: { id: '5b0f6c1e-2a41-4c8e-9d3b-7a1e0c2f4b11', name: 'Lipid Panel (at-home kit)', description: 'Lipid panel from a dried blood spot.', method: 'testkit' },
+  sample_id: 'HB0000000001',
+  health_insurance_id: null,
+  notes: '',
+  activate_by: null,
+  has_abn: false,
+  origin: 'initial',
+  requisition_form_url: null,
+  order_transaction: { id: '00000000-0000-4000-8000-0000000000e1', status: 'active', orders: [{ id: sampleOrderId, origin: 'initial' }] },
+  interpretation: null,
+  created_at: sampleAt,
+  updated_at: sampleAt,
+};
 
 export const EVENT_CATALOGUE: EventTypeEntry[] = [
   {

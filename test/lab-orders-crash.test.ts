@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { courseTo } from '../workflows/lab-order-statuses';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';
+import { startWorker as startCrashWorker, stopWorker } from './support/worker';
 
 /**
  * Crash test: this file runs its own worker on a private task queue, SIGKILLs it while orders wait on
@@ -15,20 +15,8 @@ let worker: ChildProcess | null = null;
 let app: TestApp;
 let rx: Receiver;
 
-function startWorker(): ChildProcess {
-  return spawn(process.execPath, [path.join(__dirname, '..', 'dist', 'worker', 'main.js')], {
-    env: { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, LOG_LEVEL: 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-}
-
-function kill(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once('exit', () => resolve());
-    child.kill(signal);
-  });
-}
+const startWorker = () => startCrashWorker(taskQueue, { WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
+const kill = stopWorker;
 
 beforeAll(async () => {
   app = await startTestApp({ TEMPORAL_TASK_QUEUE: taskQueue });

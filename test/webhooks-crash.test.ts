@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { publishEvent } from '../lib/events';
 import { envelopeOf } from '../lib/repositories/webhooks';
 import { createTenant, eventually, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
+import { startWorker as startCrashWorker, stopWorker } from './support/worker';
 
 /**
  * Crash test: this file runs its own worker process on a private task queue, kills it with SIGKILL while
@@ -16,21 +16,8 @@ let worker: ChildProcess | null = null;
 let app: TestApp;
 let rx: Receiver;
 
-function startWorker(): ChildProcess {
-  const child = spawn(process.execPath, [path.join(__dirname, '..', 'dist', 'worker', 'main.js')], {
-    env: { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue, LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  return child;
-}
-
-function kill(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once('exit', () => resolve());
-    child.kill(signal);
-  });
-}
+const startWorker = () => startCrashWorker(taskQueue, { LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
+const kill = stopWorker;
 
 beforeAll(async () => {
   app = await startTestApp({ TEMPORAL_TASK_QUEUE: taskQueue, WEBHOOK_RETRY_SCHEDULE_MS: '0,200,200,200,200,200', WEBHOOK_ATTEMPT_TIMEOUT_MS: 5000 });

@@ -3,7 +3,7 @@ import {
   condition,
   defineQuery,
   defineUpdate,
-  proxyActivities,
+  proxyLocalActivities,
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
@@ -75,14 +75,17 @@ export const simulateOrderUpdate = defineUpdate<{ course: string[] }, [Simulatio
 export const erasePatientDataUpdate = defineUpdate<{ erased: true }, []>('erasePatientData');
 export const labOrderStatusQuery = defineQuery<string>('labOrderStatus');
 
-const writes = proxyActivities<LabOrderActivities>({
+// Local activities: each step is a short database write plus a publish, so it runs in the worker that holds
+// the workflow (recorded in its history as a marker) instead of a round trip through an activity task
+// queue, which measured as most of an order's cost on the dev server. Retried the same way; idempotent.
+const writes = proxyLocalActivities<LabOrderActivities>({
   startToCloseTimeout: '30 seconds',
   // Our own transient faults only (database, event store); every activity is idempotent.
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 // The api starts the workflow, then inserts the order: the first activity waits briefly for the document,
 // and gives up (the request failed before storing it, so nothing was promised) instead of retrying forever.
-const firstWrite = proxyActivities<LabOrderActivities>({
+const firstWrite = proxyLocalActivities<LabOrderActivities>({
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 12 },
 });
@@ -116,7 +119,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     writeChain = next.catch(() => undefined);
     return next;
   };
-  const record = (status: string, extra: { simulation?: SimulationRequest; statusDetail?: string | null } = {}) =>
+  const record = (status: string, extra: { simulation?: SimulationRequest; statusDetail?: string | null; dispatch?: boolean } = {}) =>
     serialized(async () => {
       lastEventId += 1;
       low = status;
@@ -126,6 +129,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
         status: dottedStatus(method, status),
         statusDetail: extra.statusDetail ?? null,
         results: RESULT_STATUSES.has(status) && extra.simulation ? extra.simulation : undefined,
+        dispatch: extra.dispatch,
       });
       upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderStatus, value: status }]);
     });
@@ -228,8 +232,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   if (!waitingOnSomething() && !TERMINAL.has(low)) {
     if (RESCHEDULABLE.includes(low as never)) {
       dispatchDecided = true;
-      await serialized(() => writes.dispatchOrderToLab({ orderId }));
-      await record('requisition_created');
+      await record('requisition_created', { dispatch: true }); // sent to the lab and recorded in one write
     } else {
       // A registered kit: the api recorded its requisition with the registration; the lab still needs it.
       await serialized(() => writes.dispatchOrderToLab({ orderId }));

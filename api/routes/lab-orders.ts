@@ -25,7 +25,7 @@ import {
 } from '../../schemas/lab-order';
 import { dottedStatus, REDRAWABLE } from '../../workflows/lab-order-statuses';
 import { defineRoute, type Reply } from '../route';
-import { orderFromCreateRequest, orderFromRegistration } from '../services/lab-order-requests';
+import { orderFromCreateRequest, orderFromRegistration, redrawRequest } from '../services/lab-order-requests';
 import {
   cancelOrder,
   findOrder,
@@ -251,7 +251,6 @@ export const labOrderRoutes = [
       if (!REDRAWABLE.has(parent.low_level_status)) {
         throw badRequest(`A redraw can be ordered after a sample failure (sample_error, redraw_available); this order is ${parent.low_level_status}.`);
       }
-      if (!parent.patient_details || !parent.patient_address) throw badRequest('The patient data of this order was erased; create a new order instead.');
       const siblings = await deps.repos.labOrders.transactionOrders(auth.teamId, parent.order_transaction_id);
       const existing = siblings.find((o) => o.origin === 'redraw');
       if (existing) throw badRequest(`This order transaction already has its redraw (order ${existing._id}); at most one redraw per transaction.`);
@@ -259,16 +258,7 @@ export const labOrderRoutes = [
       const redrawId = nameBasedUuid('redraw', parent.order_transaction_id);
       // The parent's workflow has ended (a redrawable status is final), so the api is its only writer now.
       await deps.repos.labOrders.setFields(parent._id, { redraw_order_id: redrawId });
-      const body = {
-        user_id: parent.user_id,
-        order_set: { lab_test_ids: parent.lab_test_ids },
-        patient_details: parent.patient_details,
-        patient_address: { ...parent.patient_address, receiver_name: parent.patient_address.receiver_name ?? undefined, phone_number: parent.patient_address.phone_number ?? undefined },
-        physician: parent.physician,
-        consents: parent.consents as never,
-        priority: parent.priority,
-        billing_type: parent.billing_type as never,
-      } as never;
+      const body = redrawRequest(parent);
       const doc = await storeNewOrder(deps, (sampleId) => orderFromCreateRequest(deps, auth.teamId, body, redrawId, sampleId, parent), requestId);
       return { body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Redraw ordered' } };
     },

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ValidationError } from '../../lib/errors';
+import { badRequest, ValidationError } from '../../lib/errors';
 import { findLabTest, type AnyLabTest } from '../../lib/lab/catalogue-view';
 import { countryName } from '../../lib/lab/order-view';
 import type { AddressDoc, LabOrderDoc, OrderEventDoc } from '../../lib/repositories/lab-orders';
@@ -183,5 +183,31 @@ export async function orderFromRegistration(deps: AppDeps, teamId: string, body:
     shipment: null,
     lab_reference: null,
     dispatched_at: null,
+  };
+}
+
+/** The request a redraw repeats: the same tests, patient, physician and billing as its initial order. */
+export function redrawRequest(parent: LabOrderDoc): CreateOrderBody {
+  const p = parent.patient_details;
+  const a = parent.patient_address;
+  if (!p || !a) throw badRequest('The patient data of this order was erased; create a new order instead.');
+  return {
+    user_id: parent.user_id,
+    order_set: { lab_test_ids: parent.lab_test_ids },
+    patient_details: { ...p, gender: p.gender as CreateOrderBody['patient_details']['gender'] },
+    patient_address: {
+      first_line: a.first_line,
+      second_line: a.second_line,
+      city: a.city,
+      state: a.state,
+      zip: a.zip,
+      country: a.country,
+      ...(a.receiver_name ? { receiver_name: a.receiver_name } : {}),
+      ...(a.phone_number ? { phone_number: a.phone_number } : {}),
+    },
+    physician: parent.physician,
+    consents: parent.consents as CreateOrderBody['consents'],
+    priority: parent.priority,
+    billing_type: parent.billing_type as CreateOrderBody['billing_type'],
   };
 }

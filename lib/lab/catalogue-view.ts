@@ -13,48 +13,19 @@ export type AnyLabTest = OrderedLabTestDoc;
 
 const CATALOGUE_CREATED_AT = new Date('2026-01-01T00:00:00Z');
 
+/** The fields catalogue tests and teams' own tests share. */
+function common(t: LabTestEntry | TeamLabTestDoc) {
+  const { slug, name, description, method, sample_type, fasting, lab_id, marker_ids, status, price, common_tat_days, worst_case_tat_days } = t;
+  return { slug, name, description, method, sample_type, fasting, lab_id, marker_ids, status, price, common_tat_days, worst_case_tat_days };
+}
+
 export function fromCatalogue(t: LabTestEntry): AnyLabTest {
-  return {
-    id: t.id,
-    slug: t.slug,
-    name: t.name,
-    description: t.description,
-    method: t.method,
-    sample_type: t.sample_type,
-    fasting: t.fasting,
-    lab_id: t.lab_id,
-    marker_ids: t.marker_ids,
-    status: t.status,
-    price: t.price,
-    common_tat_days: t.common_tat_days,
-    worst_case_tat_days: t.worst_case_tat_days,
-    has_collection_instructions: t.has_collection_instructions,
-    team_owned: false,
-    created_at: CATALOGUE_CREATED_AT,
-    updated_at: CATALOGUE_CREATED_AT,
-  };
+  const at = CATALOGUE_CREATED_AT;
+  return { ...common(t), id: t.id, has_collection_instructions: t.has_collection_instructions, team_owned: false, created_at: at, updated_at: at };
 }
 
 export function fromTeamTest(t: TeamLabTestDoc): AnyLabTest {
-  return {
-    id: t._id,
-    slug: t.slug,
-    name: t.name,
-    description: t.description,
-    method: t.method,
-    sample_type: t.sample_type,
-    fasting: t.fasting,
-    lab_id: t.lab_id,
-    marker_ids: t.marker_ids,
-    status: t.status,
-    price: t.price,
-    common_tat_days: t.common_tat_days,
-    worst_case_tat_days: t.worst_case_tat_days,
-    has_collection_instructions: false,
-    team_owned: true,
-    created_at: t.created_at,
-    updated_at: t.updated_at,
-  };
+  return { ...common(t), id: t._id, has_collection_instructions: false, team_owned: true, created_at: t.created_at, updated_at: t.updated_at };
 }
 
 /** A test the team may see: the catalogue's, or its own. */

@@ -337,11 +337,9 @@ export class LabOrderRepository {
 
   // --- Writes by the order's workflow (one activity at a time per order) ---
 
-  /** Appends an event and moves the status; a retried activity finds its event already there. */
+  /** Appends an event and moves the status (one update: event, status and the changes that come with it). */
   async appendEvent(orderId: string, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc | null> {
-    const current = await this.findById(orderId);
-    if (!current) return null;
-    if (current.events.some((e) => e.id === event.id)) return current;
+    // The caller (the order's workflow, through its activity) has checked the event is not there yet.
     return this.orders.findOneAndUpdate(
       { _id: orderId },
       {
