@@ -11,6 +11,7 @@
 //   BENCH_LAB_LIST_SECONDS=30     measurement window of each list scenario
 import { randomUUID } from 'node:crypto';
 import { distModule } from './environment.mjs';
+import { cpuMeter } from './webhooks.mjs';
 import { httpClient, measure, numberEnv } from './load.mjs';
 
 const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
@@ -82,6 +83,9 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     await scratch.drop().catch(() => {});
     await createIndexes(scratch, LAB_ORDER_INDEXES.lab_orders);
     const results = {};
+    // Where the time goes: CPU of each process during the creation scenarios.
+    const pids = { bench: process.pid, api: env.children.api.pid, worker: env.children.worker.pid, database: env.stackPids?.mongo, temporal: env.stackPids?.temporal };
+    const rawCpu = cpuMeter(pids);
     results.rawCreate = await measure({
       name: 'raw user read + insert + trivial workflow start',
       ...opts,
@@ -93,7 +97,13 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
         await scratch.insertOne(doc);
       },
     });
+    results.rawCreate.cpu = rawCpu();
+    const createCpu = cpuMeter(pids);
     results.create = await measure({ name: 'order create (POST /v3/order)', ...opts, log, fn: () => api.expect(200, 'POST', '/v3/order', { body }) });
+    results.create.cpu = createCpu();
+    const cpuLine = (cpu) => Object.entries(cpu).filter(([k]) => k !== 'wallSeconds').map(([k, v]) => `${k} ${v.pctOfOneCore}%`).join(', ');
+    log(`bench: CPU during the raw baseline (% of one core): ${cpuLine(results.rawCreate.cpu)}`);
+    log(`bench: CPU during order creation (% of one core): ${cpuLine(results.create.cpu)}`);
 
     // The worker is still running the new orders' workflows: let it finish so the list is measured on its own.
     await drainOrderWorkflows(orders, env.tenant.teamId, log);

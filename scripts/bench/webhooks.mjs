@@ -132,7 +132,8 @@ function cpuSeconds(pid) {
   }
 }
 
-function cpuMeter(pids) {
+/** Starts measuring the CPU of named processes; the returned function reads seconds used and % of one core. */
+export function cpuMeter(pids) {
   const read = () => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid ? cpuSeconds(pid) : null]));
   const before = read();
   const started = performance.now();
