@@ -28,7 +28,7 @@ export function createRepositories(db: Db): Repositories {
     connections: new ConnectionRepository(db),
     webhooks: new WebhookRepository(db, locks),
     labOrders: new LabOrderRepository(db),
-    labTests: new LabTestRepository(db),
+    labTests: new LabTestRepository(db, locks),
     secrets: new SecretsRepository(db),
   };
 }

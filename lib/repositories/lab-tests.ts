@@ -1,6 +1,7 @@
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import type { DocumentLocks } from './locks';
 
 /** A lab test a team composed from catalogue markers (`POST /v3/lab_tests`). */
 export interface TeamLabTestDoc {
@@ -35,7 +36,10 @@ export const LAB_TEST_INDEXES = { lab_tests: INDEXES };
 export class LabTestRepository {
   readonly tests: Collection<TeamLabTestDoc>;
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly locks: DocumentLocks,
+  ) {
     this.tests = db.collection('lab_tests');
   }
 
@@ -63,14 +67,19 @@ export class LabTestRepository {
     return this.tests.find({ team_id: teamId }).sort({ created_at: 1 }).toArray();
   }
 
-  /** Renames or (de)activates; the slug follows the name. */
-  async update(teamId: string, id: string, changes: Partial<Pick<TeamLabTestDoc, 'name' | 'slug' | 'status'>>): Promise<TeamLabTestDoc | 'slug_taken' | null> {
-    if (!(await this.find(teamId, id))) return null;
-    try {
-      return await this.tests.findOneAndUpdate({ _id: id }, { $set: { ...changes, updated_at: new Date() } }, { returnDocument: 'after' });
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
-      return 'slug_taken';
-    }
+  /**
+   * Renames or (de)activates; the slug follows the name. Under the test's document lock: FerretDB applies
+   * concurrent updates of one document as read-modify-write, so a rename racing a deactivation could lose one.
+   */
+  update(teamId: string, id: string, changes: Partial<Pick<TeamLabTestDoc, 'name' | 'slug' | 'status'>>): Promise<TeamLabTestDoc | 'slug_taken' | null> {
+    return this.locks.withLock(`lab-test:${id}`, async () => {
+      if (!(await this.find(teamId, id))) return null;
+      try {
+        return await this.tests.findOneAndUpdate({ _id: id }, { $set: { ...changes, updated_at: new Date() } }, { returnDocument: 'after' });
+      } catch (err) {
+        if (!isDuplicateKeyError(err)) throw err;
+        return 'slug_taken';
+      }
+    });
   }
 }
