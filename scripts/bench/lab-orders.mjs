@@ -1,7 +1,8 @@
 // Lab order scenarios of `npm run bench`, each against a baseline measured in the same run:
 //  - order creation (POST /v3/order: validation, workflow start, insert, response) against the raw work
 //    underneath: the raw driver reading the user and inserting the same document, plus the Temporal client
-//    starting a trivial workflow (on a task queue no worker polls: the dev server's own start rate);
+//    starting a trivial workflow that a worker process runs to completion (target ratio); also reported
+//    against the same with the workflow only started (a task queue no worker polls: the start-rate ceiling);
 //  - GET /v3/orders (a page of 50 of BENCH_LAB_ORDERS stored orders, default 10,000) against the raw driver
 //    making the same queries (the page and the count; no order of the page has a redraw, so no
 //    transaction query).
@@ -9,7 +10,10 @@
 //   BENCH_LAB_ORDERS=10000        orders stored for the list scenarios
 //   BENCH_LAB_LIST_CONCURRENCY=1  closed-loop readers for the list scenarios
 //   BENCH_LAB_LIST_SECONDS=30     measurement window of each list scenario
+import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { distModule } from './environment.mjs';
 import { cpuMeter } from './webhooks.mjs';
 import { httpClient, measure, numberEnv } from './load.mjs';
@@ -62,6 +66,18 @@ async function drainOrderWorkflows(orders, teamId, log) {
   }
 }
 
+/** The worker of the trivial baseline workflow, in its own process (resolves once it polls). */
+function startTrivialWorker(env, taskQueue) {
+  const child = fork(path.join(path.dirname(fileURLToPath(import.meta.url)), 'trivial-worker.mjs'), [], {
+    env: { ...process.env, TEMPORAL_ADDRESS: env.temporalAddress, TRIVIAL_TASK_QUEUE: taskQueue },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  return new Promise((resolve, reject) => {
+    child.once('message', () => resolve(child));
+    child.once('exit', (code) => reject(new Error(`the trivial-workflow worker exited (code ${code})`)));
+  });
+}
+
 export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
   const settings = labOrderSettings();
   const api = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey } });
@@ -85,18 +101,28 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     const results = {};
     // Where the time goes: CPU of each process during the creation scenarios.
     const pids = { bench: process.pid, api: env.children.api.pid, worker: env.children.worker.pid, database: env.stackPids?.mongo, temporal: env.stackPids?.temporal };
-    const rawCpu = cpuMeter(pids);
-    results.rawCreate = await measure({
-      name: 'raw user read + insert + trivial workflow start',
-      ...opts,
-      log,
-      fn: async ({ seq }) => {
-        if ((await users.findOne({ _id: userId }))?.team_id !== env.tenant.teamId) throw new Error('user not found');
-        const doc = cloneOrder(template, env.tenant.teamId, seq);
-        await temporal.client.workflow.start('benchTrivialWorkflow', { workflowId: `bench-trivial:${doc._id}`, taskQueue: temporal.taskQueue, args: [{ orderId: doc._id }] });
-        await scratch.insertOne(doc);
-      },
-    });
+    const rawCreate = (name, taskQueue) =>
+      measure({
+        name,
+        ...opts,
+        log,
+        fn: async ({ seq }) => {
+          if ((await users.findOne({ _id: userId }))?.team_id !== env.tenant.teamId) throw new Error('user not found');
+          const doc = cloneOrder(template, env.tenant.teamId, seq);
+          await temporal.client.workflow.start('benchTrivialWorkflow', { workflowId: `bench-trivial:${doc._id}`, taskQueue, args: [] });
+          await scratch.insertOne(doc);
+        },
+      });
+    // Started only: no worker polls this queue, so this is the dev server's own start rate (the ceiling).
+    results.rawStart = await rawCreate('raw user read + insert + workflow start (not run)', `${temporal.taskQueue}-unpolled`);
+    // Started and run to completion by a worker process, as every order's workflow is.
+    const trivialWorker = await startTrivialWorker(env, temporal.taskQueue);
+    const rawCpu = cpuMeter({ ...pids, trivialWorker: trivialWorker.pid });
+    try {
+      results.rawCreate = await rawCreate('raw user read + insert + trivial workflow (run by a worker)', temporal.taskQueue);
+    } finally {
+      trivialWorker.kill('SIGTERM');
+    }
     results.rawCreate.cpu = rawCpu();
     const createCpu = cpuMeter(pids);
     results.create = await measure({ name: 'order create (POST /v3/order)', ...opts, log, fn: () => api.expect(200, 'POST', '/v3/order', { body }) });
@@ -137,9 +163,10 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     });
     lister.close();
     return {
-      results: [results.rawCreate, results.create, results.rawList, results.list, results.listByStatus],
+      results: [results.rawStart, results.rawCreate, results.create, results.rawList, results.list, results.listByStatus],
       ratios: [
-        { name: 'order create / raw read + insert + workflow start', of: results.create, to: results.rawCreate, target: 0.5 },
+        { name: 'order create / raw read + insert + trivial workflow', of: results.create, to: results.rawCreate, target: 0.5 },
+        { name: 'order create / raw read + insert + start only', of: results.create, to: results.rawStart, target: null, note: 'against the bare start rate' },
         { name: 'order list / raw driver list queries', of: results.list, to: results.rawList, target: 0.5 },
       ],
       notes: [
