@@ -167,7 +167,13 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
       ratios: [
         { name: 'order create / raw read + insert + trivial workflow', of: results.create, to: results.rawCreate, target: 0.5 },
         { name: 'order create / raw read + insert + start only', of: results.create, to: results.rawStart, target: null, note: 'against the bare start rate' },
-        { name: 'order list / raw driver list queries', of: results.list, to: results.rawList, target: 0.5 },
+        // One reader in a closed loop: its rate is 1 / latency, and at a few requests per window the rounded
+        // req/s would hide the difference, so this ratio compares median latencies.
+        {
+          name: 'order list / raw driver list queries (median latency, 1 reader)',
+          value: results.list.p50Ms && results.rawList.p50Ms ? Math.round((results.rawList.p50Ms / results.list.p50Ms) * 100) / 100 : null,
+          target: 0.5,
+        },
       ],
       notes: [
         `note: order creation runs while the worker executes each new order's workflow (announce, dispatch, events) on the same cores; ` +
