@@ -6,7 +6,7 @@ import { OrderViews, type OrderViewDeps } from '../lib/lab/order-view';
 import type { LabOrderDoc, LabResultsDoc } from '../lib/repositories/lab-orders';
 import { isoWithOffset } from '../lib/time';
 import { highLevelOf } from '../workflows/lab-order-statuses';
-import type { SimulationRequest } from '../workflows/lab-order';
+import { ORDER_NEVER_STORED, type SimulationRequest } from '../workflows/lab-order';
 import type { LabAdapter } from './lab/adapter';
 
 
@@ -24,13 +24,19 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
   const orders = deps.repos.labOrders;
   const views = new OrderViews(deps);
 
-  async function load(orderId: string): Promise<LabOrderDoc> {
-    // The api inserts the order right after starting its workflow, so the first look may come too early:
-    // look again briefly before failing the attempt (then Temporal's retry, bounded for the first write).
+  /**
+   * The order's document. The api inserts it right after starting the workflow, so the first look may come
+   * too early: look again briefly, then fail the attempt (Temporal retries). Past `storedBy` (epoch ms) the
+   * request that started the workflow evidently failed before storing it: give up for good.
+   */
+  async function load(orderId: string, storedBy?: number): Promise<LabOrderDoc> {
     for (const pauseMs of [25, 50, 100, 200, 400, 800]) {
       const doc = await orders.findById(orderId);
       if (doc) return doc;
       await sleep(pauseMs);
+    }
+    if (storedBy !== undefined && Date.now() > storedBy) {
+      throw ApplicationFailure.nonRetryable(`Order ${orderId} was never stored`, ORDER_NEVER_STORED);
     }
     throw ApplicationFailure.retryable(`Order ${orderId} is not stored (yet)`, 'OrderNotFound');
   }
@@ -85,8 +91,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
 
   return {
     /** Publishes the webhook of an event already stored (the api stores an order with its first events). */
-    async publishOrderEvent({ orderId, eventId }: { orderId: string; eventId: number }): Promise<void> {
-      await publishStatus(await load(orderId), eventId);
+    async publishOrderEvent({ orderId, eventId, storedBy }: { orderId: string; eventId: number; storedBy?: number }): Promise<void> {
+      await publishStatus(await load(orderId, storedBy), eventId);
     },
 
     /** Appends status event `eventId` (once) with the results that come with it, then publishes it. */
@@ -98,8 +104,13 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       results?: SimulationRequest;
       /** Send the order to the lab first (its reference is stored with the event). */
       dispatch?: boolean;
+      /** Events already stored whose webhooks go out first (an order announced and dispatched in one step). */
+      announce?: number[];
+      /** The first write of a run: give up if the order is still not stored by then (epoch ms). */
+      storedBy?: number;
     }): Promise<void> {
-      let doc = await load(input.orderId);
+      let doc = await load(input.orderId, input.storedBy);
+      for (const eventId of input.announce ?? []) await publishStatus(doc, eventId);
       const [, , low] = input.status.split('.');
       if (!doc.events.some((e) => e.id === input.eventId)) {
         let changes: Partial<LabOrderDoc> = {};

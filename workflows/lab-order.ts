@@ -1,4 +1,5 @@
 import {
+  ActivityFailure,
   ApplicationFailure,
   condition,
   defineQuery,
@@ -6,6 +7,7 @@ import {
   proxyLocalActivities,
   setHandler,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { SearchAttributeKey } from '@temporalio/common/lib/search-attributes';
 import type { LabOrderActivities } from '../activities/lab-orders';
@@ -83,14 +85,10 @@ const writes = proxyLocalActivities<LabOrderActivities>({
   // Our own transient faults only (database, event store); every activity is idempotent.
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
-// The api starts the workflow, then inserts the order: the first activity waits briefly for the document,
-// and gives up (the request failed before storing it, so nothing was promised) instead of retrying forever.
-const firstWrite = proxyLocalActivities<LabOrderActivities>({
-  startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 12 },
-});
 
 const DAY_MS = 86_400_000;
+const STORE_GRACE_MS = 120_000;
+export const ORDER_NEVER_STORED = 'OrderNeverStored';
 
 /**
  * One lab order's lifecycle (id `lab-order:<orderId>`), the single owner of its order document: it announces
@@ -119,7 +117,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     writeChain = next.catch(() => undefined);
     return next;
   };
-  const record = (status: string, extra: { simulation?: SimulationRequest; statusDetail?: string | null; dispatch?: boolean } = {}) =>
+  type RecordOptions = { simulation?: SimulationRequest; statusDetail?: string | null; dispatch?: boolean; announce?: number[]; storedBy?: number };
+  const record = (status: string, extra: RecordOptions = {}) =>
     serialized(async () => {
       lastEventId += 1;
       low = status;
@@ -130,6 +129,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
         statusDetail: extra.statusDetail ?? null,
         results: RESULT_STATUSES.has(status) && extra.simulation ? extra.simulation : undefined,
         dispatch: extra.dispatch,
+        announce: extra.announce,
+        storedBy: extra.storedBy,
       });
       upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderStatus, value: status }]);
     });
@@ -206,13 +207,26 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     return final ? courseTo(method, low === 'ordered' ? 'requisition_created' : low, final) : null;
   };
 
+  // new Date() is workflow time here (deterministic on replay).
+  const msUntilActivation = (date: string) => (Date.parse(`${date}T00:00:00Z`) - new Date().getTime()) * input.activationTimeScale;
+
   // Announce what the api stored (created, then any registration events); publishing is idempotent by event.
+  // An order due now is announced, sent to the lab and recorded as requisition_created in one step.
   const [firstEvent, ...laterEvents] = order.eventIds;
+  const dueNow = !dispatchDecided && laterEvents.length === 0 && (activateBy === null || msUntilActivation(activateBy) <= 0);
+  // The api starts the workflow, then stores the order: if it is not stored within this, the request failed.
+  const storedBy = workflowInfo().startTime.getTime() + STORE_GRACE_MS;
   try {
-    await serialized(() => firstWrite.publishOrderEvent({ orderId, eventId: firstEvent }));
-  } catch {
+    if (dueNow) {
+      dispatchDecided = true;
+      await record('requisition_created', { dispatch: true, announce: [firstEvent], storedBy });
+    } else {
+      await serialized(() => writes.publishOrderEvent({ orderId, eventId: firstEvent, storedBy }));
+    }
+  } catch (err) {
+    if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === ORDER_NEVER_STORED)) throw err;
     // Failed (not completed), so a resumed request may start this id again (ALLOW_DUPLICATE_FAILED_ONLY).
-    throw ApplicationFailure.create({ type: 'OrderNeverStored', message: `Order ${orderId} was never stored; the request that started this run failed`, nonRetryable: true });
+    throw ApplicationFailure.create({ type: ORDER_NEVER_STORED, message: `Order ${orderId} was never stored; the request that started this run failed`, nonRetryable: true });
   }
   for (const eventId of laterEvents) {
     await serialized(() => writes.publishOrderEvent({ orderId, eventId }));
@@ -220,8 +234,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
 
   // Scheduled activation: wait for activate_by (00:00 UTC of that date) unless rescheduled, cleared or cancelled.
   while (!dispatchDecided && !waitingOnSomething() && activateBy !== null) {
-    // new Date() is workflow time here (deterministic on replay).
-    const waitMs = (Date.parse(`${activateBy}T00:00:00Z`) - new Date().getTime()) * input.activationTimeScale;
+    const waitMs = msUntilActivation(activateBy);
     if (waitMs <= 0) break;
     const seen = scheduleVersion;
     const cappedMs = Math.min(waitMs, 30 * DAY_MS);
@@ -229,7 +242,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     // The date has arrived, unless a PATCH landed in the same instant (then its new date decides).
     if (!interrupted && cappedMs === waitMs && scheduleVersion === seen) break;
   }
-  if (!waitingOnSomething() && !TERMINAL.has(low)) {
+  if (!dueNow && !waitingOnSomething() && !TERMINAL.has(low)) {
     if (RESCHEDULABLE.includes(low as never)) {
       dispatchDecided = true;
       await record('requisition_created', { dispatch: true }); // sent to the lab and recorded in one write
