@@ -41,14 +41,18 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
     throw ApplicationFailure.retryable(`Order ${orderId} is not stored (yet)`, 'OrderNotFound');
   }
 
-  async function publishStatus(doc: LabOrderDoc, eventId: number): Promise<void> {
-    const user = await deps.repos.users.find(doc.team_id, doc.user_id);
+  /** The envelope's client_user_id: the user's current one (read once per activity). */
+  async function clientUserIdOf(doc: LabOrderDoc): Promise<string | null> {
+    return (await deps.repos.users.find(doc.team_id, doc.user_id))?.client_user_id ?? null;
+  }
+
+  async function publishStatus(doc: LabOrderDoc, eventId: number, clientUserId: string | null): Promise<void> {
     await publishEvent(deps, {
       teamId: doc.team_id,
       eventType: eventId === 1 ? 'labtest.order.created' : 'labtest.order.updated',
       data: await views.present(doc, { uptoEventId: eventId }),
       userId: doc.user_id,
-      clientUserId: user?.client_user_id ?? null,
+      clientUserId,
       idempotencyKey: eventKey(doc._id, eventId),
     });
   }
@@ -92,7 +96,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
   return {
     /** Publishes the webhook of an event already stored (the api stores an order with its first events). */
     async publishOrderEvent({ orderId, eventId, storedBy }: { orderId: string; eventId: number; storedBy?: number }): Promise<void> {
-      await publishStatus(await load(orderId, storedBy), eventId);
+      const doc = await load(orderId, storedBy);
+      await publishStatus(doc, eventId, await clientUserIdOf(doc));
     },
 
     /** Appends status event `eventId` (once) with the results that come with it, then publishes it. */
@@ -110,7 +115,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       storedBy?: number;
     }): Promise<void> {
       let doc = await load(input.orderId, input.storedBy);
-      for (const eventId of input.announce ?? []) await publishStatus(doc, eventId);
+      const clientUserId = await clientUserIdOf(doc);
+      for (const eventId of input.announce ?? []) await publishStatus(doc, eventId, clientUserId);
       const [, , low] = input.status.split('.');
       if (!doc.events.some((e) => e.id === input.eventId)) {
         let changes: Partial<LabOrderDoc> = {};
@@ -120,9 +126,9 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
           changes = await storeResults(doc, input.results, status);
         }
         const event = { id: input.eventId, created_at: new Date(), status: input.status, status_detail: input.statusDetail };
-        doc = (await orders.appendEvent(doc._id, event, highLevelOf(doc.method, low), low, changes)) ?? doc;
+        doc = await orders.appendEvent(doc, event, highLevelOf(doc.method, low), low, changes);
       }
-      await publishStatus(doc, input.eventId);
+      await publishStatus(doc, input.eventId, clientUserId);
     },
 
     async setOrderActivateBy({ orderId, activateBy }: { orderId: string; activateBy: string | null }): Promise<void> {
@@ -144,7 +150,6 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       const doc = await load(orderId);
       const results = await orders.findResults(doc.team_id, orderId);
       if (results?.interpretation !== 'critical') return;
-      const user = await deps.repos.users.find(doc.team_id, doc.user_id);
       await publishEvent(deps, {
         teamId: doc.team_id,
         eventType: 'labtest.result.critical',
@@ -159,7 +164,7 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
           updated_at: isoWithOffset(results.updated_at),
         },
         userId: doc.user_id,
-        clientUserId: user?.client_user_id ?? null,
+        clientUserId: await clientUserIdOf(doc),
         idempotencyKey: `lab-order:${orderId}:critical:${results.status}`,
       });
     },

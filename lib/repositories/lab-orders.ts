@@ -338,20 +338,17 @@ export class LabOrderRepository {
   // --- Writes by the order's workflow (one activity at a time per order) ---
 
   /** Appends an event and moves the status (one update: event, status and the changes that come with it). */
-  async appendEvent(orderId: string, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc | null> {
-    // The caller (the order's workflow, through its activity) has checked the event is not there yet.
-    return this.orders.findOneAndUpdate(
-      { _id: orderId },
-      {
-        $push: { events: event },
-        $set: { ...changes, status: high, low_level_status: low, low_level_status_created_at: event.created_at, updated_at: event.created_at },
-      },
-      { returnDocument: 'after' },
-    );
+  async appendEvent(current: LabOrderDoc, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc> {
+    // The caller (the order's workflow, through its activity) read `current` and checked the event is not
+    // there yet; as the only writer it knows the result without reading it back.
+    const set = { ...changes, status: high, low_level_status: low, low_level_status_created_at: event.created_at, updated_at: event.created_at };
+    await this.orders.updateOne({ _id: current._id }, { $push: { events: event }, $set: set });
+    return { ...current, ...set, events: [...current.events, event] };
   }
 
-  async setFields(orderId: string, changes: Partial<LabOrderDoc>): Promise<LabOrderDoc | null> {
-    return this.orders.findOneAndUpdate({ _id: orderId }, { $set: { ...changes, updated_at: new Date() } }, { returnDocument: 'after' });
+  /** For the order's single writer (its workflow, or the api once the workflow has ended). */
+  async setFields(orderId: string, changes: Partial<LabOrderDoc>): Promise<void> {
+    await this.orders.updateOne({ _id: orderId }, { $set: { ...changes, updated_at: new Date() } });
   }
 
   async saveResults(doc: LabResultsDoc): Promise<void> {
