@@ -292,3 +292,53 @@ describe('POST /v3/order/{id}/cancel', () => {
     expect((await client.post('/v3/order/00000000-0000-4000-8000-000000000000/cancel')).status).toBe(404);
   });
 });
+
+describe('crash repair', () => {
+  it('a run whose order was never stored (the api died between start and insert) fails as OrderNeverStored', async () => {
+    const { workflowIds } = await import('../workflows/ids');
+    const { labOrderWorkflow } = await import('../workflows/lab-order');
+    const { WorkflowFailedError } = await import('@temporalio/client');
+    const orderId = (await import('node:crypto')).randomUUID();
+    const temporal = app.deps.temporal;
+    const start = () =>
+      temporal.client.workflow.start(labOrderWorkflow, {
+        workflowId: workflowIds.labOrder(orderId),
+        taskQueue: temporal.taskQueue,
+        args: [{ orderId, order: { method: 'walk_in_test', lowLevelStatus: 'ordered', eventIds: [1], activateBy: null, createdWithActivateBy: false }, activationTimeScale: 1, storeGraceMs: 300 }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      });
+    // As if the api crashed between starting the workflow and storing the order.
+    const first = await start();
+    const failure = await first.result().catch((err) => err);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    expect(failure.cause?.type).toBe('OrderNeverStored');
+  }, 60000);
+
+  it('a retried request whose first attempt died mid-way finishes under the same order id', async () => {
+    const { createHash } = await import('node:crypto');
+    const key = uniqueId('idem-crashed');
+    // Every defaulted field given, so the validated body (what the key's hash covers) is the body sent.
+    const body = { ...orderBody(userId, tests.walk_in_test), consents: [{ consentType: 'terms-of-use', version: '1.0' }], priority: false, billing_type: 'client_bill' };
+    const route = 'POST /v3/order';
+    const teamId = (await client.get(`/v2/user/${userId}`)).body.team_id;
+    const resourceId = (await import('node:crypto')).randomUUID();
+    // The first attempt claimed the key and died before answering (its claim is older than the lease).
+    await app.deps.repos.labOrders.claimIdempotencyKey({
+      _id: createHash('sha256').update(`${teamId}\u0000${route}\u0000${key}`).digest('hex'),
+      team_id: teamId,
+      route,
+      request_sha256: createHash('sha256').update(JSON.stringify(body)).digest('hex'),
+      resource_id: resourceId,
+      state: 'pending',
+      response_status: null,
+      response_body: null,
+      created_at: new Date(Date.now() - 60_000),
+      completed_at: null,
+    });
+    const retried = await client.post('/v3/order', body, { 'X-Idempotency-Key': key });
+    expect(retried.status).toBe(200);
+    expect(retried.body.order.id).toBe(resourceId);
+    await orderReaches(client, resourceId, 'requisition_created');
+  });
+});

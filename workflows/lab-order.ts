@@ -55,6 +55,8 @@ export interface LabOrderInput {
    * with `LAB_ACTIVATION_TIME_SCALE` instead of waiting for the date.
    */
   activationTimeScale: number;
+  /** Default STORE_GRACE_MS; tests shorten it to see a run whose order was never stored give up. */
+  storeGraceMs?: number;
 }
 
 export interface SimulationRequest {
@@ -87,7 +89,8 @@ const writes = proxyLocalActivities<LabOrderActivities>({
 });
 
 const DAY_MS = 86_400_000;
-const STORE_GRACE_MS = 120_000;
+/** How long after its start a run waits for the api to store its order before giving up. */
+export const STORE_GRACE_MS = 120_000;
 export const ORDER_NEVER_STORED = 'OrderNeverStored';
 
 /**
@@ -215,7 +218,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   const [firstEvent, ...laterEvents] = order.eventIds;
   const dueNow = !dispatchDecided && laterEvents.length === 0 && (activateBy === null || msUntilActivation(activateBy) <= 0);
   // The api starts the workflow, then stores the order: if it is not stored within this, the request failed.
-  const storedBy = workflowInfo().startTime.getTime() + STORE_GRACE_MS;
+  const storedBy = workflowInfo().startTime.getTime() + (input.storeGraceMs ?? STORE_GRACE_MS);
   try {
     if (dueNow) {
       dispatchDecided = true;
