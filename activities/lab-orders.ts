@@ -170,8 +170,7 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
     },
 
     async eraseOrderPatientData({ orderId }: { orderId: string }): Promise<void> {
-      const doc = await orders.findById(orderId);
-      if (doc) await orders.erasePatientData(doc.team_id, { orderId });
+      await orders.erasePatientData(orderId);
     },
   };
 }

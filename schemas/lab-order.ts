@@ -268,5 +268,3 @@ export const SignedDocumentQuery = Type.Object(
   { expires: Type.Integer({ minimum: 0 }), signature: Type.String({ minLength: 1, maxLength: 128 }) },
   { additionalProperties: true },
 );
-
-export const CreateRedrawBody = Type.Object({}, { additionalProperties: false });

@@ -253,15 +253,13 @@ describe('PATCH /v3/order/{id} (activate_by)', () => {
     ]);
     for (const p of patches) expect([200, 400]).toContain(p.status);
     expect(patches.some((p) => p.status === 200)).toBe(true);
-    const final = await client.get(`/v3/order/${order.id}`);
-    // Whatever won, the order is dispatched at most once and its date matches the last accepted change.
+    // Whatever won, the order is dispatched at most once, and only if the accepted changes ended in null.
     await new Promise((r) => setTimeout(r, 1500));
     const settled = (await client.get(`/v3/order/${order.id}`)).body;
     const dispatches = settled.events.filter((e: { status: string }) => lowOf(e.status) === 'requisition_created');
     expect(dispatches.length).toBeLessThanOrEqual(1);
     if (settled.activate_by === null) expect(dispatches).toHaveLength(1);
     else expect(dispatches).toHaveLength(0);
-    expect(final.status).toBe(200);
   });
 });
 

@@ -15,6 +15,7 @@ export interface LabReport {
   missing: MissingResultDoc[];
   dateCollected: Date;
   dateReceived: Date;
+  /** Per sample id, what the lab reports about the specimen (the reference's SampleData). */
   sampleInformation: Record<string, unknown>;
 }
 

@@ -1,11 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { LabCatalogue } from '../../lib/lab-catalogue';
 import type { LabOrderDoc } from '../../lib/repositories/lab-orders';
+import { isoWithOffset } from '../../lib/time';
 import type { LabMarker } from '../../schemas/lab-catalogue';
 import type { LabAdapter, LabReport, ResultRequest } from './adapter';
-
-/** The reference's sandbox ordering account number (printed on requisitions). */
-export const SANDBOX_ACCOUNT_NUMBER = '1234567890';
 
 /** Deterministic per order, so a retried activity reports the same values. */
 function seededRandom(seed: string): () => number {
@@ -97,6 +95,7 @@ export function createSandboxLab(catalogue: LabCatalogue): LabAdapter {
             : undefined;
       const labFlags: LabReport['labFlags'] = {};
       const now = new Date();
+      const dateCollected = order.dispatched_at ?? order.created_at;
       const sourceMarker = (m: LabMarker) => [{ marker_id: m.id, name: m.name, slug: m.slug, provider_id: m.provider_id ?? null }];
       const results = reported.map((m) => {
         const base = {
@@ -161,9 +160,19 @@ export function createSandboxLab(catalogue: LabCatalogue): LabAdapter {
           provider_id: m.provider_id ?? null,
           source_markers: sourceMarker(m),
         })),
-        dateCollected: order.dispatched_at ?? order.created_at,
+        dateCollected,
         dateReceived: now,
-        sampleInformation: { sample_type: order.lab_test.sample_type, fasting: order.lab_test.fasting, report_status: request.status },
+        sampleInformation: {
+          [order.sample_id]: {
+            sample_id: order.sample_id,
+            control_number: order.lab_reference,
+            date_collected: isoWithOffset(dateCollected),
+            date_received: isoWithOffset(now),
+            date_reported: isoWithOffset(now),
+            performing_laboratories: lab ? { [lab.slug]: { name: lab.name } } : {},
+            clinical_information: { fasting: order.lab_test.fasting, notes: null, information: `Specimen: ${order.lab_test.sample_type.replace(/_/g, ' ')}`, total_volume: null },
+          },
+        },
       };
     },
   };

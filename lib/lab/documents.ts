@@ -16,7 +16,6 @@ type DocumentDeps = OrderViewDeps & { repos: Repositories; labCatalogue: LabCata
 function labOf(catalogue: LabCatalogue, order: LabOrderDoc) {
   const lab = catalogue.labById(order.lab_test.lab_id);
   return {
-    slug: lab?.slug ?? 'lab',
     name: lab?.name ?? 'Laboratory',
     address: lab ? `${lab.first_line_address}, ${lab.city} ${lab.zipcode}` : '',
     clia: lab?.clia_number ?? '',
@@ -57,18 +56,7 @@ export async function resultsView(deps: DocumentDeps, order: LabOrderDoc) {
     },
     results: stored.results.map((r) => ({ ...r, timestamp: isoWithOffset(r.timestamp) })),
     missing_results: stored.missing_results,
-    // Keyed by sample id, as the reference API reports each sample the lab received.
-    sample_information: {
-      [order.sample_id]: {
-        sample_id: order.sample_id,
-        control_number: order.lab_reference,
-        date_collected: isoWithOffset(stored.date_collected),
-        date_received: isoWithOffset(stored.date_received),
-        date_reported: isoWithOffset(stored.date_reported),
-        performing_laboratories: { [lab.slug]: { name: lab.name } },
-        clinical_information: { fasting: order.lab_test.fasting, notes: null, information: `Specimen: ${order.lab_test.sample_type.replace(/_/g, ' ')}`, total_volume: null },
-      },
-    },
+    sample_information: stored.sample_information,
     order_transaction: { id: view.order_transaction.id, status: view.order_transaction.status, orders: view.order_transaction.orders },
   };
 }

@@ -21,7 +21,7 @@ export async function eraseUserOrders(deps: { repos: Repositories; temporal: Tem
       await deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order._id)).executeUpdate(erasePatientDataUpdate);
     } catch (err) {
       if (!isWorkflowGone(err)) throw err;
-      await deps.repos.labOrders.erasePatientData(teamId, { orderId: order._id });
+      await deps.repos.labOrders.erasePatientData(order._id);
     }
   }
   return orders.length;

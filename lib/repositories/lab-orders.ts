@@ -252,10 +252,9 @@ export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'], sort: ['created_at'] },
   { name: 'erasure: orders of a user', filter: ['team_id', 'user_id'] },
 ];
-const RESULTS_INDEXES: IndexSpec[] = [{ key: { team_id: 1, user_id: 1 } }];
+const RESULTS_INDEXES: IndexSpec[] = [];
 export const RESULTS_QUERY_SHAPES: QueryShape[] = [
-  { name: 'results by order id', filter: ['_id'] },
-  { name: 'erasure: results of a user', filter: ['team_id', 'user_id'] },
+  { name: 'results by order id (also erasure, per order)', filter: ['_id'] },
 ];
 const IDEMPOTENCY_INDEXES: IndexSpec[] = [{ key: { created_at: 1 } }];
 export const IDEMPOTENCY_QUERY_SHAPES: QueryShape[] = [
@@ -368,15 +367,14 @@ export class LabOrderRepository {
   }
 
   /**
-   * Removes the patient's identity from orders (one order, or all of a user's) and deletes their results.
+   * Removes the patient's identity from one order and deletes its results.
    * Kept: what the order record needs as the audit trail of a clinical service (ids, test ordered, sample id,
    * physician, status history, dates); see README "Lab testing → Erasure". Only for an order whose workflow
    * has ended, or by that workflow itself (single owner).
    */
-  async erasePatientData(teamId: string, which: { orderId: string } | { userId: string }): Promise<number> {
+  async erasePatientData(orderId: string): Promise<void> {
     const now = new Date();
-    const filter = 'orderId' in which ? { _id: which.orderId } : { team_id: teamId, user_id: which.userId };
-    const res = await this.orders.updateMany(filter, {
+    await this.orders.updateOne({ _id: orderId }, {
       $set: {
         patient_details: null,
         patient_address: null,
@@ -389,8 +387,7 @@ export class LabOrderRepository {
         updated_at: now,
       },
     });
-    await this.results.deleteMany('orderId' in which ? { _id: which.orderId } : { team_id: teamId, user_id: which.userId });
-    return res.matchedCount;
+    await this.results.deleteOne({ _id: orderId });
   }
 
   // --- Idempotency keys ---
