@@ -8,6 +8,7 @@ import { createLabOrderActivities } from './lab-orders';
 import { createMaintenanceActivities } from './maintenance';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
+import { EventPublisher } from '../lib/webhooks/publisher';
 
 export interface ActivityDeps {
   repos: Repositories;
@@ -19,7 +20,9 @@ export interface ActivityDeps {
 }
 
 /** Every activity the worker registers, built from their dependencies. */
-export function createActivities(deps: ActivityDeps) {
+export function createActivities(base: ActivityDeps) {
+  // One publisher per worker: publishes from every activity share its group commit.
+  const deps = { ...base, publisher: new EventPublisher(base) };
   return {
     ...createUserDeletionActivities(deps),
     ...createMaintenanceActivities(deps),

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/activity';
-import { publishEvent, type EventDeps } from '../lib/events';
+import { publishEvent, type EventPublisher, type PublisherDeps } from '../lib/webhooks/publisher';
 import { interpretNumeric, overallInterpretation, worse } from '../lib/lab/interpretation';
 import { OrderViews, type OrderViewDeps } from '../lib/lab/order-view';
 import type { LabOrderDoc, LabResultsDoc } from '../lib/repositories/lab-orders';
@@ -10,7 +10,7 @@ import { ORDER_NEVER_STORED, type SimulationRequest } from '../workflows/lab-ord
 import type { LabAdapter } from './lab/adapter';
 
 
-export type LabOrderActivityDeps = EventDeps & OrderViewDeps & { lab: LabAdapter };
+export type LabOrderActivityDeps = PublisherDeps & { publisher: EventPublisher } & OrderViewDeps & { lab: LabAdapter };
 
 /** Idempotency key of an order's status event: one publish per event id, whatever retries happen. */
 const eventKey = (orderId: string, eventId: number) => `lab-order:${orderId}:event:${eventId}`;

@@ -1,4 +1,5 @@
 import { eraseUserOrders } from '../lib/lab/order-erasure';
+import { eraseUserWebhookData } from '../lib/webhooks/commands';
 import type { Repositories } from '../lib/repositories';
 import type { TemporalDeps } from '../lib/temporal';
 
@@ -40,9 +41,9 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
       erase: ({ teamId, userId }) => eraseUserOrders(deps, teamId, userId),
     },
     {
-      // Events about the user, their queued deliveries, delivery records and attempts (webhook log).
+      // Events about the user, their deliveries and attempts (webhook log).
       name: 'events',
-      erase: ({ teamId, userId }) => repos.webhooks.eraseForUser(teamId, userId),
+      erase: ({ teamId, userId }) => eraseUserWebhookData(deps, teamId, userId),
     },
   ];
 }

@@ -5,6 +5,7 @@ import type { TemporalDeps } from '../lib/temporal';
 import type { Db } from 'mongodb';
 import type { ProviderCatalogue } from '../lib/catalogue';
 import type { LabCatalogue } from '../lib/lab-catalogue';
+import type { EventPublisher } from '../lib/webhooks/publisher';
 
 /** Everything createApp needs; built by api/main.ts (or a test) and closed by it. */
 export interface AppDeps {
@@ -15,4 +16,6 @@ export interface AppDeps {
   temporal: TemporalDeps;
   providers: ProviderCatalogue;
   labCatalogue: LabCatalogue;
+  /** This process's event publisher (group commit; settled on shutdown). */
+  publisher: EventPublisher;
 }

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import { loadProviderCatalogue } from '../lib/catalogue';
-import { loadConfig, publicBaseUrl } from '../lib/config';
-import { settlePublishes } from '../lib/events';
+import { dataCipher, loadConfig, publicBaseUrl } from '../lib/config';
+import { EventPublisher } from '../lib/webhooks/publisher';
 import { createLogger } from '../lib/logger';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
@@ -12,14 +12,16 @@ import { createApp } from './app';
 /** API process: listens, and on SIGTERM stops accepting, finishes in-flight requests, then closes. */
 async function main(): Promise<void> {
   const config = loadConfig();
+  const cipher = dataCipher(config);
   const logger = createLogger(config.LOG_LEVEL, 'api');
   const providers = loadProviderCatalogue();
   const labCatalogue = loadLabCatalogue();
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
-  const repos = createRepositories(mongo.db);
+  const repos = createRepositories(mongo.db, cipher);
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue };
+  const publisher = new EventPublisher({ config, repos, temporal, logger });
+  const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue, publisher };
   const app = createApp(deps);
 
   const server: Server = await new Promise((resolve) => {
@@ -39,7 +41,7 @@ async function main(): Promise<void> {
       server.closeIdleConnections();
     });
     clearTimeout(force);
-    await settlePublishes(deps);
+    await publisher.settle();
     await temporal.connection.close();
     await mongo.close();
     logger.info('api stopped');

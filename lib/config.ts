@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { StringEnum } from '../schemas/common';
+import { FieldCipher, parseDataKeys } from './crypto/field-encryption';
 import { coerceFlat, toFieldErrors, validatorFor } from '../schemas/validator';
 
 /**
@@ -64,6 +65,19 @@ export const ConfigSchema = Type.Object({
     default: 86400000,
     description: 'After a secret rotation the previous secret keeps signing (second signature) for this long (24 h).',
   }),
+  WEBHOOK_SECRET_ROTATIONS_PER_DAY: Type.Integer({
+    minimum: 1,
+    default: 5,
+    description:
+      'Most secret rotations of one webhook endpoint in any 24 h; one more is a 429 with Retry-After. Every secret still inside its overlap keeps signing.',
+  }),
+  DATA_ENCRYPTION_KEYS: Type.Optional(
+    Type.String({
+      description:
+        'AES-256-GCM keys for data encrypted at rest (webhook signing secrets): comma-separated keyId:base64-of-32-bytes, the first ' +
+        'encrypts, the others only decrypt. Required (production refuses to start without it; npm run dev and npm test generate one).',
+    }),
+  ),
   WEBHOOK_MAX_EVENT_BYTES: Type.Integer({
     minimum: 1024,
     default: 262144,
@@ -103,6 +117,12 @@ export const ConfigSchema = Type.Object({
     default: 1,
     description: 'Multiplies the wait until an order\'s activate_by date (1 in production; tests shorten days to seconds).',
   }),
+  WEBHOOK_RETENTION_DAYS: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 3650,
+    default: 30,
+    description: 'How long webhook events, finished deliveries and attempts are kept (the delivery log); older ones are removed by the maintenance schedule.',
+  }),
   IDEMPOTENCY_KEY_RETENTION_SECONDS: Type.Integer({
     minimum: 86400,
     default: 86400,
@@ -125,13 +145,47 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   }
   const candidate = { ...coerceFlat(ConfigSchema, raw), ...overrides };
   const validate = validatorFor(ConfigSchema);
-  if (!validate(candidate)) {
-    const problems = toFieldErrors('env', validate.errors).map(
-      (e) => `${e.loc.slice(1).join('.')}=${JSON.stringify((candidate as Record<string, unknown>)[String(e.loc[1])] ?? null)}: ${e.msg}`,
-    );
+  const problems = validate(candidate)
+    ? []
+    : toFieldErrors('env', validate.errors).map(
+        (e) => `${e.loc.slice(1).join('.')}=${JSON.stringify((candidate as Record<string, unknown>)[String(e.loc[1])] ?? null)}: ${e.msg}`,
+      );
+  // Checked here rather than by the schema: a schema error echoes the value, and this one is key material.
+  const keys = candidate.DATA_ENCRYPTION_KEYS;
+  if (typeof keys === 'string') {
+    const problem = dataKeysProblem(keys);
+    if (problem) problems.push(`DATA_ENCRYPTION_KEYS (value not shown): ${problem}`);
+  } else if (keys === undefined && candidate.DEPLOYMENT_ENVIRONMENT === 'production') {
+    problems.push(`DATA_ENCRYPTION_KEYS: required in production (${MISSING_KEYS_HINT})`);
+  }
+  if (problems.length) {
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}. Fix the environment variable(s) named and restart.`);
   }
-  return candidate;
+  return candidate as Config;
+}
+
+const MISSING_KEYS_HINT =
+  'comma-separated keyId:base64-of-32-bytes, current key first; make one with `openssl rand -base64 32`, e.g. DATA_ENCRYPTION_KEYS=k1:<that>';
+
+function dataKeysProblem(spec: string): string | null {
+  try {
+    parseDataKeys(spec);
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/**
+ * The cipher for data encrypted at rest, from DATA_ENCRYPTION_KEYS. Every process that reads or writes such
+ * data needs it, in every environment: without it this throws a ConfigError (loadConfig already refuses a
+ * production configuration without keys; `npm run dev` and `npm test` generate a key for sandbox).
+ */
+export function dataCipher(config: Pick<Config, 'DATA_ENCRYPTION_KEYS'>): FieldCipher {
+  if (config.DATA_ENCRYPTION_KEYS === undefined) {
+    throw new ConfigError(`Invalid configuration: DATA_ENCRYPTION_KEYS is not set (${MISSING_KEYS_HINT}). Set it and restart.`);
+  }
+  return FieldCipher.fromSpec(config.DATA_ENCRYPTION_KEYS);
 }
 
 export function publicBaseUrl(config: Config): string {

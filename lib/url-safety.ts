@@ -72,20 +72,66 @@ notRoutable.addAddress('::', 'ipv6');
 notRoutable.addSubnet('ff00::', 8, 'ipv6');
 notRoutable.addSubnet('2001:db8::', 32, 'ipv6');
 
+/** Local-use NAT64 (RFC 8215): translated by a network's own gateway, never public. */
+const localNat64 = new BlockList();
+localNat64.addSubnet('64:ff9b:1::', 48, 'ipv6');
+
+/** The eight 16-bit groups of an IPv6 address (with or without a dotted IPv4 tail), or null. */
+export function ipv6Groups(address: string): number[] | null {
+  if (isIP(address) !== 6) return null;
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number);
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes('::') ? text.split('::') : [text, null];
+  const parse = (part: string) => (part ? part.split(':').map((g) => parseInt(g, 16)) : []);
+  const left = parse(head);
+  const right = tail === null ? [] : parse(tail);
+  const groups = tail === null ? left : [...left, ...Array(8 - left.length - right.length).fill(0), ...right];
+  return groups.length === 8 && groups.every((g) => Number.isInteger(g) && g >= 0 && g <= 0xffff) ? groups : null;
+}
+
+const ipv4Of = (hi: number, lo: number) => `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
+
+/**
+ * IPv4 addresses an IPv6 address carries, by its prefix: IPv4-mapped `::ffff:0:0/96`, IPv4-translated
+ * `::ffff:0:0:0/96`, IPv4-compatible `::/96`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16` and Teredo
+ * `2001::/32` (server, and the client address stored inverted). A NAT64 gateway, a 6to4 relay or a Teredo
+ * relay would take a connection to such an address to the IPv4 address inside it, so that is the one checked.
+ */
+export function embeddedIpv4(address: string): string[] {
+  const g = ipv6Groups(address);
+  if (!g) return [];
+  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zeros(0, 5) && g[5] === 0xffff) return [ipv4Of(g[6], g[7])];
+  if (zeros(0, 4) && g[4] === 0xffff && g[5] === 0) return [ipv4Of(g[6], g[7])];
+  if (zeros(0, 6)) return [ipv4Of(g[6], g[7])];
+  if (g[0] === 0x64 && g[1] === 0xff9b && zeros(2, 6)) return [ipv4Of(g[6], g[7])];
+  if (g[0] === 0x2002) return [ipv4Of(g[1], g[2])];
+  if (g[0] === 0x2001 && g[1] === 0) return [ipv4Of(g[2], g[3]), ipv4Of(g[6] ^ 0xffff, g[7] ^ 0xffff)];
+  return [];
+}
+
 /** Why this address may not be a webhook target, or null if it may. */
 export function refusedAddressReason(address: string, policy: Pick<UrlPolicy, 'allowLoopback'>): string | null {
-  let addr = address;
-  let family: 'ipv4' | 'ipv6' = isIP(addr) === 6 ? 'ipv6' : 'ipv4';
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(addr);
-  if (mapped) {
-    addr = mapped[1];
-    family = 'ipv4';
+  const family: 'ipv4' | 'ipv6' = isIP(address) === 6 ? 'ipv6' : 'ipv4';
+  if (family === 'ipv6') {
+    // `::` and `::1` first: inside ::/96 they would read as 0.0.0.0 and 0.0.0.1.
+    if (ipv6Groups(address)?.every((x) => x === 0)) return `${address} is not a public unicast address`;
+    if (loopback.check(address, 'ipv6')) return policy.allowLoopback ? null : `${address} is a loopback address`;
+    if (localNat64.check(address, 'ipv6')) return `${address} is a local-use NAT64 address, not a public unicast address`;
+    for (const v4 of embeddedIpv4(address)) {
+      const reason = refusedAddressReason(v4, policy);
+      if (reason) return `${address} embeds ${v4}: ${reason}`;
+    }
   }
-  if (metadata.check(addr, family)) return `${address} is a cloud metadata address`;
-  if (loopback.check(addr, family)) return policy.allowLoopback ? null : `${address} is a loopback address`;
-  if (linkLocal.check(addr, family)) return `${address} is a link-local address`;
-  if (privateNets.check(addr, family)) return `${address} is a private network address`;
-  if (notRoutable.check(addr, family)) return `${address} is not a public unicast address`;
+  if (metadata.check(address, family)) return `${address} is a cloud metadata address`;
+  if (loopback.check(address, family)) return policy.allowLoopback ? null : `${address} is a loopback address`;
+  if (linkLocal.check(address, family)) return `${address} is a link-local address`;
+  if (privateNets.check(address, family)) return `${address} is a private network address`;
+  if (notRoutable.check(address, family)) return `${address} is not a public unicast address`;
   return null;
 }
 
@@ -102,17 +148,51 @@ function resolveAll(host: string): Promise<LookupAddress[]> {
   );
 }
 
-/** Checks scheme, credentials and every address the host resolves to. Returns a reason when refused. */
-export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<string | null> {
+/**
+ * The URL as deliveries will call it (WHATWG URL serialisation: lower-case scheme and host, IPv4 in dotted
+ * form, default port dropped, dot segments resolved, characters percent-encoded), or why it is refused.
+ * Spellings that different URL parsers read differently are refused rather than silently rewritten:
+ * whitespace or control characters (WHATWG drops tabs and newlines), backslashes (WHATWG reads them as
+ * `/`), any `@` before the path (credentials, even empty: `http://a@b` goes to b), and fragments (never sent).
+ */
+export function normalizeWebhookUrl(raw: string): { url: string } | { reason: string } {
+  if (/[\u0000-\u0020\u007f]/.test(raw)) return { reason: 'The URL contains whitespace or control characters (a space, tab or newline); percent-encode or remove them.' };
+  if (raw.includes('\\')) return { reason: 'The URL contains a backslash, which URL parsers read differently; use / or %5C.' };
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return 'The URL is not a valid absolute URL.';
+    return { reason: 'The URL is not a valid absolute URL.' };
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') return `The URL scheme must be https (got ${url.protocol.replace(':', '')}).`;
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return { reason: `The URL scheme must be https (got ${url.protocol.replace(':', '')}).` };
+  const authority = /^[a-z][a-z0-9+.-]*:\/*([^/?#]*)/i.exec(raw)?.[1] ?? '';
+  if (url.username || url.password || authority.includes('@')) {
+    return { reason: "The URL must not carry credentials (an '@' before the path); send them in custom headers instead." };
+  }
+  if (raw.includes('#')) return { reason: 'The URL has a fragment (#...), which is never sent in a request; remove it.' };
+  if (url.href.length > 2048) return { reason: 'The URL is longer than 2048 characters once normalised.' };
+  return { url: url.href };
+}
+
+/**
+ * Checks scheme, credentials and every address the host resolves to. Returns the normalised URL (what is
+ * stored and called), or the reason it is refused.
+ */
+export async function checkAndNormalizeWebhookUrl(raw: string, policy: UrlPolicy): Promise<{ url: string } | { reason: string }> {
+  const normalized = normalizeWebhookUrl(raw);
+  if ('reason' in normalized) return normalized;
+  const reason = await checkAddresses(new URL(normalized.url), policy);
+  return reason ? { reason } : normalized;
+}
+
+/** Checks scheme, credentials and every address the host resolves to. Returns a reason when refused. */
+export async function checkWebhookUrl(raw: string, policy: UrlPolicy): Promise<string | null> {
+  const checked = await checkAndNormalizeWebhookUrl(raw, policy);
+  return 'reason' in checked ? checked.reason : null;
+}
+
+async function checkAddresses(url: URL, policy: UrlPolicy): Promise<string | null> {
   if (policy.requireHttps && url.protocol !== 'https:') return 'Webhook URLs must use https in production.';
-  if (url.username || url.password) return 'The URL must not carry credentials; use custom headers instead.';
   if (isAllowlisted(url, policy)) return null;
   const host = bareHost(url);
   let addresses: LookupAddress[];

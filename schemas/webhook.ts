@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Nullable, StringEnum, Timestamp, Uuid } from './common';
+import { EVENT_CATALOGUE } from './event-catalogue';
 import { Environment, OrgTeamParams } from './management';
 
 /** The management path of a team's webhooks: `/v1/org/{org_id}/team/{team_id}/{environment}/webhook`. */
@@ -13,9 +14,66 @@ const FilterType = Type.String({
   maxLength: 200,
   description: 'An event type (`labtest.order.created`) or a prefix written `prefix.*` (`labtest.*`).',
 });
-const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'https in production; see the URL rules.' });
+const Url = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  pattern: '^[hH][tT][tT][pP][sS]?://[^\\s\\\\#\\u0000-\\u001f\\u007f]+$',
+  description: 'An absolute http(s) URL (https in production) without credentials, whitespace, backslashes or fragment; see the URL rules.',
+  'x-messages': { pattern: 'Input should be an absolute URL with scheme http or https, without whitespace, backslashes or fragment.' },
+});
 const RateLimit = Nullable(Type.Integer({ minimum: 1, maximum: 100000, description: 'Messages per second to this endpoint (null: unlimited).' }));
-const Headers = Type.Record(Type.String({ pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$', maxLength: 100 }), Type.String({ maxLength: 4096 }));
+
+/**
+ * Custom delivery headers. Names are RFC 9110 tokens (stored as name/value pairs, so `$x` and `a.b` are
+ * fine); values are printable ASCII with inner spaces or tabs (no CR, LF, NUL or other
+ * control characters, no leading or trailing whitespace). Headers that frame or route the request
+ * (hop-by-hop, length, encoding, host, expectations, upgrades) or that the signature owns are refused, as
+ * receivers and proxies would reject or misread every delivery. At most 20, 8 KB in all (checked by the
+ * handler: name + value + 4 bytes each).
+ */
+export const MAX_CUSTOM_HEADERS = 20;
+export const MAX_CUSTOM_HEADER_BYTES = 8192;
+export const RESERVED_HEADER_NAMES = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+  'host',
+  'content-length',
+  'content-type',
+  'content-encoding',
+  'http2-settings',
+];
+/** `abc` → `[aA][bB][cC]`: a case-insensitive regular expression that JSON Schema (no flags) can carry. */
+const anyCase = (s: string) => s.replace(/[a-z]/g, (c) => `[${c}${c.toUpperCase()}]`);
+const ReservedHeaderName = `^(?:${RESERVED_HEADER_NAMES.map(anyCase).join('|')}|${anyCase('webhook-')}.*|${anyCase('svix-')}.*)$`;
+const HeaderName = Type.String({
+  pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
+  maxLength: 100,
+  not: { pattern: ReservedHeaderName },
+  'x-messages': {
+    pattern: "Header names are HTTP tokens: letters, digits and !#$%&'*+-.^_`|~.",
+    not: 'This header frames, routes or signs the request (hop-by-hop, content-*, host, expect, upgrade, webhook-*, svix-*) and cannot be set.',
+  },
+});
+const HeaderValue = Type.String({
+  maxLength: 4096,
+  pattern: '^(?:[\\x21-\\x7e](?:[\\t\\x20-\\x7e]*[\\x21-\\x7e])?)?$',
+  'x-messages': {
+    pattern: 'Header values are printable ASCII; spaces and tabs only between other characters; no CR, LF, NUL or other control characters.',
+  },
+});
+const Headers = Type.Record(Type.String(), HeaderValue, {
+  propertyNames: HeaderName,
+  maxProperties: MAX_CUSTOM_HEADERS,
+  description: `At most ${MAX_CUSTOM_HEADERS} headers and ${MAX_CUSTOM_HEADER_BYTES} bytes in all (name + value + 4 each); names are unique regardless of case.`,
+});
 
 export const WebhookCreateBody = Type.Object(
   {
@@ -63,14 +121,25 @@ export const CursorQuery = Type.Object(
   { additionalProperties: true },
 );
 
-export const WebhookHeaders = Type.Object(
+export const WebhookHeadersBody = Type.Object(
   { headers: Headers },
+  { additionalProperties: false, $id: 'WebhookHeadersBody', description: 'Replaces the custom headers added to every delivery.' },
+);
+export const WebhookHeaders = Type.Object(
+  { headers: Type.Record(Type.String(), Type.String()) },
   { $id: 'WebhookHeaders', description: 'Added to every delivery; cannot override content-type or the signature headers.' },
 );
 export const WebhookSecret = Type.Object({ key: Type.String({ description: 'The current signing secret.' }) }, { $id: 'WebhookSecret' });
 
 export const WebhookTestBody = Type.Object(
-  { event_type: Type.Optional(Type.String({ description: 'A catalogue event type to send with sample data; default `webhook.test`.' })) },
+  {
+    event_type: Type.Optional(
+      StringEnum(
+        EVENT_CATALOGUE.map((e) => e.name),
+        { description: 'A catalogue event type to send with sample data; default `webhook.test`.' },
+      ),
+    ),
+  },
   { additionalProperties: false, $id: 'WebhookTestBody' },
 );
 export const EventAccepted = Type.Object({ event_id: Uuid() }, { $id: 'EventAccepted' });
@@ -135,13 +204,17 @@ export const WebhookDelivery = Type.Object(
   },
   { $id: 'WebhookDelivery' },
 );
-export const WebhookDeliveryList = Type.Object({ data: Type.Array(WebhookDelivery) }, { $id: 'WebhookDeliveryList' });
+export const WebhookDeliveryList = Type.Object(
+  { data: Type.Array(WebhookDelivery), next_cursor: Nullable(Type.String({ description: 'Pass as next_cursor for the next page; null on the last.' })) },
+  { $id: 'WebhookDeliveryList' },
+);
 export const DeliveryListQuery = Type.Object(
   {
     status: Type.Optional(StringEnum(['pending', 'succeeded', 'failed', 'cancelled'])),
     since: Type.Optional(Timestamp()),
     until: Type.Optional(Timestamp()),
     limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+    next_cursor: Type.Optional(Type.String()),
   },
   { additionalProperties: true },
 );

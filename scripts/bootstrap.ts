@@ -1,5 +1,5 @@
 import { createOrgWithAdminKey } from '../lib/bootstrap';
-import { loadConfig } from '../lib/config';
+import { dataCipher, loadConfig } from '../lib/config';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
 
@@ -13,7 +13,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   try {
-    const repos = createRepositories(mongo.db);
+    const repos = createRepositories(mongo.db, dataCipher(config));
     await ensureIndexes(repos);
     if (!(await repos.tenancy.claimBootstrap())) {
       console.error('This database is already bootstrapped; its organisation exists. Create further keys with the management API.');

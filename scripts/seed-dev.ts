@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ensureDevTenant, type DevCredentials } from '../lib/bootstrap';
-import { loadConfig } from '../lib/config';
+import { dataCipher, loadConfig } from '../lib/config';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
 
@@ -11,7 +11,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   try {
-    const repos = createRepositories(mongo.db);
+    const repos = createRepositories(mongo.db, dataCipher(config));
     await ensureIndexes(repos);
     const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as DevCredentials) : null;
     const { credentials, created } = await ensureDevTenant(repos, config, saved, process.env.TEMPORAL_UI_URL || null);

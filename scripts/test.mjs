@@ -3,7 +3,7 @@
 // Safe to run while `npm run dev` is running: nothing is shared but the binaries.
 import { rmSync } from 'node:fs';
 import path from 'node:path';
-import { build, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
+import { build, devDataKeys, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
 import { ensureBinaries, startStack, stopStack } from './stack.mjs';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -34,6 +34,8 @@ async function main() {
     // A day of activate_by waits lasts ~8.6 s, so a test can watch an order dispatch on tomorrow's date.
     LAB_ACTIVATION_TIME_SCALE: '0.0001',
     HB_TEST_STATE_DIR: stateDir,
+    // A fresh key per run (the database is fresh too), unless the shell sets one.
+    DATA_ENCRYPTION_KEYS: devDataKeys(null),
   };
   Object.assign(process.env, env);
   worker = startNode('worker/main.js', env, 'worker');

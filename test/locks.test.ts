@@ -1,4 +1,4 @@
-import { DocumentLocks } from '../lib/repositories/locks';
+import { DocumentLocks, LeaseLostError } from '../lib/repositories/locks';
 import { startTestApp, uniqueId, type TestApp } from './support/harness';
 
 let app: TestApp;
@@ -30,6 +30,27 @@ describe('document locks (the race guard for read-check-write changes)', () => {
     await locks.locks.insertOne({ _id: key, owner: 'dead-process', expires_at: new Date(Date.now() - 1000) });
     await expect(locks.withLock(key, async () => 'ran')).resolves.toBe('ran');
     expect(await locks.locks.findOne({ _id: key })).toBeNull();
+  });
+
+  it('fencing: a holder whose lease ran out cannot write once another process has taken the lock over', async () => {
+    const slow = new DocumentLocks(app.deps.db, 4_000); // a 4 s lease: the holder must stop writing after ~1 s
+    const other = new DocumentLocks(app.deps.db, 4_000);
+    const key = `fenced:${uniqueId()}`;
+    const writes: string[] = [];
+    const slowHolder = slow.withLock(key, async (lease) => {
+      await lease.assertHeld(); // in time: allowed
+      writes.push('slow-early');
+      await new Promise((r) => setTimeout(r, 4_500)); // stalls past its lease (a GC pause, a slow network)
+      await lease.assertHeld(); // must refuse: the lock may belong to someone else now
+      writes.push('slow-late');
+    });
+    await new Promise((r) => setTimeout(r, 4_200)); // the lease has expired: the other process takes over
+    await other.withLock(key, async (lease) => {
+      await lease.assertHeld();
+      writes.push('other');
+    }, 1_000);
+    await expect(slowHolder).rejects.toBeInstanceOf(LeaseLostError);
+    expect(writes).toEqual(['slow-early', 'other']);
   });
 
   it('answers 503 (retry) when a live lock is not released in time', async () => {

@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { publishEvent } from '../lib/events';
-import { envelopeOf } from '../lib/repositories/webhooks';
+import { publishEvent } from '../lib/webhooks/publisher';
+import { deliveryPolicyFrom, newDelivery } from '../lib/webhooks/fan-out';
+import { envelopeOf } from '../lib/webhooks/store';
 import { createTenant, eventually, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 import { startWorker as startCrashWorker, stopWorker } from './support/worker';
@@ -84,7 +86,7 @@ describe('the sweeper repairs what a crash left behind', () => {
   afterAll(() => sweepRx.close());
 
   test('a publish that died after storing the event (outbox entry left, nothing queued) is fanned out and delivered', async () => {
-    const w = app.deps.repos.webhooks;
+    const w = app.deps.repos.webhookStore;
     const id = `00000000-0000-4000-8000-${Date.now().toString().padStart(12, '0').slice(-12)}`;
     const createdAt = new Date(Date.now() - 10_000);
     const outboxId = `crashed-publish-${uniqueId()}`;
@@ -95,47 +97,27 @@ describe('the sweeper repairs what a crash left behind', () => {
     await sweepRx.waitFor(1, 90000);
     expect(sweepRx.requests.map((r) => r.headers['webhook-id'])).toContain(id);
     expect(JSON.parse(sweepRx.requests.find((r) => r.headers['webhook-id'] === id)!.body)).toEqual(envelope);
-    expect(await w.eventInOutbox(id)).toBe(false);
+    await eventually(async () => (await w.outbox.findOne({ _id: outboxId })) === null, 10000, 'outbox entry removed');
+    // Recorded after the POST was answered: wait for it.
+    await eventually(async () => (await w.deliveries.findOne({ _id: `${id}:${endpointId}` }))?.status === 'succeeded', 20000, 'delivery recorded');
+    expect(await w.deliveries.findOne({ _id: `${id}:${endpointId}` })).toMatchObject({ status: 'succeeded', attempts: 1 });
   }, 120000);
 
   test('a queued delivery whose dispatcher was never woken is delivered', async () => {
-    const w = app.deps.repos.webhooks;
+    const w = app.deps.repos.webhookStore;
     const before = sweepRx.requests.length;
-    const event = { _id: `lost-wake-${uniqueId()}`, team_id: tenant.teamId };
     const past = new Date(Date.now() - 10_000);
-    // Enqueued directly: no signal reaches the dispatcher, as when the publisher died right after queueing.
-    await w.enqueue([
-      {
-        _id: `bundle-${event._id}`,
-        team_id: tenant.teamId,
-        endpoint_id: endpointId,
-        next_attempt_at: past,
-        created_at: past,
-        items: [
-          {
-            id: `${event._id}:${endpointId}`,
-            team_id: tenant.teamId,
-            event_id: event._id,
-            event_type: 'labtest.order.updated',
-            user_id: null,
-            body: JSON.stringify({ event_type: 'labtest.order.updated', data: {}, team_id: tenant.teamId, user_id: null, client_user_id: null }),
-            attempts: 0,
-            pass_attempts: 0,
-            trigger: 'scheduled',
-            policy: { schedule_ms: [0], timeout_ms: 5000, throttle_floor_ms: 100, disable_after_ms: 60_000 },
-            last_status_code: null,
-            last_error: null,
-            created_at: past,
-          },
-        ],
-      },
-    ]);
+    const envelope = { event_type: 'labtest.order.updated', data: {}, team_id: tenant.teamId, user_id: null, client_user_id: null };
+    const event = { _id: randomUUID(), ...envelope, body: envelopeOf(envelope), created_at: past, only_endpoint_id: null };
+    // Stored and queued directly: no signal reaches the dispatcher, as when the publisher died right after queueing.
+    await w.insertEvents([event]);
+    await w.insertDeliveries([newDelivery(event, endpointId, deliveryPolicyFrom(app.deps.config), past)]);
     await sweepRx.waitFor(before + 1, 90000);
     expect(sweepRx.requests.slice(before).map((r) => r.headers['webhook-id'])).toContain(event._id);
   }, 120000);
 
   test('a dispatcher left marked active by a dead worker does not strand new events', async () => {
-    const w = app.deps.repos.webhooks;
+    const w = app.deps.repos.webhookStore;
     const before = sweepRx.requests.length;
     // The dispatcher has finished with earlier tests' deliveries (it marks itself idle as it hands back).
     await eventually(async () => !(await w.activeDispatchers([endpointId])).has(endpointId), 30000, 'dispatcher idle');

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { EventTooLargeError, publishEvent } from '../lib/events';
-import { postWebhook } from '../activities/webhook-delivery';
+import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/webhooks/publisher';
+import { eraseUserWebhookData } from '../lib/webhooks/commands';
+import { WebhookSender } from '../lib/webhooks/sender';
 import { recoverFailed } from '../api/services/webhooks';
 import { checkWebhookUrl } from '../lib/url-safety';
 import { verifyWebhookSignature } from '../lib/webhook-signing';
@@ -364,7 +365,7 @@ describe('retries and endpoint health', () => {
     await eventually(async () => (await mgmt.get(`${base}/${hook.id}/deliveries?status=failed`)).body.data?.length === 3);
     healthy = true;
     const endpoint = (await app.deps.repos.webhooks.getEndpoint(hook.id))!;
-    expect(await recoverFailed(app.deps, endpoint, since, undefined, 2)).toBe(3); // pages of 2: 2 + 1
+    expect(await recoverFailed(app.deps, endpoint, since)).toBe(3);
     const resent = (await rx.waitFor(15)).slice(12).map((r) => r.headers['webhook-id']);
     expect(resent.sort()).toEqual(events.map((e) => e.id).sort());
     await mgmt.del(`${base}/${hook.id}`);
@@ -455,112 +456,139 @@ describe('SSRF guard at delivery time', () => {
     // `localhost` resolves to loopback: accepted in sandbox, refused under a policy without loopback — the
     // same check a production worker applies when a saved host's DNS changes to a private address.
     const url = rx.url.replace('127.0.0.1', 'localhost');
-    const refused = await postWebhook(url, '{}', {}, 2000, { requireHttps: false, allowLoopback: false, allowlist: [] });
+    const postWebhook = async (policy: ConstructorParameters<typeof WebhookSender>[0]) => {
+      const sender = new WebhookSender(policy);
+      try {
+        return await sender.post(sender.target(url), '{}', {}, 2000);
+      } finally {
+        await sender.close();
+      }
+    };
+    const refused = await postWebhook({ requireHttps: false, allowLoopback: false, allowlist: [] });
     expect(refused).toMatchObject({ statusCode: null, errorClass: 'refused_address' });
     expect(rx.requests).toHaveLength(0);
-    const allowed = await postWebhook(url, '{}', {}, 2000, { requireHttps: false, allowLoopback: true, allowlist: [] });
+    const allowed = await postWebhook({ requireHttps: false, allowLoopback: true, allowlist: [] });
     expect(allowed.statusCode).toBe(200);
     expect(rx.requests).toHaveLength(1);
   });
 });
 
 describe('user erasure', () => {
-  test("erasing a user removes its events and attempts and keeps everyone else's", async () => {
+  const userData = async (userId: string) => {
+    const store = app.deps.repos.webhookStore;
+    const mine = { team_id: tenant.teamId, user_id: userId };
+    return {
+      events: await store.events.countDocuments(mine),
+      deliveries: await store.deliveries.countDocuments(mine),
+      attempts: await store.attempts.countDocuments(mine),
+    };
+  };
+
+  test("erasing a user removes its events, deliveries and attempts and keeps everyone else's", async () => {
     const rx = await receiver();
     const hook = await createWebhook(rx.url);
-    const gone = '7f9e3a10-0000-4000-8000-000000000001';
-    const kept = '7f9e3a10-0000-4000-8000-000000000002';
+    const gone = randomUUID();
+    const kept = randomUUID();
     const a = await publish('labtest.order.created', { n: 1 }, { userId: gone });
     const b = await publish('labtest.order.created', { n: 2 }, { userId: kept });
     await rx.waitFor(2);
     const attemptsOf = async (eventId: string) => (await mgmt.get(`${base}/events/${eventId}/attempts`)).body.data.length;
     await eventually(async () => (await attemptsOf(a.id)) === 1 && (await attemptsOf(b.id)) === 1, 20000, 'attempts recorded');
 
-    const erased = await app.deps.repos.webhooks.eraseForUser(tenant.teamId, gone);
-    expect(erased).toBeGreaterThanOrEqual(2); // the event and its attempt (and its delivery record)
-    expect(await app.deps.repos.webhooks.getEvent(a.id)).toBeNull();
-    expect(await attemptsOf(a.id)).toBe(0);
-    expect(await app.deps.repos.webhooks.getEvent(b.id)).not.toBeNull();
-    expect(await attemptsOf(b.id)).toBe(1);
+    const erased = await eraseUserWebhookData(app.deps, tenant.teamId, gone);
+    expect(erased).toBeGreaterThanOrEqual(3); // the event, its delivery and its attempt
+    expect(await userData(gone)).toEqual({ events: 0, deliveries: 0, attempts: 0 });
+    expect(await userData(kept)).toEqual({ events: 1, deliveries: 1, attempts: 1 });
+    expect(await eraseUserWebhookData(app.deps, tenant.teamId, gone)).toBe(0); // idempotent
     await mgmt.del(`${base}/${hook.id}`);
   });
 
-  test('queued deliveries of the user are erased, also from a fan-out document other endpoints still read', async () => {
-    const w = app.deps.repos.webhooks;
-    const gone = '7f9e3a10-0000-4000-8000-000000000003';
-    const kept = '7f9e3a10-0000-4000-8000-000000000004';
-    const later = new Date(Date.now() + 3_600_000); // not due: no dispatcher takes them during the test
-    const item = (eventId: string, userId: string) => ({
-      id: eventId,
-      team_id: tenant.teamId,
-      event_id: eventId,
-      event_type: 'labtest.order.created',
-      user_id: userId,
-      body: JSON.stringify({ secret_of: userId }),
-      attempts: 0,
-      pass_attempts: 0,
-      trigger: 'scheduled' as const,
-      policy: { schedule_ms: [0], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 1000 },
-      last_status_code: null,
-      last_error: null,
-      created_at: later,
-    });
-    const bundleId = `erase-${Date.now()}+2`;
-    const [ep1, ep2] = [`ep-a-${Date.now()}`, `ep-b-${Date.now()}`];
-    await w.enqueueFanOut([
-      {
-        _id: bundleId,
-        team_id: tenant.teamId,
-        created_at: later,
-        items: [item(`evt-gone-${Date.now()}`, gone), item(`evt-kept-${Date.now()}`, kept)],
-        endpoints: [
-          { endpoint_id: ep1, positions: [0, 1] },
-          { endpoint_id: ep2, positions: [1] }, // does not deliver the user's event, but its document holds it
-        ],
-      },
-    ]);
-    expect(await w.eraseForUser(tenant.teamId, gone)).toBeGreaterThanOrEqual(1);
-    for (const ep of [ep1, ep2]) {
-      const [entry] = await w.queuedForEndpoint(ep, 10);
-      expect((await w.bundleItems(entry)).map((i) => i.user_id)).toEqual([kept]);
-    }
-    const stored = await w.queueItems.find({}).toArray();
-    expect(stored.some((d) => d.payload.includes(gone))).toBe(false);
-    expect(stored.some((d) => d._id === bundleId)).toBe(false);
-    for (const ep of [ep1, ep2]) await w.dequeue(await w.queuedForEndpoint(ep, 10));
+  test('an erasure while a dispatcher is mid-batch leaves nothing of the user behind', async () => {
+    const gone = randomUUID();
+    // The receiver holds the user's delivery for 2 s, then fails it: the dispatcher then records an attempt
+    // and schedules a retry, the writes that must not bring the erased user back.
+    const rx = await receiver(() => ({ status: 500, delayMs: 2000 }));
+    const hook = await createWebhook(rx.url);
+    await publish('labtest.order.created', { n: 1 }, { userId: gone });
+    await rx.waitFor(1); // the batch is in flight
+    const erasure = eraseUserWebhookData(app.deps, tenant.teamId, gone);
+    expect(await erasure).toBeGreaterThanOrEqual(1);
+    expect(await userData(gone)).toEqual({ events: 0, deliveries: 0, attempts: 0 });
+    // Nothing comes back later either (no retry of an erased delivery, no late recording).
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await userData(gone)).toEqual({ events: 0, deliveries: 0, attempts: 0 });
+    expect(rx.requests).toHaveLength(1);
+    await mgmt.del(`${base}/${hook.id}`);
   });
 });
 
-describe('stored documents of earlier versions', () => {
-  test('are rewritten at start-up and read as before (events, attempts, queued items, outbox)', async () => {
-    const w = app.deps.repos.webhooks;
-    const id = randomUUID(); // event ids are uuids in the API's paths
-    const at = new Date();
-    const later = new Date(Date.now() + 3_600_000);
+describe('fan-out is idempotent by delivery id', () => {
+  test('repeating a fan-out (the sweeper repairing a publish) queues nothing twice', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    const store = app.deps.repos.webhookStore;
+    const event = await publish('labtest.order.created', { n: 1 });
+    await rx.waitFor(1);
+    const stored = (await store.getEvent(event.id))!;
+    await app.deps.publisher.fanOutAgain([stored, stored], `repeat-${randomUUID()}`);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(rx.requests).toHaveLength(1);
+    expect(await store.deliveries.countDocuments({ event_id: event.id })).toBe(1);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('two processes publishing the same idempotency key deliver the event once', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    // A second publisher stands for another api or worker process (its own group commit).
+    const other = new EventPublisher(app.deps);
+    const key = `same-key-${randomUUID()}`;
+    const input = { teamId: tenant.teamId, eventType: 'labtest.order.created', data: { n: 1 }, idempotencyKey: key };
+    const [first, second] = await Promise.all([app.deps.publisher.publish(input), other.publish(input)]);
+    await other.settle();
+    expect(second.id).toBe(first.id);
+    await rx.waitFor(1);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(rx.requests).toHaveLength(1);
+    expect(await app.deps.repos.webhookStore.deliveries.countDocuments({ event_id: first.id })).toBe(1);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+});
+
+describe('stored documents of the previous layout', () => {
+  test('are rewritten once at start-up into one document per delivery and per attempt', async () => {
+    const store = app.deps.repos.webhookStore;
+    const id = randomUUID();
+    const endpointId = `${id}-ep`;
+    const at = new Date(Date.now() - 60_000);
+    const later = new Date(Date.now() + 3_600_000); // not due: no dispatcher takes it during the test
     type Loose = { insertOne(doc: Record<string, unknown>): Promise<unknown> };
     const raw = (name: string) => app.deps.db.collection(name) as unknown as Loose;
-    await raw('webhook_events').insertOne({ _id: id, team_id: tenant.teamId, idempotency_key: id, event_type: 'labtest.order.created', data: { old: true }, user_id: null, client_user_id: 'c', created_at: at, only_endpoint_id: null });
-    const attempt = { _id: `${id}-a`, team_id: tenant.teamId, event_id: id, endpoint_id: `${id}-ep`, user_id: null, attempt: 1, trigger: 'scheduled', timestamp: at, duration_ms: 3, status_code: 200, error_class: null, response_body: 'ok' };
-    await raw('webhook_attempts').insertOne({ _id: `${id}-batch`, team_id: tenant.teamId, endpoint_id: `${id}-ep`, timestamp: at, event_ids: [id], user_ids: [], attempts: [attempt] });
-    const policy = { schedule_ms: [0], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 1000 };
-    const item = { id: `${id}:${id}-ep`, team_id: tenant.teamId, event_id: id, event_type: 'labtest.order.created', user_id: null, body: '{}', attempts: 0, pass_attempts: 0, trigger: 'scheduled', policy, last_status_code: null, last_error: null, created_at: at };
-    await raw('webhook_queue_items').insertOne({ _id: `${id}-bundle`, items: [item], created_at: at });
-    await raw('webhook_queue').insertOne({ _id: `${id}-bundle`, team_id: tenant.teamId, endpoint_id: `${id}-ep`, next_attempt_at: later, created_at: at, size: 1 });
-    await raw('webhook_outbox').insertOne({ _id: `${id}-outbox`, team_id: tenant.teamId, created_at: later });
+    const policy = { schedule_ms: [0, 5000], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 1000 };
+    const item = (eventId: string) => ({ team_id: tenant.teamId, event_id: eventId, event_type: 'labtest.order.created', user_id: null, body: '{}', attempts: 1, pass_attempts: 1, trigger: 'scheduled', last_status_code: 500, last_error: 'HTTP 500', created_at: at.toISOString() });
+    const [queued, succeeded] = [randomUUID(), randomUUID()];
+    await raw('webhook_events').insertOne({ _id: id, team_id: tenant.teamId, event_type: 'labtest.order.created', data: { old: true }, user_id: null, client_user_id: 'c', created_at: at, only_endpoint_id: null });
+    await raw('webhook_queue_items').insertOne({ _id: `${id}-bundle`, payload: JSON.stringify({ policy, items: [item(queued)] }), created_at: at });
+    await raw('webhook_queue').insertOne({ _id: `${id}-bundle`, team_id: tenant.teamId, endpoint_id: endpointId, next_attempt_at: later, created_at: at, size: 1 });
+    const record = { _id: `${succeeded}:${endpointId}`, team_id: tenant.teamId, event_id: succeeded, endpoint_id: endpointId, event_type: 'labtest.order.created', user_id: null, status: 'succeeded', attempts: 1, last_status_code: 200, last_error: null, created_at: at, finished_at: at };
+    await raw('webhook_deliveries_succeeded').insertOne({ _id: `${id}-ok`, team_id: tenant.teamId, endpoint_id: endpointId, created_from: at, finished_at: at, event_ids: [succeeded], user_ids: [], payload: JSON.stringify([record]) });
+    const attempt = { _id: randomUUID(), team_id: tenant.teamId, event_id: succeeded, endpoint_id: endpointId, user_id: null, attempt: 1, trigger: 'scheduled', timestamp: at, duration_ms: 3, status_code: 200, error_class: null, response_body: 'ok' };
+    await raw('webhook_attempts').insertOne({ _id: `${id}-batch`, team_id: tenant.teamId, endpoint_id: endpointId, timestamp: at, event_ids: [succeeded], user_ids: [], payload: JSON.stringify([attempt]) });
 
     // The migration runs once per database (the test stack's already ran at start-up): run it again.
-    await app.deps.db.collection<{ _id: string }>('migrations').deleteOne({ _id: 'webhook-storage-strings' });
-    await w.ensureIndexes();
-    expect(await app.deps.db.collection<{ _id: string }>('migrations').findOne({ _id: 'webhook-storage-strings' })).not.toBeNull();
+    const migrations = app.deps.db.collection<{ _id: string }>('migrations');
+    await migrations.deleteOne({ _id: 'webhook-store-per-delivery' });
+    await store.ensureIndexes();
+    expect(await migrations.findOne({ _id: 'webhook-store-per-delivery' })).not.toBeNull();
 
-    const event = await w.getEvent(id);
-    expect(JSON.parse(event!.body)).toEqual({ event_type: 'labtest.order.created', data: { old: true }, team_id: tenant.teamId, user_id: null, client_user_id: 'c' });
-    expect((await mgmt.get(`${base}/events/${id}/attempts`)).body.data).toMatchObject([{ id: attempt._id, status_code: 200, attempt: 1 }]);
-    const [entry] = await w.queuedForEndpoint(`${id}-ep`, 10);
-    expect(await w.bundleItems(entry)).toMatchObject([{ id: item.id, event_id: id, body: '{}', created_at: at }]);
-    expect(await w.eventInOutbox(`${id}-outbox`)).toBe(true);
-    await w.dequeue([entry]);
-    await w.deleteOutbox(`${id}-outbox`);
+    expect(JSON.parse((await store.getEvent(id))!.body)).toEqual({ event_type: 'labtest.order.created', data: { old: true }, team_id: tenant.teamId, user_id: null, client_user_id: 'c' });
+    expect(await store.deliveries.findOne({ _id: `${queued}:${endpointId}` })).toMatchObject({ status: 'pending', next_attempt_at: later, attempts: 1, pass_attempts: 1, policy, last_status_code: 500 });
+    expect(await store.deliveries.findOne({ _id: record._id })).toMatchObject({ status: 'succeeded', attempts: 1, next_attempt_at: null, finished_at: at });
+    const attempts = await store.attempts.find({ event_id: succeeded }).toArray();
+    expect(attempts).toMatchObject([{ attempt: 1, status_code: 200, endpoint_id: endpointId, timestamp: at }]);
+    const names = (await app.deps.db.listCollections().toArray()).map((c) => c.name);
+    for (const old of ['webhook_queue', 'webhook_queue_items', 'webhook_deliveries_succeeded']) expect(names).not.toContain(old);
+    await store.deliveries.deleteMany({ endpoint_id: endpointId });
   });
 });
 

@@ -1,15 +1,26 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { MaintenanceActivities } from '../activities/maintenance';
 
-const { pruneExpiredIdempotencyKeys } = proxyActivities<MaintenanceActivities>({
+const { pruneExpiredIdempotencyKeys, pruneWebhookHistory, pruneStaleWorkerHeartbeats } = proxyActivities<MaintenanceActivities>({
   startToCloseTimeout: '5 minutes',
   retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '5 minutes' },
 });
 
+export interface MaintenanceResult {
+  idempotencyKeysRemoved: number;
+  webhookHistoryRemoved: { events: number; deliveries: number; attempts: number };
+  workerHeartbeatsRemoved: number;
+}
+
 /**
- * Retention (run hourly by the Temporal Schedule `maintenance:<taskQueue>`, since FerretDB has no TTL
- * indexes): removes stored X-Idempotency-Key responses older than IDEMPOTENCY_KEY_RETENTION_SECONDS.
+ * Retention, run hourly by the Temporal Schedule `maintenance:<taskQueue>` (FerretDB has no TTL indexes):
+ * stored X-Idempotency-Key responses older than IDEMPOTENCY_KEY_RETENTION_SECONDS, and webhook events,
+ * finished deliveries and attempts older than WEBHOOK_RETENTION_DAYS, and heartbeats of dead workers.
  */
-export async function maintenanceWorkflow(): Promise<{ idempotencyKeysRemoved: number }> {
-  return { idempotencyKeysRemoved: await pruneExpiredIdempotencyKeys() };
+export async function maintenanceWorkflow(): Promise<MaintenanceResult> {
+  return {
+    idempotencyKeysRemoved: await pruneExpiredIdempotencyKeys(),
+    webhookHistoryRemoved: await pruneWebhookHistory(),
+    workerHeartbeatsRemoved: await pruneStaleWorkerHeartbeats(),
+  };
 }

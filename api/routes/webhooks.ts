@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest, ValidationError } from '../../lib/errors';
-import { publishEvent } from '../../lib/events';
-import { eventData, type AttemptDoc, type EventDoc } from '../../lib/repositories/webhooks';
+import { publishEvent } from '../../lib/webhooks/publisher';
+import { listAttempts, listDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
 import { isoWithOffset } from '../../lib/time';
 import { generateSecret, isValidSecret } from '../../lib/webhook-signing';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
@@ -24,7 +24,10 @@ import {
   WebhookEnvParams,
   WebhookEventList,
   WebhookEventParams,
+  MAX_CUSTOM_HEADER_BYTES,
+  MAX_CUSTOM_HEADERS,
   WebhookHeaders,
+  WebhookHeadersBody,
   WebhookList,
   WebhookParams,
   WebhookPatchBody,
@@ -62,27 +65,24 @@ async function scope(deps: AppDeps, auth: ManagementPrincipal, params: { team_id
   return params.team_id;
 }
 
-const toEvent = (e: EventDoc) => ({
-  id: e._id,
-  event_type: e.event_type,
-  team_id: e.team_id,
-  user_id: e.user_id,
-  client_user_id: e.client_user_id,
-  data: eventData(e),
-  created_at: isoWithOffset(e.created_at),
-});
-const toAttempt = (a: AttemptDoc) => ({
-  id: a._id,
-  event_id: a.event_id,
-  webhook_id: a.endpoint_id,
-  attempt: a.attempt,
-  trigger: a.trigger,
-  timestamp: isoWithOffset(a.timestamp),
-  duration_ms: a.duration_ms,
-  status_code: a.status_code,
-  error_class: a.error_class,
-  response_body: a.response_body,
-});
+/** Rules on custom headers beyond their schema: names unique regardless of case, and a total size. */
+function assertHeaderSet(headers: Record<string, string>): void {
+  const seen = new Set<string>();
+  for (const name of Object.keys(headers)) {
+    if (seen.has(name.toLowerCase())) {
+      throw ValidationError.field(['body', 'headers', name], `Header ${name} is given twice (names are case-insensitive).`, 'value_error.duplicate');
+    }
+    seen.add(name.toLowerCase());
+  }
+  const bytes = Object.entries(headers).reduce((n, [k, v]) => n + k.length + v.length + 4, 0);
+  if (bytes > MAX_CUSTOM_HEADER_BYTES) {
+    throw ValidationError.field(
+      ['body', 'headers'],
+      `Custom headers take ${bytes} bytes; at most ${MAX_CUSTOM_HEADER_BYTES} are allowed (receivers refuse large header sections).`,
+      'value_error.too_large',
+    );
+  }
+}
 
 export const webhookRoutes = [
   defineRoute({
@@ -114,10 +114,11 @@ export const webhookRoutes = [
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
       const cursor = decodeCursor(query.next_cursor);
-      const page = await deps.repos.webhooks.listEvents(
+      const page = await listEvents(
+        deps.repos.webhookStore,
         teamId,
         { eventType: query.event_type, userId: query.user_id, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined },
-        cursor && { created_at: cursor.at, id: cursor.id },
+        cursor,
         query.limit,
       );
       return { body: pageBody(page, toEvent, (e) => e.created_at) };
@@ -136,7 +137,7 @@ export const webhookRoutes = [
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
       const cursor = decodeCursor(query.next_cursor);
-      const page = await deps.repos.webhooks.listAttempts(teamId, { eventId: params.event_id }, cursor && { timestamp: cursor.at, id: cursor.id }, query.limit);
+      const page = await listAttempts(deps.repos.webhookStore, teamId, { eventId: params.event_id }, cursor, query.limit);
       return { body: pageBody(page, toAttempt, (a) => a.timestamp) };
     },
   }),
@@ -173,7 +174,7 @@ export const webhookRoutes = [
     responses: { 200: { description: 'The webhook', schema: Webhook }, ...errors },
     async handler({ auth, params, body, deps }) {
       const teamId = await scope(deps, auth, params);
-      await assertUrlAllowed(deps, body.url);
+      const url = await assertUrlAllowed(deps, body.url);
       if (body.secret !== undefined && !isValidSecret(body.secret)) {
         throw ValidationError.field(['body', 'secret'], 'A secret is `whsec_` followed by base64 of 24 to 64 random bytes.');
       }
@@ -181,7 +182,7 @@ export const webhookRoutes = [
       const doc = await deps.repos.webhooks.createEndpoint({
         _id: randomUUID(),
         team_id: teamId,
-        url: body.url,
+        url,
         description: body.description,
         filter_types: body.filter_types,
         disabled: body.disabled,
@@ -224,8 +225,8 @@ export const webhookRoutes = [
     async handler({ auth, params, body, deps }) {
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
-      if (body.url !== undefined) await assertUrlAllowed(deps, body.url);
       const set: Record<string, unknown> = { ...body };
+      if (body.url !== undefined) set.url = await assertUrlAllowed(deps, body.url);
       if (body.disabled === true) set.disabled_reason = 'manual';
       if (body.disabled === false) Object.assign(set, { disabled_reason: null, failing_since: null });
       const doc = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, set);
@@ -268,18 +269,20 @@ export const webhookRoutes = [
     method: 'put',
     path: `${base}/{webhook_id}/headers`,
     summary: 'Replace custom headers',
-    description: 'Sent with every delivery. content-type, content-length, host and the webhook-*/svix-* signature headers cannot be set.',
+    description:
+      'Sent with every delivery. Names are HTTP tokens (not starting with $, without a dot), unique regardless of case; values are ' +
+      'printable ASCII without control characters. Hop-by-hop and framing headers (connection, keep-alive, te, trailer, ' +
+      'transfer-encoding, upgrade, expect, host, content-type, content-length, content-encoding, proxy-*) and the webhook-*/svix-* ' +
+      `signature headers cannot be set. At most ${MAX_CUSTOM_HEADERS} headers, ${MAX_CUSTOM_HEADER_BYTES} bytes in all.`,
     tags,
     auth: 'management',
     params: WebhookParams,
-    body: WebhookHeaders,
+    body: WebhookHeadersBody,
     responses: { 200: { description: 'Headers', schema: WebhookHeaders }, ...errors },
     async handler({ auth, params, body, deps }) {
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
-      const reserved = /^(webhook-|svix-)|^(content-type|content-length|host|transfer-encoding|connection)$/i;
-      const bad = Object.keys(body.headers).filter((h) => reserved.test(h));
-      if (bad.length) throw ValidationError.field(['body', 'headers', bad[0]], `Header ${bad.join(', ')} is reserved and cannot be set.`);
+      assertHeaderSet(body.headers);
       const doc = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, { headers: body.headers });
       return { body: { headers: doc!.headers } };
     },
@@ -304,17 +307,37 @@ export const webhookRoutes = [
     method: 'post',
     path: `${base}/{webhook_id}/secret/rotate`,
     summary: 'Rotate signing secret',
-    description: 'A new secret signs from now on; the previous one keeps signing too (a second signature) for 24 hours (WEBHOOK_SECRET_OVERLAP_MS).',
+    description:
+      'A new secret signs from now on; every earlier secret keeps signing too (one more signature each) until 24 hours after the ' +
+      'rotation that replaced it (WEBHOOK_SECRET_OVERLAP_MS). Rotations per endpoint are capped in any 24 hours ' +
+      '(WEBHOOK_SECRET_ROTATIONS_PER_DAY, default 5): one more is a 429 whose Retry-After (seconds) says when the next is allowed.',
     tags,
     auth: 'management',
     params: WebhookParams,
-    responses: { 200: { description: 'The new secret', schema: WebhookSecret }, ...errors },
+    responses: {
+      200: { description: 'The new secret', schema: WebhookSecret },
+      ...errors,
+      429: { description: 'Too many rotations in 24 hours; Retry-After says when the next is allowed', schema: ErrorDetail },
+    },
     async handler({ auth, params, deps }) {
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
       const key = generateSecret();
-      const doc = await deps.repos.webhooks.rotateSecret(teamId, params.webhook_id, key, new Date(Date.now() + deps.config.WEBHOOK_SECRET_OVERLAP_MS));
-      if (!doc) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+      const max = deps.config.WEBHOOK_SECRET_ROTATIONS_PER_DAY;
+      const outcome = await deps.repos.webhooks.rotateSecret(teamId, params.webhook_id, key, {
+        overlapMs: deps.config.WEBHOOK_SECRET_OVERLAP_MS,
+        maxPerWindow: max,
+      });
+      if (!outcome) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+      if ('rate_limited' in outcome) {
+        const at = outcome.rate_limited.next_allowed_at;
+        throw new ApiError(
+          429,
+          `This webhook's secret was rotated ${max} times in the last 24 hours, the most allowed; the next rotation is allowed at ` +
+            `${at.toISOString()}. The current secret and those still in their overlap keep signing.`,
+          { 'Retry-After': String(Math.max(1, Math.ceil((at.getTime() - Date.now()) / 1000))) },
+        );
+      }
       return { body: { key } };
     },
   }),
@@ -357,10 +380,11 @@ export const webhookRoutes = [
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
       const cursor = decodeCursor(query.next_cursor);
-      const page = await deps.repos.webhooks.listAttempts(
+      const page = await listAttempts(
+        deps.repos.webhookStore,
         teamId,
         { endpointId: params.webhook_id, eventId: query.event_id },
-        cursor && { timestamp: cursor.at, id: cursor.id },
+        cursor,
         query.limit,
       );
       return { body: pageBody(page, toAttempt, (a) => a.timestamp) };
@@ -380,40 +404,16 @@ export const webhookRoutes = [
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
-      const since = query.since ? new Date(query.since) : undefined;
-      const until = query.until ? new Date(query.until) : undefined;
-      const w = deps.repos.webhooks;
-      const pending =
-        !query.status || query.status === 'pending'
-          ? (await w.activeItems(teamId, params.webhook_id))
-              .filter((i) => (!since || i.created_at >= since) && (!until || i.created_at < until))
-              .map((i) => ({
-                event_id: i.event_id,
-                webhook_id: params.webhook_id,
-                event_type: i.event_type,
-                status: 'pending' as const,
-                attempts: i.attempts,
-                next_attempt_at: isoWithOffset(i.next_attempt_at),
-                last_status_code: i.last_status_code,
-                last_error: i.last_error,
-                created_at: isoWithOffset(i.created_at),
-              }))
-          : [];
-      const done =
-        query.status === 'pending'
-          ? []
-          : (await w.listDeliveries(teamId, params.webhook_id, { status: query.status, since, until }, query.limit)).map((d) => ({
-              event_id: d.event_id,
-              webhook_id: d.endpoint_id,
-              event_type: d.event_type,
-              status: d.status,
-              attempts: d.attempts,
-              next_attempt_at: null,
-              last_status_code: d.last_status_code,
-              last_error: d.last_error,
-              created_at: isoWithOffset(d.created_at),
-            }));
-      return { body: { data: [...pending, ...done].slice(0, query.limit) } };
+      const cursor = decodeCursor(query.next_cursor);
+      const page = await listDeliveries(
+        deps.repos.webhookStore,
+        teamId,
+        params.webhook_id,
+        { status: query.status, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined },
+        cursor,
+        query.limit,
+      );
+      return { body: pageBody(page, toDelivery, (d) => d.created_at) };
     },
   }),
   defineRoute({

@@ -1,10 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest, notFound, ValidationError } from '../../lib/errors';
-import { deliveryPolicyFrom, wakeDispatcher } from '../../lib/events';
-import type { DeliveryDoc, EndpointDoc, QueueItem } from '../../lib/repositories/webhooks';
-import { deliveryId } from '../../lib/repositories/webhooks';
+import { queueDispatcherCommand } from '../../lib/webhooks/commands';
+import type { EndpointDoc } from '../../lib/repositories/webhooks';
 import { isoWithOffset } from '../../lib/time';
-import { checkWebhookUrl, urlPolicyFromConfig } from '../../lib/url-safety';
+import { checkAndNormalizeWebhookUrl, urlPolicyFromConfig } from '../../lib/url-safety';
 import type { Webhook } from '../../schemas/webhook';
 import type { AppDeps } from '../deps';
 
@@ -22,10 +20,14 @@ export function toWebhook(d: EndpointDoc): Webhook {
   };
 }
 
-/** 422 with the reason when the URL may not receive webhooks here (scheme, SSRF rules). */
-export async function assertUrlAllowed(deps: AppDeps, url: string): Promise<void> {
-  const reason = await checkWebhookUrl(url, urlPolicyFromConfig(deps.config));
-  if (reason) throw ValidationError.field(['body', 'url'], `Webhook URL refused: ${reason}`, 'value_error.url_refused');
+/**
+ * The URL as it will be stored, shown and called (normalised), or a 422 with the reason it may not receive
+ * webhooks here (spelling, scheme, SSRF rules).
+ */
+export async function assertUrlAllowed(deps: AppDeps, url: string): Promise<string> {
+  const checked = await checkAndNormalizeWebhookUrl(url, urlPolicyFromConfig(deps.config));
+  if ('reason' in checked) throw ValidationError.field(['body', 'url'], `Webhook URL refused: ${checked.reason}`, 'value_error.url_refused');
+  return checked.url;
 }
 
 export function assertThisEnvironment(deps: AppDeps, environment: string): void {
@@ -55,60 +57,26 @@ export function decodeCursor(cursor: string | undefined): { at: Date; id: string
 }
 
 /**
- * Queues events again to one endpoint as manual deliveries (one attempt each, not rescheduled on failure,
- * the same webhook-id as before) and wakes its dispatcher. `previous` is the delivery's latest record when
- * the caller has it (recover), looked up otherwise.
+ * Resends run inside the endpoint's dispatcher (which owns its delivery documents): one manual attempt
+ * each, not rescheduled on failure, with the same webhook-id as before. Returns once the dispatcher has
+ * accepted the command (durably), not after the batch it is sending.
  */
-async function queueManual(deps: AppDeps, endpoint: EndpointDoc, deliveries: { eventId: string; previous?: DeliveryDoc | null }[]): Promise<number> {
-  const w = deps.repos.webhooks;
-  if (endpoint.disabled) throw new ApiError(409, `Webhook ${endpoint._id} is disabled; enable it (PATCH disabled=false) before resending.`);
-  const policy = { ...deliveryPolicyFrom(deps.config), schedule_ms: [0] };
-  const items: QueueItem[] = [];
-  for (const { eventId, previous: known } of deliveries) {
-    const event = await w.findEvent(endpoint.team_id, eventId);
-    if (!event) continue;
-    const previous = known === undefined ? await w.findDelivery(endpoint.team_id, eventId, endpoint._id) : known;
-    items.push({
-      id: deliveryId(eventId, endpoint._id),
-      team_id: endpoint.team_id,
-      event_id: eventId,
-      event_type: event.event_type,
-      user_id: event.user_id,
-      body: event.body,
-      attempts: previous?.attempts ?? 0,
-      pass_attempts: 0,
-      trigger: 'manual',
-      policy,
-      last_status_code: previous?.last_status_code ?? null,
-      last_error: previous?.last_error ?? null,
-      created_at: previous?.created_at ?? event.created_at,
-    });
-  }
-  if (!items.length) return 0;
-  const now = new Date();
-  for (let i = 0; i < items.length; i += 500) {
-    await w.enqueue([
-      { _id: `manual:${randomUUID()}`, team_id: endpoint.team_id, endpoint_id: endpoint._id, next_attempt_at: now, created_at: now, items: items.slice(i, i + 500) },
-    ]);
-  }
-  await wakeDispatcher(deps, endpoint._id);
-  return items.length;
-}
-
 export async function resendEvent(deps: AppDeps, endpoint: EndpointDoc, eventId: string): Promise<void> {
-  const event = await deps.repos.webhooks.findEvent(endpoint.team_id, eventId);
+  const event = await deps.repos.webhookStore.findEvent(endpoint.team_id, eventId);
   if (!event) throw notFound(`Event ${eventId} not found.`);
-  await queueManual(deps, endpoint, [{ eventId }]);
+  assertEnabled(endpoint);
+  await queueDispatcherCommand(deps.temporal, endpoint._id, { kind: 'resend', teamId: endpoint.team_id, eventIds: [eventId] });
 }
 
-/** Resends every failed delivery of the endpoint created in [since, until), a page at a time. */
-export async function recoverFailed(deps: AppDeps, endpoint: EndpointDoc, since: Date, until?: Date, pageSize = 500): Promise<number> {
-  let resent = 0;
-  let after: DeliveryDoc | null = null;
-  do {
-    const page = await deps.repos.webhooks.failedDeliveries(endpoint.team_id, endpoint._id, { since, until }, after, pageSize);
-    resent += await queueManual(deps, endpoint, page.map((d) => ({ eventId: d.event_id, previous: d })));
-    after = page.length === pageSize ? page[page.length - 1] : null;
-  } while (after);
-  return resent;
+/** Resends every failed delivery of the endpoint created in [since, until); returns how many were failed when asked. */
+export async function recoverFailed(deps: AppDeps, endpoint: EndpointDoc, since: Date, until?: Date): Promise<number> {
+  assertEnabled(endpoint);
+  const failed = await deps.repos.webhookStore.countFailed(endpoint.team_id, endpoint._id, { since, until });
+  const command = { kind: 'recover' as const, teamId: endpoint.team_id, since: since.toISOString(), until: until?.toISOString() ?? null };
+  if (failed) await queueDispatcherCommand(deps.temporal, endpoint._id, command);
+  return failed;
+}
+
+function assertEnabled(endpoint: EndpointDoc): void {
+  if (endpoint.disabled) throw new ApiError(409, `Webhook ${endpoint._id} is disabled; enable it (PATCH disabled=false) before resending.`);
 }

@@ -1,4 +1,5 @@
 import type { Collection, Db } from 'mongodb';
+import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 
 export type ConnectionStatus = 'connected' | 'error' | 'paused' | 'deregistered';
 
@@ -13,6 +14,19 @@ export interface ConnectionDoc {
   deregistered_at?: Date;
 }
 
+/** The `connections` indexes: one connection per (team, user, provider). */
+export const CONNECTION_INDEXES: Record<'connections', IndexSpec[]> = {
+  connections: [{ key: { team_id: 1, user_id: 1, provider: 1 }, unique: true }],
+};
+
+/** Every query ConnectionRepository issues (test/indexes.test.ts checks each is served by CONNECTION_INDEXES). */
+export const CONNECTION_QUERY_SHAPES: Record<'connections', QueryShape[]> = {
+  connections: [
+    { name: "a user's connections (list, erase)", filter: ['team_id', 'user_id'] },
+    { name: "deregister a user's connections", filter: ['team_id', 'user_id'], residual: ['status'] },
+  ],
+};
+
 /**
  * A user's provider connections. The connection flows (link, historical pull) arrive with the
  * connections issue; user deletion already deregisters and erases them through this repository.
@@ -25,7 +39,7 @@ export class ConnectionRepository {
   }
 
   async ensureIndexes(): Promise<void> {
-    await this.connections.createIndex({ team_id: 1, user_id: 1, provider: 1 }, { unique: true });
+    await createIndexes(this.connections, CONNECTION_INDEXES.connections);
   }
 
   async deregisterAllForUser(teamId: string, userId: string): Promise<number> {

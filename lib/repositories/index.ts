@@ -1,4 +1,5 @@
 import type { Db } from 'mongodb';
+import type { FieldCipher } from '../crypto/field-encryption';
 import { ConnectionRepository } from './connections';
 import { LabOrderRepository } from './lab-orders';
 import { LabTestRepository } from './lab-tests';
@@ -7,35 +8,57 @@ import { SecretsRepository } from './secrets';
 import { TenancyRepository } from './tenancy';
 import { UserRepository } from './users';
 import { WebhookRepository } from './webhooks';
+import { WorkerHeartbeatRepository } from './workers';
+import { WebhookStore } from '../webhooks/store';
 
 export interface Repositories {
   locks: DocumentLocks;
   tenancy: TenancyRepository;
   users: UserRepository;
   connections: ConnectionRepository;
+  /** Webhook endpoints. */
   webhooks: WebhookRepository;
+  /** Webhook events, deliveries and attempts. */
+  webhookStore: WebhookStore;
   labOrders: LabOrderRepository;
   labTests: LabTestRepository;
   secrets: SecretsRepository;
+  /** Liveness of worker processes (GET /ready). */
+  workers: WorkerHeartbeatRepository;
 }
 
-export function createRepositories(db: Db): Repositories {
+/** `cipher` encrypts fields at rest (`dataCipher(config)`, from DATA_ENCRYPTION_KEYS). */
+export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
   const locks = new DocumentLocks(db);
   return {
     locks,
     tenancy: new TenancyRepository(db),
     users: new UserRepository(db, locks),
     connections: new ConnectionRepository(db),
-    webhooks: new WebhookRepository(db, locks),
+    webhooks: new WebhookRepository(db, locks, cipher),
+    webhookStore: new WebhookStore(db),
     labOrders: new LabOrderRepository(db),
     labTests: new LabTestRepository(db, locks),
     secrets: new SecretsRepository(db),
+    workers: new WorkerHeartbeatRepository(db),
   };
 }
 
 /** Idempotent; run by api and worker at start-up. */
 export async function ensureIndexes(repos: Repositories): Promise<void> {
   for (const repo of Object.values(repos)) await repo.ensureIndexes();
+}
+
+/**
+ * Rewrites every field encrypted under a retired data key with the current one (`npm run reencrypt`): each
+ * repository holding encrypted fields has a `reencrypt()`. Returns how many documents changed, by repository.
+ */
+export async function reencryptAll(repos: Repositories): Promise<Record<string, number>> {
+  const changed: Record<string, number> = {};
+  for (const [name, repo] of Object.entries(repos) as [string, { reencrypt?: () => Promise<number> }][]) {
+    if (typeof repo.reencrypt === 'function') changed[name] = await repo.reencrypt();
+  }
+  return changed;
 }
 
 export { TenancyRepository, UserRepository, ConnectionRepository, DocumentLocks };

@@ -72,8 +72,9 @@ export class LabTestRepository {
    * concurrent updates of one document as read-modify-write, so a rename racing a deactivation could lose one.
    */
   update(teamId: string, id: string, changes: Partial<Pick<TeamLabTestDoc, 'name' | 'slug' | 'status'>>): Promise<TeamLabTestDoc | 'slug_taken' | null> {
-    return this.locks.withLock(`lab-test:${id}`, async () => {
+    return this.locks.withLock(`lab-test:${id}`, async (lease) => {
       if (!(await this.find(teamId, id))) return null;
+      await lease.assertHeld();
       try {
         return await this.tests.findOneAndUpdate({ _id: id }, { $set: { ...changes, updated_at: new Date() } }, { returnDocument: 'after' });
       } catch (err) {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Collection, Db } from 'mongodb';
 import { ApiError, isDuplicateKeyError } from '../errors';
+import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 
 interface LockDoc {
   _id: string;
@@ -9,15 +10,47 @@ interface LockDoc {
   expires_at: Date;
 }
 
+/** `document_locks` needs only its `_id` (the lock key). */
+export const LOCK_INDEXES: Record<'document_locks', IndexSpec[]> = { document_locks: [] };
+/** Every query DocumentLocks issues (test/indexes.test.ts). */
+export const LOCK_QUERY_SHAPES: Record<'document_locks', QueryShape[]> = {
+  document_locks: [
+    { name: 'lock by key (holder check, take-over, fencing)', filter: ['_id'] },
+    { name: 'release or take over (only the named owner)', filter: ['_id'], residual: ['owner'] },
+  ],
+};
+
+/** What a lock holder checks before each write it makes under the lock. */
+export interface LockLease {
+  /**
+   * Throws LeaseLostError unless this holder still holds the lock with time to spare: its lease has not
+   * run out (another process may take an expired lock over) and the lock document still names it.
+   */
+  assertHeld(): Promise<void>;
+}
+
+export class LeaseLostError extends ApiError {
+  constructor(key: string) {
+    super(503, 'A change to this resource took too long and was abandoned; retry the request.', { 'Retry-After': '1' });
+    this.name = `LeaseLostError(${key})`;
+  }
+}
+
+/** A holder stops writing this long before its lease ends (allows for the write itself and clock skew). */
+const LEASE_SAFETY_MS = 3_000;
 
 /**
- * Short per-document mutexes for read-check-write changes.
+ * Short per-document mutexes, kept only where neither rule of the architecture page serves: the document is
+ * changed by several parties whose changes are read-check-write (a webhook endpoint: the api's patch and
+ * secret rotation, the dispatcher's health and disabling; a team lab test: rename racing deactivation with a
+ * unique slug), so there is no unique key to insert and no single workflow that owns it.
  *
- * Why not a precondition in the update filter: FerretDB v1 (SQLite) applies updates as unlocked
- * read-modify-write — measured here, 10 concurrent `$inc` on one document end at 1, and several
- * concurrent `findOneAndUpdate({status: 'active'})` all "win". Inserting a document with a unique `_id`
- * is atomic on FerretDB and MongoDB alike, so that is the lock. A lock left by a crashed process expires
- * after `ttlMs` and is taken over.
+ * Why not a precondition in the update filter: FerretDB v1 applies updates as unlocked read-modify-write —
+ * measured here, 10 concurrent `$inc` on one document end at 1, and several concurrent
+ * `findOneAndUpdate({status: 'active'})` all "win". Inserting a document with a unique `_id` is atomic on
+ * FerretDB and MongoDB alike, so that is the lock. A lock left by a crashed process expires after `ttlMs`
+ * and is taken over; fencing keeps a slow holder from writing after that: it calls `lease.assertHeld()`
+ * before each write and gives up once its lease is within LEASE_SAFETY_MS of its end.
  */
 export class DocumentLocks {
   readonly locks: Collection<LockDoc>;
@@ -27,16 +60,18 @@ export class DocumentLocks {
   }
 
   async ensureIndexes(): Promise<void> {
-    // _id is the lock key; nothing else to index.
+    await createIndexes(this.locks, LOCK_INDEXES.document_locks);
   }
 
-  async withLock<T>(key: string, fn: () => Promise<T>, waitMs = 5_000): Promise<T> {
+  async withLock<T>(key: string, fn: (lease: LockLease) => Promise<T>, waitMs = 5_000): Promise<T> {
     const owner = randomUUID();
+    let expiresAt = 0;
     const deadline = Date.now() + waitMs;
     let delay = 2;
     for (;;) {
       try {
-        await this.locks.insertOne({ _id: key, owner, expires_at: new Date(Date.now() + this.ttlMs) });
+        expiresAt = Date.now() + this.ttlMs;
+        await this.locks.insertOne({ _id: key, owner, expires_at: new Date(expiresAt) });
         break;
       } catch (err) {
         if (!isDuplicateKeyError(err)) throw err;
@@ -52,8 +87,15 @@ export class DocumentLocks {
         delay = Math.min(delay * 2, 50);
       }
     }
+    const lease: LockLease = {
+      assertHeld: async () => {
+        if (Date.now() > expiresAt - LEASE_SAFETY_MS) throw new LeaseLostError(key);
+        const held = await this.locks.findOne({ _id: key });
+        if (held?.owner !== owner || Date.now() > expiresAt - LEASE_SAFETY_MS) throw new LeaseLostError(key);
+      },
+    };
     try {
-      return await fn();
+      return await fn(lease);
     } finally {
       await this.locks.deleteOne({ _id: key, owner }).catch(() => undefined);
     }

@@ -1,5 +1,12 @@
 import type { Db } from 'mongodb';
 import { isDuplicateKeyError } from '../errors';
+import type { IndexSpec, QueryShape } from './indexes';
+
+/** `migrations` is read by `_id` (the migration's name) only. */
+export const MIGRATION_INDEXES: Record<'migrations', IndexSpec[]> = { migrations: [] };
+export const MIGRATION_QUERY_SHAPES: Record<'migrations', QueryShape[]> = {
+  migrations: [{ name: 'has this migration run', filter: ['_id'] }],
+};
 
 /**
  * Runs a data migration once per database: a `migrations` document named `name` records that it ran, so

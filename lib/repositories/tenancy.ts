@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../errors';
+import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 import { hashKey, MANAGEMENT_KEY_PREFIX, mintKey, sameHash, teamKeyPrefix } from '../keys';
 
 export interface OrgDoc {
@@ -41,6 +42,50 @@ export interface ManagementKeyDoc {
   created_at: Date;
 }
 
+type TenancyCollection = 'orgs' | 'teams' | 'team_api_keys' | 'management_keys' | 'system';
+
+/**
+ * The indexes of the tenancy collections (one place per collection, created by `ensureIndexes`). Listings
+ * sort by `(created_at, _id)`, so `_id` ends their indexes and pages come off the index in order.
+ */
+export const TENANCY_INDEXES: Record<TenancyCollection, IndexSpec[]> = {
+  orgs: [],
+  teams: [{ key: { org_id: 1, created_at: 1, _id: 1 } }],
+  team_api_keys: [
+    { key: { key_hash: 1 }, unique: true },
+    { key: { org_id: 1, created_at: 1, _id: 1 } },
+    { key: { org_id: 1, team_id: 1, created_at: 1, _id: 1 } },
+  ],
+  management_keys: [
+    { key: { key_hash: 1 }, unique: true },
+    { key: { org_id: 1, created_at: 1, _id: 1 } },
+  ],
+  system: [],
+};
+
+/** Every query TenancyRepository issues (test/indexes.test.ts checks each is served by TENANCY_INDEXES). */
+export const TENANCY_QUERY_SHAPES: Record<TenancyCollection, QueryShape[]> = {
+  orgs: [{ name: 'org by id', filter: ['_id'] }],
+  teams: [
+    { name: 'team by id (find, rename)', filter: ['_id'], residual: ['org_id'] },
+    { name: "an org's teams", filter: ['org_id'], sort: ['created_at', '_id'] },
+    // Read off the org's index with the `_id`s checked in its keys; an org has few teams.
+    { name: "a team admin's teams", filter: ['org_id'], sort: ['created_at', '_id'], residual: ['_id in the key\'s teams'] },
+  ],
+  team_api_keys: [
+    { name: 'key by hash (authentication)', filter: ['key_hash'] },
+    { name: "an org's keys", filter: ['org_id'], sort: ['created_at', '_id'] },
+    { name: "keys of some of an org's teams", filter: ['org_id', 'team_id'], sort: ['created_at', '_id'] },
+    { name: 'keys by id (find, delete)', filter: ['_id'], residual: ['org_id'] },
+  ],
+  management_keys: [
+    { name: 'key by hash (authentication)', filter: ['key_hash'] },
+    { name: "an org's keys", filter: ['org_id'], sort: ['created_at', '_id'] },
+    { name: 'key by id (delete)', filter: ['_id'], residual: ['org_id'] },
+  ],
+  system: [{ name: 'bootstrap claim', filter: ['_id'] }],
+};
+
 /** Orgs, teams, team API keys and management keys. Keys are stored only as SHA-256 hashes. */
 export class TenancyRepository {
   readonly orgs: Collection<OrgDoc>;
@@ -58,11 +103,15 @@ export class TenancyRepository {
   }
 
   async ensureIndexes(): Promise<void> {
-    await this.teams.createIndex({ org_id: 1, created_at: 1 });
-    await this.teamApiKeys.createIndex({ key_hash: 1 }, { unique: true });
-    await this.teamApiKeys.createIndex({ org_id: 1, team_id: 1 });
-    await this.managementKeys.createIndex({ key_hash: 1 }, { unique: true });
-    await this.managementKeys.createIndex({ org_id: 1 });
+    await createIndexes(this.orgs, TENANCY_INDEXES.orgs);
+    await createIndexes(this.teams, TENANCY_INDEXES.teams);
+    await createIndexes(this.teamApiKeys, TENANCY_INDEXES.team_api_keys);
+    await createIndexes(this.managementKeys, TENANCY_INDEXES.management_keys);
+    await createIndexes(this.system, TENANCY_INDEXES.system);
+    // Superseded by the longer indexes above (same leading fields); dropped so writes do not maintain them.
+    await this.teams.dropIndex('org_id_1_created_at_1').catch(() => undefined);
+    await this.teamApiKeys.dropIndex('org_id_1_team_id_1').catch(() => undefined);
+    await this.managementKeys.dropIndex('org_id_1').catch(() => undefined);
   }
 
   async createOrg(name: string, id: string = randomUUID()): Promise<OrgDoc> {

@@ -7,9 +7,9 @@ import { createApp } from '../../api/app';
 import type { AppDeps } from '../../api/deps';
 import { loadProviderCatalogue } from '../../lib/catalogue';
 import { loadLabCatalogue } from '../../lib/lab-catalogue';
-import { loadConfig, type Config } from '../../lib/config';
+import { dataCipher, loadConfig, type Config } from '../../lib/config';
 import { createLogger, type Logger } from '../../lib/logger';
-import { settlePublishes } from '../../lib/events';
+import { EventPublisher } from '../../lib/webhooks/publisher';
 import { connectMongo } from '../../lib/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
 import { connectTemporal } from '../../lib/temporal';
@@ -29,10 +29,10 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
   const config = loadConfig(process.env, { API_PORT: 0, ...overrides });
   const logger = options.logger ?? createLogger(process.env.LOG_LEVEL ?? 'warn', 'api-test');
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
-  const repos = createRepositories(mongo.db);
+  const repos = createRepositories(mongo.db, dataCipher(config));
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue() };
+  const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue(), publisher: new EventPublisher({ config, repos, temporal, logger }) };
   const server: Server = await new Promise((resolve) => {
     const s = createApp(deps).listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -45,7 +45,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
       await closed;
-      await settlePublishes(deps); // as the api does on shutdown
+      await deps.publisher.settle(); // as the api does on shutdown
       await temporal.connection.close();
       await mongo.close();
     },

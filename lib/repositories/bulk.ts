@@ -1,0 +1,61 @@
+import type { Collection } from 'mongodb';
+import { isDuplicateKeyError } from '../errors';
+
+/**
+ * Inserts documents with deterministic `_id`s, unordered; returns the ids that already existed. The way
+ * repeatable writes (fan-out, retried recordings) stay idempotent by key (architecture rule 4).
+ */
+export async function insertIgnoringDuplicates<T extends { _id: string }>(coll: Collection<T>, docs: T[]): Promise<Set<string>> {
+  const dups = new Set<string>();
+  if (!docs.length) return dups;
+  try {
+    await coll.insertMany(docs as never[], { ordered: false });
+  } catch (err) {
+    const writeErrors = (err as { writeErrors?: unknown }).writeErrors;
+    const list = (Array.isArray(writeErrors) ? writeErrors : writeErrors ? [writeErrors] : []) as {
+      code?: number;
+      errmsg?: string;
+      index: number;
+      err?: { code?: number; index?: number; errmsg?: string };
+    }[];
+    if (!list.length && isDuplicateKeyError(err) && docs.length === 1) {
+      dups.add(docs[0]._id);
+      return dups;
+    }
+    if (!list.length) throw err;
+    for (const e of list) {
+      const index = e.index ?? e.err?.index;
+      const duplicate = isDuplicateKeyError({ code: e.code ?? e.err?.code, message: e.errmsg ?? e.err?.errmsg });
+      if (!duplicate || index === undefined) throw err;
+      dups.add(docs[index]._id);
+    }
+  }
+  return dups;
+}
+
+/**
+ * Runs a database write again after errors that leave nothing half-done and pass: a network blip, a
+ * primary stepping down, or the dev store's `database is locked (SQLITE_BUSY)` when writers pile up.
+ * Writes retried this way must be idempotent (deterministic `_id`s, `$set` of fixed values). Gives up
+ * after `deadlineMs` and throws the last error.
+ */
+export async function retryTransient<T>(write: () => Promise<T>, deadlineMs = 60_000): Promise<T> {
+  const deadline = Date.now() + deadlineMs;
+  for (let delay = 50; ; delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await write();
+    } catch (err) {
+      if (!isTransientWriteError(err) || Date.now() + delay > deadline) throw err;
+      await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
+    }
+  }
+}
+
+function isTransientWriteError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { message?: string; hasErrorLabel?: (label: string) => boolean; name?: string };
+  if (e.hasErrorLabel?.('RetryableWriteError') || e.hasErrorLabel?.('TransientTransactionError')) return true;
+  if (e.name === 'MongoNetworkError' || e.name === 'MongoServerSelectionError') return true;
+  // FerretDB on SQLite: one writer at a time; a writer that waited too long for the lock is refused.
+  return /database is locked|SQLITE_BUSY/.test(e.message ?? '');
+}

@@ -1,0 +1,49 @@
+import { WithStartWorkflowOperation } from '@temporalio/client';
+import type { TemporalDeps } from '../temporal';
+import { workflowIds } from '../../workflows/ids';
+import { runDispatcherCommandUpdate, webhookDispatchWorkflow, type DispatcherCommand } from '../../workflows/webhook-dispatch';
+import type { Repositories } from '../repositories';
+
+const withStart = (temporal: TemporalDeps, endpointId: string) =>
+  new WithStartWorkflowOperation(webhookDispatchWorkflow, {
+    workflowId: workflowIds.webhookDispatch(endpointId),
+    taskQueue: temporal.taskQueue,
+    args: [{ endpointId }],
+    workflowIdConflictPolicy: 'USE_EXISTING',
+  });
+
+/**
+ * Runs a command inside an endpoint's dispatcher workflow (update-with-start: it is started if not running)
+ * and waits until it has run between two batches (up to one delivery run, seconds). Returns how many
+ * deliveries it changed.
+ */
+export async function runDispatcherCommand(temporal: TemporalDeps, endpointId: string, command: DispatcherCommand): Promise<number> {
+  return temporal.client.workflow.executeUpdateWithStart(runDispatcherCommandUpdate, { args: [command], startWorkflowOperation: withStart(temporal, endpointId) });
+}
+
+/**
+ * Hands a command to an endpoint's dispatcher and returns once the workflow has accepted it (recorded in its
+ * history: it will run even if every process restarts), without waiting for the batch in flight.
+ */
+export async function queueDispatcherCommand(temporal: TemporalDeps, endpointId: string, command: DispatcherCommand): Promise<void> {
+  await temporal.client.workflow.startUpdateWithStart(runDispatcherCommandUpdate, {
+    args: [command],
+    waitForStage: 'ACCEPTED',
+    startWorkflowOperation: withStart(temporal, endpointId),
+  });
+}
+
+/**
+ * Erases a user's webhook data so that no batch in flight can write it back: the events first (a dispatcher
+ * drops deliveries whose event is gone, and fan-out finds nothing to queue), then each endpoint's dispatcher
+ * removes the user's deliveries and attempts between its batches (so a batch that was sending has finished
+ * recording), then a team-wide pass catches endpoints deleted meanwhile. Idempotent.
+ */
+export async function eraseUserWebhookData(deps: { repos: Repositories; temporal: TemporalDeps }, teamId: string, userId: string): Promise<number> {
+  const { repos, temporal } = deps;
+  let n = await repos.webhookStore.eraseUserEvents(teamId, userId);
+  for (const endpointId of await repos.webhooks.endpointIdsOfTeam(teamId)) {
+    n += await runDispatcherCommand(temporal, endpointId, { kind: 'erase_user', teamId, userId });
+  }
+  return n + (await repos.webhookStore.eraseUser(teamId, userId));
+}

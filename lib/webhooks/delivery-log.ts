@@ -1,0 +1,100 @@
+import type { Collection, Filter } from 'mongodb';
+import { isoWithOffset } from '../time';
+import { createdWithin, eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc, type Page, type WebhookStore } from './store';
+
+/**
+ * The delivery log: what the API shows of events, deliveries and attempts (newest first, keyset cursors),
+ * read from the store's collections as they are (query shapes declared in store.ts).
+ */
+
+/** One page, newest first by `field` then `_id`, starting at the cursor `before` (inclusive). */
+async function newestFirst<T extends { _id: string }>(
+  coll: Collection<T>,
+  filter: Filter<T>,
+  field: 'created_at' | 'timestamp',
+  before: { at: Date; id: string } | null,
+  limit: number,
+): Promise<Page<T>> {
+  const page = { ...filter } as Filter<T> & Record<string, unknown>;
+  if (before) page.$or = [{ [field]: { $lt: before.at } }, { [field]: before.at, _id: { $lte: before.id } }] as Filter<T>['$or'];
+  const docs = (await coll.find(page).sort({ [field]: -1, _id: -1 }).limit(limit + 1).toArray()) as T[];
+  return { items: docs.slice(0, limit), next: docs[limit] ?? null };
+}
+
+/** Events of a team; filter by type, user and a [since, until) window. */
+export function listEvents(
+  store: WebhookStore,
+  teamId: string,
+  q: { eventType?: string; userId?: string; since?: Date; until?: Date },
+  before: { at: Date; id: string } | null,
+  limit: number,
+): Promise<Page<EventDoc>> {
+  const filter: Filter<EventDoc> = { team_id: teamId };
+  if (q.eventType) filter.event_type = q.eventType;
+  if (q.userId) filter.user_id = q.userId;
+  if (q.since || q.until) filter.created_at = createdWithin(q);
+  return newestFirst(store.events, filter, 'created_at', before, limit);
+}
+
+/** An endpoint's deliveries (pending and finished) created in [since, until). */
+export function listDeliveries(
+  store: WebhookStore,
+  teamId: string,
+  endpointId: string,
+  q: { status?: DeliveryStatus; since?: Date; until?: Date },
+  before: { at: Date; id: string } | null,
+  limit: number,
+): Promise<Page<DeliveryDoc>> {
+  const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
+  if (q.status) filter.status = q.status;
+  if (q.since || q.until) filter.created_at = createdWithin(q);
+  return newestFirst(store.deliveries, filter, 'created_at', before, limit);
+}
+
+/** Attempts of an event and/or to an endpoint. */
+export function listAttempts(
+  store: WebhookStore,
+  teamId: string,
+  q: { eventId?: string; endpointId?: string },
+  before: { at: Date; id: string } | null,
+  limit: number,
+): Promise<Page<AttemptDoc>> {
+  const filter: Filter<AttemptDoc> = { team_id: teamId };
+  if (q.eventId) filter.event_id = q.eventId;
+  if (q.endpointId) filter.endpoint_id = q.endpointId;
+  return newestFirst(store.attempts, filter, 'timestamp', before, limit);
+}
+
+export const toEvent = (e: EventDoc) => ({
+  id: e._id,
+  event_type: e.event_type,
+  team_id: e.team_id,
+  user_id: e.user_id,
+  client_user_id: e.client_user_id,
+  data: eventData(e),
+  created_at: isoWithOffset(e.created_at),
+});
+export const toDelivery = (d: DeliveryDoc) => ({
+  event_id: d.event_id,
+  webhook_id: d.endpoint_id,
+  event_type: d.event_type,
+  status: d.status,
+  attempts: d.attempts,
+  next_attempt_at: d.next_attempt_at && isoWithOffset(d.next_attempt_at),
+  last_status_code: d.last_status_code,
+  last_error: d.last_error,
+  created_at: isoWithOffset(d.created_at),
+});
+export const toAttempt = (a: AttemptDoc) => ({
+  id: a._id,
+  event_id: a.event_id,
+  webhook_id: a.endpoint_id,
+  attempt: a.attempt,
+  trigger: a.trigger,
+  timestamp: isoWithOffset(a.timestamp),
+  duration_ms: a.duration_ms,
+  status_code: a.status_code,
+  error_class: a.error_class,
+  response_body: a.response_body,
+});
+

@@ -1,0 +1,212 @@
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { EVENT_TYPE_PATTERN } from '../../schemas/event-catalogue';
+import { workflowIds } from '../../workflows/ids';
+import { webhookDispatchWorkflow, wakeDispatcherSignal } from '../../workflows/webhook-dispatch';
+import { groupBy } from '../collections';
+import type { Config } from '../config';
+import { ApiError } from '../errors';
+import { nameBasedUuid } from '../keys';
+import type { Logger } from '../logger';
+import type { Repositories } from '../repositories';
+import { Coalescer } from '../coalescer';
+import { deliveryPolicyFrom, fanOut } from './fan-out';
+import { envelopeOf, type EventDoc } from './store';
+
+/**
+ * The one internal entry point for events. `publish` stores the event, then queues one delivery per enabled
+ * endpoint of the team whose filter matches, then wakes the dispatcher workflows of endpoints not already
+ * delivering. When it returns, the event and its deliveries are durable; a crash before is repaired by the
+ * sweeper (the flush's outbox entry, written first, stays until fan-out is done).
+ *
+ * Concurrent publishes in one process are group-committed (one outbox entry, one insertMany of events and
+ * one of deliveries per flush), and wakes are coalesced per endpoint: thousands of events per second cost a
+ * handful of writes and signals. One instance per process (api, worker), passed in as `deps.publisher`.
+ */
+export interface PublisherDeps {
+  config: Config;
+  repos: Repositories;
+  temporal: { client: Client; taskQueue: string };
+  logger: Logger;
+}
+
+export interface PublishEventInput {
+  teamId: string;
+  eventType: string;
+  data: Record<string, unknown>;
+  userId?: string | null;
+  clientUserId?: string | null;
+  /** One domain change = one key: publishing the same key again returns the same event. */
+  idempotencyKey?: string;
+  /** Deliver to this endpoint only (test events). */
+  onlyEndpointId?: string;
+}
+
+export interface PublishedEvent {
+  id: string;
+  createdAt: Date;
+  /** True when the idempotency key had already been published. */
+  duplicate: boolean;
+}
+
+export class EventTooLargeError extends ApiError {
+  constructor(size: number, limit: number, eventType: string) {
+    super(
+      413,
+      `Event ${eventType} is ${size} bytes serialized, over the limit of ${limit} bytes (WEBHOOK_MAX_EVENT_BYTES). ` +
+        'Publish a shallow event (ids the receiver fetches over the API) or split the data into chunks.',
+    );
+  }
+}
+
+export class InvalidEventError extends Error {}
+
+/** Deterministic id for an idempotency key (so a retried publish hits the same `_id`), random otherwise. */
+export function eventIdFor(teamId: string, idempotencyKey?: string): string {
+  return idempotencyKey ? nameBasedUuid(teamId, idempotencyKey) : randomUUID();
+}
+
+/** `publisher.publish(input)`, for callers holding the process's dependencies. */
+export function publishEvent(deps: { publisher: EventPublisher }, input: PublishEventInput): Promise<PublishedEvent> {
+  return deps.publisher.publish(input);
+}
+
+/** Events per publish flush at most (one flush at a time: the next gathers what arrives meanwhile). */
+const MAX_BATCH = 500;
+const eventTypeRe = new RegExp(EVENT_TYPE_PATTERN);
+
+export class EventPublisher {
+  private readonly writer = new Coalescer<EventDoc, PublishedEvent>((docs) => this.flush(docs), MAX_BATCH);
+  private readonly wakes = new Map<string, { again: boolean; done: Promise<void> }>();
+  /** Outbox clean-ups and wakes still running after their flush returned. */
+  private readonly tails = new Set<Promise<void>>();
+
+  constructor(private readonly deps: PublisherDeps) {}
+
+  publish(input: PublishEventInput): Promise<PublishedEvent> {
+    const { config } = this.deps;
+    if (!eventTypeRe.test(input.eventType)) {
+      return Promise.reject(new InvalidEventError(`Invalid event type '${input.eventType}' (dot-separated [a-zA-Z0-9_] segments).`));
+    }
+    if (typeof input.data !== 'object' || input.data === null || Array.isArray(input.data)) {
+      return Promise.reject(new InvalidEventError('Event data must be a JSON object.'));
+    }
+    const envelope = { event_type: input.eventType, data: input.data, team_id: input.teamId, user_id: input.userId ?? null, client_user_id: input.clientUserId ?? null };
+    const doc: EventDoc = {
+      _id: eventIdFor(input.teamId, input.idempotencyKey),
+      team_id: envelope.team_id,
+      event_type: envelope.event_type,
+      user_id: envelope.user_id,
+      client_user_id: envelope.client_user_id,
+      body: envelopeOf(envelope),
+      created_at: new Date(),
+      only_endpoint_id: input.onlyEndpointId ?? null,
+    };
+    const size = Buffer.byteLength(doc.body, 'utf8');
+    if (size > config.WEBHOOK_MAX_EVENT_BYTES) return Promise.reject(new EventTooLargeError(size, config.WEBHOOK_MAX_EVENT_BYTES, input.eventType));
+    return this.writer.add([doc]).then(([published]) => published);
+  }
+
+  /** One group commit: returns, per input event, what its publish returns. */
+  private async flush(batch: EventDoc[]): Promise<PublishedEvent[]> {
+    const store = this.deps.repos.webhookStore;
+    const byId = new Map<string, EventDoc>(); // same key twice in one batch: one event
+    for (const doc of batch) if (!byId.has(doc._id)) byId.set(doc._id, doc);
+    const docs = [...byId.values()];
+    const outboxId = randomUUID();
+    await store.insertOutbox({ _id: outboxId, event_ids: docs.map((d) => d._id), created_at: new Date() });
+    const repeated = await store.insertEvents(docs);
+    // A repeated idempotency key: the stored event is the answer, and its fan-out runs again (another
+    // process may have crashed before finishing it; deliveries that exist are left as they are).
+    const stored = new Map((await store.getEvents([...repeated])).map((e) => [e._id, e]));
+    const events = docs.flatMap((d) => (repeated.has(d._id) ? (stored.get(d._id) ?? []) : [d]));
+    const endpointIds = await this.queueDeliveries(events);
+
+    // The deliveries are durable: publishing has done what it promises. Removing the outbox entry and waking
+    // the dispatchers happen after the callers resume (a crash before is repaired by the sweeper).
+    const tail = this.afterQueued(outboxId, endpointIds)
+      .catch((err) => this.deps.logger.warn({ err, outboxId }, 'publish: outbox clean-up failed; the sweeper will finish it'))
+      .finally(() => this.tails.delete(tail));
+    this.tails.add(tail);
+    return batch.map((doc) => {
+      const earlier = stored.get(doc._id);
+      return earlier ? { id: earlier._id, createdAt: earlier.created_at, duplicate: true } : { id: doc._id, createdAt: doc.created_at, duplicate: false };
+    });
+  }
+
+  /** Waits for this process's publishes to finish their after-work (outbox clean-up, wakes): before shutting down. */
+  async settle(): Promise<void> {
+    await this.writer.settled();
+    while (this.tails.size) await Promise.all(this.tails);
+  }
+
+  /** The sweeper's repair of an unfinished publish: queues the events' deliveries again (idempotent), then finishes it. */
+  async fanOutAgain(events: EventDoc[], outboxId: string): Promise<void> {
+    await this.afterQueued(outboxId, await this.queueDeliveries(events));
+  }
+
+  /**
+   * Removes the outbox entry, then wakes the dispatchers that are not delivering right now. A running
+   * dispatcher looks at its deliveries again after it marks itself idle, and this reads the mark after
+   * queueing, so one of the two always sees the new deliveries (activities/webhook-delivery.ts).
+   */
+  private async afterQueued(outboxId: string, endpointIds: string[]): Promise<void> {
+    const store = this.deps.repos.webhookStore;
+    await store.deleteOutbox(outboxId);
+    const active = await store.activeDispatchers(endpointIds);
+    await Promise.all(endpointIds.filter((id) => !active.has(id)).map((id) => this.wake(id)));
+  }
+
+  /** Inserts one delivery per event and matching endpoint; returns the endpoints that got deliveries. */
+  private async queueDeliveries(events: EventDoc[]): Promise<string[]> {
+    const { repos, config } = this.deps;
+    const policy = deliveryPolicyFrom(config);
+    const now = new Date();
+    const deliveries = [];
+    for (const teamEvents of groupBy(events, (e) => e.team_id)) {
+      const endpoints = await repos.webhooks.listEnabledEndpoints(teamEvents[0].team_id);
+      deliveries.push(...fanOut(teamEvents, endpoints, policy, now));
+    }
+    await repos.webhookStore.insertDeliveries(deliveries);
+    return [...new Set(deliveries.map((d) => d.endpoint_id))];
+  }
+
+  /**
+   * Signal-with-start of `webhook-dispatch:<endpointId>`, best effort (the sweeper repairs a lost wake). At
+   * most one signal per endpoint is in flight per process; wakes requested meanwhile collapse into one more.
+   */
+  wake(endpointId: string): Promise<void> {
+    const current = this.wakes.get(endpointId);
+    if (current) {
+      current.again = true;
+      return current.done;
+    }
+    const state = { again: true, done: Promise.resolve() };
+    this.wakes.set(endpointId, state);
+    state.done = (async () => {
+      try {
+        while (state.again) {
+          state.again = false;
+          await this.signal(endpointId);
+        }
+      } catch (err) {
+        this.deps.logger.warn({ err, endpointId }, 'webhook dispatcher wake failed; the sweeper will retry');
+      } finally {
+        this.wakes.delete(endpointId);
+      }
+    })();
+    return state.done;
+  }
+
+  private async signal(endpointId: string): Promise<void> {
+    const { temporal } = this.deps;
+    await temporal.client.workflow.signalWithStart(webhookDispatchWorkflow, {
+      workflowId: workflowIds.webhookDispatch(endpointId),
+      taskQueue: temporal.taskQueue,
+      args: [{ endpointId }],
+      signal: wakeDispatcherSignal,
+      signalArgs: [],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+  }
+}

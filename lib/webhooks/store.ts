@@ -1,0 +1,376 @@
+import type { AnyBulkWriteOperation, Collection, Db, Filter, UpdateFilter } from 'mongodb';
+import { Coalescer } from '../coalescer';
+import { nameBasedUuid } from '../keys';
+import { insertIgnoringDuplicates, retryTransient } from '../repositories/bulk';
+import { createIndexes, type IndexSpec, type QueryShape } from '../repositories/indexes';
+import { runOnce } from '../repositories/migrations';
+import { migrateLegacyWebhookLayout } from './legacy-layout';
+
+/**
+ * The webhook event log and delivery state: the only code that touches these collections.
+ *
+ * - `webhook_events`: one document per event; `body` is the exact signed envelope (the one string field).
+ * - `webhook_outbox`: one document per publish flush whose fan-out is not yet confirmed (the sweeper's work).
+ * - `webhook_deliveries`: one document per (event, endpoint), `_id` `<eventId>:<endpointId>`, with its status,
+ *   next attempt time and attempt counts as plain fields. The endpoint's dispatcher workflow owns every
+ *   write to its deliveries once they exist (single owner, architecture rule 3); fan-out only inserts them.
+ * - `webhook_attempts`: one document per attempt, `_id` derived from delivery and attempt number (a retried
+ *   recording writes nothing twice).
+ * - `webhook_dispatchers`: per endpoint, until when its dispatcher activity is delivering (a hint that lets
+ *   publishers skip the wake signal; written only by that dispatcher).
+ *
+ * Retention: events, finished deliveries and attempts older than WEBHOOK_RETENTION_DAYS are removed by the
+ * maintenance Schedule (`removeOlderThan`). Erasure: `eraseUser` (per endpoint through its dispatcher, then
+ * team-wide), see activities/webhook-delivery.ts.
+ */
+
+/** Business timings of one delivery, snapshotted from the publisher's configuration. */
+export interface DeliveryPolicy {
+  schedule_ms: number[];
+  timeout_ms: number;
+  throttle_floor_ms: number;
+  disable_after_ms: number;
+}
+
+export type Trigger = 'scheduled' | 'manual';
+export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'cancelled';
+
+export interface EventDoc {
+  /** Random, or derived from the producer's idempotency key (so one key is one `_id`: the unique guard). */
+  _id: string;
+  team_id: string;
+  event_type: string;
+  user_id: string | null;
+  client_user_id: string | null;
+  /** The envelope exactly as signed and sent (`envelopeOf`), `data` included. */
+  body: string;
+  created_at: Date;
+  /** Test events go to one endpoint only. */
+  only_endpoint_id: string | null;
+}
+
+export interface OutboxDoc {
+  _id: string;
+  event_ids: string[];
+  created_at: Date;
+}
+
+export interface DeliveryDoc {
+  /** `<eventId>:<endpointId>` */
+  _id: string;
+  team_id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  user_id: string | null;
+  status: DeliveryStatus;
+  trigger: Trigger;
+  /** When the dispatcher sends it next; null once finished. */
+  next_attempt_at: Date | null;
+  /** Attempts over the delivery's whole life (numbering of attempt records). */
+  attempts: number;
+  /** Attempts of the current pass (index into policy.schedule_ms); a resend starts a new pass. */
+  pass_attempts: number;
+  policy: DeliveryPolicy;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+export interface AttemptDoc {
+  /** `attemptId(deliveryId, attempt)`: a name-based UUID. */
+  _id: string;
+  team_id: string;
+  event_id: string;
+  endpoint_id: string;
+  user_id: string | null;
+  attempt: number;
+  trigger: Trigger;
+  timestamp: Date;
+  duration_ms: number;
+  status_code: number | null;
+  error_class: string | null;
+  /** The receiver's answer, truncated to 4 KB. */
+  response_body: string | null;
+}
+
+interface DispatcherStateDoc {
+  _id: string;
+  active_until: Date;
+}
+
+export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
+/** Deterministic per (delivery, attempt number): recording the same attempt again writes nothing. */
+export const attemptId = (deliveryIdValue: string, attempt: number) => nameBasedUuid('webhook-attempt', deliveryIdValue, String(attempt));
+
+/** The envelope of the spec, exactly: the event id travels as the webhook-id header, not in the body. */
+export function envelopeOf(e: Pick<EventDoc, 'event_type' | 'team_id' | 'user_id' | 'client_user_id'> & { data: Record<string, unknown> }): string {
+  return JSON.stringify({ event_type: e.event_type, data: e.data, team_id: e.team_id, user_id: e.user_id, client_user_id: e.client_user_id });
+}
+
+/** The event's `data` (from its stored envelope). */
+export function eventData(e: Pick<EventDoc, 'body'>): Record<string, unknown> {
+  return (JSON.parse(e.body) as { data: Record<string, unknown> }).data;
+}
+
+export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
+  webhook_events: [{ key: { team_id: 1, created_at: -1 } }, { key: { team_id: 1, user_id: 1 } }, { key: { created_at: 1 } }],
+  webhook_outbox: [{ key: { created_at: 1 } }],
+  webhook_deliveries: [
+    { key: { endpoint_id: 1, status: 1, next_attempt_at: 1 } },
+    { key: { status: 1, next_attempt_at: 1 } },
+    { key: { team_id: 1, endpoint_id: 1, status: 1, created_at: 1 } },
+    { key: { team_id: 1, endpoint_id: 1, created_at: -1 } },
+    { key: { team_id: 1, user_id: 1 } },
+    { key: { created_at: 1 } },
+  ],
+  webhook_attempts: [
+    { key: { team_id: 1, event_id: 1, timestamp: -1 } },
+    { key: { team_id: 1, endpoint_id: 1, timestamp: -1 } },
+    { key: { team_id: 1, endpoint_id: 1, event_id: 1, timestamp: -1 } },
+    { key: { team_id: 1, user_id: 1 } },
+    { key: { timestamp: 1 } },
+  ],
+  webhook_dispatchers: [],
+};
+
+/** Every query this store issues, by collection (test/indexes.test.ts checks each is index-served). */
+export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
+  webhook_events: [
+    { name: 'list events (delivery log)', filter: ['team_id'], sort: ['created_at'], residual: ['event_type', 'user_id'] },
+    { name: 'erase a user', filter: ['team_id', 'user_id'] },
+    { name: 'retention', filter: ['created_at'] },
+  ],
+  webhook_outbox: [{ name: 'stale publishes (sweeper)', filter: ['created_at'], sort: ['created_at'] }],
+  webhook_deliveries: [
+    { name: 'due deliveries of an endpoint (dispatcher)', filter: ['endpoint_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] },
+    { name: 'pending deliveries of an endpoint (drain)', filter: ['endpoint_id', 'status'] },
+    { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'] },
+    { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', 'created_at'], sort: ['created_at'] },
+    { name: 'deliveries (delivery log)', filter: ['team_id', 'endpoint_id', 'created_at'], sort: ['created_at'] },
+    { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
+    { name: 'retention', filter: ['created_at'], residual: ['status'] },
+  ],
+  webhook_attempts: [
+    { name: 'attempts of an event', filter: ['team_id', 'event_id'], sort: ['timestamp'] },
+    { name: 'attempts to an endpoint', filter: ['team_id', 'endpoint_id'], sort: ['timestamp'] },
+    { name: 'attempts of an event to an endpoint', filter: ['team_id', 'endpoint_id', 'event_id'], sort: ['timestamp'] },
+    { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
+    { name: 'retention', filter: ['timestamp'] },
+  ],
+  webhook_dispatchers: [{ name: 'active marks of endpoints ($in, upsert by id)', filter: ['_id'] }],
+};
+
+/** One change to a group of deliveries that share it (a batch's successes, one retry group...). */
+export interface DeliveryChange {
+  ids: string[];
+  /** Fixed values only (no $inc): applying a change twice is the same as once. */
+  set: Partial<DeliveryDoc>;
+}
+
+export interface Page<T> {
+  items: T[];
+  next: T | null;
+}
+
+/** `created_at` in [since, until). */
+export const createdWithin = (q: { since?: Date; until?: Date }) => ({ ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) });
+
+/** An endpoint's failed deliveries created in [since, until) (recover). */
+function failedWithin(teamId: string, endpointId: string, q: { since?: Date; until?: Date }): Filter<DeliveryDoc> {
+  const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId, status: 'failed' };
+  if (q.since || q.until) filter.created_at = createdWithin(q);
+  return filter;
+}
+
+export class WebhookStore {
+  readonly events: Collection<EventDoc>;
+  readonly outbox: Collection<OutboxDoc>;
+  readonly deliveries: Collection<DeliveryDoc>;
+  readonly attempts: Collection<AttemptDoc>;
+  readonly dispatchers: Collection<DispatcherStateDoc>;
+  /**
+   * Group commit of the dispatchers' writes across the endpoints one worker delivers to: with many
+   * endpoints, each batch's writes would otherwise queue separately for the database.
+   */
+  private readonly attemptWriter = new Coalescer<AttemptDoc>(async (docs) => void (await retryTransient(() => insertIgnoringDuplicates(this.attempts, docs))));
+  private readonly changeWriter = new Coalescer<DeliveryChange>((changes) => this.applyChanges(changes));
+
+  constructor(private readonly db: Db) {
+    this.events = db.collection('webhook_events');
+    this.outbox = db.collection('webhook_outbox');
+    this.deliveries = db.collection('webhook_deliveries');
+    this.attempts = db.collection('webhook_attempts');
+    this.dispatchers = db.collection('webhook_dispatchers');
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await runOnce(this.db, 'webhook-store-per-delivery', () => migrateLegacyWebhookLayout(this.db, this));
+    await createIndexes(this.events, WEBHOOK_STORE_INDEXES.webhook_events);
+    await createIndexes(this.outbox, WEBHOOK_STORE_INDEXES.webhook_outbox);
+    await createIndexes(this.deliveries, WEBHOOK_STORE_INDEXES.webhook_deliveries);
+    await createIndexes(this.attempts, WEBHOOK_STORE_INDEXES.webhook_attempts);
+  }
+
+  // ---------------------------------------------------------------- events and outbox (publisher)
+
+  /** Inserts new events; returns the ids that already existed (idempotent repeats). */
+  insertEvents(docs: EventDoc[]): Promise<Set<string>> {
+    return insertIgnoringDuplicates(this.events, docs);
+  }
+
+  getEvent(id: string) {
+    return this.events.findOne({ _id: id });
+  }
+
+  async findEvent(teamId: string, id: string): Promise<EventDoc | null> {
+    return this.events.findOne({ _id: id, team_id: teamId });
+  }
+
+  /** Events by id (order not kept); ids of erased events are simply absent. */
+  getEvents(ids: string[]): Promise<EventDoc[]> {
+    return ids.length ? this.events.find({ _id: { $in: [...new Set(ids)] } }).toArray() : Promise.resolve([]);
+  }
+
+  async insertOutbox(doc: OutboxDoc): Promise<void> {
+    await retryTransient(() => insertIgnoringDuplicates(this.outbox, [doc]));
+  }
+
+  async deleteOutbox(id: string): Promise<void> {
+    await this.outbox.deleteOne({ _id: id });
+  }
+
+  staleOutbox(before: Date, limit: number) {
+    return this.outbox.find({ created_at: { $lt: before } }).sort({ created_at: 1 }).limit(limit).toArray();
+  }
+
+  // ---------------------------------------------------------------- deliveries
+
+  /** Fan-out: queues deliveries by their deterministic ids; a delivery that exists already is left as it is. */
+  async insertDeliveries(docs: DeliveryDoc[]): Promise<void> {
+    await retryTransient(() => insertIgnoringDuplicates(this.deliveries, docs));
+  }
+
+  /** The endpoint's pending deliveries due at `at`, soonest first. */
+  dueDeliveries(endpointId: string, at: Date, limit: number): Promise<DeliveryDoc[]> {
+    return this.deliveries
+      .find({ endpoint_id: endpointId, status: 'pending', next_attempt_at: { $lte: at } })
+      .sort({ next_attempt_at: 1 })
+      .limit(limit)
+      .toArray();
+  }
+
+  /** When the endpoint's soonest pending delivery is due (null: nothing pending). */
+  async nextDueAt(endpointId: string): Promise<Date | null> {
+    const doc = await this.deliveries
+      .find({ endpoint_id: endpointId, status: 'pending', next_attempt_at: { $ne: null } }, { projection: { next_attempt_at: 1 } })
+      .sort({ next_attempt_at: 1 })
+      .limit(1)
+      .next();
+    return doc?.next_attempt_at ?? null;
+  }
+
+  async pendingIds(endpointId: string, limit: number): Promise<string[]> {
+    const docs = await this.deliveries.find({ endpoint_id: endpointId, status: 'pending' }, { projection: { _id: 1 } }).limit(limit).toArray();
+    return docs.map((d) => d._id);
+  }
+
+  /** Writes of the owning dispatcher (grouped across endpoints per worker). */
+  async changeDeliveries(changes: DeliveryChange[]): Promise<void> {
+    await this.changeWriter.add(changes.filter((c) => c.ids.length));
+  }
+
+  private async applyChanges(changes: DeliveryChange[]): Promise<void> {
+    const ops: AnyBulkWriteOperation<DeliveryDoc>[] = changes.map((c) => {
+      const update: UpdateFilter<DeliveryDoc> = { $set: c.set };
+      return c.ids.length === 1
+        ? { updateOne: { filter: { _id: c.ids[0] }, update } }
+        : { updateMany: { filter: { _id: { $in: c.ids } }, update } };
+    });
+    if (ops.length) await retryTransient(() => this.deliveries.bulkWrite(ops, { ordered: false }));
+  }
+
+  /** Deliveries whose event is gone (erased): removed by their dispatcher rather than sent. */
+  async deleteDeliveries(ids: string[]): Promise<void> {
+    if (ids.length) await this.deliveries.deleteMany({ _id: { $in: ids } });
+  }
+
+  /** Endpoints with pending deliveries due before `before` (the sweeper wakes their dispatchers). */
+  async endpointsWithOverdue(before: Date, limit: number): Promise<string[]> {
+    const docs = await this.deliveries
+      .find({ status: 'pending', next_attempt_at: { $lt: before } }, { projection: { endpoint_id: 1 } })
+      .limit(limit)
+      .toArray();
+    return [...new Set(docs.map((d) => d.endpoint_id))];
+  }
+
+  findDelivery(teamId: string, eventId: string, endpointId: string): Promise<DeliveryDoc | null> {
+    return this.deliveries.findOne({ _id: deliveryId(eventId, endpointId), team_id: teamId });
+  }
+
+  countFailed(teamId: string, endpointId: string, q: { since?: Date; until?: Date }): Promise<number> {
+    return this.deliveries.countDocuments(failedWithin(teamId, endpointId, q));
+  }
+
+  /** Failed deliveries of an endpoint created in [since, until), oldest first (recover). */
+  async failedDeliveryIds(teamId: string, endpointId: string, q: { since?: Date; until?: Date }, limit: number): Promise<string[]> {
+    const docs = await this.deliveries.find(failedWithin(teamId, endpointId, q), { projection: { _id: 1 } }).sort({ created_at: 1 }).limit(limit).toArray();
+    return docs.map((d) => d._id);
+  }
+
+  // ---------------------------------------------------------------- attempts
+
+  async insertAttempts(docs: AttemptDoc[]): Promise<void> {
+    await this.attemptWriter.add(docs);
+  }
+
+  // ---------------------------------------------------------------- dispatcher activity (wake skipping)
+
+  /** The endpoint's dispatcher is delivering until `until` (a lease: a dead worker's mark lapses). */
+  async markDispatcherActive(endpointId: string, until: Date): Promise<void> {
+    await this.dispatchers.updateOne({ _id: endpointId }, { $set: { active_until: until } }, { upsert: true });
+  }
+
+  async markDispatcherIdle(endpointId: string): Promise<void> {
+    await this.markDispatcherActive(endpointId, new Date(0));
+  }
+
+  /** Of `endpointIds`, those whose dispatcher is delivering now (and will look at its queue again). */
+  async activeDispatchers(endpointIds: string[], now = new Date()): Promise<Set<string>> {
+    if (!endpointIds.length) return new Set();
+    const docs = await this.dispatchers.find({ _id: { $in: endpointIds } }).toArray();
+    return new Set(docs.filter((d) => d.active_until > now).map((d) => d._id));
+  }
+
+  // ---------------------------------------------------------------- erasure and retention
+
+  /** A user's deliveries and attempts to one endpoint (run by that endpoint's dispatcher, between batches). */
+  async eraseUserAtEndpoint(teamId: string, userId: string, endpointId: string): Promise<number> {
+    const d = await this.deliveries.deleteMany({ team_id: teamId, user_id: userId, endpoint_id: endpointId });
+    const a = await this.attempts.deleteMany({ team_id: teamId, user_id: userId, endpoint_id: endpointId });
+    return d.deletedCount + a.deletedCount;
+  }
+
+  async eraseUserEvents(teamId: string, userId: string): Promise<number> {
+    return (await this.events.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+  }
+
+  /** A user's events, deliveries and attempts, team-wide. Idempotent. */
+  async eraseUser(teamId: string, userId: string): Promise<number> {
+    let n = 0;
+    n += (await this.events.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+    n += (await this.deliveries.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+    n += (await this.attempts.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+    return n;
+  }
+
+  /** Retention: events, finished deliveries and attempts created before `before`. */
+  async removeOlderThan(before: Date): Promise<{ events: number; deliveries: number; attempts: number }> {
+    const events = (await this.events.deleteMany({ created_at: { $lt: before } })).deletedCount;
+    const deliveries = (await this.deliveries.deleteMany({ created_at: { $lt: before }, status: { $ne: 'pending' } })).deletedCount;
+    const attempts = (await this.attempts.deleteMany({ timestamp: { $lt: before } })).deletedCount;
+    return { events, deliveries, attempts };
+  }
+}
