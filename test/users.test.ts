@@ -1,4 +1,5 @@
-import { publishEvent } from '../lib/events';
+import { publishEvent } from '../lib/webhooks/publisher';
+import { userDeletionStateQuery } from '../workflows/user-deletion';
 import { ClientUserIdConflict, PaginatedUsers, User } from '../schemas/user';
 import { createTenant, eventually, expectSchema, teamClient, uniqueId, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 
@@ -293,9 +294,9 @@ describe('deleting a user', () => {
     expect((await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`)).status).toBe(200);
   });
 
-  it('a retried DELETE resumes a deletion whose workflow never started (crash between the two steps)', async () => {
+  it('a DELETE adopts a pending deletion that has no running workflow (e.g. written by an earlier release)', async () => {
     const user = await createUser();
-    // The api hid the user, then died before starting the workflow.
+    // Earlier releases hid the user in the api, then started the workflow: a crash in between left this.
     const now = new Date();
     await app.deps.repos.users.markPendingDeletion(tenant.teamId, user.user_id, {
       id: 'crashed-deletion',
@@ -311,18 +312,22 @@ describe('deleting a user', () => {
     expect((await api.get(`/v2/user/${user.user_id}`)).status).toBe(200);
   });
 
-  it('a user deleted again right after an undo gets a fresh deletion workflow', async () => {
+  it('a user deleted again right after an undo gets a fresh deletion, timed by the running workflow', async () => {
     const user = await createUser();
     const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
     expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);
-    const first = (await handle.describe()).memo?.deletion_id;
+    const first = await handle.query(userDeletionStateQuery);
+    expect(first.phase).toBe('grace');
+    expect((await app.deps.repos.users.find(tenant.teamId, user.user_id))?.deletion?.id).toBe(first.deletionId);
     expect((await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`)).status).toBe(200);
     expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);
-    const second = await handle.describe();
-    expect(second.status.name).toBe('RUNNING');
-    expect(second.memo?.deletion_id).not.toBe(first);
+    const second = await handle.query(userDeletionStateQuery);
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    expect(second.phase).toBe('grace');
+    expect(second.deletionId).not.toBe(first.deletionId);
     const stored = await app.deps.repos.users.find(tenant.teamId, user.user_id);
-    expect(stored?.deletion?.id).toBe(second.memo?.deletion_id);
+    expect(stored?.deletion?.id).toBe(second.deletionId);
+    expect(stored?.deletion?.erase_after.toISOString()).toBe(second.eraseAfter);
   });
 
   it('undoes by client_user_id, and a second undo says there is nothing to undo', async () => {
@@ -384,7 +389,7 @@ describe('deleting a user', () => {
       const handle = shortGrace.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
       const result = await handle.result();
       expect(result).toEqual({ outcome: 'erased', erased: { connections: 1, lab_orders: 0, events: 1 } });
-      expect(await shortGrace.deps.repos.webhooks.getEvent(event.id)).toBeNull();
+      expect(await shortGrace.deps.repos.webhookStore.getEvent(event.id)).toBeNull();
 
       const doc = await shortGrace.deps.repos.users.find(tenant.teamId, user.user_id);
       expect(doc).toMatchObject({ status: 'erased' });
@@ -405,4 +410,78 @@ describe('deleting a user', () => {
       await shortGrace.close();
     }
   });
+});
+
+describe('DELETE racing undo_delete on the same user', () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const USERS = 10;
+  const ROUNDS = 10;
+
+  /** Rounds of DELETE, then undo 0–150 ms later, on each of 10 users at once; every response is collected. */
+  async function race(c: HttpClient) {
+    const users = await Promise.all(
+      Array.from({ length: USERS }, async () => (await c.post('/v2/user/', { client_user_id: uniqueId('race') })).body as User),
+    );
+    const statuses: { user: string; op: string; status: number; detail: unknown }[] = [];
+    await Promise.all(
+      users.map(async (user) => {
+        // A pair every 200 ms: a pair may start before the previous one has been answered.
+        const pairs = Array.from({ length: ROUNDS }, async (_, round) => {
+          await sleep(round * 200);
+          const del = c.del(`/v2/user/${user.user_id}`);
+          await sleep(Math.floor(Math.random() * 151));
+          const undo = c.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
+          const [d, u] = await Promise.all([del, undo]);
+          statuses.push({ user: user.user_id, op: 'delete', status: d.status, detail: d.body?.detail });
+          statuses.push({ user: user.user_id, op: 'undo', status: u.status, detail: u.body?.detail });
+        });
+        await Promise.all(pairs);
+      }),
+    );
+    return { users, statuses };
+  }
+
+  it('leaves every user either visible or pending with a working undo (no 503s)', async () => {
+    const { users, statuses } = await race(api);
+    const stuck = [];
+    for (const user of users) {
+      const got = await api.get(`/v2/user/${user.user_id}`);
+      if (got.status === 200) continue;
+      expect(got.body.detail).toMatch(/scheduled this user for deletion/);
+      const undo = await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
+      const after = await api.get(`/v2/user/${user.user_id}`);
+      if (undo.status !== 200 || after.status !== 200) stuck.push({ user: user.user_id, undo: undo.status, detail: undo.body.detail, after: after.status });
+    }
+    expect(stuck).toEqual([]);
+    // Each response is one of the documented outcomes of some order of the two requests.
+    expect(statuses.filter((s) => ![200, 400, 404].includes(s.status))).toEqual([]);
+    for (const s of statuses.filter((x) => x.status === 400)) expect(s.detail).toMatch(/not scheduled for deletion/);
+  }, 180_000);
+
+  it('erases a user that the race left deleted once the grace period ends', async () => {
+    const shortGrace = await startTestApp({ USER_DELETION_GRACE_SECONDS: 4 });
+    try {
+      const c = teamClient(shortGrace, tenant);
+      const { users, statuses } = await race(c);
+      expect(statuses.filter((s) => ![200, 400, 404].includes(s.status))).toEqual([]);
+      const left = await Promise.all(users.map(async (u) => ({ user: u, status: (await c.get(`/v2/user/${u.user_id}`)).status })));
+      // Each user ends pending with a chance of about one half: the test is not vacuous.
+      expect(left.some((l) => l.status !== 200)).toBe(true);
+      for (const { user, status } of left) {
+        if (status === 200) continue;
+        await eventually(
+          async () => (await shortGrace.deps.repos.users.find(tenant.teamId, user.user_id))?.status === 'erased',
+          30_000,
+          `user ${user.user_id} erased after the grace period`,
+        );
+        expect((await c.get(`/v2/user/${user.user_id}`)).body).toEqual({ detail: 'User not found.' });
+      }
+      // A visible user stays visible (no erasure of a restored user).
+      for (const { user, status } of left) {
+        if (status === 200) expect((await shortGrace.deps.repos.users.find(tenant.teamId, user.user_id))?.status).toBe('active');
+      }
+    } finally {
+      await shortGrace.close();
+    }
+  }, 180_000);
 });

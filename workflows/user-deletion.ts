@@ -1,116 +1,194 @@
 import {
-  ApplicationFailure,
+  allHandlersFinished,
   condition,
   defineQuery,
   defineUpdate,
   log,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
+  uuid4,
 } from '@temporalio/workflow';
 import type { UserDeletionActivities } from '../activities/user-deletion';
 
 export interface UserDeletionInput {
   teamId: string;
   userId: string;
-  /** Identifies this deletion request; undo and erasure act only on the user state it created. */
-  deletionId: string;
-  graceSeconds: number;
 }
 
-export type UserDeletionPhase = 'grace' | 'restoring' | 'restored' | 'erasing' | 'erased';
+/**
+ * `active`: the user is visible (never deleted in this run, or restored); `grace`: hidden, restorable;
+ * `restoring`: an undo is being applied; `erasing` / `erased`: past the grace period; `missing`: no such user.
+ */
+export type UserDeletionPhase = 'loading' | 'active' | 'grace' | 'restoring' | 'erasing' | 'erased' | 'missing';
 export interface UserDeletionResult {
-  outcome: 'restored' | 'erased';
+  outcome: 'restored' | 'erased' | 'untouched';
   erased?: Record<string, number>;
 }
 
-/** Undo within the grace period. Rejected (not queued) once erasure has begun. */
-export const undoUserDeletionUpdate = defineUpdate<{ restored: true }>('undoUserDeletion');
+export interface RequestDeletionInput {
+  /** The grace period of the api that took the request (USER_DELETION_GRACE_SECONDS). */
+  graceSeconds: number;
+  requestId: string;
+}
+export type RequestDeletionOutcome = { outcome: 'scheduled' | 'already_scheduled' | 'not_found' };
+export type UndoDeletionOutcome =
+  | { outcome: 'restored' | 'not_scheduled' | 'erased' | 'not_found' }
+  | { outcome: 'client_user_id_taken'; holderUserId: string | null };
+
+/** DELETE /v2/user/{id}: hide the user and start the grace period, unless already done. */
+export const requestUserDeletionUpdate = defineUpdate<RequestDeletionOutcome, [RequestDeletionInput]>('requestUserDeletion');
+/** POST /v2/user/undo_delete: restore within the grace period. */
+export const undoUserDeletionUpdate = defineUpdate<UndoDeletionOutcome, []>('undoUserDeletion');
 export const userDeletionPhaseQuery = defineQuery<UserDeletionPhase>('userDeletionPhase');
+/** The deletion this run owns (its id is what the user document carries while pending). */
+export const userDeletionStateQuery = defineQuery<{ phase: UserDeletionPhase; deletionId: string | null; eraseAfter: string | null }>(
+  'userDeletionState',
+);
 
-export const USER_DELETION_FAILURES = {
-  graceEnded: 'UserDeletionGraceEnded',
-  clientUserIdTaken: 'ClientUserIdTaken',
-} as const;
-
-const { deregisterUserConnections, listUserDataDomains, eraseUserDataDomain, markUserErased } =
-  proxyActivities<UserDeletionActivities>({
-    startToCloseTimeout: '1 minute',
-    // Our own transient faults only (database hiccups); business outcomes come back as values.
-    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
-  });
-// An undo has a caller waiting on the other end: give up after a few tries instead of hanging it.
-const { restoreDeletedUser } = proxyActivities<UserDeletionActivities>({
+// Short writes of the user document: local activities (run in the worker holding the workflow, no task
+// queue round trip), so a DELETE or undo answers quickly. Idempotent by deletion id; retried on our faults.
+const state = proxyLocalActivities<UserDeletionActivities>({
   startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '200 milliseconds', maximumAttempts: 5 },
+  retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 5 },
+});
+const { deregisterUserConnections, listUserDataDomains, eraseUserDataDomain } = proxyActivities<UserDeletionActivities>({
+  startToCloseTimeout: '1 minute',
+  // Our own transient faults only (database hiccups); business outcomes come back as values.
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+});
+// Erasure is past the point of no return: its final write keeps trying.
+const { markUserErased } = proxyLocalActivities<UserDeletionActivities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
 /**
- * One deletion of one user (id `user-deletion:<userId>`): deregister connections at once, wait out the
- * grace period (a Temporal timer), then erase every registered data domain and leave a tombstone.
+ * The single owner of a user's deletion state (id `user-deletion:<userId>`). The api never writes the
+ * deletion itself: DELETE and undo reach this workflow as Updates (update-with-start), which it applies one
+ * at a time, so racing requests are ordered here and the user document always carries the deletion this
+ * run is timing. A run adopts whatever state the document has when it starts, waits out the grace period
+ * on a Temporal timer, then erases every registered data domain and leaves a tombstone. It ends once the
+ * user is visible again (restored) and no request is in flight, or after erasure; a request that arrives
+ * later starts a new run.
  */
 export async function userDeletionWorkflow(input: UserDeletionInput): Promise<UserDeletionResult> {
-  const { teamId, userId, deletionId } = input;
-  let phase = 'grace' as UserDeletionPhase;
+  const { teamId, userId } = input;
+  let phase = 'loading' as UserDeletionPhase;
+  let deletion: { id: string; eraseAfterMs: number; deregistered: boolean } | null = null;
+  let restoredOnce = false;
+
+  // One state change at a time; the initial load goes first.
+  let chain: Promise<unknown> = Promise.resolve();
+  const serialized = <T>(step: () => Promise<T>): Promise<T> => {
+    const next = chain.then(step);
+    chain = next.catch(() => undefined);
+    return next;
+  };
+
+  const loaded = serialized(async () => {
+    const current = await state.loadUserDeletionState({ teamId, userId });
+    if (current.status === 'active') phase = 'active';
+    else if (current.status === 'pending_deletion') {
+      // Left pending by an earlier run or release: this run times the same deletion.
+      phase = 'grace';
+      deletion = { id: current.deletion.id, eraseAfterMs: current.deletion.eraseAfterMs, deregistered: false };
+    } else if (current.status === 'erased') phase = 'erased';
+    else phase = 'missing';
+  });
 
   setHandler(userDeletionPhaseQuery, () => phase);
-  setHandler(
-    undoUserDeletionUpdate,
-    async () => {
+  setHandler(userDeletionStateQuery, () => ({
+    phase,
+    deletionId: deletion?.id ?? null,
+    eraseAfter: deletion ? new Date(deletion.eraseAfterMs).toISOString() : null,
+  }));
+
+  setHandler(requestUserDeletionUpdate, ({ graceSeconds, requestId }) =>
+    serialized(async (): Promise<RequestDeletionOutcome> => {
+      if (phase === 'grace' || phase === 'restoring' || phase === 'erasing') return { outcome: 'already_scheduled' };
+      if (phase !== 'active') return { outcome: 'not_found' };
+      const now = new Date().getTime(); // workflow time here (deterministic on replay)
+      const next = { id: uuid4(), requestedAtMs: now, eraseAfterMs: now + graceSeconds * 1000 };
+      const res = await state.markUserPendingDeletion({ teamId, userId, deletion: next });
+      if (res.outcome !== 'marked') {
+        // Only this workflow changes the deletion state, so this means the user was removed by other means.
+        phase = 'missing';
+        return { outcome: 'not_found' };
+      }
+      deletion = { id: next.id, eraseAfterMs: next.eraseAfterMs, deregistered: false };
+      phase = 'grace';
+      log.info('user deletion scheduled', { userId, deletionId: next.id, requestId });
+      return { outcome: 'scheduled' };
+    }),
+  );
+
+  setHandler(undoUserDeletionUpdate, () =>
+    serialized(async (): Promise<UndoDeletionOutcome> => {
+      if (phase === 'active') return { outcome: 'not_scheduled' };
+      if (phase === 'erasing' || phase === 'erased') return { outcome: 'erased' };
+      if (phase !== 'grace' || !deletion) return { outcome: 'not_found' };
       phase = 'restoring';
-      let outcome;
+      let res;
       try {
-        outcome = await restoreDeletedUser({ teamId, userId, deletionId });
+        res = await state.restoreDeletedUser({ teamId, userId, deletionId: deletion.id });
       } catch (err) {
         phase = 'grace';
         throw err;
       }
-      if (outcome.outcome === 'restored') {
-        phase = 'restored';
-        return { restored: true as const };
+      if (res.outcome === 'restored') {
+        phase = 'active';
+        deletion = null;
+        restoredOnce = true;
+        log.info('user deletion undone', { userId });
+        return { outcome: 'restored' };
       }
       phase = 'grace';
-      if (outcome.outcome === 'client_user_id_taken') {
-        throw ApplicationFailure.create({
-          type: USER_DELETION_FAILURES.clientUserIdTaken,
-          message: `client_user_id is now held by user ${outcome.holderUserId ?? 'another user'}`,
-          details: [outcome.holderUserId],
-          nonRetryable: true,
-        });
-      }
-      throw ApplicationFailure.create({ type: USER_DELETION_FAILURES.graceEnded, message: 'The user is no longer restorable', nonRetryable: true });
-    },
-    {
-      validator: () => {
-        if (phase !== 'grace') {
-          throw ApplicationFailure.create({
-            type: USER_DELETION_FAILURES.graceEnded,
-            message: `Deletion can no longer be undone (phase: ${phase})`,
-            nonRetryable: true,
-          });
-        }
-      },
-    },
+      if (res.outcome === 'client_user_id_taken') return { outcome: 'client_user_id_taken', holderUserId: res.holderUserId };
+      return { outcome: 'not_found' };
+    }),
   );
 
-  await deregisterUserConnections({ teamId, userId });
-
-  const restored = await condition(() => phase === 'restored', input.graceSeconds * 1000);
-  if (!restored) {
-    // The timer may fire while an undo is mid-flight; its outcome decides.
-    await condition(() => phase !== 'restoring');
+  await loaded;
+  for (;;) {
+    if (phase === 'grace' && deletion) {
+      const current: { id: string; eraseAfterMs: number; deregistered: boolean } = deletion;
+      if (!current.deregistered) {
+        await serialized(async () => {
+          // Skipped if an undo came first; connections are not restored by an undo either way.
+          if (deletion === current && phase === 'grace') await deregisterUserConnections({ teamId, userId });
+        });
+        current.deregistered = true;
+        continue;
+      }
+      const left = current.eraseAfterMs - new Date().getTime(); // workflow time
+      if (left > 0 && (await condition(() => phase !== 'grace', left))) continue;
+      // Grace over: erasure begins unless an undo got in first (its outcome decides).
+      const erase = await serialized(async () => {
+        if (phase !== 'grace' || deletion !== current) return false;
+        phase = 'erasing';
+        return true;
+      });
+      if (!erase) continue;
+      const erased: Record<string, number> = {};
+      for (const domain of await listUserDataDomains()) {
+        erased[domain] = await eraseUserDataDomain({ teamId, userId, domain });
+      }
+      await markUserErased({ teamId, userId, deletionId: current.id });
+      phase = 'erased';
+      log.info('user data erased', { userId, erased });
+      await condition(allHandlersFinished);
+      return { outcome: 'erased', erased };
+    }
+    if (phase === 'restoring') {
+      await condition(() => phase !== 'restoring');
+      continue;
+    }
+    // Nothing to time (visible, erased or unknown user): finish once no request is being handled. A request
+    // arriving after that is answered by a new run (the server retries an update-with-start that a closing
+    // run did not accept).
+    await condition(() => allHandlersFinished() || phase === 'grace');
+    if (phase !== 'grace') break;
   }
-  if (phase === 'restored') {
-    log.info('user deletion undone', { userId });
-    return { outcome: 'restored' };
-  }
-
-  phase = 'erasing';
-  const erased: Record<string, number> = {};
-  for (const domain of await listUserDataDomains()) {
-    erased[domain] = await eraseUserDataDomain({ teamId, userId, domain });
-  }
-  await markUserErased({ teamId, userId, deletionId });
-  phase = 'erased';
-  log.info('user data erased', { userId, erased });
-  return { outcome: 'erased', erased };
+  return { outcome: restoredOnce ? 'restored' : 'untouched' };
 }

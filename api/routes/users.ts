@@ -227,14 +227,13 @@ export const userRoutes = [
       200: { description: 'Restored', schema: SuccessResponse },
       400: { description: 'Not restorable (not deleted, grace period over, client_user_id taken)', schema: ErrorDetail },
       ...errors,
-      409: { description: 'Pending deletion without a running workflow: retry the DELETE', schema: ErrorDetail },
       503: busy,
     },
-    async handler({ query, auth, deps }) {
+    async handler({ query, auth, deps, requestId }) {
       if ((query.user_id === undefined) === (query.client_user_id === undefined)) {
         throw ValidationError.field(['query'], 'Give exactly one of user_id and client_user_id.', 'value_error.exactly_one');
       }
-      await undoUserDeletion(deps, auth.teamId, query);
+      await undoUserDeletion(deps, auth.teamId, query, requestId);
       return { body: { success: true } };
     },
   }),

@@ -1,17 +1,11 @@
-import { randomUUID } from 'node:crypto';
-import {
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
-  WorkflowUpdateRPCTimeoutOrCancelledError,
-} from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { WithStartWorkflowOperation, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
+import type { UpdateDefinition } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../../lib/errors';
 import type { UserDoc } from '../../lib/repositories/users';
 import { workflowIds } from '../../workflows/ids';
 import {
+  requestUserDeletionUpdate,
   undoUserDeletionUpdate,
-  USER_DELETION_FAILURES,
   userDeletionWorkflow,
   type UserDeletionInput,
 } from '../../workflows/user-deletion';
@@ -20,74 +14,69 @@ import type { AppDeps } from '../deps';
 export const SCHEDULED_FOR_DELETION = 'The user has been scheduled for deletion as per your previous request.';
 
 /**
- * DELETE /v2/user/{id}: hides the user at once (status precondition), then starts `user-deletion:<id>`,
- * which deregisters connections and erases after the grace period. Starting is idempotent, so a retried
- * DELETE after a crash between the two steps completes the job.
+ * Sends one request to the user's deletion workflow, starting it if no run is open (update-with-start).
+ * The workflow is the only writer of the deletion state and applies requests one at a time, so a DELETE
+ * and an undo racing each other are ordered there. A run that is closing when the request arrives makes
+ * the server answer with a retryable error, and the client retries into a new run.
+ */
+async function toDeletionWorkflow<Ret, Args extends unknown[]>(
+  deps: AppDeps,
+  user: UserDoc,
+  update: UpdateDefinition<Ret, Args>,
+  args: Args,
+  requestId: string,
+): Promise<Ret> {
+  const { temporal } = deps;
+  const input: UserDeletionInput = { teamId: user.team_id, userId: user._id };
+  const startWorkflowOperation = new WithStartWorkflowOperation(userDeletionWorkflow, {
+    workflowId: workflowIds.userDeletion(user._id),
+    taskQueue: temporal.taskQueue,
+    args: [input],
+    // The open run owns the user's deletion state; a closed one is followed by a new run.
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    // Operators can match a workflow in the Temporal UI to the api's request log line.
+    memo: { request_id: requestId, team_id: user.team_id },
+  });
+  try {
+    return await temporal.client.workflow.executeUpdateWithStart(update, { args, startWorkflowOperation });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
+      throw new ApiError(503, 'The request did not complete in time; it is safe to retry.', { 'Retry-After': '1' });
+    }
+    if (err instanceof WorkflowUpdateFailedError) {
+      // Our own fault persisted through the workflow's retries (e.g. the database was unavailable).
+      throw new ApiError(503, 'The change could not be applied right now; it is safe to retry.', { 'Retry-After': '1' });
+    }
+    throw err;
+  }
+}
+
+/**
+ * DELETE /v2/user/{id}: the user's deletion workflow hides the user at once (deterministic deletion id),
+ * deregisters its connections and erases after the grace period. A second DELETE finds it scheduled.
  */
 export async function scheduleUserDeletion(deps: AppDeps, teamId: string, userId: string, requestId: string): Promise<void> {
-  const { repos, config } = deps;
-  const now = new Date();
-  const deletion = {
-    id: randomUUID(),
-    requested_at: now,
-    erase_after: new Date(now.getTime() + config.USER_DELETION_GRACE_SECONDS * 1000),
-  };
-  const marked = await repos.users.markPendingDeletion(teamId, userId, deletion);
-  if (marked) {
-    await startDeletionWorkflow(deps, marked, requestId);
-    return;
-  }
-  const existing = await repos.users.find(teamId, userId);
-  if (existing?.status === 'pending_deletion') {
-    await startDeletionWorkflow(deps, existing, requestId);
-    throw notFound(SCHEDULED_FOR_DELETION);
-  }
+  const user = await deps.repos.users.find(teamId, userId);
+  if (!user || user.status === 'erased') throw notFound('User not found.');
+  const res = await toDeletionWorkflow(
+    deps,
+    user,
+    requestUserDeletionUpdate,
+    [{ graceSeconds: deps.config.USER_DELETION_GRACE_SECONDS, requestId }],
+    requestId,
+  );
+  if (res.outcome === 'scheduled') return;
+  if (res.outcome === 'already_scheduled') throw notFound(SCHEDULED_FOR_DELETION);
   throw notFound('User not found.');
 }
 
-async function startDeletionWorkflow(deps: AppDeps, user: UserDoc, requestId: string): Promise<void> {
-  const { temporal } = deps;
-  const deletion = user.deletion!;
-  // A retried DELETE resumes the remaining grace, not a fresh one.
-  const graceSeconds = Math.max(0, Math.ceil((deletion.erase_after.getTime() - Date.now()) / 1000));
-  const input: UserDeletionInput = { teamId: user.team_id, userId: user._id, deletionId: deletion.id, graceSeconds };
-  const workflowId = workflowIds.userDeletion(user._id);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await temporal.client.workflow.start(userDeletionWorkflow, {
-        workflowId,
-        taskQueue: temporal.taskQueue,
-        args: [input],
-        // Not USE_EXISTING: the running workflow may belong to an earlier deletion that was just undone.
-        workflowIdConflictPolicy: 'FAIL',
-        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-        // Operators can match a workflow in the Temporal UI to the api's request log line.
-        memo: { request_id: requestId, team_id: user.team_id, deletion_id: deletion.id },
-      });
-      return;
-    } catch (err) {
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-      const handle = temporal.client.workflow.getHandle(workflowId);
-      const running = await handle.describe();
-      if (running.memo?.deletion_id === deletion.id) return; // this deletion's workflow already runs
-      if (attempt >= 2) throw new ApiError(503, 'An earlier deletion of this user is still finishing; retry the request.');
-      await withinMs(handle.result(), 10_000);
-    }
-  }
-}
-
-/** Waits for `promise` at most `ms`; its outcome is not needed, only that it is (probably) done. */
-async function withinMs(promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([promise.catch(() => undefined), new Promise((r) => (timer = setTimeout(r, ms)))]);
-  clearTimeout(timer);
-}
-
-/** POST /v2/user/undo_delete: restores a user within its grace period (through the workflow). */
+/** POST /v2/user/undo_delete: restores a user within its grace period (through its deletion workflow). */
 export async function undoUserDeletion(
   deps: AppDeps,
   teamId: string,
   by: { user_id?: string; client_user_id?: string },
+  requestId: string,
 ): Promise<void> {
   const { repos } = deps;
   const user = by.user_id
@@ -96,41 +85,27 @@ export async function undoUserDeletion(
       (await repos.users.findLatestByClientUserId(teamId, by.client_user_id!)));
   const who = by.user_id ? `User ${by.user_id}` : `The user with client_user_id '${by.client_user_id}'`;
   if (!user) throw notFound(`${who} was not found.`);
-  if (user.status === 'active') throw badRequest(`${who} is not scheduled for deletion; nothing to undo.`);
-  if (user.status === 'erased' || !user.deletion) {
-    throw badRequest(
-      `${who} cannot be restored: its grace period ended${user.erased_at ? ` on ${user.erased_at.toISOString()}` : ''} and its data has been erased.`,
-    );
-  }
-  const handle = deps.temporal.client.workflow.getHandle(workflowIds.userDeletion(user._id));
-  try {
-    await handle.executeUpdate(undoUserDeletionUpdate);
-    // The user is already restored; let the run finish so a new DELETE starts a fresh one.
-    await withinMs(handle.result(), 10_000);
-  } catch (err) {
-    throw translateUndoFailure(err, who, user);
-  }
-}
+  const notScheduled = () => badRequest(`${who} is not scheduled for deletion; nothing to undo.`);
+  const erased = (at?: Date) =>
+    badRequest(`${who} cannot be restored: its grace period ended${at ? ` on ${at.toISOString()}` : ''} and its data has been erased.`);
+  // Read before the workflow is asked: an undo seen here as "nothing to undo" came before any racing DELETE.
+  if (user.status === 'active') throw notScheduled();
+  if (user.status === 'erased' || !user.deletion) throw erased(user.erased_at);
 
-function translateUndoFailure(err: unknown, who: string, user: UserDoc): Error {
-  const cause = err instanceof WorkflowUpdateFailedError ? err.cause : err;
-  if (cause instanceof ApplicationFailure) {
-    if (cause.type === USER_DELETION_FAILURES.clientUserIdTaken) {
-      const holder = cause.details?.[0];
-      return badRequest(
-        `${who} cannot be restored: a new user${holder ? ` (${holder})` : ''} now holds client_user_id '${user.client_user_id}'. ` +
+  const res = await toDeletionWorkflow(deps, user, undoUserDeletionUpdate, [], requestId);
+  switch (res.outcome) {
+    case 'restored':
+      return;
+    case 'not_scheduled':
+      throw notScheduled();
+    case 'erased':
+      throw badRequest(`${who} cannot be restored: its grace period has ended and erasure has started.`);
+    case 'client_user_id_taken':
+      throw badRequest(
+        `${who} cannot be restored: a new user${res.holderUserId ? ` (${res.holderUserId})` : ''} now holds client_user_id '${user.client_user_id}'. ` +
           'Delete or rename that user first, then undo again.',
       );
-    }
-    if (cause.type === USER_DELETION_FAILURES.graceEnded) {
-      return badRequest(`${who} cannot be restored: its grace period has ended and erasure has started.`);
-    }
+    default:
+      throw notFound(`${who} was not found.`);
   }
-  if (err instanceof WorkflowNotFoundError) {
-    return new ApiError(409, `${who} is pending deletion but its deletion workflow is not running; retry the DELETE to resume it.`);
-  }
-  if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
-    return new ApiError(503, 'The undo did not complete in time; it is safe to retry.');
-  }
-  return err as Error;
 }

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../errors';
-import type { DocumentLocks } from './locks';
+import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import type { DocumentLocks, LockLease } from './locks';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
 
@@ -46,6 +47,32 @@ export type RestoreOutcome =
 const releasedKey = (userId: string) => `deleted:${userId}`;
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 
+/** The `users` indexes (one place for the collection, created by `ensureIndexes`). */
+export const USER_INDEXES: Record<'users', IndexSpec[]> = {
+  users: [
+    // Unique among active users per team (the key encodes the status: no partial indexes on FerretDB).
+    { key: { team_id: 1, client_user_key: 1 }, unique: true },
+    // `_id` last: the listing's tie-break, so pages come off the index in order.
+    { key: { team_id: 1, status: 1, created_on: 1, _id: 1 } },
+    { key: { team_id: 1, client_user_id: 1, status: 1, 'deletion.requested_at': -1 } },
+    { key: { team_id: 1, client_user_id: 1, created_on: -1 } },
+    // Erased users keep only the hash of their client_user_id (the second branch of the latest-user lookup).
+    { key: { team_id: 1, erased_client_user_id_sha256: 1, created_on: -1 } },
+  ],
+};
+
+/** Every query UserRepository issues (test/indexes.test.ts checks each is served by USER_INDEXES). */
+export const USER_QUERY_SHAPES: Record<'users', QueryShape[]> = {
+  users: [
+    { name: 'user by id (reads; every locked write, with its status)', filter: ['_id'], residual: ['team_id', 'status'] },
+    { name: 'active user by client_user_id (create conflict, patch conflict, restore conflict)', filter: ['team_id', 'client_user_key'], residual: ['status'] },
+    { name: 'pending user by client_user_id, latest deletion first', filter: ['team_id', 'client_user_id', 'status'], sort: ['deletion.requested_at'] },
+    { name: 'latest user by client_user_id ($or branch: not yet erased)', filter: ['team_id', 'client_user_id'], sort: ['created_on'] },
+    { name: 'latest user by client_user_id ($or branch: erased, by hash)', filter: ['team_id', 'erased_client_user_id_sha256'], sort: ['created_on'] },
+    { name: 'list active users (page and count)', filter: ['team_id', 'status'], sort: ['created_on', '_id'] },
+  ],
+};
+
 /**
  * The only code that touches the `users` collection. Every change of an existing user runs under the
  * user's document lock (see locks.ts): a status check and its write are one step even on FerretDB.
@@ -57,14 +84,19 @@ export class UserRepository {
     this.users = db.collection('users');
   }
 
-  private locked<T>(userId: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Why a mutex (locks.ts): the user document is changed by two parties, the api's PATCH and the deletion
+   * workflow, each with a read-check-write change, and there is no unique key to insert — so neither a single
+   * owner nor a unique insert settles their races. Each write under it is preceded by `lease.assertHeld()`.
+   */
+  private locked<T>(userId: string, fn: (lease: LockLease) => Promise<T>): Promise<T> {
     return this.locks.withLock(`user:${userId}`, fn);
   }
 
   async ensureIndexes(): Promise<void> {
-    await this.users.createIndex({ team_id: 1, client_user_key: 1 }, { unique: true });
-    await this.users.createIndex({ team_id: 1, status: 1, created_on: 1 });
-    await this.users.createIndex({ team_id: 1, client_user_id: 1 });
+    await createIndexes(this.users, USER_INDEXES.users);
+    // Superseded by the longer indexes above (same leading fields); dropped so writes do not maintain them.
+    for (const name of ['team_id_1_status_1_created_on_1', 'team_id_1_client_user_id_1']) await this.users.dropIndex(name).catch(() => undefined);
   }
 
   /** Inserts, or returns the user already holding the client_user_id (the unique index decides races). */
@@ -126,9 +158,10 @@ export class UserRepository {
   ): Promise<{ updated: UserDoc } | { conflict: UserDoc } | null> {
     const set: Record<string, unknown> = { ...changes, updated_at: new Date() };
     if (changes.client_user_id !== undefined) set.client_user_key = changes.client_user_id;
-    return this.locked(userId, async () => {
+    return this.locked(userId, async (lease) => {
       const current = await this.find(teamId, userId);
       if (current?.status !== 'active') return null;
+      await lease.assertHeld();
       try {
         const updated = await this.users.findOneAndUpdate({ _id: userId, status: 'active' }, { $set: set }, { returnDocument: 'after' });
         return updated ? { updated } : null;
@@ -141,11 +174,15 @@ export class UserRepository {
     });
   }
 
-  /** Hides an active user and releases its client_user_id. Null if the user was not active. */
+  /**
+   * Hides an active user and releases its client_user_id. Null if the user was not active. Called only by
+   * the user's deletion workflow (the single owner of the deletion state), with its deletion id.
+   */
   markPendingDeletion(teamId: string, userId: string, deletion: NonNullable<UserDoc['deletion']>): Promise<UserDoc | null> {
-    return this.locked(userId, async () => {
+    return this.locked(userId, async (lease) => {
       const current = await this.find(teamId, userId);
       if (current?.status !== 'active') return null;
+      await lease.assertHeld();
       return this.users.findOneAndUpdate(
         { _id: userId, status: 'active' },
         { $set: { status: 'pending_deletion', client_user_key: releasedKey(userId), deletion, updated_at: new Date() } },
@@ -156,11 +193,12 @@ export class UserRepository {
 
   /** Undo: re-claims the client_user_id for this deletion's user. Safe to repeat. */
   async restore(teamId: string, userId: string, deletionId: string): Promise<RestoreOutcome> {
-    return this.locked(userId, async () => {
+    return this.locked(userId, async (lease) => {
       const user = await this.find(teamId, userId);
       if (!user || user.deletion?.id !== deletionId) return { outcome: 'not_pending' };
       if (user.status === 'active') return { outcome: 'restored', user };
       if (user.status !== 'pending_deletion') return { outcome: 'not_pending' };
+      await lease.assertHeld();
       try {
         const restored = await this.users.findOneAndUpdate(
           { _id: userId, status: 'pending_deletion' },
@@ -177,9 +215,10 @@ export class UserRepository {
 
   /** Drops everything but a tombstone (ids, status, when) once the grace period has passed. */
   async markErased(teamId: string, userId: string, deletionId: string): Promise<boolean> {
-    return this.locked(userId, async () => {
+    return this.locked(userId, async (lease) => {
       const user = await this.find(teamId, userId);
       if (user?.status !== 'pending_deletion' || user.deletion?.id !== deletionId) return false;
+      await lease.assertHeld();
       const res = await this.users.updateOne(
         { _id: userId, status: 'pending_deletion' },
         {
@@ -205,8 +244,10 @@ export class UserRepository {
   }
 
   async clearConnectedSources(teamId: string, userId: string): Promise<void> {
-    await this.locked(userId, async () => {
-      if (await this.find(teamId, userId)) await this.users.updateOne({ _id: userId }, { $set: { connected_sources: [] } });
+    await this.locked(userId, async (lease) => {
+      if (!(await this.find(teamId, userId))) return;
+      await lease.assertHeld();
+      await this.users.updateOne({ _id: userId }, { $set: { connected_sources: [] } });
     });
   }
 }
