@@ -17,7 +17,10 @@ export async function connectTemporal(address: string, namespace: string, taskQu
   return { client: new Client({ connection, namespace }), connection, taskQueue, namespace };
 }
 
-/** True when the server answers and at least one worker polls the task queue. */
+/**
+ * True when the server answers and at least one worker polls the task queue. A killed worker stays listed
+ * for minutes (its last long poll), so GET /ready also asks for a fresh worker heartbeat (lib/repositories/workers.ts).
+ */
 export async function temporalReadiness(t: TemporalDeps): Promise<{ server: boolean; worker: boolean }> {
   try {
     const res = await t.connection.workflowService.describeTaskQueue({

@@ -1,8 +1,9 @@
-import { loadConfig } from '../lib/config';
+import { dataCipher, loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { connectTemporal } from '../lib/temporal';
+import { startWorkerHeartbeat } from './heartbeat';
 import { ensureMaintenanceSchedule } from './maintenance-schedule';
 import { startWebhookSweeper } from './webhook-sweeper';
 import { createWorker } from './worker';
@@ -10,9 +11,10 @@ import { createWorker } from './worker';
 /** Worker process: hosts workflows and activities; SIGTERM drains in-flight tasks, then closes. */
 async function main(): Promise<void> {
   const config = loadConfig();
+  const cipher = dataCipher(config);
   const logger = createLogger(config.LOG_LEVEL, 'worker');
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
-  const repos = createRepositories(mongo.db);
+  const repos = createRepositories(mongo.db, cipher);
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const { worker, connection } = await createWorker(config, repos, logger, temporal);
@@ -26,7 +28,14 @@ async function main(): Promise<void> {
     });
   }
   logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
-  await worker.run();
+  const running = worker.run();
+  // GET /ready looks for a fresh heartbeat: Temporal lists a killed worker's poller for minutes.
+  const heartbeat = startWorkerHeartbeat(repos, worker, config.TEMPORAL_TASK_QUEUE, logger);
+  try {
+    await running;
+  } finally {
+    await heartbeat.stop();
+  }
   await connection.close();
   await temporal.connection.close();
   await mongo.close();

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Type } from '@sinclair/typebox';
 import { notFound } from '../../lib/errors';
 import { pingMongo } from '../../lib/mongo';
+import { WORKER_HEARTBEAT_STALE_MS } from '../../lib/repositories/workers';
 import { temporalReadiness } from '../../lib/temporal';
 import { ErrorDetail } from '../../schemas/common';
 import { defineRoute, type AnyRoute } from '../route';
@@ -54,7 +55,9 @@ export function systemRoutes(allRoutes: () => AnyRoute[]) {
       method: 'get',
       path: '/ready',
       summary: 'Readiness',
-      description: 'MongoDB answers, Temporal answers, and a worker polls the task queue.',
+      description:
+        'MongoDB answers, Temporal answers, and a worker polls the task queue and has recorded a heartbeat in the last 15 s ' +
+        '(Temporal alone keeps listing a killed worker for minutes).',
       tags,
       auth: 'none',
       responses: {
@@ -62,9 +65,15 @@ export function systemRoutes(allRoutes: () => AnyRoute[]) {
         503: { description: 'Not ready', schema: Readiness },
       },
       async handler({ deps }) {
-        const [mongodb, temporal] = await Promise.all([pingMongo(deps.db), temporalReadiness(deps.temporal)]);
-        const checks = { mongodb, temporal: temporal.server, worker: temporal.worker };
-        const ready = mongodb && temporal.server && temporal.worker;
+        const [mongodb, temporal, heartbeat] = await Promise.all([
+          pingMongo(deps.db),
+          temporalReadiness(deps.temporal),
+          deps.repos.workers
+            .anyAliveSince(deps.temporal.taskQueue, new Date(Date.now() - WORKER_HEARTBEAT_STALE_MS))
+            .catch(() => false),
+        ]);
+        const checks = { mongodb, temporal: temporal.server, worker: temporal.worker && heartbeat };
+        const ready = checks.mongodb && checks.temporal && checks.worker;
         return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not_ready', checks } };
       },
     }),

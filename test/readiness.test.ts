@@ -1,0 +1,38 @@
+import { WORKER_HEARTBEAT_STALE_MS } from '../lib/repositories/workers';
+import { temporalReadiness } from '../lib/temporal';
+import { eventually, httpClient, startTestApp, uniqueId } from './support/harness';
+import { startWorker, stopWorker } from './support/worker';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('GET /ready and the worker', () => {
+  // Its own task queue and worker: the suite's worker polls the shared queue and would keep it ready.
+  it('turns not ready within ~15 s after the only worker of its task queue is SIGKILLed', async () => {
+    const taskQueue = uniqueId('ready-probe');
+    const app = await startTestApp({ TEMPORAL_TASK_QUEUE: taskQueue });
+    const client = httpClient(app.url);
+    expect((await client.get('/ready')).body.checks.worker).toBe(false);
+    const worker = startWorker(taskQueue);
+    try {
+      await eventually(async () => (await client.get('/ready')).status === 200, 90_000, 'ready once the worker runs');
+      // A live, idle worker stays ready well past the staleness window (its heartbeats keep coming).
+      const aliveUntil = Date.now() + WORKER_HEARTBEAT_STALE_MS + 5_000;
+      while (Date.now() < aliveUntil) {
+        expect((await client.get('/ready')).status).toBe(200);
+        await sleep(1_000);
+      }
+
+      await stopWorker(worker, 'SIGKILL');
+      const killedAt = Date.now();
+      await eventually(async () => (await client.get('/ready')).status === 503, 60_000, 'not ready after the worker died');
+      const detectedMs = Date.now() - killedAt;
+      expect(detectedMs).toBeLessThanOrEqual(WORKER_HEARTBEAT_STALE_MS + 2_000);
+      expect((await client.get('/ready')).body).toEqual({ status: 'not_ready', checks: { mongodb: true, temporal: true, worker: false } });
+      // Temporal alone still lists the dead poller (it did for ~300 s): the heartbeat is what noticed.
+      expect((await temporalReadiness(app.deps.temporal)).worker).toBe(true);
+    } finally {
+      await stopWorker(worker, 'SIGKILL');
+      await app.close();
+    }
+  }, 180_000);
+});
