@@ -18,14 +18,45 @@ export function createApp(deps: AppDeps): Koa {
   const authenticate = createAuthenticator(deps);
 
   for (const route of routeTable(deps)) {
-    router[route.method](koaPath(route.path), (ctx) => runRoute(route, ctx, deps, authenticate));
+    const path = koaPath(route.path);
+    // A request runs the route only if the route is the resource its path names (see `resourceOf`).
+    router[route.method](path, (ctx, next) => (resourceOf(ctx).some((l) => l.path === path) ? runRoute(route, ctx, deps, authenticate) : next()));
   }
 
   app.use(requestContext(deps.logger));
   app.use(errorRenderer());
+  app.use(allowedMethods());
   app.use(router.routes());
-  app.use(router.allowedMethods());
   return app;
+}
+
+type MatchedLayer = { path: string; methods: string[] };
+
+/**
+ * The routes of the resource a request path names: of the route paths that match it, those with the most
+ * literal segments. `/webhook/events` matches both `/webhook/events` and `/webhook/{webhook_id}`; it names
+ * the first, so `PATCH /webhook/events` is a 405 (GET only), not a PATCH of a webhook called "events".
+ */
+function resourceOf(ctx: Context): MatchedLayer[] {
+  const layers = ((ctx as { matched?: MatchedLayer[] }).matched ?? []).filter((l) => l.methods.length > 0);
+  const literals = (l: MatchedLayer) => l.path.split('/').filter((s) => s && !s.startsWith(':')).length;
+  const most = Math.max(...layers.map(literals));
+  return layers.filter((l) => literals(l) === most);
+}
+
+/**
+ * OPTIONS answers 204 with `Allow`; any other method the resource does not implement (including TRACE
+ * and methods no route uses) is a 405 with `Allow`. A path no route matches stays a 404.
+ */
+function allowedMethods() {
+  return async (ctx: Context, next: () => Promise<unknown>) => {
+    await next();
+    if (ctx.status !== 404 || ctx.body !== undefined) return;
+    const resource = resourceOf(ctx);
+    if (!resource.length) return;
+    ctx.set('Allow', [...new Set(resource.flatMap((l) => l.methods))].join(', '));
+    ctx.status = ctx.method === 'OPTIONS' ? 204 : 405;
+  };
 }
 
 /** `/v2/user/{user_id}/` → `/v2/user/:user_id` (a trailing slash stays optional). */

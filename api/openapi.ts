@@ -28,6 +28,15 @@ class SchemaRegistry {
     for (const [key, value] of Object.entries(rest)) {
       out[key] = key === 'default' || key === 'const' || key === 'enum' ? value : this.convert(value);
     }
+    // Unknown body fields are ignored (stripped), not refused: the document says so by leaving
+    // `additionalProperties: false` out, as it is not what the API does.
+    if (out.additionalProperties === false) delete out.additionalProperties;
+    // TypeBox lists a property with a default as required; a client may leave it out (the validator fills it in).
+    if (Array.isArray(out.required) && out.properties && typeof out.properties === 'object') {
+      const props = out.properties as Record<string, JsonSchema>;
+      out.required = (out.required as string[]).filter((name) => props[name]?.default === undefined);
+      if (!(out.required as string[]).length) delete out.required;
+    }
     if (typeof $id === 'string') {
       this.components[$id] ??= out;
       return { $ref: `#/components/schemas/${$id}` };
@@ -45,11 +54,18 @@ function parameters(where: 'path' | 'query', schema: TSchema | undefined, regist
     return {
       name,
       in: where,
-      required: where === 'path' || required.has(name),
+      // A parameter with a default may be left out (the validator fills the default in).
+      required: where === 'path' || (required.has(name) && s.default === undefined),
       ...(typeof s.description === 'string' ? { description: s.description } : {}),
       schema: s,
     };
   });
+}
+
+/** An empty body reads as `{}`, so a body may be left out when none of its fields is required. */
+function bodyRequired(schema: TSchema): boolean {
+  const { required = [], properties = {} } = schema as { required?: string[]; properties?: Record<string, { default?: unknown }> };
+  return required.some((name) => properties[name]?.default === undefined);
 }
 
 export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string, unknown> {
@@ -92,7 +108,7 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
         { name: 'x-request-id', in: 'header', required: false, description: 'Echoed back; generated when absent.', schema: { type: 'string' } },
       ],
       ...(route.body
-        ? { requestBody: { required: true, content: { 'application/json': { schema: registry.ref(route.body) } } } }
+        ? { requestBody: { required: bodyRequired(route.body), content: { 'application/json': { schema: registry.ref(route.body) } } } }
         : {}),
       responses,
     };
@@ -105,7 +121,9 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       version: INTERFACE_VERSION,
       description:
         'Health data, user management and lab testing. Data endpoints take a team API key (x-service-api-key); ' +
-        'the management API (/v1/org/...) takes a management key (X-Management-Key).',
+        'the management API (/v1/org/...) takes a management key (X-Management-Key). Unknown fields in a JSON body are ignored. ' +
+        'A 422 reports every schema problem; rules beyond the schema (a URL refused by the webhook rules, an IANA time zone, ' +
+        'known ids, date order) are a 422 or 400 once the schema passes.',
     },
     servers: [{ url: publicBaseUrl(config), description: `${config.DEPLOYMENT_ENVIRONMENT} ${config.DEPLOYMENT_REGION}` }],
     paths,

@@ -27,9 +27,15 @@ export const HTTPValidationError = Type.Object(
 
 export const SuccessResponse = Type.Object({ success: Type.Boolean() }, { $id: 'UserSuccessResponse' });
 
+/** Bounds of paging parameters: every integer a client sends has a maximum (a page past them is empty anyway). */
+export const MAX_OFFSET = 1_000_000_000;
+export const MAX_PAGE = 1_000_000;
+/** Catalogue ids (markers, labs) are positive 32-bit integers. */
+export const CatalogueId = (options: Record<string, unknown> = {}) => Type.Integer({ minimum: 1, maximum: 2147483647, ...options });
+
 export const OffsetPageQuery = Type.Object(
   {
-    offset: Type.Integer({ minimum: 0, default: 0 }),
+    offset: Type.Integer({ minimum: 0, maximum: MAX_OFFSET, default: 0 }),
     limit: Type.Integer({ minimum: 1, maximum: 500, default: 100 }),
   },
   { additionalProperties: true },

@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ALL_DOTTED_STATUSES, COLLECTION_METHODS } from '../workflows/lab-order-statuses';
-import { DateString, Nullable, StringEnum, Timestamp, Uuid } from './common';
+import { DateString, MAX_PAGE, Nullable, StringEnum, Timestamp, Uuid } from './common';
 
 // ---------- Requests ----------
 
@@ -108,7 +108,7 @@ export const RegisterTestkitBody = Type.Object(
   {
     user_id: Uuid('The patient: a user of your team.'),
     sample_id: Type.String({ minLength: 4, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'The barcode of the kit.' }),
-    lab_test_id: Type.Optional(Type.String({ description: 'The kit\'s test; defaults to the first active test-kit test.' })),
+    lab_test_id: Type.Optional(Type.String({ minLength: 1, description: 'The kit\'s test; defaults to the first active test-kit test.' })),
     patient_details: PatientDetailsBody,
     patient_address: RegistrationAddressBody,
     physician: Type.Optional(Nullable(PhysicianBody)),
@@ -144,14 +144,14 @@ export const SimulateOrderBody = Type.Object(
 
 export const ListOrdersQuery = Type.Object(
   {
-    page: Type.Integer({ minimum: 1, default: 1 }),
+    page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 }),
     size: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
     user_id: Type.Optional(Uuid()),
     status: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z_]+$' }), { description: 'Low-level statuses.' })),
     interpretation: Type.Optional(StringEnum(['normal', 'abnormal', 'critical', 'unknown'] as const)),
     order_activation_types: Type.Optional(Type.Array(StringEnum(['current', 'scheduled'] as const))),
-    start_date: Type.Optional(Type.String({ description: 'Created at or after (date or date-time).' })),
-    end_date: Type.Optional(Type.String({ description: 'Created at or before (date or date-time; a date includes the whole day).' })),
+    start_date: Type.Optional(Type.Union([DateString(), Timestamp()], { description: 'Created at or after (date or date-time).' })),
+    end_date: Type.Optional(Type.Union([DateString(), Timestamp()], { description: 'Created at or before (date or date-time; a date includes the whole day).' })),
     order_ids: Type.Optional(Type.Array(Uuid())),
     order_transaction_id: Type.Optional(Uuid()),
     order_direction: StringEnum(['asc', 'desc'] as const, { default: 'desc' }),
@@ -265,6 +265,6 @@ export const LabResultsRaw = Type.Object(
 );
 
 export const SignedDocumentQuery = Type.Object(
-  { expires: Type.Integer({ minimum: 0 }), signature: Type.String({ minLength: 1, maxLength: 128 }) },
+  { expires: Type.Integer({ minimum: 0, maximum: 99999999999, description: 'Expiry, Unix seconds.' }), signature: Type.String({ minLength: 1, maxLength: 128 }) },
   { additionalProperties: true },
 );

@@ -68,9 +68,20 @@ export const ManagementKeyCreateBody = Type.Object(
   {
     label: Type.String({ minLength: 1, maxLength: 200, default: 'default' }),
     role: ManagementRole,
-    team_role_bindings: Type.Array(TeamRoleBinding, { default: [] }),
+    team_role_bindings: Type.Array(TeamRoleBinding, {
+      default: [],
+      maxItems: 100,
+      description: 'The teams a team_admin key may act on (one or more); empty or omitted for org_admin.',
+    }),
   },
-  { additionalProperties: false, $id: 'ManagementKeyCreateBody' },
+  {
+    additionalProperties: false,
+    $id: 'ManagementKeyCreateBody',
+    // team_admin needs at least one binding; org_admin covers every team and takes none.
+    if: { properties: { role: { const: 'team_admin' } }, required: ['role'] },
+    then: { properties: { team_role_bindings: { minItems: 1 } }, required: ['team_role_bindings'] },
+    else: { properties: { team_role_bindings: { maxItems: 0 } } },
+  },
 );
 export const ManagementKey = Type.Object(
   {

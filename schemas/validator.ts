@@ -6,9 +6,11 @@ import type { Static, TSchema } from '@sinclair/typebox';
  * The one ajv instance. Body schemas declare `additionalProperties: false` and `removeAdditional`
  * strips unknown fields (they are ignored, not rejected). Query, path, header and env values arrive as
  * strings; `coerceFlat` converts them by schema type before validation, so no instance-wide coercion
- * can silently accept a string where a JSON body must carry a number.
+ * can silently accept a string where a JSON body must carry a number. `strictNumbers` refuses NaN and
+ * Infinity (`JSON.parse('1e400')` is Infinity), and every integer parameter declares a maximum. `verbose`
+ * gives each error its schema, so a schema can word its own messages (`'x-messages': {keyword: msg}`).
  */
-export const ajv = new Ajv({ allErrors: true, removeAdditional: true, useDefaults: true, strict: false });
+export const ajv = new Ajv({ allErrors: true, removeAdditional: true, useDefaults: true, strict: false, strictNumbers: true, verbose: true });
 addFormats(ajv);
 ajv.addFormat('uuid', /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
 
@@ -34,12 +36,18 @@ export function toFieldErrors(location: string, errors: ErrorObject[] | null | u
   const out: FieldError[] = [];
   const seen = new Set<string>();
   for (const e of errors ?? []) {
-    const path = e.instancePath
+    // `if` reports that its `then`/`else` failed; the failing keyword inside is reported on its own.
+    // `propertyNames` likewise repeats the error of the name's own schema (which names the property).
+    if (e.keyword === 'if' || e.keyword === 'propertyNames') continue;
+    const path: (string | number)[] = e.instancePath
       .split('/')
       .slice(1)
       .map((p) => (/^\d+$/.test(p) ? Number(p) : p.replace(/~1/g, '/').replace(/~0/g, '~')));
     if (e.keyword === 'required') path.push((e.params as { missingProperty: string }).missingProperty);
-    const { msg, type } = describe(e);
+    if (typeof e.propertyName === 'string') path.push(e.propertyName);
+    const described = describe(e);
+    const own = (e.parentSchema as { 'x-messages'?: Record<string, string> } | undefined)?.['x-messages']?.[e.keyword];
+    const { msg, type } = own ? { ...described, msg: own } : described;
     const key = JSON.stringify(path);
     // anyOf/nullable schemas produce one error per branch; the first is the useful one.
     if (seen.has(key)) continue;
@@ -101,8 +109,12 @@ function describe(e: ErrorObject): { msg: string; type: string } {
       return { msg: `List should have at least ${p.limit} item(s)`, type: 'too_short' };
     case 'maxItems':
       return { msg: `List should have at most ${p.limit} item(s)`, type: 'too_long' };
+    case 'maxProperties':
+      return { msg: `Object should have at most ${p.limit} field(s)`, type: 'too_long' };
     case 'minProperties':
       return { msg: `Object should have at least ${p.limit} field(s)`, type: 'too_short' };
+    case 'not':
+      return { msg: 'Input is not allowed here', type: 'value_error' };
     case 'additionalProperties':
       return { msg: `Extra field '${p.additionalProperty}' is not permitted`, type: 'extra_forbidden' };
     default:
@@ -138,7 +150,8 @@ export function coerceFlat(schema: TSchema, input: Record<string, unknown>): Rec
 /** A string converted to the number or boolean the schema expects; anything else is left for validation to report. */
 function coerceScalar(value: unknown, types: unknown[]): unknown {
   if (typeof value !== 'string') return value;
-  if ((types.includes('integer') || types.includes('number')) && value.trim() !== '' && !Number.isNaN(Number(value))) return Number(value);
+  // Only finite numbers convert: `Infinity`, `1e400` stay strings and are reported as not a number.
+  if ((types.includes('integer') || types.includes('number')) && value.trim() !== '' && Number.isFinite(Number(value))) return Number(value);
   if (types.includes('boolean') && (value === 'true' || value === 'false')) return value === 'true';
   return value;
 }

@@ -47,8 +47,9 @@ describe('error contract', () => {
     expect(wrong.headers.get('allow')).toContain('POST');
     expect(wrong.body.detail).toMatch(/not allowed/);
     const exotic = await api.request('PROPFIND', '/v2/user/');
-    expect(exotic.status).toBe(501);
-    expect(exotic.body.detail).toMatch(/not supported/);
+    expect(exotic.status).toBe(405);
+    expect(exotic.headers.get('allow')).toContain('GET');
+    expect(exotic.body.detail).toMatch(/not allowed/);
   });
 
   it('a body over the limit is a 413 and nothing is written', async () => {

@@ -13,13 +13,9 @@ export function errorRenderer() {
         throw new ApiError(404, `No route matches ${ctx.method} ${ctx.path}. See /openapi.json for the available routes.`);
       }
       if (ctx.status === 405 && ctx.body === undefined) {
-        // Set by the router's allowedMethods (which also sets the Allow header).
+        // Set by allowedMethods (api/app.ts), with the Allow header: TRACE, PROPFIND... included.
         ctx.status = 405;
         ctx.body = { detail: `Method ${ctx.method} is not allowed on ${ctx.path}. Allowed: ${ctx.response.get('Allow')}.` };
-      }
-      if (ctx.status === 501 && ctx.body === undefined) {
-        ctx.status = 501;
-        ctx.body = { detail: `Method ${ctx.method} is not supported by this API.` };
       }
     } catch (err) {
       if (err instanceof ValidationError) {
@@ -35,11 +31,31 @@ export function errorRenderer() {
         ctx.body = { detail: err.message };
         for (const [name, value] of Object.entries(err.headers ?? {})) ctx.set(name, String(value));
       } else {
-        ctx.state.log.error({ err }, 'unhandled error');
+        ctx.state.log.error({ err: errorSummary(err) }, 'unhandled error');
         ctx.status = 500;
         ctx.body = { detail: `Internal server error. Quote request id ${ctx.state.requestId} when reporting it.` };
       }
     }
+  };
+}
+
+/**
+ * What a 500's log line may say about its error: class, name, code and the stack frames (where), never the
+ * message or the error's own fields. Driver and server errors embed request values in both (a duplicate
+ * key names the key's value, a validation failure quotes the document), so neither is logged; the
+ * request id (on every line of the request) ties the line to the response the caller quotes.
+ */
+export function errorSummary(err: unknown, depth = 0): Record<string, unknown> {
+  if (typeof err !== 'object' || err === null) return { type: typeof err };
+  const e = err as { name?: unknown; code?: unknown; codeName?: unknown; stack?: unknown; cause?: unknown };
+  const frames = typeof e.stack === 'string' ? e.stack.split('\n').filter((l) => /^\s+at /.test(l)).map((l) => l.trim()) : [];
+  return {
+    type: err.constructor?.name ?? 'Object',
+    ...(typeof e.name === 'string' ? { name: e.name } : {}),
+    ...(typeof e.code === 'string' || typeof e.code === 'number' ? { code: e.code } : {}),
+    ...(typeof e.codeName === 'string' ? { codeName: e.codeName } : {}),
+    stack: frames.join('\n'),
+    ...(e.cause !== undefined && depth < 3 ? { cause: errorSummary(e.cause, depth + 1) } : {}),
   };
 }
 

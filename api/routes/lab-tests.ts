@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { badRequest, notFound, ValidationError } from '../../lib/errors';
 import { findLabTest, labTestView, labView, listLabTests, markerView, type AnyLabTest } from '../../lib/lab/catalogue-view';
-import { ErrorDetail, HTTPValidationError, StringEnum } from '../../schemas/common';
+import { CatalogueId, ErrorDetail, HTTPValidationError, MAX_PAGE, StringEnum } from '../../schemas/common';
 import { COLLECTION_METHODS } from '../../workflows/lab-order-statuses';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
@@ -18,7 +18,7 @@ const LabTestFilters = {
   lab_slug: Type.Optional(Type.String()),
   collection_method: Type.Optional(StringEnum(COLLECTION_METHODS)),
   status: Type.Optional(StringEnum(['active', 'pending_approval', 'inactive'] as const)),
-  marker_ids: Type.Optional(Type.Array(Type.Integer(), { description: 'Tests containing all of these markers.' })),
+  marker_ids: Type.Optional(Type.Array(CatalogueId(), { maxItems: 100, description: 'Tests containing all of these markers.' })),
   name: Type.Optional(Type.String({ description: 'Case-insensitive part of the name.' })),
   generation_method: StringEnum(['auto', 'manual', 'all'] as const, { default: 'all', description: 'manual: your own tests; auto: the catalogue; all: both.' }),
   order_key: StringEnum(['price', 'created_at', 'updated_at', 'name'] as const, { default: 'created_at' }),
@@ -36,11 +36,11 @@ const LabTestPageQuery = Type.Object(
 const LabTestParams = Type.Object({ lab_test_id: Type.String({ minLength: 1, maxLength: 64 }) });
 const MarkerQuery = Type.Object(
   {
-    lab_id: Type.Optional(Type.Array(Type.Integer())),
+    lab_id: Type.Optional(Type.Array(CatalogueId(), { maxItems: 100 })),
     lab_slug: Type.Optional(Type.String()),
     name: Type.Optional(Type.String()),
     a_la_carte_enabled: Type.Optional(Type.Boolean()),
-    page: Type.Integer({ minimum: 1, default: 1 }),
+    page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 }),
     size: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
   },
   open,
@@ -50,7 +50,7 @@ const CreateLabTestBody = Type.Object(
     name: Type.String({ minLength: 3, maxLength: 100 }),
     method: StringEnum(COLLECTION_METHODS),
     description: Type.String({ minLength: 1, maxLength: 1000 }),
-    marker_ids: Type.Array(Type.Integer(), { minItems: 1, maxItems: 50, uniqueItems: true }),
+    marker_ids: Type.Array(CatalogueId(), { minItems: 1, maxItems: 50, uniqueItems: true }),
     lab_slug: Type.Optional(Type.String()),
     fasting: Type.Optional(Type.Boolean({ default: false })),
   },

@@ -243,13 +243,8 @@ export const managementRoutes = [
     responses: { 200: { description: 'The new key (value shown once)', schema: ManagementKeyCreated }, ...errors },
     async handler({ auth, body, deps }) {
       auth.assertOrgAdmin('Creating management keys');
+      // The schema holds the role rules (team_admin: one or more bindings; org_admin: none).
       const teamIds = [...new Set(body.team_role_bindings.map((b) => b.team_id))];
-      if (body.role === 'team_admin' && teamIds.length === 0) {
-        throw ValidationError.field(['body', 'team_role_bindings'], 'A team_admin key needs at least one team binding.');
-      }
-      if (body.role === 'org_admin' && teamIds.length > 0) {
-        throw ValidationError.field(['body', 'team_role_bindings'], 'An org_admin key covers every team; omit team_role_bindings.');
-      }
       const found = await deps.repos.tenancy.listTeams(auth.orgId, teamIds);
       const unknown = teamIds.filter((id) => !found.some((t) => t._id === id));
       if (unknown.length) {

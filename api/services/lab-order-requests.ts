@@ -149,6 +149,9 @@ export async function orderFromRegistration(deps: AppDeps, teamId: string, body:
   }
   const testId = body.lab_test_id ?? deps.labCatalogue.labTests.find((t) => t.method === 'testkit' && t.status === 'active')?.id;
   const tests = testId ? await resolveTests(deps, teamId, [testId], ['body', 'lab_test_id'], errors) : [];
+  if (!tests.length && !errors.some((e) => e.loc[1] === 'lab_test_id')) {
+    errors.push({ loc: ['body', 'lab_test_id'], msg: 'No test-kit test to register the kit to; name one in lab_test_id.', type: 'missing' });
+  }
   if (tests.length && tests[0].method !== 'testkit') {
     errors.push({ loc: ['body', 'lab_test_id'], msg: `Lab test '${testId}' is a ${tests[0].method} test; only test kits are registered.`, type: 'value_error.lab_test_method' });
   }
