@@ -1,13 +1,19 @@
 // `npm run dev`: install, build, start the embedded stack, worker and API; seed; stay in the foreground.
+// A worker or api that dies is restarted (with backoff, logged); the servers keep running.
 // Ctrl-C / SIGTERM stops everything it started, in reverse order.
+// Logs are shown readable (`HH:MM:SS LEVEL [process] msg key=value`); DEV_LOG_FORMAT=json shows pino's JSON lines.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { build, ensureDependencies, repoRoot, run, startNode, stopChild, waitForHttp } from './setup.mjs';
+import { build, devDataKeys, ensureDependencies, repoRoot, run, startNode, waitForHttp } from './setup.mjs';
 import { ensureBinaries, startStack, stopStack } from './stack.mjs';
+import { clock, forwardOutput, supervise } from './supervise.mjs';
 
 const stateDir = path.join(repoRoot, '.devstack');
 const credentialsFile = path.join(stateDir, 'credentials.json');
+// The dev deployment's data encryption key, generated on first start (delete .devstack/ and it goes too).
+const dataKeysFile = path.join(stateDir, 'data-encryption-keys');
 const log = (msg) => console.log(`dev: ${msg}`);
+const rawLogs = process.env.DEV_LOG_FORMAT === 'json';
 
 const children = [];
 let stopping = false;
@@ -16,7 +22,7 @@ async function shutdown(code) {
   if (stopping) return;
   stopping = true;
   log('stopping api, worker and servers...');
-  for (const child of [...children].reverse()) await stopChild(child);
+  for (const child of [...children].reverse()) await child.stop();
   // Idempotent: also stops servers of a start that was interrupted before it returned.
   await stopStack({ stateDir, log: (m) => console.log(m) }).catch((err) => console.error(`dev: ${err.message}`));
   log('stopped.');
@@ -43,6 +49,7 @@ async function main() {
     TEMPORAL_ADDRESS: stack.temporalAddress,
     ...(stack.temporalUiUrl ? { TEMPORAL_UI_URL: stack.temporalUiUrl } : {}),
     API_PORT: process.env.API_PORT || '8080',
+    DATA_ENCRYPTION_KEYS: devDataKeys(dataKeysFile),
   };
   Object.assign(process.env, env);
 
@@ -51,14 +58,12 @@ async function main() {
     ['worker/main.js', 'worker'],
     ['api/main.js', 'api'],
   ]) {
-    const child = startNode(entry, env, name);
-    child.once('exit', (code, signal) => {
-      if (!stopping) {
-        log(`${name} exited unexpectedly (${code ?? signal}); stopping everything.`);
-        void shutdown(1);
-      }
-    });
-    children.push(child);
+    const start = () => {
+      const child = startNode(entry, env, name, { pipe: true });
+      forwardOutput(child, name, { raw: rawLogs });
+      return child;
+    };
+    children.push(supervise({ name, start, log: (msg) => log(`${clock()} ${msg}`) }));
   }
 
   const creds = JSON.parse(readFileSync(credentialsFile, 'utf8'));

@@ -1,6 +1,7 @@
 // Shared set-up steps of `npm run dev` and `npm test` (Node built-ins only: runs before npm install).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -33,12 +34,12 @@ export function build(log = console.log) {
   log(`setup: compiled in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
-/** Starts a node entry from dist/ with the given environment; output is inherited. */
-export function startNode(entry, env, name) {
+/** Starts a node entry from dist/ with the given environment; output is inherited, or piped with `pipe`. */
+export function startNode(entry, env, name, { pipe = false } = {}) {
   const child = spawn(process.execPath, [path.join(repoRoot, 'dist', entry)], {
     cwd: repoRoot,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', pipe ? 'pipe' : 'inherit', pipe ? 'pipe' : 'inherit'],
   });
   child.name = name;
   return child;
@@ -71,4 +72,19 @@ export async function waitForHttp(url, { timeoutMs = 120000, ok = (res) => res.s
     await new Promise((r) => setTimeout(r, 300));
   }
   throw new Error(`${url} did not become ready in ${timeoutMs / 1000} s (last answer: ${last})`);
+}
+
+/**
+ * DATA_ENCRYPTION_KEYS for a local run: the shell's value if set; else the one kept in `file` (created on first
+ * use, mode 0600), so data encrypted by earlier `npm run dev` runs stays readable; with no file, a fresh key.
+ */
+export function devDataKeys(file) {
+  if (process.env.DATA_ENCRYPTION_KEYS) return process.env.DATA_ENCRYPTION_KEYS;
+  if (file && existsSync(file)) return readFileSync(file, 'utf8').trim();
+  const keys = `dev1:${randomBytes(32).toString('base64')}`;
+  if (file) {
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, keys + '\n', { mode: 0o600 });
+  }
+  return keys;
 }
