@@ -3,23 +3,23 @@ import { courseTo } from '../workflows/lab-order-statuses';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';
-import { startWorker as startCrashWorker, stopWorker } from './support/worker';
+import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';
 
 /**
  * Crash test: this file runs its own worker on a private task queue, SIGKILLs it while orders wait on
  * activate_by timers and while simulations are walking orders through their statuses, starts it again, and
  * checks that every order ends where it should with each status recorded and published exactly once.
  */
-const taskQueue = `hb-lab-crash-${uniqueId('q')}`;
+const deployment = privateDeployment('lab-crash');
 let worker: ChildProcess | null = null;
 let app: TestApp;
 let rx: Receiver;
 
-const startWorker = () => startCrashWorker(taskQueue, { WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
+const startWorker = () => startCrashWorker(deployment, { WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
 const kill = stopWorker;
 
 beforeAll(async () => {
-  app = await startTestApp({ TEMPORAL_TASK_QUEUE: taskQueue });
+  app = await startTestApp(deployment);
 });
 afterAll(async () => {
   if (worker) await kill(worker, 'SIGKILL');

@@ -1,18 +1,18 @@
 import { WORKER_HEARTBEAT_STALE_MS } from '../lib/repositories/workers';
 import { temporalReadiness } from '../lib/temporal';
 import { eventually, httpClient, startTestApp, uniqueId } from './support/harness';
-import { startWorker, stopWorker } from './support/worker';
+import { privateDeployment, startWorker, stopWorker } from './support/worker';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('GET /ready and the worker', () => {
   // Its own task queue and worker: the suite's worker polls the shared queue and would keep it ready.
   it('turns not ready within ~15 s after the only worker of its task queue is SIGKILLed', async () => {
-    const taskQueue = uniqueId('ready-probe');
-    const app = await startTestApp({ TEMPORAL_TASK_QUEUE: taskQueue });
+    const deployment = privateDeployment('ready-probe');
+    const app = await startTestApp(deployment);
     const client = httpClient(app.url);
     expect((await client.get('/ready')).body.checks.worker).toBe(false);
-    const worker = startWorker(taskQueue);
+    const worker = startWorker(deployment);
     try {
       await eventually(async () => (await client.get('/ready')).status === 200, 90_000, 'ready once the worker runs');
       // A live, idle worker stays ready well past the staleness window (its heartbeats keep coming).

@@ -3,6 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { createTenant, eventually, startTestApp, uniqueId, type TestApp } from './support/harness';
+import { privateDeployment } from './support/worker';
 
 const root = path.resolve(__dirname, '..');
 let app: TestApp;
@@ -72,7 +73,7 @@ describe('graceful shutdown', () => {
   });
 
   it('the worker drains and exits 0 on SIGTERM', async () => {
-    const worker = startProcess('worker/main.js', { TEMPORAL_TASK_QUEUE: `shutdown-${uniqueId()}` });
+    const worker = startProcess('worker/main.js', { ...privateDeployment('shutdown') });
     try {
       await eventually(async () => worker.output().includes('worker running'), 60000, 'worker running');
       worker.child.kill('SIGTERM');

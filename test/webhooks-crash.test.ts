@@ -6,23 +6,23 @@ import { deliveryPolicyFrom, newDelivery } from '../lib/webhooks/fan-out';
 import { envelopeOf } from '../lib/webhooks/store';
 import { createTenant, eventually, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
-import { startWorker as startCrashWorker, stopWorker } from './support/worker';
+import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';
 
 /**
  * Crash test: this file runs its own worker process on a private task queue, kills it with SIGKILL while
  * deliveries are in flight and more are queued, starts it again, and checks that every event arrives, any
  * duplicate carrying the same webhook-id.
  */
-const taskQueue = `hb-webhook-crash-${uniqueId('q')}`;
+const deployment = privateDeployment('webhook-crash');
 let worker: ChildProcess | null = null;
 let app: TestApp;
 let rx: Receiver;
 
-const startWorker = () => startCrashWorker(taskQueue, { LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
+const startWorker = () => startCrashWorker(deployment, { LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
 const kill = stopWorker;
 
 beforeAll(async () => {
-  app = await startTestApp({ TEMPORAL_TASK_QUEUE: taskQueue, WEBHOOK_RETRY_SCHEDULE_MS: '0,200,200,200,200,200', WEBHOOK_ATTEMPT_TIMEOUT_MS: 5000 });
+  app = await startTestApp({ ...deployment, WEBHOOK_RETRY_SCHEDULE_MS: '0,200,200,200,200,200', WEBHOOK_ATTEMPT_TIMEOUT_MS: 5000 });
 });
 afterAll(async () => {
   if (worker) await kill(worker, 'SIGTERM');
