@@ -1,5 +1,5 @@
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
-import type { UpdateDefinition } from '@temporalio/common';
+import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../../lib/errors';
 import type { UserDoc } from '../../lib/repositories/users';
 import { workflowIds } from '../../workflows/ids';
@@ -28,7 +28,8 @@ async function toDeletionWorkflow<Ret, Args extends unknown[]>(
 ): Promise<Ret> {
   const { temporal } = deps;
   const input: UserDeletionInput = { teamId: user.team_id, userId: user._id };
-  const startWorkflowOperation = new WithStartWorkflowOperation(userDeletionWorkflow, {
+  // An operation is single-use: a fresh one for each attempt.
+  const startWorkflowOperation = () => new WithStartWorkflowOperation(userDeletionWorkflow, {
     workflowId: workflowIds.userDeletion(user._id),
     taskQueue: temporal.taskQueue,
     args: [input],
@@ -38,18 +39,37 @@ async function toDeletionWorkflow<Ret, Args extends unknown[]>(
     // Operators can match a workflow in the Temporal UI to the api's request log line.
     memo: { request_id: requestId, team_id: user.team_id },
   });
-  try {
-    return await temporal.client.workflow.executeUpdateWithStart(update, { args, startWorkflowOperation });
-  } catch (err) {
-    if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
-      throw new ApiError(503, 'The request did not complete in time; it is safe to retry.', { 'Retry-After': '1' });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await temporal.client.workflow.executeUpdateWithStart(update, { args, startWorkflowOperation: startWorkflowOperation() });
+    } catch (err) {
+      if (err instanceof WorkflowUpdateFailedError && runClosedBeforeAnswering(err) && attempt < RUN_CLOSED_RETRIES) continue;
+      if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
+        throw new ApiError(503, 'The request did not complete in time; it is safe to retry.', { 'Retry-After': '1' });
+      }
+      if (err instanceof WorkflowUpdateFailedError) {
+        // Our own fault persisted through the workflow's retries (e.g. the database was unavailable).
+        const cause = err.cause as (Error & { type?: string }) | undefined;
+        deps.logger.warn({ workflowId: workflowIds.userDeletion(user._id), cause: cause?.name, causeType: cause?.type, causeMessage: cause?.message }, 'user deletion update failed');
+        throw new ApiError(503, 'The change could not be applied right now; it is safe to retry.', { 'Retry-After': '1' });
+      }
+      throw err;
     }
-    if (err instanceof WorkflowUpdateFailedError) {
-      // Our own fault persisted through the workflow's retries (e.g. the database was unavailable).
-      throw new ApiError(503, 'The change could not be applied right now; it is safe to retry.', { 'Retry-After': '1' });
-    }
-    throw err;
   }
+}
+
+/** How often a request that met a closing run is sent again (each time a new run answers it). */
+const RUN_CLOSED_RETRIES = 3;
+
+/**
+ * The server failed the update because the run it reached was completing: the workflow ended before the
+ * update's handler finished (AcceptedUpdateCompletedWorkflow), or its last task completed without taking the
+ * update (UnprocessedUpdate). Either way the request changed nothing that the next run does not see when it
+ * loads the user's state, so sending it again, into a new run, is safe.
+ */
+function runClosedBeforeAnswering(err: WorkflowUpdateFailedError): boolean {
+  const cause = err.cause;
+  return cause instanceof ApplicationFailure && (cause.type === 'AcceptedUpdateCompletedWorkflow' || cause.type === 'UnprocessedUpdate');
 }
 
 /**
