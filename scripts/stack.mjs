@@ -59,7 +59,9 @@ function which(cmd) {
 }
 
 const temporalCachePath = () => path.join(cacheDir(), `temporal-${TEMPORAL_VERSION}`, 'temporal');
-const ferretdbCachePath = () => path.join(cacheDir(), `ferretdb-${FERRETDB_VERSION}`, 'ferretdb');
+// The build carries one patch (see buildFerretdb); its name in the cache says so, so an unpatched build is not reused.
+const FERRETDB_BUILD = `${FERRETDB_VERSION}-id-index`;
+const ferretdbCachePath = () => path.join(cacheDir(), `ferretdb-${FERRETDB_BUILD}`, 'ferretdb');
 
 /** Registered on the dev server; on a cluster, create them with `temporal operator search-attribute create` (README). */
 export const TEMPORAL_SEARCH_ATTRIBUTES = ['HealthbridgeTeamId=Keyword', 'HealthbridgeUserId=Keyword', 'LabOrderStatus=Keyword'];
@@ -143,9 +145,25 @@ async function buildFerretdb({ goBin, tmp, log }) {
   chmodUserWritable(src);
   fs.mkdirSync(path.join(src, 'build', 'version'), { recursive: true });
   fs.writeFileSync(path.join(src, 'build', 'version', 'version.txt'), `${FERRETDB_VERSION}\n`);
+  patchSqliteIdLookups(src);
   const bin = path.join(tmp, 'ferretdb');
   await runGo('ferretdb', goBin, ['build', '-v', '-o', bin, './cmd/ferretdb'], { cwd: src }, log);
   return bin;
+}
+
+/**
+ * FerretDB v1's SQLite backend looks documents up by `_ferretdb_sjson->'$._id'` but builds its unique `_id`
+ * index on `_ferretdb_sjson->"_id"`: the same value, yet SQLite's planner matches index expressions by their
+ * text, so every `{_id}` find, and the write-back of every updated or deleted document, scanned the whole
+ * table. Spelling the lookup as the index does (`->'_id'`, SQLite's label form of `$._id`) lets it use the
+ * index, as MongoDB's `_id` lookups do. Results are unchanged; only the plan is.
+ */
+function patchSqliteIdLookups(src) {
+  const file = path.join(src, 'internal', 'backends', 'sqlite', 'metadata', 'metadata.go');
+  const before = `IDColumn = DefaultColumn + "->'$._id'"`;
+  const text = fs.readFileSync(file, 'utf8');
+  if (!text.includes(before)) throw new Error(`[build ferretdb] cannot apply the _id index patch: ${file} no longer contains ${before}`);
+  fs.writeFileSync(file, text.replace(before, `IDColumn = DefaultColumn + "->'_id'"`));
 }
 
 function chmodUserWritable(dir) {
