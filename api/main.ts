@@ -16,7 +16,7 @@ async function main(): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, 'api');
   const providers = loadProviderCatalogue();
   const labCatalogue = loadLabCatalogue();
-  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
+  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const repos = createRepositories(mongo.db, cipher);
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);

@@ -23,6 +23,13 @@ export const ConfigSchema = Type.Object({
   ),
   MONGO_URL: Type.String({ default: 'mongodb://127.0.0.1:27017/', description: 'MongoDB connection string (MongoDB 7 or FerretDB).' }),
   MONGO_DB: Type.String({ minLength: 1, default: 'healthbridge', description: 'Database name.' }),
+  MONGO_QUERY_SHAPE_LOG: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description:
+        'Diagnostic: a directory where the process records the shape of every query it sends (collection, filter and sort fields, no values). The test suite sets it to check every query against the declared indexes; unset in production.',
+    }),
+  ),
   TEMPORAL_ADDRESS: Type.String({ default: '127.0.0.1:7233', description: 'Temporal frontend host:port.' }),
   TEMPORAL_NAMESPACE: Type.String({ minLength: 1, default: 'default', description: 'Temporal namespace.' }),
   TEMPORAL_TASK_QUEUE: Type.String({ minLength: 1, default: 'healthbridge', description: 'Task queue shared by api (starts) and worker (runs).' }),

@@ -1,4 +1,5 @@
 import { MongoClient, type Db } from 'mongodb';
+import { recordQueryShapes } from './query-shapes';
 
 export interface Mongo {
   client: MongoClient;
@@ -6,8 +7,14 @@ export interface Mongo {
   close(): Promise<void>;
 }
 
-export async function connectMongo(url: string, dbName: string): Promise<Mongo> {
-  const client = new MongoClient(url, { serverSelectionTimeoutMS: 10_000, maxPoolSize: 50, ignoreUndefined: true });
+export interface MongoOptions {
+  /** MONGO_QUERY_SHAPE_LOG: record every query's shape into this directory (lib/query-shapes.ts). */
+  queryShapeLog?: string;
+}
+
+export async function connectMongo(url: string, dbName: string, options: MongoOptions = {}): Promise<Mongo> {
+  const client = new MongoClient(url, { serverSelectionTimeoutMS: 10_000, maxPoolSize: 50, ignoreUndefined: true, monitorCommands: !!options.queryShapeLog });
+  if (options.queryShapeLog) recordQueryShapes(client, options.queryShapeLog);
   try {
     await client.connect();
   } catch (err) {

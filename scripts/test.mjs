@@ -36,17 +36,29 @@ async function main() {
     HB_TEST_STATE_DIR: stateDir,
     // A fresh key per run (the database is fresh too), unless the shell sets one.
     DATA_ENCRYPTION_KEYS: devDataKeys(null),
+    // Every process of the run records the shape of each query it sends; the check after the suite
+    // (test/query-shapes.after-suite.ts) holds them against the declared indexes.
+    MONGO_QUERY_SHAPE_LOG: path.join(stateDir, 'query-shapes'),
   };
   Object.assign(process.env, env);
   worker = startNode('worker/main.js', env, 'worker');
   await waitForWorker(env);
   log(`stack ready (mongo ${stack.mongoUrl}, temporal ${stack.temporalAddress}); running jest...`);
+  const args = process.argv.slice(2);
+  const code = await runJest(['--ci', ...args]);
+  // The index check needs the queries of the whole suite: after a full run only (a failed run still gets it).
+  if (args.length) return code;
+  log('checking every query the suite sent against the declared indexes...');
+  const shapes = await runJest(['--ci', '--testMatch', '**/test/query-shapes.after-suite.ts']);
+  return code || shapes;
+}
+
+function runJest(args) {
   const jest = path.join(repoRoot, 'node_modules', 'jest', 'bin', 'jest.js');
-  const code = await new Promise((resolve) => {
-    const child = spawn(process.execPath, [jest, '--ci', ...process.argv.slice(2)], { cwd: repoRoot, stdio: 'inherit', env: process.env });
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [jest, ...args], { cwd: repoRoot, stdio: 'inherit', env: process.env });
     child.once('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0)));
   });
-  return code;
 }
 
 /** Tests start workflows at once: wait until the worker polls its task queue (bundling takes seconds). */

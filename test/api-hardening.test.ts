@@ -324,7 +324,7 @@ describe('500s', () => {
   test('the log line names the error class, code and request id, never request values', async () => {
     // A real database error that embeds request values: MongoDB names a duplicate key's value; FerretDB
     // does not, but quotes a field name it cannot store (as PUT .../headers with `$x` once did).
-    const collection = app.deps.db.collection(`hardening_${uniqueId('dup').replace(/-/g, '_')}`);
+    const collection = app.inspect.collection(`hardening_${uniqueId('dup').replace(/-/g, '_')}`);
     const secretName = 'Zanzibar Quuxley';
     const secretDob = '1901-02-03';
     const secret = `${secretName} ${secretDob}`;

@@ -3,51 +3,15 @@ import path from 'node:path';
 import { Collection, MongoClient } from 'mongodb';
 import type { FieldCipher } from '../lib/crypto/field-encryption';
 import { createRepositories } from '../lib/repositories';
-import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../lib/repositories/connections';
 import { coveredBy, type IndexSpec, type QueryShape } from '../lib/repositories/indexes';
-import { LOCK_INDEXES, LOCK_QUERY_SHAPES } from '../lib/repositories/locks';
-import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../lib/repositories/migrations';
-import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../lib/repositories/tenancy';
-import { USER_INDEXES, USER_QUERY_SHAPES } from '../lib/repositories/users';
-import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../lib/repositories/webhooks';
-import { IDEMPOTENCY_QUERY_SHAPES, LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../lib/repositories/lab-orders';
-import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../lib/repositories/lab-tests';
-import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../lib/repositories/secrets';
-import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../lib/webhooks/store';
-import { WORKER_HEARTBEAT_INDEXES, WORKER_HEARTBEAT_QUERY_SHAPES } from '../lib/repositories/workers';
 import { startTestApp } from './support/harness';
+import { ID_INDEX, INDEX_TABLE } from './support/index-table';
 
 /**
  * Every query shape a repository declares is served by one of its declared indexes (architecture rule 2):
  * FerretDB scans whatever the index, so only this check shows a missing index before production does.
  */
-const ID_INDEX: IndexSpec = { key: { _id: 1 }, unique: true };
-
-type Table = Record<string, { shapes: QueryShape[]; indexes: IndexSpec[] }>;
-/** A repository's per-collection records; a collection with shapes but no index list (or the reverse) is a mistake. */
-function fromRecords(indexes: Record<string, IndexSpec[]>, shapes: Record<string, QueryShape[]>): Table {
-  const names = Object.keys(shapes);
-  if (names.sort().join() !== Object.keys(indexes).sort().join()) throw new Error(`index and query-shape records disagree: ${names} / ${Object.keys(indexes)}`);
-  return Object.fromEntries(names.map((name) => [name, { shapes: shapes[name], indexes: indexes[name] }]));
-}
-
-const collections: Table = {
-  lab_orders: { shapes: ORDER_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_orders },
-  lab_results: { shapes: RESULTS_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_results },
-  idempotency_keys: { shapes: IDEMPOTENCY_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.idempotency_keys },
-  lab_tests: { shapes: LAB_TEST_QUERY_SHAPES, indexes: LAB_TEST_INDEXES.lab_tests },
-  deployment_secrets: { shapes: SECRET_QUERY_SHAPES, indexes: SECRET_INDEXES },
-  worker_heartbeats: { shapes: WORKER_HEARTBEAT_QUERY_SHAPES, indexes: WORKER_HEARTBEAT_INDEXES },
-  ...Object.fromEntries(
-    Object.entries(WEBHOOK_STORE_QUERY_SHAPES).map(([name, shapes]) => [name, { shapes, indexes: WEBHOOK_STORE_INDEXES[name] }]),
-  ),
-  ...fromRecords(USER_INDEXES, USER_QUERY_SHAPES),
-  ...fromRecords(TENANCY_INDEXES, TENANCY_QUERY_SHAPES),
-  ...fromRecords(CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES),
-  ...fromRecords(WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES),
-  ...fromRecords(LOCK_INDEXES, LOCK_QUERY_SHAPES),
-  ...fromRecords(MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES),
-};
+const collections = INDEX_TABLE;
 
 /**
  * `.collection(...)` calls whose name is not a string literal, by file, with the collections they reach

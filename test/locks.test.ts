@@ -9,7 +9,7 @@ afterAll(() => app.close());
 
 describe('document locks (the race guard for read-check-write changes)', () => {
   it('serialises concurrent read-increment-write cycles on the real database', async () => {
-    const counters = app.deps.db.collection<{ _id: string; n: number }>('lock_test_counters');
+    const counters = app.inspect.collection<{ _id: string; n: number }>('lock_test_counters');
     const id = uniqueId('counter');
     await counters.insertOne({ _id: id, n: 0 });
     const locks = new DocumentLocks(app.deps.db);

@@ -533,7 +533,7 @@ describe('fan-out is idempotent by delivery id', () => {
     await app.deps.publisher.fanOutAgain([stored, stored], `repeat-${randomUUID()}`);
     await new Promise((r) => setTimeout(r, 1500));
     expect(rx.requests).toHaveLength(1);
-    expect(await store.deliveries.countDocuments({ event_id: event.id })).toBe(1);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: event.id })).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
   });
 
@@ -550,7 +550,7 @@ describe('fan-out is idempotent by delivery id', () => {
     await rx.waitFor(1);
     await new Promise((r) => setTimeout(r, 1500));
     expect(rx.requests).toHaveLength(1);
-    expect(await app.deps.repos.webhookStore.deliveries.countDocuments({ event_id: first.id })).toBe(1);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: first.id })).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
   });
 });
@@ -563,7 +563,7 @@ describe('stored documents of the previous layout', () => {
     const at = new Date(Date.now() - 60_000);
     const later = new Date(Date.now() + 3_600_000); // not due: no dispatcher takes it during the test
     type Loose = { insertOne(doc: Record<string, unknown>): Promise<unknown> };
-    const raw = (name: string) => app.deps.db.collection(name) as unknown as Loose;
+    const raw = (name: string) => app.inspect.collection(name) as unknown as Loose;
     const policy = { schedule_ms: [0, 5000], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 1000 };
     const item = (eventId: string) => ({ team_id: tenant.teamId, event_id: eventId, event_type: 'labtest.order.created', user_id: null, body: '{}', attempts: 1, pass_attempts: 1, trigger: 'scheduled', last_status_code: 500, last_error: 'HTTP 500', created_at: at.toISOString() });
     const [queued, succeeded] = [randomUUID(), randomUUID()];
@@ -584,7 +584,7 @@ describe('stored documents of the previous layout', () => {
     expect(JSON.parse((await store.getEvent(id))!.body)).toEqual({ event_type: 'labtest.order.created', data: { old: true }, team_id: tenant.teamId, user_id: null, client_user_id: 'c' });
     expect(await store.deliveries.findOne({ _id: `${queued}:${endpointId}` })).toMatchObject({ status: 'pending', next_attempt_at: later, attempts: 1, pass_attempts: 1, policy, last_status_code: 500 });
     expect(await store.deliveries.findOne({ _id: record._id })).toMatchObject({ status: 'succeeded', attempts: 1, next_attempt_at: null, finished_at: at });
-    const attempts = await store.attempts.find({ event_id: succeeded }).toArray();
+    const attempts = await app.inspect.collection('webhook_attempts').find({ event_id: succeeded }).toArray();
     expect(attempts).toMatchObject([{ attempt: 1, status_code: 200, endpoint_id: endpointId, timestamp: at }]);
     const names = (await app.deps.db.listCollections().toArray()).map((c) => c.name);
     for (const old of ['webhook_queue', 'webhook_queue_items', 'webhook_deliveries_succeeded']) expect(names).not.toContain(old);

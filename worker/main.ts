@@ -13,7 +13,7 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const cipher = dataCipher(config);
   const logger = createLogger(config.LOG_LEVEL, 'worker');
-  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
+  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const repos = createRepositories(mongo.db, cipher);
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);

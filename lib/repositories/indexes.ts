@@ -35,3 +35,19 @@ export function coveredBy(shape: QueryShape, indexes: IndexSpec[]): boolean {
 export async function createIndexes(collection: Collection<any> | Collection<Document>, indexes: IndexSpec[]): Promise<void> {
   for (const index of indexes) await collection.createIndex(index.key, index.unique ? { unique: true } : {});
 }
+
+/**
+ * True when `index` can serve a query observed on the wire (filter fields in any order, sort fields in
+ * order): it leads with one or more of the filter fields (equality, `$in` or range), and the sort fields not
+ * fixed by that prefix come right after it. Unlike a declared shape, an observed filter may name further
+ * fields that the index does not hold (applied to the documents it selects).
+ */
+export function indexServes(index: IndexSpec, filter: string[], sort: string[]): boolean {
+  const fields = Object.keys(index.key);
+  let prefix = 0;
+  while (prefix < fields.length && filter.includes(fields[prefix])) prefix++;
+  if (prefix === 0) return false;
+  const lead = fields.slice(0, prefix);
+  const rest = sort.filter((f) => !lead.includes(f));
+  return rest.every((f, i) => fields[prefix + i] === f);
+}

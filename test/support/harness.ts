@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TSchema } from '@sinclair/typebox';
+import type { Db } from 'mongodb';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import { createApp } from '../../api/app';
@@ -22,13 +23,20 @@ import { connectTemporal } from '../../lib/temporal';
 export interface TestApp {
   url: string;
   deps: AppDeps;
+  /**
+   * The same database through a connection of the test's own, for what a test reads or writes directly to
+   * check or arrange the stored state. Queries through it are not the product's, so they are not recorded
+   * for the index check (test/query-shapes.after-suite.ts).
+   */
+  inspect: Db;
   close(): Promise<void>;
 }
 
 export async function startTestApp(overrides: Partial<Config> = {}, options: { logger?: Logger } = {}): Promise<TestApp> {
   const config = loadConfig(process.env, { API_PORT: 0, ...overrides });
   const logger = options.logger ?? createLogger(process.env.LOG_LEVEL ?? 'warn', 'api-test');
-  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
+  const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
+  const inspect = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   const repos = createRepositories(mongo.db, dataCipher(config));
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
@@ -41,6 +49,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
   return {
     url,
     deps,
+    inspect: inspect.db,
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
@@ -48,6 +57,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
       await deps.publisher.settle(); // as the api does on shutdown
       await temporal.connection.close();
       await mongo.close();
+      await inspect.close();
     },
   };
 }

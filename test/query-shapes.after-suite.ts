@@ -1,0 +1,73 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { indexServes } from '../lib/repositories/indexes';
+import type { ObservedQueryShape } from '../lib/query-shapes';
+import { ID_INDEX, INDEX_TABLE } from './support/index-table';
+
+/**
+ * Runs after the whole suite (scripts/test.mjs, second jest phase): every query the api and the worker sent
+ * to the database while the suite ran — recorded by lib/query-shapes.ts through MONGO_QUERY_SHAPE_LOG — is
+ * served by an index its repository declares (architecture rule 2). The declared query shapes of
+ * test/indexes.test.ts are the documentation; this is the check that nothing issues a query they forgot.
+ */
+
+/**
+ * Queries that read a whole collection on purpose, once per database: the start-up migrations (runOnce).
+ * `collection filter-fields` (as `label` prints them) -> where and why.
+ */
+const ONE_TIME_SCANS: Record<string, string> = {
+  // lib/webhooks/legacy-layout.ts: documents of the previous webhook layout, rewritten once and dropped.
+  'webhook_events {data}': 'legacy-layout.ts: events that still carry their data as a field',
+  'webhook_outbox {event_ids}': 'legacy-layout.ts: outbox entries of the previous layout',
+  'webhook_deliveries {next_attempt_at}': 'legacy-layout.ts: delivery records of the previous layout',
+  'webhook_deliveries_succeeded {}': 'legacy-layout.ts: retired collection',
+  'webhook_attempts {payload}': 'legacy-layout.ts: attempt batches of the previous layout ($or branch 1)',
+  'webhook_attempts {attempts}': 'legacy-layout.ts: attempt batches of the previous layout ($or branch 2)',
+  'webhook_queue_items {}': 'legacy-layout.ts: retired collection',
+  'webhook_queue {}': 'legacy-layout.ts: retired collection',
+  // lib/repositories/webhooks.ts: endpoints whose secrets were stored in plaintext, encrypted once.
+  'webhook_endpoints {}': 'webhooks.ts reencrypt: visits every endpoint by design (the start-up encryption of plaintext secrets, npm run reencrypt)',
+};
+
+const dir = process.env.MONGO_QUERY_SHAPE_LOG;
+
+function observedShapes(): { shapes: ObservedQueryShape[]; files: number } {
+  if (!dir) throw new Error('MONGO_QUERY_SHAPE_LOG is not set: run the whole suite with `npm test` (this check runs after it).');
+  const files = readdirSync(dir).filter((f) => f.endsWith('.jsonl'));
+  const lines = new Set(files.flatMap((f) => readFileSync(path.join(dir, f), 'utf8').split('\n').filter(Boolean)));
+  return { shapes: [...lines].map((l) => JSON.parse(l) as ObservedQueryShape), files: files.length };
+}
+
+const label = (s: ObservedQueryShape) => `${s.collection}.${s.op} filter {${s.filter.join(', ')}}${s.sort.length ? ` sort {${s.sort.join(', ')}}` : ''}`;
+
+export function servedByDeclaredIndex(shape: ObservedQueryShape): boolean {
+  if (shape.filter.includes('_id')) return true; // the _id index (equality or $in on _id)
+  const declared = INDEX_TABLE[shape.collection];
+  return !!declared && [ID_INDEX, ...declared.indexes].some((index) => indexServes(index, shape.filter, shape.sort));
+}
+
+const { shapes, files } = observedShapes();
+const scanKey = (s: ObservedQueryShape) => `${s.collection} {${s.filter.join(', ')}}`;
+const product = shapes.filter((s) => !ONE_TIME_SCANS[scanKey(s)]);
+
+describe('every query the api and the worker issued during the suite is served by a declared index', () => {
+  test('queries were recorded by the api and worker processes of the suite', () => {
+    expect(files).toBeGreaterThanOrEqual(2); // the worker and at least one jest worker (the api runs in it)
+    expect(new Set(product.map((s) => s.collection)).size).toBeGreaterThanOrEqual(10);
+  });
+
+  test('every collection queried has declared indexes', () => {
+    expect([...new Set(product.map((s) => s.collection))].filter((c) => !INDEX_TABLE[c])).toEqual([]);
+  });
+
+  test.each(product.map((s) => [label(s), s]))('%s', (_label, shape) => {
+    expect(servedByDeclaredIndex(shape as ObservedQueryShape)).toBe(true);
+  });
+
+  test('the check itself rejects a query no declared index serves', () => {
+    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['event_id'], sort: [] })).toBe(false);
+    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['team_id', 'endpoint_id'], sort: ['updated_at'] })).toBe(false);
+    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: [], sort: [] })).toBe(false);
+    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['endpoint_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] })).toBe(true);
+  });
+});

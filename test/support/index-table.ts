@@ -1,0 +1,40 @@
+import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../../lib/repositories/connections';
+import type { IndexSpec, QueryShape } from '../../lib/repositories/indexes';
+import { LOCK_INDEXES, LOCK_QUERY_SHAPES } from '../../lib/repositories/locks';
+import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/repositories/migrations';
+import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../../lib/repositories/tenancy';
+import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/repositories/users';
+import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/repositories/webhooks';
+import { IDEMPOTENCY_QUERY_SHAPES, LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/repositories/lab-orders';
+import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/repositories/lab-tests';
+import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../../lib/repositories/secrets';
+import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../../lib/webhooks/store';
+import { WORKER_HEARTBEAT_INDEXES, WORKER_HEARTBEAT_QUERY_SHAPES } from '../../lib/repositories/workers';
+
+/** Every collection's declared indexes and query shapes, as the repositories declare them (architecture rule 2). */
+export type IndexTable = Record<string, { shapes: QueryShape[]; indexes: IndexSpec[] }>;
+
+export const ID_INDEX: IndexSpec = { key: { _id: 1 }, unique: true };
+
+/** A repository's per-collection records; a collection with shapes but no index list (or the reverse) is a mistake. */
+function fromRecords(indexes: Record<string, IndexSpec[]>, shapes: Record<string, QueryShape[]>): IndexTable {
+  const names = Object.keys(shapes);
+  if (names.sort().join() !== Object.keys(indexes).sort().join()) throw new Error(`index and query-shape records disagree: ${names} / ${Object.keys(indexes)}`);
+  return Object.fromEntries(names.map((name) => [name, { shapes: shapes[name], indexes: indexes[name] }]));
+}
+
+export const INDEX_TABLE: IndexTable = {
+  lab_orders: { shapes: ORDER_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_orders },
+  lab_results: { shapes: RESULTS_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_results },
+  idempotency_keys: { shapes: IDEMPOTENCY_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.idempotency_keys },
+  lab_tests: { shapes: LAB_TEST_QUERY_SHAPES, indexes: LAB_TEST_INDEXES.lab_tests },
+  deployment_secrets: { shapes: SECRET_QUERY_SHAPES, indexes: SECRET_INDEXES },
+  worker_heartbeats: { shapes: WORKER_HEARTBEAT_QUERY_SHAPES, indexes: WORKER_HEARTBEAT_INDEXES },
+  ...fromRecords(WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES),
+  ...fromRecords(USER_INDEXES, USER_QUERY_SHAPES),
+  ...fromRecords(TENANCY_INDEXES, TENANCY_QUERY_SHAPES),
+  ...fromRecords(CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES),
+  ...fromRecords(WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES),
+  ...fromRecords(LOCK_INDEXES, LOCK_QUERY_SHAPES),
+  ...fromRecords(MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES),
+};
