@@ -7,7 +7,7 @@ import readline from 'node:readline';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { repoRoot, startNode, stopChild, waitForHttp } from '../setup.mjs';
+import { devDataKeys, repoRoot, startNode, stopChild, waitForHttp } from '../setup.mjs';
 import { ensureBinaries, freePort, startStack, stopStack } from '../stack.mjs';
 
 /** Imports a compiled module from dist/ (CommonJS; its named exports are available). */
@@ -162,6 +162,7 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
       API_HOST: '127.0.0.1',
       API_PORT: String(apiPort),
       PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
+      DATA_ENCRYPTION_KEYS: devDataKeys(null),
     };
     env.apiUrl = `http://127.0.0.1:${apiPort}`;
     env.childEnv = childEnv;
@@ -185,10 +186,11 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
     // Seed through the repositories, as test/support/harness.ts createTenant does.
     const { connectMongo } = await distModule('lib/mongo.js');
     const { createRepositories, ensureIndexes } = await distModule('lib/repositories/index.js');
+    const { FieldCipher } = await distModule('lib/crypto/field-encryption.js');
     mongo = await connectMongo(stack.mongoUrl, env.dbName);
     env.db = mongo.db;
     env.client = mongo.client;
-    const repos = createRepositories(mongo.db);
+    const repos = createRepositories(mongo.db, FieldCipher.fromSpec(childEnv.DATA_ENCRYPTION_KEYS));
     await ensureIndexes(repos);
     env.repos = repos;
     const org = await repos.tenancy.createOrg('Bench org');

@@ -1,25 +1,33 @@
-// Webhook-delivery scenarios of `npm run bench` (issue #3 §4) and their baseline: events per second end to
-// end, publish -> delivered latency p50/p99, with 1 and with 10 endpoints, against plain HTTP POSTs of the
-// same bodies from this process to the same receiver.
+// Webhook-delivery scenarios of `npm run bench` (issue #3 §4) and their baselines: events per second end to
+// end, publish -> delivered latency p50/p99, with 1 and with 10 endpoints, against (a) plain HTTP POSTs of the
+// same bodies from this process to the same receiver and (b) the raw-driver database work of the same
+// deliveries (webhook-db-baseline.mjs: the event, delivery and attempt writes and the dispatcher's reads,
+// batched by WEBHOOK_BATCH_SIZE, on scratch collections of the same database).
 //
 // The receiver (webhook-receiver.mjs) is a child process on 127.0.0.1 that answers 200 at once and keeps
 // each delivery's first-arrival time; it is the clock for "delivered". Events are published from this
-// process with the real publishEvent() of dist/ (same code the api uses) to a team whose endpoints were
-// created through the management API; the real worker process delivers them through Temporal.
+// process through an EventPublisher of dist/ (lib/webhooks/publisher.ts, the same code and group commit the
+// api uses; one instance for the suite) to a team whose endpoints were created through the management API;
+// the real worker process delivers them through Temporal.
 //
 // Per endpoint count k (each on its own team, so runs never see each other's events):
 //   1. baseline throughput: N events x k POSTs, BENCH_WEBHOOK_BASELINE_CONCURRENCY (64) in closed loops;
-//   2. delivery throughput: N events published by BENCH_WEBHOOK_PUBLISHERS (64) closed-loop publishers,
+//   2. baseline database work: N events x k deliveries with the raw driver (see above);
+//   3. delivery throughput: N events published by BENCH_WEBHOOK_PUBLISHERS (64) closed-loop publishers,
 //      timed from the first publish to the last first-arrival (the latency of this run is "saturated");
-//   3. delivery latency: a paced run at BENCH_WEBHOOK_RATE events/s (200; at most half the rate measured in
-//      2, so the system is not saturated) for BENCH_WEBHOOK_PACED_SECONDS (10); latency = first arrival -
-//      the time taken just before publishEvent() (data.sent_at);
-//   4. baseline latency: the same pacing with plain POSTs.
-// Where the time goes: the worker's 'webhook batch' debug lines (n, bundles, scanMs, sendMs, writeMs; the
-// worker runs with LOG_LEVEL=debug when this suite is selected), the CPU time each process used during the
-// run (/proc/<pid>/stat), the publish calls' own latency; and the worker's peak memory (VmHWM).
+//   4. delivery latency: a paced run for BENCH_WEBHOOK_PACED_SECONDS (10) at BENCH_WEBHOOK_RATE events/s (200,
+//      the rate of the issue's p99 target) with one endpoint, whatever 3 measured (a store that cannot keep up
+//      shows it as a saturated run and a missed target); with more endpoints at most half the rate measured
+//      in 3, so the system is not saturated; latency = first arrival - the time taken just before publishing
+//      (data.sent_at);
+//   5. baseline latency: the same pacing with plain POSTs.
+// Then the bookkeeping from the store's own documents (webhook_deliveries by status, webhook_attempts per
+// delivery: a delivery with more than one attempt was sent again) next to the receiver's duplicate count.
+// Where the time goes: the dispatcher batches, rebuilt from the attempt documents (one batch's attempts share
+// their recording time, timestamp + duration_ms), the CPU time each process used during the run
+// (/proc/<pid>/stat), the publish calls' own latency; and the worker's peak memory (VmHWM).
 //
-//   BENCH_WEBHOOK_EVENTS=5000      events of the 1-endpoint throughput run
+//   BENCH_WEBHOOK_EVENTS=5000      events of the 1-endpoint throughput run (and of its database baseline)
 //   BENCH_WEBHOOK_EVENTS_10=1000   events of the throughput run with more endpoints (x10 deliveries with 10)
 //   BENCH_WEBHOOK_ENDPOINTS=1,10   endpoint counts to run
 //   BENCH_WEBHOOK_TIMEOUT_SECONDS=180  per throughput run (paced runs: 60 s after the window); then the
@@ -32,6 +40,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { repoRoot, stopChild } from '../setup.mjs';
 import { distModule } from './environment.mjs';
+import { rawDeliveryWork } from './webhook-db-baseline.mjs';
 import { httpClient, numberEnv } from './load.mjs';
 
 const EVENT_TYPE = 'daily.data.steps.created';
@@ -150,78 +159,68 @@ export function cpuMeter(pids) {
   };
 }
 
-// ------------------------------------------------------------------------------------------ worker batch lines
+// ------------------------------------------------------------------------------------------ dispatcher batches
 
-function batchCollector(env) {
-  let entries = [];
+/** Counts the worker's log lines (it runs at the level bench.mjs asks for this suite). */
+function logLineCounter(env) {
   let lines = 0;
-  const off = env.onWorkerLog((e) => {
+  const off = env.onWorkerLog(() => {
     lines++;
-    if (e.msg === 'webhook batch') entries.push(e);
   });
   return {
-    /** The batch lines since the last take(), and how many log lines the worker wrote meanwhile. */
+    /** Lines since the last take(). */
     take() {
-      const got = entries;
-      got.logLines = lines;
-      entries = [];
+      const n = lines;
       lines = 0;
-      return got;
+      return n;
     },
     close: off,
   };
 }
 
-/** Aggregates the worker's 'webhook batch' lines of one run. */
-function summarizeBatches(entries, wallMs) {
-  if (!entries.length) return entries.logLines ? { workerLogLines: entries.logLines, batches: 0 } : null;
-  const sum = (f) => entries.reduce((a, e) => a + (Number(e[f]) || 0), 0);
-  const n = sum('n');
-  const scanMs = sum('scanMs');
-  const sendMs = sum('sendMs');
-  const writeMs = sum('writeMs');
-  // Between batches of one endpoint: activity completion -> workflow task -> next activity, plus the
-  // endpoint read before the activity's own clock starts. pino's `time` is when the line was logged (= end).
+/**
+ * The dispatcher batches of a run, rebuilt from the team's attempt documents since `since`: the attempts of one
+ * batch are recorded with one clock reading (lib/webhooks/dispatcher.ts outcomesOf: timestamp = that reading -
+ * duration_ms), so timestamp + duration_ms identifies the batch.
+ */
+async function dispatcherBatches(db, teamId, since, wallMs, workerLogLines) {
+  const docs = await db
+    .collection('webhook_attempts')
+    .find({ team_id: teamId, timestamp: { $gte: new Date(since) } }, { projection: { endpoint_id: 1, timestamp: 1, duration_ms: 1 } })
+    .toArray();
+  if (!docs.length) return { workerLogLines, batches: 0 };
+  const byEndpoint = new Map();
+  let postMs = 0;
+  let postMaxMs = 0;
+  for (const d of docs) {
+    const at = d.timestamp.getTime() + d.duration_ms;
+    if (!byEndpoint.has(d.endpoint_id)) byEndpoint.set(d.endpoint_id, new Map());
+    const m = byEndpoint.get(d.endpoint_id);
+    m.set(at, (m.get(at) ?? 0) + 1);
+    postMs += d.duration_ms;
+    postMaxMs = Math.max(postMaxMs, d.duration_ms);
+  }
+  const sizes = [];
   let gapMs = 0;
   let gaps = 0;
-  const byEndpoint = new Map();
-  for (const e of entries) {
-    if (!byEndpoint.has(e.endpointId)) byEndpoint.set(e.endpointId, []);
-    byEndpoint.get(e.endpointId).push(e);
-  }
-  for (const list of byEndpoint.values()) {
-    list.sort((a, b) => a.time - b.time);
-    for (let i = 1; i < list.length; i++) {
-      const start = list[i].time - list[i].scanMs - list[i].sendMs - list[i].writeMs;
-      const gap = start - list[i - 1].time;
-      if (gap >= 0) {
-        gapMs += gap;
-        gaps++;
-      }
+  for (const m of byEndpoint.values()) {
+    const times = [...m.keys()].sort((x, y) => x - y);
+    for (const t of times) sizes.push(m.get(t));
+    for (let i = 1; i < times.length; i++) {
+      gapMs += times[i] - times[i - 1];
+      gaps++;
     }
   }
-  const busy = scanMs + sendMs + writeMs;
   return {
-    workerLogLines: entries.logLines,
-    batches: entries.length,
-    deliveries: n,
-    meanBatch: round(n / entries.length, 1),
-    maxBatch: Math.max(...entries.map((e) => e.n)),
-    meanBundlesScanned: round(sum('bundles') / entries.length, 1),
-    scanMs,
-    sendMs,
-    writeMs,
-    perBatchMs: { scan: round(scanMs / entries.length, 1), send: round(sendMs / entries.length, 1), write: round(writeMs / entries.length, 1) },
-    // The write step split: attempt log, terminal delivery records, queue changes.
-    loadPerBatchMs: round(sum('loadMs') / entries.length, 1),
-    writeSplitPerBatchMs: {
-      record: round(sum('recordMs') / entries.length, 1),
-      dequeue: round(sum('dequeueMs') / entries.length, 1),
-    },
-    sharePct: busy > 0 ? { scan: round((scanMs / busy) * 100, 0), send: round((sendMs / busy) * 100, 0), write: round((writeMs / busy) * 100, 0) } : null,
-    meanGapBetweenBatchesMs: gaps ? round(gapMs / gaps, 1) : null,
-    // Share of the run each endpoint's dispatcher spent inside the activity's timed part (mean over endpoints).
-    activityBusyPct: wallMs > 0 ? round((busy / byEndpoint.size / wallMs) * 100, 0) : null,
+    workerLogLines,
+    batches: sizes.length,
+    deliveries: docs.length,
+    meanBatch: round(docs.length / sizes.length, 1),
+    maxBatch: Math.max(...sizes),
+    // One dispatcher's consecutive batches: find due, read events, send, (the previous batch's recording overlaps).
+    meanMsBetweenBatches: gaps ? round(gapMs / gaps, 1) : null,
+    batchesPerSecPerEndpoint: wallMs > 0 ? round(sizes.length / byEndpoint.size / (wallMs / 1000), 1) : null,
+    postMs: { mean: round(postMs / docs.length, 1), max: postMaxMs },
   };
 }
 
@@ -233,7 +232,7 @@ function summarizeBatches(entries, wallMs) {
  * batch may then have run twice). Reads the histories, so call it when the runs are over.
  */
 async function dispatcherRetries(client, workflowIds) {
-  const out = { workflowRuns: 0, activities: 0, retried: 0, reasons: {} };
+  const out = { workflowRuns: 0, activities: 0, retried: 0, reasons: {}, running: 0, runningRetried: 0 };
   for (const workflowId of workflowIds) {
     const runIds = [];
     try {
@@ -242,6 +241,20 @@ async function dispatcherRetries(client, workflowIds) {
       // visibility unavailable: the latest run only
     }
     if (!runIds.length) runIds.push(undefined);
+    // An activity enters the history when it finishes: the ones still running are read from the latest run.
+    try {
+      const { raw } = await client.workflow.getHandle(workflowId).describe();
+      for (const a of raw.pendingActivities ?? []) {
+        out.running++;
+        if ((a.attempt ?? 1) > 1) {
+          out.runningRetried++;
+          const reason = a.lastFailure?.message ?? 'unknown';
+          out.reasons[reason] = (out.reasons[reason] ?? 0) + 1;
+        }
+      }
+    } catch {
+      // not started, or gone
+    }
     for (const runId of runIds) {
       const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
       out.workflowRuns++;
@@ -347,8 +360,8 @@ async function waitDelivered({ receiver, run, expected, deadline, label, log, pr
 
 export async function webhookSuite(env, { log = console.log } = {}) {
   const settings = webhookSettings();
-  const [{ publishEvent }, { loadConfig }, { connectTemporal }, { createLogger }, catalogue, { workflowIds }] = await Promise.all([
-    distModule('lib/events.js'),
+  const [{ EventPublisher, publishEvent }, { loadConfig }, { connectTemporal }, { createLogger }, catalogue, { workflowIds }] = await Promise.all([
+    distModule('lib/webhooks/publisher.js'),
     distModule('lib/config.js'),
     distModule('lib/temporal.js'),
     distModule('lib/logger.js'),
@@ -376,9 +389,12 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     cleanups.push(() => receiver.stop());
     const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
     cleanups.push(() => temporal.connection.close());
-    const deps = { config, repos, temporal: { client: temporal.client, taskQueue: temporal.taskQueue }, logger: createLogger('warn', 'bench-publisher') };
-    const batches = batchCollector(env);
-    cleanups.push(() => batches.close());
+    // One publisher for the suite, as the api has one per process (group commit of concurrent publishes).
+    const publisher = new EventPublisher({ config, repos, temporal: { client: temporal.client, taskQueue: temporal.taskQueue }, logger: createLogger('warn', 'bench-publisher') });
+    cleanups.push(() => publisher.settle()); // runs before the Temporal connection closes (cleanups run in reverse)
+    const deps = { publisher };
+    const logLines = logLineCounter(env);
+    cleanups.push(() => logLines.close());
 
     const mgmtKey = await repos.tenancy.createManagementKey(env.tenant.orgId, 'bench-webhooks', 'org_admin', []);
     const mgmt = httpClient(env.apiUrl, { headers: { 'x-management-key': mgmtKey.value } });
@@ -412,7 +428,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       }
       log(`bench: webhooks: team ${team._id} with ${plural(k)} -> ${receiver.url}/hook/${k}/*`);
 
-      // One event's body and headers as the worker sends them (lib/repositories/webhooks.ts envelopeOf; signing per Standard Webhooks).
+      // One event's body and headers as the worker sends them (lib/webhooks/store.ts envelopeOf; signing per Standard Webhooks).
       const secret = randomBytes(32);
       const baselineRequest = (run, seq) => {
         const body = JSON.stringify({
@@ -442,10 +458,11 @@ export async function webhookSuite(env, { log = console.log } = {}) {
         const { body, headers } = baselineRequest(run, seq);
         await Promise.all(paths.map((p) => post.expect(200, 'POST', p, { headers, body })));
       };
-      // The last batch's records (and its 'webhook batch' line) are written after the receiver has seen its
-      // POSTs: wait for the team's queue to empty before reading the worker's figures.
-      // (FerretDB filters nothing but _id in the database: each probe reads the whole queue, so poll gently.)
-      const queueEmpty = async () => !(await env.db.collection('webhook_queue').findOne({ team_id: team._id }, { projection: { _id: 1 } }));
+      // The last batch's attempts and delivery updates are written after the receiver has seen its POSTs: wait
+      // until none of the team's deliveries is pending before reading the figures from the store.
+      // (FerretDB filters nothing but _id in the database: each probe reads every delivery, so poll gently.)
+      const queueEmpty = async () =>
+        !(await env.db.collection('webhook_deliveries').findOne({ team_id: team._id, status: 'pending' }, { projection: { _id: 1 } }));
       const settle = async () => {
         const deadline = Date.now() + SETTLE_TIMEOUT_MS;
         while (Date.now() < deadline && !(await queueEmpty())) await sleep(1000);
@@ -558,11 +575,68 @@ export async function webhookSuite(env, { log = console.log } = {}) {
         return finish({ name, run, kind: 'throughput', events: n, load, t0, stats, extra: { cpu: cpu() } });
       };
 
+      /** The raw-driver database work of the same deliveries (webhook-db-baseline.mjs). */
+      const runDbBaseline = async () => {
+        const name = `raw driver database work, ${plural(k)} (baseline)`;
+        const batchSize = config.WEBHOOK_BATCH_SIZE;
+        log(`bench: ${name} ... ${n} events x ${k} deliveries, batches of ${batchSize} (WEBHOOK_BATCH_SIZE)`);
+        const cpu = cpuMeter(pids);
+        let r;
+        try {
+          r = await rawDeliveryWork(env, {
+            events: n, endpoints: k, batchSize, teamId: team._id, eventType: EVENT_TYPE, userId: USER_ID, clientUserId: CLIENT_USER_ID, config,
+            makeData: (seq) => ({ ...sample, bench_run: 'raw-db', seq, sent_at: Date.now() }),
+          });
+        } catch (err) {
+          // Reported (its ratio is n/a), not fatal: the delivery runs still say what they measure.
+          log(`bench: ${name}: FAILED: ${err.message}`);
+          r = { failed: err.message, seconds: null, eventsPerSec: null, deliveriesPerSec: 0, delivered: 0, batches: 0, opMs: {}, busyRetries: 0 };
+        }
+        const result = {
+          name,
+          suite: 'webhooks',
+          kind: 'webhook',
+          shape: 'throughput',
+          endpoints: k,
+          events: n,
+          expectedDeliveries: n * k,
+          delivered: r.delivered,
+          complete: true,
+          seconds: r.seconds,
+          eventsPerSec: r.eventsPerSec,
+          deliveriesPerSec: r.deliveriesPerSec,
+          rps: r.deliveriesPerSec,
+          ok: r.delivered,
+          p50Ms: null,
+          p90Ms: null,
+          p99Ms: null,
+          maxMs: null,
+          meanMs: null,
+          duplicates: 0,
+          errors: r.failed ? 1 : 0,
+          firstError: r.failed ?? null,
+          busyRetries: r.busyRetries,
+          batchSize,
+          dbBatches: r.batches,
+          dbOpMs: r.opMs,
+          cpu: cpu(),
+        };
+        if (!r.failed) {
+          log(
+            `bench: ${name}: ${r.delivered} deliveries in ${r.seconds} s = ${r.eventsPerSec} events/s (${r.deliveriesPerSec} deliveries/s); ` +
+              `ms per operation kind, summed: ${Object.entries(r.opMs).map(([op, ms]) => `${op} ${ms}`).join(', ')}` +
+              (r.busyRetries ? `; ${r.busyRetries} writes retried after SQLITE_BUSY` : ''),
+          );
+        }
+        results.push(result);
+        return result;
+      };
+
       const runDeliveryThroughput = async () => {
         const run = `tput-${k}`;
         const name = `webhook delivery, ${plural(k)}`;
         log(`bench: ${name} ... ${n} events (${n * k} deliveries), ${settings.publishers} concurrent publishers`);
-        batches.take();
+        logLines.take();
         const t0 = Date.now();
         const cpu = cpuMeter(pids);
         let published = 0;
@@ -585,7 +659,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
         await settle();
         const cpuUsed = cpu();
         const wallMs = stats.lastAt !== null ? stats.lastAt - t0 : Date.now() - t0;
-        const worker = summarizeBatches(batches.take(), wallMs);
+        const worker = await dispatcherBatches(env.db, team._id, t0, wallMs, logLines.take());
         return finish({
           name, run, kind: 'throughput', events: n, load, t0, stats,
           extra: {
@@ -601,7 +675,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
         const run = `${baseline ? 'base-' : ''}paced-${k}`;
         const name = `${baseline ? 'plain POST baseline' : 'webhook delivery'}, ${plural(k)}, paced ${round(rate, 0)}/s`;
         log(`bench: ${name} ... ${settings.pacedSeconds} s`);
-        batches.take();
+        logLines.take();
         const t0 = Date.now();
         const cpu = cpuMeter(pids);
         const total = Math.max(1, Math.round(rate * settings.pacedSeconds));
@@ -621,7 +695,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
         const events = load.ok + load.errors;
         if (!baseline) await settle();
         const cpuUsed = cpu();
-        const worker = baseline ? null : summarizeBatches(batches.take(), stats.lastAt !== null ? stats.lastAt - t0 : Date.now() - t0);
+        const worker = baseline ? null : await dispatcherBatches(env.db, team._id, t0, stats.lastAt !== null ? stats.lastAt - t0 : Date.now() - t0, logLines.take());
         // Saturated: deliveries fell behind the offered rate (first to last arrival took over 1.2 x the pacing
         // window, i.e. under ~83% of the offered rate), so the latency includes queueing.
         const span = stats.lastAt !== null ? stats.lastAt - stats.firstAt : Infinity;
@@ -634,28 +708,48 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       };
 
       const baseTput = await runBaselineThroughput();
+      const baseDb = await runDbBaseline();
       const tput = await runDeliveryThroughput();
       await drain([tput]);
-      // Not saturated: at most half the rate just measured (and at most BENCH_WEBHOOK_RATE).
-      const rate = Math.max(1, Math.min(settings.rate, tput.eventsPerSec ? tput.eventsPerSec / 2 : settings.rate));
+      // One endpoint: the target's rate. More: not saturated, at most half the rate just measured (and at most BENCH_WEBHOOK_RATE).
+      const rate = k === 1 ? settings.rate : Math.max(1, Math.min(settings.rate, tput.eventsPerSec ? tput.eventsPerSec / 2 : settings.rate));
       const paced = await runPaced({ rate, baseline: false });
       await drain([paced]);
       const basePaced = await runPaced({ rate, baseline: true });
       for (const r of [baseTput, tput, paced, basePaced]) await receiver.ask('forget', r.run);
 
-      // Bookkeeping after both runs: every delivery has its terminal record, attempts add up, nothing left queued.
+      // Bookkeeping after both runs, from the store's documents: one delivery document per (event, endpoint)
+      // with its status and attempt counter, one attempt document per attempt. Every delivery should have
+      // succeeded at its first attempt, with one attempt document and a counter of 1. A batch sent again (its
+      // activity retried before the outcome was recorded) writes attempt documents with the same ids, which
+      // are dropped: it shows as a counter above the attempt documents, and at the receiver as duplicates.
       const w = env.db;
-      // Attempts and successful deliveries are stored one document per dispatcher batch
-      // (lib/repositories/webhooks.ts): count inside them.
-      const [attemptBatches, succeededBatches, queued] = await Promise.all([
-        w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { payload: 1 } }).toArray(),
-        w.collection('webhook_deliveries_succeeded').find({ team_id: team._id }, { projection: { payload: 1 } }).toArray(),
-        w.collection('webhook_queue').countDocuments({ team_id: team._id }),
+      const [deliveryDocs, attemptDocs] = await Promise.all([
+        w.collection('webhook_deliveries').find({ team_id: team._id }, { projection: { status: 1, attempts: 1 } }).toArray(),
+        w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { event_id: 1, endpoint_id: 1, status_code: 1 } }).toArray(),
       ]);
-      const succeeded = new Set(succeededBatches.flatMap((b) => JSON.parse(b.payload).map((d) => d._id))).size;
-      const statuses = attemptBatches.flatMap((b) => JSON.parse(b.payload).map((a) => a.status_code));
-      const attempts = statuses.length;
-      const failedAttempts = statuses.filter((code) => !(code >= 200 && code <= 299)).length;
+      const byStatus = { pending: 0, succeeded: 0, failed: 0, cancelled: 0 };
+      for (const d of deliveryDocs) byStatus[d.status] = (byStatus[d.status] ?? 0) + 1;
+      const succeeded = byStatus.succeeded;
+      const queued = byStatus.pending;
+      const attempts = attemptDocs.length;
+      const failedAttempts = attemptDocs.filter((a) => !(a.status_code >= 200 && a.status_code <= 299)).length;
+      const attemptsPer = new Map();
+      for (const a of attemptDocs) {
+        const id = `${a.event_id}:${a.endpoint_id}`;
+        attemptsPer.set(id, (attemptsPer.get(id) ?? 0) + 1);
+      }
+      const repeated = [...attemptsPer.values()].filter((c) => c > 1);
+      const resent = { deliveries: repeated.length, extraAttempts: repeated.reduce((x, c) => x + c - 1, 0) };
+      // The attempt counter on each delivery against its attempt documents.
+      const counters = { aboveDocuments: 0, belowDocuments: 0, succeededWithoutAttempt: 0 };
+      for (const d of deliveryDocs) {
+        const docs = attemptsPer.get(d._id) ?? 0;
+        if (d.attempts > docs) counters.aboveDocuments++;
+        else if (d.attempts < docs) counters.belowDocuments++;
+        if (d.status === 'succeeded' && docs === 0) counters.succeededWithoutAttempt++;
+      }
+      const counterMismatches = counters.aboveDocuments + counters.belowDocuments;
       const published = tput.events - tput.errors + paced.events - paced.errors;
       let temporalRetries = null;
       try {
@@ -663,23 +757,52 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       } catch (err) {
         log(`bench: webhooks: could not read the dispatcher histories: ${err.message}`);
       }
-      const bookkeeping = { published, expectedDeliveries: published * k, succeededRecords: succeeded, attempts, failedAttempts, stillQueued: queued, temporalRetries };
+      const bookkeeping = {
+        published,
+        expectedDeliveries: published * k,
+        deliveryDocuments: deliveryDocs.length,
+        byStatus,
+        attempts,
+        failedAttempts,
+        resent,
+        counters,
+        temporalRetries,
+      };
       tput.bookkeeping = bookkeeping;
       const reasons = temporalRetries ? Object.entries(temporalRetries.reasons).map(([m, c]) => `${c}x ${m}`).join('; ') : '';
       const retryText = temporalRetries
-        ? `${temporalRetries.activities} dispatcher activities, ${temporalRetries.retried} of them retries${reasons ? ` (${reasons})` : ''}`
+        ? `${temporalRetries.activities} dispatcher activities finished, ${temporalRetries.retried} of them retries` +
+          (temporalRetries.running ? `, ${temporalRetries.running} still running (${temporalRetries.runningRetried} of them retries)` : '') +
+          (reasons ? ` (${reasons})` : '')
         : 'dispatcher histories not read';
+      const statusText = `${deliveryDocs.length} delivery documents (${Object.entries(byStatus).map(([st, c]) => `${c} ${st}`).join(', ')})`;
+      const resentText = resent.deliveries
+        ? `${resent.deliveries} deliveries with more than one attempt document (${resent.extraAttempts} extra)`
+        : 'no delivery has more than one attempt document';
+      const counterText = counterMismatches || counters.succeededWithoutAttempt
+        ? `attempt counter above the attempt documents on ${counters.aboveDocuments} deliveries (recorded twice: sent again), ` +
+          `below on ${counters.belowDocuments}; ${counters.succeededWithoutAttempt} succeeded deliveries without any attempt document (record lost)`
+        : 'every attempt counter matches its attempt documents';
       log(
-        `bench: webhooks ${plural(k)}: ${published} events published, ${succeeded}/${published * k} deliveries recorded succeeded, ` +
-          `${attempts} attempts (${failedAttempts} failed), ${queued} bundles still queued; ${retryText}`,
+        `bench: webhooks ${plural(k)}: ${published} events published, ${statusText}, ${attempts} attempt documents ` +
+          `(${failedAttempts} failed), ${resentText}; ${counterText}; ${retryText}`,
       );
       notes.push(
-        `bookkeeping, ${plural(k)}: ${succeeded}/${published * k} deliveries recorded succeeded, ${attempts} attempts, ` +
+        `bookkeeping, ${plural(k)}: ${succeeded}/${published * k} deliveries succeeded, ${queued} still pending` +
+          (byStatus.failed || byStatus.cancelled ? `, ${byStatus.failed} failed, ${byStatus.cancelled} cancelled` : '') +
+          `; ${attempts} attempts, ` +
           (failedAttempts ? `${failedAttempts} FAILED (their latency includes the retry delay)` : 'none failed (every latency above is a first attempt)') +
-          `, ${queued} bundles left queued; ${retryText}`,
+          `; ${resentText}; ${counterText}; ${retryText}`,
       );
 
       ratios.push({ name: `webhook delivery / plain POST, ${plural(k)} (deliveries/s)`, of: tput, to: baseTput, target: null, note: 'pipeline cost over raw HTTP' });
+      ratios.push({
+        name: `webhook delivery / raw driver database work, ${plural(k)} (events/s)`,
+        of: tput,
+        to: baseDb,
+        target: null,
+        note: 'pipeline cost over the database work it needs',
+      });
       if (k === 1) {
         ratios.push({ kind: 'target', name: `delivered events/s, ${plural(k)}`, value: tput.eventsPerSec, target: 1000, unit: '/s' });
       }
@@ -708,6 +831,14 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     const dupsOf = (r) => r.eventually?.duplicates ?? r.duplicates;
     const dups = results.filter((r) => dupsOf(r) > 0);
     notes.push(dups.length ? `duplicates seen (same webhook-id again): ${dups.map((r) => `${r.name}: ${dupsOf(r)}`).join('; ')}` : 'duplicates seen: none');
+    const delivery = results.filter((r) => r.name.startsWith('webhook delivery'));
+    ratios.push({
+      kind: 'target',
+      name: 'duplicate deliveries seen by the receiver (all delivery runs)',
+      value: delivery.reduce((x, r) => x + (dupsOf(r) ?? 0), 0),
+      target: 1,
+      atMost: true,
+    });
     return { results, ratios, notes, details: { settings, workerMemory } };
   } finally {
     for (const fn of cleanups.reverse()) {
@@ -725,16 +856,24 @@ function whereTheTimeGoes(results) {
   for (const r of results) {
     if (!r.worker && !r.cpu) continue;
     const parts = [];
-    if (r.worker?.batches === 0) parts.push(`worker: no 'webhook batch' lines among its ${r.worker.workerLogLines} log lines`);
+    if (r.worker?.batches === 0) parts.push(`dispatcher: no attempt documents in the run's window; worker ${r.worker.workerLogLines} log lines`);
     else if (r.worker) {
       const b = r.worker;
       parts.push(
-        `worker: ${b.batches} batches, mean ${b.meanBatch} deliveries (max ${b.maxBatch}, ${b.meanBundlesScanned} bundles read); per batch ` +
-          `scan ${b.perBatchMs.scan} + send ${b.perBatchMs.send} + write ${b.perBatchMs.write} ms (${b.sharePct?.scan}/${b.sharePct?.send}/${b.sharePct?.write}%), ` +
-          `${b.meanGapBetweenBatchesMs ?? '-'} ms between batches ` +
-          `(Temporal round trip + endpoint read); dispatcher busy ${b.activityBusyPct}% of the run; ${b.workerLogLines} worker log lines`,
+        `dispatcher (from the attempt documents): ${b.batches} batches, mean ${b.meanBatch} deliveries (max ${b.maxBatch}), ` +
+          `${b.meanMsBetweenBatches ?? '-'} ms between one endpoint's batches (${b.batchesPerSecPerEndpoint}/s per endpoint); ` +
+          `POST mean ${b.postMs.mean} ms (max ${b.postMs.max}); ${b.workerLogLines} worker log lines`,
       );
-    } else if (r.shape === 'throughput' && r.name.startsWith('webhook')) parts.push("worker: no 'webhook batch' lines (is the worker at LOG_LEVEL=debug?)");
+    }
+    if (r.firstError && r.dbOpMs) parts.push(`FAILED: ${r.firstError}`);
+    else if (r.dbOpMs) {
+      const total = Object.values(r.dbOpMs).reduce((x, v) => x + v, 0);
+      parts.push(
+        `database work in ${r.dbBatches} dispatcher batches of up to ${r.batchSize}, ms summed per operation (% of ${total} ms): ` +
+          Object.entries(r.dbOpMs).map(([op, ms]) => `${op} ${ms} (${total ? Math.round((ms / total) * 100) : 0}%)`).join(', ') +
+          (r.busyRetries ? `; ${r.busyRetries} writes retried after SQLITE_BUSY` : ''),
+      );
+    }
     if (r.publishSeconds !== undefined) parts.push(`publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`);
     if (r.cpu) {
       const cpu = Object.entries(r.cpu)
