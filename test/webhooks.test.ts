@@ -3,6 +3,8 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/webhooks/publisher';
 import { eraseUserWebhookData } from '../lib/webhooks/commands';
 import { WebhookSender } from '../lib/webhooks/sender';
+import { envelopeOf } from '../lib/webhooks/store';
+import { deliveryPolicyFrom, newDelivery } from '../lib/webhooks/fan-out';
 import { recoverFailed } from '../api/services/webhooks';
 import { checkWebhookUrl } from '../lib/url-safety';
 import { verifyWebhookSignature } from '../lib/webhook-signing';
@@ -553,6 +555,26 @@ describe('fan-out is idempotent by delivery id', () => {
     expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: first.id })).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
   });
+});
+
+describe('outcomes of many deliveries at once', () => {
+  test('150 different changes in one write all land (more statements than the dev store can hold open in one command)', async () => {
+    const store = app.deps.repos.webhookStore;
+    const endpointId = `bulk-${randomUUID()}`;
+    const at = new Date();
+    const events = Array.from({ length: 150 }, (_, i) => {
+      const envelope = { event_type: 'labtest.order.created', data: { i }, team_id: tenant.teamId, user_id: null, client_user_id: null };
+      return { _id: randomUUID(), ...envelope, body: envelopeOf(envelope), created_at: at, only_endpoint_id: endpointId };
+    });
+    const deliveries = events.map((e) => newDelivery(e, endpointId, deliveryPolicyFrom(app.deps.config), at));
+    await store.insertDeliveries(deliveries);
+    // One change per delivery (as 150 endpoints' batches group-committed together would give): 150 statements.
+    await store.changeDeliveries(deliveries.map((d, i) => ({ ids: [d._id], set: { status: 'failed', last_status_code: 400 + (i % 100), next_attempt_at: null } })));
+    const stored = await app.inspect.collection('webhook_deliveries').find({ endpoint_id: endpointId }).toArray();
+    expect(stored).toHaveLength(150);
+    expect(stored.every((d) => d.status === 'failed' && d.last_status_code === 400 + (events.findIndex((e) => e._id === d.event_id) % 100))).toBe(true);
+    await app.inspect.collection('webhook_deliveries').deleteMany({ endpoint_id: endpointId });
+  }, 60_000);
 });
 
 describe('stored documents of the previous layout', () => {

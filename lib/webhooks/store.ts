@@ -101,6 +101,9 @@ interface DispatcherStateDoc {
   active_until: Date;
 }
 
+/** Most statements in one update command (see applyChanges). */
+const STATEMENTS_PER_UPDATE_COMMAND = 50;
+
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
 /** Deterministic per (delivery, attempt number): recording the same attempt again writes nothing. */
 export const attemptId = (deliveryIdValue: string, attempt: number) => nameBasedUuid('webhook-attempt', deliveryIdValue, String(attempt));
@@ -289,7 +292,12 @@ export class WebhookStore {
         ? { updateOne: { filter: { _id: c.ids[0] }, update } }
         : { updateMany: { filter: { _id: { $in: c.ids } }, update } };
     });
-    if (ops.length) await retryTransient(() => this.deliveries.bulkWrite(ops, { ordered: false }));
+    // Dev-store quirk: FerretDB v1 keeps every statement's cursor open until its whole update command ends, so a
+    // command with more statements than its connection pool (100 on SQLite) never finishes. Commands are capped.
+    for (let i = 0; i < ops.length; i += STATEMENTS_PER_UPDATE_COMMAND) {
+      const chunk = ops.slice(i, i + STATEMENTS_PER_UPDATE_COMMAND);
+      await retryTransient(() => this.deliveries.bulkWrite(chunk, { ordered: false }));
+    }
   }
 
   /** Deliveries whose event is gone (erased): removed by their dispatcher rather than sent. */
