@@ -102,7 +102,7 @@ interface DispatcherStateDoc {
 }
 
 /** Most statements in one update command (see applyChanges). */
-const STATEMENTS_PER_UPDATE_COMMAND = 50;
+const STATEMENTS_PER_UPDATE_COMMAND = 10;
 
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
 /** Deterministic per (delivery, attempt number): recording the same attempt again writes nothing. */
@@ -292,8 +292,9 @@ export class WebhookStore {
         ? { updateOne: { filter: { _id: c.ids[0] }, update } }
         : { updateMany: { filter: { _id: { $in: c.ids } }, update } };
     });
-    // Dev-store quirk: FerretDB v1 keeps every statement's cursor open until its whole update command ends, so a
-    // command with more statements than its connection pool (100 on SQLite) never finishes. Commands are capped.
+    // Dev-store quirk: FerretDB v1 keeps every statement's cursor (a pooled connection) open until its whole
+    // update command ends, so commands whose statements outnumber the free connections (a pool of 100 on
+    // SQLite, 50 on PostgreSQL, shared by concurrent commands) never finish. Commands are kept small.
     for (let i = 0; i < ops.length; i += STATEMENTS_PER_UPDATE_COMMAND) {
       const chunk = ops.slice(i, i + STATEMENTS_PER_UPDATE_COMMAND);
       await retryTransient(() => this.deliveries.bulkWrite(chunk, { ordered: false }));
