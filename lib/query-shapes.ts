@@ -4,7 +4,7 @@ import type { CommandStartedEvent, Document, MongoClient } from 'mongodb';
 
 /**
  * The shape of a query as an index sees it: which collection, which operation, which fields the filter
- * names and which fields it sorts by (values left out). test/query-shapes.test.ts checks every shape the
+ * names and which fields it sorts by (values left out). test/query-shapes.after-suite.ts checks every shape the
  * product issued during the test suite against the declared indexes: FerretDB answers every filter by a
  * scan, so a query without an index never shows in development; production (MongoDB 7) would scan.
  */
