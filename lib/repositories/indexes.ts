@@ -21,14 +21,18 @@ export interface QueryShape {
   residual?: string[];
 }
 
-/** True when some index starts with exactly the shape's filter fields, followed by its sort fields. */
+/**
+ * True when some index starts with exactly the shape's filter fields, followed by its sort fields. A shape
+ * with no filter is a declared whole-collection pass (e.g. re-encrypting every endpoint): covered when its
+ * sort, if any, is an index's leading fields.
+ */
 export function coveredBy(shape: QueryShape, indexes: IndexSpec[]): boolean {
-  return indexes.some(({ key }) => {
-    const fields = Object.keys(key);
-    const lead = fields.slice(0, shape.filter.length);
-    if (lead.length !== shape.filter.length || !shape.filter.every((f) => lead.includes(f))) return false;
-    const sort = shape.sort ?? [];
-    return sort.every((f, i) => fields[shape.filter.length + i] === f || (shape.filter.includes(f) && fields.includes(f)));
+  const sort = shape.sort ?? [];
+  if (!shape.filter.length) return indexes.some((index) => sort.every((f, i) => Object.keys(index.key)[i] === f));
+  return indexes.some((index) => {
+    const lead = Object.keys(index.key).slice(0, shape.filter.length);
+    const leadsWithFilter = lead.length === shape.filter.length && shape.filter.every((f) => lead.includes(f));
+    return leadsWithFilter && indexServes(index, shape.filter, sort);
   });
 }
 
