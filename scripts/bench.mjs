@@ -27,8 +27,7 @@ import { build, ensureDependencies, repoRoot } from './setup.mjs';
 
 const allSuites = [
   { name: 'users', run: userSuite },
-  // The worker logs at debug for this suite: its 'webhook batch' lines say where delivery time goes.
-  { name: 'webhooks', run: webhookSuite, checkSettings: webhookSettings, workerLogLevel: 'debug' },
+  { name: 'webhooks', run: webhookSuite, checkSettings: webhookSettings },
   { name: 'lab', run: labOrderSuite, checkSettings: labOrderSettings },
 ];
 const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
@@ -70,8 +69,7 @@ async function main() {
   if (profileDir) rmSync(profileDir, { recursive: true, force: true });
   const machine = machineInfo();
   const startedAt = new Date().toISOString();
-  const workerLogLevel = suites.find((s) => s.workerLogLevel)?.workerLogLevel ?? 'warn';
-  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, cpuProfileProcess: profileProcess, workerLogLevel, onCleanup: (fn) => (stopEnvironment = fn) });
+  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, cpuProfileProcess: profileProcess, onCleanup: (fn) => (stopEnvironment = fn) });
   log(`bench: api ${env.apiUrl}, constant route ${env.constantUrl}, database ${env.dbKind}`);
 
   const results = [];

@@ -54,7 +54,7 @@ function startNodeWith(nodeArgs, entry, env, name) {
 
 /**
  * The worker with its stdout piped (always drained, so it can never block): every JSON log line goes to the
- * `listeners` (parsed; e.g. the webhook suite's 'webhook batch' debug lines), and lines at warn or above, the
+ * `listeners` (parsed; e.g. the webhook suite counts the worker's lines), and lines at warn or above, the
  * sweeper's repairs and anything that is not JSON are printed as before.
  */
 function startWorker(childEnv, listeners, nodeArgs = []) {
@@ -104,7 +104,7 @@ async function databaseKind(db, external) {
 /**
  * Starts everything. Options: runId, log, cpuProfileDir (start `cpuProfileProcess`, 'api' or 'worker', with
  * --cpu-prof into that directory),
- * workerLogLevel (LOG_LEVEL of the worker, default warn; debug for the webhook suite's batch timings),
+ * workerLogLevel (LOG_LEVEL of the worker, default warn),
  * onCleanup(cleanup) (called at once with the cleanup function, for signal handlers).
  * Returns { runId, stateDir, apiUrl, constantUrl, mongoUrl, dbName, db, repos, tenant, dbKind, children,
  * childEnv (the servers' environment), stackPids ({ mongo, temporal } of a private stack),

@@ -412,7 +412,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     };
     log(
       `bench: webhooks: receiver ${receiver.url} (pid ${receiver.pid}); worker pid ${workerPid} ` +
-        `(LOG_LEVEL=${env.workerLogLevel ?? 'debug'}); ${settings.publishers} publishers, baseline ${settings.baselineConcurrency} concurrent`,
+        `(LOG_LEVEL=${env.workerLogLevel}); ${settings.publishers} publishers, baseline ${settings.baselineConcurrency} concurrent`,
     );
 
     for (const k of settings.endpointCounts) {
