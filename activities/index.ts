@@ -9,6 +9,9 @@ import { createMaintenanceActivities } from './maintenance';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
 import { EventPublisher } from '../lib/webhooks/publisher';
+import { loadProviderCatalogue } from '../lib/catalogue';
+import { createAdapterRegistry } from '../lib/wearables/adapters';
+import { createWearableActivities } from './wearables';
 
 export interface ActivityDeps {
   repos: Repositories;
@@ -23,12 +26,15 @@ export interface ActivityDeps {
 export function createActivities(base: ActivityDeps) {
   // One publisher per worker: publishes from every activity share its group commit.
   const deps = { ...base, publisher: new EventPublisher(base) };
+  const providers = loadProviderCatalogue();
   return {
     ...createUserDeletionActivities(deps),
     ...createMaintenanceActivities(deps),
     // This deployment's laboratory is the sandbox lab (activities/lab/adapter.ts is the integration point).
     ...createLabOrderActivities({ ...deps, lab: createSandboxLab(deps.labCatalogue) }),
     ...createWebhookDeliveryActivities(deps),
+    // Provider connections: this deployment has no internet, so its pull adapters are the demo providers.
+    ...createWearableActivities({ ...deps, providers, adapters: createAdapterRegistry(providers) }),
   };
 }
 

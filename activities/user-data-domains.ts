@@ -2,6 +2,7 @@ import { eraseUserOrders } from '../lib/lab/order-erasure';
 import { eraseUserWebhookData } from '../lib/webhooks/commands';
 import type { Repositories } from '../lib/repositories';
 import type { TemporalDeps } from '../lib/temporal';
+import { signalConnection } from '../lib/wearables/connections';
 
 export interface UserRef {
   teamId: string;
@@ -26,12 +27,24 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
   return [
     {
       name: 'connections',
+      // Deregistered at once (each connection's workflow stops pulling); kept as history until erasure.
       deregister: async ({ teamId, userId }) => {
-        const count = await repos.connections.deregisterAllForUser(teamId, userId);
+        const live = await repos.connections.listLiveForUser(teamId, userId);
+        for (const connection of live) {
+          await repos.connections.deregister(connection._id);
+          await signalConnection(deps, connection._id, 'stop');
+        }
         await repos.users.clearConnectedSources(teamId, userId);
-        return count;
+        return live.length;
       },
-      erase: ({ teamId, userId }) => repos.connections.eraseAllForUser(teamId, userId),
+      erase: async ({ teamId, userId }) =>
+        (await repos.connections.eraseAllForUser(teamId, userId)) + (await repos.linkTokens.eraseAllForUser(teamId, userId)),
+    },
+    {
+      // Summaries, timeseries samples, workout streams and the per-resource pull state.
+      name: 'wearable_data',
+      erase: async ({ teamId, userId }) =>
+        (await repos.wearableData.eraseAllForUser(teamId, userId)) + (await repos.historicalPulls.eraseAllForUser(teamId, userId)),
     },
     {
       // Lab orders keep their audit trail (ids, tests, sample id, physician, status history) and lose the

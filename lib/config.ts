@@ -135,6 +135,28 @@ export const ConfigSchema = Type.Object({
     default: 86400,
     description: 'How long a stored X-Idempotency-Key response is replayed (at least 24 h); older keys are removed.',
   }),
+  HISTORICAL_PULL_RETRYING_SINCE: Type.String({
+    pattern: '^\\d{4}-\\d{2}-\\d{2}$',
+    default: '2025-05-09',
+    description: 'Connections made on or after this date retry retriable historical-pull failures (state `retrying`); older ones fail at once.',
+  }),
+  HISTORICAL_PULL_RETRY_INITIAL_SECONDS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 60,
+    description: 'First wait before retrying a resource whose historical pull failed retriably; doubles per attempt.',
+  }),
+  HISTORICAL_PULL_RETRY_MAX_SECONDS: Type.Number({ exclusiveMinimum: 0, default: 3600, description: 'Longest wait between historical-pull retries.' }),
+  HISTORICAL_PULL_RETRY_QUOTA: Type.Integer({
+    minimum: 1,
+    maximum: 50,
+    default: 6,
+    description: 'Attempts per resource (the first included) before a retrying pull fails with retry_quota_exhausted.',
+  }),
+  WEARABLE_SYNC_INTERVAL_SECONDS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 3600,
+    description: 'How often each connection fetches new data after its history (POST /v2/user/refresh/{user_id} syncs at once).',
+  }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10000, description: 'Grace for in-flight requests and activities on SIGTERM.' }),
 });
 

@@ -3,6 +3,8 @@ export const workflowIds = {
   userDeletion: (userId: string) => `user-deletion:${userId}`,
   /** One lifecycle per lab order; the single owner of the order document. */
   labOrder: (orderId: string) => `lab-order:${orderId}`,
+  /** One provider connection's pulls and syncs; the single owner of its historical-pull state. */
+  wearableConnection: (connectionId: string) => `wearable-connection:${connectionId}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
   /** The hourly retention Schedule of a task queue (a Schedule id; its runs get derived workflow ids). */

@@ -4,3 +4,4 @@ export { webhookDispatchWorkflow } from './webhook-dispatch';
 export { webhookSweeperWorkflow } from './webhook-sweeper';
 export { labOrderWorkflow } from './lab-order';
 export { maintenanceWorkflow } from './maintenance';
+export { wearableConnectionWorkflow } from './wearable-connection';

@@ -1,11 +1,13 @@
 import type { AppDeps } from '../deps';
 import type { AnyRoute } from '../route';
+import { connectionRoutes } from './connections';
 import { labOrderRoutes } from './lab-orders';
 import { labTestRoutes } from './lab-tests';
 import { managementRoutes } from './management';
 import { providerRoutes } from './providers';
 import { systemRoutes } from './system';
 import { userRoutes } from './users';
+import { wearableDataRoutes } from './wearable-data';
 import { webhookRoutes } from './webhooks';
 
 /**
@@ -14,6 +16,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...userRoutes, ...providerRoutes, ...managementRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
   return routes;
 }

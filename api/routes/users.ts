@@ -127,7 +127,7 @@ function checkUserFields(fields: UserFields, current?: UserDoc): { timeZone?: st
   return { timeZone };
 }
 
-function readableUser(doc: UserDoc | null, messageIfScheduled: string): UserDoc {
+export function readableUser(doc: UserDoc | null, messageIfScheduled: string): UserDoc {
   if (!doc || doc.status === 'erased') throw notFound('User not found.');
   if (doc.status === 'pending_deletion') throw notFound(messageIfScheduled);
   return doc;

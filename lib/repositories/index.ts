@@ -1,6 +1,8 @@
 import type { Db } from 'mongodb';
 import type { FieldCipher } from '../crypto/field-encryption';
 import { ConnectionRepository } from './connections';
+import { HistoricalPullRepository } from './historical-pulls';
+import { LinkTokenRepository } from './link-tokens';
 import { LabOrderRepository } from './lab-orders';
 import { LabTestRepository } from './lab-tests';
 import { DocumentLocks } from './locks';
@@ -8,6 +10,7 @@ import { SecretsRepository } from './secrets';
 import { TenancyRepository } from './tenancy';
 import { UserRepository } from './users';
 import { WebhookRepository } from './webhooks';
+import { WearableDataRepository } from './wearable-data';
 import { WorkerHeartbeatRepository } from './workers';
 import { WebhookStore } from '../webhooks/store';
 
@@ -16,6 +19,12 @@ export interface Repositories {
   tenancy: TenancyRepository;
   users: UserRepository;
   connections: ConnectionRepository;
+  /** Per-resource historical pull state of each user's providers. */
+  historicalPulls: HistoricalPullRepository;
+  /** One-time link tokens (10 minutes). */
+  linkTokens: LinkTokenRepository;
+  /** Summaries, timeseries samples and workout streams. */
+  wearableData: WearableDataRepository;
   /** Webhook endpoints. */
   webhooks: WebhookRepository;
   /** Webhook events, deliveries and attempts. */
@@ -35,6 +44,9 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     tenancy: new TenancyRepository(db),
     users: new UserRepository(db, locks),
     connections: new ConnectionRepository(db),
+    historicalPulls: new HistoricalPullRepository(db),
+    linkTokens: new LinkTokenRepository(db),
+    wearableData: new WearableDataRepository(db),
     webhooks: new WebhookRepository(db, locks, cipher),
     webhookStore: new WebhookStore(db),
     labOrders: new LabOrderRepository(db),

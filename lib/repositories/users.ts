@@ -244,10 +244,19 @@ export class UserRepository {
   }
 
   async clearConnectedSources(teamId: string, userId: string): Promise<void> {
+    await this.setConnectedSources(teamId, userId, async () => []);
+  }
+
+  /**
+   * Rewrites the user's `connected_sources` from `current()` (the live connections), read under the user's
+   * lock so two connection changes racing each other cannot leave a stale list behind.
+   */
+  async setConnectedSources(teamId: string, userId: string, current: () => Promise<ConnectedSourceDoc[]>): Promise<void> {
     await this.locked(userId, async (lease) => {
       if (!(await this.find(teamId, userId))) return;
+      const sources = await current();
       await lease.assertHeld();
-      await this.users.updateOne({ _id: userId }, { $set: { connected_sources: [] } });
+      await this.users.updateOne({ _id: userId }, { $set: { connected_sources: sources } });
     });
   }
 }

@@ -1,4 +1,7 @@
 import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../../lib/repositories/connections';
+import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib/repositories/historical-pulls';
+import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/repositories/wearable-data';
+import { LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES } from '../../lib/repositories/link-tokens';
 import type { IndexSpec, QueryShape } from '../../lib/repositories/indexes';
 import { LOCK_INDEXES, LOCK_QUERY_SHAPES } from '../../lib/repositories/locks';
 import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/repositories/migrations';
@@ -34,6 +37,9 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(USER_INDEXES, USER_QUERY_SHAPES),
   ...fromRecords(TENANCY_INDEXES, TENANCY_QUERY_SHAPES),
   ...fromRecords(CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES),
+  ...fromRecords(HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES),
+  ...fromRecords(LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES),
+  ...fromRecords(WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES),
   ...fromRecords(WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES),
   ...fromRecords(LOCK_INDEXES, LOCK_QUERY_SHAPES),
   ...fromRecords(MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES),

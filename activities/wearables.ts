@@ -1,0 +1,265 @@
+import { Context } from '@temporalio/activity';
+import type { ProviderCatalogue } from '../lib/catalogue';
+import type { Config } from '../lib/config';
+import type { Logger } from '../lib/logger';
+import type { Repositories } from '../lib/repositories';
+import type { ConnectionDoc } from '../lib/repositories/connections';
+import { historicalPullId, type HistoricalPullDoc, type PullErrorDetails } from '../lib/repositories/historical-pulls';
+import type { UserDoc } from '../lib/repositories/users';
+import type { TemporalDeps } from '../lib/temporal';
+import { addDays, datesBetween, localDate, zoneOffsetSeconds } from '../lib/time';
+import { ProviderFetchError, type AdapterRegistry, type ProviderAdapter } from '../lib/wearables/adapters';
+import { providerSummary } from '../lib/wearables/connections';
+import { ingestProviderData, type IngestResult } from '../lib/wearables/ingest';
+import type { EventPublisher } from '../lib/webhooks/publisher';
+
+export interface WearableActivityDeps {
+  repos: Repositories;
+  config: Config;
+  logger: Logger;
+  temporal: TemporalDeps;
+  publisher: EventPublisher;
+  providers: ProviderCatalogue;
+  adapters: AdapterRegistry;
+}
+
+/** Days fetched per provider request during a history pull (bounds memory and heartbeats between requests). */
+const DAYS_PER_FETCH = 7;
+
+type Live = { connection: ConnectionDoc; user: UserDoc; adapter: ProviderAdapter };
+
+/**
+ * The activities of workflows/wearable-connection.ts. Each first checks that the connection is still live
+ * (deregistration marks it before signalling the workflow) and returns `stopped` otherwise. Pull state
+ * documents are written only from here, on behalf of the connection's workflow, their single owner.
+ */
+export function createWearableActivities(deps: WearableActivityDeps) {
+  const { repos, config } = deps;
+
+  async function live(connectionId: string): Promise<Live | null> {
+    const connection = await repos.connections.find(connectionId);
+    if (!connection || connection.status === 'deregistered') return null;
+    const user = await repos.users.find(connection.team_id, connection.user_id);
+    const adapter = deps.adapters.forConnection(connection);
+    if (!user || user.status !== 'active' || !adapter) return null;
+    return { connection, user, adapter };
+  }
+
+  const userClock = (user: UserDoc, now = new Date()) => {
+    const offset = zoneOffsetSeconds(user.fallback_time_zone?.id, now);
+    return { now, offset, today: localDate(now, offset) };
+  };
+  /** The instant a local day starts at a fixed offset. */
+  const dayStart = (day: string, offset: number) => new Date(Date.parse(`${day}T00:00:00Z`) - offset * 1000);
+
+  async function publishConnectionError(l: Live, err: ProviderFetchError): Promise<void> {
+    const details = { error_type: err.errorType, error_message: err.message, errored_at: new Date() };
+    await repos.connections.setStatus(l.connection._id, 'error', details);
+    await deps.publisher.publish({
+      teamId: l.connection.team_id,
+      userId: l.user._id,
+      clientUserId: l.user.client_user_id,
+      eventType: 'provider.connection.error',
+      data: {
+        user_id: l.user._id,
+        provider: providerSummary(deps, l.connection.provider),
+        source: providerSummary(deps, l.connection.provider),
+        message: err.message,
+        error_type: err.errorType,
+        error_details: { ...details, errored_at: details.errored_at.toISOString() },
+      },
+      idempotencyKey: `connection-error:${l.connection._id}:${err.errorType}`,
+    });
+  }
+
+  /** Fetches and stores `days` of one resource in runs of consecutive days; returns the merged outcome. */
+  async function fetchDays(l: Live, resource: string, days: string[], attempt: number, announce: boolean, offset: number) {
+    const merged = { days: new Set<string>(), sent: 0, oldest: null as Date | null, newest: null as Date | null };
+    for (const run of consecutiveRuns(days, DAYS_PER_FETCH)) {
+      const data = await l.adapter.fetch({ connection: l.connection, resource, startDate: run[0], endDate: run[run.length - 1], until: new Date(), timezoneOffsetSeconds: offset, attempt, purpose: announce ? 'sync' : 'history' });
+      const result: IngestResult = await ingestProviderData(deps, { teamId: l.connection.team_id, user: l.user, provider: l.connection.provider, data, announce });
+      for (const d of result.days) merged.days.add(d);
+      merged.sent += result.summaries.created + result.summaries.updated + result.samples.created + result.samples.updated + result.workout_streams.created + result.workout_streams.updated;
+      if (result.oldest && (!merged.oldest || result.oldest < merged.oldest)) merged.oldest = result.oldest;
+      if (result.newest && (!merged.newest || result.newest > merged.newest)) merged.newest = result.newest;
+      Context.current().heartbeat(run[run.length - 1]);
+    }
+    return merged;
+  }
+
+  function withStats(doc: HistoricalPullDoc, got: { days: Set<string>; sent: number; oldest: Date | null; newest: Date | null }, ok: boolean): HistoricalPullDoc {
+    const now = new Date();
+    return {
+      ...doc,
+      data_days: [...new Set([...doc.data_days, ...got.days])].sort(),
+      oldest_data: got.oldest && (!doc.oldest_data || got.oldest < doc.oldest_data) ? got.oldest : doc.oldest_data,
+      newest_data: got.newest && (!doc.newest_data || got.newest > doc.newest_data) ? got.newest : doc.newest_data,
+      sent_count: doc.sent_count + got.sent,
+      last_attempt: { status: ok ? 'success' : 'failure', timestamp: now },
+      updated_at: now,
+    };
+  }
+
+  return {
+    /**
+     * Announces the connection (`provider.connection.created`, once per connection) and schedules the history
+     * pull of each resource: the provider's default window, limited by the user's ingestion bounds, minus the
+     * days that already have data (a reconnected provider pulls only the gap).
+     */
+    async startHistoricalPull(input: { connectionId: string; traceId: string }): Promise<{ stopped: boolean; resources: string[] }> {
+      const l = await live(input.connectionId);
+      if (!l) return { stopped: true, resources: [] };
+      const { connection, user, adapter } = l;
+      const provider = providerSummary(deps, connection.provider);
+      await deps.publisher.publish({
+        teamId: connection.team_id,
+        userId: user._id,
+        clientUserId: user.client_user_id,
+        eventType: 'provider.connection.created',
+        data: {
+          user_id: user._id,
+          provider,
+          source: provider,
+          external_user_id: connection.external_user_id ?? null,
+          resource_availability: Object.fromEntries(adapter.resources.map((r) => [r, { status: 'available', scope_requirements: null }])),
+        },
+        idempotencyKey: `connection-created:${connection._id}`,
+      });
+      if (adapter.mode === 'push') return { stopped: false, resources: [] };
+
+      const { now, offset, today } = userClock(user);
+      const start = [addDays(today, -adapter.historyDays), user.ingestion_start].filter(Boolean).sort().pop() as string;
+      const end = [today, user.ingestion_end].filter(Boolean).sort()[0] as string;
+      const windowDays = datesBetween(start, end);
+      for (const resource of adapter.resources) {
+        const id = historicalPullId(connection.team_id, user._id, connection.provider, resource);
+        const previous = await repos.historicalPulls.get(id);
+        const held = new Set(previous?.data_days ?? []);
+        const gap = windowDays.filter((d) => !held.has(d));
+        await repos.historicalPulls.save({
+          _id: id,
+          team_id: connection.team_id,
+          user_id: user._id,
+          provider: connection.provider,
+          resource,
+          connection_id: connection._id,
+          status: 'scheduled',
+          range_start: gap.length ? dayStart(gap[0], offset) : null,
+          range_end: gap.length ? new Date(dayStart(gap[gap.length - 1], offset).getTime() + 86_399_999) : null,
+          timeline: { scheduled_at: now, started_at: null, ended_at: null },
+          days_requested: gap,
+          data_days: previous?.data_days ?? [],
+          attempts: 0,
+          error_details: null,
+          trace_id: input.traceId,
+          last_attempt: previous?.last_attempt ?? null,
+          oldest_data: previous?.oldest_data ?? null,
+          newest_data: previous?.newest_data ?? null,
+          sent_count: previous?.sent_count ?? 0,
+          updated_at: now,
+        });
+      }
+      return { stopped: false, resources: adapter.resources };
+    },
+
+    /**
+     * One attempt at one resource's history. A retriable provider failure with retries left is `retrying` (the
+     * workflow waits and calls again); otherwise a failure is final. Success publishes
+     * `historical.data.<resource>.created`.
+     */
+    async pullHistoricalResource(input: { connectionId: string; resource: string; attempt: number; retriesLeft: boolean; retryingEnabled: boolean }): Promise<'success' | 'retrying' | 'failure' | 'stopped'> {
+      const l = await live(input.connectionId);
+      if (!l) return 'stopped';
+      const { connection, user } = l;
+      const id = historicalPullId(connection.team_id, user._id, connection.provider, input.resource);
+      const scheduled = await repos.historicalPulls.get(id);
+      if (!scheduled || scheduled.connection_id !== connection._id) return 'stopped';
+      const started: HistoricalPullDoc = {
+        ...scheduled,
+        status: 'in_progress',
+        attempts: input.attempt,
+        timeline: { ...scheduled.timeline, started_at: scheduled.timeline.started_at ?? new Date() },
+        updated_at: new Date(),
+      };
+      await repos.historicalPulls.save(started);
+      const { offset } = userClock(user);
+      try {
+        const got = await fetchDays(l, input.resource, started.days_requested, input.attempt, false, offset);
+        const done = withStats(started, got, true);
+        await repos.historicalPulls.save({ ...done, status: 'success', error_details: null, timeline: { ...done.timeline, ended_at: new Date() } });
+        await deps.publisher.publish({
+          teamId: connection.team_id,
+          userId: user._id,
+          clientUserId: user.client_user_id,
+          eventType: `historical.data.${input.resource}.created`,
+          data: {
+            user_id: user._id,
+            start_date: (started.range_start ?? new Date()).toISOString(),
+            end_date: (started.range_end ?? new Date()).toISOString(),
+            is_final: true,
+            provider: connection.provider,
+          },
+          idempotencyKey: `historical:${connection._id}:${input.resource}`,
+        });
+        return 'success';
+      } catch (err) {
+        if (!(err instanceof ProviderFetchError)) throw err; // our own fault: Temporal retries the activity
+        const errored_at = new Date();
+        const retrying = err.retriable && input.retriesLeft;
+        // A retriable failure that used up its quota is `retry_quota_exhausted`; connections made before the
+        // retrying cut-over fail at once with the provider's error.
+        const errorType = err.retriable && !retrying && input.retryingEnabled ? 'retry_quota_exhausted' : err.errorType;
+        const details: PullErrorDetails = { error_type: errorType, error_message: err.message, errored_at };
+        const failed = withStats(started, { days: new Set(), sent: 0, oldest: null, newest: null }, false);
+        await repos.historicalPulls.save({
+          ...failed,
+          status: retrying ? 'retrying' : 'failure',
+          error_details: details,
+          timeline: { ...failed.timeline, ended_at: retrying ? null : errored_at },
+        });
+        if (err.breaksConnection) await publishConnectionError(l, err);
+        deps.logger.warn({ connectionId: connection._id, resource: input.resource, attempt: input.attempt, errorType }, retrying ? 'historical pull failed; retrying' : 'historical pull failed');
+        return retrying ? 'retrying' : 'failure';
+      }
+    },
+
+    /** Fetches yesterday and today of every resource and publishes what is new or revised (`daily.data.*`). */
+    async syncConnection(input: { connectionId: string }): Promise<{ stopped: boolean }> {
+      const l = await live(input.connectionId);
+      if (!l) return { stopped: true };
+      if (l.adapter.mode === 'push') return { stopped: false };
+      const { connection, user } = l;
+      const { offset, today } = userClock(user);
+      for (const resource of l.adapter.resources) {
+        const id = historicalPullId(connection.team_id, user._id, connection.provider, resource);
+        const days = [addDays(today, -1), today].filter((d) => (!user.ingestion_start || d >= user.ingestion_start) && (!user.ingestion_end || d <= user.ingestion_end));
+        let got = { days: new Set<string>(), sent: 0, oldest: null as Date | null, newest: null as Date | null };
+        let ok = true;
+        try {
+          got = await fetchDays(l, resource, days, 1, true, offset);
+        } catch (err) {
+          if (!(err instanceof ProviderFetchError)) throw err;
+          ok = false;
+          if (err.breaksConnection) await publishConnectionError(l, err);
+          deps.logger.warn({ connectionId: connection._id, resource, errorType: err.errorType }, 'sync failed for a resource; the next sync tries again');
+        }
+        const doc = await repos.historicalPulls.get(id);
+        if (doc && doc.connection_id === connection._id) await repos.historicalPulls.save(withStats(doc, got, ok));
+      }
+      return { stopped: false };
+    },
+  };
+}
+
+/** `days` (sorted) split into runs of consecutive dates, at most `max` long. */
+function consecutiveRuns(days: string[], max: number): string[][] {
+  const runs: string[][] = [];
+  for (const day of days) {
+    const run = runs[runs.length - 1];
+    if (run && run.length < max && addDays(run[run.length - 1], 1) === day) run.push(day);
+    else runs.push([day]);
+  }
+  return runs;
+}
+
+export type WearableActivities = ReturnType<typeof createWearableActivities>;

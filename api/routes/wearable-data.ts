@@ -1,0 +1,263 @@
+import { Type } from '@sinclair/typebox';
+import { notFound, ValidationError } from '../../lib/errors';
+import { publicBaseUrl } from '../../lib/config';
+import type { SampleDoc } from '../../lib/repositories/wearable-data';
+import { connectProvider } from '../../lib/wearables/connections';
+import { ingestProviderData } from '../../lib/wearables/ingest';
+import type { SampleInput, SummaryInput, SummaryResource, WorkoutStream } from '../../lib/wearables/model';
+import { SUMMARY_WRAPPERS, timeseriesResource, timeseriesResourceAtPath } from '../../lib/wearables/resources';
+import { sampleView, sourceView, summaryView } from '../../lib/wearables/views';
+import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
+import { UserIdParams } from '../../schemas/user';
+import { toFieldErrors, validatorFor, type FieldError } from '../../schemas/validator';
+import {
+  ActivitySummary,
+  BodySummary,
+  GroupedTimeseriesQuery,
+  GroupedTimeseriesResponse,
+  IngestBody,
+  IngestResponse,
+  MealSummary,
+  ProfileQuery,
+  ProfileSummary,
+  SleepSummary,
+  SummaryQuery,
+  TimeseriesList,
+  TimeseriesQuery,
+  WorkoutIdParams,
+  WorkoutStream as WorkoutStreamSchema,
+  WorkoutSummary,
+} from '../../schemas/wearables';
+import type { AppDeps } from '../deps';
+import { defineRoute } from '../route';
+import { readableUser } from './users';
+
+const errors = {
+  404: { description: 'Unknown user or resource', schema: ErrorDetail },
+  422: { description: 'Validation error', schema: HTTPValidationError },
+};
+/** Samples per page of the grouped timeseries endpoints. */
+const GROUPED_PAGE = 5000;
+
+async function activeUser(deps: AppDeps, teamId: string, userId: string) {
+  return readableUser(await deps.repos.users.find(teamId, userId), 'The user has been scheduled for deletion.');
+}
+
+/** `start_date`/`end_date` as instants: a date alone means 00:00:00 / 23:59:59.999 UTC; no end means now. */
+function dateRange(query: { start_date: string; end_date?: string }): { from: Date; to: Date } {
+  const instant = (value: string, endOfDay: boolean) => {
+    if (/^\d{4}-\d{2}-\d{2}$/.test(value)) return new Date(`${value}T${endOfDay ? '23:59:59.999' : '00:00:00'}Z`);
+    return new Date(/[zZ]|[+-]\d{2}:?\d{2}$/.test(value) ? value : `${value}Z`);
+  };
+  const from = instant(query.start_date, false);
+  const to = query.end_date ? instant(query.end_date, true) : new Date(Date.now() + 86_400_000);
+  if (Number.isNaN(from.getTime())) throw ValidationError.field(['query', 'start_date'], 'start_date is not a valid date.');
+  if (Number.isNaN(to.getTime())) throw ValidationError.field(['query', 'end_date'], 'end_date is not a valid date.');
+  if (to < from) throw ValidationError.field(['query', 'end_date'], 'end_date must not be before start_date.', 'value_error.date_order');
+  return { from, to };
+}
+
+/** The client-facing schema of each summary resource (what SDK-pushed summaries must satisfy too). */
+const SUMMARY_SCHEMAS = { activity: ActivitySummary, sleep: SleepSummary, workouts: WorkoutSummary, body: BodySummary, profile: ProfileSummary, meal: MealSummary } as const;
+/** Which field anchors a summary in time, and is its default id. */
+const SUMMARY_ANCHOR: Record<SummaryResource, string | null> = { activity: null, body: null, profile: null, sleep: 'bedtime_start', workouts: 'time_start', meal: 'timestamp' };
+
+/**
+ * Checks every item of an ingestion batch beyond its JSON Schema (resource supported by the provider, value vs
+ * interval vs blood pressure fields, the resource's unit, summary fields) and converts it. All problems are
+ * reported at once, by index; nothing is stored when any item is invalid.
+ */
+function checkIngestBatch(deps: AppDeps, body: IngestBody, teamId: string, userId: string) {
+  const problems: FieldError[] = [];
+  const at = (loc: (string | number)[], msg: string, type = 'value_error') => problems.push({ loc: ['body', ...loc], msg, type });
+  const entry = deps.providers.find(body.provider);
+  if (!entry) at(['provider'], `Unknown provider '${body.provider}' (GET /v2/providers lists them).`);
+  else if (entry.auth_type !== 'sdk' && entry.auth_type !== 'app') at(['provider'], `${body.provider} is a ${entry.auth_type} provider: its data is pulled, not pushed. Push data for sdk or app providers (e.g. apple_health_kit, health_connect, manual).`);
+  const supported = new Set(entry?.supported_resources ?? []);
+  const samples: SampleInput[] = [];
+  (body.samples ?? []).forEach((item, i) => {
+    const resource = timeseriesResource(item.resource);
+    if (!resource) return at(['samples', i, 'resource'], `'${item.resource}' is not a timeseries resource.`);
+    if (entry && !supported.has(item.resource)) return at(['samples', i, 'resource'], `${body.provider} does not provide ${item.resource}.`);
+    if (item.unit !== undefined && item.unit !== resource.unit) at(['samples', i, 'unit'], `${item.resource} samples are in ${resource.unit}.`);
+    if (item.resource === 'blood_pressure') {
+      if (item.systolic === undefined) at(['samples', i, 'systolic'], 'Field required for blood_pressure.', 'missing');
+      if (item.diastolic === undefined) at(['samples', i, 'diastolic'], 'Field required for blood_pressure.', 'missing');
+    } else if (item.value === undefined) at(['samples', i, 'value'], 'Field required.', 'missing');
+    if (resource.interval) {
+      if (!item.start || !item.end) at(['samples', i, item.start ? 'end' : 'start'], `${item.resource} samples cover an interval: start and end are required.`, 'missing');
+      else if (Date.parse(item.end) < Date.parse(item.start)) at(['samples', i, 'end'], 'end must not be before start.');
+    }
+    samples.push({ ...item, unit: resource.unit, timestamp: resource.interval && item.start ? item.start : item.timestamp });
+  });
+  const summaries: SummaryInput[] = [];
+  (body.summaries ?? []).forEach((item, i) => {
+    const { resource, id, calendar_date, ...fields } = item as typeof item & Record<string, unknown>;
+    if (entry && !supported.has(resource)) return at(['summaries', i, 'resource'], `${body.provider} does not provide ${resource}.`);
+    const anchor = SUMMARY_ANCHOR[resource];
+    const time = anchor ? (fields[anchor] as string | undefined) : `${calendar_date}T00:00:00Z`;
+    const candidate = { date: `${calendar_date}T00:00:00+00:00`, ...fields, calendar_date, id: 'x', user_id: userId, source: { provider: body.provider }, created_at: new Date().toISOString(), updated_at: new Date().toISOString() };
+    const validate = validatorFor(SUMMARY_SCHEMAS[resource]);
+    if (!validate(candidate)) return problems.push(...toFieldErrors('body', validate.errors).map((e) => ({ ...e, loc: ['body', 'summaries', i, ...e.loc.slice(1)] })));
+    if (!time || Number.isNaN(Date.parse(time))) return at(['summaries', i, anchor ?? 'calendar_date'], 'A valid date-time is required here.', 'missing');
+    summaries.push({ resource, source_key: id ?? (anchor ? time : resource === 'profile' ? 'profile' : calendar_date), calendar_date, time, fields: { date: candidate.date, ...fields, calendar_date } });
+  });
+  const workoutStreams = (body.workout_streams ?? []).map((s, i) => {
+    if (!Array.isArray(s.stream.time) || s.stream.time.some((t) => typeof t !== 'number')) at(['workout_streams', i, 'stream', 'time'], 'time (unix seconds, no nulls) is required.', 'missing');
+    return { workout_source_key: s.workout_id, stream: s.stream as unknown as WorkoutStream };
+  });
+  if (problems.length) throw new ValidationError(problems);
+  return { source_type: body.source_type ?? 'unknown', summaries, samples, workout_streams: workoutStreams };
+}
+
+
+export const wearableDataRoutes = [
+  defineRoute({
+    operationId: 'ingestData',
+    method: 'post',
+    path: '/v2/ingest/{user_id}',
+    summary: 'Push data from an app (sdk / app providers)',
+    description:
+      "Stores summaries, timeseries samples and workout streams the customer's app recorded (Apple HealthKit, Health Connect, manual …). " +
+      'A sample with the same resource, provider, source type and timestamp replaces the earlier value; a summary with the same id replaces it. ' +
+      'Changes publish daily.data.<resource>.created|updated; a resend of what is stored publishes nothing. Every item is validated first: ' +
+      'a 422 names each invalid item by index and nothing of the batch is stored. The first push connects the provider.',
+    tags: ['Data'],
+    auth: 'team',
+    params: UserIdParams,
+    body: IngestBody,
+    responses: { 200: { description: 'What changed', schema: IngestResponse }, ...errors },
+    async handler({ params, body, auth, deps }) {
+      const user = await activeUser(deps, auth.teamId, params.user_id);
+      const data = checkIngestBatch(deps, body, auth.teamId, user._id);
+      if (!(await deps.repos.connections.findLive(auth.teamId, user._id, body.provider))) {
+        await connectProvider(deps, { teamId: auth.teamId, userId: user._id, provider: body.provider, adapter: 'sdk' });
+      }
+      const result = await ingestProviderData(deps, { teamId: auth.teamId, user, provider: body.provider, data, announce: true });
+      return { body: { summaries: result.summaries, samples: result.samples, workout_streams: result.workout_streams, dropped: result.dropped, events: result.events } };
+    },
+  }),
+  defineRoute({
+    operationId: 'getProfile',
+    method: 'get',
+    path: '/v2/summary/profile/{user_id}',
+    summary: "A user's profile",
+    tags: ['Summary'],
+    auth: 'team',
+    params: UserIdParams,
+    query: ProfileQuery,
+    responses: { 200: { description: 'Latest profile', schema: ProfileSummary }, ...errors },
+    async handler({ params, query, auth, deps }) {
+      await activeUser(deps, auth.teamId, params.user_id);
+      const doc = await deps.repos.wearableData.latestSummary(auth.teamId, params.user_id, 'profile', query.provider || undefined);
+      if (!doc) throw notFound('No profile data for this user.');
+      return { body: summaryView(doc, sourceView(deps.providers, publicBaseUrl(deps.config), doc.provider, doc.source_type)) };
+    },
+  }),
+  defineRoute({
+    operationId: 'getSummaries',
+    method: 'get',
+    path: '/v2/summary/{resource}/{user_id}',
+    summary: 'Summaries of a user',
+    description: 'resource: activity, sleep, workouts, body or meal. Sorted by time; `{<resource>: [...]}` (`{meals: [...]}` for meal).',
+    tags: ['Summary'],
+    auth: 'team',
+    params: Type.Object({ resource: Type.String({ maxLength: 64 }), user_id: Type.String({ format: 'uuid' }) }),
+    query: SummaryQuery,
+    responses: { 200: { description: 'Summaries', schema: Type.Object({}, { additionalProperties: true }) }, ...errors },
+    async handler({ params, query, auth, deps }) {
+      const resource = params.resource as keyof typeof SUMMARY_WRAPPERS;
+      if (!(resource in SUMMARY_WRAPPERS)) throw notFound(`Unknown summary resource '${params.resource}'; known: ${Object.keys(SUMMARY_WRAPPERS).join(', ')}.`);
+      await activeUser(deps, auth.teamId, params.user_id);
+      const { from, to } = dateRange(query);
+      const docs = await deps.repos.wearableData.findSummaries(auth.teamId, params.user_id, resource, from, to, query.provider || undefined);
+      const base = publicBaseUrl(deps.config);
+      return { body: { [SUMMARY_WRAPPERS[resource]]: docs.map((d) => summaryView(d, sourceView(deps.providers, base, d.provider, d.source_type))) } };
+    },
+  }),
+  defineRoute({
+    operationId: 'getWorkoutStream',
+    method: 'get',
+    path: '/v2/timeseries/workouts/{workout_id}/stream',
+    summary: "A workout's stream",
+    description: 'Parallel arrays (time in unix seconds, heartrate, velocity_smooth, distance, lat, lng …); announced by the shallow daily.data.workout_stream.* event.',
+    tags: ['Timeseries'],
+    auth: 'team',
+    params: WorkoutIdParams,
+    responses: { 200: { description: 'Stream', schema: WorkoutStreamSchema }, 404: errors[404] },
+    async handler({ params, auth, deps }) {
+      const doc = await deps.repos.wearableData.findStream(auth.teamId, params.workout_id);
+      if (!doc) throw notFound('No stream for this workout.');
+      return { body: doc.stream };
+    },
+  }),
+  defineRoute({
+    operationId: 'getTimeseriesGrouped',
+    method: 'get',
+    path: '/v2/timeseries/{user_id}/{resource}/grouped',
+    summary: 'Timeseries, grouped by provider and source',
+    description: `Pages of up to ${GROUPED_PAGE} samples: \`{groups: {<provider>: [{source, data}]}, next_cursor}\`.`,
+    tags: ['Timeseries'],
+    auth: 'team',
+    params: Type.Object({ user_id: Type.String({ format: 'uuid' }), resource: Type.String({ maxLength: 64 }) }),
+    query: GroupedTimeseriesQuery,
+    responses: { 200: { description: 'Samples', schema: GroupedTimeseriesResponse }, ...errors },
+    async handler({ params, query, auth, deps }) {
+      const resource = timeseriesResourceAtPath(params.resource);
+      if (!resource) throw notFound(`Unknown timeseries resource '${params.resource}'.`);
+      await activeUser(deps, auth.teamId, params.user_id);
+      const { from, to } = dateRange(query);
+      const after = decodeCursor(query.next_cursor ?? query.cursor);
+      const docs = await deps.repos.wearableData.findSamples({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined, after, limit: GROUPED_PAGE + 1 });
+      const page = docs.slice(0, GROUPED_PAGE);
+      const next = docs.length > GROUPED_PAGE ? encodeCursor(page[page.length - 1]) : null;
+      const base = publicBaseUrl(deps.config);
+      const groups: Record<string, { source: unknown; data: unknown[] }[]> = {};
+      const bySource = new Map<string, { source: unknown; data: unknown[] }>();
+      for (const doc of page) {
+        const key = `${doc.provider}:${doc.source_type}`;
+        let group = bySource.get(key);
+        if (!group) {
+          group = { source: sourceView(deps.providers, base, doc.provider, doc.source_type), data: [] };
+          bySource.set(key, group);
+          (groups[doc.provider] ??= []).push(group);
+        }
+        group.data.push(sampleView(doc));
+      }
+      return { body: { groups, next, next_cursor: next } };
+    },
+  }),
+  defineRoute({
+    operationId: 'getTimeseries',
+    method: 'get',
+    path: '/v2/timeseries/{user_id}/{resource}',
+    summary: 'Timeseries samples',
+    description: 'All samples of the resource in the range, oldest first (body_weight and body_fat read weight and fat).',
+    tags: ['Timeseries'],
+    auth: 'team',
+    params: Type.Object({ user_id: Type.String({ format: 'uuid' }), resource: Type.String({ maxLength: 64 }) }),
+    query: TimeseriesQuery,
+    responses: { 200: { description: 'Samples', schema: TimeseriesList }, ...errors },
+    async handler({ params, query, auth, deps }) {
+      const resource = timeseriesResourceAtPath(params.resource);
+      if (!resource || !resource.flat) throw notFound(`Unknown timeseries resource '${params.resource}'${resource ? `; read it at /v2/timeseries/{user_id}/${params.resource}/grouped` : ''}.`);
+      await activeUser(deps, auth.teamId, params.user_id);
+      const { from, to } = dateRange(query);
+      const docs = await deps.repos.wearableData.findSamples({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined });
+      return { body: docs.map(sampleView) };
+    },
+  }),
+];
+
+function encodeCursor(doc: SampleDoc): string {
+  return Buffer.from(`${doc.timestamp.getTime()}|${doc._id}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string | undefined): { timestamp: Date; id: string } | undefined {
+  if (!cursor) return undefined;
+  const [ms, ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  const timestamp = new Date(Number(ms));
+  if (!rest.length || Number.isNaN(timestamp.getTime())) throw ValidationError.field(['query', 'next_cursor'], 'Invalid cursor: pass next_cursor from the previous page unchanged.');
+  return { timestamp, id: rest.join('|') };
+}
+

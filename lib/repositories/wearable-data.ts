@@ -1,0 +1,191 @@
+import type { AnyBulkWriteOperation, Collection, Db } from 'mongodb';
+import { insertIgnoringDuplicates, retryTransient } from './bulk';
+import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+
+/** How a stored summary or sample came to hold its current value: the write that created or last changed it. */
+export interface IngestMark {
+  /** Content hash of the ingestion (batch) that last wrote this document: a retried batch recognises its own writes. */
+  ingest_key: string;
+  /** What that ingestion did to it. */
+  change: 'created' | 'updated';
+}
+
+/** One summary (activity day, sleep, workout, body measurement, profile, meal); `_id` is its client-facing id. */
+export interface SummaryDoc extends IngestMark {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  resource: string;
+  provider: string;
+  source_type: string;
+  /** The provider's own key for it (e.g. the calendar date of a daily summary). */
+  source_key: string;
+  calendar_date: string;
+  /** The instant the summary is anchored at (reads filter and sort on it). */
+  time: Date;
+  /** The client-facing fields, as plain subdocument fields. */
+  data: Record<string, unknown>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/**
+ * One timeseries sample. `_id` is its replacement key (user, resource, provider, source type, timestamp), so a
+ * later value for the same key replaces it; one document per sample keeps each replacement atomic.
+ */
+export interface SampleDoc extends IngestMark {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  resource: string;
+  provider: string;
+  source_type: string;
+  timestamp: Date;
+  start?: Date;
+  end?: Date;
+  value?: number;
+  systolic?: number;
+  diastolic?: number;
+  unit: string;
+  type: string | null;
+  timezone_offset: number | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A workout's stream (parallel arrays, a documented bucket of one workout's points); `_id` is the workout id. */
+export interface WorkoutStreamDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  provider: string;
+  content_hash: string;
+  stream: Record<string, (number | null)[]>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export const WEARABLE_DATA_INDEXES: Record<'summaries' | 'samples' | 'workout_streams', IndexSpec[]> = {
+  summaries: [{ key: { team_id: 1, user_id: 1, resource: 1, time: 1 } }],
+  samples: [{ key: { team_id: 1, user_id: 1, resource: 1, timestamp: 1, _id: 1 } }],
+  workout_streams: [{ key: { team_id: 1, user_id: 1 } }],
+};
+
+export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'samples' | 'workout_streams', QueryShape[]> = {
+  summaries: [
+    { name: "a user's summaries of one resource in a time range", filter: ['team_id', 'user_id', 'resource', 'time'], sort: ['time'], residual: ['provider'] },
+    { name: "a user's latest summary of one resource (profile)", filter: ['team_id', 'user_id', 'resource'], sort: ['time'], residual: ['provider'] },
+    { name: "erase a user's summaries", filter: ['team_id', 'user_id'] },
+  ],
+  samples: [
+    {
+      name: "a user's samples of one resource in a time range (flat and grouped reads, cursor)",
+      filter: ['team_id', 'user_id', 'resource', 'timestamp'],
+      sort: ['timestamp', '_id'],
+      residual: ['provider'],
+    },
+    { name: "erase a user's samples", filter: ['team_id', 'user_id'] },
+  ],
+  workout_streams: [{ name: "erase a user's workout streams", filter: ['team_id', 'user_id'] }],
+};
+
+/** Replacements per update command: FerretDB v1 holds a pooled connection per statement until the command ends. */
+const REPLACE_CHUNK = 10;
+/** `_id`s per `$in` read of existing documents. */
+const READ_CHUNK = 1000;
+
+/**
+ * Summaries, samples and workout streams. Writes are idempotent by `_id`: new documents are inserted
+ * (unordered, duplicates reported back), existing ones replaced whole, one document at a time.
+ */
+export class WearableDataRepository {
+  readonly summaries: Collection<SummaryDoc>;
+  readonly samples: Collection<SampleDoc>;
+  readonly streams: Collection<WorkoutStreamDoc>;
+
+  constructor(db: Db) {
+    this.summaries = db.collection('summaries');
+    this.samples = db.collection('samples');
+    this.streams = db.collection('workout_streams');
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await createIndexes(this.summaries, WEARABLE_DATA_INDEXES.summaries);
+    await createIndexes(this.samples, WEARABLE_DATA_INDEXES.samples);
+    await createIndexes(this.streams, WEARABLE_DATA_INDEXES.workout_streams);
+  }
+
+  /** Inserts what is new; returns the ids that already existed. */
+  insertNew<T extends SummaryDoc | SampleDoc>(coll: Collection<T>, docs: T[]): Promise<Set<string>> {
+    return retryTransient(() => insertIgnoringDuplicates(coll, docs));
+  }
+
+  /** The stored documents with these ids. */
+  async getByIds<T extends SummaryDoc | SampleDoc>(coll: Collection<T>, ids: string[]): Promise<T[]> {
+    const out: T[] = [];
+    for (let i = 0; i < ids.length; i += READ_CHUNK) {
+      out.push(...((await coll.find({ _id: { $in: ids.slice(i, i + READ_CHUNK) } } as never).toArray()) as T[]));
+    }
+    return out;
+  }
+
+  /** Replaces each document whole (atomic per document; concurrent writers: the last replacement wins). */
+  async replaceAll<T extends SummaryDoc | SampleDoc>(coll: Collection<T>, docs: T[]): Promise<void> {
+    for (let i = 0; i < docs.length; i += REPLACE_CHUNK) {
+      const ops = docs
+        .slice(i, i + REPLACE_CHUNK)
+        .map((d) => ({ replaceOne: { filter: { _id: d._id }, replacement: d, upsert: true } }) as unknown as AnyBulkWriteOperation<T>);
+      await retryTransient(() => coll.bulkWrite(ops, { ordered: false }));
+    }
+  }
+
+  findSummaries(teamId: string, userId: string, resource: string, from: Date, to: Date, provider?: string) {
+    return this.summaries
+      .find({ team_id: teamId, user_id: userId, resource, time: { $gte: from, $lte: to }, ...(provider ? { provider } : {}) })
+      .sort({ time: 1 })
+      .toArray();
+  }
+
+  latestSummary(teamId: string, userId: string, resource: string, provider?: string) {
+    return this.summaries.findOne({ team_id: teamId, user_id: userId, resource, ...(provider ? { provider } : {}) }, { sort: { time: -1 } });
+  }
+
+  /** Samples in [from, to], by timestamp then key; `after` continues from a cursor position. */
+  findSamples(q: { teamId: string; userId: string; resource: string; from: Date; to: Date; provider?: string; after?: { timestamp: Date; id: string }; limit?: number }) {
+    const filter: Record<string, unknown> = { team_id: q.teamId, user_id: q.userId, resource: q.resource, timestamp: { $gte: q.from, $lte: q.to } };
+    if (q.provider) filter.provider = q.provider;
+    if (q.after) {
+      filter.$or = [{ timestamp: { $gt: q.after.timestamp } }, { timestamp: q.after.timestamp, _id: { $gt: q.after.id } }];
+    }
+    const cursor = this.samples.find(filter).sort({ timestamp: 1, _id: 1 });
+    if (q.limit) cursor.limit(q.limit);
+    return cursor.toArray();
+  }
+
+  /** By `_id` alone (FerretDB pushes only a pure `_id` filter down), then the team checked. */
+  async findStream(teamId: string, workoutId: string): Promise<WorkoutStreamDoc | null> {
+    const doc = await this.streams.findOne({ _id: workoutId });
+    return doc && doc.team_id === teamId ? doc : null;
+  }
+
+  async findStreamHashes(ids: string[]): Promise<Map<string, string>> {
+    const found = new Map<string, string>();
+    for (const id of ids) {
+      const doc = await this.streams.findOne({ _id: id }, { projection: { content_hash: 1 } });
+      if (doc) found.set(id, doc.content_hash);
+    }
+    return found;
+  }
+
+  async saveStream(doc: WorkoutStreamDoc): Promise<void> {
+    await retryTransient(() => this.streams.replaceOne({ _id: doc._id }, doc, { upsert: true }));
+  }
+
+  async eraseAllForUser(teamId: string, userId: string): Promise<number> {
+    let count = 0;
+    for (const coll of [this.summaries, this.samples, this.streams] as unknown as Collection<{ team_id: string; user_id: string }>[]) {
+      count += (await coll.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+    }
+    return count;
+  }
+}

@@ -1,0 +1,332 @@
+import { createHash } from 'node:crypto';
+import type { ProviderCatalogue } from '../catalogue';
+import { publicBaseUrl, type Config } from '../config';
+import { nameBasedUuid } from '../keys';
+import type { Repositories } from '../repositories';
+import type { UserDoc } from '../repositories/users';
+import type { IngestMark, SampleDoc, SummaryDoc } from '../repositories/wearable-data';
+import { localDate, zoneOffsetSeconds } from '../time';
+import type { EventPublisher } from '../webhooks/publisher';
+import type { ProviderData, SampleInput, SummaryInput } from './model';
+import { sampleView, sourceId, sourceView, summaryView, type SourceView } from './views';
+
+export interface IngestDeps {
+  repos: Repositories;
+  config: Config;
+  providers: ProviderCatalogue;
+  publisher: EventPublisher;
+}
+
+export interface IngestRequest {
+  teamId: string;
+  user: UserDoc;
+  provider: string;
+  data: ProviderData;
+  /** Publish `daily.data.*` events for what changed (history pulls store silently and announce completion instead). */
+  announce: boolean;
+}
+
+export interface Counts {
+  created: number;
+  updated: number;
+  unchanged: number;
+}
+
+export interface IngestResult {
+  summaries: Counts;
+  samples: Counts;
+  workout_streams: Counts;
+  /** Items outside the user's ingestion bounds, not stored. */
+  dropped: number;
+  /** Local days (YYYY-MM-DD) the stored data covers. */
+  days: string[];
+  oldest: Date | null;
+  newest: Date | null;
+  events: number;
+}
+
+/** A summary's service id: stable per (team, user, provider, resource, provider's key), so revisions replace it. */
+export const summaryId = (teamId: string, userId: string, provider: string, resource: string, sourceKey: string) =>
+  nameBasedUuid('summary', teamId, userId, provider, resource, sourceKey);
+
+/** A sample's replacement key: resource, provider, source type and timestamp (per user). */
+export const sampleKey = (userId: string, resource: string, provider: string, sourceType: string, timestamp: Date) =>
+  `${userId}:${resource}:${provider}:${sourceType}:${timestamp.getTime()}`;
+
+const DAILY = new Set(['activity', 'body', 'profile']);
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+/** Share of WEBHOOK_MAX_EVENT_BYTES a timeseries event's samples may fill (the rest is envelope and headroom). */
+const EVENT_FILL = 0.8;
+
+/**
+ * Stores one batch of a provider's data with replacement semantics and publishes what changed.
+ *
+ * New documents are inserted (unordered; existing `_id`s come back as duplicates), changed ones replaced whole.
+ * Every written document carries the batch's content hash (`ingest_key`) and what the batch did to it, so a
+ * retried batch (a crash between writing and publishing) publishes the same events again under the same
+ * idempotency keys — the publisher answers repeats with the stored event — and a resend of data already held
+ * publishes nothing new.
+ */
+export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): Promise<IngestResult> {
+  const { repos } = deps;
+  const { teamId, user, provider } = req;
+  const now = new Date();
+  const bounds = { start: user.ingestion_start, end: user.ingestion_end };
+  const zone = user.fallback_time_zone?.id ?? null;
+  const inBounds = (day: string) => (!bounds.start || day >= bounds.start) && (!bounds.end || day <= bounds.end);
+
+  const summaries = req.data.summaries.filter((s) => inBounds(s.calendar_date));
+  const samples = req.data.samples
+    .map((s) => withOffset(s, zone))
+    .filter((s) => inBounds(localDate(new Date(s.timestamp), s.timezone_offset ?? 0)));
+  const streams = req.data.workout_streams;
+  const dropped = req.data.summaries.length - summaries.length + req.data.samples.length - samples.length;
+  const sourceType = req.data.source_type || 'unknown';
+  const ingestKey = sha256(JSON.stringify({ teamId, userId: user._id, provider, sourceType, summaries, samples, streams }));
+
+  const summaryDocs = summaries.map((s) => toSummaryDoc(teamId, user, provider, sourceType, s, ingestKey, now, zone));
+  const sampleDocs = samples.map((s) => toSampleDoc(teamId, user._id, provider, sourceType, s, ingestKey, now));
+  const summaryOutcome = await upsertBatch(repos.wearableData.summaries, summaryDocs, sameSummary, repos);
+  const sampleOutcome = await upsertBatch(repos.wearableData.samples, sampleDocs, sameSample, repos);
+
+  const source = sourceView(deps.providers, publicBaseUrl(deps.config), provider, sourceType);
+  const envelope = { teamId, userId: user._id, clientUserId: user.client_user_id };
+  const publishes: Promise<unknown>[] = [];
+  if (req.announce) {
+    for (const doc of summaryOutcome.announced) {
+      publishes.push(
+        deps.publisher.publish({
+          ...envelope,
+          eventType: `daily.data.${doc.resource}.${doc.change}`,
+          data: summaryView(doc, source),
+          idempotencyKey: `wearable:${doc.ingest_key}:${doc._id}:${doc.change}`,
+        }),
+      );
+    }
+    for (const event of sampleEvents(sampleOutcome.announced, deps, source, user._id)) {
+      publishes.push(deps.publisher.publish({ ...envelope, ...event }));
+    }
+  }
+  await Promise.all(publishes);
+  const streamEvents = { count: 0 };
+  const streamCounts = await saveStreams(deps, req, sourceType, summaryDocs, source, streamEvents);
+
+  const times = sampleDocs.map((d) => d.timestamp.getTime()).concat(summaryDocs.map((d) => d.time.getTime()));
+  const days = new Set(summaryDocs.map((d) => d.calendar_date));
+  for (const d of sampleDocs) days.add(localDate(d.timestamp, d.timezone_offset ?? 0));
+  return {
+    summaries: summaryOutcome.counts,
+    samples: sampleOutcome.counts,
+    workout_streams: streamCounts,
+    dropped,
+    days: [...days].sort(),
+    oldest: times.length ? new Date(Math.min(...times)) : null,
+    newest: times.length ? new Date(Math.max(...times)) : null,
+    events: publishes.length + streamEvents.count,
+  };
+}
+
+function withOffset(s: SampleInput, zone: string | null): SampleInput {
+  if (s.timezone_offset !== undefined && s.timezone_offset !== null) return s;
+  return { ...s, timezone_offset: zoneOffsetSeconds(zone, new Date(s.timestamp)) };
+}
+
+function toSummaryDoc(teamId: string, user: UserDoc, provider: string, sourceType: string, s: SummaryInput, ingestKey: string, now: Date, zone: string | null): SummaryDoc {
+  // Daily summaries are anchored at their calendar date (UTC midnight), so date-range reads select them by day.
+  const time = DAILY.has(s.resource) ? new Date(`${s.calendar_date}T00:00:00Z`) : new Date(s.time);
+  const fields = { ...s.fields };
+  if (fields.timezone_offset === undefined || fields.timezone_offset === null) fields.timezone_offset = zoneOffsetSeconds(zone, time);
+  return {
+    _id: summaryId(teamId, user._id, provider, s.resource, s.source_key),
+    team_id: teamId,
+    user_id: user._id,
+    resource: s.resource,
+    provider,
+    source_type: sourceType,
+    source_key: s.source_key,
+    calendar_date: s.calendar_date,
+    time,
+    data: fields,
+    ingest_key: ingestKey,
+    change: 'created',
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+function toSampleDoc(teamId: string, userId: string, provider: string, sourceType: string, s: SampleInput, ingestKey: string, now: Date): SampleDoc {
+  const timestamp = new Date(s.timestamp);
+  const doc: SampleDoc = {
+    _id: sampleKey(userId, s.resource, provider, sourceType, timestamp),
+    team_id: teamId,
+    user_id: userId,
+    resource: s.resource,
+    provider,
+    source_type: sourceType,
+    timestamp,
+    unit: s.unit,
+    type: s.type ?? null,
+    timezone_offset: s.timezone_offset ?? null,
+    ingest_key: ingestKey,
+    change: 'created',
+    created_at: now,
+    updated_at: now,
+  };
+  if (s.value !== undefined) doc.value = s.value;
+  if (s.systolic !== undefined) doc.systolic = s.systolic;
+  if (s.diastolic !== undefined) doc.diastolic = s.diastolic;
+  if (s.start) {
+    doc.start = new Date(s.start);
+    doc.end = new Date(s.end ?? s.start);
+  }
+  return doc;
+}
+
+const sameSummary = (a: SummaryDoc, b: SummaryDoc) =>
+  a.time.getTime() === b.time.getTime() && a.calendar_date === b.calendar_date && a.source_type === b.source_type && canonical(a.data) === canonical(b.data);
+
+const sameSample = (a: SampleDoc, b: SampleDoc) =>
+  a.value === b.value &&
+  a.systolic === b.systolic &&
+  a.diastolic === b.diastolic &&
+  a.unit === b.unit &&
+  a.type === b.type &&
+  a.timezone_offset === b.timezone_offset &&
+  a.start?.getTime() === b.start?.getTime() &&
+  a.end?.getTime() === b.end?.getTime();
+
+/** JSON with sorted keys: stored subdocuments may come back with their keys in another order. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value instanceof Date) return JSON.stringify(value.toISOString());
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : 1));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * Inserts the new documents, replaces the changed ones and returns what to announce: the created and updated
+ * documents, plus those this same batch wrote on an earlier try (found by their `ingest_key`).
+ */
+async function upsertBatch<T extends (SummaryDoc | SampleDoc) & IngestMark>(
+  coll: import('mongodb').Collection<T>,
+  docs: T[],
+  same: (a: T, b: T) => boolean,
+  repos: Repositories,
+): Promise<{ counts: Counts; announced: T[] }> {
+  const counts: Counts = { created: 0, updated: 0, unchanged: 0 };
+  const unique = [...new Map(docs.map((d) => [d._id, d])).values()]; // the same key twice in a batch: the last one
+  const existingIds = await repos.wearableData.insertNew(coll, unique);
+  const announced = unique.filter((d) => !existingIds.has(d._id));
+  counts.created = announced.length;
+  if (!existingIds.size) return { counts, announced };
+
+  const stored = new Map((await repos.wearableData.getByIds(coll, [...existingIds])).map((d) => [d._id, d as T]));
+  const replacements: T[] = [];
+  for (const doc of unique) {
+    if (!existingIds.has(doc._id)) continue;
+    const old = stored.get(doc._id);
+    if (old && same(old, doc)) {
+      if (old.ingest_key === doc.ingest_key) {
+        announced.push(old); // written by this batch before a crash or retry: announce again (same keys)
+        counts[old.change] += 1;
+      } else counts.unchanged += 1;
+      continue;
+    }
+    replacements.push({ ...doc, change: 'updated', created_at: old?.created_at ?? doc.created_at });
+  }
+  await repos.wearableData.replaceAll(coll, replacements);
+  counts.updated += replacements.length;
+  announced.push(...replacements);
+  return { counts, announced };
+}
+
+/** Timeseries events per resource and change, split so each stays under the event size limit. */
+function sampleEvents(docs: SampleDoc[], deps: IngestDeps, source: SourceView, userId: string) {
+  const limit = deps.config.WEBHOOK_MAX_EVENT_BYTES * EVENT_FILL;
+  const groups = new Map<string, SampleDoc[]>();
+  for (const doc of docs) {
+    const key = `${doc.resource}.${doc.change}`;
+    groups.set(key, [...(groups.get(key) ?? []), doc]);
+  }
+  const events: { eventType: string; data: Record<string, unknown>; idempotencyKey: string }[] = [];
+  for (const [key, group] of groups) {
+    group.sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime() || (a._id < b._id ? -1 : 1));
+    let chunk: Record<string, unknown>[] = [];
+    let bytes = 0;
+    const flush = () => {
+      if (!chunk.length) return;
+      events.push({
+        eventType: `daily.data.${key}`,
+        data: { data: chunk, source_id: sourceId(deps.providers, source.provider), source, user_id: userId },
+        idempotencyKey: `wearable:${group[0].ingest_key}:${key}:${events.length}`,
+      });
+      chunk = [];
+      bytes = 0;
+    };
+    for (const doc of group) {
+      const view = sampleView(doc);
+      const size = JSON.stringify(view).length + 1;
+      if (bytes + size > limit) flush();
+      chunk.push(view);
+      bytes += size;
+    }
+    flush();
+  }
+  return events;
+}
+
+/** Stores each workout stream (whole, replaced when it changed) and announces it shallowly. */
+async function saveStreams(deps: IngestDeps, req: IngestRequest, sourceType: string, batchSummaries: SummaryDoc[], source: SourceView, events: { count: number }): Promise<Counts> {
+  const counts: Counts = { created: 0, updated: 0, unchanged: 0 };
+  if (!req.data.workout_streams.length) return counts;
+  const { teamId, user, provider } = req;
+  const ids = req.data.workout_streams.map((s) => summaryId(teamId, user._id, provider, 'workouts', s.workout_source_key));
+  const hashes = await deps.repos.wearableData.findStreamHashes(ids);
+  const now = new Date();
+  for (const [i, input] of req.data.workout_streams.entries()) {
+    const workoutId = ids[i];
+    const hash = sha256(canonical(input.stream));
+    const previous = hashes.get(workoutId);
+    const change = previous === undefined ? 'created' : previous === hash ? null : 'updated';
+    if (change === null) {
+      counts.unchanged += 1;
+      continue;
+    }
+    counts[change] += 1;
+    // Announced before it is saved: a crash in between finds the stream still changed and publishes again
+    // under the same key (a repeat the publisher answers with the stored event), so no announcement is lost.
+    if (req.announce) {
+      const workout = batchSummaries.find((s) => s._id === workoutId) ?? (await deps.repos.wearableData.getByIds(deps.repos.wearableData.summaries, [workoutId]))[0];
+      await deps.publisher.publish({
+        teamId,
+        userId: user._id,
+        clientUserId: user.client_user_id,
+        eventType: `daily.data.workout_stream.${change}`,
+        data: {
+          message: 'The workout stream is available: GET /v2/timeseries/workouts/{workout_id}/stream.',
+          provider_id: String(workout?.data.provider_id ?? input.workout_source_key),
+          sport: workout?.data.sport ?? { id: 0, name: 'Unknown', slug: 'unknown' },
+          workout_id: workoutId,
+          source: { ...source, type: sourceType },
+          user_id: user._id,
+        },
+        idempotencyKey: `wearable:stream:${workoutId}:${hash}`,
+      });
+      events.count += 1;
+    }
+    await deps.repos.wearableData.saveStream({
+      _id: workoutId,
+      team_id: teamId,
+      user_id: user._id,
+      provider,
+      content_hash: hash,
+      stream: input.stream as unknown as Record<string, (number | null)[]>,
+      created_at: now,
+      updated_at: now,
+    });
+  }
+  return counts;
+}

@@ -1,0 +1,67 @@
+import { providerLogoUrl, type ProviderCatalogue } from '../catalogue';
+import type { SampleDoc, SummaryDoc } from '../repositories/wearable-data';
+import { isoWithOffset } from '../time';
+
+/**
+ * The client-facing shapes of stored wearable data, one way for the read endpoints and the data events
+ * (../shared/reference/real-api-facts.md §4, §6).
+ */
+export interface SourceView {
+  provider: string;
+  type: string;
+  app_id: string | null;
+  device_id: string | null;
+  /** Deprecated duplicates of the provider, kept for older clients. */
+  name: string;
+  slug: string;
+  logo: string;
+}
+
+export function sourceView(providers: ProviderCatalogue, baseUrl: string, provider: string, sourceType: string): SourceView {
+  const entry = providers.find(provider);
+  return {
+    provider,
+    type: sourceType,
+    app_id: null,
+    device_id: null,
+    name: entry?.name ?? provider,
+    slug: provider,
+    logo: providerLogoUrl(baseUrl, provider),
+  };
+}
+
+/** The integer `source_id` of timeseries events: the provider's position in the catalogue (stable, 1-based). */
+export function sourceId(providers: ProviderCatalogue, provider: string): number {
+  const i = providers.entries.findIndex((e) => e.slug === provider);
+  return i < 0 ? 0 : i + 1;
+}
+
+export function summaryView(doc: SummaryDoc, source: SourceView): Record<string, unknown> {
+  return {
+    ...doc.data,
+    id: doc._id,
+    user_id: doc.user_id,
+    source,
+    created_at: isoWithOffset(doc.created_at),
+    updated_at: isoWithOffset(doc.updated_at),
+  };
+}
+
+export function sampleView(doc: SampleDoc): Record<string, unknown> {
+  const view: Record<string, unknown> = {
+    timestamp: isoWithOffset(doc.timestamp),
+    timezone_offset: doc.timezone_offset,
+    type: doc.type,
+    unit: doc.unit,
+  };
+  if (doc.value !== undefined) view.value = doc.value;
+  if (doc.systolic !== undefined) {
+    view.systolic = doc.systolic;
+    view.diastolic = doc.diastolic;
+  }
+  if (doc.start) {
+    view.start = isoWithOffset(doc.start);
+    view.end = isoWithOffset(doc.end ?? doc.start);
+  }
+  return view;
+}

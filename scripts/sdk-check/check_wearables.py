@@ -1,0 +1,274 @@
+"""Drives every wearable-data endpoint through the official Python SDK (PyPI `vital`, pinned in requirements.txt)
+and checks that each response parses into the SDK's own models, as a migrating customer's code would.
+
+Environment:
+  HB_BASE_URL    our server, e.g. http://127.0.0.1:3000
+  HB_API_KEY     a team API key
+  HB_USER_ID     the user (its demo connection is made here and deregistered at the end)
+  HB_PROVIDER    optional demo provider to connect (default oura)
+  HB_START_DATE  optional, default 30 days ago (YYYY-MM-DD or ISO date-time)
+  HB_END_DATE    optional, default today
+  HB_WORKOUT_ID  optional workout for the stream call; default the first workout of workouts.get
+  HB_PULL_WAIT   optional seconds to wait for the historical pull to settle (default 60)
+
+Prints `OK <call>` or `FAIL <call>: <error>` per call and exits 1 if any call failed. A call whose prerequisite
+failed is reported as FAIL too (nothing passes silently). user.deregister_provider runs last.
+"""
+import datetime as dt
+import json
+import os
+import sys
+import time
+
+from vital import Vital
+from vital.core.api_error import ApiError
+from vital.core.pydantic_utilities import parse_obj_as
+from vital.types import (
+    ClientActivityResponse,
+    ClientBodyResponse,
+    ClientFacingBloodOxygenTimeseries,
+    ClientFacingGlucoseTimeseries,
+    ClientFacingHeartRateTimeseries,
+    ClientFacingHrvTimeseries,
+    ClientFacingMealResponse,
+    ClientFacingProfile,
+    ClientFacingStepsTimeseries,
+    ClientFacingStream,
+    ClientSleepResponse,
+    ClientWorkoutResponse,
+    DemoConnectionStatus,
+    GroupedHeartRateResponse,
+    LinkTokenExchangeResponse,
+    UserHistoricalPullsResponse,
+    UserRefreshErrorResponse,
+    UserRefreshSuccessResponse,
+    UserResourcesResponse,
+    UserSuccessResponse,
+)
+
+# ---------- setup ----------
+
+BASE_URL = os.environ["HB_BASE_URL"]
+API_KEY = os.environ["HB_API_KEY"]
+USER_ID = os.environ.get("HB_USER_ID")
+if not USER_ID:
+    sys.exit("set HB_USER_ID")
+PROVIDER = os.environ.get("HB_PROVIDER") or "oura"
+TODAY = dt.datetime.now(dt.timezone.utc).date()
+START_DATE = os.environ.get("HB_START_DATE") or (TODAY - dt.timedelta(days=30)).isoformat()
+END_DATE = os.environ.get("HB_END_DATE") or TODAY.isoformat()
+WORKOUT_ID = os.environ.get("HB_WORKOUT_ID")
+PULL_WAIT = float(os.environ.get("HB_PULL_WAIT") or 60)
+
+# How a migrating customer constructs the client: our URL, and our header. The SDK always adds its own
+# `x-vital-api-key: <api_key>` too (it cannot be switched off), so api_key gets the same key.
+client = Vital(api_key=API_KEY, base_url=BASE_URL, headers={"x-service-api-key": API_KEY}, timeout=30)
+
+failures = []
+
+
+class Skipped(Exception):
+    pass
+
+
+def describe(err):
+    if isinstance(err, ApiError):
+        return f"HTTP {err.status_code}: {err.body if isinstance(err.body, str) else json.dumps(err.body, default=str)}"
+    return f"{type(err).__name__}: {err}"
+
+
+def check(name, call, expect=None):
+    """Runs one call; prints OK/FAIL; returns its value (None on failure)."""
+    try:
+        value = call()
+        if expect is not None and not isinstance(value, expect):
+            raise TypeError(f"parsed as {type(value).__name__}, expected {expect.__name__}")
+        print(f"OK {name}", flush=True)
+        return value
+    except Exception as err:  # noqa: BLE001 - report every failure and keep going
+        failures.append(name)
+        print(f"FAIL {name}: {describe(err)[:1500]}".replace("\n", " "), flush=True)
+        return None
+
+
+def need(value, what):
+    if value is None:
+        raise Skipped(f"not run: {what} is unavailable (an earlier call failed)")
+    return value
+
+
+def expect_that(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def expect_list_of(value, model, what):
+    expect_that(isinstance(value, list), f"{what}: not a list but {type(value).__name__}")
+    expect_that(all(isinstance(item, model) for item in value), f"{what}: items are not {model.__name__}")
+    return value
+
+
+def connected_slugs():
+    providers = client.user.get_connected_providers(USER_ID)
+    expect_that(isinstance(providers, dict), f"not a dict: {type(providers).__name__}")
+    return {p.slug for p in providers.get("providers", [])}
+
+
+range_args = {"start_date": START_DATE, "end_date": END_DATE}
+
+# ---------- link ----------
+
+check("link.token", lambda: client.link.token(user_id=USER_ID), LinkTokenExchangeResponse)
+check(
+    "link.token (all fields)",
+    lambda: client.link.token(
+        user_id=USER_ID,
+        provider=PROVIDER,
+        redirect_url="https://example.com/callback",
+        filter_on_providers=[PROVIDER],
+        on_error="redirect",
+        on_close="redirect",
+    ),
+    LinkTokenExchangeResponse,
+)
+
+
+def connect_demo():
+    try:
+        return client.link.connect_demo_provider(user_id=USER_ID, provider=PROVIDER)
+    except ApiError as err:
+        # The caller may have connected this provider already: a 400 is fine if its body is a parsed JSON error.
+        if err.status_code == 400 and isinstance(err.body, dict) and isinstance(err.body.get("detail"), (str, dict)):
+            print(f"   (already connected: {json.dumps(err.body)[:200]})", flush=True)
+            return DemoConnectionStatus(success=True, detail=str(err.body["detail"]))
+        raise
+
+
+check("link.connect_demo_provider", connect_demo, DemoConnectionStatus)
+
+
+def connected_providers():
+    providers = client.user.get_connected_providers(USER_ID)
+    expect_that(isinstance(providers, dict) and "providers" in providers, f"no `providers` key: {providers!r}"[:300])
+    slugs = [p.slug for p in providers["providers"]]
+    expect_that(PROVIDER in slugs, f"{PROVIDER} not among the connected providers {slugs}")
+    return providers
+
+
+check("user.get_connected_providers", connected_providers, dict)
+
+
+def refresh():
+    try:
+        return client.user.refresh(USER_ID, timeout=5)
+    except ApiError as err:
+        # 400 is the documented refusal (e.g. 8 refreshes per hour); its body must parse as UserRefreshErrorResponse.
+        if err.status_code == 400 and isinstance(err.body, dict):
+            refused = parse_obj_as(UserRefreshErrorResponse, err.body)
+            print(f"   (refresh refused: {refused.error})", flush=True)
+            return UserRefreshSuccessResponse(
+                success=refused.success, user_id=refused.user_id, refreshed_sources=[], in_progress_sources=[],
+                failed_sources=list(refused.failed_sources or []),
+            )
+        raise
+
+
+check("user.refresh", refresh, UserRefreshSuccessResponse)
+
+# ---------- introspection ----------
+
+
+def settled_pulls():
+    """Polls until no pull of the provider is scheduled, in progress or retrying (or HB_PULL_WAIT passes)."""
+    deadline = time.time() + PULL_WAIT
+    while True:
+        answer = client.introspect.get_user_historical_pulls(user_id=USER_ID, provider=PROVIDER)
+        expect_that(isinstance(answer, UserHistoricalPullsResponse), "not a UserHistoricalPullsResponse")
+        pending = [
+            f"{slug}/{resource}:{stats.status.value}"
+            for user in answer.data
+            for slug, pulls in user.provider.items()
+            for resource, stats in pulls.pulled.items()
+            if stats.status.value in ("scheduled", "in_progress", "retrying")
+        ]
+        if not pending or time.time() > deadline:
+            if pending:
+                print(f"   (still pending after {PULL_WAIT:.0f}s: {', '.join(pending[:10])})", flush=True)
+            return answer
+        time.sleep(1)
+
+
+check("introspect.get_user_historical_pulls", settled_pulls, UserHistoricalPullsResponse)
+check(
+    "introspect.get_user_historical_pulls (paged)",
+    lambda: client.introspect.get_user_historical_pulls(user_limit=1),
+    UserHistoricalPullsResponse,
+)
+check(
+    "introspect.get_user_resources",
+    lambda: client.introspect.get_user_resources(user_id=USER_ID, provider=PROVIDER, user_limit=10),
+    UserResourcesResponse,
+)
+
+# ---------- summaries ----------
+
+check("activity.get", lambda: client.activity.get(USER_ID, **range_args), ClientActivityResponse)
+check("activity.get (provider)", lambda: client.activity.get(USER_ID, start_date=START_DATE, provider=PROVIDER), ClientActivityResponse)
+check("sleep.get", lambda: client.sleep.get(USER_ID, **range_args), ClientSleepResponse)
+workouts = check("workouts.get", lambda: client.workouts.get(USER_ID, **range_args), ClientWorkoutResponse)
+check("body.get", lambda: client.body.get(USER_ID, **range_args), ClientBodyResponse)
+check("profile.get", lambda: client.profile.get(USER_ID), ClientFacingProfile)
+check("meal.get", lambda: client.meal.get(USER_ID, **range_args), ClientFacingMealResponse)
+
+# ---------- timeseries ----------
+
+FLAT_TIMESERIES = {
+    "heartrate": ClientFacingHeartRateTimeseries,
+    "steps": ClientFacingStepsTimeseries,
+    "glucose": ClientFacingGlucoseTimeseries,
+    "hrv": ClientFacingHrvTimeseries,
+    "blood_oxygen": ClientFacingBloodOxygenTimeseries,
+}
+for resource, model in FLAT_TIMESERIES.items():
+    method = getattr(client.vitals, resource)
+    check(f"vitals.{resource}", lambda method=method, model=model, resource=resource: expect_list_of(
+        method(USER_ID, **range_args), model, resource), list)
+
+
+def grouped_heartrate():
+    first = client.vitals.heartrate_grouped(USER_ID, **range_args)
+    expect_that(isinstance(first, GroupedHeartRateResponse), "not a GroupedHeartRateResponse")
+    if first.next_cursor:
+        second = client.vitals.heartrate_grouped(USER_ID, next_cursor=first.next_cursor, **range_args)
+        expect_that(isinstance(second, GroupedHeartRateResponse), "page 2 is not a GroupedHeartRateResponse")
+    return first
+
+
+check("vitals.heartrate_grouped", grouped_heartrate, GroupedHeartRateResponse)
+
+
+def workout_stream():
+    workout_id = WORKOUT_ID
+    if not workout_id:
+        found = need(workouts, "the workouts list").workouts
+        expect_that(found, f"no workouts between {START_DATE} and {END_DATE} (set HB_WORKOUT_ID)")
+        workout_id = found[0].id
+    return client.workouts.get_by_workout_id(workout_id)
+
+
+check("workouts.get_by_workout_id (stream)", workout_stream, ClientFacingStream)
+
+# ---------- last: deregister ----------
+
+
+def deregister():
+    answer = client.user.deregister_provider(USER_ID, PROVIDER)
+    expect_that(isinstance(answer, UserSuccessResponse), "not a UserSuccessResponse")
+    expect_that(PROVIDER not in connected_slugs(), f"{PROVIDER} is still connected after deregistering")
+    return answer
+
+
+check("user.deregister_provider", deregister, UserSuccessResponse)
+
+print(f"{len(failures)} failed: {', '.join(failures)}" if failures else "all SDK calls parsed", flush=True)
+sys.exit(1 if failures else 0)

@@ -1,0 +1,76 @@
+import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { WearableActivities } from '../activities/wearables';
+
+export interface PullRetryPolicy {
+  /** Business retries of a resource whose pull failed retriably (Temporal retries cover our own faults). */
+  enabled: boolean;
+  initialMs: number;
+  maxMs: number;
+  /** Attempts per resource, the first included. */
+  quota: number;
+}
+
+export interface WearableConnectionInput {
+  connectionId: string;
+  retry: PullRetryPolicy;
+  syncIntervalMs: number;
+  /** `history` on connect; `sync` after continue-as-new. */
+  phase: 'history' | 'sync';
+}
+
+/** POST /v2/user/refresh/{user_id}: sync now. */
+export const refreshConnectionSignal = defineSignal('refreshConnection');
+/** Deregistration: stop pulling (the api has already marked the connection deregistered). */
+export const stopConnectionSignal = defineSignal('stopConnection');
+
+const acts = proxyActivities<WearableActivities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
+});
+
+/** Syncs per run before continue-as-new keeps the history short. */
+const SYNCS_PER_RUN = 100;
+
+/**
+ * One provider connection (id `wearable-connection:<connectionId>`), the single owner of its pull state:
+ * announces the connection, pulls its history resource by resource (scheduled → in_progress → success, or
+ * retrying with backoff until the quota, then failure), then syncs new data periodically and on refresh
+ * until the connection is deregistered.
+ */
+export async function wearableConnectionWorkflow(input: WearableConnectionInput): Promise<{ stopped: true }> {
+  let refreshRequested = false;
+  let stopRequested = false;
+  setHandler(refreshConnectionSignal, () => void (refreshRequested = true));
+  setHandler(stopConnectionSignal, () => void (stopRequested = true));
+  const { connectionId } = input;
+
+  if (input.phase === 'history') {
+    const plan = await acts.startHistoricalPull({ connectionId, traceId: workflowInfo().runId });
+    if (plan.stopped) return { stopped: true };
+    for (const resource of plan.resources) {
+      if (stopRequested) return { stopped: true };
+      await pullResource(connectionId, resource, input.retry, () => stopRequested);
+    }
+  }
+
+  for (let syncs = 0; syncs < SYNCS_PER_RUN; syncs++) {
+    await condition(() => refreshRequested || stopRequested, input.syncIntervalMs);
+    if (stopRequested) return { stopped: true };
+    refreshRequested = false;
+    const outcome = await acts.syncConnection({ connectionId });
+    if (outcome.stopped) return { stopped: true };
+    if (workflowInfo().continueAsNewSuggested) break;
+  }
+  return continueAsNew<typeof wearableConnectionWorkflow>({ ...input, phase: 'sync' });
+}
+
+async function pullResource(connectionId: string, resource: string, retry: PullRetryPolicy, stopped: () => boolean): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const retriesLeft = retry.enabled && attempt < retry.quota;
+    const outcome = await acts.pullHistoricalResource({ connectionId, resource, attempt, retriesLeft, retryingEnabled: retry.enabled });
+    if (outcome !== 'retrying') return;
+    const waitMs = Math.min(retry.initialMs * 2 ** (attempt - 1), retry.maxMs);
+    if (await condition(stopped, waitMs)) return;
+  }
+}
