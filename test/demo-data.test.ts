@@ -11,12 +11,32 @@ const FORBIDDEN = ['id', 'user_id', 'source', 'created_at', 'updated_at'];
 
 describe('demo data generator', () => {
   it('returns deeply-equal output for the same request, and different data for another seed', () => {
+    // Neither the clock nor Math.random may be consulted.
+    const random = jest.spyOn(Math, 'random').mockImplementation(() => { throw new Error('Math.random used'); });
+    const now = jest.spyOn(Date, 'now').mockImplementation(() => { throw new Error('Date.now used'); });
     for (const resource of ['heartrate', 'activity', 'sleep', 'workouts', 'workout_stream', 'glucose', 'hypnogram', 'meal', 'body', 'profile']) {
       expect(gen(resource)).toEqual(gen(resource));
     }
     expect(gen('heartrate', { seed: 'user-2:oura' }).samples).not.toEqual(gen('heartrate').samples);
     expect(gen('steps').source_type).toBe('ring');
     expect(DEMO_SOURCE_TYPES).toMatchObject({ fitbit: 'watch', apple_health_kit: 'watch', freestyle_libre: 'automatic' });
+    random.mockRestore();
+    now.mockRestore();
+  });
+
+  it("follows the user's local calendar for any offset", () => {
+    for (const offset of [-18_000, 19_800]) {
+      const sign = offset < 0 ? '-05:00' : '+05:30';
+      const { summaries } = gen('sleep', { timezoneOffsetSeconds: offset, startDate: '2026-01-10', endDate: '2026-01-11' });
+      expect(summaries.map((s) => s.calendar_date)).toEqual(['2026-01-10', '2026-01-11']);
+      for (const { fields: f, calendar_date } of summaries) {
+        expect(f.bedtime_start).toMatch(new RegExp(`\\${sign}$`));
+        expect((f.bedtime_stop as string).slice(0, 10)).toBe(calendar_date); // woke up on the sleep's calendar date
+        expect(f.timezone_offset).toBe(offset);
+      }
+      const activity = gen('activity', { timezoneOffsetSeconds: offset, startDate: '2026-01-10', endDate: '2026-01-10' }).summaries[0];
+      expect(Date.parse(activity.time)).toBe(Date.parse(`2026-01-10T00:00:00${sign}`));
+    }
   });
 
   it("gives a day the same data whichever range asks for it", () => {

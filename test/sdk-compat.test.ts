@@ -45,3 +45,26 @@ test('the official Python SDK parses every lab endpoint response', async () => {
   expect(output.text).toContain('OK lab_tests.get_result_raw');
   expect(output.code).toBe(0);
 }, 180000);
+
+test('the official Python SDK parses every wearable-data endpoint response', async () => {
+  const tenant = await createTenant(app.deps, 'SDK compat wearables');
+  const client = teamClient(app, tenant);
+  const start = new Date(Date.now() - 10 * 86_400_000).toISOString().slice(0, 10);
+  const user = (await client.post('/v2/user/', { client_user_id: `sdk-wearer-${Date.now()}`, ingestion_start: start })).body;
+  const output = await new Promise<{ code: number; text: string }>((resolve) => {
+    execFile(
+      python,
+      [path.join(root, 'scripts', 'sdk-check', 'check_wearables.py')],
+      {
+        env: { ...process.env, HB_BASE_URL: app.url, HB_API_KEY: tenant.teamKey, HB_USER_ID: user.user_id, HB_PROVIDER: 'apple_health_kit', HB_START_DATE: start, HB_PULL_WAIT: '120' },
+        timeout: 240000,
+      },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, text: stdout + stderr }),
+    );
+  });
+  if (output.code !== 0) console.log(output.text);
+  const failures = output.text.split('\n').filter((l) => l.startsWith('FAIL') || /Traceback|Error:/.test(l));
+  expect(failures).toEqual([]);
+  expect(output.text).toContain('OK user.deregister_provider');
+  expect(output.code).toBe(0);
+}, 300000);

@@ -30,10 +30,8 @@ export interface DemoRequest {
 /** The device type each demo provider records with; other providers report 'unknown'. */
 export const DEMO_SOURCE_TYPES: Record<string, string> = { oura: 'ring', fitbit: 'watch', apple_health_kit: 'watch', freestyle_libre: 'automatic' };
 
-const MIN = 60_000;
-const DAY = 86_400_000;
-const SLOT = 15 * MIN;
-const SLOTS_PER_DAY = 96;
+const MIN = 60_000, DAY = 86_400_000;
+const SLOT = 15 * MIN, SLOTS_PER_DAY = 96;
 /** Age and trends are computed against a fixed year, not the clock, so output never changes over time. */
 const REFERENCE_YEAR = 2026;
 
@@ -111,20 +109,14 @@ function personFor(seed: string) {
 /** Hypnogram values: deep=1, light=2, rem=3, awake=4. */
 type Stage = 1 | 2 | 3 | 4;
 interface StageSpan { start: number; end: number; stage: Stage }
-interface Sleep {
-  start: number; end: number; stages: StageSpan[]; hrLowest: number; hrAverage: number; hrv: number;
-  respiratoryRate: number; temperatureDelta: number; spo2: number;
-}
+interface Sleep { start: number; end: number; stages: StageSpan[]; hrLowest: number; hrAverage: number; hrv: number; respiratoryRate: number; temperatureDelta: number; spo2: number }
 interface Sport { id: number; name: string; slug: string; speed: [number, number]; met: number; cadence: number; hr: number; verb: string }
 const SPORTS: Sport[] = [
   { id: 1, name: 'Running', slug: 'running', speed: [2.5, 3.4], met: 9.8, cadence: 168, hr: 0.75, verb: 'Run' },
   { id: 2, name: 'Cycling', slug: 'cycling', speed: [6, 8.5], met: 7.5, cadence: 88, hr: 0.65, verb: 'Ride' },
   { id: 3, name: 'Walking', slug: 'walking', speed: [1.25, 1.6], met: 3.8, cadence: 112, hr: 0.4, verb: 'Walk' },
 ];
-interface Workout {
-  id: string; sport: Sport; start: number; end: number; speed: number; distance: number; calories: number; steps: number;
-  pauseAt: number; pauseS: number; watts: number;
-}
+interface Workout { id: string; sport: Sport; start: number; end: number; speed: number; distance: number; calories: number; steps: number; pauseAt: number; pauseS: number; watts: number }
 interface Meal { key: string; time: number; name: string; kcal: number; carbs: number; protein: number; fat: number; logged: boolean }
 interface DayPlan {
   day: number; date: string; midnight: number; sleep: Sleep; workout?: Workout; meals: Meal[]; stepTarget: number;

@@ -91,7 +91,7 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
 
   const source = sourceView(deps.providers, publicBaseUrl(deps.config), provider, sourceType);
   const envelope = { teamId, userId: user._id, clientUserId: user.client_user_id };
-  const publishes: Promise<unknown>[] = [];
+  const publishes: Promise<{ duplicate: boolean }>[] = [];
   if (req.announce) {
     for (const doc of summaryOutcome.announced) {
       publishes.push(
@@ -107,7 +107,7 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
       publishes.push(deps.publisher.publish({ ...envelope, ...event }));
     }
   }
-  await Promise.all(publishes);
+  const published = (await Promise.all(publishes)) as { duplicate: boolean }[];
   const streamEvents = { count: 0 };
   const streamCounts = await saveStreams(deps, req, sourceType, summaryDocs, source, streamEvents);
 
@@ -122,7 +122,7 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
     days: [...days].sort(),
     oldest: times.length ? new Date(Math.min(...times)) : null,
     newest: times.length ? new Date(Math.max(...times)) : null,
-    events: publishes.length + streamEvents.count,
+    events: published.filter((p) => !p.duplicate).length + streamEvents.count,
   };
 }
 
@@ -229,10 +229,10 @@ async function upsertBatch<T extends (SummaryDoc | SampleDoc) & IngestMark>(
     if (!existingIds.has(doc._id)) continue;
     const old = stored.get(doc._id);
     if (old && same(old, doc)) {
-      if (old.ingest_key === doc.ingest_key) {
-        announced.push(old); // written by this batch before a crash or retry: announce again (same keys)
-        counts[old.change] += 1;
-      } else counts.unchanged += 1;
+      // Written by this same batch before (a retry after a crash, or a resend): announced again under the same
+      // idempotency keys, so an announcement lost in a crash is made and a repeat publishes nothing new.
+      if (old.ingest_key === doc.ingest_key) announced.push(old);
+      counts.unchanged += 1;
       continue;
     }
     replacements.push({ ...doc, change: 'updated', created_at: old?.created_at ?? doc.created_at });
@@ -300,7 +300,7 @@ async function saveStreams(deps: IngestDeps, req: IngestRequest, sourceType: str
     // under the same key (a repeat the publisher answers with the stored event), so no announcement is lost.
     if (req.announce) {
       const workout = batchSummaries.find((s) => s._id === workoutId) ?? (await deps.repos.wearableData.getByIds(deps.repos.wearableData.summaries, [workoutId]))[0];
-      await deps.publisher.publish({
+      const event = await deps.publisher.publish({
         teamId,
         userId: user._id,
         clientUserId: user.client_user_id,
@@ -315,7 +315,7 @@ async function saveStreams(deps: IngestDeps, req: IngestRequest, sourceType: str
         },
         idempotencyKey: `wearable:stream:${workoutId}:${hash}`,
       });
-      events.count += 1;
+      if (!event.duplicate) events.count += 1;
     }
     await deps.repos.wearableData.saveStream({
       _id: workoutId,
