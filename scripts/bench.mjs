@@ -9,7 +9,7 @@
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
 //   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went (=worker: the worker)
-//   BENCH_SUITES=users,webhooks,lab  which suites to run (default all); the webhook and lab suites' own settings
+//   BENCH_SUITES=users,webhooks,lab,wearables  which suites to run (default all); the webhook and lab suites' own settings
 //                         (BENCH_WEBHOOK_*, BENCH_LAB_*) are described in scripts/bench/webhooks.mjs and lab-orders.mjs
 //
 // A suite is a module in scripts/bench/ exporting `async (env, { log }) => ({ results, ratios, notes?,
@@ -23,12 +23,14 @@ import { computeRatios, formatReport, summarizeCpuProfile, writeResults } from '
 import { labOrderSettings, labOrderSuite } from './bench/lab-orders.mjs';
 import { userSuite } from './bench/users.mjs';
 import { webhookSettings, webhookSuite } from './bench/webhooks.mjs';
+import { wearableSettings, wearableSuite } from './bench/wearables.mjs';
 import { build, ensureDependencies, repoRoot } from './setup.mjs';
 
 const allSuites = [
   { name: 'users', run: userSuite },
   { name: 'webhooks', run: webhookSuite, checkSettings: webhookSettings },
   { name: 'lab', run: labOrderSuite, checkSettings: labOrderSettings },
+  { name: 'wearables', run: wearableSuite, checkSettings: wearableSettings },
 ];
 const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
   .split(',')
