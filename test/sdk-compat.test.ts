@@ -49,7 +49,7 @@ test('the official Python SDK parses every lab endpoint response', async () => {
 test('the official Python SDK parses every wearable-data endpoint response', async () => {
   const tenant = await createTenant(app.deps, 'SDK compat wearables');
   const client = teamClient(app, tenant);
-  const start = new Date(Date.now() - 10 * 86_400_000).toISOString().slice(0, 10);
+  const start = new Date(Date.now() - 30 * 86_400_000).toISOString().slice(0, 10); // a month: workouts on ~40% of days
   const user = (await client.post('/v2/user/', { client_user_id: `sdk-wearer-${Date.now()}`, ingestion_start: start })).body;
   const output = await new Promise<{ code: number; text: string }>((resolve) => {
     execFile(
