@@ -24,7 +24,7 @@ import {
 import { Type, type Static } from '@sinclair/typebox';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
-import { readableUser } from './users';
+import { activeUser } from './users';
 
 const tags = ['Link', 'Providers'];
 const LINK_TOKEN_TTL_MS = 10 * 60_000;
@@ -33,9 +33,6 @@ const errors = {
   422: { description: 'Validation error', schema: HTTPValidationError },
 };
 
-async function activeUser(deps: AppDeps, teamId: string, userId: string) {
-  return readableUser(await deps.repos.users.find(teamId, userId), 'The user has been scheduled for deletion.');
-}
 
 /** Connects a sandbox demo provider; 400 when not sandbox, not a demo provider, or already connected. */
 async function connectDemo(deps: AppDeps, teamId: string, userId: string, provider: string, faults?: DemoConnectBody['sandbox_faults']) {

@@ -133,6 +133,11 @@ export function readableUser(doc: UserDoc | null, messageIfScheduled: string): U
   return doc;
 }
 
+/** The caller's user if it is active (404 otherwise), for the endpoints that act on a user's data. */
+export async function activeUser(deps: import('../deps').AppDeps, teamId: string, userId: string): Promise<UserDoc> {
+  return readableUser(await deps.repos.users.find(teamId, userId), 'The user has been scheduled for deletion.');
+}
+
 const errors = {
   404: { description: 'Unknown user, or scheduled for deletion', schema: ErrorDetail },
   422: { description: 'Validation error', schema: HTTPValidationError },

@@ -30,7 +30,7 @@ import {
 } from '../../schemas/wearables';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
-import { readableUser } from './users';
+import { activeUser } from './users';
 
 const errors = {
   404: { description: 'Unknown user or resource', schema: ErrorDetail },
@@ -39,9 +39,6 @@ const errors = {
 /** Samples per page of the grouped timeseries endpoints. */
 const GROUPED_PAGE = 5000;
 
-async function activeUser(deps: AppDeps, teamId: string, userId: string) {
-  return readableUser(await deps.repos.users.find(teamId, userId), 'The user has been scheduled for deletion.');
-}
 
 /** `start_date`/`end_date` as instants: a date alone means 00:00:00 / 23:59:59.999 UTC; no end means now. */
 function dateRange(query: { start_date: string; end_date?: string }): { from: Date; to: Date } {
