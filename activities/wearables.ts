@@ -54,7 +54,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
 
   async function publishConnectionError(l: Live, err: ProviderFetchError): Promise<void> {
     const details = { error_type: err.errorType, error_message: err.message, errored_at: new Date() };
-    await repos.connections.setStatus(l.connection._id, 'error', details);
+    await repos.connections.recordError(l.connection, details);
     await deps.publisher.publish({
       teamId: l.connection.team_id,
       userId: l.user._id,

@@ -503,11 +503,6 @@ export const UserRefreshResponse = Type.Object(
 );
 export type UserRefreshResponse = Static<typeof UserRefreshResponse>;
 
-export const UserRefreshErrorResponse = Type.Object(
-  { success: Type.Boolean(), user_id: Uuid(), error: Type.String(), failed_sources: Type.Optional(Nullable(Type.Array(Type.String()))) },
-  { ...Open, $id: 'UserRefreshErrorResponse', description: '400 of a refresh.' },
-);
-export type UserRefreshErrorResponse = Static<typeof UserRefreshErrorResponse>;
 
 // ---------- introspection ----------
 

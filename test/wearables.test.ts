@@ -326,3 +326,81 @@ describe('link tokens', () => {
     expect((await client.post('/v2/link/token', { user_id: userId, provider: 'nope' })).status).toBe(400);
   });
 });
+
+describe('events and erasure', () => {
+  const yesterday = addDays(today, -1);
+  const at = (h: number, m = 0) => `${yesterday}T${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}:00+00:00`;
+
+  it('splits a large timeseries batch into events under the size limit', async () => {
+    const small = await startTestApp({ WEBHOOK_MAX_EVENT_BYTES: 4096 });
+    try {
+      const c = teamClient(small, tenant);
+      const userId = (await c.post('/v2/user/', { client_user_id: uniqueId('chunky'), fallback_time_zone: 'UTC' })).body.user_id;
+      const samples = Array.from({ length: 100 }, (_, i) => ({ resource: 'heartrate', timestamp: at(Math.floor(i / 60), i % 60), value: 60 + (i % 30) }));
+      const res = await c.post(`/v2/ingest/${userId}`, { provider: 'apple_health_kit', samples });
+      expect(res.body.samples.created).toBe(100);
+      expect(res.body.events).toBeGreaterThan(2);
+      await eventually(async () => eventsOf(userId, 'daily.data.heartrate.created').length === res.body.events, 30000, 'every chunk');
+      const chunks = rx.requests.filter((r) => r.body.includes('daily.data.heartrate.created') && r.body.includes(userId));
+      for (const r of chunks) expect(Buffer.byteLength(r.body)).toBeLessThanOrEqual(4096);
+      const values = eventsOf(userId, 'daily.data.heartrate.created')
+        .flatMap((e) => e.body.data.data)
+        .sort((a: any, b: any) => Date.parse(a.timestamp) - Date.parse(b.timestamp))
+        .map((s: any) => s.value);
+      expect(values).toEqual(samples.map((s) => s.value));
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('stores a workout stream, announces it shallowly and serves it', async () => {
+    const userId = await createUser(3);
+    const stream = { time: [1_700_000_000, 1_700_000_005, 1_700_000_010], heartrate: [120, 125, 131], distance: [0, 14.2, 29.0] };
+    const res = await client.post(`/v2/ingest/${userId}`, {
+      provider: 'apple_health_kit',
+      summaries: [{ resource: 'workouts', id: 'run-1', calendar_date: yesterday, time_start: at(7), time_end: at(8), provider_id: 'run-1', sport: { id: 1, name: 'Running', slug: 'running' } }],
+      workout_streams: [{ workout_id: 'run-1', stream }],
+    });
+    expect(res.body.workout_streams).toEqual({ created: 1, updated: 0, unchanged: 0 });
+    await eventually(async () => eventsOf(userId, 'daily.data.workout_stream.created').length === 1, 30000, 'stream event');
+    const [event] = eventsOf(userId, 'daily.data.workout_stream.created');
+    expect(Object.keys(event.body.data).sort()).toEqual(['message', 'provider_id', 'source', 'sport', 'user_id', 'workout_id']);
+    expect(event.body.data).toMatchObject({ provider_id: 'run-1', sport: { slug: 'running' }, user_id: userId });
+    const workouts = (await client.get(`/v2/summary/workouts/${userId}?start_date=${yesterday}&end_date=${yesterday}`)).body.workouts;
+    expect(workouts.map((w: any) => w.id)).toEqual([event.body.data.workout_id]);
+    const served = await client.get(`/v2/timeseries/workouts/${event.body.data.workout_id}/stream`);
+    expect(served.body).toEqual(stream);
+    const again = await client.post(`/v2/ingest/${userId}`, { provider: 'apple_health_kit', workout_streams: [{ workout_id: 'run-1', stream }] });
+    expect(again.body).toMatchObject({ workout_streams: { unchanged: 1 }, events: 0 });
+  });
+
+  it('marks a connection whose credentials fail as error and publishes provider.connection.error', async () => {
+    const userId = await createUser(0);
+    await client.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre', sandbox_faults: [{ resource: 'glucose', permanent: true, error_type: 'provider_credential_error' }] });
+    await eventually(async () => eventsOf(userId, 'provider.connection.error').length === 1, 60000, 'connection error event');
+    expect(eventsOf(userId, 'provider.connection.error')[0].body.data).toMatchObject({ user_id: userId, error_type: 'provider_credential_error', provider: { slug: 'freestyle_libre' } });
+    const providers = (await client.get(`/v2/user/providers/${userId}`)).body;
+    expectSchema(UserProvidersResponse, providers);
+    expect(providers.providers[0]).toMatchObject({ slug: 'freestyle_libre', status: 'error', error_details: { error_type: 'provider_credential_error' } });
+  });
+
+  it("erases the user's connections and data when the deletion grace period ends", async () => {
+    const shortGrace = await startTestApp({ USER_DELETION_GRACE_SECONDS: 2 });
+    try {
+      const c = teamClient(shortGrace, tenant);
+      const userId = (await c.post('/v2/user/', { client_user_id: uniqueId('leaving'), ingestion_start: today })).body.user_id;
+      await c.post(`/v2/ingest/${userId}`, { provider: 'apple_health_kit', samples: [{ resource: 'heartrate', timestamp: `${today}T00:00:00Z`, value: 60 }], summaries: [{ resource: 'activity', calendar_date: today, steps: 10 }] });
+      await c.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre' });
+      await eventually(async () => (await c.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.freestyle_libre?.pulled?.glucose?.status === 'success', 60000, 'glucose pulled');
+      expect((await c.del(`/v2/user/${userId}`)).status).toBe(200);
+      const result = await shortGrace.deps.temporal.client.workflow.getHandle(`user-deletion:${userId}`).result();
+      expect(result.erased.connections).toBe(2);
+      expect(result.erased.wearable_data).toBeGreaterThan(2);
+      for (const name of ['samples', 'summaries', 'historical_pulls', 'connections', 'link_tokens']) {
+        expect({ name, left: await shortGrace.inspect.collection(name).countDocuments({ user_id: userId }) }).toEqual({ name, left: 0 });
+      }
+    } finally {
+      await shortGrace.close();
+    }
+  });
+});

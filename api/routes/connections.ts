@@ -197,12 +197,13 @@ export const connectionRoutes = [
       await activeUser(deps, auth.teamId, params.user_id);
       const adapters = createAdapterRegistry(deps.providers);
       const live = await deps.repos.connections.listLiveForUser(auth.teamId, params.user_id);
+      const errors = await deps.repos.connections.errorsOf(live.map((c) => c._id));
       const providers = live.map((c) => ({
         ...providerSummary(deps, c.provider),
         created_on: isoWithOffset(c.created_on),
-        status: c.status,
+        status: errors.has(c._id) ? 'error' : c.status,
         external_user_id: c.external_user_id ?? null,
-        error_details: c.error_details ? { ...c.error_details, errored_at: isoWithOffset(c.error_details.errored_at) } : null,
+        error_details: errors.has(c._id) ? { ...errors.get(c._id)!, errored_at: isoWithOffset(errors.get(c._id)!.errored_at) } : null,
         resource_availability: Object.fromEntries((adapters.forConnection(c)?.resources ?? []).map((r) => [r, { status: 'available', scope_requirements: null }])),
       }));
       return { body: { providers } };

@@ -37,20 +37,33 @@ export interface ConnectionDoc {
   created_on: Date;
   updated_at: Date;
   external_user_id?: string | null;
-  error_details?: ConnectionErrorDetails | null;
   /** Whether retriable pull failures are retried (connections made after HISTORICAL_PULL_RETRYING_SINCE). */
   retrying_enabled?: boolean;
   sandbox_faults?: SandboxFault[];
   deregistered_at?: Date;
 }
 
+/**
+ * Why a connection broke (status `error`): a document of its own, `_id` = the connection id, written only by the
+ * connection's workflow. Kept apart from the connection document so it never races the api's deregistration
+ * (FerretDB applies an update as read-modify-write of the whole document).
+ */
+export interface ConnectionErrorDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  error_details: ConnectionErrorDetails;
+}
+
 /** The `connections` indexes: one live connection per (team, user, provider). */
-export const CONNECTION_INDEXES: Record<'connections', IndexSpec[]> = {
+export const CONNECTION_INDEXES: Record<'connections' | 'connection_errors', IndexSpec[]> = {
   connections: [{ key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true }],
+  connection_errors: [{ key: { team_id: 1, user_id: 1 } }],
 };
 
 /** Every query ConnectionRepository issues (test/indexes.test.ts checks each is served by CONNECTION_INDEXES). */
-export const CONNECTION_QUERY_SHAPES: Record<'connections', QueryShape[]> = {
+export const CONNECTION_QUERY_SHAPES: Record<'connections' | 'connection_errors', QueryShape[]> = {
+  connection_errors: [{ name: "erase a user's connection errors", filter: ['team_id', 'user_id'] }],
   connections: [
     { name: "a user's connections (list, erase)", filter: ['team_id', 'user_id'] },
     { name: "a user's live connection to a provider", filter: ['team_id', 'user_id', 'connection_key'] },
@@ -65,13 +78,16 @@ const deregisteredKey = (id: string) => `deregistered:${id}`;
  */
 export class ConnectionRepository {
   readonly connections: Collection<ConnectionDoc>;
+  readonly errors: Collection<ConnectionErrorDoc>;
 
   constructor(db: Db) {
     this.connections = db.collection('connections');
+    this.errors = db.collection('connection_errors');
   }
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.connections, CONNECTION_INDEXES.connections);
+    await createIndexes(this.errors, CONNECTION_INDEXES.connection_errors);
     // Superseded by the connection_key index (a deregistered connection no longer blocks a new one).
     await this.connections.dropIndex('team_id_1_user_id_1_provider_1').catch(() => undefined);
   }
@@ -116,12 +132,23 @@ export class ConnectionRepository {
     );
   }
 
-  /** Written only by the connection's workflow (its single owner). */
-  async setStatus(connectionId: string, status: 'connected' | 'error', errorDetails: ConnectionErrorDetails | null): Promise<void> {
-    await this.connections.updateOne({ _id: connectionId, status: { $ne: 'deregistered' } }, { $set: { status, error_details: errorDetails, updated_at: new Date() } });
+  /** Marks the connection broken; written only by the connection's workflow (its single owner). Idempotent. */
+  async recordError(connection: ConnectionDoc, details: ConnectionErrorDetails): Promise<void> {
+    await this.errors.replaceOne({ _id: connection._id }, { team_id: connection.team_id, user_id: connection.user_id, error_details: details }, { upsert: true });
+  }
+
+  /** The error of each connection that has one (by `_id`, the one filter FerretDB pushes down). */
+  async errorsOf(connectionIds: string[]): Promise<Map<string, ConnectionErrorDetails>> {
+    const found = new Map<string, ConnectionErrorDetails>();
+    for (const id of connectionIds) {
+      const doc = await this.errors.findOne({ _id: id });
+      if (doc) found.set(id, doc.error_details);
+    }
+    return found;
   }
 
   async eraseAllForUser(teamId: string, userId: string): Promise<number> {
+    await this.errors.deleteMany({ team_id: teamId, user_id: userId });
     const res = await this.connections.deleteMany({ team_id: teamId, user_id: userId });
     return res.deletedCount;
   }

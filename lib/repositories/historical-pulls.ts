@@ -49,7 +49,6 @@ export const HISTORICAL_PULL_QUERY_SHAPES: Record<'historical_pulls', QueryShape
   historical_pulls: [
     { name: "a team's pull states, page of users (introspection)", filter: ['team_id', 'user_id'], sort: ['user_id', 'provider', 'resource'] },
     { name: "a team's pull states from the first user (introspection)", filter: ['team_id'], sort: ['user_id', 'provider', 'resource'], residual: ['provider'] },
-    { name: "a user's pull states of one provider", filter: ['team_id', 'user_id', 'provider'] },
   ],
 };
 
@@ -69,10 +68,6 @@ export class HistoricalPullRepository {
 
   get(id: string) {
     return this.pulls.findOne({ _id: id });
-  }
-
-  listForUserProvider(teamId: string, userId: string, provider: string) {
-    return this.pulls.find({ team_id: teamId, user_id: userId, provider }).toArray();
   }
 
   /** Upserts the whole state (the owning workflow's activities compute it; idempotent). */

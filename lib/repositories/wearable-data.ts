@@ -10,14 +10,21 @@ export interface IngestMark {
   change: 'created' | 'updated';
 }
 
-/** One summary (activity day, sleep, workout, body measurement, profile, meal); `_id` is its client-facing id. */
-export interface SummaryDoc extends IngestMark {
+/** What every summary and sample document carries: whose data, of what, from where, and how it was written. */
+interface WearableDocBase extends IngestMark {
   _id: string;
   team_id: string;
   user_id: string;
   resource: string;
   provider: string;
+  /** The device or app type that recorded it (watch, ring, phone …); part of a sample's replacement key. */
   source_type: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** One summary (activity day, sleep, workout, body measurement, profile, meal); `_id` is its client-facing id. */
+export interface SummaryDoc extends WearableDocBase {
   /** The provider's own key for it (e.g. the calendar date of a daily summary). */
   source_key: string;
   calendar_date: string;
@@ -33,13 +40,7 @@ export interface SummaryDoc extends IngestMark {
  * One timeseries sample. `_id` is its replacement key (user, resource, provider, source type, timestamp), so a
  * later value for the same key replaces it; one document per sample keeps each replacement atomic.
  */
-export interface SampleDoc extends IngestMark {
-  _id: string;
-  team_id: string;
-  user_id: string;
-  resource: string;
-  provider: string;
-  source_type: string;
+export interface SampleDoc extends WearableDocBase {
   timestamp: Date;
   start?: Date;
   end?: Date;

@@ -1,6 +1,6 @@
 import type { ProviderCatalogue } from '../catalogue';
 import type { ConnectionDoc } from '../repositories/connections';
-import { DEMO_SOURCE_TYPES, generateDemoData } from './demo-data';
+import { generateDemoData } from './demo-data';
 import type { ProviderData } from './model';
 
 /** Why a provider fetch failed, in the reference's historical-pull error vocabulary. */
@@ -119,4 +119,3 @@ export function createAdapterRegistry(providers: ProviderCatalogue): AdapterRegi
   };
 }
 
-export { DEMO_SOURCE_TYPES };

@@ -41,7 +41,6 @@ export async function connectProvider(
     created_on: now,
     updated_at: now,
     external_user_id: null,
-    error_details: null,
     retrying_enabled: todayUtc(now) >= deps.config.HISTORICAL_PULL_RETRYING_SINCE,
     ...(req.faults?.length ? { sandbox_faults: req.faults } : {}),
   });

@@ -79,8 +79,6 @@ export const timeseriesResource = (name: string) => byName.get(name);
 /** The resource a read path names (`body_weight` → weight), or undefined. */
 export const timeseriesResourceAtPath = (path: string) => byPath.get(path);
 
-export const isSummaryResource = (r: string): r is SummaryResource => (SUMMARY_RESOURCES as readonly string[]).includes(r);
-
 /** Summary read paths and the key their list is wrapped in (`{meals: [...]}` for meal). */
 export const SUMMARY_WRAPPERS: Record<Exclude<SummaryResource, 'profile'>, string> = {
   activity: 'activity',
@@ -90,7 +88,4 @@ export const SUMMARY_WRAPPERS: Record<Exclude<SummaryResource, 'profile'>, strin
   meal: 'meals',
 };
 
-/** Resources a connection can pull: a provider's supported resources that are data (not connection, orders …). */
-export function pullableResources(supported: string[]): string[] {
-  return supported.filter((r) => isSummaryResource(r) || byName.has(r) || r === 'workout_stream');
-}
+export const isSummaryResource = (r: string): r is SummaryResource => (SUMMARY_RESOURCES as readonly string[]).includes(r);
