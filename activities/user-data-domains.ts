@@ -26,6 +26,16 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
   const { repos } = deps;
   return [
     {
+      // Summaries, timeseries samples, workout streams and the per-resource pull state. Before connections: data
+      // is only ever written through a connection (pulled, or pushed after the push connects the provider), so a
+      // user who never had one has none, and the six deletes are skipped (on FerretDB each scans its collection).
+      name: 'wearable_data',
+      erase: async ({ teamId, userId }) => {
+        if (!(await repos.connections.listForUser(teamId, userId)).length) return 0;
+        return (await repos.wearableData.eraseAllForUser(teamId, userId)) + (await repos.historicalPulls.eraseAllForUser(teamId, userId));
+      },
+    },
+    {
       name: 'connections',
       // Deregistered at once (each connection's workflow stops pulling); kept as history until erasure.
       deregister: async ({ teamId, userId }) => {
@@ -39,12 +49,6 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
       },
       erase: async ({ teamId, userId }) =>
         (await repos.connections.eraseAllForUser(teamId, userId)) + (await repos.linkTokens.eraseAllForUser(teamId, userId)),
-    },
-    {
-      // Summaries, timeseries samples, workout streams and the per-resource pull state.
-      name: 'wearable_data',
-      erase: async ({ teamId, userId }) =>
-        (await repos.wearableData.eraseAllForUser(teamId, userId)) + (await repos.historicalPulls.eraseAllForUser(teamId, userId)),
     },
     {
       // Lab orders keep their audit trail (ids, tests, sample id, physician, status history) and lose the
