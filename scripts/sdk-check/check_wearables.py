@@ -179,7 +179,7 @@ check("user.refresh", refresh, UserRefreshSuccessResponse)
 
 
 def settled_pulls():
-    """Polls until no pull of the provider is scheduled, in progress or retrying (or HB_PULL_WAIT passes)."""
+    """Polls until the provider's pulls exist and none is scheduled, in progress or retrying (or HB_PULL_WAIT passes)."""
     deadline = time.time() + PULL_WAIT
     while True:
         answer = client.introspect.get_user_historical_pulls(user_id=USER_ID, provider=PROVIDER)
@@ -191,7 +191,9 @@ def settled_pulls():
             for resource, stats in pulls.pulled.items()
             if stats.status.value in ("scheduled", "in_progress", "retrying")
         ]
-        if not pending or time.time() > deadline:
+        # Nothing listed yet: the connection's workflow has not scheduled its pulls; keep waiting.
+        started = any(pulls.pulled for user in answer.data for pulls in user.provider.values())
+        if (started and not pending) or time.time() > deadline:
             if pending:
                 print(f"   (still pending after {PULL_WAIT:.0f}s: {', '.join(pending[:10])})", flush=True)
             return answer
