@@ -11,6 +11,7 @@ import { WebhookRepository, type EndpointDoc } from '../lib/repositories/webhook
 import { generateSecret } from '../lib/webhook-signing';
 import { createTenant, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { startReceiver, type ReceivedRequest, type Receiver } from './support/receiver';
+import { rawText } from './support/raw';
 
 /**
  * Webhook signing secrets at rest: encrypted with AES-256-GCM under DATA_ENCRYPTION_KEYS (never plaintext in the
@@ -77,10 +78,6 @@ const signs = (secret: string, r: ReceivedRequest) => {
 const rawEndpoint = (db: Db, id: string) => db.collection<Record<string, any>>('webhook_endpoints').findOne({ _id: id as any });
 
 /** The raw document as text, binary fields included (base64), to search for any trace of a secret. */
-function rawText(doc: unknown): string {
-  return JSON.stringify(doc, (_k, v) => (v instanceof Binary ? Buffer.from(v.buffer.subarray(0, v.position)).toString('base64') : v));
-}
-
 describe('configuration of the data encryption keys', () => {
   test('production refuses to start without DATA_ENCRYPTION_KEYS; a malformed key is refused without echoing it', () => {
     expect(() => loadConfig({ DEPLOYMENT_ENVIRONMENT: 'production' })).toThrow(/DATA_ENCRYPTION_KEYS: required in production/);
@@ -252,7 +249,7 @@ describe('stored secrets across data key rotation and versions (own database)', 
 
     // Rotation step 2: the re-encryption script, as an operator runs it (compiled, real process).
     const output = await runScript('scripts/reencrypt.js', { MONGO_DB: dbName, DATA_ENCRYPTION_KEYS: `${newKey},${oldKey}` });
-    expect(JSON.parse(output.trim().split('\n').pop()!)).toEqual({ current_key_id: 'new', rewritten: { webhooks: 2 } });
+    expect(JSON.parse(output.trim().split('\n').pop()!)).toMatchObject({ current_key_id: 'new', rewritten: { webhooks: 2 } });
     const ids = [before._id, after._id];
     for (const id of ids) expect((await rawEndpoint(db, id))!.secrets[0].key.key_id).toBe('new');
 
