@@ -15,6 +15,11 @@ export function createMaintenanceActivities(deps: { repos: Repositories; config:
       return deps.repos.webhookStore.removeOlderThan(new Date(Date.now() - deps.config.WEBHOOK_RETENTION_DAYS * DAY_MS));
     },
 
+    /** Link tokens an hour past their expiry (and their use records): they can no longer be used. */
+    async pruneExpiredLinkTokens(): Promise<number> {
+      return deps.repos.linkTokens.removeExpired(new Date(Date.now() - 60 * 60 * 1000));
+    },
+
     /** Heartbeats left by workers of this task queue that died without removing theirs. */
     async pruneStaleWorkerHeartbeats(): Promise<number> {
       return deps.repos.workers.removeOlderThan(deps.config.TEMPORAL_TASK_QUEUE, new Date(Date.now() - WORKER_HEARTBEAT_RETENTION_MS));

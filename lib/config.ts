@@ -157,6 +157,12 @@ export const ConfigSchema = Type.Object({
     default: 3600,
     description: 'How often each connection fetches new data after its history (POST /v2/user/refresh/{user_id} syncs at once).',
   }),
+  WEARABLE_SYNCS_PER_RUN: Type.Integer({
+    minimum: 1,
+    maximum: 1000,
+    default: 100,
+    description: "Periodic syncs in one run of a connection's workflow before it continues as new (keeps its event history short).",
+  }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10000, description: 'Grace for in-flight requests and activities on SIGTERM.' }),
 });
 

@@ -117,3 +117,23 @@ test('the maintenance Schedule removes heartbeats of workers that died over an h
   expect(await workers.heartbeats.findOne({ _id: recent })).not.toBeNull();
   await workers.remove(recent);
 });
+
+test('the maintenance Schedule removes link tokens an hour past their expiry, with their use records, and keeps live ones', async () => {
+  const tokens = app.deps.repos.linkTokens;
+  const token = (id: string, expiresInMs: number) => ({
+    _id: id,
+    team_id: 'team',
+    user_id: uniqueId('user'),
+    provider: null,
+    redirect_url: null,
+    expires_at: new Date(Date.now() + expiresInMs),
+    created_at: new Date(),
+  });
+  const expired = token(uniqueId('expired-token'), -2 * 3_600_000);
+  const live = token(uniqueId('live-token'), 600_000);
+  await tokens.create(expired);
+  await tokens.create(live);
+  expect(await tokens.consume(expired)).toBe(true);
+  await runMaintenanceUntil(async () => (await tokens.find(expired._id)) === null && !(await tokens.isConsumed(expired._id)), 'the expired token and its use record to be pruned');
+  expect(await tokens.find(live._id)).not.toBeNull();
+});

@@ -312,6 +312,39 @@ describe('historical pull failures', () => {
   });
 });
 
+describe('the sync loop', () => {
+  it('continues as new after WEARABLE_SYNCS_PER_RUN syncs without pulling the history again, and stops on deregistration', async () => {
+    const quick = await startTestApp({ WEARABLE_SYNC_INTERVAL_SECONDS: 1, WEARABLE_SYNCS_PER_RUN: 2 });
+    try {
+      const qc = teamClient(quick, tenant);
+      const userId = (await qc.post('/v2/user/', { client_user_id: uniqueId('looping'), ingestion_start: today })).body.user_id;
+      const connect = await qc.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre' });
+      expect(connect.status).toBe(200);
+      const connection = await app.inspect.collection('connections').findOne({ user_id: userId, provider: 'freestyle_libre' });
+      const workflowId = `wearable-connection:${connection!._id}`;
+      const client = quick.deps.temporal.client.workflow;
+      const runs = new Set<string>();
+      await eventually(async () => {
+        runs.add((await client.getHandle(workflowId).describe()).runId);
+        return runs.size >= 3;
+      }, 90000, 'two continue-as-new');
+      const [firstRun] = runs;
+      expect((await client.getHandle(workflowId, firstRun).describe()).status.name).toBe('CONTINUED_AS_NEW');
+
+      // The history was pulled once, by the first run; later runs only sync.
+      await eventually(async () => eventsOf(userId, 'historical.data.glucose.created').length === 1, 30000, 'historical event');
+      const pulled = (await qc.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0].provider.freestyle_libre.pulled;
+      expect(pulled.glucose).toMatchObject({ status: 'success', attempts: 1 });
+      expect(eventsOf(userId, /^historical\.data\./)).toHaveLength(1);
+
+      expect((await qc.del(`/v2/user/${userId}/freestyle_libre`)).status).toBe(200);
+      await eventually(async () => (await client.getHandle(workflowId).describe()).status.name === 'COMPLETED', 30000, 'the latest run to stop');
+    } finally {
+      await quick.close();
+    }
+  });
+});
+
 describe('link tokens', () => {
   it('are one-time and connect a demo provider', async () => {
     const userId = await createUser(0);

@@ -14,6 +14,8 @@ export interface WearableConnectionInput {
   connectionId: string;
   retry: PullRetryPolicy;
   syncIntervalMs: number;
+  /** Syncs before continue-as-new (absent in inputs of runs started before it was configurable: 100). */
+  syncsPerRun?: number;
   /** `history` on connect; `sync` after continue-as-new. */
   phase: 'history' | 'sync';
 }
@@ -29,8 +31,6 @@ const acts = proxyActivities<WearableActivities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
-/** Syncs per run before continue-as-new keeps the history short. */
-const SYNCS_PER_RUN = 100;
 
 /**
  * One provider connection (id `wearable-connection:<connectionId>`), the single owner of its pull state:
@@ -54,7 +54,7 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
     }
   }
 
-  for (let syncs = 0; syncs < SYNCS_PER_RUN; syncs++) {
+  for (let syncs = 0; syncs < (input.syncsPerRun ?? 100); syncs++) {
     await condition(() => refreshRequested || stopRequested, input.syncIntervalMs);
     if (stopRequested) return { stopped: true };
     refreshRequested = false;

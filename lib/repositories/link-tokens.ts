@@ -13,9 +13,14 @@ export interface LinkTokenDoc {
   created_at: Date;
 }
 
-export const LINK_TOKEN_INDEXES: Record<'link_tokens', IndexSpec[]> = { link_tokens: [{ key: { team_id: 1, user_id: 1 } }] };
+export const LINK_TOKEN_INDEXES: Record<'link_tokens', IndexSpec[]> = {
+  link_tokens: [{ key: { team_id: 1, user_id: 1 } }, { key: { expires_at: 1 } }],
+};
 export const LINK_TOKEN_QUERY_SHAPES: Record<'link_tokens', QueryShape[]> = {
-  link_tokens: [{ name: "erase a user's link tokens", filter: ['team_id', 'user_id'] }],
+  link_tokens: [
+    { name: "erase a user's link tokens", filter: ['team_id', 'user_id'] },
+    { name: 'expired tokens and their use records (maintenance)', filter: ['expires_at'] },
+  ],
 };
 
 export class LinkTokenRepository {
@@ -50,6 +55,11 @@ export class LinkTokenRepository {
 
   async isConsumed(hash: string): Promise<boolean> {
     return (await this.tokens.findOne({ _id: `${hash}:used` })) !== null;
+  }
+
+  /** Tokens expired before `before`, with their use records (which copy `expires_at`); no TTL index on the dev store. */
+  async removeExpired(before: Date): Promise<number> {
+    return (await this.tokens.deleteMany({ expires_at: { $lt: before } })).deletedCount;
   }
 
   async eraseAllForUser(teamId: string, userId: string): Promise<number> {

@@ -60,6 +60,7 @@ export function connectionWorkflowInput(config: Config, connection: ConnectionDo
       quota: config.HISTORICAL_PULL_RETRY_QUOTA,
     },
     syncIntervalMs: config.WEARABLE_SYNC_INTERVAL_SECONDS * 1000,
+    syncsPerRun: config.WEARABLE_SYNCS_PER_RUN,
     phase: 'history',
   };
 }
