@@ -58,6 +58,11 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
       erase: ({ teamId, userId }) => eraseUserOrders(deps, teamId, userId),
     },
     {
+      // Insurance records (closed beta), personal fields encrypted.
+      name: 'insurance',
+      erase: ({ teamId, userId }) => repos.insurance.eraseAllForUser(teamId, userId),
+    },
+    {
       // Events about the user, their deliveries and attempts (webhook log).
       name: 'events',
       erase: ({ teamId, userId }) => eraseUserWebhookData(deps, teamId, userId),

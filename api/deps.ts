@@ -1,3 +1,4 @@
+import type { PayorCatalogue } from '../lib/payor-catalogue';
 import type { Config } from '../lib/config';
 import type { Logger } from '../lib/logger';
 import type { Repositories } from '../lib/repositories';
@@ -16,6 +17,7 @@ export interface AppDeps {
   temporal: TemporalDeps;
   providers: ProviderCatalogue;
   labCatalogue: LabCatalogue;
+  payors: PayorCatalogue;
   /** This process's event publisher (group commit; settled on shutdown). */
   publisher: EventPublisher;
 }

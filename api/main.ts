@@ -1,3 +1,4 @@
+import { loadPayorCatalogue } from '../lib/payor-catalogue';
 import type { Server } from 'node:http';
 import { loadProviderCatalogue } from '../lib/catalogue';
 import { dataCipher, loadConfig, publicBaseUrl } from '../lib/config';
@@ -16,12 +17,13 @@ async function main(): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, 'api');
   const providers = loadProviderCatalogue();
   const labCatalogue = loadLabCatalogue();
+  const payors = loadPayorCatalogue();
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const repos = createRepositories(mongo.db, cipher);
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const publisher = new EventPublisher({ config, repos, temporal, logger });
-  const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue, publisher };
+  const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue, payors, publisher };
   const app = createApp(deps);
 
   const server: Server = await new Promise((resolve) => {

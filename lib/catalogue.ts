@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import providersJson from './catalogue/providers.json';
 import resourcesJson from './catalogue/resources.json';
 import { ProviderCatalogueEntry, type Provider } from '../schemas/provider';
-import { toFieldErrors, validatorFor } from '../schemas/validator';
+import { checkedDataFile } from '../schemas/validator';
 
 const CatalogueSchema = Type.Array(ProviderCatalogueEntry, { minItems: 1 });
 
@@ -15,12 +15,7 @@ export interface ProviderCatalogue {
 
 /** Loads lib/catalogue/providers.json and refuses to start on a malformed entry or unknown resource. */
 export function loadProviderCatalogue(raw: unknown = providersJson, resources: string[] = resourcesJson): ProviderCatalogue {
-  const validate = validatorFor(CatalogueSchema);
-  const copy = structuredClone(raw);
-  if (!validate(copy)) {
-    const where = toFieldErrors('providers.json', validate.errors).map((e) => `${e.loc.join('.')}: ${e.msg}`);
-    throw new Error(`Provider catalogue is invalid: ${where.join('; ')}`);
-  }
+  const copy = checkedDataFile(CatalogueSchema, raw, 'providers.json', 'Provider catalogue');
   const known = new Set(resources);
   const slugs = new Set<string>();
   for (const entry of copy) {

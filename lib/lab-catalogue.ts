@@ -1,6 +1,6 @@
 import labCatalogueJson from './catalogue/lab-catalogue.json';
 import { LabCatalogueFile, type Lab, type LabMarker, type LabTestEntry } from '../schemas/lab-catalogue';
-import { toFieldErrors, validatorFor } from '../schemas/validator';
+import { checkedDataFile } from '../schemas/validator';
 
 /** The labs, markers and lab tests this deployment offers (lib/catalogue/lab-catalogue.json). */
 export interface LabCatalogue {
@@ -18,12 +18,7 @@ export interface LabCatalogue {
 
 /** Loads and checks the catalogue; a malformed or inconsistent entry stops start-up with a message naming it. */
 export function loadLabCatalogue(raw: unknown = labCatalogueJson): LabCatalogue {
-  const copy = structuredClone(raw);
-  const validate = validatorFor(LabCatalogueFile);
-  if (!validate(copy)) {
-    const where = toFieldErrors('lab-catalogue.json', validate.errors).map((e) => `${e.loc.join('.')}: ${e.msg}`);
-    throw new Error(`Lab catalogue is invalid: ${where.join('; ')}`);
-  }
+  const copy = checkedDataFile(LabCatalogueFile, raw, 'lab-catalogue.json', 'Lab catalogue');
   const problems: string[] = [];
   const unique = <T>(items: T[], key: (t: T) => string, what: string) => {
     const seen = new Set<string>();

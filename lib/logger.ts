@@ -26,6 +26,9 @@ const SENSITIVE = [
   'address',
   'insured',
   'guarantor',
+  'member_id',
+  'group_id',
+  'client_secret',
   'fallback_birth_date',
 ];
 

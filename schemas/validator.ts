@@ -25,6 +25,17 @@ export function validatorFor<T extends TSchema>(schema: T): ValidateFunction<Sta
   return fn as ValidateFunction<Static<T>>;
 }
 
+/** A shipped data file (e.g. a catalogue) checked against its schema; throws naming every bad field, to stop start-up. */
+export function checkedDataFile<T extends TSchema>(schema: T, raw: unknown, file: string, what: string): Static<T> {
+  const copy = structuredClone(raw);
+  const validate = validatorFor(schema);
+  if (!validate(copy)) {
+    const where = toFieldErrors(file, validate.errors).map((e) => `${e.loc.join('.')}: ${e.msg}`);
+    throw new Error(`${what} is invalid: ${where.join('; ')}`);
+  }
+  return copy;
+}
+
 export interface FieldError {
   loc: (string | number)[];
   msg: string;

@@ -68,3 +68,22 @@ test('the official Python SDK parses every wearable-data endpoint response', asy
   expect(output.text).toContain('OK user.deregister_provider');
   expect(output.code).toBe(0);
 }, 300000);
+
+test('the official Python SDK parses every insurance endpoint response', async () => {
+  const tenant = await createTenant(app.deps, 'SDK compat insurance');
+  await app.deps.repos.tenancy.teams.updateOne({ _id: tenant.teamId }, { $set: { feature_flags: { insurance: true } } } as never);
+  const userId = await createUser(teamClient(app, tenant));
+  const output = await new Promise<{ code: number; text: string }>((resolve) => {
+    execFile(
+      python,
+      [path.join(root, 'scripts', 'sdk-check', 'check_insurance.py')],
+      { env: { ...process.env, HB_BASE_URL: app.url, HB_API_KEY: tenant.teamKey, HB_USER_ID: userId }, timeout: 60000 },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, text: stdout + stderr }),
+    );
+  });
+  if (output.code !== 0) console.log(output.text);
+  const failures = output.text.split('\n').filter((l) => l.startsWith('FAIL') || /Traceback|Error:/.test(l));
+  expect(failures).toEqual([]);
+  expect(output.text).toContain('OK insurance.search_payor_info (deprecated POST)');
+  expect(output.code).toBe(0);
+}, 120000);

@@ -1,6 +1,7 @@
 import type { AppDeps } from '../deps';
 import type { AnyRoute } from '../route';
 import { connectionRoutes } from './connections';
+import { insuranceRoutes } from './insurance';
 import { labOrderRoutes } from './lab-orders';
 import { labTestRoutes } from './lab-tests';
 import { managementRoutes } from './management';
@@ -16,6 +17,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
   return routes;
 }

@@ -2,6 +2,7 @@ import type { Db } from 'mongodb';
 import type { FieldCipher } from '../crypto/field-encryption';
 import { ConnectionRepository } from './connections';
 import { HistoricalPullRepository } from './historical-pulls';
+import { InsuranceRepository } from './insurance';
 import { LinkTokenRepository } from './link-tokens';
 import { LabOrderRepository } from './lab-orders';
 import { LabTestRepository } from './lab-tests';
@@ -31,6 +32,8 @@ export interface Repositories {
   webhookStore: WebhookStore;
   labOrders: LabOrderRepository;
   labTests: LabTestRepository;
+  /** Insurance records (closed beta), their personal fields encrypted. */
+  insurance: InsuranceRepository;
   secrets: SecretsRepository;
   /** Liveness of worker processes (GET /ready). */
   workers: WorkerHeartbeatRepository;
@@ -51,6 +54,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     webhookStore: new WebhookStore(db),
     labOrders: new LabOrderRepository(db),
     labTests: new LabTestRepository(db, locks),
+    insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db),
     workers: new WorkerHeartbeatRepository(db),
   };

@@ -20,7 +20,6 @@ import os
 import sys
 import time
 
-from vital import Vital
 from vital.core.api_error import ApiError
 from vital.core.pydantic_utilities import parse_obj_as
 from vital.types import (
@@ -46,10 +45,10 @@ from vital.types import (
     UserSuccessResponse,
 )
 
+from sdkcheck import check, client, expect_that, finish, need
+
 # ---------- setup ----------
 
-BASE_URL = os.environ["HB_BASE_URL"]
-API_KEY = os.environ["HB_API_KEY"]
 USER_ID = os.environ.get("HB_USER_ID")
 if not USER_ID:
     sys.exit("set HB_USER_ID")
@@ -59,47 +58,6 @@ START_DATE = os.environ.get("HB_START_DATE") or (TODAY - dt.timedelta(days=30)).
 END_DATE = os.environ.get("HB_END_DATE") or TODAY.isoformat()
 WORKOUT_ID = os.environ.get("HB_WORKOUT_ID")
 PULL_WAIT = float(os.environ.get("HB_PULL_WAIT") or 60)
-
-# How a migrating customer constructs the client: our URL, and our header. The SDK always adds its own
-# `x-vital-api-key: <api_key>` too (it cannot be switched off), so api_key gets the same key.
-client = Vital(api_key=API_KEY, base_url=BASE_URL, headers={"x-service-api-key": API_KEY}, timeout=30)
-
-failures = []
-
-
-class Skipped(Exception):
-    pass
-
-
-def describe(err):
-    if isinstance(err, ApiError):
-        return f"HTTP {err.status_code}: {err.body if isinstance(err.body, str) else json.dumps(err.body, default=str)}"
-    return f"{type(err).__name__}: {err}"
-
-
-def check(name, call, expect=None):
-    """Runs one call; prints OK/FAIL; returns its value (None on failure)."""
-    try:
-        value = call()
-        if expect is not None and not isinstance(value, expect):
-            raise TypeError(f"parsed as {type(value).__name__}, expected {expect.__name__}")
-        print(f"OK {name}", flush=True)
-        return value
-    except Exception as err:  # noqa: BLE001 - report every failure and keep going
-        failures.append(name)
-        print(f"FAIL {name}: {describe(err)[:1500]}".replace("\n", " "), flush=True)
-        return None
-
-
-def need(value, what):
-    if value is None:
-        raise Skipped(f"not run: {what} is unavailable (an earlier call failed)")
-    return value
-
-
-def expect_that(condition, message):
-    if not condition:
-        raise AssertionError(message)
 
 
 def expect_list_of(value, model, what):
@@ -272,5 +230,4 @@ def deregister():
 
 check("user.deregister_provider", deregister, UserSuccessResponse)
 
-print(f"{len(failures)} failed: {', '.join(failures)}" if failures else "all SDK calls parsed", flush=True)
-sys.exit(1 if failures else 0)
+finish()

@@ -1,3 +1,4 @@
+import { loadPayorCatalogue } from '../../lib/payor-catalogue';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TSchema } from '@sinclair/typebox';
@@ -40,7 +41,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
   const repos = createRepositories(mongo.db, dataCipher(config));
   await ensureIndexes(repos);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue(), publisher: new EventPublisher({ config, repos, temporal, logger }) };
+  const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue(), payors: loadPayorCatalogue(), publisher: new EventPublisher({ config, repos, temporal, logger }) };
   const server: Server = await new Promise((resolve) => {
     const s = createApp(deps).listen(0, '127.0.0.1', () => resolve(s));
   });

@@ -2,6 +2,7 @@ import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../../lib/repositor
 import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib/repositories/historical-pulls';
 import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/repositories/wearable-data';
 import { LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES } from '../../lib/repositories/link-tokens';
+import { INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES } from '../../lib/repositories/insurance';
 import type { IndexSpec, QueryShape } from '../../lib/repositories/indexes';
 import { LOCK_INDEXES, LOCK_QUERY_SHAPES } from '../../lib/repositories/locks';
 import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/repositories/migrations';
@@ -39,6 +40,7 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES),
   ...fromRecords(HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES),
   ...fromRecords(LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES),
+  ...fromRecords(INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES),
   ...fromRecords(WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES),
   ...fromRecords(WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES),
   ...fromRecords(LOCK_INDEXES, LOCK_QUERY_SHAPES),
