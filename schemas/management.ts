@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { StringEnum, Timestamp, Uuid } from './common';
+import { Nullable, StringEnum, Timestamp, Uuid } from './common';
 
 export const Environment = StringEnum(['sandbox', 'production']);
 export const Region = StringEnum(['us', 'eu']);
@@ -10,6 +10,45 @@ export const OrgEnvRegionParams = Type.Object({ org_id: Uuid(), environment: Env
 export const OrgKeyParams = Type.Object({ org_id: Uuid(), key_id: Uuid() });
 
 export const Org = Type.Object({ id: Uuid(), name: Type.String(), created_at: Timestamp() }, { $id: 'Org' });
+export const OrgPatchBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false, $id: 'OrgPatchBody' });
+
+const HttpUrl = (description: string) =>
+  Type.String({ format: 'uri', pattern: '^[hH][tT][tT][pP][sS]?://', maxLength: 2048, description, 'x-messages': { pattern: 'Input should be an http(s) URL.' } });
+const Email = (description: string) => Type.String({ format: 'email', maxLength: 320, description });
+const ShortText = (description: string, maxLength = 200) => Type.String({ minLength: 1, maxLength, description });
+
+export const BrandInformation = Type.Object(
+  {
+    company_name: ShortText('Shown to patients in lab-testing communication. Needs `logo_url` on the team.'),
+    company_website: Type.Optional(Nullable(HttpUrl('Company website.'))),
+    support_email: Type.Optional(Nullable(Email('Where patients write for help.'))),
+    support_contact: Type.Optional(Nullable(ShortText('Support phone number or contact line.'))),
+    company_address: Type.Optional(Nullable(ShortText('Postal address, one line.', 1000))),
+    brand_color: Type.Optional(Nullable(Type.String({ pattern: '^#[0-9a-fA-F]{6}$', description: 'Hex colour, `#RRGGBB`.' }))),
+  },
+  { additionalProperties: false, $id: 'BrandInformation' },
+);
+
+/** Team settings, as in the reference API's team body (flat, each optional in a request). */
+const teamSettings = {
+  logo_url: Type.Optional(Nullable(HttpUrl('Logo for patient communication; required while `brand_information` has a `company_name`.'))),
+  brand_information: Type.Optional(Nullable(BrandInformation)),
+  lab_tests_patient_sms_communication_enabled: Type.Optional(Type.Boolean({ description: 'Text patients about their lab tests (default true).' })),
+  lab_tests_patient_email_communication_enabled: Type.Optional(Type.Boolean({ description: 'E-mail patients about their lab tests (default true).' })),
+  critical_result_notification_email: Type.Optional(Nullable(Email('Who is told of critical lab results.'))),
+  reject_duplicate_connection: Type.Optional(
+    Type.Boolean({ description: 'Refuse connecting a provider account that another user of the team has connected already (default false).' }),
+  ),
+};
+
+export const TeamFeatureFlags = Type.Object(
+  { insurance: Type.Boolean({ description: 'Insurance records and insurance billing (closed beta).' }) },
+  { $id: 'TeamFeatureFlags' },
+);
+export const TeamFeatureFlagsPatchBody = Type.Object(
+  { insurance: Type.Optional(Type.Boolean({ description: 'Insurance records and insurance billing (closed beta).' })) },
+  { additionalProperties: false, $id: 'TeamFeatureFlagsPatchBody' },
+);
 
 export const Team = Type.Object(
   {
@@ -18,6 +57,16 @@ export const Team = Type.Object(
     name: Type.String(),
     environment: Type.String({ description: 'Environment of this deployment the team lives in.' }),
     region: Type.String(),
+    logo_url: Nullable(Type.String()),
+    brand_information: Nullable(BrandInformation),
+    lab_tests_patient_sms_communication_enabled: Type.Boolean(),
+    lab_tests_patient_email_communication_enabled: Type.Boolean(),
+    critical_result_notification_email: Nullable(Type.String()),
+    reject_duplicate_connection: Type.Boolean(),
+    feature_flags: TeamFeatureFlags,
+    status: StringEnum(['active', 'deleting'], {
+      description: '`deleting`: a DELETE began and did not finish (repeat it); the team takes no changes meanwhile. Non-exhaustive.',
+    }),
     created_at: Timestamp(),
     updated_at: Timestamp(),
   },
@@ -30,13 +79,20 @@ export const TeamCreateBody = Type.Object(
   {
     name: Type.String({ minLength: 1, maxLength: 200 }),
     region: Type.Optional(Region),
+    ...teamSettings,
   },
   { additionalProperties: false, $id: 'TeamCreateBody' },
 );
+export type TeamCreateBody = Static<typeof TeamCreateBody>;
 export const TeamPatchBody = Type.Object(
-  { name: Type.String({ minLength: 1, maxLength: 200 }) },
-  { additionalProperties: false, $id: 'TeamPatchBody' },
+  { name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), ...teamSettings },
+  {
+    additionalProperties: false,
+    $id: 'TeamPatchBody',
+    description: 'Only the fields given change; `brand_information` is replaced as a whole (null removes it). Feature flags: PATCH …/feature_flags.',
+  },
 );
+export type TeamPatchBody = Static<typeof TeamPatchBody>;
 
 export const TeamApiKeyCreateBody = Type.Object(
   { team_id: Uuid(), label: Type.String({ minLength: 1, maxLength: 200, default: 'default' }) },
@@ -58,21 +114,23 @@ export const TeamApiKeyCreated = Type.Intersect([TeamApiKey, Type.Object({ value
 export const TeamApiKeyList = Type.Object({ data: Type.Array(TeamApiKey) }, { $id: 'TeamApiKeyList' });
 export const TeamApiKeyListQuery = Type.Object({ team_id: Type.Optional(Uuid()) }, { additionalProperties: true });
 export const TeamApiKeyDeleteQuery = Type.Object(
-  { api_key_id: Type.Array(Uuid(), { minItems: 1, description: 'Repeat to delete several.' }) },
+  { api_key_id: Type.Array(Uuid(), { minItems: 1, maxItems: 100, description: 'Repeat to delete several.' }) },
   { additionalProperties: true },
 );
 
 export const ManagementRole = StringEnum(['org_admin', 'team_admin']);
 export const TeamRoleBinding = Type.Object({ team_id: Uuid() });
+const TeamRoleBindings = (options: Record<string, unknown> = {}) =>
+  Type.Array(TeamRoleBinding, {
+    maxItems: 100,
+    description: 'The teams a team_admin key may act on (one or more); empty or omitted for org_admin.',
+    ...options,
+  });
 export const ManagementKeyCreateBody = Type.Object(
   {
     label: Type.String({ minLength: 1, maxLength: 200, default: 'default' }),
     role: ManagementRole,
-    team_role_bindings: Type.Array(TeamRoleBinding, {
-      default: [],
-      maxItems: 100,
-      description: 'The teams a team_admin key may act on (one or more); empty or omitted for org_admin.',
-    }),
+    team_role_bindings: TeamRoleBindings({ default: [] }),
   },
   {
     additionalProperties: false,
@@ -83,6 +141,21 @@ export const ManagementKeyCreateBody = Type.Object(
     else: { properties: { team_role_bindings: { maxItems: 0 } } },
   },
 );
+export const ManagementKeyPatchBody = Type.Object(
+  {
+    label: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    role: Type.Optional(ManagementRole),
+    team_role_bindings: Type.Optional(TeamRoleBindings()),
+  },
+  {
+    additionalProperties: false,
+    $id: 'ManagementKeyPatchBody',
+    description:
+      'Only the fields given change. The result must hold the role rules: team_admin with one or more bindings, org_admin with none ' +
+      '(turning a team_admin key into org_admin drops its bindings).',
+  },
+);
+export type ManagementKeyPatchBody = Static<typeof ManagementKeyPatchBody>;
 export const ManagementKey = Type.Object(
   {
     id: Uuid(),
@@ -98,3 +171,101 @@ export const ManagementKeyCreated = Type.Intersect([ManagementKey, Type.Object({
   $id: 'ManagementKeyCreated',
 });
 export const ManagementKeyList = Type.Object({ data: Type.Array(ManagementKey) }, { $id: 'ManagementKeyList' });
+
+// ------------------------------------------------------------------ team custom credentials
+
+export const CustomCredentialsBody = Type.Object(
+  {
+    team_id: Uuid(),
+    provider: Type.String({ minLength: 1, maxLength: 100, description: 'Slug of an OAuth provider (GET /v2/providers).' }),
+    client_id: ShortText("Your OAuth application's client id at the provider.", 500),
+    client_secret: ShortText("Your OAuth application's client secret. Stored encrypted; never shown again in full.", 2000),
+    details: Type.Optional(
+      Type.Record(Type.String({ maxLength: 100 }), Type.Unknown(), {
+        maxProperties: 50,
+        description: 'Provider-specific settings. Stored encrypted (they may hold secrets) and not shown again.',
+      }),
+    ),
+    redirect_url_override: Type.Optional(Nullable(HttpUrl('OAuth redirect URL registered with your application, if not ours.'))),
+  },
+  { additionalProperties: false, $id: 'CustomCredentialsBody' },
+);
+export type CustomCredentialsBody = Static<typeof CustomCredentialsBody>;
+export const CustomCredentials = Type.Object(
+  {
+    team_id: Uuid(),
+    provider: Type.String(),
+    client_id: Type.String(),
+    client_secret_hint: Type.String({ description: 'The secret masked: its last 4 characters at most (none for secrets under 12 characters).' }),
+    has_details: Type.Boolean(),
+    redirect_url_override: Nullable(Type.String()),
+    created_at: Timestamp(),
+    updated_at: Timestamp(),
+  },
+  { $id: 'CustomCredentials' },
+);
+export const CustomCredentialsList = Type.Object({ data: Type.Array(CustomCredentials) }, { $id: 'CustomCredentialsList' });
+export const CustomCredentialsListQuery = Type.Object({ team_id: Type.Optional(Uuid()) }, { additionalProperties: true });
+export const CustomCredentialsDeleteQuery = Type.Object(
+  { team_id: Uuid(), provider: Type.String({ minLength: 1, maxLength: 100 }) },
+  { additionalProperties: true },
+);
+
+// ------------------------------------------------------------------ audit log
+
+export const AUDIT_ACTIONS = [
+  'org.update',
+  'team.create',
+  'team.update',
+  'team.delete',
+  'team.feature_flags.update',
+  'management_key.create',
+  'management_key.update',
+  'management_key.delete',
+  'team_api_key.create',
+  'team_api_key.delete',
+  'team_custom_credentials.set',
+  'team_custom_credentials.delete',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+export const AuditLogEntry = Type.Object(
+  {
+    id: Uuid(),
+    org_id: Uuid(),
+    team_id: Nullable(Uuid()),
+    action: Type.String({ description: `Non-exhaustive: ${AUDIT_ACTIONS.join(', ')}.` }),
+    target: Type.Object({ type: Type.String(), id: Type.String() }),
+    actor: Type.Object({
+      management_key_id: Uuid(),
+      header: Type.String({ description: 'The header the key came in (X-Management-Key, or the deprecated X-Service-Org-Key).' }),
+    }),
+    request_id: Type.String(),
+    status: StringEnum(['pending', 'succeeded', 'failed'], {
+      description:
+        '`pending`: written before the change; one that stays pending means the process stopped before recording the outcome ' +
+        '(the change may or may not have been made: look at the target). Non-exhaustive.',
+    }),
+    error: Nullable(Type.Object({ status: Type.Integer(), detail: Type.String() })),
+    changes: Type.Array(Type.String(), { description: 'Names of the fields the request set (never their values).' }),
+    created_at: Timestamp(),
+    completed_at: Nullable(Timestamp()),
+  },
+  { $id: 'AuditLogEntry' },
+);
+export const AuditLogPage = Type.Object(
+  {
+    data: Type.Array(AuditLogEntry),
+    next_cursor: Nullable(Type.String({ description: 'Pass as next_cursor for the next page; null on the last.' })),
+  },
+  { $id: 'AuditLogPage' },
+);
+export const AuditLogQuery = Type.Object(
+  {
+    team_id: Type.Optional(Uuid()),
+    action: Type.Optional(Type.String({ maxLength: 100 })),
+    next_cursor: Type.Optional(Type.String({ maxLength: 200 })),
+    limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+  },
+  { additionalProperties: true },
+);

@@ -10,8 +10,12 @@ export interface TeamPrincipal {
   keyId: string;
 }
 
+export type ManagementKeyHeader = 'X-Management-Key' | 'X-Service-Org-Key';
+
 export interface ManagementPrincipal {
   keyId: string;
+  /** The header the key came in (the audit log records it). */
+  header: ManagementKeyHeader;
   orgId: string;
   role: ManagementRole;
   teamIds: string[];
@@ -28,10 +32,13 @@ const X_SERVICE_ORG_KEY_DEPRECATED_AT = '@1735689600';
 
 /**
  * A small TTL cache of verified team keys: the hot path (every data request) then costs no key lookup.
- * Deleting a key takes effect within AUTH_CACHE_TTL_MS.
+ * A key deleted through this process is dropped at once (`revoke`, told by TenancyRepository); one deleted
+ * through another api process stops working here within AUTH_CACHE_TTL_MS.
  */
 class KeyCache<T> {
   private entries = new Map<string, { value: T; expires: number }>();
+  /** Revoked keys, kept one TTL: a lookup that read the key just before its deletion must not cache it again. */
+  private revoked = new Map<string, number>();
   constructor(private ttlMs: number, private maxEntries = 10_000) {}
   get(key: string): T | undefined {
     const hit = this.entries.get(key);
@@ -43,9 +50,16 @@ class KeyCache<T> {
     return hit.value;
   }
   set(key: string, value: T): void {
-    if (this.ttlMs <= 0) return;
+    if (this.ttlMs <= 0 || (this.revoked.get(key) ?? 0) > Date.now()) return;
     if (this.entries.size >= this.maxEntries) this.entries.clear();
     this.entries.set(key, { value, expires: Date.now() + this.ttlMs });
+  }
+  revoke(keys: string[]): void {
+    if (this.revoked.size >= this.maxEntries) this.revoked.clear();
+    for (const key of keys) {
+      this.entries.delete(key);
+      if (this.ttlMs > 0) this.revoked.set(key, Date.now() + this.ttlMs);
+    }
   }
 }
 
@@ -54,6 +68,7 @@ export function createAuthenticator(deps: AppDeps) {
   const env = config.DEPLOYMENT_ENVIRONMENT;
   const region = config.DEPLOYMENT_REGION;
   const teamKeys = new KeyCache<TeamPrincipal>(config.AUTH_CACHE_TTL_MS);
+  repos.tenancy.onTeamKeysRevoked((hashes) => teamKeys.revoke(hashes));
 
   const wrongDeployment = (keyEnv: string, keyRegion: string) =>
     unauthorized(
@@ -92,9 +107,11 @@ export function createAuthenticator(deps: AppDeps) {
 
   async function management(ctx: Context, orgId: string | undefined, teamId: string | undefined): Promise<ManagementPrincipal> {
     let key = ctx.get('x-management-key');
+    let header: ManagementKeyHeader = 'X-Management-Key';
     if (!key) {
       key = ctx.get('x-service-org-key');
       if (key) {
+        header = 'X-Service-Org-Key';
         ctx.set('Deprecation', X_SERVICE_ORG_KEY_DEPRECATED_AT);
         ctx.set('Link', '<https://datatracker.ietf.org/doc/html/rfc9745>; rel="deprecation"');
         ctx.set('Warning', '299 - "X-Service-Org-Key is deprecated; send the key in X-Management-Key"');
@@ -114,9 +131,14 @@ export function createAuthenticator(deps: AppDeps) {
     if (orgId !== undefined && doc.org_id !== orgId) {
       throw forbidden(`This management key belongs to another organisation than ${orgId}.`);
     }
+    if (header === 'X-Service-Org-Key') {
+      // Names the key (never its value), so the operator can find the integration still sending the old header.
+      ctx.state.log.warn({ management_key_id: doc._id, org_id: doc.org_id }, 'deprecated header X-Service-Org-Key used; send X-Management-Key');
+    }
     const canAccessTeam = (id: string) => doc.role === 'org_admin' || doc.team_ids.includes(id);
     const principal: ManagementPrincipal = {
       keyId: doc._id,
+      header,
       orgId: doc.org_id,
       role: doc.role,
       teamIds: doc.team_ids,
@@ -126,7 +148,7 @@ export function createAuthenticator(deps: AppDeps) {
       },
       assertOrgAdmin(action) {
         if (doc.role !== 'org_admin') {
-          throw forbidden(`${action} needs an organisation management key (role org_admin); this key is scoped to teams.`);
+          throw forbidden(`${action} needs an organisation management key (role org_admin); this key is scoped to teams and cannot act at organisation level.`);
         }
       },
     };

@@ -1,11 +1,13 @@
 import type { AppDeps } from '../deps';
 import type { AnyRoute } from '../route';
+import { auditLogRoutes } from './audit-log';
 import { connectionRoutes } from './connections';
 import { insuranceRoutes } from './insurance';
 import { labOrderRoutes } from './lab-orders';
 import { labTestRoutes } from './lab-tests';
 import { managementRoutes } from './management';
 import { providerRoutes } from './providers';
+import { teamCustomCredentialsRoutes } from './team-custom-credentials';
 import { systemRoutes } from './system';
 import { userRoutes } from './users';
 import { wearableDataRoutes } from './wearable-data';
@@ -17,6 +19,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
   return routes;
 }

@@ -1,15 +1,28 @@
-import { badRequest, notFound, ValidationError } from '../../lib/errors';
-import type { ManagementKeyDoc, TeamApiKeyDoc, TeamDoc } from '../../lib/repositories/tenancy';
+import { randomUUID } from 'node:crypto';
+import { ApiError, badRequest, forbidden, notFound, ValidationError } from '../../lib/errors';
+import {
+  TEAM_SETTING_DEFAULTS,
+  type KeyChangeOutcome,
+  type KeyChangeRefusal,
+  type ManagementKeyChanges,
+  type ManagementKeyDoc,
+  type TeamApiKeyDoc,
+  type TeamDoc,
+  type TeamSettings,
+} from '../../lib/repositories/tenancy';
 import { isoWithOffset } from '../../lib/time';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import {
   ManagementKeyCreateBody,
   ManagementKeyCreated,
   ManagementKeyList,
+  ManagementKeyPatchBody,
+  ManagementKey,
   Org,
   OrgEnvRegionParams,
   OrgKeyParams,
   OrgParams,
+  OrgPatchBody,
   OrgTeamParams,
   Team,
   TeamApiKeyCreateBody,
@@ -18,19 +31,25 @@ import {
   TeamApiKeyList,
   TeamApiKeyListQuery,
   TeamCreateBody,
+  TeamFeatureFlagsPatchBody,
   TeamList,
   TeamPatchBody,
 } from '../../schemas/management';
 import type { AppDeps } from '../deps';
 import type { ManagementPrincipal } from '../middleware/auth';
 import { defineRoute } from '../route';
+import { audited } from '../services/audit';
+import { deleteTeam } from '../services/team-deletion';
 
-const errors = {
+export const managementErrors = {
   401: { description: 'Missing or invalid management key', schema: ErrorDetail },
-  403: { description: 'The key may not act here', schema: ErrorDetail },
+  403: { description: 'The key may not act here (a team-scoped key outside its teams, or at organisation level)', schema: ErrorDetail },
   404: { description: 'Not found', schema: ErrorDetail },
   422: { description: 'Validation error', schema: HTTPValidationError },
 };
+const errors = managementErrors;
+const conflict = (description: string) => ({ 409: { description, schema: ErrorDetail } });
+export const otherDeployment = { 400: { description: 'Another environment or region than this deployment serves', schema: ErrorDetail } };
 
 export const toTeam = (t: TeamDoc) => ({
   id: t._id,
@@ -38,6 +57,14 @@ export const toTeam = (t: TeamDoc) => ({
   name: t.name,
   environment: t.environment,
   region: t.region,
+  logo_url: t.logo_url,
+  brand_information: t.brand_information,
+  lab_tests_patient_sms_communication_enabled: t.lab_tests_patient_sms_communication_enabled,
+  lab_tests_patient_email_communication_enabled: t.lab_tests_patient_email_communication_enabled,
+  critical_result_notification_email: t.critical_result_notification_email,
+  reject_duplicate_connection: t.reject_duplicate_connection,
+  feature_flags: t.feature_flags,
+  status: t.deletion_started_at ? ('deleting' as const) : ('active' as const),
   created_at: isoWithOffset(t.created_at),
   updated_at: isoWithOffset(t.updated_at),
 });
@@ -57,19 +84,60 @@ const toManagementKey = (k: ManagementKeyDoc) => ({
   created_at: isoWithOffset(k.created_at),
 });
 
+export const teamNotFound = (teamId: string) => notFound(`Team ${teamId} not found in this organisation.`);
+
 /** The team, if it is in the org and the key may act on it (403 before 404 for scoped keys). */
 export async function teamInScope(deps: AppDeps, auth: ManagementPrincipal, teamId: string): Promise<TeamDoc> {
   auth.assertTeamAccess(teamId);
   const team = await deps.repos.tenancy.findTeam(auth.orgId, teamId);
-  if (!team) throw notFound(`Team ${teamId} not found in this organisation.`);
+  if (!team) throw teamNotFound(teamId);
   return team;
 }
 
-function assertThisDeployment(deps: AppDeps, environment: string, region: string): void {
+/** Team API keys and custom credentials are managed per `{environment}/{region}`: this deployment's only. */
+export function assertThisDeployment(deps: AppDeps, environment: string, region: string): void {
   const { DEPLOYMENT_ENVIRONMENT: env, DEPLOYMENT_REGION: reg } = deps.config;
   if (environment !== env || region !== reg) {
-    throw badRequest(`This deployment serves ${env}/${reg}; manage ${environment}/${region} keys on that deployment.`);
+    throw badRequest(`This deployment serves ${env}/${reg}; manage ${environment}/${region} on that deployment.`);
   }
+}
+
+/** The teams a listing covers: the one asked for (if the key may see it), else all the key may see. */
+export function listedTeams(auth: ManagementPrincipal, teamId: string | undefined): string[] | undefined {
+  if (teamId) {
+    auth.assertTeamAccess(teamId);
+    return [teamId];
+  }
+  return auth.role === 'org_admin' ? undefined : auth.teamIds;
+}
+
+/** The settings among a request's fields (a name or region is not one). */
+function settingsOf(body: Partial<TeamSettings>): Partial<TeamSettings> {
+  return Object.fromEntries(Object.keys(TEAM_SETTING_DEFAULTS).filter((k) => k in body).map((k) => [k, body[k as keyof TeamSettings]]));
+}
+
+/** A company name is shown with its logo: a team with brand information has a `logo_url`. */
+function assertLogoForBrand(team: Pick<TeamSettings, 'logo_url' | 'brand_information'>): void {
+  if (team.brand_information?.company_name && !team.logo_url) {
+    throw ValidationError.field(['body', 'logo_url'], 'logo_url is required while brand_information has a company_name.', 'missing');
+  }
+}
+
+const uniqueTeamIds = (bindings: { team_id: string }[]) => [...new Set(bindings.map((b) => b.team_id))];
+
+/** The error a refused change of management keys answers with. */
+function refusalError(refusal: KeyChangeRefusal, keyId: string): ApiError {
+  if (refusal === 'not_found') return notFound(`Management key ${keyId} not found.`);
+  if (refusal === 'last_org_admin') {
+    return new ApiError(409, 'This is the last org_admin key of the organisation; create another org_admin key before deleting or demoting it.');
+  }
+  if (refusal === 'actor_not_org_admin') return forbidden('The key making this request was deleted or demoted by another request meanwhile.');
+  return ValidationError.field(['body', 'team_role_bindings'], `Unknown team(s) in this organisation: ${refusal.unknown_team_ids.join(', ')}.`);
+}
+
+function keyOrRefusal(outcome: KeyChangeOutcome, keyId: string): ManagementKeyDoc {
+  if ('refused' in outcome) throw refusalError(outcome.refused, keyId);
+  return outcome.key;
 }
 
 const orgTags = ['Management: organisation'];
@@ -88,6 +156,27 @@ export const managementRoutes = [
     async handler({ auth, deps }) {
       const org = await deps.repos.tenancy.findOrg(auth.orgId);
       if (!org) throw notFound('Organisation not found.');
+      return { body: { id: org._id, name: org.name, created_at: isoWithOffset(org.created_at) } };
+    },
+  }),
+  defineRoute({
+    operationId: 'updateOrg',
+    method: 'patch',
+    path: '/v1/org/{org_id}',
+    summary: 'Rename organisation',
+    description: 'Needs an org management key (role org_admin).',
+    tags: orgTags,
+    auth: 'management',
+    params: OrgParams,
+    body: OrgPatchBody,
+    responses: { 200: { description: 'The organisation', schema: Org }, ...errors },
+    async handler({ auth, body, deps, requestId, log }) {
+      auth.assertOrgAdmin('Changing the organisation');
+      const org = await audited({ deps, auth, requestId, log }, { action: 'org.update', type: 'org', id: auth.orgId, teamId: null }, async () => {
+        const renamed = await deps.repos.tenancy.renameOrg(auth.orgId, body.name);
+        if (!renamed) throw notFound('Organisation not found.');
+        return renamed;
+      }, ['name']);
       return { body: { id: org._id, name: org.name, created_at: isoWithOffset(org.created_at) } };
     },
   }),
@@ -111,19 +200,29 @@ export const managementRoutes = [
     method: 'post',
     path: '/v1/org/{org_id}/team',
     summary: 'Create team',
-    description: "Needs an org management key. The team lives in this deployment's environment and region.",
+    description:
+      "Needs an org management key. The team lives in this deployment's environment and region. " +
+      '`logo_url` is required when `brand_information` is given (it names the company). Feature flags start off.',
     tags: orgTags,
     auth: 'management',
     params: OrgParams,
     body: TeamCreateBody,
     responses: { 200: { description: 'The team', schema: Team }, ...errors },
-    async handler({ auth, body, deps }) {
+    async handler({ auth, body, deps, requestId, log }) {
       auth.assertOrgAdmin('Creating a team');
       const region = deps.config.DEPLOYMENT_REGION;
       if (body.region && body.region !== region) {
         throw ValidationError.field(['body', 'region'], `This deployment serves region ${region}; create ${body.region} teams there.`);
       }
-      const team = await deps.repos.tenancy.createTeam(auth.orgId, body.name, deps.config.DEPLOYMENT_ENVIRONMENT, region);
+      const settings = settingsOf(body);
+      assertLogoForBrand({ ...TEAM_SETTING_DEFAULTS, ...settings });
+      const id = randomUUID();
+      const team = await audited(
+        { deps, auth, requestId, log },
+        { action: 'team.create', type: 'team', id, teamId: id },
+        () => deps.repos.tenancy.createTeam(auth.orgId, body.name, deps.config.DEPLOYMENT_ENVIRONMENT, region, settings, id),
+        Object.keys(body),
+      );
       return { body: toTeam(team) };
     },
   }),
@@ -144,16 +243,78 @@ export const managementRoutes = [
     operationId: 'updateTeam',
     method: 'patch',
     path: '/v1/org/{org_id}/team/{team_id}',
-    summary: 'Rename team',
+    summary: 'Update team',
+    description:
+      'Name and settings; only the fields given change (`brand_information` is replaced whole, null removes it). ' +
+      'A team management key may update its own teams. Feature flags are set with PATCH …/feature_flags (org keys).',
     tags: orgTags,
     auth: 'management',
     params: OrgTeamParams,
     body: TeamPatchBody,
-    responses: { 200: { description: 'The team', schema: Team }, ...errors },
-    async handler({ auth, params, body, deps }) {
+    responses: { 200: { description: 'The team', schema: Team }, ...conflict('The team is being deleted'), ...errors },
+    async handler({ auth, params, body, deps, requestId, log }) {
       await teamInScope(deps, auth, params.team_id);
-      const team = await deps.repos.tenancy.renameTeam(auth.orgId, params.team_id, body.name);
-      if (!team) throw notFound(`Team ${params.team_id} not found in this organisation.`);
+      const changes = { ...settingsOf(body), ...(body.name !== undefined ? { name: body.name } : {}) };
+      const team = await audited(
+        { deps, auth, requestId, log },
+        { action: 'team.update', type: 'team', id: params.team_id, teamId: params.team_id },
+        async () => {
+          const updated = await deps.repos.tenancy.updateTeam(auth.orgId, params.team_id, changes, assertLogoForBrand);
+          if (!updated) throw teamNotFound(params.team_id);
+          return updated;
+        },
+        Object.keys(changes),
+      );
+      return { body: toTeam(team) };
+    },
+  }),
+  defineRoute({
+    operationId: 'deleteTeam',
+    method: 'delete',
+    path: '/v1/org/{org_id}/team/{team_id}',
+    summary: 'Delete team',
+    description:
+      'Needs an org management key. Refused (409) while the team has active users or webhook endpoints: delete those first. ' +
+      "Revokes the team's API keys at once, deletes its custom credentials and removes it from management keys' bindings. " +
+      'Users pending deletion are erased as scheduled. If a DELETE is interrupted the team shows `status: deleting` and ' +
+      'takes no other change; repeating the DELETE finishes it.',
+    tags: orgTags,
+    auth: 'management',
+    params: OrgTeamParams,
+    responses: { 204: { description: 'Deleted' }, ...conflict('The team still has users or webhook endpoints'), ...errors },
+    async handler({ auth, params, deps, requestId, log }) {
+      auth.assertOrgAdmin('Deleting a team');
+      await audited({ deps, auth, requestId, log }, { action: 'team.delete', type: 'team', id: params.team_id, teamId: params.team_id }, () =>
+        deleteTeam(deps, auth.orgId, params.team_id),
+      );
+      return { status: 204 };
+    },
+  }),
+  defineRoute({
+    operationId: 'updateTeamFeatureFlags',
+    method: 'patch',
+    path: '/v1/org/{org_id}/team/{team_id}/feature_flags',
+    summary: 'Set team feature flags',
+    description:
+      'Needs an org management key. Turns closed-beta features on or off for the team; flags not given keep their value. ' +
+      '`insurance`: insurance records (POST /v2/user/{user_id}/insurance) and insurance billing.',
+    tags: orgTags,
+    auth: 'management',
+    params: OrgTeamParams,
+    body: TeamFeatureFlagsPatchBody,
+    responses: { 200: { description: 'The team', schema: Team }, ...conflict('The team is being deleted'), ...errors },
+    async handler({ auth, params, body, deps, requestId, log }) {
+      auth.assertOrgAdmin('Setting feature flags');
+      const team = await audited(
+        { deps, auth, requestId, log },
+        { action: 'team.feature_flags.update', type: 'team', id: params.team_id, teamId: params.team_id },
+        async () => {
+          const updated = await deps.repos.tenancy.updateFeatureFlags(auth.orgId, params.team_id, body);
+          if (!updated) throw teamNotFound(params.team_id);
+          return updated;
+        },
+        Object.keys(body).map((flag) => `feature_flags.${flag}`),
+      );
       return { body: toTeam(team) };
     },
   }),
@@ -167,12 +328,10 @@ export const managementRoutes = [
     auth: 'management',
     params: OrgEnvRegionParams,
     query: TeamApiKeyListQuery,
-    responses: { 200: { description: 'Keys', schema: TeamApiKeyList }, 400: { description: 'Other deployment', schema: ErrorDetail }, ...errors },
+    responses: { 200: { description: 'Keys', schema: TeamApiKeyList }, ...otherDeployment, ...errors },
     async handler({ auth, params, query, deps }) {
       assertThisDeployment(deps, params.environment, params.region);
-      if (query.team_id) auth.assertTeamAccess(query.team_id);
-      const teamIds = query.team_id ? [query.team_id] : auth.role === 'org_admin' ? undefined : auth.teamIds;
-      const keys = await deps.repos.tenancy.listTeamApiKeys(auth.orgId, teamIds);
+      const keys = await deps.repos.tenancy.listTeamApiKeys(auth.orgId, listedTeams(auth, query.team_id));
       return { body: { data: keys.map(toTeamApiKey) } };
     },
   }),
@@ -186,11 +345,17 @@ export const managementRoutes = [
     auth: 'management',
     params: OrgEnvRegionParams,
     body: TeamApiKeyCreateBody,
-    responses: { 200: { description: 'The new key', schema: TeamApiKeyCreated }, 400: { description: 'Other deployment', schema: ErrorDetail }, ...errors },
-    async handler({ auth, params, body, deps }) {
+    responses: { 200: { description: 'The new key', schema: TeamApiKeyCreated }, ...otherDeployment, ...conflict('The team is being deleted'), ...errors },
+    async handler({ auth, params, body, deps, requestId, log }) {
       assertThisDeployment(deps, params.environment, params.region);
       const team = await teamInScope(deps, auth, body.team_id);
-      const { doc, value } = await deps.repos.tenancy.createTeamApiKey(team, body.label);
+      const id = randomUUID();
+      const { doc, value } = await audited(
+        { deps, auth, requestId, log },
+        { action: 'team_api_key.create', type: 'team_api_key', id, teamId: team._id },
+        () => deps.repos.tenancy.createTeamApiKey(team, body.label, id),
+        ['label'],
+      );
       return { body: { ...toTeamApiKey(doc), value } };
     },
   }),
@@ -199,18 +364,22 @@ export const managementRoutes = [
     method: 'delete',
     path: '/v1/org/{org_id}/team_api_keys/{environment}/{region}',
     summary: 'Delete team API keys',
+    description:
+      'Revoked keys stop working at once on the api process that handled the DELETE, and within AUTH_CACHE_TTL_MS (default 5 s) on other api processes.',
     tags: keyTags,
     auth: 'management',
     params: OrgEnvRegionParams,
     query: TeamApiKeyDeleteQuery,
-    responses: { 204: { description: 'Deleted' }, 400: { description: 'Other deployment', schema: ErrorDetail }, ...errors },
-    async handler({ auth, params, query, deps }) {
+    responses: { 204: { description: 'Deleted' }, ...otherDeployment, ...errors },
+    async handler({ auth, params, query, deps, requestId, log }) {
       assertThisDeployment(deps, params.environment, params.region);
-      const keys = await deps.repos.tenancy.findTeamApiKeys(auth.orgId, query.api_key_id);
-      const missing = query.api_key_id.filter((id) => !keys.some((k) => k._id === id));
+      const ids = [...new Set(query.api_key_id)];
+      const keys = await deps.repos.tenancy.findTeamApiKeys(auth.orgId, ids);
+      const missing = ids.filter((id) => !keys.some((k) => k._id === id));
       if (missing.length) throw notFound(`Team API key(s) not found: ${missing.join(', ')}.`);
       for (const key of keys) auth.assertTeamAccess(key.team_id);
-      await deps.repos.tenancy.deleteTeamApiKeys(auth.orgId, query.api_key_id);
+      const targets = keys.map((k) => ({ action: 'team_api_key.delete' as const, type: 'team_api_key' as const, id: k._id, teamId: k.team_id }));
+      await audited({ deps, auth, requestId, log }, targets, () => deps.repos.tenancy.deleteTeamApiKeys(auth.orgId, ids));
       return { status: 204 };
     },
   }),
@@ -235,23 +404,66 @@ export const managementRoutes = [
     path: '/v1/org/{org_id}/management_key',
     summary: 'Create management key',
     description:
-      'role org_admin: full control of the organisation. role team_admin: scoped to the teams in team_role_bindings (one or more).',
+      'Needs an org management key. role org_admin: full control of the organisation. role team_admin: scoped to the teams in ' +
+      'team_role_bindings (one or more), without organisation-level actions. A key bound to two or more teams can be created only ' +
+      'through this API, not through the dashboard.',
     tags: keyTags,
     auth: 'management',
     params: OrgParams,
     body: ManagementKeyCreateBody,
     responses: { 200: { description: 'The new key (value shown once)', schema: ManagementKeyCreated }, ...errors },
-    async handler({ auth, body, deps }) {
+    async handler({ auth, body, deps, requestId, log }) {
       auth.assertOrgAdmin('Creating management keys');
       // The schema holds the role rules (team_admin: one or more bindings; org_admin: none).
-      const teamIds = [...new Set(body.team_role_bindings.map((b) => b.team_id))];
-      const found = await deps.repos.tenancy.listTeams(auth.orgId, teamIds);
-      const unknown = teamIds.filter((id) => !found.some((t) => t._id === id));
-      if (unknown.length) {
-        throw ValidationError.field(['body', 'team_role_bindings'], `Unknown team(s) in this organisation: ${unknown.join(', ')}.`);
-      }
-      const { doc, value } = await deps.repos.tenancy.createManagementKey(auth.orgId, body.label, body.role, teamIds);
-      return { body: { ...toManagementKey(doc), value } };
+      const teamIds = uniqueTeamIds(body.team_role_bindings);
+      const id = randomUUID();
+      const created = await audited(
+        { deps, auth, requestId, log },
+        { action: 'management_key.create', type: 'management_key', id, teamId: null },
+        async () => {
+          const outcome = await deps.repos.tenancy.createBoundManagementKey(auth.orgId, body.label, body.role, teamIds, id);
+          if ('refused' in outcome) throw refusalError(outcome.refused, id);
+          return outcome;
+        },
+        Object.keys(body),
+      );
+      return { body: { ...toManagementKey(created.key), value: created.value } };
+    },
+  }),
+  defineRoute({
+    operationId: 'updateManagementKey',
+    method: 'patch',
+    path: '/v1/org/{org_id}/management_key/{key_id}',
+    summary: 'Update management key',
+    description:
+      'Needs an org management key. Changes label, role and team_role_bindings (only the fields given). Binding a key to two or ' +
+      'more teams is possible only through this API and key creation, not through the dashboard. The last org_admin key cannot be ' +
+      'demoted (409), also when requests race.',
+    tags: keyTags,
+    auth: 'management',
+    params: OrgKeyParams,
+    body: ManagementKeyPatchBody,
+    responses: { 200: { description: 'The key', schema: ManagementKey }, ...conflict('It is the last org_admin key'), ...errors },
+    async handler({ auth, params, body, deps, requestId, log }) {
+      auth.assertOrgAdmin('Changing management keys');
+      const bindings = body.team_role_bindings && uniqueTeamIds(body.team_role_bindings);
+      const changes: ManagementKeyChanges = { label: body.label, role: body.role, team_ids: bindings };
+      for (const field of Object.keys(changes) as (keyof ManagementKeyChanges)[]) if (changes[field] === undefined) delete changes[field];
+      const roleRules = (merged: ManagementKeyDoc) => {
+        if (merged.role === 'org_admin' && bindings?.length) {
+          throw ValidationError.field(['body', 'team_role_bindings'], 'An org_admin key covers every team and takes no team_role_bindings.');
+        }
+        if (merged.role === 'team_admin' && !merged.team_ids.length) {
+          throw ValidationError.field(['body', 'team_role_bindings'], 'A team_admin key needs one or more team_role_bindings.');
+        }
+      };
+      const key = await audited(
+        { deps, auth, requestId, log },
+        { action: 'management_key.update', type: 'management_key', id: params.key_id, teamId: null },
+        async () => keyOrRefusal(await deps.repos.tenancy.updateManagementKey(auth.orgId, params.key_id, auth.keyId, changes, roleRules), params.key_id),
+        Object.keys(body),
+      );
+      return { body: toManagementKey(key) };
     },
   }),
   defineRoute({
@@ -259,20 +471,16 @@ export const managementRoutes = [
     method: 'delete',
     path: '/v1/org/{org_id}/management_key/{key_id}',
     summary: 'Delete management key',
-    description: 'The last org_admin key cannot be deleted (the organisation would be locked out).',
+    description: 'Needs an org management key. The last org_admin key cannot be deleted (409; the organisation would be locked out), also when requests race.',
     tags: keyTags,
     auth: 'management',
     params: OrgKeyParams,
-    responses: { 204: { description: 'Deleted' }, 400: { description: 'Last org key', schema: ErrorDetail }, ...errors },
-    async handler({ auth, params, deps }) {
+    responses: { 204: { description: 'Deleted' }, ...conflict('It is the last org_admin key'), ...errors },
+    async handler({ auth, params, deps, requestId, log }) {
       auth.assertOrgAdmin('Deleting management keys');
-      const keys = await deps.repos.tenancy.listManagementKeys(auth.orgId);
-      const target = keys.find((k) => k._id === params.key_id);
-      if (!target) throw notFound(`Management key ${params.key_id} not found.`);
-      if (target.role === 'org_admin' && keys.filter((k) => k.role === 'org_admin').length === 1) {
-        throw badRequest('This is the last org_admin key of the organisation; create another one before deleting it.');
-      }
-      await deps.repos.tenancy.deleteManagementKey(auth.orgId, params.key_id);
+      await audited({ deps, auth, requestId, log }, { action: 'management_key.delete', type: 'management_key', id: params.key_id, teamId: null }, async () =>
+        keyOrRefusal(await deps.repos.tenancy.deleteManagementKey(auth.orgId, params.key_id, auth.keyId), params.key_id),
+      );
       return { status: 204 };
     },
   }),

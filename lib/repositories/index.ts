@@ -1,6 +1,8 @@
 import type { Db } from 'mongodb';
 import type { FieldCipher } from '../crypto/field-encryption';
+import { AuditLogRepository } from './audit-log';
 import { ConnectionRepository } from './connections';
+import { CustomCredentialsRepository } from './custom-credentials';
 import { HistoricalPullRepository } from './historical-pulls';
 import { InsuranceRepository } from './insurance';
 import { LinkTokenRepository } from './link-tokens';
@@ -18,6 +20,10 @@ import { WebhookStore } from '../webhooks/store';
 export interface Repositories {
   locks: DocumentLocks;
   tenancy: TenancyRepository;
+  /** Teams' own OAuth applications at providers (secrets encrypted). */
+  customCredentials: CustomCredentialsRepository;
+  /** Management changes: who, what, when, with what outcome. */
+  auditLog: AuditLogRepository;
   users: UserRepository;
   connections: ConnectionRepository;
   /** Per-resource historical pull state of each user's providers. */
@@ -44,7 +50,9 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
   const locks = new DocumentLocks(db);
   return {
     locks,
-    tenancy: new TenancyRepository(db),
+    tenancy: new TenancyRepository(db, locks),
+    customCredentials: new CustomCredentialsRepository(db, locks, cipher),
+    auditLog: new AuditLogRepository(db),
     users: new UserRepository(db, locks),
     connections: new ConnectionRepository(db),
     historicalPulls: new HistoricalPullRepository(db),

@@ -1,3 +1,5 @@
+import { AUDIT_LOG_INDEXES, AUDIT_LOG_QUERY_SHAPES } from '../../lib/repositories/audit-log';
+import { CUSTOM_CREDENTIALS_INDEXES, CUSTOM_CREDENTIALS_QUERY_SHAPES } from '../../lib/repositories/custom-credentials';
 import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../../lib/repositories/connections';
 import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib/repositories/historical-pulls';
 import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/repositories/wearable-data';
@@ -37,6 +39,8 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES),
   ...fromRecords(USER_INDEXES, USER_QUERY_SHAPES),
   ...fromRecords(TENANCY_INDEXES, TENANCY_QUERY_SHAPES),
+  ...fromRecords(CUSTOM_CREDENTIALS_INDEXES, CUSTOM_CREDENTIALS_QUERY_SHAPES),
+  ...fromRecords(AUDIT_LOG_INDEXES, AUDIT_LOG_QUERY_SHAPES),
   ...fromRecords(CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES),
   ...fromRecords(HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES),
   ...fromRecords(LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES),

@@ -1,0 +1,42 @@
+import { ApiError, notFound } from '../../lib/errors';
+import type { AppDeps } from '../deps';
+
+const counted = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
+
+/** What must be gone before a team may be deleted: its active users and its webhook endpoints. */
+async function blockersOf(deps: AppDeps, teamId: string): Promise<string[]> {
+  const [{ total: users }, endpoints] = await Promise.all([
+    deps.repos.users.listActive(teamId, 0, 1),
+    deps.repos.webhooks.endpointIdsOfTeam(teamId),
+  ]);
+  const blockers: string[] = [];
+  if (users) blockers.push(counted(users, 'user', 'users'));
+  if (endpoints.length) blockers.push(counted(endpoints.length, 'webhook endpoint', 'webhook endpoints'));
+  return blockers;
+}
+
+/**
+ * Deletes a team, refusing (409) while it has active users or webhook endpoints: their data and deliveries
+ * would outlive it with nobody able to reach them. Users pending deletion do not block; their grace period
+ * runs out and they are erased as scheduled (undo needs a team key, and the team's keys are revoked).
+ *
+ * Crash-safe order: the team is marked first (from then on it takes no new keys, credentials, bindings or
+ * changes), then its API keys are revoked, its custom credentials deleted and its management-key bindings
+ * removed, and the team document goes last. Each step is idempotent, so a DELETE repeated after a crash finishes.
+ */
+export async function deleteTeam(deps: AppDeps, orgId: string, teamId: string): Promise<void> {
+  const { tenancy, customCredentials } = deps.repos;
+  const begun = await tenancy.beginTeamDeletion(orgId, teamId, () => blockersOf(deps, teamId));
+  if (!begun) throw notFound(`Team ${teamId} not found in this organisation.`);
+  if ('blocked' in begun) {
+    throw new ApiError(
+      409,
+      `Team ${teamId} still has ${begun.blocked.join(' and ')}. Delete them first (users with DELETE /v2/user/{user_id}, ` +
+        'webhook endpoints with DELETE …/webhook/{webhook_id}), then repeat this request.',
+    );
+  }
+  await tenancy.deleteTeamApiKeysOfTeam(orgId, teamId);
+  await customCredentials.deleteAllOfTeam(orgId, teamId);
+  await tenancy.unbindTeam(orgId, teamId);
+  await tenancy.deleteMarkedTeam(orgId, teamId);
+}
