@@ -47,7 +47,9 @@ export const ConfigSchema = Type.Object({
   AUTH_CACHE_TTL_MS: Type.Integer({
     minimum: 0,
     default: 5000,
-    description: 'How long a verified API key stays cached in the api process (0 disables); a revoked key stops working within this time.',
+    description:
+      'How long a verified team API key stays cached in an api process (0 disables). A deleted key stops working at once on the ' +
+      'api process that deleted it, and within this time on other api processes.',
   }),
   WEBHOOK_RETRY_SCHEDULE_MS: Type.String({
     pattern: '^\\s*\\d+(\\s*,\\s*\\d+)*\\s*$',
