@@ -45,10 +45,13 @@ export const TeamFeatureFlags = Type.Object(
   { insurance: Type.Boolean({ description: 'Insurance records and insurance billing (closed beta).' }) },
   { $id: 'TeamFeatureFlags' },
 );
-export const TeamFeatureFlagsPatchBody = Type.Object(
-  { insurance: Type.Optional(Type.Boolean({ description: 'Insurance records and insurance billing (closed beta).' })) },
-  { additionalProperties: false, $id: 'TeamFeatureFlagsPatchBody' },
-);
+const featureFlagChanges = {
+  properties: { insurance: Type.Optional(Type.Boolean({ description: 'Insurance records and insurance billing (closed beta).' })) },
+  options: { additionalProperties: false, description: 'Org management keys only. Flags not given keep their value.' },
+};
+// Two objects, not one nested in the other: the validator refuses a schema whose `$id` it has already met nested.
+export const TeamFeatureFlagsPatchBody = Type.Object(featureFlagChanges.properties, { ...featureFlagChanges.options, $id: 'TeamFeatureFlagsPatchBody' });
+const FeatureFlagChanges = Type.Object(featureFlagChanges.properties, featureFlagChanges.options);
 
 export const Team = Type.Object(
   {
@@ -85,11 +88,11 @@ export const TeamCreateBody = Type.Object(
 );
 export type TeamCreateBody = Static<typeof TeamCreateBody>;
 export const TeamPatchBody = Type.Object(
-  { name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), ...teamSettings },
+  { name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })), ...teamSettings, feature_flags: Type.Optional(FeatureFlagChanges) },
   {
     additionalProperties: false,
     $id: 'TeamPatchBody',
-    description: 'Only the fields given change; `brand_information` is replaced as a whole (null removes it). Feature flags: PATCH …/feature_flags.',
+    description: 'Only the fields given change; `brand_information` is replaced as a whole (null removes it); `feature_flags` needs an org key.',
   },
 );
 export type TeamPatchBody = Static<typeof TeamPatchBody>;

@@ -40,7 +40,13 @@ let mgmt: HttpClient;
 
 beforeAll(async () => {
   // The default AUTH_CACHE_TTL_MS (5 s) on purpose: a revoked team key must stop working despite the cache.
-  app = await startTestApp({}, { logger: createLogger('warn', 'api-test', { write: (line: string) => void logLines.push(line) }) });
+  const sink = {
+    write(line: string) {
+      logLines.push(line);
+      if (JSON.parse(line).level >= 50) process.stderr.write(line); // errors stay visible in the test output
+    },
+  };
+  app = await startTestApp({}, { logger: createLogger('warn', 'api-test', sink) });
   tenant = await createTenant(app.deps);
   mgmt = managementClient(app, tenant);
 });
@@ -177,6 +183,16 @@ describe('teams', () => {
     expect(refused.body.detail).toMatch(/Setting feature flags needs an organisation management key/);
     // A team key renames its team; the flags stay as the org set them.
     expect((await scoped.patch(org(tenant, `/team/${team.id}`), { name: 'Renamed by its admin' })).body.feature_flags).toEqual({ insurance: true });
+
+    // Also in the team PATCH (where the insurance 403 points), org keys only; recorded as a flag change of its own.
+    expect((await scoped.patch(org(tenant, `/team/${team.id}`), { feature_flags: { insurance: false } })).status).toBe(403);
+    const both = await mgmt.patch(org(tenant, `/team/${team.id}`), { name: 'Flagged', feature_flags: { insurance: false } }, { 'x-request-id': `flags-${team.id}` });
+    expect(both.body).toMatchObject({ name: 'Flagged', feature_flags: { insurance: false } });
+    const entries = (await mgmt.get(org(tenant, `/audit_log?team_id=${team.id}`))).body.data.filter((e: { request_id: string }) => e.request_id === `flags-${team.id}`);
+    expect(entries.map((e: { action: string }) => e.action).sort()).toEqual(['team.feature_flags.update', 'team.update']);
+    expect(entries[0].changes.sort()).toEqual(['feature_flags.insurance', 'name']);
+    await mgmt.patch(org(tenant, `/team/${team.id}`), { feature_flags: { insurance: true } });
+    expect((await app.deps.repos.tenancy.findTeamById(team.id))?.feature_flags).toEqual({ insurance: true });
 
     // The dev seed script's way in.
     await app.deps.repos.tenancy.setFeatureFlags(team.id, { insurance: false });

@@ -7,6 +7,7 @@ import {
   type ManagementKeyChanges,
   type ManagementKeyDoc,
   type TeamApiKeyDoc,
+  type TeamChanges,
   type TeamDoc,
   type TeamSettings,
 } from '../../lib/repositories/tenancy';
@@ -121,6 +122,14 @@ function assertLogoForBrand(team: Pick<TeamSettings, 'logo_url' | 'brand_informa
   if (team.brand_information?.company_name && !team.logo_url) {
     throw ValidationError.field(['body', 'logo_url'], 'logo_url is required while brand_information has a company_name.', 'missing');
   }
+}
+
+/** Fields left undefined keep their value. */
+async function updateTeamOrFail(deps: AppDeps, orgId: string, teamId: string, changes: TeamChanges): Promise<TeamDoc> {
+  for (const field of Object.keys(changes) as (keyof TeamChanges)[]) if (changes[field] === undefined) delete changes[field];
+  const updated = await deps.repos.tenancy.updateTeam(orgId, teamId, changes, assertLogoForBrand);
+  if (!updated) throw teamNotFound(teamId);
+  return updated;
 }
 
 const uniqueTeamIds = (bindings: { team_id: string }[]) => [...new Set(bindings.map((b) => b.team_id))];
@@ -245,25 +254,25 @@ export const managementRoutes = [
     path: '/v1/org/{org_id}/team/{team_id}',
     summary: 'Update team',
     description:
-      'Name and settings; only the fields given change (`brand_information` is replaced whole, null removes it). ' +
-      'A team management key may update its own teams. Feature flags are set with PATCH …/feature_flags (org keys).',
+      'Name, settings and feature flags; only the fields given change (`brand_information` is replaced whole, null removes it). ' +
+      'A team management key may update its own teams, except their `feature_flags` (org keys only; also PATCH …/feature_flags).',
     tags: orgTags,
     auth: 'management',
     params: OrgTeamParams,
     body: TeamPatchBody,
     responses: { 200: { description: 'The team', schema: Team }, ...conflict('The team is being deleted'), ...errors },
     async handler({ auth, params, body, deps, requestId, log }) {
+      if (body.feature_flags) auth.assertOrgAdmin('Setting feature flags');
       await teamInScope(deps, auth, params.team_id);
-      const changes = { ...settingsOf(body), ...(body.name !== undefined ? { name: body.name } : {}) };
+      const { feature_flags: flags, ...fields } = body;
+      const changed = [...Object.keys(fields), ...Object.keys(flags ?? {}).map((flag) => `feature_flags.${flag}`)];
+      // A flag change is its own action in the audit log (filterable), beside the update of other fields.
+      const actions = [...(Object.keys(fields).length || !flags ? ['team.update' as const] : []), ...(flags ? ['team.feature_flags.update' as const] : [])];
       const team = await audited(
         { deps, auth, requestId, log },
-        { action: 'team.update', type: 'team', id: params.team_id, teamId: params.team_id },
-        async () => {
-          const updated = await deps.repos.tenancy.updateTeam(auth.orgId, params.team_id, changes, assertLogoForBrand);
-          if (!updated) throw teamNotFound(params.team_id);
-          return updated;
-        },
-        Object.keys(changes),
+        actions.map((action) => ({ action, type: 'team' as const, id: params.team_id, teamId: params.team_id })),
+        () => updateTeamOrFail(deps, auth.orgId, params.team_id, { ...settingsOf(fields), name: fields.name, feature_flags: flags }),
+        changed,
       );
       return { body: toTeam(team) };
     },
@@ -308,11 +317,7 @@ export const managementRoutes = [
       const team = await audited(
         { deps, auth, requestId, log },
         { action: 'team.feature_flags.update', type: 'team', id: params.team_id, teamId: params.team_id },
-        async () => {
-          const updated = await deps.repos.tenancy.updateFeatureFlags(auth.orgId, params.team_id, body);
-          if (!updated) throw teamNotFound(params.team_id);
-          return updated;
-        },
+        () => updateTeamOrFail(deps, auth.orgId, params.team_id, { feature_flags: body }),
         Object.keys(body).map((flag) => `feature_flags.${flag}`),
       );
       return { body: toTeam(team) };

@@ -35,6 +35,9 @@ export interface TeamFeatureFlags {
   insurance: boolean;
 }
 
+/** A change of a team: its name, settings and feature flags (each only if given). */
+export type TeamChanges = Partial<TeamSettings> & { name?: string; feature_flags?: Partial<TeamFeatureFlags> };
+
 export interface TeamDoc extends TeamSettings {
   _id: string;
   team_id: string;
@@ -299,17 +302,19 @@ export class TenancyRepository {
   }
 
   /**
-   * Applies `changes` (fields not given keep their value); `check` sees the merged team first and throws to
-   * refuse (rules that span fields, such as a logo for brand information). Null when the org has no such team.
+   * Applies `changes` (fields not given keep their value; `feature_flags` are merged flag by flag); `check`
+   * sees the merged team first and throws to refuse (rules that span fields, such as a logo for brand
+   * information). `orgId` null: a team of any org (scripts). Null when there is no such team.
    */
   updateTeam(
-    orgId: string,
+    orgId: string | null,
     teamId: string,
-    changes: Partial<TeamSettings> & { name?: string },
+    changes: TeamChanges,
     check: (merged: TeamDoc) => void = () => undefined,
   ): Promise<TeamDoc | null> {
     return this.withTeam(orgId, teamId, async (team, lease) => {
-      const set = { ...changes, updated_at: new Date() };
+      const { feature_flags: flags, ...fields } = changes;
+      const set = { ...fields, ...(flags ? { feature_flags: { ...team.feature_flags, ...flags } } : {}), updated_at: new Date() };
       const merged = { ...team, ...set };
       check(merged);
       await lease.assertHeld();
@@ -318,19 +323,9 @@ export class TenancyRepository {
     });
   }
 
-  /** Merges `flags` into the team's feature flags; null when the org has no such team. */
-  updateFeatureFlags(orgId: string | null, teamId: string, flags: Partial<TeamFeatureFlags>): Promise<TeamDoc | null> {
-    return this.withTeam(orgId, teamId, async (team, lease) => {
-      const merged = { ...team, feature_flags: { ...team.feature_flags, ...flags }, updated_at: new Date() };
-      await lease.assertHeld();
-      await this.teams.updateOne({ _id: teamId }, { $set: { feature_flags: merged.feature_flags, updated_at: merged.updated_at } });
-      return merged;
-    });
-  }
-
   /** For scripts (dev seed): sets the given flags of a team of any org; throws if there is no such team. */
   async setFeatureFlags(teamId: string, flags: Partial<TeamFeatureFlags>): Promise<void> {
-    if (!(await this.updateFeatureFlags(null, teamId, flags))) throw new Error(`setFeatureFlags: no team ${teamId}`);
+    if (!(await this.updateTeam(null, teamId, { feature_flags: flags }))) throw new Error(`setFeatureFlags: no team ${teamId}`);
   }
 
   /**
