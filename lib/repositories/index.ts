@@ -60,7 +60,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     wearableData: new WearableDataRepository(db),
     webhooks: new WebhookRepository(db, locks, cipher),
     webhookStore: new WebhookStore(db),
-    labOrders: new LabOrderRepository(db),
+    labOrders: new LabOrderRepository(db, locks, cipher),
     labTests: new LabTestRepository(db, locks),
     insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db),

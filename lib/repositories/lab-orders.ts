@@ -1,14 +1,24 @@
 import type { Collection, Db, Filter } from 'mongodb';
+import type { FieldCipher } from '../crypto/field-encryption';
 import type { CollectionMethod, HighLevelStatus } from '../../workflows/lab-order-statuses';
 import { isDuplicateKeyError } from '../errors';
+import { EncryptedFields, type Sealed } from './encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import type { DocumentLocks, LockLease } from './locks';
+import { runOnce } from './migrations';
 
 /**
  * Lab orders, their results and their idempotency keys. The only code that touches these collections.
  *
  * Ownership: the api inserts an order once (a new `_id`; `(team_id, sample_id)` is unique, which settles
  * racing registrations of one kit); after that only the order's workflow (`lab-order:<id>`) writes it,
- * one activity at a time, so no write depends on a conditional update settling a race.
+ * one activity at a time, so no write depends on a conditional update settling a race. The one other writer
+ * is `reencrypt` (start-up encryption of plaintext orders, `npm run reencrypt`), which rewrites only the
+ * encrypted fields: every update of an order or its results therefore runs under the order's document lock.
+ *
+ * Patient data is encrypted at rest field by field (`PATIENT_FIELDS`, `RESULT_FIELDS`, and the stored
+ * response of an idempotency key; encrypted-fields.ts): sealed on write and opened on read here, so callers
+ * see plaintext. No query filters on an encrypted field.
  */
 
 export interface OrderEventDoc {
@@ -205,6 +215,35 @@ export interface IdempotencyKeyDoc {
   completed_at: Date | null;
 }
 
+/**
+ * The order's patient data, encrypted at rest (each field on its own, bound to the order): the patient's
+ * identity and contact details, their addresses, their consents and the free-text notes about them. The same
+ * fields, with `health_insurance_id` (a reference to an insurance record), are what erasure removes.
+ */
+export const PATIENT_FIELDS = ['patient_details', 'patient_address', 'shipping_details', 'consents', 'notes', 'clinical_notes'] as const;
+type PatientField = (typeof PATIENT_FIELDS)[number];
+/** An order as stored: its patient fields encrypted (or in plaintext, written by a version before encryption). */
+export type StoredLabOrder = Sealed<LabOrderDoc, PatientField>;
+/** What erasure leaves of the patient data (every patient field, and the reference to an insurance record). */
+const ERASED_PATIENT_DATA: Pick<LabOrderDoc, PatientField | 'health_insurance_id'> = {
+  patient_details: null,
+  patient_address: null,
+  shipping_details: null,
+  consents: [],
+  notes: null,
+  clinical_notes: null,
+  health_insurance_id: null,
+};
+
+/** The patient's measurements and what the lab reports about their specimen, encrypted at rest. */
+export const RESULT_FIELDS = ['results', 'sample_information'] as const;
+type ResultField = (typeof RESULT_FIELDS)[number];
+export type StoredLabResults = Sealed<LabResultsDoc, ResultField>;
+
+/** The replayed response of a lab order request holds the whole order, patient data included: encrypted. */
+const IDEMPOTENCY_FIELDS = ['response_body'] as const;
+export type StoredIdempotencyKey = Sealed<IdempotencyKeyDoc, (typeof IDEMPOTENCY_FIELDS)[number]>;
+
 /** What an order transaction shows of each of its orders. */
 export type TransactionMember = Pick<
   LabOrderDoc,
@@ -251,45 +290,76 @@ export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'list: by activation', filter: ['team_id', 'activate_by'], sort: ['created_at'] },
   { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'], sort: ['created_at'] },
   { name: 'erasure: orders of a user', filter: ['team_id', 'user_id'] },
+  { name: 'reencrypt: every order, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
 const RESULTS_INDEXES: IndexSpec[] = [];
 export const RESULTS_QUERY_SHAPES: QueryShape[] = [
   { name: 'results by order id (also erasure, per order)', filter: ['_id'] },
+  { name: 'reencrypt: all results, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
 const IDEMPOTENCY_INDEXES: IndexSpec[] = [{ key: { created_at: 1 } }];
 export const IDEMPOTENCY_QUERY_SHAPES: QueryShape[] = [
   { name: 'key by id', filter: ['_id'] },
   { name: 'retention: keys older than', filter: ['created_at'] },
+  { name: 'reencrypt: every key, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
 export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES, idempotency_keys: IDEMPOTENCY_INDEXES };
 
 export class LabOrderRepository {
-  readonly orders: Collection<LabOrderDoc>;
-  readonly results: Collection<LabResultsDoc>;
-  readonly idempotencyKeys: Collection<IdempotencyKeyDoc>;
+  readonly orders: Collection<StoredLabOrder>;
+  readonly results: Collection<StoredLabResults>;
+  readonly idempotencyKeys: Collection<StoredIdempotencyKey>;
+  private readonly patientData: EncryptedFields<LabOrderDoc, PatientField>;
+  private readonly resultData: EncryptedFields<LabResultsDoc, ResultField>;
+  private readonly responses: EncryptedFields<IdempotencyKeyDoc, (typeof IDEMPOTENCY_FIELDS)[number]>;
 
-  constructor(db: Db) {
+  constructor(
+    private readonly db: Db,
+    private readonly locks: DocumentLocks,
+    /** Encrypts patient data at rest (DATA_ENCRYPTION_KEYS). */
+    cipher: FieldCipher,
+  ) {
     this.orders = db.collection('lab_orders');
     this.results = db.collection('lab_results');
     this.idempotencyKeys = db.collection('idempotency_keys');
+    this.patientData = new EncryptedFields(cipher, this.orders.collectionName, PATIENT_FIELDS);
+    this.resultData = new EncryptedFields(cipher, this.results.collectionName, RESULT_FIELDS);
+    this.responses = new EncryptedFields(cipher, this.idempotencyKeys.collectionName, IDEMPOTENCY_FIELDS);
   }
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
     await createIndexes(this.results, RESULTS_INDEXES);
     await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES);
+    // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
+    await runOnce(this.db, 'lab-order-patient-data-encrypted', async () => void (await this.reencrypt()));
+  }
+
+  /**
+   * Every update of an order or its results: the order's workflow is its owner, but the re-encryption pass
+   * rewrites encrypted fields too, and FerretDB applies updates as unlocked read-modify-write (locks.ts), so
+   * either could lose the other's change (or a pass undo an erasure) without the order's lock.
+   */
+  private lockedOrder<T>(orderId: string, fn: (lease: LockLease) => Promise<T>): Promise<T> {
+    return this.locks.withLock(`lab-order:${orderId}`, fn);
+  }
+
+  private opened(doc: StoredLabOrder): LabOrderDoc;
+  private opened(doc: StoredLabOrder | null): LabOrderDoc | null;
+  private opened(doc: StoredLabOrder | null): LabOrderDoc | null {
+    return doc && (this.patientData.open(doc) as LabOrderDoc);
   }
 
   /** Inserts a new order; `sample_taken` when the team already has an order with this sample id. */
   async insert(doc: LabOrderDoc): Promise<{ inserted: LabOrderDoc } | { sample_taken: LabOrderDoc | null } | { exists: LabOrderDoc }> {
     try {
-      await this.orders.insertOne(doc);
+      await this.orders.insertOne(this.patientData.seal(doc._id, doc));
       return { inserted: doc };
     } catch (err) {
       if (!isDuplicateKeyError(err)) throw err;
       const same = await this.orders.findOne({ _id: doc._id });
-      if (same) return { exists: same };
-      return { sample_taken: await this.orders.findOne({ team_id: doc.team_id, sample_id: doc.sample_id }) };
+      if (same) return { exists: this.opened(same) };
+      return { sample_taken: this.opened(await this.orders.findOne({ team_id: doc.team_id, sample_id: doc.sample_id })) };
     }
   }
 
@@ -299,12 +369,12 @@ export class LabOrderRepository {
    */
   async find(teamId: string, orderId: string): Promise<LabOrderDoc | null> {
     const doc = await this.orders.findOne({ _id: orderId });
-    return doc && doc.team_id === teamId ? doc : null;
+    return doc && doc.team_id === teamId ? this.opened(doc) : null;
   }
 
   /** For the order's own workflow and its activities (they carry only the id). */
-  findById(orderId: string): Promise<LabOrderDoc | null> {
-    return this.orders.findOne({ _id: orderId });
+  async findById(orderId: string): Promise<LabOrderDoc | null> {
+    return this.opened(await this.orders.findOne({ _id: orderId }));
   }
 
   async list(f: OrderListFilter, page: number, size: number): Promise<{ orders: LabOrderDoc[]; total: number }> {
@@ -318,7 +388,7 @@ export class LabOrderRepository {
         .toArray(),
       this.orders.countDocuments(filter),
     ]);
-    return { orders, total };
+    return { orders: orders.map((d) => this.opened(d)), total };
   }
 
   /** The orders of one order transaction, oldest first. */
@@ -336,27 +406,38 @@ export class LabOrderRepository {
 
   // --- Writes by the order's workflow (one activity at a time per order) ---
 
+  /** One update of an order, its patient fields sealed, under the order's lock. */
+  private updateOrder(orderId: string, update: { $set: Partial<LabOrderDoc>; $push?: { events: OrderEventDoc } }): Promise<void> {
+    return this.lockedOrder(orderId, async (lease) => {
+      await lease.assertHeld();
+      await this.orders.updateOne({ _id: orderId }, { ...update, $set: this.patientData.seal(orderId, update.$set) });
+    });
+  }
+
   /** Appends an event and moves the status (one update: event, status and the changes that come with it). */
   async appendEvent(current: LabOrderDoc, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc> {
     // The caller (the order's workflow, through its activity) read `current` and checked the event is not
-    // there yet; as the only writer it knows the result without reading it back.
+    // there yet; as the only writer of anything but ciphertext it knows the result without reading it back.
     const set = { ...changes, status: high, low_level_status: low, low_level_status_created_at: event.created_at, updated_at: event.created_at };
-    await this.orders.updateOne({ _id: current._id }, { $push: { events: event }, $set: set });
+    await this.updateOrder(current._id, { $push: { events: event }, $set: set });
     return { ...current, ...set, events: [...current.events, event] };
   }
 
   /** For the order's single writer (its workflow, or the api once the workflow has ended). */
   async setFields(orderId: string, changes: Partial<LabOrderDoc>): Promise<void> {
-    await this.orders.updateOne({ _id: orderId }, { $set: { ...changes, updated_at: new Date() } });
+    await this.updateOrder(orderId, { $set: { ...changes, updated_at: new Date() } });
   }
 
   async saveResults(doc: LabResultsDoc): Promise<void> {
-    await this.results.replaceOne({ _id: doc._id }, doc, { upsert: true });
+    await this.lockedOrder(doc._id, async (lease) => {
+      await lease.assertHeld();
+      await this.results.replaceOne({ _id: doc._id }, this.resultData.seal(doc._id, doc), { upsert: true });
+    });
   }
 
   async findResults(teamId: string, orderId: string): Promise<LabResultsDoc | null> {
     const doc = await this.results.findOne({ _id: orderId });
-    return doc && doc.team_id === teamId ? doc : null;
+    return doc && doc.team_id === teamId ? (this.resultData.open(doc) as LabResultsDoc) : null;
   }
 
   // --- Erasure (user deletion) ---
@@ -374,20 +455,28 @@ export class LabOrderRepository {
    */
   async erasePatientData(orderId: string): Promise<void> {
     const now = new Date();
-    await this.orders.updateOne({ _id: orderId }, {
-      $set: {
-        patient_details: null,
-        patient_address: null,
-        shipping_details: null,
-        health_insurance_id: null,
-        notes: null,
-        clinical_notes: null,
-        consents: [],
-        patient_data_erased_at: now,
-        updated_at: now,
-      },
+    await this.updateOrder(orderId, { $set: { ...ERASED_PATIENT_DATA, patient_data_erased_at: now, updated_at: now } });
+    await this.lockedOrder(orderId, async (lease) => {
+      await lease.assertHeld();
+      await this.results.deleteOne({ _id: orderId });
     });
-    await this.results.deleteOne({ _id: orderId });
+  }
+
+  /**
+   * Encrypts patient data stored in plaintext (earlier versions) and re-encrypts what is under a data key that
+   * is no longer current (after DATA_ENCRYPTION_KEYS gained a new first key), so retired keys can be dropped:
+   * orders and results under the order's lock, idempotency keys as they are (only a completed key holds a
+   * response, and its one other writer deletes it). Idempotent; returns how many documents changed. Run by
+   * `npm run reencrypt` and a start-up migration.
+   */
+  async reencrypt(): Promise<number> {
+    const underOrderLock = (id: string, write: (beforeWrite: () => Promise<void>) => Promise<void>) =>
+      this.lockedOrder(id, (lease) => write(() => lease.assertHeld()));
+    return (
+      (await this.patientData.rewriteStale(this.orders, underOrderLock)) +
+      (await this.resultData.rewriteStale(this.results, underOrderLock)) +
+      (await this.responses.rewriteStale(this.idempotencyKeys))
+    );
   }
 
   // --- Idempotency keys ---
@@ -395,18 +484,19 @@ export class LabOrderRepository {
   /** Claims a key (unique insert); on a duplicate returns the existing claim. */
   async claimIdempotencyKey(doc: IdempotencyKeyDoc): Promise<{ claimed: true } | { existing: IdempotencyKeyDoc }> {
     try {
-      await this.idempotencyKeys.insertOne(doc);
+      await this.idempotencyKeys.insertOne(this.responses.seal(doc._id, doc));
       return { claimed: true };
     } catch (err) {
       if (!isDuplicateKeyError(err)) throw err;
       const existing = await this.idempotencyKeys.findOne({ _id: doc._id });
       if (!existing) return this.claimIdempotencyKey(doc); // released meanwhile: claim again
-      return { existing };
+      return { existing: this.responses.open(existing) as IdempotencyKeyDoc };
     }
   }
 
   async completeIdempotencyKey(id: string, status: number, body: unknown): Promise<void> {
-    await this.idempotencyKeys.updateOne({ _id: id }, { $set: { state: 'done', response_status: status, response_body: body, completed_at: new Date() } });
+    const done: Partial<IdempotencyKeyDoc> = { state: 'done', response_status: status, response_body: body, completed_at: new Date() };
+    await this.idempotencyKeys.updateOne({ _id: id }, { $set: this.responses.seal(id, done) });
   }
 
   /** Not saved: validation failures and server errors leave the key free for a corrected retry. */
@@ -419,8 +509,8 @@ export class LabOrderRepository {
   }
 }
 
-function listFilter(f: OrderListFilter): Filter<LabOrderDoc> {
-  const filter: Filter<LabOrderDoc> = { team_id: f.teamId };
+function listFilter(f: OrderListFilter): Filter<StoredLabOrder> {
+  const filter: Filter<StoredLabOrder> = { team_id: f.teamId };
   if (f.userId) filter.user_id = f.userId;
   if (f.lowLevelStatuses?.length) filter.low_level_status = { $in: f.lowLevelStatuses };
   if (f.interpretation) filter.interpretation = f.interpretation === 'unknown' ? null : f.interpretation;

@@ -94,7 +94,11 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     const labTestId = tests[0].id;
     const body = orderBody(userId, labTestId);
     const first = (await api.expect(200, 'POST', '/v3/order', { body, json: true })).json.order;
+    // As stored (patient data encrypted): the raw baseline inserts documents of the same size and shape.
     const template = await orders.findOne({ _id: first.id });
+    // As the repository reads it: the list team's orders are stored through the repository, whose encryption
+    // binds each order's patient data to its own id (a raw copy of `template` would not decrypt).
+    const plainTemplate = await env.repos.labOrders.findById(first.id);
 
     await scratch.drop().catch(() => {});
     await createIndexes(scratch, LAB_ORDER_INDEXES.lab_orders);
@@ -140,8 +144,8 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     log(`bench: storing ${settings.stored} orders for the list scenarios...`);
     const start = Date.now() - settings.stored * 1000;
     for (let i = 0; i < settings.stored; i += 500) {
-      const chunk = Array.from({ length: Math.min(500, settings.stored - i) }, (_, j) => cloneOrder(template, listTeam._id, i + j, new Date(start + (i + j) * 1000)));
-      await orders.insertMany(chunk);
+      const chunk = Array.from({ length: Math.min(500, settings.stored - i) }, (_, j) => cloneOrder(plainTemplate, listTeam._id, i + j, new Date(start + (i + j) * 1000)));
+      await Promise.all(chunk.map((doc) => env.repos.labOrders.insert(doc)));
       if ((i / 500) % 5 === 4) log(`bench:   ${i + chunk.length} / ${settings.stored}`);
     }
     const lister = httpClient(env.apiUrl, { headers: { 'x-service-api-key': listKey.value }, timeoutMs: 120_000 });
