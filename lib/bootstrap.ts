@@ -19,7 +19,7 @@ export async function createOrgWithAdminKey(repos: Repositories, name: string) {
 }
 
 /**
- * First start: an org, its org management key, a sandbox team and a team API key. Later starts reuse
+ * First start: an org, its org management key, a sandbox team (insurance beta enabled) and a team API key. Later starts reuse
  * the saved credentials while both keys still verify (a wiped database gets a fresh tenant).
  */
 export async function ensureDevTenant(
@@ -41,6 +41,8 @@ export async function ensureDevTenant(
   const { org, managementKey } = await createOrgWithAdminKey(repos, 'Dev organisation');
   const team = await repos.tenancy.createTeam(org._id, 'Sandbox team', config.DEPLOYMENT_ENVIRONMENT, config.DEPLOYMENT_REGION);
   const teamKey = await repos.tenancy.createTeamApiKey(team, 'dev');
+  // The sandbox team tries everything, the insurance closed beta included (other teams: an org admin enables it).
+  await repos.tenancy.setFeatureFlags(team._id, { insurance: true });
   return {
     credentials: {
       base_url,

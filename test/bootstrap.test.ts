@@ -45,6 +45,12 @@ describe('dev seeding (npm run dev)', () => {
     expect(data.status).toBe(200);
     const teams = await httpClient(app.url, { 'X-Management-Key': creds.management_key }).get(`/v1/org/${creds.org_id}/team`);
     expect(teams.body.data.map((t: { id: string }) => t.id)).toEqual([creds.team_id]);
+
+    // The sandbox team has the insurance closed beta: a new user can try it at once.
+    const team = httpClient(app.url, { 'x-service-api-key': creds.team_api_key });
+    const user = (await team.post('/v2/user/', { client_user_id: uniqueId('dev-insured') })).body.user_id;
+    const latest = await team.get(`/v2/user/${user}/insurance/latest`);
+    expect({ status: latest.status, detail: latest.body.detail }).toEqual({ status: 404, detail: expect.stringMatching(/no primary insurance record/) });
   });
 });
 

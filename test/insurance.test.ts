@@ -4,16 +4,17 @@ import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
 import { connectMongo, type Mongo } from '../lib/mongo';
 import { InsuranceRepository, type InsuranceDoc } from '../lib/repositories/insurance';
 import { InsuranceRecord, PayorSearchResults } from '../schemas/insurance';
-import { createTenant, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { createTenant, expectSchema, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { rawText } from './support/raw';
 
 let app: TestApp;
 let tenant: Tenant;
 let client: HttpClient;
 
-/** Enables the closed beta for a team, as an org admin does through the management API. */
+/** Enables the closed beta for a team as an org admin does, through the management API. */
 async function enableInsuranceBeta(t: Tenant): Promise<void> {
-  await app.deps.repos.tenancy.teams.updateOne({ _id: t.teamId }, { $set: { feature_flags: { insurance: true } } } as never);
+  const res = await managementClient(app, t).patch(`/v1/org/${t.orgId}/team/${t.teamId}`, { feature_flags: { insurance: true } });
+  expect(res.body.feature_flags).toEqual({ insurance: true });
 }
 
 beforeAll(async () => {
@@ -157,6 +158,11 @@ describe('the closed beta', () => {
       expect(res.body.detail).toMatch(/closed beta.*insurance/);
     }
     expect(await app.inspect.collection('insurance_records').countDocuments({ user_id: userId })).toBe(0);
+
+    // An org admin enables the beta for the team: the same calls now work.
+    await enableInsuranceBeta(outsider);
+    expect((await c.post(`/v2/user/${userId}/insurance`, record())).status).toBe(200);
+    expect((await c.get(`/v2/user/${userId}/insurance/latest`)).body.member_id).toBe('MBR-0042-7781');
   });
 });
 

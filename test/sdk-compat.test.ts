@@ -71,7 +71,7 @@ test('the official Python SDK parses every wearable-data endpoint response', asy
 
 test('the official Python SDK parses every insurance endpoint response', async () => {
   const tenant = await createTenant(app.deps, 'SDK compat insurance');
-  await app.deps.repos.tenancy.teams.updateOne({ _id: tenant.teamId }, { $set: { feature_flags: { insurance: true } } } as never);
+  await app.deps.repos.tenancy.setFeatureFlags(tenant.teamId, { insurance: true });
   const userId = await createUser(teamClient(app, tenant));
   const output = await new Promise<{ code: number; text: string }>((resolve) => {
     execFile(

@@ -32,7 +32,7 @@ const errors = {
  */
 async function assertInsuranceBeta(deps: AppDeps, teamId: string): Promise<void> {
   const team = await deps.repos.tenancy.findTeamById(teamId);
-  if (!(team as { feature_flags?: { insurance?: boolean } } | null)?.feature_flags?.insurance) {
+  if (!team?.feature_flags.insurance) {
     throw forbidden(
       `Insurance records are a closed beta feature (${CLOSED_BETA}: insurance) and this team is not enabled for it. ` +
         'An organisation admin can enable it with PATCH /v1/org/{org_id}/team/{team_id} {"feature_flags": {"insurance": true}}.',
