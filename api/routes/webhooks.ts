@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest, ValidationError } from '../../lib/errors';
 import { publishEvent } from '../../lib/webhooks/publisher';
 import { listAttempts, listDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
+import type { EndpointDoc } from '../../lib/repositories/webhooks';
 import { isoWithOffset } from '../../lib/time';
 import { generateSecret, isValidSecret } from '../../lib/webhook-signing';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
@@ -37,6 +38,7 @@ import {
 import type { AppDeps } from '../deps';
 import type { ManagementPrincipal } from '../middleware/auth';
 import { defineRoute } from '../route';
+import { audited, type AuditTarget } from '../services/audit';
 import {
   assertThisEnvironment,
   assertUrlAllowed,
@@ -82,6 +84,18 @@ function assertHeaderSet(headers: Record<string, string>): void {
       'value_error.too_large',
     );
   }
+}
+
+/** The audit target of a change to one webhook endpoint (its team is the entry's team). */
+const webhookTarget = (action: AuditTarget['action'], teamId: string, webhookId: string): AuditTarget => ({ action, type: 'webhook', id: webhookId, teamId });
+
+/**
+ * Names of the custom headers a replacement adds, removes or changes, as `headers.<name>` (never values,
+ * which often carry the receiver's credentials).
+ */
+function changedHeaders(before: Record<string, string>, after: Record<string, string>): string[] {
+  const names = new Set([...Object.keys(before), ...Object.keys(after)]);
+  return [...names].filter((n) => before[n] !== after[n]).map((n) => `headers.${n}`);
 }
 
 export const webhookRoutes = [
@@ -172,15 +186,16 @@ export const webhookRoutes = [
     params: WebhookEnvParams,
     body: WebhookCreateBody,
     responses: { 200: { description: 'The webhook', schema: Webhook }, ...errors },
-    async handler({ auth, params, body, deps }) {
+    async handler({ auth, params, body, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
       const url = await assertUrlAllowed(deps, body.url);
       if (body.secret !== undefined && !isValidSecret(body.secret)) {
         throw ValidationError.field(['body', 'secret'], 'A secret is `whsec_` followed by base64 of 24 to 64 random bytes.');
       }
       const now = new Date();
-      const doc = await deps.repos.webhooks.createEndpoint({
-        _id: randomUUID(),
+      const id = randomUUID();
+      const endpoint: EndpointDoc = {
+        _id: id,
         team_id: teamId,
         url,
         description: body.description,
@@ -193,7 +208,13 @@ export const webhookRoutes = [
         failing_since: null,
         created_at: now,
         updated_at: now,
-      });
+      };
+      const doc = await audited(
+        { deps, auth, requestId, log },
+        webhookTarget('webhook.create', teamId, id),
+        () => deps.repos.webhooks.createEndpoint(endpoint),
+        Object.keys(body),
+      );
       return { body: toWebhook(doc) };
     },
   }),
@@ -222,15 +243,23 @@ export const webhookRoutes = [
     params: WebhookParams,
     body: WebhookPatchBody,
     responses: { 200: { description: 'The webhook', schema: Webhook }, ...errors },
-    async handler({ auth, params, body, deps }) {
+    async handler({ auth, params, body, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
       const set: Record<string, unknown> = { ...body };
       if (body.url !== undefined) set.url = await assertUrlAllowed(deps, body.url);
       if (body.disabled === true) set.disabled_reason = 'manual';
       if (body.disabled === false) Object.assign(set, { disabled_reason: null, failing_since: null });
-      const doc = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, set);
-      if (!doc) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+      const doc = await audited(
+        { deps, auth, requestId, log },
+        webhookTarget('webhook.update', teamId, params.webhook_id),
+        async () => {
+          const updated = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, set);
+          if (!updated) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+          return updated;
+        },
+        Object.keys(body),
+      );
       return { body: toWebhook(doc) };
     },
   }),
@@ -244,9 +273,11 @@ export const webhookRoutes = [
     auth: 'management',
     params: WebhookParams,
     responses: { 204: { description: 'Deleted' }, ...errors },
-    async handler({ auth, params, deps }) {
+    async handler({ auth, params, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
-      if (!(await deps.repos.webhooks.deleteEndpoint(teamId, params.webhook_id))) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+      await audited({ deps, auth, requestId, log }, webhookTarget('webhook.delete', teamId, params.webhook_id), async () => {
+        if (!(await deps.repos.webhooks.deleteEndpoint(teamId, params.webhook_id))) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+      });
       return { status: 204 };
     },
   }),
@@ -279,11 +310,16 @@ export const webhookRoutes = [
     params: WebhookParams,
     body: WebhookHeadersBody,
     responses: { 200: { description: 'Headers', schema: WebhookHeaders }, ...errors },
-    async handler({ auth, params, body, deps }) {
+    async handler({ auth, params, body, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
-      await endpointInTeam(deps, teamId, params.webhook_id);
+      const endpoint = await endpointInTeam(deps, teamId, params.webhook_id);
       assertHeaderSet(body.headers);
-      const doc = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, { headers: body.headers });
+      const doc = await audited(
+        { deps, auth, requestId, log },
+        webhookTarget('webhook.headers.update', teamId, params.webhook_id),
+        () => deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, { headers: body.headers }),
+        changedHeaders(endpoint.headers, body.headers),
+      );
       return { body: { headers: doc!.headers } };
     },
   }),
@@ -319,25 +355,33 @@ export const webhookRoutes = [
       ...errors,
       429: { description: 'Too many rotations in 24 hours; Retry-After says when the next is allowed', schema: ErrorDetail },
     },
-    async handler({ auth, params, deps }) {
+    async handler({ auth, params, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
       const key = generateSecret();
       const max = deps.config.WEBHOOK_SECRET_ROTATIONS_PER_DAY;
-      const outcome = await deps.repos.webhooks.rotateSecret(teamId, params.webhook_id, key, {
-        overlapMs: deps.config.WEBHOOK_SECRET_OVERLAP_MS,
-        maxPerWindow: max,
-      });
-      if (!outcome) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
-      if ('rate_limited' in outcome) {
-        const at = outcome.rate_limited.next_allowed_at;
-        throw new ApiError(
-          429,
-          `This webhook's secret was rotated ${max} times in the last 24 hours, the most allowed; the next rotation is allowed at ` +
-            `${at.toISOString()}. The current secret and those still in their overlap keep signing.`,
-          { 'Retry-After': String(Math.max(1, Math.ceil((at.getTime() - Date.now()) / 1000))) },
-        );
-      }
+      // The entry names the field (`secret`), never the key.
+      await audited(
+        { deps, auth, requestId, log },
+        webhookTarget('webhook.secret.rotate', teamId, params.webhook_id),
+        async () => {
+          const outcome = await deps.repos.webhooks.rotateSecret(teamId, params.webhook_id, key, {
+            overlapMs: deps.config.WEBHOOK_SECRET_OVERLAP_MS,
+            maxPerWindow: max,
+          });
+          if (!outcome) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+          if ('rate_limited' in outcome) {
+            const at = outcome.rate_limited.next_allowed_at;
+            throw new ApiError(
+              429,
+              `This webhook's secret was rotated ${max} times in the last 24 hours, the most allowed; the next rotation is allowed at ` +
+                `${at.toISOString()}. The current secret and those still in their overlap keep signing.`,
+              { 'Retry-After': String(Math.max(1, Math.ceil((at.getTime() - Date.now()) / 1000))) },
+            );
+          }
+        },
+        ['secret'],
+      );
       return { body: { key } };
     },
   }),
@@ -354,7 +398,7 @@ export const webhookRoutes = [
     params: WebhookParams,
     body: WebhookTestBody,
     responses: { 202: { description: 'Accepted', schema: EventAccepted }, 409: { description: 'Webhook disabled', schema: ErrorDetail }, ...errors },
-    async handler({ auth, params, body, deps }) {
+    async handler({ auth, params, body, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
       const endpoint = await endpointInTeam(deps, teamId, params.webhook_id);
       if (endpoint.disabled) throw new ApiError(409, `Webhook ${endpoint._id} is disabled; enable it before testing.`);
@@ -362,7 +406,12 @@ export const webhookRoutes = [
       const entry = findEventType(type);
       if (!entry) throw ValidationError.field(['body', 'event_type'], `Unknown event type '${type}'. See GET ${base}/event_types.`);
       const data = type === 'webhook.test' ? { ...entry.sample, webhook_id: endpoint._id } : entry.sample;
-      const event = await publishEvent(deps, { teamId, eventType: type, data, onlyEndpointId: endpoint._id });
+      const event = await audited(
+        { deps, auth, requestId, log },
+        webhookTarget('webhook.test', teamId, endpoint._id),
+        () => publishEvent(deps, { teamId, eventType: type, data, onlyEndpointId: endpoint._id }),
+        Object.keys(body),
+      );
       return { status: 202, body: { event_id: event.id } };
     },
   }),
@@ -426,10 +475,15 @@ export const webhookRoutes = [
     auth: 'management',
     params: WebhookEventParams,
     responses: { 202: { description: 'Queued', schema: ResendAccepted }, 409: { description: 'Webhook disabled', schema: ErrorDetail }, ...errors },
-    async handler({ auth, params, deps }) {
+    async handler({ auth, params, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
       const endpoint = await endpointInTeam(deps, teamId, params.webhook_id);
-      await resendEvent(deps, endpoint, params.event_id);
+      // The target is the event as sent to this webhook: `<webhook id>:<event id>`.
+      await audited(
+        { deps, auth, requestId, log },
+        { action: 'webhook.event.resend', type: 'webhook_event', id: `${endpoint._id}:${params.event_id}`, teamId },
+        () => resendEvent(deps, endpoint, params.event_id),
+      );
       return { status: 202, body: { event_id: params.event_id, webhook_id: endpoint._id } };
     },
   }),
@@ -444,13 +498,19 @@ export const webhookRoutes = [
     params: WebhookParams,
     body: RecoverBody,
     responses: { 202: { description: 'Queued', schema: RecoverAccepted }, 409: { description: 'Webhook disabled', schema: ErrorDetail }, ...errors },
-    async handler({ auth, params, body, deps }) {
+    async handler({ auth, params, body, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
       const endpoint = await endpointInTeam(deps, teamId, params.webhook_id);
       const since = new Date(body.since);
       const until = body.until ? new Date(body.until) : undefined;
       if (until && until <= since) throw badRequest('until must be after since.');
-      return { status: 202, body: { resent: await recoverFailed(deps, endpoint, since, until) } };
+      const resent = await audited(
+        { deps, auth, requestId, log },
+        webhookTarget('webhook.recover', teamId, endpoint._id),
+        () => recoverFailed(deps, endpoint, since, until),
+        Object.keys(body),
+      );
+      return { status: 202, body: { resent } };
     },
   }),
 ];
