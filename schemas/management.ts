@@ -229,6 +229,15 @@ export const AUDIT_ACTIONS = [
   'team_api_key.delete',
   'team_custom_credentials.set',
   'team_custom_credentials.delete',
+  // Webhook endpoint management (api/routes/webhooks.ts): changes only, never reads.
+  'webhook.create',
+  'webhook.update',
+  'webhook.delete',
+  'webhook.headers.update',
+  'webhook.secret.rotate',
+  'webhook.test',
+  'webhook.event.resend',
+  'webhook.recover',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -142,7 +142,7 @@ describe('configuration', () => {
 });
 
 describe('logs', () => {
-  it('writes one JSON line per request with status and latency, and redacts keys and patient data', async () => {
+  it('writes one JSON line per request with status and latency, and redacts keys, patient and insurance data and credentials', async () => {
     const lines: string[] = [];
     const sink = { write: (line: string) => void lines.push(line) };
     const logger = createLogger('info', 'api-test', sink);
@@ -159,11 +159,14 @@ describe('logs', () => {
           headers: { 'x-service-api-key': t.teamKey, 'x-management-key': t.managementKey },
           patient_details: { first_name: 'Jane', dob: '1990-01-01' },
           user: { email: 'jane@example.com', phone_number: '+15551234567' },
+          body: { member_id: 'MBR-77120', group_id: 'GRP-5531', insured: { last_name: 'Okafor' }, guarantor: { last_name: 'Okafor' } },
+          credentials: { client_secret: 'cs-very-secret-9981' },
         },
         'redaction probe',
       );
       const probe = lines[lines.length - 1];
-      for (const secret of [t.teamKey, t.managementKey, 'Jane', '1990-01-01', 'jane@example.com', '+15551234567']) {
+      const leaks = [t.teamKey, t.managementKey, 'Jane', '1990-01-01', 'jane@example.com', '+15551234567', 'MBR-77120', 'GRP-5531', 'Okafor', 'cs-very-secret-9981'];
+      for (const secret of leaks) {
         expect(probe).not.toContain(secret);
       }
       expect(probe).toContain('[redacted]');

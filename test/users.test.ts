@@ -392,7 +392,7 @@ describe('deleting a user', () => {
 
       const handle = shortGrace.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
       const result = await handle.result();
-      expect(result).toEqual({ outcome: 'erased', erased: { connections: 1, wearable_data: 0, lab_orders: 0, events: 1 } });
+      expect(result).toEqual({ outcome: 'erased', erased: { connections: 1, wearable_data: 0, lab_orders: 0, insurance: 0, events: 1 } });
       expect(await shortGrace.deps.repos.webhookStore.getEvent(event.id)).toBeNull();
 
       const doc = await shortGrace.deps.repos.users.find(tenant.teamId, user.user_id);

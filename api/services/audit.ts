@@ -7,22 +7,9 @@ import type { AuditAction } from '../../schemas/management';
 import type { AppDeps } from '../deps';
 import type { ManagementPrincipal } from '../middleware/auth';
 
-/** Webhook endpoint management (api/routes/webhooks.ts): changes only, never reads. */
-export const WEBHOOK_AUDIT_ACTIONS = [
-  'webhook.create',
-  'webhook.update',
-  'webhook.delete',
-  'webhook.headers.update',
-  'webhook.secret.rotate',
-  'webhook.test',
-  'webhook.event.resend',
-  'webhook.recover',
-] as const;
-export type WebhookAuditAction = (typeof WEBHOOK_AUDIT_ACTIONS)[number];
-
 /** What one change acts on (a request that changes several things, e.g. deletes several keys, names each). */
 export interface AuditTarget {
-  action: AuditAction | WebhookAuditAction;
+  action: AuditAction;
   type: 'org' | 'team' | 'management_key' | 'team_api_key' | 'team_custom_credentials' | 'webhook' | 'webhook_event';
   id: string;
   teamId: string | null;
