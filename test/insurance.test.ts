@@ -193,7 +193,7 @@ describe('at rest', () => {
     for (const plaintext of ['MBR-0042-7781', 'GRP-SECRET-9', 'Marta', 'Quinlivan', '1984-03-02', 'marta.quinlivan@example.com', '+13125550142', '1 Main Street', 'Piet']) {
       expect({ plaintext, found: text.includes(plaintext) }).toEqual({ plaintext, found: false });
     }
-    expect(raw).toMatchObject({ team_id: tenant.teamId, payor_code: 'MEDFED', is_primary: true, personal: { key_id: expect.any(String) } });
+    expect(raw).toMatchObject({ team_id: tenant.teamId, payor_code: 'MEDFED', is_primary: true, member_id: { key_id: expect.any(String) }, insured: { key_id: expect.any(String) } });
   });
 
   it('erases the records when the deletion grace period ends', async () => {
@@ -248,14 +248,14 @@ describe('data key rotation (own database)', () => {
     const before = doc();
     await repo(oldKey).create(before);
     const stored = () => db.collection('insurance_records').findOne({ _id: before._id as never });
-    expect((await stored())!.personal.key_id).toBe('old');
+    expect((await stored())!.member_id.key_id).toBe('old');
 
     const rotated = repo(`${newKey},${oldKey}`);
     expect(await rotated.latest(before.team_id, before.user_id, true)).toMatchObject({ member_id: 'MBR-ROTATE', insured: { first_name: 'Marta' } });
     await expect(repo(newKey).latest(before.team_id, before.user_id, true)).rejects.toThrow(/data key "old"/);
 
     expect(await rotated.reencrypt()).toBe(1);
-    expect((await stored())!.personal.key_id).toBe('new');
+    expect((await stored())!.member_id.key_id).toBe('new');
     expect(await repo(newKey).latest(before.team_id, before.user_id, true)).toMatchObject({ member_id: 'MBR-ROTATE' });
     expect(await repo(newKey).reencrypt()).toBe(0);
   });
