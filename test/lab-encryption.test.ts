@@ -137,8 +137,12 @@ describe('patient data is encrypted at rest and shown as before', () => {
     expect(listed[0].patient_details).toEqual(p.patient_details);
     expect(listed[0].clinical_notes).toBe(p.clinical_notes);
     await orderReaches(client, order.id, 'requisition_created');
-    const event = await eventually(() => raw(app.inspect, 'webhook_events', eventIdFor(tenant.teamId, `lab-order:${order.id}:event:1`)), 10000, 'the order.created event');
-    expect(eventData(event as unknown as { body: string })).toMatchObject({ id: order.id, patient_details: p.patient_details, notes: p.notes });
+    // The stored event (its signed body carries the order) is encrypted too; the store reads it back whole.
+    const eventId = eventIdFor(tenant.teamId, `lab-order:${order.id}:event:1`);
+    const storedEvent = await eventually(() => raw(app.inspect, 'webhook_events', eventId), 10000, 'the order.created event');
+    expectEncrypted(storedEvent!.body, currentKey);
+    expectNoPlaintext(storedEvent, secretsOf(p));
+    expect(eventData((await app.deps.repos.webhookStore.getEvent(eventId))!)).toMatchObject({ id: order.id, patient_details: p.patient_details, notes: p.notes });
 
     const requisition = await pdf(`/v3/order/${order.id}/requisition/pdf`);
     for (const needle of [p.patient_details.first_name, p.patient_details.last_name, p.patient_details.dob, p.patient_details.email, p.patient_address.first_line]) {

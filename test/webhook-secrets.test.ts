@@ -9,6 +9,7 @@ import { connectMongo, type Mongo } from '../lib/mongo';
 import { DocumentLocks } from '../lib/repositories/locks';
 import { WebhookRepository, type EndpointDoc } from '../lib/repositories/webhooks';
 import { generateSecret } from '../lib/webhook-signing';
+import { WebhookStore } from '../lib/webhooks/store';
 import { createTenant, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { startReceiver, type ReceivedRequest, type Receiver } from './support/receiver';
 import { rawText } from './support/raw';
@@ -256,6 +257,34 @@ describe('stored secrets across data key rotation and versions (own database)', 
     // Rotation step 3: the old key removed; everything still reads. Running again changes nothing.
     expect((await repo(newKey).getEndpoint(before._id))!.secrets[0].key).toBe(secret);
     expect(await repo(newKey).reencrypt()).toBe(0);
+  });
+
+  test('event bodies are stored encrypted; plaintext bodies of earlier versions read as they are until reencrypt', async () => {
+    const store = (keys: string) => new WebhookStore(db, FieldCipher.fromSpec(keys));
+    const event = (id: string) => ({
+      _id: id,
+      team_id: 'team-secrets',
+      event_type: 'labtest.order.created',
+      user_id: null,
+      client_user_id: null,
+      body: JSON.stringify({ event_type: 'labtest.order.created', data: { patient_details: { last_name: 'Abernathy-Quist' } } }),
+      created_at: new Date(),
+      only_endpoint_id: null,
+    });
+    const sealed = event(randomUUID());
+    await store(oldKey).insertEvents([sealed]);
+    expect(rawText(await db.collection('webhook_events').findOne({ _id: sealed._id as never }))).not.toContain('Abernathy-Quist');
+    const legacy = event(randomUUID());
+    await db.collection('webhook_events').insertOne({ ...legacy } as never);
+
+    const rotated = store(`${newKey},${oldKey}`);
+    for (const e of [sealed, legacy]) expect((await rotated.getEvent(e._id))!.body).toBe(e.body);
+    expect(await rotated.reencrypt()).toBe(2);
+    for (const e of [sealed, legacy]) {
+      expect((await db.collection('webhook_events').findOne({ _id: e._id as never }))!.body.key_id).toBe('new');
+      expect((await store(newKey).getEvent(e._id))!.body).toBe(e.body);
+    }
+    expect(await store(newKey).reencrypt()).toBe(0);
   });
 
   test('the cap counts rotations in a sliding 24 h; expired secrets are dropped, live ones all kept', async () => {

@@ -59,7 +59,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     linkTokens: new LinkTokenRepository(db),
     wearableData: new WearableDataRepository(db),
     webhooks: new WebhookRepository(db, locks, cipher),
-    webhookStore: new WebhookStore(db),
+    webhookStore: new WebhookStore(db, cipher),
     labOrders: new LabOrderRepository(db, locks, cipher),
     labTests: new LabTestRepository(db, locks),
     insurance: new InsuranceRepository(db, cipher),

@@ -1,6 +1,6 @@
 import type { Collection, Filter } from 'mongodb';
 import { isoWithOffset } from '../time';
-import { createdWithin, eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc, type Page, type WebhookStore } from './store';
+import { createdWithin, eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc, type Page, type StoredEventDoc, type WebhookStore } from './store';
 
 /**
  * The delivery log: what the API shows of events, deliveries and attempts (newest first, keyset cursors),
@@ -22,7 +22,7 @@ async function newestFirst<T extends { _id: string }>(
 }
 
 /** Events of a team; filter by type, user and a [since, until) window. */
-export function listEvents(
+export async function listEvents(
   store: WebhookStore,
   teamId: string,
   q: { eventType?: string; userId?: string; since?: Date; until?: Date },
@@ -33,7 +33,8 @@ export function listEvents(
   if (q.eventType) filter.event_type = q.eventType;
   if (q.userId) filter.user_id = q.userId;
   if (q.since || q.until) filter.created_at = createdWithin(q);
-  return newestFirst(store.events, filter, 'created_at', before, limit);
+  const page = await newestFirst(store.events, filter as Filter<StoredEventDoc>, 'created_at', before, limit);
+  return { items: page.items.map((e) => store.openEvent(e)), next: page.next && store.openEvent(page.next) };
 }
 
 /** An endpoint's deliveries (pending and finished) created in [since, until). */

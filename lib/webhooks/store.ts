@@ -1,7 +1,9 @@
 import type { AnyBulkWriteOperation, Collection, Db, Filter, UpdateFilter } from 'mongodb';
 import { Coalescer } from '../coalescer';
+import type { FieldCipher } from '../crypto/field-encryption';
 import { nameBasedUuid } from '../keys';
 import { insertIgnoringDuplicates, retryTransient } from '../repositories/bulk';
+import { EncryptedFields, type Sealed } from '../repositories/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape } from '../repositories/indexes';
 import { runOnce } from '../repositories/migrations';
 import { migrateLegacyWebhookLayout } from './legacy-layout';
@@ -9,7 +11,8 @@ import { migrateLegacyWebhookLayout } from './legacy-layout';
 /**
  * The webhook event log and delivery state: the only code that touches these collections.
  *
- * - `webhook_events`: one document per event; `body` is the exact signed envelope (the one string field).
+ * - `webhook_events`: one document per event; `body` is the exact signed envelope (the one string field), stored
+ *   encrypted (it carries patient data, e.g. a lab order's patient details): only the store sees it stored.
  * - `webhook_outbox`: one document per publish flush whose fan-out is not yet confirmed (the sweeper's work).
  * - `webhook_deliveries`: one document per (event, endpoint), `_id` `<eventId>:<endpointId>`, with its status,
  *   next attempt time and attempt counts as plain fields. The endpoint's dispatcher workflow owns every
@@ -48,6 +51,9 @@ export interface EventDoc {
   /** Test events go to one endpoint only. */
   only_endpoint_id: string | null;
 }
+
+/** An event as stored: `body` encrypted (plaintext in events written before it was). */
+export type StoredEventDoc = Sealed<EventDoc, 'body'>;
 
 export interface OutboxDoc {
   _id: string;
@@ -145,6 +151,7 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
     { name: 'list events (delivery log)', filter: ['team_id'], sort: ['created_at'], residual: ['event_type', 'user_id'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'] },
     { name: 'retention', filter: ['created_at'] },
+    { name: 'reencrypt: every event, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
   webhook_outbox: [{ name: 'stale publishes (sweeper)', filter: ['created_at'], sort: ['created_at'] }],
   webhook_deliveries: [
@@ -189,7 +196,8 @@ function failedWithin(teamId: string, endpointId: string, q: { since?: Date; unt
 }
 
 export class WebhookStore {
-  readonly events: Collection<EventDoc>;
+  readonly events: Collection<StoredEventDoc>;
+  private readonly sealedBody: EncryptedFields<EventDoc, 'body'>;
   readonly outbox: Collection<OutboxDoc>;
   readonly deliveries: Collection<DeliveryDoc>;
   readonly attempts: Collection<AttemptDoc>;
@@ -201,8 +209,13 @@ export class WebhookStore {
   private readonly attemptWriter = new Coalescer<AttemptDoc>(async (docs) => void (await retryTransient(() => insertIgnoringDuplicates(this.attempts, docs))));
   private readonly changeWriter = new Coalescer<DeliveryChange>((changes) => this.applyChanges(changes));
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    /** Encrypts event bodies at rest (DATA_ENCRYPTION_KEYS). */
+    cipher: FieldCipher,
+  ) {
     this.events = db.collection('webhook_events');
+    this.sealedBody = new EncryptedFields<EventDoc, 'body'>(cipher, 'webhook_events', ['body']);
     this.outbox = db.collection('webhook_outbox');
     this.deliveries = db.collection('webhook_deliveries');
     this.attempts = db.collection('webhook_attempts');
@@ -221,20 +234,36 @@ export class WebhookStore {
 
   /** Inserts new events; returns the ids that already existed (idempotent repeats). */
   insertEvents(docs: EventDoc[]): Promise<Set<string>> {
-    return insertIgnoringDuplicates(this.events, docs);
+    return insertIgnoringDuplicates(this.events, docs.map((doc) => this.sealedBody.seal(doc._id, doc)));
   }
 
-  getEvent(id: string) {
-    return this.events.findOne({ _id: id });
+  /** A stored event with its body decrypted (the shape the rest of the code uses). */
+  openEvent(doc: StoredEventDoc): EventDoc {
+    return this.sealedBody.open(doc) as EventDoc;
+  }
+
+  async getEvent(id: string): Promise<EventDoc | null> {
+    const doc = await this.events.findOne({ _id: id });
+    return doc && this.openEvent(doc);
   }
 
   async findEvent(teamId: string, id: string): Promise<EventDoc | null> {
-    return this.events.findOne({ _id: id, team_id: teamId });
+    const doc = await this.events.findOne({ _id: id, team_id: teamId });
+    return doc && this.openEvent(doc);
   }
 
   /** Events by id (order not kept); ids of erased events are simply absent. */
-  getEvents(ids: string[]): Promise<EventDoc[]> {
-    return ids.length ? this.events.find({ _id: { $in: [...new Set(ids)] } }).toArray() : Promise.resolve([]);
+  async getEvents(ids: string[]): Promise<EventDoc[]> {
+    if (!ids.length) return [];
+    return (await this.events.find({ _id: { $in: [...new Set(ids)] } }).toArray()).map((doc) => this.openEvent(doc));
+  }
+
+  /**
+   * Encrypts bodies stored in plaintext (events of earlier versions) and re-encrypts those under a retired data
+   * key (`npm run reencrypt`). Events are never updated, so the pass races only deletion, which it leaves be.
+   */
+  reencrypt(): Promise<number> {
+    return this.sealedBody.rewriteStale(this.events);
   }
 
   async insertOutbox(doc: OutboxDoc): Promise<void> {
