@@ -506,7 +506,7 @@ describe('team custom credentials', () => {
       expect(await rotated.reencrypt()).toBe(1);
       expect(await rotated.reencrypt()).toBe(0);
       const [doc] = await repo(newKey).list(input.org_id);
-      expect(doc.client_secret.key_id).toBe('new');
+      expect((doc.client_secret as { key_id: string }).key_id).toBe('new');
       expect(repo(newKey).revealSecret(doc)).toBe(secret);
       expect(repo(newKey).revealDetails(doc)).toEqual({ extra: 'x' });
     } finally {

@@ -1,5 +1,6 @@
 import type { Collection, Db } from 'mongodb';
-import type { EncryptedValue, FieldCipher } from '../crypto/field-encryption';
+import type { FieldCipher } from '../crypto/field-encryption';
+import { EncryptedFields, type Sealed } from './encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 import type { DocumentLocks, LockLease } from './locks';
 import { teamLockKey } from './tenancy';
@@ -20,25 +21,27 @@ export interface CustomCredentialsInput {
 /**
  * A team's own OAuth application at a provider (`team_custom_credentials`): one document per team and
  * provider, `_id` `<team_id>:<provider>`, so setting them again replaces them. The client secret and the
- * details (as JSON) are encrypted at rest (lib/crypto/field-encryption.ts) and never leave in full.
+ * details are encrypted at rest field by field (lib/repositories/encrypted-fields.ts) and never leave in full.
  * Lives as long as its team (deleted with it, or by DELETE).
  */
-export type CustomCredentialsDoc = Omit<CustomCredentialsInput, 'client_secret' | 'details'> & {
+type PlainCredentials = CustomCredentialsInput & {
   _id: string;
-  client_secret: EncryptedValue;
-  details: EncryptedValue | null;
   /** The secret's last characters, to recognise it (none for short secrets). */
   client_secret_hint: string;
   created_at: Date;
   updated_at: Date;
 };
+type SecretField = 'client_secret' | 'details';
+const SECRET_FIELDS: readonly SecretField[] = ['client_secret', 'details'];
+/** As stored (and listed): the secret fields encrypted. */
+export type CustomCredentialsDoc = Sealed<PlainCredentials, SecretField>;
 
 /** Secrets under 12 characters show nothing; longer ones their last 4. */
 export const secretHint = (secret: string) => (secret.length >= 12 ? `…${secret.slice(-4)}` : '…');
 
 const credentialsId = (teamId: string, provider: string) => `${teamId}:${provider}`;
-/** The encryption context of a field: a ciphertext copied into another document or field does not decrypt. */
-const fieldContext = (id: string, field: 'client_secret' | 'details') => `team_custom_credentials:${id}:${field}`;
+/** `<team_id>:<provider>` → team id (a UUID holds no colon). */
+const teamOf = (id: string) => id.slice(0, id.indexOf(':'));
 
 export const CUSTOM_CREDENTIALS_INDEXES: Record<'team_custom_credentials', IndexSpec[]> = {
   team_custom_credentials: [{ key: { org_id: 1, team_id: 1, provider: 1 } }],
@@ -50,32 +53,26 @@ export const CUSTOM_CREDENTIALS_QUERY_SHAPES: Record<'team_custom_credentials', 
     { name: 'credentials by id (team and provider: replace, delete)', filter: ['_id'] },
     { name: "an org's credentials by team and provider", filter: ['org_id'], sort: ['team_id', 'provider'] },
     { name: "some teams' credentials (list; a deleted team's)", filter: ['org_id', 'team_id'], sort: ['provider'] },
-    // A maintenance pass over the whole (small) collection, by `_id`: no filter to index.
-    { name: 'every document id (reencrypt)', filter: [] },
+    { name: 'reencrypt: every document, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
 };
 
 export class CustomCredentialsRepository {
   readonly credentials: Collection<CustomCredentialsDoc>;
+  private readonly secrets: EncryptedFields<PlainCredentials, SecretField>;
 
   constructor(
     db: Db,
     private readonly locks: DocumentLocks,
     /** Encrypts client secrets and details at rest (DATA_ENCRYPTION_KEYS). */
-    private readonly cipher: FieldCipher,
+    cipher: FieldCipher,
   ) {
     this.credentials = db.collection('team_custom_credentials');
+    this.secrets = new EncryptedFields<PlainCredentials, SecretField>(cipher, 'team_custom_credentials', SECRET_FIELDS);
   }
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.credentials, CUSTOM_CREDENTIALS_INDEXES.team_custom_credentials);
-  }
-
-  private encrypted(id: string, secret: string, details: Record<string, unknown> | null) {
-    return {
-      client_secret: this.cipher.encrypt(secret, fieldContext(id, 'client_secret')),
-      details: details === null ? null : this.cipher.encrypt(JSON.stringify(details), fieldContext(id, 'details')),
-    };
   }
 
   /**
@@ -86,14 +83,13 @@ export class CustomCredentialsRepository {
     const id = credentialsId(input.team_id, input.provider);
     const now = new Date();
     const existing = await this.credentials.findOne({ _id: id }, { projection: { created_at: 1 } });
-    const doc: CustomCredentialsDoc = {
+    const doc = this.secrets.seal(id, {
       ...input,
       _id: id,
-      ...this.encrypted(id, input.client_secret, input.details),
       client_secret_hint: secretHint(input.client_secret),
       created_at: existing?.created_at ?? now,
       updated_at: now,
-    };
+    }) as CustomCredentialsDoc;
     await lease.assertHeld();
     await this.credentials.replaceOne({ _id: id }, doc, { upsert: true });
     return doc;
@@ -118,29 +114,18 @@ export class CustomCredentialsRepository {
 
   /** The client secret in plaintext (for the provider's OAuth flow). */
   revealSecret(doc: CustomCredentialsDoc): string {
-    return this.cipher.decryptString(doc.client_secret, fieldContext(doc._id, 'client_secret'));
+    return this.secrets.open(doc).client_secret as string;
   }
 
   revealDetails(doc: CustomCredentialsDoc): Record<string, unknown> | null {
-    return doc.details && JSON.parse(this.cipher.decryptString(doc.details, fieldContext(doc._id, 'details')));
+    return (this.secrets.open(doc).details as Record<string, unknown> | null) ?? null;
   }
 
   /**
    * Re-encrypts values stored under a data key that is no longer current (`npm run reencrypt`), each document
    * under its team's lock so a concurrent POST is not overwritten with the older values. Returns how many changed.
    */
-  async reencrypt(): Promise<number> {
-    let changed = 0;
-    for (const { _id, team_id } of await this.credentials.find({}, { projection: { _id: 1, team_id: 1 } }).toArray()) {
-      await this.locks.withLock(teamLockKey(team_id), async (lease) => {
-        const doc = await this.credentials.findOne({ _id });
-        if (!doc || !(this.cipher.isStale(doc.client_secret) || (doc.details && this.cipher.isStale(doc.details)))) return;
-        const fresh = this.encrypted(_id, this.revealSecret(doc), this.revealDetails(doc));
-        await lease.assertHeld();
-        await this.credentials.updateOne({ _id }, { $set: fresh });
-        changed++;
-      });
-    }
-    return changed;
+  reencrypt(): Promise<number> {
+    return this.secrets.rewriteStale(this.credentials, (id, write) => this.locks.withLock(teamLockKey(teamOf(id)), (lease) => write(() => lease.assertHeld())));
   }
 }
