@@ -46,10 +46,11 @@ export const ConfigSchema = Type.Object({
   }),
   AUTH_CACHE_TTL_MS: Type.Integer({
     minimum: 0,
-    default: 5000,
+    default: 0,
     description:
-      'How long a verified team API key stays cached in an api process (0 disables). A deleted key stops working at once on the ' +
-      'api process that deleted it, and within this time on other api processes.',
+      'How long a verified team API key may stay cached in an api process. 0 (the default): every request reads the key (one ' +
+      'indexed lookup), so a revoked key stops working at once on every api process. Above 0, a key revoked through another ' +
+      'api process may keep working there for up to this long (the revoking process drops it at once).',
   }),
   WEBHOOK_RETRY_SCHEDULE_MS: Type.String({
     pattern: '^\\s*\\d+(\\s*,\\s*\\d+)*\\s*$',

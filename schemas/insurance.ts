@@ -19,7 +19,9 @@ export const InsuranceAddress = Type.Object(
   { additionalProperties: false },
 );
 
-export const InsuranceGender = StringEnum(['female', 'male', 'other', 'unknown'], { description: 'Non-exhaustive: accept unknown values.' });
+export const InsuranceGender = StringEnum(['female', 'male', 'other', 'unknown'], {
+  description: 'Requests take these values; the enumeration is non-exhaustive, so clients reading records tolerate values added later.',
+});
 
 export const PersonDetails = Type.Object(
   {

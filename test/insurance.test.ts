@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from 'mongodb';
 import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
+import { timeOrderedUuid } from '../lib/keys';
+import { createLogger } from '../lib/logger';
 import { connectMongo, type Mongo } from '../lib/mongo';
 import { InsuranceRepository, type InsuranceDoc } from '../lib/repositories/insurance';
 import { InsuranceRecord, PayorSearchResults } from '../schemas/insurance';
@@ -67,6 +69,19 @@ describe('creating and reading insurance records', () => {
     expect((await client.get(`/v2/user/${userId}/insurance/latest?is_primary=false`)).body.member_id).toBe('MBR-SECOND');
   });
 
+  it('returns the last of records created back to back (ids are time-ordered, so a shared created_at still sorts)', async () => {
+    const userId = await newUser();
+    for (let i = 1; i <= 5; i++) {
+      expect((await client.post(`/v2/user/${userId}/insurance`, record({ member_id: `MBR-SEQ-${i}` }))).status).toBe(200);
+    }
+    expect((await client.get(`/v2/user/${userId}/insurance/latest`)).body.member_id).toBe('MBR-SEQ-5');
+    // Within one millisecond the ids alone keep creation order.
+    const sameMs = Date.now();
+    const ids = Array.from({ length: 500 }, () => timeOrderedUuid(sameMs));
+    expect([...ids].sort()).toEqual(ids);
+    expect(new Set(ids).size).toBe(500);
+  });
+
   it('answers 404 without a record, 422 {detail} for a bad is_primary, and 404 across teams', async () => {
     const userId = await newUser();
     const none = await client.get(`/v2/user/${userId}/insurance/latest`);
@@ -115,6 +130,11 @@ describe('validation', () => {
       ...Object.keys(address).map((f): [unknown, (string | number)[]] => [record({ insured: { ...insured, address: without(address, f) } }), ['body', 'insured', 'address', f]]),
       ...['first_name', 'last_name', 'address', 'phone_number'].map((f): [unknown, (string | number)[]] => [record({ relationship: 'Spouse', guarantor: without(guarantor, f) }), ['body', 'guarantor', f]]),
       [record({ company: { name: 'Acme' } }), ['body', 'company', 'address']],
+      [record({ company: { address } }), ['body', 'company', 'name']],
+      ...Object.keys(address).map((f): [unknown, (string | number)[]] => [
+        record({ relationship: 'Other', guarantor: { ...guarantor, address: without(address, f) } }),
+        ['body', 'guarantor', 'address', f],
+      ]),
     ];
     for (const [body, loc] of cases) {
       const res = await post(body);
@@ -122,6 +142,15 @@ describe('validation', () => {
       expect(res.body.detail.map((d: any) => d.loc)).toContainEqual(loc);
     }
     expect(await app.inspect.collection('insurance_records').countDocuments({ user_id: userId })).toBe(0);
+  });
+
+  it('takes the schema spelling, not the original sample response (lower-case gender, zip)', async () => {
+    const capitalised = await post(record({ insured: { ...insured, gender: 'Female' } }));
+    expect(capitalised.status).toBe(422);
+    expect(capitalised.body.detail[0].loc).toEqual(['body', 'insured', 'gender']);
+    const zipCode = await post(record({ insured: { ...insured, address: { ...without(address, 'zip'), zip_code: '60601' } } }));
+    expect(zipCode.status).toBe(422);
+    expect(zipCode.body.detail.map((d: any) => d.loc)).toContainEqual(['body', 'insured', 'address', 'zip']);
   });
 
   it('takes access_notes of 1000 characters and refuses 1001', async () => {
@@ -180,6 +209,28 @@ describe('payor search', () => {
     expect((await client.get('/v3/insurance/search/payor?insurance_name=nonesuch')).body).toEqual([]);
     const old = await client.post('/v3/insurance/search/payor', { insurance_name: 'cigna' });
     expect(old.body).toEqual([expect.objectContaining({ code: 'CIGNA', name: 'Cigna Healthcare' })]);
+  });
+});
+
+describe('in the logs', () => {
+  it('no member, insured or guarantor detail reaches a log line, at debug level, for accepted and refused records', async () => {
+    const lines: string[] = [];
+    const logged = await startTestApp({}, { logger: createLogger('debug', 'api-test', { write: (line: string) => void lines.push(line) }) });
+    try {
+      const c = teamClient(logged, tenant);
+      const userId = await newUser(c);
+      const body = record({ relationship: 'Spouse', guarantor, group_id: 'GRP-LOGGED-3' });
+      expect((await c.post(`/v2/user/${userId}/insurance`, body)).status).toBe(200);
+      expect((await c.post(`/v2/user/${userId}/insurance`, { ...body, insured: { ...insured, dob: 'not-a-date' } })).status).toBe(422);
+      expect((await c.get(`/v2/user/${userId}/insurance/latest`)).status).toBe(200);
+      expect(lines.length).toBeGreaterThan(0);
+      const text = lines.join('');
+      for (const plaintext of ['MBR-0042-7781', 'GRP-LOGGED-3', 'Marta', 'Quinlivan', '1984-03-02', 'marta.quinlivan@example.com', '+13125550142', '1 Main Street', 'Piet']) {
+        expect({ plaintext, found: text.includes(plaintext) }).toEqual({ plaintext, found: false });
+      }
+    } finally {
+      await logged.close();
+    }
   });
 });
 

@@ -39,14 +39,15 @@ let tenant: Tenant;
 let mgmt: HttpClient;
 
 beforeAll(async () => {
-  // The default AUTH_CACHE_TTL_MS (5 s) on purpose: a revoked team key must stop working despite the cache.
+  // Verified team keys cached (AUTH_CACHE_TTL_MS 5 s) on purpose: a key revoked through this process must stop
+  // working at once despite the cache.
   const sink = {
     write(line: string) {
       logLines.push(line);
       if (JSON.parse(line).level >= 50) process.stderr.write(line); // errors stay visible in the test output
     },
   };
-  app = await startTestApp({}, { logger: createLogger('warn', 'api-test', sink) });
+  app = await startTestApp({ AUTH_CACHE_TTL_MS: 5000 }, { logger: createLogger('warn', 'api-test', sink) });
   tenant = await createTenant(app.deps);
   mgmt = managementClient(app, tenant);
 });
@@ -284,6 +285,23 @@ describe('team API keys', () => {
     expect(after.status).toBe(401);
     expect(after.body.detail).toMatch(/Invalid API key/);
     expect((await mgmt.del(org(tenant, `/team_api_keys/sandbox/us?api_key_id=${created.id}`))).status).toBe(404);
+  });
+
+  it('a key revoked through one api process is refused at once by another (the default reads the key on every request)', async () => {
+    const apiOne = await startTestApp();
+    const apiTwo = await startTestApp();
+    try {
+      expect(apiTwo.deps.config.AUTH_CACHE_TTL_MS).toBe(0);
+      const created = (await managementClient(apiOne, tenant).post(org(tenant, '/team_api_keys/sandbox/us'), { team_id: tenant.teamId, label: 'two-processes' })).body;
+      const onTwo = httpClient(apiTwo.url, { 'x-service-api-key': created.value });
+      expect((await onTwo.get('/v2/user/')).status).toBe(200);
+      expect((await onTwo.get('/v2/user/')).status).toBe(200);
+      expect((await managementClient(apiOne, tenant).del(org(tenant, `/team_api_keys/sandbox/us?api_key_id=${created.id}`))).status).toBe(204);
+      expect((await onTwo.get('/v2/user/')).status).toBe(401);
+    } finally {
+      await apiOne.close();
+      await apiTwo.close();
+    }
   });
 
   it('concurrent creations all succeed with distinct values', async () => {

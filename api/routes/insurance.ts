@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { forbidden, notFound, ValidationError } from '../../lib/errors';
+import { timeOrderedUuid } from '../../lib/keys';
 import type { InsuranceDoc } from '../../lib/repositories/insurance';
 import type { PayorEntry } from '../../schemas/insurance';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
@@ -94,8 +94,10 @@ export const insuranceRoutes = [
           })),
         );
       }
+      // Time-ordered id: two records created in the same millisecond still sort by creation (`latest`).
+      const now = new Date();
       const doc: InsuranceDoc = {
-        _id: randomUUID(),
+        _id: timeOrderedUuid(now.getTime()),
         team_id: auth.teamId,
         user_id: user._id,
         member_id: body.member_id,
@@ -106,7 +108,7 @@ export const insuranceRoutes = [
         group_id: body.group_id ?? null,
         guarantor: body.guarantor ? fullGuarantor(body.guarantor) : null,
         is_primary: body.is_primary,
-        created_at: new Date(),
+        created_at: now,
       };
       await deps.repos.insurance.create(doc);
       return { body: recordView(doc) };

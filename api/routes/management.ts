@@ -370,7 +370,7 @@ export const managementRoutes = [
     path: '/v1/org/{org_id}/team_api_keys/{environment}/{region}',
     summary: 'Delete team API keys',
     description:
-      'Revoked keys stop working at once on the api process that handled the DELETE, and within AUTH_CACHE_TTL_MS (default 5 s) on other api processes.',
+      'Revoked keys stop working at once, on every api process (unless the deployment opts into caching verified keys with AUTH_CACHE_TTL_MS > 0).',
     tags: keyTags,
     auth: 'management',
     params: OrgEnvRegionParams,
