@@ -1,7 +1,7 @@
 // User scenarios of `npm run bench` and their baselines. Each function takes the environment from
 // environment.mjs and returns one measure() result; userSuite() runs them in comparison order and
 // names the ratios.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { distModule } from './environment.mjs';
 import { httpClient, measure } from './load.mjs';
 
@@ -86,15 +86,29 @@ export function userCreate(env, opts = {}) {
   );
 }
 
-/** Baseline B (reads): findOne by _id on the users collection, then the team check, as UserRepository.find does. */
+/**
+ * The api reads the caller's team API key on every request (AUTH_CACHE_TTL_MS defaults to 0, so revocation is
+ * immediate): the baselines do the same lookup, by the key's hash on its unique index.
+ */
+function keyLookup(env) {
+  const keys = env.db.collection('team_api_keys');
+  const keyHash = createHash('sha256').update(env.tenant.teamKey, 'utf8').digest('hex');
+  return async () => {
+    if (!(await keys.findOne({ key_hash: keyHash }))) throw new Error('team API key not found');
+  };
+}
+
+/** Baseline B (reads): the key lookup, then findOne by _id on the users collection and the team check, as UserRepository.find does. */
 export function rawFind(env, pool, opts = {}) {
   const users = env.db.collection('users');
   const teamId = env.tenant.teamId;
+  const lookupKey = keyLookup(env);
   return measure({
     name: 'raw driver find',
     ...opts,
     fn: async () => {
       const id = pick(pool);
+      await lookupKey();
       const doc = await users.findOne({ _id: id });
       if (doc?.team_id !== teamId) throw new Error(`findOne: user ${id} not found`);
     },
@@ -102,7 +116,7 @@ export function rawFind(env, pool, opts = {}) {
 }
 
 /**
- * Baseline B (writes): insertOne of user-shaped documents into a scratch collection that has the users
+ * Baseline B (writes): the key lookup, then insertOne of user-shaped documents into a scratch collection that has the users
  * collection's indexes (created by UserRepository.ensureIndexes itself), so only the API's own work differs.
  */
 export async function rawInsert(env, opts = {}) {
@@ -111,11 +125,15 @@ export async function rawInsert(env, opts = {}) {
   await scratch.drop().catch(() => {});
   await new UserRepository({ collection: () => scratch }).ensureIndexes();
   const teamId = env.tenant.teamId;
+  const lookupKey = keyLookup(env);
   try {
     return await measure({
       name: 'raw driver insert',
       ...opts,
-      fn: ({ seq }) => scratch.insertOne(userShapedDoc(teamId, `bench-raw-${env.runId}-${seq}`)),
+      fn: async ({ seq }) => {
+        await lookupKey();
+        await scratch.insertOne(userShapedDoc(teamId, `bench-raw-${env.runId}-${seq}`));
+      },
     });
   } finally {
     await scratch.drop().catch(() => {});
