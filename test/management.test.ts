@@ -230,6 +230,13 @@ describe('teams', () => {
     expect(blockedPatch.status).toBe(409);
     expect(blockedPatch.body.detail).toMatch(/being deleted; repeat its DELETE/);
     expect((await admin.post(org(t, '/team_api_keys/sandbox/us'), { team_id: team.id })).status).toBe(409);
+    expect((await admin.post(org(t, `/team/${team.id}/sandbox/webhook`), { url: 'http://127.0.0.1:9/late' })).status).toBe(409);
+    // Its key still authenticates until the DELETE revokes it, but a user created now is taken back.
+    const lateClientUserId = uniqueId('late');
+    const late = await data.post('/v2/user/', { client_user_id: lateClientUserId });
+    expect(late.status).toBe(409);
+    expect(late.body.detail).toMatch(/being deleted; the user was not created/);
+    expect(await app.inspect.collection('users').countDocuments({ team_id: team.id, client_user_id: lateClientUserId })).toBe(0);
 
     expect((await admin.del(org(t, `/team/${team.id}`))).status).toBe(204);
     const revoked = await data.get('/v2/user/');
@@ -240,6 +247,39 @@ describe('teams', () => {
     expect(await app.inspect.collection('team_custom_credentials').countDocuments({ team_id: team.id })).toBe(0);
     const keys = (await admin.get(org(t, '/management_key'))).body.data as { id: string; team_role_bindings: { team_id: string }[] }[];
     expect(keys.find((k) => k.id === scoped.id)?.team_role_bindings).toEqual([{ team_id: other.id }]);
+  });
+});
+
+describe('team deletion racing user creation', () => {
+  it('never leaves a user behind in a deleted team, whichever finishes first', async () => {
+    const t = await createTenant(app.deps, 'Deletion race');
+    const admin = managementClient(app, t);
+    const outcomes: string[] = [];
+    for (const delayMs of [0, 1, 3, 6, 10, 20, 50, 150]) {
+      const team = await createTeam(admin, t);
+      const key = (await admin.post(org(t, '/team_api_keys/sandbox/us'), { team_id: team.id })).body;
+      const data = httpClient(app.url, { 'x-service-api-key': key.value });
+      const creations = Array.from({ length: 6 }, async (_, i) => {
+        await new Promise((r) => setTimeout(r, delayMs + i));
+        return data.post('/v2/user/', { client_user_id: uniqueId('racer') });
+      });
+      const [deletion, ...created] = await Promise.all([admin.del(org(t, `/team/${team.id}`)), ...creations]);
+      expect([204, 409]).toContain(deletion.status);
+      for (const res of created) expect([200, 401, 409]).toContain(res.status);
+      const stored = await app.inspect.collection('users').countDocuments({ team_id: team.id });
+      if (deletion.status === 204) {
+        expect({ delayMs, stored }).toEqual({ delayMs, stored: 0 });
+        expect(created.filter((r) => r.status === 200)).toEqual([]);
+      } else {
+        // Refused: the team lives on with exactly the users whose creation succeeded.
+        expect((await admin.get(org(t, `/team/${team.id}`))).body.status).not.toBe('deleting');
+        expect({ delayMs, stored }).toEqual({ delayMs, stored: created.filter((r) => r.status === 200).length });
+      }
+      outcomes.push(`${deletion.status}:${created.map((r) => r.status).join(',')}`);
+    }
+    // Both ends of the race were seen: a DELETE that won before any user and one refused because of them.
+    expect(outcomes.some((o) => o.startsWith('204'))).toBe(true);
+    expect(outcomes.some((o) => o.startsWith('409'))).toBe(true);
   });
 });
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
-import { badRequest, notFound, ValidationError } from '../../lib/errors';
+import { ApiError, badRequest, notFound, ValidationError } from '../../lib/errors';
 import type { UserChanges, UserDoc } from '../../lib/repositories/users';
 import { isoWithOffset, todayUtc } from '../../lib/time';
 import { ErrorDetail, HTTPValidationError, SuccessResponse } from '../../schemas/common';
@@ -181,6 +181,11 @@ export const userRoutes = [
       };
       const result = await deps.repos.users.create(doc);
       if ('conflict' in result) throw conflict(result.conflict);
+      // A DELETE of the team may have begun after this request was authenticated: see beginTeamDeletion.
+      if (!(await deps.repos.tenancy.teamAcceptsNewData(auth.teamId))) {
+        await deps.repos.users.withdrawCreated(result.created);
+        throw new ApiError(409, 'Your team is being deleted; the user was not created.');
+      }
       return { body: toUser(result.created) };
     },
   }),

@@ -49,7 +49,7 @@ import {
   resendEvent,
   toWebhook,
 } from '../services/webhooks';
-import { teamInScope } from './management';
+import { teamInScope, teamNotFound } from './management';
 
 const tags = ['Management: webhooks'];
 const base = '/v1/org/{org_id}/team/{team_id}/{environment}/webhook';
@@ -212,7 +212,12 @@ export const webhookRoutes = [
       const doc = await audited(
         { deps, auth, requestId, log },
         webhookTarget('webhook.create', teamId, id),
-        () => deps.repos.webhooks.createEndpoint(endpoint),
+        // Under the team's lock: a team whose DELETE has begun takes no new endpoint (409), nor does one it removed.
+        async () => {
+          const created = await deps.repos.tenancy.withLiveTeam(auth.orgId, teamId, () => deps.repos.webhooks.createEndpoint(endpoint));
+          if (!created) throw teamNotFound(teamId);
+          return created;
+        },
         Object.keys(body),
       );
       return { body: toWebhook(doc) };

@@ -330,24 +330,40 @@ export class TenancyRepository {
 
   /**
    * Step 1 of deleting a team: marks it (from then on it takes no changes, and a repeated DELETE goes on
-   * where a crashed one stopped). `blockers` is asked only when the mark is not set yet: what must go before
-   * the team may (e.g. its users); anything it returns refuses the deletion and nothing changes.
+   * where a crashed one stopped), then asks `blockers` what must go before the team may (e.g. its users).
+   * Anything it returns refuses the deletion and the mark is removed again.
+   *
+   * Mark first, check second: writers that take no team lock (user creation) insert first and read the mark
+   * second (`teamAcceptsNewData`), so of a racing pair either the check sees the new document (refused here)
+   * or the writer sees the mark (and takes its document back); nothing is left behind in a deleted team.
    */
   beginTeamDeletion(orgId: string, teamId: string, blockers: () => Promise<string[]>): Promise<{ team: TeamDoc } | { blocked: string[] } | null> {
     return this.withTeam(
       orgId,
       teamId,
       async (team, lease) => {
-        if (team.deletion_started_at) return { team };
+        const marked = { ...team, deletion_started_at: team.deletion_started_at ?? new Date() };
+        if (!team.deletion_started_at) {
+          await lease.assertHeld();
+          await this.teams.updateOne({ _id: teamId }, { $set: { deletion_started_at: marked.deletion_started_at } });
+        }
         const blocked = await blockers();
-        if (blocked.length) return { blocked };
-        const marked = { ...team, deletion_started_at: new Date() };
+        if (!blocked.length) return { team: marked };
         await lease.assertHeld();
-        await this.teams.updateOne({ _id: teamId }, { $set: { deletion_started_at: marked.deletion_started_at } });
-        return { team: marked };
+        await this.teams.updateOne({ _id: teamId }, { $set: { deletion_started_at: null } });
+        return { blocked };
       },
       { deleting: 'allow' },
     );
+  }
+
+  /**
+   * Whether the team still takes new documents: false once a DELETE has marked it (or it is gone). Writers that
+   * take no team lock call it after their insert and take the document back on false (see `beginTeamDeletion`).
+   */
+  async teamAcceptsNewData(teamId: string): Promise<boolean> {
+    const team = await this.findTeamById(teamId);
+    return team !== null && !team.deletion_started_at;
   }
 
   /** Last step of deleting a team (everything hanging off it is gone by then). */

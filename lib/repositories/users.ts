@@ -112,6 +112,11 @@ export class UserRepository {
     }
   }
 
+  /** Takes back a user just created whose team turned out to be deleted meanwhile (nothing refers to it yet). */
+  async withdrawCreated(doc: UserDoc): Promise<void> {
+    await this.users.deleteOne({ _id: doc._id });
+  }
+
   /**
    * By `_id` alone, then the team checked here: FerretDB v1 (SQLite) pushes only a pure `_id` filter down
    * to its primary key and scans the collection for `{_id, team_id}` (~8x slower measured). Same result.
