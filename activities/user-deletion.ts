@@ -6,7 +6,7 @@ import { userDataDomains, type UserRef } from './user-data-domains';
 export type RestoreResult =
   | { outcome: 'restored' }
   | { outcome: 'client_user_id_taken'; holderUserId: string | null }
-  | { outcome: 'not_pending' };
+  | { outcome: 'not_pending' | 'team_deleting' };
 
 export type UserDeletionState =
   | { status: 'active' | 'erased' | 'missing' }
@@ -71,7 +71,7 @@ export function createUserDeletionActivities(deps: { repos: Repositories; tempor
     },
 
     async restoreDeletedUser(input: UserRef & { deletionId: string }): Promise<RestoreResult> {
-      const res = await repos.users.restore(input.teamId, input.userId, input.deletionId);
+      const res = await repos.users.restore(input.teamId, input.userId, input.deletionId, () => repos.tenancy.teamAcceptsNewData(input.teamId));
       if (res.outcome === 'client_user_id_taken') return { outcome: res.outcome, holderUserId: res.holder?._id ?? null };
       return { outcome: res.outcome };
     },

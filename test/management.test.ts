@@ -237,6 +237,11 @@ describe('teams', () => {
     expect(late.status).toBe(409);
     expect(late.body.detail).toMatch(/being deleted; the user was not created/);
     expect(await app.inspect.collection('users').countDocuments({ team_id: team.id, client_user_id: lateClientUserId })).toBe(0);
+    // Nor is a deleted user restored into it: the undo is refused and the user stays pending (erased on schedule).
+    const undo = await data.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
+    expect(undo.status).toBe(409);
+    expect(undo.body.detail).toMatch(/not restored: your team is being deleted/);
+    expect(await app.inspect.collection('users').findOne({ _id: user.user_id })).toMatchObject({ status: 'pending_deletion' });
 
     expect((await admin.del(org(t, `/team/${team.id}`))).status).toBe(204);
     const revoked = await data.get('/v2/user/');

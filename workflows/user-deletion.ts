@@ -33,7 +33,7 @@ export interface RequestDeletionInput {
 }
 export type RequestDeletionOutcome = { outcome: 'scheduled' | 'already_scheduled' | 'not_found' };
 export type UndoDeletionOutcome =
-  | { outcome: 'restored' | 'not_scheduled' | 'erased' | 'not_found' }
+  | { outcome: 'restored' | 'not_scheduled' | 'erased' | 'not_found' | 'team_deleting' }
   | { outcome: 'client_user_id_taken'; holderUserId: string | null };
 
 /** DELETE /v2/user/{id}: hide the user and start the grace period, unless already done. */
@@ -145,6 +145,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
       }
       phase = 'grace';
       if (res.outcome === 'client_user_id_taken') return { outcome: 'client_user_id_taken', holderUserId: res.holderUserId };
+      if (res.outcome === 'team_deleting') return { outcome: 'team_deleting' };
       return { outcome: 'not_found' };
     }),
   );

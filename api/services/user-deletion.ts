@@ -120,6 +120,8 @@ export async function undoUserDeletion(
       throw notScheduled();
     case 'erased':
       throw badRequest(`${who} cannot be restored: its grace period has ended and erasure has started.`);
+    case 'team_deleting':
+      throw new ApiError(409, `${who} was not restored: your team is being deleted.`);
     case 'client_user_id_taken':
       throw badRequest(
         `${who} cannot be restored: a new user${res.holderUserId ? ` (${res.holderUserId})` : ''} now holds client_user_id '${user.client_user_id}'. ` +

@@ -42,7 +42,7 @@ export type UserChanges = Partial<
 export type RestoreOutcome =
   | { outcome: 'restored'; user: UserDoc }
   | { outcome: 'client_user_id_taken'; holder: UserDoc | null }
-  | { outcome: 'not_pending' };
+  | { outcome: 'not_pending' | 'team_deleting' };
 
 const releasedKey = (userId: string) => `deleted:${userId}`;
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
@@ -196,8 +196,12 @@ export class UserRepository {
     });
   }
 
-  /** Undo: re-claims the client_user_id for this deletion's user. Safe to repeat. */
-  async restore(teamId: string, userId: string, deletionId: string): Promise<RestoreOutcome> {
+  /**
+   * Undo: re-claims the client_user_id for this deletion's user. Safe to repeat. `teamAccepts` is read after the
+   * write (a racing team DELETE marks before it counts users, see TenancyRepository.beginTeamDeletion); on false
+   * the user goes back to pending, still under its lock, and the undo is refused.
+   */
+  async restore(teamId: string, userId: string, deletionId: string, teamAccepts: () => Promise<boolean>): Promise<RestoreOutcome> {
     return this.locked(userId, async (lease) => {
       const user = await this.find(teamId, userId);
       if (!user || user.deletion?.id !== deletionId) return { outcome: 'not_pending' };
@@ -210,7 +214,16 @@ export class UserRepository {
           { $set: { status: 'active', client_user_key: user.client_user_id, updated_at: new Date() } },
           { returnDocument: 'after' },
         );
-        return restored ? { outcome: 'restored', user: restored } : { outcome: 'not_pending' };
+        if (!restored) return { outcome: 'not_pending' };
+        if (!(await teamAccepts())) {
+          await lease.assertHeld();
+          await this.users.updateOne(
+            { _id: userId },
+            { $set: { status: 'pending_deletion', client_user_key: user.client_user_key, updated_at: user.updated_at } },
+          );
+          return { outcome: 'team_deleting' };
+        }
+        return { outcome: 'restored', user: restored };
       } catch (err) {
         if (!isDuplicateKeyError(err)) throw err;
         return { outcome: 'client_user_id_taken', holder: await this.findActiveByClientUserId(teamId, user.client_user_id) };
