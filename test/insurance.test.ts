@@ -3,10 +3,9 @@ import type { Db } from 'mongodb';
 import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
 import { timeOrderedUuid } from '../lib/keys';
 import { createLogger } from '../lib/logger';
-import { connectMongo, type Mongo } from '../lib/mongo';
 import { InsuranceRepository, type InsuranceDoc } from '../lib/repositories/insurance';
 import { InsuranceRecord, PayorSearchResults } from '../schemas/insurance';
-import { createTenant, expectSchema, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { createTenant, expectSchema, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { rawText } from './support/raw';
 
 let app: TestApp;
@@ -264,9 +263,8 @@ describe('at rest', () => {
 });
 
 describe('data key rotation (own database)', () => {
-  let mongo: Mongo;
+  let own: OwnDatabase;
   let db: Db;
-  const dbName = `hb_test_insurance_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
   const oldKey = generateDataKey('old');
   const newKey = generateDataKey('new');
   const repo = (keys: string) => new InsuranceRepository(db, FieldCipher.fromSpec(keys));
@@ -286,14 +284,11 @@ describe('data key rotation (own database)', () => {
   });
 
   beforeAll(async () => {
-    mongo = await connectMongo(app.deps.config.MONGO_URL, dbName);
-    db = mongo.db;
+    own = await ownDatabase(app, 'insurance');
+    db = own.db;
     await repo(oldKey).ensureIndexes();
   });
-  afterAll(async () => {
-    await db.dropDatabase().catch(() => undefined);
-    await mongo.close();
-  });
+  afterAll(() => own?.drop());
 
   it('keeps old records readable after a new key becomes current, and reencrypt moves them to it', async () => {
     const before = doc();

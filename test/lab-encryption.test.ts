@@ -2,7 +2,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Binary, type Db } from 'mongodb';
 import { dataCipher } from '../lib/config';
 import { DecryptionError, FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
-import { connectMongo, type Mongo } from '../lib/mongo';
 import { createRepositories, reencryptAll } from '../lib/repositories';
 import {
   LabOrderRepository,
@@ -15,7 +14,7 @@ import {
 import { DocumentLocks } from '../lib/repositories/locks';
 import { eventIdFor } from '../lib/webhooks/publisher';
 import { eventData } from '../lib/webhooks/store';
-import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { pdfText } from './support/pdf';
 import { rawText } from './support/raw';
@@ -212,9 +211,8 @@ describe('orders stored in plaintext by an earlier version', () => {
 });
 
 describe('data key rotation and the start-up migration (own database)', () => {
-  let mongo: Mongo;
+  let own: OwnDatabase;
   let db: Db;
-  const dbName = `hb_test_labenc_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
   const keyA = generateDataKey('A');
   const keyB = generateDataKey('B');
   const repo = (keys: string) => new LabOrderRepository(db, new DocumentLocks(db), FieldCipher.fromSpec(keys));
@@ -276,13 +274,10 @@ describe('data key rotation and the start-up migration (own database)', () => {
       patient: p,
     };
     // A database of its own: re-encrypting under test keys must not touch what the worker reads.
-    mongo = await connectMongo(app.deps.config.MONGO_URL, dbName);
-    db = mongo.db;
+    own = await ownDatabase(app, 'labenc');
+    db = own.db;
   }, 60000);
-  afterAll(async () => {
-    await db?.dropDatabase().catch(() => undefined);
-    await mongo?.close();
-  });
+  afterAll(() => own?.drop());
 
   test('the start-up migration encrypts orders, results and idempotency keys stored in plaintext; they read the same', async () => {
     const legacy = aggregate();

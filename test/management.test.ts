@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { audited } from '../api/services/audit';
 import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
 import { createLogger } from '../lib/logger';
-import { connectMongo } from '../lib/mongo';
 import { CustomCredentialsRepository, type CustomCredentialsInput } from '../lib/repositories/custom-credentials';
 import { DocumentLocks } from '../lib/repositories/locks';
 import { teamLockKey } from '../lib/repositories/tenancy';
@@ -30,6 +29,7 @@ import {
   type HttpClient,
   type Tenant,
   type TestApp,
+  ownDatabase,
 } from './support/harness';
 
 /** Warnings and errors the api logged (the deprecated header's warning is asserted on). */
@@ -548,11 +548,11 @@ describe('team custom credentials', () => {
   });
 
   it('`npm run reencrypt` moves them to the current data key (own database)', async () => {
-    const mongo = await connectMongo(app.deps.config.MONGO_URL, `hb_test_creds_${randomUUID().replace(/-/g, '').slice(0, 12)}`);
+    const own = await ownDatabase(app, 'creds');
     try {
       const oldKey = generateDataKey('old');
       const newKey = generateDataKey('new');
-      const repo = (keys: string) => new CustomCredentialsRepository(mongo.db, new DocumentLocks(mongo.db), FieldCipher.fromSpec(keys));
+      const repo = (keys: string) => new CustomCredentialsRepository(own.db, new DocumentLocks(own.db), FieldCipher.fromSpec(keys));
       const input: CustomCredentialsInput = {
         org_id: randomUUID(),
         team_id: randomUUID(),
@@ -564,7 +564,7 @@ describe('team custom credentials', () => {
         details: { extra: 'x' },
         redirect_url_override: null,
       };
-      await new DocumentLocks(mongo.db).withLock(teamLockKey(input.team_id), (lease) => repo(oldKey).put(lease, input));
+      await new DocumentLocks(own.db).withLock(teamLockKey(input.team_id), (lease) => repo(oldKey).put(lease, input));
       const rotated = repo(`${newKey},${oldKey}`);
       expect(await rotated.reencrypt()).toBe(1);
       expect(await rotated.reencrypt()).toBe(0);
@@ -573,8 +573,7 @@ describe('team custom credentials', () => {
       expect(repo(newKey).revealSecret(doc)).toBe(secret);
       expect(repo(newKey).revealDetails(doc)).toEqual({ extra: 'x' });
     } finally {
-      await mongo.db.dropDatabase().catch(() => undefined);
-      await mongo.close();
+      await own.drop();
     }
   });
 });

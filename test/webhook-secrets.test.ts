@@ -5,12 +5,11 @@ import { Binary, type Db } from 'mongodb';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { ConfigError, dataCipher, loadConfig } from '../lib/config';
 import { DecryptionError, FieldCipher, generateDataKey, parseDataKeys } from '../lib/crypto/field-encryption';
-import { connectMongo, type Mongo } from '../lib/mongo';
 import { DocumentLocks } from '../lib/repositories/locks';
 import { WebhookRepository, type EndpointDoc } from '../lib/repositories/webhooks';
 import { generateSecret } from '../lib/webhook-signing';
 import { WebhookStore } from '../lib/webhooks/store';
-import { createTenant, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { createTenant, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { startReceiver, type ReceivedRequest, type Receiver } from './support/receiver';
 import { rawText } from './support/raw';
 
@@ -188,9 +187,8 @@ describe('secret rotation keeps every secret inside its overlap and caps the rat
 });
 
 describe('stored secrets across data key rotation and versions (own database)', () => {
-  let mongo: Mongo;
+  let own: OwnDatabase;
   let db: Db;
-  const dbName = `hb_test_secrets_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
   const oldKey = generateDataKey('old');
   const newKey = generateDataKey('new');
   const repo = (keys: string) => new WebhookRepository(db, new DocumentLocks(db), FieldCipher.fromSpec(keys));
@@ -213,13 +211,10 @@ describe('stored secrets across data key rotation and versions (own database)', 
 
   beforeAll(async () => {
     // A database of its own: re-encrypting under test keys must not touch the endpoints the worker delivers to.
-    mongo = await connectMongo(app.deps.config.MONGO_URL, dbName);
-    db = mongo.db;
+    own = await ownDatabase(app, 'secrets');
+    db = own.db;
   });
-  afterAll(async () => {
-    await db.dropDatabase().catch(() => undefined);
-    await mongo.close();
-  });
+  afterAll(() => own?.drop());
 
   test('plaintext secrets of an earlier version are encrypted by the start-up migration', async () => {
     const legacy = endpoint(generateSecret());
@@ -249,7 +244,7 @@ describe('stored secrets across data key rotation and versions (own database)', 
     await expect(repo(newKey).getEndpoint(before._id)).rejects.toThrow(/data key "old"/);
 
     // Rotation step 2: the re-encryption script, as an operator runs it (compiled, real process).
-    const output = await runScript('scripts/reencrypt.js', { MONGO_DB: dbName, DATA_ENCRYPTION_KEYS: `${newKey},${oldKey}` });
+    const output = await runScript('scripts/reencrypt.js', { MONGO_DB: own.name, DATA_ENCRYPTION_KEYS: `${newKey},${oldKey}` });
     expect(JSON.parse(output.trim().split('\n').pop()!)).toMatchObject({ current_key_id: 'new', rewritten: { webhooks: 2 } });
     const ids = [before._id, after._id];
     for (const id of ids) expect((await rawEndpoint(db, id))!.secrets[0].key.key_id).toBe('new');

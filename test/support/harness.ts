@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { loadPayorCatalogue } from '../../lib/payor-catalogue';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -59,6 +60,28 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
       await temporal.connection.close();
       await mongo.close();
       await inspect.close();
+    },
+  };
+}
+
+/**
+ * A database of the test's own on the suite's server, for tests whose repositories run under test keys or
+ * need a collection to themselves (the worker never reads it); `drop` removes it and closes the connection.
+ */
+export interface OwnDatabase {
+  name: string;
+  db: Db;
+  drop(): Promise<void>;
+}
+export async function ownDatabase(app: TestApp, prefix: string): Promise<OwnDatabase> {
+  const name = `hb_test_${prefix}_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  const mongo = await connectMongo(app.deps.config.MONGO_URL, name);
+  return {
+    name,
+    db: mongo.db,
+    async drop() {
+      await mongo.db.dropDatabase().catch(() => undefined);
+      await mongo.close();
     },
   };
 }
