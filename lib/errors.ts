@@ -29,13 +29,3 @@ export const unauthorized = (detail: string) => new ApiError(401, detail);
 export const forbidden = (detail: string) => new ApiError(403, detail);
 export const notFound = (detail: string) => new ApiError(404, detail);
 
-/**
- * A unique-index violation. MongoDB (and FerretDB on insert) report code 11000; FerretDB v1 reports a
- * violating *update* as InternalError (code 1) carrying its backend's message: SQLite's "UNIQUE constraint
- * failed", PostgreSQL's "duplicate key value violates unique constraint".
- */
-export function isDuplicateKeyError(err: unknown): boolean {
-  if (typeof err !== 'object' || err === null) return false;
-  const { code, message } = err as { code?: number; message?: string };
-  return code === 11000 || (code === 1 && /UNIQUE constraint failed|duplicate key value violates unique constraint/.test(message ?? ''));
-}

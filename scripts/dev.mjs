@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { build, devDataKeys, ensureDependencies, repoRoot, run, startNode, waitForHttp } from './setup.mjs';
-import { ensureBinaries, startStack, stopStack } from './stack.mjs';
+import { devPorts, ensureBinaries, startStack, stopStack } from './stack.mjs';
 import { clock, forwardOutput, supervise } from './supervise.mjs';
 
 const stateDir = path.join(repoRoot, '.devstack');
@@ -35,15 +35,8 @@ async function main() {
   ensureDependencies(log);
   build(log);
   await ensureBinaries({ log: (m) => console.log(m) });
-  const stack = await startStack({
-    stateDir,
-    ports: {
-      mongo: Number(process.env.DEV_MONGO_PORT || 27017),
-      temporal: Number(process.env.DEV_TEMPORAL_PORT || 7233),
-      temporalUi: Number(process.env.DEV_TEMPORAL_UI_PORT || 8233),
-    },
-    log: (m) => console.log(m),
-  });
+  // Supervised: a database or Temporal server that dies is restarted on its port and data, as the api and worker are.
+  const stack = await startStack({ stateDir, ports: devPorts(), supervise: true, log: (m) => log(`${clock()} ${m}`) });
   const env = {
     MONGO_URL: stack.mongoUrl,
     TEMPORAL_ADDRESS: stack.temporalAddress,
@@ -75,6 +68,7 @@ async function main() {
       '  Healthbridge is running.',
       `  API:          ${creds.base_url}   (docs: ${creds.base_url}/docs)`,
       `  Temporal UI:  ${creds.temporal_ui_url ?? 'n/a'}`,
+      `  Database:     ${stack.mongoUrl}   (${stack.versions.database ?? 'external, MONGO_URL'})`,
       `  Credentials:  ${path.relative(repoRoot, credentialsFile)}`,
       `    org_id          ${creds.org_id}`,
       `    team_id         ${creds.team_id}`,

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// The embedded dev stack: a real Temporal dev server and a real MongoDB-wire database
-// (mongod if installed, else FerretDB on SQLite) on loopback, without Docker.
-// See docs in the design notes (devstack.md). Node built-ins only: this runs before dependencies are installed
-// may have finished and from CI on a fresh clone.
+// The embedded dev stack: a real Temporal dev server and a real MongoDB-wire database on loopback, without
+// Docker. The database is `mongod` if one is on PATH; else PostgreSQL 18 with the DocumentDB extension
+// behind FerretDB v2 (the MongoDB wire-protocol gateway): indexed, with atomic single-document updates.
+// See the design notes (devstack.md). Node built-ins only: this runs before dependencies are installed and
+// from CI on a fresh clone.
 //
-//   node scripts/stack.mjs ensure   locate or build the server binaries
+//   node scripts/stack.mjs ensure   locate, install or build the server binaries (prints their versions)
 //   node scripts/stack.mjs start    start the stack in the background (state in .devstack/)
 //   node scripts/stack.mjs stop     stop it
 //   node scripts/stack.mjs status   show stack.json and which pids are alive (exit 1 if not running)
@@ -20,17 +21,33 @@ import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const TEMPORAL_VERSION = 'v1.5.1';
-const FERRETDB_VERSION = 'v1.24.2';
+const FERRETDB_VERSION = 'v2.7.0';
 const TEMPORAL_PKG = `github.com/temporalio/cli/cmd/temporal@${TEMPORAL_VERSION}`;
-const FERRETDB_MODULE = `github.com/FerretDB/FerretDB@${FERRETDB_VERSION}`;
+const FERRETDB_PKG = `github.com/FerretDB/FerretDB/v2/cmd/ferretdb@${FERRETDB_VERSION}`;
+/**
+ * PostgreSQL + DocumentDB come from Debian sid, the only suite with `postgresql-18-documentdb` (its binaries
+ * need sid's glibc, so they live in a sid root of their own). sid moves: these are the versions that
+ * installed, pinned, and named in the cache folder so a different set is never mistaken for this one.
+ */
+const POSTGRES_MAJOR = '18';
+const DEBIAN_PINS = {
+  'postgresql-18': '18.6-3',
+  'postgresql-18-documentdb': '1.0-0-1',
+  'postgresql-18-cron': '1.6.8-1',
+  // The unversioned postgis.control that `CREATE EXTENSION documentdb CASCADE` needs.
+  'postgresql-postgis-scripts': '3.7.0+dfsg-1',
+};
+const DOCUMENTDB_BUILD = `pg${DEBIAN_PINS['postgresql-18']}-documentdb${DEBIAN_PINS['postgresql-18-documentdb']}`;
+const DEFAULT_DEBIAN_MIRROR = 'http://deb.debian.org/debian';
 const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 10_000;
 const BUILD_TICK_MS = 20_000;
 // Process names we are willing to signal: a pid from an old stack.json may have been reused.
-const OUR_PROCESS = /ferretdb|temporal|mongod/;
+const OUR_PROCESS = /ferretdb|temporal|mongod|postgres/;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
+const isRoot = () => process.getuid?.() === 0;
 
 // ---------------------------------------------------------------------------------------------
 // Binaries
@@ -59,23 +76,30 @@ function which(cmd) {
 }
 
 const temporalCachePath = () => path.join(cacheDir(), `temporal-${TEMPORAL_VERSION}`, 'temporal');
-// The build carries one patch (see buildFerretdb); its name in the cache says so, so an unpatched build is not reused.
-const FERRETDB_BUILD = `${FERRETDB_VERSION}-id-index`;
-const ferretdbCachePath = () => path.join(cacheDir(), `ferretdb-${FERRETDB_BUILD}`, 'ferretdb');
+const ferretdbCachePath = () => path.join(cacheDir(), `ferretdb-${FERRETDB_VERSION}`, 'ferretdb');
+const documentdbCachePath = () => path.join(cacheDir(), `postgres-documentdb-${DOCUMENTDB_BUILD}`);
 
 /** Registered on the dev server; on a cluster, create them with `temporal operator search-attribute create` (README). */
 export const TEMPORAL_SEARCH_ATTRIBUTES = ['HealthbridgeTeamId=Keyword', 'HealthbridgeUserId=Keyword', 'LabOrderStatus=Keyword'];
 
+/**
+ * Returns { temporalBin } unless TEMPORAL_ADDRESS is set, and, unless MONGO_URL is set, { mongodBin } when
+ * `mongod` is on PATH, else { ferretdbBin, documentdb } (the PostgreSQL + DocumentDB installation, see
+ * ensureDocumentdb).
+ */
 export async function ensureBinaries({ mongo = true, temporal = true, log = console.log } = {}) {
   const result = {};
   if (temporal && !process.env.TEMPORAL_ADDRESS) {
     result.temporalBin = which('temporal') || (await cachedOrBuild('temporal', temporalCachePath(), buildTemporal, log));
   }
   if (mongo && !process.env.MONGO_URL) {
-    // Real MongoDB is always preferred over FerretDB.
+    // Real MongoDB is always preferred.
     const mongod = which('mongod');
     if (mongod) result.mongodBin = mongod;
-    else result.ferretdbBin = await cachedOrBuild('ferretdb', ferretdbCachePath(), buildFerretdb, log);
+    else {
+      result.documentdb = await ensureDocumentdb(log);
+      result.ferretdbBin = await cachedOrBuild('ferretdb', ferretdbCachePath(), buildFerretdb, log);
+    }
   }
   return result;
 }
@@ -121,49 +145,325 @@ async function buildTemporal({ goBin, tmp, log }) {
   );
   const gobin = path.join(tmp, 'bin');
   fs.mkdirSync(gobin);
-  await runGo('temporal', goBin, ['install', '-v', TEMPORAL_PKG], { cwd: tmp, env: { GOBIN: gobin } }, log);
+  await runLogged('build temporal', goBin, ['install', '-v', TEMPORAL_PKG], { cwd: tmp, env: { GOBIN: gobin } }, log);
   return path.join(gobin, 'temporal');
 }
 
 async function buildFerretdb({ goBin, tmp, log }) {
-  log(
-    `[build ferretdb] building FerretDB ${FERRETDB_VERSION} (MongoDB wire protocol on SQLite) from the Go module proxy.\n` +
-      `[build ferretdb] A cold build takes several minutes; later builds reuse Go's caches.`,
-  );
-  const out = await runGo('ferretdb', goBin, ['mod', 'download', '-json', FERRETDB_MODULE], { cwd: tmp, quiet: true }, log);
-  let info;
+  log(`[build ferretdb] building FerretDB ${FERRETDB_VERSION} (MongoDB wire protocol on PostgreSQL + DocumentDB) from the Go module proxy (~30 s).`);
+  const gobin = path.join(tmp, 'bin');
+  fs.mkdirSync(gobin);
+  await runLogged('build ferretdb', goBin, ['install', '-v', FERRETDB_PKG], { cwd: tmp, env: { GOBIN: gobin } }, log);
+  return path.join(gobin, 'ferretdb');
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL + DocumentDB from Debian sid
+// ---------------------------------------------------------------------------------------------
+
+/** Where the sid root keeps its dynamic loader and libraries, per CPU. */
+function sidArch() {
+  if (process.arch === 'x64') return { triplet: 'x86_64-linux-gnu', loader: 'lib64/ld-linux-x86-64.so.2' };
+  if (process.arch === 'arm64') return { triplet: 'aarch64-linux-gnu', loader: 'lib/ld-linux-aarch64.so.1' };
+  throw new Error(`stack: no PostgreSQL + DocumentDB set-up for CPU ${process.arch}; set MONGO_URL to a MongoDB instead.`);
+}
+
+/** The installation's paths: its sid root, the empty cluster every data directory starts from, and versions. */
+function documentdbPaths(dir) {
+  const { triplet, loader } = sidArch();
+  const root = path.join(dir, 'root');
+  return {
+    dir,
+    root,
+    template: path.join(dir, 'template'),
+    versionsFile: path.join(dir, 'versions.json'),
+    loader: path.join(root, loader),
+    libraryPath: [path.join(root, 'usr', 'lib', triplet), path.join(root, 'usr', 'lib', 'postgresql', POSTGRES_MAJOR, 'lib')].join(':'),
+    bin: (name) => path.join(root, 'usr', 'lib', 'postgresql', POSTGRES_MAJOR, 'bin', name),
+  };
+}
+
+/** The pinned versions that were installed, e.g. `PostgreSQL 18.6-3, DocumentDB 1.0-0-1, ...`. */
+export function describeVersions(documentdb) {
   try {
-    info = JSON.parse(out);
+    const v = JSON.parse(fs.readFileSync(documentdb.versionsFile, 'utf8'));
+    return `PostgreSQL ${v['postgresql-18']}, DocumentDB ${v['postgresql-18-documentdb']}, pg_cron ${v['postgresql-18-cron']}, glibc ${v.libc6} (Debian sid)`;
   } catch {
-    throw new Error(`[build ferretdb] unexpected output from go mod download:\n${out}`);
+    return 'versions unknown';
   }
-  if (info.Error || !info.Dir) throw new Error(`[build ferretdb] go mod download failed: ${info.Error || 'no Dir'}`);
-  // The module cache is read-only, and `go install ...@version` yields a binary that panics at start-up
-  // because build/version/version.txt is generated, not in the module: build from a writable copy.
-  const src = path.join(tmp, 'src');
-  fs.cpSync(info.Dir, src, { recursive: true });
-  chmodUserWritable(src);
-  fs.mkdirSync(path.join(src, 'build', 'version'), { recursive: true });
-  fs.writeFileSync(path.join(src, 'build', 'version', 'version.txt'), `${FERRETDB_VERSION}\n`);
-  patchSqliteIdLookups(src);
-  const bin = path.join(tmp, 'ferretdb');
-  await runGo('ferretdb', goBin, ['build', '-v', '-o', bin, './cmd/ferretdb'], { cwd: src }, log);
-  return bin;
 }
 
 /**
- * FerretDB v1's SQLite backend looks documents up by `_ferretdb_sjson->'$._id'` but builds its unique `_id`
- * index on `_ferretdb_sjson->"_id"`: the same value, yet SQLite's planner matches index expressions by their
- * text, so every `{_id}` find, and the write-back of every updated or deleted document, scanned the whole
- * table. Spelling the lookup as the index does (`->'_id'`, SQLite's label form of `$._id`) lets it use the
- * index, as MongoDB's `_id` lookups do. Results are unchanged; only the plan is.
+ * PostgreSQL 18 with the DocumentDB extension, installed once per cache (~1 min, ~1.2 GB):
+ *  1. `debootstrap` (bookworm's package, installed with apt-get if missing) lays a minimal Debian sid root;
+ *  2. apt-get inside it installs the pinned packages (with /proc, /sys, /dev/pts mounted only meanwhile);
+ *  3. absolute symlinks in the root are made relative, so the root works where it lies, without a chroot;
+ *  4. an empty cluster with `CREATE EXTENSION documentdb CASCADE` done becomes the template that each
+ *     data directory is copied from (sid's initdb cannot run outside the root: it calls `postgres` through
+ *     the host's shell and loader).
+ * Needs root (debootstrap, chroot, mounts). At run time the servers need no root and no chroot: they run
+ * through the root's own dynamic loader (see postgresCommand).
  */
-function patchSqliteIdLookups(src) {
-  const file = path.join(src, 'internal', 'backends', 'sqlite', 'metadata', 'metadata.go');
-  const before = `IDColumn = DefaultColumn + "->'$._id'"`;
-  const text = fs.readFileSync(file, 'utf8');
-  if (!text.includes(before)) throw new Error(`[build ferretdb] cannot apply the _id index patch: ${file} no longer contains ${before}`);
-  fs.writeFileSync(file, text.replace(before, `IDColumn = DefaultColumn + "->'_id'"`));
+async function ensureDocumentdb(log) {
+  const dir = documentdbCachePath();
+  if (fs.existsSync(documentdbPaths(dir).versionsFile)) return documentdbPaths(dir);
+  if (!isRoot()) throw new Error(needsRootMessage(dir));
+  return withBuildLock(log, async () => {
+    if (fs.existsSync(documentdbPaths(dir).versionsFile)) return documentdbPaths(dir);
+    const started = Date.now();
+    const tmp = fs.mkdtempSync(path.join(cacheDir(), '.build-documentdb-'));
+    try {
+      const paths = documentdbPaths(tmp);
+      await installSidRoot(paths.root, log);
+      const versions = JSON.parse(
+        execFileSync('chroot', [paths.root, 'dpkg-query', '-W', '-f', '"${Package}": "${Version}",', ...Object.keys(DEBIAN_PINS), 'libc6'], {
+          encoding: 'utf8',
+        }).replace(/^/, '{').replace(/,$/, '}'),
+      );
+      fs.writeFileSync(path.join(tmp, 'versions.pending.json'), `${JSON.stringify(versions, null, 2)}\n`);
+      await createTemplateCluster(paths, log);
+      // versions.json last: its presence marks a complete installation.
+      fs.renameSync(path.join(tmp, 'versions.pending.json'), paths.versionsFile);
+      fs.renameSync(tmp, dir);
+      log(`[setup documentdb] done in ${Math.round((Date.now() - started) / 1000)} s: ${dir}`);
+      return documentdbPaths(dir);
+    } finally {
+      rmrf(tmp);
+    }
+  });
+}
+
+function needsRootMessage(dir) {
+  const node = process.execPath;
+  return (
+    `stack: PostgreSQL + DocumentDB (the embedded MongoDB-wire database) is not installed yet (${dir}).\n` +
+    `Installing it needs root once (debootstrap lays a Debian sid root, apt-get installs into it); running it does not.\n` +
+    `Fix, once per machine:\n` +
+    `  sudo env HEALTHBRIDGE_CACHE_DIR=${cacheDir()} PATH="$PATH" ${node} scripts/stack.mjs ensure\n` +
+    `Or use a MongoDB you run yourself: MONGO_URL=mongodb://127.0.0.1:27017/ npm test (npm run dev likewise),\n` +
+    `or put \`mongod\` on PATH.`
+  );
+}
+
+async function installSidRoot(root, log) {
+  const prefix = 'setup documentdb';
+  if (!which('debootstrap')) {
+    log(`[${prefix}] installing debootstrap from Debian (apt-get install debootstrap)...`);
+    try {
+      await runLogged(prefix, 'apt-get', ['install', '-y', '--no-install-recommends', 'debootstrap'], { quiet: true }, log);
+    } catch {
+      await runLogged(prefix, 'apt-get', ['update'], { quiet: true }, log);
+      await runLogged(prefix, 'apt-get', ['install', '-y', '--no-install-recommends', 'debootstrap'], { quiet: true }, log);
+    }
+  }
+  const mirror = debianMirror();
+  log(
+    `[${prefix}] installing PostgreSQL ${DEBIAN_PINS['postgresql-18']} + DocumentDB ${DEBIAN_PINS['postgresql-18-documentdb']} ` +
+      `from Debian sid (${mirror}) into ${path.dirname(root)}.\n` +
+      `[${prefix}] Once per cache: about a minute and ~1.2 GB; needs root (debootstrap, chroot).`,
+  );
+  log(`[${prefix}] debootstrap --variant=minbase sid (a minimal Debian sid root, ~30 s)...`);
+  await runLogged(prefix, 'debootstrap', ['--variant=minbase', 'sid', root, mirror], { quiet: true }, log);
+  // No service may start inside the root while packages install.
+  fs.writeFileSync(path.join(root, 'usr', 'sbin', 'policy-rc.d'), '#!/bin/sh\nexit 101\n', { mode: 0o755 });
+  const mounted = [];
+  try {
+    // postgresql-common's install scripts need /proc; apt wants /dev/pts.
+    for (const [source, target, args] of [
+      ['proc', 'proc', ['-t', 'proc']],
+      ['sysfs', 'sys', ['-t', 'sysfs']],
+      ['/dev/pts', 'dev/pts', ['--bind']],
+    ]) {
+      const mountPoint = path.join(root, target);
+      fs.mkdirSync(mountPoint, { recursive: true });
+      execFileSync('mount', [...args, source, mountPoint]);
+      mounted.push(mountPoint);
+    }
+    // The archive's sid index is older than its Valid-Until date here; apt refuses it unless told not to check.
+    const apt = ['-o', 'Acquire::Check-Valid-Until=false', '-o', 'Dpkg::Use-Pty=0'];
+    const env = { DEBIAN_FRONTEND: 'noninteractive', LC_ALL: 'C', PATH: '/usr/sbin:/usr/bin:/sbin:/bin' };
+    log(`[${prefix}] apt-get update (sid)...`);
+    await runLogged(prefix, 'chroot', [root, 'apt-get', ...apt, 'update'], { env, quiet: true }, log);
+    const packages = Object.entries(DEBIAN_PINS).map(([name, version]) => `${name}=${version}`);
+    log(`[${prefix}] apt-get install ${packages.join(' ')} (~125 MB download)...`);
+    try {
+      await runLogged(prefix, 'chroot', [root, 'apt-get', ...apt, 'install', '-y', '--no-install-recommends', ...packages], { env, quiet: true }, log);
+    } catch (err) {
+      throw new Error(
+        `${err.message}\n[${prefix}] If apt says a pinned version was not found, Debian sid has moved on: update DEBIAN_PINS in ` +
+          `scripts/stack.mjs to the versions \`apt-cache policy\` shows inside the root, or set MONGO_URL to a MongoDB.`,
+      );
+    }
+    execFileSync('chroot', [root, 'apt-get', 'clean']);
+  } finally {
+    for (const mountPoint of mounted.reverse()) execFileSync('umount', ['--lazy', mountPoint]);
+  }
+  const relinked = relativizeSymlinks(root);
+  log(`[${prefix}] ${relinked} absolute symlinks in the root made relative`);
+}
+
+/** The Debian archive the host's own apt sources name (overridable with DEBIAN_MIRROR). */
+function debianMirror() {
+  if (process.env.DEBIAN_MIRROR) return process.env.DEBIAN_MIRROR;
+  const texts = [];
+  for (const file of ['/etc/apt/sources.list', ...listDir('/etc/apt/sources.list.d').map((f) => path.join('/etc/apt/sources.list.d', f))]) {
+    try {
+      texts.push(fs.readFileSync(file, 'utf8'));
+    } catch {}
+  }
+  for (const text of texts) {
+    for (const line of text.split('\n')) {
+      const oneLine = /^\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)/.exec(line);
+      if (oneLine && /\/debian\/?$/.test(oneLine[1])) return oneLine[1];
+      const deb822 = /^\s*URIs:\s*(\S+)/i.exec(line);
+      if (deb822 && /\/debian\/?$/.test(deb822[1])) return deb822[1];
+    }
+  }
+  return DEFAULT_DEBIAN_MIRROR;
+}
+
+function listDir(dir) {
+  try {
+    return fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * A symlink to `/etc/alternatives/x` means the host's file once the root is used without a chroot: point each
+ * absolute link at the same path inside the root instead (chains stay inside it).
+ */
+function relativizeSymlinks(root) {
+  let count = 0;
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, entry.name);
+      if (entry.isSymbolicLink()) {
+        const target = fs.readlinkSync(p);
+        if (!target.startsWith('/')) continue;
+        fs.unlinkSync(p);
+        fs.symlinkSync(path.relative(dir, path.join(root, target)) || '.', p);
+        count++;
+      } else if (entry.isDirectory()) walk(p);
+    }
+  };
+  walk(root);
+  return count;
+}
+
+/** postgresql.conf lines of every cluster (the port and address are set per start, see postgresCommand). */
+const POSTGRES_CONF = [
+  '# Healthbridge embedded store (scripts/stack.mjs)',
+  "shared_preload_libraries = 'pg_cron,pg_documentdb_core,pg_documentdb'",
+  "cron.database_name = 'postgres'",
+  "timezone = 'UTC'",
+  "log_timezone = 'UTC'",
+].join('\n');
+
+async function createTemplateCluster(paths, log) {
+  const prefix = 'setup documentdb';
+  log(`[${prefix}] creating the template cluster (initdb, CREATE EXTENSION documentdb CASCADE)...`);
+  // initdb runs inside the root (as its postgres user: PostgreSQL refuses root), then the cluster moves out.
+  const inRoot = '/var/lib/healthbridge-template';
+  const idOf = (flag) => Number(execFileSync('chroot', [paths.root, 'id', flag, 'postgres'], { encoding: 'utf8' }).trim());
+  fs.mkdirSync(path.join(paths.root, inRoot), { mode: 0o700 });
+  fs.chownSync(path.join(paths.root, inRoot), idOf('-u'), idOf('-g'));
+  await runLogged(
+    prefix,
+    'chroot',
+    ['--userspec=postgres:postgres', paths.root, `/usr/lib/postgresql/${POSTGRES_MAJOR}/bin/initdb`, '-D', inRoot, '-A', 'trust', '-U', 'postgres', '--locale=C', '--encoding=UTF8'],
+    { env: { LC_ALL: 'C' }, quiet: true },
+    log,
+  );
+  fs.renameSync(path.join(paths.root, inRoot), paths.template);
+  chownTree(paths.template, process.getuid(), process.getgid());
+  fs.appendFileSync(path.join(paths.template, 'postgresql.conf'), `\n${POSTGRES_CONF}\n`);
+
+  // Start it the way every run does, create the extension, stop it cleanly.
+  const port = await freePort();
+  const logFile = path.join(path.dirname(paths.template), 'template.log');
+  const [bin, args] = postgresCommand(paths, paths.template, port);
+  const server = spawnServer(bin, args, logFile);
+  try {
+    await waitReady({ label: 'PostgreSQL (template)', server, logFile, probe: () => postgresReady(port), interval: 100 });
+    await runLogged(
+      prefix,
+      paths.loader,
+      ['--library-path', paths.libraryPath, paths.bin('psql'), '-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', 'CREATE EXTENSION documentdb CASCADE'],
+      { quiet: true },
+      log,
+    );
+  } finally {
+    process.kill(server.child.pid, 'SIGINT'); // fast shutdown: a clean checkpoint, nothing to recover later
+    const deadline = Date.now() + STOP_TIMEOUT_MS;
+    while (!server.exited && Date.now() < deadline) await sleep(50);
+    if (!server.exited) signalGroup(server.child.pid, 'SIGKILL');
+  }
+  for (const leftover of ['postmaster.pid', 'postmaster.opts']) fs.rmSync(path.join(paths.template, leftover), { force: true });
+  // Readable by anyone, so a non-root user can copy it (an empty cluster with trust auth on loopback).
+  chmodTree(paths.template, 0o444, 0o555);
+}
+
+function chownTree(dir, uid, gid) {
+  fs.chownSync(dir, uid, gid);
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) chownTree(p, uid, gid);
+    else fs.lchownSync(p, uid, gid);
+  }
+}
+
+function chmodTree(dir, addFile, addDir) {
+  fs.chmodSync(dir, fs.statSync(dir).mode | addDir);
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) chmodTree(p, addFile, addDir);
+    else if (entry.isFile()) fs.chmodSync(p, fs.statSync(p).mode | addFile);
+  }
+}
+
+/**
+ * The command that runs sid's `postgres` on this host: through the root's own dynamic loader and libraries
+ * (the host's glibc is older), so no chroot and no mount is needed. PostgreSQL refuses to run as root; as root,
+ * the server runs in a user namespace where it is `nobody` while its files stay the invoking user's (no second
+ * account, no chown, and every path the caller can reach stays reachable).
+ */
+function postgresCommand(documentdb, dataDir, port) {
+  const args = [
+    '--library-path',
+    documentdb.libraryPath,
+    documentdb.bin('postgres'),
+    '-D',
+    dataDir,
+    '-c',
+    `port=${port}`,
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'unix_socket_directories=',
+  ];
+  if (!isRoot()) return [documentdb.loader, args];
+  return [which('unshare') || 'unshare', ['--user', '--map-user=65534', '--map-group=65534', '--', documentdb.loader, ...args]];
+}
+
+/** A data directory of the stack's own: a copy of the template cluster (instant, versus initdb + extension). */
+function preparePostgresData(documentdb, dataDir) {
+  if (fs.existsSync(path.join(dataDir, 'PG_VERSION'))) return false;
+  fs.rmSync(dataDir, { recursive: true, force: true });
+  fs.cpSync(documentdb.template, dataDir, { recursive: true });
+  chmodTreeExact(dataDir);
+  return true;
+}
+
+// PostgreSQL requires its data directory to be the owner's alone (0700); files 0600.
+function chmodTreeExact(dir) {
+  fs.chmodSync(dir, 0o700);
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) chmodTreeExact(p);
+    else if (entry.isFile()) fs.chmodSync(p, 0o600);
+  }
 }
 
 function chmodUserWritable(dir) {
@@ -176,29 +476,63 @@ function chmodUserWritable(dir) {
   fs.chmodSync(dir, fs.statSync(dir).mode | 0o200);
 }
 
+/** Mount points at or below `dir` (deepest first), from /proc/self/mountinfo. */
+function mountsUnder(dir) {
+  let text = '';
+  try {
+    text = fs.readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return [];
+  }
+  const prefix = path.resolve(dir);
+  return text
+    .split('\n')
+    .map((line) => line.split(' ')[4]?.replace(/\\040/g, ' '))
+    .filter((p) => p && (p === prefix || p.startsWith(`${prefix}/`)))
+    .sort((a, b) => b.length - a.length);
+}
+
+/** Removes a tree; first unmounts whatever an interrupted set-up left mounted inside it (never delete through a mount). */
 function rmrf(p) {
+  for (const mountPoint of mountsUnder(p)) {
+    try {
+      execFileSync('umount', ['--lazy', mountPoint]);
+    } catch (err) {
+      throw new Error(`stack: cannot remove ${p}: ${mountPoint} is mounted and umount failed (${err.message}); unmount it by hand.`);
+    }
+  }
   try {
     chmodUserWritable(p); // module-cache copies are read-only, which blocks removal for non-root users
   } catch {}
   fs.rmSync(p, { recursive: true, force: true });
 }
 
-// Runs go, forwarding its messages prefixed. `-v` package lines are only counted (a cold Temporal
-// build compiles over a thousand packages) and reported with the elapsed-time tick.
-function runGo(name, goBin, args, { cwd, env = {}, quiet = false }, log) {
-  const prefix = `[build ${name}]`;
+/**
+ * Runs a set-up command, forwarding its messages prefixed. Go's `-v` package lines are only counted (a cold
+ * Temporal build compiles over a thousand packages); with `quiet`, only the last lines are kept and shown if
+ * it fails. Either way a tick reports the elapsed time.
+ */
+function runLogged(name, bin, args, { cwd, env = {}, quiet = false }, log) {
+  const prefix = `[${name}]`;
   return new Promise((resolve, reject) => {
     const started = Date.now();
-    const child = spawn(goBin, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(bin, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let packages = 0;
     const recent = [];
-    child.stdout.on('data', (d) => (stdout += d));
-    readline.createInterface({ input: child.stderr }).on('line', (line) => {
+    const keep = (line) => {
       recent.push(line);
       if (recent.length > 40) recent.shift();
+    };
+    child.stdout.on('data', (d) => {
+      stdout += d;
+      if (stdout.length > 1_000_000) stdout = stdout.slice(-100_000);
+    });
+    readline.createInterface({ input: child.stdout }).on('line', keep);
+    readline.createInterface({ input: child.stderr }).on('line', (line) => {
+      keep(line);
       if (/^[\w.~+-]+(\/[\w.~+-]+)*$/.test(line)) packages++;
-      else if (!quiet || !line.startsWith('go: downloading')) log(`${prefix} ${line}`);
+      else if (!quiet && !line.startsWith('go: downloading')) log(`${prefix} ${line}`);
     });
     const tick = setInterval(() => {
       const compiled = packages ? `, ${packages} packages compiled` : '';
@@ -206,15 +540,12 @@ function runGo(name, goBin, args, { cwd, env = {}, quiet = false }, log) {
     }, BUILD_TICK_MS);
     child.on('error', (err) => {
       clearInterval(tick);
-      reject(new Error(`${prefix} could not run ${goBin}: ${err.message}`));
+      reject(new Error(`${prefix} could not run ${bin}: ${err.message}`));
     });
     child.on('close', (code, signal) => {
       clearInterval(tick);
       if (code === 0) resolve(stdout);
-      else {
-        const detail = (stdout.trim() ? `${stdout.trim()}\n` : '') + recent.join('\n');
-        reject(new Error(`${prefix} \`go ${args.join(' ')}\` failed (${signal || `exit ${code}`}):\n${detail}`));
-      }
+      else reject(new Error(`${prefix} \`${path.basename(bin)} ${args.join(' ')}\` failed (${signal || `exit ${code}`}):\n${recent.join('\n')}`));
     });
   });
 }
@@ -376,11 +707,21 @@ function signalGroup(pid, signal) {
   }
 }
 
-async function stopPids(pids, log) {
+/**
+ * Stops servers by pid: each gets its stop signal (`signals[name]`, default SIGTERM to its process group;
+ * PostgreSQL gets SIGINT, its fast shutdown, at the postmaster alone), then SIGKILL after STOP_TIMEOUT_MS.
+ */
+async function stopPids(pids, log, signals = {}) {
   const targets = Object.entries(pids || {}).filter(([, pid]) => isOurs(pid));
   if (!targets.length) return;
   log(`stack: stopping ${targets.map(([name, pid]) => `${name} (pid ${pid})`).join(', ')} ...`);
-  for (const [, pid] of targets) signalGroup(pid, 'SIGTERM');
+  for (const [name, pid] of targets) {
+    if (signals[name] === 'SIGINT') {
+      try {
+        process.kill(pid, 'SIGINT');
+      } catch {}
+    } else signalGroup(pid, 'SIGTERM');
+  }
   const deadline = Date.now() + STOP_TIMEOUT_MS;
   while (Date.now() < deadline && targets.some(([, pid]) => groupAlive(pid))) await sleep(100);
   for (const [name, pid] of targets) {
@@ -416,10 +757,10 @@ function tail(file, lines = 20) {
   }
 }
 
-// Starts a server in its own process group with output to its log file, so it outlives this
+// Starts a server in its own process group with output appended to its log file, so it outlives this
 // process (the dev stack runs in the background) and stopStack can kill it as a group.
-function spawnServer(name, bin, args, logFile) {
-  const fd = fs.openSync(logFile, 'w');
+function spawnServer(bin, args, logFile) {
+  const fd = fs.openSync(logFile, 'a');
   try {
     const child = spawn(bin, args, { detached: true, stdio: ['ignore', fd, fd] });
     child.unref();
@@ -462,6 +803,27 @@ function mongoHello(port) {
         done(buf.readInt32LE(8) === requestId && buf.readInt32LE(12) === 2013);
       }
     });
+    socket.on('end', () => done(false));
+  });
+}
+
+// Readiness: PostgreSQL accepts a session (a StartupMessage answered with AuthenticationOk, trust auth); while
+// it starts or recovers it answers with an error instead.
+function postgresReady(port) {
+  return new Promise((resolve) => {
+    const params = Buffer.from('user\0postgres\0database\0postgres\0\0', 'utf8');
+    const startup = Buffer.alloc(8);
+    startup.writeInt32BE(8 + params.length, 0);
+    startup.writeInt32BE(196608, 4); // protocol 3.0
+    const socket = net.connect({ host: '127.0.0.1', port });
+    const done = (ok) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(2000, () => done(false));
+    socket.on('error', () => done(false));
+    socket.on('connect', () => socket.write(Buffer.concat([startup, params])));
+    socket.once('data', (d) => done(d[0] === 0x52 && d.length >= 9 && d.readInt32BE(5) === 0)); // 'R', AuthenticationOk
     socket.on('end', () => done(false));
   });
 }
@@ -512,13 +874,24 @@ async function waitReady({ label, server, logFile, probe, interval }) {
 // Stack
 // ---------------------------------------------------------------------------------------------
 
-// `persist` only concerns Temporal (false: in-memory). The database always lives in
-// `${stateDir}/ferretdb` (or `mongod`): use a fresh stateDir for an empty database.
-export async function startStack({ stateDir, ports = {}, ui = true, persist = true, log = console.log } = {}) {
+/** Supervision of the stacks this process started, by state dir (see superviseServers). */
+const supervisors = new Map();
+
+/**
+ * Starts the servers that MONGO_URL / TEMPORAL_ADDRESS do not replace, on loopback, and waits until they
+ * answer. `persist` only concerns Temporal (false: in-memory). The database always lives in
+ * `${stateDir}/postgres` (or `mongod`): use a fresh stateDir for an empty database. With `supervise` (true, or
+ * the options of superviseServers), a server that exits unexpectedly is started again on the same port and
+ * data (logged; the delay doubles after quick failures), as `npm run dev` does for the api and the worker.
+ * Returns { mongoUrl, temporalAddress, temporalUiUrl, pids, stopSignals, versions, ... } (also in stack.json).
+ */
+export async function startStack({ stateDir, ports = {}, ui = true, persist = true, supervise = false, log = console.log } = {}) {
   if (!stateDir) throw new Error('startStack: stateDir is required');
   stateDir = path.resolve(stateDir);
   const logsDir = path.join(stateDir, 'logs');
   fs.mkdirSync(logsDir, { recursive: true });
+  // Claimed at once, so reapAbandonedStacks leaves a folder alone while its stack is still starting.
+  fs.writeFileSync(path.join(stateDir, 'owner.pid'), String(process.pid));
 
   // A run that was killed leaves its servers behind; they hold the ports and the files.
   const previous = readStackFile(stateDir);
@@ -529,7 +902,7 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
         `stack: ${stateDir} is in use by a running process (pid ${previous.owner}); stop it first, or use another state folder.`,
       );
     }
-    await stopPids(previous.pids, log);
+    await stopPids(previous.pids, log, previous.stopSignals);
     fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
   }
 
@@ -542,47 +915,78 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
     temporalAddress: externalTemporal,
     temporalUiUrl: externalTemporal ? process.env.TEMPORAL_UI_URL || null : null,
     pids: {},
+    stopSignals: {},
+    versions: {},
     owner: process.pid,
     startedAt: new Date().toISOString(),
   };
+  /** name -> { label, bin, args, logFile, probe, interval, state } */
+  const servers = {};
+  const launch = (name, spec) => {
+    servers[name] = { ...spec, state: spawnServer(spec.bin, spec.args, spec.logFile) };
+    info.pids[name] = servers[name].state.child.pid;
+    if (spec.stopSignal) info.stopSignals[name] = spec.stopSignal;
+    return servers[name];
+  };
+  const ready = async (name) => {
+    const server = servers[name];
+    const ms = await waitReady({ label: server.label, server: server.state, logFile: server.logFile, probe: server.probe, interval: server.interval });
+    log(`stack: ${server.label} ready (${seconds(ms)})`);
+  };
   const pending = [];
-  const servers = [];
 
   try {
     if (!externalMongo) {
       const port = ports.mongo || (await freePort());
       await assertPortFree(port, 'the database', 'DEV_MONGO_PORT');
-      let label, bin, args;
+      info.mongoUrl = `mongodb://127.0.0.1:${port}/`;
+      const mongoProbe = { probe: () => mongoHello(port), interval: 100 };
       if (bins.mongodBin) {
         const dbPath = path.join(stateDir, 'mongod');
         fs.mkdirSync(dbPath, { recursive: true });
-        [label, bin, args] = ['MongoDB', bins.mongodBin, ['--dbpath', dbPath, '--port', String(port), '--bind_ip', '127.0.0.1']];
+        log(`stack: starting MongoDB on 127.0.0.1:${port} ...`);
+        const args = ['--dbpath', dbPath, '--port', String(port), '--bind_ip', '127.0.0.1'];
+        launch('mongo', { label: 'MongoDB', bin: bins.mongodBin, args, logFile: path.join(logsDir, 'mongod.log'), ...mongoProbe });
+        info.versions.database = 'MongoDB (mongod on PATH)';
+        pending.push(ready('mongo'));
       } else {
-        const dataDir = path.join(stateDir, 'ferretdb');
-        fs.mkdirSync(dataDir, { recursive: true });
-        label = 'FerretDB';
-        bin = bins.ferretdbBin;
-        args = [
-          '--handler=sqlite',
-          `--sqlite-url=file:${dataDir}/`, // must end with '/': it is a directory of SQLite files
+        const pgPort = ports.postgres || (await freePort());
+        await assertPortFree(pgPort, 'PostgreSQL', 'DEV_POSTGRES_PORT');
+        const dataDir = path.join(stateDir, 'postgres');
+        if (preparePostgresData(bins.documentdb, dataDir)) log(`stack: new PostgreSQL data directory ${dataDir} (from the template cluster)`);
+        info.versions.database = `FerretDB ${FERRETDB_VERSION} on ${describeVersions(bins.documentdb)}`;
+        log(`stack: starting PostgreSQL + DocumentDB on 127.0.0.1:${pgPort} (${describeVersions(bins.documentdb)}) ...`);
+        const [pgBin, pgArgs] = postgresCommand(bins.documentdb, dataDir, pgPort);
+        launch('postgres', {
+          label: 'PostgreSQL',
+          bin: pgBin,
+          args: pgArgs,
+          logFile: path.join(logsDir, 'postgres.log'),
+          probe: () => postgresReady(pgPort),
+          interval: 100,
+          stopSignal: 'SIGINT',
+        });
+        const ferretState = path.join(stateDir, 'ferretdb');
+        fs.mkdirSync(ferretState, { recursive: true });
+        const ferretArgs = [
+          `--postgresql-url=postgres://postgres@127.0.0.1:${pgPort}/postgres`,
           `--listen-addr=127.0.0.1:${port}`,
-          `--state-dir=${dataDir}`,
+          '--no-auth', // loopback only, as mongod's default
+          `--state-dir=${ferretState}`,
           '--debug-addr=-', // the default fixed 127.0.0.1:8088 would clash between parallel stacks
           '--telemetry=disable',
-          '--log-level=error',
+          '--log-level=warn',
         ];
+        // FerretDB checks the DocumentDB extension when it starts: after PostgreSQL answers.
+        pending.push(
+          ready('postgres').then(() => {
+            log(`stack: starting FerretDB ${FERRETDB_VERSION} (MongoDB wire protocol) on 127.0.0.1:${port} ...`);
+            launch('mongo', { label: 'FerretDB', bin: bins.ferretdbBin, args: ferretArgs, logFile: path.join(logsDir, 'ferretdb.log'), ...mongoProbe });
+            writeStackFile(stateDir, info);
+            return ready('mongo');
+          }),
+        );
       }
-      const logFile = path.join(logsDir, `${bins.mongodBin ? 'mongod' : 'ferretdb'}.log`);
-      log(`stack: starting ${label} on 127.0.0.1:${port} ...`);
-      const server = spawnServer(label, bin, args, logFile);
-      servers.push(server);
-      info.pids.mongo = server.child.pid;
-      info.mongoUrl = `mongodb://127.0.0.1:${port}/`;
-      pending.push(
-        waitReady({ label, server, logFile, probe: () => mongoHello(port), interval: 200 }).then((ms) =>
-          log(`stack: ${label} ready (${seconds(ms)})`),
-        ),
-      );
     }
 
     if (!externalTemporal) {
@@ -600,21 +1004,18 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
       } else {
         args.push('--headless');
       }
-      const logFile = path.join(logsDir, 'temporal.log');
+      info.versions.temporal = `Temporal CLI ${which('temporal') ? '(on PATH)' : TEMPORAL_VERSION}`;
       log(`stack: starting Temporal dev server on 127.0.0.1:${port}${ui ? ` (UI ${info.temporalUiUrl})` : ''} ...`);
-      const server = spawnServer('Temporal', bins.temporalBin, args, logFile);
-      servers.push(server);
-      info.pids.temporal = server.child.pid;
+      launch('temporal', {
+        label: 'Temporal',
+        bin: bins.temporalBin,
+        args,
+        logFile: path.join(logsDir, 'temporal.log'),
+        probe: () => temporalHealthy(bins.temporalBin, port),
+        interval: 300,
+      });
       info.temporalAddress = `127.0.0.1:${port}`;
-      pending.push(
-        waitReady({
-          label: 'Temporal',
-          server,
-          logFile,
-          probe: () => temporalHealthy(bins.temporalBin, port),
-          interval: 300,
-        }).then((ms) => log(`stack: Temporal ready (${seconds(ms)})`)),
-      );
+      pending.push(ready('temporal'));
     }
 
     // Recorded before waiting, so a run killed during start-up is still cleaned up by the next one.
@@ -623,28 +1024,111 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
     const failure = results.find((r) => r.status === 'rejected');
     if (failure) throw failure.reason;
   } catch (err) {
-    await stopPids(info.pids, () => {});
-    for (const { child } of servers) if (child.pid && isAlive(child.pid)) signalGroup(child.pid, 'SIGKILL');
+    await stopPids(info.pids, () => {}, info.stopSignals);
+    for (const { state } of Object.values(servers)) if (state.child.pid && isAlive(state.child.pid)) signalGroup(state.child.pid, 'SIGKILL');
     fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
     throw err;
   }
 
   writeStackFile(stateDir, info);
+  if (supervise) superviseServers({ stateDir, info, servers, log, ...(typeof supervise === 'object' ? supervise : {}) });
   return info;
+}
+
+/**
+ * Restarts any server of a stack that exits without stopStack having been called: same command, port and
+ * data (PostgreSQL recovers from its WAL; FerretDB reconnects). The delay doubles after each quick failure
+ * (0.5 s … 10 s; PostgreSQL refuses to start while the children of a killed postmaster are still exiting) and
+ * resets once a run lasts a minute. stack.json follows the new pids.
+ */
+function superviseServers({ stateDir, info, servers, log, initialDelayMs = 500, maxDelayMs = 10_000, stableMs = 60_000 }) {
+  const supervisor = { stopped: false, timers: new Set() };
+  supervisors.set(stateDir, supervisor);
+  const watch = (name) => {
+    const server = servers[name];
+    const startedAt = Date.now();
+    server.state.child.ref(); // a supervising process stays alive to supervise
+    server.state.child.once('exit', (code, signal) => {
+      if (supervisor.stopped) return;
+      const ranMs = Date.now() - startedAt;
+      if (ranMs >= stableMs) server.delayMs = initialDelayMs;
+      server.delayMs = server.delayMs ?? initialDelayMs;
+      server.restarts = (server.restarts ?? 0) + 1;
+      log(
+        `stack: ${server.label} (pid ${server.state.child.pid}) exited unexpectedly (${signal ? `signal ${signal}` : `code ${code}`}) ` +
+          `after ${seconds(ranMs)}; restarting in ${seconds(server.delayMs)} (restart ${server.restarts}; log ${server.logFile})`,
+      );
+      const timer = setTimeout(() => {
+        supervisor.timers.delete(timer);
+        if (supervisor.stopped) return;
+        server.state = spawnServer(server.bin, server.args, server.logFile);
+        info.pids[name] = server.state.child.pid;
+        writeStackFile(stateDir, info);
+        log(`stack: ${server.label} restarted (pid ${server.state.child.pid})`);
+        watch(name);
+      }, server.delayMs);
+      supervisor.timers.add(timer);
+      server.delayMs = Math.min(server.delayMs * 2, maxDelayMs);
+    });
+  };
+  for (const name of Object.keys(servers)) watch(name);
 }
 
 // Leaves alone a stack another live process started, unless `force` (the CLI's `stop`).
 export async function stopStack({ stateDir, log = console.log, force = false } = {}) {
   if (!stateDir) throw new Error('stopStack: stateDir is required');
   stateDir = path.resolve(stateDir);
+  const supervisor = supervisors.get(stateDir);
+  if (supervisor) {
+    supervisor.stopped = true;
+    for (const timer of supervisor.timers) clearTimeout(timer);
+    supervisors.delete(stateDir);
+  }
   const info = readStackFile(stateDir);
   if (!info) return;
   if (!force && info.owner && info.owner !== process.pid && isAlive(info.owner)) {
     log(`stack: left running (started by live process ${info.owner})`);
     return;
   }
-  await stopPids(info.pids, log);
+  await stopPids(info.pids, log, info.stopSignals);
   fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
+}
+
+/**
+ * Private stacks (`npm test`, `npm run bench`) live in state folders of their own under `parentDir`; a run that
+ * was killed (SIGKILL, a closed terminal) left its servers running and its data behind. Stops and removes those
+ * of owners that are gone, with any stack started inside them (a test's own database stack).
+ */
+export async function reapAbandonedStacks({ parentDir, prefix, log = console.log }) {
+  for (const entry of listDir(parentDir)) {
+    if (!entry.startsWith(prefix)) continue;
+    const stateDir = path.join(parentDir, entry);
+    let owner = null;
+    try {
+      owner = readStackFile(stateDir)?.owner ?? null;
+    } catch {}
+    owner ??= readInt(path.join(stateDir, 'owner.pid'));
+    if (owner ? isAlive(owner) : Date.now() - mtimeMs(stateDir) < 3_600_000) continue;
+    log(`stack: cleaning up ${stateDir}, left by a run that is gone${owner ? ` (pid ${owner})` : ''}`);
+    await stopStacksWithin(stateDir, log);
+    rmrf(stateDir);
+  }
+}
+
+/** Stops every stack recorded in `dir` or in folders below it (a few levels), whoever started it. */
+export async function stopStacksWithin(dir, log = console.log, depth = 3) {
+  for (const entry of listDir(dir)) {
+    const sub = path.join(dir, entry);
+    if (depth > 0 && fs.statSync(sub, { throwIfNoEntry: false })?.isDirectory()) await stopStacksWithin(sub, log, depth - 1);
+  }
+  let info = null;
+  try {
+    info = readStackFile(dir);
+  } catch {}
+  if (info) {
+    await stopPids(info.pids, log, info.stopSignals);
+    fs.rmSync(path.join(dir, 'stack.json'), { force: true });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -661,21 +1145,29 @@ function envPort(name, fallback) {
   return port;
 }
 
+/** The dev stack's fixed ports (`npm run dev`, `stack.mjs start`), each movable with its variable. */
+export function devPorts() {
+  return {
+    mongo: envPort('DEV_MONGO_PORT', 27017),
+    postgres: envPort('DEV_POSTGRES_PORT', 5433),
+    temporal: envPort('DEV_TEMPORAL_PORT', 7233),
+    temporalUi: envPort('DEV_TEMPORAL_UI_PORT', 8233),
+  };
+}
+
 async function main(cmd) {
   switch (cmd) {
     case 'ensure': {
       const bins = await ensureBinaries();
-      for (const [key, value] of Object.entries(bins)) console.log(`${key}: ${value}`);
+      for (const [key, value] of Object.entries(bins)) {
+        if (key === 'documentdb') console.log(`postgres + documentdb: ${value.dir}\n  ${describeVersions(value)}`);
+        else console.log(`${key}: ${value}`);
+      }
       if (process.env.MONGO_URL) console.log(`database: external (MONGO_URL)`);
       if (process.env.TEMPORAL_ADDRESS) console.log(`temporal: external (TEMPORAL_ADDRESS)`);
       return 0;
     }
     case 'start': {
-      const ports = {
-        mongo: envPort('DEV_MONGO_PORT', 27017),
-        temporal: envPort('DEV_TEMPORAL_PORT', 7233),
-        temporalUi: envPort('DEV_TEMPORAL_UI_PORT', 8233),
-      };
       // The servers are in their own process groups, so Ctrl-C would not reach them: clean up here.
       const abort = async () => {
         await stopStack({ stateDir: DEV_STATE_DIR, log: () => {} }).catch(() => {});
@@ -683,11 +1175,12 @@ async function main(cmd) {
       };
       process.once('SIGINT', abort);
       process.once('SIGTERM', abort);
-      const info = await startStack({ stateDir: DEV_STATE_DIR, ports });
+      const info = await startStack({ stateDir: DEV_STATE_DIR, ports: devPorts() });
       console.log(`\nDev stack running (state and logs in ${DEV_STATE_DIR}):`);
       console.log(`  MONGO_URL=${info.mongoUrl}`);
       console.log(`  TEMPORAL_ADDRESS=${info.temporalAddress}`);
       if (info.temporalUiUrl) console.log(`  Temporal UI: ${info.temporalUiUrl}`);
+      for (const version of Object.values(info.versions)) console.log(`  ${version}`);
       console.log(`Stop it with: node scripts/stack.mjs stop`);
       return 0;
     }

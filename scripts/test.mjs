@@ -4,7 +4,7 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { build, devDataKeys, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
-import { ensureBinaries, startStack, stopStack } from './stack.mjs';
+import { ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 
@@ -17,6 +17,8 @@ async function cleanup() {
   await stopChild(worker);
   // Idempotent: also stops servers of a start that was interrupted before it returned.
   await stopStack({ stateDir, log: (m) => console.log(m) }).catch((err) => console.error(`test: ${err.message}`));
+  // Stacks that tests started inside the run's folder (test/database-crash.test.ts), if a test could not stop its own.
+  await stopStacksWithin(stateDir, (m) => console.log(m)).catch((err) => console.error(`test: ${err.message}`));
   rmSync(stateDir, { recursive: true, force: true });
 }
 
@@ -24,7 +26,8 @@ async function main() {
   ensureDependencies(log);
   build(log);
   await ensureBinaries({ log: (m) => console.log(m) });
-  const stack = await startStack({ stateDir, ui: false, persist: false, log: (m) => console.log(m) });
+  await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'test-', log: (m) => console.log(m) });
+  const stack = await startStack({ stateDir, ui: false, persist: false, supervise: true, log: (m) => console.log(m) });
   const env = {
     MONGO_URL: stack.mongoUrl,
     TEMPORAL_ADDRESS: stack.temporalAddress,
@@ -43,7 +46,7 @@ async function main() {
   Object.assign(process.env, env);
   worker = startNode('worker/main.js', env, 'worker');
   await waitForWorker(env);
-  log(`stack ready (mongo ${stack.mongoUrl}, temporal ${stack.temporalAddress}); running jest...`);
+  log(`stack ready (mongo ${stack.mongoUrl}, temporal ${stack.temporalAddress}; ${Object.values(stack.versions).join('; ')}); running jest...`);
   const args = process.argv.slice(2);
   const code = await runJest(['--ci', ...args]);
   // The index check needs the queries of the whole suite: after a full run only (a failed run still gets it).

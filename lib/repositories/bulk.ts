@@ -1,5 +1,5 @@
 import type { Collection } from 'mongodb';
-import { isDuplicateKeyError } from '../errors';
+import { isDuplicateKeyError, isTransientWriteError } from './store-errors';
 
 /**
  * Inserts documents with deterministic `_id`s, unordered; returns the ids that already existed. The way
@@ -34,8 +34,7 @@ export async function insertIgnoringDuplicates<T extends { _id: string }>(coll: 
 }
 
 /**
- * Runs a database write again after errors that leave nothing half-done and pass: a network blip, a
- * primary stepping down, or the dev store's `database is locked (SQLITE_BUSY)` when writers pile up.
+ * Runs a database write again after errors that leave nothing half-done and pass (isTransientWriteError).
  * Writes retried this way must be idempotent (deterministic `_id`s, `$set` of fixed values). Gives up
  * after `deadlineMs` and throws the last error.
  */
@@ -49,13 +48,4 @@ export async function retryTransient<T>(write: () => Promise<T>, deadlineMs = 60
       await new Promise((r) => setTimeout(r, delay + Math.random() * delay));
     }
   }
-}
-
-function isTransientWriteError(err: unknown): boolean {
-  if (typeof err !== 'object' || err === null) return false;
-  const e = err as { message?: string; hasErrorLabel?: (label: string) => boolean; name?: string };
-  if (e.hasErrorLabel?.('RetryableWriteError') || e.hasErrorLabel?.('TransientTransactionError')) return true;
-  if (e.name === 'MongoNetworkError' || e.name === 'MongoServerSelectionError') return true;
-  // FerretDB on SQLite: one writer at a time; a writer that waited too long for the lock is refused.
-  return /database is locked|SQLITE_BUSY/.test(e.message ?? '');
 }

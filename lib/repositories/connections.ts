@@ -1,5 +1,5 @@
 import type { Collection, Db } from 'mongodb';
-import { isDuplicateKeyError } from '../errors';
+import { isDuplicateKeyError } from './store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 
 export type ConnectionStatus = 'connected' | 'error' | 'paused' | 'deregistered';

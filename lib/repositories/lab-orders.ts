@@ -1,7 +1,7 @@
 import type { Collection, Db, Filter } from 'mongodb';
 import type { FieldCipher } from '../crypto/field-encryption';
 import type { CollectionMethod, HighLevelStatus } from '../../workflows/lab-order-statuses';
-import { isDuplicateKeyError } from '../errors';
+import { isDuplicateKeyError } from './store-errors';
 import { EncryptedFields, type Sealed } from './encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 import type { DocumentLocks, LockLease } from './locks';

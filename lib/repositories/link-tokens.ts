@@ -1,5 +1,5 @@
 import type { Collection, Db } from 'mongodb';
-import { isDuplicateKeyError } from '../errors';
+import { isDuplicateKeyError } from './store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 
 /** A one-time link token (only its SHA-256 is stored), or the record that it was used (`_id` `<hash>:used`). */

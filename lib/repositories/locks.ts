@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Collection, Db } from 'mongodb';
-import { ApiError, isDuplicateKeyError } from '../errors';
+import { ApiError } from '../errors';
+import { isDuplicateKeyError } from './store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 
 interface LockDoc {

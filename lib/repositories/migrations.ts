@@ -1,5 +1,5 @@
 import type { Db } from 'mongodb';
-import { isDuplicateKeyError } from '../errors';
+import { isDuplicateKeyError } from './store-errors';
 import type { IndexSpec, QueryShape } from './indexes';
 
 /** `migrations` is read by `_id` (the migration's name) only. */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
-import { isDuplicateKeyError } from '../errors';
+import { isDuplicateKeyError } from './store-errors';
 import type { IndexSpec, QueryShape } from './indexes';
 
 interface SecretDoc {

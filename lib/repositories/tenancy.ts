@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
-import { ApiError, isDuplicateKeyError } from '../errors';
+import { ApiError } from '../errors';
+import { isDuplicateKeyError } from './store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 import type { DocumentLocks, LockLease } from './locks';
 import { hashKey, MANAGEMENT_KEY_PREFIX, mintKey, sameHash, teamKeyPrefix } from '../keys';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
-import { isDuplicateKeyError } from '../errors';
+import { isDuplicateKeyError } from './store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
 import type { DocumentLocks, LockLease } from './locks';
 

@@ -92,9 +92,7 @@ function startWorker(childEnv, listeners, nodeArgs = []) {
 async function databaseKind(db, external) {
   try {
     const info = await db.admin().command({ buildInfo: 1 });
-    const kind = info.ferretdbVersion
-      ? `FerretDB ${info.ferretdbVersion}${external ? '' : ' (SQLite)'}` // scripts/stack.mjs runs it with --handler=sqlite
-      : `MongoDB ${info.version}`;
+    const kind = info.ferretdbVersion ? `FerretDB ${info.ferretdbVersion} (PostgreSQL + DocumentDB)` : `MongoDB ${info.version}`;
     return external ? `${kind}, external (MONGO_URL)` : kind;
   } catch (err) {
     return `unknown (${err.message})`;

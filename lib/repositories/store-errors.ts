@@ -1,0 +1,24 @@
+/**
+ * How the stores we run on report the errors the repositories act on. Each store's quirk is named here, in
+ * the repositories layer, and nowhere else (architecture rule 6).
+ */
+
+/** A unique-index violation: code 11000 on MongoDB, and on FerretDB v2 for insert, update and upsert. */
+export function isDuplicateKeyError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const { code, message } = err as { code?: number; message?: string };
+  if (code === 11000) return true;
+  // FerretDB v2 + DocumentDB: a findOneAndUpdate that would duplicate a unique key answers code 1 with PostgreSQL's exclusion-constraint message (SQLSTATE 23P01).
+  return code === 1 && /conflicting key value violates exclusion constraint/.test(message ?? '');
+}
+
+/**
+ * An error after which a write left nothing half-done and may pass when sent again: a network blip or a
+ * primary stepping down (MongoDB labels these), or the gateway losing its database for a moment.
+ */
+export function isTransientWriteError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { message?: string; hasErrorLabel?: (label: string) => boolean; name?: string };
+  if (e.hasErrorLabel?.('RetryableWriteError') || e.hasErrorLabel?.('TransientTransactionError')) return true;
+  return e.name === 'MongoNetworkError' || e.name === 'MongoServerSelectionError';
+}

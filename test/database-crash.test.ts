@@ -1,0 +1,133 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { MongoClient } from 'mongodb';
+import { eventually, httpClient, startTestApp, type TestApp } from './support/harness';
+
+/**
+ * The embedded store under kill -9, one server at a time, while writers insert: the stack's supervisor (the one
+ * `npm run dev` runs) starts the server again on its port and data, PostgreSQL recovers from its WAL, FerretDB
+ * reconnects, and every write the database acknowledged is still stored. `/ready` says the database is down
+ * while it is. The stack is a private one (test/support/stack-driver.mjs), so the suite's database is untouched.
+ */
+const RESTART_DELAY_MS = 2_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface StackInfo {
+  mongoUrl: string;
+  pids: Record<string, number>;
+}
+
+describe('the embedded database under kill -9', () => {
+  const stateDir = path.join(process.env.HB_TEST_STATE_DIR ?? path.join(__dirname, '..', '.devstack', 'test-adhoc'), `db-crash-${process.pid}`);
+  const lines: string[] = [];
+  let driver: ChildProcess;
+  let info: StackInfo;
+  let client: MongoClient;
+  let app: TestApp;
+
+  const currentPid = (name: string): number => JSON.parse(readFileSync(path.join(stateDir, 'stack.json'), 'utf8')).pids[name];
+
+  beforeAll(async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, STACK_STATE_DIR: stateDir, STACK_RESTART_DELAY_MS: String(RESTART_DELAY_MS) };
+    delete env.MONGO_URL; // its own database servers; Temporal stays the suite's (TEMPORAL_ADDRESS)
+    driver = spawn(process.execPath, [path.join(__dirname, 'support', 'stack-driver.mjs')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    for (const stream of [driver.stdout!, driver.stderr!]) {
+      let rest = '';
+      stream.on('data', (chunk: Buffer) => {
+        const parts = (rest + chunk.toString()).split('\n');
+        rest = parts.pop()!;
+        lines.push(...parts);
+      });
+    }
+    info = await eventually(
+      async () => {
+        if (driver.exitCode !== null) throw new Error(`the stack driver exited:\n${lines.join('\n')}`);
+        const ready = lines.find((l) => l.startsWith('ready '));
+        return ready ? (JSON.parse(ready.slice('ready '.length)) as StackInfo) : null;
+      },
+      60_000,
+      'the private database stack',
+    );
+    expect(info.pids).toEqual({ postgres: expect.any(Number), mongo: expect.any(Number) });
+    client = await MongoClient.connect(info.mongoUrl, { serverSelectionTimeoutMS: 1_000 });
+    app = await startTestApp({ MONGO_URL: info.mongoUrl, MONGO_DB: 'crash_ready' });
+  }, 90_000);
+
+  afterAll(async () => {
+    await app?.close();
+    await client?.close();
+    if (driver && driver.exitCode === null) {
+      const exited = new Promise((r) => driver.once('exit', r));
+      driver.kill('SIGTERM');
+      await Promise.race([exited, sleep(20_000)]);
+      if (driver.exitCode === null) driver.kill('SIGKILL');
+    }
+    expect(lines).toContain('stopped');
+  }, 30_000);
+
+  /** Four writers insert numbered documents through the kill and the restart; returns what was acknowledged. */
+  async function writeThroughKill(server: 'postgres' | 'mongo', label: string) {
+    const collection = client.db('crash').collection<{ _id: string; writer: number }>(`writes_${server}`);
+    const acknowledged = new Set<string>();
+    let failures = 0;
+    let stop = false;
+    let sequence = 0;
+    const writer = async (w: number) => {
+      while (!stop) {
+        const _id = `${w}-${sequence++}`;
+        try {
+          await collection.insertOne({ _id, writer: w });
+          acknowledged.add(_id);
+        } catch {
+          failures++;
+          await sleep(50);
+        }
+      }
+    };
+    const writers = [0, 1, 2, 3].map(writer);
+    try {
+      await eventually(async () => acknowledged.size >= 200, 30_000, 'writes before the kill');
+      const killed = currentPid(server);
+      process.kill(killed, 'SIGKILL');
+      await eventually(async () => lines.some((l) => l.includes(`${label} (pid ${killed}) exited unexpectedly (signal SIGKILL)`)), 10_000, 'the exit to be seen');
+      await eventually(async () => currentPid(server) !== killed && lines.some((l) => l.includes(`${label} restarted (pid ${currentPid(server)})`)), 30_000, 'the restart');
+      const afterRestart = acknowledged.size;
+      await eventually(async () => acknowledged.size >= afterRestart + 200, 60_000, 'writes after the restart');
+    } finally {
+      stop = true;
+      await Promise.all(writers);
+    }
+    const stored = new Set((await collection.find({}, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+    return { acknowledged, failures, stored };
+  }
+
+  it('restarts PostgreSQL killed during writes; every acknowledged write survives; /ready shows the outage', async () => {
+    const ready = httpClient(app.url);
+    expect((await ready.get('/ready')).body.checks.mongodb).toBe(true);
+    const seen: boolean[] = [];
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        seen.push((await ready.get('/ready')).body.checks.mongodb);
+        await sleep(100);
+      }
+    })();
+    const { acknowledged, failures, stored } = await writeThroughKill('postgres', 'PostgreSQL');
+    await eventually(async () => (await ready.get('/ready')).body.checks.mongodb === true, 30_000, 'ready again');
+    watching = false;
+    await watcher;
+
+    expect(failures).toBeGreaterThan(0); // the outage was felt by the writers
+    expect([...acknowledged].filter((id) => !stored.has(id))).toEqual([]);
+    expect(seen).toContain(false); // the database reported down while PostgreSQL was
+    expect(seen.lastIndexOf(true)).toBeGreaterThan(seen.indexOf(false)); // ...and up again after the restart
+  }, 120_000);
+
+  it('restarts FerretDB killed during writes; every acknowledged write survives', async () => {
+    const { acknowledged, failures, stored } = await writeThroughKill('mongo', 'FerretDB');
+    expect(failures).toBeGreaterThan(0);
+    expect([...acknowledged].filter((id) => !stored.has(id))).toEqual([]);
+    expect(acknowledged.size).toBeGreaterThanOrEqual(400);
+  }, 120_000);
+});

@@ -1,0 +1,75 @@
+import { randomUUID } from 'node:crypto';
+import { hashKey, mintKey } from '../lib/keys';
+import { createRepositories, ensureIndexes } from '../lib/repositories';
+import { FieldCipher } from '../lib/crypto/field-encryption';
+import { indexesUsed } from './support/explain';
+import { ownDatabase, startTestApp, uniqueId, type OwnDatabase, type TestApp } from './support/harness';
+
+/**
+ * What the code relies on from the database the suite runs on (the embedded PostgreSQL + DocumentDB behind
+ * FerretDB v2, or MONGO_URL's MongoDB): single-document updates are atomic, a conditional update has one
+ * winner, and a filter on an indexed field is answered from its index. FerretDB v1, the store before, failed
+ * all three (concurrent `$inc` ended at 1 to 7, claims had 1 to 9 winners, every filter but `_id` scanned).
+ */
+describe('the database under the suite', () => {
+  let app: TestApp;
+  let own: OwnDatabase;
+
+  beforeAll(async () => {
+    app = await startTestApp();
+    own = await ownDatabase(app, 'store');
+  });
+  afterAll(async () => {
+    await own.drop();
+    await app.close();
+  });
+
+  it('applies 20 concurrent $inc of one document: it ends at 20', async () => {
+    const counters = app.inspect.collection<{ _id: string; n: number }>(`store_${uniqueId('inc').replace(/-/g, '_')}`);
+    await counters.insertOne({ _id: 'c', n: 0 });
+    await Promise.all(Array.from({ length: 20 }, () => counters.updateOne({ _id: 'c' }, { $inc: { n: 1 } })));
+    expect((await counters.findOne({ _id: 'c' }))?.n).toBe(20);
+    await counters.drop();
+  });
+
+  it('gives 10 concurrent claims of one document exactly one winner', async () => {
+    const jobs = app.inspect.collection<{ _id: string; claimed_by: number | null }>(`store_${uniqueId('claim').replace(/-/g, '_')}`);
+    for (let round = 0; round < 5; round++) {
+      await jobs.insertOne({ _id: `job-${round}`, claimed_by: null });
+      const results = await Promise.all(
+        Array.from({ length: 10 }, (_, claimant) =>
+          jobs.findOneAndUpdate({ _id: `job-${round}`, claimed_by: null }, { $set: { claimed_by: claimant } }, { returnDocument: 'after' }),
+        ),
+      );
+      const winners = results.filter((doc) => doc !== null);
+      expect(winners).toHaveLength(1);
+      expect((await jobs.findOne({ _id: `job-${round}` }))?.claimed_by).toBe(winners[0]!.claimed_by);
+    }
+    await jobs.drop();
+  });
+
+  it('answers the API key lookup of every request from the key_hash index, not a scan', async () => {
+    const repos = createRepositories(own.db, FieldCipher.fromSpec(process.env.DATA_ENCRYPTION_KEYS!));
+    await ensureIndexes(repos); // the indexes the api and worker declare and create at start-up
+    const keys = own.db.collection('team_api_keys');
+    const now = Date.now();
+    await keys.insertMany(
+      Array.from({ length: 3_000 }, (_, i) => ({
+        _id: randomUUID(),
+        key_hash: mintKey('sk_us_').hash,
+        org_id: `org-${i % 30}`,
+        team_id: `team-${i % 300}`,
+        created_at: new Date(now - i * 1_000),
+      })) as never[],
+    );
+    const key = mintKey('sk_us_');
+    await keys.insertOne({ _id: randomUUID(), key_hash: key.hash, org_id: 'org-x', team_id: 'team-x', created_at: new Date() } as never);
+    // The repository finds it by the filter explained below.
+    expect((await repos.tenancy.verifyTeamApiKey(key.value))?.team_id).toBe('team-x');
+
+    const plan = await keys.find({ key_hash: hashKey(key.value) }).explain('queryPlanner');
+    expect(indexesUsed(plan)).toEqual(['key_hash_1']);
+    // The helper tells a scan apart: an unindexed filter uses no declared index.
+    expect(indexesUsed(await keys.find({ label: 'nobody filters on this' }).explain('queryPlanner'))).toEqual([]);
+  });
+});
