@@ -21,7 +21,7 @@ export const ConfigSchema = Type.Object({
   PUBLIC_BASE_URL: Type.Optional(
     Type.String({ format: 'uri', description: 'Externally visible base URL (used in provider logo URLs). Default http://API_HOST:API_PORT.' }),
   ),
-  MONGO_URL: Type.String({ default: 'mongodb://127.0.0.1:27017/', description: 'MongoDB connection string (MongoDB 7 or FerretDB).' }),
+  MONGO_URL: Type.String({ default: 'mongodb://127.0.0.1:27017/', description: 'MongoDB connection string (MongoDB 7, or FerretDB v2 on PostgreSQL + DocumentDB).' }),
   MONGO_DB: Type.String({ minLength: 1, default: 'healthbridge', description: 'Database name.' }),
   MONGO_QUERY_SHAPE_LOG: Type.Optional(
     Type.String({

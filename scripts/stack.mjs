@@ -224,6 +224,7 @@ async function ensureDocumentdb(log) {
       await createTemplateCluster(paths, log);
       // versions.json last: its presence marks a complete installation.
       fs.renameSync(path.join(tmp, 'versions.pending.json'), paths.versionsFile);
+      fs.chmodSync(tmp, 0o755); // mkdtemp's 0700 would hide it from the non-root users who run it after a sudo set-up
       fs.renameSync(tmp, dir);
       log(`[setup documentdb] done in ${Math.round((Date.now() - started) / 1000)} s: ${dir}`);
       return documentdbPaths(dir);

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { MongoClient } from 'mongodb';
+import { collectLines } from './support/child-lines';
 import { eventually, httpClient, startTestApp, type TestApp } from './support/harness';
 
 /**
@@ -20,7 +21,7 @@ interface StackInfo {
 
 describe('the embedded database under kill -9', () => {
   const stateDir = path.join(process.env.HB_TEST_STATE_DIR ?? path.join(__dirname, '..', '.devstack', 'test-adhoc'), `db-crash-${process.pid}`);
-  const lines: string[] = [];
+  let lines: string[] = [];
   let driver: ChildProcess;
   let info: StackInfo;
   let client: MongoClient;
@@ -32,14 +33,7 @@ describe('the embedded database under kill -9', () => {
     const env: NodeJS.ProcessEnv = { ...process.env, STACK_STATE_DIR: stateDir, STACK_RESTART_DELAY_MS: String(RESTART_DELAY_MS) };
     delete env.MONGO_URL; // its own database servers; Temporal stays the suite's (TEMPORAL_ADDRESS)
     driver = spawn(process.execPath, [path.join(__dirname, 'support', 'stack-driver.mjs')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    for (const stream of [driver.stdout!, driver.stderr!]) {
-      let rest = '';
-      stream.on('data', (chunk: Buffer) => {
-        const parts = (rest + chunk.toString()).split('\n');
-        rest = parts.pop()!;
-        lines.push(...parts);
-      });
-    }
+    lines = collectLines(driver);
     info = await eventually(
       async () => {
         if (driver.exitCode !== null) throw new Error(`the stack driver exited:\n${lines.join('\n')}`);

@@ -39,6 +39,9 @@ function environmentOf(service: ComposeService): Record<string, string> {
   return Object.fromEntries(Object.entries(env).map(([key, value]) => [key, value === null ? '' : String(value)]));
 }
 
+/** The value compose uses when the shell sets nothing: `${VAR:-default}` gives the default. */
+const composeDefault = (value: string | undefined) => /^\$\{[A-Z_]+:-(.*)\}$/.exec(value ?? '')?.[1] ?? value;
+
 const commandOf = (service: ComposeService) =>
   Array.isArray(service.command) ? service.command.join(' ') : String(service.command ?? '');
 
@@ -59,7 +62,7 @@ describe('docker-compose.yml', () => {
 
   test.each(['api', 'worker'])('the %s service reaches MongoDB and Temporal by their service names', (name) => {
     const env = environmentOf(compose.services[name]);
-    expect(env.MONGO_URL).toMatch(/^mongodb:\/\/mongo:27017\b/);
+    expect(composeDefault(env.MONGO_URL)).toMatch(/^mongodb:\/\/mongo:27017\b/);
     expect(env.TEMPORAL_ADDRESS).toBe('temporal:7233');
   });
 
@@ -75,6 +78,19 @@ describe('docker-compose.yml', () => {
   test('registers the search attributes that lab order workflows set', () => {
     const registration = JSON.stringify(compose.services['temporal-search-attributes'].command);
     for (const key of Object.values(SEARCH_ATTRIBUTES)) expect(registration).toContain(`--name ${key.name} --type Keyword`);
+  });
+
+  test('the documentdb profile runs PostgreSQL + DocumentDB behind FerretDB v2 in place of MongoDB', () => {
+    const { documentdb, ferretdb } = compose.services as Record<string, ComposeService & { profiles?: string[]; image?: string; depends_on?: Record<string, unknown> }>;
+    expect(documentdb.profiles).toEqual(['documentdb']);
+    expect(ferretdb.profiles).toEqual(['documentdb']);
+    expect(ferretdb.image).toBe('ghcr.io/ferretdb/ferretdb:2.7.0'); // the FerretDB of the embedded store (scripts/stack.mjs)
+    expect(documentdb.image).toMatch(/^ghcr\.io\/ferretdb\/postgres-documentdb:\d+-[\d.]+-ferretdb-2\.7\.0$/);
+    expect(environmentOf(ferretdb).FERRETDB_POSTGRESQL_URL).toMatch(/@documentdb:5432\/postgres$/);
+    // api and worker wait for it when the profile is on, and ignore it when it is off.
+    for (const app of [api, worker]) {
+      expect((app as { depends_on?: Record<string, unknown> }).depends_on?.ferretdb).toEqual({ condition: 'service_healthy', required: false });
+    }
   });
 
   test('the api listens on every interface of its container', () => {

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { collectLines } from './support/child-lines';
 import { eventually } from './support/harness';
 
 /**
@@ -18,19 +19,12 @@ const alive = (pid: number) => {
 
 describe('the dev supervisor', () => {
   let driver: ChildProcess;
-  const lines: string[] = [];
+  let lines: string[] = [];
   const childPids = () => lines.map((l) => /demo running child_pid=(\d+)/.exec(l)?.[1]).filter(Boolean).map(Number);
 
   beforeAll(() => {
     driver = spawn(process.execPath, [path.join(__dirname, 'support', 'supervise-driver.mjs')], { stdio: ['ignore', 'pipe', 'pipe'] });
-    for (const stream of [driver.stdout!, driver.stderr!]) {
-      let rest = '';
-      stream.on('data', (chunk: Buffer) => {
-        const parts = (rest + chunk.toString()).split('\n');
-        rest = parts.pop()!;
-        lines.push(...parts);
-      });
-    }
+    lines = collectLines(driver);
   });
   afterAll(() => {
     if (driver.exitCode === null) driver.kill('SIGKILL');

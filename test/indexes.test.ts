@@ -9,7 +9,8 @@ import { ID_INDEX, INDEX_TABLE } from './support/index-table';
 
 /**
  * Every query shape a repository declares is served by one of its declared indexes (architecture rule 2):
- * FerretDB scans whatever the index, so only this check shows a missing index before production does.
+ * with the suite's small collections a scan is fast too, so only this check shows a missing index before
+ * production data does.
  */
 const collections = INDEX_TABLE;
 

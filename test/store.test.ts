@@ -8,8 +8,7 @@ import { ownDatabase, startTestApp, uniqueId, type OwnDatabase, type TestApp } f
 /**
  * What the code relies on from the database the suite runs on (the embedded PostgreSQL + DocumentDB behind
  * FerretDB v2, or MONGO_URL's MongoDB): single-document updates are atomic, a conditional update has one
- * winner, and a filter on an indexed field is answered from its index. FerretDB v1, the store before, failed
- * all three (concurrent `$inc` ended at 1 to 7, claims had 1 to 9 winners, every filter but `_id` scanned).
+ * winner, and a filter on an indexed field is answered from its index. Each fails on a store without them.
  */
 describe('the database under the suite', () => {
   let app: TestApp;

@@ -2,9 +2,9 @@ import type { Collection, Document, IndexDirection } from 'mongodb';
 
 /**
  * Declared indexes and the query shapes they serve (architecture: "every query shape has an index").
- * FerretDB answers every filter by a scan, so a missing index never shows in development; production
- * (MongoDB 7) would scan. Each repository declares both lists next to its queries, and
- * test/indexes.test.ts checks that every shape is covered by one of the indexes.
+ * A missing index does not show with development's small data; production would scan. Each repository
+ * declares both lists next to its queries, and test/indexes.test.ts checks that every shape is covered by one
+ * of the indexes.
  */
 export interface IndexSpec {
   key: Record<string, IndexDirection>;

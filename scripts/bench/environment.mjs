@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { devDataKeys, repoRoot, startNode, stopChild, waitForHttp } from '../setup.mjs';
-import { ensureBinaries, freePort, startStack, stopStack } from '../stack.mjs';
+import { ensureBinaries, freePort, reapAbandonedStacks, startStack, stopStack } from '../stack.mjs';
 
 /** Imports a compiled module from dist/ (CommonJS; its named exports are available). */
 export const distModule = (rel) => import(pathToFileURL(path.join(repoRoot, 'dist', rel)).href);
@@ -92,7 +92,7 @@ function startWorker(childEnv, listeners, nodeArgs = []) {
 async function databaseKind(db, external) {
   try {
     const info = await db.admin().command({ buildInfo: 1 });
-    const kind = info.ferretdbVersion ? `FerretDB ${info.ferretdbVersion} (PostgreSQL + DocumentDB)` : `MongoDB ${info.version}`;
+    const kind = info.ferretdb?.version ? `FerretDB ${info.ferretdb.version} on PostgreSQL + DocumentDB` : `MongoDB ${info.version}`;
     return external ? `${kind}, external (MONGO_URL)` : kind;
   } catch (err) {
     return `unknown (${err.message})`;
@@ -145,6 +145,7 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
 
   try {
     await ensureBinaries({ log });
+    await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'bench-', log });
     const stack = await startStack({ stateDir, ui: false, persist: false, log });
     env.mongoUrl = stack.mongoUrl;
     const apiPort = await freePort();

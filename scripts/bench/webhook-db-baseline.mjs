@@ -4,8 +4,7 @@
 //
 //   insertMany of B event documents                 (what a publish flush stores)
 //   insertMany of B x k delivery documents          (the fan-out)
-//   then for each of the k endpoints, one after another (one dispatcher batch each; concurrent ones only
-//   make SQLite-backed FerretDB answer SQLITE_BUSY, it has one writer):
+//   then for each of the k endpoints, one after another (one dispatcher batch each):
 //     find its pending deliveries due now, sorted by next_attempt_at, limit B
 //     find their events by _id $in                  (the bodies to send)
 //     insertMany of the B attempt documents
@@ -24,21 +23,13 @@ import { performance } from 'node:perf_hooks';
 import { distModule } from './environment.mjs';
 
 const SCRATCH_PREFIX = 'bench_raw_webhook_';
-/** A write refused because another holds SQLite's lock (FerretDB): retried this many times, counted. */
-const BUSY_RETRIES = 5;
-const isBusy = (err) => /database is locked|SQLITE_BUSY/.test(err?.message ?? err?.errmsg ?? '');
-/** A retried insertMany may find part of its documents already written (by its own earlier try): fine. */
-const ignoreOwnDuplicates = (err) => {
-  if (err?.code === 11000 || (Array.isArray(err?.writeErrors) && err.writeErrors.length && err.writeErrors.every((e) => e.code === 11000))) return;
-  throw err;
-};
 const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
 
 /**
  * Runs the baseline: `events` events to `endpoints` endpoints in batches of `batchSize`. `makeData(seq)` gives an
  * event's data; `config` the loaded configuration (the delivery policy snapshot). Returns
- * { seconds, eventsPerSec, deliveriesPerSec, delivered, batches, opMs, busyRetries } (opMs: time per operation
- * kind, summed over batches, retries included).
+ * { seconds, eventsPerSec, deliveriesPerSec, delivered, batches, opMs } (opMs: time per operation kind, summed
+ * over batches).
  */
 export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamId, eventType, userId, clientUserId, makeData, config }) {
   const [{ createIndexes }, { WEBHOOK_STORE_INDEXES, envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }] = await Promise.all([
@@ -56,18 +47,10 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
   const policy = deliveryPolicyFrom(config);
   const endpointIds = Array.from({ length: endpoints }, () => randomUUID());
   const opMs = { insertEvents: 0, insertDeliveries: 0, findDue: 0, findEvents: 0, insertAttempts: 0, updateDeliveries: 0 };
-  let busyRetries = 0;
   const timed = async (op, fn) => {
     const t = performance.now();
     try {
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await fn();
-        } catch (err) {
-          if (!isBusy(err) || attempt >= BUSY_RETRIES) throw err;
-          busyRetries++;
-        }
-      }
+      return await fn();
     } finally {
       opMs[op] += performance.now() - t;
     }
@@ -99,7 +82,7 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
       error_class: null,
       response_body: 'ok',
     }));
-    await timed('insertAttempts', () => coll.attempts.insertMany(attempts, { ordered: false }).catch(ignoreOwnDuplicates));
+    await timed('insertAttempts', () => coll.attempts.insertMany(attempts, { ordered: false }));
     await timed('updateDeliveries', () =>
       coll.deliveries.updateMany(
         { _id: { $in: due.map((d) => d._id) } },
@@ -129,8 +112,8 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
         });
       }
       const deliveryDocs = eventDocs.flatMap((e) => endpointIds.map((id) => newDelivery(e, id, policy, now)));
-      await timed('insertEvents', () => coll.events.insertMany(eventDocs, { ordered: false }).catch(ignoreOwnDuplicates));
-      await timed('insertDeliveries', () => coll.deliveries.insertMany(deliveryDocs, { ordered: false }).catch(ignoreOwnDuplicates));
+      await timed('insertEvents', () => coll.events.insertMany(eventDocs, { ordered: false }));
+      await timed('insertDeliveries', () => coll.deliveries.insertMany(deliveryDocs, { ordered: false }));
       for (const id of endpointIds) delivered += await dispatch(id, batchSize);
     }
     const seconds = (performance.now() - started) / 1000;
@@ -146,7 +129,6 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
       delivered,
       batches,
       opMs: Object.fromEntries(Object.entries(opMs).map(([k, v]) => [k, Math.round(v)])),
-      busyRetries,
     };
   } finally {
     await dropAll();
