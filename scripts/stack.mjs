@@ -183,6 +183,14 @@ function documentdbPaths(dir) {
   };
 }
 
+/**
+ * Whether a private stack here runs the embedded PostgreSQL + DocumentDB store (what the tests of the store
+ * itself need): no `mongod` on PATH (it would be preferred), and the store installed or installable (root).
+ */
+export function embeddedStoreAvailable() {
+  return !which('mongod') && (isRoot() || fs.existsSync(documentdbPaths(documentdbCachePath()).versionsFile));
+}
+
 /** The pinned versions that were installed, e.g. `PostgreSQL 18.6-3, DocumentDB 1.0-0-1, ...`. */
 export function describeVersions(documentdb) {
   try {
@@ -235,12 +243,12 @@ async function ensureDocumentdb(log) {
 }
 
 function needsRootMessage(dir) {
-  const node = process.execPath;
+  const quote = (p) => `'${p.replace(/'/g, `'\\''`)}'`;
   return (
     `stack: PostgreSQL + DocumentDB (the embedded MongoDB-wire database) is not installed yet (${dir}).\n` +
     `Installing it needs root once (debootstrap lays a Debian sid root, apt-get installs into it); running it does not.\n` +
     `Fix, once per machine:\n` +
-    `  sudo env HEALTHBRIDGE_CACHE_DIR=${cacheDir()} PATH="$PATH" ${node} scripts/stack.mjs ensure\n` +
+    `  sudo env HEALTHBRIDGE_CACHE_DIR=${quote(cacheDir())} PATH="$PATH" ${quote(process.execPath)} ${quote(fileURLToPath(import.meta.url))} ensure\n` +
     `Or use a MongoDB you run yourself: MONGO_URL=mongodb://127.0.0.1:27017/ npm test (npm run dev likewise),\n` +
     `or put \`mongod\` on PATH.`
   );
@@ -267,37 +275,36 @@ async function installSidRoot(root, log) {
   await runLogged(prefix, 'debootstrap', ['--variant=minbase', 'sid', root, mirror], { quiet: true }, log);
   // No service may start inside the root while packages install.
   fs.writeFileSync(path.join(root, 'usr', 'sbin', 'policy-rc.d'), '#!/bin/sh\nexit 101\n', { mode: 0o755 });
-  const mounted = [];
+  // The package step runs in a mount namespace of its own: /proc, /sys and /dev/pts are mounted into the root
+  // there (postgresql-common's install scripts need /proc; apt wants /dev/pts), and the kernel drops them when
+  // it ends, however it ends (Ctrl-C, kill -9): nothing stays mounted on the host.
+  // The archive's sid index is older than its Valid-Until date here; apt refuses it unless told not to check.
+  const apt = 'apt-get -o Acquire::Check-Valid-Until=false -o Dpkg::Use-Pty=0';
+  const packages = Object.entries(DEBIAN_PINS).map(([name, version]) => `${name}=${version}`);
+  const script = [
+    'root="$1"; shift',
+    'mount -t proc proc "$root/proc"',
+    'mount -t sysfs sysfs "$root/sys"',
+    'mount --bind /dev/pts "$root/dev/pts"',
+    `chroot "$root" ${apt} update`,
+    `chroot "$root" ${apt} install -y --no-install-recommends "$@"`,
+    'chroot "$root" apt-get clean',
+  ].join('\n');
+  const env = { DEBIAN_FRONTEND: 'noninteractive', LC_ALL: 'C', PATH: '/usr/sbin:/usr/bin:/sbin:/bin' };
+  log(`[${prefix}] apt-get install ${packages.join(' ')} inside the root (private mounts; ~15–45 s)...`);
   try {
-    // postgresql-common's install scripts need /proc; apt wants /dev/pts.
-    for (const [source, target, args] of [
-      ['proc', 'proc', ['-t', 'proc']],
-      ['sysfs', 'sys', ['-t', 'sysfs']],
-      ['/dev/pts', 'dev/pts', ['--bind']],
-    ]) {
-      const mountPoint = path.join(root, target);
-      fs.mkdirSync(mountPoint, { recursive: true });
-      execFileSync('mount', [...args, source, mountPoint]);
-      mounted.push(mountPoint);
-    }
-    // The archive's sid index is older than its Valid-Until date here; apt refuses it unless told not to check.
-    const apt = ['-o', 'Acquire::Check-Valid-Until=false', '-o', 'Dpkg::Use-Pty=0'];
-    const env = { DEBIAN_FRONTEND: 'noninteractive', LC_ALL: 'C', PATH: '/usr/sbin:/usr/bin:/sbin:/bin' };
-    log(`[${prefix}] apt-get update (sid)...`);
-    await runLogged(prefix, 'chroot', [root, 'apt-get', ...apt, 'update'], { env, quiet: true }, log);
-    const packages = Object.entries(DEBIAN_PINS).map(([name, version]) => `${name}=${version}`);
-    log(`[${prefix}] apt-get install ${packages.join(' ')} (~125 MB download)...`);
-    try {
-      await runLogged(prefix, 'chroot', [root, 'apt-get', ...apt, 'install', '-y', '--no-install-recommends', ...packages], { env, quiet: true }, log);
-    } catch (err) {
-      throw new Error(
-        `${err.message}\n[${prefix}] If apt says a pinned version was not found, Debian sid has moved on: update DEBIAN_PINS in ` +
-          `scripts/stack.mjs to the versions \`apt-cache policy\` shows inside the root, or set MONGO_URL to a MongoDB.`,
-      );
-    }
-    execFileSync('chroot', [root, 'apt-get', 'clean']);
-  } finally {
-    for (const mountPoint of mounted.reverse()) execFileSync('umount', ['--lazy', mountPoint]);
+    await runLogged(
+      prefix,
+      which('unshare') || 'unshare',
+      ['--mount', '--propagation', 'private', '--', '/bin/sh', '-ec', script, 'install', root, ...packages],
+      { env, quiet: true },
+      log,
+    );
+  } catch (err) {
+    throw new Error(
+      `${err.message}\n[${prefix}] If apt says a pinned version was not found, Debian sid has moved on: update DEBIAN_PINS in ` +
+        `scripts/stack.mjs to the versions \`apt-cache policy\` shows inside the root, or set MONGO_URL to a MongoDB.`,
+    );
   }
   const relinked = relativizeSymlinks(root);
   log(`[${prefix}] ${relinked} absolute symlinks in the root made relative`);
@@ -382,24 +389,30 @@ async function createTemplateCluster(paths, log) {
   fs.appendFileSync(path.join(paths.template, 'postgresql.conf'), `\n${POSTGRES_CONF}\n`);
 
   // Start it the way every run does, create the extension, stop it cleanly.
-  const port = await freePort();
+  const socketDir = path.join(path.dirname(paths.template), 'socket');
+  fs.mkdirSync(socketDir, { mode: 0o700 });
   const logFile = path.join(path.dirname(paths.template), 'template.log');
-  const [bin, args] = postgresCommand(paths, paths.template, port);
+  const [bin, args] = postgresCommand(paths, paths.template, socketDir);
   const server = spawnServer(bin, args, logFile);
   try {
-    await waitReady({ label: 'PostgreSQL (template)', server, logFile, probe: () => postgresReady(port), interval: 100 });
+    await waitReady({ label: 'PostgreSQL (template)', server, logFile, probe: () => postgresReady(socketDir), interval: 100 });
     await runLogged(
       prefix,
       paths.loader,
-      ['--library-path', paths.libraryPath, paths.bin('psql'), '-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', 'CREATE EXTENSION documentdb CASCADE'],
+      ['--library-path', paths.libraryPath, paths.bin('psql'), '-h', socketDir, '-p', String(POSTGRES_SOCKET_PORT), '-U', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', 'CREATE EXTENSION documentdb CASCADE'],
       { quiet: true },
       log,
     );
   } finally {
-    process.kill(server.child.pid, 'SIGINT'); // fast shutdown: a clean checkpoint, nothing to recover later
+    if (!server.exited) {
+      try {
+        process.kill(server.child.pid, 'SIGINT'); // fast shutdown: a clean checkpoint, nothing to recover later
+      } catch {}
+    }
     const deadline = Date.now() + STOP_TIMEOUT_MS;
     while (!server.exited && Date.now() < deadline) await sleep(50);
     if (!server.exited) signalGroup(server.child.pid, 'SIGKILL');
+    fs.rmSync(socketDir, { recursive: true, force: true });
   }
   for (const leftover of ['postmaster.pid', 'postmaster.opts']) fs.rmSync(path.join(paths.template, leftover), { force: true });
   // Readable by anyone, so a non-root user can copy it (an empty cluster with trust auth on loopback).
@@ -425,12 +438,20 @@ function chmodTree(dir, addFile, addDir) {
 }
 
 /**
+ * PostgreSQL listens on a Unix socket only, in a folder of the stack's own (mode 0700), never on TCP: the cluster
+ * trusts its connections, so only the user who started it (and root) may reach it. The socket's name still
+ * carries a port number; one is enough, since each stack has its own folder.
+ */
+const POSTGRES_SOCKET_PORT = 5432;
+const POSTGRES_SOCKET_MAX = 100; // a Unix socket path longer than ~107 bytes cannot be bound
+
+/**
  * The command that runs sid's `postgres` on this host: through the root's own dynamic loader and libraries
  * (the host's glibc is older), so no chroot and no mount is needed. PostgreSQL refuses to run as root; as root,
  * the server runs in a user namespace where it is `nobody` while its files stay the invoking user's (no second
  * account, no chown, and every path the caller can reach stays reachable).
  */
-function postgresCommand(documentdb, dataDir, port) {
+function postgresCommand(documentdb, dataDir, socketDir) {
   const args = [
     '--library-path',
     documentdb.libraryPath,
@@ -438,11 +459,24 @@ function postgresCommand(documentdb, dataDir, port) {
     '-D',
     dataDir,
     '-c',
-    `port=${port}`,
+    `port=${POSTGRES_SOCKET_PORT}`,
     '-c',
-    'listen_addresses=127.0.0.1',
+    'listen_addresses=',
     '-c',
-    'unix_socket_directories=',
+    `unix_socket_directories=${socketDir}`,
+    '-c',
+    'unix_socket_permissions=0700',
+    // DocumentDB runs some commands over a connection of its own to `localhost`: point it at the socket.
+    '-c',
+    `documentdb.localhost_connection_string=host=${socketDir} port=${POSTGRES_SOCKET_PORT}`,
+    // pg_cron runs DocumentDB's jobs (TTL expiry, background index builds, cursor clean-up) in background
+    // workers: the jobs' stored host and port are the template cluster's, which no stack listens on.
+    '-c',
+    'cron.use_background_workers=on',
+    '-c',
+    'cron.log_run=off', // two jobs every 2 s would fill the log
+    '-c',
+    'max_worker_processes=32',
   ];
   if (!isRoot()) return [documentdb.loader, args];
   return [which('unshare') || 'unshare', ['--user', '--map-user=65534', '--map-group=65534', '--', documentdb.loader, ...args]];
@@ -485,23 +519,29 @@ function mountsUnder(dir) {
   } catch {
     return [];
   }
-  const prefix = path.resolve(dir);
+  let prefix = path.resolve(dir);
+  try {
+    prefix = fs.realpathSync(prefix); // mountinfo lists real paths
+  } catch {}
   return text
     .split('\n')
-    .map((line) => line.split(' ')[4]?.replace(/\\040/g, ' '))
+    .map((line) => line.split(' ')[4]?.replace(/\\([0-7]{3})/g, (_, octal) => String.fromCharCode(parseInt(octal, 8))))
     .filter((p) => p && (p === prefix || p.startsWith(`${prefix}/`)))
     .sort((a, b) => b.length - a.length);
 }
 
-/** Removes a tree; first unmounts whatever an interrupted set-up left mounted inside it (never delete through a mount). */
+/**
+ * Removes a tree, never through a mount: whatever is mounted inside it (the set-up mounts in a namespace of its
+ * own, so only a foreign mount can be) is unmounted first, and the removal refused if that fails.
+ */
 function rmrf(p) {
   for (const mountPoint of mountsUnder(p)) {
     try {
       execFileSync('umount', ['--lazy', mountPoint]);
-    } catch (err) {
-      throw new Error(`stack: cannot remove ${p}: ${mountPoint} is mounted and umount failed (${err.message}); unmount it by hand.`);
-    }
+    } catch {}
   }
+  const left = mountsUnder(p);
+  if (left.length) throw new Error(`stack: will not remove ${p}: ${left.join(', ')} still mounted there; unmount by hand.`);
   try {
     chmodUserWritable(p); // module-cache copies are read-only, which blocks removal for non-root users
   } catch {}
@@ -694,8 +734,33 @@ function commandLine(pid) {
   }
 }
 
-function isOurs(pid) {
-  return Number.isInteger(pid) && pid > 0 && isAlive(pid) && OUR_PROCESS.test(commandLine(pid));
+/** Field 22 of /proc/<pid>/stat: when the process started (clock ticks since boot); null where unknown. */
+function procStartTime(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+  } catch {
+    return null;
+  }
+}
+
+/** The live processes whose parent is `pid` (a postmaster's backends and workers, which leave its group). */
+function childrenOf(pid) {
+  const children = [];
+  for (const entry of listDir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) children.push(Number(entry));
+    } catch {}
+  }
+  return children;
+}
+
+/** A live process of ours: by name, and, when its start time was recorded, the same process (not a reused pid). */
+function isOurs(pid, start = null) {
+  if (!(Number.isInteger(pid) && pid > 0 && isAlive(pid) && OUR_PROCESS.test(commandLine(pid)))) return false;
+  return start == null || procStartTime(pid) === start;
 }
 
 function signalGroup(pid, signal) {
@@ -709,29 +774,41 @@ function signalGroup(pid, signal) {
 }
 
 /**
- * Stops servers by pid: each gets its stop signal (`signals[name]`, default SIGTERM to its process group;
- * PostgreSQL gets SIGINT, its fast shutdown, at the postmaster alone), then SIGKILL after STOP_TIMEOUT_MS.
+ * Stops the servers of a stack.json record ({ pids, stopSignals, starts }): each gets its stop signal
+ * (default SIGTERM to its process group). PostgreSQL gets SIGINT, its fast shutdown, at the postmaster alone;
+ * if it has not stopped in time, SIGQUIT (immediate shutdown) and then SIGKILL for it and its children, which
+ * are in process groups of their own. Anything else left after STOP_TIMEOUT_MS is SIGKILLed with its group.
  */
-async function stopPids(pids, log, signals = {}) {
-  const targets = Object.entries(pids || {}).filter(([, pid]) => isOurs(pid));
+async function stopPids(pids, log, { stopSignals = {}, starts = {} } = {}) {
+  const targets = Object.entries(pids || {}).filter(([name, pid]) => isOurs(pid, starts[name]));
   if (!targets.length) return;
   log(`stack: stopping ${targets.map(([name, pid]) => `${name} (pid ${pid})`).join(', ')} ...`);
-  for (const [name, pid] of targets) {
-    if (signals[name] === 'SIGINT') {
-      try {
-        process.kill(pid, 'SIGINT');
-      } catch {}
-    } else signalGroup(pid, 'SIGTERM');
+  const postmasters = new Set(targets.filter(([name]) => stopSignals[name] === 'SIGINT').map(([, pid]) => pid));
+  const signal = (pid, sig) => {
+    try {
+      process.kill(pid, sig);
+    } catch {}
+  };
+  for (const [, pid] of targets) {
+    if (postmasters.has(pid)) signal(pid, 'SIGINT');
+    else signalGroup(pid, 'SIGTERM');
   }
-  const deadline = Date.now() + STOP_TIMEOUT_MS;
-  while (Date.now() < deadline && targets.some(([, pid]) => groupAlive(pid))) await sleep(100);
+  const waitGone = async (ms) => {
+    const deadline = Date.now() + ms;
+    while (Date.now() < deadline && targets.some(([, pid]) => groupAlive(pid))) await sleep(100);
+  };
+  await waitGone(STOP_TIMEOUT_MS);
   for (const [name, pid] of targets) {
     if (!groupAlive(pid)) continue;
     log(`stack: ${name} (pid ${pid}) did not exit within ${STOP_TIMEOUT_MS / 1000} s, killing it`);
-    signalGroup(pid, 'SIGKILL');
+    if (postmasters.has(pid)) {
+      const children = childrenOf(pid);
+      signal(pid, 'SIGQUIT');
+      await sleep(3000);
+      for (const child of [pid, ...children]) signal(child, 'SIGKILL');
+    } else signalGroup(pid, 'SIGKILL');
   }
-  const killDeadline = Date.now() + 5000;
-  while (Date.now() < killDeadline && targets.some(([, pid]) => groupAlive(pid))) await sleep(50);
+  await waitGone(5000);
 }
 
 function readStackFile(stateDir) {
@@ -808,15 +885,24 @@ function mongoHello(port) {
   });
 }
 
+/** The socket folder of a stack: in its state folder, or under the temp folder when that path is too long to bind. */
+function postgresSocketDir(stateDir) {
+  const inState = path.join(stateDir, 'postgres-socket');
+  const dir = `${inState}/.s.PGSQL.${POSTGRES_SOCKET_PORT}`.length <= POSTGRES_SOCKET_MAX ? inState : fs.mkdtempSync(path.join(os.tmpdir(), 'hb-pg-'));
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.chmodSync(dir, 0o700);
+  return dir;
+}
+
 // Readiness: PostgreSQL accepts a session (a StartupMessage answered with AuthenticationOk, trust auth); while
 // it starts or recovers it answers with an error instead.
-function postgresReady(port) {
+function postgresReady(socketDir) {
   return new Promise((resolve) => {
     const params = Buffer.from('user\0postgres\0database\0postgres\0\0', 'utf8');
     const startup = Buffer.alloc(8);
     startup.writeInt32BE(8 + params.length, 0);
     startup.writeInt32BE(196608, 4); // protocol 3.0
-    const socket = net.connect({ host: '127.0.0.1', port });
+    const socket = net.connect({ path: path.join(socketDir, `.s.PGSQL.${POSTGRES_SOCKET_PORT}`) });
     const done = (ok) => {
       socket.destroy();
       resolve(ok);
@@ -903,9 +989,12 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
         `stack: ${stateDir} is in use by a running process (pid ${previous.owner}); stop it first, or use another state folder.`,
       );
     }
-    await stopPids(previous.pids, log, previous.stopSignals);
+    await stopPids(previous.pids, log, previous);
+    removeSocketDir(previous);
     fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
   }
+  const starting = { aborted: false };
+  startsInFlight.set(stateDir, starting);
 
   const externalMongo = process.env.MONGO_URL || null;
   const externalTemporal = process.env.TEMPORAL_ADDRESS || null;
@@ -916,6 +1005,8 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
     temporalAddress: externalTemporal,
     temporalUiUrl: externalTemporal ? process.env.TEMPORAL_UI_URL || null : null,
     pids: {},
+    /** Each server's start time (/proc/<pid>/stat), so a pid reused by another process is never signalled. */
+    starts: {},
     stopSignals: {},
     versions: {},
     owner: process.pid,
@@ -923,10 +1014,14 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
   };
   /** name -> { label, bin, args, logFile, probe, interval, state } */
   const servers = {};
+  // Each launch is recorded at once, so a stop (or the next start, after a kill) finds every server.
   const launch = (name, spec) => {
+    if (starting.aborted) throw new Error(`stack: start of ${stateDir} stopped before ${spec.label} was launched`);
     servers[name] = { ...spec, state: spawnServer(spec.bin, spec.args, spec.logFile) };
     info.pids[name] = servers[name].state.child.pid;
+    info.starts[name] = procStartTime(info.pids[name]);
     if (spec.stopSignal) info.stopSignals[name] = spec.stopSignal;
+    writeStackFile(stateDir, info);
     return servers[name];
   };
   const ready = async (name) => {
@@ -951,26 +1046,26 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
         info.versions.database = 'MongoDB (mongod on PATH)';
         pending.push(ready('mongo'));
       } else {
-        const pgPort = ports.postgres || (await freePort());
-        await assertPortFree(pgPort, 'PostgreSQL', 'DEV_POSTGRES_PORT');
         const dataDir = path.join(stateDir, 'postgres');
         if (preparePostgresData(bins.documentdb, dataDir)) log(`stack: new PostgreSQL data directory ${dataDir} (from the template cluster)`);
+        const socketDir = postgresSocketDir(stateDir);
+        info.postgresSocketDir = socketDir;
         info.versions.database = `FerretDB ${FERRETDB_VERSION} on ${describeVersions(bins.documentdb)}`;
-        log(`stack: starting PostgreSQL + DocumentDB on 127.0.0.1:${pgPort} (${describeVersions(bins.documentdb)}) ...`);
-        const [pgBin, pgArgs] = postgresCommand(bins.documentdb, dataDir, pgPort);
+        log(`stack: starting PostgreSQL + DocumentDB on the Unix socket in ${socketDir} (${describeVersions(bins.documentdb)}) ...`);
+        const [pgBin, pgArgs] = postgresCommand(bins.documentdb, dataDir, socketDir);
         launch('postgres', {
           label: 'PostgreSQL',
           bin: pgBin,
           args: pgArgs,
           logFile: path.join(logsDir, 'postgres.log'),
-          probe: () => postgresReady(pgPort),
+          probe: () => postgresReady(socketDir),
           interval: 100,
           stopSignal: 'SIGINT',
         });
         const ferretState = path.join(stateDir, 'ferretdb');
         fs.mkdirSync(ferretState, { recursive: true });
         const ferretArgs = [
-          `--postgresql-url=postgres://postgres@127.0.0.1:${pgPort}/postgres`,
+          `--postgresql-url=postgres://postgres@/postgres?host=${encodeURIComponent(socketDir)}&port=${POSTGRES_SOCKET_PORT}`,
           `--listen-addr=127.0.0.1:${port}`,
           '--no-auth', // loopback only, as mongod's default
           `--state-dir=${ferretState}`,
@@ -983,7 +1078,6 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
           ready('postgres').then(() => {
             log(`stack: starting FerretDB ${FERRETDB_VERSION} (MongoDB wire protocol) on 127.0.0.1:${port} ...`);
             launch('mongo', { label: 'FerretDB', bin: bins.ferretdbBin, args: ferretArgs, logFile: path.join(logsDir, 'ferretdb.log'), ...mongoProbe });
-            writeStackFile(stateDir, info);
             return ready('mongo');
           }),
         );
@@ -1025,10 +1119,13 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
     const failure = results.find((r) => r.status === 'rejected');
     if (failure) throw failure.reason;
   } catch (err) {
-    await stopPids(info.pids, () => {}, info.stopSignals);
+    await stopPids(info.pids, () => {}, info);
     for (const { state } of Object.values(servers)) if (state.child.pid && isAlive(state.child.pid)) signalGroup(state.child.pid, 'SIGKILL');
+    removeSocketDir(info);
     fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
     throw err;
+  } finally {
+    startsInFlight.delete(stateDir);
   }
 
   writeStackFile(stateDir, info);
@@ -1062,8 +1159,14 @@ function superviseServers({ stateDir, info, servers, log, initialDelayMs = 500, 
       const timer = setTimeout(() => {
         supervisor.timers.delete(timer);
         if (supervisor.stopped) return;
+        // Stopped from elsewhere (stack.json gone or taken over): not ours to restart any more.
+        if (readStackFileQuietly(stateDir)?.owner !== process.pid) {
+          log(`stack: ${server.label} not restarted: the stack in ${stateDir} is no longer this process's`);
+          return;
+        }
         server.state = spawnServer(server.bin, server.args, server.logFile);
         info.pids[name] = server.state.child.pid;
+        info.starts[name] = procStartTime(info.pids[name]);
         writeStackFile(stateDir, info);
         log(`stack: ${server.label} restarted (pid ${server.state.child.pid})`);
         watch(name);
@@ -1075,24 +1178,59 @@ function superviseServers({ stateDir, info, servers, log, initialDelayMs = 500, 
   for (const name of Object.keys(servers)) watch(name);
 }
 
-// Leaves alone a stack another live process started, unless `force` (the CLI's `stop`).
+/**
+ * Stops a stack. One another live process started (and supervises) is left alone, unless `force` (the CLI's
+ * `stop`): then that process is asked to stop (SIGTERM: `npm run dev` and `npm test` stop everything they
+ * started), since its supervisor would restart servers stopped behind its back; whatever is still recorded
+ * after it exits (or after 30 s) is stopped here.
+ */
 export async function stopStack({ stateDir, log = console.log, force = false } = {}) {
   if (!stateDir) throw new Error('stopStack: stateDir is required');
   stateDir = path.resolve(stateDir);
+  const inFlight = startsInFlight.get(stateDir);
+  if (inFlight) inFlight.aborted = true; // a start still under way launches nothing more
   const supervisor = supervisors.get(stateDir);
   if (supervisor) {
     supervisor.stopped = true;
     for (const timer of supervisor.timers) clearTimeout(timer);
     supervisors.delete(stateDir);
   }
-  const info = readStackFile(stateDir);
+  let info = readStackFile(stateDir);
   if (!info) return;
-  if (!force && info.owner && info.owner !== process.pid && isAlive(info.owner)) {
-    log(`stack: left running (started by live process ${info.owner})`);
-    return;
+  if (info.owner && info.owner !== process.pid && isAlive(info.owner)) {
+    if (!force) {
+      log(`stack: left running (started by live process ${info.owner})`);
+      return;
+    }
+    log(`stack: asking its owner (pid ${info.owner}) to stop it ...`);
+    try {
+      process.kill(info.owner, 'SIGTERM');
+    } catch {}
+    const deadline = Date.now() + 30_000;
+    while (isAlive(info.owner) && Date.now() < deadline) await sleep(100);
+    info = readStackFile(stateDir);
+    if (!info) return;
   }
-  await stopPids(info.pids, log, info.stopSignals);
+  await stopPids(info.pids, log, info);
+  removeSocketDir(info);
   fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
+}
+
+/** Starts under way in this process, by state dir (stopStack aborts them). */
+const startsInFlight = new Map();
+
+function readStackFileQuietly(stateDir) {
+  try {
+    return readStackFile(stateDir);
+  } catch {
+    return null;
+  }
+}
+
+/** A socket folder made under the temp folder (a long state path) goes with its stack. */
+function removeSocketDir(info) {
+  const dir = info?.postgresSocketDir;
+  if (dir && path.basename(dir).startsWith('hb-pg-')) fs.rmSync(dir, { recursive: true, force: true });
 }
 
 /**
@@ -1127,7 +1265,8 @@ export async function stopStacksWithin(dir, log = console.log, depth = 3) {
     info = readStackFile(dir);
   } catch {}
   if (info) {
-    await stopPids(info.pids, log, info.stopSignals);
+    await stopPids(info.pids, log, info);
+    removeSocketDir(info);
     fs.rmSync(path.join(dir, 'stack.json'), { force: true });
   }
 }
@@ -1150,7 +1289,6 @@ function envPort(name, fallback) {
 export function devPorts() {
   return {
     mongo: envPort('DEV_MONGO_PORT', 27017),
-    postgres: envPort('DEV_POSTGRES_PORT', 5433),
     temporal: envPort('DEV_TEMPORAL_PORT', 7233),
     temporalUi: envPort('DEV_TEMPORAL_UI_PORT', 8233),
   };
@@ -1200,7 +1338,7 @@ async function main(cmd) {
       console.log(JSON.stringify(info, null, 2));
       let allAlive = true;
       for (const [name, pid] of Object.entries(info.pids || {})) {
-        const alive = isOurs(pid);
+        const alive = isOurs(pid, info.starts?.[name]);
         allAlive &&= alive;
         console.log(`${name}: pid ${pid} ${alive ? 'alive' : 'NOT running'}`);
       }

@@ -4,7 +4,7 @@
 import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { build, devDataKeys, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
-import { ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
+import { embeddedStoreAvailable, ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 
@@ -48,7 +48,14 @@ async function main() {
   await waitForWorker(env);
   log(`stack ready (mongo ${stack.mongoUrl}, temporal ${stack.temporalAddress}; ${Object.values(stack.versions).join('; ')}); running jest...`);
   const args = process.argv.slice(2);
-  const code = await runJest(['--ci', ...args]);
+  const selection = [];
+  if (!embeddedStoreAvailable()) {
+    // These start private stacks of the embedded store (whatever MONGO_URL says) and kill its servers.
+    log('the embedded PostgreSQL + DocumentDB store cannot start here (mongod on PATH, or not installed and not root):');
+    log('  test/database-crash.test.ts and test/stack-cleanup.test.ts, which test that store itself, are left out of this run');
+    selection.push('--testPathIgnorePatterns', 'test/database-crash\\.test\\.ts', 'test/stack-cleanup\\.test\\.ts');
+  }
+  const code = await runJest(['--ci', ...selection, ...args]);
   // The index check needs the queries of the whole suite: after a full run only (a failed run still gets it).
   if (args.length) return code;
   log('checking every query the suite sent against the declared indexes...');

@@ -111,6 +111,7 @@ describe('the embedded database under kill -9', () => {
     await eventually(async () => (await ready.get('/ready')).body.checks.mongodb === true, 30_000, 'ready again');
     watching = false;
     await watcher;
+    seen.push((await ready.get('/ready')).body.checks.mongodb);
 
     expect(failures).toBeGreaterThan(0); // the outage was felt by the writers
     expect([...acknowledged].filter((id) => !stored.has(id))).toEqual([]);

@@ -14,11 +14,13 @@ export function isDuplicateKeyError(err: unknown): boolean {
 
 /**
  * An error after which a write left nothing half-done and may pass when sent again: a network blip or a
- * primary stepping down (MongoDB labels these), or the gateway losing its database for a moment.
+ * primary stepping down (MongoDB labels these), or the gateway finding its database unreachable.
  */
 export function isTransientWriteError(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
-  const e = err as { message?: string; hasErrorLabel?: (label: string) => boolean; name?: string };
+  const e = err as { code?: number; message?: string; hasErrorLabel?: (label: string) => boolean; name?: string };
   if (e.hasErrorLabel?.('RetryableWriteError') || e.hasErrorLabel?.('TransientTransactionError')) return true;
-  return e.name === 'MongoNetworkError' || e.name === 'MongoServerSelectionError';
+  if (e.name === 'MongoNetworkError' || e.name === 'MongoServerSelectionError') return true;
+  // FerretDB v2: PostgreSQL down or restarting is code 1 "... (*Pool).Acquire): failed to connect to ..." (no connection, nothing sent).
+  return e.code === 1 && /Pool\)\.Acquire\): failed to connect to/.test(e.message ?? '');
 }
