@@ -142,7 +142,18 @@ export function httpClient(baseUrl, { headers: defaultHeaders = {}, timeoutMs = 
   const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 1024, scheduling: 'lifo' });
   const port = Number(url.port);
 
-  function request(method, path, { headers = {}, body } = {}) {
+  // A kept-alive socket the server closed just as it was reused fails with ECONNRESET before any answer: sent
+  // again on a fresh socket, as Node's docs for `request.reusedSocket` advise (nothing reached the server).
+  async function request(method, path, options = {}) {
+    try {
+      return await requestOnce(method, path, options);
+    } catch (err) {
+      if (err.code !== 'ECONNRESET' || !err.reusedSocket) throw err;
+      return requestOnce(method, path, options);
+    }
+  }
+
+  function requestOnce(method, path, { headers = {}, body } = {}) {
     return new Promise((resolve, reject) => {
       const payload = body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
       const allHeaders = { ...defaultHeaders, ...headers };
@@ -152,7 +163,10 @@ export function httpClient(baseUrl, { headers: defaultHeaders = {}, timeoutMs = 
       }
       const req = http.request({ agent, host: '127.0.0.1', port, method, path, headers: allHeaders });
       req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${path}: no answer within ${timeoutMs} ms`)));
-      req.once('error', reject);
+      req.once('error', (err) => {
+        err.reusedSocket = req.reusedSocket;
+        reject(err);
+      });
       req.once('response', (res) => {
         let text = '';
         res.setEncoding('utf8');
