@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DispatcherCommand } from '../../workflows/webhook-dispatch';
 import { nextAttemptDelay, parseRetryAfter } from '../../workflows/webhook-retry';
@@ -36,12 +37,13 @@ const LINGER_POLL_MS = 25;
 const ACTIVE_LEASE_MS = 60_000;
 /** Requests in flight to one endpoint at once. */
 const MAX_CONCURRENT_POSTS = 100;
+/** A claim outlasts its batch's sending by this much (the outcome's write, a slow machine). */
+const CLAIM_MARGIN_MS = 30_000;
 /** Deliveries changed per statement by drain. */
 const DRAIN_PAGE = 500;
 
 /** The previous batch's recording, overlapped with sending the next batch (at most one in flight). */
 interface Recording {
-  ids: Set<string>;
   done: Promise<void>;
 }
 
@@ -77,6 +79,9 @@ export class WebhookDispatcher {
     const store = this.deps.repos.webhookStore;
     const deadline = Date.now() + DISPATCH_BUDGET_MS;
     const markActive = () => store.markDispatcherActive(endpointId, new Date(Date.now() + ACTIVE_LEASE_MS));
+    // This run's claim on the deliveries it sends: a run Temporal gave up on, still sending, keeps what it
+    // claimed, and the run that replaced it neither sends those nor overwrites their outcome.
+    const claim = randomUUID();
     let recording: Recording | null = null;
     const finishRecording = async () => {
       const r = recording;
@@ -92,8 +97,7 @@ export class WebhookDispatcher {
       for (;;) {
         // Fencing: a run Temporal gave up on (its retry may already be sending) writes nothing more.
         if (ctx.superseded()) throw new SupersededError(endpointId);
-        const previous: Recording | null = recording;
-        const batch = await this.sendBatch(endpointId, previous);
+        const batch = await this.sendBatch(endpointId, claim, ctx);
         if (batch.stop) {
           await finishRecording();
           return (result = { more: false, waitMs: 0, nextDueInMs: null, stop: !(await this.drain(endpointId, batch.stop)) });
@@ -112,7 +116,7 @@ export class WebhookDispatcher {
           }
           continue;
         }
-        // Nothing due that is not being recorded: look again once the recording is done.
+        // Nothing due: look again once the recording in flight is done (its retries become due then).
         if (recording) {
           await finishRecording();
           continue;
@@ -144,13 +148,16 @@ export class WebhookDispatcher {
   }
 
   /**
-   * One batch: up to WEBHOOK_BATCH_SIZE (or the rate limit) due deliveries not being recorded, sent
-   * concurrently; their outcomes are recorded in the background (`recording`) while the caller goes on. A
-   * crash before that write completes sends the batch again (same webhook-id: at-least-once).
+   * One batch: up to WEBHOOK_BATCH_SIZE (or the rate limit) due deliveries, claimed for this run in one
+   * conditional write (those another run claimed first are left to it), sent concurrently; their outcomes are
+   * recorded in the background (`recording`) while the caller goes on, written only where the claim still
+   * holds. A crash before that write sends the batch again once the claim lapses (same webhook-id:
+   * at-least-once).
    */
   private async sendBatch(
     endpointId: string,
-    previous: Recording | null,
+    claim: string,
+    ctx: DispatchContext,
   ): Promise<{ stop?: 'failed' | 'cancelled'; sent: number; more: boolean; waitMs: number; gone: boolean; recording: Recording | null }> {
     const { repos, config } = this.deps;
     const store = repos.webhookStore;
@@ -159,8 +166,7 @@ export class WebhookDispatcher {
 
     const startedAt = Date.now();
     const limit = Math.max(1, Math.min(config.WEBHOOK_BATCH_SIZE, endpoint.rate_limit ?? Infinity));
-    const busy = previous?.ids ?? new Set<string>();
-    const candidates = (await store.dueDeliveries(endpointId, new Date(startedAt), limit + busy.size + 1)).filter((d) => !busy.has(d._id));
+    const candidates = await store.dueDeliveries(endpointId, new Date(startedAt), limit + 1);
     const more = candidates.length > limit;
     const picked = candidates.slice(0, limit);
     if (!picked.length) return { sent: 0, more: false, waitMs: 0, gone: false, recording: null };
@@ -169,13 +175,20 @@ export class WebhookDispatcher {
     const bodies = new Map((await store.getEvents(picked.map((d) => d.event_id))).map((e) => [e._id, e.body]));
     const erased = picked.filter((d) => !bodies.has(d.event_id));
     await store.deleteDeliveries(erased.map((d) => d._id));
-    const due = picked.filter((d) => bodies.has(d.event_id));
-    if (!due.length) return { sent: erased.length, more, waitMs: 0, gone: false, recording: null };
+    const sendable = picked.filter((d) => bodies.has(d.event_id));
+    // Fencing: a run Temporal gave up on claims nothing more.
+    if (ctx.superseded()) throw new SupersededError(endpointId);
+    const now = new Date();
+    const longestTimeout = Math.max(0, ...sendable.map((d) => d.policy.timeout_ms));
+    const claimEnd = new Date(now.getTime() + Math.ceil(sendable.length / MAX_CONCURRENT_POSTS) * longestTimeout + CLAIM_MARGIN_MS);
+    const held = await store.claimDeliveries(sendable.map((d) => d._id), claim, now, claimEnd);
+    const due = sendable.filter((d) => held.has(d._id));
+    if (!due.length) return { sent: erased.length, more: more || sendable.length > 0, waitMs: 0, gone: false, recording: null };
 
     const headers = headersFor(endpoint, new Date());
     const target = this.sender.target(endpoint.url);
     const results = await mapWithConcurrency(due, MAX_CONCURRENT_POSTS, (d) => this.sender.post(target, bodies.get(d.event_id)!, headers(d.event_id, bodies.get(d.event_id)!), d.policy.timeout_ms));
-    const outcome = outcomesOf(due, results, new Date());
+    const outcome = outcomesOf(due, results, new Date(), claim);
     const done = (async () => {
       // Attempts before state: a delivery never shows as done without its attempt record.
       await store.insertAttempts(outcome.attempts);
@@ -185,7 +198,7 @@ export class WebhookDispatcher {
     done.catch(() => undefined); // awaited by the caller; no unhandled rejection meanwhile
 
     const rateWait = endpoint.rate_limit ? Math.max(0, startedAt + (1000 * due.length) / endpoint.rate_limit - Date.now()) : 0;
-    return { sent: due.length + erased.length, more: more || rateWait > 0, waitMs: Math.ceil(rateWait), gone: outcome.gone, recording: { ids: new Set(due.map((d) => d._id)), done } };
+    return { sent: due.length + erased.length, more: more || rateWait > 0, waitMs: Math.ceil(rateWait), gone: outcome.gone, recording: { done } };
   }
 
   /** Ends the pending deliveries of a gone/disabled endpoint, a page at a time; true while more remain. */
@@ -263,14 +276,14 @@ function headersFor(endpoint: EndpointDoc, at: Date): (eventId: string, body: st
  * change (one statement for a batch of first-attempt successes), and like failures share one jittered
  * retry time.
  */
-function outcomesOf(due: DeliveryDoc[], results: AttemptResult[], now: Date) {
+function outcomesOf(due: DeliveryDoc[], results: AttemptResult[], now: Date, claim: string) {
   const attempts: AttemptDoc[] = [];
   const groups = new Map<string, DeliveryChange>();
   let anySuccess = false;
   let gone = false;
   const change = (key: string, id: string, make: () => Omit<DeliveryChange, 'ids'>) => {
     let c = groups.get(key);
-    if (!c) groups.set(key, (c = { ids: [], ...make() }));
+    if (!c) groups.set(key, (c = { ids: [], claim, ...make() }));
     c.ids.push(id);
   };
   due.forEach((d, i) => {

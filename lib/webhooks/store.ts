@@ -83,6 +83,12 @@ export interface DeliveryDoc {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  /**
+   * The dispatcher run sending it now (claimDeliveries): only that run writes its outcome. While claimed,
+   * `next_attempt_at` is the claim's end, so no other run finds it due; a run that dies leaves it to be sent
+   * again once the claim lapses. Absent on deliveries written before claims.
+   */
+  claim?: string | null;
 }
 
 export interface AttemptDoc {
@@ -178,6 +184,8 @@ export interface DeliveryChange {
   ids: string[];
   /** Fixed values only (no $inc): applying a change twice is the same as once. */
   set: Partial<DeliveryDoc>;
+  /** A sending run's outcome: applied only to the deliveries this claim still holds. Every change ends any claim. */
+  claim?: string;
 }
 
 export interface Page<T> {
@@ -294,6 +302,21 @@ export class WebhookStore {
       .toArray();
   }
 
+  /**
+   * Claims the given deliveries for one dispatcher run until `until`, in one conditional write: only those still
+   * pending and due at `now` (so not claimed by another run) are taken. Returns the ids this claim holds.
+   */
+  async claimDeliveries(ids: string[], claim: string, now: Date, until: Date): Promise<Set<string>> {
+    if (!ids.length) return new Set();
+    const { modifiedCount } = await this.deliveries.updateMany(
+      { _id: { $in: ids }, status: 'pending', next_attempt_at: { $lte: now } },
+      { $set: { claim, next_attempt_at: until } },
+    );
+    if (modifiedCount === ids.length) return new Set(ids);
+    const held = await this.deliveries.find({ _id: { $in: ids }, claim }, { projection: { _id: 1 } }).toArray();
+    return new Set(held.map((d) => d._id));
+  }
+
   /** When the endpoint's soonest pending delivery is due (null: nothing pending). */
   async nextDueAt(endpointId: string): Promise<Date | null> {
     const doc = await this.deliveries
@@ -316,10 +339,11 @@ export class WebhookStore {
 
   private async applyChanges(changes: DeliveryChange[]): Promise<void> {
     const ops: AnyBulkWriteOperation<DeliveryDoc>[] = changes.map((c) => {
-      const update: UpdateFilter<DeliveryDoc> = { $set: c.set };
+      const update: UpdateFilter<DeliveryDoc> = { $set: { ...c.set, claim: null } };
+      const held = c.claim ? { claim: c.claim } : {};
       return c.ids.length === 1
-        ? { updateOne: { filter: { _id: c.ids[0] }, update } }
-        : { updateMany: { filter: { _id: { $in: c.ids } }, update } };
+        ? { updateOne: { filter: { _id: c.ids[0], ...held }, update } }
+        : { updateMany: { filter: { _id: { $in: c.ids }, ...held }, update } };
     });
     // Dev-store quirk: FerretDB v1 keeps every statement's cursor (a pooled connection) open until its whole
     // update command ends, so commands whose statements outnumber the free connections (a pool of 100 on

@@ -6,6 +6,7 @@
 //   insertMany of B x k delivery documents          (the fan-out)
 //   then for each of the k endpoints, one after another (one dispatcher batch each):
 //     find its pending deliveries due now, sorted by next_attempt_at, limit B
+//     updateMany claiming them for this run                (the dispatcher's claim)
 //     find their events by _id $in                  (the bodies to send)
 //     insertMany of the B attempt documents
 //     updateMany of those deliveries to succeeded
@@ -46,7 +47,7 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
 
   const policy = deliveryPolicyFrom(config);
   const endpointIds = Array.from({ length: endpoints }, () => randomUUID());
-  const opMs = { insertEvents: 0, insertDeliveries: 0, findDue: 0, findEvents: 0, insertAttempts: 0, updateDeliveries: 0 };
+  const opMs = { insertEvents: 0, insertDeliveries: 0, findDue: 0, claimDeliveries: 0, findEvents: 0, insertAttempts: 0, updateDeliveries: 0 };
   const timed = async (op, fn) => {
     const t = performance.now();
     try {
@@ -65,6 +66,15 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
       coll.deliveries.find({ endpoint_id: endpointId, status: 'pending', next_attempt_at: { $lte: now } }).sort({ next_attempt_at: 1 }).limit(limit).toArray(),
     );
     if (!due.length) return 0;
+    // The claim that keeps a superseded run and its replacement from sending the same delivery twice.
+    const claim = randomUUID();
+    const claimed = await timed('claimDeliveries', () =>
+      coll.deliveries.updateMany(
+        { _id: { $in: due.map((d) => d._id) }, status: 'pending', next_attempt_at: { $lte: now } },
+        { $set: { claim, next_attempt_at: new Date(now.getTime() + 45_000) } },
+      ),
+    );
+    if (claimed.modifiedCount !== due.length) throw new Error(`raw baseline: claimed ${claimed.modifiedCount} of ${due.length} deliveries`);
     const bodies = await timed('findEvents', () => coll.events.find({ _id: { $in: [...new Set(due.map((d) => d.event_id))] } }).toArray());
     if (bodies.length !== due.length) throw new Error(`raw baseline: ${due.length} deliveries but ${bodies.length} events found`);
     const at = new Date();
@@ -85,8 +95,8 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
     await timed('insertAttempts', () => coll.attempts.insertMany(attempts, { ordered: false }));
     await timed('updateDeliveries', () =>
       coll.deliveries.updateMany(
-        { _id: { $in: due.map((d) => d._id) } },
-        { $set: { status: 'succeeded', next_attempt_at: null, finished_at: at, updated_at: at, last_status_code: 200, last_error: null }, $inc: { attempts: 1, pass_attempts: 1 } },
+        { _id: { $in: due.map((d) => d._id) }, claim },
+        { $set: { status: 'succeeded', next_attempt_at: null, finished_at: at, updated_at: at, last_status_code: 200, last_error: null, claim: null }, $inc: { attempts: 1, pass_attempts: 1 } },
       ),
     );
     batches++;
