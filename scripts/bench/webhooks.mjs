@@ -20,7 +20,9 @@
 //      shows it as a saturated run and a missed target); with more endpoints at most half the rate measured
 //      in 3, so the system is not saturated; latency = first arrival - the time taken just before publishing
 //      (data.sent_at);
-//   5. baseline latency: the same pacing with plain POSTs.
+//   5. baseline latency: the same pacing with plain POSTs;
+//   6. with the most endpoints: 3 again while one competing process per core spins (CPU starvation: dispatcher
+//      activities miss heartbeats and are retried while still sending; duplicates would show here).
 // Then the bookkeeping from the store's own documents (webhook_deliveries by status, webhook_attempts per
 // delivery: a delivery with more than one attempt was sent again) next to the receiver's duplicate count.
 // Where the time goes: the dispatcher batches, rebuilt from the attempt documents (one batch's attempts share
@@ -33,7 +35,8 @@
 //   BENCH_WEBHOOK_TIMEOUT_SECONDS=180  per throughput run (paced runs: 60 s after the window); then the
 //                                      partial figures are reported, and the next run waits up to
 //   BENCH_WEBHOOK_DRAIN_SECONDS=120    for the backlog to drain (reported: whether the late deliveries came)
-import { fork } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
+import os from 'node:os';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -642,9 +645,9 @@ export async function webhookSuite(env, { log = console.log } = {}) {
         return result;
       };
 
-      const runDeliveryThroughput = async () => {
-        const run = `tput-${k}`;
-        const name = `webhook delivery, ${plural(k)}`;
+      const runDeliveryThroughput = async ({ tag = '', label = '' } = {}) => {
+        const run = `tput${tag}-${k}`;
+        const name = `webhook delivery, ${plural(k)}${label ? `, ${label}` : ''}`;
         log(`bench: ${name} ... ${n} events (${n * k} deliveries), ${settings.publishers} concurrent publishers`);
         logLines.take();
         const t0 = Date.now();
@@ -726,7 +729,19 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       const paced = await runPaced({ rate, baseline: false });
       await drain([paced]);
       const basePaced = await runPaced({ rate, baseline: true });
-      for (const r of [baseTput, tput, paced, basePaced]) await receiver.ask('forget', r.run);
+      // Under CPU starvation dispatcher activities miss their heartbeats and Temporal retries them while they
+      // are still sending: the run that counts duplicates. A competing process per core spins meanwhile.
+      let starved = null;
+      if (k === Math.max(...settings.endpointCounts)) {
+        const burners = os.cpus().map(() => spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+        try {
+          starved = await runDeliveryThroughput({ tag: '-starved', label: `CPU saturated by ${burners.length} competing processes` });
+        } finally {
+          for (const b of burners) b.kill('SIGKILL');
+        }
+        await drain([starved]);
+      }
+      for (const r of [baseTput, tput, paced, basePaced, starved].filter(Boolean)) await receiver.ask('forget', r.run);
 
       // Bookkeeping after both runs, from the store's documents: one delivery document per (event, endpoint)
       // with its status and attempt counter, one attempt document per attempt. Every delivery should have
@@ -760,7 +775,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
         if (d.status === 'succeeded' && docs === 0) counters.succeededWithoutAttempt++;
       }
       const counterMismatches = counters.aboveDocuments + counters.belowDocuments;
-      const published = tput.events - tput.errors + paced.events - paced.errors;
+      const published = [tput, paced, starved].filter(Boolean).reduce((sum, r) => sum + r.events - r.errors, 0);
       let temporalRetries = null;
       try {
         temporalRetries = await dispatcherRetries(temporal.client, endpointIds.map((id) => workflowIds.webhookDispatch(id)));
