@@ -5,7 +5,6 @@ import type { TemporalDeps } from '../lib/temporal';
 import type { LabCatalogue } from '../lib/lab-catalogue';
 import { createSandboxLab } from './lab/sandbox-lab';
 import { createLabOrderActivities } from './lab-orders';
-import { createMaintenanceActivities } from './maintenance';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
 import { EventPublisher } from '../lib/webhooks/publisher';
@@ -29,7 +28,6 @@ export function createActivities(base: ActivityDeps) {
   const providers = loadProviderCatalogue();
   return {
     ...createUserDeletionActivities(deps),
-    ...createMaintenanceActivities(deps),
     // This deployment's laboratory is the sandbox lab (activities/lab/adapter.ts is the integration point).
     ...createLabOrderActivities({ ...deps, lab: createSandboxLab(deps.labCatalogue) }),
     ...createWebhookDeliveryActivities(deps),

@@ -6,6 +6,7 @@ import { EventPublisher } from '../lib/webhooks/publisher';
 import { createLogger } from '../lib/logger';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
+import { retentionFrom } from '../lib/repositories/indexes';
 import { connectTemporal } from '../lib/temporal';
 import { loadLabCatalogue } from '../lib/lab-catalogue';
 import { createApp } from './app';
@@ -20,7 +21,7 @@ async function main(): Promise<void> {
   const payors = loadPayorCatalogue();
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const repos = createRepositories(mongo.db, cipher);
-  await ensureIndexes(repos);
+  await ensureIndexes(repos, retentionFrom(config));
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const publisher = new EventPublisher({ config, repos, temporal, logger });
   const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue, payors, publisher };

@@ -131,12 +131,12 @@ export const ConfigSchema = Type.Object({
     exclusiveMinimum: 0,
     maximum: 3650,
     default: 30,
-    description: 'How long webhook events, finished deliveries and attempts are kept (the delivery log); older ones are removed by the maintenance schedule.',
+    description: 'How long webhook events, finished deliveries and attempts are kept (the delivery log); TTL indexes delete older ones.',
   }),
   IDEMPOTENCY_KEY_RETENTION_SECONDS: Type.Integer({
     minimum: 86400,
     default: 86400,
-    description: 'How long a stored X-Idempotency-Key response is replayed (at least 24 h); older keys are removed.',
+    description: 'How long a stored X-Idempotency-Key response is replayed (at least 24 h); a TTL index deletes older keys.',
   }),
   HISTORICAL_PULL_RETRYING_SINCE: Type.String({
     pattern: '^\\d{4}-\\d{2}-\\d{2}$',

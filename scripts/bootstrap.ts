@@ -2,6 +2,7 @@ import { createOrgWithAdminKey } from '../lib/bootstrap';
 import { dataCipher, loadConfig } from '../lib/config';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
+import { retentionFrom } from '../lib/repositories/indexes';
 
 /**
  * Production bootstrap (`npm run bootstrap -- "Org name"`): creates the organisation and its first org
@@ -14,7 +15,7 @@ async function main(): Promise<void> {
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   try {
     const repos = createRepositories(mongo.db, dataCipher(config));
-    await ensureIndexes(repos);
+    await ensureIndexes(repos, retentionFrom(config));
     if (!(await repos.tenancy.claimBootstrap())) {
       console.error('This database is already bootstrapped; its organisation exists. Create further keys with the management API.');
       process.exitCode = 1;

@@ -4,6 +4,7 @@ import { ensureDevTenant, type DevCredentials } from '../lib/bootstrap';
 import { dataCipher, loadConfig } from '../lib/config';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
+import { retentionFrom } from '../lib/repositories/indexes';
 
 /** Used by `npm run dev`: seeds the sandbox tenant on first start and writes .devstack/credentials.json. */
 async function main(): Promise<void> {
@@ -12,7 +13,7 @@ async function main(): Promise<void> {
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   try {
     const repos = createRepositories(mongo.db, dataCipher(config));
-    await ensureIndexes(repos);
+    await ensureIndexes(repos, retentionFrom(config));
     const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as DevCredentials) : null;
     const { credentials, created } = await ensureDevTenant(repos, config, saved, process.env.TEMPORAL_UI_URL || null);
     mkdirSync(path.dirname(file), { recursive: true });

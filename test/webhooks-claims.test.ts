@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { publishEvent } from '../lib/webhooks/publisher';
+import type { DeliveryDoc } from '../lib/webhooks/store';
 import { createTenant, eventually, managementClient, startTestApp, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';
@@ -53,11 +54,12 @@ test('a stalled dispatcher and the run that replaced it never send the same deli
   expect(Date.now() - stoppedAt).toBeGreaterThan(20_000); // taken over only after the 20 s heartbeat timeout
   first.kill('SIGCONT'); // the stalled run resumes: its answers are waiting for it
 
-  const store = app.deps.repos.webhookStore;
+  // Read through the test's own connection (app.inspect): these queries are not the product's.
+  const deliveriesOf = () => app.inspect.collection<DeliveryDoc>('webhook_deliveries').find({ endpoint_id: endpointId }).toArray();
   const all = [...stalled, ...later];
   await eventually(
     async () => {
-      const deliveries = await store.deliveries.find({ endpoint_id: endpointId }).toArray();
+      const deliveries = await deliveriesOf();
       return deliveries.length === all.length && deliveries.every((d) => d.status === 'succeeded');
     },
     90_000,
@@ -66,8 +68,8 @@ test('a stalled dispatcher and the run that replaced it never send the same deli
   const sent = rx.requests.map((r) => String(r.headers['webhook-id']));
   expect(sent.filter((id, i) => sent.indexOf(id) !== i)).toEqual([]); // no duplicate
   expect(new Set(sent)).toEqual(new Set(all.map((e) => e.id)));
-  const deliveries = await store.deliveries.find({ endpoint_id: endpointId }).toArray();
+  const deliveries = await deliveriesOf();
   expect(deliveries.map((d) => d.attempts)).toEqual(all.map(() => 1));
   expect(deliveries.every((d) => !(d as { claim?: string }).claim)).toBe(true); // every claim ended with its outcome
-  expect(await store.attempts.countDocuments({ endpoint_id: endpointId })).toBe(all.length);
+  expect(await app.inspect.collection('webhook_attempts').countDocuments({ endpoint_id: endpointId })).toBe(all.length);
 }, 240_000);

@@ -2,9 +2,10 @@ import { dataCipher, loadConfig } from '../lib/config';
 import { createLogger } from '../lib/logger';
 import { connectMongo } from '../lib/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
+import { retentionFrom } from '../lib/repositories/indexes';
 import { connectTemporal } from '../lib/temporal';
 import { startWorkerHeartbeat } from './heartbeat';
-import { ensureMaintenanceSchedule } from './maintenance-schedule';
+import { deleteRetiredMaintenanceSchedule } from './maintenance-schedule';
 import { startWebhookSweeper } from './webhook-sweeper';
 import { createWorker } from './worker';
 
@@ -15,11 +16,11 @@ async function main(): Promise<void> {
   const logger = createLogger(config.LOG_LEVEL, 'worker');
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const repos = createRepositories(mongo.db, cipher);
-  await ensureIndexes(repos);
+  await ensureIndexes(repos, retentionFrom(config));
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const { worker, connection } = await createWorker(config, repos, logger, temporal);
   await startWebhookSweeper(config, temporal, logger);
-  await ensureMaintenanceSchedule(temporal, logger);
+  await deleteRetiredMaintenanceSchedule(temporal, logger);
 
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {

@@ -1,21 +1,19 @@
-import { ScheduleAlreadyRunning } from '@temporalio/client';
+import { ScheduleNotFoundError } from '@temporalio/client';
 import type { Logger } from '../lib/logger';
 import type { TemporalDeps } from '../lib/temporal';
 import { workflowIds } from '../workflows/ids';
-import { maintenanceWorkflow } from '../workflows/maintenance';
 
-/** Creates this task queue's hourly maintenance Schedule if it does not exist (every worker calls it at boot). */
-export async function ensureMaintenanceSchedule(temporal: TemporalDeps, logger: Logger): Promise<void> {
-  const scheduleId = workflowIds.maintenanceSchedule(temporal.taskQueue);
+/**
+ * Earlier versions removed expired documents with an hourly Temporal Schedule; TTL indexes do it now
+ * (lib/repositories/indexes.ts, Retention). Every worker deletes that Schedule at boot, if it is still there, so
+ * it starts no more runs of a workflow this worker no longer hosts.
+ */
+export async function deleteRetiredMaintenanceSchedule(temporal: TemporalDeps, logger: Logger): Promise<void> {
+  const scheduleId = workflowIds.retiredMaintenanceSchedule(temporal.taskQueue);
   try {
-    await temporal.client.schedule.create({
-      scheduleId,
-      spec: { intervals: [{ every: '1 hour' }] },
-      action: { type: 'startWorkflow', workflowType: maintenanceWorkflow, taskQueue: temporal.taskQueue, args: [] },
-      policies: { overlap: 'SKIP', catchupWindow: '1 hour' },
-    });
-    logger.info({ scheduleId }, 'maintenance schedule created');
+    await temporal.client.schedule.getHandle(scheduleId).delete();
+    logger.info({ scheduleId }, 'retired maintenance schedule deleted (TTL indexes expire documents now)');
   } catch (err) {
-    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+    if (!(err instanceof ScheduleNotFoundError)) throw err;
   }
 }

@@ -7,8 +7,8 @@ export const workflowIds = {
   wearableConnection: (connectionId: string) => `wearable-connection:${connectionId}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
-  /** The hourly retention Schedule of a task queue (a Schedule id; its runs get derived workflow ids). */
-  maintenanceSchedule: (taskQueue: string) => `maintenance:${taskQueue}`,
+  /** The hourly retention Schedule of earlier versions (TTL indexes replaced it; workers delete it at boot). */
+  retiredMaintenanceSchedule: (taskQueue: string) => `maintenance:${taskQueue}`,
   /** One sweeper per task queue, started by the worker at boot. */
   webhookSweeper: (taskQueue: string) => `webhook-sweeper:${taskQueue}`,
 } as const;

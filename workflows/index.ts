@@ -3,5 +3,4 @@ export { userDeletionWorkflow } from './user-deletion';
 export { webhookDispatchWorkflow } from './webhook-dispatch';
 export { webhookSweeperWorkflow } from './webhook-sweeper';
 export { labOrderWorkflow } from './lab-order';
-export { maintenanceWorkflow } from './maintenance';
 export { wearableConnectionWorkflow } from './wearable-connection';

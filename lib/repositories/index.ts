@@ -1,5 +1,6 @@
 import type { Db } from 'mongodb';
 import type { FieldCipher } from '../crypto/field-encryption';
+import { DEFAULT_RETENTION, type Retention } from './indexes';
 import { AuditLogRepository } from './audit-log';
 import { ConnectionRepository } from './connections';
 import { CustomCredentialsRepository } from './custom-credentials';
@@ -68,9 +69,9 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
   };
 }
 
-/** Idempotent; run by api and worker at start-up. */
-export async function ensureIndexes(repos: Repositories): Promise<void> {
-  for (const repo of Object.values(repos)) await repo.ensureIndexes();
+/** Idempotent; run by api and worker at start-up, with the deployment's retention (`retentionFrom(config)`) for TTL indexes. */
+export async function ensureIndexes(repos: Repositories, retention: Retention = DEFAULT_RETENTION): Promise<void> {
+  for (const repo of Object.values(repos)) await repo.ensureIndexes(retention);
 }
 
 /**

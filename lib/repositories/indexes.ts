@@ -9,7 +9,36 @@ import type { Collection, Document, IndexDirection } from 'mongodb';
 export interface IndexSpec {
   key: Record<string, IndexDirection>;
   unique?: boolean;
+  /** A TTL index (one field, a Date): the store deletes a document this retention after the field's time. */
+  expireAfter?: keyof Retention;
 }
+
+/**
+ * How long documents live where the rule is "N after field X": TTL indexes, so the store itself deletes them
+ * (MongoDB's TTL monitor and DocumentDB's pg_cron job both run every minute). Seconds.
+ */
+export interface Retention {
+  /** Stored X-Idempotency-Key responses, after `created_at` (IDEMPOTENCY_KEY_RETENTION_SECONDS). */
+  idempotencyKeys: number;
+  /** Webhook events (`created_at`), finished deliveries (`finished_at`) and attempts (`timestamp`) (WEBHOOK_RETENTION_DAYS). */
+  webhookHistory: number;
+  /** Link tokens and their use records, after `expires_at`: an hour, for the "already used" answer. */
+  linkTokensAfterExpiry: number;
+  /** Heartbeats of workers that died without removing theirs, after `last_seen_at`. */
+  workerHeartbeats: number;
+}
+
+export function retentionFrom(config: { IDEMPOTENCY_KEY_RETENTION_SECONDS: number; WEBHOOK_RETENTION_DAYS: number }): Retention {
+  return {
+    idempotencyKeys: config.IDEMPOTENCY_KEY_RETENTION_SECONDS,
+    webhookHistory: Math.round(config.WEBHOOK_RETENTION_DAYS * 86_400),
+    linkTokensAfterExpiry: 3_600,
+    workerHeartbeats: 3_600,
+  };
+}
+
+/** The configuration's defaults (lib/config.ts): for tools and tests that index a database of their own. */
+export const DEFAULT_RETENTION: Retention = retentionFrom({ IDEMPOTENCY_KEY_RETENTION_SECONDS: 86_400, WEBHOOK_RETENTION_DAYS: 30 });
 
 export interface QueryShape {
   name: string;
@@ -36,8 +65,21 @@ export function coveredBy(shape: QueryShape, indexes: IndexSpec[]): boolean {
   });
 }
 
-export async function createIndexes(collection: Collection<any> | Collection<Document>, indexes: IndexSpec[]): Promise<void> {
-  for (const index of indexes) await collection.createIndex(index.key, index.unique ? { unique: true } : {});
+/**
+ * Creates the declared indexes (idempotent). A TTL index takes its retention from `retention`; when the index
+ * exists with another retention, or without one, `collMod` changes it in place (MongoDB and DocumentDB both can).
+ */
+export async function createIndexes(collection: Collection<any> | Collection<Document>, indexes: IndexSpec[], retention: Retention = DEFAULT_RETENTION): Promise<void> {
+  for (const index of indexes) {
+    const expireAfterSeconds = index.expireAfter ? retention[index.expireAfter] : undefined;
+    try {
+      await collection.createIndex(index.key, { ...(index.unique ? { unique: true } : {}), ...(expireAfterSeconds !== undefined ? { expireAfterSeconds } : {}) });
+    } catch (err) {
+      const code = (err as { code?: number }).code;
+      if (expireAfterSeconds === undefined || (code !== 85 && code !== 86)) throw err; // IndexOptionsConflict, IndexKeySpecsConflict
+      await collection.db.command({ collMod: collection.collectionName, index: { keyPattern: index.key, expireAfterSeconds } });
+    }
+  }
 }
 
 /**

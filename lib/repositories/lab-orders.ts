@@ -3,7 +3,7 @@ import type { FieldCipher } from '../crypto/field-encryption';
 import type { CollectionMethod, HighLevelStatus } from '../../workflows/lab-order-statuses';
 import { isDuplicateKeyError } from './store-errors';
 import { EncryptedFields, type Sealed } from './encrypted-fields';
-import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from './indexes';
 import type { DocumentLocks, LockLease } from './locks';
 import { runOnce } from './migrations';
 
@@ -297,10 +297,9 @@ export const RESULTS_QUERY_SHAPES: QueryShape[] = [
   { name: 'results by order id (also erasure, per order)', filter: ['_id'] },
   { name: 'reencrypt: all results, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
-const IDEMPOTENCY_INDEXES: IndexSpec[] = [{ key: { created_at: 1 } }];
+const IDEMPOTENCY_INDEXES: IndexSpec[] = [{ key: { created_at: 1 }, expireAfter: 'idempotencyKeys' }];
 export const IDEMPOTENCY_QUERY_SHAPES: QueryShape[] = [
   { name: 'key by id', filter: ['_id'] },
-  { name: 'retention: keys older than', filter: ['created_at'] },
   { name: 'reencrypt: every key, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
 export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES, idempotency_keys: IDEMPOTENCY_INDEXES };
@@ -327,10 +326,10 @@ export class LabOrderRepository {
     this.responses = new EncryptedFields(cipher, this.idempotencyKeys.collectionName, IDEMPOTENCY_FIELDS);
   }
 
-  async ensureIndexes(): Promise<void> {
+  async ensureIndexes(retention?: Retention): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
     await createIndexes(this.results, RESULTS_INDEXES);
-    await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES);
+    await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES, retention);
     // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
     await runOnce(this.db, 'lab-order-patient-data-encrypted', async () => void (await this.reencrypt()));
   }
@@ -502,10 +501,6 @@ export class LabOrderRepository {
   /** Not saved: validation failures and server errors leave the key free for a corrected retry. */
   async releaseIdempotencyKey(id: string): Promise<void> {
     await this.idempotencyKeys.deleteOne({ _id: id });
-  }
-
-  async pruneIdempotencyKeys(olderThan: Date): Promise<number> {
-    return (await this.idempotencyKeys.deleteMany({ created_at: { $lt: olderThan } })).deletedCount;
   }
 }
 

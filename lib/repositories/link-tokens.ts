@@ -1,6 +1,6 @@
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from './store-errors';
-import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from './indexes';
 
 /** A one-time link token (only its SHA-256 is stored), or the record that it was used (`_id` `<hash>:used`). */
 export interface LinkTokenDoc {
@@ -14,12 +14,11 @@ export interface LinkTokenDoc {
 }
 
 export const LINK_TOKEN_INDEXES: Record<'link_tokens', IndexSpec[]> = {
-  link_tokens: [{ key: { team_id: 1, user_id: 1 } }, { key: { expires_at: 1 } }],
+  link_tokens: [{ key: { team_id: 1, user_id: 1 } }, { key: { expires_at: 1 }, expireAfter: 'linkTokensAfterExpiry' }],
 };
 export const LINK_TOKEN_QUERY_SHAPES: Record<'link_tokens', QueryShape[]> = {
   link_tokens: [
     { name: "erase a user's link tokens", filter: ['team_id', 'user_id'] },
-    { name: 'expired tokens and their use records (maintenance)', filter: ['expires_at'] },
   ],
 };
 
@@ -30,8 +29,8 @@ export class LinkTokenRepository {
     this.tokens = db.collection('link_tokens');
   }
 
-  async ensureIndexes(): Promise<void> {
-    await createIndexes(this.tokens, LINK_TOKEN_INDEXES.link_tokens);
+  async ensureIndexes(retention?: Retention): Promise<void> {
+    await createIndexes(this.tokens, LINK_TOKEN_INDEXES.link_tokens, retention);
   }
 
   async create(doc: LinkTokenDoc): Promise<void> {
@@ -55,11 +54,6 @@ export class LinkTokenRepository {
 
   async isConsumed(hash: string): Promise<boolean> {
     return (await this.tokens.findOne({ _id: `${hash}:used` })) !== null;
-  }
-
-  /** Tokens expired before `before`, with their use records (which copy `expires_at`); no TTL index on the dev store. */
-  async removeExpired(before: Date): Promise<number> {
-    return (await this.tokens.deleteMany({ expires_at: { $lt: before } })).deletedCount;
   }
 
   async eraseAllForUser(teamId: string, userId: string): Promise<number> {

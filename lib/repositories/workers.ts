@@ -1,5 +1,5 @@
 import type { Collection, Db } from 'mongodb';
-import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from './indexes';
 
 /** How often a running worker records that it is alive. */
 export const WORKER_HEARTBEAT_INTERVAL_MS = 5_000;
@@ -10,8 +10,6 @@ export const WORKER_HEARTBEAT_INTERVAL_MS = 5_000;
  * (measured on the dev server: a SIGKILLed worker stayed listed with its last access growing for minutes).
  */
 export const WORKER_HEARTBEAT_STALE_MS = 15_000;
-/** Heartbeats of workers that died without removing theirs are deleted after this (maintenance Schedule). */
-export const WORKER_HEARTBEAT_RETENTION_MS = 3_600_000;
 
 export interface WorkerHeartbeatDoc {
   /** One per worker process: `<host>:<pid>:<random>`. */
@@ -24,17 +22,16 @@ export interface WorkerHeartbeatDoc {
   last_seen_at: Date;
 }
 
-export const WORKER_HEARTBEAT_INDEXES: IndexSpec[] = [{ key: { task_queue: 1, last_seen_at: 1 } }];
+export const WORKER_HEARTBEAT_INDEXES: IndexSpec[] = [{ key: { task_queue: 1, last_seen_at: 1 } }, { key: { last_seen_at: 1 }, expireAfter: 'workerHeartbeats' }];
 export const WORKER_HEARTBEAT_QUERY_SHAPES: QueryShape[] = [
   { name: 'a fresh heartbeat on a task queue (readiness)', filter: ['task_queue', 'last_seen_at'] },
-  { name: 'stale heartbeats of a task queue (retention)', filter: ['task_queue', 'last_seen_at'] },
   { name: 'one worker beats or leaves', filter: ['_id'] },
 ];
 
 /**
  * `worker_heartbeats`: one document per running worker process, rewritten by that process alone every
  * WORKER_HEARTBEAT_INTERVAL_MS (no concurrent writers), removed when it stops cleanly. Retention: documents
- * of workers that died are deleted by the hourly maintenance Schedule once older than an hour.
+ * of workers that died are deleted by their TTL index an hour after their last beat.
  */
 export class WorkerHeartbeatRepository {
   readonly heartbeats: Collection<WorkerHeartbeatDoc>;
@@ -43,8 +40,8 @@ export class WorkerHeartbeatRepository {
     this.heartbeats = db.collection('worker_heartbeats');
   }
 
-  ensureIndexes(): Promise<void> {
-    return createIndexes(this.heartbeats, WORKER_HEARTBEAT_INDEXES);
+  ensureIndexes(retention?: Retention): Promise<void> {
+    return createIndexes(this.heartbeats, WORKER_HEARTBEAT_INDEXES, retention);
   }
 
   async beat(doc: WorkerHeartbeatDoc): Promise<void> {
@@ -59,9 +56,5 @@ export class WorkerHeartbeatRepository {
   /** True when some worker of the task queue has beaten since `since`. */
   async anyAliveSince(taskQueue: string, since: Date): Promise<boolean> {
     return (await this.heartbeats.findOne({ task_queue: taskQueue, last_seen_at: { $gte: since } }, { projection: { _id: 1 } })) !== null;
-  }
-
-  async removeOlderThan(taskQueue: string, cutoff: Date): Promise<number> {
-    return (await this.heartbeats.deleteMany({ task_queue: taskQueue, last_seen_at: { $lt: cutoff } })).deletedCount;
   }
 }

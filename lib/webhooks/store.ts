@@ -4,7 +4,7 @@ import type { FieldCipher } from '../crypto/field-encryption';
 import { nameBasedUuid } from '../keys';
 import { insertIgnoringDuplicates, retryTransient } from '../repositories/bulk';
 import { EncryptedFields, type Sealed } from '../repositories/encrypted-fields';
-import { createIndexes, type IndexSpec, type QueryShape } from '../repositories/indexes';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../repositories/indexes';
 import { runOnce } from '../repositories/migrations';
 import { migrateLegacyWebhookLayout } from './legacy-layout';
 
@@ -22,8 +22,8 @@ import { migrateLegacyWebhookLayout } from './legacy-layout';
  * - `webhook_dispatchers`: per endpoint, until when its dispatcher activity is delivering (a hint that lets
  *   publishers skip the wake signal; written only by that dispatcher).
  *
- * Retention: events, finished deliveries and attempts older than WEBHOOK_RETENTION_DAYS are removed by the
- * maintenance Schedule (`removeOlderThan`). Erasure: `eraseUser` (per endpoint through its dispatcher, then
+ * Retention: TTL indexes delete events (`created_at`), finished deliveries (`finished_at`; a pending one has
+ * none) and attempts (`timestamp`) WEBHOOK_RETENTION_DAYS after that time. Erasure: `eraseUser` (per endpoint through its dispatcher, then
  * team-wide), see activities/webhook-delivery.ts.
  */
 
@@ -131,7 +131,7 @@ export function eventData(e: Pick<EventDoc, 'body'>): Record<string, unknown> {
 }
 
 export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
-  webhook_events: [{ key: { team_id: 1, created_at: -1 } }, { key: { team_id: 1, user_id: 1 } }, { key: { created_at: 1 } }],
+  webhook_events: [{ key: { team_id: 1, created_at: -1 } }, { key: { team_id: 1, user_id: 1 } }, { key: { created_at: 1 }, expireAfter: 'webhookHistory' }],
   webhook_outbox: [{ key: { created_at: 1 } }],
   webhook_deliveries: [
     { key: { endpoint_id: 1, status: 1, next_attempt_at: 1 } },
@@ -139,14 +139,14 @@ export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
     { key: { team_id: 1, endpoint_id: 1, status: 1, created_at: 1 } },
     { key: { team_id: 1, endpoint_id: 1, created_at: -1 } },
     { key: { team_id: 1, user_id: 1 } },
-    { key: { created_at: 1 } },
+    { key: { finished_at: 1 }, expireAfter: 'webhookHistory' },
   ],
   webhook_attempts: [
     { key: { team_id: 1, event_id: 1, timestamp: -1 } },
     { key: { team_id: 1, endpoint_id: 1, timestamp: -1 } },
     { key: { team_id: 1, endpoint_id: 1, event_id: 1, timestamp: -1 } },
     { key: { team_id: 1, user_id: 1 } },
-    { key: { timestamp: 1 } },
+    { key: { timestamp: 1 }, expireAfter: 'webhookHistory' },
   ],
   webhook_dispatchers: [],
 };
@@ -156,7 +156,6 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
   webhook_events: [
     { name: 'list events (delivery log)', filter: ['team_id'], sort: ['created_at'], residual: ['event_type', 'user_id'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'] },
-    { name: 'retention', filter: ['created_at'] },
     { name: 'reencrypt: every event, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
   webhook_outbox: [{ name: 'stale publishes (sweeper)', filter: ['created_at'], sort: ['created_at'] }],
@@ -167,14 +166,12 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
     { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', 'created_at'], sort: ['created_at'] },
     { name: 'deliveries (delivery log)', filter: ['team_id', 'endpoint_id', 'created_at'], sort: ['created_at'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
-    { name: 'retention', filter: ['created_at'], residual: ['status'] },
   ],
   webhook_attempts: [
     { name: 'attempts of an event', filter: ['team_id', 'event_id'], sort: ['timestamp'] },
     { name: 'attempts to an endpoint', filter: ['team_id', 'endpoint_id'], sort: ['timestamp'] },
     { name: 'attempts of an event to an endpoint', filter: ['team_id', 'endpoint_id', 'event_id'], sort: ['timestamp'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
-    { name: 'retention', filter: ['timestamp'] },
   ],
   webhook_dispatchers: [{ name: 'active marks of endpoints ($in, upsert by id)', filter: ['_id'] }],
 };
@@ -230,12 +227,12 @@ export class WebhookStore {
     this.dispatchers = db.collection('webhook_dispatchers');
   }
 
-  async ensureIndexes(): Promise<void> {
+  async ensureIndexes(retention?: Retention): Promise<void> {
     await runOnce(this.db, 'webhook-store-per-delivery', () => migrateLegacyWebhookLayout(this.db, this));
-    await createIndexes(this.events, WEBHOOK_STORE_INDEXES.webhook_events);
+    await createIndexes(this.events, WEBHOOK_STORE_INDEXES.webhook_events, retention);
     await createIndexes(this.outbox, WEBHOOK_STORE_INDEXES.webhook_outbox);
-    await createIndexes(this.deliveries, WEBHOOK_STORE_INDEXES.webhook_deliveries);
-    await createIndexes(this.attempts, WEBHOOK_STORE_INDEXES.webhook_attempts);
+    await createIndexes(this.deliveries, WEBHOOK_STORE_INDEXES.webhook_deliveries, retention);
+    await createIndexes(this.attempts, WEBHOOK_STORE_INDEXES.webhook_attempts, retention);
   }
 
   // ---------------------------------------------------------------- events and outbox (publisher)
@@ -426,13 +423,5 @@ export class WebhookStore {
     n += (await this.deliveries.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
     n += (await this.attempts.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
     return n;
-  }
-
-  /** Retention: events, finished deliveries and attempts created before `before`. */
-  async removeOlderThan(before: Date): Promise<{ events: number; deliveries: number; attempts: number }> {
-    const events = (await this.events.deleteMany({ created_at: { $lt: before } })).deletedCount;
-    const deliveries = (await this.deliveries.deleteMany({ created_at: { $lt: before }, status: { $ne: 'pending' } })).deletedCount;
-    const attempts = (await this.attempts.deleteMany({ timestamp: { $lt: before } })).deletedCount;
-    return { events, deliveries, attempts };
   }
 }

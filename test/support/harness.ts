@@ -15,6 +15,7 @@ import { createLogger, type Logger } from '../../lib/logger';
 import { EventPublisher } from '../../lib/webhooks/publisher';
 import { connectMongo } from '../../lib/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
+import { retentionFrom } from '../../lib/repositories/indexes';
 import { connectTemporal } from '../../lib/temporal';
 
 /**
@@ -40,7 +41,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const inspect = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   const repos = createRepositories(mongo.db, dataCipher(config));
-  await ensureIndexes(repos);
+  await ensureIndexes(repos, retentionFrom(config));
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue(), payors: loadPayorCatalogue(), publisher: new EventPublisher({ config, repos, temporal, logger }) };
   const server: Server = await new Promise((resolve) => {

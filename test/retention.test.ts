@@ -1,0 +1,85 @@
+import { randomUUID } from 'node:crypto';
+import { FieldCipher } from '../lib/crypto/field-encryption';
+import { createRepositories, ensureIndexes } from '../lib/repositories';
+import type { Retention } from '../lib/repositories/indexes';
+import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
+
+/**
+ * "Expire N after field X" is a TTL index: the database deletes the documents itself (every minute, on MongoDB
+ * and on DocumentDB). Here every retention is shortened to one second on a database of the test's own; what is
+ * past it goes, what is not (younger documents, a pending delivery) stays.
+ */
+const SHORT: Retention = { idempotencyKeys: 1, webhookHistory: 1, linkTokensAfterExpiry: 1, workerHeartbeats: 1 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('retention by TTL index', () => {
+  let app: TestApp;
+  let own: OwnDatabase;
+
+  beforeAll(async () => {
+    app = await startTestApp();
+    own = await ownDatabase(app, 'retention');
+  });
+  afterAll(async () => {
+    await own.drop();
+    await app.close();
+  });
+
+  it('creates each TTL index with the configured retention, and changes it in place when that changes', async () => {
+    const repos = createRepositories(own.db, FieldCipher.fromSpec(process.env.DATA_ENCRYPTION_KEYS!));
+    const ttlOf = async (collection: string, field: string) =>
+      (await own.db.collection(collection).indexes()).find((i) => Object.keys(i.key).join() === field)?.expireAfterSeconds;
+    await ensureIndexes(repos, { ...SHORT, webhookHistory: 7 * 86_400 });
+    expect(await ttlOf('webhook_events', 'created_at')).toBe(7 * 86_400);
+    await ensureIndexes(repos, SHORT); // a deployment that changed WEBHOOK_RETENTION_DAYS
+    const expected: [string, string][] = [
+      ['idempotency_keys', 'created_at'],
+      ['webhook_events', 'created_at'],
+      ['webhook_deliveries', 'finished_at'],
+      ['webhook_attempts', 'timestamp'],
+      ['link_tokens', 'expires_at'],
+      ['worker_heartbeats', 'last_seen_at'],
+    ];
+    for (const [collection, field] of expected) expect([collection, await ttlOf(collection, field)]).toEqual([collection, 1]);
+  });
+
+  it('deletes what is past its retention and keeps the rest', async () => {
+    const db = own.db;
+    const past = new Date(Date.now() - 60_000);
+    const future = new Date(Date.now() + 3_600_000); // stays past the test however long the TTL pass takes
+    const twin = (doc: Record<string, unknown>, field: string, expired: boolean) => ({ ...doc, _id: `${expired ? 'old' : 'new'}-${randomUUID()}`, [field]: expired ? past : future });
+    const seed: [string, Record<string, unknown>, string][] = [
+      ['idempotency_keys', { team_id: 't', route: 'POST /v3/order', state: 'done' }, 'created_at'],
+      ['webhook_events', { team_id: 't', event_type: 'x', body: '{}' }, 'created_at'],
+      ['webhook_deliveries', { team_id: 't', endpoint_id: 'e', status: 'succeeded' }, 'finished_at'],
+      ['webhook_attempts', { team_id: 't', endpoint_id: 'e', attempt: 1 }, 'timestamp'],
+      ['link_tokens', { team_id: 't', user_id: 'u' }, 'expires_at'],
+      ['worker_heartbeats', { task_queue: 'q', host: 'h', pid: 1 }, 'last_seen_at'],
+    ];
+    for (const [collection, doc, field] of seed) {
+      await db.collection(collection).insertMany([twin(doc, field, true), twin(doc, field, false)] as never[]);
+    }
+    // Never finished, so never expires, however old.
+    await db.collection('webhook_deliveries').insertOne({ _id: `pending-${randomUUID()}`, team_id: 't', endpoint_id: 'e', status: 'pending', created_at: past, finished_at: null } as never);
+
+    const remaining = async () => {
+      const out: Record<string, string[]> = {};
+      for (const [collection] of seed) out[collection] = (await db.collection(collection).find({}, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id).split('-')[0]).sort();
+      return out;
+    };
+    const deadline = Date.now() + 150_000; // a TTL pass runs every 60 s
+    let now = await remaining();
+    while (Object.values(now).some((ids) => ids.includes('old')) && Date.now() < deadline) {
+      await sleep(2_000);
+      now = await remaining();
+    }
+    expect(now).toEqual({
+      idempotency_keys: ['new'],
+      webhook_events: ['new'],
+      webhook_deliveries: ['new', 'pending'],
+      webhook_attempts: ['new'],
+      link_tokens: ['new'],
+      worker_heartbeats: ['new'],
+    });
+  }, 180_000);
+});
