@@ -26,14 +26,10 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
   const { repos } = deps;
   return [
     {
-      // Summaries, timeseries samples, workout streams and the per-resource pull state. Before connections: data
-      // is only ever written through a connection (pulled, or pushed after the push connects the provider), so a
-      // user who never had one has none, and the six deletes are skipped (on FerretDB each scans its collection).
+      // Summaries, timeseries samples, workout streams and the per-resource pull state: each delete is served by
+      // the user's index, so every erasure runs them all.
       name: 'wearable_data',
-      erase: async ({ teamId, userId }) => {
-        if (!(await repos.connections.listForUser(teamId, userId)).length) return 0;
-        return (await repos.wearableData.eraseAllForUser(teamId, userId)) + (await repos.historicalPulls.eraseAllForUser(teamId, userId));
-      },
+      erase: async ({ teamId, userId }) => (await repos.wearableData.eraseAllForUser(teamId, userId)) + (await repos.historicalPulls.eraseAllForUser(teamId, userId)),
     },
     {
       name: 'connections',

@@ -113,7 +113,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   let cancelRecorded = false;
   const labUpdates: { status: string; delayMs: number; simulation: SimulationRequest }[] = [];
 
-  // One write at a time: FerretDB applies concurrent updates of one document as read-modify-write.
+  // One write at a time, in the order the workflow decided them: each appends the next event id to the order's
+  // events, so two writes in flight could land out of order.
   let writeChain: Promise<unknown> = Promise.resolve();
   const serialized = <T>(write: () => Promise<T>): Promise<T> => {
     const next = writeChain.then(write);

@@ -110,7 +110,7 @@ export class ConnectionRepository {
     return this.connections.findOne({ team_id: teamId, user_id: userId, connection_key: provider });
   }
 
-  /** By `_id` alone (FerretDB pushes only a pure `_id` filter down), then the owner checked here. */
+  /** By `_id`; the caller checks the owner. */
   async find(connectionId: string): Promise<ConnectionDoc | null> {
     return this.connections.findOne({ _id: connectionId });
   }
@@ -137,13 +137,11 @@ export class ConnectionRepository {
     await this.errors.replaceOne({ _id: connection._id }, { team_id: connection.team_id, user_id: connection.user_id, error_details: details }, { upsert: true });
   }
 
-  /** The error of each connection that has one (by `_id`, the one filter FerretDB pushes down). */
+  /** The error of each connection that has one (one `_id $in` read). */
   async errorsOf(connectionIds: string[]): Promise<Map<string, ConnectionErrorDetails>> {
     const found = new Map<string, ConnectionErrorDetails>();
-    for (const id of connectionIds) {
-      const doc = await this.errors.findOne({ _id: id });
-      if (doc) found.set(id, doc.error_details);
-    }
+    if (!connectionIds.length) return found;
+    for (const doc of await this.errors.find({ _id: { $in: connectionIds } }).toArray()) found.set(doc._id, doc.error_details);
     return found;
   }
 

@@ -363,12 +363,11 @@ export class LabOrderRepository {
   }
 
   /**
-   * By `_id` alone, then the team checked here: FerretDB v1 pushes down only a pure `_id` filter and scans
-   * the collection for `{_id, team_id}`. Same result on MongoDB.
+   * By `_id`, within the team (another team's order is not found).
    */
   async find(teamId: string, orderId: string): Promise<LabOrderDoc | null> {
-    const doc = await this.orders.findOne({ _id: orderId });
-    return doc && doc.team_id === teamId ? this.opened(doc) : null;
+    const doc = await this.orders.findOne({ _id: orderId, team_id: teamId });
+    return doc ? this.opened(doc) : null;
   }
 
   /** For the order's own workflow and its activities (they carry only the id). */

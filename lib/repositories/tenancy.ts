@@ -263,7 +263,7 @@ export class TenancyRepository {
     return team;
   }
 
-  /** By `_id` alone, the org checked here (FerretDB pushes only a pure `_id` filter down to its primary key). */
+  /** By `_id`, the org checked here (the team with its defaults filled in comes from findTeamById). */
   async findTeam(orgId: string, teamId: string): Promise<TeamDoc | null> {
     const team = await this.findTeamById(teamId);
     return team?.org_id === orgId ? team : null;

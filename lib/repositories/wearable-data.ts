@@ -90,8 +90,6 @@ export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'samples' | 'worko
   workout_streams: [{ name: "erase a user's workout streams", filter: ['team_id', 'user_id'] }],
 };
 
-/** Replacements per update command: FerretDB v1 holds a pooled connection per statement until the command ends. */
-const REPLACE_CHUNK = 10;
 /** `_id`s per `$in` read of existing documents. */
 const READ_CHUNK = 1000;
 
@@ -132,12 +130,9 @@ export class WearableDataRepository {
 
   /** Replaces each document whole (atomic per document; concurrent writers: the last replacement wins). */
   async replaceAll<T extends SummaryDoc | SampleDoc>(coll: Collection<T>, docs: T[]): Promise<void> {
-    for (let i = 0; i < docs.length; i += REPLACE_CHUNK) {
-      const ops = docs
-        .slice(i, i + REPLACE_CHUNK)
-        .map((d) => ({ replaceOne: { filter: { _id: d._id }, replacement: d, upsert: true } }) as unknown as AnyBulkWriteOperation<T>);
-      await retryTransient(() => coll.bulkWrite(ops, { ordered: false }));
-    }
+    if (!docs.length) return;
+    const ops = docs.map((d) => ({ replaceOne: { filter: { _id: d._id }, replacement: d, upsert: true } }) as unknown as AnyBulkWriteOperation<T>);
+    await retryTransient(() => coll.bulkWrite(ops, { ordered: false }));
   }
 
   findSummaries(teamId: string, userId: string, resource: string, from: Date, to: Date, provider?: string) {
@@ -163,10 +158,9 @@ export class WearableDataRepository {
     return cursor.toArray();
   }
 
-  /** By `_id` alone (FerretDB pushes only a pure `_id` filter down), then the team checked. */
-  async findStream(teamId: string, workoutId: string): Promise<WorkoutStreamDoc | null> {
-    const doc = await this.streams.findOne({ _id: workoutId });
-    return doc && doc.team_id === teamId ? doc : null;
+  /** By `_id`, within the team. */
+  findStream(teamId: string, workoutId: string): Promise<WorkoutStreamDoc | null> {
+    return this.streams.findOne({ _id: workoutId, team_id: teamId });
   }
 
   async findStreamHashes(ids: string[]): Promise<Map<string, string>> {

@@ -113,8 +113,6 @@ interface DispatcherStateDoc {
   active_until: Date;
 }
 
-/** Most statements in one update command (see applyChanges). */
-const STATEMENTS_PER_UPDATE_COMMAND = 10;
 
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
 /** Deterministic per (delivery, attempt number): recording the same attempt again writes nothing. */
@@ -342,13 +340,7 @@ export class WebhookStore {
         ? { updateOne: { filter: { _id: c.ids[0], ...held }, update } }
         : { updateMany: { filter: { _id: { $in: c.ids }, ...held }, update } };
     });
-    // Dev-store quirk: FerretDB v1 keeps every statement's cursor (a pooled connection) open until its whole
-    // update command ends, so commands whose statements outnumber the free connections (a pool of 100 on
-    // SQLite, 50 on PostgreSQL, shared by concurrent commands) never finish. Commands are kept small.
-    for (let i = 0; i < ops.length; i += STATEMENTS_PER_UPDATE_COMMAND) {
-      const chunk = ops.slice(i, i + STATEMENTS_PER_UPDATE_COMMAND);
-      await retryTransient(() => this.deliveries.bulkWrite(chunk, { ordered: false }));
-    }
+    if (ops.length) await retryTransient(() => this.deliveries.bulkWrite(ops, { ordered: false }));
   }
 
   /** Deliveries whose event is gone (erased): removed by their dispatcher rather than sent. */
