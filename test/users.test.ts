@@ -237,6 +237,28 @@ describe('updating a user', () => {
   });
 });
 
+describe('connected_sources', () => {
+  it('two rewrites racing each other leave the newer list, not a stale one (a version in the write, no lock)', async () => {
+    const user = await createUser();
+    const users = app.deps.repos.users;
+    const source = (slug: string) => ({ created_on: new Date(), source: { name: slug, slug, logo: `https://example.com/${slug}.png` } });
+    let truth = [source('oura')];
+    // The slow rewrite computes its list from the state when it starts, and writes after the fast one has.
+    const slow = users.setConnectedSources(tenant.teamId, user.user_id, async () => {
+      const snapshot = truth;
+      await new Promise((r) => setTimeout(r, 300));
+      return snapshot;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    truth = [source('oura'), source('fitbit')];
+    await users.setConnectedSources(tenant.teamId, user.user_id, async () => truth);
+    await slow;
+    const stored = await app.inspect.collection('users').findOne({ _id: user.user_id as never });
+    expect(stored?.connected_sources.map((s: { source: { slug: string } }) => s.source.slug)).toEqual(['oura', 'fitbit']);
+    expect(stored?.connected_sources_version).toBe(2); // the fast rewrite, then the slow one's second try (its first lost)
+  });
+});
+
 describe('deleting a user', () => {
   it('hides the user at once, deregisters its connections, and undo restores it', async () => {
     const user = await createUser();

@@ -54,7 +54,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     tenancy: new TenancyRepository(db, locks),
     customCredentials: new CustomCredentialsRepository(db, locks, cipher),
     auditLog: new AuditLogRepository(db),
-    users: new UserRepository(db, locks),
+    users: new UserRepository(db),
     connections: new ConnectionRepository(db),
     historicalPulls: new HistoricalPullRepository(db),
     linkTokens: new LinkTokenRepository(db),

@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from './store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
-import type { DocumentLocks, LockLease } from './locks';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
 
@@ -29,6 +28,8 @@ export interface UserDoc {
   ingestion_start: string | null;
   ingestion_end: string | null;
   connected_sources: ConnectedSourceDoc[];
+  /** Bumped by every rewrite of `connected_sources` (the precondition of the next one); absent before the first. */
+  connected_sources_version?: number;
   deletion?: { id: string; requested_at: Date; erase_after: Date };
   erased_at?: Date;
   /** On a tombstone: lets an undo by client_user_id say "erased" instead of "unknown". */
@@ -74,23 +75,16 @@ export const USER_QUERY_SHAPES: Record<'users', QueryShape[]> = {
 };
 
 /**
- * The only code that touches the `users` collection. Every change of an existing user runs under the
- * user's document lock (see locks.ts): a status check and its write are one step even on FerretDB.
+ * The only code that touches the `users` collection. A user is changed by two parties, the api (PATCH, undo)
+ * and its deletion workflow; every change is one conditional write whose filter carries what the change relies
+ * on (the status, the deletion's id, the version of `connected_sources`), so racing changes settle in the
+ * database (architecture rule 3).
  */
 export class UserRepository {
   readonly users: Collection<UserDoc>;
 
-  constructor(db: Db, private readonly locks: DocumentLocks) {
+  constructor(db: Db) {
     this.users = db.collection('users');
-  }
-
-  /**
-   * Why a mutex (locks.ts): the user document is changed by two parties, the api's PATCH and the deletion
-   * workflow, each with a read-check-write change, and there is no unique key to insert — so neither a single
-   * owner nor a unique insert settles their races. Each write under it is preceded by `lease.assertHeld()`.
-   */
-  private locked<T>(userId: string, fn: (lease: LockLease) => Promise<T>): Promise<T> {
-    return this.locks.withLock(`user:${userId}`, fn);
   }
 
   async ensureIndexes(): Promise<void> {
@@ -161,20 +155,15 @@ export class UserRepository {
   ): Promise<{ updated: UserDoc } | { conflict: UserDoc } | null> {
     const set: Record<string, unknown> = { ...changes, updated_at: new Date() };
     if (changes.client_user_id !== undefined) set.client_user_key = changes.client_user_id;
-    return this.locked(userId, async (lease) => {
-      const current = await this.find(teamId, userId);
-      if (current?.status !== 'active') return null;
-      await lease.assertHeld();
-      try {
-        const updated = await this.users.findOneAndUpdate({ _id: userId, status: 'active' }, { $set: set }, { returnDocument: 'after' });
-        return updated ? { updated } : null;
-      } catch (err) {
-        if (!isDuplicateKeyError(err) || changes.client_user_id === undefined) throw err;
-        const holder = await this.findActiveByClientUserId(teamId, changes.client_user_id);
-        if (!holder) throw err;
-        return { conflict: holder };
-      }
-    });
+    try {
+      const updated = await this.users.findOneAndUpdate({ _id: userId, team_id: teamId, status: 'active' }, { $set: set }, { returnDocument: 'after' });
+      return updated ? { updated } : null;
+    } catch (err) {
+      if (!isDuplicateKeyError(err) || changes.client_user_id === undefined) throw err;
+      const holder = await this.findActiveByClientUserId(teamId, changes.client_user_id);
+      if (!holder) throw err;
+      return { conflict: holder };
+    }
   }
 
   /**
@@ -182,81 +171,72 @@ export class UserRepository {
    * the user's deletion workflow (the single owner of the deletion state), with its deletion id.
    */
   markPendingDeletion(teamId: string, userId: string, deletion: NonNullable<UserDoc['deletion']>): Promise<UserDoc | null> {
-    return this.locked(userId, async (lease) => {
-      const current = await this.find(teamId, userId);
-      if (current?.status !== 'active') return null;
-      await lease.assertHeld();
-      return this.users.findOneAndUpdate(
-        { _id: userId, status: 'active' },
-        { $set: { status: 'pending_deletion', client_user_key: releasedKey(userId), deletion, updated_at: new Date() } },
-        { returnDocument: 'after' },
-      );
-    });
+    return this.users.findOneAndUpdate(
+      { _id: userId, team_id: teamId, status: 'active' },
+      { $set: { status: 'pending_deletion', client_user_key: releasedKey(userId), deletion, updated_at: new Date() } },
+      { returnDocument: 'after' },
+    );
   }
 
   /**
    * Undo: re-claims the client_user_id for this deletion's user. Safe to repeat. `teamAccepts` is read after the
    * write (a racing team DELETE marks before it counts users, see TenancyRepository.beginTeamDeletion); on false
-   * the user goes back to pending, still under its lock, and the undo is refused.
+   * the user goes back to pending (the write's filter names this deletion: a PATCH in between changes neither)
+   * and the undo is refused.
    */
   async restore(teamId: string, userId: string, deletionId: string, teamAccepts: () => Promise<boolean>): Promise<RestoreOutcome> {
-    return this.locked(userId, async (lease) => {
-      const user = await this.find(teamId, userId);
-      if (!user || user.deletion?.id !== deletionId) return { outcome: 'not_pending' };
-      if (user.status === 'active') return { outcome: 'restored', user };
-      if (user.status !== 'pending_deletion') return { outcome: 'not_pending' };
-      await lease.assertHeld();
-      try {
-        const restored = await this.users.findOneAndUpdate(
-          { _id: userId, status: 'pending_deletion' },
-          { $set: { status: 'active', client_user_key: user.client_user_id, updated_at: new Date() } },
-          { returnDocument: 'after' },
+    const user = await this.find(teamId, userId);
+    if (!user || user.deletion?.id !== deletionId) return { outcome: 'not_pending' };
+    if (user.status === 'active') return { outcome: 'restored', user };
+    if (user.status !== 'pending_deletion') return { outcome: 'not_pending' };
+    const thisDeletion = { _id: userId, team_id: teamId, 'deletion.id': deletionId };
+    try {
+      const restored = await this.users.findOneAndUpdate(
+        { ...thisDeletion, status: 'pending_deletion' },
+        { $set: { status: 'active', client_user_key: user.client_user_id, updated_at: new Date() } },
+        { returnDocument: 'after' },
+      );
+      if (!restored) return { outcome: 'not_pending' };
+      if (!(await teamAccepts())) {
+        await this.users.updateOne(
+          { ...thisDeletion, status: 'active' },
+          { $set: { status: 'pending_deletion', client_user_key: releasedKey(userId), updated_at: new Date() } },
         );
-        if (!restored) return { outcome: 'not_pending' };
-        if (!(await teamAccepts())) {
-          await lease.assertHeld();
-          await this.users.updateOne(
-            { _id: userId },
-            { $set: { status: 'pending_deletion', client_user_key: user.client_user_key, updated_at: user.updated_at } },
-          );
-          return { outcome: 'team_deleting' };
-        }
-        return { outcome: 'restored', user: restored };
-      } catch (err) {
-        if (!isDuplicateKeyError(err)) throw err;
-        return { outcome: 'client_user_id_taken', holder: await this.findActiveByClientUserId(teamId, user.client_user_id) };
+        return { outcome: 'team_deleting' };
       }
-    });
+      return { outcome: 'restored', user: restored };
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      return { outcome: 'client_user_id_taken', holder: await this.findActiveByClientUserId(teamId, user.client_user_id) };
+    }
   }
 
   /** Drops everything but a tombstone (ids, status, when) once the grace period has passed. */
   async markErased(teamId: string, userId: string, deletionId: string): Promise<boolean> {
-    return this.locked(userId, async (lease) => {
-      const user = await this.find(teamId, userId);
-      if (user?.status !== 'pending_deletion' || user.deletion?.id !== deletionId) return false;
-      await lease.assertHeld();
-      const res = await this.users.updateOne(
-        { _id: userId, status: 'pending_deletion' },
-        {
-          $set: {
-            status: 'erased',
-            erased_at: new Date(),
-            erased_client_user_id_sha256: sha256(user.client_user_id),
-            client_user_key: `erased:${userId}`,
-            updated_at: new Date(),
-          },
-          $unset: {
-            client_user_id: '',
-            fallback_time_zone: '',
-            fallback_birth_date: '',
-            ingestion_start: '',
-            ingestion_end: '',
-            connected_sources: '',
-          },
+    const user = await this.find(teamId, userId);
+    if (user?.status !== 'pending_deletion' || user.deletion?.id !== deletionId) return false;
+    // client_user_id cannot change while pending (PATCH needs an active user): the hash below stays right.
+    const res = await this.users.updateOne(
+      { _id: userId, team_id: teamId, status: 'pending_deletion', 'deletion.id': deletionId },
+      {
+        $set: {
+          status: 'erased',
+          erased_at: new Date(),
+          erased_client_user_id_sha256: sha256(user.client_user_id),
+          client_user_key: `erased:${userId}`,
+          updated_at: new Date(),
         },
-      );
-      return res.modifiedCount === 1;
-    });
+        $unset: {
+          client_user_id: '',
+          fallback_time_zone: '',
+          fallback_birth_date: '',
+          ingestion_start: '',
+          ingestion_end: '',
+          connected_sources: '',
+        },
+      },
+    );
+    return res.modifiedCount === 1;
   }
 
   async clearConnectedSources(teamId: string, userId: string): Promise<void> {
@@ -264,15 +244,23 @@ export class UserRepository {
   }
 
   /**
-   * Rewrites the user's `connected_sources` from `current()` (the live connections), read under the user's
-   * lock so two connection changes racing each other cannot leave a stale list behind.
+   * Rewrites the user's `connected_sources` from `current()` (the live connections). Optimistic: the list is
+   * computed after reading the user's version and written only if no other rewrite came in between (the version
+   * in the filter); otherwise it is computed again. So two connection changes racing each other cannot leave a
+   * stale list behind: the last write always follows a computation made after every earlier write.
    */
   async setConnectedSources(teamId: string, userId: string, current: () => Promise<ConnectedSourceDoc[]>): Promise<void> {
-    await this.locked(userId, async (lease) => {
-      if (!(await this.find(teamId, userId))) return;
+    for (let attempt = 1; ; attempt++) {
+      const user = await this.users.findOne({ _id: userId, team_id: teamId }, { projection: { connected_sources_version: 1 } });
+      if (!user) return;
+      const version = user.connected_sources_version;
       const sources = await current();
-      await lease.assertHeld();
-      await this.users.updateOne({ _id: userId }, { $set: { connected_sources: sources } });
-    });
+      const { matchedCount } = await this.users.updateOne(
+        { _id: userId, team_id: teamId, connected_sources_version: version === undefined ? { $exists: false } : version },
+        { $set: { connected_sources: sources, connected_sources_version: (version ?? 0) + 1 } },
+      );
+      if (matchedCount === 1) return;
+      if (attempt >= 50) throw new Error(`connected_sources of user ${userId}: 50 rewrites in a row lost to others; giving up`);
+    }
   }
 }
