@@ -82,7 +82,7 @@ describe('lab test catalogue endpoints', () => {
     const catalogueTest = (await client.get('/v3/lab_tests')).body[0];
     expect((await client.patch(`/v3/lab_tests/${catalogueTest.id}`, { active: false })).status).toBe(400);
 
-    // A rename racing a deactivation: both land (the test's document lock serialises them).
+    // A rename racing a deactivation: both land (each is one atomic update of its own fields).
     const [, raced] = await Promise.all([
       client.patch(`/v3/lab_tests/${created.body.id}`, { name: 'Energy panel v2' }),
       client.patch(`/v3/lab_tests/${created.body.id}`, { active: false }),

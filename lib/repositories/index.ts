@@ -62,7 +62,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     webhooks: new WebhookRepository(db, locks, cipher),
     webhookStore: new WebhookStore(db, cipher),
     labOrders: new LabOrderRepository(db, locks, cipher),
-    labTests: new LabTestRepository(db, locks),
+    labTests: new LabTestRepository(db),
     insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db),
     workers: new WorkerHeartbeatRepository(db),

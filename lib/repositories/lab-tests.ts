@@ -1,7 +1,6 @@
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from './store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
-import type { DocumentLocks } from './locks';
 
 /** A lab test a team composed from catalogue markers (`POST /v3/lab_tests`). */
 export interface TeamLabTestDoc {
@@ -36,10 +35,7 @@ export const LAB_TEST_INDEXES = { lab_tests: INDEXES };
 export class LabTestRepository {
   readonly tests: Collection<TeamLabTestDoc>;
 
-  constructor(
-    db: Db,
-    private readonly locks: DocumentLocks,
-  ) {
+  constructor(db: Db) {
     this.tests = db.collection('lab_tests');
   }
 
@@ -58,9 +54,8 @@ export class LabTestRepository {
     }
   }
 
-  async find(teamId: string, id: string): Promise<TeamLabTestDoc | null> {
-    const doc = await this.tests.findOne({ _id: id });
-    return doc && doc.team_id === teamId ? doc : null;
+  find(teamId: string, id: string): Promise<TeamLabTestDoc | null> {
+    return this.tests.findOne({ _id: id, team_id: teamId });
   }
 
   listForTeam(teamId: string): Promise<TeamLabTestDoc[]> {
@@ -68,19 +63,16 @@ export class LabTestRepository {
   }
 
   /**
-   * Renames or (de)activates; the slug follows the name. Under the test's document lock: FerretDB applies
-   * concurrent updates of one document as read-modify-write, so a rename racing a deactivation could lose one.
+   * Renames or (de)activates; the slug follows the name. One update of only the fields given: a rename racing a
+   * deactivation changes different fields of the one document, atomically each, so neither is lost; the unique
+   * slug index settles two renames to the same name.
    */
-  update(teamId: string, id: string, changes: Partial<Pick<TeamLabTestDoc, 'name' | 'slug' | 'status'>>): Promise<TeamLabTestDoc | 'slug_taken' | null> {
-    return this.locks.withLock(`lab-test:${id}`, async (lease) => {
-      if (!(await this.find(teamId, id))) return null;
-      await lease.assertHeld();
-      try {
-        return await this.tests.findOneAndUpdate({ _id: id }, { $set: { ...changes, updated_at: new Date() } }, { returnDocument: 'after' });
-      } catch (err) {
-        if (!isDuplicateKeyError(err)) throw err;
-        return 'slug_taken';
-      }
-    });
+  async update(teamId: string, id: string, changes: Partial<Pick<TeamLabTestDoc, 'name' | 'slug' | 'status'>>): Promise<TeamLabTestDoc | 'slug_taken' | null> {
+    try {
+      return await this.tests.findOneAndUpdate({ _id: id, team_id: teamId }, { $set: { ...changes, updated_at: new Date() } }, { returnDocument: 'after' });
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      return 'slug_taken';
+    }
   }
 }
