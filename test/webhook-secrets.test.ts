@@ -5,7 +5,6 @@ import { Binary, type Db } from 'mongodb';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { ConfigError, dataCipher, loadConfig } from '../lib/config';
 import { DecryptionError, FieldCipher, generateDataKey, parseDataKeys } from '../lib/crypto/field-encryption';
-import { DocumentLocks } from '../lib/repositories/locks';
 import { WebhookRepository, type EndpointDoc } from '../lib/repositories/webhooks';
 import { generateSecret } from '../lib/webhook-signing';
 import { WebhookStore } from '../lib/webhooks/store';
@@ -156,7 +155,7 @@ describe('secret rotation keeps every secret inside its overlap and caps the rat
     const hook = await createWebhook(rx.url);
     const secrets = [hook.secret];
 
-    // Concurrent rotations serialise on the endpoint's lock: none loses another's secret.
+    // Concurrent rotations: each is written under the version it read (else read again), so none loses another's secret.
     const concurrent = await Promise.all([1, 2, 3].map(() => mgmt.post(`${base}/${hook.id}/secret/rotate`, {})));
     for (const r of concurrent) {
       expect(r.status).toBe(200);
@@ -191,7 +190,7 @@ describe('stored secrets across data key rotation and versions (own database)', 
   let db: Db;
   const oldKey = generateDataKey('old');
   const newKey = generateDataKey('new');
-  const repo = (keys: string) => new WebhookRepository(db, new DocumentLocks(db), FieldCipher.fromSpec(keys));
+  const repo = (keys: string) => new WebhookRepository(db, FieldCipher.fromSpec(keys));
 
   const endpoint = (secret: string, created = new Date()): EndpointDoc => ({
     _id: randomUUID(),

@@ -59,7 +59,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     historicalPulls: new HistoricalPullRepository(db),
     linkTokens: new LinkTokenRepository(db),
     wearableData: new WearableDataRepository(db),
-    webhooks: new WebhookRepository(db, locks, cipher),
+    webhooks: new WebhookRepository(db, cipher),
     webhookStore: new WebhookStore(db, cipher),
     labOrders: new LabOrderRepository(db, locks, cipher),
     labTests: new LabTestRepository(db),

@@ -1,7 +1,6 @@
 import type { Collection, Db, Filter } from 'mongodb';
 import { FieldCipher, type EncryptedValue } from '../crypto/field-encryption';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
-import type { DocumentLocks, LockLease } from './locks';
 import { runOnce } from './migrations';
 
 /**
@@ -61,6 +60,8 @@ export interface EndpointDoc {
   failing_since: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Bumped by every change: the precondition of changes computed from the document (rotation, disabling). Absent before the first. */
+  version?: number;
 }
 
 export interface Page<T> {
@@ -89,11 +90,12 @@ export const WEBHOOK_ENDPOINT_QUERY_SHAPES: Record<'webhook_endpoints', QuerySha
 export class WebhookRepository {
   readonly endpoints: Collection<StoredEndpoint>;
 
-  /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable): every
-   *  change runs under the endpoint's document lock, since FerretDB updates are not atomic (locks.ts). */
+  /** Endpoint documents are changed by the api (patch, rotate) and the dispatcher (health, disable). Each change
+   *  is one atomic update: a blind one carries its own condition (the team, `failing_since`), and one computed
+   *  from the document (rotation, disabling, re-encryption) is written only if its `version` is still the one read,
+   *  else computed again (changeFromCurrent). */
   constructor(
     private readonly db: Db,
-    private readonly locks: DocumentLocks,
     /** Encrypts endpoint secrets at rest (DATA_ENCRYPTION_KEYS). */
     private readonly cipher: FieldCipher,
   ) {
@@ -159,43 +161,60 @@ export class WebhookRepository {
     return (await this.endpoints.find({ team_id: teamId }, { projection: { _id: 1 } }).toArray()).map((d) => d._id);
   }
 
-  /** Endpoint documents are changed by the api and the dispatcher: read-check-write under the lock (locks.ts says why). */
-  private lockedEndpoint<T>(id: string, fn: (lease: LockLease) => Promise<T>): Promise<T> {
-    return this.locks.withLock(`webhook-endpoint:${id}`, fn);
-  }
-
-  private async endpointExists(teamId: string, id: string): Promise<boolean> {
-    return (await this.endpoints.findOne({ _id: id, team_id: teamId }, { projection: { _id: 1 } })) !== null;
-  }
-
-  private async setEndpoint(lease: LockLease, teamId: string, id: string, set: Partial<EndpointDoc>): Promise<EndpointDoc | null> {
-    if (!(await this.endpointExists(teamId, id))) return null;
-    await lease.assertHeld();
+  /** The stored form of a change: secrets encrypted, headers as pairs. */
+  private stored(id: string, set: Partial<EndpointDoc>): Partial<StoredEndpoint> {
     const stored: Partial<StoredEndpoint> = { ...set, secrets: set.secrets && this.encryptSecrets(id, set.secrets), headers: set.headers && storedHeaders(set.headers) };
     if (!set.secrets) delete stored.secrets;
     if (!set.headers) delete stored.headers;
-    return this.decrypted(await this.endpoints.findOneAndUpdate({ _id: id }, { $set: { ...stored, updated_at: new Date() } }, { returnDocument: 'after' }));
+    return stored;
   }
 
-  updateEndpoint(teamId: string, id: string, set: Partial<EndpointDoc>): Promise<EndpointDoc | null> {
-    return this.lockedEndpoint(id, (lease) => this.setEndpoint(lease, teamId, id, set));
+  /**
+   * A change computed from the endpoint as it is now: read it, let `change` decide (a result, and the fields to
+   * set or none), write only if nobody changed it meanwhile (its `version` in the filter), else start over.
+   */
+  private async changeFromCurrent<T>(
+    filter: { _id: string; team_id?: string },
+    change: (current: EndpointDoc) => { result: T; set?: Partial<EndpointDoc> },
+    absent: T,
+  ): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const doc = await this.endpoints.findOne(filter);
+      if (!doc) return absent;
+      const { result, set } = change(this.decrypted(doc));
+      if (!set) return result;
+      const version = doc.version;
+      const written = await this.endpoints.updateOne(
+        { ...filter, version: version === undefined ? { $exists: false } : version },
+        { $set: { ...this.stored(filter._id, set), updated_at: new Date(), version: (version ?? 0) + 1 } },
+      );
+      if (written.matchedCount === 1) return result;
+      if (attempt >= 50) throw new Error(`webhook endpoint ${filter._id}: 50 changes in a row lost to concurrent ones; giving up`);
+    }
+  }
+
+  /** A PATCH: the fields given, whatever the rest of the document holds. */
+  async updateEndpoint(teamId: string, id: string, set: Partial<EndpointDoc>): Promise<EndpointDoc | null> {
+    return this.decrypted(
+      await this.endpoints.findOneAndUpdate(
+        { _id: id, team_id: teamId },
+        { $set: { ...this.stored(id, set), updated_at: new Date() }, $inc: { version: 1 } },
+        { returnDocument: 'after' },
+      ),
+    );
   }
 
   async deleteEndpoint(teamId: string, id: string): Promise<boolean> {
-    return this.lockedEndpoint(id, async (lease) => {
-      // Without decrypting: an endpoint whose data key was lost can still be deleted.
-      if (!(await this.endpointExists(teamId, id))) return false;
-      await lease.assertHeld();
-      const res = await this.endpoints.deleteOne({ _id: id });
-      return res.deletedCount === 1;
-    });
+    // Without decrypting: an endpoint whose data key was lost can still be deleted.
+    return (await this.endpoints.deleteOne({ _id: id, team_id: teamId })).deletedCount === 1;
   }
 
   /**
    * A new current secret; the previous ones keep signing until `overlapMs` from now (or their earlier expiry).
    * Every secret still inside its overlap is kept (only expired ones are dropped); instead the rate is capped:
    * past `maxPerWindow` rotations within SECRET_ROTATION_WINDOW_MS nothing changes and the outcome says when
-   * the next rotation is allowed. Under the endpoint's lock, so concurrent rotations all keep their secrets.
+   * the next rotation is allowed. Computed from the current secrets and written under their version, so
+   * concurrent rotations all keep their secrets.
    */
   async rotateSecret(
     teamId: string,
@@ -203,34 +222,34 @@ export class WebhookRepository {
     key: string,
     opts: { overlapMs: number; maxPerWindow: number; now?: Date },
   ): Promise<RotateSecretOutcome | null> {
-    return this.lockedEndpoint(id, async (lease) => {
-      const endpoint = await this.findEndpoint(teamId, id);
-      if (!endpoint) return null;
-      const now = opts.now ?? new Date();
-      const recent = (endpoint.secret_rotations ?? [])
-        .filter((at) => at.getTime() > now.getTime() - SECRET_ROTATION_WINDOW_MS)
-        .sort((a, b) => a.getTime() - b.getTime());
-      if (recent.length >= opts.maxPerWindow) {
-        // Allowed again once fewer than `maxPerWindow` rotations lie within the window.
-        const oldestCounted = recent[recent.length - opts.maxPerWindow];
-        return { rate_limited: { next_allowed_at: new Date(oldestCounted.getTime() + SECRET_ROTATION_WINDOW_MS) } };
-      }
-      const previousExpiresAt = new Date(now.getTime() + opts.overlapMs);
-      const previous = endpoint.secrets
-        .filter((s) => s.expires_at === null || s.expires_at > now)
-        .map((s) => ({ ...s, expires_at: s.expires_at && s.expires_at < previousExpiresAt ? s.expires_at : previousExpiresAt }));
-      const updated = await this.setEndpoint(lease, teamId, id, {
-        secrets: [...previous, { key, created_at: now, expires_at: null }],
-        secret_rotations: [...recent, now],
-      });
-      return updated && { endpoint: updated };
-    });
+    return this.changeFromCurrent<RotateSecretOutcome | null>(
+      { _id: id, team_id: teamId },
+      (endpoint) => {
+        const now = opts.now ?? new Date();
+        const recent = (endpoint.secret_rotations ?? [])
+          .filter((at) => at.getTime() > now.getTime() - SECRET_ROTATION_WINDOW_MS)
+          .sort((a, b) => a.getTime() - b.getTime());
+        if (recent.length >= opts.maxPerWindow) {
+          // Allowed again once fewer than `maxPerWindow` rotations lie within the window.
+          const oldestCounted = recent[recent.length - opts.maxPerWindow];
+          return { result: { rate_limited: { next_allowed_at: new Date(oldestCounted.getTime() + SECRET_ROTATION_WINDOW_MS) } } };
+        }
+        const previousExpiresAt = new Date(now.getTime() + opts.overlapMs);
+        const previous = endpoint.secrets
+          .filter((s) => s.expires_at === null || s.expires_at > now)
+          .map((s) => ({ ...s, expires_at: s.expires_at && s.expires_at < previousExpiresAt ? s.expires_at : previousExpiresAt }));
+        const set = { secrets: [...previous, { key, created_at: now, expires_at: null }], secret_rotations: [...recent, now] };
+        return { result: { endpoint: { ...endpoint, ...set } }, set };
+      },
+      null,
+    );
   }
 
   /**
    * Encrypts endpoint secrets stored in plaintext (earlier versions) and re-encrypts those under a data key
    * that is no longer current (after DATA_ENCRYPTION_KEYS gained a new first key), so retired keys can be
-   * dropped. Idempotent; each endpoint is rewritten under its lock. Returns how many endpoints changed.
+   * dropped. Idempotent; each endpoint is rewritten under the version it was read at (a rotation in between makes
+   * it read again). Returns how many endpoints changed.
    * Scans the whole (small) collection: a maintenance pass, run by `npm run reencrypt` and a start-up migration.
    */
   async reencrypt(): Promise<number> {
@@ -239,41 +258,37 @@ export class WebhookRepository {
     const stale = (doc: Legacy | null) => doc?.secrets.some((s) => typeof s.key === 'string' || this.cipher.isStale(s.key)) ?? false;
     let changed = 0;
     for (const { _id } of await raw.find({}, { projection: { _id: 1 } }).toArray()) {
-      await this.lockedEndpoint(_id, async (lease) => {
+      for (;;) {
         const doc = await raw.findOne({ _id });
-        if (!doc || !stale(doc)) return;
-        await lease.assertHeld();
+        if (!doc || !stale(doc)) break;
         const context = secretContext(_id);
         const secrets = doc.secrets.map((s) => ({ ...s, key: typeof s.key === 'string' ? s.key : this.cipher.decryptString(s.key, context) }));
-        await this.endpoints.updateOne({ _id }, { $set: { secrets: this.encryptSecrets(_id, secrets) } });
-        changed++;
-      });
+        const written = await raw.updateOne(
+          { _id, version: doc.version === undefined ? { $exists: false } : doc.version },
+          { $set: { secrets: this.encryptSecrets(_id, secrets), version: (doc.version ?? 0) + 1 } },
+        );
+        if (written.matchedCount === 1) {
+          changed++;
+          break;
+        }
+      }
     }
     return changed;
   }
 
   /** Endpoint health after a batch: a success resets the failure clock; a failure starts it if not running. */
   async recordEndpointHealth(id: string, outcome: { succeeded: boolean; at: Date }): Promise<void> {
-    await this.lockedEndpoint(id, async (lease) => {
-      const endpoint = await this.getEndpoint(id);
-      if (!endpoint) return;
-      await lease.assertHeld();
-      if (outcome.succeeded && endpoint.failing_since) {
-        await this.endpoints.updateOne({ _id: id }, { $set: { failing_since: null } });
-      } else if (!outcome.succeeded && !endpoint.failing_since) {
-        await this.endpoints.updateOne({ _id: id }, { $set: { failing_since: outcome.at } });
-      }
-    });
+    // Each is one write whose filter is its own condition: only the first success (or failure) of a run changes it.
+    if (outcome.succeeded) await this.endpoints.updateOne({ _id: id, failing_since: { $ne: null } }, { $set: { failing_since: null }, $inc: { version: 1 } });
+    else await this.endpoints.updateOne({ _id: id, failing_since: null }, { $set: { failing_since: outcome.at }, $inc: { version: 1 } });
   }
 
   /** Disables the endpoint if `stillApplies` holds for its current state (a racing PATCH may have fixed it). */
   async disableEndpoint(id: string, reason: DisabledReason, stillApplies: (e: EndpointDoc) => boolean = () => true): Promise<boolean> {
-    return this.lockedEndpoint(id, async (lease) => {
-      const endpoint = await this.getEndpoint(id);
-      if (!endpoint || endpoint.disabled || !stillApplies(endpoint)) return false;
-      await lease.assertHeld();
-      await this.endpoints.updateOne({ _id: id }, { $set: { disabled: true, disabled_reason: reason, updated_at: new Date() } });
-      return true;
-    });
+    return this.changeFromCurrent(
+      { _id: id },
+      (endpoint) => (endpoint.disabled || !stillApplies(endpoint) ? { result: false } : { result: true, set: { disabled: true, disabled_reason: reason } }),
+      false,
+    );
   }
 }
