@@ -11,7 +11,6 @@ import {
   type LabOrderDoc,
   type LabResultsDoc,
 } from '../lib/repositories/lab-orders';
-import { DocumentLocks } from '../lib/repositories/locks';
 import { eventIdFor } from '../lib/webhooks/publisher';
 import { eventData } from '../lib/webhooks/store';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
@@ -215,7 +214,7 @@ describe('data key rotation and the start-up migration (own database)', () => {
   let db: Db;
   const keyA = generateDataKey('A');
   const keyB = generateDataKey('B');
-  const repo = (keys: string) => new LabOrderRepository(db, new DocumentLocks(db), FieldCipher.fromSpec(keys));
+  const repo = (keys: string) => new LabOrderRepository(db, FieldCipher.fromSpec(keys));
   /** A completed order of the running stack, as the repository reads it (plaintext), and its results. */
   let template: { order: LabOrderDoc; results: LabResultsDoc; patient: Patient };
 

@@ -552,7 +552,7 @@ describe('team custom credentials', () => {
     try {
       const oldKey = generateDataKey('old');
       const newKey = generateDataKey('new');
-      const repo = (keys: string) => new CustomCredentialsRepository(own.db, new DocumentLocks(own.db), FieldCipher.fromSpec(keys));
+      const repo = (keys: string) => new CustomCredentialsRepository(own.db, FieldCipher.fromSpec(keys));
       const input: CustomCredentialsInput = {
         org_id: randomUUID(),
         team_id: randomUUID(),

@@ -2,8 +2,7 @@ import type { Collection, Db } from 'mongodb';
 import type { FieldCipher } from '../crypto/field-encryption';
 import { EncryptedFields, type Sealed } from './encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
-import type { DocumentLocks, LockLease } from './locks';
-import { teamLockKey } from './tenancy';
+import type { LockLease } from './locks';
 
 export interface CustomCredentialsInput {
   org_id: string;
@@ -40,8 +39,6 @@ export type CustomCredentialsDoc = Sealed<PlainCredentials, SecretField>;
 export const secretHint = (secret: string) => (secret.length >= 12 ? `…${secret.slice(-4)}` : '…');
 
 const credentialsId = (teamId: string, provider: string) => `${teamId}:${provider}`;
-/** `<team_id>:<provider>` → team id (a UUID holds no colon). */
-const teamOf = (id: string) => id.slice(0, id.indexOf(':'));
 
 export const CUSTOM_CREDENTIALS_INDEXES: Record<'team_custom_credentials', IndexSpec[]> = {
   team_custom_credentials: [{ key: { org_id: 1, team_id: 1, provider: 1 } }],
@@ -63,7 +60,6 @@ export class CustomCredentialsRepository {
 
   constructor(
     db: Db,
-    private readonly locks: DocumentLocks,
     /** Encrypts client secrets and details at rest (DATA_ENCRYPTION_KEYS). */
     cipher: FieldCipher,
   ) {
@@ -122,10 +118,11 @@ export class CustomCredentialsRepository {
   }
 
   /**
-   * Re-encrypts values stored under a data key that is no longer current (`npm run reencrypt`), each document
-   * under its team's lock so a concurrent POST is not overwritten with the older values. Returns how many changed.
+   * Re-encrypts values stored under a data key that is no longer current (`npm run reencrypt`); a document is
+   * rewritten only where its ciphertext is still the one read, so a concurrent POST is never overwritten with the
+   * older values (rewriteStale). Returns how many changed.
    */
   reencrypt(): Promise<number> {
-    return this.secrets.rewriteStale(this.credentials, (id, write) => this.locks.withLock(teamLockKey(teamOf(id)), (lease) => write(() => lease.assertHeld())));
+    return this.secrets.rewriteStale(this.credentials);
   }
 }

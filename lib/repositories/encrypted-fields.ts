@@ -60,15 +60,13 @@ export class EncryptedFields<T extends { _id: string }, F extends keyof T & stri
   /**
    * Encrypts sealed fields stored in plaintext (earlier versions) and re-encrypts those under a retired data
    * key with the current one. A pass over the whole collection in `_id` order, a page at a time, reading only
-   * the sealed fields (the `_id` index serves it; nothing can filter on ciphertext); each stale document is read
-   * again and rewritten inside `exclusive(id, write)`, which its repository makes the document's lock where
-   * others write it. Only the sealed fields are written, and only those holding a value: a document deleted or
-   * erased meanwhile stays so. Idempotent; returns how many documents changed.
+   * the sealed fields (the `_id` index serves it; nothing can filter on ciphertext). Each stale document is
+   * rewritten in one conditional write whose filter holds the sealed values as they were read: if any other
+   * writer changed one meanwhile (a new value, an erasure), nothing is written and the document is read again.
+   * Only the sealed fields are written, and only those holding a value: a document deleted or erased meanwhile
+   * stays so. Idempotent; returns how many documents changed.
    */
-  async rewriteStale(
-    collection: Collection<Sealed<T, F>>,
-    exclusive: (id: string, write: (beforeWrite: () => Promise<void>) => Promise<void>) => Promise<void> = (_id, write) => write(async () => undefined),
-  ): Promise<number> {
+  async rewriteStale(collection: Collection<Sealed<T, F>>): Promise<number> {
     // Only `_id` and the sealed fields are read and written: no need for the collection's own document type.
     const raw = collection as unknown as Collection<{ _id: string; [field: string]: unknown }>;
     type Stored = Partial<Sealed<T, F>> & { _id: string };
@@ -77,17 +75,17 @@ export class EncryptedFields<T extends { _id: string }, F extends keyof T & stri
     for (let after = ''; ; ) {
       const page = await raw.find({ _id: { $gt: after } }, { projection }).sort({ _id: 1 }).limit(PASS_PAGE).toArray();
       for (const listed of page) {
-        if (!this.stale(listed as Stored)) continue;
-        const id = listed._id;
-        await exclusive(id, async (beforeWrite) => {
-          const doc = (await raw.findOne({ _id: id }, { projection })) as Stored | null;
-          if (!doc || !this.stale(doc)) return;
-          const { _id, ...plain } = this.open(doc) as Record<string, unknown>;
+        for (let doc = listed as Stored | null; doc && this.stale(doc); doc = (await raw.findOne({ _id: listed._id }, { projection })) as Stored | null) {
+          const _id = doc._id;
+          const { _id: _omitted, ...plain } = this.open(doc) as Record<string, unknown>;
           const present = Object.fromEntries(Object.entries(plain).filter(([, v]) => v !== null && v !== undefined));
-          await beforeWrite();
-          await raw.updateOne({ _id: id }, { $set: this.seal(id, present as Partial<T>) });
-          changed++;
-        });
+          const asRead = Object.fromEntries(this.fields.map((f) => [f, doc![f] ?? null])); // null also matches a missing field
+          const { matchedCount } = await raw.updateOne({ _id, ...asRead }, { $set: this.seal(_id, present as Partial<T>) });
+          if (matchedCount === 1) {
+            changed++;
+            break;
+          }
+        }
       }
       if (page.length < PASS_PAGE) return changed;
       after = page[page.length - 1]._id;

@@ -52,7 +52,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
   return {
     locks,
     tenancy: new TenancyRepository(db, locks),
-    customCredentials: new CustomCredentialsRepository(db, locks, cipher),
+    customCredentials: new CustomCredentialsRepository(db, cipher),
     auditLog: new AuditLogRepository(db),
     users: new UserRepository(db),
     connections: new ConnectionRepository(db),
@@ -61,7 +61,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     wearableData: new WearableDataRepository(db),
     webhooks: new WebhookRepository(db, cipher),
     webhookStore: new WebhookStore(db, cipher),
-    labOrders: new LabOrderRepository(db, locks, cipher),
+    labOrders: new LabOrderRepository(db, cipher),
     labTests: new LabTestRepository(db),
     insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db),

@@ -4,7 +4,6 @@ import type { CollectionMethod, HighLevelStatus } from '../../workflows/lab-orde
 import { isDuplicateKeyError } from './store-errors';
 import { EncryptedFields, type Sealed } from './encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from './indexes';
-import type { DocumentLocks, LockLease } from './locks';
 import { runOnce } from './migrations';
 
 /**
@@ -314,7 +313,6 @@ export class LabOrderRepository {
 
   constructor(
     private readonly db: Db,
-    private readonly locks: DocumentLocks,
     /** Encrypts patient data at rest (DATA_ENCRYPTION_KEYS). */
     cipher: FieldCipher,
   ) {
@@ -332,15 +330,6 @@ export class LabOrderRepository {
     await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES, retention);
     // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
     await runOnce(this.db, 'lab-order-patient-data-encrypted', async () => void (await this.reencrypt()));
-  }
-
-  /**
-   * Every update of an order or its results: the order's workflow is its owner, but the re-encryption pass
-   * rewrites encrypted fields too, and FerretDB applies updates as unlocked read-modify-write (locks.ts), so
-   * either could lose the other's change (or a pass undo an erasure) without the order's lock.
-   */
-  private lockedOrder<T>(orderId: string, fn: (lease: LockLease) => Promise<T>): Promise<T> {
-    return this.locks.withLock(`lab-order:${orderId}`, fn);
   }
 
   private opened(doc: StoredLabOrder): LabOrderDoc;
@@ -404,12 +393,13 @@ export class LabOrderRepository {
 
   // --- Writes by the order's workflow (one activity at a time per order) ---
 
-  /** One update of an order, its patient fields sealed, under the order's lock. */
-  private updateOrder(orderId: string, update: { $set: Partial<LabOrderDoc>; $push?: { events: OrderEventDoc } }): Promise<void> {
-    return this.lockedOrder(orderId, async (lease) => {
-      await lease.assertHeld();
-      await this.orders.updateOne({ _id: orderId }, { ...update, $set: this.patientData.seal(orderId, update.$set) });
-    });
+  /**
+   * One update of an order, its patient fields sealed. The order's workflow is its owner; the re-encryption pass
+   * writes only where the ciphertext it read is still there (EncryptedFields.rewriteStale), so neither loses the
+   * other's change and a pass never undoes an erasure.
+   */
+  private async updateOrder(orderId: string, update: { $set: Partial<LabOrderDoc>; $push?: { events: OrderEventDoc } }): Promise<void> {
+    await this.orders.updateOne({ _id: orderId }, { ...update, $set: this.patientData.seal(orderId, update.$set) });
   }
 
   /** Appends an event and moves the status (one update: event, status and the changes that come with it). */
@@ -427,10 +417,7 @@ export class LabOrderRepository {
   }
 
   async saveResults(doc: LabResultsDoc): Promise<void> {
-    await this.lockedOrder(doc._id, async (lease) => {
-      await lease.assertHeld();
-      await this.results.replaceOne({ _id: doc._id }, this.resultData.seal(doc._id, doc), { upsert: true });
-    });
+    await this.results.replaceOne({ _id: doc._id }, this.resultData.seal(doc._id, doc), { upsert: true });
   }
 
   async findResults(teamId: string, orderId: string): Promise<LabResultsDoc | null> {
@@ -454,25 +441,19 @@ export class LabOrderRepository {
   async erasePatientData(orderId: string): Promise<void> {
     const now = new Date();
     await this.updateOrder(orderId, { $set: { ...ERASED_PATIENT_DATA, patient_data_erased_at: now, updated_at: now } });
-    await this.lockedOrder(orderId, async (lease) => {
-      await lease.assertHeld();
-      await this.results.deleteOne({ _id: orderId });
-    });
+    await this.results.deleteOne({ _id: orderId });
   }
 
   /**
    * Encrypts patient data stored in plaintext (earlier versions) and re-encrypts what is under a data key that
-   * is no longer current (after DATA_ENCRYPTION_KEYS gained a new first key), so retired keys can be dropped:
-   * orders and results under the order's lock, idempotency keys as they are (only a completed key holds a
-   * response, and its one other writer deletes it). Idempotent; returns how many documents changed. Run by
-   * `npm run reencrypt` and a start-up migration.
+   * is no longer current (after DATA_ENCRYPTION_KEYS gained a new first key), so retired keys can be dropped.
+   * Each document is rewritten only where its ciphertext is still the one read (rewriteStale). Idempotent;
+   * returns how many documents changed. Run by `npm run reencrypt` and a start-up migration.
    */
   async reencrypt(): Promise<number> {
-    const underOrderLock = (id: string, write: (beforeWrite: () => Promise<void>) => Promise<void>) =>
-      this.lockedOrder(id, (lease) => write(() => lease.assertHeld()));
     return (
-      (await this.patientData.rewriteStale(this.orders, underOrderLock)) +
-      (await this.resultData.rewriteStale(this.results, underOrderLock)) +
+      (await this.patientData.rewriteStale(this.orders)) +
+      (await this.resultData.rewriteStale(this.results)) +
       (await this.responses.rewriteStale(this.idempotencyKeys))
     );
   }

@@ -1,0 +1,80 @@
+import type { Collection, Db } from 'mongodb';
+import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
+import { EncryptedFields, type Sealed } from '../lib/repositories/encrypted-fields';
+import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
+
+/**
+ * The re-encryption pass (`npm run reencrypt`) rewrites a document without any lock: its write names the
+ * ciphertext it read, so a writer that changed a sealed field meanwhile (a new value, an erasure) is never
+ * overwritten with the older value. The interleaving is made exact here: the document changes right after the
+ * pass has listed it, before the pass writes.
+ */
+interface Note {
+  _id: string;
+  note: string | null;
+}
+
+describe('re-encrypting sealed fields while others write them', () => {
+  let app: TestApp;
+  let own: OwnDatabase;
+  let db: Db;
+  const oldKey = generateDataKey('old');
+  const newKey = generateDataKey('new');
+  const fields = (keys: string) => new EncryptedFields<Note, 'note'>(FieldCipher.fromSpec(keys), 'notes', ['note']);
+
+  beforeAll(async () => {
+    app = await startTestApp();
+    own = await ownDatabase(app, 'sealed');
+    db = own.db;
+  });
+  afterAll(async () => {
+    await own.drop();
+    await app.close();
+  });
+
+  /** The real collection; `afterListing` runs once the pass has read its page, before it writes anything. */
+  const interleaved = (coll: Collection<Sealed<Note, 'note'>>, afterListing: () => Promise<void>) =>
+    new Proxy(coll, {
+      get(target, prop, receiver) {
+        if (prop !== 'find') return Reflect.get(target, prop, receiver);
+        return (...args: Parameters<typeof target.find>) => {
+          const cursor = target.find(...args);
+          const toArray = cursor.toArray.bind(cursor);
+          return Object.assign(cursor, {
+            toArray: async () => {
+              const page = await toArray();
+              await afterListing();
+              return page;
+            },
+          });
+        };
+      },
+    });
+
+  it('leaves a value written after the pass read the document, and an erasure, as they are', async () => {
+    const coll = db.collection<Sealed<Note, 'note'>>('notes');
+    const underOld = fields(oldKey);
+    const current = fields(`${newKey},${oldKey}`);
+    await coll.insertMany([
+      underOld.seal('a', { _id: 'a', note: 'first' }),
+      underOld.seal('b', { _id: 'b', note: 'to be erased' }),
+      underOld.seal('c', { _id: 'c', note: 'untouched' }),
+    ]);
+
+    const rewritten = await current.rewriteStale(
+      interleaved(coll, async () => {
+        await coll.updateOne({ _id: 'a' }, { $set: current.seal('a', { note: 'second' }) }); // the owner's new value
+        await coll.updateOne({ _id: 'b' }, { $set: { note: null } }); // an erasure
+      }),
+    );
+
+    const opened = async (id: string) => current.open((await coll.findOne({ _id: id }))!).note;
+    expect(await opened('a')).toBe('second'); // not the re-encrypted 'first'
+    expect(await opened('b')).toBeNull(); // stays erased
+    expect(await opened('c')).toBe('untouched');
+    expect(rewritten).toBe(1); // only c: a was current by then, b empty
+    // Everything readable with the new key alone: the old one can be dropped.
+    const onlyNew = fields(newKey);
+    for (const id of ['a', 'c']) expect(onlyNew.open((await coll.findOne({ _id: id }))!).note).toBeTruthy();
+  });
+});
