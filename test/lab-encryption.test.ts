@@ -280,6 +280,7 @@ describe('data key rotation and the start-up migration (own database)', () => {
 
   test('the start-up migration encrypts orders, results and idempotency keys stored in plaintext; they read the same', async () => {
     const legacy = aggregate();
+    legacy.order.activate_by = '2031-05-06'; // earlier versions stored the day as a string
     await rawCollection(db, 'lab_orders').insertOne({ ...legacy.order });
     await rawCollection(db, 'lab_results').insertOne({ ...legacy.results });
     await rawCollection(db, 'idempotency_keys').insertOne({ ...legacy.key });
@@ -293,6 +294,9 @@ describe('data key rotation and the start-up migration (own database)', () => {
     }
     expectNoPlaintext(await raw(db, 'lab_results', legacy.order._id), [template.results.results[0].slug]);
     await expectReadable(repo(keyA), legacy);
+    // The same start-up migrated `activate_by` to a Date; the repository still reads the calendar day.
+    expect((await raw(db, 'lab_orders', legacy.order._id))?.activate_by).toEqual(new Date('2031-05-06T00:00:00.000Z'));
+    expect((await repo(keyA).findById(legacy.order._id))?.activate_by).toBe('2031-05-06');
   });
 
   test('records written under key A read under "B,A"; reencrypt moves them to B; then A can go', async () => {

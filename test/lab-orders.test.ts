@@ -192,6 +192,9 @@ describe('GET /v3/order/{id} and /v3/orders', () => {
     expect(scheduled.body.orders.map((o: { id: string }) => o.id)).toEqual([later.id]);
     const current = await client.get(`/v3/orders?user_id=${user}&order_activation_types=current`);
     expect(current.body.orders.map((o: { id: string }) => o.id)).toEqual([now.id]);
+    // Stored as a Date (its UTC midnight), so the activation filters compare dates; the API shows the calendar day.
+    expect((await app.inspect.collection('lab_orders').findOne({ _id: later.id as never }))?.activate_by).toEqual(new Date(`${daysFromToday(40)}T00:00:00.000Z`));
+    expect(later.activate_by).toBe(daysFromToday(40));
     const byStatus = await client.get(`/v3/orders?user_id=${user}&status=requisition_created`);
     expect(byStatus.body.orders.map((o: { id: string }) => o.id)).toEqual([now.id]);
     const ordered = await client.get(`/v3/orders?user_id=${user}&status=ordered&status=awaiting_registration`);
@@ -228,6 +231,7 @@ describe('PATCH /v3/order/{id} (activate_by)', () => {
       message: 'order updated',
     });
     expect((await client.get(`/v3/order/${scheduled.id}`)).body.activate_by).toBe(daysFromToday(90));
+    expect((await app.inspect.collection('lab_orders').findOne({ _id: scheduled.id as never }))?.activate_by).toBeInstanceOf(Date);
 
     // null clears the date and dispatches at once.
     const cleared = await client.patch(`/v3/order/${scheduled.id}`, { activate_by: null });

@@ -222,7 +222,19 @@ export interface IdempotencyKeyDoc {
 export const PATIENT_FIELDS = ['patient_details', 'patient_address', 'shipping_details', 'consents', 'notes', 'clinical_notes'] as const;
 type PatientField = (typeof PATIENT_FIELDS)[number];
 /** An order as stored: its patient fields encrypted (or in plaintext, written by a version before encryption). */
-export type StoredLabOrder = Sealed<LabOrderDoc, PatientField>;
+/** An order as stored: patient fields sealed, `activate_by` a Date (a string in orders of earlier versions, until migrated). */
+export type StoredLabOrder = Omit<Sealed<LabOrderDoc, PatientField>, 'activate_by'> & { activate_by: Date | string | null };
+
+/**
+ * `activate_by` is a calendar date (`YYYY-MM-DD`) in the API and the code, and a `Date` (its UTC midnight) in the
+ * database, so the activation filters compare dates. Converted here, both ways, and nowhere else.
+ */
+const storedDay = (day: string): Date => new Date(`${day}T00:00:00.000Z`);
+const calendarDay = (value: Date | string): string => (value instanceof Date ? value.toISOString().slice(0, 10) : value);
+function withStoredDay<T extends { activate_by?: string | null }>(doc: T): Omit<T, 'activate_by'> & { activate_by?: Date | null } {
+  if (doc.activate_by === undefined) return doc as Omit<T, 'activate_by'>;
+  return { ...doc, activate_by: doc.activate_by === null ? null : storedDay(doc.activate_by) };
+}
 /** What erasure leaves of the patient data (every patient field, and the reference to an insurance record). */
 const ERASED_PATIENT_DATA: Pick<LabOrderDoc, PatientField | 'health_insurance_id'> = {
   patient_details: null,
@@ -330,18 +342,28 @@ export class LabOrderRepository {
     await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES, retention);
     // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
     await runOnce(this.db, 'lab-order-patient-data-encrypted', async () => void (await this.reencrypt()));
+    // Earlier versions stored `activate_by` as a `YYYY-MM-DD` string: each becomes a Date, once (the condition
+    // in each write keeps a value changed meanwhile).
+    await runOnce(this.db, 'lab-order-activate-by-dates', async () => {
+      for (const doc of await this.orders.find({ activate_by: { $type: 'string' } }, { projection: { activate_by: 1 } }).toArray()) {
+        const day = doc.activate_by as string;
+        await this.orders.updateOne({ _id: doc._id, activate_by: day }, { $set: { activate_by: storedDay(day) } });
+      }
+    });
   }
 
   private opened(doc: StoredLabOrder): LabOrderDoc;
   private opened(doc: StoredLabOrder | null): LabOrderDoc | null;
   private opened(doc: StoredLabOrder | null): LabOrderDoc | null {
-    return doc && (this.patientData.open(doc) as LabOrderDoc);
+    if (!doc) return null;
+    const opened = this.patientData.open(doc as Sealed<LabOrderDoc, PatientField>) as LabOrderDoc;
+    return { ...opened, activate_by: doc.activate_by === null || doc.activate_by === undefined ? null : calendarDay(doc.activate_by) };
   }
 
   /** Inserts a new order; `sample_taken` when the team already has an order with this sample id. */
   async insert(doc: LabOrderDoc): Promise<{ inserted: LabOrderDoc } | { sample_taken: LabOrderDoc | null } | { exists: LabOrderDoc }> {
     try {
-      await this.orders.insertOne(this.patientData.seal(doc._id, doc));
+      await this.orders.insertOne(withStoredDay(this.patientData.seal(doc._id, doc)) as StoredLabOrder);
       return { inserted: doc };
     } catch (err) {
       if (!isDuplicateKeyError(err)) throw err;
@@ -399,7 +421,7 @@ export class LabOrderRepository {
    * other's change and a pass never undoes an erasure.
    */
   private async updateOrder(orderId: string, update: { $set: Partial<LabOrderDoc>; $push?: { events: OrderEventDoc } }): Promise<void> {
-    await this.orders.updateOne({ _id: orderId }, { ...update, $set: this.patientData.seal(orderId, update.$set) });
+    await this.orders.updateOne({ _id: orderId }, { ...update, $set: withStoredDay(this.patientData.seal(orderId, update.$set)) });
   }
 
   /** Appends an event and moves the status (one update: event, status and the changes that come with it). */
@@ -452,7 +474,8 @@ export class LabOrderRepository {
    */
   async reencrypt(): Promise<number> {
     return (
-      (await this.patientData.rewriteStale(this.orders)) +
+      // It reads and writes only the sealed fields: the stored type of `activate_by` does not concern it.
+      (await this.patientData.rewriteStale(this.orders as unknown as Collection<Sealed<LabOrderDoc, PatientField>>)) +
       (await this.resultData.rewriteStale(this.results)) +
       (await this.responses.rewriteStale(this.idempotencyKeys))
     );
@@ -490,8 +513,8 @@ function listFilter(f: OrderListFilter): Filter<StoredLabOrder> {
   if (f.lowLevelStatuses?.length) filter.low_level_status = { $in: f.lowLevelStatuses };
   if (f.interpretation) filter.interpretation = f.interpretation === 'unknown' ? null : f.interpretation;
   // Reference: current = activate_by null or reached, scheduled = activate_by in the future.
-  if (f.activation === 'scheduled') filter.activate_by = { $gt: f.today };
-  if (f.activation === 'current') filter.$or = [{ activate_by: null }, { activate_by: { $lte: f.today } }];
+  if (f.activation === 'scheduled') filter.activate_by = { $gt: storedDay(f.today) };
+  if (f.activation === 'current') filter.$or = [{ activate_by: null }, { activate_by: { $lte: storedDay(f.today) } }];
   if (f.orderIds?.length) filter._id = { $in: f.orderIds };
   if (f.orderTransactionId) filter.order_transaction_id = f.orderTransactionId;
   if (f.methods?.length) filter.method = { $in: f.methods };
