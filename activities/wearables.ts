@@ -87,11 +87,21 @@ export function createWearableActivities(deps: WearableActivityDeps) {
     return merged;
   }
 
-  function withStats(doc: HistoricalPullDoc, got: { days: Set<string>; sent: number; oldest: Date | null; newest: Date | null }, ok: boolean): HistoricalPullDoc {
+  /**
+   * The days with data that a later history pull can still ask for: those inside the provider's history window
+   * (`historyDays` back from the user's today). Older ones are dropped, so `data_days` holds at most
+   * historyDays + 1 entries however long a connection lives.
+   */
+  function recentDays(l: Live, days: Iterable<string>): string[] {
+    const horizon = addDays(userClock(l.user).today, -l.adapter.historyDays);
+    return [...new Set(days)].filter((d) => d >= horizon).sort();
+  }
+
+  function withStats(l: Live, doc: HistoricalPullDoc, got: { days: Set<string>; sent: number; oldest: Date | null; newest: Date | null }, ok: boolean): HistoricalPullDoc {
     const now = new Date();
     return {
       ...doc,
-      data_days: [...new Set([...doc.data_days, ...got.days])].sort(),
+      data_days: recentDays(l, [...doc.data_days, ...got.days]),
       oldest_data: got.oldest && (!doc.oldest_data || got.oldest < doc.oldest_data) ? got.oldest : doc.oldest_data,
       newest_data: got.newest && (!doc.newest_data || got.newest > doc.newest_data) ? got.newest : doc.newest_data,
       sent_count: doc.sent_count + got.sent,
@@ -148,7 +158,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
           range_end: gap.length ? new Date(dayStart(gap[gap.length - 1], offset).getTime() + 86_399_999) : null,
           timeline: { scheduled_at: now, started_at: null, ended_at: null },
           days_requested: gap,
-          data_days: previous?.data_days ?? [],
+          data_days: recentDays(l, previous?.data_days ?? []),
           attempts: 0,
           error_details: null,
           trace_id: input.traceId,
@@ -185,7 +195,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
       const { offset } = userClock(user);
       try {
         const got = await fetchDays(l, input.resource, started.days_requested, input.attempt, false, offset);
-        const done = withStats(started, got, true);
+        const done = withStats(l, started, got, true);
         await repos.historicalPulls.save({ ...done, status: 'success', error_details: null, timeline: { ...done.timeline, ended_at: new Date() } });
         await deps.publisher.publish({
           teamId: connection.team_id,
@@ -210,7 +220,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
         // retrying cut-over fail at once with the provider's error.
         const errorType = err.retriable && !retrying && input.retryingEnabled ? 'retry_quota_exhausted' : err.errorType;
         const details: PullErrorDetails = { error_type: errorType, error_message: err.message, errored_at };
-        const failed = withStats(started, { days: new Set(), sent: 0, oldest: null, newest: null }, false);
+        const failed = withStats(l, started, { days: new Set(), sent: 0, oldest: null, newest: null }, false);
         await repos.historicalPulls.save({
           ...failed,
           status: retrying ? 'retrying' : 'failure',
@@ -244,7 +254,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
           deps.logger.warn({ connectionId: connection._id, resource, errorType: err.errorType }, 'sync failed for a resource; the next sync tries again');
         }
         const doc = await repos.historicalPulls.get(id);
-        if (doc && doc.connection_id === connection._id) await repos.historicalPulls.save(withStats(doc, got, ok));
+        if (doc && doc.connection_id === connection._id) await repos.historicalPulls.save(withStats(l, doc, got, ok));
       }
       return { stopped: false };
     },

@@ -153,6 +153,8 @@ describe('a demo connection', () => {
     const yesterday = addDays(today, -1);
     await app.inspect.collection('samples').deleteMany({ user_id: userId, resource: 'heartrate', timestamp: { $gte: new Date(`${yesterday}T00:00:00Z`), $lt: new Date(`${yesterday}T06:00:00Z`) } });
     await app.inspect.collection('summaries').deleteMany({ user_id: userId, resource: 'activity', calendar_date: yesterday });
+    // A day far outside the provider's history window, as a connection years old would have recorded it.
+    await app.inspect.collection('historical_pulls').updateMany({ user_id: userId }, { $push: { data_days: '2000-01-01' } as never });
     const refresh = await client.post(`/v2/user/refresh/${userId}`);
     expect(refresh.body).toMatchObject({ success: true, in_progress_sources: ['oura'] });
     await eventually(async () => eventsOf(userId, 'daily.data.heartrate.created').length > 0 && eventsOf(userId, 'daily.data.activity.created').length > 0, 60000, 'sync events');
@@ -164,6 +166,11 @@ describe('a demo connection', () => {
     const activity = eventsOf(userId, 'daily.data.activity.created').find((e) => e.body.data.calendar_date === yesterday);
     expect(activity?.body.data).toMatchObject({ user_id: userId, calendar_date: yesterday });
     expect(activity?.body.data.steps).toEqual(expect.any(Number));
+    // The sync keeps data_days bounded to the history window: the old day is gone, the recent ones stay.
+    await eventually(async () => {
+      const pulls = await app.inspect.collection('historical_pulls').find({ user_id: userId }).toArray();
+      return pulls.length > 0 && pulls.every((p) => !p.data_days.includes('2000-01-01') && p.data_days.length > 0);
+    }, 30000, 'data_days bounded by the sync');
   });
 
   it('deregisters, and a reconnect pulls only the days without data', async () => {

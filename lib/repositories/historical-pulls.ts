@@ -28,7 +28,7 @@ export interface HistoricalPullDoc {
   timeline: { scheduled_at: Date | null; started_at: Date | null; ended_at: Date | null };
   /** Days (YYYY-MM-DD) the history pull asked for last time: the gap of a re-backfill. */
   days_requested: string[];
-  /** Every local day (YYYY-MM-DD) for which this resource has data. */
+  /** The local days (YYYY-MM-DD) with data inside the provider's history window (older days are dropped: bounded). */
   data_days: string[];
   attempts: number;
   error_details: PullErrorDetails | null;
