@@ -2,7 +2,7 @@
  * Group commit for writes many callers make at once (concurrent publishes; the dispatcher activities of
  * several endpoints in one worker): callers add items and wait; items added while a flush runs go into the
  * next one (at most `maxItems`, keeping each caller's items together), so they share one round of database
- * statements instead of each taking the database's write lock (FerretDB's SQLite has one writer at a time).
+ * statements instead of a round trip each.
  * `flush` may return one result per item, in order; a failed flush fails every caller in it.
  */
 export class Coalescer<T, R = void> {

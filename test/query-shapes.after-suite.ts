@@ -25,6 +25,8 @@ const ONE_TIME_SCANS: Record<string, string> = {
   'webhook_attempts {attempts}': 'legacy-layout.ts: attempt batches of the previous layout ($or branch 2)',
   'webhook_queue_items {}': 'legacy-layout.ts: retired collection',
   'webhook_queue {}': 'legacy-layout.ts: retired collection',
+  // lib/repositories/lab-orders.ts: orders whose activate_by earlier versions stored as a string, converted once.
+  'lab_orders {activate_by}': 'lab-orders.ts migration: activate_by strings of earlier versions become Dates',
   // lib/repositories/webhooks.ts: endpoints whose secrets were stored in plaintext, encrypted once.
   'webhook_endpoints {}': 'webhooks.ts reencrypt: visits every endpoint by design (the start-up encryption of plaintext secrets, npm run reencrypt)',
 };

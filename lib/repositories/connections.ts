@@ -28,7 +28,7 @@ export interface ConnectionDoc {
   /**
    * Unique per (team, user): the provider slug while the connection is live, `deregistered:<_id>` after. So a
    * second live connection to one provider is refused by the unique index (two racing connects: one wins),
-   * and a deregistered one stays as history. FerretDB has no partial indexes, so "unique among live" is this key.
+   * and a deregistered one stays as history. "unique among live" is this key (it predates partial indexes in the dev store).
    */
   connection_key: string;
   status: ConnectionStatus;
@@ -45,8 +45,8 @@ export interface ConnectionDoc {
 
 /**
  * Why a connection broke (status `error`): a document of its own, `_id` = the connection id, written only by the
- * connection's workflow. Kept apart from the connection document so it never races the api's deregistration
- * (FerretDB applies an update as read-modify-write of the whole document).
+ * connection's workflow. Kept apart from the connection document, so the workflow and the api's deregistration
+ * never write the same document.
  */
 export interface ConnectionErrorDoc {
   _id: string;

@@ -41,15 +41,10 @@ export class LeaseLostError extends ApiError {
 const LEASE_SAFETY_MS = 3_000;
 
 /**
- * Short per-document mutexes, kept only where neither rule of the architecture page serves: the document is
- * changed by several parties whose changes are read-check-write (a webhook endpoint: the api's patch and
- * secret rotation, the dispatcher's health and disabling; a team lab test: rename racing deactivation with a
- * unique slug), so there is no unique key to insert and no single workflow that owns it.
- *
- * Why not a precondition in the update filter: FerretDB v1 applies updates as unlocked read-modify-write —
- * measured here, 10 concurrent `$inc` on one document end at 1, and several concurrent
- * `findOneAndUpdate({status: 'active'})` all "win". Inserting a document with a unique `_id` is atomic on
- * FerretDB and MongoDB alike, so that is the lock. A lock left by a crashed process expires after `ttlMs`
+ * Short mutexes, left only in TenancyRepository (a team and what hangs off it; an org's management keys), where
+ * the invariant spans documents. Single-document races are settled by a precondition in the write itself
+ * (architecture rule 3); this was the tool when the dev store (FerretDB v1) applied updates as unlocked
+ * read-modify-write. Inserting a document with a unique `_id` is the lock. A lock left by a crashed process expires after `ttlMs`
  * and is taken over; fencing keeps a slow holder from writing after that: it calls `lease.assertHeld()`
  * before each write and gives up once its lease is within LEASE_SAFETY_MS of its end.
  */

@@ -164,11 +164,12 @@ export const TENANCY_QUERY_SHAPES: Record<TenancyCollection, QueryShape[]> = {
 /**
  * Orgs, teams, team API keys and management keys. Keys are stored only as SHA-256 hashes.
  *
- * Concurrency (FerretDB applies updates as unlocked read-modify-write, so conditions in an update settle
- * nothing; see locks.ts): every change of a team, and the creation of what hangs off it, runs under the team's
- * document lock (`teamLockKey`), so a rename never undoes a concurrent settings change and nothing is added to a
- * team while it is being deleted. Every change of an org's management keys runs under the org's keys lock, so
- * "is this the last org_admin key?" and the delete or demotion it allows are one step.
+ * Concurrency: every change of a team, and the creation of what hangs off it, runs under the team's document
+ * lock (`teamLockKey`), so nothing is added to a team while it is being deleted (an invariant over several
+ * documents: the team and what hangs off it). Every change of an org's management keys runs under the org's keys
+ * lock, so "is this the last org_admin key?" (a count over several key documents) and the delete or demotion it
+ * allows are one step. Not yet moved to single conditional writes (users, lab tests, webhook endpoints, lab
+ * orders and re-encryption have been).
  */
 export class TenancyRepository {
   readonly orgs: Collection<OrgDoc>;

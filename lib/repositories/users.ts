@@ -16,7 +16,7 @@ export interface UserDoc {
   client_user_id: string;
   /**
    * Unique per team (index). Equals client_user_id while the user is active; a deleted user releases it
-   * (`deleted:<user_id>`) so a new user may take the id, and undo re-claims it. FerretDB has no partial
+   * (`deleted:<user_id>`) so a new user may take the id, and undo re-claims it. FerretDB v1 had no partial
    * indexes, so "unique among active users" is encoded in this key.
    */
   client_user_key: string;
@@ -51,7 +51,7 @@ const sha256 = (value: string) => createHash('sha256').update(value).digest('hex
 /** The `users` indexes (one place for the collection, created by `ensureIndexes`). */
 export const USER_INDEXES: Record<'users', IndexSpec[]> = {
   users: [
-    // Unique among active users per team (the key encodes the status: no partial indexes on FerretDB).
+    // Unique among active users per team (the key encodes the status; it predates partial indexes in the dev store).
     { key: { team_id: 1, client_user_key: 1 }, unique: true },
     // `_id` last: the listing's tie-break, so pages come off the index in order.
     { key: { team_id: 1, status: 1, created_on: 1, _id: 1 } },
