@@ -385,7 +385,7 @@ async function createTemplateCluster(paths, log) {
     log,
   );
   fs.renameSync(path.join(paths.root, inRoot), paths.template);
-  chownTree(paths.template, process.getuid(), process.getgid());
+  walkTree(paths.template, (p) => fs.lchownSync(p, process.getuid(), process.getgid()));
   fs.appendFileSync(path.join(paths.template, 'postgresql.conf'), `\n${POSTGRES_CONF}\n`);
 
   // Start it the way every run does, create the extension, stop it cleanly.
@@ -404,37 +404,23 @@ async function createTemplateCluster(paths, log) {
       log,
     );
   } finally {
-    if (!server.exited) {
-      try {
-        process.kill(server.child.pid, 'SIGINT'); // fast shutdown: a clean checkpoint, nothing to recover later
-      } catch {}
-    }
-    const deadline = Date.now() + STOP_TIMEOUT_MS;
-    while (!server.exited && Date.now() < deadline) await sleep(50);
-    if (!server.exited) signalGroup(server.child.pid, 'SIGKILL');
+    // Fast shutdown, as for every stack: a clean checkpoint, nothing for a copy to recover.
+    await stopPids({ postgres: server.child.pid }, () => {}, { stopSignals: { postgres: 'SIGINT' } });
     fs.rmSync(socketDir, { recursive: true, force: true });
   }
   for (const leftover of ['postmaster.pid', 'postmaster.opts']) fs.rmSync(path.join(paths.template, leftover), { force: true });
-  // Readable by anyone, so a non-root user can copy it (an empty cluster with trust auth on loopback).
-  chmodTree(paths.template, 0o444, 0o555);
+  // Readable by anyone, so a non-root user can copy it (an empty cluster; each copy is its owner's alone).
+  walkTree(paths.template, (p, kind) => kind !== 'link' && fs.chmodSync(p, fs.statSync(p).mode | (kind === 'dir' ? 0o555 : 0o444)));
 }
 
-function chownTree(dir, uid, gid) {
-  fs.chownSync(dir, uid, gid);
+/** Calls `visit(path, kind)` for `dir` ('dir') and everything below it ('dir', 'file' or 'link'), children first. */
+function walkTree(dir, visit) {
   for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, entry.name);
-    if (entry.isDirectory()) chownTree(p, uid, gid);
-    else fs.lchownSync(p, uid, gid);
+    if (entry.isDirectory()) walkTree(p, visit);
+    else visit(p, entry.isSymbolicLink() ? 'link' : 'file');
   }
-}
-
-function chmodTree(dir, addFile, addDir) {
-  fs.chmodSync(dir, fs.statSync(dir).mode | addDir);
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, entry.name);
-    if (entry.isDirectory()) chmodTree(p, addFile, addDir);
-    else if (entry.isFile()) fs.chmodSync(p, fs.statSync(p).mode | addFile);
-  }
+  visit(dir, 'dir');
 }
 
 /**
@@ -487,28 +473,9 @@ function preparePostgresData(documentdb, dataDir) {
   if (fs.existsSync(path.join(dataDir, 'PG_VERSION'))) return false;
   fs.rmSync(dataDir, { recursive: true, force: true });
   fs.cpSync(documentdb.template, dataDir, { recursive: true });
-  chmodTreeExact(dataDir);
+  // PostgreSQL requires its data directory to be the owner's alone (0700); files 0600.
+  walkTree(dataDir, (p, kind) => kind !== 'link' && fs.chmodSync(p, kind === 'dir' ? 0o700 : 0o600));
   return true;
-}
-
-// PostgreSQL requires its data directory to be the owner's alone (0700); files 0600.
-function chmodTreeExact(dir) {
-  fs.chmodSync(dir, 0o700);
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, entry.name);
-    if (entry.isDirectory()) chmodTreeExact(p);
-    else if (entry.isFile()) fs.chmodSync(p, 0o600);
-  }
-}
-
-function chmodUserWritable(dir) {
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, entry.name);
-    if (entry.isSymbolicLink()) continue;
-    fs.chmodSync(p, fs.statSync(p).mode | 0o200);
-    if (entry.isDirectory()) chmodUserWritable(p);
-  }
-  fs.chmodSync(dir, fs.statSync(dir).mode | 0o200);
 }
 
 /** Mount points at or below `dir` (deepest first), from /proc/self/mountinfo. */
@@ -543,7 +510,8 @@ function rmrf(p) {
   const left = mountsUnder(p);
   if (left.length) throw new Error(`stack: will not remove ${p}: ${left.join(', ')} still mounted there; unmount by hand.`);
   try {
-    chmodUserWritable(p); // module-cache copies are read-only, which blocks removal for non-root users
+    // Module-cache copies are read-only, which blocks removal for non-root users.
+    walkTree(p, (q, kind) => kind !== 'link' && fs.chmodSync(q, fs.statSync(q).mode | 0o200));
   } catch {}
   fs.rmSync(p, { recursive: true, force: true });
 }
@@ -682,6 +650,27 @@ function assertPortFree(port, what, envVar) {
   });
 }
 
+/**
+ * The fields of /proc/<pid>/stat after the command name, or null (no such process, or no /proc): [0] state,
+ * [1] parent pid, [2] process group, [19] start time (clock ticks since boot).
+ */
+function procStat(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return null;
+  }
+}
+
+/** Every process, by its /proc/<pid>/stat fields (none without /proc). */
+function allProcStats() {
+  return listDir('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .map((entry) => [Number(entry), procStat(entry)])
+    .filter(([, fields]) => fields);
+}
+
 // A zombie (exited, not yet reaped by its parent) counts as gone.
 function isAlive(pid) {
   try {
@@ -689,12 +678,8 @@ function isAlive(pid) {
   } catch (err) {
     return err.code === 'EPERM';
   }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return true; // no /proc (macOS): trust kill(0)
-  }
+  const fields = procStat(pid);
+  return fields ? fields[0] !== 'Z' : true; // no /proc (macOS): trust kill(0)
 }
 
 function groupAlive(pgid) {
@@ -708,19 +693,8 @@ function groupAlive(pgid) {
 
 // The group of a process we spawned ourselves can consist only of its unreaped leader.
 function isOnlyZombieLeader(pgid) {
-  try {
-    for (const entry of fs.readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry) || Number(entry) === pgid) continue;
-      try {
-        const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        if (Number(fields[2]) === pgid && fields[0] !== 'Z') return false;
-      } catch {}
-    }
-    return true;
-  } catch {
-    return false;
-  }
+  if (!fs.existsSync('/proc')) return false;
+  return !allProcStats().some(([pid, fields]) => pid !== pgid && Number(fields[2]) === pgid && fields[0] !== 'Z');
 }
 
 function commandLine(pid) {
@@ -734,27 +708,17 @@ function commandLine(pid) {
   }
 }
 
-/** Field 22 of /proc/<pid>/stat: when the process started (clock ticks since boot); null where unknown. */
+/** When the process started (clock ticks since boot); null where unknown. */
 function procStartTime(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-  } catch {
-    return null;
-  }
+  const fields = procStat(pid);
+  return fields ? Number(fields[19]) : null;
 }
 
 /** The live processes whose parent is `pid` (a postmaster's backends and workers, which leave its group). */
 function childrenOf(pid) {
-  const children = [];
-  for (const entry of listDir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) children.push(Number(entry));
-    } catch {}
-  }
-  return children;
+  return allProcStats()
+    .filter(([, fields]) => Number(fields[1]) === pid)
+    .map(([child]) => child);
 }
 
 /** A live process of ours: by name, and, when its start time was recorded, the same process (not a reused pid). */
@@ -963,6 +927,8 @@ async function waitReady({ label, server, logFile, probe, interval }) {
 
 /** Supervision of the stacks this process started, by state dir (see superviseServers). */
 const supervisors = new Map();
+/** Starts under way in this process, by state dir (stopStack aborts them). */
+const startsInFlight = new Map();
 
 /**
  * Starts the servers that MONGO_URL / TEMPORAL_ADDRESS do not replace, on loopback, and waits until they
@@ -1216,9 +1182,6 @@ export async function stopStack({ stateDir, log = console.log, force = false } =
   fs.rmSync(path.join(stateDir, 'stack.json'), { force: true });
 }
 
-/** Starts under way in this process, by state dir (stopStack aborts them). */
-const startsInFlight = new Map();
-
 function readStackFileQuietly(stateDir) {
   try {
     return readStackFile(stateDir);
@@ -1242,11 +1205,7 @@ export async function reapAbandonedStacks({ parentDir, prefix, log = console.log
   for (const entry of listDir(parentDir)) {
     if (!entry.startsWith(prefix)) continue;
     const stateDir = path.join(parentDir, entry);
-    let owner = null;
-    try {
-      owner = readStackFile(stateDir)?.owner ?? null;
-    } catch {}
-    owner ??= readInt(path.join(stateDir, 'owner.pid'));
+    const owner = readStackFileQuietly(stateDir)?.owner ?? readInt(path.join(stateDir, 'owner.pid'));
     if (owner ? isAlive(owner) : Date.now() - mtimeMs(stateDir) < 3_600_000) continue;
     log(`stack: cleaning up ${stateDir}, left by a run that is gone${owner ? ` (pid ${owner})` : ''}`);
     await stopStacksWithin(stateDir, log);
@@ -1260,10 +1219,7 @@ export async function stopStacksWithin(dir, log = console.log, depth = 3) {
     const sub = path.join(dir, entry);
     if (depth > 0 && fs.statSync(sub, { throwIfNoEntry: false })?.isDirectory()) await stopStacksWithin(sub, log, depth - 1);
   }
-  let info = null;
-  try {
-    info = readStackFile(dir);
-  } catch {}
+  const info = readStackFileQuietly(dir);
   if (info) {
     await stopPids(info.pids, log, info);
     removeSocketDir(info);
