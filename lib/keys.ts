@@ -45,6 +45,19 @@ export function timeOrderedUuid(now = Date.now()): string {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }
 
+/**
+ * A version-7 UUID for a record that racing or retried requests must all name alike: its time part is `at`
+ * (a moment they agree on), the rest comes from `parts`. It sorts by `at` among `timeOrderedUuid` ids.
+ */
+export function timeOrderedNameBasedUuid(at: number, ...parts: string[]): string {
+  const b = createHash('sha256').update(parts.join('\u0000')).digest().subarray(0, 16);
+  b.writeUIntBE(at, 0, 6);
+  b[6] = 0x70 | (b[6] & 0x0f);
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const x = b.toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
 export const teamKeyPrefix = (environment: string, region: string) =>
   `${environment === 'production' ? 'pk' : 'sk'}_${region}_`;
 export const MANAGEMENT_KEY_PREFIX = 'mg_';

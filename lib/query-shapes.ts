@@ -36,10 +36,19 @@ function cross(left: string[][], right: string[][]): string[][] {
   return left.flatMap((l) => right.map((r) => [...l, ...r]));
 }
 
+/** The fields of a sort in order; the driver sends a sort as a `Map` (which `Object.keys` sees as empty). */
+export function sortFields(sort: unknown): string[] {
+  if (!sort) return [];
+  if (sort instanceof Map) return [...sort.keys()].map(String);
+  if (Array.isArray(sort)) return sort.map((entry) => (Array.isArray(entry) ? String(entry[0]) : String(entry)));
+  if (typeof sort === 'object') return Object.keys(sort);
+  return [String(sort)];
+}
+
 /** The shapes one command issues (none for inserts, index and admin commands). */
 export function shapesOf(command: Document): ObservedQueryShape[] {
-  const make = (collection: string, op: ObservedQueryShape['op'], filter: Document | undefined, sort?: Document) =>
-    filterAlternatives(filter).map((fields) => ({ collection, op, filter: fields, sort: sort ? Object.keys(sort) : [] }));
+  const make = (collection: string, op: ObservedQueryShape['op'], filter: Document | undefined, sort?: unknown) =>
+    filterAlternatives(filter).map((fields) => ({ collection, op, filter: fields, sort: sortFields(sort) }));
   if (typeof command.find === 'string') return make(command.find, 'find', command.filter, command.sort);
   if (typeof command.update === 'string') return (command.updates ?? []).flatMap((u: Document) => make(command.update, 'update', u.q));
   if (typeof command.delete === 'string') return (command.deletes ?? []).flatMap((d: Document) => make(command.delete, 'delete', d.q));

@@ -146,6 +146,9 @@ export const ListOrdersQuery = Type.Object(
   {
     page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 }),
     size: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
+    next_cursor: Type.Optional(
+      Type.String({ description: "The previous page's `next_cursor` (same filters): the page after it, without counting again (`total` is the first page's)." }),
+    ),
     user_id: Type.Optional(Uuid()),
     status: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z_]+$' }), { description: 'Low-level statuses.' })),
     interpretation: Type.Optional(StringEnum(['normal', 'abnormal', 'critical', 'unknown'] as const)),
@@ -218,7 +221,13 @@ export const PatchOrderResponse = Type.Object(
   { $id: 'PatchOrderResponse' },
 );
 export const OrderList = Type.Object(
-  { orders: Type.Array(ClientFacingOrder), total: Type.Integer(), page: Type.Integer(), size: Type.Integer() },
+  {
+    orders: Type.Array(ClientFacingOrder),
+    total: Type.Integer(),
+    page: Type.Integer(),
+    size: Type.Integer(),
+    next_cursor: Nullable(Type.String({ description: 'Pass as `next_cursor` for the next page (faster than `page` deep into a list); null on the last page.' })),
+  },
   { $id: 'GetOrdersResponse' },
 );
 export const SimulationResponse = Type.String({ description: 'Always "Success".' });

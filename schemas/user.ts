@@ -34,7 +34,14 @@ export type UserPatchBody = Static<typeof UserPatchBody>;
 
 export const UserIdParams = Type.Object({ user_id: Uuid('Service user id.') });
 export const ClientUserIdParams = Type.Object({ client_user_id: ClientUserId });
-export const UserListQuery = OffsetPageQuery;
+export const UserListQuery = Type.Composite([
+  OffsetPageQuery,
+  Type.Object({
+    next_cursor: Type.Optional(
+      Type.String({ description: "The previous page's `next_cursor`: the page after it, without counting again (`total` is the first page's)." }),
+    ),
+  }),
+], { additionalProperties: true });
 export const UndoDeleteQuery = Type.Object(
   {
     user_id: Type.Optional(Uuid('The deleted user. Give exactly one of user_id and client_user_id.')),
@@ -72,7 +79,13 @@ export const User = Type.Object(
 export type User = Static<typeof User>;
 
 export const PaginatedUsers = Type.Object(
-  { users: Type.Array(User), total: Type.Integer(), offset: Type.Integer(), limit: Type.Integer() },
+  {
+    users: Type.Array(User),
+    total: Type.Integer(),
+    offset: Type.Integer(),
+    limit: Type.Integer(),
+    next_cursor: Nullable(Type.String({ description: 'Pass as `next_cursor` for the next page (faster than `offset` deep into a list); null on the last page.' })),
+  },
   { $id: 'PaginatedUsersResponse' },
 );
 

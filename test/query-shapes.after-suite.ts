@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { indexServes } from '../lib/repositories/indexes';
-import type { ObservedQueryShape } from '../lib/query-shapes';
+import { shapesOf, type ObservedQueryShape } from '../lib/query-shapes';
 import { ID_INDEX, INDEX_TABLE } from './support/index-table';
 
 /**
@@ -42,10 +42,10 @@ function observedShapes(): { shapes: ObservedQueryShape[]; files: number } {
 
 const label = (s: ObservedQueryShape) => `${s.collection}.${s.op} filter {${s.filter.join(', ')}}${s.sort.length ? ` sort {${s.sort.join(', ')}}` : ''}`;
 
+/** The `_id` index counts like any other: it serves a filter on `_id` with no sort, or sorted by `_id` alone. */
 export function servedByDeclaredIndex(shape: ObservedQueryShape): boolean {
-  if (shape.filter.includes('_id')) return true; // the _id index (equality or $in on _id)
   const declared = INDEX_TABLE[shape.collection];
-  return !!declared && [ID_INDEX, ...declared.indexes].some((index) => indexServes(index, shape.filter, shape.sort));
+  return [ID_INDEX, ...(declared?.indexes ?? [])].some((index) => indexServes(index, shape.filter, shape.sort));
 }
 
 const { shapes, files } = observedShapes();
@@ -71,5 +71,13 @@ describe('every query the api and the worker issued during the suite is served b
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['team_id', 'endpoint_id'], sort: ['updated_at'] })).toBe(false);
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: [], sort: [] })).toBe(false);
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['endpoint_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] })).toBe(true);
+    // A filter naming `_id` is served by the `_id` index only without a sort on another field.
+    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['_id'], sort: [] })).toBe(true);
+    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['_id', 'team_id'], sort: ['updated_at'] })).toBe(false);
+  });
+
+  test('the recorder sees the sort the driver sends (a Map) in its order', () => {
+    const command = { find: 'lab_orders', filter: { team_id: 't', _id: { $lt: 'x' } }, sort: new Map([['created_at', -1], ['_id', -1]]) };
+    expect(shapesOf(command)).toEqual([{ collection: 'lab_orders', op: 'find', filter: ['_id', 'team_id'], sort: ['created_at', '_id'] }]);
   });
 });

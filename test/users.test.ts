@@ -1,3 +1,4 @@
+import { indexBoundFields, indexesUsed } from './support/explain';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { userDeletionStateQuery } from '../workflows/user-deletion';
 import { ClientUserIdConflict, PaginatedUsers, User } from '../schemas/user';
@@ -170,7 +171,28 @@ describe('reading users', () => {
       expect(page.body).toMatchObject({ total: 5, offset: 1, limit: 2 });
       expect(page.body.users.map((u: User) => u.user_id)).toEqual(ids.slice(1, 3));
       const defaults = await c.get('/v2/user');
-      expect(defaults.body).toMatchObject({ total: 5, offset: 0, limit: 100 });
+      expect(defaults.body).toMatchObject({ total: 5, offset: 0, limit: 100, next_cursor: null });
+      // By cursor: the same users in the same order, the first page's count kept, offsets that add up.
+      const walked: string[] = [];
+      const offsets: number[] = [];
+      let res = await c.get('/v2/user/?limit=2');
+      for (;;) {
+        expect(res.status).toBe(200);
+        expectSchema(PaginatedUsers, res.body);
+        expect(res.body.total).toBe(5);
+        offsets.push(res.body.offset);
+        walked.push(...res.body.users.map((u: User) => u.user_id));
+        if (!res.body.next_cursor) break;
+        res = await c.get(`/v2/user/?limit=2&next_cursor=${res.body.next_cursor}`);
+      }
+      expect(walked).toEqual(ids);
+      expect(offsets).toEqual([0, 2, 4]);
+      // Ids are time-ordered UUIDs (v7): id order is creation order, which the listing follows.
+      expect([...ids].sort()).toEqual(ids);
+      expect((await c.get('/v2/user/?next_cursor=not-a-cursor')).body.detail[0]).toMatchObject({ loc: ['query', 'next_cursor'], type: 'value_error.cursor' });
+      const plan = await own.deps.repos.users.listActiveQuery(t.teamId, { after: ids[1], offset: 0, limit: 2 }).explain('queryPlanner');
+      expect(indexesUsed(plan)).toEqual(['team_id_1_status_1__id_1']);
+      expect(indexBoundFields(plan)).toEqual(expect.arrayContaining(['_id', 'status', 'team_id']));
       for (const query of ['limit=501', 'limit=0', 'offset=-1', 'limit=abc']) {
         const res = await c.get(`/v2/user/?${query}`);
         expect(res.status).toBe(422);

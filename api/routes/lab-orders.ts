@@ -3,7 +3,8 @@ import { ApiError, badRequest, notFound, ValidationError } from '../../lib/error
 import { renderRequisition, renderResultsReport, resultsView } from '../../lib/lab/documents';
 import { checkSignedDocumentUrl, DOCUMENT_URL_KEY } from '../../lib/lab/signed-urls';
 import { requisitionPath, transactionStatus } from '../../lib/lab/order-view';
-import { nameBasedUuid } from '../../lib/keys';
+import { timeOrderedNameBasedUuid } from '../../lib/keys';
+import { decodeCursor, encodeCursor } from '../services/cursors';
 import { isoWithOffset, todayUtc } from '../../lib/time';
 import { ErrorDetail, HTTPValidationError, Uuid } from '../../schemas/common';
 import {
@@ -67,6 +68,9 @@ const dateBound = (value: string | undefined, endOfDay: boolean, field: string):
   return d;
 };
 
+/** Where the next page of `GET /v3/orders` starts, and the count the first page made. */
+type OrderListCursor = { after: string; total: number; page: number };
+
 export const labOrderRoutes = [
   defineRoute({
     operationId: 'createOrder',
@@ -129,14 +133,18 @@ export const labOrderRoutes = [
     summary: 'List orders',
     description:
       'Your team\'s orders, newest first, from the order store (not Temporal). Filters: user_id, status (low-level, repeatable), ' +
-      'interpretation, order_activation_types (current | scheduled), start_date / end_date (created), order_ids, order_transaction_id.',
+      'interpretation, order_activation_types (current | scheduled), start_date / end_date (created), order_ids, order_transaction_id. ' +
+      'Pages by `page`/`size`, or follow `next_cursor`. Orders are listed in id order, which is creation order: ids are time-ordered ' +
+      'UUIDs (v7); orders that earlier versions stored with random (v4) ids keep them and sort among the others by id.',
     tags,
     auth: 'team',
     query: ListOrdersQuery,
     responses: { 200: { description: 'A page of orders', schema: OrderList }, 422: errors[422] },
     async handler({ query, auth, deps }) {
       const activation = query.order_activation_types?.length === 1 ? query.order_activation_types[0] : undefined;
-      const { orders, total } = await deps.repos.labOrders.list(
+      const cursor = decodeCursor<OrderListCursor>(query.next_cursor, { after: 'string', total: 'number', page: 'number' });
+      const page = cursor?.page ?? query.page;
+      const { orders, more, total: counted } = await deps.repos.labOrders.list(
         {
           teamId: auth.teamId,
           userId: query.user_id,
@@ -151,10 +159,13 @@ export const labOrderRoutes = [
           orderTransactionId: query.order_transaction_id,
           direction: query.order_direction === 'asc' ? 1 : -1,
         },
-        query.page,
-        query.size,
+        // The spec's `page` skips along the index; a cursor starts right after its order and reuses the first count.
+        cursor ? { after: cursor.after, skip: 0, size: query.size, countTotal: false } : { skip: (query.page - 1) * query.size, size: query.size, countTotal: true },
       );
-      return { body: { orders: await orderViews(deps).presentAll(orders), total, page: query.page, size: query.size } };
+      const total = counted ?? cursor!.total;
+      const last = orders[orders.length - 1];
+      const next_cursor = more ? encodeCursor({ after: last._id, total, page: page + 1 } satisfies OrderListCursor) : null;
+      return { body: { orders: await orderViews(deps).presentAll(orders), total, page, size: query.size, next_cursor } };
     },
   }),
   defineRoute({
@@ -254,8 +265,10 @@ export const labOrderRoutes = [
       const siblings = await deps.repos.labOrders.transactionOrders(auth.teamId, parent.order_transaction_id);
       const existing = siblings.find((o) => o.origin === 'redraw');
       if (existing) throw badRequest(`This order transaction already has its redraw (order ${existing._id}); at most one redraw per transaction.`);
-      // One redraw id per transaction: racing redraw requests insert the same `_id` and get the same order.
-      const redrawId = nameBasedUuid('redraw', parent.order_transaction_id);
+      // One redraw id per transaction: racing redraw requests insert the same `_id` and get the same order. It is
+      // time-ordered on the parent's failure (a moment the racers agree on), so lists place it there.
+      const failedAt = parent.events[parent.events.length - 1].created_at;
+      const redrawId = timeOrderedNameBasedUuid(new Date(failedAt).getTime(), 'redraw', parent.order_transaction_id);
       // The parent's workflow has ended (a redrawable status is final), so the api is its only writer now.
       await deps.repos.labOrders.setFields(parent._id, { redraw_order_id: redrawId });
       const body = redrawRequest(parent);

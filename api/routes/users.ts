@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { ApiError, badRequest, notFound, ValidationError } from '../../lib/errors';
+import { timeOrderedUuid } from '../../lib/keys';
 import type { UserChanges, UserDoc } from '../../lib/repositories/users';
 import { isoWithOffset, todayUtc } from '../../lib/time';
 import { ErrorDetail, HTTPValidationError, SuccessResponse } from '../../schemas/common';
@@ -17,6 +17,7 @@ import {
 } from '../../schemas/user';
 import type { FieldError } from '../../schemas/validator';
 import { defineRoute } from '../route';
+import { decodeCursor, encodeCursor } from '../services/cursors';
 import { scheduleUserDeletion, SCHEDULED_FOR_DELETION, undoUserDeletion } from '../services/user-deletion';
 
 const tags = ['User'];
@@ -144,6 +145,9 @@ const errors = {
 };
 const busy = { description: 'A concurrent change or the undo did not finish in time: retry', schema: ErrorDetail };
 
+/** Where the next page of `GET /v2/user/` starts, and the count the first page made. */
+type UserListCursor = { after: string; total: number; offset: number };
+
 export const userRoutes = [
   defineRoute({
     operationId: 'createUser',
@@ -164,7 +168,7 @@ export const userRoutes = [
       const { timeZone } = checkUserFields(body);
       const now = new Date();
       const doc: UserDoc = {
-        _id: randomUUID(),
+        _id: timeOrderedUuid(),
         team_id: auth.teamId,
         client_user_id: body.client_user_id,
         client_user_key: body.client_user_id,
@@ -194,14 +198,23 @@ export const userRoutes = [
     method: 'get',
     path: '/v2/user/',
     summary: 'List users',
-    description: "The team's users, oldest first. Users scheduled for deletion are not listed.",
+    description:
+      "The team's users, oldest first (by id: ids are time-ordered UUIDs, v7; users that earlier versions stored with random v4 ids sort " +
+      'among the others by id). Users scheduled for deletion are not listed. Pages by `offset`/`limit`, or follow `next_cursor`.',
     tags,
     auth: 'team',
     query: UserListQuery,
     responses: { 200: { description: 'A page of users', schema: PaginatedUsers }, 422: errors[422] },
     async handler({ query, auth, deps }) {
-      const { users, total } = await deps.repos.users.listActive(auth.teamId, query.offset, query.limit);
-      return { body: { users: users.map(toUser), total, offset: query.offset, limit: query.limit } };
+      const cursor = decodeCursor<UserListCursor>(query.next_cursor, { after: 'string', total: 'number', offset: 'number' });
+      const { users, more, total: counted } = await deps.repos.users.listActive(
+        auth.teamId,
+        cursor ? { after: cursor.after, offset: 0, limit: query.limit, countTotal: false } : { offset: query.offset, limit: query.limit, countTotal: true },
+      );
+      const total = counted ?? cursor!.total;
+      const offset = cursor?.offset ?? query.offset;
+      const next_cursor = more ? encodeCursor({ after: users[users.length - 1]._id, total, offset: offset + users.length } satisfies UserListCursor) : null;
+      return { body: { users: users.map(toUser), total, offset, limit: query.limit, next_cursor } };
     },
   }),
   defineRoute({

@@ -1,4 +1,4 @@
-import { createHash, randomInt, randomUUID } from 'node:crypto';
+import { createHash, randomInt } from 'node:crypto';
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowUpdateFailedError,
@@ -6,6 +6,7 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../../lib/errors';
+import { timeOrderedUuid } from '../../lib/keys';
 import { isWorkflowGone } from '../../lib/lab/order-erasure';
 import { OrderViews } from '../../lib/lab/order-view';
 import type { IdempotencyKeyDoc, LabOrderDoc } from '../../lib/repositories/lab-orders';
@@ -144,7 +145,7 @@ export async function withIdempotencyKey(
   requestBody: unknown,
   create: (resourceId: string) => Promise<{ status: number; body: unknown }>,
 ): Promise<IdempotentOutcome> {
-  if (!key) return { ...(await create(randomUUID())), replayed: false };
+  if (!key) return { ...(await create(timeOrderedUuid())), replayed: false };
   const repo = deps.repos.labOrders;
   const id = createHash('sha256').update(`${teamId}\u0000${route}\u0000${key}`).digest('hex');
   const requestSha = createHash('sha256').update(JSON.stringify(requestBody)).digest('hex');
@@ -153,7 +154,7 @@ export async function withIdempotencyKey(
     team_id: teamId,
     route,
     request_sha256: requestSha,
-    resource_id: randomUUID(),
+    resource_id: timeOrderedUuid(),
     state: 'pending',
     response_status: null,
     response_body: null,

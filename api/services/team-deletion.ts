@@ -5,8 +5,8 @@ const counted = (n: number, one: string, many: string) => `${n} ${n === 1 ? one 
 
 /** What must be gone before a team may be deleted: its active users and its webhook endpoints. */
 async function blockersOf(deps: AppDeps, teamId: string): Promise<string[]> {
-  const [{ total: users }, endpoints] = await Promise.all([
-    deps.repos.users.listActive(teamId, 0, 1),
+  const [users, endpoints] = await Promise.all([
+    deps.repos.users.countActive(teamId),
     deps.repos.webhooks.endpointIdsOfTeam(teamId),
   ]);
   const blockers: string[] = [];

@@ -97,3 +97,33 @@ export function indexServes(index: IndexSpec, filter: string[], sort: string[]):
   const rest = sort.filter((f) => !lead.includes(f));
   return rest.every((f, i) => fields[prefix + i] === f);
 }
+
+/** Drops indexes an earlier version declared (by key; those not there are skipped), so writes stop paying for them. */
+export async function dropIndexes(collection: Collection<any> | Collection<Document>, keys: Record<string, IndexDirection>[]): Promise<void> {
+  const existing = await collection
+    .listIndexes()
+    .toArray()
+    .catch((err: { code?: number }) => {
+      if (err.code === 26) return []; // NamespaceNotFound: a fresh database
+      throw err;
+    });
+  for (const key of keys) {
+    const found = existing.find((index) => JSON.stringify(index.key) === JSON.stringify(key));
+    if (found) await collection.dropIndex(found.name as string);
+  }
+}
+
+/** Past every UUID in `_id` order, and before every one: a first page's bound. (DocumentDB drops a bound of ''.) */
+const ID_AFTER_ALL = '~';
+const ID_BEFORE_ALL = '-';
+
+/**
+ * A list's filter bounded on `_id`, strictly past `after` in the list's direction, or past a sentinel on the
+ * first page. DocumentDB reads an `_id`-sorted page from an index only when the filter bounds `_id`
+ * (architecture rule 2); MongoDB is indifferent. Keeps an `_id` condition the filter already has (`$in`).
+ */
+export function keysetFilter<F extends Document>(filter: F, direction: 1 | -1, after?: string): F {
+  const bound = direction === -1 ? { $lt: after ?? ID_AFTER_ALL } : { $gt: after ?? ID_BEFORE_ALL };
+  const existing = (filter as Document)._id as Document | undefined;
+  return { ...filter, _id: existing ? { ...existing, ...bound } : bound };
+}

@@ -3,7 +3,7 @@ import type { FieldCipher } from '../crypto/field-encryption';
 import type { CollectionMethod, HighLevelStatus } from '../../workflows/lab-order-statuses';
 import { isDuplicateKeyError } from './store-errors';
 import { EncryptedFields, type Sealed } from './encrypted-fields';
-import { createIndexes, type IndexSpec, type QueryShape, type Retention } from './indexes';
+import { createIndexes, dropIndexes, keysetFilter, type IndexSpec, type QueryShape, type Retention } from './indexes';
 import { runOnce } from './migrations';
 
 /**
@@ -280,26 +280,38 @@ export interface OrderListFilter {
   direction: 1 | -1;
 }
 
+/**
+ * Lists page in `_id` order: new orders get time-ordered ids (UUIDv7), and on DocumentDB an index serves a sort
+ * only on `_id` with `_id` bounded in the filter (architecture rule 2), so `_id` comes last in each list index.
+ */
 const ORDER_INDEXES: IndexSpec[] = [
   { key: { team_id: 1, sample_id: 1 }, unique: true },
-  { key: { team_id: 1, created_at: -1 } },
-  { key: { team_id: 1, user_id: 1, created_at: -1 } },
-  { key: { team_id: 1, low_level_status: 1, created_at: -1 } },
-  { key: { team_id: 1, interpretation: 1, created_at: -1 } },
-  { key: { team_id: 1, activate_by: 1, created_at: -1 } },
-  { key: { team_id: 1, order_transaction_id: 1, created_at: -1 } },
+  { key: { team_id: 1, _id: -1 } },
+  { key: { team_id: 1, user_id: 1, _id: -1 } },
+  { key: { team_id: 1, low_level_status: 1, _id: -1 } },
+  { key: { team_id: 1, interpretation: 1, _id: -1 } },
+  { key: { team_id: 1, order_transaction_id: 1 } },
+];
+/** Indexes of earlier versions (lists sorted by `created_at`), dropped at start. */
+const RETIRED_ORDER_INDEXES: IndexSpec['key'][] = [
+  { team_id: 1, created_at: -1 },
+  { team_id: 1, user_id: 1, created_at: -1 },
+  { team_id: 1, low_level_status: 1, created_at: -1 },
+  { team_id: 1, interpretation: 1, created_at: -1 },
+  { team_id: 1, activate_by: 1, created_at: -1 },
+  { team_id: 1, order_transaction_id: 1, created_at: -1 },
 ];
 
 /** Every query this repository makes, with the index that serves it (checked by test/indexes.test.ts). */
 export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'order by id', filter: ['_id'] },
   { name: 'order by sample id (registration conflict)', filter: ['team_id', 'sample_id'] },
-  { name: 'list: all', filter: ['team_id'], sort: ['created_at'], residual: ['created_at range', 'method (order_type)', 'order ids'] },
-  { name: 'list: by user', filter: ['team_id', 'user_id'], sort: ['created_at'], residual: ['low_level_status', 'interpretation', 'activate_by'] },
-  { name: 'list: by status', filter: ['team_id', 'low_level_status'], sort: ['created_at'], residual: ['interpretation', 'activate_by'] },
-  { name: 'list: by interpretation', filter: ['team_id', 'interpretation'], sort: ['created_at'], residual: ['activate_by'] },
-  { name: 'list: by activation', filter: ['team_id', 'activate_by'], sort: ['created_at'] },
-  { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'], sort: ['created_at'] },
+  { name: 'list: all', filter: ['team_id', '_id'], sort: ['_id'], residual: ['created_at range', 'method (order_type)', 'activate_by', 'order ids'] },
+  { name: 'list: by user', filter: ['team_id', 'user_id', '_id'], sort: ['_id'], residual: ['low_level_status', 'interpretation', 'activate_by'] },
+  { name: 'list: by status', filter: ['team_id', 'low_level_status', '_id'], sort: ['_id'], residual: ['interpretation', 'activate_by'] },
+  { name: 'list: by interpretation', filter: ['team_id', 'interpretation', '_id'], sort: ['_id'], residual: ['activate_by'] },
+  { name: 'list: count of matches', filter: ['team_id'], residual: ['the other list filters'] },
+  { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'] },
   { name: 'erasure: orders of a user', filter: ['team_id', 'user_id'] },
   { name: 'reencrypt: every order, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
@@ -338,6 +350,7 @@ export class LabOrderRepository {
 
   async ensureIndexes(retention?: Retention): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
+    await dropIndexes(this.orders, RETIRED_ORDER_INDEXES);
     await createIndexes(this.results, RESULTS_INDEXES);
     await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES, retention);
     // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
@@ -386,18 +399,25 @@ export class LabOrderRepository {
     return this.opened(await this.orders.findOne({ _id: orderId }));
   }
 
-  async list(f: OrderListFilter, page: number, size: number): Promise<{ orders: LabOrderDoc[]; total: number }> {
-    const filter = listFilter(f);
-    const [orders, total] = await Promise.all([
-      this.orders
-        .find(filter)
-        .sort({ created_at: f.direction, _id: f.direction })
-        .skip((page - 1) * size)
-        .limit(size)
-        .toArray(),
-      this.orders.countDocuments(filter),
-    ]);
-    return { orders: orders.map((d) => this.opened(d)), total };
+  /**
+   * One page of the team's orders in `_id` order (creation order for UUIDv7 ids), after the order `after` if
+   * given, else skipping `skip` matches; `total` counts every match when asked (an index count, not a scan).
+   */
+  async list(
+    f: OrderListFilter,
+    page: { after?: string; skip: number; size: number; countTotal: boolean },
+  ): Promise<{ orders: LabOrderDoc[]; more: boolean; total: number | null }> {
+    const [docs, total] = await Promise.all([this.listQuery(f, page).toArray(), page.countTotal ? this.orders.countDocuments(listFilter(f)) : null]);
+    return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
+  }
+
+  /** The page query of `list` (one more than the page, to know if another follows); tests `explain` it. */
+  listQuery(f: OrderListFilter, page: { after?: string; skip: number; size: number }) {
+    return this.orders
+      .find(keysetFilter(listFilter(f), f.direction, page.after))
+      .sort({ _id: f.direction })
+      .skip(page.skip)
+      .limit(page.size + 1);
   }
 
   /** The orders of one order transaction, oldest first. */
@@ -406,11 +426,12 @@ export class LabOrderRepository {
   }
 
   /** The orders of several order transactions (a page of orders shows each one's transaction), oldest first. */
-  transactionsOrders(teamId: string, transactionIds: string[]): Promise<TransactionMember[]> {
-    return this.orders
+  async transactionsOrders(teamId: string, transactionIds: string[]): Promise<TransactionMember[]> {
+    const members = await this.orders
       .find<TransactionMember>({ team_id: teamId, order_transaction_id: { $in: transactionIds } }, { projection: TRANSACTION_MEMBER_FIELDS })
-      .sort({ created_at: 1 })
       .toArray();
+    // A transaction holds an order and at most one redraw: sorted here, not by the store.
+    return members.sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a._id < b._id ? -1 : 1));
   }
 
   // --- Writes by the order's workflow (one activity at a time per order) ---

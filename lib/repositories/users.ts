@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from './store-errors';
-import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import { createIndexes, dropIndexes, keysetFilter, type IndexSpec, type QueryShape } from './indexes';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
 
@@ -53,8 +53,8 @@ export const USER_INDEXES: Record<'users', IndexSpec[]> = {
   users: [
     // Unique among active users per team (the key encodes the status; it predates partial indexes in the dev store).
     { key: { team_id: 1, client_user_key: 1 }, unique: true },
-    // `_id` last: the listing's tie-break, so pages come off the index in order.
-    { key: { team_id: 1, status: 1, created_on: 1, _id: 1 } },
+    // The listing pages in `_id` order (time-ordered UUIDv7 ids): DocumentDB reads a sort from an index only on `_id`.
+    { key: { team_id: 1, status: 1, _id: 1 } },
     { key: { team_id: 1, client_user_id: 1, status: 1, 'deletion.requested_at': -1 } },
     { key: { team_id: 1, client_user_id: 1, created_on: -1 } },
     // Erased users keep only the hash of their client_user_id (the second branch of the latest-user lookup).
@@ -70,9 +70,12 @@ export const USER_QUERY_SHAPES: Record<'users', QueryShape[]> = {
     { name: 'pending user by client_user_id, latest deletion first', filter: ['team_id', 'client_user_id', 'status'], sort: ['deletion.requested_at'] },
     { name: 'latest user by client_user_id ($or branch: not yet erased)', filter: ['team_id', 'client_user_id'], sort: ['created_on'] },
     { name: 'latest user by client_user_id ($or branch: erased, by hash)', filter: ['team_id', 'erased_client_user_id_sha256'], sort: ['created_on'] },
-    { name: 'list active users (page and count)', filter: ['team_id', 'status'], sort: ['created_on', '_id'] },
+    { name: 'list active users (a page)', filter: ['team_id', 'status', '_id'], sort: ['_id'] },
+    { name: 'list active users (the count)', filter: ['team_id', 'status'] },
   ],
 };
+
+const activeIn = (teamId: string) => ({ team_id: teamId, status: 'active' as const });
 
 /**
  * The only code that touches the `users` collection. A user is changed by two parties, the api (PATCH, undo)
@@ -89,8 +92,12 @@ export class UserRepository {
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.users, USER_INDEXES.users);
-    // Superseded by the longer indexes above (same leading fields); dropped so writes do not maintain them.
-    for (const name of ['team_id_1_status_1_created_on_1', 'team_id_1_client_user_id_1']) await this.users.dropIndex(name).catch(() => undefined);
+    // Indexes of earlier versions, superseded by those above; dropped so writes do not maintain them.
+    await dropIndexes(this.users, [
+      { team_id: 1, status: 1, created_on: 1 },
+      { team_id: 1, client_user_id: 1 },
+      { team_id: 1, status: 1, created_on: 1, _id: 1 },
+    ]);
   }
 
   /** Inserts, or returns the user already holding the client_user_id (the unique index decides races). */
@@ -138,13 +145,25 @@ export class UserRepository {
     );
   }
 
-  async listActive(teamId: string, offset: number, limit: number): Promise<{ users: UserDoc[]; total: number }> {
-    const filter = { team_id: teamId, status: 'active' as const };
-    const [users, total] = await Promise.all([
-      this.users.find(filter).sort({ created_on: 1, _id: 1 }).skip(offset).limit(limit).toArray(),
-      this.users.countDocuments(filter),
-    ]);
-    return { users, total };
+  /**
+   * Active users oldest first (`_id` order: creation order for UUIDv7 ids), after the user `after` if given,
+   * else skipping `offset`; `total` counts them when asked (an index count).
+   */
+  async listActive(
+    teamId: string,
+    page: { after?: string; offset: number; limit: number; countTotal: boolean },
+  ): Promise<{ users: UserDoc[]; more: boolean; total: number | null }> {
+    const [docs, total] = await Promise.all([this.listActiveQuery(teamId, page).toArray(), page.countTotal ? this.countActive(teamId) : null]);
+    return { users: docs.slice(0, page.limit), more: docs.length > page.limit, total };
+  }
+
+  /** The page query of `listActive` (one more than the page, to know if another follows); tests `explain` it. */
+  listActiveQuery(teamId: string, page: { after?: string; offset: number; limit: number }) {
+    return this.users.find(keysetFilter(activeIn(teamId), 1, page.after)).sort({ _id: 1 }).skip(page.offset).limit(page.limit + 1);
+  }
+
+  countActive(teamId: string): Promise<number> {
+    return this.users.countDocuments(activeIn(teamId));
   }
 
   /** Applies changes to an active user. `conflict` when the new client_user_id is taken. */

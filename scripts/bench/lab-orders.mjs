@@ -3,11 +3,12 @@
 //    underneath: the raw driver reading the user and inserting the same document, plus the Temporal client
 //    starting a trivial workflow that a worker process runs to completion (target ratio); also reported
 //    against the same with the workflow only started (a task queue no worker polls: the start-rate ceiling);
-//  - GET /v3/orders (a page of 50 of BENCH_LAB_ORDERS stored orders, default 10,000) against the raw driver
-//    making the same queries (the page and the count; no order of the page has a redraw, so no
-//    transaction query).
+//  - GET /v3/orders at each size of BENCH_LAB_ORDERS (default 10,000 then 100,000 stored orders): the first
+//    page of 50 with its count, a page mid-list reached by next_cursor, and a filtered page, against the raw
+//    driver making the same queries (no order of the page has a redraw, so no transaction query); the p99
+//    growth from the smallest size to the largest.
 //
-//   BENCH_LAB_ORDERS=10000        orders stored for the list scenarios
+//   BENCH_LAB_ORDERS=10000,100000 stored orders at which the list scenarios run
 //   BENCH_LAB_LIST_CONCURRENCY=1  closed-loop readers for the list scenarios
 //   BENCH_LAB_LIST_SECONDS=30     measurement window of each list scenario
 import { fork } from 'node:child_process';
@@ -19,10 +20,20 @@ import { cpuMeter } from './webhooks.mjs';
 import { httpClient, measure, numberEnv } from './load.mjs';
 
 const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
+/** The api's id minting (lib/keys.ts), loaded from the build with the suite. */
+let timeOrderedUuid;
 
 export function labOrderSettings() {
   return {
-    stored: numberEnv('BENCH_LAB_ORDERS', 10_000, { integer: true, min: 100 }),
+    /** Stored orders at which the list is measured, ascending (the team grows from one to the next). */
+    sizes: String(process.env.BENCH_LAB_ORDERS ?? '10000,100000')
+      .split(',')
+      .map((v) => Number(v.trim()))
+      .map((n) => {
+        if (!Number.isInteger(n) || n < 200) throw new Error(`BENCH_LAB_ORDERS: '${process.env.BENCH_LAB_ORDERS}' must be ascending whole numbers of at least 200, comma-separated (e.g. 10000,100000)`);
+        return n;
+      })
+      .sort((a, b) => a - b),
     listConcurrency: numberEnv('BENCH_LAB_LIST_CONCURRENCY', 1, { integer: true, min: 1 }),
     listSeconds: numberEnv('BENCH_LAB_LIST_SECONDS', 10, { min: 1 }),
   };
@@ -39,7 +50,7 @@ const orderBody = (userId, labTestId) => ({
 
 /** A copy of a stored order with new ids, for seeding and for the raw insert baseline. */
 function cloneOrder(template, teamId, i, createdAt = new Date()) {
-  const id = randomUUID();
+  const id = timeOrderedUuid(createdAt.getTime());
   return {
     ...template,
     _id: id,
@@ -82,6 +93,7 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
   const { connectTemporal } = await distModule('lib/temporal.js');
   const { createIndexes } = await distModule('lib/repositories/indexes.js');
   const { LAB_ORDER_INDEXES } = await distModule('lib/repositories/lab-orders.js');
+  ({ timeOrderedUuid } = await distModule('lib/keys.js'));
   const temporal = await connectTemporal(env.temporalAddress, 'default', `bench-trivial-${env.runId}`);
   const scratch = env.db.collection(SCRATCH_COLLECTION);
   const orders = env.db.collection('lab_orders');
@@ -136,46 +148,75 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     // The worker is still running the new orders' workflows: let it finish so the list is measured on its own.
     await drainOrderWorkflows(orders, env.tenant.teamId, log);
 
-    // A team with exactly `stored` orders, newest first one second apart.
+    // A team with `sizes[0]` orders, then grown to each next size: every size measures the first page (page +
+    // count), a page reached by cursor (no count) and a filtered page, each against the raw driver's same queries.
     const listTeam = await env.repos.tenancy.createTeam(env.tenant.orgId, 'Bench list team', 'sandbox', 'us');
     const listKey = await env.repos.tenancy.createTeamApiKey(listTeam, 'bench');
-    log(`bench: storing ${settings.stored} orders for the list scenarios...`);
-    const start = Date.now() - settings.stored * 1000;
-    for (let i = 0; i < settings.stored; i += 500) {
-      const chunk = Array.from({ length: Math.min(500, settings.stored - i) }, (_, j) => cloneOrder(plainTemplate, listTeam._id, i + j, new Date(start + (i + j) * 1000)));
-      await Promise.all(chunk.map((doc) => env.repos.labOrders.insert(doc)));
-      if ((i / 500) % 5 === 4) log(`bench:   ${i + chunk.length} / ${settings.stored}`);
-    }
     const lister = httpClient(env.apiUrl, { headers: { 'x-service-api-key': listKey.value }, timeoutMs: 120_000 });
     const listOpts = { ...opts, log, concurrency: settings.listConcurrency, seconds: settings.listSeconds, warmupSeconds: 0 };
-    results.rawList = await measure({
-      name: `raw list: page of 50 and count (${settings.stored} orders)`,
-      ...listOpts,
-      fn: async () => {
-        const filter = { team_id: listTeam._id };
-        const [page, total] = await Promise.all([orders.find(filter).sort({ created_at: -1, _id: -1 }).limit(50).toArray(), orders.countDocuments(filter)]);
-        if (page.length !== 50 || total !== settings.stored) throw new Error(`raw list: ${page.length} of ${total}`);
-      },
-    });
-    results.list = await measure({ name: `GET /v3/orders (${settings.stored} orders)`, ...listOpts, fn: () => lister.expect(200, 'GET', '/v3/orders?page=1&size=50') });
-    results.listByStatus = await measure({
-      name: 'GET /v3/orders?status=ordered&interpretation=unknown',
-      ...listOpts,
-      fn: () => lister.expect(200, 'GET', '/v3/orders?page=2&size=50&status=ordered&interpretation=unknown'),
-    });
+    const listResults = [];
+    const listRatios = [];
+    // Orders one second apart, the newest now; their ids are time-ordered as the api mints them.
+    const start = Date.now() - settings.sizes[settings.sizes.length - 1] * 1000;
+    let stored = 0;
+    for (const size of settings.sizes) {
+      log(`bench: storing orders for the list scenarios: ${stored} -> ${size}...`);
+      for (let i = stored; i < size; i += 500) {
+        const chunk = Array.from({ length: Math.min(500, size - i) }, (_, j) => cloneOrder(plainTemplate, listTeam._id, i + j, new Date(start + (i + j) * 1000)));
+        await Promise.all(chunk.map((doc) => env.repos.labOrders.insert(doc)));
+        if ((i / 500) % 20 === 19) log(`bench:   ${i + chunk.length} / ${size}`);
+      }
+      stored = size;
+      const middle = (await orders.find({ team_id: listTeam._id, _id: { $lt: '~' } }, { projection: { _id: 1 } }).sort({ _id: -1 }).skip(Math.floor(size / 2)).limit(1).toArray())[0]._id;
+      const cursor = Buffer.from(JSON.stringify({ after: middle, total: size, page: 2 })).toString('base64url');
+      const rawList = await measure({
+        name: `raw list: first page of 50 and count (${size} orders)`,
+        ...listOpts,
+        fn: async () => {
+          const filter = { team_id: listTeam._id };
+          const [page, total] = await Promise.all([orders.find({ ...filter, _id: { $lt: '~' } }).sort({ _id: -1 }).limit(51).toArray(), orders.countDocuments(filter)]);
+          if (page.length !== 51 || total !== size) throw new Error(`raw list: ${page.length} of ${total}`);
+        },
+      });
+      const list = await measure({ name: `GET /v3/orders (${size} orders)`, ...listOpts, fn: () => lister.expect(200, 'GET', '/v3/orders?page=1&size=50') });
+      const rawCursorPage = await measure({
+        name: `raw list: a page of 50 mid-list by _id (${size} orders)`,
+        ...listOpts,
+        fn: async () => {
+          const page = await orders.find({ team_id: listTeam._id, _id: { $lt: middle } }).sort({ _id: -1 }).limit(51).toArray();
+          if (page.length !== 51) throw new Error(`raw cursor page: ${page.length}`);
+        },
+      });
+      const cursorPage = await measure({ name: `GET /v3/orders?next_cursor= mid-list (${size} orders)`, ...listOpts, fn: () => lister.expect(200, 'GET', `/v3/orders?size=50&next_cursor=${cursor}`) });
+      const listByStatus = await measure({
+        name: `GET /v3/orders?status=ordered&interpretation=unknown (${size} orders)`,
+        ...listOpts,
+        fn: () => lister.expect(200, 'GET', '/v3/orders?page=2&size=50&status=ordered&interpretation=unknown'),
+      });
+      listResults.push(rawList, list, rawCursorPage, cursorPage, listByStatus);
+      // One reader in a closed loop: its rate is 1 / latency, and at a few requests per window the rounded
+      // req/s would hide the difference, so these ratios compare median latencies.
+      const medianRatio = (of, to) => (of.p50Ms && to.p50Ms ? Math.round((to.p50Ms / of.p50Ms) * 100) / 100 : null);
+      listRatios.push(
+        { name: `order list first page / raw driver page + count, median latency (${size} orders)`, value: medianRatio(list, rawList), target: 0.5 },
+        { name: `order list cursor page / raw driver page by _id, median latency (${size} orders)`, value: medianRatio(cursorPage, rawCursorPage), target: 0.5 },
+      );
+    }
+    const [small, large] = [listResults.slice(0, 5), listResults.slice(-5)];
+    if (settings.sizes.length > 1) {
+      const growth = (a, b) => (a.p99Ms && b.p99Ms ? Math.round((b.p99Ms / a.p99Ms) * 10) / 10 : null);
+      listRatios.push(
+        { name: `order list first page p99 growth ${settings.sizes[0]} -> ${stored} orders (raw driver: ${growth(small[0], large[0])}x)`, value: growth(small[1], large[1]), target: null },
+        { name: `order list cursor page p99 growth ${settings.sizes[0]} -> ${stored} orders (raw driver: ${growth(small[2], large[2])}x)`, value: growth(small[3], large[3]), target: null },
+      );
+    }
     lister.close();
     return {
-      results: [results.rawStart, results.rawCreate, results.create, results.rawList, results.list, results.listByStatus],
+      results: [results.rawStart, results.rawCreate, results.create, ...listResults],
       ratios: [
         { name: 'order create / raw read + insert + trivial workflow', of: results.create, to: results.rawCreate, target: 0.5 },
         { name: 'order create / raw read + insert + start only', of: results.create, to: results.rawStart, target: null, note: 'against the bare start rate' },
-        // One reader in a closed loop: its rate is 1 / latency, and at a few requests per window the rounded
-        // req/s would hide the difference, so this ratio compares median latencies.
-        {
-          name: 'order list / raw driver list queries (median latency, 1 reader)',
-          value: results.list.p50Ms && results.rawList.p50Ms ? Math.round((results.rawList.p50Ms / results.list.p50Ms) * 100) / 100 : null,
-          target: 0.5,
-        },
+        ...listRatios,
       ],
       notes: [
         `note: order creation runs while the worker executes each new order's workflow (announce, dispatch, events) on the same cores; ` +

@@ -23,3 +23,41 @@ export function indexesUsed(explain: unknown): string[] {
   walk(explain);
   return [...used].sort();
 }
+
+/** True when the plan sorts documents after reading them (MongoDB `SORT` stage, PostgreSQL `Sort` node): the index did not give the order. */
+export function sortsInMemory(explain: unknown): boolean {
+  let sorted = false;
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(walk);
+    if (!node || typeof node !== 'object') return;
+    const n = node as Record<string, unknown>;
+    if (n.stage === 'SORT' || n['Node Type'] === 'Sort' || n['Node Type'] === 'Incremental Sort') sorted = true;
+    Object.values(n).forEach(walk);
+  };
+  walk(explain);
+  return sorted;
+}
+
+/**
+ * The fields an index scan of the plan bounds (MongoDB: `indexBounds` other than [MinKey, MaxKey]; DocumentDB:
+ * the fields named in `IndexDetails.indexBounds`), so a test can see that a page starts at its `_id` bound.
+ */
+export function indexBoundFields(explain: unknown): string[] {
+  const fields = new Set<string>();
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(walk);
+    if (!node || typeof node !== 'object') return;
+    const n = node as Record<string, unknown>;
+    if (n.stage === 'IXSCAN' && n.indexBounds && typeof n.indexBounds === 'object') {
+      for (const [field, bounds] of Object.entries(n.indexBounds as Record<string, string[]>)) {
+        if (!(bounds.length === 1 && /MinKey, MaxKey|MaxKey, MinKey/.test(bounds[0]))) fields.add(field);
+      }
+    }
+    if (Array.isArray(n.indexBounds) && typeof n.indexName === 'string') {
+      for (const text of n.indexBounds as string[]) for (const m of String(text).matchAll(/"([^"]+)": (?:DESC|ASC)?[[(]/g)) fields.add(m[1]);
+    }
+    Object.values(n).forEach(walk);
+  };
+  walk(explain);
+  return [...fields].sort();
+}

@@ -58,12 +58,17 @@ export const lowOf = (status: string) => status.split('.')[2];
 
 /** Waits until the order's last low-level status is `low`. */
 export function orderReaches(client: HttpClient, orderId: string, low: string, timeoutMs = 30000) {
+  // The label names where the order stood when the wait gave up, so a timeout says which step stalled.
+  let seen = 'no answer yet';
   return eventually(
     async () => {
       const res = await client.get(`/v3/order/${orderId}`);
+      seen = res.status === 200 ? `events ${res.body.events.map((e: { status: string }) => lowOf(e.status)).join(' > ')}` : `HTTP ${res.status}`;
       return res.status === 200 && lowOf(res.body.last_event.status) === low ? res.body : null;
     },
     timeoutMs,
     `order ${orderId} to reach ${low}`,
-  );
+  ).catch((err: Error) => {
+    throw new Error(`${err.message} (last seen: ${seen})`);
+  });
 }
