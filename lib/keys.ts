@@ -47,15 +47,23 @@ export function timeOrderedUuid(now = Date.now()): string {
 
 /**
  * A version-7 UUID for a record that racing or retried requests must all name alike: its time part is `at`
- * (a moment they agree on), the rest comes from `parts`. It sorts by `at` among `timeOrderedUuid` ids.
+ * (a moment they agree on), its 12-bit counter `sequence` (orders records of one moment), the rest comes from
+ * `parts`. It sorts by `at`, then `sequence`, among `timeOrderedUuid` ids.
  */
-export function timeOrderedNameBasedUuid(at: number, ...parts: string[]): string {
+export function timeOrderedNameBasedUuid(at: number, parts: string[], sequence = 0): string {
   const b = createHash('sha256').update(parts.join('\u0000')).digest().subarray(0, 16);
   b.writeUIntBE(at, 0, 6);
-  b[6] = 0x70 | (b[6] & 0x0f);
+  b[6] = 0x70 | ((sequence >> 8) & 0x0f);
+  b[7] = sequence & 0xff;
   b[8] = (b[8] & 0x3f) | 0x80;
   const x = b.toString('hex');
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+/** The Unix-ms time of a version-7 UUID; null for other ids (random v4 ids of earlier versions). */
+export function uuidV7Millis(id: string): number | null {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id)) return null;
+  return parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
 }
 
 export const teamKeyPrefix = (environment: string, region: string) =>

@@ -11,7 +11,6 @@ import {
   type LabOrderDoc,
   type LabResultsDoc,
 } from '../lib/repositories/lab-orders';
-import { eventIdFor } from '../lib/webhooks/publisher';
 import { eventData } from '../lib/webhooks/store';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
@@ -136,8 +135,12 @@ describe('patient data is encrypted at rest and shown as before', () => {
     expect(listed[0].clinical_notes).toBe(p.clinical_notes);
     await orderReaches(client, order.id, 'requisition_created');
     // The stored event (its signed body carries the order) is encrypted too; the store reads it back whole.
-    const eventId = eventIdFor(tenant.teamId, `lab-order:${order.id}:event:1`);
-    const storedEvent = await eventually(() => raw(app.inspect, 'webhook_events', eventId), 10000, 'the order.created event');
+    const storedEvent = await eventually(
+      () => app.inspect.collection('webhook_events').findOne({ team_id: tenant.teamId, idempotency_key: `lab-order:${order.id}:event:1` }),
+      10000,
+      'the order.created event',
+    );
+    const eventId = storedEvent!._id as unknown as string;
     expectEncrypted(storedEvent!.body, currentKey);
     expectNoPlaintext(storedEvent, secretsOf(p));
     expect(eventData((await app.deps.repos.webhookStore.getEvent(eventId))!)).toMatchObject({ id: order.id, patient_details: p.patient_details, notes: p.notes });

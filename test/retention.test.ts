@@ -47,7 +47,11 @@ describe('retention by TTL index', () => {
     const db = own.db;
     const past = new Date(Date.now() - 60_000);
     const future = new Date(Date.now() + 3_600_000); // stays past the test however long the TTL pass takes
-    const twin = (doc: Record<string, unknown>, field: string, expired: boolean) => ({ ...doc, _id: `${expired ? 'old' : 'new'}-${randomUUID()}`, [field]: expired ? past : future });
+    const twin = (doc: Record<string, unknown>, field: string, expired: boolean) => {
+      const id = `${expired ? 'old' : 'new'}-${randomUUID()}`;
+      // An event is its own idempotency key when its producer gave none (one per team and key: a unique index).
+      return { ...doc, _id: id, ...('event_type' in doc ? { idempotency_key: id } : {}), [field]: expired ? past : future };
+    };
     const seed: [string, Record<string, unknown>, string][] = [
       ['idempotency_keys', { team_id: 't', route: 'POST /v3/order', state: 'done' }, 'created_at'],
       ['webhook_events', { team_id: 't', event_type: 'x', body: '{}' }, 'created_at'],

@@ -258,6 +258,7 @@ describe('stored secrets across data key rotation and versions (own database)', 
     const event = (id: string) => ({
       _id: id,
       team_id: 'team-secrets',
+      idempotency_key: id,
       event_type: 'labtest.order.created',
       user_id: null,
       client_user_id: null,

@@ -1,3 +1,6 @@
+import type { Collection } from 'mongodb';
+import { pageQuery } from '../lib/repositories/pages';
+import { indexBoundFields, indexesUsed } from './support/explain';
 import { randomUUID } from 'node:crypto';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/webhooks/publisher';
@@ -95,10 +98,13 @@ describe('publishing and signed delivery', () => {
     const rx = await receiver();
     const hook = await createWebhook(rx.url);
     const key = `order-1-status-${Date.now()}`;
-    const first = await publish('labtest.order.created', { id: 'o1' }, { idempotencyKey: key });
+    // Twice at once (one group commit), then again later (the unique key refuses the insert): one event.
+    const [first, twin] = await Promise.all([0, 1].map(() => publish('labtest.order.created', { id: 'o1' }, { idempotencyKey: key })));
+    expect(twin.id).toBe(first.id);
     const again = await publish('labtest.order.created', { id: 'o1' }, { idempotencyKey: key });
     expect(again.id).toBe(first.id);
     expect(again.duplicate).toBe(true);
+    expect(await app.inspect.collection('webhook_events').countDocuments({ team_id: tenant.teamId, idempotency_key: key })).toBe(1);
     await rx.waitFor(1);
     await new Promise((r) => setTimeout(r, 500));
     expect(rx.requests.map((r) => r.headers['webhook-id'])).toEqual([first.id]);
@@ -449,6 +455,29 @@ describe('delivery log', () => {
     const paged = await mgmt.get(`${base}/events?user_id=${user}&limit=1`);
     const next = await mgmt.get(`${base}/events?user_id=${user}&limit=1&next_cursor=${paged.body.next_cursor}`);
     expect([...paged.body.data, ...next.body.data].map((e: { id: string }) => e.id)).toEqual([e2.id, e1.id]);
+    // Event ids are time-ordered (UUIDv7): the log's `_id` order is publish order.
+    expect([e1.id, e2.id].map((id) => id[14])).toEqual(['7', '7']);
+    expect(e1.id < e2.id).toBe(true);
+  });
+
+  test('each delivery-log list reads its page through an index bounded on _id (explain on the real store)', async () => {
+    const store = app.deps.repos.webhookStore;
+    const teamId = tenant.teamId;
+    const someId = '01a00000-0000-7000-8000-000000000000';
+    const cases: { coll: Collection<any>; filter: Record<string, unknown>; index: string }[] = [
+      { coll: store.events, filter: { team_id: teamId }, index: 'team_id_1__id_-1' },
+      { coll: store.events, filter: { team_id: teamId, user_id: 'u' }, index: 'team_id_1_user_id_1__id_-1' },
+      { coll: store.deliveries, filter: { team_id: teamId, endpoint_id: 'e' }, index: 'team_id_1_endpoint_id_1__id_-1' },
+      { coll: store.deliveries, filter: { team_id: teamId, endpoint_id: 'e', status: 'failed' }, index: 'team_id_1_endpoint_id_1_status_1__id_-1' },
+      { coll: store.attempts, filter: { team_id: teamId, event_id: 'v' }, index: 'team_id_1_event_id_1__id_-1' },
+      { coll: store.attempts, filter: { team_id: teamId, endpoint_id: 'e', event_id: 'v' }, index: 'team_id_1_endpoint_id_1_event_id_1__id_-1' },
+    ];
+    for (const c of cases) {
+      for (const after of [null, someId]) {
+        const plan = await pageQuery(c.coll, c.filter, -1, after, 50).explain('queryPlanner');
+        expect({ filter: c.filter, used: indexesUsed(plan), bounded: indexBoundFields(plan).includes('_id') }).toEqual({ filter: c.filter, used: [c.index], bounded: true });
+      }
+    }
   });
 });
 
@@ -564,7 +593,8 @@ describe('outcomes of many deliveries at once', () => {
     const at = new Date();
     const events = Array.from({ length: 150 }, (_, i) => {
       const envelope = { event_type: 'labtest.order.created', data: { i }, team_id: tenant.teamId, user_id: null, client_user_id: null };
-      return { _id: randomUUID(), ...envelope, body: envelopeOf(envelope), created_at: at, only_endpoint_id: endpointId };
+      const id = randomUUID();
+      return { _id: id, idempotency_key: id, ...envelope, body: envelopeOf(envelope), created_at: at, only_endpoint_id: endpointId };
     });
     const deliveries = events.map((e) => newDelivery(e, endpointId, deliveryPolicyFrom(app.deps.config), at));
     await store.insertDeliveries(deliveries);

@@ -1,7 +1,7 @@
 import { AuditLogPage, AuditLogQuery, OrgParams } from '../../schemas/management';
 import { defineRoute } from '../route';
 import { toAuditEntry } from '../services/audit';
-import { decodeCursor, pageBody } from '../services/webhooks';
+import { afterCursor, cursorPageBody } from '../services/cursors';
 import { managementErrors as errors } from './management';
 
 export const auditLogRoutes = [
@@ -21,9 +21,8 @@ export const auditLogRoutes = [
     responses: { 200: { description: 'Audit entries', schema: AuditLogPage }, ...errors },
     async handler({ auth, query, deps }) {
       auth.assertOrgAdmin('Reading the audit log');
-      const cursor = decodeCursor(query.next_cursor);
-      const page = await deps.repos.auditLog.list(auth.orgId, { teamId: query.team_id, action: query.action }, cursor, query.limit);
-      return { body: pageBody(page, toAuditEntry, (e) => e.created_at) };
+      const page = await deps.repos.auditLog.list(auth.orgId, { teamId: query.team_id, action: query.action }, afterCursor(query.next_cursor), query.limit);
+      return { body: cursorPageBody(page, toAuditEntry) };
     },
   }),
 ];

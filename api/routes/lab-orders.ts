@@ -268,7 +268,7 @@ export const labOrderRoutes = [
       // One redraw id per transaction: racing redraw requests insert the same `_id` and get the same order. It is
       // time-ordered on the parent's failure (a moment the racers agree on), so lists place it there.
       const failedAt = parent.events[parent.events.length - 1].created_at;
-      const redrawId = timeOrderedNameBasedUuid(new Date(failedAt).getTime(), 'redraw', parent.order_transaction_id);
+      const redrawId = timeOrderedNameBasedUuid(new Date(failedAt).getTime(), ['redraw', parent.order_transaction_id]);
       // The parent's workflow has ended (a redrawable status is final), so the api is its only writer now.
       await deps.repos.labOrders.setFields(parent._id, { redraw_order_id: redrawId });
       const body = redrawRequest(parent);

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest, ValidationError } from '../../lib/errors';
 import { publishEvent } from '../../lib/webhooks/publisher';
 import { listAttempts, listDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
@@ -38,18 +37,18 @@ import {
 import type { AppDeps } from '../deps';
 import type { ManagementPrincipal } from '../middleware/auth';
 import { defineRoute } from '../route';
+import { afterCursor, cursorPageBody } from '../services/cursors';
 import { audited, type AuditTarget } from '../services/audit';
 import {
   assertThisEnvironment,
   assertUrlAllowed,
-  decodeCursor,
   endpointInTeam,
   recoverFailed,
-  pageBody,
   resendEvent,
   toWebhook,
 } from '../services/webhooks';
 import { teamInScope, teamNotFound } from './management';
+import { timeOrderedUuid } from '../../lib/keys';
 
 const tags = ['Management: webhooks'];
 const base = '/v1/org/{org_id}/team/{team_id}/{environment}/webhook';
@@ -127,15 +126,14 @@ export const webhookRoutes = [
     responses: { 200: { description: 'Events', schema: WebhookEventList }, ...errors },
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
-      const cursor = decodeCursor(query.next_cursor);
       const page = await listEvents(
         deps.repos.webhookStore,
         teamId,
         { eventType: query.event_type, userId: query.user_id, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined },
-        cursor,
+        afterCursor(query.next_cursor),
         query.limit,
       );
-      return { body: pageBody(page, toEvent, (e) => e.created_at) };
+      return { body: cursorPageBody(page, toEvent) };
     },
   }),
   defineRoute({
@@ -150,9 +148,8 @@ export const webhookRoutes = [
     responses: { 200: { description: 'Attempts, newest first', schema: WebhookAttemptList }, ...errors },
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
-      const cursor = decodeCursor(query.next_cursor);
-      const page = await listAttempts(deps.repos.webhookStore, teamId, { eventId: params.event_id }, cursor, query.limit);
-      return { body: pageBody(page, toAttempt, (a) => a.timestamp) };
+      const page = await listAttempts(deps.repos.webhookStore, teamId, { eventId: params.event_id }, afterCursor(query.next_cursor), query.limit);
+      return { body: cursorPageBody(page, toAttempt) };
     },
   }),
   defineRoute({
@@ -167,9 +164,8 @@ export const webhookRoutes = [
     responses: { 200: { description: 'Webhooks', schema: WebhookList }, ...errors },
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
-      const cursor = decodeCursor(query.next_cursor);
-      const page = await deps.repos.webhooks.listEndpoints(teamId, cursor && { created_at: cursor.at, id: cursor.id }, query.limit);
-      return { body: pageBody(page, toWebhook, (e) => e.created_at) };
+      const page = await deps.repos.webhooks.listEndpoints(teamId, afterCursor(query.next_cursor), query.limit);
+      return { body: cursorPageBody(page, toWebhook) };
     },
   }),
   defineRoute({
@@ -193,7 +189,7 @@ export const webhookRoutes = [
         throw ValidationError.field(['body', 'secret'], 'A secret is `whsec_` followed by base64 of 24 to 64 random bytes.');
       }
       const now = new Date();
-      const id = randomUUID();
+      const id = timeOrderedUuid();
       const endpoint: EndpointDoc = {
         _id: id,
         team_id: teamId,
@@ -433,15 +429,14 @@ export const webhookRoutes = [
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
-      const cursor = decodeCursor(query.next_cursor);
       const page = await listAttempts(
         deps.repos.webhookStore,
         teamId,
         { endpointId: params.webhook_id, eventId: query.event_id },
-        cursor,
+        afterCursor(query.next_cursor),
         query.limit,
       );
-      return { body: pageBody(page, toAttempt, (a) => a.timestamp) };
+      return { body: cursorPageBody(page, toAttempt) };
     },
   }),
   defineRoute({
@@ -458,16 +453,15 @@ export const webhookRoutes = [
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
       await endpointInTeam(deps, teamId, params.webhook_id);
-      const cursor = decodeCursor(query.next_cursor);
       const page = await listDeliveries(
         deps.repos.webhookStore,
         teamId,
         params.webhook_id,
         { status: query.status, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined },
-        cursor,
+        afterCursor(query.next_cursor),
         query.limit,
       );
-      return { body: pageBody(page, toDelivery, (d) => d.created_at) };
+      return { body: cursorPageBody(page, toDelivery) };
     },
   }),
   defineRoute({

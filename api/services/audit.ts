@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { ApiError } from '../../lib/errors';
 import type { Logger } from '../../lib/logger';
 import type { AuditEntryDoc } from '../../lib/repositories/audit-log';
@@ -6,6 +5,7 @@ import { isoWithOffset } from '../../lib/time';
 import type { AuditAction } from '../../schemas/management';
 import type { AppDeps } from '../deps';
 import type { ManagementPrincipal } from '../middleware/auth';
+import { timeOrderedUuid } from '../../lib/keys';
 
 /** What one change acts on (a request that changes several things, e.g. deletes several keys, names each). */
 export interface AuditTarget {
@@ -42,7 +42,7 @@ export async function audited<T>(
   changes: string[] = [],
 ): Promise<T> {
   const entries: AuditEntryDoc[] = (Array.isArray(targets) ? targets : [targets]).map((t) => ({
-    _id: randomUUID(),
+    _id: timeOrderedUuid(),
     org_id: auth.orgId,
     team_id: t.teamId,
     action: t.action,

@@ -1,4 +1,5 @@
 import { ValidationError } from '../../lib/errors';
+import type { Page } from '../../lib/repositories/pages';
 
 /**
  * Opaque page cursors: base64url of a small JSON object holding what the next page needs (the last id seen,
@@ -26,3 +27,12 @@ export function decodeCursor<T extends Record<string, string | number>>(
   if (!valid) throw ValidationError.field(['query', field], `'${cursor}' is not a cursor of this list: pass next_cursor from the previous page unchanged, or leave it out for the first page.`, 'value_error.cursor');
   return state as T;
 }
+
+/** A page of a cursor-paginated list: `{data, next_cursor}`, the cursor naming the page's last item. */
+export function cursorPageBody<T extends { _id: string }, R>(page: Page<T>, render: (item: T) => R) {
+  const last = page.items[page.items.length - 1];
+  return { data: page.items.map(render), next_cursor: page.more && last ? encodeCursor({ after: last._id }) : null };
+}
+
+/** The id a `cursorPageBody` cursor names (null without a cursor). */
+export const afterCursor = (cursor: string | undefined): string | null => decodeCursor<{ after: string }>(cursor, { after: 'string' })?.after ?? null;

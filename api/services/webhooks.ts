@@ -41,21 +41,6 @@ export async function endpointInTeam(deps: AppDeps, teamId: string, id: string):
   return endpoint;
 }
 
-/** A page of a cursor-paginated list: `{data, next_cursor}`, the cursor naming the first item of the next page. */
-export function pageBody<T extends { _id: string }, R>(page: { items: T[]; next: T | null }, render: (item: T) => R, at: (item: T) => Date) {
-  return { data: page.items.map(render), next_cursor: page.next ? encodeCursor(at(page.next), page.next._id) : null };
-}
-
-/** Opaque cursors: base64url of `<iso time>|<id>`. */
-export const encodeCursor = (at: Date, id: string) => Buffer.from(`${at.toISOString()}|${id}`).toString('base64url');
-export function decodeCursor(cursor: string | undefined): { at: Date; id: string } | null {
-  if (!cursor) return null;
-  const [iso, id] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  const at = new Date(iso);
-  if (!id || Number.isNaN(at.getTime())) throw ValidationError.field(['query', 'next_cursor'], 'Invalid cursor.', 'value_error.cursor');
-  return { at, id };
-}
-
 /**
  * Resends run inside the endpoint's dispatcher (which owns its delivery documents): one manual attempt
  * each, not rescheduled on failure, with the same webhook-id as before. Returns once the dispatcher has

@@ -1,5 +1,6 @@
 import type { Collection, Db, Filter } from 'mongodb';
-import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from './indexes';
+import { pageById, type Page } from './pages';
 
 export type AuditStatus = 'pending' | 'succeeded' | 'failed';
 
@@ -24,29 +25,26 @@ export interface AuditEntryDoc {
   completed_at: Date | null;
 }
 
-export interface Page<T> {
-  items: T[];
-  next: T | null;
-}
-
-/** Newest first: `(created_at, _id)` descending ends every index, so pages come off it in order. */
+/** Newest first: entries have time-ordered ids (UUIDv7) and pages come off these indexes in `_id` order (pages.ts). */
 export const AUDIT_LOG_INDEXES: Record<'audit_log', IndexSpec[]> = {
-  audit_log: [
-    { key: { org_id: 1, created_at: -1, _id: -1 } },
-    { key: { org_id: 1, team_id: 1, created_at: -1, _id: -1 } },
-    { key: { org_id: 1, action: 1, created_at: -1, _id: -1 } },
-  ],
+  audit_log: [{ key: { org_id: 1, _id: -1 } }, { key: { org_id: 1, team_id: 1, _id: -1 } }, { key: { org_id: 1, action: 1, _id: -1 } }],
 };
+/** Indexes of earlier versions (pages sorted by `created_at`), dropped at start. */
+const RETIRED_AUDIT_LOG_INDEXES: IndexSpec['key'][] = [
+  { org_id: 1, created_at: -1, _id: -1 },
+  { org_id: 1, team_id: 1, created_at: -1, _id: -1 },
+  { org_id: 1, action: 1, created_at: -1, _id: -1 },
+];
 
 /** Every query AuditLogRepository issues (test/indexes.test.ts). */
 export const AUDIT_LOG_QUERY_SHAPES: Record<'audit_log', QueryShape[]> = {
   audit_log: [
     { name: 'entries by id (complete)', filter: ['_id'] },
-    { name: "an org's entries, newest first (cursor page)", filter: ['org_id'], sort: ['created_at', '_id'], residual: ['(created_at, _id) before the cursor: bounds on the same index'] },
-    { name: "a team's entries, newest first (cursor page)", filter: ['org_id', 'team_id'], sort: ['created_at', '_id'] },
+    { name: "an org's entries, newest first (cursor page)", filter: ['org_id', '_id'], sort: ['_id'] },
+    { name: "a team's entries, newest first (cursor page)", filter: ['org_id', 'team_id', '_id'], sort: ['_id'] },
     // Both filters: read off the team's index, the action checked on each of the team's entries.
-    { name: "a team's entries of one action", filter: ['org_id', 'team_id'], sort: ['created_at', '_id'], residual: ['action'] },
-    { name: "an org's entries of one action, newest first", filter: ['org_id', 'action'], sort: ['created_at', '_id'] },
+    { name: "a team's entries of one action", filter: ['org_id', 'team_id', '_id'], sort: ['_id'], residual: ['action'] },
+    { name: "an org's entries of one action, newest first", filter: ['org_id', 'action', '_id'], sort: ['_id'] },
   ],
 };
 
@@ -59,6 +57,7 @@ export class AuditLogRepository {
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.entries, AUDIT_LOG_INDEXES.audit_log);
+    await dropIndexes(this.entries, RETIRED_AUDIT_LOG_INDEXES);
   }
 
   /** Records changes about to be made (status pending). */
@@ -71,18 +70,11 @@ export class AuditLogRepository {
     await this.entries.updateMany({ _id: { $in: ids } }, { $set: { ...outcome, completed_at: new Date() } });
   }
 
-  /** Newest first; `next` is the first entry of the next page. */
-  async list(
-    orgId: string,
-    filter: { teamId?: string; action?: string },
-    before: { at: Date; id: string } | null,
-    limit: number,
-  ): Promise<Page<AuditEntryDoc>> {
+  /** Newest first, after the entry `after` (a cursor) when given. */
+  list(orgId: string, filter: { teamId?: string; action?: string }, after: string | null, limit: number): Promise<Page<AuditEntryDoc>> {
     const query: Filter<AuditEntryDoc> = { org_id: orgId };
     if (filter.teamId) query.team_id = filter.teamId;
     if (filter.action) query.action = filter.action;
-    if (before) query.$or = [{ created_at: { $lt: before.at } }, { created_at: before.at, _id: { $lte: before.id } }];
-    const docs = await this.entries.find(query).sort({ created_at: -1, _id: -1 }).limit(limit + 1).toArray();
-    return { items: docs.slice(0, limit), next: docs[limit] ?? null };
+    return pageById(this.entries, query, -1, after, limit);
   }
 }

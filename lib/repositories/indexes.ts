@@ -112,18 +112,3 @@ export async function dropIndexes(collection: Collection<any> | Collection<Docum
     if (found) await collection.dropIndex(found.name as string);
   }
 }
-
-/** Past every UUID in `_id` order, and before every one: a first page's bound. (DocumentDB drops a bound of ''.) */
-const ID_AFTER_ALL = '~';
-const ID_BEFORE_ALL = '-';
-
-/**
- * A list's filter bounded on `_id`, strictly past `after` in the list's direction, or past a sentinel on the
- * first page. DocumentDB reads an `_id`-sorted page from an index only when the filter bounds `_id`
- * (architecture rule 2); MongoDB is indifferent. Keeps an `_id` condition the filter already has (`$in`).
- */
-export function keysetFilter<F extends Document>(filter: F, direction: 1 | -1, after?: string): F {
-  const bound = direction === -1 ? { $lt: after ?? ID_AFTER_ALL } : { $gt: after ?? ID_BEFORE_ALL };
-  const existing = (filter as Document)._id as Document | undefined;
-  return { ...filter, _id: existing ? { ...existing, ...bound } : bound };
-}

@@ -3,7 +3,8 @@ import type { FieldCipher } from '../crypto/field-encryption';
 import type { CollectionMethod, HighLevelStatus } from '../../workflows/lab-order-statuses';
 import { isDuplicateKeyError } from './store-errors';
 import { EncryptedFields, type Sealed } from './encrypted-fields';
-import { createIndexes, dropIndexes, keysetFilter, type IndexSpec, type QueryShape, type Retention } from './indexes';
+import { keysetFilter } from './pages';
+import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from './indexes';
 import { runOnce } from './migrations';
 
 /**

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from './store-errors';
-import { createIndexes, dropIndexes, keysetFilter, type IndexSpec, type QueryShape } from './indexes';
+import { keysetFilter } from './pages';
+import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from './indexes';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
 

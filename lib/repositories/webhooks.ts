@@ -1,6 +1,7 @@
 import type { Collection, Db, Filter } from 'mongodb';
 import { FieldCipher, type EncryptedValue } from '../crypto/field-encryption';
-import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
+import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from './indexes';
+import { pageById, type Page } from './pages';
 import { runOnce } from './migrations';
 
 /**
@@ -64,21 +65,16 @@ export interface EndpointDoc {
   version?: number;
 }
 
-export interface Page<T> {
-  items: T[];
-  next: T | null;
-}
-
-/** The `webhook_endpoints` indexes. `_id` ends the listing's index: its sort and keyset cursor are `(created_at, _id)`. */
+/** The `webhook_endpoints` indexes: the listing pages in `_id` order (time-ordered UUIDv7 ids; pages.ts). */
 export const WEBHOOK_ENDPOINT_INDEXES: Record<'webhook_endpoints', IndexSpec[]> = {
-  webhook_endpoints: [{ key: { team_id: 1, created_at: 1, _id: 1 } }],
+  webhook_endpoints: [{ key: { team_id: 1, _id: 1 } }],
 };
 
 /** Every query WebhookRepository issues (test/indexes.test.ts checks each is served by WEBHOOK_ENDPOINT_INDEXES). */
 export const WEBHOOK_ENDPOINT_QUERY_SHAPES: Record<'webhook_endpoints', QueryShape[]> = {
   webhook_endpoints: [
     { name: 'endpoint by id (reads, every locked write)', filter: ['_id'], residual: ['team_id'] },
-    { name: "a team's endpoints, oldest first (cursor page)", filter: ['team_id'], sort: ['created_at', '_id'], residual: ['(created_at, _id) after the cursor: bounds on the same index'] },
+    { name: "a team's endpoints, oldest first (cursor page)", filter: ['team_id', '_id'], sort: ['_id'] },
     // A team has few endpoints; `disabled` is checked on each of them.
     { name: "a team's enabled endpoints (publish)", filter: ['team_id'], residual: ['disabled'] },
     { name: "a team's endpoint ids (erasure)", filter: ['team_id'] },
@@ -104,8 +100,8 @@ export class WebhookRepository {
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.endpoints, WEBHOOK_ENDPOINT_INDEXES.webhook_endpoints);
-    // Superseded by the longer index above (same leading fields); dropped so writes do not maintain it.
-    await this.endpoints.dropIndex('team_id_1_created_at_1').catch(() => undefined);
+    // Indexes of earlier versions, superseded by the one above; dropped so writes do not maintain them.
+    await dropIndexes(this.endpoints, [{ team_id: 1, created_at: 1 }, { team_id: 1, created_at: 1, _id: 1 }]);
     // Secrets stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
     await runOnce(this.db, 'webhook-secrets-encrypted', async () => void (await this.reencrypt()));
   }
@@ -142,14 +138,10 @@ export class WebhookRepository {
     return this.decrypted(await this.endpoints.findOne({ _id: id }));
   }
 
-  /** Cursor pagination in creation order; `next` is the first item of the next page. */
-  async listEndpoints(teamId: string, after: { created_at: Date; id: string } | null, limit: number): Promise<Page<EndpointDoc>> {
-    const filter: Filter<StoredEndpoint> = { team_id: teamId };
-    if (after) {
-      filter.$or = [{ created_at: { $gt: after.created_at } }, { created_at: after.created_at, _id: { $gte: after.id } }];
-    }
-    const docs = (await this.endpoints.find(filter).sort({ created_at: 1, _id: 1 }).limit(limit + 1).toArray()).map((d) => this.decrypted(d));
-    return { items: docs.slice(0, limit), next: docs[limit] ?? null };
+  /** Oldest first (`_id` order: creation order for UUIDv7 ids), after the endpoint `after` (a cursor) when given. */
+  async listEndpoints(teamId: string, after: string | null, limit: number): Promise<Page<EndpointDoc>> {
+    const page = await pageById(this.endpoints, { team_id: teamId }, 1, after, limit);
+    return { items: page.items.map((d) => this.decrypted(d)), more: page.more };
   }
 
   async listEnabledEndpoints(teamId: string): Promise<EndpointDoc[]> {

@@ -1,40 +1,28 @@
-import type { Collection, Filter } from 'mongodb';
+import type { Filter } from 'mongodb';
+import { pageById, type Page } from '../repositories/pages';
 import { isoWithOffset } from '../time';
-import { createdWithin, eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc, type Page, type StoredEventDoc, type WebhookStore } from './store';
+import { createdWithin, eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc, type StoredEventDoc, type WebhookStore } from './store';
 
 /**
- * The delivery log: what the API shows of events, deliveries and attempts (newest first, keyset cursors),
- * read from the store's collections as they are (query shapes declared in store.ts).
+ * The delivery log: what the API shows of events, deliveries and attempts, newest first, paged by `_id` after
+ * the cursor's id (ids are time-ordered: see the indexes in store.ts), read from the store's collections as
+ * they are (query shapes declared in store.ts). A [since, until) window filters on `created_at`.
  */
-
-/** One page, newest first by `field` then `_id`, starting at the cursor `before` (inclusive). */
-async function newestFirst<T extends { _id: string }>(
-  coll: Collection<T>,
-  filter: Filter<T>,
-  field: 'created_at' | 'timestamp',
-  before: { at: Date; id: string } | null,
-  limit: number,
-): Promise<Page<T>> {
-  const page = { ...filter } as Filter<T> & Record<string, unknown>;
-  if (before) page.$or = [{ [field]: { $lt: before.at } }, { [field]: before.at, _id: { $lte: before.id } }] as Filter<T>['$or'];
-  const docs = (await coll.find(page).sort({ [field]: -1, _id: -1 }).limit(limit + 1).toArray()) as T[];
-  return { items: docs.slice(0, limit), next: docs[limit] ?? null };
-}
 
 /** Events of a team; filter by type, user and a [since, until) window. */
 export async function listEvents(
   store: WebhookStore,
   teamId: string,
   q: { eventType?: string; userId?: string; since?: Date; until?: Date },
-  before: { at: Date; id: string } | null,
+  after: string | null,
   limit: number,
 ): Promise<Page<EventDoc>> {
   const filter: Filter<EventDoc> = { team_id: teamId };
   if (q.eventType) filter.event_type = q.eventType;
   if (q.userId) filter.user_id = q.userId;
   if (q.since || q.until) filter.created_at = createdWithin(q);
-  const page = await newestFirst(store.events, filter as Filter<StoredEventDoc>, 'created_at', before, limit);
-  return { items: page.items.map((e) => store.openEvent(e)), next: page.next && store.openEvent(page.next) };
+  const page = await pageById(store.events, filter as Filter<StoredEventDoc>, -1, after, limit);
+  return { items: page.items.map((e) => store.openEvent(e)), more: page.more };
 }
 
 /** An endpoint's deliveries (pending and finished) created in [since, until). */
@@ -43,13 +31,13 @@ export function listDeliveries(
   teamId: string,
   endpointId: string,
   q: { status?: DeliveryStatus; since?: Date; until?: Date },
-  before: { at: Date; id: string } | null,
+  after: string | null,
   limit: number,
 ): Promise<Page<DeliveryDoc>> {
   const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
   if (q.status) filter.status = q.status;
   if (q.since || q.until) filter.created_at = createdWithin(q);
-  return newestFirst(store.deliveries, filter, 'created_at', before, limit);
+  return pageById(store.deliveries, filter, -1, after, limit);
 }
 
 /** Attempts of an event and/or to an endpoint. */
@@ -57,13 +45,13 @@ export function listAttempts(
   store: WebhookStore,
   teamId: string,
   q: { eventId?: string; endpointId?: string },
-  before: { at: Date; id: string } | null,
+  after: string | null,
   limit: number,
 ): Promise<Page<AttemptDoc>> {
   const filter: Filter<AttemptDoc> = { team_id: teamId };
   if (q.eventId) filter.event_id = q.eventId;
   if (q.endpointId) filter.endpoint_id = q.endpointId;
-  return newestFirst(store.attempts, filter, 'timestamp', before, limit);
+  return pageById(store.attempts, filter, -1, after, limit);
 }
 
 export const toEvent = (e: EventDoc) => ({

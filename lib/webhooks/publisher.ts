@@ -6,7 +6,7 @@ import { webhookDispatchWorkflow, wakeDispatcherSignal } from '../../workflows/w
 import { groupBy } from '../collections';
 import type { Config } from '../config';
 import { ApiError } from '../errors';
-import { nameBasedUuid } from '../keys';
+import { timeOrderedUuid } from '../keys';
 import type { Logger } from '../logger';
 import type { Repositories } from '../repositories';
 import { Coalescer } from '../coalescer';
@@ -61,15 +61,13 @@ export class EventTooLargeError extends ApiError {
 
 export class InvalidEventError extends Error {}
 
-/** Deterministic id for an idempotency key (so a retried publish hits the same `_id`), random otherwise. */
-export function eventIdFor(teamId: string, idempotencyKey?: string): string {
-  return idempotencyKey ? nameBasedUuid(teamId, idempotencyKey) : randomUUID();
-}
-
 /** `publisher.publish(input)`, for callers holding the process's dependencies. */
 export function publishEvent(deps: { publisher: EventPublisher }, input: PublishEventInput): Promise<PublishedEvent> {
   return deps.publisher.publish(input);
 }
+
+/** An event's producer key within its team (the unique index's key). */
+const keyOf = (e: Pick<EventDoc, 'team_id' | 'idempotency_key'>) => `${e.team_id}\u0000${e.idempotency_key}`;
 
 /** Events per publish flush at most (one flush at a time: the next gathers what arrives meanwhile). */
 const MAX_BATCH = 500;
@@ -92,9 +90,11 @@ export class EventPublisher {
       return Promise.reject(new InvalidEventError('Event data must be a JSON object.'));
     }
     const envelope = { event_type: input.eventType, data: input.data, team_id: input.teamId, user_id: input.userId ?? null, client_user_id: input.clientUserId ?? null };
+    const id = timeOrderedUuid();
     const doc: EventDoc = {
-      _id: eventIdFor(input.teamId, input.idempotencyKey),
+      _id: id,
       team_id: envelope.team_id,
+      idempotency_key: input.idempotencyKey ?? id,
       event_type: envelope.event_type,
       user_id: envelope.user_id,
       client_user_id: envelope.client_user_id,
@@ -110,16 +110,20 @@ export class EventPublisher {
   /** One group commit: returns, per input event, what its publish returns. */
   private async flush(batch: EventDoc[]): Promise<PublishedEvent[]> {
     const store = this.deps.repos.webhookStore;
-    const byId = new Map<string, EventDoc>(); // same key twice in one batch: one event
-    for (const doc of batch) if (!byId.has(doc._id)) byId.set(doc._id, doc);
-    const docs = [...byId.values()];
+    const firsts = new Map<string, EventDoc>(); // same key twice in one batch: one event
+    for (const doc of batch) if (!firsts.has(keyOf(doc))) firsts.set(keyOf(doc), doc);
+    const docs = [...firsts.values()];
     const outboxId = randomUUID();
     await store.insertOutbox({ _id: outboxId, event_ids: docs.map((d) => d._id), created_at: new Date() });
-    const repeated = await store.insertEvents(docs);
-    // A repeated idempotency key: the stored event is the answer, and its fan-out runs again (another
-    // process may have crashed before finishing it; deliveries that exist are left as they are).
-    const stored = new Map((await store.getEvents([...repeated])).map((e) => [e._id, e]));
-    const events = docs.flatMap((d) => (repeated.has(d._id) ? (stored.get(d._id) ?? []) : [d]));
+    // The unique (team, key) index refuses a key published before: the stored event is the answer, and its fan-out
+    // runs again (another process may have crashed before finishing it; deliveries that exist are left as they are).
+    const refused = await store.insertEvents(docs);
+    const repeated = docs.filter((d) => refused.has(d._id));
+    const earlier = new Map<string, EventDoc>();
+    for (const group of groupBy(repeated, (d) => d.team_id)) {
+      for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
+    }
+    const events = docs.flatMap((d) => (repeated.includes(d) ? (earlier.get(keyOf(d)) ?? []) : [d]));
     const endpointIds = await this.queueDeliveries(events);
 
     // The deliveries are durable: publishing has done what it promises. Removing the outbox entry and waking
@@ -129,8 +133,10 @@ export class EventPublisher {
       .finally(() => this.tails.delete(tail));
     this.tails.add(tail);
     return batch.map((doc) => {
-      const earlier = stored.get(doc._id);
-      return earlier ? { id: earlier._id, createdAt: earlier.created_at, duplicate: true } : { id: doc._id, createdAt: doc.created_at, duplicate: false };
+      const stored = earlier.get(keyOf(doc));
+      if (stored) return { id: stored._id, createdAt: stored.created_at, duplicate: true };
+      const first = firsts.get(keyOf(doc))!;
+      return { id: first._id, createdAt: first.created_at, duplicate: first !== doc };
     });
   }
 

@@ -1,10 +1,11 @@
 import type { AnyBulkWriteOperation, Collection, Db, Filter, UpdateFilter } from 'mongodb';
 import { Coalescer } from '../coalescer';
 import type { FieldCipher } from '../crypto/field-encryption';
-import { nameBasedUuid } from '../keys';
+import { nameBasedUuid, timeOrderedNameBasedUuid, uuidV7Millis } from '../keys';
 import { insertIgnoringDuplicates, retryTransient } from '../repositories/bulk';
 import { EncryptedFields, type Sealed } from '../repositories/encrypted-fields';
-import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../repositories/indexes';
+import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../repositories/indexes';
+import { keysetFilter } from '../repositories/pages';
 import { runOnce } from '../repositories/migrations';
 import { migrateLegacyWebhookLayout } from './legacy-layout';
 
@@ -39,9 +40,11 @@ export type Trigger = 'scheduled' | 'manual';
 export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'cancelled';
 
 export interface EventDoc {
-  /** Random, or derived from the producer's idempotency key (so one key is one `_id`: the unique guard). */
+  /** Time-ordered (UUIDv7), so the delivery log pages on it; sent as webhook-id. Earlier versions: name-based or random. */
   _id: string;
   team_id: string;
+  /** The producer's key (one domain change, one event: unique per team), or the event's own id when it gave none. */
+  idempotency_key: string;
   event_type: string;
   user_id: string | null;
   client_user_id: string | null;
@@ -92,7 +95,7 @@ export interface DeliveryDoc {
 }
 
 export interface AttemptDoc {
-  /** `attemptId(deliveryId, attempt)`: a name-based UUID. */
+  /** `attemptId(deliveryId, attempt)`: deterministic, ordered by the event's time then the attempt number. */
   _id: string;
   team_id: string;
   event_id: string;
@@ -115,8 +118,17 @@ interface DispatcherStateDoc {
 
 
 export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
-/** Deterministic per (delivery, attempt number): recording the same attempt again writes nothing. */
-export const attemptId = (deliveryIdValue: string, attempt: number) => nameBasedUuid('webhook-attempt', deliveryIdValue, String(attempt));
+/**
+ * Deterministic per (delivery, attempt number), so recording the same attempt again writes nothing. A UUIDv7 on
+ * the event's time with the attempt number as its counter: the delivery log pages attempts on `_id`, newest
+ * event first and, within an event, latest attempt first. Events of earlier versions (not v7) keep name-based ids.
+ */
+export function attemptId(deliveryIdValue: string, attempt: number): string {
+  const eventTime = uuidV7Millis(deliveryIdValue.split(':')[0]);
+  return eventTime === null
+    ? nameBasedUuid('webhook-attempt', deliveryIdValue, String(attempt))
+    : timeOrderedNameBasedUuid(eventTime, ['webhook-attempt', deliveryIdValue, String(attempt)], Math.min(attempt, 0xfff));
+}
 
 /** The envelope of the spec, exactly: the event id travels as the webhook-id header, not in the body. */
 export function envelopeOf(e: Pick<EventDoc, 'event_type' | 'team_id' | 'user_id' | 'client_user_id'> & { data: Record<string, unknown> }): string {
@@ -128,31 +140,57 @@ export function eventData(e: Pick<EventDoc, 'body'>): Record<string, unknown> {
   return (JSON.parse(e.body) as { data: Record<string, unknown> }).data;
 }
 
+/**
+ * Lists of the delivery log page on `_id` (pages.ts): events have time-ordered ids, deliveries' ids start with
+ * their event's, attempts' are ordered by their event's time; so `_id` ends each list index.
+ */
 export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
-  webhook_events: [{ key: { team_id: 1, created_at: -1 } }, { key: { team_id: 1, user_id: 1 } }, { key: { created_at: 1 }, expireAfter: 'webhookHistory' }],
+  webhook_events: [
+    // One event per producer key and team: a retried or racing publish inserts nothing twice.
+    { key: { team_id: 1, idempotency_key: 1 }, unique: true },
+    { key: { team_id: 1, _id: -1 } },
+    { key: { team_id: 1, user_id: 1, _id: -1 } },
+    { key: { created_at: 1 }, expireAfter: 'webhookHistory' },
+  ],
   webhook_outbox: [{ key: { created_at: 1 } }],
   webhook_deliveries: [
     { key: { endpoint_id: 1, status: 1, next_attempt_at: 1 } },
     { key: { status: 1, next_attempt_at: 1 } },
-    { key: { team_id: 1, endpoint_id: 1, status: 1, created_at: 1 } },
-    { key: { team_id: 1, endpoint_id: 1, created_at: -1 } },
+    { key: { team_id: 1, endpoint_id: 1, status: 1, _id: -1 } },
+    { key: { team_id: 1, endpoint_id: 1, _id: -1 } },
     { key: { team_id: 1, user_id: 1 } },
     { key: { finished_at: 1 }, expireAfter: 'webhookHistory' },
   ],
   webhook_attempts: [
-    { key: { team_id: 1, event_id: 1, timestamp: -1 } },
-    { key: { team_id: 1, endpoint_id: 1, timestamp: -1 } },
-    { key: { team_id: 1, endpoint_id: 1, event_id: 1, timestamp: -1 } },
+    { key: { team_id: 1, event_id: 1, _id: -1 } },
+    { key: { team_id: 1, endpoint_id: 1, _id: -1 } },
+    { key: { team_id: 1, endpoint_id: 1, event_id: 1, _id: -1 } },
     { key: { team_id: 1, user_id: 1 } },
     { key: { timestamp: 1 }, expireAfter: 'webhookHistory' },
   ],
   webhook_dispatchers: [],
 };
 
+/** Indexes of earlier versions (delivery-log lists sorted by time fields), dropped at start. */
+const RETIRED_WEBHOOK_STORE_INDEXES: Record<'webhook_events' | 'webhook_deliveries' | 'webhook_attempts', IndexSpec['key'][]> = {
+  webhook_events: [{ team_id: 1, created_at: -1 }, { team_id: 1, user_id: 1 }],
+  webhook_deliveries: [
+    { team_id: 1, endpoint_id: 1, status: 1, created_at: 1 },
+    { team_id: 1, endpoint_id: 1, created_at: -1 },
+  ],
+  webhook_attempts: [
+    { team_id: 1, event_id: 1, timestamp: -1 },
+    { team_id: 1, endpoint_id: 1, timestamp: -1 },
+    { team_id: 1, endpoint_id: 1, event_id: 1, timestamp: -1 },
+  ],
+};
+
 /** Every query this store issues, by collection (test/indexes.test.ts checks each is index-served). */
 export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
   webhook_events: [
-    { name: 'list events (delivery log)', filter: ['team_id'], sort: ['created_at'], residual: ['event_type', 'user_id'] },
+    { name: 'list events (delivery log)', filter: ['team_id', '_id'], sort: ['_id'], residual: ['event_type', 'created_at window'] },
+    { name: "list a user's events (delivery log)", filter: ['team_id', 'user_id', '_id'], sort: ['_id'], residual: ['event_type', 'created_at window'] },
+    { name: 'events by producer key (a repeated publish)', filter: ['team_id', 'idempotency_key'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'] },
     { name: 'reencrypt: every event, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
@@ -161,14 +199,15 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
     { name: 'due deliveries of an endpoint (dispatcher)', filter: ['endpoint_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] },
     { name: 'pending deliveries of an endpoint (drain)', filter: ['endpoint_id', 'status'] },
     { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'] },
-    { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', 'created_at'], sort: ['created_at'] },
-    { name: 'deliveries (delivery log)', filter: ['team_id', 'endpoint_id', 'created_at'], sort: ['created_at'] },
+    { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window'] },
+    { name: 'failed deliveries (recover count)', filter: ['team_id', 'endpoint_id', 'status'], residual: ['created_at window'] },
+    { name: 'deliveries (delivery log)', filter: ['team_id', 'endpoint_id', '_id'], sort: ['_id'], residual: ['created_at window'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
   ],
   webhook_attempts: [
-    { name: 'attempts of an event', filter: ['team_id', 'event_id'], sort: ['timestamp'] },
-    { name: 'attempts to an endpoint', filter: ['team_id', 'endpoint_id'], sort: ['timestamp'] },
-    { name: 'attempts of an event to an endpoint', filter: ['team_id', 'endpoint_id', 'event_id'], sort: ['timestamp'] },
+    { name: 'attempts of an event', filter: ['team_id', 'event_id', '_id'], sort: ['_id'] },
+    { name: 'attempts to an endpoint', filter: ['team_id', 'endpoint_id', '_id'], sort: ['_id'] },
+    { name: 'attempts of an event to an endpoint', filter: ['team_id', 'endpoint_id', 'event_id', '_id'], sort: ['_id'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
   ],
   webhook_dispatchers: [{ name: 'active marks of endpoints ($in, upsert by id)', filter: ['_id'] }],
@@ -181,11 +220,6 @@ export interface DeliveryChange {
   set: Partial<DeliveryDoc>;
   /** A sending run's outcome: applied only to the deliveries this claim still holds. Every change ends any claim. */
   claim?: string;
-}
-
-export interface Page<T> {
-  items: T[];
-  next: T | null;
 }
 
 /** `created_at` in [since, until). */
@@ -227,6 +261,18 @@ export class WebhookStore {
 
   async ensureIndexes(retention?: Retention): Promise<void> {
     await runOnce(this.db, 'webhook-store-per-delivery', () => migrateLegacyWebhookLayout(this.db, this));
+    // Events of earlier versions carry no key (their id was derived from it): each becomes its own key, once,
+    // before the unique index needs one per document.
+    await runOnce(this.db, 'webhook-events-idempotency-key', async () => {
+      for (;;) {
+        const page = await this.events.find({ idempotency_key: { $not: { $type: 'string' } } }, { projection: { _id: 1 } }).limit(1000).toArray();
+        if (!page.length) return;
+        await this.events.bulkWrite(page.map((e) => ({ updateOne: { filter: { _id: e._id }, update: { $set: { idempotency_key: e._id } } } })), { ordered: false });
+      }
+    });
+    await dropIndexes(this.events, RETIRED_WEBHOOK_STORE_INDEXES.webhook_events);
+    await dropIndexes(this.deliveries, RETIRED_WEBHOOK_STORE_INDEXES.webhook_deliveries);
+    await dropIndexes(this.attempts, RETIRED_WEBHOOK_STORE_INDEXES.webhook_attempts);
     await createIndexes(this.events, WEBHOOK_STORE_INDEXES.webhook_events, retention);
     await createIndexes(this.outbox, WEBHOOK_STORE_INDEXES.webhook_outbox);
     await createIndexes(this.deliveries, WEBHOOK_STORE_INDEXES.webhook_deliveries, retention);
@@ -235,9 +281,15 @@ export class WebhookStore {
 
   // ---------------------------------------------------------------- events and outbox (publisher)
 
-  /** Inserts new events; returns the ids that already existed (idempotent repeats). */
+  /** Inserts new events; returns the ids of those whose key the team had already published (idempotent repeats). */
   insertEvents(docs: EventDoc[]): Promise<Set<string>> {
     return insertIgnoringDuplicates(this.events, docs.map((doc) => this.sealedBody.seal(doc._id, doc)));
+  }
+
+  /** The stored events of one team with these producer keys. */
+  async findEventsByKeys(teamId: string, keys: string[]): Promise<EventDoc[]> {
+    if (!keys.length) return [];
+    return (await this.events.find({ team_id: teamId, idempotency_key: { $in: keys } }).toArray()).map((doc) => this.openEvent(doc));
   }
 
   /** A stored event with its body decrypted (the shape the rest of the code uses). */
@@ -367,7 +419,11 @@ export class WebhookStore {
 
   /** Failed deliveries of an endpoint created in [since, until), oldest first (recover). */
   async failedDeliveryIds(teamId: string, endpointId: string, q: { since?: Date; until?: Date }, limit: number): Promise<string[]> {
-    const docs = await this.deliveries.find(failedWithin(teamId, endpointId, q), { projection: { _id: 1 } }).sort({ created_at: 1 }).limit(limit).toArray();
+    const docs = await this.deliveries
+      .find(keysetFilter(failedWithin(teamId, endpointId, q), 1), { projection: { _id: 1 } })
+      .sort({ _id: 1 })
+      .limit(limit)
+      .toArray();
     return docs.map((d) => d._id);
   }
 

@@ -1,0 +1,48 @@
+import type { Collection, Document, Filter } from 'mongodb';
+
+/**
+ * Keyset pages on `_id`. Lists in recency order page on time-ordered `_id`s (UUIDv7): on DocumentDB an index
+ * serves a sort only when it is on `_id` and the filter bounds `_id` (architecture rule 2), so every list
+ * index ends in `_id` and every page query carries an `_id` bound.
+ */
+
+/** A page and whether another follows (the query reads one more than the page). */
+export interface Page<T> {
+  items: T[];
+  more: boolean;
+}
+
+/** Past every UUID in `_id` order, and before every one: a first page's bound. (DocumentDB drops a bound of ''.) */
+const ID_AFTER_ALL = '~';
+const ID_BEFORE_ALL = '-';
+
+/**
+ * A list's filter bounded on `_id`, strictly past `after` in the list's direction, or past a sentinel on the
+ * first page. DocumentDB reads an `_id`-sorted page from an index only when the filter bounds `_id`
+ * (architecture rule 2); MongoDB is indifferent. Keeps an `_id` condition the filter already has (`$in`).
+ */
+export function keysetFilter<F extends Document>(filter: F, direction: 1 | -1, after?: string): F {
+  const bound = direction === -1 ? { $lt: after ?? ID_AFTER_ALL } : { $gt: after ?? ID_BEFORE_ALL };
+  const existing = (filter as Document)._id as Document | undefined;
+  return { ...filter, _id: existing ? { ...existing, ...bound } : bound };
+}
+
+/** One page of `filter`'s matches in `_id` order (`direction`), strictly after the id `after` when given. */
+export async function pageById<T extends { _id: string }>(
+  coll: Collection<T>,
+  filter: Filter<T>,
+  direction: 1 | -1,
+  after: string | null,
+  limit: number,
+): Promise<Page<T>> {
+  const docs = (await pageQuery(coll, filter, direction, after, limit).toArray()) as T[];
+  return { items: docs.slice(0, limit), more: docs.length > limit };
+}
+
+/** The query of `pageById` (one more than the page, to know if another follows); tests `explain` it. */
+export function pageQuery<T extends { _id: string }>(coll: Collection<T>, filter: Filter<T>, direction: 1 | -1, after: string | null, limit: number) {
+  return coll
+    .find(keysetFilter(filter as Document, direction, after ?? undefined) as Filter<T>)
+    .sort({ _id: direction })
+    .limit(limit + 1);
+}
