@@ -65,7 +65,9 @@ test('SIGKILL of the worker mid-pull loses nothing and duplicates nothing', asyn
   const yesterday = addDays(today, -1);
   for (const resource of ['heartrate', 'steps', 'weight']) {
     const expected = generateDemoData({ seed: `${userId}:fitbit`, provider: 'fitbit', resource, startDate: start, endDate: yesterday, timezoneOffsetSeconds: 0 }).samples.length;
-    const stored = await app.inspect.collection('samples').countDocuments({ user_id: userId, resource, timestamp: { $gte: new Date(`${start}T00:00:00Z`), $lt: new Date(`${today}T00:00:00Z`) } });
+    // Day buckets (one per day and source), one slot per sample timestamp.
+    const buckets = await app.inspect.collection('sample_buckets').find({ user_id: userId, resource, day: { $gte: new Date(`${start}T00:00:00Z`), $lt: new Date(`${today}T00:00:00Z`) } }).toArray();
+    const stored = buckets.reduce((n, b) => n + Object.keys(b.samples).length, 0);
     expect({ resource, stored }).toEqual({ resource, stored: expected });
   }
 }, 300000);

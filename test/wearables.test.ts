@@ -151,7 +151,12 @@ describe('a demo connection', () => {
 
     // Lose yesterday's data; the next sync fetches yesterday and today again and announces what it restores.
     const yesterday = addDays(today, -1);
-    await app.inspect.collection('samples').deleteMany({ user_id: userId, resource: 'heartrate', timestamp: { $gte: new Date(`${yesterday}T00:00:00Z`), $lt: new Date(`${yesterday}T06:00:00Z`) } });
+    // Samples live in day buckets, one slot per timestamp (ms into the day): empty the slots of 00:00-06:00.
+    for (const bucket of await app.inspect.collection('sample_buckets').find({ user_id: userId, resource: 'heartrate', day: new Date(`${yesterday}T00:00:00Z`) }).toArray()) {
+      const lost = Object.keys(bucket.samples).filter((slot) => Number(slot) < 6 * 3_600_000);
+      expect(lost.length).toBeGreaterThan(0);
+      await app.inspect.collection('sample_buckets').updateOne({ _id: bucket._id }, { $unset: Object.fromEntries(lost.map((slot) => [`samples.${slot}`, ''])) });
+    }
     await app.inspect.collection('summaries').deleteMany({ user_id: userId, resource: 'activity', calendar_date: yesterday });
     // A day far outside the provider's history window, as a connection years old would have recorded it.
     await app.inspect.collection('historical_pulls').updateMany({ user_id: userId }, { $push: { data_days: '2000-01-01' } as never });
@@ -249,7 +254,7 @@ describe('SDK ingestion', () => {
     expect(res.status).toBe(422);
     const locs = res.body.detail.map((d: any) => d.loc.join('.'));
     expect(locs).toEqual(expect.arrayContaining(['body.samples.1.value', 'body.samples.2.resource', 'body.samples.3.start', 'body.summaries.0.bedtime_start']));
-    expect(await app.inspect.collection('samples').countDocuments({ user_id: userId })).toBe(0);
+    expect(await app.inspect.collection('sample_buckets').countDocuments({ user_id: userId })).toBe(0);
     const pulled = await client.post(`/v2/ingest/${userId}`, { provider: 'oura', samples: [heartrate(1, 60)] });
     expect(pulled.status).toBe(422);
     expect(pulled.body.detail[0].loc).toEqual(['body', 'provider']);
@@ -438,7 +443,7 @@ describe('events and erasure', () => {
       const result = await shortGrace.deps.temporal.client.workflow.getHandle(`user-deletion:${userId}`).result();
       expect(result.erased.connections).toBe(2);
       expect(result.erased.wearable_data).toBeGreaterThan(2);
-      for (const name of ['samples', 'summaries', 'historical_pulls', 'connections', 'link_tokens']) {
+      for (const name of ['sample_buckets', 'summaries', 'historical_pulls', 'connections', 'link_tokens']) {
         expect({ name, left: await shortGrace.inspect.collection(name).countDocuments({ user_id: userId }) }).toEqual({ name, left: 0 });
       }
     } finally {

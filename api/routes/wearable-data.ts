@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { notFound, ValidationError } from '../../lib/errors';
 import { publicBaseUrl } from '../../lib/config';
-import type { SampleDoc } from '../../lib/repositories/wearable-data';
 import { connectProvider } from '../../lib/wearables/connections';
 import { ingestProviderData } from '../../lib/wearables/ingest';
 import type { SampleInput, SummaryInput, SummaryResource, WorkoutStream } from '../../lib/wearables/model';
@@ -30,6 +29,7 @@ import {
 } from '../../schemas/wearables';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
+import { decodeCursor, encodeCursor } from '../services/cursors';
 import { activeUser } from './users';
 
 const errors = {
@@ -204,10 +204,12 @@ export const wearableDataRoutes = [
       if (!resource) throw notFound(`Unknown timeseries resource '${params.resource}'.`);
       await activeUser(deps, auth.teamId, params.user_id);
       const { from, to } = dateRange(query);
-      const after = decodeCursor(query.next_cursor ?? query.cursor);
+      const position = decodeCursor<{ at: number; after: string }>(query.next_cursor ?? query.cursor, { at: 'number', after: 'string' });
+      const after = position ? { timestamp: new Date(position.at), id: position.after } : undefined;
       const docs = await deps.repos.wearableData.findSamples({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined, after, limit: GROUPED_PAGE + 1 });
       const page = docs.slice(0, GROUPED_PAGE);
-      const next = docs.length > GROUPED_PAGE ? encodeCursor(page[page.length - 1]) : null;
+      const last = page[page.length - 1];
+      const next = docs.length > GROUPED_PAGE ? encodeCursor({ at: last.timestamp.getTime(), after: last._id }) : null;
       const base = publicBaseUrl(deps.config);
       const groups: Record<string, { source: unknown; data: unknown[] }[]> = {};
       const bySource = new Map<string, { source: unknown; data: unknown[] }>();
@@ -245,16 +247,3 @@ export const wearableDataRoutes = [
     },
   }),
 ];
-
-function encodeCursor(doc: SampleDoc): string {
-  return Buffer.from(`${doc.timestamp.getTime()}|${doc._id}`).toString('base64url');
-}
-
-function decodeCursor(cursor: string | undefined): { timestamp: Date; id: string } | undefined {
-  if (!cursor) return undefined;
-  const [ms, ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  const timestamp = new Date(Number(ms));
-  if (!rest.length || Number.isNaN(timestamp.getTime())) throw ValidationError.field(['query', 'next_cursor'], 'Invalid cursor: pass next_cursor from the previous page unchanged.');
-  return { timestamp, id: rest.join('|') };
-}
-

@@ -86,8 +86,8 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
 
   const summaryDocs = summaries.map((s) => toSummaryDoc(teamId, user, provider, sourceType, s, ingestKey, now, zone));
   const sampleDocs = samples.map((s) => toSampleDoc(teamId, user._id, provider, sourceType, s, ingestKey, now));
-  const summaryOutcome = await upsertBatch(repos.wearableData.summaries, summaryDocs, sameSummary, repos);
-  const sampleOutcome = await upsertBatch(repos.wearableData.samples, sampleDocs, sameSample, repos);
+  const summaryOutcome = await upsertSummaries(summaryDocs, repos);
+  const sampleOutcome = await upsertSamples(sampleDocs, repos);
 
   const source = sourceView(deps.providers, publicBaseUrl(deps.config), provider, sourceType);
   const envelope = { teamId, userId: user._id, clientUserId: user.client_user_id };
@@ -207,28 +207,24 @@ function canonical(value: unknown): string {
 }
 
 /**
- * Inserts the new documents, replaces the changed ones and returns what to announce: the created and updated
+ * Inserts the new summaries, replaces the changed ones and returns what to announce: the created and updated
  * documents, plus those this same batch wrote on an earlier try (found by their `ingest_key`).
  */
-async function upsertBatch<T extends (SummaryDoc | SampleDoc) & IngestMark>(
-  coll: import('mongodb').Collection<T>,
-  docs: T[],
-  same: (a: T, b: T) => boolean,
-  repos: Repositories,
-): Promise<{ counts: Counts; announced: T[] }> {
+async function upsertSummaries(docs: SummaryDoc[], repos: Repositories): Promise<{ counts: Counts; announced: SummaryDoc[] }> {
+  const data = repos.wearableData;
   const counts: Counts = { created: 0, updated: 0, unchanged: 0 };
   const unique = [...new Map(docs.map((d) => [d._id, d])).values()]; // the same key twice in a batch: the last one
-  const existingIds = await repos.wearableData.insertNew(coll, unique);
+  const existingIds = await data.insertNew(data.summaries, unique);
   const announced = unique.filter((d) => !existingIds.has(d._id));
   counts.created = announced.length;
   if (!existingIds.size) return { counts, announced };
 
-  const stored = new Map((await repos.wearableData.getByIds(coll, [...existingIds])).map((d) => [d._id, d as T]));
-  const replacements: T[] = [];
+  const stored = new Map((await data.getByIds(data.summaries, [...existingIds])).map((d) => [d._id, d]));
+  const replacements: SummaryDoc[] = [];
   for (const doc of unique) {
     if (!existingIds.has(doc._id)) continue;
     const old = stored.get(doc._id);
-    if (old && same(old, doc)) {
+    if (old && sameSummary(old, doc)) {
       // Written by this same batch before (a retry after a crash, or a resend): announced again under the same
       // idempotency keys, so an announcement lost in a crash is made and a repeat publishes nothing new.
       if (old.ingest_key === doc.ingest_key) announced.push(old);
@@ -237,9 +233,30 @@ async function upsertBatch<T extends (SummaryDoc | SampleDoc) & IngestMark>(
     }
     replacements.push({ ...doc, change: 'updated', created_at: old?.created_at ?? doc.created_at });
   }
-  await repos.wearableData.replaceAll(coll, replacements);
+  await data.replaceAll(data.summaries, replacements);
   counts.updated += replacements.length;
   announced.push(...replacements);
+  return { counts, announced };
+}
+
+/**
+ * Writes samples into their day buckets (one conditional write per bucket: a changed value replaces its slot)
+ * and returns what to announce, as upsertSummaries does: created and updated samples, plus those this same
+ * batch wrote on an earlier try.
+ */
+async function upsertSamples(docs: SampleDoc[], repos: Repositories): Promise<{ counts: Counts; announced: SampleDoc[] }> {
+  const counts: Counts = { created: 0, updated: 0, unchanged: 0 };
+  const announced: SampleDoc[] = [];
+  const batchKey = docs[0]?.ingest_key; // one content hash per batch
+  const writes = await repos.wearableData.writeSlots(docs, (stored, incoming) =>
+    sameSample(stored, incoming) ? null : { ...incoming, change: 'updated', created_at: stored.created_at },
+  );
+  for (const write of writes) {
+    counts[write.outcome] += 1;
+    if (write.outcome !== 'unchanged') announced.push(write.sample);
+    // Written by this same batch before (a retry after a crash, or a resend): announced again under the same keys.
+    else if (write.stored!.ingest_key === batchKey) announced.push(write.stored!);
+  }
   return { counts, announced };
 }
 

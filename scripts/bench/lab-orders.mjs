@@ -55,7 +55,7 @@ function cloneOrder(template, teamId, i, createdAt = new Date()) {
     ...template,
     _id: id,
     team_id: teamId,
-    sample_id: `BENCH${String(i).padStart(10, '0')}-${id.slice(0, 8)}`,
+    sample_id: `BENCH${String(i).padStart(10, '0')}-${id.slice(-12)}`, // the random end of a v7 id
     order_transaction_id: randomUUID(),
     details_id: randomUUID(),
     created_at: createdAt,

@@ -1,11 +1,12 @@
 // Wearable-data scenarios of `npm run bench` (BENCH_SUITES=wearables), each against the raw driver doing the
-// same database work in the same run:
-//   - ingestion: POST /v2/ingest/{user_id} with batches of BENCH_WEARABLE_BATCH (1000) new heartrate samples,
-//     validated, stored and announced (daily.data.heartrate.created events published), vs a raw insertMany of the
-//     same documents into a scratch collection with the same index;
+// same database work in the same run. Samples are stored in day buckets (lib/repositories/wearable-data.ts).
+//   - ingestion: POST /v2/ingest/{user_id} with batches of BENCH_WEARABLE_BATCH (1000) new minute heartrate samples,
+//     validated, stored and announced (daily.data.heartrate.created events published), vs a raw upsert of the
+//     same slots into the same day buckets of a scratch collection with the same index;
 //   - reads: GET /v2/timeseries/{user_id}/heartrate over 30 days for one of BENCH_WEARABLE_USERS (100) users whose
-//     data is stored (BENCH_WEARABLE_SAMPLES_PER_DAY per user and day, default 48: 144,000 stored), vs a raw find of
-//     the same filter, one reader at a time (BENCH_WEARABLE_READ_CONCURRENCY). 1440 is minute heart rate.
+//     data is stored (BENCH_WEARABLE_SAMPLES_PER_DAY per user and day, default 1440: minute heart rate, 4,320,000
+//     stored), vs a raw find of the same buckets turned into the same JSON array, one reader at a time
+//     (BENCH_WEARABLE_READ_CONCURRENCY).
 // Also reports the api's and the worker's peak memory (VmHWM).
 import { readFileSync } from 'node:fs';
 import { httpClient, measure, numberEnv } from './load.mjs';
@@ -13,13 +14,15 @@ import { httpClient, measure, numberEnv } from './load.mjs';
 const settings = () => ({
   batch: numberEnv('BENCH_WEARABLE_BATCH', 1000, { integer: true, min: 1 }),
   users: numberEnv('BENCH_WEARABLE_USERS', 100, { integer: true, min: 1 }),
-  perDay: numberEnv('BENCH_WEARABLE_SAMPLES_PER_DAY', 48, { integer: true, min: 1 }),
+  perDay: numberEnv('BENCH_WEARABLE_SAMPLES_PER_DAY', 1440, { integer: true, min: 1 }),
   concurrency: numberEnv('BENCH_WEARABLE_CONCURRENCY', 4, { integer: true, min: 1 }),
   readConcurrency: numberEnv('BENCH_WEARABLE_READ_CONCURRENCY', 1, { integer: true, min: 1 }),
 });
 export const wearableSettings = () => void settings();
 
 const DAY = 86_400_000;
+/** Ingested samples are a minute apart (minute heart rate), as the stored ones. */
+const MINUTE = 60_000;
 const peakMb = (pid) => {
   try {
     const m = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -29,26 +32,45 @@ const peakMb = (pid) => {
   }
 };
 
-/** A stored sample as lib/wearables/ingest.ts writes it (SampleDoc). */
-function sampleDoc(teamId, userId, ms, value) {
+/** A stored sample as a bucket slot holds it (StoredSample). */
+function storedSample(value) {
+  return { value, unit: 'bpm', type: null, timezone_offset: 0, ingest_key: 'bench', change: 'created' };
+}
+
+/** A day bucket of one user's heart rate as lib/repositories/wearable-data.ts writes it (SampleBucketDoc). */
+function bucketDoc(teamId, userId, dayStart, perDay) {
+  const step = DAY / perDay;
+  const samples = {};
+  for (let k = 0; k < perDay; k++) samples[String(Math.round(k * step))] = storedSample(60 + (k % 40));
   const now = new Date();
   return {
-    _id: `${userId}:heartrate:apple_health_kit:watch:${ms}`,
+    _id: `${userId}:heartrate:apple_health_kit:watch:${new Date(dayStart).toISOString().slice(0, 10)}`,
     team_id: teamId,
     user_id: userId,
     resource: 'heartrate',
     provider: 'apple_health_kit',
     source_type: 'watch',
-    timestamp: new Date(ms),
-    value,
-    unit: 'bpm',
-    type: null,
-    timezone_offset: 0,
-    ingest_key: 'bench',
-    change: 'created',
+    day: new Date(dayStart),
+    samples,
+    version: 1,
     created_at: now,
     updated_at: now,
   };
+}
+
+/** What a reader does with buckets: the samples of [from, to] in time order, as the API's JSON (sampleView). */
+function samplesJson(buckets, from, to) {
+  const out = [];
+  for (const b of buckets) {
+    const base = b.day.getTime();
+    for (const [slot, s] of Object.entries(b.samples)) {
+      const t = base + Number(slot);
+      if (t < from || t > to) continue;
+      out.push({ t, view: { timestamp: new Date(t).toISOString(), timezone_offset: s.timezone_offset, type: s.type, unit: s.unit, value: s.value } });
+    }
+  }
+  out.sort((a, b) => a.t - b.t);
+  return JSON.stringify(out.map((o) => o.view));
 }
 
 export async function wearableSuite(env, { log = console.log } = {}) {
@@ -56,20 +78,20 @@ export async function wearableSuite(env, { log = console.log } = {}) {
   const client = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey } });
   const teamId = env.tenant.teamId;
   const now = Date.now();
-  const start = now - 30 * DAY;
+  const today = Math.floor(now / DAY) * DAY;
+  const start = today - 30 * DAY;
   try {
-    log(`bench: wearables: creating ${s.users} users and storing ${30 * s.perDay} samples each (raw insertMany, not measured)...`);
+    log(`bench: wearables: creating ${s.users} users and storing 30 day buckets of ${s.perDay} samples each (raw insertMany, not measured)...`);
     const users = [];
     for (let i = 0; i < s.users; i++) {
       const res = await client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `bench-wearer-${env.runId}-${i}` }, json: true });
       users.push(res.json.user_id);
-      const step = DAY / s.perDay;
-      const docs = Array.from({ length: 30 * s.perDay }, (_, k) => sampleDoc(teamId, users[i], start + k * step, 60 + (k % 40)));
-      await env.db.collection('samples').insertMany(docs, { ordered: false });
+      const docs = Array.from({ length: 30 }, (_, d) => bucketDoc(teamId, users[i], start + d * DAY, s.perDay));
+      await env.db.collection('sample_buckets').insertMany(docs, { ordered: false });
       if ((i + 1) % 20 === 0) log(`bench: wearables: ${i + 1}/${s.users} users stored`);
     }
-    const scratch = env.db.collection('bench_raw_samples');
-    await scratch.createIndex({ team_id: 1, user_id: 1, resource: 1, timestamp: 1, _id: 1 });
+    const scratch = env.db.collection('bench_raw_sample_buckets');
+    await scratch.createIndex({ team_id: 1, user_id: 1, resource: 1, day: 1 });
 
     // Reads first, on exactly the data seeded above (ingestion adds more).
     const pick = () => users[Math.floor(Math.random() * users.length)];
@@ -81,33 +103,53 @@ export async function wearableSuite(env, { log = console.log } = {}) {
       fn: () => client.expect(200, 'GET', `/v2/timeseries/${pick()}/heartrate?start_date=${startDate}`),
     });
     const rawFind = await measure({
-      name: 'raw find of the same 30 days',
+      name: 'raw find of the same 30 day buckets, turned into the same JSON',
       concurrency: s.readConcurrency,
       log,
-      fn: () =>
-        env.db
-          .collection('samples')
-          .find({ team_id: teamId, user_id: pick(), resource: 'heartrate', timestamp: { $gte: new Date(`${startDate}T00:00:00Z`), $lte: new Date(now + DAY) } })
-          .sort({ timestamp: 1, _id: 1 })
-          .toArray(),
+      fn: async () => {
+        const to = today + DAY - 1;
+        const buckets = await env.db
+          .collection('sample_buckets')
+          .find({ team_id: teamId, user_id: pick(), resource: 'heartrate', day: { $gte: new Date(start), $lte: new Date(today) } })
+          .sort({ day: 1 })
+          .toArray();
+        return samplesJson(buckets, start, to);
+      },
     });
     const ingestUser = (await client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `bench-ingest-${env.runId}` }, json: true })).json.user_id;
     const rawUser = `raw-${env.runId}`;
-    const base = now - 20 * DAY;
+    const base = now - 120 * DAY; // room for the batches of the run, a minute apart, before today
     const ingest = await measure({
       name: `POST /v2/ingest, ${s.batch} new samples per batch`,
       concurrency: s.concurrency,
       log,
       fn: ({ seq }) => {
-        const samples = Array.from({ length: s.batch }, (_, i) => ({ resource: 'heartrate', timestamp: new Date(base + (seq * s.batch + i) * 1000).toISOString(), value: 60 + (i % 40) }));
+        const samples = Array.from({ length: s.batch }, (_, i) => ({ resource: 'heartrate', timestamp: new Date(base + (seq * s.batch + i) * MINUTE).toISOString(), value: 60 + (i % 40) }));
         return client.expect(200, 'POST', `/v2/ingest/${ingestUser}`, { body: { provider: 'apple_health_kit', source_type: 'watch', samples } });
       },
     });
     const rawInsert = await measure({
-      name: `raw insertMany of ${s.batch} sample documents`,
+      name: `raw upsert of ${s.batch} samples into their day buckets (one update per bucket)`,
       concurrency: s.concurrency,
       log,
-      fn: ({ seq }) => scratch.insertMany(Array.from({ length: s.batch }, (_, i) => sampleDoc(teamId, rawUser, base + (seq * s.batch + i) * 1000, 60 + (i % 40))), { ordered: false }),
+      fn: async ({ seq }) => {
+        const byBucket = new Map();
+        for (let i = 0; i < s.batch; i++) {
+          const t = base + (seq * s.batch + i) * MINUTE;
+          const day = Math.floor(t / DAY) * DAY;
+          if (!byBucket.has(day)) byBucket.set(day, {});
+          byBucket.get(day)[`samples.${t - day}`] = storedSample(60 + (i % 40));
+        }
+        await Promise.all(
+          [...byBucket].map(([day, slots]) =>
+            scratch.updateOne(
+              { _id: `${rawUser}:heartrate:apple_health_kit:watch:${new Date(day).toISOString().slice(0, 10)}` },
+              { $set: slots, $inc: { version: 1 }, $setOnInsert: { team_id: teamId, user_id: rawUser, resource: 'heartrate', day: new Date(day) } },
+              { upsert: true },
+            ),
+          ),
+        );
+      },
     });
 
     await scratch.drop().catch(() => {});
@@ -116,13 +158,13 @@ export async function wearableSuite(env, { log = console.log } = {}) {
     return {
       results: [ingest, rawInsert, read, rawFind],
       ratios: [
-        { name: 'SDK ingestion / raw insertMany (samples/s)', of: ingest, to: rawInsert, target: 0.5 },
-        { name: '30-day timeseries read / raw find', of: read, to: rawFind, target: 0.5 },
+        { name: 'SDK ingestion / raw bucket upserts (samples/s)', of: ingest, to: rawInsert, target: 0.5 },
+        { name: '30-day timeseries read / raw find + JSON', of: read, to: rawFind, target: 0.5 },
         { name: '30-day read p99 (ms), raw find p99 in the notes', value: read.p99Ms, target: null, unit: 'ms', kind: 'info' },
       ],
       notes: [
-        `ingestion: ${samplesPerSecond(ingest)} samples/s through the API vs ${samplesPerSecond(rawInsert)} samples/s raw insertMany; ${events} daily.data events published for the ingested user`,
-        `30-day read: p50 ${read.p50Ms} ms, p99 ${read.p99Ms} ms vs raw find p50 ${rawFind.p50Ms} ms, p99 ${rawFind.p99Ms} ms (${s.users} users' data stored)`,
+        `ingestion: ${samplesPerSecond(ingest)} samples/s through the API vs ${samplesPerSecond(rawInsert)} samples/s raw bucket upserts; ${events} daily.data events published for the ingested user`,
+        `30-day read of ${30 * s.perDay} samples: p50 ${read.p50Ms} ms, p99 ${read.p99Ms} ms vs raw find + JSON p50 ${rawFind.p50Ms} ms, p99 ${rawFind.p99Ms} ms (${s.users} users' data stored: ${s.users * 30} buckets, ${s.users * 30 * s.perDay} samples)`,
         `peak memory (VmHWM): api ${peakMb(env.children.api.pid)} MB, worker ${peakMb(env.children.worker.pid)} MB`,
       ],
     };
