@@ -115,3 +115,11 @@ test('samples stored one per document by earlier versions move into buckets once
     await legacy.drop();
   }
 });
+
+test('a write reports its slots in the order given, bucket by bucket, whatever order the buckets finished in', async () => {
+  const days = [2, 0, 1].map((d) => sample('u-order', d * 1440 + 7, 60)); // three days, the first given is the latest
+  const writes = await repo.writeSlots(days, replaceIfChanged);
+  expect(writes.map((w) => w.sample._id)).toEqual(days.map((d) => d._id));
+  const again = await repo.writeSlots([...days].reverse(), replaceIfChanged);
+  expect(again.map((w) => w.sample._id)).toEqual([...days].reverse().map((d) => d._id));
+});

@@ -27,7 +27,9 @@ export const stopConnectionSignal = defineSignal('stopConnection');
 
 const acts = proxyActivities<WearableActivities>({
   startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '2 minutes',
+  // A pull heartbeats after each run of days it stores (seconds apart): a pull on a worker that died is retried
+  // elsewhere this long after its last heartbeat.
+  heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 

@@ -206,7 +206,7 @@ export class WearableDataRepository {
       if (!byBucket.has(id)) byBucket.set(id, new Map());
       byBucket.get(id)!.set(slotOf(sample.timestamp), sample); // the same timestamp twice: the last one
     }
-    const results: SlotWrite[] = [];
+    const written = new Map<string, SlotWrite[]>();
     let pending = [...byBucket.keys()];
     for (let round = 0; pending.length; round++) {
       if (round === 20) throw new Error(`sample buckets kept changing under this write: ${pending.slice(0, 3).join(', ')}`);
@@ -267,12 +267,14 @@ export class WearableDataRepository {
             );
             if (!matchedCount) return void lost.push(id);
           }
-          results.push(...writes);
+          written.set(id, writes);
         }),
       );
       pending = lost;
     }
-    return results;
+    // In bucket order, each bucket's slots in the order given (not the order the writes finished): callers derive
+    // idempotency keys from positions, so a retried batch must see the same order.
+    return [...byBucket.keys()].flatMap((id) => written.get(id)!);
   }
 
   /** The stored documents with these ids. */

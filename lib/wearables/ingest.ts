@@ -269,7 +269,8 @@ function sampleEvents(docs: SampleDoc[], deps: IngestDeps, source: SourceView, u
     groups.set(key, [...(groups.get(key) ?? []), doc]);
   }
   const events: { eventType: string; data: Record<string, unknown>; idempotencyKey: string }[] = [];
-  for (const [key, group] of groups) {
+  // Keys are numbered in a fixed order (by resource and change), so a retried batch publishes under the same keys.
+  for (const [key, group] of [...groups].sort(([a], [b]) => (a < b ? -1 : 1))) {
     group.sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime() || (a._id < b._id ? -1 : 1));
     let chunk: Record<string, unknown>[] = [];
     let bytes = 0;

@@ -63,6 +63,20 @@ function cloneOrder(template, teamId, i, createdAt = new Date()) {
   };
 }
 
+/** A plan's nodes, outermost first: `Limit > Sort > Index Scan (team_id_1__id_-1)`. */
+function planSummary(explain) {
+  const nodes = [];
+  const walk = (n) => {
+    if (Array.isArray(n)) return n.forEach(walk);
+    if (!n || typeof n !== 'object') return;
+    if (typeof n['Node Type'] === 'string' && n['Node Type'] !== 'Custom Scan') nodes.push(n['Index Name'] ? `${n['Node Type']} (${n['Index Name']})` : n['Node Type']);
+    if (typeof n.stage === 'string') nodes.push(n.indexName ? `${n.stage} (${n.indexName})` : n.stage);
+    Object.values(n).forEach(walk);
+  };
+  walk(explain.queryPlanner ?? explain);
+  return nodes.join(' > ') || 'unknown';
+}
+
 /** Waits (printing progress) until no order of the team is still waiting for its dispatch. */
 async function drainOrderWorkflows(orders, teamId, log) {
   const deadline = Date.now() + 5 * 60_000;
@@ -194,6 +208,15 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
         fn: () => lister.expect(200, 'GET', '/v3/orders?page=2&size=50&status=ordered&interpretation=unknown'),
       });
       listResults.push(rawList, list, rawCursorPage, cursorPage, listByStatus);
+      // Where the time goes: the store's plan of each page query (DocumentDB: PostgreSQL plan nodes; MongoDB: stages).
+      for (const [label, filter] of [
+        ['first page', { team_id: listTeam._id, _id: { $lt: '~' } }],
+        ['cursor page', { team_id: listTeam._id, _id: { $lt: middle } }],
+        ['status page', { team_id: listTeam._id, low_level_status: { $in: ['ordered'] }, interpretation: null, _id: { $lt: '~' } }],
+      ]) {
+        const plan = await orders.find(filter).sort({ _id: -1 }).limit(51).explain('queryPlanner');
+        log(`bench: plan of the ${label} at ${size} orders: ${planSummary(plan)}`);
+      }
       // One reader in a closed loop: its rate is 1 / latency, and at a few requests per window the rounded
       // req/s would hide the difference, so these ratios compare median latencies.
       const medianRatio = (of, to) => (of.p50Ms && to.p50Ms ? Math.round((to.p50Ms / of.p50Ms) * 100) / 100 : null);
