@@ -130,10 +130,22 @@ export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'sample_buckets' |
   workout_streams: [{ name: "erase a user's workout streams", filter: ['team_id', 'user_id'] }],
 };
 
-/** A sample less its identity: what its bucket slot holds. */
+/**
+ * A sample less its identity: what its bucket slot holds. The common values are left out (a null `type`, the
+ * `change` 'created'): a month of minute samples is 43,200 slots, and their bytes are most of a read.
+ */
 function storedPart(sample: SampleDoc): StoredSample {
   const { _id, team_id, user_id, resource, provider, source_type, timestamp, created_at, updated_at, ...stored } = sample;
-  return stored;
+  const slot: Partial<StoredSample> = { ...stored };
+  if (slot.type === null) delete slot.type;
+  if (slot.change === 'created') delete slot.change;
+  for (const key of Object.keys(slot) as (keyof StoredSample)[]) if (slot[key] === undefined) delete slot[key];
+  return slot as StoredSample;
+}
+
+/** A slot as stored, with the values `storedPart` leaves out put back. */
+function openSlot(slot: StoredSample): StoredSample {
+  return { ...slot, type: slot.type ?? null, change: slot.change ?? 'created' };
 }
 
 /** Whose sample, of what, when: what its bucket and slot say. */
@@ -228,7 +240,7 @@ export class WearableDataRepository {
               set[slot] = storedPart(sample);
               continue;
             }
-            const current: SampleDoc = { ...previous, ...identityOf(sample), created_at: bucket!.created_at, updated_at: bucket!.updated_at };
+            const current: SampleDoc = { ...openSlot(previous), ...identityOf(sample), created_at: bucket!.created_at, updated_at: bucket!.updated_at };
             const next = onlyMissing ? null : decide(current, sample);
             if (!next) {
               writes.push({ sample: current, outcome: 'unchanged', stored: current });
@@ -345,10 +357,10 @@ export class WearableDataRepository {
           systolic: stored.systolic,
           diastolic: stored.diastolic,
           unit: stored.unit,
-          type: stored.type,
+          type: stored.type ?? null,
           timezone_offset: stored.timezone_offset,
           ingest_key: stored.ingest_key,
-          change: stored.change,
+          change: stored.change ?? 'created',
           created_at: bucket.created_at,
           updated_at: bucket.updated_at,
         });

@@ -82,7 +82,8 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
   const streams = req.data.workout_streams;
   const dropped = req.data.summaries.length - summaries.length + req.data.samples.length - samples.length;
   const sourceType = req.data.source_type || 'unknown';
-  const ingestKey = sha256(JSON.stringify({ teamId, userId: user._id, provider, sourceType, summaries, samples, streams }));
+  // 96 bits of the content hash: ample to tell one user's batches apart, and every stored sample carries it.
+  const ingestKey = sha256(JSON.stringify({ teamId, userId: user._id, provider, sourceType, summaries, samples, streams })).slice(0, 24);
 
   const summaryDocs = summaries.map((s) => toSummaryDoc(teamId, user, provider, sourceType, s, ingestKey, now, zone));
   const sampleDocs = samples.map((s) => toSampleDoc(teamId, user._id, provider, sourceType, s, ingestKey, now));

@@ -34,7 +34,8 @@ const peakMb = (pid) => {
 
 /** A stored sample as a bucket slot holds it (StoredSample). */
 function storedSample(value) {
-  return { value, unit: 'bpm', type: null, timezone_offset: 0, ingest_key: 'bench', change: 'created' };
+  // A null type and the change 'created' are left out, as the repository stores them; a 24-character ingest key.
+  return { value, unit: 'bpm', timezone_offset: 0, ingest_key: 'bench0123456789abcdef0123' };
 }
 
 /** A day bucket of one user's heart rate as lib/repositories/wearable-data.ts writes it (SampleBucketDoc). */
@@ -66,7 +67,7 @@ function samplesJson(buckets, from, to) {
     for (const [slot, s] of Object.entries(b.samples)) {
       const t = base + Number(slot);
       if (t < from || t > to) continue;
-      out.push({ t, view: { timestamp: new Date(t).toISOString(), timezone_offset: s.timezone_offset, type: s.type, unit: s.unit, value: s.value } });
+      out.push({ t, view: { timestamp: new Date(t).toISOString(), timezone_offset: s.timezone_offset, type: s.type ?? null, unit: s.unit, value: s.value } });
     }
   }
   out.sort((a, b) => a.t - b.t);

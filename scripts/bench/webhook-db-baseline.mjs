@@ -33,10 +33,11 @@ const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFin
  * over batches).
  */
 export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamId, eventType, userId, clientUserId, makeData, config }) {
-  const [{ createIndexes }, { WEBHOOK_STORE_INDEXES, envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }] = await Promise.all([
+  const [{ createIndexes }, { WEBHOOK_STORE_INDEXES, envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }, { timeOrderedUuid }] = await Promise.all([
     distModule('lib/repositories/indexes.js'),
     distModule('lib/webhooks/store.js'),
     distModule('lib/webhooks/fan-out.js'),
+    distModule('lib/keys.js'),
   ]);
   const db = env.db;
   const names = { events: 'webhook_events', deliveries: 'webhook_deliveries', attempts: 'webhook_attempts' };
@@ -110,9 +111,11 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
       const eventDocs = [];
       for (let seq = first; seq < Math.min(events, first + batchSize); seq++) {
         const envelope = { event_type: eventType, data: makeData(seq), team_id: teamId, user_id: userId, client_user_id: clientUserId };
+        const id = timeOrderedUuid();
         eventDocs.push({
-          _id: randomUUID(),
+          _id: id,
           team_id: teamId,
+          idempotency_key: id, // as the publisher stores an event without a producer key
           event_type: eventType,
           user_id: userId,
           client_user_id: clientUserId,
