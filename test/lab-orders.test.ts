@@ -1,5 +1,6 @@
 import { ClientFacingOrder, OrderList, PatchOrderResponse, PostOrderResponse } from '../schemas/lab-order';
-import { indexBoundFields, indexesUsed } from './support/explain';
+import { walksIdIndex } from '../lib/repositories/pages';
+import { indexBoundFields, indexesUsed, sortsInMemory } from './support/explain';
 import { createTenant, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, registrationBody, today } from './support/lab';
 
@@ -274,6 +275,21 @@ describe('GET /v3/orders pages', () => {
       const plan = await repo.listQuery(c.filter, c.page).explain('queryPlanner');
       expect({ case: c, used: indexesUsed(plan), bounded: indexBoundFields(plan) }).toEqual({ case: c, used: [c.index], bounded: expect.arrayContaining(['team_id', '_id']) });
     }
+    // A dense list walks the `_id` index in order: the store returns the page without sorting (DocumentDB sorts
+    // after every secondary index), filtering as it goes.
+    for (const c of [cases[0], cases[1], cases[2], cases[4]]) {
+      const plan = await repo.listQuery(c.filter, c.page, true).explain('queryPlanner');
+      expect({ case: c, used: indexesUsed(plan), sorted: sortsInMemory(plan) }).toEqual({ case: c, used: ['_id_'], sorted: false });
+    }
+  });
+
+  it('takes the _id walk only for dense lists: a page whose matches are a large share of the collection', async () => {
+    const orders = app.deps.repos.labOrders.orders;
+    const all = await orders.estimatedDocumentCount();
+    expect(await walksIdIndex(orders, all)).toBe(true);
+    expect(await walksIdIndex(orders, Math.ceil(all * 0.05))).toBe(true);
+    expect(await walksIdIndex(orders, Math.floor(all * 0.04))).toBe(false);
+    expect(await walksIdIndex(orders, undefined)).toBe(false);
   });
 });
 

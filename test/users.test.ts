@@ -1,4 +1,4 @@
-import { indexBoundFields, indexesUsed } from './support/explain';
+import { indexBoundFields, indexesUsed, sortsInMemory } from './support/explain';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { userDeletionStateQuery } from '../workflows/user-deletion';
 import { ClientUserIdConflict, PaginatedUsers, User } from '../schemas/user';
@@ -193,6 +193,8 @@ describe('reading users', () => {
       const plan = await own.deps.repos.users.listActiveQuery(t.teamId, { after: ids[1], offset: 0, limit: 2 }).explain('queryPlanner');
       expect(indexesUsed(plan)).toEqual(['team_id_1_status_1__id_1']);
       expect(indexBoundFields(plan)).toEqual(expect.arrayContaining(['_id', 'status', 'team_id']));
+      const walk = await own.deps.repos.users.listActiveQuery(t.teamId, { after: ids[1], offset: 0, limit: 2 }, true).explain('queryPlanner');
+      expect({ used: indexesUsed(walk), sorted: sortsInMemory(walk) }).toEqual({ used: ['_id_'], sorted: false });
       for (const query of ['limit=501', 'limit=0', 'offset=-1', 'limit=abc']) {
         const res = await c.get(`/v2/user/?${query}`);
         expect(res.status).toBe(422);

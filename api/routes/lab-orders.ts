@@ -160,7 +160,9 @@ export const labOrderRoutes = [
           direction: query.order_direction === 'asc' ? 1 : -1,
         },
         // The spec's `page` skips along the index; a cursor starts right after its order and reuses the first count.
-        cursor ? { after: cursor.after, skip: 0, size: query.size, countTotal: false } : { skip: (query.page - 1) * query.size, size: query.size, countTotal: true },
+        cursor
+          ? { after: cursor.after, skip: 0, size: query.size, countTotal: false, knownTotal: cursor.total }
+          : { skip: (query.page - 1) * query.size, size: query.size, countTotal: true },
       );
       const total = counted ?? cursor!.total;
       const last = orders[orders.length - 1];

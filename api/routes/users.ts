@@ -209,7 +209,9 @@ export const userRoutes = [
       const cursor = decodeCursor<UserListCursor>(query.next_cursor, { after: 'string', total: 'number', offset: 'number' });
       const { users, more, total: counted } = await deps.repos.users.listActive(
         auth.teamId,
-        cursor ? { after: cursor.after, offset: 0, limit: query.limit, countTotal: false } : { offset: query.offset, limit: query.limit, countTotal: true },
+        cursor
+          ? { after: cursor.after, offset: 0, limit: query.limit, countTotal: false, knownTotal: cursor.total }
+          : { offset: query.offset, limit: query.limit, countTotal: true },
       );
       const total = counted ?? cursor!.total;
       const offset = cursor?.offset ?? query.offset;

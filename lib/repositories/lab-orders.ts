@@ -3,7 +3,7 @@ import type { FieldCipher } from '../crypto/field-encryption';
 import type { CollectionMethod, HighLevelStatus } from '../../workflows/lab-order-statuses';
 import { isDuplicateKeyError } from './store-errors';
 import { EncryptedFields, type Sealed } from './encrypted-fields';
-import { keysetFilter } from './pages';
+import { keysetFilter, walksIdIndex } from './pages';
 import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from './indexes';
 import { runOnce } from './migrations';
 
@@ -402,23 +402,28 @@ export class LabOrderRepository {
 
   /**
    * One page of the team's orders in `_id` order (creation order for UUIDv7 ids), after the order `after` if
-   * given, else skipping `skip` matches; `total` counts every match when asked (an index count, not a scan).
+   * given, else skipping `skip` matches. `countTotal`: counts the matches (an index count) for `total`; a cursor
+   * page passes the first page's count as `knownTotal` instead. Either tells how dense the matches are, which
+   * picks the plan (pages.ts `walksIdIndex`).
    */
   async list(
     f: OrderListFilter,
-    page: { after?: string; skip: number; size: number; countTotal: boolean },
+    page: { after?: string; skip: number; size: number; countTotal: boolean; knownTotal?: number },
   ): Promise<{ orders: LabOrderDoc[]; more: boolean; total: number | null }> {
-    const [docs, total] = await Promise.all([this.listQuery(f, page).toArray(), page.countTotal ? this.orders.countDocuments(listFilter(f)) : null]);
+    const total = page.countTotal ? await this.orders.countDocuments(listFilter(f)) : null;
+    const walkId = await walksIdIndex(this.orders, total ?? page.knownTotal);
+    const docs = await this.listQuery(f, page, walkId).toArray();
     return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }
 
   /** The page query of `list` (one more than the page, to know if another follows); tests `explain` it. */
-  listQuery(f: OrderListFilter, page: { after?: string; skip: number; size: number }) {
-    return this.orders
+  listQuery(f: OrderListFilter, page: { after?: string; skip: number; size: number }, walkId = false) {
+    const query = this.orders
       .find(keysetFilter(listFilter(f), f.direction, page.after))
       .sort({ _id: f.direction })
       .skip(page.skip)
       .limit(page.size + 1);
+    return walkId ? query.hint({ _id: 1 }) : query;
   }
 
   /** The orders of one order transaction, oldest first. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from './store-errors';
-import { keysetFilter } from './pages';
+import { keysetFilter, walksIdIndex } from './pages';
 import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from './indexes';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
@@ -148,19 +148,22 @@ export class UserRepository {
 
   /**
    * Active users oldest first (`_id` order: creation order for UUIDv7 ids), after the user `after` if given,
-   * else skipping `offset`; `total` counts them when asked (an index count).
+   * else skipping `offset`; `total` counts them when asked (an index count). The count, or the first page's
+   * (`knownTotal`), picks the plan (pages.ts `walksIdIndex`).
    */
   async listActive(
     teamId: string,
-    page: { after?: string; offset: number; limit: number; countTotal: boolean },
+    page: { after?: string; offset: number; limit: number; countTotal: boolean; knownTotal?: number },
   ): Promise<{ users: UserDoc[]; more: boolean; total: number | null }> {
-    const [docs, total] = await Promise.all([this.listActiveQuery(teamId, page).toArray(), page.countTotal ? this.countActive(teamId) : null]);
+    const total = page.countTotal ? await this.countActive(teamId) : null;
+    const docs = await this.listActiveQuery(teamId, page, await walksIdIndex(this.users, total ?? page.knownTotal)).toArray();
     return { users: docs.slice(0, page.limit), more: docs.length > page.limit, total };
   }
 
   /** The page query of `listActive` (one more than the page, to know if another follows); tests `explain` it. */
-  listActiveQuery(teamId: string, page: { after?: string; offset: number; limit: number }) {
-    return this.users.find(keysetFilter(activeIn(teamId), 1, page.after)).sort({ _id: 1 }).skip(page.offset).limit(page.limit + 1);
+  listActiveQuery(teamId: string, page: { after?: string; offset: number; limit: number }, walkId = false) {
+    const query = this.users.find(keysetFilter(activeIn(teamId), 1, page.after)).sort({ _id: 1 }).skip(page.offset).limit(page.limit + 1);
+    return walkId ? query.hint({ _id: 1 }) : query;
   }
 
   countActive(teamId: string): Promise<number> {
