@@ -1,3 +1,16 @@
+type PlanNode = Record<string, unknown>;
+
+/** Visits every object of an `explain` answer (plan nodes of either store, and whatever they hold). */
+function eachNode(explain: unknown, visit: (node: PlanNode) => void): void {
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(walk);
+    if (!node || typeof node !== 'object') return;
+    visit(node as PlanNode);
+    Object.values(node as PlanNode).forEach(walk);
+  };
+  walk(explain);
+}
+
 /**
  * The indexes a query plan uses to select documents, from `explain` on either store:
  * - MongoDB: `IXSCAN` stages (`indexName`) anywhere in the winning plan; a collection scan uses none.
@@ -7,10 +20,7 @@
  */
 export function indexesUsed(explain: unknown): string[] {
   const used = new Set<string>();
-  const walk = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(walk);
-    if (!node || typeof node !== 'object') return;
-    const n = node as Record<string, unknown>;
+  eachNode(explain, (n) => {
     if (n.stage === 'IXSCAN' && typeof n.indexName === 'string') used.add(n.indexName);
     const type = n['Node Type'];
     const name = n['Index Name'];
@@ -18,23 +28,16 @@ export function indexesUsed(explain: unknown): string[] {
       const condition = String(n['Index Cond'] ?? '');
       if (!/^\(?shard_key_value\b/.test(condition)) used.add(name);
     }
-    Object.values(n).forEach(walk);
-  };
-  walk(explain);
+  });
   return [...used].sort();
 }
 
 /** True when the plan sorts documents after reading them (MongoDB `SORT` stage, PostgreSQL `Sort` node): the index did not give the order. */
 export function sortsInMemory(explain: unknown): boolean {
   let sorted = false;
-  const walk = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(walk);
-    if (!node || typeof node !== 'object') return;
-    const n = node as Record<string, unknown>;
+  eachNode(explain, (n) => {
     if (n.stage === 'SORT' || n['Node Type'] === 'Sort' || n['Node Type'] === 'Incremental Sort') sorted = true;
-    Object.values(n).forEach(walk);
-  };
-  walk(explain);
+  });
   return sorted;
 }
 
@@ -44,10 +47,7 @@ export function sortsInMemory(explain: unknown): boolean {
  */
 export function indexBoundFields(explain: unknown): string[] {
   const fields = new Set<string>();
-  const walk = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(walk);
-    if (!node || typeof node !== 'object') return;
-    const n = node as Record<string, unknown>;
+  eachNode(explain, (n) => {
     if (n.stage === 'IXSCAN' && n.indexBounds && typeof n.indexBounds === 'object') {
       for (const [field, bounds] of Object.entries(n.indexBounds as Record<string, string[]>)) {
         if (!(bounds.length === 1 && /MinKey, MaxKey|MaxKey, MinKey/.test(bounds[0]))) fields.add(field);
@@ -56,8 +56,6 @@ export function indexBoundFields(explain: unknown): string[] {
     if (Array.isArray(n.indexBounds) && typeof n.indexName === 'string') {
       for (const text of n.indexBounds as string[]) for (const m of String(text).matchAll(/"([^"]+)": (?:DESC|ASC)?[[(]/g)) fields.add(m[1]);
     }
-    Object.values(n).forEach(walk);
-  };
-  walk(explain);
+  });
   return [...fields].sort();
 }
