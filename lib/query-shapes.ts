@@ -53,7 +53,8 @@ export function shapesOf(command: Document): ObservedQueryShape[] {
   if (typeof command.update === 'string') return (command.updates ?? []).flatMap((u: Document) => make(command.update, 'update', u.q));
   if (typeof command.delete === 'string') return (command.deletes ?? []).flatMap((d: Document) => make(command.delete, 'delete', d.q));
   if (typeof command.findAndModify === 'string') return make(command.findAndModify, 'findAndModify', command.query, command.sort);
-  if (typeof command.count === 'string') return make(command.count, 'count', command.query);
+  // A count with no query is `estimatedDocumentCount`: read from the collection's metadata, no documents.
+  if (typeof command.count === 'string') return command.query && Object.keys(command.query).length ? make(command.count, 'count', command.query) : [];
   if (typeof command.distinct === 'string') return make(command.distinct, 'distinct', command.query);
   if (typeof command.aggregate === 'string') {
     // The stages an index can serve: a leading $match and the $sort right after it (countDocuments is one).

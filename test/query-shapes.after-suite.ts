@@ -78,6 +78,11 @@ describe('every query the api and the worker issued during the suite is served b
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['_id', 'team_id'], sort: ['updated_at'] })).toBe(false);
   });
 
+  test('a count without a query (estimatedDocumentCount, collection metadata) is no query shape; a count with one is', () => {
+    expect(shapesOf({ count: 'lab_orders' })).toEqual([]);
+    expect(shapesOf({ count: 'lab_orders', query: { team_id: 't' } })).toEqual([{ collection: 'lab_orders', op: 'count', filter: ['team_id'], sort: [] }]);
+  });
+
   test('the recorder sees the sort the driver sends (a Map) in its order', () => {
     const command = { find: 'lab_orders', filter: { team_id: 't', _id: { $lt: 'x' } }, sort: new Map([['created_at', -1], ['_id', -1]]) };
     expect(shapesOf(command)).toEqual([{ collection: 'lab_orders', op: 'find', filter: ['_id', 'team_id'], sort: ['created_at', '_id'] }]);
