@@ -129,6 +129,28 @@ describe('teams', () => {
     expect((await mgmt.get(org(tenant, '/team/00000000-0000-4000-8000-000000000000'))).status).toBe(404);
   });
 
+  it('racing PATCHes of a team settle in the database: a rule across fields holds, nothing is lost', async () => {
+    const brand = { company_name: 'Race Health', support_email: 'help@race.example', brand_color: '#445566' };
+    for (let round = 0; round < 5; round++) {
+      const team = (await mgmt.post(org(tenant, '/team'), { name: `Race ${round}`, logo_url: 'https://race.example/logo.png' })).body;
+      // Each is valid alone; together they would leave brand information without its logo.
+      const [addBrand, dropLogo] = await Promise.all([
+        mgmt.patch(org(tenant, `/team/${team.id}`), { brand_information: brand }),
+        mgmt.patch(org(tenant, `/team/${team.id}`), { logo_url: null }),
+      ]);
+      expect([addBrand.status, dropLogo.status].sort()).toEqual([200, 422]);
+      const stored = (await mgmt.get(org(tenant, `/team/${team.id}`))).body;
+      expect(stored.brand_information === null || stored.logo_url !== null).toBe(true);
+      // Changes of different fields at once: both land.
+      const [renamed, sms] = await Promise.all([
+        mgmt.patch(org(tenant, `/team/${team.id}`), { name: `Renamed ${round}` }),
+        mgmt.patch(org(tenant, `/team/${team.id}`), { lab_tests_patient_sms_communication_enabled: false }),
+      ]);
+      expect([renamed.status, sms.status]).toEqual([200, 200]);
+      expect((await mgmt.get(org(tenant, `/team/${team.id}`))).body).toMatchObject({ name: `Renamed ${round}`, lab_tests_patient_sms_communication_enabled: false });
+    }
+  });
+
   it('takes brand information (with a logo) and settings at creation and by PATCH', async () => {
     const brand = { company_name: 'Acme Health', support_email: 'help@acme.example', brand_color: '#112233' };
     const noLogo = await mgmt.post(org(tenant, '/team'), { name: 'Branded', brand_information: brand });

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Collection, Db } from 'mongodb';
+import type { Collection, Db, Filter } from 'mongodb';
 import { ApiError } from '../errors';
 import { isDuplicateKeyError } from './store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
@@ -51,6 +51,8 @@ export interface TeamDoc extends TeamSettings {
   deletion_started_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Bumped by every change of the team's fields: the precondition of the next (absent before the first). */
+  version?: number;
 }
 
 /** Teams stored by earlier versions lack the settings, flags and deletion mark: read with the defaults. */
@@ -141,7 +143,7 @@ export const TENANCY_INDEXES: Record<TenancyCollection, IndexSpec[]> = {
 export const TENANCY_QUERY_SHAPES: Record<TenancyCollection, QueryShape[]> = {
   orgs: [{ name: 'org by id (find, rename)', filter: ['_id'] }],
   teams: [
-    { name: 'team by id (find, every locked change, delete)', filter: ['_id'], residual: ['org_id'] },
+    { name: 'team by id (find, every change: its version and deletion mark in the filter, delete)', filter: ['_id'], residual: ['org_id', 'version', 'deletion_started_at'] },
     { name: "an org's teams", filter: ['org_id'], sort: ['created_at', '_id'] },
     // Read off the org's index with the `_id`s checked in its keys; an org has few teams.
     { name: "a team admin's teams", filter: ['org_id'], sort: ['created_at', '_id'], residual: ['_id in the key\'s teams'] },
@@ -307,22 +309,32 @@ export class TenancyRepository {
    * Applies `changes` (fields not given keep their value; `feature_flags` are merged flag by flag); `check`
    * sees the merged team first and throws to refuse (rules that span fields, such as a logo for brand
    * information). `orgId` null: a team of any org (scripts). Null when there is no such team.
+   *
+   * One conditional write, no lock: the filter holds the version read and "not being deleted", so a change
+   * or a DELETE that landed in between makes this one read the team again and decide again (rule 3).
    */
-  updateTeam(
+  async updateTeam(
     orgId: string | null,
     teamId: string,
     changes: TeamChanges,
     check: (merged: TeamDoc) => void = () => undefined,
   ): Promise<TeamDoc | null> {
-    return this.withTeam(orgId, teamId, async (team, lease) => {
+    for (let attempt = 1; ; attempt++) {
+      const team = await this.findTeamById(teamId);
+      if (!team || (orgId !== null && team.org_id !== orgId)) return null;
+      if (team.deletion_started_at) throw new TeamDeletingError(teamId);
       const { feature_flags: flags, ...fields } = changes;
-      const set = { ...fields, ...(flags ? { feature_flags: { ...team.feature_flags, ...flags } } : {}), updated_at: new Date() };
+      const version = (team.version ?? 0) + 1;
+      const set = { ...fields, ...(flags ? { feature_flags: { ...team.feature_flags, ...flags } } : {}), updated_at: new Date(), version };
       const merged = { ...team, ...set };
       check(merged);
-      await lease.assertHeld();
-      await this.teams.updateOne({ _id: teamId }, { $set: set });
-      return merged;
-    });
+      const { matchedCount } = await this.teams.updateOne(
+        { _id: teamId, version: team.version ?? null, deletion_started_at: null } as Filter<StoredTeam>,
+        { $set: set },
+      );
+      if (matchedCount) return merged;
+      if (attempt === 20) throw new ApiError(503, 'The team kept changing under this request; retry it.', { 'Retry-After': '1' });
+    }
   }
 
   /** For scripts (dev seed): sets the given flags of a team of any org; throws if there is no such team. */
