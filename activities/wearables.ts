@@ -34,7 +34,7 @@ type Live = { connection: ConnectionDoc; user: UserDoc; adapter: ProviderAdapter
  * documents are written only from here, on behalf of the connection's workflow, their single owner.
  */
 export function createWearableActivities(deps: WearableActivityDeps) {
-  const { repos, config } = deps;
+  const { repos } = deps;
 
   async function live(connectionId: string): Promise<Live | null> {
     const connection = await repos.connections.find(connectionId);

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { courseTo } from '../workflows/lab-order-statuses';
-import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
+import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';

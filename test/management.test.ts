@@ -24,7 +24,6 @@ import {
   httpClient,
   managementClient,
   startTestApp,
-  teamClient,
   uniqueId,
   type HttpClient,
   type Tenant,

@@ -1,6 +1,6 @@
 import { WORKER_HEARTBEAT_STALE_MS } from '../lib/repositories/workers';
 import { temporalReadiness } from '../lib/temporal';
-import { eventually, httpClient, startTestApp, uniqueId } from './support/harness';
+import { eventually, httpClient, startTestApp } from './support/harness';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,5 +1,4 @@
-import { WearableDataRepository, type SampleDoc } from '../lib/repositories/wearable-data';
-import { sampleKey } from '../lib/wearables/ingest';
+import { sampleKey, WearableDataRepository, type SampleDoc } from '../lib/repositories/wearable-data';
 import { indexBoundFields, indexesUsed } from './support/explain';
 import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
 

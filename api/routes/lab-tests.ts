@@ -6,6 +6,7 @@ import { CatalogueId, ErrorDetail, HTTPValidationError, MAX_PAGE, StringEnum } f
 import { COLLECTION_METHODS } from '../../workflows/lab-order-statuses';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
+import { decodeCursor, encodeCursor } from '../services/cursors';
 
 const tags = ['Lab tests'];
 const errors = {
@@ -92,19 +93,15 @@ async function filteredTests(deps: AppDeps, teamId: string, q: Filters): Promise
 const sortValue = (t: AnyLabTest, key: 'price' | 'created_at' | 'updated_at' | 'name') =>
   key === 'price' ? t.price : key === 'name' ? t.name.toLowerCase() : t[key].getTime();
 
-/** Keyset cursor: the sort value and id of the last item of a page (stable while tests are added). */
-const encodeCursor = (t: AnyLabTest, key: string) => Buffer.from(JSON.stringify([key, sortValue(t, key as never), t.id])).toString('base64url');
+/** Keyset cursor (api/services/cursors.ts): the order key, sort value and id of the last item of a page (stable while tests are added). */
+type LabTestCursor = { key: string; value: number | string; after: string };
+const encodeLabTestCursor = (t: AnyLabTest, key: string) => encodeCursor({ key, value: sortValue(t, key as never), after: t.id } satisfies LabTestCursor);
 function afterCursor(tests: AnyLabTest[], cursor: string, key: string, dir: 1 | -1): AnyLabTest[] {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-  } catch {
-    parsed = null;
-  }
-  if (!Array.isArray(parsed) || parsed.length !== 3 || parsed[0] !== key) {
+  const position = decodeCursor<{ key: string; after: string }>(cursor, { key: 'string', after: 'string' }) as LabTestCursor;
+  if (position.key !== key || !['number', 'string'].includes(typeof position.value)) {
     throw ValidationError.field(['query', 'next_cursor'], 'next_cursor is not a cursor of this listing (was order_key changed?). Start again without it.', 'value_error.cursor');
   }
-  const [, value, id] = parsed as [string, number | string, string];
+  const { value, after: id } = position;
   return tests.filter((t) => {
     const v = sortValue(t, key as never);
     return dir === 1 ? v > value || (v === value && t.id > id) : v < value || (v === value && t.id < id);
@@ -136,7 +133,7 @@ export const labTestRoutes = [
       return {
         body: {
           data: page.map((t) => labTestView(t, deps.labCatalogue)),
-          next_cursor: more ? encodeCursor(page[page.length - 1], query.order_key) : null,
+          next_cursor: more ? encodeLabTestCursor(page[page.length - 1], query.order_key) : null,
         },
       };
     },

@@ -2,7 +2,6 @@ import { ApiError, badRequest, ValidationError } from '../../lib/errors';
 import { publishEvent } from '../../lib/webhooks/publisher';
 import { listAttempts, listDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
 import type { EndpointDoc } from '../../lib/repositories/webhooks';
-import { isoWithOffset } from '../../lib/time';
 import { generateSecret, isValidSecret } from '../../lib/webhook-signing';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import { EVENT_CATALOGUE, findEventType } from '../../schemas/event-catalogue';

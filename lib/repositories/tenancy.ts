@@ -114,7 +114,11 @@ export class TeamDeletingError extends ApiError {
   }
 }
 
-/** The document lock of a team: every change of the team and of what hangs off it takes it (see `withTeam`). */
+/**
+ * The document lock of a team: the DELETE's mark and removal, and the creation of what hangs off the team
+ * (credentials, webhook endpoints), take it (see `withTeam`); changes of the team's own fields are conditional
+ * writes instead (`updateTeam`).
+ */
 export const teamLockKey = (teamId: string) => `team:${teamId}`;
 const orgKeysLockKey = (orgId: string) => `management-keys:${orgId}`;
 

@@ -70,7 +70,7 @@ export type StoredSample = Omit<SampleDoc, '_id' | 'team_id' | 'user_id' | 'reso
  * millisecond of the day; a minute-resolution series fills 1,440.
  */
 export interface SampleBucketDoc extends Omit<WearableDocBase, keyof IngestMark> {
-  /** `sampleBucketId(...)` */
+  /** `<user>:<resource>:<provider>:<source type>:<YYYY-MM-DD>` */
   _id: string;
   /** 00:00 UTC of the bucket's day. */
   day: Date;
@@ -79,11 +79,16 @@ export interface SampleBucketDoc extends Omit<WearableDocBase, keyof IngestMark>
 }
 
 const DAY_MS = 86_400_000;
-export const bucketDay = (timestamp: Date) => new Date(Math.floor(timestamp.getTime() / DAY_MS) * DAY_MS);
-export const sampleBucketId = (userId: string, resource: string, provider: string, sourceType: string, day: Date) =>
-  `${userId}:${resource}:${provider}:${sourceType}:${day.toISOString().slice(0, 10)}`;
+const bucketDay = (timestamp: Date) => new Date(Math.floor(timestamp.getTime() / DAY_MS) * DAY_MS);
+/** What a sample's replacement key and its bucket's id start with: whose series, from where. */
+const seriesPrefix = (userId: string, resource: string, provider: string, sourceType: string) => `${userId}:${resource}:${provider}:${sourceType}:`;
+const sampleBucketId = (userId: string, resource: string, provider: string, sourceType: string, day: Date) =>
+  seriesPrefix(userId, resource, provider, sourceType) + day.toISOString().slice(0, 10);
+/** A sample's replacement key (per user): resource, provider, source type and timestamp. */
+export const sampleKey = (userId: string, resource: string, provider: string, sourceType: string, timestamp: Date) =>
+  seriesPrefix(userId, resource, provider, sourceType) + timestamp.getTime();
 /** A sample's slot in its bucket: its offset from the day's start, in ms. */
-export const slotOf = (timestamp: Date) => String(timestamp.getTime() - bucketDay(timestamp).getTime());
+const slotOf = (timestamp: Date) => String(timestamp.getTime() - bucketDay(timestamp).getTime());
 
 /** What a write does to one slot: its new content, and how it compares with what the bucket held. */
 export interface SlotWrite {
@@ -157,8 +162,9 @@ function identityOf(s: SampleDoc): Pick<SampleDoc, '_id' | 'team_id' | 'user_id'
 const READ_CHUNK = 1000;
 
 /**
- * Summaries, samples and workout streams. Writes are idempotent by `_id`: new documents are inserted
- * (unordered, duplicates reported back), existing ones replaced whole, one document at a time.
+ * Summaries, samples and workout streams. Writes are idempotent by `_id`: new summaries are inserted
+ * (unordered, duplicates reported back) and changed ones replaced whole; samples are written into their day
+ * buckets (`writeSlots`); streams are replaced whole.
  */
 export class WearableDataRepository {
   readonly summaries: Collection<SummaryDoc>;
@@ -190,7 +196,7 @@ export class WearableDataRepository {
     for (;;) {
       const page = await this.legacySamples.find({ _id: { $gt: '' } }).sort({ _id: 1 }).limit(5_000).toArray();
       if (!page.length) break;
-      await this.writeSlots(page, (_stored, incoming) => incoming, true);
+      await this.writeSlots(page, () => null); // a slot already there was written by this version: it stays
       await this.legacySamples.deleteMany({ _id: { $in: page.map((d) => d._id) } });
     }
     await this.legacySamples.drop().catch(() => undefined);
@@ -204,14 +210,10 @@ export class WearableDataRepository {
   /**
    * Writes samples into their day buckets: per bucket, one insert (a new bucket) or one update conditional on the
    * version read (a later value for a timestamp replaces its slot), re-read and re-decided when another writer
-   * got there first. `decide(stored, incoming)` returns the sample to store, or null to keep the stored one;
-   * `onlyMissing` leaves every stored slot as it is. Returns, per sample, what the write did to its slot.
+   * got there first. `decide(stored, incoming)` returns the sample to store, or null to keep the stored one.
+   * Returns, per sample, what the write did to its slot.
    */
-  async writeSlots(
-    samples: SampleDoc[],
-    decide: (stored: SampleDoc, incoming: SampleDoc) => SampleDoc | null,
-    onlyMissing = false,
-  ): Promise<SlotWrite[]> {
+  async writeSlots(samples: SampleDoc[], decide: (stored: SampleDoc, incoming: SampleDoc) => SampleDoc | null): Promise<SlotWrite[]> {
     const byBucket = new Map<string, Map<string, SampleDoc>>();
     for (const sample of samples) {
       const id = sampleBucketId(sample.user_id, sample.resource, sample.provider, sample.source_type, bucketDay(sample.timestamp));
@@ -241,7 +243,7 @@ export class WearableDataRepository {
               continue;
             }
             const current: SampleDoc = { ...openSlot(previous), ...identityOf(sample), created_at: bucket!.created_at, updated_at: bucket!.updated_at };
-            const next = onlyMissing ? null : decide(current, sample);
+            const next = decide(current, sample);
             if (!next) {
               writes.push({ sample: current, outcome: 'unchanged', stored: current });
               continue;
@@ -336,7 +338,7 @@ export class WearableDataRepository {
     for (const bucket of buckets) {
       sources.add(`${bucket.provider}:${bucket.source_type}`);
       const base = bucket.day.getTime();
-      const prefix = `${bucket.user_id}:${bucket.resource}:${bucket.provider}:${bucket.source_type}:`;
+      const prefix = seriesPrefix(bucket.user_id, bucket.resource, bucket.provider, bucket.source_type);
       for (const slot in bucket.samples) {
         const t = base + Number(slot);
         if (t < fromMs || t > toMs) continue;

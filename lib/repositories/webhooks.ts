@@ -1,4 +1,4 @@
-import type { Collection, Db, Filter } from 'mongodb';
+import type { Collection, Db } from 'mongodb';
 import { FieldCipher, type EncryptedValue } from '../crypto/field-encryption';
 import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from './indexes';
 import { pageById, type Page } from './pages';

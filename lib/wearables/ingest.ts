@@ -4,7 +4,7 @@ import { publicBaseUrl, type Config } from '../config';
 import { nameBasedUuid } from '../keys';
 import type { Repositories } from '../repositories';
 import type { UserDoc } from '../repositories/users';
-import type { IngestMark, SampleDoc, SummaryDoc } from '../repositories/wearable-data';
+import { sampleKey, type SampleDoc, type SummaryDoc } from '../repositories/wearable-data';
 import { localDate, zoneOffsetSeconds } from '../time';
 import type { EventPublisher } from '../webhooks/publisher';
 import type { ProviderData, SampleInput, SummaryInput } from './model';
@@ -49,9 +49,6 @@ export interface IngestResult {
 export const summaryId = (teamId: string, userId: string, provider: string, resource: string, sourceKey: string) =>
   nameBasedUuid('summary', teamId, userId, provider, resource, sourceKey);
 
-/** A sample's replacement key: resource, provider, source type and timestamp (per user). */
-export const sampleKey = (userId: string, resource: string, provider: string, sourceType: string, timestamp: Date) =>
-  `${userId}:${resource}:${provider}:${sourceType}:${timestamp.getTime()}`;
 
 const DAILY = new Set(['activity', 'body', 'profile']);
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');

@@ -123,7 +123,7 @@ export class EventPublisher {
     for (const group of groupBy(repeated, (d) => d.team_id)) {
       for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
     }
-    const events = docs.flatMap((d) => (repeated.includes(d) ? (earlier.get(keyOf(d)) ?? []) : [d]));
+    const events = docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d]));
     const endpointIds = await this.queueDeliveries(events);
 
     // The deliveries are durable: publishing has done what it promises. Removing the outbox entry and waking
