@@ -3,8 +3,8 @@ import { audited } from '../api/services/audit';
 import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
 import { createLogger } from '../lib/logger';
 import { CustomCredentialsRepository, type CustomCredentialsInput } from '../lib/repositories/custom-credentials';
-import { DocumentLocks } from '../lib/repositories/locks';
-import { teamLockKey } from '../lib/repositories/tenancy';
+import { MAX_MANAGEMENT_KEYS_PER_ORG, TenancyRepository } from '../lib/repositories/tenancy';
+import { hashKey } from '../lib/keys';
 import {
   AuditLogPage,
   CustomCredentials,
@@ -73,7 +73,8 @@ const teamAdminKey = (client: HttpClient, t: Tenant, teamIds: string[]) =>
   createManagementKey(client, t, { role: 'team_admin', label: 'scoped', team_role_bindings: teamIds.map((team_id) => ({ team_id })) });
 
 async function orgAdminKeyCount(orgId: string): Promise<number> {
-  return app.inspect.collection('management_keys').countDocuments({ org_id: orgId, role: 'org_admin' });
+  const org = await app.inspect.collection<{ management_keys: { role: string }[] }>('orgs').findOne({ _id: orgId as never });
+  return org?.management_keys.filter((k) => k.role === 'org_admin').length ?? 0;
 }
 
 describe('organisation', () => {
@@ -246,6 +247,13 @@ describe('teams', () => {
     // A DELETE that stopped after marking the team (a crash): the team says so and takes no changes.
     const begun = await app.deps.repos.tenancy.beginTeamDeletion(t.orgId, team.id, async () => []);
     expect(begun).toHaveProperty('team');
+    // While the crashed DELETE's claim holds, another DELETE waits briefly and answers 503 with when to retry.
+    const early = await admin.del(org(t, `/team/${team.id}`));
+    expect(early.status).toBe(503);
+    expect(Number(early.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(early.body.detail).toMatch(/Another DELETE of team .* under way/);
+    // The claim lapses (15 s after the crash; moved to the past here rather than waited for).
+    await app.inspect.collection('teams').updateOne({ _id: team.id as never }, { $set: { deletion_claim_until: new Date(0) } });
     expect((await admin.get(org(t, `/team/${team.id}`))).body.status).toBe('deleting');
     const blockedPatch = await admin.patch(org(t, `/team/${team.id}`), { name: 'Too late' });
     expect(blockedPatch.status).toBe(409);
@@ -306,6 +314,51 @@ describe('team deletion racing user creation', () => {
     // Both ends of the race were seen: a DELETE that won before any user and one refused because of them.
     expect(outcomes.some((o) => o.startsWith('204'))).toBe(true);
     expect(outcomes.some((o) => o.startsWith('409'))).toBe(true);
+  });
+});
+
+describe('team deletion racing what hangs off the team', () => {
+  it('leaves no key, credential, endpoint or management-key binding behind in a deleted team', async () => {
+    const t = await createTenant(app.deps, 'Deletion race 2');
+    const admin = managementClient(app, t);
+    const outcomes: string[] = [];
+    for (const delayMs of [0, 1, 2, 4, 8, 15, 40]) {
+      const team = await createTeam(admin, t);
+      const after = (ms: number, send: () => Promise<{ status: number }>) => new Promise((r) => setTimeout(r, ms)).then(send);
+      const [deletion, ...created] = await Promise.all([
+        admin.del(org(t, `/team/${team.id}`)),
+        after(delayMs, () => admin.post(org(t, '/team_api_keys/sandbox/us'), { team_id: team.id })),
+        after(delayMs, () =>
+          admin.post(org(t, '/team_custom_credentials/sandbox/us'), { team_id: team.id, provider: 'oura', client_id: 'cid', client_secret: 'a-long-client-secret' }),
+        ),
+        after(delayMs, () => admin.post(org(t, '/management_key'), { role: 'team_admin', label: 'racer', team_role_bindings: [{ team_id: team.id }] })),
+        after(delayMs + 1, () => admin.post(org(t, `/team/${team.id}/sandbox/webhook`), { url: 'http://127.0.0.1:9/racer' })),
+        // A second DELETE of the same team: waits for the first's claim, then finds the team gone (404) or refused.
+        after(delayMs, () => admin.del(org(t, `/team/${team.id}`))),
+      ]);
+      expect([204, 404, 409]).toContain(deletion.status);
+      for (const res of created) expect([200, 204, 404, 409, 422]).toContain(res.status);
+      const teamGone = (await admin.get(org(t, `/team/${team.id}`))).status === 404;
+      const left = {
+        delayMs,
+        keys: await app.inspect.collection('team_api_keys').countDocuments({ team_id: team.id }),
+        credentials: await app.inspect.collection('team_custom_credentials').countDocuments({ team_id: team.id }),
+        endpoints: await app.inspect.collection('webhook_endpoints').countDocuments({ team_id: team.id }),
+        bindings: ((await admin.get(org(t, '/management_key'))).body.data as { team_role_bindings: { team_id: string }[] }[]).filter((k) =>
+          k.team_role_bindings.some((b) => b.team_id === team.id),
+        ).length,
+      };
+      if (teamGone) {
+        expect(left).toEqual({ delayMs, keys: 0, credentials: 0, endpoints: 0, bindings: 0 });
+      } else {
+        // Refused (an endpoint was created first): the team lives on, not marked, with what was created.
+        expect((await admin.get(org(t, `/team/${team.id}`))).body.status).not.toBe('deleting');
+        expect(left.endpoints).toBe(1);
+        await admin.del(org(t, `/team/${team.id}/sandbox/webhook/${(await admin.get(org(t, `/team/${team.id}/sandbox/webhook`))).body.data[0].id}`));
+      }
+      outcomes.push(`${teamGone ? 'deleted' : 'kept'}:${created.map((r) => r.status).join(',')}`);
+    }
+    expect(outcomes.some((o) => o.startsWith('deleted'))).toBe(true);
   });
 });
 
@@ -510,6 +563,53 @@ describe('management keys', () => {
   });
 });
 
+describe('management keys in their org document', () => {
+  it('an org holds at most MAX_MANAGEMENT_KEYS_PER_ORG keys (409 naming the limit)', async () => {
+    const t = await createTenant(app.deps, 'Many keys');
+    const admin = managementClient(app, t);
+    const have = (await admin.get(org(t, '/management_key'))).body.data.length;
+    for (let i = have; i < MAX_MANAGEMENT_KEYS_PER_ORG; i++) await app.deps.repos.tenancy.createManagementKey(t.orgId, `k${i}`, 'team_admin', [t.teamId]);
+    const refused = await admin.post(org(t, '/management_key'), { role: 'org_admin', label: 'one too many' });
+    expect(refused.status).toBe(409);
+    expect(refused.body.detail).toMatch(new RegExp(`${MAX_MANAGEMENT_KEYS_PER_ORG} management keys`));
+    expect((await admin.get(org(t, '/management_key'))).body.data).toHaveLength(MAX_MANAGEMENT_KEYS_PER_ORG);
+  });
+
+  it('keys of the retired management_keys collection move into their orgs once, also with two processes at once', async () => {
+    const own = await ownDatabase(app, 'mkeys');
+    try {
+      const orgs = own.db.collection<Record<string, unknown>>('orgs');
+      const retired = own.db.collection<Record<string, unknown>>('management_keys');
+      const now = new Date();
+      await orgs.insertMany([
+        { _id: 'org-a' as never, name: 'A', created_at: now },
+        { _id: 'org-b' as never, name: 'B', created_at: now },
+      ]);
+      const value = 'hb_mgmt_migrated_key_value';
+      await retired.insertMany([
+        { _id: 'k1' as never, org_id: 'org-a', label: 'first', role: 'org_admin', team_ids: [], key_hash: hashKey(value), prefix: 'hb_mgmt_…', created_at: now },
+        { _id: 'k2' as never, org_id: 'org-a', label: 'second', role: 'team_admin', team_ids: ['t1'], key_hash: hashKey('other'), prefix: 'hb_mgmt_…', created_at: new Date(now.getTime() + 1) },
+      ]);
+      const one = new TenancyRepository(own.db);
+      const two = new TenancyRepository(own.db);
+      await Promise.all([one.ensureIndexes(), two.ensureIndexes()]);
+      expect((await one.listManagementKeys('org-a')).map((k) => [k._id, k.org_id, k.role, k.team_ids])).toEqual([
+        ['k1', 'org-a', 'org_admin', []],
+        ['k2', 'org-a', 'team_admin', ['t1']],
+      ]);
+      expect(await one.listManagementKeys('org-b')).toEqual([]);
+      expect(await one.verifyManagementKey(value)).toMatchObject({ _id: 'k1', org_id: 'org-a', label: 'first' });
+      expect((await own.db.listCollections({ name: 'management_keys' }).toArray()).length).toBe(0);
+      // A later start changes nothing, and a key deleted since is not brought back.
+      expect(await one.deleteManagementKey('org-a', 'k2', 'k1')).toHaveProperty('key');
+      await new TenancyRepository(own.db).ensureIndexes();
+      expect((await one.listManagementKeys('org-a')).map((k) => k._id)).toEqual(['k1']);
+    } finally {
+      await own.drop();
+    }
+  });
+});
+
 describe('team custom credentials', () => {
   const base = (env = 'sandbox', region = 'us') => org(tenant, `/team_custom_credentials/${env}/${region}`);
   const secret = `cs_${randomUUID()}`;
@@ -585,7 +685,7 @@ describe('team custom credentials', () => {
         details: { extra: 'x' },
         redirect_url_override: null,
       };
-      await new DocumentLocks(own.db).withLock(teamLockKey(input.team_id), (lease) => repo(oldKey).put(lease, input));
+      await repo(oldKey).put(input);
       const rotated = repo(`${newKey},${oldKey}`);
       expect(await rotated.reencrypt()).toBe(1);
       expect(await rotated.reencrypt()).toBe(0);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApiError, badRequest, forbidden, notFound, ValidationError } from '../../lib/errors';
 import {
+  MAX_MANAGEMENT_KEYS_PER_ORG,
   TEAM_SETTING_DEFAULTS,
   type KeyChangeOutcome,
   type KeyChangeRefusal,
@@ -141,6 +142,9 @@ function refusalError(refusal: KeyChangeRefusal, keyId: string): ApiError {
     return new ApiError(409, 'This is the last org_admin key of the organisation; create another org_admin key before deleting or demoting it.');
   }
   if (refusal === 'actor_not_org_admin') return forbidden('The key making this request was deleted or demoted by another request meanwhile.');
+  if (refusal === 'too_many_keys') {
+    return new ApiError(409, `The organisation has ${MAX_MANAGEMENT_KEYS_PER_ORG} management keys, the most it can hold; delete one it no longer uses first.`);
+  }
   return ValidationError.field(['body', 'team_role_bindings'], `Unknown team(s) in this organisation: ${refusal.unknown_team_ids.join(', ')}.`);
 }
 

@@ -76,8 +76,11 @@ export const teamCustomCredentialsRoutes = [
         { deps, auth, requestId, log },
         { action: 'team_custom_credentials.set', type: 'team_custom_credentials', id: `${body.team_id}:${body.provider}`, teamId: body.team_id },
         async () => {
-          const stored = await deps.repos.tenancy.withLiveTeam(auth.orgId, body.team_id, (team, lease) =>
-            deps.repos.customCredentials.put(lease, {
+          const stored = await deps.repos.tenancy.addToLiveTeam(
+            auth.orgId,
+            body.team_id,
+            (team) =>
+              deps.repos.customCredentials.put({
               org_id: team.org_id,
               team_id: team._id,
               provider: body.provider,
@@ -88,6 +91,7 @@ export const teamCustomCredentialsRoutes = [
               details: body.details ?? null,
               redirect_url_override: body.redirect_url_override ?? null,
             }),
+            (put) => deps.repos.customCredentials.delete(put.team_id, put.provider),
           );
           if (!stored) throw teamNotFound(body.team_id);
           return stored;
@@ -115,11 +119,8 @@ export const teamCustomCredentialsRoutes = [
         { deps, auth, requestId, log },
         { action: 'team_custom_credentials.delete', type: 'team_custom_credentials', id: `${query.team_id}:${query.provider}`, teamId: query.team_id },
         async () => {
-          const deleted = await deps.repos.tenancy.withLiveTeam(auth.orgId, query.team_id, (_team, lease) =>
-            deps.repos.customCredentials.delete(lease, query.team_id, query.provider),
-          );
-          if (deleted === null) throw teamNotFound(query.team_id);
-          if (!deleted) throw notFound(`Team ${query.team_id} has no custom credentials for ${query.provider}.`);
+          if (!(await deps.repos.tenancy.findLiveTeam(auth.orgId, query.team_id))) throw teamNotFound(query.team_id);
+          if (!(await deps.repos.customCredentials.delete(query.team_id, query.provider))) throw notFound(`Team ${query.team_id} has no custom credentials for ${query.provider}.`);
         },
       );
       return { status: 204 };

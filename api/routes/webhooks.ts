@@ -207,9 +207,14 @@ export const webhookRoutes = [
       const doc = await audited(
         { deps, auth, requestId, log },
         webhookTarget('webhook.create', teamId, id),
-        // Under the team's lock: a team whose DELETE has begun takes no new endpoint (409), nor does one it removed.
+        // A team whose DELETE has begun takes no new endpoint (409), nor does one it removed (addToLiveTeam).
         async () => {
-          const created = await deps.repos.tenancy.withLiveTeam(auth.orgId, teamId, () => deps.repos.webhooks.createEndpoint(endpoint));
+          const created = await deps.repos.tenancy.addToLiveTeam(
+            auth.orgId,
+            teamId,
+            () => deps.repos.webhooks.createEndpoint(endpoint),
+            () => deps.repos.webhooks.deleteEndpoint(teamId, id),
+          );
           if (!created) throw teamNotFound(teamId);
           return created;
         },

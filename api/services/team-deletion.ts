@@ -20,9 +20,10 @@ async function blockersOf(deps: AppDeps, teamId: string): Promise<string[]> {
  * would outlive it with nobody able to reach them. Users pending deletion do not block; their grace period
  * runs out and they are erased as scheduled (undo needs a team key, and the team's keys are revoked).
  *
- * Crash-safe order: the team is marked first (from then on it takes no new keys, credentials, bindings or
- * changes), then its API keys are revoked, its custom credentials deleted and its management-key bindings
- * removed, and the team document goes last. Each step is idempotent, so a DELETE repeated after a crash finishes.
+ * Crash-safe order: the team is claimed and marked first (from then on it takes no new keys, credentials,
+ * bindings or changes), then its API keys are revoked, its custom credentials deleted and its management-key
+ * bindings removed, and the team document goes last. Each step is idempotent, so a DELETE repeated after a crash
+ * finishes (once the crashed one's claim has lapsed: a minute).
  */
 export async function deleteTeam(deps: AppDeps, orgId: string, teamId: string): Promise<void> {
   const { tenancy, customCredentials } = deps.repos;
@@ -35,8 +36,18 @@ export async function deleteTeam(deps: AppDeps, orgId: string, teamId: string): 
         'webhook endpoints with DELETE …/webhook/{webhook_id}), then repeat this request.',
     );
   }
-  await tenancy.deleteTeamApiKeysOfTeam(orgId, teamId);
-  await customCredentials.deleteAllOfTeam(orgId, teamId);
-  await tenancy.unbindTeam(orgId, teamId);
-  await tenancy.deleteMarkedTeam(orgId, teamId);
+  const steps = [
+    () => tenancy.deleteTeamApiKeysOfTeam(orgId, teamId),
+    () => customCredentials.deleteAllOfTeam(orgId, teamId),
+    () => tenancy.unbindTeam(orgId, teamId),
+  ];
+  for (const step of steps) {
+    // Renewed before each step: a DELETE that stalled past its claim stops, and the one that took over finishes.
+    if (!(await tenancy.renewDeletionClaim(teamId, begun.claim))) throw takenOver(teamId);
+    await step();
+  }
+  if (!(await tenancy.deleteMarkedTeam(teamId, begun.claim))) throw takenOver(teamId);
 }
+
+const takenOver = (teamId: string) =>
+  new ApiError(503, `Another DELETE of team ${teamId} took its deletion over; retry to see it finished.`, { 'Retry-After': '1' });

@@ -2,7 +2,6 @@ import type { Collection, Db } from 'mongodb';
 import type { FieldCipher } from '../crypto/field-encryption';
 import { EncryptedFields, type Sealed } from './encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape } from './indexes';
-import type { LockLease } from './locks';
 
 export interface CustomCredentialsInput {
   org_id: string;
@@ -72,10 +71,10 @@ export class CustomCredentialsRepository {
   }
 
   /**
-   * Sets (or replaces) a team's credentials for a provider. The caller holds the team's lock (`lease`,
-   * TenancyRepository.withLiveTeam), so credentials are never added to a team being deleted.
+   * Sets (or replaces) a team's credentials for a provider. Through TenancyRepository.addToLiveTeam, so
+   * credentials are never left in a team being deleted.
    */
-  async put(lease: LockLease, input: CustomCredentialsInput): Promise<CustomCredentialsDoc> {
+  async put(input: CustomCredentialsInput): Promise<CustomCredentialsDoc> {
     const id = credentialsId(input.team_id, input.provider);
     const now = new Date();
     const existing = await this.credentials.findOne({ _id: id }, { projection: { created_at: 1 } });
@@ -86,7 +85,6 @@ export class CustomCredentialsRepository {
       created_at: existing?.created_at ?? now,
       updated_at: now,
     }) as CustomCredentialsDoc;
-    await lease.assertHeld();
     await this.credentials.replaceOne({ _id: id }, doc, { upsert: true });
     return doc;
   }
@@ -96,9 +94,8 @@ export class CustomCredentialsRepository {
     return this.credentials.find(filter).sort({ team_id: 1, provider: 1 }).toArray();
   }
 
-  /** The caller holds the team's lock. Whether there was something to delete. */
-  async delete(lease: LockLease, teamId: string, provider: string): Promise<boolean> {
-    await lease.assertHeld();
+  /** Whether there was something to delete. */
+  async delete(teamId: string, provider: string): Promise<boolean> {
     return (await this.credentials.deleteOne({ _id: credentialsId(teamId, provider) })).deletedCount === 1;
   }
 

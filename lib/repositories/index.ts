@@ -9,7 +9,6 @@ import { InsuranceRepository } from './insurance';
 import { LinkTokenRepository } from './link-tokens';
 import { LabOrderRepository } from './lab-orders';
 import { LabTestRepository } from './lab-tests';
-import { DocumentLocks } from './locks';
 import { SecretsRepository } from './secrets';
 import { TenancyRepository } from './tenancy';
 import { UserRepository } from './users';
@@ -19,7 +18,6 @@ import { WorkerHeartbeatRepository } from './workers';
 import { WebhookStore } from '../webhooks/store';
 
 export interface Repositories {
-  locks: DocumentLocks;
   tenancy: TenancyRepository;
   /** Teams' own OAuth applications at providers (secrets encrypted). */
   customCredentials: CustomCredentialsRepository;
@@ -48,10 +46,8 @@ export interface Repositories {
 
 /** `cipher` encrypts fields at rest (`dataCipher(config)`, from DATA_ENCRYPTION_KEYS). */
 export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
-  const locks = new DocumentLocks(db);
   return {
-    locks,
-    tenancy: new TenancyRepository(db, locks),
+    tenancy: new TenancyRepository(db),
     customCredentials: new CustomCredentialsRepository(db, cipher),
     auditLog: new AuditLogRepository(db),
     users: new UserRepository(db),
@@ -86,4 +82,4 @@ export async function reencryptAll(repos: Repositories): Promise<Record<string, 
   return changed;
 }
 
-export { TenancyRepository, UserRepository, ConnectionRepository, DocumentLocks };
+export { TenancyRepository, UserRepository, ConnectionRepository };

@@ -6,7 +6,6 @@ import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/rep
 import { LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES } from '../../lib/repositories/link-tokens';
 import { INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES } from '../../lib/repositories/insurance';
 import type { IndexSpec, QueryShape } from '../../lib/repositories/indexes';
-import { LOCK_INDEXES, LOCK_QUERY_SHAPES } from '../../lib/repositories/locks';
 import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/repositories/migrations';
 import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../../lib/repositories/tenancy';
 import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/repositories/users';
@@ -47,6 +46,5 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES),
   ...fromRecords(WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES),
   ...fromRecords(WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES),
-  ...fromRecords(LOCK_INDEXES, LOCK_QUERY_SHAPES),
   ...fromRecords(MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES),
 };
