@@ -1,18 +1,20 @@
 /**
  * Group commit for writes many callers make at once (concurrent publishes; the dispatcher activities of
- * several endpoints in one worker): callers add items and wait; items added while a flush runs go into the
- * next one (at most `maxItems`, keeping each caller's items together), so they share one round of database
- * statements instead of a round trip each.
+ * several endpoints in one worker): callers add items and wait; items added while `concurrency` flushes run go
+ * into the next one (at most `maxItems`, keeping each caller's items together), so they share one round of
+ * database statements instead of a round trip each.
  * `flush` may return one result per item, in order; a failed flush fails every caller in it.
  */
 export class Coalescer<T, R = void> {
   private pending: { items: T[]; resolve(results: R[]): void; reject(err: unknown): void }[] = [];
-  private flushing = false;
+  private flushing = 0;
   private idle: (() => void)[] = [];
 
   constructor(
     private readonly flush: (items: T[]) => Promise<R[] | void>,
     private readonly maxItems = Infinity,
+    /** Flushes in flight at once: more than one keeps the database busy while a flush waits on its round trips. */
+    private readonly concurrency = 1,
   ) {}
 
   add(items: T[]): Promise<R[]> {
@@ -30,12 +32,12 @@ export class Coalescer<T, R = void> {
   }
 
   private next(): void {
-    if (this.flushing) return;
+    if (this.flushing >= this.concurrency) return;
     if (!this.pending.length) {
-      this.idle.splice(0).forEach((resolve) => resolve());
+      if (!this.flushing) this.idle.splice(0).forEach((resolve) => resolve());
       return;
     }
-    this.flushing = true;
+    this.flushing++;
     setImmediate(() => {
       let count = 0;
       let take = 0;
@@ -43,6 +45,12 @@ export class Coalescer<T, R = void> {
         count += this.pending[take++].items.length;
       }
       const callers = this.pending.splice(0, take);
+      if (!callers.length) {
+        // Another flush started meanwhile took everything pending.
+        this.flushing--;
+        this.next();
+        return;
+      }
       this.flush(callers.flatMap((c) => c.items))
         .then(
           (results) => {
@@ -55,7 +63,7 @@ export class Coalescer<T, R = void> {
           (err) => callers.forEach((c) => c.reject(err)),
         )
         .finally(() => {
-          this.flushing = false;
+          this.flushing--;
           this.next();
         });
     });

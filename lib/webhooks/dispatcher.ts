@@ -41,6 +41,27 @@ const MAX_CONCURRENT_POSTS = 100;
 const CLAIM_MARGIN_MS = 30_000;
 /** Deliveries changed per statement by drain. */
 const DRAIN_PAGE = 500;
+/**
+ * How long a delivery run sends with the endpoint as it read it (URL, headers, secrets, disabled): a change by
+ * the API reaches the run within this; the run's own changes (health, disabling) are re-read at once.
+ */
+const ENDPOINT_REFRESH_MS = 500;
+
+/** The endpoint as one delivery run sees it: read (and its secrets decrypted) at most every ENDPOINT_REFRESH_MS. */
+class EndpointView {
+  private cached: { endpoint: EndpointDoc | null; readAt: number } | null = null;
+  constructor(
+    private readonly read: () => Promise<EndpointDoc | null>,
+  ) {}
+  async get(): Promise<EndpointDoc | null> {
+    if (!this.cached || Date.now() - this.cached.readAt >= ENDPOINT_REFRESH_MS) this.cached = { endpoint: await this.read(), readAt: Date.now() };
+    return this.cached.endpoint;
+  }
+  /** After this run changed the endpoint: the next batch reads it again. */
+  invalidate(): void {
+    this.cached = null;
+  }
+}
 
 /** The previous batch's recording, overlapped with sending the next batch (at most one in flight). */
 interface Recording {
@@ -82,6 +103,7 @@ export class WebhookDispatcher {
     // This run's claim on the deliveries it sends: a run Temporal gave up on, still sending, keeps what it
     // claimed, and the run that replaced it neither sends those nor overwrites their outcome.
     const claim = randomUUID();
+    const endpoint = new EndpointView(() => this.deps.repos.webhooks.getEndpoint(endpointId));
     let recording: Recording | null = null;
     const finishRecording = async () => {
       const r = recording;
@@ -97,7 +119,7 @@ export class WebhookDispatcher {
       for (;;) {
         // Fencing: a run Temporal gave up on (its retry may already be sending) writes nothing more.
         if (ctx.superseded()) throw new SupersededError(endpointId);
-        const batch = await this.sendBatch(endpointId, claim, ctx);
+        const batch = await this.sendBatch(endpointId, endpoint, claim, ctx);
         if (batch.stop) {
           await finishRecording();
           return (result = { more: false, waitMs: 0, nextDueInMs: null, stop: !(await this.drain(endpointId, batch.stop)) });
@@ -156,12 +178,13 @@ export class WebhookDispatcher {
    */
   private async sendBatch(
     endpointId: string,
+    view: EndpointView,
     claim: string,
     ctx: DispatchContext,
   ): Promise<{ stop?: 'failed' | 'cancelled'; sent: number; more: boolean; waitMs: number; gone: boolean; recording: Recording | null }> {
     const { repos, config } = this.deps;
     const store = repos.webhookStore;
-    const endpoint = await repos.webhooks.getEndpoint(endpointId);
+    const endpoint = await view.get();
     if (!endpoint || endpoint.disabled) return { stop: endpoint ? 'failed' : 'cancelled', sent: 0, more: false, waitMs: 0, gone: false, recording: null };
 
     const startedAt = Date.now();
@@ -193,7 +216,7 @@ export class WebhookDispatcher {
       // Attempts before state: a delivery never shows as done without its attempt record.
       await store.insertAttempts(outcome.attempts);
       await store.changeDeliveries(outcome.changes);
-      await this.recordHealth(endpoint, outcome);
+      if (await this.recordHealth(endpoint, outcome)) view.invalidate();
     })();
     done.catch(() => undefined); // awaited by the caller; no unhandled rejection meanwhile
 
@@ -211,24 +234,35 @@ export class WebhookDispatcher {
     return ids.length === DRAIN_PAGE;
   }
 
-  /** After a batch: a success resets the endpoint's failure clock; 410 or failing too long disables it. */
-  private async recordHealth(endpoint: EndpointDoc, o: { gone: boolean; anySuccess: boolean; at: Date; disableAfterMs: number }): Promise<void> {
+  /**
+   * After a batch: a success resets the endpoint's failure clock; 410 or failing too long disables it. Decided
+   * on the endpoint the batch was sent with; each write is conditional on its own precondition. True when it
+   * wrote (the run then reads the endpoint again).
+   */
+  private async recordHealth(endpoint: EndpointDoc, o: { gone: boolean; anySuccess: boolean; at: Date; disableAfterMs: number }): Promise<boolean> {
     const endpoints = this.deps.repos.webhooks;
     const { logger } = this.deps;
     const endpointId = endpoint._id;
     if (o.gone) {
       await endpoints.disableEndpoint(endpointId, 'gone');
       logger.warn({ endpointId }, 'webhook endpoint answered 410 Gone: disabled');
-    } else if (o.anySuccess) {
-      if (endpoint.failing_since) await endpoints.recordEndpointHealth(endpointId, { succeeded: true, at: o.at });
-    } else if (!endpoint.failing_since) {
-      await endpoints.recordEndpointHealth(endpointId, { succeeded: false, at: o.at });
-    } else {
-      const failingTooLong = (e: EndpointDoc) => e.failing_since !== null && o.at.getTime() - e.failing_since.getTime() >= o.disableAfterMs;
-      if (failingTooLong(endpoint) && (await endpoints.disableEndpoint(endpointId, 'failing', failingTooLong))) {
-        logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
-      }
+      return true;
     }
+    if (o.anySuccess) {
+      if (!endpoint.failing_since) return false;
+      await endpoints.recordEndpointHealth(endpointId, { succeeded: true, at: o.at });
+      return true;
+    }
+    if (!endpoint.failing_since) {
+      await endpoints.recordEndpointHealth(endpointId, { succeeded: false, at: o.at });
+      return true;
+    }
+    const failingTooLong = (e: EndpointDoc) => e.failing_since !== null && o.at.getTime() - e.failing_since.getTime() >= o.disableAfterMs;
+    if (failingTooLong(endpoint) && (await endpoints.disableEndpoint(endpointId, 'failing', failingTooLong))) {
+      logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
+      return true;
+    }
+    return false;
   }
 
   /** A command the dispatcher workflow runs between batches; returns how many deliveries it changed. */

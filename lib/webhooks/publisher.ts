@@ -69,12 +69,13 @@ export function publishEvent(deps: { publisher: EventPublisher }, input: Publish
 /** An event's producer key within its team (the unique index's key). */
 const keyOf = (e: Pick<EventDoc, 'team_id' | 'idempotency_key'>) => `${e.team_id}\u0000${e.idempotency_key}`;
 
-/** Events per publish flush at most (one flush at a time: the next gathers what arrives meanwhile). */
+/** Events per publish flush at most; flushes in flight at once (the next gathers what arrives meanwhile). */
 const MAX_BATCH = 500;
+const CONCURRENT_FLUSHES = 4;
 const eventTypeRe = new RegExp(EVENT_TYPE_PATTERN);
 
 export class EventPublisher {
-  private readonly writer = new Coalescer<EventDoc, PublishedEvent>((docs) => this.flush(docs), MAX_BATCH);
+  private readonly writer = new Coalescer<EventDoc, PublishedEvent>((docs) => this.flush(docs), MAX_BATCH, CONCURRENT_FLUSHES);
   private readonly wakes = new Map<string, { again: boolean; done: Promise<void> }>();
   /** Outbox clean-ups and wakes still running after their flush returned. */
   private readonly tails = new Set<Promise<void>>();
