@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { hashKey, mintKey } from '../lib/keys';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { FieldCipher } from '../lib/crypto/field-encryption';
-import { indexesUsed } from './support/explain';
+import { indexesUsed, sortsInMemory } from './support/explain';
+import { logPage, pageById, pageQuery } from '../lib/repositories/pages';
+import { timeOrderedUuid } from '../lib/keys';
 import { ownDatabase, startTestApp, uniqueId, type OwnDatabase, type TestApp } from './support/harness';
 
 /**
@@ -45,6 +47,37 @@ describe('the database under the suite', () => {
       expect((await jobs.findOne({ _id: `job-${round}` }))?.claimed_by).toBe(winners[0]!.claimed_by);
     }
     await jobs.drop();
+  });
+
+  it("pages a log by walking the `_id` index when its matches are dense, and by the list's index when they are not", async () => {
+    type LogDoc = { _id: string; team_id: string; n: number };
+    const log = own.db.collection<LogDoc>('log_pages');
+    await log.createIndex({ team_id: 1, _id: -1 });
+    // 'rare' has 10 old entries under 40,000 newer ones of 'busy': walking `_id` from the newest reaches them last.
+    const at = Date.now() - 3_600_000;
+    const docs: LogDoc[] = [];
+    for (let n = 0; n < 10; n++) docs.push({ _id: timeOrderedUuid(at + n), team_id: 'rare', n });
+    for (let n = 0; n < 40_000; n++) docs.push({ _id: timeOrderedUuid(at + 1000 + n), team_id: 'busy', n });
+    for (let i = 0; i < docs.length; i += 5000) await log.insertMany(docs.slice(i, i + 5000));
+    const newestFirst = (team: string) => docs.filter((d) => d.team_id === team).reverse();
+
+    // The walk of a dense log: `_id_` in order, nothing sorted.
+    const walk = await pageQuery(log, { team_id: 'busy' }, -1, null, 20).hint({ _id: 1 }).explain('queryPlanner');
+    expect({ used: indexesUsed(walk), sorted: sortsInMemory(walk) }).toEqual({ used: ['_id_'], sorted: false });
+    const busy = await logPage(log, { team_id: 'busy' }, -1, null, 20);
+    expect(busy.items.map((d) => d.n)).toEqual(newestFirst('busy').slice(0, 20).map((d) => d.n));
+    expect(busy.more).toBe(true);
+    const next = await logPage(log, { team_id: 'busy' }, -1, busy.items[19]._id, 20);
+    expect(next.items.map((d) => d.n)).toEqual(newestFirst('busy').slice(20, 40).map((d) => d.n));
+
+    // A sparse log whose walk runs out of its budget (1 ms here: the store stops it, code 50) is read off the
+    // list's index instead: the same page.
+    await expect(pageQuery(log, { team_id: 'rare' }, -1, null, 4).hint({ _id: 1 }).maxTimeMS(1).toArray()).rejects.toMatchObject({ code: 50 });
+    const rare = await logPage(log, { team_id: 'rare' }, -1, null, 4, 1);
+    expect(rare.items.map((d) => d.n)).toEqual([9, 8, 7, 6]);
+    expect(rare).toEqual(await pageById(log, { team_id: 'rare' }, -1, null, 4));
+    const rest = await logPage(log, { team_id: 'rare' }, -1, rare.items[3]._id, 10, 1);
+    expect({ ns: rest.items.map((d) => d.n), more: rest.more }).toEqual({ ns: [5, 4, 3, 2, 1, 0], more: false });
   });
 
   it('answers the API key lookup of every request from the key_hash index, not a scan', async () => {

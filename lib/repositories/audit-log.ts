@@ -1,6 +1,6 @@
 import type { Collection, Db, Filter } from 'mongodb';
 import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from './indexes';
-import { pageById, type Page } from './pages';
+import { logPage, type Page } from './pages';
 
 export type AuditStatus = 'pending' | 'succeeded' | 'failed';
 
@@ -70,11 +70,11 @@ export class AuditLogRepository {
     await this.entries.updateMany({ _id: { $in: ids } }, { $set: { ...outcome, completed_at: new Date() } });
   }
 
-  /** Newest first, after the entry `after` (a cursor) when given. */
+  /** Newest first, after the entry `after` (a cursor) when given; the `_id` walk first (pages.ts `logPage`). */
   list(orgId: string, filter: { teamId?: string; action?: string }, after: string | null, limit: number): Promise<Page<AuditEntryDoc>> {
     const query: Filter<AuditEntryDoc> = { org_id: orgId };
     if (filter.teamId) query.team_id = filter.teamId;
     if (filter.action) query.action = filter.action;
-    return pageById(this.entries, query, -1, after, limit);
+    return logPage(this.entries, query, -1, after, limit);
   }
 }

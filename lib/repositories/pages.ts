@@ -1,4 +1,5 @@
 import type { Collection, Document, Filter } from 'mongodb';
+import { isTimeLimitError } from './store-errors';
 
 /**
  * Keyset pages on `_id`. Lists in recency order page on time-ordered `_id`s (UUIDv7): on DocumentDB an index
@@ -61,4 +62,31 @@ const DENSE_SHARE = 0.05;
 export async function walksIdIndex(coll: Collection<any>, matches: number | null | undefined): Promise<boolean> {
   if (matches === null || matches === undefined) return false;
   return matches >= DENSE_SHARE * (await coll.estimatedDocumentCount());
+}
+
+/** How long a log's page may walk the `_id` index before the planner's plan is used instead (see `logPage`). */
+const WALK_BUDGET_MS = 30;
+
+/**
+ * A page of a log (events, deliveries, attempts, the audit log): lists that do not count their matches, so
+ * `walksIdIndex` cannot judge their density. The `_id` walk is tried first, stopped at `budgetMs` (maxTimeMS):
+ * a dense log (a busy team's, where the planner's plan sorts every match in memory on DocumentDB: ~300–500 ms a
+ * page at 200,000) is read in a few milliseconds; a sparse one runs out of budget and the planner's plan reads
+ * it off the list's index (at most `budgetMs` more).
+ */
+export async function logPage<T extends { _id: string }>(
+  coll: Collection<T>,
+  filter: Filter<T>,
+  direction: 1 | -1,
+  after: string | null,
+  limit: number,
+  budgetMs = WALK_BUDGET_MS,
+): Promise<Page<T>> {
+  try {
+    const docs = (await pageQuery(coll, filter, direction, after, limit).hint({ _id: 1 }).maxTimeMS(budgetMs).toArray()) as T[];
+    return { items: docs.slice(0, limit), more: docs.length > limit };
+  } catch (err) {
+    if (!isTimeLimitError(err)) throw err;
+    return pageById(coll, filter, direction, after, limit);
+  }
 }

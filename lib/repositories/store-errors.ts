@@ -24,3 +24,8 @@ export function isTransientWriteError(err: unknown): boolean {
   // FerretDB v2: PostgreSQL down or restarting is code 1 "... (*Pool).Acquire): failed to connect to ..." (no connection, nothing sent).
   return e.code === 1 && /Pool\)\.Acquire\): failed to connect to/.test(e.message ?? '');
 }
+
+/** A query stopped at its `maxTimeMS`: code 50 (MaxTimeMSExpired) on MongoDB and on FerretDB v2 (PostgreSQL's statement timeout). */
+export function isTimeLimitError(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: number }).code === 50;
+}

@@ -1,12 +1,13 @@
 import type { Filter } from 'mongodb';
-import { pageById, type Page } from '../repositories/pages';
+import { logPage, type Page } from '../repositories/pages';
 import { isoWithOffset } from '../time';
 import { createdWithin, eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc, type StoredEventDoc, type WebhookStore } from './store';
 
 /**
  * The delivery log: what the API shows of events, deliveries and attempts, newest first, paged by `_id` after
  * the cursor's id (ids are time-ordered: see the indexes in store.ts), read from the store's collections as
- * they are (query shapes declared in store.ts). A [since, until) window filters on `created_at`.
+ * they are (query shapes declared in store.ts). A [since, until) window filters on `created_at`. Pages walk the
+ * `_id` index first, within a time budget (pages.ts `logPage`).
  */
 
 /** Events of a team; filter by type, user and a [since, until) window. */
@@ -21,7 +22,7 @@ export async function listEvents(
   if (q.eventType) filter.event_type = q.eventType;
   if (q.userId) filter.user_id = q.userId;
   if (q.since || q.until) filter.created_at = createdWithin(q);
-  const page = await pageById(store.events, filter as Filter<StoredEventDoc>, -1, after, limit);
+  const page = await logPage(store.events, filter as Filter<StoredEventDoc>, -1, after, limit);
   return { items: page.items.map((e) => store.openEvent(e)), more: page.more };
 }
 
@@ -37,7 +38,7 @@ export function listDeliveries(
   const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
   if (q.status) filter.status = q.status;
   if (q.since || q.until) filter.created_at = createdWithin(q);
-  return pageById(store.deliveries, filter, -1, after, limit);
+  return logPage(store.deliveries, filter, -1, after, limit);
 }
 
 /** Attempts of an event and/or to an endpoint. */
@@ -51,7 +52,7 @@ export function listAttempts(
   const filter: Filter<AttemptDoc> = { team_id: teamId };
   if (q.eventId) filter.event_id = q.eventId;
   if (q.endpointId) filter.endpoint_id = q.endpointId;
-  return pageById(store.attempts, filter, -1, after, limit);
+  return logPage(store.attempts, filter, -1, after, limit);
 }
 
 export const toEvent = (e: EventDoc) => ({
