@@ -104,4 +104,18 @@ describe('the database under the suite', () => {
     // The helper tells a scan apart: an unindexed filter uses no declared index.
     expect(indexesUsed(await keys.find({ label: 'nobody filters on this' }).explain('queryPlanner'))).toEqual([]);
   });
+
+  it("answers a management key lookup from the index on its org document's key hashes", async () => {
+    const repos = createRepositories(own.db, FieldCipher.fromSpec(process.env.DATA_ENCRYPTION_KEYS!));
+    await ensureIndexes(repos);
+    for (let i = 0; i < 300; i++) {
+      const org = await repos.tenancy.createOrg(`Org ${i}`);
+      for (let k = 0; k < 3; k++) await repos.tenancy.createManagementKey(org._id, `k${k}`, 'org_admin', []);
+    }
+    const org = await repos.tenancy.createOrg('Wanted');
+    const { value } = await repos.tenancy.createManagementKey(org._id, 'wanted', 'org_admin', []);
+    expect(await repos.tenancy.verifyManagementKey(value)).toMatchObject({ org_id: org._id, label: 'wanted' });
+    const plan = await own.db.collection('orgs').find({ 'management_keys.key_hash': hashKey(value) }).explain('queryPlanner');
+    expect(indexesUsed(plan)).toEqual(['management_keys.key_hash_1']);
+  });
 });
