@@ -569,20 +569,10 @@ export class TenancyRepository {
     teamIds: string[],
     id: string = randomUUID(),
   ): Promise<{ doc: ManagementKeyDoc; value: string }> {
-    const key = mintKey(MANAGEMENT_KEY_PREFIX);
-    const doc: ManagementKeyDoc = {
-      _id: id,
-      org_id: orgId,
-      label,
-      role,
-      team_ids: role === 'org_admin' ? [] : teamIds,
-      key_hash: key.hash,
-      prefix: key.display,
-      created_at: new Date(),
-    };
-    const added = await this.changeKeyRing(orgId, async (keys) => ({ keys: [...keys, doc], result: doc }));
+    const minted = newManagementKey(orgId, label, role, teamIds, id);
+    const added = await this.changeKeyRing(orgId, async (keys) => ({ keys: [...keys, minted.key], result: minted }));
     if ('refused' in added) throw new Error(`createManagementKey: ${JSON.stringify(added.refused)} (org ${orgId})`);
-    return { doc, value: key.value };
+    return { doc: added.key, value: added.value };
   }
 
   /**
@@ -597,28 +587,18 @@ export class TenancyRepository {
   }
 
   /** Mints a key whose bindings name live teams of the org (no key ends up bound to a deleted team). */
-  async createBoundManagementKey(
+  createBoundManagementKey(
     orgId: string,
     label: string,
     role: ManagementRole,
     teamIds: string[],
     id: string,
   ): Promise<{ key: ManagementKeyDoc; value: string } | { refused: KeyChangeRefusal }> {
-    const key = mintKey(MANAGEMENT_KEY_PREFIX);
-    const doc: ManagementKeyDoc = {
-      _id: id,
-      org_id: orgId,
-      label,
-      role,
-      team_ids: role === 'org_admin' ? [] : teamIds,
-      key_hash: key.hash,
-      prefix: key.display,
-      created_at: new Date(),
-    };
+    const minted = newManagementKey(orgId, label, role, teamIds, id);
     return this.changeKeyRing<{ key: ManagementKeyDoc; value: string }>(orgId, async (keys) => {
-      const unknown = await this.unknownTeams(orgId, doc.team_ids);
+      const unknown = await this.unknownTeams(orgId, minted.key.team_ids);
       if (unknown.length) return { refused: { unknown_team_ids: unknown } };
-      return { keys: [...keys, doc], result: { key: doc, value: key.value } };
+      return { keys: [...keys, minted.key], result: minted };
     });
   }
 
@@ -693,6 +673,22 @@ export class TenancyRepository {
     const key = org?.management_keys?.find((k) => sameHash(k.key_hash, hash));
     return org && key ? { ...key, org_id: org._id } : null;
   }
+}
+
+/** A new management key (an org_admin key holds no bindings) and its value, shown once. */
+function newManagementKey(orgId: string, label: string, role: ManagementRole, teamIds: string[], id: string): { key: ManagementKeyDoc; value: string } {
+  const minted = mintKey(MANAGEMENT_KEY_PREFIX);
+  const key: ManagementKeyDoc = {
+    _id: id,
+    org_id: orgId,
+    label,
+    role,
+    team_ids: role === 'org_admin' ? [] : teamIds,
+    key_hash: minted.hash,
+    prefix: minted.display,
+    created_at: new Date(),
+  };
+  return { key, value: minted.value };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
