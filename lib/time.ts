@@ -1,5 +1,34 @@
-/** ISO 8601 with an explicit offset (`+00:00`), as the spec's `created_on` shows. */
-export const isoWithOffset = (d: Date): string => d.toISOString().replace('Z', '+00:00');
+const TWO_DIGITS = Array.from({ length: 100 }, (_, n) => String(n).padStart(2, '0'));
+const THREE_DIGITS = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
+/** The last day `isoWithOffset` formatted (days since the epoch) and its `YYYY-MM-DDT`. */
+let formattedDay = NaN;
+let formattedDayPrefix = '';
+
+/**
+ * ISO 8601 with an explicit offset (`+00:00`), as the spec's `created_on` shows. A timeseries read formats tens
+ * of thousands of instants, mostly of the same few days: the date part is kept from the last call and the time
+ * of day written from tables, in about a quarter of the time `toISOString` takes. An invalid date throws as it does.
+ */
+export function isoWithOffset(d: Date): string {
+  const ms = d.getTime();
+  const day = Math.floor(ms / 86_400_000);
+  if (day !== formattedDay) {
+    const iso = d.toISOString();
+    formattedDayPrefix = iso.slice(0, iso.indexOf('T') + 1);
+    formattedDay = day;
+  }
+  let rest = ms - day * 86_400_000;
+  const hours = Math.floor(rest / 3_600_000);
+  rest -= hours * 3_600_000;
+  const minutes = Math.floor(rest / 60_000);
+  rest -= minutes * 60_000;
+  const seconds = Math.floor(rest / 1000);
+  const text = `${formattedDayPrefix}${TWO_DIGITS[hours]}:${TWO_DIGITS[minutes]}:${TWO_DIGITS[seconds]}.${THREE_DIGITS[rest - seconds * 1000]}+00:00`;
+  // Flattened now (charCodeAt flattens a concatenation): kept as nine pieces, a read's 43,200 timestamps would
+  // take four times the memory until the response is written, and JSON.stringify would walk every piece.
+  text.charCodeAt(0);
+  return text;
+}
 
 /** Today's calendar date (UTC) as YYYY-MM-DD. */
 export const todayUtc = (now = new Date()): string => now.toISOString().slice(0, 10);

@@ -65,9 +65,9 @@ test('SIGKILL of the worker mid-pull loses nothing and duplicates nothing', asyn
   const yesterday = addDays(today, -1);
   for (const resource of ['heartrate', 'steps', 'weight']) {
     const expected = generateDemoData({ seed: `${userId}:fitbit`, provider: 'fitbit', resource, startDate: start, endDate: yesterday, timezoneOffsetSeconds: 0 }).samples.length;
-    // Day buckets (one per day and source), one slot per sample timestamp.
+    // Day buckets (one per day and source), one entry of `offsets` per sample timestamp.
     const buckets = await app.inspect.collection('sample_buckets').find({ user_id: userId, resource, day: { $gte: new Date(`${start}T00:00:00Z`), $lt: new Date(`${today}T00:00:00Z`) } }).toArray();
-    const stored = buckets.reduce((n, b) => n + Object.keys(b.samples).length, 0);
+    const stored = buckets.reduce((n, b) => n + b.offsets.length, 0);
     expect({ resource, stored }).toEqual({ resource, stored: expected });
   }
 }, 300000);

@@ -151,11 +151,13 @@ describe('a demo connection', () => {
 
     // Lose yesterday's data; the next sync fetches yesterday and today again and announces what it restores.
     const yesterday = addDays(today, -1);
-    // Samples live in day buckets, one slot per timestamp (ms into the day): empty the slots of 00:00-06:00.
+    // Samples live in day buckets, as columns parallel to `offsets` (ms into the day): drop those of 00:00-06:00.
     for (const bucket of await app.inspect.collection('sample_buckets').find({ user_id: userId, resource: 'heartrate', day: new Date(`${yesterday}T00:00:00Z`) }).toArray()) {
-      const lost = Object.keys(bucket.samples).filter((slot) => Number(slot) < 6 * 3_600_000);
-      expect(lost.length).toBeGreaterThan(0);
-      await app.inspect.collection('sample_buckets').updateOne({ _id: bucket._id }, { $unset: Object.fromEntries(lost.map((slot) => [`samples.${slot}`, ''])) });
+      const kept = (bucket.offsets as number[]).map((offset) => offset >= 6 * 3_600_000);
+      expect(kept).toContain(false);
+      const columns = Object.entries(bucket).filter(([, column]) => Array.isArray(column));
+      const set = Object.fromEntries(columns.map(([field, column]) => [field, (column as unknown[]).filter((_, i) => kept[i])]));
+      await app.inspect.collection('sample_buckets').updateOne({ _id: bucket._id }, { $set: set, $inc: { version: 1 } });
     }
     await app.inspect.collection('summaries').deleteMany({ user_id: userId, resource: 'activity', calendar_date: yesterday });
     // A day far outside the provider's history window, as a connection years old would have recorded it.

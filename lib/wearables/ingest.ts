@@ -4,7 +4,8 @@ import { publicBaseUrl, type Config } from '../config';
 import { nameBasedUuid } from '../keys';
 import type { Repositories } from '../repositories';
 import type { UserDoc } from '../repositories/users';
-import { sampleKey, type SampleDoc, type SummaryDoc } from '../repositories/wearable-data';
+import { sampleKey } from '../repositories/sample-buckets';
+import type { SampleDoc, SummaryDoc } from '../repositories/wearable-data';
 import { localDate, zoneOffsetSeconds } from '../time';
 import type { EventPublisher } from '../webhooks/publisher';
 import type { ProviderData, SampleInput, SummaryInput } from './model';
@@ -238,7 +239,7 @@ async function upsertSummaries(docs: SummaryDoc[], repos: Repositories): Promise
 }
 
 /**
- * Writes samples into their day buckets (one conditional write per bucket: a changed value replaces its slot)
+ * Writes samples into their day buckets (one conditional write per bucket: a changed value replaces the stored one)
  * and returns what to announce, as upsertSummaries does: created and updated samples, plus those this same
  * batch wrote on an earlier try.
  */
@@ -246,7 +247,7 @@ async function upsertSamples(docs: SampleDoc[], repos: Repositories): Promise<{ 
   const counts: Counts = { created: 0, updated: 0, unchanged: 0 };
   const announced: SampleDoc[] = [];
   const batchKey = docs[0]?.ingest_key; // one content hash per batch
-  const writes = await repos.wearableData.writeSlots(docs, (stored, incoming) =>
+  const writes = await repos.wearableData.writeSamples(docs, (stored, incoming) =>
     sameSample(stored, incoming) ? null : { ...incoming, change: 'updated', created_at: stored.created_at },
   );
   for (const write of writes) {

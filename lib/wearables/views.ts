@@ -1,5 +1,6 @@
 import { providerLogoUrl, type ProviderCatalogue } from '../catalogue';
-import type { SampleDoc, SummaryDoc } from '../repositories/wearable-data';
+import type { SampleReading } from '../repositories/sample-buckets';
+import type { SummaryDoc } from '../repositories/wearable-data';
 import { isoWithOffset } from '../time';
 
 /**
@@ -47,7 +48,7 @@ export function summaryView(doc: SummaryDoc, source: SourceView): Record<string,
   };
 }
 
-export function sampleView(doc: SampleDoc): Record<string, unknown> {
+export function sampleView(doc: SampleReading): Record<string, unknown> {
   const view: Record<string, unknown> = {
     timestamp: isoWithOffset(doc.timestamp),
     timezone_offset: doc.timezone_offset,
