@@ -1,7 +1,7 @@
 import type { Collection, Filter } from 'mongodb';
 import { retryTransient } from './bulk';
 import { isDuplicateKeyError } from './store-errors';
-import type { IngestMark, SampleDoc } from './wearable-data';
+import type { IngestMark, SampleDoc, WearableSeries } from './wearable-data';
 
 /**
  * One sample as its bucket holds it: the sample less what its bucket says (whose, what, when), and less its
@@ -27,14 +27,9 @@ export type Column<T> = T | (T | null)[];
  * on a field (`{value: {$gt: 150}}`) matches the scalar and the array alike. `version` is bumped by every
  * write and is the precondition of the next (races settle in the database).
  */
-export interface SampleBucketDoc {
+export interface SampleBucketDoc extends WearableSeries {
   /** `<user>:<resource>:<provider>:<source type>:<YYYY-MM-DD>` */
   _id: string;
-  team_id: string;
-  user_id: string;
-  resource: string;
-  provider: string;
-  source_type: string;
   /** 00:00 UTC of the bucket's day. */
   day: Date;
   offsets?: number[];

@@ -12,15 +12,19 @@ export interface IngestMark {
   change: 'created' | 'updated';
 }
 
-/** What every summary and sample document carries: whose data, of what, from where, and how it was written. */
-interface WearableDocBase extends IngestMark {
-  _id: string;
+/** Whose data, of what, from where: what summaries, samples and sample buckets all carry. */
+export interface WearableSeries {
   team_id: string;
   user_id: string;
   resource: string;
   provider: string;
   /** The device or app type that recorded it (watch, ring, phone …); part of a sample's replacement key. */
   source_type: string;
+}
+
+/** What every summary and sample document carries: its series, and how it was written. */
+interface WearableDocBase extends IngestMark, WearableSeries {
+  _id: string;
   created_at: Date;
   updated_at: Date;
 }
