@@ -1,14 +1,14 @@
-import type { Config } from '../lib/config';
-import type { Logger } from '../lib/logger';
+import type { Config } from '../lib/platform/config';
+import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
-import type { TemporalDeps } from '../lib/temporal';
-import type { LabCatalogue } from '../lib/lab-catalogue';
-import { createSandboxLab } from './lab/sandbox-lab';
+import type { TemporalDeps } from '../lib/platform/temporal';
+import type { LabCatalogue } from '../lib/labs/catalogue';
+import { createSandboxLab } from '../lib/labs/sandbox-lab';
 import { createLabOrderActivities } from './lab-orders';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
 import { EventPublisher } from '../lib/webhooks/publisher';
-import { loadProviderCatalogue } from '../lib/catalogue';
+import { loadProviderCatalogue } from '../lib/wearables/provider-catalogue';
 import { createAdapterRegistry } from '../lib/wearables/adapters';
 import { createWearableActivities } from './wearables';
 
@@ -28,7 +28,7 @@ export function createActivities(base: ActivityDeps) {
   const providers = loadProviderCatalogue();
   return {
     ...createUserDeletionActivities(deps),
-    // This deployment's laboratory is the sandbox lab (activities/lab/adapter.ts is the integration point).
+    // This deployment's laboratory is the sandbox lab (lib/labs/lab-adapter.ts is the integration point).
     ...createLabOrderActivities({ ...deps, lab: createSandboxLab(deps.labCatalogue) }),
     ...createWebhookDeliveryActivities(deps),
     // Provider connections: this deployment has no internet, so its pull adapters are the demo providers.

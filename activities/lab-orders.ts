@@ -1,13 +1,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/activity';
 import { publishEvent, type EventPublisher, type PublisherDeps } from '../lib/webhooks/publisher';
-import { interpretNumeric, overallInterpretation, worse } from '../lib/lab/interpretation';
-import { OrderViews, type OrderViewDeps } from '../lib/lab/order-view';
-import type { LabOrderDoc, LabResultsDoc } from '../lib/repositories/lab-orders';
-import { isoWithOffset } from '../lib/time';
-import { highLevelOf } from '../workflows/lab-order-statuses';
+import { interpretNumeric, overallInterpretation, worse } from '../lib/labs/interpretation';
+import { OrderViews, type OrderViewDeps } from '../lib/labs/order-view';
+import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/orders-store';
+import { isoWithOffset } from '../lib/platform/time';
+import { highLevelOf } from '../lib/labs/statuses';
 import { ORDER_NEVER_STORED, type SimulationRequest } from '../workflows/lab-order';
-import type { LabAdapter } from './lab/adapter';
+import type { LabAdapter } from '../lib/labs/lab-adapter';
 
 
 export type LabOrderActivityDeps = PublisherDeps & { publisher: EventPublisher } & OrderViewDeps & { lab: LabAdapter };

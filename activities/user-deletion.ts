@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Repositories } from '../lib/repositories';
-import type { TemporalDeps } from '../lib/temporal';
-import { userDataDomains, type UserRef } from './user-data-domains';
+import type { TemporalDeps } from '../lib/platform/temporal';
+import { userDataDomains, type UserRef } from '../lib/users/data-domains';
 
 export type RestoreResult =
   | { outcome: 'restored' }

@@ -1,15 +1,15 @@
 import { Context } from '@temporalio/activity';
-import type { ProviderCatalogue } from '../lib/catalogue';
-import type { Config } from '../lib/config';
-import type { Logger } from '../lib/logger';
+import type { ProviderCatalogue } from '../lib/wearables/provider-catalogue';
+import type { Config } from '../lib/platform/config';
+import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
-import type { ConnectionDoc } from '../lib/repositories/connections';
-import { historicalPullId, type HistoricalPullDoc, type PullErrorDetails } from '../lib/repositories/historical-pulls';
-import type { UserDoc } from '../lib/repositories/users';
-import type { TemporalDeps } from '../lib/temporal';
-import { addDays, datesBetween, localDate, zoneOffsetSeconds } from '../lib/time';
+import type { ConnectionDoc } from '../lib/wearables/connections-store';
+import { historicalPullId, type HistoricalPullDoc, type PullErrorDetails } from '../lib/wearables/historical-pulls-store';
+import type { UserDoc } from '../lib/users/store';
+import type { TemporalDeps } from '../lib/platform/temporal';
+import { addDays, datesBetween, localDate, zoneOffsetSeconds } from '../lib/platform/time';
 import { ProviderFetchError, type AdapterRegistry, type ProviderAdapter } from '../lib/wearables/adapters';
-import { providerSummary } from '../lib/wearables/connections';
+import { providerSummary } from '../lib/wearables/workflow-client';
 import { ingestProviderData, type IngestResult } from '../lib/wearables/ingest';
 import type { EventPublisher } from '../lib/webhooks/publisher';
 

@@ -1,8 +1,8 @@
 import { Context } from '@temporalio/activity';
-import type { Config } from '../lib/config';
-import type { Logger } from '../lib/logger';
+import type { Config } from '../lib/platform/config';
+import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
-import { urlPolicyFromConfig } from '../lib/url-safety';
+import { urlPolicyFromConfig } from '../lib/platform/url-safety';
 import { WebhookDispatcher, type DispatchResult } from '../lib/webhooks/dispatcher';
 import type { EventPublisher } from '../lib/webhooks/publisher';
 import { WebhookSender } from '../lib/webhooks/sender';

@@ -1,6 +1,6 @@
 import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
-import { ValidationError } from '../lib/errors';
+import { ValidationError } from '../lib/platform/errors';
 import { coerceFlat, toFieldErrors, validatorFor, type FieldError } from '../schemas/validator';
 import type { AppDeps } from './deps';
 import { createAuthenticator, type Authenticator } from './middleware/auth';

@@ -1,11 +1,11 @@
-import type { PayorCatalogue } from '../lib/payor-catalogue';
-import type { Config } from '../lib/config';
-import type { Logger } from '../lib/logger';
+import type { PayorCatalogue } from '../lib/insurance/payor-catalogue';
+import type { Config } from '../lib/platform/config';
+import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
-import type { TemporalDeps } from '../lib/temporal';
+import type { TemporalDeps } from '../lib/platform/temporal';
 import type { Db } from 'mongodb';
-import type { ProviderCatalogue } from '../lib/catalogue';
-import type { LabCatalogue } from '../lib/lab-catalogue';
+import type { ProviderCatalogue } from '../lib/wearables/provider-catalogue';
+import type { LabCatalogue } from '../lib/labs/catalogue';
 import type { EventPublisher } from '../lib/webhooks/publisher';
 
 /** Everything createApp needs; built by api/main.ts (or a test) and closed by it. */

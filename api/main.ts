@@ -1,14 +1,14 @@
-import { loadPayorCatalogue } from '../lib/payor-catalogue';
+import { loadPayorCatalogue } from '../lib/insurance/payor-catalogue';
 import type { Server } from 'node:http';
-import { loadProviderCatalogue } from '../lib/catalogue';
-import { dataCipher, loadConfig, publicBaseUrl } from '../lib/config';
+import { loadProviderCatalogue } from '../lib/wearables/provider-catalogue';
+import { dataCipher, loadConfig, publicBaseUrl } from '../lib/platform/config';
 import { EventPublisher } from '../lib/webhooks/publisher';
-import { createLogger } from '../lib/logger';
-import { connectMongo } from '../lib/mongo';
+import { createLogger } from '../lib/platform/logger';
+import { connectMongo } from '../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
-import { retentionFrom } from '../lib/repositories/indexes';
-import { connectTemporal } from '../lib/temporal';
-import { loadLabCatalogue } from '../lib/lab-catalogue';
+import { retentionFrom } from '../lib/platform/database/indexes';
+import { connectTemporal } from '../lib/platform/temporal';
+import { loadLabCatalogue } from '../lib/labs/catalogue';
 import { createApp } from './app';
 
 /** API process: listens, and on SIGTERM stops accepting, finishes in-flight requests, then closes. */

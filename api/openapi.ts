@@ -1,6 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
-import type { Config } from '../lib/config';
-import { publicBaseUrl } from '../lib/config';
+import type { Config } from '../lib/platform/config';
+import { publicBaseUrl } from '../lib/platform/config';
 import { ErrorDetail, HTTPValidationError } from '../schemas/common';
 import type { AnyRoute } from './route';
 

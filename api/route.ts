@@ -1,6 +1,6 @@
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Context } from 'koa';
-import type { Logger } from '../lib/logger';
+import type { Logger } from '../lib/platform/logger';
 import type { AppDeps } from './deps';
 import type { ManagementPrincipal, TeamPrincipal } from './middleware/auth';
 

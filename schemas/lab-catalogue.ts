@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { COLLECTION_METHODS } from '../workflows/lab-order-statuses';
+import { COLLECTION_METHODS } from '../lib/labs/statuses';
 import { Nullable, StringEnum } from './common';
 
 /** Entries of lib/catalogue/lab-catalogue.json (validated at start-up), shaped like the reference API's lab objects. */

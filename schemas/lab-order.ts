@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { ALL_DOTTED_STATUSES, COLLECTION_METHODS } from '../workflows/lab-order-statuses';
+import { ALL_DOTTED_STATUSES, COLLECTION_METHODS } from '../lib/labs/statuses';
 import { DateString, MAX_PAGE, Nullable, StringEnum, Timestamp, Uuid } from './common';
 
 // ---------- Requests ----------

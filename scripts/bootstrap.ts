@@ -1,8 +1,8 @@
-import { createOrgWithAdminKey } from '../lib/bootstrap';
-import { dataCipher, loadConfig } from '../lib/config';
-import { connectMongo } from '../lib/mongo';
+import { createOrgWithAdminKey } from '../lib/tenancy/bootstrap';
+import { dataCipher, loadConfig } from '../lib/platform/config';
+import { connectMongo } from '../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
-import { retentionFrom } from '../lib/repositories/indexes';
+import { retentionFrom } from '../lib/platform/database/indexes';
 
 /**
  * Production bootstrap (`npm run bootstrap -- "Org name"`): creates the organisation and its first org

@@ -1,5 +1,5 @@
-import { dataCipher, loadConfig } from '../lib/config';
-import { connectMongo } from '../lib/mongo';
+import { dataCipher, loadConfig } from '../lib/platform/config';
+import { connectMongo } from '../lib/platform/database/mongo';
 import { createRepositories, reencryptAll } from '../lib/repositories';
 
 /**

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { renderRequisitionPdf, type RequisitionDocument } from '../lib/lab-documents/requisition-pdf';
-import { renderResultsPdf, type ResultsDocument } from '../lib/lab-documents/results-pdf';
+import { renderRequisitionPdf, type RequisitionDocument } from '../lib/labs/pdf/requisition';
+import { renderResultsPdf, type ResultsDocument } from '../lib/labs/pdf/results';
 
 /**
  * Renders the lab documents with realistic sample data, for looking at:
@@ -9,7 +9,7 @@ import { renderResultsPdf, type ResultsDocument } from '../lib/lab-documents/res
  * Writes to .devstack/sample-pdfs/ under the current directory unless told otherwise.
  */
 
-/** As lib/lab/documents.ts builds it from the sandbox catalogue's entry. */
+/** As lib/labs/documents.ts builds it from the sandbox catalogue's entry. */
 const LAB = { name: 'Quest Diagnostics', address: '500 Plaza Dr, Secaucus 07094', clia: '05D0642827' };
 const ORDER_ID = '5f2b9c1e-8a47-4d3b-9e61-0c7a2f4d8b13';
 const SAMPLE_ID = '8391042716';

@@ -1,10 +1,10 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { ensureDevTenant, type DevCredentials } from '../lib/bootstrap';
-import { dataCipher, loadConfig } from '../lib/config';
-import { connectMongo } from '../lib/mongo';
+import { ensureDevTenant, type DevCredentials } from '../lib/tenancy/bootstrap';
+import { dataCipher, loadConfig } from '../lib/platform/config';
+import { connectMongo } from '../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
-import { retentionFrom } from '../lib/repositories/indexes';
+import { retentionFrom } from '../lib/platform/database/indexes';
 
 /** Used by `npm run dev`: seeds the sandbox tenant on first start and writes .devstack/credentials.json. */
 async function main(): Promise<void> {

@@ -4,8 +4,8 @@ import addFormats from 'ajv-formats';
 import Koa from 'koa';
 import { errorRenderer } from '../api/middleware/errors';
 import { requestContext } from '../api/middleware/request-context';
-import { createLogger } from '../lib/logger';
-import { checkWebhookUrl } from '../lib/url-safety';
+import { createLogger } from '../lib/platform/logger';
+import { checkWebhookUrl } from '../lib/platform/url-safety';
 import { Webhook } from '../schemas/webhook';
 import {
   createTenant,

@@ -1,4 +1,4 @@
-import { Coalescer } from '../lib/coalescer';
+import { Coalescer } from '../lib/platform/coalescer';
 
 /** A flush the test releases by hand, recording what each flush was given. */
 function gatedFlush() {

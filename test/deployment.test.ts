@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { configKeys } from '../lib/config';
+import { configKeys } from '../lib/platform/config';
 import { SEARCH_ATTRIBUTES } from '../workflows/lab-order';
 
 /**
- * The deployment files and the docs cannot drift from lib/config.ts: docker-compose.yml configures the
+ * The deployment files and the docs cannot drift from lib/platform/config.ts: docker-compose.yml configures the
  * api and worker only with variables the service reads, and README.md documents every one of them.
  * Pure file checks: no stack needed.
  */
@@ -54,7 +54,7 @@ describe('docker-compose.yml', () => {
     );
   });
 
-  test.each(['api', 'worker'])('the %s service sets only variables that lib/config.ts reads', (name) => {
+  test.each(['api', 'worker'])('the %s service sets only variables that lib/platform/config.ts reads', (name) => {
     const keys = Object.keys(environmentOf(compose.services[name]));
     expect(keys.length).toBeGreaterThan(0);
     expect(keys.filter((key) => !known.has(key))).toEqual([]);

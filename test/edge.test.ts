@@ -1,6 +1,6 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
-import { ConfigError, loadConfig } from '../lib/config';
-import { createLogger } from '../lib/logger';
+import { ConfigError, loadConfig } from '../lib/platform/config';
+import { createLogger } from '../lib/platform/logger';
 import { createTenant, httpClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
 
 let app: TestApp;

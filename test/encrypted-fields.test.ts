@@ -1,6 +1,6 @@
 import type { Collection, Db } from 'mongodb';
-import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
-import { EncryptedFields, type Sealed } from '../lib/repositories/encrypted-fields';
+import { FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
+import { EncryptedFields, type Sealed } from '../lib/platform/database/encrypted-fields';
 import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
 
 /**

@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Collection, MongoClient } from 'mongodb';
-import type { FieldCipher } from '../lib/crypto/field-encryption';
+import type { FieldCipher } from '../lib/platform/field-encryption';
 import { createRepositories } from '../lib/repositories';
-import { coveredBy, type IndexSpec, type QueryShape } from '../lib/repositories/indexes';
+import { coveredBy, type IndexSpec, type QueryShape } from '../lib/platform/database/indexes';
 import { startTestApp } from './support/harness';
 import { ID_INDEX, INDEX_TABLE } from './support/index-table';
 
@@ -20,7 +20,7 @@ const collections = INDEX_TABLE;
  * it is listed here.
  */
 const DYNAMIC_COLLECTION_CALLS: Record<string, { arg: string; reaches: string }> = {
-  'lib/repositories/webhooks.ts': { arg: 'this.endpoints.collectionName', reaches: 'webhook_endpoints' },
+  'lib/webhooks/endpoints-store.ts': { arg: 'this.endpoints.collectionName', reaches: 'webhook_endpoints' },
   // The one-time legacy migration (runOnce) also reads the retired webhook_queue, webhook_queue_items and
   // webhook_deliveries_succeeded whole, once, and drops them: no query shapes to index.
   'lib/webhooks/legacy-layout.ts': { arg: 'name', reaches: 'webhook_events, webhook_outbox, webhook_deliveries, webhook_attempts' },

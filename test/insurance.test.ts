@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from 'mongodb';
-import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
-import { timeOrderedUuid } from '../lib/keys';
-import { createLogger } from '../lib/logger';
-import { InsuranceRepository, type InsuranceDoc } from '../lib/repositories/insurance';
+import { FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
+import { timeOrderedUuid } from '../lib/platform/keys';
+import { createLogger } from '../lib/platform/logger';
+import { InsuranceRepository, type InsuranceDoc } from '../lib/insurance/store';
 import { InsuranceRecord, PayorSearchResults } from '../schemas/insurance';
 import { createTenant, expectSchema, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { rawText } from './support/raw';

@@ -1,6 +1,6 @@
 import catalogueJson from '../lib/catalogue/lab-catalogue.json';
-import { loadLabCatalogue } from '../lib/lab-catalogue';
-import { interpretNumeric } from '../lib/lab/interpretation';
+import { loadLabCatalogue } from '../lib/labs/catalogue';
+import { interpretNumeric } from '../lib/labs/interpretation';
 
 /** A copy of the shipped file to break. */
 const broken = () => structuredClone(catalogueJson);

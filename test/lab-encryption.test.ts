@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Binary, type Db } from 'mongodb';
-import { dataCipher } from '../lib/config';
-import { DecryptionError, FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
+import { dataCipher } from '../lib/platform/config';
+import { DecryptionError, FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { createRepositories, reencryptAll } from '../lib/repositories';
 import {
   LabOrderRepository,
@@ -10,7 +10,7 @@ import {
   type IdempotencyKeyDoc,
   type LabOrderDoc,
   type LabResultsDoc,
-} from '../lib/repositories/lab-orders';
+} from '../lib/labs/orders-store';
 import { eventData } from '../lib/webhooks/store';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';

@@ -1,6 +1,6 @@
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { LabResultsRaw } from '../schemas/lab-order';
-import { courseTo, STATUS_SETS, type CollectionMethod } from '../workflows/lab-order-statuses';
+import { courseTo, STATUS_SETS, type CollectionMethod } from '../lib/labs/statuses';
 import { createTenant, eventually, expectSchema, managementClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, registrationBody } from './support/lab';
 import { pdfText } from './support/pdf';

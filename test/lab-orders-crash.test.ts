@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { courseTo } from '../workflows/lab-order-statuses';
+import { courseTo } from '../lib/labs/statuses';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';

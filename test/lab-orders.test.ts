@@ -1,5 +1,5 @@
 import { ClientFacingOrder, OrderList, PatchOrderResponse, PostOrderResponse } from '../schemas/lab-order';
-import { walksIdIndex } from '../lib/repositories/pages';
+import { walksIdIndex } from '../lib/platform/database/pages';
 import { indexBoundFields, indexesUsed, sortsInMemory } from './support/explain';
 import { createTenant, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, registrationBody, today } from './support/lab';

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { audited } from '../api/services/audit';
-import { FieldCipher, generateDataKey } from '../lib/crypto/field-encryption';
-import { createLogger } from '../lib/logger';
-import { CustomCredentialsRepository, type CustomCredentialsInput } from '../lib/repositories/custom-credentials';
-import { MAX_MANAGEMENT_KEYS_PER_ORG, TenancyRepository } from '../lib/repositories/tenancy';
-import { hashKey } from '../lib/keys';
+import { audited } from '../lib/tenancy/audit';
+import { FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
+import { createLogger } from '../lib/platform/logger';
+import { CustomCredentialsRepository, type CustomCredentialsInput } from '../lib/tenancy/custom-credentials-store';
+import { MAX_MANAGEMENT_KEYS_PER_ORG, TenancyRepository } from '../lib/tenancy/store';
+import { hashKey } from '../lib/platform/keys';
 import {
   AuditLogPage,
   CustomCredentials,

@@ -1,4 +1,4 @@
-import { loadProviderCatalogue } from '../lib/catalogue';
+import { loadProviderCatalogue } from '../lib/wearables/provider-catalogue';
 import { ProviderList } from '../schemas/provider';
 import providers from '../lib/catalogue/providers.json';
 import { createTenant, expectSchema, httpClient, startTestApp, teamClient, type HttpClient, type TestApp } from './support/harness';

@@ -1,12 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { indexServes } from '../lib/repositories/indexes';
-import { shapesOf, type ObservedQueryShape } from '../lib/query-shapes';
+import { indexServes } from '../lib/platform/database/indexes';
+import { shapesOf, type ObservedQueryShape } from '../lib/platform/database/query-shapes';
 import { ID_INDEX, INDEX_TABLE } from './support/index-table';
 
 /**
  * Runs after the whole suite (scripts/test.mjs, second jest phase): every query the api and the worker sent
- * to the database while the suite ran — recorded by lib/query-shapes.ts through MONGO_QUERY_SHAPE_LOG — is
+ * to the database while the suite ran — recorded by lib/platform/database/query-shapes.ts through MONGO_QUERY_SHAPE_LOG — is
  * served by an index its repository declares (architecture rule 2). The declared query shapes of
  * test/indexes.test.ts are the documentation; this is the check that nothing issues a query they forgot.
  */
@@ -25,14 +25,14 @@ const ONE_TIME_SCANS: Record<string, string> = {
   'webhook_attempts {attempts}': 'legacy-layout.ts: attempt batches of the previous layout ($or branch 2)',
   'webhook_queue_items {}': 'legacy-layout.ts: retired collection',
   'webhook_queue {}': 'legacy-layout.ts: retired collection',
-  // lib/repositories/lab-orders.ts: orders whose activate_by earlier versions stored as a string, converted once.
+  // lib/labs/orders-store.ts: orders whose activate_by earlier versions stored as a string, converted once.
   'lab_orders {activate_by}': 'lab-orders.ts migration: activate_by strings of earlier versions become Dates',
   // lib/webhooks/store.ts: events of earlier versions, which carry no idempotency_key, given their own id as key once.
   'webhook_events {idempotency_key}': 'store.ts migration: events stored before producer keys were a field get one',
-  // lib/repositories/tenancy.ts: management keys of the retired collection, moved into their orgs once.
+  // lib/tenancy/store.ts: management keys of the retired collection, moved into their orgs once.
   'management_keys {}': 'tenancy.ts migration: every key of the retired collection',
   'orgs {management_keys}': 'tenancy.ts migration: orgs that have not got their keys yet',
-  // lib/repositories/webhooks.ts: endpoints whose secrets were stored in plaintext, encrypted once.
+  // lib/webhooks/endpoints-store.ts: endpoints whose secrets were stored in plaintext, encrypted once.
   'webhook_endpoints {}': 'webhooks.ts reencrypt: visits every endpoint by design (the start-up encryption of plaintext secrets, npm run reencrypt)',
 };
 

@@ -1,5 +1,5 @@
-import { WORKER_HEARTBEAT_STALE_MS } from '../lib/repositories/workers';
-import { temporalReadiness } from '../lib/temporal';
+import { WORKER_HEARTBEAT_STALE_MS } from '../lib/platform/worker-heartbeats-store';
+import { temporalReadiness } from '../lib/platform/temporal';
 import { eventually, httpClient, startTestApp } from './support/harness';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';
 

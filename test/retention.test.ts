@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { FieldCipher } from '../lib/crypto/field-encryption';
+import { FieldCipher } from '../lib/platform/field-encryption';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
-import type { Retention } from '../lib/repositories/indexes';
+import type { Retention } from '../lib/platform/database/indexes';
 import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
 
 /**

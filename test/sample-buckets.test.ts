@@ -1,5 +1,5 @@
-import { SampleBuckets, sampleKey, type SampleBucketDoc } from '../lib/repositories/sample-buckets';
-import { WearableDataRepository, type SampleDoc } from '../lib/repositories/wearable-data';
+import { SampleBuckets, sampleKey, type SampleBucketDoc } from '../lib/wearables/sample-buckets';
+import { WearableDataRepository, type SampleDoc } from '../lib/wearables/data-store';
 import { indexBoundFields, indexesUsed } from './support/explain';
 import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
 

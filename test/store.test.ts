@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { hashKey, mintKey } from '../lib/keys';
+import { hashKey, mintKey } from '../lib/platform/keys';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
-import { FieldCipher } from '../lib/crypto/field-encryption';
+import { FieldCipher } from '../lib/platform/field-encryption';
 import { indexesUsed, sortsInMemory } from './support/explain';
-import { logPage, pageById, pageQuery } from '../lib/repositories/pages';
-import { timeOrderedUuid } from '../lib/keys';
+import { logPage, pageById, pageQuery } from '../lib/platform/database/pages';
+import { timeOrderedUuid } from '../lib/platform/keys';
 import { ownDatabase, startTestApp, uniqueId, type OwnDatabase, type TestApp } from './support/harness';
 
 /**

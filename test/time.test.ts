@@ -1,4 +1,4 @@
-import { isoWithOffset } from '../lib/time';
+import { isoWithOffset } from '../lib/platform/time';
 
 /** isoWithOffset writes the time of day itself (a timeseries read formats 43,200 instants): it must say what toISOString says. */
 const reference = (d: Date) => d.toISOString().replace('Z', '+00:00');

@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { addDays, todayUtc } from '../lib/time';
+import { addDays, todayUtc } from '../lib/platform/time';
 import { generateDemoData } from '../lib/wearables/demo-data';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';

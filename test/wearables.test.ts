@@ -1,5 +1,5 @@
 import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { addDays, todayUtc } from '../lib/time';
+import { addDays, todayUtc } from '../lib/platform/time';
 import {
   ActivityResponse,
   GroupedTimeseriesResponse,

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { generateSecret } from '../lib/webhook-signing';
+import { generateSecret } from '../lib/webhooks/signing';
 import { AuditLogPage } from '../schemas/management';
 import { createTenant, expectSchema, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 
 /**
- * Webhook endpoint management is audited like the rest of management (api/services/audit.ts): every change
+ * Webhook endpoint management is audited like the rest of management (lib/tenancy/audit.ts): every change
  * (not reads, not refused validation) leaves one entry with the key, action, team, target and outcome, and
  * no secret or header value.
  */

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Worker } from '@temporalio/worker';
-import type { Logger } from '../lib/logger';
+import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
-import { WORKER_HEARTBEAT_INTERVAL_MS } from '../lib/repositories/workers';
+import { WORKER_HEARTBEAT_INTERVAL_MS } from '../lib/platform/worker-heartbeats-store';
 
 export interface WorkerHeartbeat {
   id: string;

@@ -1,9 +1,9 @@
-import { dataCipher, loadConfig } from '../lib/config';
-import { createLogger } from '../lib/logger';
-import { connectMongo } from '../lib/mongo';
+import { dataCipher, loadConfig } from '../lib/platform/config';
+import { createLogger } from '../lib/platform/logger';
+import { connectMongo } from '../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
-import { retentionFrom } from '../lib/repositories/indexes';
-import { connectTemporal } from '../lib/temporal';
+import { retentionFrom } from '../lib/platform/database/indexes';
+import { connectTemporal } from '../lib/platform/temporal';
 import { startWorkerHeartbeat } from './heartbeat';
 import { deleteRetiredMaintenanceSchedule } from './maintenance-schedule';
 import { startWebhookSweeper } from './webhook-sweeper';

@@ -1,11 +1,11 @@
 import { ScheduleNotFoundError } from '@temporalio/client';
-import type { Logger } from '../lib/logger';
-import type { TemporalDeps } from '../lib/temporal';
+import type { Logger } from '../lib/platform/logger';
+import type { TemporalDeps } from '../lib/platform/temporal';
 import { workflowIds } from '../workflows/ids';
 
 /**
  * Earlier versions removed expired documents with an hourly Temporal Schedule; TTL indexes do it now
- * (lib/repositories/indexes.ts, Retention). Every worker deletes that Schedule at boot, if it is still there, so
+ * (lib/platform/database/indexes.ts, Retention). Every worker deletes that Schedule at boot, if it is still there, so
  * it starts no more runs of a workflow this worker no longer hosts.
  */
 export async function deleteRetiredMaintenanceSchedule(temporal: TemporalDeps, logger: Logger): Promise<void> {

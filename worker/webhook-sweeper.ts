@@ -1,6 +1,6 @@
-import type { Config } from '../lib/config';
-import type { Logger } from '../lib/logger';
-import type { TemporalDeps } from '../lib/temporal';
+import type { Config } from '../lib/platform/config';
+import type { Logger } from '../lib/platform/logger';
+import type { TemporalDeps } from '../lib/platform/temporal';
 import { workflowIds } from '../workflows/ids';
 import { webhookSweeperWorkflow } from '../workflows/webhook-sweeper';
 

@@ -1,10 +1,10 @@
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { createActivities } from '../activities';
-import { loadLabCatalogue } from '../lib/lab-catalogue';
-import type { Config } from '../lib/config';
-import type { Logger } from '../lib/logger';
+import { loadLabCatalogue } from '../lib/labs/catalogue';
+import type { Config } from '../lib/platform/config';
+import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
-import type { TemporalDeps } from '../lib/temporal';
+import type { TemporalDeps } from '../lib/platform/temporal';
 
 let runtimeInstalled = false;
 

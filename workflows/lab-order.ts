@@ -20,7 +20,7 @@ import {
   RESULT_STATUSES,
   TERMINAL,
   type CollectionMethod,
-} from './lab-order-statuses';
+} from '../lib/labs/statuses';
 
 /**
  * Search attributes of order workflows, so operators find orders in the Temporal UI

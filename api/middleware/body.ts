@@ -1,6 +1,6 @@
 import type { Context } from 'koa';
 import getRawBody from 'raw-body';
-import { ApiError, ValidationError } from '../../lib/errors';
+import { ApiError, ValidationError } from '../../lib/platform/errors';
 
 /** Reads a JSON body up to `limit` bytes: too large is 413, malformed JSON is a 422 of type json_invalid. */
 export async function readJsonBody(ctx: Context, limit: number): Promise<unknown> {

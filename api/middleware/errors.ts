@@ -1,5 +1,5 @@
 import type { Context, Next } from 'koa';
-import { ApiError, ValidationError } from '../../lib/errors';
+import { ApiError, ValidationError } from '../../lib/platform/errors';
 
 /**
  * The one exit for errors: typed errors become the spec's bodies (`{"detail": ...}`), anything else is a

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
-import type { Logger } from '../../lib/logger';
+import type { Logger } from '../../lib/platform/logger';
 
 declare module 'koa' {
   interface DefaultState {

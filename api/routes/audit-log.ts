@@ -1,7 +1,7 @@
 import { AuditLogPage, AuditLogQuery, OrgParams } from '../../schemas/management';
 import { defineRoute } from '../route';
-import { toAuditEntry } from '../services/audit';
-import { afterCursor, cursorPageBody } from '../services/cursors';
+import { toAuditEntry } from '../../lib/tenancy/audit';
+import { afterCursor, cursorPageBody } from '../cursors';
 import { managementErrors as errors } from './management';
 
 export const auditLogRoutes = [

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { badRequest, notFound } from '../../lib/errors';
-import { hashKey } from '../../lib/keys';
-import { publicBaseUrl } from '../../lib/config';
-import type { HistoricalPullDoc } from '../../lib/repositories/historical-pulls';
-import { isoWithOffset } from '../../lib/time';
+import { badRequest, notFound } from '../../lib/platform/errors';
+import { hashKey } from '../../lib/platform/keys';
+import { publicBaseUrl } from '../../lib/platform/config';
+import type { HistoricalPullDoc } from '../../lib/wearables/historical-pulls-store';
+import { isoWithOffset } from '../../lib/platform/time';
 import { createAdapterRegistry, DEMO_PROVIDERS } from '../../lib/wearables/adapters';
-import { connectProvider, deregisterConnection, providerSummary, signalConnection } from '../../lib/wearables/connections';
+import { connectProvider, deregisterConnection, providerSummary, signalConnection } from '../../lib/wearables/workflow-client';
 import { ErrorDetail, HTTPValidationError, SuccessResponse } from '../../schemas/common';
 import { UserIdParams } from '../../schemas/user';
 import {

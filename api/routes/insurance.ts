@@ -1,6 +1,6 @@
-import { forbidden, notFound, ValidationError } from '../../lib/errors';
-import { timeOrderedUuid } from '../../lib/keys';
-import type { InsuranceDoc } from '../../lib/repositories/insurance';
+import { forbidden, notFound, ValidationError } from '../../lib/platform/errors';
+import { timeOrderedUuid } from '../../lib/platform/keys';
+import type { InsuranceDoc } from '../../lib/insurance/store';
 import type { PayorEntry } from '../../schemas/insurance';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import {

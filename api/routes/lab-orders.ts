@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox';
-import { ApiError, badRequest, notFound, ValidationError } from '../../lib/errors';
-import { renderRequisition, renderResultsReport, resultsView } from '../../lib/lab/documents';
-import { checkSignedDocumentUrl, DOCUMENT_URL_KEY } from '../../lib/lab/signed-urls';
-import { requisitionPath, transactionStatus } from '../../lib/lab/order-view';
-import { timeOrderedNameBasedUuid } from '../../lib/keys';
-import { decodeCursor, encodeCursor } from '../services/cursors';
-import { isoWithOffset, todayUtc } from '../../lib/time';
+import { ApiError, badRequest, notFound, ValidationError } from '../../lib/platform/errors';
+import { renderRequisition, renderResultsReport, resultsView } from '../../lib/labs/documents';
+import { checkSignedDocumentUrl, DOCUMENT_URL_KEY } from '../../lib/labs/signed-urls';
+import { requisitionPath, transactionStatus } from '../../lib/labs/order-view';
+import { timeOrderedNameBasedUuid } from '../../lib/platform/keys';
+import { decodeCursor, encodeCursor } from '../cursors';
+import { isoWithOffset, todayUtc } from '../../lib/platform/time';
 import { ErrorDetail, HTTPValidationError, Uuid } from '../../schemas/common';
 import {
   ClientFacingOrder,
@@ -24,9 +24,9 @@ import {
   SimulateOrderQuery,
   SimulationResponse,
 } from '../../schemas/lab-order';
-import { dottedStatus, REDRAWABLE } from '../../workflows/lab-order-statuses';
+import { dottedStatus, REDRAWABLE } from '../../lib/labs/statuses';
 import { defineRoute, type Reply } from '../route';
-import { orderFromCreateRequest, orderFromRegistration, redrawRequest } from '../services/lab-order-requests';
+import { orderFromCreateRequest, orderFromRegistration, redrawRequest } from '../../lib/labs/order-requests';
 import {
   cancelOrder,
   findOrder,
@@ -37,9 +37,9 @@ import {
   startAndStoreOrder,
   withIdempotencyKey,
   type IdempotentOutcome,
-} from '../services/lab-orders';
+} from '../../lib/labs/workflow-client';
 import type { AppDeps } from '../deps';
-import type { LabOrderDoc } from '../../lib/repositories/lab-orders';
+import type { LabOrderDoc } from '../../lib/labs/orders-store';
 
 const tags = ['Lab orders'];
 const errors = {

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
-import { badRequest, notFound, ValidationError } from '../../lib/errors';
-import { findLabTest, labTestView, labView, listLabTests, markerView, type AnyLabTest } from '../../lib/lab/catalogue-view';
+import { badRequest, notFound, ValidationError } from '../../lib/platform/errors';
+import { findLabTest, labTestView, labView, listLabTests, markerView, type AnyLabTest } from '../../lib/labs/catalogue-view';
 import { CatalogueId, ErrorDetail, HTTPValidationError, MAX_PAGE, StringEnum } from '../../schemas/common';
-import { COLLECTION_METHODS } from '../../workflows/lab-order-statuses';
+import { COLLECTION_METHODS } from '../../lib/labs/statuses';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
-import { decodeCursor, encodeCursor } from '../services/cursors';
+import { decodeCursor, encodeCursor } from '../cursors';
 
 const tags = ['Lab tests'];
 const errors = {
@@ -93,7 +93,7 @@ async function filteredTests(deps: AppDeps, teamId: string, q: Filters): Promise
 const sortValue = (t: AnyLabTest, key: 'price' | 'created_at' | 'updated_at' | 'name') =>
   key === 'price' ? t.price : key === 'name' ? t.name.toLowerCase() : t[key].getTime();
 
-/** Keyset cursor (api/services/cursors.ts): the order key, sort value and id of the last item of a page (stable while tests are added). */
+/** Keyset cursor (api/cursors.ts): the order key, sort value and id of the last item of a page (stable while tests are added). */
 type LabTestCursor = { key: string; value: number | string; after: string };
 const encodeLabTestCursor = (t: AnyLabTest, key: string) => encodeCursor({ key, value: sortValue(t, key as never), after: t.id } satisfies LabTestCursor);
 function afterCursor(tests: AnyLabTest[], cursor: string, key: string, dir: 1 | -1): AnyLabTest[] {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { ApiError, badRequest, forbidden, notFound, ValidationError } from '../../lib/errors';
+import { ApiError, badRequest, forbidden, notFound, ValidationError } from '../../lib/platform/errors';
 import {
   MAX_MANAGEMENT_KEYS_PER_ORG,
   TEAM_SETTING_DEFAULTS,
@@ -11,8 +11,8 @@ import {
   type TeamChanges,
   type TeamDoc,
   type TeamSettings,
-} from '../../lib/repositories/tenancy';
-import { isoWithOffset } from '../../lib/time';
+} from '../../lib/tenancy/store';
+import { isoWithOffset } from '../../lib/platform/time';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import {
   ManagementKeyCreateBody,
@@ -40,8 +40,8 @@ import {
 import type { AppDeps } from '../deps';
 import type { ManagementPrincipal } from '../middleware/auth';
 import { defineRoute } from '../route';
-import { audited } from '../services/audit';
-import { deleteTeam } from '../services/team-deletion';
+import { audited } from '../../lib/tenancy/audit';
+import { deleteTeam } from '../../lib/tenancy/team-deletion';
 
 export const managementErrors = {
   401: { description: 'Missing or invalid management key', schema: ErrorDetail },

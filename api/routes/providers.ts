@@ -1,6 +1,6 @@
-import { notFound } from '../../lib/errors';
-import { monogramSvg } from '../../lib/catalogue';
-import { publicBaseUrl } from '../../lib/config';
+import { notFound } from '../../lib/platform/errors';
+import { monogramSvg } from '../../lib/wearables/provider-catalogue';
+import { publicBaseUrl } from '../../lib/platform/config';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import { ProviderList, ProviderListQuery, ProviderSlugParams } from '../../schemas/provider';
 import { defineRoute } from '../route';

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
-import { notFound } from '../../lib/errors';
-import { pingMongo } from '../../lib/mongo';
-import { WORKER_HEARTBEAT_STALE_MS } from '../../lib/repositories/workers';
-import { temporalReadiness } from '../../lib/temporal';
+import { notFound } from '../../lib/platform/errors';
+import { pingMongo } from '../../lib/platform/database/mongo';
+import { WORKER_HEARTBEAT_STALE_MS } from '../../lib/platform/worker-heartbeats-store';
+import { temporalReadiness } from '../../lib/platform/temporal';
 import { ErrorDetail } from '../../schemas/common';
 import { defineRoute, type AnyRoute } from '../route';
 import { buildOpenApi } from '../openapi';

@@ -1,6 +1,6 @@
-import { notFound, ValidationError } from '../../lib/errors';
-import type { CustomCredentialsDoc } from '../../lib/repositories/custom-credentials';
-import { isoWithOffset } from '../../lib/time';
+import { notFound, ValidationError } from '../../lib/platform/errors';
+import type { CustomCredentialsDoc } from '../../lib/tenancy/custom-credentials-store';
+import { isoWithOffset } from '../../lib/platform/time';
 import { ErrorDetail } from '../../schemas/common';
 import {
   CustomCredentials,
@@ -11,7 +11,7 @@ import {
   OrgEnvRegionParams,
 } from '../../schemas/management';
 import { defineRoute } from '../route';
-import { audited } from '../services/audit';
+import { audited } from '../../lib/tenancy/audit';
 import { assertThisDeployment, listedTeams, managementErrors as errors, otherDeployment, teamInScope, teamNotFound } from './management';
 
 const tags = ['Management: team custom credentials'];

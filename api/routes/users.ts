@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import { ApiError, badRequest, notFound, ValidationError } from '../../lib/errors';
-import { timeOrderedUuid } from '../../lib/keys';
-import type { UserChanges, UserDoc } from '../../lib/repositories/users';
-import { isoWithOffset, todayUtc } from '../../lib/time';
+import { ApiError, badRequest, notFound, ValidationError } from '../../lib/platform/errors';
+import { timeOrderedUuid } from '../../lib/platform/keys';
+import type { UserChanges, UserDoc } from '../../lib/users/store';
+import { isoWithOffset, todayUtc } from '../../lib/platform/time';
 import { ErrorDetail, HTTPValidationError, SuccessResponse } from '../../schemas/common';
 import {
   ClientUserIdConflict,
@@ -17,8 +17,8 @@ import {
 } from '../../schemas/user';
 import type { FieldError } from '../../schemas/validator';
 import { defineRoute } from '../route';
-import { decodeCursor, encodeCursor } from '../services/cursors';
-import { scheduleUserDeletion, SCHEDULED_FOR_DELETION, undoUserDeletion } from '../services/user-deletion';
+import { decodeCursor, encodeCursor } from '../cursors';
+import { scheduleUserDeletion, SCHEDULED_FOR_DELETION, undoUserDeletion } from '../../lib/users/deletion-client';
 
 const tags = ['User'];
 const MANUAL_SOURCE = 'manual';

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
-import { notFound, ValidationError } from '../../lib/errors';
-import { publicBaseUrl } from '../../lib/config';
-import { connectProvider } from '../../lib/wearables/connections';
+import { notFound, ValidationError } from '../../lib/platform/errors';
+import { publicBaseUrl } from '../../lib/platform/config';
+import { connectProvider } from '../../lib/wearables/workflow-client';
 import { ingestProviderData } from '../../lib/wearables/ingest';
 import type { SampleInput, SummaryInput, SummaryResource, WorkoutStream } from '../../lib/wearables/model';
 import { SUMMARY_WRAPPERS, timeseriesResource, timeseriesResourceAtPath } from '../../lib/wearables/resources';
@@ -29,7 +29,7 @@ import {
 } from '../../schemas/wearables';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
-import { decodeCursor, encodeCursor } from '../services/cursors';
+import { decodeCursor, encodeCursor } from '../cursors';
 import { activeUser } from './users';
 
 const errors = {

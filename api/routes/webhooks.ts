@@ -1,8 +1,8 @@
-import { ApiError, badRequest, ValidationError } from '../../lib/errors';
+import { ApiError, badRequest, ValidationError } from '../../lib/platform/errors';
 import { publishEvent } from '../../lib/webhooks/publisher';
 import { listAttempts, listDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
-import type { EndpointDoc } from '../../lib/repositories/webhooks';
-import { generateSecret, isValidSecret } from '../../lib/webhook-signing';
+import type { EndpointDoc } from '../../lib/webhooks/endpoints-store';
+import { generateSecret, isValidSecret } from '../../lib/webhooks/signing';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import { EVENT_CATALOGUE, findEventType } from '../../schemas/event-catalogue';
 import {
@@ -36,8 +36,8 @@ import {
 import type { AppDeps } from '../deps';
 import type { ManagementPrincipal } from '../middleware/auth';
 import { defineRoute } from '../route';
-import { afterCursor, cursorPageBody } from '../services/cursors';
-import { audited, type AuditTarget } from '../services/audit';
+import { afterCursor, cursorPageBody } from '../cursors';
+import { audited, type AuditTarget } from '../../lib/tenancy/audit';
 import {
   assertThisEnvironment,
   assertUrlAllowed,
@@ -45,9 +45,9 @@ import {
   recoverFailed,
   resendEvent,
   toWebhook,
-} from '../services/webhooks';
+} from '../../lib/webhooks/endpoint-requests';
 import { teamInScope, teamNotFound } from './management';
-import { timeOrderedUuid } from '../../lib/keys';
+import { timeOrderedUuid } from '../../lib/platform/keys';
 
 const tags = ['Management: webhooks'];
 const base = '/v1/org/{org_id}/team/{team_id}/{environment}/webhook';

@@ -1,5 +1,5 @@
-import type { ProviderCatalogue } from '../catalogue';
-import type { ConnectionDoc } from '../repositories/connections';
+import type { ProviderCatalogue } from './provider-catalogue';
+import type { ConnectionDoc } from './connections-store';
 import { generateDemoData } from './demo-data';
 import type { ProviderData } from './model';
 

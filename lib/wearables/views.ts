@@ -1,7 +1,7 @@
-import { providerLogoUrl, type ProviderCatalogue } from '../catalogue';
-import type { SampleReading } from '../repositories/sample-buckets';
-import type { SummaryDoc } from '../repositories/wearable-data';
-import { isoWithOffset } from '../time';
+import { providerLogoUrl, type ProviderCatalogue } from './provider-catalogue';
+import type { SampleReading } from './sample-buckets';
+import type { SummaryDoc } from './data-store';
+import { isoWithOffset } from '../platform/time';
 
 /**
  * The client-facing shapes of stored wearable data, one way for the read endpoints and the data events

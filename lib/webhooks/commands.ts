@@ -1,5 +1,5 @@
 import { WithStartWorkflowOperation } from '@temporalio/client';
-import type { TemporalDeps } from '../temporal';
+import type { TemporalDeps } from '../platform/temporal';
 import { workflowIds } from '../../workflows/ids';
 import { runDispatcherCommandUpdate, webhookDispatchWorkflow, type DispatcherCommand } from '../../workflows/webhook-dispatch';
 import type { Repositories } from '../repositories';

@@ -1,6 +1,6 @@
 import type { Filter } from 'mongodb';
-import { logPage, type Page } from '../repositories/pages';
-import { isoWithOffset } from '../time';
+import { logPage, type Page } from '../platform/database/pages';
+import { isoWithOffset } from '../platform/time';
 import { createdWithin, eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc, type StoredEventDoc, type WebhookStore } from './store';
 
 /**

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DispatcherCommand } from '../../workflows/webhook-dispatch';
-import { nextAttemptDelay, parseRetryAfter } from '../../workflows/webhook-retry';
-import type { Config } from '../config';
-import type { Logger } from '../logger';
+import { nextAttemptDelay, parseRetryAfter } from './retry';
+import type { Config } from '../platform/config';
+import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
-import type { EndpointDoc } from '../repositories/webhooks';
-import { SIGNATURE_HEADERS, signatureHeaders } from '../webhook-signing';
+import type { EndpointDoc } from './endpoints-store';
+import { SIGNATURE_HEADERS, signatureHeaders } from './signing';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
 import { mapWithConcurrency, USER_AGENT, type AttemptResult, type WebhookSender } from './sender';
 import { attemptId, deliveryId, type AttemptDoc, type DeliveryChange, type DeliveryDoc } from './store';

@@ -1,6 +1,6 @@
-import type { Config } from '../config';
-import type { EndpointDoc } from '../repositories/webhooks';
-import { matchesFilter } from '../../workflows/webhook-retry';
+import type { Config } from '../platform/config';
+import type { EndpointDoc } from './endpoints-store';
+import { matchesFilter } from './retry';
 import { deliveryId, type DeliveryDoc, type DeliveryPolicy, type EventDoc } from './store';
 
 /**

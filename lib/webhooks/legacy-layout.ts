@@ -1,5 +1,5 @@
 import type { Db } from 'mongodb';
-import { insertIgnoringDuplicates } from '../repositories/bulk';
+import { insertIgnoringDuplicates } from '../platform/database/bulk';
 import { attemptId, deliveryId, envelopeOf, type AttemptDoc, type DeliveryDoc, type DeliveryPolicy, type EventDoc, type WebhookStore } from './store';
 
 /**

@@ -1,12 +1,12 @@
 import type { AnyBulkWriteOperation, Collection, Db, Filter, UpdateFilter } from 'mongodb';
-import { Coalescer } from '../coalescer';
-import type { FieldCipher } from '../crypto/field-encryption';
-import { nameBasedUuid, timeOrderedNameBasedUuid, uuidV7Millis } from '../keys';
-import { insertIgnoringDuplicates, retryTransient } from '../repositories/bulk';
-import { EncryptedFields, type Sealed } from '../repositories/encrypted-fields';
-import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../repositories/indexes';
-import { keysetFilter } from '../repositories/pages';
-import { runOnce } from '../repositories/migrations';
+import { Coalescer } from '../platform/coalescer';
+import type { FieldCipher } from '../platform/field-encryption';
+import { nameBasedUuid, timeOrderedNameBasedUuid, uuidV7Millis } from '../platform/keys';
+import { insertIgnoringDuplicates, retryTransient } from '../platform/database/bulk';
+import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
+import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
+import { keysetFilter } from '../platform/database/pages';
+import { runOnce } from '../platform/database/migrations';
 import { migrateLegacyWebhookLayout } from './legacy-layout';
 
 /**

@@ -183,9 +183,9 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
     await Promise.race([waitForHttp(`${env.apiUrl}/ready`), apiExit, workerExit]);
 
     // Seed through the repositories, as test/support/harness.ts createTenant does.
-    const { connectMongo } = await distModule('lib/mongo.js');
-    const { createRepositories, ensureIndexes } = await distModule('lib/repositories/index.js');
-    const { FieldCipher } = await distModule('lib/crypto/field-encryption.js');
+    const { connectMongo } = await distModule('lib/platform/database/mongo.js');
+    const { createRepositories, ensureIndexes } = await distModule('lib/repositories.js');
+    const { FieldCipher } = await distModule('lib/platform/field-encryption.js');
     mongo = await connectMongo(stack.mongoUrl, env.dbName);
     env.db = mongo.db;
     env.client = mongo.client;

@@ -20,7 +20,7 @@ import { cpuMeter } from './webhooks.mjs';
 import { httpClient, measure, numberEnv } from './load.mjs';
 
 const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
-/** The api's id minting (lib/keys.ts), loaded from the build with the suite. */
+/** The api's id minting (lib/platform/keys.ts), loaded from the build with the suite. */
 let timeOrderedUuid;
 
 export function labOrderSettings() {
@@ -104,10 +104,10 @@ function startTrivialWorker(env, taskQueue) {
 export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
   const settings = labOrderSettings();
   const api = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey } });
-  const { connectTemporal } = await distModule('lib/temporal.js');
-  const { createIndexes } = await distModule('lib/repositories/indexes.js');
-  const { LAB_ORDER_INDEXES } = await distModule('lib/repositories/lab-orders.js');
-  ({ timeOrderedUuid } = await distModule('lib/keys.js'));
+  const { connectTemporal } = await distModule('lib/platform/temporal.js');
+  const { createIndexes } = await distModule('lib/platform/database/indexes.js');
+  const { LAB_ORDER_INDEXES } = await distModule('lib/labs/orders-store.js');
+  ({ timeOrderedUuid } = await distModule('lib/platform/keys.js'));
   const temporal = await connectTemporal(env.temporalAddress, 'default', `bench-trivial-${env.runId}`);
   const scratch = env.db.collection(SCRATCH_COLLECTION);
   const orders = env.db.collection('lab_orders');

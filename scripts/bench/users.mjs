@@ -120,7 +120,7 @@ export function rawFind(env, pool, opts = {}) {
  * collection's indexes (created by UserRepository.ensureIndexes itself), so only the API's own work differs.
  */
 export async function rawInsert(env, opts = {}) {
-  const { UserRepository } = await distModule('lib/repositories/users.js');
+  const { UserRepository } = await distModule('lib/users/store.js');
   const scratch = env.db.collection(SCRATCH_COLLECTION);
   await scratch.drop().catch(() => {});
   await new UserRepository({ collection: () => scratch }).ensureIndexes();

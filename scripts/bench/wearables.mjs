@@ -1,5 +1,5 @@
 // Wearable-data scenarios of `npm run bench` (BENCH_SUITES=wearables), each against the raw driver doing the
-// same database work in the same run. Samples are stored in day buckets of columns (lib/repositories/sample-buckets.ts).
+// same database work in the same run. Samples are stored in day buckets of columns (lib/wearables/sample-buckets.ts).
 //   - ingestion: POST /v2/ingest/{user_id} with batches of BENCH_WEARABLE_BATCH (1000) new minute heartrate samples,
 //     validated, stored and announced (daily.data.heartrate.created events published), vs a raw append of the
 //     same samples to the columns of the same day buckets of a scratch collection with the same index;
@@ -36,7 +36,7 @@ const peakMb = (pid) => {
 const INGEST_MARK = { ingest_key: 'bench0123456789abcdef0123', change: 'created' };
 
 /**
- * A day bucket of one user's heart rate as lib/repositories/sample-buckets.ts writes one batch's (SampleBucketDoc):
+ * A day bucket of one user's heart rate as lib/wearables/sample-buckets.ts writes one batch's (SampleBucketDoc):
  * `offsets` and `value` columns, the fields every sample shares stored once, a null `type` left out.
  */
 function bucketDoc(teamId, userId, dayStart, perDay) {

@@ -34,10 +34,10 @@ const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFin
  */
 export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamId, eventType, userId, clientUserId, makeData, config }) {
   const [{ createIndexes }, { WEBHOOK_STORE_INDEXES, envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }, { timeOrderedUuid }] = await Promise.all([
-    distModule('lib/repositories/indexes.js'),
+    distModule('lib/platform/database/indexes.js'),
     distModule('lib/webhooks/store.js'),
     distModule('lib/webhooks/fan-out.js'),
-    distModule('lib/keys.js'),
+    distModule('lib/platform/keys.js'),
   ]);
   const db = env.db;
   const names = { events: 'webhook_events', deliveries: 'webhook_deliveries', attempts: 'webhook_attempts' };

@@ -377,9 +377,9 @@ export async function webhookSuite(env, { log = console.log } = {}) {
   const settings = webhookSettings();
   const [{ EventPublisher, publishEvent }, { loadConfig }, { connectTemporal }, { createLogger }, catalogue, { workflowIds }] = await Promise.all([
     distModule('lib/webhooks/publisher.js'),
-    distModule('lib/config.js'),
-    distModule('lib/temporal.js'),
-    distModule('lib/logger.js'),
+    distModule('lib/platform/config.js'),
+    distModule('lib/platform/temporal.js'),
+    distModule('lib/platform/logger.js'),
     distModule('schemas/event-catalogue.js'),
     distModule('workflows/ids.js'),
   ]);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { loadPayorCatalogue } from '../../lib/payor-catalogue';
+import { loadPayorCatalogue } from '../../lib/insurance/payor-catalogue';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { TSchema } from '@sinclair/typebox';
@@ -8,15 +8,15 @@ import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import { createApp } from '../../api/app';
 import type { AppDeps } from '../../api/deps';
-import { loadProviderCatalogue } from '../../lib/catalogue';
-import { loadLabCatalogue } from '../../lib/lab-catalogue';
-import { dataCipher, loadConfig, type Config } from '../../lib/config';
-import { createLogger, type Logger } from '../../lib/logger';
+import { loadProviderCatalogue } from '../../lib/wearables/provider-catalogue';
+import { loadLabCatalogue } from '../../lib/labs/catalogue';
+import { dataCipher, loadConfig, type Config } from '../../lib/platform/config';
+import { createLogger, type Logger } from '../../lib/platform/logger';
 import { EventPublisher } from '../../lib/webhooks/publisher';
-import { connectMongo } from '../../lib/mongo';
+import { connectMongo } from '../../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
-import { retentionFrom } from '../../lib/repositories/indexes';
-import { connectTemporal } from '../../lib/temporal';
+import { retentionFrom } from '../../lib/platform/database/indexes';
+import { connectTemporal } from '../../lib/platform/temporal';
 
 /**
  * The real app on a real port, against the real MongoDB-wire database and Temporal server that

@@ -1,20 +1,20 @@
-import { AUDIT_LOG_INDEXES, AUDIT_LOG_QUERY_SHAPES } from '../../lib/repositories/audit-log';
-import { CUSTOM_CREDENTIALS_INDEXES, CUSTOM_CREDENTIALS_QUERY_SHAPES } from '../../lib/repositories/custom-credentials';
-import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../../lib/repositories/connections';
-import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib/repositories/historical-pulls';
-import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/repositories/wearable-data';
-import { LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES } from '../../lib/repositories/link-tokens';
-import { INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES } from '../../lib/repositories/insurance';
-import type { IndexSpec, QueryShape } from '../../lib/repositories/indexes';
-import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/repositories/migrations';
-import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../../lib/repositories/tenancy';
-import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/repositories/users';
-import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/repositories/webhooks';
-import { IDEMPOTENCY_QUERY_SHAPES, LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/repositories/lab-orders';
-import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/repositories/lab-tests';
-import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../../lib/repositories/secrets';
+import { AUDIT_LOG_INDEXES, AUDIT_LOG_QUERY_SHAPES } from '../../lib/tenancy/audit-log-store';
+import { CUSTOM_CREDENTIALS_INDEXES, CUSTOM_CREDENTIALS_QUERY_SHAPES } from '../../lib/tenancy/custom-credentials-store';
+import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../../lib/wearables/connections-store';
+import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib/wearables/historical-pulls-store';
+import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/wearables/data-store';
+import { LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES } from '../../lib/wearables/link-tokens-store';
+import { INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES } from '../../lib/insurance/store';
+import type { IndexSpec, QueryShape } from '../../lib/platform/database/indexes';
+import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/platform/database/migrations';
+import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../../lib/tenancy/store';
+import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/users/store';
+import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/webhooks/endpoints-store';
+import { IDEMPOTENCY_QUERY_SHAPES, LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/labs/orders-store';
+import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/labs/tests-store';
+import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../../lib/platform/secrets-store';
 import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../../lib/webhooks/store';
-import { WORKER_HEARTBEAT_INDEXES, WORKER_HEARTBEAT_QUERY_SHAPES } from '../../lib/repositories/workers';
+import { WORKER_HEARTBEAT_INDEXES, WORKER_HEARTBEAT_QUERY_SHAPES } from '../../lib/platform/worker-heartbeats-store';
 
 /** Every collection's declared indexes and query shapes, as the repositories declare them (architecture rule 2). */
 export type IndexTable = Record<string, { shapes: QueryShape[]; indexes: IndexSpec[] }>;

@@ -1,0 +1,552 @@
+import type { Collection, Db, Filter } from 'mongodb';
+import type { FieldCipher } from '../platform/field-encryption';
+import type { CollectionMethod, HighLevelStatus } from './statuses';
+import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
+import { keysetFilter, walksIdIndex } from '../platform/database/pages';
+import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
+import { runOnce } from '../platform/database/migrations';
+
+/**
+ * Lab orders, their results and their idempotency keys. The only code that touches these collections.
+ *
+ * Ownership: the api inserts an order once (a new `_id`; `(team_id, sample_id)` is unique, which settles
+ * racing registrations of one kit); after that only the order's workflow (`lab-order:<id>`) writes it,
+ * one activity at a time, so no write depends on a conditional update settling a race. The one other writer
+ * is `reencrypt` (start-up encryption of plaintext orders, `npm run reencrypt`), which rewrites only the
+ * encrypted fields: every update of an order or its results therefore runs under the order's document lock.
+ *
+ * Patient data is encrypted at rest field by field (`PATIENT_FIELDS`, `RESULT_FIELDS`, and the stored
+ * response of an idempotency key; encrypted-fields.ts): sealed on write and opened on read here, so callers
+ * see plaintext. No query filters on an encrypted field.
+ */
+
+export interface OrderEventDoc {
+  /** 1, 2, 3… in the order they happened (assigned by the workflow). */
+  id: number;
+  created_at: Date;
+  /** `<high>.<method>.<low>`. */
+  status: string;
+  status_detail: string | null;
+}
+
+export interface PatientDetailsDoc {
+  first_name: string;
+  last_name: string;
+  dob: string;
+  gender: string;
+  phone_number: string;
+  email: string;
+}
+
+/** Country is stored as the ISO 3166-1 alpha-2 code received; responses show the long name. */
+export interface AddressDoc {
+  receiver_name: string | null;
+  first_line: string;
+  second_line: string | null;
+  city: string;
+  state: string;
+  zip: string;
+  country: string;
+  phone_number: string | null;
+  access_notes?: string | null;
+}
+
+export interface PhysicianDoc {
+  first_name: string;
+  last_name: string;
+  npi: string;
+  email?: string | null;
+  licensed_states?: string[];
+}
+
+export interface ShipmentDoc {
+  id: string;
+  outbound_tracking_number: string | null;
+  outbound_tracking_url: string | null;
+  inbound_tracking_number: string | null;
+  inbound_tracking_url: string | null;
+  outbound_courier: string | null;
+  inbound_courier: string | null;
+  notes: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** What was ordered, copied from the catalogue (or the team's own test) at order time: history does not change. */
+export interface OrderedLabTestDoc {
+  id: string;
+  slug: string;
+  name: string;
+  description: string;
+  method: CollectionMethod;
+  sample_type: string;
+  fasting: boolean;
+  lab_id: number;
+  marker_ids: number[];
+  status: 'active' | 'inactive';
+  price: number;
+  common_tat_days: number;
+  worst_case_tat_days: number;
+  has_collection_instructions: boolean;
+  team_owned: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type Interpretation = 'normal' | 'abnormal' | 'critical';
+
+export interface LabOrderDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  method: CollectionMethod;
+  status: HighLevelStatus;
+  low_level_status: string;
+  low_level_status_created_at: Date;
+  events: OrderEventDoc[];
+  lab_test: OrderedLabTestDoc;
+  /** Every test of the order set (the first is `lab_test`). */
+  lab_test_ids: string[];
+  /** The markers of every test of the order set (what the lab reports on). */
+  marker_ids: number[];
+  patient_details: PatientDetailsDoc | null;
+  patient_address: AddressDoc | null;
+  shipping_details: AddressDoc | null;
+  physician: PhysicianDoc | null;
+  consents: { consentType: string; version?: string; timeOfConsent?: string }[];
+  /** Unique per team: the kit barcode on registration, otherwise assigned at creation. */
+  sample_id: string;
+  health_insurance_id: string | null;
+  notes: string | null;
+  clinical_notes: string | null;
+  /** YYYY-MM-DD: dispatch to the lab waits until this date (00:00 UTC). */
+  activate_by: string | null;
+  /** Only orders created with activate_by can be rescheduled (spec). */
+  created_with_activate_by: boolean;
+  priority: boolean;
+  billing_type: string;
+  has_abn: boolean;
+  origin: 'initial' | 'redraw';
+  parent_id: string | null;
+  /** On an initial order whose redraw was requested (set after its workflow ended: no other writer). */
+  redraw_order_id?: string | null;
+  order_transaction_id: string;
+  interpretation: Interpretation | null;
+  has_missing_results: boolean;
+  /** details.data.id: the test-kit / appointment record of the order. */
+  details_id: string;
+  shipment: ShipmentDoc | null;
+  /** The lab's reference once dispatched (requisition number). */
+  lab_reference: string | null;
+  dispatched_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  /** Set when the user's patient data was erased (user deletion). */
+  patient_data_erased_at?: Date;
+}
+
+/** Lab results of one order (`_id` = order id), written by the order workflow. */
+export interface LabResultsDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  status: 'final' | 'partial' | 'corrected';
+  interpretation: Interpretation;
+  date_collected: Date;
+  date_received: Date;
+  date_reported: Date;
+  results: BiomarkerResultDoc[];
+  missing_results: MissingResultDoc[];
+  sample_information: Record<string, unknown>;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export interface BiomarkerResultDoc {
+  name: string;
+  slug: string;
+  value: number;
+  result: string;
+  type: 'numeric' | 'range' | 'comment' | 'coded_value';
+  unit: string | null;
+  timestamp: Date;
+  notes: string | null;
+  reference_range: string | null;
+  min_range_value: number | null;
+  max_range_value: number | null;
+  is_above_max_range: boolean | null;
+  is_below_min_range: boolean | null;
+  interpretation: Interpretation;
+  loinc: string | null;
+  loinc_slug: string | null;
+  provider_id: string | null;
+  source_markers: { marker_id: number; name: string; slug: string; provider_id: string | null }[];
+  performing_laboratory: string | null;
+  source_sample_id: string | null;
+}
+
+export interface MissingResultDoc {
+  name: string;
+  slug: string;
+  inferred_failure_type: string;
+  note: string | null;
+  loinc: string | null;
+  loinc_slug: string | null;
+  provider_id: string | null;
+  source_markers: BiomarkerResultDoc['source_markers'];
+}
+
+/**
+ * One `X-Idempotency-Key` of one team and route. Inserted (unique `_id`) before the work, so a concurrent
+ * duplicate fails the insert; completed with the response that later requests replay.
+ */
+export interface IdempotencyKeyDoc {
+  _id: string;
+  team_id: string;
+  route: string;
+  request_sha256: string;
+  /** The id the request's order gets: a request resumed after a crash reuses it. */
+  resource_id: string;
+  state: 'pending' | 'done';
+  response_status: number | null;
+  response_body: unknown;
+  created_at: Date;
+  completed_at: Date | null;
+}
+
+/**
+ * The order's patient data, encrypted at rest (each field on its own, bound to the order): the patient's
+ * identity and contact details, their addresses, their consents and the free-text notes about them. The same
+ * fields, with `health_insurance_id` (a reference to an insurance record), are what erasure removes.
+ */
+export const PATIENT_FIELDS = ['patient_details', 'patient_address', 'shipping_details', 'consents', 'notes', 'clinical_notes'] as const;
+type PatientField = (typeof PATIENT_FIELDS)[number];
+/** An order as stored: its patient fields encrypted (or in plaintext, written by a version before encryption). */
+/** An order as stored: patient fields sealed, `activate_by` a Date (a string in orders of earlier versions, until migrated). */
+export type StoredLabOrder = Omit<Sealed<LabOrderDoc, PatientField>, 'activate_by'> & { activate_by: Date | string | null };
+
+/**
+ * `activate_by` is a calendar date (`YYYY-MM-DD`) in the API and the code, and a `Date` (its UTC midnight) in the
+ * database, so the activation filters compare dates. Converted here, both ways, and nowhere else.
+ */
+const storedDay = (day: string): Date => new Date(`${day}T00:00:00.000Z`);
+const calendarDay = (value: Date | string): string => (value instanceof Date ? value.toISOString().slice(0, 10) : value);
+function withStoredDay<T extends { activate_by?: string | null }>(doc: T): Omit<T, 'activate_by'> & { activate_by?: Date | null } {
+  if (doc.activate_by === undefined) return doc as Omit<T, 'activate_by'>;
+  return { ...doc, activate_by: doc.activate_by === null ? null : storedDay(doc.activate_by) };
+}
+/** What erasure leaves of the patient data (every patient field, and the reference to an insurance record). */
+const ERASED_PATIENT_DATA: Pick<LabOrderDoc, PatientField | 'health_insurance_id'> = {
+  patient_details: null,
+  patient_address: null,
+  shipping_details: null,
+  consents: [],
+  notes: null,
+  clinical_notes: null,
+  health_insurance_id: null,
+};
+
+/** The patient's measurements and what the lab reports about their specimen, encrypted at rest. */
+export const RESULT_FIELDS = ['results', 'sample_information'] as const;
+type ResultField = (typeof RESULT_FIELDS)[number];
+export type StoredLabResults = Sealed<LabResultsDoc, ResultField>;
+
+/** The replayed response of a lab order request holds the whole order, patient data included: encrypted. */
+const IDEMPOTENCY_FIELDS = ['response_body'] as const;
+export type StoredIdempotencyKey = Sealed<IdempotencyKeyDoc, (typeof IDEMPOTENCY_FIELDS)[number]>;
+
+/** What an order transaction shows of each of its orders. */
+export type TransactionMember = Pick<
+  LabOrderDoc,
+  '_id' | 'method' | 'order_transaction_id' | 'origin' | 'parent_id' | 'status' | 'low_level_status' | 'low_level_status_created_at' | 'created_at' | 'updated_at'
+>;
+const TRANSACTION_MEMBER_FIELDS = Object.fromEntries(
+  ['method', 'order_transaction_id', 'origin', 'parent_id', 'status', 'low_level_status', 'low_level_status_created_at', 'created_at', 'updated_at'].map((f) => [f, 1]),
+);
+
+export interface OrderListFilter {
+  teamId: string;
+  userId?: string;
+  lowLevelStatuses?: string[];
+  interpretation?: Interpretation | 'unknown';
+  activation?: 'current' | 'scheduled';
+  /** YYYY-MM-DD of today (UTC), for the activation filter. */
+  today: string;
+  createdFrom?: Date;
+  createdTo?: Date;
+  orderIds?: string[];
+  orderTransactionId?: string;
+  methods?: CollectionMethod[];
+  direction: 1 | -1;
+}
+
+/**
+ * Lists page in `_id` order: new orders get time-ordered ids (UUIDv7), and on DocumentDB an index serves a sort
+ * only on `_id` with `_id` bounded in the filter (architecture rule 2), so `_id` comes last in each list index.
+ */
+const ORDER_INDEXES: IndexSpec[] = [
+  { key: { team_id: 1, sample_id: 1 }, unique: true },
+  { key: { team_id: 1, _id: -1 } },
+  { key: { team_id: 1, user_id: 1, _id: -1 } },
+  { key: { team_id: 1, low_level_status: 1, _id: -1 } },
+  { key: { team_id: 1, interpretation: 1, _id: -1 } },
+  { key: { team_id: 1, order_transaction_id: 1 } },
+];
+/** Indexes of earlier versions (lists sorted by `created_at`), dropped at start. */
+const RETIRED_ORDER_INDEXES: IndexSpec['key'][] = [
+  { team_id: 1, created_at: -1 },
+  { team_id: 1, user_id: 1, created_at: -1 },
+  { team_id: 1, low_level_status: 1, created_at: -1 },
+  { team_id: 1, interpretation: 1, created_at: -1 },
+  { team_id: 1, activate_by: 1, created_at: -1 },
+  { team_id: 1, order_transaction_id: 1, created_at: -1 },
+];
+
+/** Every query this repository makes, with the index that serves it (checked by test/indexes.test.ts). */
+export const ORDER_QUERY_SHAPES: QueryShape[] = [
+  { name: 'order by id', filter: ['_id'] },
+  { name: 'order by sample id (registration conflict)', filter: ['team_id', 'sample_id'] },
+  { name: 'list: all', filter: ['team_id', '_id'], sort: ['_id'], residual: ['created_at range', 'method (order_type)', 'activate_by', 'order ids'] },
+  { name: 'list: by user', filter: ['team_id', 'user_id', '_id'], sort: ['_id'], residual: ['low_level_status', 'interpretation', 'activate_by'] },
+  { name: 'list: by status', filter: ['team_id', 'low_level_status', '_id'], sort: ['_id'], residual: ['interpretation', 'activate_by'] },
+  { name: 'list: by interpretation', filter: ['team_id', 'interpretation', '_id'], sort: ['_id'], residual: ['activate_by'] },
+  { name: 'list: count of matches', filter: ['team_id'], residual: ['the other list filters'] },
+  { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'] },
+  { name: 'erasure: orders of a user', filter: ['team_id', 'user_id'] },
+  { name: 'reencrypt: every order, in _id pages', filter: ['_id'], sort: ['_id'] },
+];
+const RESULTS_INDEXES: IndexSpec[] = [];
+export const RESULTS_QUERY_SHAPES: QueryShape[] = [
+  { name: 'results by order id (also erasure, per order)', filter: ['_id'] },
+  { name: 'reencrypt: all results, in _id pages', filter: ['_id'], sort: ['_id'] },
+];
+const IDEMPOTENCY_INDEXES: IndexSpec[] = [{ key: { created_at: 1 }, expireAfter: 'idempotencyKeys' }];
+export const IDEMPOTENCY_QUERY_SHAPES: QueryShape[] = [
+  { name: 'key by id', filter: ['_id'] },
+  { name: 'reencrypt: every key, in _id pages', filter: ['_id'], sort: ['_id'] },
+];
+export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES, idempotency_keys: IDEMPOTENCY_INDEXES };
+
+export class LabOrderRepository {
+  readonly orders: Collection<StoredLabOrder>;
+  readonly results: Collection<StoredLabResults>;
+  readonly idempotencyKeys: Collection<StoredIdempotencyKey>;
+  private readonly patientData: EncryptedFields<LabOrderDoc, PatientField>;
+  private readonly resultData: EncryptedFields<LabResultsDoc, ResultField>;
+  private readonly responses: EncryptedFields<IdempotencyKeyDoc, (typeof IDEMPOTENCY_FIELDS)[number]>;
+
+  constructor(
+    private readonly db: Db,
+    /** Encrypts patient data at rest (DATA_ENCRYPTION_KEYS). */
+    cipher: FieldCipher,
+  ) {
+    this.orders = db.collection('lab_orders');
+    this.results = db.collection('lab_results');
+    this.idempotencyKeys = db.collection('idempotency_keys');
+    this.patientData = new EncryptedFields(cipher, this.orders.collectionName, PATIENT_FIELDS);
+    this.resultData = new EncryptedFields(cipher, this.results.collectionName, RESULT_FIELDS);
+    this.responses = new EncryptedFields(cipher, this.idempotencyKeys.collectionName, IDEMPOTENCY_FIELDS);
+  }
+
+  async ensureIndexes(retention?: Retention): Promise<void> {
+    await createIndexes(this.orders, ORDER_INDEXES);
+    await dropIndexes(this.orders, RETIRED_ORDER_INDEXES);
+    await createIndexes(this.results, RESULTS_INDEXES);
+    await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES, retention);
+    // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
+    await runOnce(this.db, 'lab-order-patient-data-encrypted', async () => void (await this.reencrypt()));
+    // Earlier versions stored `activate_by` as a `YYYY-MM-DD` string: each becomes a Date, once (the condition
+    // in each write keeps a value changed meanwhile).
+    await runOnce(this.db, 'lab-order-activate-by-dates', async () => {
+      for (const doc of await this.orders.find({ activate_by: { $type: 'string' } }, { projection: { activate_by: 1 } }).toArray()) {
+        const day = doc.activate_by as string;
+        await this.orders.updateOne({ _id: doc._id, activate_by: day }, { $set: { activate_by: storedDay(day) } });
+      }
+    });
+  }
+
+  private opened(doc: StoredLabOrder): LabOrderDoc;
+  private opened(doc: StoredLabOrder | null): LabOrderDoc | null;
+  private opened(doc: StoredLabOrder | null): LabOrderDoc | null {
+    if (!doc) return null;
+    const opened = this.patientData.open(doc as Sealed<LabOrderDoc, PatientField>) as LabOrderDoc;
+    return { ...opened, activate_by: doc.activate_by === null || doc.activate_by === undefined ? null : calendarDay(doc.activate_by) };
+  }
+
+  /** Inserts a new order; `sample_taken` when the team already has an order with this sample id. */
+  async insert(doc: LabOrderDoc): Promise<{ inserted: LabOrderDoc } | { sample_taken: LabOrderDoc | null } | { exists: LabOrderDoc }> {
+    try {
+      await this.orders.insertOne(withStoredDay(this.patientData.seal(doc._id, doc)) as StoredLabOrder);
+      return { inserted: doc };
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      const same = await this.orders.findOne({ _id: doc._id });
+      if (same) return { exists: this.opened(same) };
+      return { sample_taken: this.opened(await this.orders.findOne({ team_id: doc.team_id, sample_id: doc.sample_id })) };
+    }
+  }
+
+  /**
+   * By `_id`, within the team (another team's order is not found).
+   */
+  async find(teamId: string, orderId: string): Promise<LabOrderDoc | null> {
+    const doc = await this.orders.findOne({ _id: orderId, team_id: teamId });
+    return doc ? this.opened(doc) : null;
+  }
+
+  /** For the order's own workflow and its activities (they carry only the id). */
+  async findById(orderId: string): Promise<LabOrderDoc | null> {
+    return this.opened(await this.orders.findOne({ _id: orderId }));
+  }
+
+  /**
+   * One page of the team's orders in `_id` order (creation order for UUIDv7 ids), after the order `after` if
+   * given, else skipping `skip` matches. `countTotal`: counts the matches (an index count) for `total`; a cursor
+   * page passes the first page's count as `knownTotal` instead. Either tells how dense the matches are, which
+   * picks the plan (pages.ts `walksIdIndex`).
+   */
+  async list(
+    f: OrderListFilter,
+    page: { after?: string; skip: number; size: number; countTotal: boolean; knownTotal?: number },
+  ): Promise<{ orders: LabOrderDoc[]; more: boolean; total: number | null }> {
+    const total = page.countTotal ? await this.orders.countDocuments(listFilter(f)) : null;
+    const walkId = await walksIdIndex(this.orders, total ?? page.knownTotal);
+    const docs = await this.listQuery(f, page, walkId).toArray();
+    return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
+  }
+
+  /** The page query of `list` (one more than the page, to know if another follows); tests `explain` it. */
+  listQuery(f: OrderListFilter, page: { after?: string; skip: number; size: number }, walkId = false) {
+    const query = this.orders
+      .find(keysetFilter(listFilter(f), f.direction, page.after))
+      .sort({ _id: f.direction })
+      .skip(page.skip)
+      .limit(page.size + 1);
+    return walkId ? query.hint({ _id: 1 }) : query;
+  }
+
+  /** The orders of one order transaction, oldest first. */
+  transactionOrders(teamId: string, transactionId: string): Promise<TransactionMember[]> {
+    return this.transactionsOrders(teamId, [transactionId]);
+  }
+
+  /** The orders of several order transactions (a page of orders shows each one's transaction), oldest first. */
+  async transactionsOrders(teamId: string, transactionIds: string[]): Promise<TransactionMember[]> {
+    const members = await this.orders
+      .find<TransactionMember>({ team_id: teamId, order_transaction_id: { $in: transactionIds } }, { projection: TRANSACTION_MEMBER_FIELDS })
+      .toArray();
+    // A transaction holds an order and at most one redraw: sorted here, not by the store.
+    return members.sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || (a._id < b._id ? -1 : 1));
+  }
+
+  // --- Writes by the order's workflow (one activity at a time per order) ---
+
+  /**
+   * One update of an order, its patient fields sealed. The order's workflow is its owner; the re-encryption pass
+   * writes only where the ciphertext it read is still there (EncryptedFields.rewriteStale), so neither loses the
+   * other's change and a pass never undoes an erasure.
+   */
+  private async updateOrder(orderId: string, update: { $set: Partial<LabOrderDoc>; $push?: { events: OrderEventDoc } }): Promise<void> {
+    await this.orders.updateOne({ _id: orderId }, { ...update, $set: withStoredDay(this.patientData.seal(orderId, update.$set)) });
+  }
+
+  /** Appends an event and moves the status (one update: event, status and the changes that come with it). */
+  async appendEvent(current: LabOrderDoc, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc> {
+    // The caller (the order's workflow, through its activity) read `current` and checked the event is not
+    // there yet; as the only writer of anything but ciphertext it knows the result without reading it back.
+    const set = { ...changes, status: high, low_level_status: low, low_level_status_created_at: event.created_at, updated_at: event.created_at };
+    await this.updateOrder(current._id, { $push: { events: event }, $set: set });
+    return { ...current, ...set, events: [...current.events, event] };
+  }
+
+  /** For the order's single writer (its workflow, or the api once the workflow has ended). */
+  async setFields(orderId: string, changes: Partial<LabOrderDoc>): Promise<void> {
+    await this.updateOrder(orderId, { $set: { ...changes, updated_at: new Date() } });
+  }
+
+  async saveResults(doc: LabResultsDoc): Promise<void> {
+    await this.results.replaceOne({ _id: doc._id }, this.resultData.seal(doc._id, doc), { upsert: true });
+  }
+
+  async findResults(teamId: string, orderId: string): Promise<LabResultsDoc | null> {
+    const doc = await this.results.findOne({ _id: orderId });
+    return doc && doc.team_id === teamId ? (this.resultData.open(doc) as LabResultsDoc) : null;
+  }
+
+  // --- Erasure (user deletion) ---
+
+  /** The user's orders (ids and statuses), for erasure. */
+  ordersOfUser(teamId: string, userId: string): Promise<Pick<LabOrderDoc, '_id' | 'low_level_status'>[]> {
+    return this.orders.find({ team_id: teamId, user_id: userId }, { projection: { _id: 1, low_level_status: 1 } }).toArray();
+  }
+
+  /**
+   * Removes the patient's identity from one order and deletes its results.
+   * Kept: what the order record needs as the audit trail of a clinical service (ids, test ordered, sample id,
+   * physician, status history, dates); see README "Lab testing → Erasure". Only for an order whose workflow
+   * has ended, or by that workflow itself (single owner).
+   */
+  async erasePatientData(orderId: string): Promise<void> {
+    const now = new Date();
+    await this.updateOrder(orderId, { $set: { ...ERASED_PATIENT_DATA, patient_data_erased_at: now, updated_at: now } });
+    await this.results.deleteOne({ _id: orderId });
+  }
+
+  /**
+   * Encrypts patient data stored in plaintext (earlier versions) and re-encrypts what is under a data key that
+   * is no longer current (after DATA_ENCRYPTION_KEYS gained a new first key), so retired keys can be dropped.
+   * Each document is rewritten only where its ciphertext is still the one read (rewriteStale). Idempotent;
+   * returns how many documents changed. Run by `npm run reencrypt` and a start-up migration.
+   */
+  async reencrypt(): Promise<number> {
+    return (
+      // It reads and writes only the sealed fields: the stored type of `activate_by` does not concern it.
+      (await this.patientData.rewriteStale(this.orders as unknown as Collection<Sealed<LabOrderDoc, PatientField>>)) +
+      (await this.resultData.rewriteStale(this.results)) +
+      (await this.responses.rewriteStale(this.idempotencyKeys))
+    );
+  }
+
+  // --- Idempotency keys ---
+
+  /** Claims a key (unique insert); on a duplicate returns the existing claim. */
+  async claimIdempotencyKey(doc: IdempotencyKeyDoc): Promise<{ claimed: true } | { existing: IdempotencyKeyDoc }> {
+    try {
+      await this.idempotencyKeys.insertOne(this.responses.seal(doc._id, doc));
+      return { claimed: true };
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      const existing = await this.idempotencyKeys.findOne({ _id: doc._id });
+      if (!existing) return this.claimIdempotencyKey(doc); // released meanwhile: claim again
+      return { existing: this.responses.open(existing) as IdempotencyKeyDoc };
+    }
+  }
+
+  async completeIdempotencyKey(id: string, status: number, body: unknown): Promise<void> {
+    const done: Partial<IdempotencyKeyDoc> = { state: 'done', response_status: status, response_body: body, completed_at: new Date() };
+    await this.idempotencyKeys.updateOne({ _id: id }, { $set: this.responses.seal(id, done) });
+  }
+
+  /** Not saved: validation failures and server errors leave the key free for a corrected retry. */
+  async releaseIdempotencyKey(id: string): Promise<void> {
+    await this.idempotencyKeys.deleteOne({ _id: id });
+  }
+}
+
+function listFilter(f: OrderListFilter): Filter<StoredLabOrder> {
+  const filter: Filter<StoredLabOrder> = { team_id: f.teamId };
+  if (f.userId) filter.user_id = f.userId;
+  if (f.lowLevelStatuses?.length) filter.low_level_status = { $in: f.lowLevelStatuses };
+  if (f.interpretation) filter.interpretation = f.interpretation === 'unknown' ? null : f.interpretation;
+  // Reference: current = activate_by null or reached, scheduled = activate_by in the future.
+  if (f.activation === 'scheduled') filter.activate_by = { $gt: storedDay(f.today) };
+  if (f.activation === 'current') filter.$or = [{ activate_by: null }, { activate_by: { $lte: storedDay(f.today) } }];
+  if (f.orderIds?.length) filter._id = { $in: f.orderIds };
+  if (f.orderTransactionId) filter.order_transaction_id = f.orderTransactionId;
+  if (f.methods?.length) filter.method = { $in: f.methods };
+  if (f.createdFrom || f.createdTo) {
+    filter.created_at = { ...(f.createdFrom ? { $gte: f.createdFrom } : {}), ...(f.createdTo ? { $lte: f.createdTo } : {}) };
+  }
+  return filter;
+}

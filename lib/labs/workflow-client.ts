@@ -1,0 +1,189 @@
+import { createHash, randomInt } from 'node:crypto';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+} from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { ApiError, badRequest, notFound } from '../platform/errors';
+import { timeOrderedUuid } from '../platform/keys';
+import { isWorkflowGone } from './order-erasure';
+import { OrderViews } from './order-view';
+import type { IdempotencyKeyDoc, LabOrderDoc } from './orders-store';
+import { todayUtc } from '../platform/time';
+import { workflowIds } from '../../workflows/ids';
+import {
+  cancelOrderUpdate,
+  LAB_ORDER_REFUSED,
+  labOrderWorkflow,
+  rescheduleOrderUpdate,
+  SEARCH_ATTRIBUTES,
+  simulateOrderUpdate,
+  type SimulationRequest,
+} from '../../workflows/lab-order';
+import { dottedStatus } from './statuses';
+import type { AppDeps } from '../../api/deps';
+
+/**
+ * Everything that changes a lab order goes through its workflow (`lab-order:<id>`), the single owner of
+ * the order document: the api inserts a new order once, and asks the workflow (Temporal Updates, which it
+ * validates against its own state) for every later change.
+ */
+
+/** Starts the order's workflow, then stores the order; a crash between leaves a workflow that gives up. */
+export async function startAndStoreOrder(deps: AppDeps, doc: LabOrderDoc, requestId: string): Promise<{ stored: LabOrderDoc } | { sample_taken: LabOrderDoc | null }> {
+  const { temporal, repos, config } = deps;
+  const workflowId = workflowIds.labOrder(doc._id);
+  try {
+    await temporal.client.workflow.start(labOrderWorkflow, {
+      workflowId,
+      taskQueue: temporal.taskQueue,
+      args: [
+        {
+          orderId: doc._id,
+          order: {
+            method: doc.method,
+            lowLevelStatus: doc.low_level_status,
+            eventIds: doc.events.map((e) => e.id),
+            activateBy: doc.activate_by,
+            createdWithActivateBy: doc.created_with_activate_by,
+          },
+          activationTimeScale: config.LAB_ACTIVATION_TIME_SCALE,
+        },
+      ],
+      // A request resumed after a crash (same idempotency key) finds the first run still waiting for the document.
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.teamId, value: doc.team_id },
+        { key: SEARCH_ATTRIBUTES.userId, value: doc.user_id },
+        { key: SEARCH_ATTRIBUTES.orderStatus, value: doc.low_level_status },
+      ],
+      memo: { request_id: requestId, team_id: doc.team_id },
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  const inserted = await repos.labOrders.insert(doc);
+  if ('sample_taken' in inserted) {
+    // This run will never see its order: end it now rather than let it wait for the document.
+    await temporal.client.workflow.getHandle(workflowId).terminate('sample_id already registered').catch(() => undefined);
+    return inserted;
+  }
+  return { stored: 'inserted' in inserted ? inserted.inserted : inserted.exists };
+}
+
+/** A new sample id (`HB` + 10 digits), unique per team by index; the caller retries on the rare clash. */
+export const newSampleId = () => `HB${String(randomInt(0, 1e10)).padStart(10, '0')}`;
+
+export function orderViews(deps: AppDeps): OrderViews {
+  return new OrderViews(deps);
+}
+
+export async function findOrder(deps: AppDeps, teamId: string, orderId: string): Promise<LabOrderDoc> {
+  const doc = await deps.repos.labOrders.find(teamId, orderId);
+  if (!doc) throw notFound(`Order ${orderId} not found.`);
+  return doc;
+}
+
+/** Runs a Temporal Update on the order's workflow and renders its refusals as the spec's 400s. */
+async function updateOrder<R>(deps: AppDeps, doc: LabOrderDoc, run: (handle: ReturnType<AppDeps['temporal']['client']['workflow']['getHandle']>) => Promise<R>): Promise<R> {
+  const handle = deps.temporal.client.workflow.getHandle(workflowIds.labOrder(doc._id));
+  try {
+    return await run(handle);
+  } catch (err) {
+    const cause = err instanceof WorkflowUpdateFailedError ? err.cause : err;
+    if (cause instanceof ApplicationFailure && cause.type === LAB_ORDER_REFUSED) throw badRequest(cause.message);
+    if (isWorkflowGone(err)) {
+      // The workflow has ended: the order is in a final status, which the document shows.
+      const current = (await deps.repos.labOrders.findById(doc._id)) ?? doc;
+      throw badRequest(`The order is in its final status ${dottedStatus(current.method, current.low_level_status)}; it can no longer be changed.`);
+    }
+    if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) throw new ApiError(503, 'The order did not answer in time; it is safe to retry.');
+    throw err;
+  }
+}
+
+export async function rescheduleOrder(deps: AppDeps, doc: LabOrderDoc, activateBy: string | null) {
+  if (!doc.created_with_activate_by) {
+    throw badRequest('This order was created without activate_by (for immediate processing) and cannot be rescheduled.');
+  }
+  await updateOrder(deps, doc, (h) => h.executeUpdate(rescheduleOrderUpdate, { args: [{ activateBy, today: todayUtc() }] }));
+  return (await deps.repos.labOrders.findById(doc._id))!;
+}
+
+export async function cancelOrder(deps: AppDeps, doc: LabOrderDoc) {
+  await updateOrder(deps, doc, (h) => h.executeUpdate(cancelOrderUpdate));
+  return (await deps.repos.labOrders.findById(doc._id))!;
+}
+
+export async function simulateOrder(deps: AppDeps, doc: LabOrderDoc, request: SimulationRequest) {
+  return updateOrder(deps, doc, (h) => h.executeUpdate(simulateOrderUpdate, { args: [request] }));
+}
+
+// ---------- X-Idempotency-Key ----------
+
+const IN_PROGRESS_LEASE_MS = 30_000;
+
+export interface IdempotentOutcome {
+  status: number;
+  body: unknown;
+  replayed: boolean;
+}
+
+/**
+ * Runs `create(resourceId)` at most once per (team, route, key): the same key later replays the stored
+ * status and body; a concurrent duplicate gets a 409; a key whose request crashed is resumed after
+ * a short lease with the same resource id (so it cannot create a second order). Validation failures and
+ * server errors are not stored (the key stays usable), as the reference API does.
+ */
+export async function withIdempotencyKey(
+  deps: AppDeps,
+  teamId: string,
+  route: string,
+  key: string | undefined,
+  requestBody: unknown,
+  create: (resourceId: string) => Promise<{ status: number; body: unknown }>,
+): Promise<IdempotentOutcome> {
+  if (!key) return { ...(await create(timeOrderedUuid())), replayed: false };
+  const repo = deps.repos.labOrders;
+  const id = createHash('sha256').update(`${teamId}\u0000${route}\u0000${key}`).digest('hex');
+  const requestSha = createHash('sha256').update(JSON.stringify(requestBody)).digest('hex');
+  const fresh: IdempotencyKeyDoc = {
+    _id: id,
+    team_id: teamId,
+    route,
+    request_sha256: requestSha,
+    resource_id: timeOrderedUuid(),
+    state: 'pending',
+    response_status: null,
+    response_body: null,
+    created_at: new Date(),
+    completed_at: null,
+  };
+  const claim = await repo.claimIdempotencyKey(fresh);
+  let resourceId = fresh.resource_id;
+  if ('existing' in claim) {
+    const existing = claim.existing;
+    if (existing.request_sha256 !== requestSha) {
+      throw badRequest(`X-Idempotency-Key '${key}' was already used with a different request body; use a new key for a new request.`);
+    }
+    if (existing.state === 'done') return { status: existing.response_status!, body: existing.response_body, replayed: true };
+    if (Date.now() - existing.created_at.getTime() < IN_PROGRESS_LEASE_MS) {
+      throw new ApiError(409, `A request with X-Idempotency-Key '${key}' is still in progress; retry after it completes.`);
+    }
+    resourceId = existing.resource_id; // the first request died mid-way: finish its work under its id
+  }
+  try {
+    const outcome = await create(resourceId);
+    await repo.completeIdempotencyKey(id, outcome.status, outcome.body);
+    return { ...outcome, replayed: false };
+  } catch (err) {
+    if (err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 422) {
+      await repo.completeIdempotencyKey(id, err.status, { detail: err.detail });
+    } else {
+      await repo.releaseIdempotencyKey(id);
+    }
+    throw err;
+  }
+}

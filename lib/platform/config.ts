@@ -1,0 +1,232 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { StringEnum } from '../../schemas/common';
+import { FieldCipher, parseDataKeys } from './field-encryption';
+import { coerceFlat, toFieldErrors, validatorFor } from '../../schemas/validator';
+
+/**
+ * Every environment variable the service reads. The README's configuration table and the docker-compose
+ * check (test/deployment.test.ts) are driven by this schema: a key missing here is not configuration.
+ */
+export const ConfigSchema = Type.Object({
+  DEPLOYMENT_ENVIRONMENT: StringEnum(['sandbox', 'production'], {
+    default: 'sandbox',
+    description: 'Which environment this deployment serves; team API keys are minted for it (sk_ in sandbox, pk_ in production).',
+  }),
+  DEPLOYMENT_REGION: StringEnum(['us', 'eu'], {
+    default: 'us',
+    description: 'Region of this deployment; part of every team API key prefix.',
+  }),
+  API_HOST: Type.String({ default: '127.0.0.1', description: 'Interface the API listens on (0.0.0.0 in containers).' }),
+  API_PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'Port the API listens on.' }),
+  PUBLIC_BASE_URL: Type.Optional(
+    Type.String({ format: 'uri', description: 'Externally visible base URL (used in provider logo URLs). Default http://API_HOST:API_PORT.' }),
+  ),
+  MONGO_URL: Type.String({ default: 'mongodb://127.0.0.1:27017/', description: 'MongoDB connection string (MongoDB 7, or FerretDB v2 on PostgreSQL + DocumentDB).' }),
+  MONGO_DB: Type.String({ minLength: 1, default: 'healthbridge', description: 'Database name.' }),
+  MONGO_QUERY_SHAPE_LOG: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description:
+        'Diagnostic: a directory where the process records the shape of every query it sends (collection, filter and sort fields, no values). The test suite sets it to check every query against the declared indexes; unset in production.',
+    }),
+  ),
+  TEMPORAL_ADDRESS: Type.String({ default: '127.0.0.1:7233', description: 'Temporal frontend host:port.' }),
+  TEMPORAL_NAMESPACE: Type.String({ minLength: 1, default: 'default', description: 'Temporal namespace.' }),
+  TEMPORAL_TASK_QUEUE: Type.String({ minLength: 1, default: 'healthbridge', description: 'Task queue shared by api (starts) and worker (runs).' }),
+  TEMPORAL_UI_URL: Type.Optional(Type.String({ description: 'Temporal Web UI address, printed for operators.' })),
+  LOG_LEVEL: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+    default: 'info',
+    description: 'pino log level.',
+  }),
+  BODY_LIMIT_BYTES: Type.Integer({ minimum: 1024, default: 1048576, description: 'Largest accepted request body; larger is 413.' }),
+  USER_DELETION_GRACE_SECONDS: Type.Integer({
+    minimum: 1,
+    default: 604800,
+    description: 'Grace period between DELETE /v2/user/{id} and erasure of the user\'s data (7 days).',
+  }),
+  AUTH_CACHE_TTL_MS: Type.Integer({
+    minimum: 0,
+    default: 0,
+    description:
+      'How long a verified team API key may stay cached in an api process. 0 (the default): every request reads the key (one ' +
+      'indexed lookup), so a revoked key stops working at once on every api process. Above 0, a key revoked through another ' +
+      'api process may keep working there for up to this long (the revoking process drops it at once).',
+  }),
+  WEBHOOK_RETRY_SCHEDULE_MS: Type.String({
+    pattern: '^\\s*\\d+(\\s*,\\s*\\d+)*\\s*$',
+    default: '0,5000,300000,1800000,7200000,18000000,36000000,36000000',
+    description:
+      'Webhook attempt schedule in ms: the delay before each attempt (first is 0 = at once), each with ±20% jitter. ' +
+      'Snapshotted onto each delivery when the event is published.',
+  }),
+  WEBHOOK_ATTEMPT_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 15000, description: 'Per-attempt webhook HTTP timeout (a timeout is a failure).' }),
+  WEBHOOK_THROTTLE_FLOOR_MS: Type.Integer({
+    minimum: 0,
+    default: 60000,
+    description: 'Least wait before the next attempt after a 429, 502, 504 or a timeout.',
+  }),
+  WEBHOOK_DISABLE_AFTER_MS: Type.Integer({
+    minimum: 1,
+    default: 432000000,
+    description: 'An endpoint failing continuously for this long (5 days) is disabled; any success resets the clock.',
+  }),
+  WEBHOOK_SECRET_OVERLAP_MS: Type.Integer({
+    minimum: 0,
+    default: 86400000,
+    description: 'After a secret rotation the previous secret keeps signing (second signature) for this long (24 h).',
+  }),
+  WEBHOOK_SECRET_ROTATIONS_PER_DAY: Type.Integer({
+    minimum: 1,
+    default: 5,
+    description:
+      'Most secret rotations of one webhook endpoint in any 24 h; one more is a 429 with Retry-After. Every secret still inside its overlap keeps signing.',
+  }),
+  DATA_ENCRYPTION_KEYS: Type.Optional(
+    Type.String({
+      description:
+        'AES-256-GCM keys for data encrypted at rest (webhook signing secrets): comma-separated keyId:base64-of-32-bytes, the first ' +
+        'encrypts, the others only decrypt. Required (production refuses to start without it; npm run dev and npm test generate one).',
+    }),
+  ),
+  WEBHOOK_MAX_EVENT_BYTES: Type.Integer({
+    minimum: 1024,
+    default: 262144,
+    description: 'Largest serialized event envelope; publishing a larger event is an error (send shallow events or chunks).',
+  }),
+  WEBHOOK_ALLOW_LOOPBACK: Type.Optional(
+    Type.Boolean({ description: 'Allow webhook URLs on loopback addresses. Default: true in sandbox, false in production.' }),
+  ),
+  WEBHOOK_URL_ALLOWLIST: Type.String({
+    default: '',
+    description: 'Comma-separated host:port entries always accepted as webhook targets (e.g. local receivers), whatever they resolve to.',
+  }),
+  WEBHOOK_BATCH_SIZE: Type.Integer({
+    minimum: 1,
+    maximum: 1000,
+    default: 500,
+    description: 'Deliveries one dispatcher batch takes (its database work is per batch; at most 100 requests to one endpoint are in flight).',
+  }),
+  WEBHOOK_SWEEP_INTERVAL_MS: Type.Integer({
+    minimum: 100,
+    default: 30000,
+    description: 'How often the worker\'s sweeper repairs what a crash left behind (events not fanned out, overdue deliveries).',
+  }),
+  WEBHOOK_SWEEP_GRACE_MS: Type.Integer({
+    minimum: 0,
+    default: 15000,
+    description: 'Age after which the sweeper treats an unfinished fan-out or an overdue delivery as stranded.',
+  }),
+  REQUISITION_URL_TTL_SECONDS: Type.Integer({
+    minimum: 1,
+    default: 604800,
+    description: 'How long a signed requisition_form_url stays valid (7 days).',
+  }),
+  LAB_ACTIVATION_TIME_SCALE: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 1,
+    default: 1,
+    description: 'Multiplies the wait until an order\'s activate_by date (1 in production; tests shorten days to seconds).',
+  }),
+  WEBHOOK_RETENTION_DAYS: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 3650,
+    default: 30,
+    description: 'How long webhook events, finished deliveries and attempts are kept (the delivery log); TTL indexes delete older ones.',
+  }),
+  IDEMPOTENCY_KEY_RETENTION_SECONDS: Type.Integer({
+    minimum: 86400,
+    default: 86400,
+    description: 'How long a stored X-Idempotency-Key response is replayed (at least 24 h); a TTL index deletes older keys.',
+  }),
+  HISTORICAL_PULL_RETRYING_SINCE: Type.String({
+    pattern: '^\\d{4}-\\d{2}-\\d{2}$',
+    default: '2025-05-09',
+    description: 'Connections made on or after this date retry retriable historical-pull failures (state `retrying`); older ones fail at once.',
+  }),
+  HISTORICAL_PULL_RETRY_INITIAL_SECONDS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 60,
+    description: 'First wait before retrying a resource whose historical pull failed retriably; doubles per attempt.',
+  }),
+  HISTORICAL_PULL_RETRY_MAX_SECONDS: Type.Number({ exclusiveMinimum: 0, default: 3600, description: 'Longest wait between historical-pull retries.' }),
+  HISTORICAL_PULL_RETRY_QUOTA: Type.Integer({
+    minimum: 1,
+    maximum: 50,
+    default: 6,
+    description: 'Attempts per resource (the first included) before a retrying pull fails with retry_quota_exhausted.',
+  }),
+  WEARABLE_SYNC_INTERVAL_SECONDS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 3600,
+    description: 'How often each connection fetches new data after its history (POST /v2/user/refresh/{user_id} syncs at once).',
+  }),
+  WEARABLE_SYNCS_PER_RUN: Type.Integer({
+    minimum: 1,
+    maximum: 1000,
+    default: 100,
+    description: "Periodic syncs in one run of a connection's workflow before it continues as new (keeps its event history short).",
+  }),
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10000, description: 'Grace for in-flight requests and activities on SIGTERM.' }),
+});
+
+export type Config = Static<typeof ConfigSchema>;
+export const configKeys = Object.keys(ConfigSchema.properties) as (keyof Config)[];
+
+export class ConfigError extends Error {}
+
+/** Reads config from the environment; throws a ConfigError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const raw: Record<string, unknown> = {};
+  for (const key of configKeys) {
+    const value = env[key];
+    if (value !== undefined && value !== '') raw[key] = value;
+  }
+  const candidate = { ...coerceFlat(ConfigSchema, raw), ...overrides };
+  const validate = validatorFor(ConfigSchema);
+  const problems = validate(candidate)
+    ? []
+    : toFieldErrors('env', validate.errors).map(
+        (e) => `${e.loc.slice(1).join('.')}=${JSON.stringify((candidate as Record<string, unknown>)[String(e.loc[1])] ?? null)}: ${e.msg}`,
+      );
+  // Checked here rather than by the schema: a schema error echoes the value, and this one is key material.
+  const keys = candidate.DATA_ENCRYPTION_KEYS;
+  if (typeof keys === 'string') {
+    const problem = dataKeysProblem(keys);
+    if (problem) problems.push(`DATA_ENCRYPTION_KEYS (value not shown): ${problem}`);
+  } else if (keys === undefined && candidate.DEPLOYMENT_ENVIRONMENT === 'production') {
+    problems.push(`DATA_ENCRYPTION_KEYS: required in production (${MISSING_KEYS_HINT})`);
+  }
+  if (problems.length) {
+    throw new ConfigError(`Invalid configuration: ${problems.join('; ')}. Fix the environment variable(s) named and restart.`);
+  }
+  return candidate as Config;
+}
+
+const MISSING_KEYS_HINT =
+  'comma-separated keyId:base64-of-32-bytes, current key first; make one with `openssl rand -base64 32`, e.g. DATA_ENCRYPTION_KEYS=k1:<that>';
+
+function dataKeysProblem(spec: string): string | null {
+  try {
+    parseDataKeys(spec);
+    return null;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/**
+ * The cipher for data encrypted at rest, from DATA_ENCRYPTION_KEYS. Every process that reads or writes such
+ * data needs it, in every environment: without it this throws a ConfigError (loadConfig already refuses a
+ * production configuration without keys; `npm run dev` and `npm test` generate a key for sandbox).
+ */
+export function dataCipher(config: Pick<Config, 'DATA_ENCRYPTION_KEYS'>): FieldCipher {
+  if (config.DATA_ENCRYPTION_KEYS === undefined) {
+    throw new ConfigError(`Invalid configuration: DATA_ENCRYPTION_KEYS is not set (${MISSING_KEYS_HINT}). Set it and restart.`);
+  }
+  return FieldCipher.fromSpec(config.DATA_ENCRYPTION_KEYS);
+}
+
+export function publicBaseUrl(config: Config): string {
+  const host = config.API_HOST === '0.0.0.0' ? '127.0.0.1' : config.API_HOST;
+  return (config.PUBLIC_BASE_URL ?? `http://${host}:${config.API_PORT}`).replace(/\/$/, '');
+}

@@ -1,0 +1,114 @@
+import type { Collection, Document, IndexDirection } from 'mongodb';
+
+/**
+ * Declared indexes and the query shapes they serve (architecture: "every query shape has an index").
+ * A missing index does not show with development's small data; production would scan. Each repository
+ * declares both lists next to its queries, and test/indexes.test.ts checks that every shape is covered by one
+ * of the indexes.
+ */
+export interface IndexSpec {
+  key: Record<string, IndexDirection>;
+  unique?: boolean;
+  /** A TTL index (one field, a Date): the store deletes a document this retention after the field's time. */
+  expireAfter?: keyof Retention;
+}
+
+/**
+ * How long documents live where the rule is "N after field X": TTL indexes, so the store itself deletes them
+ * (MongoDB's TTL monitor and DocumentDB's pg_cron job both run every minute). Seconds.
+ */
+export interface Retention {
+  /** Stored X-Idempotency-Key responses, after `created_at` (IDEMPOTENCY_KEY_RETENTION_SECONDS). */
+  idempotencyKeys: number;
+  /** Webhook events (`created_at`), finished deliveries (`finished_at`) and attempts (`timestamp`) (WEBHOOK_RETENTION_DAYS). */
+  webhookHistory: number;
+  /** Link tokens and their use records, after `expires_at`: an hour, for the "already used" answer. */
+  linkTokensAfterExpiry: number;
+  /** Heartbeats of workers that died without removing theirs, after `last_seen_at`. */
+  workerHeartbeats: number;
+}
+
+export function retentionFrom(config: { IDEMPOTENCY_KEY_RETENTION_SECONDS: number; WEBHOOK_RETENTION_DAYS: number }): Retention {
+  return {
+    idempotencyKeys: config.IDEMPOTENCY_KEY_RETENTION_SECONDS,
+    webhookHistory: Math.round(config.WEBHOOK_RETENTION_DAYS * 86_400),
+    linkTokensAfterExpiry: 3_600,
+    workerHeartbeats: 3_600,
+  };
+}
+
+/** The configuration's defaults (lib/platform/config.ts): for tools and tests that index a database of their own. */
+export const DEFAULT_RETENTION: Retention = retentionFrom({ IDEMPOTENCY_KEY_RETENTION_SECONDS: 86_400, WEBHOOK_RETENTION_DAYS: 30 });
+
+export interface QueryShape {
+  name: string;
+  /** Fields the index must lead with (equality, `$in`, or a range on the last one), in any order. */
+  filter: string[];
+  /** Sort fields, which must follow the filter fields in the index, in this order. */
+  sort?: string[];
+  /** Further filters applied to the documents the index selects (documented, not index-backed). */
+  residual?: string[];
+}
+
+/**
+ * True when some index starts with exactly the shape's filter fields, followed by its sort fields. A shape
+ * with no filter is a declared whole-collection pass (e.g. re-encrypting every endpoint): covered when its
+ * sort, if any, is an index's leading fields.
+ */
+export function coveredBy(shape: QueryShape, indexes: IndexSpec[]): boolean {
+  const sort = shape.sort ?? [];
+  if (!shape.filter.length) return indexes.some((index) => sort.every((f, i) => Object.keys(index.key)[i] === f));
+  return indexes.some((index) => {
+    const lead = Object.keys(index.key).slice(0, shape.filter.length);
+    const leadsWithFilter = lead.length === shape.filter.length && shape.filter.every((f) => lead.includes(f));
+    return leadsWithFilter && indexServes(index, shape.filter, sort);
+  });
+}
+
+/**
+ * Creates the declared indexes (idempotent). A TTL index takes its retention from `retention`; when the index
+ * exists with another retention, or without one, `collMod` changes it in place (MongoDB and DocumentDB both can).
+ */
+export async function createIndexes(collection: Collection<any> | Collection<Document>, indexes: IndexSpec[], retention: Retention = DEFAULT_RETENTION): Promise<void> {
+  for (const index of indexes) {
+    const expireAfterSeconds = index.expireAfter ? retention[index.expireAfter] : undefined;
+    try {
+      await collection.createIndex(index.key, { ...(index.unique ? { unique: true } : {}), ...(expireAfterSeconds !== undefined ? { expireAfterSeconds } : {}) });
+    } catch (err) {
+      const code = (err as { code?: number }).code;
+      if (expireAfterSeconds === undefined || (code !== 85 && code !== 86)) throw err; // IndexOptionsConflict, IndexKeySpecsConflict
+      await collection.db.command({ collMod: collection.collectionName, index: { keyPattern: index.key, expireAfterSeconds } });
+    }
+  }
+}
+
+/**
+ * True when `index` can serve a query observed on the wire (filter fields in any order, sort fields in
+ * order): it leads with one or more of the filter fields (equality, `$in` or range), and the sort fields not
+ * fixed by that prefix come right after it. Unlike a declared shape, an observed filter may name further
+ * fields that the index does not hold (applied to the documents it selects).
+ */
+export function indexServes(index: IndexSpec, filter: string[], sort: string[]): boolean {
+  const fields = Object.keys(index.key);
+  let prefix = 0;
+  while (prefix < fields.length && filter.includes(fields[prefix])) prefix++;
+  if (prefix === 0) return false;
+  const lead = fields.slice(0, prefix);
+  const rest = sort.filter((f) => !lead.includes(f));
+  return rest.every((f, i) => fields[prefix + i] === f);
+}
+
+/** Drops indexes an earlier version declared (by key; those not there are skipped), so writes stop paying for them. */
+export async function dropIndexes(collection: Collection<any> | Collection<Document>, keys: Record<string, IndexDirection>[]): Promise<void> {
+  const existing = await collection
+    .listIndexes()
+    .toArray()
+    .catch((err: { code?: number }) => {
+      if (err.code === 26) return []; // NamespaceNotFound: a fresh database
+      throw err;
+    });
+  for (const key of keys) {
+    const found = existing.find((index) => JSON.stringify(index.key) === JSON.stringify(key));
+    if (found) await collection.dropIndex(found.name as string);
+  }
+}

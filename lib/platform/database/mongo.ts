@@ -1,0 +1,34 @@
+import { MongoClient, type Db } from 'mongodb';
+import { recordQueryShapes } from './query-shapes';
+
+export interface Mongo {
+  client: MongoClient;
+  db: Db;
+  close(): Promise<void>;
+}
+
+export interface MongoOptions {
+  /** MONGO_QUERY_SHAPE_LOG: record every query's shape into this directory (lib/platform/database/query-shapes.ts). */
+  queryShapeLog?: string;
+}
+
+export async function connectMongo(url: string, dbName: string, options: MongoOptions = {}): Promise<Mongo> {
+  const client = new MongoClient(url, { serverSelectionTimeoutMS: 10_000, maxPoolSize: 50, ignoreUndefined: true, monitorCommands: !!options.queryShapeLog });
+  if (options.queryShapeLog) recordQueryShapes(client, options.queryShapeLog);
+  try {
+    await client.connect();
+  } catch (err) {
+    throw new Error(`Cannot reach MongoDB at ${url} (${(err as Error).message}). Start the dev stack (npm run dev) or set MONGO_URL.`);
+  }
+  const db = client.db(dbName);
+  return { client, db, close: () => client.close() };
+}
+
+export async function pingMongo(db: Db): Promise<boolean> {
+  try {
+    await db.command({ ping: 1 });
+    return true;
+  } catch {
+    return false;
+  }
+}

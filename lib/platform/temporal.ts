@@ -1,0 +1,35 @@
+import { Client, Connection } from '@temporalio/client';
+
+export interface TemporalDeps {
+  client: Client;
+  connection: Connection;
+  taskQueue: string;
+  namespace: string;
+}
+
+export async function connectTemporal(address: string, namespace: string, taskQueue: string): Promise<TemporalDeps> {
+  let connection: Connection;
+  try {
+    connection = await Connection.connect({ address, connectTimeout: '10s' });
+  } catch (err) {
+    throw new Error(`Cannot reach Temporal at ${address} (${(err as Error).message}). Start the dev stack (npm run dev) or set TEMPORAL_ADDRESS.`);
+  }
+  return { client: new Client({ connection, namespace }), connection, taskQueue, namespace };
+}
+
+/**
+ * True when the server answers and at least one worker polls the task queue. A killed worker stays listed
+ * for minutes (its last long poll), so GET /ready also asks for a fresh worker heartbeat (lib/platform/worker-heartbeats-store.ts).
+ */
+export async function temporalReadiness(t: TemporalDeps): Promise<{ server: boolean; worker: boolean }> {
+  try {
+    const res = await t.connection.workflowService.describeTaskQueue({
+      namespace: t.namespace,
+      taskQueue: { name: t.taskQueue },
+      taskQueueType: 1, // TASK_QUEUE_TYPE_WORKFLOW
+    });
+    return { server: true, worker: (res.pollers ?? []).length > 0 };
+  } catch {
+    return { server: false, worker: false };
+  }
+}

@@ -1,0 +1,85 @@
+import type { Db } from 'mongodb';
+import type { FieldCipher } from './platform/field-encryption';
+import { DEFAULT_RETENTION, type Retention } from './platform/database/indexes';
+import { AuditLogRepository } from './tenancy/audit-log-store';
+import { ConnectionRepository } from './wearables/connections-store';
+import { CustomCredentialsRepository } from './tenancy/custom-credentials-store';
+import { HistoricalPullRepository } from './wearables/historical-pulls-store';
+import { InsuranceRepository } from './insurance/store';
+import { LinkTokenRepository } from './wearables/link-tokens-store';
+import { LabOrderRepository } from './labs/orders-store';
+import { LabTestRepository } from './labs/tests-store';
+import { SecretsRepository } from './platform/secrets-store';
+import { TenancyRepository } from './tenancy/store';
+import { UserRepository } from './users/store';
+import { WebhookRepository } from './webhooks/endpoints-store';
+import { WearableDataRepository } from './wearables/data-store';
+import { WorkerHeartbeatRepository } from './platform/worker-heartbeats-store';
+import { WebhookStore } from './webhooks/store';
+
+export interface Repositories {
+  tenancy: TenancyRepository;
+  /** Teams' own OAuth applications at providers (secrets encrypted). */
+  customCredentials: CustomCredentialsRepository;
+  /** Management changes: who, what, when, with what outcome. */
+  auditLog: AuditLogRepository;
+  users: UserRepository;
+  connections: ConnectionRepository;
+  /** Per-resource historical pull state of each user's providers. */
+  historicalPulls: HistoricalPullRepository;
+  /** One-time link tokens (10 minutes). */
+  linkTokens: LinkTokenRepository;
+  /** Summaries, timeseries samples and workout streams. */
+  wearableData: WearableDataRepository;
+  /** Webhook endpoints. */
+  webhooks: WebhookRepository;
+  /** Webhook events, deliveries and attempts. */
+  webhookStore: WebhookStore;
+  labOrders: LabOrderRepository;
+  labTests: LabTestRepository;
+  /** Insurance records (closed beta), their personal fields encrypted. */
+  insurance: InsuranceRepository;
+  secrets: SecretsRepository;
+  /** Liveness of worker processes (GET /ready). */
+  workers: WorkerHeartbeatRepository;
+}
+
+/** `cipher` encrypts fields at rest (`dataCipher(config)`, from DATA_ENCRYPTION_KEYS). */
+export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
+  return {
+    tenancy: new TenancyRepository(db),
+    customCredentials: new CustomCredentialsRepository(db, cipher),
+    auditLog: new AuditLogRepository(db),
+    users: new UserRepository(db),
+    connections: new ConnectionRepository(db),
+    historicalPulls: new HistoricalPullRepository(db),
+    linkTokens: new LinkTokenRepository(db),
+    wearableData: new WearableDataRepository(db),
+    webhooks: new WebhookRepository(db, cipher),
+    webhookStore: new WebhookStore(db, cipher),
+    labOrders: new LabOrderRepository(db, cipher),
+    labTests: new LabTestRepository(db),
+    insurance: new InsuranceRepository(db, cipher),
+    secrets: new SecretsRepository(db),
+    workers: new WorkerHeartbeatRepository(db),
+  };
+}
+
+/** Idempotent; run by api and worker at start-up, with the deployment's retention (`retentionFrom(config)`) for TTL indexes. */
+export async function ensureIndexes(repos: Repositories, retention: Retention = DEFAULT_RETENTION): Promise<void> {
+  for (const repo of Object.values(repos)) await repo.ensureIndexes(retention);
+}
+
+/**
+ * Rewrites every field encrypted under a retired data key with the current one (`npm run reencrypt`): each
+ * repository holding encrypted fields has a `reencrypt()`. Returns how many documents changed, by repository.
+ */
+export async function reencryptAll(repos: Repositories): Promise<Record<string, number>> {
+  const changed: Record<string, number> = {};
+  for (const [name, repo] of Object.entries(repos) as [string, { reencrypt?: () => Promise<number> }][]) {
+    if (typeof repo.reencrypt === 'function') changed[name] = await repo.reencrypt();
+  }
+  return changed;
+}
+
+export { TenancyRepository, UserRepository, ConnectionRepository };

@@ -1,0 +1,694 @@
+import { randomUUID } from 'node:crypto';
+import type { Collection, Db, Filter } from 'mongodb';
+import { ApiError } from '../platform/errors';
+import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { runOnce } from '../platform/database/migrations';
+import { hashKey, MANAGEMENT_KEY_PREFIX, mintKey, sameHash, teamKeyPrefix } from '../platform/keys';
+
+export interface OrgDoc {
+  _id: string;
+  name: string;
+  created_at: Date;
+}
+
+/**
+ * An org as stored: its management keys live in its document (an org has few, at most
+ * MAX_MANAGEMENT_KEYS_PER_ORG), so "the org keeps an org_admin key" is a rule over one document and every change
+ * of the keys is one write conditional on `management_keys_version` (no lock). Orgs stored before keys moved
+ * here lack both fields until the start-up migration gives them theirs.
+ */
+interface StoredOrg extends OrgDoc {
+  management_keys?: StoredManagementKey[];
+  /** Bumped by every change of the keys (and by a team's unbinding): the precondition of the next. */
+  management_keys_version?: number;
+}
+
+export interface BrandInformation {
+  company_name: string;
+  company_website?: string | null;
+  support_email?: string | null;
+  support_contact?: string | null;
+  company_address?: string | null;
+  brand_color?: string | null;
+}
+
+/** What a team's owner sets about it besides its name (the reference API's team settings). */
+export interface TeamSettings {
+  logo_url: string | null;
+  brand_information: BrandInformation | null;
+  lab_tests_patient_sms_communication_enabled: boolean;
+  lab_tests_patient_email_communication_enabled: boolean;
+  critical_result_notification_email: string | null;
+  reject_duplicate_connection: boolean;
+}
+
+/** Features an org admin turns on per team (closed betas). */
+export interface TeamFeatureFlags {
+  insurance: boolean;
+}
+
+/** A change of a team: its name, settings and feature flags (each only if given). */
+export type TeamChanges = Partial<TeamSettings> & { name?: string; feature_flags?: Partial<TeamFeatureFlags> };
+
+export interface TeamDoc extends TeamSettings {
+  _id: string;
+  team_id: string;
+  org_id: string;
+  name: string;
+  environment: string;
+  region: string;
+  feature_flags: TeamFeatureFlags;
+  /** Set when a DELETE began (the deletion then runs to its end, also when repeated after a crash). */
+  deletion_started_at: Date | null;
+  /** The DELETE deciding about the team now, and until when (a lease: a crashed DELETE's claim lapses). */
+  deletion_claim?: string | null;
+  deletion_claim_until?: Date | null;
+  created_at: Date;
+  updated_at: Date;
+  /** Bumped by every change of the team's fields: the precondition of the next (absent before the first). */
+  version?: number;
+}
+
+/** Teams stored by earlier versions lack the settings, flags and deletion mark: read with the defaults. */
+type StoredTeam = Omit<TeamDoc, keyof TeamSettings | 'feature_flags' | 'deletion_started_at'> &
+  Partial<TeamSettings> & { feature_flags?: Partial<TeamFeatureFlags>; deletion_started_at?: Date | null };
+
+export const TEAM_SETTING_DEFAULTS: TeamSettings = {
+  logo_url: null,
+  brand_information: null,
+  lab_tests_patient_sms_communication_enabled: true,
+  lab_tests_patient_email_communication_enabled: true,
+  critical_result_notification_email: null,
+  reject_duplicate_connection: false,
+};
+export const FEATURE_FLAG_DEFAULTS: TeamFeatureFlags = { insurance: false };
+
+function withDefaults(doc: StoredTeam): TeamDoc;
+function withDefaults(doc: StoredTeam | null): TeamDoc | null;
+function withDefaults(doc: StoredTeam | null): TeamDoc | null {
+  if (!doc) return null;
+  return { ...TEAM_SETTING_DEFAULTS, deletion_started_at: null, ...doc, feature_flags: { ...FEATURE_FLAG_DEFAULTS, ...doc.feature_flags } };
+}
+
+export interface TeamApiKeyDoc {
+  _id: string;
+  team_id: string;
+  org_id: string;
+  label: string;
+  key_hash: string;
+  prefix: string;
+  environment: string;
+  region: string;
+  created_at: Date;
+}
+export type ManagementRole = 'org_admin' | 'team_admin';
+export interface ManagementKeyDoc {
+  _id: string;
+  org_id: string;
+  label: string;
+  role: ManagementRole;
+  team_ids: string[];
+  key_hash: string;
+  prefix: string;
+  created_at: Date;
+}
+/** A management key as its org's document holds it (the org is the document's). */
+type StoredManagementKey = Omit<ManagementKeyDoc, 'org_id'>;
+/** Keeps an org's document small: keys are for people and services administering it, not for end users. */
+export const MAX_MANAGEMENT_KEYS_PER_ORG = 100;
+export type ManagementKeyChanges = Partial<Pick<ManagementKeyDoc, 'label' | 'role' | 'team_ids'>>;
+
+/**
+ * Why a change of management keys was refused. `actor_not_org_admin`: the key making the request was
+ * deleted or demoted by a request that finished first.
+ */
+export type KeyChangeRefusal = 'not_found' | 'last_org_admin' | 'actor_not_org_admin' | 'too_many_keys' | { unknown_team_ids: string[] };
+export type KeyChangeOutcome = { key: ManagementKeyDoc } | { refused: KeyChangeRefusal };
+
+/** A team that a DELETE has begun on takes no other change (its deletion is repeated to finish it). */
+export class TeamDeletingError extends ApiError {
+  constructor(teamId: string) {
+    super(409, `Team ${teamId} is being deleted; repeat its DELETE to finish. It takes no other changes.`);
+  }
+}
+
+/**
+ * How long a DELETE's claim on a team holds off other DELETEs of it (renewed before each step; a crashed one's
+ * lapses), and how long another DELETE waits for it to end before answering 503 (a deletion takes milliseconds).
+ */
+const TEAM_DELETION_CLAIM_MS = 15_000;
+const TEAM_DELETION_WAIT_MS = 2_000;
+
+type TenancyCollection = 'orgs' | 'teams' | 'team_api_keys' | 'management_keys' | 'system';
+
+/**
+ * The indexes of the tenancy collections (one place per collection, created by `ensureIndexes`). Listings
+ * sort by `(created_at, _id)`, so `_id` ends their indexes and pages come off the index in order.
+ */
+export const TENANCY_INDEXES: Record<TenancyCollection, IndexSpec[]> = {
+  orgs: [{ key: { 'management_keys.key_hash': 1 } }],
+  teams: [{ key: { org_id: 1, created_at: 1, _id: 1 } }],
+  team_api_keys: [
+    { key: { key_hash: 1 }, unique: true },
+    { key: { org_id: 1, created_at: 1, _id: 1 } },
+    { key: { org_id: 1, team_id: 1, created_at: 1, _id: 1 } },
+  ],
+  // Retired: its keys moved into their orgs' documents (start-up migration), and it is dropped.
+  management_keys: [],
+  system: [],
+};
+
+/** Every query TenancyRepository issues (test/indexes.test.ts checks each is served by TENANCY_INDEXES). */
+export const TENANCY_QUERY_SHAPES: Record<TenancyCollection, QueryShape[]> = {
+  orgs: [
+    { name: 'org by id (find, rename; its management keys, each change conditional on their version)', filter: ['_id'], residual: ['management_keys_version'] },
+    { name: 'management key by hash (authentication)', filter: ['management_keys.key_hash'] },
+    { name: 'orgs still to move their management keys in (migration)', filter: [], residual: ['management_keys'] },
+  ],
+  teams: [
+    {
+      name: 'team by id (find, every change: its version, deletion mark or deletion claim in the filter, delete)',
+      filter: ['_id'],
+      residual: ['org_id', 'version', 'deletion_started_at', 'deletion_claim'],
+    },
+    { name: "an org's teams", filter: ['org_id'], sort: ['created_at', '_id'] },
+    // Read off the org's index with the `_id`s checked in its keys; an org has few teams.
+    { name: "a team admin's teams", filter: ['org_id'], sort: ['created_at', '_id'], residual: ['_id in the key\'s teams'] },
+  ],
+  team_api_keys: [
+    { name: 'key by hash (authentication)', filter: ['key_hash'] },
+    { name: "an org's keys", filter: ['org_id'], sort: ['created_at', '_id'] },
+    { name: "keys of some of an org's teams (list; revoke a deleted team's)", filter: ['org_id', 'team_id'], sort: ['created_at', '_id'] },
+    { name: 'keys by id (find, delete)', filter: ['_id'], residual: ['org_id'] },
+  ],
+  management_keys: [{ name: 'every key of the retired collection (the one-time move into orgs)', filter: [] }],
+  system: [{ name: 'bootstrap claim', filter: ['_id'] }],
+};
+
+/**
+ * Orgs, teams, team API keys and management keys. Keys are stored only as SHA-256 hashes.
+ *
+ * Concurrency, with no lock (architecture rule 3):
+ * - A team's own fields change by one write conditional on its `version` and on no DELETE having begun.
+ * - What hangs off a team (its API keys, custom credentials, webhook endpoints, users) is inserted first and
+ *   the team read second (`addToLiveTeam`, `teamAcceptsNewData`); a DELETE marks the team first and looks for
+ *   what blocks it second, so of a racing pair one of them sees the other.
+ * - A DELETE claims the team in one conditional write (`deletion_claim`, a lease), so one DELETE at a time
+ *   decides; its later writes of the team document carry the claim in their filter.
+ * - An org's management keys live in its document: every change is one write conditional on their version, so
+ *   "the org keeps an org_admin key" and "the acting key is still an org admin" hold under racing requests.
+ */
+export class TenancyRepository {
+  readonly orgs: Collection<StoredOrg>;
+  readonly teams: Collection<StoredTeam>;
+  readonly teamApiKeys: Collection<TeamApiKeyDoc>;
+  private readonly system: Collection<{ _id: string; at: Date }>;
+  private readonly revocationListeners = new Set<(keyHashes: string[]) => void>();
+
+  constructor(private readonly db: Db) {
+    this.orgs = db.collection('orgs');
+    this.teams = db.collection('teams');
+    this.teamApiKeys = db.collection('team_api_keys');
+    this.system = db.collection('system');
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await createIndexes(this.orgs, TENANCY_INDEXES.orgs);
+    await createIndexes(this.teams, TENANCY_INDEXES.teams);
+    await createIndexes(this.teamApiKeys, TENANCY_INDEXES.team_api_keys);
+    await createIndexes(this.system, TENANCY_INDEXES.system);
+    // Superseded by the longer indexes above (same leading fields); dropped so writes do not maintain them.
+    await this.teams.dropIndex('org_id_1_created_at_1').catch(() => undefined);
+    await this.teamApiKeys.dropIndex('org_id_1_team_id_1').catch(() => undefined);
+    await runOnce(this.db, 'management-keys-into-orgs', () => this.moveManagementKeysIntoOrgs());
+    // Retired with the document locks it held (every race is now settled by a conditional write).
+    await runOnce(this.db, 'document-locks-retired', async () => void (await this.db.dropCollection('document_locks').catch(() => false)));
+  }
+
+  /**
+   * Moves the keys of the retired `management_keys` collection into their orgs' documents, then drops it. Each
+   * org is given its keys in one write, only while it has none yet, so two processes running this at once (or a
+   * run after a crash) neither duplicate nor bring back a key deleted meanwhile.
+   */
+  private async moveManagementKeysIntoOrgs(): Promise<void> {
+    const retired = this.db.collection<ManagementKeyDoc>('management_keys');
+    const byOrg = new Map<string, StoredManagementKey[]>();
+    for (const { org_id: orgId, ...key } of await retired.find({}).sort({ created_at: 1, _id: 1 }).toArray()) {
+      byOrg.set(orgId, [...(byOrg.get(orgId) ?? []), key]);
+    }
+    for (const [orgId, keys] of byOrg) {
+      await this.orgs.updateOne({ _id: orgId, management_keys: { $exists: false } }, { $set: { management_keys: keys, management_keys_version: 1 } });
+    }
+    await this.orgs.updateMany({ management_keys: { $exists: false } }, { $set: { management_keys: [], management_keys_version: 0 } });
+    await retired.drop().catch(() => undefined);
+  }
+
+  // ---------------------------------------------------------------- orgs
+
+  async createOrg(name: string, id: string = randomUUID()): Promise<OrgDoc> {
+    const org = { _id: id, name, created_at: new Date() };
+    await this.orgs.insertOne({ ...org, management_keys: [], management_keys_version: 0 });
+    return org;
+  }
+
+  findOrg(orgId: string): Promise<OrgDoc | null> {
+    return this.orgs.findOne({ _id: orgId }, { projection: { management_keys: 0, management_keys_version: 0 } });
+  }
+
+  /** One field set by one kind of request: concurrent renames end with one of the names, nothing to lock. */
+  renameOrg(orgId: string, name: string) {
+    return this.orgs.findOneAndUpdate({ _id: orgId }, { $set: { name } }, { returnDocument: 'after', projection: { management_keys: 0, management_keys_version: 0 } });
+  }
+
+  /** Claims the one-time production bootstrap (a fixed `_id` makes concurrent runs race safely). */
+  async claimBootstrap(): Promise<boolean> {
+    try {
+      await this.system.insertOne({ _id: 'bootstrap', at: new Date() });
+      return true;
+    } catch (err) {
+      if (isDuplicateKeyError(err)) return false;
+      throw err;
+    }
+  }
+
+  /** Gives the claim back when bootstrapping failed half-way, so it can be run again. */
+  async releaseBootstrap(): Promise<void> {
+    await this.system.deleteOne({ _id: 'bootstrap' });
+  }
+
+  // ---------------------------------------------------------------- teams
+
+  async createTeam(
+    orgId: string,
+    name: string,
+    environment: string,
+    region: string,
+    settings: Partial<TeamSettings> = {},
+    id: string = randomUUID(),
+  ): Promise<TeamDoc> {
+    const now = new Date();
+    const team: TeamDoc = {
+      ...TEAM_SETTING_DEFAULTS,
+      ...settings,
+      _id: id,
+      team_id: id,
+      org_id: orgId,
+      name,
+      environment,
+      region,
+      feature_flags: { ...FEATURE_FLAG_DEFAULTS },
+      deletion_started_at: null,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.teams.insertOne(team);
+    return team;
+  }
+
+  /** By `_id`, the org checked here (the team with its defaults filled in comes from findTeamById). */
+  async findTeam(orgId: string, teamId: string): Promise<TeamDoc | null> {
+    const team = await this.findTeamById(teamId);
+    return team?.org_id === orgId ? team : null;
+  }
+
+  /** The team with its settings and `feature_flags` (defaults filled in), whatever its org. */
+  async findTeamById(teamId: string): Promise<TeamDoc | null> {
+    return withDefaults(await this.teams.findOne({ _id: teamId }));
+  }
+
+  async listTeams(orgId: string, onlyTeamIds?: string[]): Promise<TeamDoc[]> {
+    const filter = onlyTeamIds ? { org_id: orgId, _id: { $in: onlyTeamIds } } : { org_id: orgId };
+    return (await this.teams.find(filter).sort({ created_at: 1, _id: 1 }).toArray()).map((t) => withDefaults(t));
+  }
+
+  /** The org's team that still takes changes: null when the org has no such team; refuses one being deleted. */
+  async findLiveTeam(orgId: string, teamId: string): Promise<TeamDoc | null> {
+    const team = await this.findTeam(orgId, teamId);
+    if (team?.deletion_started_at) throw new TeamDeletingError(teamId);
+    return team;
+  }
+
+  /**
+   * Adds something that hangs off a team (a key, credentials, a webhook endpoint): `insert` writes it, then the
+   * team is read again; if a DELETE has marked it meanwhile, `takeBack` removes what was written and the request
+   * is refused (409), so nothing is left in a deleted team (see `beginTeamDeletion`). Null when the org has no
+   * such team.
+   */
+  async addToLiveTeam<T>(orgId: string, teamId: string, insert: (team: TeamDoc) => Promise<T>, takeBack: (added: T) => Promise<unknown>): Promise<T | null> {
+    const team = await this.findLiveTeam(orgId, teamId);
+    if (!team) return null;
+    const added = await insert(team);
+    if (!(await this.teamAcceptsNewData(teamId))) {
+      await takeBack(added);
+      throw new TeamDeletingError(teamId);
+    }
+    return added;
+  }
+
+  /**
+   * Applies `changes` (fields not given keep their value; `feature_flags` are merged flag by flag); `check`
+   * sees the merged team first and throws to refuse (rules that span fields, such as a logo for brand
+   * information). `orgId` null: a team of any org (scripts). Null when there is no such team.
+   *
+   * One conditional write: the filter holds the version read and "not being deleted", so a change or a DELETE
+   * that landed in between makes this one read the team again and decide again (rule 3).
+   */
+  async updateTeam(
+    orgId: string | null,
+    teamId: string,
+    changes: TeamChanges,
+    check: (merged: TeamDoc) => void = () => undefined,
+  ): Promise<TeamDoc | null> {
+    for (let attempt = 1; ; attempt++) {
+      const team = await this.findTeamById(teamId);
+      if (!team || (orgId !== null && team.org_id !== orgId)) return null;
+      if (team.deletion_started_at) throw new TeamDeletingError(teamId);
+      const { feature_flags: flags, ...fields } = changes;
+      const version = (team.version ?? 0) + 1;
+      const set = { ...fields, ...(flags ? { feature_flags: { ...team.feature_flags, ...flags } } : {}), updated_at: new Date(), version };
+      const merged = { ...team, ...set };
+      check(merged);
+      const { matchedCount } = await this.teams.updateOne(
+        { _id: teamId, version: team.version ?? null, deletion_started_at: null } as Filter<StoredTeam>,
+        { $set: set },
+      );
+      if (matchedCount) return merged;
+      if (attempt === 20) throw new ApiError(503, 'The team kept changing under this request; retry it.', { 'Retry-After': '1' });
+    }
+  }
+
+  /** For scripts (dev seed): sets the given flags of a team of any org; throws if there is no such team. */
+  async setFeatureFlags(teamId: string, flags: Partial<TeamFeatureFlags>): Promise<void> {
+    if (!(await this.updateTeam(null, teamId, { feature_flags: flags }))) throw new Error(`setFeatureFlags: no team ${teamId}`);
+  }
+
+  /**
+   * Step 1 of deleting a team. Claims the team for this DELETE and marks it, in one write conditional on the
+   * claim it found (none, or one that lapsed: a crashed DELETE's), then asks `blockers` what must go before the
+   * team may (e.g. its users). Anything it returns refuses the deletion and the mark is removed again, in a write
+   * conditional on this claim. A DELETE finding another's live claim waits briefly for it to end, then answers 503.
+   * The claim (returned) goes into the filter of the deletion's last write (`deleteMarkedTeam`).
+   *
+   * Mark first, check second: writers of what hangs off a team insert first and read the mark second
+   * (`addToLiveTeam`, `teamAcceptsNewData`), so of a racing pair either the check sees the new document (refused
+   * here) or the writer sees the mark (and takes its document back); nothing is left behind in a deleted team.
+   */
+  async beginTeamDeletion(
+    orgId: string,
+    teamId: string,
+    blockers: () => Promise<string[]>,
+  ): Promise<{ team: TeamDoc; claim: string } | { blocked: string[] } | null> {
+    const claim = randomUUID();
+    const waitUntil = Date.now() + TEAM_DELETION_WAIT_MS;
+    for (;;) {
+      const team = await this.findTeam(orgId, teamId);
+      if (!team) return null;
+      const heldFor = team.deletion_claim && team.deletion_claim_until ? team.deletion_claim_until.getTime() - Date.now() : 0;
+      if (heldFor > 0) {
+        if (Date.now() > waitUntil) {
+          const retryAfter = String(Math.ceil(heldFor / 1000));
+          throw new ApiError(503, `Another DELETE of team ${teamId} is under way (or crashed: its claim lapses in ${retryAfter} s); retry it then.`, { 'Retry-After': retryAfter });
+        }
+        await sleep(50);
+        continue;
+      }
+      const marked = { ...team, deletion_started_at: team.deletion_started_at ?? new Date() };
+      const { matchedCount } = await this.teams.updateOne({ _id: teamId, deletion_claim: team.deletion_claim ?? null } as Filter<StoredTeam>, {
+        $set: { deletion_started_at: marked.deletion_started_at, deletion_claim: claim, deletion_claim_until: new Date(Date.now() + TEAM_DELETION_CLAIM_MS) },
+      });
+      if (!matchedCount) continue;
+      const blocked = await blockers();
+      if (!blocked.length) return { team: marked, claim };
+      await this.teams.updateOne({ _id: teamId, deletion_claim: claim } as Filter<StoredTeam>, {
+        $set: { deletion_started_at: null, deletion_claim: null, deletion_claim_until: null },
+      });
+      return { blocked };
+    }
+  }
+
+  /**
+   * Whether the team still takes new documents: false once a DELETE has marked it (or it is gone). Writers of
+   * what hangs off a team call it after their insert and take the document back on false (see `beginTeamDeletion`).
+   */
+  async teamAcceptsNewData(teamId: string): Promise<boolean> {
+    const team = await this.findTeamById(teamId);
+    return team !== null && !team.deletion_started_at;
+  }
+
+  /**
+   * Last step of deleting a team (everything hanging off it is gone by then), conditional on the DELETE's claim:
+   * false when another DELETE took the team over (this one's claim lapsed), which then finishes it.
+   */
+  async deleteMarkedTeam(teamId: string, claim: string): Promise<boolean> {
+    const { deletedCount } = await this.teams.deleteOne({ _id: teamId, deletion_claim: claim } as Filter<StoredTeam>);
+    return deletedCount === 1;
+  }
+
+  /**
+   * Extends a DELETE's claim before each of its steps; false when another DELETE took the team over (this one's
+   * claim lapsed while it stalled), which then finishes the deletion and this one stops.
+   */
+  async renewDeletionClaim(teamId: string, claim: string): Promise<boolean> {
+    const { matchedCount } = await this.teams.updateOne({ _id: teamId, deletion_claim: claim } as Filter<StoredTeam>, {
+      $set: { deletion_claim_until: new Date(Date.now() + TEAM_DELETION_CLAIM_MS) },
+    });
+    return matchedCount === 1;
+  }
+
+  // ---------------------------------------------------------------- team API keys
+
+  /** A key is never left in a team being deleted (404 / 409, `addToLiveTeam`). */
+  async createTeamApiKey(team: TeamDoc, label: string, id: string = randomUUID()): Promise<{ doc: TeamApiKeyDoc; value: string }> {
+    const created = await this.addToLiveTeam(
+      team.org_id,
+      team._id,
+      async (current) => {
+        const key = mintKey(teamKeyPrefix(current.environment, current.region));
+        const doc: TeamApiKeyDoc = {
+          _id: id,
+          team_id: current._id,
+          org_id: current.org_id,
+          label,
+          key_hash: key.hash,
+          prefix: key.display,
+          environment: current.environment,
+          region: current.region,
+          created_at: new Date(),
+        };
+        await this.teamApiKeys.insertOne(doc);
+        return { doc, value: key.value };
+      },
+      ({ doc }) => this.revoke([doc]),
+    );
+    if (!created) throw new ApiError(404, `Team ${team._id} not found in this organisation.`);
+    return created;
+  }
+
+  listTeamApiKeys(orgId: string, teamIds?: string[]) {
+    const filter = teamIds ? { org_id: orgId, team_id: { $in: teamIds } } : { org_id: orgId };
+    return this.teamApiKeys.find(filter).sort({ created_at: 1, _id: 1 }).toArray();
+  }
+
+  findTeamApiKeys(orgId: string, ids: string[]) {
+    return this.teamApiKeys.find({ org_id: orgId, _id: { $in: ids } }).toArray();
+  }
+
+  /**
+   * Calls `listener` with the hashes of team API keys as they are deleted by this process (the api's key
+   * cache drops them at once). Returns the unsubscribe function.
+   */
+  onTeamKeysRevoked(listener: (keyHashes: string[]) => void): () => void {
+    this.revocationListeners.add(listener);
+    return () => this.revocationListeners.delete(listener);
+  }
+
+  private async revoke(keys: TeamApiKeyDoc[]): Promise<number> {
+    if (!keys.length) return 0;
+    const res = await this.teamApiKeys.deleteMany({ _id: { $in: keys.map((k) => k._id) } });
+    const hashes = keys.map((k) => k.key_hash);
+    for (const listener of this.revocationListeners) listener(hashes);
+    return res.deletedCount;
+  }
+
+  /** Deletes the given keys of the org; how many were deleted. */
+  async deleteTeamApiKeys(orgId: string, ids: string[]): Promise<number> {
+    return this.revoke(await this.findTeamApiKeys(orgId, ids));
+  }
+
+  /** Every key of a team (its deletion). */
+  async deleteTeamApiKeysOfTeam(orgId: string, teamId: string): Promise<number> {
+    return this.revoke(await this.listTeamApiKeys(orgId, [teamId]));
+  }
+
+  async verifyTeamApiKey(value: string): Promise<TeamApiKeyDoc | null> {
+    const hash = hashKey(value);
+    const doc = await this.teamApiKeys.findOne({ key_hash: hash });
+    return doc && sameHash(doc.key_hash, hash) ? doc : null;
+  }
+
+  // ---------------------------------------------------------------- management keys
+
+  /** The org's keys and their version (the precondition of the next change); null when there is no such org. */
+  private async keyRing(orgId: string): Promise<{ keys: ManagementKeyDoc[]; version: number | null } | null> {
+    const org = await this.orgs.findOne({ _id: orgId }, { projection: { management_keys: 1, management_keys_version: 1 } });
+    if (!org) return null;
+    return { keys: (org.management_keys ?? []).map((k) => ({ ...k, org_id: orgId })), version: org.management_keys_version ?? null };
+  }
+
+  /**
+   * Changes an org's keys in one write conditional on the version read: `decide` sees the keys as they are and
+   * returns them as they should be (or a refusal, or null for "nothing to write"); a change that landed first
+   * makes it decide again on the keys as they are then.
+   */
+  private async changeKeyRing<T>(
+    orgId: string,
+    decide: (keys: ManagementKeyDoc[]) => Promise<{ keys: ManagementKeyDoc[]; result: T } | { refused: KeyChangeRefusal }>,
+  ): Promise<T | { refused: KeyChangeRefusal }> {
+    for (let attempt = 1; ; attempt++) {
+      const ring = await this.keyRing(orgId);
+      if (!ring) return { refused: 'not_found' };
+      const decision = await decide(ring.keys);
+      if ('refused' in decision) return decision;
+      if (decision.keys.length > MAX_MANAGEMENT_KEYS_PER_ORG && decision.keys.length > ring.keys.length) return { refused: 'too_many_keys' };
+      const stored: StoredManagementKey[] = decision.keys.map(({ org_id: _org, ...key }) => key);
+      const { matchedCount } = await this.orgs.updateOne(
+        { _id: orgId, management_keys_version: ring.version } as Filter<StoredOrg>,
+        { $set: { management_keys: stored, management_keys_version: (ring.version ?? 0) + 1 } },
+      );
+      if (matchedCount) return decision.result;
+      if (attempt === 20) throw new ApiError(503, "The organisation's keys kept changing under this request; retry it.", { 'Retry-After': '1' });
+    }
+  }
+
+  /** Mints a key without checks (bootstrap, tests); the API goes through `createBoundManagementKey`. */
+  async createManagementKey(
+    orgId: string,
+    label: string,
+    role: ManagementRole,
+    teamIds: string[],
+    id: string = randomUUID(),
+  ): Promise<{ doc: ManagementKeyDoc; value: string }> {
+    const minted = newManagementKey(orgId, label, role, teamIds, id);
+    const added = await this.changeKeyRing(orgId, async (keys) => ({ keys: [...keys, minted.key], result: minted }));
+    if ('refused' in added) throw new Error(`createManagementKey: ${JSON.stringify(added.refused)} (org ${orgId})`);
+    return { doc: added.key, value: added.value };
+  }
+
+  /**
+   * The ones among `teamIds` that are not live teams of the org (missing or being deleted). Read after the keys'
+   * version: a team deletion marks its team before it unbinds it (`unbindTeam`, which always moves the version),
+   * so a change that saw the team live either lands before the unbinding (which removes it) or not at all.
+   */
+  private async unknownTeams(orgId: string, teamIds: string[]): Promise<string[]> {
+    if (!teamIds.length) return [];
+    const live = (await this.listTeams(orgId, teamIds)).filter((t) => !t.deletion_started_at).map((t) => t._id);
+    return teamIds.filter((id) => !live.includes(id));
+  }
+
+  /** Mints a key whose bindings name live teams of the org (no key ends up bound to a deleted team). */
+  createBoundManagementKey(
+    orgId: string,
+    label: string,
+    role: ManagementRole,
+    teamIds: string[],
+    id: string,
+  ): Promise<{ key: ManagementKeyDoc; value: string } | { refused: KeyChangeRefusal }> {
+    const minted = newManagementKey(orgId, label, role, teamIds, id);
+    return this.changeKeyRing<{ key: ManagementKeyDoc; value: string }>(orgId, async (keys) => {
+      const unknown = await this.unknownTeams(orgId, minted.key.team_ids);
+      if (unknown.length) return { refused: { unknown_team_ids: unknown } };
+      return { keys: [...keys, minted.key], result: minted };
+    });
+  }
+
+  async listManagementKeys(orgId: string): Promise<ManagementKeyDoc[]> {
+    return (await this.keyRing(orgId))?.keys ?? [];
+  }
+
+  /**
+   * A change of one key, with the refusals every change shares: the target exists, the acting key is still an
+   * org_admin (a racing request may have deleted or demoted it), and the org keeps an org_admin key when `after`
+   * (the target after the change, null for deleted) is not one. All decided on the keys the write is conditional on.
+   */
+  private changeManagementKey(
+    orgId: string,
+    keyId: string,
+    actorKeyId: string,
+    after: (target: ManagementKeyDoc) => ManagementKeyDoc | null,
+  ): Promise<KeyChangeOutcome> {
+    return this.changeKeyRing<KeyChangeOutcome>(orgId, async (keys) => {
+      const target = keys.find((k) => k._id === keyId);
+      if (!target) return { refused: 'not_found' };
+      if (!keys.some((k) => k._id === actorKeyId && k.role === 'org_admin')) return { refused: 'actor_not_org_admin' };
+      const changed = after(target);
+      const next = changed ? keys.map((k) => (k._id === keyId ? changed : k)) : keys.filter((k) => k._id !== keyId);
+      if (!next.some((k) => k.role === 'org_admin')) return { refused: 'last_org_admin' };
+      if (changed) {
+        const unknown = await this.unknownTeams(orgId, changed.team_ids.filter((id) => !target.team_ids.includes(id)));
+        if (unknown.length) return { refused: { unknown_team_ids: unknown } };
+      }
+      return { keys: next, result: { key: changed ?? target } };
+    });
+  }
+
+  /**
+   * Applies `changes` (an org_admin key holds no bindings); `check` sees the merged key first and throws to
+   * refuse (the role rules). Refusals as `changeManagementKey` says.
+   */
+  updateManagementKey(
+    orgId: string,
+    keyId: string,
+    actorKeyId: string,
+    changes: ManagementKeyChanges,
+    check: (merged: ManagementKeyDoc) => void = () => undefined,
+  ): Promise<KeyChangeOutcome> {
+    const set = { ...changes, ...(changes.role === 'org_admin' ? { team_ids: [] } : {}) };
+    return this.changeManagementKey(orgId, keyId, actorKeyId, (target) => {
+      const merged = { ...target, ...set };
+      check(merged);
+      return merged;
+    });
+  }
+
+  deleteManagementKey(orgId: string, keyId: string, actorKeyId: string): Promise<KeyChangeOutcome> {
+    return this.changeManagementKey(orgId, keyId, actorKeyId, () => null);
+  }
+
+  /**
+   * Removes a deleted team from the bindings of the org's keys (a key left with none can do nothing). Always
+   * writes, moving the version even when no key names the team, so a key change that read the team as live
+   * before its DELETE marked it cannot land afterwards (see `unknownTeams`).
+   */
+  async unbindTeam(orgId: string, teamId: string): Promise<void> {
+    await this.changeKeyRing(orgId, async (keys) => ({
+      keys: keys.map((k) => (k.team_ids.includes(teamId) ? { ...k, team_ids: k.team_ids.filter((id) => id !== teamId) } : k)),
+      result: undefined,
+    }));
+  }
+
+  async verifyManagementKey(value: string): Promise<ManagementKeyDoc | null> {
+    const hash = hashKey(value);
+    const org = await this.orgs.findOne({ 'management_keys.key_hash': hash }, { projection: { management_keys: 1 } });
+    const key = org?.management_keys?.find((k) => sameHash(k.key_hash, hash));
+    return org && key ? { ...key, org_id: org._id } : null;
+  }
+}
+
+/** A new management key (an org_admin key holds no bindings) and its value, shown once. */
+function newManagementKey(orgId: string, label: string, role: ManagementRole, teamIds: string[], id: string): { key: ManagementKeyDoc; value: string } {
+  const minted = mintKey(MANAGEMENT_KEY_PREFIX);
+  const key: ManagementKeyDoc = {
+    _id: id,
+    org_id: orgId,
+    label,
+    role,
+    team_ids: role === 'org_admin' ? [] : teamIds,
+    key_hash: minted.hash,
+    prefix: minted.display,
+    created_at: new Date(),
+  };
+  return { key, value: minted.value };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,153 @@
+import type { Collection, Db } from 'mongodb';
+import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+
+export type ConnectionStatus = 'connected' | 'error' | 'paused' | 'deregistered';
+
+/** A demo-adapter failure plan (sandbox only): how the provider misbehaves for one resource. */
+export interface SandboxFault {
+  resource: string;
+  /** Fail this many attempts with a retriable error, then succeed. */
+  transient_failures?: number;
+  /** Fail every attempt with a non-retriable error. */
+  permanent?: boolean;
+  error_type?: string;
+}
+
+export interface ConnectionErrorDetails {
+  error_type: string;
+  error_message: string;
+  errored_at: Date;
+}
+
+export interface ConnectionDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  provider: string;
+  /**
+   * Unique per (team, user): the provider slug while the connection is live, `deregistered:<_id>` after. So a
+   * second live connection to one provider is refused by the unique index (two racing connects: one wins),
+   * and a deregistered one stays as history. "unique among live" is this key (it predates partial indexes in the dev store).
+   */
+  connection_key: string;
+  status: ConnectionStatus;
+  /** How data arrives: `demo` (sandbox demo adapter, pulled) or `sdk` (pushed by the customer's app). */
+  adapter: 'demo' | 'sdk';
+  created_on: Date;
+  updated_at: Date;
+  external_user_id?: string | null;
+  /** Whether retriable pull failures are retried (connections made after HISTORICAL_PULL_RETRYING_SINCE). */
+  retrying_enabled?: boolean;
+  sandbox_faults?: SandboxFault[];
+  deregistered_at?: Date;
+}
+
+/**
+ * Why a connection broke (status `error`): a document of its own, `_id` = the connection id, written only by the
+ * connection's workflow. Kept apart from the connection document, so the workflow and the api's deregistration
+ * never write the same document.
+ */
+export interface ConnectionErrorDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  error_details: ConnectionErrorDetails;
+}
+
+/** The `connections` indexes: one live connection per (team, user, provider). */
+export const CONNECTION_INDEXES: Record<'connections' | 'connection_errors', IndexSpec[]> = {
+  connections: [{ key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true }],
+  connection_errors: [{ key: { team_id: 1, user_id: 1 } }],
+};
+
+/** Every query ConnectionRepository issues (test/indexes.test.ts checks each is served by CONNECTION_INDEXES). */
+export const CONNECTION_QUERY_SHAPES: Record<'connections' | 'connection_errors', QueryShape[]> = {
+  connection_errors: [{ name: "erase a user's connection errors", filter: ['team_id', 'user_id'] }],
+  connections: [
+    { name: "a user's connections (list, erase)", filter: ['team_id', 'user_id'] },
+    { name: "a user's live connection to a provider", filter: ['team_id', 'user_id', 'connection_key'] },
+  ],
+};
+
+const deregisteredKey = (id: string) => `deregistered:${id}`;
+
+/**
+ * A user's provider connections. Each live connection is owned by its workflow (workflows/wearable-connection.ts);
+ * the api creates it (a unique insert) and deregisters it.
+ */
+export class ConnectionRepository {
+  readonly connections: Collection<ConnectionDoc>;
+  readonly errors: Collection<ConnectionErrorDoc>;
+
+  constructor(db: Db) {
+    this.connections = db.collection('connections');
+    this.errors = db.collection('connection_errors');
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await createIndexes(this.connections, CONNECTION_INDEXES.connections);
+    await createIndexes(this.errors, CONNECTION_INDEXES.connection_errors);
+    // Superseded by the connection_key index (a deregistered connection no longer blocks a new one).
+    await this.connections.dropIndex('team_id_1_user_id_1_provider_1').catch(() => undefined);
+  }
+
+  /** Inserts a live connection; `conflict` when the user already has one to this provider. */
+  async create(doc: Omit<ConnectionDoc, 'connection_key'>): Promise<{ created: ConnectionDoc } | { conflict: ConnectionDoc }> {
+    const full: ConnectionDoc = { ...doc, connection_key: doc.provider };
+    try {
+      await this.connections.insertOne(full);
+      return { created: full };
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      const existing = await this.findLive(doc.team_id, doc.user_id, doc.provider);
+      if (!existing) throw err; // deregistered in between: the caller may try again
+      return { conflict: existing };
+    }
+  }
+
+  findLive(teamId: string, userId: string, provider: string) {
+    return this.connections.findOne({ team_id: teamId, user_id: userId, connection_key: provider });
+  }
+
+  /** By `_id`; the caller checks the owner. */
+  async find(connectionId: string): Promise<ConnectionDoc | null> {
+    return this.connections.findOne({ _id: connectionId });
+  }
+
+  listForUser(teamId: string, userId: string) {
+    return this.connections.find({ team_id: teamId, user_id: userId }).toArray();
+  }
+
+  async listLiveForUser(teamId: string, userId: string): Promise<ConnectionDoc[]> {
+    return (await this.listForUser(teamId, userId)).filter((c) => c.status !== 'deregistered');
+  }
+
+  /** Ends a live connection (idempotent: repeating it sets the same values). */
+  async deregister(connectionId: string): Promise<void> {
+    const now = new Date();
+    await this.connections.updateOne(
+      { _id: connectionId },
+      { $set: { status: 'deregistered', connection_key: deregisteredKey(connectionId), deregistered_at: now, updated_at: now } },
+    );
+  }
+
+  /** Marks the connection broken; written only by the connection's workflow (its single owner). Idempotent. */
+  async recordError(connection: ConnectionDoc, details: ConnectionErrorDetails): Promise<void> {
+    await this.errors.replaceOne({ _id: connection._id }, { team_id: connection.team_id, user_id: connection.user_id, error_details: details }, { upsert: true });
+  }
+
+  /** The error of each connection that has one (one `_id $in` read). */
+  async errorsOf(connectionIds: string[]): Promise<Map<string, ConnectionErrorDetails>> {
+    const found = new Map<string, ConnectionErrorDetails>();
+    if (!connectionIds.length) return found;
+    for (const doc of await this.errors.find({ _id: { $in: connectionIds } }).toArray()) found.set(doc._id, doc.error_details);
+    return found;
+  }
+
+  async eraseAllForUser(teamId: string, userId: string): Promise<number> {
+    await this.errors.deleteMany({ team_id: teamId, user_id: userId });
+    const res = await this.connections.deleteMany({ team_id: teamId, user_id: userId });
+    return res.deletedCount;
+  }
+}

@@ -1,0 +1,106 @@
+import type { Collection, Db } from 'mongodb';
+import { nameBasedUuid } from '../platform/keys';
+import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+
+export type PullStatus = 'scheduled' | 'in_progress' | 'success' | 'retrying' | 'failure';
+
+export interface PullErrorDetails {
+  error_type: string;
+  error_message: string;
+  errored_at: Date;
+}
+
+/**
+ * The pull state of one resource of one user's provider (introspection's unit). Written only by the
+ * connection's workflow (workflows/wearable-connection.ts), its single owner; kept across reconnects so a
+ * new connection pulls only the days without data (`data_days`).
+ */
+export interface HistoricalPullDoc {
+  _id: string;
+  team_id: string;
+  user_id: string;
+  provider: string;
+  resource: string;
+  connection_id: string;
+  status: PullStatus;
+  range_start: Date | null;
+  range_end: Date | null;
+  timeline: { scheduled_at: Date | null; started_at: Date | null; ended_at: Date | null };
+  /** Days (YYYY-MM-DD) the history pull asked for last time: the gap of a re-backfill. */
+  days_requested: string[];
+  /** The local days (YYYY-MM-DD) with data inside the provider's history window (older days are dropped: bounded). */
+  data_days: string[];
+  attempts: number;
+  error_details: PullErrorDetails | null;
+  trace_id: string | null;
+  /** Resource statistics (GET /v2/introspect/resources), from history pulls and later syncs. */
+  last_attempt: { status: 'success' | 'failure'; timestamp: Date } | null;
+  oldest_data: Date | null;
+  newest_data: Date | null;
+  sent_count: number;
+  updated_at: Date;
+}
+
+export const HISTORICAL_PULL_INDEXES: Record<'historical_pulls', IndexSpec[]> = {
+  historical_pulls: [{ key: { team_id: 1, user_id: 1, provider: 1, resource: 1 } }],
+};
+
+export const HISTORICAL_PULL_QUERY_SHAPES: Record<'historical_pulls', QueryShape[]> = {
+  historical_pulls: [
+    { name: "a team's pull states, page of users (introspection)", filter: ['team_id', 'user_id'], sort: ['user_id', 'provider', 'resource'] },
+    { name: "a team's pull states from the first user (introspection)", filter: ['team_id'], sort: ['user_id', 'provider', 'resource'], residual: ['provider'] },
+  ],
+};
+
+export const historicalPullId = (teamId: string, userId: string, provider: string, resource: string) =>
+  nameBasedUuid('historical-pull', teamId, userId, provider, resource);
+
+export class HistoricalPullRepository {
+  readonly pulls: Collection<HistoricalPullDoc>;
+
+  constructor(db: Db) {
+    this.pulls = db.collection('historical_pulls');
+  }
+
+  async ensureIndexes(): Promise<void> {
+    await createIndexes(this.pulls, HISTORICAL_PULL_INDEXES.historical_pulls);
+  }
+
+  get(id: string) {
+    return this.pulls.findOne({ _id: id });
+  }
+
+  /** Upserts the whole state (the owning workflow's activities compute it; idempotent). */
+  async save(doc: HistoricalPullDoc): Promise<void> {
+    await this.pulls.replaceOne({ _id: doc._id }, doc, { upsert: true });
+  }
+
+  /**
+   * A page of the team's pull states: documents of at most `userLimit` users after `afterUserId`, optionally
+   * one user or one provider. Returns the documents and the last user id when more users follow.
+   */
+  async page(q: { teamId: string; userId?: string; provider?: string; afterUserId?: string; userLimit: number }) {
+    const filter: Record<string, unknown> = { team_id: q.teamId };
+    if (q.userId) filter.user_id = q.userId;
+    else if (q.afterUserId) filter.user_id = { $gt: q.afterUserId };
+    if (q.provider) filter.provider = q.provider;
+    const docs: HistoricalPullDoc[] = [];
+    const users: string[] = [];
+    let more = false;
+    for await (const doc of this.pulls.find(filter).sort({ user_id: 1, provider: 1, resource: 1 })) {
+      if (users[users.length - 1] !== doc.user_id) {
+        if (users.length === q.userLimit) {
+          more = true;
+          break;
+        }
+        users.push(doc.user_id);
+      }
+      docs.push(doc);
+    }
+    return { docs, nextUserId: more ? users[users.length - 1] : null };
+  }
+
+  async eraseAllForUser(teamId: string, userId: string): Promise<number> {
+    return (await this.pulls.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+  }
+}

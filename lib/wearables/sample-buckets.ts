@@ -1,0 +1,310 @@
+import type { Collection, Filter } from 'mongodb';
+import { retryTransient } from '../platform/database/bulk';
+import { isDuplicateKeyError } from '../platform/database/store-errors';
+import type { IngestMark, SampleDoc, WearableSeries } from './data-store';
+
+/**
+ * One sample as its bucket holds it: the sample less what its bucket says (whose, what, when), and less its
+ * document times (the bucket's `created_at` and `updated_at` stand for its samples').
+ */
+export type StoredSample = Omit<SampleDoc, '_id' | 'team_id' | 'user_id' | 'resource' | 'provider' | 'source_type' | 'timestamp' | 'created_at' | 'updated_at'>;
+
+/** A sample as reads return it: everything but how it was written (reads leave the ingest marks in the database). */
+export type SampleReading = Omit<SampleDoc, keyof IngestMark>;
+
+/** The sample fields a bucket stores as columns, parallel to its `offsets`. */
+const COLUMN_FIELDS = ['value', 'systolic', 'diastolic', 'start', 'end', 'unit', 'type', 'timezone_offset', 'ingest_key', 'change'] as const;
+
+/** One field of a bucket's samples: the value they all share, or one entry per sample (null: that sample has none). */
+export type Column<T> = T | (T | null)[];
+
+/**
+ * A day of one user's samples of one resource from one provider and source type (UTC day), stored as columns
+ * the way MongoDB's time-series buckets store them: `offsets` holds each sample's offset in the day (ms,
+ * ascending, at most one per ms) and every other field is a column parallel to it. A field all the day's
+ * samples share is stored once (`unit: 'bpm'`), and a field none has is absent, so a day of minute heart rate
+ * is two arrays of 1,440 numbers plus a few scalars: decoding that is what makes a 30-day read fast. Any query
+ * on a field (`{value: {$gt: 150}}`) matches the scalar and the array alike. `version` is bumped by every
+ * write and is the precondition of the next (races settle in the database).
+ */
+export interface SampleBucketDoc extends WearableSeries {
+  /** `<user>:<resource>:<provider>:<source type>:<YYYY-MM-DD>` */
+  _id: string;
+  /** 00:00 UTC of the bucket's day. */
+  day: Date;
+  offsets?: number[];
+  value?: Column<number>;
+  systolic?: Column<number>;
+  diastolic?: Column<number>;
+  start?: Column<Date>;
+  end?: Column<Date>;
+  unit?: Column<string>;
+  type?: Column<string>;
+  timezone_offset?: Column<number>;
+  ingest_key?: Column<string>;
+  change?: Column<IngestMark['change']>;
+  /** The layout of earlier versions, one subdocument per sample keyed by its offset: rewritten into columns once. */
+  samples?: Record<string, StoredSample>;
+  version: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+const DAY_MS = 86_400_000;
+const bucketDay = (timestamp: Date) => new Date(Math.floor(timestamp.getTime() / DAY_MS) * DAY_MS);
+/** What a sample's replacement key and its bucket's id start with: whose series, from where. */
+const seriesPrefix = (userId: string, resource: string, provider: string, sourceType: string) => `${userId}:${resource}:${provider}:${sourceType}:`;
+const sampleBucketId = (userId: string, resource: string, provider: string, sourceType: string, day: Date) =>
+  seriesPrefix(userId, resource, provider, sourceType) + day.toISOString().slice(0, 10);
+/** A sample's replacement key (per user): resource, provider, source type and timestamp. */
+export const sampleKey = (userId: string, resource: string, provider: string, sourceType: string, timestamp: Date) =>
+  seriesPrefix(userId, resource, provider, sourceType) + timestamp.getTime();
+
+/** What a write does to one sample: its new content, and how it compares with what the bucket held. */
+export interface SampleWrite {
+  sample: SampleDoc;
+  outcome: 'created' | 'updated' | 'unchanged';
+  /** The stored sample it was compared with (unchanged: the stored one, which may carry an earlier ingestion's mark). */
+  stored?: SampleDoc;
+}
+
+/** Entry `i` of a column (absent: null). */
+const at = <T>(column: Column<T> | undefined, i: number): T | null => (Array.isArray(column) ? column[i] : (column ?? null));
+
+const sameValue = (a: unknown, b: unknown) => a === b || (a instanceof Date && b instanceof Date && a.getTime() === b.getTime());
+
+/** A sample less its identity and document times, with no undefined fields. */
+function storedPart(sample: SampleDoc): StoredSample {
+  const { _id, team_id, user_id, resource, provider, source_type, timestamp, created_at, updated_at, ...stored } = sample;
+  for (const key of Object.keys(stored) as (keyof StoredSample)[]) if (stored[key] === undefined) delete stored[key];
+  return stored;
+}
+
+/** Sample `i` of a bucket's columns; a null entry is a field the sample has not (`type` and `timezone_offset` stay null). */
+function sampleAt(bucket: SampleBucketDoc, i: number): StoredSample {
+  const sample: StoredSample = {
+    unit: at(bucket.unit, i) as string,
+    type: at(bucket.type, i),
+    timezone_offset: at(bucket.timezone_offset, i),
+    ingest_key: at(bucket.ingest_key, i) as string,
+    change: at(bucket.change, i) ?? 'created',
+  };
+  for (const field of ['value', 'systolic', 'diastolic', 'start', 'end'] as const) {
+    const v = at<number | Date>(bucket[field], i);
+    if (v !== null) (sample as Record<string, unknown>)[field] = v;
+  }
+  return sample;
+}
+
+/** A bucket's samples by offset, whichever layout it is in. */
+function openBucket(bucket: SampleBucketDoc | undefined): Map<number, StoredSample> {
+  const held = new Map<number, StoredSample>();
+  if (!bucket) return held;
+  bucket.offsets?.forEach((offset, i) => held.set(offset, sampleAt(bucket, i)));
+  // A slot map: a bucket not yet rewritten into columns, or a slot an earlier version wrote since (the newer value).
+  for (const [slot, stored] of Object.entries(bucket.samples ?? {})) held.set(Number(slot), { ...stored, type: stored.type ?? null, change: stored.change ?? 'created' });
+  return held;
+}
+
+/** The update that stores `held` as the bucket's columns (whole), clearing the columns and the slot map it no longer has. */
+function columnsUpdate(held: Map<number, StoredSample>) {
+  const offsets = [...held.keys()].sort((a, b) => a - b);
+  const set: Record<string, unknown> = { offsets };
+  const unset: Record<string, ''> = { samples: '' };
+  for (const field of COLUMN_FIELDS) {
+    const values = offsets.map((offset) => held.get(offset)![field] ?? null);
+    const first = values[0];
+    if (values.every((v) => v === null)) unset[field] = '';
+    else set[field] = first !== null && values.every((v) => sameValue(v, first)) ? first : values;
+  }
+  return { set, unset };
+}
+
+/** Every column unset: a slot-map bucket's columns, once converted, replace whatever it had. */
+const NO_COLUMNS = Object.fromEntries(['offsets', ...COLUMN_FIELDS].map((field) => [field, undefined]));
+
+/**
+ * A sample of a read: a view of its bucket's columns (the bucket, the sample's index and time), its fields read
+ * when asked. A month of minute samples is 43,200 of these, and one small object each, instead of a copy of
+ * every field plus a Date and an id, keeps a read's garbage, and so its GC pauses, small. Read it through its
+ * fields: a spread or JSON.stringify sees only the view, and each `timestamp` is a new Date.
+ */
+class BucketSample implements SampleReading {
+  constructor(
+    private readonly bucket: SampleBucketDoc,
+    /** What the sample's key starts with (its bucket's series). */
+    private readonly prefix: string,
+    private readonly index: number,
+    /** The sample's timestamp, ms since the epoch. */
+    readonly timeMs: number,
+  ) {}
+  get _id() { return this.prefix + this.timeMs; }
+  get team_id() { return this.bucket.team_id; }
+  get user_id() { return this.bucket.user_id; }
+  get resource() { return this.bucket.resource; }
+  get provider() { return this.bucket.provider; }
+  get source_type() { return this.bucket.source_type; }
+  get timestamp() { return new Date(this.timeMs); }
+  get start() { return at(this.bucket.start, this.index) ?? undefined; }
+  get end() { return at(this.bucket.end, this.index) ?? undefined; }
+  get value() { return at(this.bucket.value, this.index) ?? undefined; }
+  get systolic() { return at(this.bucket.systolic, this.index) ?? undefined; }
+  get diastolic() { return at(this.bucket.diastolic, this.index) ?? undefined; }
+  get unit() { return at(this.bucket.unit, this.index) as string; }
+  get type() { return at(this.bucket.type, this.index); }
+  get timezone_offset() { return at(this.bucket.timezone_offset, this.index); }
+  get created_at() { return this.bucket.created_at; }
+  get updated_at() { return this.bucket.updated_at; }
+}
+
+/**
+ * The sample buckets of `sample_buckets`: writes, reads and the move of earlier versions' slot maps into
+ * columns. Every bucket write is one insert or one update conditional on the version read.
+ */
+export class SampleBuckets {
+  constructor(readonly collection: Collection<SampleBucketDoc>) {}
+
+  /**
+   * Writes samples into their day buckets: per bucket, one insert (a new bucket) or one update conditional on
+   * the version read that rewrites its columns (a later value for a timestamp replaces the old one), re-read
+   * and re-decided when another writer got there first. `decide(stored, incoming)` returns the sample to store,
+   * or null to keep the stored one. Returns, per sample, what the write did to it.
+   */
+  async write(samples: SampleDoc[], decide: (stored: SampleDoc, incoming: SampleDoc) => SampleDoc | null): Promise<SampleWrite[]> {
+    const byBucket = new Map<string, Map<number, SampleDoc>>();
+    for (const sample of samples) {
+      const day = bucketDay(sample.timestamp);
+      const id = sampleBucketId(sample.user_id, sample.resource, sample.provider, sample.source_type, day);
+      if (!byBucket.has(id)) byBucket.set(id, new Map());
+      byBucket.get(id)!.set(sample.timestamp.getTime() - day.getTime(), sample); // the same timestamp twice: the last one
+    }
+    const written = new Map<string, SampleWrite[]>();
+    let pending = [...byBucket.keys()];
+    for (let round = 0; pending.length; round++) {
+      if (round === 20) throw new Error(`sample buckets kept changing under this write: ${pending.slice(0, 3).join(', ')}`);
+      // Whole buckets: the columns are rewritten whole (a day of minute samples is ~25-80 KB in columns).
+      const stored = new Map((await this.collection.find({ _id: { $in: pending } }).toArray()).map((b) => [b._id, b]));
+      const lost: string[] = [];
+      await Promise.all(
+        pending.map(async (id) => {
+          const bucket = stored.get(id);
+          const { writes, held, changed } = this.merge(bucket, byBucket.get(id)!, decide);
+          const landed = !bucket ? await this.insert(id, byBucket.get(id)!, held) : !changed || (await this.update(bucket, held));
+          if (landed) written.set(id, writes);
+          else lost.push(id);
+        }),
+      );
+      pending = lost; // another writer got there first: decide again on what the bucket holds now
+    }
+    // In bucket order, each bucket's samples in the order given (not the order the writes finished): callers
+    // derive idempotency keys from positions, so a retried batch must see the same order.
+    return [...byBucket.keys()].flatMap((id) => written.get(id)!);
+  }
+
+  /** What the bucket holds once the incoming samples are decided on, and what that did to each. */
+  private merge(bucket: SampleBucketDoc | undefined, incoming: Map<number, SampleDoc>, decide: (stored: SampleDoc, incoming: SampleDoc) => SampleDoc | null) {
+    const held = openBucket(bucket);
+    const writes: SampleWrite[] = [];
+    let changed = false;
+    for (const [offset, sample] of incoming) {
+      const previous = held.get(offset);
+      if (!previous) {
+        writes.push({ sample, outcome: 'created' });
+        held.set(offset, storedPart(sample));
+        changed = true;
+        continue;
+      }
+      const { _id, team_id, user_id, resource, provider, source_type, timestamp } = sample;
+      const current: SampleDoc = { ...previous, _id, team_id, user_id, resource, provider, source_type, timestamp, created_at: bucket!.created_at, updated_at: bucket!.updated_at };
+      const next = decide(current, sample);
+      if (!next) {
+        writes.push({ sample: current, outcome: 'unchanged', stored: current });
+        continue;
+      }
+      writes.push({ sample: next, outcome: 'updated', stored: current });
+      held.set(offset, storedPart(next));
+      changed = true;
+    }
+    return { writes, held, changed };
+  }
+
+  /** Creates the bucket; false when another writer created it first. */
+  private async insert(id: string, incoming: Map<number, SampleDoc>, held: Map<number, StoredSample>): Promise<boolean> {
+    const first: SampleDoc = incoming.values().next().value!;
+    const now = new Date();
+    const { set } = columnsUpdate(held);
+    const bucket = { _id: id, team_id: first.team_id, user_id: first.user_id, resource: first.resource, provider: first.provider, source_type: first.source_type, day: bucketDay(first.timestamp), ...set, version: 1, created_at: now, updated_at: now };
+    try {
+      await retryTransient(() => this.collection.insertOne(bucket as SampleBucketDoc));
+      return true;
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+      return false;
+    }
+  }
+
+  /**
+   * Rewrites the bucket's columns to hold `held`, conditional on the version read; false when it changed since.
+   * `updatedAt` stands for its samples' (a rewrite of the layout alone keeps it).
+   */
+  private async update(bucket: SampleBucketDoc, held: Map<number, StoredSample>, updatedAt = new Date()): Promise<boolean> {
+    const { set, unset } = columnsUpdate(held);
+    const { matchedCount } = await retryTransient(() =>
+      this.collection.updateOne({ _id: bucket._id, version: bucket.version }, { $set: { ...set, updated_at: updatedAt }, $unset: unset, $inc: { version: 1 } }),
+    );
+    return matchedCount === 1;
+  }
+
+  /**
+   * Samples in [from, to], by timestamp then key; `after` continues from a cursor position. Reads the day buckets
+   * the range touches (one document per day and source), without their ingest marks, and flattens them.
+   */
+  async find(q: { teamId: string; userId: string; resource: string; from: Date; to: Date; provider?: string; after?: { timestamp: Date; id: string }; limit?: number }): Promise<SampleReading[]> {
+    const from = q.after && q.after.timestamp > q.from ? q.after.timestamp : q.from;
+    const filter: Filter<SampleBucketDoc> = { team_id: q.teamId, user_id: q.userId, resource: q.resource, day: { $gte: bucketDay(from), $lte: bucketDay(q.to) } };
+    if (q.provider) filter.provider = q.provider;
+    const buckets = await this.collection.find(filter, { projection: { ingest_key: 0, change: 0 } }).sort({ day: 1 }).toArray();
+    // Offsets ascend within a bucket and buckets come in day order, so one source's samples need no sort;
+    // several sources are merged by time.
+    const fromMs = q.from.getTime();
+    const toMs = q.to.getTime();
+    const afterMs = q.after?.timestamp.getTime();
+    const out: BucketSample[] = [];
+    const sources = new Set<string>();
+    for (const stored of buckets) {
+      sources.add(`${stored.provider}:${stored.source_type}`);
+      const bucket = stored.samples ? { ...stored, ...NO_COLUMNS, ...columnsUpdate(openBucket(stored)).set } : stored; // not yet in columns
+      const { offsets = [] } = bucket;
+      const base = bucket.day.getTime();
+      const prefix = seriesPrefix(bucket.user_id, bucket.resource, bucket.provider, bucket.source_type);
+      for (let i = 0; i < offsets.length; i++) {
+        const t = base + offsets[i];
+        if (t < fromMs || t > toMs) continue;
+        if (afterMs !== undefined && (t < afterMs || (t === afterMs && prefix + t <= q.after!.id))) continue;
+        out.push(new BucketSample(bucket, prefix, i, t));
+      }
+    }
+    if (sources.size > 1) out.sort((a, b) => a.timeMs - b.timeMs || (a._id < b._id ? -1 : 1));
+    return q.limit ? out.slice(0, q.limit) : out;
+  }
+
+  /**
+   * Rewrites the buckets earlier versions stored as slot maps into columns, in `_id` pages, each in one update
+   * conditional on the version read. Repeatable after a crash (what is left still has `samples`), and safe with
+   * another process doing the same (a bucket it got to first no longer has `samples`, or a newer version).
+   */
+  async moveSlotMapsIntoColumns(): Promise<void> {
+    for (let after = ''; ; ) {
+      const page = await this.collection.find({ _id: { $gt: after }, samples: { $exists: true } }).sort({ _id: 1 }).limit(50).toArray();
+      if (!page.length) return;
+      await Promise.all(page.map((bucket) => this.rewriteInColumns(bucket)));
+      after = page[page.length - 1]._id;
+    }
+  }
+
+  private async rewriteInColumns(bucket: SampleBucketDoc | null): Promise<void> {
+    while (bucket && !(await this.update(bucket, openBucket(bucket), bucket.updated_at))) {
+      bucket = await this.collection.findOne({ _id: bucket._id, samples: { $exists: true } }); // changed meanwhile: again, unless done
+    }
+  }
+}

@@ -1,0 +1,103 @@
+import { randomUUID } from 'node:crypto';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { workflowIds } from '../../workflows/ids';
+import { refreshConnectionSignal, stopConnectionSignal, wearableConnectionWorkflow, type WearableConnectionInput } from '../../workflows/wearable-connection';
+import { providerLogoUrl, type ProviderCatalogue } from './provider-catalogue';
+import { publicBaseUrl, type Config } from '../platform/config';
+import type { Repositories } from '../repositories';
+import type { ConnectionDoc, SandboxFault } from './connections-store';
+import type { TemporalDeps } from '../platform/temporal';
+import { todayUtc } from '../platform/time';
+
+export interface ConnectionDeps {
+  repos: Repositories;
+  config: Config;
+  temporal: TemporalDeps;
+  providers: ProviderCatalogue;
+}
+
+/** `{name, slug, logo}` of a provider, as connection events and `connected_sources` carry it. */
+export function providerSummary(deps: Pick<ConnectionDeps, 'providers' | 'config'>, slug: string) {
+  return { name: deps.providers.find(slug)?.name ?? slug, slug, logo: providerLogoUrl(publicBaseUrl(deps.config), slug) };
+}
+
+/**
+ * Connects a user to a provider: a unique insert (a second live connection to the same provider is the
+ * `conflict`), then the connection's workflow is started, which announces it and pulls its history. A
+ * conflict starts the workflow too (use-existing), repairing a connect that crashed between the two steps.
+ */
+export async function connectProvider(
+  deps: ConnectionDeps,
+  req: { teamId: string; userId: string; provider: string; adapter: ConnectionDoc['adapter']; faults?: SandboxFault[] },
+): Promise<{ created: ConnectionDoc } | { conflict: ConnectionDoc }> {
+  const now = new Date();
+  const result = await deps.repos.connections.create({
+    _id: randomUUID(),
+    team_id: req.teamId,
+    user_id: req.userId,
+    provider: req.provider,
+    status: 'connected',
+    adapter: req.adapter,
+    created_on: now,
+    updated_at: now,
+    external_user_id: null,
+    retrying_enabled: todayUtc(now) >= deps.config.HISTORICAL_PULL_RETRYING_SINCE,
+    ...(req.faults?.length ? { sandbox_faults: req.faults } : {}),
+  });
+  const connection = 'created' in result ? result.created : result.conflict;
+  if ('created' in result) await refreshConnectedSources(deps, req.teamId, req.userId);
+  await startConnectionWorkflow(deps, connection);
+  return result;
+}
+
+export function connectionWorkflowInput(config: Config, connection: ConnectionDoc): WearableConnectionInput {
+  return {
+    connectionId: connection._id,
+    retry: {
+      enabled: connection.retrying_enabled ?? true,
+      initialMs: config.HISTORICAL_PULL_RETRY_INITIAL_SECONDS * 1000,
+      maxMs: config.HISTORICAL_PULL_RETRY_MAX_SECONDS * 1000,
+      quota: config.HISTORICAL_PULL_RETRY_QUOTA,
+    },
+    syncIntervalMs: config.WEARABLE_SYNC_INTERVAL_SECONDS * 1000,
+    syncsPerRun: config.WEARABLE_SYNCS_PER_RUN,
+    phase: 'history',
+  };
+}
+
+async function startConnectionWorkflow(deps: ConnectionDeps, connection: ConnectionDoc): Promise<void> {
+  const { temporal } = deps;
+  await temporal.client.workflow.start(wearableConnectionWorkflow, {
+    workflowId: workflowIds.wearableConnection(connection._id),
+    taskQueue: temporal.taskQueue,
+    args: [connectionWorkflowInput(deps.config, connection)],
+    // One connection, one workflow: a repeated start (a retried connect) joins the running one.
+    workflowIdConflictPolicy: 'USE_EXISTING',
+    memo: { team_id: connection.team_id, user_id: connection.user_id, provider: connection.provider },
+  });
+}
+
+/** Ends a connection: marked deregistered first (its workflow's activities then stop), then the workflow told. */
+export async function deregisterConnection(deps: ConnectionDeps, connection: ConnectionDoc): Promise<void> {
+  await deps.repos.connections.deregister(connection._id);
+  await signalConnection(deps, connection._id, 'stop');
+  await refreshConnectedSources(deps, connection.team_id, connection.user_id);
+}
+
+/** Signals a connection's workflow; a workflow already gone is fine (nothing left to stop or sync). */
+export async function signalConnection(deps: Pick<ConnectionDeps, 'temporal'>, connectionId: string, what: 'stop' | 'refresh'): Promise<boolean> {
+  try {
+    await deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connectionId)).signal(what === 'stop' ? stopConnectionSignal : refreshConnectionSignal);
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
+/** The user's `connected_sources`, rebuilt from the live connections. */
+export async function refreshConnectedSources(deps: Pick<ConnectionDeps, 'repos' | 'providers' | 'config'>, teamId: string, userId: string): Promise<void> {
+  await deps.repos.users.setConnectedSources(teamId, userId, async () =>
+    (await deps.repos.connections.listLiveForUser(teamId, userId)).map((c) => ({ created_on: c.created_on, source: providerSummary(deps, c.provider) })),
+  );
+}

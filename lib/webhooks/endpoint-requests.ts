@@ -1,0 +1,67 @@
+import { ApiError, badRequest, notFound, ValidationError } from '../platform/errors';
+import { queueDispatcherCommand } from './commands';
+import type { EndpointDoc } from './endpoints-store';
+import { isoWithOffset } from '../platform/time';
+import { checkAndNormalizeWebhookUrl, urlPolicyFromConfig } from '../platform/url-safety';
+import type { Webhook } from '../../schemas/webhook';
+import type { AppDeps } from '../../api/deps';
+
+export function toWebhook(d: EndpointDoc): Webhook {
+  return {
+    id: d._id,
+    url: d.url,
+    description: d.description,
+    filter_types: d.filter_types,
+    disabled: d.disabled,
+    disabled_reason: d.disabled_reason,
+    rate_limit: d.rate_limit,
+    created_at: isoWithOffset(d.created_at),
+    updated_at: isoWithOffset(d.updated_at),
+  };
+}
+
+/**
+ * The URL as it will be stored, shown and called (normalised), or a 422 with the reason it may not receive
+ * webhooks here (spelling, scheme, SSRF rules).
+ */
+export async function assertUrlAllowed(deps: AppDeps, url: string): Promise<string> {
+  const checked = await checkAndNormalizeWebhookUrl(url, urlPolicyFromConfig(deps.config));
+  if ('reason' in checked) throw ValidationError.field(['body', 'url'], `Webhook URL refused: ${checked.reason}`, 'value_error.url_refused');
+  return checked.url;
+}
+
+export function assertThisEnvironment(deps: AppDeps, environment: string): void {
+  const env = deps.config.DEPLOYMENT_ENVIRONMENT;
+  if (environment !== env) throw badRequest(`This deployment serves the ${env} environment; manage ${environment} webhooks on that deployment.`);
+}
+
+export async function endpointInTeam(deps: AppDeps, teamId: string, id: string): Promise<EndpointDoc> {
+  const endpoint = await deps.repos.webhooks.findEndpoint(teamId, id);
+  if (!endpoint) throw notFound(`Webhook ${id} not found.`);
+  return endpoint;
+}
+
+/**
+ * Resends run inside the endpoint's dispatcher (which owns its delivery documents): one manual attempt
+ * each, not rescheduled on failure, with the same webhook-id as before. Returns once the dispatcher has
+ * accepted the command (durably), not after the batch it is sending.
+ */
+export async function resendEvent(deps: AppDeps, endpoint: EndpointDoc, eventId: string): Promise<void> {
+  const event = await deps.repos.webhookStore.findEvent(endpoint.team_id, eventId);
+  if (!event) throw notFound(`Event ${eventId} not found.`);
+  assertEnabled(endpoint);
+  await queueDispatcherCommand(deps.temporal, endpoint._id, { kind: 'resend', teamId: endpoint.team_id, eventIds: [eventId] });
+}
+
+/** Resends every failed delivery of the endpoint created in [since, until); returns how many were failed when asked. */
+export async function recoverFailed(deps: AppDeps, endpoint: EndpointDoc, since: Date, until?: Date): Promise<number> {
+  assertEnabled(endpoint);
+  const failed = await deps.repos.webhookStore.countFailed(endpoint.team_id, endpoint._id, { since, until });
+  const command = { kind: 'recover' as const, teamId: endpoint.team_id, since: since.toISOString(), until: until?.toISOString() ?? null };
+  if (failed) await queueDispatcherCommand(deps.temporal, endpoint._id, command);
+  return failed;
+}
+
+function assertEnabled(endpoint: EndpointDoc): void {
+  if (endpoint.disabled) throw new ApiError(409, `Webhook ${endpoint._id} is disabled; enable it (PATCH disabled=false) before resending.`);
+}
