@@ -3,7 +3,8 @@ import { audited } from '../lib/tenancy/audit';
 import { FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { createLogger } from '../lib/platform/logger';
 import { CustomCredentialsRepository, type CustomCredentialsInput } from '../lib/tenancy/custom-credentials-store';
-import { MAX_MANAGEMENT_KEYS_PER_ORG, TenancyRepository } from '../lib/tenancy/store';
+import { MAX_MANAGEMENT_KEYS_PER_ORG } from '../lib/tenancy/model';
+import { TenancyRepository } from '../lib/tenancy/store';
 import { hashKey } from '../lib/platform/keys';
 import {
   AuditLogPage,

@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { forbidden, unauthorized } from '../../lib/platform/errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX } from '../../lib/platform/keys';
-import type { ManagementRole } from '../../lib/tenancy/store';
+import type { ManagementRole } from '../../lib/tenancy/model';
 import type { AppDeps } from '../deps';
 
 export interface TeamPrincipal {

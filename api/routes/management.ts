@@ -11,7 +11,7 @@ import {
   type TeamChanges,
   type TeamDoc,
   type TeamSettings,
-} from '../../lib/tenancy/store';
+} from '../../lib/tenancy/model';
 import { isoWithOffset } from '../../lib/platform/time';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import {

@@ -4,134 +4,25 @@ import { ApiError } from '../platform/errors';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
 import { runOnce } from '../platform/database/migrations';
-import { hashKey, MANAGEMENT_KEY_PREFIX, mintKey, sameHash, teamKeyPrefix } from '../platform/keys';
-
-export interface OrgDoc {
-  _id: string;
-  name: string;
-  created_at: Date;
-}
-
-/**
- * An org as stored: its management keys live in its document (an org has few, at most
- * MAX_MANAGEMENT_KEYS_PER_ORG), so "the org keeps an org_admin key" is a rule over one document and every change
- * of the keys is one write conditional on `management_keys_version` (no lock). Orgs stored before keys moved
- * here lack both fields until the start-up migration gives them theirs.
- */
-interface StoredOrg extends OrgDoc {
-  management_keys?: StoredManagementKey[];
-  /** Bumped by every change of the keys (and by a team's unbinding): the precondition of the next. */
-  management_keys_version?: number;
-}
-
-export interface BrandInformation {
-  company_name: string;
-  company_website?: string | null;
-  support_email?: string | null;
-  support_contact?: string | null;
-  company_address?: string | null;
-  brand_color?: string | null;
-}
-
-/** What a team's owner sets about it besides its name (the reference API's team settings). */
-export interface TeamSettings {
-  logo_url: string | null;
-  brand_information: BrandInformation | null;
-  lab_tests_patient_sms_communication_enabled: boolean;
-  lab_tests_patient_email_communication_enabled: boolean;
-  critical_result_notification_email: string | null;
-  reject_duplicate_connection: boolean;
-}
-
-/** Features an org admin turns on per team (closed betas). */
-export interface TeamFeatureFlags {
-  insurance: boolean;
-}
-
-/** A change of a team: its name, settings and feature flags (each only if given). */
-export type TeamChanges = Partial<TeamSettings> & { name?: string; feature_flags?: Partial<TeamFeatureFlags> };
-
-export interface TeamDoc extends TeamSettings {
-  _id: string;
-  team_id: string;
-  org_id: string;
-  name: string;
-  environment: string;
-  region: string;
-  feature_flags: TeamFeatureFlags;
-  /** Set when a DELETE began (the deletion then runs to its end, also when repeated after a crash). */
-  deletion_started_at: Date | null;
-  /** The DELETE deciding about the team now, and until when (a lease: a crashed DELETE's claim lapses). */
-  deletion_claim?: string | null;
-  deletion_claim_until?: Date | null;
-  created_at: Date;
-  updated_at: Date;
-  /** Bumped by every change of the team's fields: the precondition of the next (absent before the first). */
-  version?: number;
-}
-
-/** Teams stored by earlier versions lack the settings, flags and deletion mark: read with the defaults. */
-type StoredTeam = Omit<TeamDoc, keyof TeamSettings | 'feature_flags' | 'deletion_started_at'> &
-  Partial<TeamSettings> & { feature_flags?: Partial<TeamFeatureFlags>; deletion_started_at?: Date | null };
-
-export const TEAM_SETTING_DEFAULTS: TeamSettings = {
-  logo_url: null,
-  brand_information: null,
-  lab_tests_patient_sms_communication_enabled: true,
-  lab_tests_patient_email_communication_enabled: true,
-  critical_result_notification_email: null,
-  reject_duplicate_connection: false,
-};
-export const FEATURE_FLAG_DEFAULTS: TeamFeatureFlags = { insurance: false };
-
-function withDefaults(doc: StoredTeam): TeamDoc;
-function withDefaults(doc: StoredTeam | null): TeamDoc | null;
-function withDefaults(doc: StoredTeam | null): TeamDoc | null {
-  if (!doc) return null;
-  return { ...TEAM_SETTING_DEFAULTS, deletion_started_at: null, ...doc, feature_flags: { ...FEATURE_FLAG_DEFAULTS, ...doc.feature_flags } };
-}
-
-export interface TeamApiKeyDoc {
-  _id: string;
-  team_id: string;
-  org_id: string;
-  label: string;
-  key_hash: string;
-  prefix: string;
-  environment: string;
-  region: string;
-  created_at: Date;
-}
-export type ManagementRole = 'org_admin' | 'team_admin';
-export interface ManagementKeyDoc {
-  _id: string;
-  org_id: string;
-  label: string;
-  role: ManagementRole;
-  team_ids: string[];
-  key_hash: string;
-  prefix: string;
-  created_at: Date;
-}
-/** A management key as its org's document holds it (the org is the document's). */
-type StoredManagementKey = Omit<ManagementKeyDoc, 'org_id'>;
-/** Keeps an org's document small: keys are for people and services administering it, not for end users. */
-export const MAX_MANAGEMENT_KEYS_PER_ORG = 100;
-export type ManagementKeyChanges = Partial<Pick<ManagementKeyDoc, 'label' | 'role' | 'team_ids'>>;
-
-/**
- * Why a change of management keys was refused. `actor_not_org_admin`: the key making the request was
- * deleted or demoted by a request that finished first.
- */
-export type KeyChangeRefusal = 'not_found' | 'last_org_admin' | 'actor_not_org_admin' | 'too_many_keys' | { unknown_team_ids: string[] };
-export type KeyChangeOutcome = { key: ManagementKeyDoc } | { refused: KeyChangeRefusal };
-
-/** A team that a DELETE has begun on takes no other change (its deletion is repeated to finish it). */
-export class TeamDeletingError extends ApiError {
-  constructor(teamId: string) {
-    super(409, `Team ${teamId} is being deleted; repeat its DELETE to finish. It takes no other changes.`);
-  }
-}
+import { hashKey, mintKey, sameHash, teamKeyPrefix } from '../platform/keys';
+import { ManagementKeyStore } from './management-keys-store';
+import {
+  FEATURE_FLAG_DEFAULTS,
+  TEAM_SETTING_DEFAULTS,
+  TeamDeletingError,
+  withDefaults,
+  type ManagementKeyChanges,
+  type ManagementKeyDoc,
+  type ManagementRole,
+  type OrgDoc,
+  type StoredOrg,
+  type StoredTeam,
+  type TeamApiKeyDoc,
+  type TeamChanges,
+  type TeamDoc,
+  type TeamFeatureFlags,
+  type TeamSettings,
+} from './model';
 
 /**
  * How long a DELETE's claim on a team holds off other DELETEs of it (renewed before each step; a crashed one's
@@ -206,11 +97,15 @@ export class TenancyRepository {
   private readonly system: Collection<{ _id: string; at: Date }>;
   private readonly revocationListeners = new Set<(keyHashes: string[]) => void>();
 
+  /** The org's management keys, in the org's document. */
+  private readonly managementKeys: ManagementKeyStore;
+
   constructor(private readonly db: Db) {
     this.orgs = db.collection('orgs');
     this.teams = db.collection('teams');
     this.teamApiKeys = db.collection('team_api_keys');
     this.system = db.collection('system');
+    this.managementKeys = new ManagementKeyStore(db, this.orgs, (orgId, teamIds) => this.listTeams(orgId, teamIds));
   }
 
   async ensureIndexes(): Promise<void> {
@@ -221,27 +116,9 @@ export class TenancyRepository {
     // Superseded by the longer indexes above (same leading fields); dropped so writes do not maintain them.
     await this.teams.dropIndex('org_id_1_created_at_1').catch(() => undefined);
     await this.teamApiKeys.dropIndex('org_id_1_team_id_1').catch(() => undefined);
-    await runOnce(this.db, 'management-keys-into-orgs', () => this.moveManagementKeysIntoOrgs());
+    await runOnce(this.db, 'management-keys-into-orgs', () => this.managementKeys.moveManagementKeysIntoOrgs());
     // Retired with the document locks it held (every race is now settled by a conditional write).
     await runOnce(this.db, 'document-locks-retired', async () => void (await this.db.dropCollection('document_locks').catch(() => false)));
-  }
-
-  /**
-   * Moves the keys of the retired `management_keys` collection into their orgs' documents, then drops it. Each
-   * org is given its keys in one write, only while it has none yet, so two processes running this at once (or a
-   * run after a crash) neither duplicate nor bring back a key deleted meanwhile.
-   */
-  private async moveManagementKeysIntoOrgs(): Promise<void> {
-    const retired = this.db.collection<ManagementKeyDoc>('management_keys');
-    const byOrg = new Map<string, StoredManagementKey[]>();
-    for (const { org_id: orgId, ...key } of await retired.find({}).sort({ created_at: 1, _id: 1 }).toArray()) {
-      byOrg.set(orgId, [...(byOrg.get(orgId) ?? []), key]);
-    }
-    for (const [orgId, keys] of byOrg) {
-      await this.orgs.updateOne({ _id: orgId, management_keys: { $exists: false } }, { $set: { management_keys: keys, management_keys_version: 1 } });
-    }
-    await this.orgs.updateMany({ management_keys: { $exists: false } }, { $set: { management_keys: [], management_keys_version: 0 } });
-    await retired.drop().catch(() => undefined);
   }
 
   // ---------------------------------------------------------------- orgs
@@ -527,168 +404,29 @@ export class TenancyRepository {
     return doc && sameHash(doc.key_hash, hash) ? doc : null;
   }
 
-  // ---------------------------------------------------------------- management keys
+  // ---------------------------------------------------------------- management keys (management-keys-store.ts)
 
-  /** The org's keys and their version (the precondition of the next change); null when there is no such org. */
-  private async keyRing(orgId: string): Promise<{ keys: ManagementKeyDoc[]; version: number | null } | null> {
-    const org = await this.orgs.findOne({ _id: orgId }, { projection: { management_keys: 1, management_keys_version: 1 } });
-    if (!org) return null;
-    return { keys: (org.management_keys ?? []).map((k) => ({ ...k, org_id: orgId })), version: org.management_keys_version ?? null };
+  createManagementKey(orgId: string, label: string, role: ManagementRole, teamIds: string[], id: string = randomUUID()) {
+    return this.managementKeys.createManagementKey(orgId, label, role, teamIds, id);
   }
-
-  /**
-   * Changes an org's keys in one write conditional on the version read: `decide` sees the keys as they are and
-   * returns them as they should be (or a refusal, or null for "nothing to write"); a change that landed first
-   * makes it decide again on the keys as they are then.
-   */
-  private async changeKeyRing<T>(
-    orgId: string,
-    decide: (keys: ManagementKeyDoc[]) => Promise<{ keys: ManagementKeyDoc[]; result: T } | { refused: KeyChangeRefusal }>,
-  ): Promise<T | { refused: KeyChangeRefusal }> {
-    for (let attempt = 1; ; attempt++) {
-      const ring = await this.keyRing(orgId);
-      if (!ring) return { refused: 'not_found' };
-      const decision = await decide(ring.keys);
-      if ('refused' in decision) return decision;
-      if (decision.keys.length > MAX_MANAGEMENT_KEYS_PER_ORG && decision.keys.length > ring.keys.length) return { refused: 'too_many_keys' };
-      const stored: StoredManagementKey[] = decision.keys.map(({ org_id: _org, ...key }) => key);
-      const { matchedCount } = await this.orgs.updateOne(
-        { _id: orgId, management_keys_version: ring.version } as Filter<StoredOrg>,
-        { $set: { management_keys: stored, management_keys_version: (ring.version ?? 0) + 1 } },
-      );
-      if (matchedCount) return decision.result;
-      if (attempt === 20) throw new ApiError(503, "The organisation's keys kept changing under this request; retry it.", { 'Retry-After': '1' });
-    }
+  createBoundManagementKey(orgId: string, label: string, role: ManagementRole, teamIds: string[], id: string) {
+    return this.managementKeys.createBoundManagementKey(orgId, label, role, teamIds, id);
   }
-
-  /** Mints a key without checks (bootstrap, tests); the API goes through `createBoundManagementKey`. */
-  async createManagementKey(
-    orgId: string,
-    label: string,
-    role: ManagementRole,
-    teamIds: string[],
-    id: string = randomUUID(),
-  ): Promise<{ doc: ManagementKeyDoc; value: string }> {
-    const minted = newManagementKey(orgId, label, role, teamIds, id);
-    const added = await this.changeKeyRing(orgId, async (keys) => ({ keys: [...keys, minted.key], result: minted }));
-    if ('refused' in added) throw new Error(`createManagementKey: ${JSON.stringify(added.refused)} (org ${orgId})`);
-    return { doc: added.key, value: added.value };
+  listManagementKeys(orgId: string) {
+    return this.managementKeys.listManagementKeys(orgId);
   }
-
-  /**
-   * The ones among `teamIds` that are not live teams of the org (missing or being deleted). Read after the keys'
-   * version: a team deletion marks its team before it unbinds it (`unbindTeam`, which always moves the version),
-   * so a change that saw the team live either lands before the unbinding (which removes it) or not at all.
-   */
-  private async unknownTeams(orgId: string, teamIds: string[]): Promise<string[]> {
-    if (!teamIds.length) return [];
-    const live = (await this.listTeams(orgId, teamIds)).filter((t) => !t.deletion_started_at).map((t) => t._id);
-    return teamIds.filter((id) => !live.includes(id));
+  updateManagementKey(orgId: string, keyId: string, actorKeyId: string, changes: ManagementKeyChanges, check?: (merged: ManagementKeyDoc) => void) {
+    return this.managementKeys.updateManagementKey(orgId, keyId, actorKeyId, changes, check);
   }
-
-  /** Mints a key whose bindings name live teams of the org (no key ends up bound to a deleted team). */
-  createBoundManagementKey(
-    orgId: string,
-    label: string,
-    role: ManagementRole,
-    teamIds: string[],
-    id: string,
-  ): Promise<{ key: ManagementKeyDoc; value: string } | { refused: KeyChangeRefusal }> {
-    const minted = newManagementKey(orgId, label, role, teamIds, id);
-    return this.changeKeyRing<{ key: ManagementKeyDoc; value: string }>(orgId, async (keys) => {
-      const unknown = await this.unknownTeams(orgId, minted.key.team_ids);
-      if (unknown.length) return { refused: { unknown_team_ids: unknown } };
-      return { keys: [...keys, minted.key], result: minted };
-    });
+  deleteManagementKey(orgId: string, keyId: string, actorKeyId: string) {
+    return this.managementKeys.deleteManagementKey(orgId, keyId, actorKeyId);
   }
-
-  async listManagementKeys(orgId: string): Promise<ManagementKeyDoc[]> {
-    return (await this.keyRing(orgId))?.keys ?? [];
+  unbindTeam(orgId: string, teamId: string) {
+    return this.managementKeys.unbindTeam(orgId, teamId);
   }
-
-  /**
-   * A change of one key, with the refusals every change shares: the target exists, the acting key is still an
-   * org_admin (a racing request may have deleted or demoted it), and the org keeps an org_admin key when `after`
-   * (the target after the change, null for deleted) is not one. All decided on the keys the write is conditional on.
-   */
-  private changeManagementKey(
-    orgId: string,
-    keyId: string,
-    actorKeyId: string,
-    after: (target: ManagementKeyDoc) => ManagementKeyDoc | null,
-  ): Promise<KeyChangeOutcome> {
-    return this.changeKeyRing<KeyChangeOutcome>(orgId, async (keys) => {
-      const target = keys.find((k) => k._id === keyId);
-      if (!target) return { refused: 'not_found' };
-      if (!keys.some((k) => k._id === actorKeyId && k.role === 'org_admin')) return { refused: 'actor_not_org_admin' };
-      const changed = after(target);
-      const next = changed ? keys.map((k) => (k._id === keyId ? changed : k)) : keys.filter((k) => k._id !== keyId);
-      if (!next.some((k) => k.role === 'org_admin')) return { refused: 'last_org_admin' };
-      if (changed) {
-        const unknown = await this.unknownTeams(orgId, changed.team_ids.filter((id) => !target.team_ids.includes(id)));
-        if (unknown.length) return { refused: { unknown_team_ids: unknown } };
-      }
-      return { keys: next, result: { key: changed ?? target } };
-    });
+  verifyManagementKey(value: string) {
+    return this.managementKeys.verifyManagementKey(value);
   }
-
-  /**
-   * Applies `changes` (an org_admin key holds no bindings); `check` sees the merged key first and throws to
-   * refuse (the role rules). Refusals as `changeManagementKey` says.
-   */
-  updateManagementKey(
-    orgId: string,
-    keyId: string,
-    actorKeyId: string,
-    changes: ManagementKeyChanges,
-    check: (merged: ManagementKeyDoc) => void = () => undefined,
-  ): Promise<KeyChangeOutcome> {
-    const set = { ...changes, ...(changes.role === 'org_admin' ? { team_ids: [] } : {}) };
-    return this.changeManagementKey(orgId, keyId, actorKeyId, (target) => {
-      const merged = { ...target, ...set };
-      check(merged);
-      return merged;
-    });
-  }
-
-  deleteManagementKey(orgId: string, keyId: string, actorKeyId: string): Promise<KeyChangeOutcome> {
-    return this.changeManagementKey(orgId, keyId, actorKeyId, () => null);
-  }
-
-  /**
-   * Removes a deleted team from the bindings of the org's keys (a key left with none can do nothing). Always
-   * writes, moving the version even when no key names the team, so a key change that read the team as live
-   * before its DELETE marked it cannot land afterwards (see `unknownTeams`).
-   */
-  async unbindTeam(orgId: string, teamId: string): Promise<void> {
-    await this.changeKeyRing(orgId, async (keys) => ({
-      keys: keys.map((k) => (k.team_ids.includes(teamId) ? { ...k, team_ids: k.team_ids.filter((id) => id !== teamId) } : k)),
-      result: undefined,
-    }));
-  }
-
-  async verifyManagementKey(value: string): Promise<ManagementKeyDoc | null> {
-    const hash = hashKey(value);
-    const org = await this.orgs.findOne({ 'management_keys.key_hash': hash }, { projection: { management_keys: 1 } });
-    const key = org?.management_keys?.find((k) => sameHash(k.key_hash, hash));
-    return org && key ? { ...key, org_id: org._id } : null;
-  }
-}
-
-/** A new management key (an org_admin key holds no bindings) and its value, shown once. */
-function newManagementKey(orgId: string, label: string, role: ManagementRole, teamIds: string[], id: string): { key: ManagementKeyDoc; value: string } {
-  const minted = mintKey(MANAGEMENT_KEY_PREFIX);
-  const key: ManagementKeyDoc = {
-    _id: id,
-    org_id: orgId,
-    label,
-    role,
-    team_ids: role === 'org_admin' ? [] : teamIds,
-    key_hash: minted.hash,
-    prefix: minted.display,
-    created_at: new Date(),
-  };
-  return { key, value: minted.value };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
