@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { publishEvent, type EventPublisher, type PublisherDeps } from '../lib/webhooks/publisher';
 import { interpretNumeric, overallInterpretation, worse } from '../lib/labs/interpretation';
 import { OrderViews, type OrderViewDeps } from '../lib/labs/order-view';
-import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/orders-store';
+import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
 import { isoWithOffset } from '../lib/platform/time';
 import { highLevelOf } from '../lib/labs/statuses';
 import { ORDER_NEVER_STORED, type SimulationRequest } from '../workflows/lab-order';

@@ -3,14 +3,8 @@ import { Binary, type Db } from 'mongodb';
 import { dataCipher } from '../lib/platform/config';
 import { DecryptionError, FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { createRepositories, reencryptAll } from '../lib/repositories';
-import {
-  LabOrderRepository,
-  PATIENT_FIELDS,
-  RESULT_FIELDS,
-  type IdempotencyKeyDoc,
-  type LabOrderDoc,
-  type LabResultsDoc,
-} from '../lib/labs/orders-store';
+import { LabOrderRepository, PATIENT_FIELDS, RESULT_FIELDS } from '../lib/labs/orders-store';
+import { type IdempotencyKeyDoc, type LabOrderDoc, type LabResultsDoc } from '../lib/labs/model';
 import { eventData } from '../lib/webhooks/store';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';

@@ -39,7 +39,7 @@ import {
   type IdempotentOutcome,
 } from '../../lib/labs/workflow-client';
 import type { AppDeps } from '../deps';
-import type { LabOrderDoc } from '../../lib/labs/orders-store';
+import type { LabOrderDoc } from '../../lib/labs/model';
 
 const tags = ['Lab orders'];
 const errors = {

@@ -1,6 +1,6 @@
 import type { LabCatalogue } from './catalogue';
 import type { Repositories } from '../repositories';
-import type { OrderedLabTestDoc } from './orders-store';
+import type { OrderedLabTestDoc } from './model';
 import type { TeamLabTestDoc } from './tests-store';
 import { isoWithOffset } from '../platform/time';
 import type { Lab, LabMarker, LabTestEntry } from '../../schemas/lab-catalogue';

@@ -2,7 +2,7 @@ import { notFound } from '../platform/errors';
 import { renderRequisitionPdf } from './pdf/requisition';
 import { renderResultsPdf } from './pdf/results';
 import type { Repositories } from '../repositories';
-import type { LabOrderDoc } from './orders-store';
+import type { LabOrderDoc } from './model';
 import { isoWithOffset } from '../platform/time';
 import type { LabCatalogue } from './catalogue';
 import { countryName, OrderViews, type OrderViewDeps } from './order-view';

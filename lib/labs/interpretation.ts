@@ -1,4 +1,4 @@
-import type { Interpretation } from './orders-store';
+import type { Interpretation } from './model';
 
 /** Reference and critical ranges of a marker, as the catalogue states them. */
 export interface MarkerRanges {

@@ -1,4 +1,4 @@
-import type { BiomarkerResultDoc, LabOrderDoc, MissingResultDoc, ShipmentDoc } from './orders-store';
+import type { BiomarkerResultDoc, LabOrderDoc, MissingResultDoc, ShipmentDoc } from './model';
 
 /** What the order's workflow asks for when the lab reports results (sandbox: the simulation's flags). */
 export interface ResultRequest {

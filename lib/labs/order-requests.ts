@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { badRequest, ValidationError } from '../platform/errors';
 import { findLabTest, type AnyLabTest } from './catalogue-view';
 import { countryName } from './order-view';
-import type { AddressDoc, LabOrderDoc, OrderEventDoc } from './orders-store';
+import type { AddressDoc, LabOrderDoc, OrderEventDoc } from './model';
 import { todayUtc } from '../platform/time';
 import type { CreateOrderBody, RegisterTestkitBody } from '../../schemas/lab-order';
 import type { FieldError } from '../../schemas/validator';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { LabCatalogue } from './catalogue';
-import type { LabOrderDoc } from './orders-store';
+import type { LabOrderDoc } from './model';
 import { isoWithOffset } from '../platform/time';
 import type { LabMarker } from '../../schemas/lab-catalogue';
 import type { LabAdapter, LabReport, ResultRequest } from './lab-adapter';

@@ -9,7 +9,7 @@ import { ApiError, badRequest, notFound } from '../platform/errors';
 import { timeOrderedUuid } from '../platform/keys';
 import { isWorkflowGone } from './order-erasure';
 import { OrderViews } from './order-view';
-import type { IdempotencyKeyDoc, LabOrderDoc } from './orders-store';
+import type { IdempotencyKeyDoc, LabOrderDoc } from './model';
 import { todayUtc } from '../platform/time';
 import { workflowIds } from '../../workflows/ids';
 import {
