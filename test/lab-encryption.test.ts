@@ -5,7 +5,7 @@ import { DecryptionError, FieldCipher, generateDataKey } from '../lib/platform/f
 import { createRepositories, reencryptAll } from '../lib/repositories';
 import { LabOrderRepository, PATIENT_FIELDS, RESULT_FIELDS } from '../lib/labs/orders-store';
 import { type IdempotencyKeyDoc, type LabOrderDoc, type LabResultsDoc } from '../lib/labs/model';
-import { eventData } from '../lib/webhooks/store';
+import { eventData } from '../lib/webhooks/model';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { pdfText } from './support/pdf';

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { publishEvent } from '../lib/webhooks/publisher';
-import type { DeliveryDoc } from '../lib/webhooks/store';
+import type { DeliveryDoc } from '../lib/webhooks/model';
 import { createTenant, eventually, managementClient, startTestApp, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';

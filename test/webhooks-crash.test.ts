@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { deliveryPolicyFrom, newDelivery } from '../lib/webhooks/fan-out';
-import { envelopeOf } from '../lib/webhooks/store';
+import { envelopeOf } from '../lib/webhooks/model';
 import { createTenant, eventually, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';

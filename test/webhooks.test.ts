@@ -6,7 +6,7 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/webhooks/publisher';
 import { eraseUserWebhookData } from '../lib/webhooks/commands';
 import { WebhookSender } from '../lib/webhooks/sender';
-import { envelopeOf } from '../lib/webhooks/store';
+import { envelopeOf } from '../lib/webhooks/model';
 import { deliveryPolicyFrom, newDelivery } from '../lib/webhooks/fan-out';
 import { recoverFailed } from '../lib/webhooks/endpoint-requests';
 import { checkWebhookUrl } from '../lib/platform/url-safety';

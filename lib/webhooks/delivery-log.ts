@@ -1,7 +1,8 @@
 import type { Filter } from 'mongodb';
 import { logPage, type Page } from '../platform/database/pages';
 import { isoWithOffset } from '../platform/time';
-import { createdWithin, eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc, type StoredEventDoc, type WebhookStore } from './store';
+import { createdWithin, type StoredEventDoc, type WebhookStore } from './store';
+import { eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc } from './model';
 
 /**
  * The delivery log: what the API shows of events, deliveries and attempts, newest first, paged by `_id` after

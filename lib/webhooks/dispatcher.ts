@@ -9,7 +9,8 @@ import type { EndpointDoc } from './endpoints-store';
 import { SIGNATURE_HEADERS, signatureHeaders } from './signing';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
 import { mapWithConcurrency, USER_AGENT, type AttemptResult, type WebhookSender } from './sender';
-import { attemptId, deliveryId, type AttemptDoc, type DeliveryChange, type DeliveryDoc } from './store';
+import { type DeliveryChange } from './store';
+import { attemptId, deliveryId, type AttemptDoc, type DeliveryDoc } from './model';
 
 export interface DispatchResult {
   /** More deliveries are due now (batch full or rate-limited): run again after `waitMs`. */

@@ -1,7 +1,7 @@
 import type { Config } from '../platform/config';
 import type { EndpointDoc } from './endpoints-store';
 import { matchesFilter } from './retry';
-import { deliveryId, type DeliveryDoc, type DeliveryPolicy, type EventDoc } from './store';
+import { deliveryId, type DeliveryDoc, type DeliveryPolicy, type EventDoc } from './model';
 
 /**
  * Fan-out: which endpoints receive an event, and the delivery document each gets. Delivery ids are

@@ -1,6 +1,7 @@
 import type { Db } from 'mongodb';
 import { insertIgnoringDuplicates } from '../platform/database/bulk';
-import { attemptId, deliveryId, envelopeOf, type AttemptDoc, type DeliveryDoc, type DeliveryPolicy, type EventDoc, type WebhookStore } from './store';
+import { type WebhookStore } from './store';
+import { attemptId, deliveryId, envelopeOf, type AttemptDoc, type DeliveryDoc, type DeliveryPolicy, type EventDoc } from './model';
 
 /**
  * One-time rewrite of the previous webhook layout (queue bundles and batch documents holding JSON strings)

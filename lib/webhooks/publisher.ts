@@ -11,7 +11,7 @@ import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { Coalescer } from '../platform/coalescer';
 import { deliveryPolicyFrom, fanOut } from './fan-out';
-import { envelopeOf, type EventDoc } from './store';
+import { envelopeOf, type EventDoc } from './model';
 
 /**
  * The one internal entry point for events. `publish` stores the event, then queues one delivery per enabled

@@ -1,13 +1,13 @@
 import type { AnyBulkWriteOperation, Collection, Db, Filter, UpdateFilter } from 'mongodb';
 import { Coalescer } from '../platform/coalescer';
 import type { FieldCipher } from '../platform/field-encryption';
-import { nameBasedUuid, timeOrderedNameBasedUuid, uuidV7Millis } from '../platform/keys';
 import { insertIgnoringDuplicates, retryTransient } from '../platform/database/bulk';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import { keysetFilter } from '../platform/database/pages';
 import { runOnce } from '../platform/database/migrations';
 import { migrateLegacyWebhookLayout } from './legacy-layout';
+import { type EventDoc, type OutboxDoc, type DeliveryDoc, type AttemptDoc, deliveryId } from './model';
 
 /**
  * The webhook event log and delivery state: the only code that touches these collections.
@@ -28,116 +28,12 @@ import { migrateLegacyWebhookLayout } from './legacy-layout';
  * team-wide), see activities/webhook-delivery.ts.
  */
 
-/** Business timings of one delivery, snapshotted from the publisher's configuration. */
-export interface DeliveryPolicy {
-  schedule_ms: number[];
-  timeout_ms: number;
-  throttle_floor_ms: number;
-  disable_after_ms: number;
-}
-
-export type Trigger = 'scheduled' | 'manual';
-export type DeliveryStatus = 'pending' | 'succeeded' | 'failed' | 'cancelled';
-
-export interface EventDoc {
-  /** Time-ordered (UUIDv7), so the delivery log pages on it; sent as webhook-id. Earlier versions: name-based or random. */
-  _id: string;
-  team_id: string;
-  /** The producer's key (one domain change, one event: unique per team), or the event's own id when it gave none. */
-  idempotency_key: string;
-  event_type: string;
-  user_id: string | null;
-  client_user_id: string | null;
-  /** The envelope exactly as signed and sent (`envelopeOf`), `data` included. */
-  body: string;
-  created_at: Date;
-  /** Test events go to one endpoint only. */
-  only_endpoint_id: string | null;
-}
-
 /** An event as stored: `body` encrypted (plaintext in events written before it was). */
 export type StoredEventDoc = Sealed<EventDoc, 'body'>;
-
-export interface OutboxDoc {
-  _id: string;
-  event_ids: string[];
-  created_at: Date;
-}
-
-export interface DeliveryDoc {
-  /** `<eventId>:<endpointId>` */
-  _id: string;
-  team_id: string;
-  endpoint_id: string;
-  event_id: string;
-  event_type: string;
-  user_id: string | null;
-  status: DeliveryStatus;
-  trigger: Trigger;
-  /** When the dispatcher sends it next; null once finished. */
-  next_attempt_at: Date | null;
-  /** Attempts over the delivery's whole life (numbering of attempt records). */
-  attempts: number;
-  /** Attempts of the current pass (index into policy.schedule_ms); a resend starts a new pass. */
-  pass_attempts: number;
-  policy: DeliveryPolicy;
-  last_status_code: number | null;
-  last_error: string | null;
-  created_at: Date;
-  updated_at: Date;
-  finished_at: Date | null;
-  /**
-   * The dispatcher run sending it now (claimDeliveries): only that run writes its outcome. While claimed,
-   * `next_attempt_at` is the claim's end, so no other run finds it due; a run that dies leaves it to be sent
-   * again once the claim lapses. Absent on deliveries written before claims.
-   */
-  claim?: string | null;
-}
-
-export interface AttemptDoc {
-  /** `attemptId(deliveryId, attempt)`: deterministic, ordered by the event's time then the attempt number. */
-  _id: string;
-  team_id: string;
-  event_id: string;
-  endpoint_id: string;
-  user_id: string | null;
-  attempt: number;
-  trigger: Trigger;
-  timestamp: Date;
-  duration_ms: number;
-  status_code: number | null;
-  error_class: string | null;
-  /** The receiver's answer, truncated to 4 KB. */
-  response_body: string | null;
-}
 
 interface DispatcherStateDoc {
   _id: string;
   active_until: Date;
-}
-
-
-export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
-/**
- * Deterministic per (delivery, attempt number), so recording the same attempt again writes nothing. A UUIDv7 on
- * the event's time with the attempt number as its counter: the delivery log pages attempts on `_id`, newest
- * event first and, within an event, latest attempt first. Events of earlier versions (not v7) keep name-based ids.
- */
-export function attemptId(deliveryIdValue: string, attempt: number): string {
-  const eventTime = uuidV7Millis(deliveryIdValue.split(':')[0]);
-  return eventTime === null
-    ? nameBasedUuid('webhook-attempt', deliveryIdValue, String(attempt))
-    : timeOrderedNameBasedUuid(eventTime, ['webhook-attempt', deliveryIdValue, String(attempt)], Math.min(attempt, 0xfff));
-}
-
-/** The envelope of the spec, exactly: the event id travels as the webhook-id header, not in the body. */
-export function envelopeOf(e: Pick<EventDoc, 'event_type' | 'team_id' | 'user_id' | 'client_user_id'> & { data: Record<string, unknown> }): string {
-  return JSON.stringify({ event_type: e.event_type, data: e.data, team_id: e.team_id, user_id: e.user_id, client_user_id: e.client_user_id });
-}
-
-/** The event's `data` (from its stored envelope). */
-export function eventData(e: Pick<EventDoc, 'body'>): Record<string, unknown> {
-  return (JSON.parse(e.body) as { data: Record<string, unknown> }).data;
 }
 
 /**

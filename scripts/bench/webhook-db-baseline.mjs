@@ -33,9 +33,10 @@ const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFin
  * over batches).
  */
 export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamId, eventType, userId, clientUserId, makeData, config }) {
-  const [{ createIndexes }, { WEBHOOK_STORE_INDEXES, envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }, { timeOrderedUuid }] = await Promise.all([
+  const [{ createIndexes }, { WEBHOOK_STORE_INDEXES }, { envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }, { timeOrderedUuid }] = await Promise.all([
     distModule('lib/platform/database/indexes.js'),
     distModule('lib/webhooks/store.js'),
+    distModule('lib/webhooks/model.js'),
     distModule('lib/webhooks/fan-out.js'),
     distModule('lib/platform/keys.js'),
   ]);

@@ -444,7 +444,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       }
       log(`bench: webhooks: team ${team._id} with ${plural(k)} -> ${receiver.url}/hook/${k}/*`);
 
-      // One event's body and headers as the worker sends them (lib/webhooks/store.ts envelopeOf; signing per Standard Webhooks).
+      // One event's body and headers as the worker sends them (lib/webhooks/model.ts envelopeOf; signing per Standard Webhooks).
       const secret = randomBytes(32);
       const baselineRequest = (run, seq) => {
         const body = JSON.stringify({
