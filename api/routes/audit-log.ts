@@ -2,7 +2,7 @@ import { AuditLogPage, AuditLogQuery, OrgParams } from '../../schemas/management
 import { defineRoute } from '../route';
 import { toAuditEntry } from '../../lib/tenancy/audit';
 import { afterCursor, cursorPageBody } from '../cursors';
-import { managementErrors as errors } from './management';
+import { managementErrors as errors } from '../management-scope';
 
 export const auditLogRoutes = [
   defineRoute({

@@ -24,7 +24,7 @@ import {
 import { Type, type Static } from '@sinclair/typebox';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
-import { activeUser } from './users';
+import { activeUser } from '../../lib/users/views';
 
 const tags = ['Link', 'Providers'];
 const LINK_TOKEN_TTL_MS = 10 * 60_000;

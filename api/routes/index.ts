@@ -5,12 +5,14 @@ import { connectionRoutes } from './connections';
 import { insuranceRoutes } from './insurance';
 import { labOrderRoutes } from './lab-orders';
 import { labTestRoutes } from './lab-tests';
+import { managementKeyRoutes } from './management-keys';
 import { managementRoutes } from './management';
 import { providerRoutes } from './providers';
 import { teamCustomCredentialsRoutes } from './team-custom-credentials';
 import { systemRoutes } from './system';
 import { userRoutes } from './users';
 import { wearableDataRoutes } from './wearable-data';
+import { webhookDeliveryLogRoutes } from './webhook-delivery-log';
 import { webhookRoutes } from './webhooks';
 
 /**
@@ -19,6 +21,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
   return routes;
 }

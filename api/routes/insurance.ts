@@ -15,7 +15,7 @@ import {
 import { UserIdParams } from '../../schemas/user';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
-import { activeUser } from './users';
+import { activeUser } from '../../lib/users/views';
 
 const tags = ['Insurance (closed beta)'];
 const CLOSED_BETA = 'closed_beta_feature_not_enabled';

@@ -12,7 +12,7 @@ import {
 } from '../../schemas/management';
 import { defineRoute } from '../route';
 import { audited } from '../../lib/tenancy/audit';
-import { assertThisDeployment, listedTeams, managementErrors as errors, otherDeployment, teamInScope, teamNotFound } from './management';
+import { assertThisDeployment, listedTeams, managementErrors as errors, otherDeployment, teamInScope, teamNotFound } from '../management-scope';
 
 const tags = ['Management: team custom credentials'];
 const path = '/v1/org/{org_id}/team_custom_credentials/{environment}/{region}';

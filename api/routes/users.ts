@@ -18,33 +18,12 @@ import {
 import type { FieldError } from '../../schemas/validator';
 import { defineRoute } from '../route';
 import { decodeCursor, encodeCursor } from '../cursors';
+import { readableUser, toUser } from '../../lib/users/views';
 import { scheduleUserDeletion, SCHEDULED_FOR_DELETION, undoUserDeletion } from '../../lib/users/deletion-client';
 
 const tags = ['User'];
 const MANUAL_SOURCE = 'manual';
 const SCHEDULED_ON_READ = 'You have scheduled this user for deletion.';
-
-export function toUser(doc: UserDoc): User {
-  return {
-    user_id: doc._id,
-    team_id: doc.team_id,
-    client_user_id: doc.client_user_id,
-    created_on: isoWithOffset(doc.created_on),
-    connected_sources: (doc.connected_sources ?? []).map((c) => ({
-      created_on: isoWithOffset(c.created_on),
-      source: c.source,
-      provider: c.source,
-    })),
-    fallback_time_zone: doc.fallback_time_zone
-      ? { ...doc.fallback_time_zone, updated_at: isoWithOffset(doc.fallback_time_zone.updated_at) }
-      : null,
-    fallback_birth_date: doc.fallback_birth_date
-      ? { ...doc.fallback_birth_date, updated_at: isoWithOffset(doc.fallback_birth_date.updated_at) }
-      : null,
-    ingestion_start: doc.ingestion_start ?? null,
-    ingestion_end: doc.ingestion_end ?? null,
-  };
-}
 
 const conflict = (existing: UserDoc) =>
   badRequest({
@@ -126,17 +105,6 @@ function checkUserFields(fields: UserFields, current?: UserDoc): { timeZone?: st
   }
   if (errors.length) throw new ValidationError(errors);
   return { timeZone };
-}
-
-export function readableUser(doc: UserDoc | null, messageIfScheduled: string): UserDoc {
-  if (!doc || doc.status === 'erased') throw notFound('User not found.');
-  if (doc.status === 'pending_deletion') throw notFound(messageIfScheduled);
-  return doc;
-}
-
-/** The caller's user if it is active (404 otherwise), for the endpoints that act on a user's data. */
-export async function activeUser(deps: import('../deps').AppDeps, teamId: string, userId: string): Promise<UserDoc> {
-  return readableUser(await deps.repos.users.find(teamId, userId), 'The user has been scheduled for deletion.');
 }
 
 const errors = {

@@ -30,7 +30,7 @@ import {
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
 import { decodeCursor, encodeCursor } from '../cursors';
-import { activeUser } from './users';
+import { activeUser } from '../../lib/users/views';
 
 const errors = {
   404: { description: 'Unknown user or resource', schema: ErrorDetail },

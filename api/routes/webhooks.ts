@@ -1,28 +1,15 @@
-import { ApiError, badRequest, ValidationError } from '../../lib/platform/errors';
+import { ApiError, ValidationError } from '../../lib/platform/errors';
 import { publishEvent } from '../../lib/webhooks/publisher';
-import { listAttempts, listDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
 import type { EndpointDoc } from '../../lib/webhooks/endpoints-store';
 import { generateSecret, isValidSecret } from '../../lib/webhooks/signing';
-import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
-import { EVENT_CATALOGUE, findEventType } from '../../schemas/event-catalogue';
+import { ErrorDetail } from '../../schemas/common';
+import { findEventType } from '../../schemas/event-catalogue';
 import {
-  AttemptListQuery,
   CursorQuery,
-  DeliveryListQuery,
   EventAccepted,
-  EventListQuery,
-  EventParams,
-  EventTypeList,
-  RecoverAccepted,
-  RecoverBody,
-  ResendAccepted,
   Webhook,
-  WebhookAttemptList,
   WebhookCreateBody,
-  WebhookDeliveryList,
   WebhookEnvParams,
-  WebhookEventList,
-  WebhookEventParams,
   MAX_CUSTOM_HEADER_BYTES,
   MAX_CUSTOM_HEADERS,
   WebhookHeaders,
@@ -33,38 +20,17 @@ import {
   WebhookSecret,
   WebhookTestBody,
 } from '../../schemas/webhook';
-import type { AppDeps } from '../deps';
-import type { ManagementPrincipal } from '../middleware/auth';
 import { defineRoute } from '../route';
 import { afterCursor, cursorPageBody } from '../cursors';
-import { audited, type AuditTarget } from '../../lib/tenancy/audit';
-import {
-  assertThisEnvironment,
-  assertUrlAllowed,
-  endpointInTeam,
-  recoverFailed,
-  resendEvent,
-  toWebhook,
-} from '../../lib/webhooks/endpoint-requests';
-import { teamInScope, teamNotFound } from './management';
+import { audited } from '../../lib/tenancy/audit';
+import { assertUrlAllowed, endpointInTeam, toWebhook, webhookTarget } from '../../lib/webhooks/endpoint-requests';
+import { teamNotFound, webhookErrors, webhookTeam } from '../management-scope';
 import { timeOrderedUuid } from '../../lib/platform/keys';
 
 const tags = ['Management: webhooks'];
 const base = '/v1/org/{org_id}/team/{team_id}/{environment}/webhook';
-const errors = {
-  400: { description: 'Another environment', schema: ErrorDetail },
-  401: { description: 'Missing or invalid management key', schema: ErrorDetail },
-  403: { description: 'The key may not act on this team', schema: ErrorDetail },
-  404: { description: 'Not found', schema: ErrorDetail },
-  422: { description: 'Validation error (including a refused URL)', schema: HTTPValidationError },
-};
-
-async function scope(deps: AppDeps, auth: ManagementPrincipal, params: { team_id: string; environment: string }): Promise<string> {
-  await teamInScope(deps, auth, params.team_id);
-  assertThisEnvironment(deps, params.environment);
-  return params.team_id;
-}
-
+const errors = webhookErrors;
+const scope = webhookTeam;
 /** Rules on custom headers beyond their schema: names unique regardless of case, and a total size. */
 function assertHeaderSet(headers: Record<string, string>): void {
   const seen = new Set<string>();
@@ -84,9 +50,6 @@ function assertHeaderSet(headers: Record<string, string>): void {
   }
 }
 
-/** The audit target of a change to one webhook endpoint (its team is the entry's team). */
-const webhookTarget = (action: AuditTarget['action'], teamId: string, webhookId: string): AuditTarget => ({ action, type: 'webhook', id: webhookId, teamId });
-
 /**
  * Names of the custom headers a replacement adds, removes or changes, as `headers.<name>` (never values,
  * which often carry the receiver's credentials).
@@ -97,60 +60,6 @@ function changedHeaders(before: Record<string, string>, after: Record<string, st
 }
 
 export const webhookRoutes = [
-  defineRoute({
-    operationId: 'listEventTypes',
-    method: 'get',
-    path: `${base}/event_types`,
-    summary: 'List event types',
-    description: 'The catalogue of event types this service emits, with the JSON Schema of each `data`. The set is open: tolerate unknown types.',
-    tags,
-    auth: 'management',
-    params: WebhookEnvParams,
-    responses: { 200: { description: 'Event types', schema: EventTypeList }, ...errors },
-    async handler({ auth, params, deps }) {
-      await scope(deps, auth, params);
-      return { body: { data: EVENT_CATALOGUE.map((e) => ({ name: e.name, description: e.description, schema: e.schema })) } };
-    },
-  }),
-  defineRoute({
-    operationId: 'listWebhookEvents',
-    method: 'get',
-    path: `${base}/events`,
-    summary: 'List events (delivery log)',
-    description: 'Events published to this team, newest first; filter by event_type, user_id and a [since, until) window.',
-    tags,
-    auth: 'management',
-    params: WebhookEnvParams,
-    query: EventListQuery,
-    responses: { 200: { description: 'Events', schema: WebhookEventList }, ...errors },
-    async handler({ auth, params, query, deps }) {
-      const teamId = await scope(deps, auth, params);
-      const page = await listEvents(
-        deps.repos.webhookStore,
-        teamId,
-        { eventType: query.event_type, userId: query.user_id, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined },
-        afterCursor(query.next_cursor),
-        query.limit,
-      );
-      return { body: cursorPageBody(page, toEvent) };
-    },
-  }),
-  defineRoute({
-    operationId: 'listEventAttempts',
-    method: 'get',
-    path: `${base}/events/{event_id}/attempts`,
-    summary: 'List delivery attempts of an event',
-    tags,
-    auth: 'management',
-    params: EventParams,
-    query: CursorQuery,
-    responses: { 200: { description: 'Attempts, newest first', schema: WebhookAttemptList }, ...errors },
-    async handler({ auth, params, query, deps }) {
-      const teamId = await scope(deps, auth, params);
-      const page = await listAttempts(deps.repos.webhookStore, teamId, { eventId: params.event_id }, afterCursor(query.next_cursor), query.limit);
-      return { body: cursorPageBody(page, toAttempt) };
-    },
-  }),
   defineRoute({
     operationId: 'listWebhooks',
     method: 'get',
@@ -418,102 +327,6 @@ export const webhookRoutes = [
         Object.keys(body),
       );
       return { status: 202, body: { event_id: event.id } };
-    },
-  }),
-  defineRoute({
-    operationId: 'listWebhookAttempts',
-    method: 'get',
-    path: `${base}/{webhook_id}/attempts`,
-    summary: 'List delivery attempts to a webhook',
-    tags,
-    auth: 'management',
-    params: WebhookParams,
-    query: AttemptListQuery,
-    responses: { 200: { description: 'Attempts, newest first', schema: WebhookAttemptList }, ...errors },
-    async handler({ auth, params, query, deps }) {
-      const teamId = await scope(deps, auth, params);
-      await endpointInTeam(deps, teamId, params.webhook_id);
-      const page = await listAttempts(
-        deps.repos.webhookStore,
-        teamId,
-        { endpointId: params.webhook_id, eventId: query.event_id },
-        afterCursor(query.next_cursor),
-        query.limit,
-      );
-      return { body: cursorPageBody(page, toAttempt) };
-    },
-  }),
-  defineRoute({
-    operationId: 'listWebhookDeliveries',
-    method: 'get',
-    path: `${base}/{webhook_id}/deliveries`,
-    summary: 'List deliveries to a webhook',
-    description: 'Pending (queued or waiting to retry) and finished deliveries, newest first.',
-    tags,
-    auth: 'management',
-    params: WebhookParams,
-    query: DeliveryListQuery,
-    responses: { 200: { description: 'Deliveries', schema: WebhookDeliveryList }, ...errors },
-    async handler({ auth, params, query, deps }) {
-      const teamId = await scope(deps, auth, params);
-      await endpointInTeam(deps, teamId, params.webhook_id);
-      const page = await listDeliveries(
-        deps.repos.webhookStore,
-        teamId,
-        params.webhook_id,
-        { status: query.status, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined },
-        afterCursor(query.next_cursor),
-        query.limit,
-      );
-      return { body: cursorPageBody(page, toDelivery) };
-    },
-  }),
-  defineRoute({
-    operationId: 'resendWebhookEvent',
-    method: 'post',
-    path: `${base}/{webhook_id}/events/{event_id}/resend`,
-    summary: 'Resend an event to a webhook',
-    description: 'One manual attempt (not rescheduled on failure), with the same webhook-id as the original delivery.',
-    tags,
-    auth: 'management',
-    params: WebhookEventParams,
-    responses: { 202: { description: 'Queued', schema: ResendAccepted }, 409: { description: 'Webhook disabled', schema: ErrorDetail }, ...errors },
-    async handler({ auth, params, deps, requestId, log }) {
-      const teamId = await scope(deps, auth, params);
-      const endpoint = await endpointInTeam(deps, teamId, params.webhook_id);
-      // The target is the event as sent to this webhook: `<webhook id>:<event id>`.
-      await audited(
-        { deps, auth, requestId, log },
-        { action: 'webhook.event.resend', type: 'webhook_event', id: `${endpoint._id}:${params.event_id}`, teamId },
-        () => resendEvent(deps, endpoint, params.event_id),
-      );
-      return { status: 202, body: { event_id: params.event_id, webhook_id: endpoint._id } };
-    },
-  }),
-  defineRoute({
-    operationId: 'recoverWebhook',
-    method: 'post',
-    path: `${base}/{webhook_id}/recover`,
-    summary: 'Recover failed deliveries',
-    description: 'Resends every failed delivery to this webhook whose event was delivered in [since, until) (until defaults to now).',
-    tags,
-    auth: 'management',
-    params: WebhookParams,
-    body: RecoverBody,
-    responses: { 202: { description: 'Queued', schema: RecoverAccepted }, 409: { description: 'Webhook disabled', schema: ErrorDetail }, ...errors },
-    async handler({ auth, params, body, deps, requestId, log }) {
-      const teamId = await scope(deps, auth, params);
-      const endpoint = await endpointInTeam(deps, teamId, params.webhook_id);
-      const since = new Date(body.since);
-      const until = body.until ? new Date(body.until) : undefined;
-      if (until && until <= since) throw badRequest('until must be after since.');
-      const resent = await audited(
-        { deps, auth, requestId, log },
-        webhookTarget('webhook.recover', teamId, endpoint._id),
-        () => recoverFailed(deps, endpoint, since, until),
-        Object.keys(body),
-      );
-      return { status: 202, body: { resent } };
     },
   }),
 ];

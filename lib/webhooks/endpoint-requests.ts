@@ -1,3 +1,4 @@
+import type { AuditTarget } from '../tenancy/audit';
 import { ApiError, badRequest, notFound, ValidationError } from '../platform/errors';
 import { queueDispatcherCommand } from './commands';
 import type { EndpointDoc } from './endpoints-store';
@@ -65,3 +66,6 @@ export async function recoverFailed(deps: AppDeps, endpoint: EndpointDoc, since:
 function assertEnabled(endpoint: EndpointDoc): void {
   if (endpoint.disabled) throw new ApiError(409, `Webhook ${endpoint._id} is disabled; enable it (PATCH disabled=false) before resending.`);
 }
+
+/** The audit target of a change to one webhook endpoint (its team is the entry's team). */
+export const webhookTarget = (action: AuditTarget['action'], teamId: string, webhookId: string): AuditTarget => ({ action, type: 'webhook', id: webhookId, teamId });
