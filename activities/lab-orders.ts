@@ -6,7 +6,8 @@ import { OrderViews, type OrderViewDeps } from '../lib/labs/order-view';
 import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
 import { isoWithOffset } from '../lib/platform/time';
 import { highLevelOf } from '../lib/labs/statuses';
-import { ORDER_NEVER_STORED, type SimulationRequest } from '../workflows/lab-order';
+import { type SimulationRequest } from '../workflows/lab-order';
+import { ORDER_NEVER_STORED } from '../lib/labs/order-workflow-terms';
 import type { LabAdapter } from '../lib/labs/lab-adapter';
 
 

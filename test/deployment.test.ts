@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { configKeys } from '../lib/platform/config';
-import { SEARCH_ATTRIBUTES } from '../workflows/lab-order';
+import { SEARCH_ATTRIBUTES } from '../lib/labs/order-workflow-terms';
 
 /**
  * The deployment files and the docs cannot drift from lib/platform/config.ts: docker-compose.yml configures the

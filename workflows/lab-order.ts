@@ -9,7 +9,6 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { SearchAttributeKey } from '@temporalio/common/lib/search-attributes';
 import type { LabOrderActivities } from '../activities/lab-orders';
 import {
   CANCELLABLE,
@@ -21,18 +20,7 @@ import {
   TERMINAL,
   type CollectionMethod,
 } from '../lib/labs/statuses';
-
-/**
- * Search attributes of order workflows, so operators find orders in the Temporal UI
- * (e.g. `LabOrderStatus = "transit_lab"`, `HealthbridgeUserId = "<user id>"`). Registered by the dev stack
- * (scripts/stack.mjs) and, on a cluster, with `temporal operator search-attribute create` (README).
- */
-const keyword = (name: string): SearchAttributeKey<'KEYWORD'> => ({ name, type: 'KEYWORD' });
-export const SEARCH_ATTRIBUTES = {
-  teamId: keyword('HealthbridgeTeamId'),
-  userId: keyword('HealthbridgeUserId'),
-  orderStatus: keyword('LabOrderStatus'),
-} as const;
+import { LAB_ORDER_REFUSED, ORDER_NEVER_STORED, SEARCH_ATTRIBUTES } from '../lib/labs/order-workflow-terms';
 
 /**
  * The order's state when its workflow starts (the api stores the same in the order document). Small and
@@ -66,8 +54,6 @@ export interface SimulationRequest {
   hasMissingResults: boolean;
 }
 
-/** A refusal the api renders as a 400 with this message. */
-export const LAB_ORDER_REFUSED = 'LabOrderRefused';
 const refuse = (message: string) => ApplicationFailure.create({ type: LAB_ORDER_REFUSED, message, nonRetryable: true });
 
 /** PATCH /v3/order/{id}: `today` is the caller's date (UTC), so the rule "today or later" is the api's clock. */
@@ -91,7 +77,6 @@ const writes = proxyLocalActivities<LabOrderActivities>({
 const DAY_MS = 86_400_000;
 /** How long after its start a run waits for the api to store its order before giving up. */
 export const STORE_GRACE_MS = 120_000;
-export const ORDER_NEVER_STORED = 'OrderNeverStored';
 
 /**
  * One lab order's lifecycle (id `lab-order:<orderId>`), the single owner of its order document: it announces

@@ -1,13 +1,7 @@
-import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Repositories } from '../repositories';
-import type { TemporalDeps } from '../platform/temporal';
+import { isWorkflowGone, type TemporalDeps } from '../platform/temporal';
 import { workflowIds } from '../../workflows/ids';
 import { erasePatientDataUpdate } from '../../workflows/lab-order';
-
-/** True when Temporal says the workflow is not running (never started, or already closed). */
-export function isWorkflowGone(err: unknown): boolean {
-  return err instanceof WorkflowNotFoundError || /already completed|not found/i.test((err as Error)?.message ?? '');
-}
 
 /**
  * Erases the patient data of a user's orders (user deletion). A running order's workflow owns its document,

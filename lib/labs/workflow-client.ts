@@ -7,20 +7,19 @@ import {
 import { ApplicationFailure } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../platform/errors';
 import { timeOrderedUuid } from '../platform/keys';
-import { isWorkflowGone } from './order-erasure';
+import { isWorkflowGone } from '../platform/temporal';
 import { OrderViews } from './order-view';
 import type { IdempotencyKeyDoc, LabOrderDoc } from './model';
 import { todayUtc } from '../platform/time';
 import { workflowIds } from '../../workflows/ids';
 import {
   cancelOrderUpdate,
-  LAB_ORDER_REFUSED,
   labOrderWorkflow,
   rescheduleOrderUpdate,
-  SEARCH_ATTRIBUTES,
   simulateOrderUpdate,
   type SimulationRequest,
 } from '../../workflows/lab-order';
+import { LAB_ORDER_REFUSED, SEARCH_ATTRIBUTES } from './order-workflow-terms';
 import { dottedStatus } from './statuses';
 import type { AppDeps } from '../../api/deps';
 

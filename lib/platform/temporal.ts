@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 
 export interface TemporalDeps {
   client: Client;
@@ -32,4 +32,12 @@ export async function temporalReadiness(t: TemporalDeps): Promise<{ server: bool
   } catch {
     return { server: false, worker: false };
   }
+}
+
+/**
+ * True when Temporal says the workflow is not running (never started, or already closed). An Update to a closed
+ * run fails with a plain error saying so rather than WorkflowNotFoundError, hence the message test.
+ */
+export function isWorkflowGone(err: unknown): boolean {
+  return err instanceof WorkflowNotFoundError || /already completed|not found/i.test((err as Error)?.message ?? '');
 }
