@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
-import { ApiError, badRequest, notFound, ValidationError } from '../../lib/platform/errors';
+import { ApiError, notFound, ValidationError } from '../../lib/platform/errors';
 import { renderRequisition, renderResultsReport, resultsView } from '../../lib/labs/documents';
 import { checkSignedDocumentUrl, DOCUMENT_URL_KEY } from '../../lib/labs/signed-urls';
 import { requisitionPath, transactionStatus } from '../../lib/labs/order-view';
-import { timeOrderedNameBasedUuid } from '../../lib/platform/keys';
 import { decodeCursor, encodeCursor } from '../cursors';
 import { isoWithOffset, todayUtc } from '../../lib/platform/time';
 import { ErrorDetail, HTTPValidationError, Uuid } from '../../schemas/common';
@@ -24,22 +23,17 @@ import {
   SimulateOrderQuery,
   SimulationResponse,
 } from '../../schemas/lab-order';
-import { dottedStatus, REDRAWABLE } from '../../lib/labs/statuses';
+import { dottedStatus } from '../../lib/labs/statuses';
 import { defineRoute, type Reply } from '../route';
-import { orderFromCreateRequest, orderFromRegistration, redrawRequest } from '../../lib/labs/order-requests';
+import { createOrder, orderRedraw, registerTestkit } from '../../lib/labs/order-creation';
 import {
   cancelOrder,
   findOrder,
-  newSampleId,
   orderViews,
   rescheduleOrder,
   simulateOrder,
-  startAndStoreOrder,
-  withIdempotencyKey,
   type IdempotentOutcome,
 } from '../../lib/labs/workflow-client';
-import type { AppDeps } from '../deps';
-import type { LabOrderDoc } from '../../lib/labs/model';
 
 const tags = ['Lab orders'];
 const errors = {
@@ -48,16 +42,6 @@ const errors = {
   422: { description: 'Validation error', schema: HTTPValidationError },
 };
 const pdf = (description: string) => ({ description, contentType: 'application/pdf' });
-
-/** Stores a new order under its workflow; a clashing generated sample id (1 in 10^10) gets a new one. */
-async function storeNewOrder(deps: AppDeps, build: (sampleId: string) => Promise<LabOrderDoc>, requestId: string): Promise<LabOrderDoc> {
-  for (let attempt = 0; ; attempt++) {
-    const doc = await build(newSampleId());
-    const stored = await startAndStoreOrder(deps, doc, requestId);
-    if ('stored' in stored) return stored.stored;
-    if (attempt >= 2) throw new ApiError(503, 'Could not allocate a sample id; retry the request.');
-  }
-}
 
 const idempotentReply = (o: IdempotentOutcome): Reply => ({ status: o.status, body: o.body, headers: o.replayed ? { 'Idempotent-Replayed': 'true' } : {} });
 
@@ -91,11 +75,7 @@ export const labOrderRoutes = [
       422: errors[422],
     },
     async handler({ body, auth, deps, ctx, requestId }) {
-      const outcome = await withIdempotencyKey(deps, auth.teamId, 'POST /v3/order', ctx.get('x-idempotency-key') || undefined, body, async (orderId) => {
-        const doc = await storeNewOrder(deps, (sampleId) => orderFromCreateRequest(deps, auth.teamId, body, orderId, sampleId), requestId);
-        return { status: 200, body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Order created successfully' } };
-      });
-      return idempotentReply(outcome);
+      return idempotentReply(await createOrder(deps, auth.teamId, body, ctx.get('x-idempotency-key') || undefined, requestId));
     },
   }),
   defineRoute({
@@ -115,15 +95,7 @@ export const labOrderRoutes = [
       422: errors[422],
     },
     async handler({ body, auth, deps, ctx, requestId }) {
-      const outcome = await withIdempotencyKey(deps, auth.teamId, 'POST /v3/order/testkit/register', ctx.get('x-idempotency-key') || undefined, body, async (orderId) => {
-        const doc = await orderFromRegistration(deps, auth.teamId, body, orderId);
-        const stored = await startAndStoreOrder(deps, doc, requestId);
-        if (!('stored' in stored)) {
-          throw badRequest(`sample_id '${body.sample_id}' is already registered${stored.sample_taken ? ` (order ${stored.sample_taken._id})` : ''}; each kit can be registered once.`);
-        }
-        return { status: 200, body: { order: await orderViews(deps).present(stored.stored), status: 'success', message: 'Test kit registered successfully' } };
-      });
-      return idempotentReply(outcome);
+      return idempotentReply(await registerTestkit(deps, auth.teamId, body, ctx.get('x-idempotency-key') || undefined, requestId));
     },
   }),
   defineRoute({
@@ -260,22 +232,7 @@ export const labOrderRoutes = [
     params: OrderIdParams,
     responses: { 200: { description: 'The redraw order', schema: PostOrderResponse }, 400: errors[400], 404: errors[404] },
     async handler({ params, auth, deps, requestId }) {
-      const parent = await findOrder(deps, auth.teamId, params.order_id);
-      if (!REDRAWABLE.has(parent.low_level_status)) {
-        throw badRequest(`A redraw can be ordered after a sample failure (sample_error, redraw_available); this order is ${parent.low_level_status}.`);
-      }
-      const siblings = await deps.repos.labOrders.transactionOrders(auth.teamId, parent.order_transaction_id);
-      const existing = siblings.find((o) => o.origin === 'redraw');
-      if (existing) throw badRequest(`This order transaction already has its redraw (order ${existing._id}); at most one redraw per transaction.`);
-      // One redraw id per transaction: racing redraw requests insert the same `_id` and get the same order. It is
-      // time-ordered on the parent's failure (a moment the racers agree on), so lists place it there.
-      const failedAt = parent.events[parent.events.length - 1].created_at;
-      const redrawId = timeOrderedNameBasedUuid(new Date(failedAt).getTime(), ['redraw', parent.order_transaction_id]);
-      // The parent's workflow has ended (a redrawable status is final), so the api is its only writer now.
-      await deps.repos.labOrders.setFields(parent._id, { redraw_order_id: redrawId });
-      const body = redrawRequest(parent);
-      const doc = await storeNewOrder(deps, (sampleId) => orderFromCreateRequest(deps, auth.teamId, body, redrawId, sampleId, parent), requestId);
-      return { body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Redraw ordered' } };
+      return { body: await orderRedraw(deps, auth.teamId, params.order_id, requestId) };
     },
   }),
   defineRoute({

@@ -1,0 +1,62 @@
+import { ApiError, badRequest } from '../platform/errors';
+import { timeOrderedNameBasedUuid } from '../platform/keys';
+import type { CreateOrderBody, RegisterTestkitBody } from '../../schemas/lab-order';
+import type { AppDeps } from '../../api/deps';
+import type { LabOrderDoc } from './model';
+import { orderFromCreateRequest, orderFromRegistration, redrawRequest } from './order-requests';
+import { REDRAWABLE } from './statuses';
+import { findOrder, newSampleId, orderViews, startAndStoreOrder, withIdempotencyKey, type IdempotentOutcome } from './workflow-client';
+
+/**
+ * New orders: `POST /v3/order`, `POST /v3/order/testkit/register` and a redraw. Each builds the order document from
+ * the request (order-requests.ts: the rules, 422s), starts its workflow and stores it (workflow-client.ts), and
+ * answers with the order as the API shows it; the first two are idempotent by `X-Idempotency-Key`.
+ */
+
+/** Stores a new order under its workflow; a clashing generated sample id (1 in 10^10) gets a new one. */
+async function storeNewOrder(deps: AppDeps, build: (sampleId: string) => Promise<LabOrderDoc>, requestId: string): Promise<LabOrderDoc> {
+  for (let attempt = 0; ; attempt++) {
+    const doc = await build(newSampleId());
+    const stored = await startAndStoreOrder(deps, doc, requestId);
+    if ('stored' in stored) return stored.stored;
+    if (attempt >= 2) throw new ApiError(503, 'Could not allocate a sample id; retry the request.');
+  }
+}
+
+export function createOrder(deps: AppDeps, teamId: string, body: CreateOrderBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+  return withIdempotencyKey(deps, teamId, 'POST /v3/order', idempotencyKey, body, async (orderId) => {
+    const doc = await storeNewOrder(deps, (sampleId) => orderFromCreateRequest(deps, teamId, body, orderId, sampleId), requestId);
+    return { status: 200, body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Order created successfully' } };
+  });
+}
+
+export function registerTestkit(deps: AppDeps, teamId: string, body: RegisterTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+  return withIdempotencyKey(deps, teamId, 'POST /v3/order/testkit/register', idempotencyKey, body, async (orderId) => {
+    const doc = await orderFromRegistration(deps, teamId, body, orderId);
+    const stored = await startAndStoreOrder(deps, doc, requestId);
+    if (!('stored' in stored)) {
+      throw badRequest(`sample_id '${body.sample_id}' is already registered${stored.sample_taken ? ` (order ${stored.sample_taken._id})` : ''}; each kit can be registered once.`);
+    }
+    return { status: 200, body: { order: await orderViews(deps).present(stored.stored), status: 'success', message: 'Test kit registered successfully' } };
+  });
+}
+
+/** After a sample failure: a new order in the same order transaction (at most one per transaction). */
+export async function orderRedraw(deps: AppDeps, teamId: string, orderId: string, requestId: string) {
+  const parent = await findOrder(deps, teamId, orderId);
+  if (!REDRAWABLE.has(parent.low_level_status)) {
+    throw badRequest(`A redraw can be ordered after a sample failure (sample_error, redraw_available); this order is ${parent.low_level_status}.`);
+  }
+  const siblings = await deps.repos.labOrders.transactionOrders(teamId, parent.order_transaction_id);
+  const existing = siblings.find((o) => o.origin === 'redraw');
+  if (existing) throw badRequest(`This order transaction already has its redraw (order ${existing._id}); at most one redraw per transaction.`);
+  // One redraw id per transaction: racing redraw requests insert the same `_id` and get the same order. It is
+  // time-ordered on the parent's failure (a moment the racers agree on), so lists place it there.
+  const failedAt = parent.events[parent.events.length - 1].created_at;
+  const redrawId = timeOrderedNameBasedUuid(new Date(failedAt).getTime(), ['redraw', parent.order_transaction_id]);
+  // The parent's workflow has ended (a redrawable status is final), so the api is its only writer now.
+  await deps.repos.labOrders.setFields(parent._id, { redraw_order_id: redrawId });
+  const body = redrawRequest(parent);
+  const doc = await storeNewOrder(deps, (sampleId) => orderFromCreateRequest(deps, teamId, body, redrawId, sampleId, parent), requestId);
+  return { order: await orderViews(deps).present(doc), status: 'success', message: 'Redraw ordered' };
+}
