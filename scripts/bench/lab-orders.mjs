@@ -16,7 +16,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { distModule } from './environment.mjs';
-import { cpuMeter } from './webhooks.mjs';
+import { cpuMeter } from './webhook-measures.mjs';
 import { httpClient, measure, numberEnv } from './load.mjs';
 
 const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
