@@ -46,8 +46,8 @@ function isPureDomainModel(fromFile: string, spec: string): boolean {
 /** The domain (or `platform`) a file under lib/ belongs to: its first folder. */
 const domainOf = (file: string) => (file.startsWith('lib/') && file.split('/').length > 2 ? file.split('/')[1] : null);
 
-/** Where a source file may grow to: about 400 lines, a file a reader takes in at once. */
-const MAX_LINES = 450;
+/** How long a source file may grow: 400 lines, a file a reader takes in at once. */
+const MAX_LINES = 400;
 
 describe('house rules the type checker cannot see', () => {
   it('workflow code imports only @temporalio/workflow, other workflow files, pure domain models of lib/, and types', () => {
@@ -126,8 +126,14 @@ describe('house rules the type checker cannot see', () => {
     expect(offenders).toEqual([]);
   });
 
-  it(`no source file of the product is over ${MAX_LINES} lines (schemas/ and the catalogues' data aside)`, () => {
-    const long = product()
+  it(`no source file is over ${MAX_LINES} lines (schemas/, the catalogues' data and the tests aside)`, () => {
+    const scripts = (dir: string): { file: string; text: string }[] =>
+      readdirSync(path.join(root, dir)).flatMap((f) => {
+        const rel = `${dir}/${f}`;
+        if (statSync(path.join(root, rel)).isDirectory()) return scripts(rel);
+        return /\.(ts|mjs|cjs|js)$/.test(f) ? [{ file: rel, text: read(rel) }] : [];
+      });
+    const long = [...product(), ...scripts('scripts')]
       .map(({ file, text }) => ({ file, lines: text.split('\n').length }))
       .filter((f) => f.lines > MAX_LINES);
     expect(long).toEqual([]);
