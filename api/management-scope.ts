@@ -58,3 +58,10 @@ export async function webhookTeam(deps: AppDeps, auth: ManagementPrincipal, para
   assertThisEnvironment(deps, params.environment);
   return params.team_id;
 }
+
+/** A 409 a management route declares, with what it means there. */
+export const conflict = (description: string) => ({ 409: { description, schema: ErrorDetail } });
+
+/** Where the webhook management routes live, and their OpenAPI tag. */
+export const WEBHOOK_ROUTES_BASE = '/v1/org/{org_id}/team/{team_id}/{environment}/webhook';
+export const WEBHOOK_TAGS = ['Management: webhooks'];

@@ -7,7 +7,6 @@ import {
   type ManagementKeyChanges,
   type ManagementKeyDoc,
 } from '../../lib/tenancy/model';
-import { ErrorDetail } from '../../schemas/common';
 import {
   ManagementKeyCreateBody,
   ManagementKeyCreated,
@@ -25,11 +24,11 @@ import {
 } from '../../schemas/management';
 import { defineRoute } from '../route';
 import { audited } from '../../lib/tenancy/audit';
-import { assertThisDeployment, listedTeams, managementErrors, otherDeployment, teamInScope } from '../management-scope';
+import { assertThisDeployment, listedTeams, conflict, managementErrors, otherDeployment, teamInScope } from '../management-scope';
 import { toManagementKey, toTeamApiKey } from '../../lib/tenancy/views';
 
 const errors = managementErrors;
-const conflict = (description: string) => ({ 409: { description, schema: ErrorDetail } });
+
 const keyTags = ['Management: keys'];
 
 const uniqueTeamIds = (bindings: { team_id: string }[]) => [...new Set(bindings.map((b) => b.team_id))];

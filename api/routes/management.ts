@@ -7,7 +7,6 @@ import {
   type TeamSettings,
 } from '../../lib/tenancy/model';
 import { isoWithOffset } from '../../lib/platform/time';
-import { ErrorDetail } from '../../schemas/common';
 import {
   Org,
   OrgParams,
@@ -23,11 +22,11 @@ import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
 import { audited } from '../../lib/tenancy/audit';
 import { deleteTeam } from '../../lib/tenancy/team-deletion';
-import { managementErrors, teamInScope, teamNotFound } from '../management-scope';
+import { conflict, managementErrors, teamInScope, teamNotFound } from '../management-scope';
 import { toTeam } from '../../lib/tenancy/views';
 
 const errors = managementErrors;
-const conflict = (description: string) => ({ 409: { description, schema: ErrorDetail } });
+
 /** The settings among a request's fields (a name or region is not one). */
 function settingsOf(body: Partial<TeamSettings>): Partial<TeamSettings> {
   return Object.fromEntries(Object.keys(TEAM_SETTING_DEFAULTS).filter((k) => k in body).map((k) => [k, body[k as keyof TeamSettings]]));

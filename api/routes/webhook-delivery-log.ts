@@ -23,13 +23,9 @@ import { defineRoute } from '../route';
 import { afterCursor, cursorPageBody } from '../cursors';
 import { audited } from '../../lib/tenancy/audit';
 import { endpointInTeam, recoverFailed, resendEvent, webhookTarget } from '../../lib/webhooks/endpoint-requests';
-import { webhookErrors, webhookTeam } from '../management-scope';
+import { WEBHOOK_ROUTES_BASE as base, WEBHOOK_TAGS as tags, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
 
 /** The delivery log of a team's webhooks (events, deliveries, attempts), and resending and recovering deliveries. */
-const tags = ['Management: webhooks'];
-const base = '/v1/org/{org_id}/team/{team_id}/{environment}/webhook';
-const errors = webhookErrors;
-const scope = webhookTeam;
 
 export const webhookDeliveryLogRoutes = [
   defineRoute({

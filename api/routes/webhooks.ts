@@ -24,13 +24,9 @@ import { defineRoute } from '../route';
 import { afterCursor, cursorPageBody } from '../cursors';
 import { audited } from '../../lib/tenancy/audit';
 import { assertUrlAllowed, endpointInTeam, toWebhook, webhookTarget } from '../../lib/webhooks/endpoint-requests';
-import { teamNotFound, webhookErrors, webhookTeam } from '../management-scope';
+import { teamNotFound, WEBHOOK_ROUTES_BASE as base, WEBHOOK_TAGS as tags, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
 import { timeOrderedUuid } from '../../lib/platform/keys';
 
-const tags = ['Management: webhooks'];
-const base = '/v1/org/{org_id}/team/{team_id}/{environment}/webhook';
-const errors = webhookErrors;
-const scope = webhookTeam;
 /** Rules on custom headers beyond their schema: names unique regardless of case, and a total size. */
 function assertHeaderSet(headers: Record<string, string>): void {
   const seen = new Set<string>();
