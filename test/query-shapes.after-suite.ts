@@ -29,9 +29,9 @@ const ONE_TIME_SCANS: Record<string, string> = {
   'lab_orders {activate_by}': 'lab-orders.ts migration: activate_by strings of earlier versions become Dates',
   // lib/webhooks/store.ts: events of earlier versions, which carry no idempotency_key, given their own id as key once.
   'webhook_events {idempotency_key}': 'store.ts migration: events stored before producer keys were a field get one',
-  // lib/tenancy/store.ts: management keys of the retired collection, moved into their orgs once.
-  'management_keys {}': 'tenancy.ts migration: every key of the retired collection',
-  'orgs {management_keys}': 'tenancy.ts migration: orgs that have not got their keys yet',
+  // lib/tenancy/management-keys-store.ts: management keys of the retired collection, moved into their orgs once.
+  'management_keys {}': 'management-keys-store.ts migration: every key of the retired collection',
+  'orgs {management_keys}': 'management-keys-store.ts migration: orgs that have not got their keys yet',
   // lib/webhooks/endpoints-store.ts: endpoints whose secrets were stored in plaintext, encrypted once.
   'webhook_endpoints {}': 'webhooks.ts reencrypt: visits every endpoint by design (the start-up encryption of plaintext secrets, npm run reencrypt)',
 };
