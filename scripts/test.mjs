@@ -74,7 +74,7 @@ function runJest(args) {
 /** Tests start workflows at once: wait until the worker polls its task queue (bundling takes seconds). */
 async function waitForWorker(env) {
   const require = createRequire(import.meta.url);
-  const { connectTemporal, temporalReadiness } = require(path.join(repoRoot, 'dist', 'lib', 'temporal.js'));
+  const { connectTemporal, temporalReadiness } = require(path.join(repoRoot, 'dist', 'lib', 'platform', 'temporal.js'));
   const temporal = await connectTemporal(env.TEMPORAL_ADDRESS, 'default', env.TEMPORAL_TASK_QUEUE);
   const deadline = Date.now() + 120000;
   try {
