@@ -33,9 +33,7 @@ const KAFKA_HEAP = '256m';
 
 export const kafkaCachePath = () => path.join(cacheDir(), KAFKA_BUILD);
 
-// ---------------------------------------------------------------------------------------------
-// Jars
-// ---------------------------------------------------------------------------------------------
+// ---- Jars ----------------------------------------------------------------------------------
 
 let javaChecked = null;
 
@@ -118,9 +116,7 @@ export async function ensureKafka({ log = console.log } = {}) {
   });
 }
 
-// ---------------------------------------------------------------------------------------------
-// Broker
-// ---------------------------------------------------------------------------------------------
+// ---- Broker --------------------------------------------------------------------------------
 
 /** A cluster id as Kafka's Uuid.randomUuid makes them: 16 random bytes, URL-safe base64, never starting with '-'. */
 function randomClusterId() {
@@ -257,7 +253,7 @@ async function waitGone(pid, ms) {
  * A broker left running on this state folder by a run that was killed holds its ports and its log dirs' lock:
  * it is killed, unless the process that started it is still alive.
  */
-async function reapPrevious(stateDir, log) {
+async function reapPrevious(stateDir, log, { force = false } = {}) {
   const file = path.join(stateDir, 'kafka.json');
   let prev;
   try {
@@ -268,7 +264,7 @@ async function reapPrevious(stateDir, log) {
   const same = prev.pid && exists(prev.pid) && procStartTime(prev.pid) === prev.start;
   if (same && !isAlive(prev.pid)) await waitGone(prev.pid, 5000); // killed, still exiting
   else if (same && commandLine(prev.pid).includes('kafka.Kafka')) {
-    if (prev.owner !== process.pid && isAlive(prev.owner)) {
+    if (!force && prev.owner !== process.pid && isAlive(prev.owner)) {
       throw new Error(`kafka: ${stateDir} is in use by a broker (pid ${prev.pid}) of a running process (pid ${prev.owner}); stop it first, or use another state folder.`);
     }
     log(`stack: killing the Kafka broker (pid ${prev.pid}) left running on ${stateDir}`);
@@ -277,6 +273,9 @@ async function reapPrevious(stateDir, log) {
   }
   fs.rmSync(file, { force: true });
 }
+
+/** Kills the broker recorded in `stateDir` (kafka.json) whoever started it: what a reaper of state folders calls. */
+export const stopLeftoverKafka = ({ stateDir, log = console.log }) => reapPrevious(path.resolve(stateDir), log, { force: true });
 
 /**
  * Starts a single-node Kafka (broker + controller, KRaft) on loopback with its data in `${stateDir}/data`,

@@ -6,6 +6,8 @@ import path from 'node:path';
 import { TEMPORAL_SEARCH_ATTRIBUTES, ensureBinaries, which } from './binaries.mjs';
 import { FERRETDB_VERSION, TEMPORAL_VERSION, mtimeMs, readInt, rmrf, seconds, sleep } from './common.mjs';
 import { describeVersions, listDir } from './documentdb.mjs';
+import { stopLeftoverKafka } from './kafka.mjs';
+import { stopLeftoverRabbitmq } from './rabbitmq.mjs';
 import { POSTGRES_SOCKET_PORT, postgresCommand, preparePostgresData } from './postgres.mjs';
 import { assertPortFree, freePort, isAlive, mongoHello, postgresReady, postgresSocketDir, procStartTime, readStackFile, signalGroup, spawnServer, stopPids, temporalHealthy, waitReady, writeStackFile } from './processes.mjs';
 
@@ -301,12 +303,14 @@ export async function reapAbandonedStacks({ parentDir, prefix, log = console.log
   }
 }
 
-/** Stops every stack recorded in `dir` or in folders below it (a few levels), whoever started it. */
+/** Stops every stack (and message broker) recorded in `dir` or in folders below it (a few levels), whoever started it. */
 export async function stopStacksWithin(dir, log = console.log, depth = 3) {
   for (const entry of listDir(dir)) {
     const sub = path.join(dir, entry);
     if (depth > 0 && fs.statSync(sub, { throwIfNoEntry: false })?.isDirectory()) await stopStacksWithin(sub, log, depth - 1);
   }
+  if (fs.existsSync(path.join(dir, 'rabbitmq.json'))) await stopLeftoverRabbitmq({ stateDir: dir, log });
+  if (fs.existsSync(path.join(dir, 'kafka.json'))) await stopLeftoverKafka({ stateDir: dir, log });
   const info = readStackFileQuietly(dir);
   if (info) {
     await stopPids(info.pids, log, info);
