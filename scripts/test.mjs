@@ -5,6 +5,8 @@ import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { build, devDataKeys, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
 import { embeddedStoreAvailable, ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
+import { ensureKafka } from './stack/kafka.mjs';
+import { ensureRabbitmq } from './stack/rabbitmq.mjs';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 
@@ -26,6 +28,9 @@ async function main() {
   ensureDependencies(log);
   build(log);
   await ensureBinaries({ log: (m) => console.log(m) });
+  // The message brokers test/brokers.test.ts starts: fetched into the cache here, once, before the tests run.
+  await ensureRabbitmq({ log: (m) => console.log(m) });
+  await ensureKafka({ log: (m) => console.log(m) });
   await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'test-', log: (m) => console.log(m) });
   const stack = await startStack({ stateDir, ui: false, persist: false, supervise: true, log: (m) => console.log(m) });
   const env = {

@@ -194,10 +194,10 @@ function tail(file, lines = 20) {
 
 // Starts a server in its own process group with output appended to its log file, so it outlives this
 // process (the dev stack runs in the background) and stopStack can kill it as a group.
-export function spawnServer(bin, args, logFile) {
+export function spawnServer(bin, args, logFile, env = process.env) {
   const fd = fs.openSync(logFile, 'a');
   try {
-    const child = spawn(bin, args, { detached: true, stdio: ['ignore', fd, fd] });
+    const child = spawn(bin, args, { detached: true, stdio: ['ignore', fd, fd], env });
     child.unref();
     const state = { child, exited: null, error: null };
     child.on('exit', (code, signal) => (state.exited = signal || `exit code ${code}`));

@@ -1,13 +1,13 @@
 // A real RabbitMQ broker (AMQP 0-9-1) for tests and benchmarks: Debian bookworm's packages unpacked once into the user cache, run from there on loopback.
 // Part of the dev stack: scripts/stack.mjs is its entry point and says what it does.
 
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { cacheDir, which } from './binaries.mjs';
 import { STOP_TIMEOUT_MS, isRoot, rmrf, runLogged, seconds, sleep, withBuildLock } from './common.mjs';
-import { assertPortFree, freePort, isAlive, procStartTime, signalGroup, waitReady } from './processes.mjs';
+import { assertPortFree, freePort, isAlive, procStartTime, signalGroup, spawnServer, waitReady } from './processes.mjs';
 
 /**
  * Debian bookworm's RabbitMQ and the Erlang/OTP it depends on, pinned (the versions in bookworm's index when this
@@ -180,7 +180,7 @@ export async function startRabbitmq({ stateDir, port, user = RABBITMQ_USER, pass
     const started = Date.now();
     if (!running(epmd)) {
       epmdPort = await freePort();
-      epmd = spawnLogged(path.join(install.erlBin, 'epmd'), ['-port', String(epmdPort), '-address', '127.0.0.1'], epmdLog, erlangEnv(install, {}));
+      epmd = spawnServer(path.join(install.erlBin, 'epmd'), ['-port', String(epmdPort), '-address', '127.0.0.1'], epmdLog, erlangEnv(install, {}));
       handle.epmdPid = epmd.child.pid;
       await waitReady({ label: 'epmd (RabbitMQ)', server: epmd, logFile: epmdLog, probe: () => tcpAnswers(epmdPort), interval: 50 });
     }
@@ -209,7 +209,7 @@ export async function startRabbitmq({ stateDir, port, user = RABBITMQ_USER, pass
     });
     fs.appendFileSync(logFile, `\n=== ${new Date().toISOString()} start on 127.0.0.1:${port} (dist ${distPort}, epmd ${epmdPort}) ===\n`);
     const logStart = fs.statSync(logFile).size;
-    broker = spawnLogged(install.server, [], logFile, env);
+    broker = spawnServer(install.server, [], logFile, env);
     handle.pid = broker.child.pid;
     record(stateDir, handle);
     try {
@@ -266,21 +266,6 @@ function writeConfig(stateDir, { port, user, password }) {
   fs.writeFileSync(path.join(stateDir, 'rabbitmq.conf'), `# Written by scripts/stack/rabbitmq.mjs at each start.\n${conf.join('\n')}\n`);
   fs.writeFileSync(path.join(stateDir, 'enabled_plugins'), '[].\n'); // no management plugin: AMQP only
   fs.writeFileSync(path.join(stateDir, 'rabbitmq-env.conf'), '');
-}
-
-/** Starts a program in a process group of its own (stopped as a group) with output appended to its log. */
-function spawnLogged(bin, args, logFile, env) {
-  const fd = fs.openSync(logFile, 'a');
-  try {
-    const child = spawn(bin, args, { detached: true, stdio: ['ignore', fd, fd], env });
-    child.unref();
-    const state = { child, exited: null, error: null };
-    child.on('exit', (code, signal) => (state.exited = signal || `exit code ${code}`));
-    child.on('error', (err) => (state.error = err));
-    return state;
-  } finally {
-    fs.closeSync(fd);
-  }
 }
 
 // Its exit event may come later than its end (a zombie until then): isAlive says at once.
