@@ -8,12 +8,11 @@
 import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cacheDir, which } from './binaries.mjs';
 import { STOP_TIMEOUT_MS, rmrf, runLogged, seconds, sleep, withBuildLock } from './common.mjs';
-import { assertPortFree, freePort, isAlive, procStartTime, signalGroup, spawnServer, waitReady } from './processes.mjs';
+import { assertPortFree, freePort, isAlive, probeSocket, procStartTime, signalGroup, spawnServer, waitReady } from './processes.mjs';
 
 /**
  * The newest Kafka on Maven Central whose broker runs on Java 17 (Kafka 4.x: broker and tools need Java 17, its
@@ -179,48 +178,31 @@ const jvmArgs = (dir, classpath) => [
  * with the controller and been unfenced. Metadata v4 is within what Kafka 4.x accepts (v0-v3 are gone).
  */
 export function kafkaMetadataReady(port) {
-  return new Promise((resolve) => {
-    const clientId = Buffer.from('healthbridge-stack');
-    const correlationId = 1 + Math.floor(Math.random() * 1e6);
-    const req = Buffer.alloc(4 + 10 + clientId.length + 5);
-    let o = req.writeInt32BE(req.length - 4, 0);
-    o = req.writeInt16BE(3, o); // api key: Metadata
-    o = req.writeInt16BE(4, o); // version 4
-    o = req.writeInt32BE(correlationId, o);
-    o = req.writeInt16BE(clientId.length, o);
-    o += clientId.copy(req, o);
-    o = req.writeInt32BE(0, o); // no topics
-    req.writeInt8(0, o); // allow_auto_topic_creation: false
-    const socket = net.connect({ host: '127.0.0.1', port });
-    let buf = Buffer.alloc(0);
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(2000, () => done(false));
-    socket.on('error', () => done(false));
-    socket.on('end', () => done(false));
-    socket.on('connect', () => socket.write(req));
-    socket.on('data', (d) => {
-      buf = Buffer.concat([buf, d]);
-      if (buf.length < 4 || buf.length < 4 + buf.readInt32BE(0)) return;
-      try {
-        if (buf.readInt32BE(4) !== correlationId) return done(false);
-        let p = 12; // size, correlation id, throttle_time_ms
-        const brokers = buf.readInt32BE(p);
-        p += 4;
-        for (let i = 0; i < brokers; i++) {
-          p += 4; // node id
-          p += 2 + buf.readInt16BE(p); // host
-          if (buf.readInt32BE(p) === port) return done(true);
-          p += 4;
-          p += 2 + Math.max(0, buf.readInt16BE(p)); // rack (nullable)
-        }
-        done(false);
-      } catch {
-        done(false);
-      }
-    });
+  const clientId = Buffer.from('healthbridge-stack');
+  const correlationId = 1 + Math.floor(Math.random() * 1e6);
+  const req = Buffer.alloc(4 + 10 + clientId.length + 5);
+  let o = req.writeInt32BE(req.length - 4, 0);
+  o = req.writeInt16BE(3, o); // api key: Metadata
+  o = req.writeInt16BE(4, o); // version 4
+  o = req.writeInt32BE(correlationId, o);
+  o = req.writeInt16BE(clientId.length, o);
+  o += clientId.copy(req, o);
+  o = req.writeInt32BE(0, o); // no topics
+  req.writeInt8(0, o); // allow_auto_topic_creation: false
+  return probeSocket({ host: '127.0.0.1', port }, req, (buf) => {
+    if (buf.length < 4 || buf.length < 4 + buf.readInt32BE(0)) return undefined;
+    if (buf.readInt32BE(4) !== correlationId) return false;
+    let p = 12; // size, correlation id, throttle_time_ms
+    const brokers = buf.readInt32BE(p);
+    p += 4;
+    for (let i = 0; i < brokers; i++) {
+      p += 4; // node id
+      p += 2 + buf.readInt16BE(p); // host
+      if (buf.readInt32BE(p) === port) return true;
+      p += 4;
+      p += 2 + Math.max(0, buf.readInt16BE(p)); // rack (nullable)
+    }
+    return false;
   });
 }
 

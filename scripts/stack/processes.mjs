@@ -208,22 +208,14 @@ export function spawnServer(bin, args, logFile, env = process.env) {
   }
 }
 
-// Readiness: the server answers a MongoDB wire `hello` (OP_MSG). This also proves that whatever is
-// on the port really speaks the protocol.
-export function mongoHello(port) {
+/**
+ * Readiness by one request on a socket: `request` is sent once connected, and `answer` is given what has come back
+ * so far after each chunk: true or false once it can tell, undefined to wait for more. An error, the end of the
+ * connection or 2 s of silence is "not ready".
+ */
+export function probeSocket(connectOptions, request, answer) {
   return new Promise((resolve) => {
-    const doc = bsonDoc([
-      [0x10, 'hello', int32(1)],
-      [0x02, '$db', bsonString('admin')],
-    ]);
-    const requestId = 1 + Math.floor(Math.random() * 1e6);
-    const header = Buffer.alloc(16);
-    const body = Buffer.concat([Buffer.alloc(4), Buffer.from([0]), doc]); // flagBits, section kind 0
-    header.writeInt32LE(16 + body.length, 0);
-    header.writeInt32LE(requestId, 4);
-    header.writeInt32LE(0, 8);
-    header.writeInt32LE(2013, 12); // OP_MSG
-    const socket = net.connect({ host: '127.0.0.1', port });
+    const socket = net.connect(connectOptions);
     let buf = Buffer.alloc(0);
     const done = (ok) => {
       socket.destroy();
@@ -231,15 +223,38 @@ export function mongoHello(port) {
     };
     socket.setTimeout(2000, () => done(false));
     socket.on('error', () => done(false));
-    socket.on('connect', () => socket.write(Buffer.concat([header, body])));
+    socket.on('end', () => done(false));
+    socket.on('connect', () => socket.write(request));
     socket.on('data', (d) => {
       buf = Buffer.concat([buf, d]);
-      if (buf.length >= 16 && buf.length >= buf.readInt32LE(0)) {
-        done(buf.readInt32LE(8) === requestId && buf.readInt32LE(12) === 2013);
+      let verdict;
+      try {
+        verdict = answer(buf);
+      } catch {
+        verdict = false;
       }
+      if (verdict !== undefined) done(verdict);
     });
-    socket.on('end', () => done(false));
   });
+}
+
+// Readiness: the server answers a MongoDB wire `hello` (OP_MSG). This also proves that whatever is
+// on the port really speaks the protocol.
+export function mongoHello(port) {
+  const doc = bsonDoc([
+    [0x10, 'hello', int32(1)],
+    [0x02, '$db', bsonString('admin')],
+  ]);
+  const requestId = 1 + Math.floor(Math.random() * 1e6);
+  const header = Buffer.alloc(16);
+  const body = Buffer.concat([Buffer.alloc(4), Buffer.from([0]), doc]); // flagBits, section kind 0
+  header.writeInt32LE(16 + body.length, 0);
+  header.writeInt32LE(requestId, 4);
+  header.writeInt32LE(0, 8);
+  header.writeInt32LE(2013, 12); // OP_MSG
+  return probeSocket({ host: '127.0.0.1', port }, Buffer.concat([header, body]), (buf) =>
+    buf.length >= 16 && buf.length >= buf.readInt32LE(0) ? buf.readInt32LE(8) === requestId && buf.readInt32LE(12) === 2013 : undefined,
+  );
 }
 
 /** The socket folder of a stack: in its state folder, or under the temp folder when that path is too long to bind. */
@@ -254,22 +269,12 @@ export function postgresSocketDir(stateDir) {
 // Readiness: PostgreSQL accepts a session (a StartupMessage answered with AuthenticationOk, trust auth); while
 // it starts or recovers it answers with an error instead.
 export function postgresReady(socketDir) {
-  return new Promise((resolve) => {
-    const params = Buffer.from('user\0postgres\0database\0postgres\0\0', 'utf8');
-    const startup = Buffer.alloc(8);
-    startup.writeInt32BE(8 + params.length, 0);
-    startup.writeInt32BE(196608, 4); // protocol 3.0
-    const socket = net.connect({ path: path.join(socketDir, `.s.PGSQL.${POSTGRES_SOCKET_PORT}`) });
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(2000, () => done(false));
-    socket.on('error', () => done(false));
-    socket.on('connect', () => socket.write(Buffer.concat([startup, params])));
-    socket.once('data', (d) => done(d[0] === 0x52 && d.length >= 9 && d.readInt32BE(5) === 0)); // 'R', AuthenticationOk
-    socket.on('end', () => done(false));
-  });
+  const params = Buffer.from('user\0postgres\0database\0postgres\0\0', 'utf8');
+  const startup = Buffer.alloc(8);
+  startup.writeInt32BE(8 + params.length, 0);
+  startup.writeInt32BE(196608, 4); // protocol 3.0
+  const socket = { path: path.join(socketDir, `.s.PGSQL.${POSTGRES_SOCKET_PORT}`) };
+  return probeSocket(socket, Buffer.concat([startup, params]), (d) => d[0] === 0x52 && d.length >= 9 && d.readInt32BE(5) === 0); // 'R', AuthenticationOk
 }
 
 function int32(n) {
