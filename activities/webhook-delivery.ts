@@ -2,7 +2,8 @@ import { Context } from '@temporalio/activity';
 import type { Config } from '../lib/platform/config';
 import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
-import { urlPolicyFromConfig } from '../lib/platform/url-safety';
+import { brokerPolicyFromConfig, urlPolicyFromConfig } from '../lib/platform/url-safety';
+import { PipelineSender } from '../lib/pipelines/brokers';
 import { WebhookDispatcher, type DispatchResult } from '../lib/webhooks/dispatcher';
 import type { EventPublisher } from '../lib/webhooks/publisher';
 import { WebhookSender } from '../lib/webhooks/sender';
@@ -16,12 +17,14 @@ export interface WebhookDeliveryActivityDeps {
 }
 
 /**
- * The webhook activities: a dispatcher's delivery run and its commands (lib/webhooks/dispatcher.ts), and the
- * sweeper's repair of what a crash left behind. One sender (connection pools) per worker.
+ * The webhook activities: a dispatcher's delivery run and its commands (lib/webhooks/dispatcher.ts), to a webhook
+ * endpoint or a pipeline, and the sweeper's repair of what a crash left behind. One sender of each kind
+ * (connection pools, broker connections) per worker.
  */
 export function createWebhookDeliveryActivities(deps: WebhookDeliveryActivityDeps) {
   const { repos, logger, publisher } = deps;
-  const dispatcher = new WebhookDispatcher(deps, new WebhookSender(urlPolicyFromConfig(deps.config)));
+  const senders = { webhook: new WebhookSender(urlPolicyFromConfig(deps.config)), pipeline: new PipelineSender(brokerPolicyFromConfig(deps.config)) };
+  const dispatcher = new WebhookDispatcher(deps, senders);
   const store = repos.webhookStore;
 
   return {

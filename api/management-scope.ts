@@ -65,3 +65,7 @@ export const conflict = (description: string) => ({ 409: { description, schema: 
 /** Where the webhook management routes live, and their OpenAPI tag. */
 export const WEBHOOK_ROUTES_BASE = '/v1/org/{org_id}/team/{team_id}/{environment}/webhook';
 export const WEBHOOK_TAGS = ['Management: webhooks'];
+
+/** Where the pipeline management routes live, and their OpenAPI tag. */
+export const PIPELINE_ROUTES_BASE = '/v1/org/{org_id}/team/{team_id}/{environment}/pipeline';
+export const PIPELINE_TAGS = ['Management: pipelines'];

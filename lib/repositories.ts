@@ -16,6 +16,7 @@ import { WebhookRepository } from './webhooks/endpoints-store';
 import { WearableDataRepository } from './wearables/data-store';
 import { WorkerHeartbeatRepository } from './platform/worker-heartbeats-store';
 import { WebhookStore } from './webhooks/store';
+import { PipelineRepository } from './pipelines/store';
 
 export interface Repositories {
   tenancy: TenancyRepository;
@@ -33,8 +34,10 @@ export interface Repositories {
   wearableData: WearableDataRepository;
   /** Webhook endpoints. */
   webhooks: WebhookRepository;
-  /** Webhook events, deliveries and attempts. */
+  /** Webhook events, deliveries and attempts (of endpoints and pipelines). */
   webhookStore: WebhookStore;
+  /** Event-streaming pipelines (broker credentials encrypted). */
+  pipelines: PipelineRepository;
   labOrders: LabOrderRepository;
   labTests: LabTestRepository;
   /** Insurance records (closed beta), their personal fields encrypted. */
@@ -57,6 +60,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     wearableData: new WearableDataRepository(db),
     webhooks: new WebhookRepository(db, cipher),
     webhookStore: new WebhookStore(db, cipher),
+    pipelines: new PipelineRepository(db, cipher),
     labOrders: new LabOrderRepository(db, cipher),
     labTests: new LabTestRepository(db),
     insurance: new InsuranceRepository(db, cipher),

@@ -142,6 +142,12 @@ export const EVENT_CATALOGUE: EventTypeEntry[] = [
     sample: { message: 'This is a test event from Healthbridge.' },
   },
   {
+    name: 'pipeline.test',
+    description: "Sent by POST .../pipeline/{pipeline_id}/test to exercise a pipeline (by its first route); carries no user data.",
+    schema: open({ message: Type.String(), pipeline_id: Type.String() }, 'Test event.'),
+    sample: { message: 'This is a test event from Healthbridge.' },
+  },
+  {
     name: 'provider.connection.created',
     description: 'A user connected a provider.',
     schema: open(

@@ -238,6 +238,13 @@ export const AUDIT_ACTIONS = [
   'webhook.test',
   'webhook.event.resend',
   'webhook.recover',
+  // Pipeline management (api/routes/pipelines.ts).
+  'pipeline.create',
+  'pipeline.update',
+  'pipeline.delete',
+  'pipeline.test',
+  'pipeline.event.resend',
+  'pipeline.recover',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

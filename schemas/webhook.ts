@@ -82,6 +82,12 @@ export const WebhookCreateBody = Type.Object(
     filter_types: Type.Array(FilterType, { maxItems: 100, default: [], description: 'Empty: every event type.' }),
     disabled: Type.Boolean({ default: false }),
     rate_limit: Type.Optional(RateLimit),
+    ordered_per_user: Type.Boolean({
+      default: false,
+      description:
+        "Each user's events arrive in publish order: one POST at a time per user, and a failing event holds back that user's later ones " +
+        '(other users go on). Costs throughput: a user\'s events wait for each other\'s round trip.',
+    }),
     secret: Type.Optional(Type.String({ description: '`whsec_` + base64 of 24–64 bytes; generated when omitted.' })),
   },
   { additionalProperties: false, $id: 'WebhookCreateBody' },
@@ -95,6 +101,7 @@ export const WebhookPatchBody = Type.Object(
     filter_types: Type.Optional(Type.Array(FilterType, { maxItems: 100 })),
     disabled: Type.Optional(Type.Boolean()),
     rate_limit: Type.Optional(RateLimit),
+    ordered_per_user: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false, $id: 'WebhookPatchBody' },
 );
@@ -108,6 +115,7 @@ export const Webhook = Type.Object(
     disabled: Type.Boolean(),
     disabled_reason: Nullable(StringEnum(['manual', 'gone', 'failing'], { description: 'Why it is disabled: by you, 410 Gone, or failing too long.' })),
     rate_limit: Nullable(Type.Integer()),
+    ordered_per_user: Type.Boolean(),
     created_at: Timestamp(),
     updated_at: Timestamp(),
   },

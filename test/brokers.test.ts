@@ -1,10 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
-import { collectLines } from './support/child-lines';
+import { startTestBrokers, type TestBrokers } from './support/brokers';
 import { eventually } from './support/harness';
 
 /**
@@ -15,37 +13,14 @@ import { eventually } from './support/harness';
  * producer keyed by user whose messages come back in order per user, with their headers (Kafka).
  */
 describe('the brokers of the test stack', () => {
-  const stateDir = path.join(process.env.HB_TEST_STATE_DIR ?? path.join(__dirname, '..', '.devstack', 'test-adhoc'), `brokers-${process.pid}`);
-  let driver: ChildProcess;
-  let lines: string[] = [];
-  let brokers: { amqpUrl: string; kafkaBootstrap: string };
+  let brokers: TestBrokers;
 
   beforeAll(async () => {
-    driver = spawn(process.execPath, [path.join(__dirname, 'support', 'broker-driver.mjs')], { env: { ...process.env, BROKER_STATE_DIR: stateDir }, stdio: ['ignore', 'pipe', 'pipe'] });
-    lines = collectLines(driver);
-    const exited = new Promise<never>((_, reject) => driver.once('exit', (code) => reject(new Error(`the broker driver exited (${code}):\n${lines.join('\n')}`))));
-    exited.catch(() => undefined); // also after `ready`: afterAll looks for its 'stopped'
-    brokers = await Promise.race([
-      eventually(
-        async () => {
-          const ready = lines.find((l) => l.startsWith('ready '));
-          return ready ? (JSON.parse(ready.slice('ready '.length)) as typeof brokers) : null;
-        },
-        240_000, // a first run fetches RabbitMQ's packages and Kafka's jars into the cache
-        'RabbitMQ and Kafka',
-      ),
-      exited,
-    ]);
+    brokers = await startTestBrokers('brokers');
   }, 300_000);
 
   afterAll(async () => {
-    if (driver && driver.exitCode === null) {
-      const exited = new Promise((r) => driver.once('exit', r));
-      driver.kill('SIGTERM');
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 25_000))]);
-      if (driver.exitCode === null) driver.kill('SIGKILL');
-    }
-    expect(lines).toContain('stopped');
+    if (brokers) expect(await brokers.stop()).toBe(true);
   }, 30_000);
 
   it('RabbitMQ: confirmed, persistent messages through a durable topic exchange keep their id, headers and encoding', async () => {

@@ -7,6 +7,8 @@ import { labOrderRoutes } from './lab-orders';
 import { labTestRoutes } from './lab-tests';
 import { managementKeyRoutes } from './management-keys';
 import { managementRoutes } from './management';
+import { pipelineDeliveryLogRoutes } from './pipeline-delivery-log';
+import { pipelineRoutes } from './pipelines';
 import { providerRoutes } from './providers';
 import { teamCustomCredentialsRoutes } from './team-custom-credentials';
 import { systemRoutes } from './system';
@@ -21,6 +23,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...labTestRoutes, ...labOrderRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDeliveryLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes);
   return routes;
 }

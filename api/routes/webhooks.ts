@@ -103,6 +103,7 @@ export const webhookRoutes = [
         disabled: body.disabled,
         disabled_reason: body.disabled ? 'manual' : null,
         rate_limit: body.rate_limit ?? null,
+        ordered_per_user: body.ordered_per_user,
         headers: {},
         secrets: [{ key: body.secret ?? generateSecret(), created_at: now, expires_at: null }],
         failing_since: null,

@@ -100,6 +100,13 @@ export const ConfigSchema = Type.Object({
     default: '',
     description: 'Comma-separated host:port entries always accepted as webhook targets (e.g. local receivers), whatever they resolve to.',
   }),
+  PIPELINE_BROKER_ALLOWLIST: Type.String({
+    default: '',
+    description:
+      'Comma-separated host:port entries and CIDR subnets (e.g. 10.20.0.0/16) where pipeline brokers may live although private. ' +
+      'Default empty: brokers on private, link-local or reserved addresses are refused (loopback follows WEBHOOK_ALLOW_LOOPBACK); ' +
+      'cloud metadata addresses are refused always.',
+  }),
   WEBHOOK_BATCH_SIZE: Type.Integer({
     minimum: 1,
     maximum: 1000,

@@ -13,6 +13,8 @@ export interface UrlPolicy {
   allowLoopback: boolean;
   /** `host:port` entries accepted whatever they resolve to. */
   allowlist: string[];
+  /** Private subnets accepted (pipelines' brokers inside the customer's network); cloud metadata stays refused. */
+  allowedSubnets?: BlockList;
 }
 
 export function urlPolicyFromConfig(config: {
@@ -114,9 +116,10 @@ export function embeddedIpv4(address: string): string[] {
   return [];
 }
 
-/** Why this address may not be a webhook target, or null if it may. */
-export function refusedAddressReason(address: string, policy: Pick<UrlPolicy, 'allowLoopback'>): string | null {
+/** Why this address may not be a webhook target (or broker), or null if it may. */
+export function refusedAddressReason(address: string, policy: Pick<UrlPolicy, 'allowLoopback' | 'allowedSubnets'>): string | null {
   const family: 'ipv4' | 'ipv6' = isIP(address) === 6 ? 'ipv6' : 'ipv4';
+  if (policy.allowedSubnets?.check(address, family) && !metadata.check(address, family)) return null;
   if (family === 'ipv6') {
     // `::` and `::1` first: inside ::/96 they would read as 0.0.0.0 and 0.0.0.1.
     if (ipv6Groups(address)?.every((x) => x === 0)) return `${address} is not a public unicast address`;
@@ -210,6 +213,35 @@ async function checkAddresses(url: URL, policy: UrlPolicy): Promise<string | nul
     if (reason) return `The host ${host} resolves to a refused address: ${reason}.`;
   }
   return null;
+}
+
+/**
+ * The address rules for a pipeline's brokers: the webhook rules (loopback by WEBHOOK_ALLOW_LOOPBACK; private,
+ * link-local, metadata and reserved addresses refused), TLS instead of https in production, and
+ * PIPELINE_BROKER_ALLOWLIST: `host:port` entries and CIDR subnets (brokers usually live inside the customer's
+ * network) accepted whatever they are. Cloud metadata addresses are refused even inside an allowed subnet.
+ */
+export function brokerPolicyFromConfig(config: Parameters<typeof urlPolicyFromConfig>[0] & { PIPELINE_BROKER_ALLOWLIST: string }): UrlPolicy {
+  const allowedSubnets = new BlockList();
+  const allowlist: string[] = [];
+  for (const entry of config.PIPELINE_BROKER_ALLOWLIST.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)) {
+    const cidr = /^(.+)\/(\d{1,3})$/.exec(entry);
+    if (cidr && isIP(cidr[1])) allowedSubnets.addSubnet(cidr[1], Number(cidr[2]), isIP(cidr[1]) === 6 ? 'ipv6' : 'ipv4');
+    else allowlist.push(entry);
+  }
+  return { ...urlPolicyFromConfig({ ...config, WEBHOOK_URL_ALLOWLIST: '' }), allowlist, allowedSubnets };
+}
+
+/** Whether a broker at `host:port` may be used (its addresses as resolved now), or why not. */
+export async function checkBrokerAddress(host: string, port: number, policy: UrlPolicy): Promise<string | null> {
+  const bare = host.replace(/^\[|\]$/g, '');
+  let url: URL;
+  try {
+    url = new URL(`http://${isIP(bare) === 6 ? `[${bare}]` : bare}:${port}/`);
+  } catch {
+    return `${host}:${port} is not a valid host and port.`;
+  }
+  return checkAddresses(url, { ...policy, requireHttps: false });
 }
 
 /** Thrown (as a connection error) when a delivery's host resolves to a refused address. */

@@ -3,15 +3,17 @@ import type { AppDeps } from '../../api/deps';
 
 const counted = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
 
-/** What must be gone before a team may be deleted: its active users and its webhook endpoints. */
+/** What must be gone before a team may be deleted: its active users, webhook endpoints and pipelines. */
 async function blockersOf(deps: AppDeps, teamId: string): Promise<string[]> {
-  const [users, endpoints] = await Promise.all([
+  const [users, endpoints, pipelines] = await Promise.all([
     deps.repos.users.countActive(teamId),
     deps.repos.webhooks.endpointIdsOfTeam(teamId),
+    deps.repos.pipelines.pipelineIdsOfTeam(teamId),
   ]);
   const blockers: string[] = [];
   if (users) blockers.push(counted(users, 'user', 'users'));
   if (endpoints.length) blockers.push(counted(endpoints.length, 'webhook endpoint', 'webhook endpoints'));
+  if (pipelines.length) blockers.push(counted(pipelines.length, 'pipeline', 'pipelines'));
   return blockers;
 }
 
@@ -33,7 +35,7 @@ export async function deleteTeam(deps: AppDeps, orgId: string, teamId: string): 
     throw new ApiError(
       409,
       `Team ${teamId} still has ${begun.blocked.join(' and ')}. Delete them first (users with DELETE /v2/user/{user_id}, ` +
-        'webhook endpoints with DELETE …/webhook/{webhook_id}), then repeat this request.',
+        'webhook endpoints with DELETE …/webhook/{webhook_id}, pipelines with DELETE …/pipeline/{pipeline_id}), then repeat this request.',
     );
   }
   const steps = [

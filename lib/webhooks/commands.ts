@@ -34,7 +34,7 @@ export async function queueDispatcherCommand(temporal: TemporalDeps, endpointId:
 }
 
 /**
- * Erases a user's webhook data so that no batch in flight can write it back: the events first (a dispatcher
+ * Erases a user's webhook and pipeline data so that no batch in flight can write it back: the events first (a dispatcher
  * drops deliveries whose event is gone, and fan-out finds nothing to queue), then each endpoint's dispatcher
  * removes the user's deliveries and attempts between its batches (so a batch that was sending has finished
  * recording), then a team-wide pass catches endpoints deleted meanwhile. Idempotent.
@@ -42,7 +42,9 @@ export async function queueDispatcherCommand(temporal: TemporalDeps, endpointId:
 export async function eraseUserWebhookData(deps: { repos: Repositories; temporal: TemporalDeps }, teamId: string, userId: string): Promise<number> {
   const { repos, temporal } = deps;
   let n = await repos.webhookStore.eraseUserEvents(teamId, userId);
-  for (const endpointId of await repos.webhooks.endpointIdsOfTeam(teamId)) {
+  // Pipelines' pending messages too (what already reached the team's broker is the team's to erase).
+  const destinations = [...(await repos.webhooks.endpointIdsOfTeam(teamId)), ...(await repos.pipelines.pipelineIdsOfTeam(teamId))];
+  for (const endpointId of destinations) {
     n += await runDispatcherCommand(temporal, endpointId, { kind: 'erase_user', teamId, userId });
   }
   return n + (await repos.webhookStore.eraseUser(teamId, userId));

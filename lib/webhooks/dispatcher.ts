@@ -5,11 +5,10 @@ import { nextAttemptDelay, parseRetryAfter } from './retry';
 import type { Config } from '../platform/config';
 import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
-import type { EndpointDoc } from './endpoints-store';
-import { SIGNATURE_HEADERS, signatureHeaders } from './signing';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
-import { mapWithConcurrency, USER_AGENT, type AttemptResult, type WebhookSender } from './sender';
+import { destinationFacts, DestinationView, dueFor, MAX_CONCURRENT_POSTS, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations';
 import { type DeliveryChange } from './store';
+import { routeOf } from '../pipelines/model';
 import { attemptId, deliveryId, type AttemptDoc, type DeliveryDoc } from './model';
 
 export interface DispatchResult {
@@ -36,33 +35,15 @@ const LINGER_MS = 200;
 const LINGER_POLL_MS = 25;
 /** How long an activity counts as delivering without renewing its mark (a dead worker's mark then lapses). */
 const ACTIVE_LEASE_MS = 60_000;
-/** Requests in flight to one endpoint at once. */
-const MAX_CONCURRENT_POSTS = 100;
 /** A claim outlasts its batch's sending by this much (the outcome's write, a slow machine). */
 const CLAIM_MARGIN_MS = 30_000;
 /** Deliveries changed per statement by drain. */
 const DRAIN_PAGE = 500;
 /**
- * How long a delivery run sends with the endpoint as it read it (URL, headers, secrets, disabled): a change by
- * the API reaches the run within this; the run's own changes (health, disabling) are re-read at once.
+ * How long a delivery run sends with the destination as it read it (URL, headers, secrets, broker, disabled): a
+ * change by the API reaches the run within this; the run's own changes (health, disabling) are re-read at once.
  */
-const ENDPOINT_REFRESH_MS = 500;
-
-/** The endpoint as one delivery run sees it: read (and its secrets decrypted) at most every ENDPOINT_REFRESH_MS. */
-class EndpointView {
-  private cached: { endpoint: EndpointDoc | null; readAt: number } | null = null;
-  constructor(
-    private readonly read: () => Promise<EndpointDoc | null>,
-  ) {}
-  async get(): Promise<EndpointDoc | null> {
-    if (!this.cached || Date.now() - this.cached.readAt >= ENDPOINT_REFRESH_MS) this.cached = { endpoint: await this.read(), readAt: Date.now() };
-    return this.cached.endpoint;
-  }
-  /** After this run changed the endpoint: the next batch reads it again. */
-  invalidate(): void {
-    this.cached = null;
-  }
-}
+const DESTINATION_REFRESH_MS = 500;
 
 /** The previous batch's recording, overlapped with sending the next batch (at most one in flight). */
 interface Recording {
@@ -81,11 +62,14 @@ export interface DispatcherDeps {
   logger: Logger;
 }
 
-/** One endpoint's deliveries: sending due batches, recording outcomes, and the commands the owner runs. */
+/**
+ * One destination's deliveries (a webhook endpoint's or a pipeline's, lib/webhooks/destinations.ts): sending due
+ * batches, recording outcomes, and the commands the owner runs. "Endpoint" below is either.
+ */
 export class WebhookDispatcher {
   constructor(
     private readonly deps: DispatcherDeps,
-    private readonly sender: WebhookSender,
+    private readonly senders: Senders,
   ) {}
 
   /**
@@ -104,7 +88,7 @@ export class WebhookDispatcher {
     // This run's claim on the deliveries it sends: a run Temporal gave up on, still sending, keeps what it
     // claimed, and the run that replaced it neither sends those nor overwrites their outcome.
     const claim = randomUUID();
-    const endpoint = new EndpointView(() => this.deps.repos.webhooks.getEndpoint(endpointId));
+    const endpoint = new DestinationView(this.deps.repos, endpointId, DESTINATION_REFRESH_MS);
     let recording: Recording | null = null;
     const finishRecording = async () => {
       const r = recording;
@@ -179,27 +163,28 @@ export class WebhookDispatcher {
    */
   private async sendBatch(
     endpointId: string,
-    view: EndpointView,
+    view: DestinationView,
     claim: string,
     ctx: DispatchContext,
   ): Promise<{ stop?: 'failed' | 'cancelled'; sent: number; more: boolean; waitMs: number; gone: boolean; recording: Recording | null }> {
     const { repos, config } = this.deps;
     const store = repos.webhookStore;
-    const endpoint = await view.get();
-    if (!endpoint || endpoint.disabled) return { stop: endpoint ? 'failed' : 'cancelled', sent: 0, more: false, waitMs: 0, gone: false, recording: null };
+    const destination = await view.get();
+    if (!destination || destination.doc.disabled) return { stop: destination ? 'failed' : 'cancelled', sent: 0, more: false, waitMs: 0, gone: false, recording: null };
+    const { rateLimit } = destinationFacts(destination);
 
     const startedAt = Date.now();
-    const limit = Math.max(1, Math.min(config.WEBHOOK_BATCH_SIZE, endpoint.rate_limit ?? Infinity));
-    const candidates = await store.dueDeliveries(endpointId, new Date(startedAt), limit + 1);
+    const limit = Math.max(1, Math.min(config.WEBHOOK_BATCH_SIZE, rateLimit ?? Infinity));
+    const candidates = await dueFor(repos, destination, new Date(startedAt), limit + 1);
     const more = candidates.length > limit;
     const picked = candidates.slice(0, limit);
     if (!picked.length) return { sent: 0, more: false, waitMs: 0, gone: false, recording: null };
 
     // Bodies come from the events; a missing event was erased: its delivery goes too, unsent.
-    const bodies = new Map((await store.getEvents(picked.map((d) => d.event_id))).map((e) => [e._id, e.body]));
-    const erased = picked.filter((d) => !bodies.has(d.event_id));
+    const events = new Map((await store.getEvents(picked.map((d) => d.event_id))).map((e) => [e._id, e]));
+    const erased = picked.filter((d) => !events.has(d.event_id));
     await store.deleteDeliveries(erased.map((d) => d._id));
-    const sendable = picked.filter((d) => bodies.has(d.event_id));
+    const sendable = picked.filter((d) => events.has(d.event_id));
     // Fencing: a run Temporal gave up on claims nothing more.
     if (ctx.superseded()) throw new SupersededError(endpointId);
     const now = new Date();
@@ -209,19 +194,17 @@ export class WebhookDispatcher {
     const due = sendable.filter((d) => held.has(d._id));
     if (!due.length) return { sent: erased.length, more: more || sendable.length > 0, waitMs: 0, gone: false, recording: null };
 
-    const headers = headersFor(endpoint, new Date());
-    const target = this.sender.target(endpoint.url);
-    const results = await mapWithConcurrency(due, MAX_CONCURRENT_POSTS, (d) => this.sender.post(target, bodies.get(d.event_id)!, headers(d.event_id, bodies.get(d.event_id)!), d.policy.timeout_ms));
+    const results = await sendBatchTo(this.senders, destination, due, events);
     const outcome = outcomesOf(due, results, new Date(), claim);
     const done = (async () => {
       // Attempts before state: a delivery never shows as done without its attempt record.
       await store.insertAttempts(outcome.attempts);
       await store.changeDeliveries(outcome.changes);
-      if (await this.recordHealth(endpoint, outcome)) view.invalidate();
+      if (outcome.attempts.length && (await recordHealth(this.deps, destination, outcome))) view.invalidate();
     })();
     done.catch(() => undefined); // awaited by the caller; no unhandled rejection meanwhile
 
-    const rateWait = endpoint.rate_limit ? Math.max(0, startedAt + (1000 * due.length) / endpoint.rate_limit - Date.now()) : 0;
+    const rateWait = rateLimit ? Math.max(0, startedAt + (1000 * due.length) / rateLimit - Date.now()) : 0;
     return { sent: due.length + erased.length, more: more || rateWait > 0, waitMs: Math.ceil(rateWait), gone: outcome.gone, recording: { done } };
   }
 
@@ -235,37 +218,6 @@ export class WebhookDispatcher {
     return ids.length === DRAIN_PAGE;
   }
 
-  /**
-   * After a batch: a success resets the endpoint's failure clock; 410 or failing too long disables it. Decided
-   * on the endpoint the batch was sent with; each write is conditional on its own precondition. True when it
-   * wrote (the run then reads the endpoint again).
-   */
-  private async recordHealth(endpoint: EndpointDoc, o: { gone: boolean; anySuccess: boolean; at: Date; disableAfterMs: number }): Promise<boolean> {
-    const endpoints = this.deps.repos.webhooks;
-    const { logger } = this.deps;
-    const endpointId = endpoint._id;
-    if (o.gone) {
-      await endpoints.disableEndpoint(endpointId, 'gone');
-      logger.warn({ endpointId }, 'webhook endpoint answered 410 Gone: disabled');
-      return true;
-    }
-    if (o.anySuccess) {
-      if (!endpoint.failing_since) return false;
-      await endpoints.recordEndpointHealth(endpointId, { succeeded: true, at: o.at });
-      return true;
-    }
-    if (!endpoint.failing_since) {
-      await endpoints.recordEndpointHealth(endpointId, { succeeded: false, at: o.at });
-      return true;
-    }
-    const failingTooLong = (e: EndpointDoc) => e.failing_since !== null && o.at.getTime() - e.failing_since.getTime() >= o.disableAfterMs;
-    if (failingTooLong(endpoint) && (await endpoints.disableEndpoint(endpointId, 'failing', failingTooLong))) {
-      logger.warn({ endpointId, failingSince: endpoint.failing_since }, 'webhook endpoint failing for too long: disabled');
-      return true;
-    }
-    return false;
-  }
-
   /** A command the dispatcher workflow runs between batches; returns how many deliveries it changed. */
   async applyCommand(endpointId: string, command: DispatcherCommand): Promise<number> {
     const store = this.deps.repos.webhookStore;
@@ -276,10 +228,12 @@ export class WebhookDispatcher {
       case 'erase_user':
         return store.eraseUserAtEndpoint(command.teamId, command.userId, endpointId);
       case 'resend': {
-        const events = (await store.getEvents(command.eventIds)).filter((e) => e.team_id === command.teamId);
+        const pipeline = await this.deps.repos.pipelines.getPipeline(endpointId);
+        // A pipeline resends only what one of its routes takes (with that route's target).
+        const events = (await store.getEvents(command.eventIds)).filter((e) => e.team_id === command.teamId && (!pipeline || routeOf(pipeline, e)));
         const ids = events.map((e) => deliveryId(e._id, endpointId));
         // A delivery that never existed (the filter did not match then) is created; the others start a new pass.
-        await store.insertDeliveries(events.map((e) => newDelivery(e, endpointId, manual, now, 'manual')));
+        await store.insertDeliveries(events.map((e) => newDelivery(e, endpointId, manual, now, 'manual', pipeline ? routeOf(pipeline, e)!.target : undefined)));
         await store.changeDeliveries([{ ids, set: again }]);
         return ids.length;
       }
@@ -296,22 +250,12 @@ export class WebhookDispatcher {
   }
 }
 
-/** Header builder for one batch to `endpoint`: custom headers and live secrets resolved once per batch. */
-function headersFor(endpoint: EndpointDoc, at: Date): (eventId: string, body: string) => Record<string, string> {
-  const reserved = new Set<string>([...SIGNATURE_HEADERS, 'content-type', 'content-length', 'host']);
-  const fixed: Record<string, string> = { 'user-agent': USER_AGENT };
-  for (const [k, v] of Object.entries(endpoint.headers ?? {})) if (!reserved.has(k.toLowerCase())) fixed[k] = v;
-  fixed['content-type'] = 'application/json';
-  const secrets = endpoint.secrets.filter((s) => s.expires_at === null || s.expires_at > at).map((s) => s.key);
-  return (eventId, body) => ({ ...fixed, ...signatureHeaders(secrets, eventId, Math.floor(Date.now() / 1000), body) });
-}
-
 /**
  * The attempts of a batch and the changes to its deliveries. Deliveries with the same outcome share one
  * change (one statement for a batch of first-attempt successes), and like failures share one jittered
  * retry time.
  */
-function outcomesOf(due: DeliveryDoc[], results: AttemptResult[], now: Date, claim: string) {
+function outcomesOf(due: DeliveryDoc[], results: SendOutcome[], now: Date, claim: string) {
   const attempts: AttemptDoc[] = [];
   const groups = new Map<string, DeliveryChange>();
   let anySuccess = false;
@@ -323,9 +267,11 @@ function outcomesOf(due: DeliveryDoc[], results: AttemptResult[], now: Date, cla
   };
   due.forEach((d, i) => {
     const r = results[i];
+    // Held back unsent (behind a failed event of the same user): released, due again once that one is through.
+    if (!r) return change('release', d._id, () => ({ set: { next_attempt_at: now, updated_at: now } }));
     const attempt = d.attempts + 1;
     const passAttempts = d.pass_attempts + 1;
-    const ok = r.statusCode !== null && r.statusCode >= 200 && r.statusCode <= 299;
+    const ok = r.ok;
     const httpError = r.statusCode !== null && !ok;
     attempts.push({
       _id: attemptId(d._id, attempt),

@@ -16,6 +16,7 @@ export function toWebhook(d: EndpointDoc): Webhook {
     disabled: d.disabled,
     disabled_reason: d.disabled_reason,
     rate_limit: d.rate_limit,
+    ordered_per_user: d.ordered_per_user ?? false,
     created_at: isoWithOffset(d.created_at),
     updated_at: isoWithOffset(d.updated_at),
   };
@@ -42,29 +43,40 @@ export async function endpointInTeam(deps: AppDeps, teamId: string, id: string):
   return endpoint;
 }
 
-/**
- * Resends run inside the endpoint's dispatcher (which owns its delivery documents): one manual attempt
- * each, not rescheduled on failure, with the same webhook-id as before. Returns once the dispatcher has
- * accepted the command (durably), not after the batch it is sending.
- */
-export async function resendEvent(deps: AppDeps, endpoint: EndpointDoc, eventId: string): Promise<void> {
-  const event = await deps.repos.webhookStore.findEvent(endpoint.team_id, eventId);
-  if (!event) throw notFound(`Event ${eventId} not found.`);
-  assertEnabled(endpoint);
-  await queueDispatcherCommand(deps.temporal, endpoint._id, { kind: 'resend', teamId: endpoint.team_id, eventIds: [eventId] });
+/** A destination of deliveries as resend and recover need it: a webhook endpoint or a pipeline. */
+export interface DeliveryDestination {
+  _id: string;
+  team_id: string;
+  disabled: boolean;
+  /** How errors name it: 'Webhook' or 'Pipeline'. */
+  noun?: string;
 }
 
-/** Resends every failed delivery of the endpoint created in [since, until); returns how many were failed when asked. */
-export async function recoverFailed(deps: AppDeps, endpoint: EndpointDoc, since: Date, until?: Date): Promise<number> {
-  assertEnabled(endpoint);
-  const failed = await deps.repos.webhookStore.countFailed(endpoint.team_id, endpoint._id, { since, until });
-  const command = { kind: 'recover' as const, teamId: endpoint.team_id, since: since.toISOString(), until: until?.toISOString() ?? null };
-  if (failed) await queueDispatcherCommand(deps.temporal, endpoint._id, command);
+/**
+ * Resends run inside the destination's dispatcher (which owns its delivery documents): one manual attempt
+ * each, not rescheduled on failure, with the same id as before. Returns once the dispatcher has accepted the
+ * command (durably), not after the batch it is sending.
+ */
+export async function resendEvent(deps: AppDeps, destination: DeliveryDestination, eventId: string): Promise<void> {
+  const event = await deps.repos.webhookStore.findEvent(destination.team_id, eventId);
+  if (!event) throw notFound(`Event ${eventId} not found.`);
+  assertEnabled(destination);
+  await queueDispatcherCommand(deps.temporal, destination._id, { kind: 'resend', teamId: destination.team_id, eventIds: [eventId] });
+}
+
+/** Resends every failed delivery of the destination created in [since, until); returns how many were failed when asked. */
+export async function recoverFailed(deps: AppDeps, destination: DeliveryDestination, since: Date, until?: Date): Promise<number> {
+  assertEnabled(destination);
+  const failed = await deps.repos.webhookStore.countFailed(destination.team_id, destination._id, { since, until });
+  const command = { kind: 'recover' as const, teamId: destination.team_id, since: since.toISOString(), until: until?.toISOString() ?? null };
+  if (failed) await queueDispatcherCommand(deps.temporal, destination._id, command);
   return failed;
 }
 
-function assertEnabled(endpoint: EndpointDoc): void {
-  if (endpoint.disabled) throw new ApiError(409, `Webhook ${endpoint._id} is disabled; enable it (PATCH disabled=false) before resending.`);
+function assertEnabled(destination: DeliveryDestination): void {
+  if (destination.disabled) {
+    throw new ApiError(409, `${destination.noun ?? 'Webhook'} ${destination._id} is disabled; enable it (PATCH disabled=false) before resending.`);
+  }
 }
 
 /** The audit target of a change to one webhook endpoint (its team is the entry's team). */

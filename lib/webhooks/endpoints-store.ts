@@ -53,6 +53,8 @@ export interface EndpointDoc {
   disabled: boolean;
   disabled_reason: DisabledReason | null;
   rate_limit: number | null;
+  /** One user's events arrive in publish order (one POST at a time per user); absent: false. */
+  ordered_per_user?: boolean;
   headers: Record<string, string>;
   secrets: EndpointSecret[];
   /** When the secret was rotated within the last SECRET_ROTATION_WINDOW_MS (the rate cap); absent before any. */

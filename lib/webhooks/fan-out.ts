@@ -1,6 +1,7 @@
 import type { Config } from '../platform/config';
 import type { EndpointDoc } from './endpoints-store';
 import { matchesFilter } from './retry';
+import { routeOf, type PipelineDoc } from '../pipelines/model';
 import { deliveryId, type DeliveryDoc, type DeliveryPolicy, type EventDoc } from './model';
 
 /**
@@ -21,12 +22,20 @@ export function receivesEvent(endpoint: EndpointDoc, event: Pick<EventDoc, 'even
   return event.only_endpoint_id ? endpoint._id === event.only_endpoint_id : matchesFilter(endpoint.filter_types, event.event_type);
 }
 
-/** A new delivery of `event` to `endpointId`, due `at`. */
-export function newDelivery(event: EventDoc, endpointId: string, policy: DeliveryPolicy, at: Date, trigger: DeliveryDoc['trigger'] = 'scheduled'): DeliveryDoc {
+/** A new delivery of `event` to `endpointId` (a pipeline's: with its route's `target`), due `at`. */
+export function newDelivery(
+  event: EventDoc,
+  endpointId: string,
+  policy: DeliveryPolicy,
+  at: Date,
+  trigger: DeliveryDoc['trigger'] = 'scheduled',
+  target?: string,
+): DeliveryDoc {
   return {
     _id: deliveryId(event._id, endpointId),
     team_id: event.team_id,
     endpoint_id: endpointId,
+    ...(target !== undefined ? { target } : {}),
     event_id: event._id,
     event_type: event.event_type,
     user_id: event.user_id,
@@ -44,7 +53,16 @@ export function newDelivery(event: EventDoc, endpointId: string, policy: Deliver
   };
 }
 
-/** The deliveries of `events` (one team's) to the team's enabled `endpoints` whose filter matches. */
-export function fanOut(events: EventDoc[], endpoints: EndpointDoc[], policy: DeliveryPolicy, at: Date): DeliveryDoc[] {
-  return events.flatMap((e) => endpoints.filter((ep) => receivesEvent(ep, e)).map((ep) => newDelivery(e, ep._id, policy, at)));
+/**
+ * The deliveries of `events` (one team's) to the team's enabled `endpoints` whose filter matches, and to its
+ * enabled `pipelines` with a route for the event (the first matching route's target).
+ */
+export function fanOut(events: EventDoc[], endpoints: EndpointDoc[], pipelines: PipelineDoc[], policy: DeliveryPolicy, at: Date): DeliveryDoc[] {
+  return events.flatMap((e) => [
+    ...endpoints.filter((ep) => receivesEvent(ep, e)).map((ep) => newDelivery(e, ep._id, policy, at)),
+    ...pipelines.flatMap((p) => {
+      const route = routeOf(p, e);
+      return route ? [newDelivery(e, p._id, policy, at, 'scheduled', route.target)] : [];
+    }),
+  ]);
 }

@@ -36,10 +36,13 @@ export interface OutboxDoc {
 }
 
 export interface DeliveryDoc {
-  /** `<eventId>:<endpointId>` */
+  /** `<eventId>:<destinationId>` */
   _id: string;
   team_id: string;
+  /** The destination: a webhook endpoint's id, or a pipeline's (lib/pipelines). */
   endpoint_id: string;
+  /** A pipeline delivery's routing key or topic, chosen by its routes at publish; absent for webhooks. */
+  target?: string;
   event_id: string;
   event_type: string;
   user_id: string | null;

@@ -15,7 +15,7 @@ import { envelopeOf, type EventDoc } from './model';
 
 /**
  * The one internal entry point for events. `publish` stores the event, then queues one delivery per enabled
- * endpoint of the team whose filter matches, then wakes the dispatcher workflows of endpoints not already
+ * endpoint of the team whose filter matches and per enabled pipeline with a route for it, then wakes the dispatcher workflows of endpoints not already
  * delivering. When it returns, the event and its deliveries are durable; a crash before is repaired by the
  * sweeper (the flush's outbox entry, written first, stays until fan-out is done).
  *
@@ -164,15 +164,16 @@ export class EventPublisher {
     await Promise.all(endpointIds.filter((id) => !active.has(id)).map((id) => this.wake(id)));
   }
 
-  /** Inserts one delivery per event and matching endpoint; returns the endpoints that got deliveries. */
+  /** Inserts one delivery per event and matching endpoint or pipeline; returns the destinations that got deliveries. */
   private async queueDeliveries(events: EventDoc[]): Promise<string[]> {
     const { repos, config } = this.deps;
     const policy = deliveryPolicyFrom(config);
     const now = new Date();
     const deliveries = [];
     for (const teamEvents of groupBy(events, (e) => e.team_id)) {
-      const endpoints = await repos.webhooks.listEnabledEndpoints(teamEvents[0].team_id);
-      deliveries.push(...fanOut(teamEvents, endpoints, policy, now));
+      const teamId = teamEvents[0].team_id;
+      const [endpoints, pipelines] = await Promise.all([repos.webhooks.listEnabledEndpoints(teamId), repos.pipelines.listEnabledPipelines(teamId)]);
+      deliveries.push(...fanOut(teamEvents, endpoints, pipelines, policy, now));
     }
     await repos.webhookStore.insertDeliveries(deliveries);
     return [...new Set(deliveries.map((d) => d.endpoint_id))];

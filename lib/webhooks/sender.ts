@@ -10,6 +10,8 @@ import { guardedLookup, isAllowlisted, refusedAddressReason, type UrlPolicy } fr
  * failure).
  */
 export interface AttemptResult {
+  /** Accepted: a 2xx answer (webhooks), a confirm (RabbitMQ) or an acknowledged produce (Kafka). */
+  ok: boolean;
   statusCode: number | null;
   errorClass: string | null;
   error: string | null;
@@ -40,8 +42,9 @@ const RESPONSE_READ_LIMIT = 1024 * 1024;
 const errorClassOf = (code: string | undefined) =>
   code === 'EREFUSEDADDRESS' ? 'refused_address' : code === 'ENOTFOUND' || code === 'EAI_AGAIN' ? 'dns_error' : 'connection_error';
 
-type Posted = Omit<AttemptResult, 'durationMs'>;
+type Posted = Omit<AttemptResult, 'durationMs' | 'ok'>;
 const failure = (errorClass: string, error: string): Posted => ({ statusCode: null, errorClass, error, responseBody: null, retryAfter: undefined });
+const isSuccess = (statusCode: number | null) => statusCode !== null && statusCode >= 200 && statusCode <= 299;
 
 /** Where a batch of POSTs goes, checked once per batch: the URL rules, then the pool to use. */
 export type PostTarget = { refused: Posted } | { refused: null; agent: Agent; origin: string; path: string };
@@ -96,7 +99,7 @@ export class WebhookSender {
  */
 function post(target: PostTarget, body: string, headers: Record<string, string>, timeoutMs: number): Promise<AttemptResult> {
   const started = Date.now();
-  if (target.refused) return Promise.resolve({ ...target.refused, durationMs: 0 });
+  if (target.refused) return Promise.resolve({ ...target.refused, ok: false, durationMs: 0 });
   return new Promise((resolve) => {
     let settled = false;
     let controller: Dispatcher.DispatchController | null = null;
@@ -109,7 +112,7 @@ function post(target: PostTarget, body: string, headers: Record<string, string>,
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      resolve({ ...r, durationMs: Date.now() - started });
+      resolve({ ...r, ok: isSuccess(r.statusCode), durationMs: Date.now() - started });
     };
     const answered = () => finish({ statusCode, errorClass: null, error: null, responseBody: Buffer.concat(chunks).toString('utf8'), retryAfter });
     const timer = setTimeout(() => {

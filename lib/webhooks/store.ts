@@ -95,6 +95,7 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
     { name: 'due deliveries of an endpoint (dispatcher)', filter: ['endpoint_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] },
     { name: 'pending deliveries of an endpoint (drain)', filter: ['endpoint_id', 'status'] },
     { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'] },
+    { name: 'pending deliveries in publish order (ordered destinations)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['user_id $nin'] },
     { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window'] },
     { name: 'failed deliveries (recover count)', filter: ['team_id', 'endpoint_id', 'status'], residual: ['created_at window'] },
     { name: 'deliveries (delivery log)', filter: ['team_id', 'endpoint_id', '_id'], sort: ['_id'], residual: ['created_at window'] },
@@ -117,6 +118,12 @@ export interface DeliveryChange {
   /** A sending run's outcome: applied only to the deliveries this claim still holds. Every change ends any claim. */
   claim?: string;
 }
+
+/** Pending deliveries one ordered batch looks through, per page and in pages (dueInUserOrder). */
+const ORDERED_SCAN_PAGE = 1000;
+const ORDERED_SCAN_PAGES = 5;
+/** Held-back users left out by the query itself; more are skipped as they are read. */
+const MAX_EXCLUDED_USERS = 1000;
 
 /** `created_at` in [since, until). */
 export const createdWithin = (q: { since?: Date; until?: Date }) => ({ ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) });
@@ -243,6 +250,34 @@ export class WebhookStore {
       .sort({ next_attempt_at: 1 })
       .limit(limit)
       .toArray();
+  }
+
+  /**
+   * Due deliveries of a destination that keeps each user's events in publish order: per user, the pending
+   * deliveries from the oldest on (`_id` order is the events' time order), while they are due; a user whose
+   * oldest pending delivery is not due (waiting for a retry, or claimed by a run sending it) is held back whole.
+   * Reads pending deliveries in `_id` pages, leaving held-back users out of the next page, for at most
+   * ORDERED_SCAN_PAGES pages per batch. Events without a user are not ordered.
+   */
+  async dueInUserOrder(teamId: string, destinationId: string, at: Date, limit: number): Promise<DeliveryDoc[]> {
+    const heldBack = new Set<string>();
+    const picked: DeliveryDoc[] = [];
+    let after: string | undefined;
+    for (let page = 0; page < ORDERED_SCAN_PAGES; page++) {
+      const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: destinationId, status: 'pending' };
+      if (heldBack.size) filter.user_id = { $nin: [...heldBack].slice(0, MAX_EXCLUDED_USERS) };
+      const docs = await this.deliveries.find(keysetFilter(filter, 1, after)).sort({ _id: 1 }).limit(ORDERED_SCAN_PAGE).toArray();
+      for (const d of docs) {
+        if (d.user_id !== null && heldBack.has(d.user_id)) continue;
+        if (d.next_attempt_at !== null && d.next_attempt_at <= at) {
+          picked.push(d);
+          if (picked.length >= limit) return picked;
+        } else if (d.user_id !== null) heldBack.add(d.user_id);
+      }
+      if (docs.length < ORDERED_SCAN_PAGE) break;
+      after = docs[docs.length - 1]._id;
+    }
+    return picked;
   }
 
   /**

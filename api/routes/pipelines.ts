@@ -1,0 +1,225 @@
+import { ApiError, ValidationError } from '../../lib/platform/errors';
+import { timeOrderedUuid } from '../../lib/platform/keys';
+import { audited } from '../../lib/tenancy/audit';
+import { PIPELINE_TEST_EVENT, routeOf, type PipelineDoc } from '../../lib/pipelines/model';
+import { assertRoutes, destinationFromRequest, pipelineInTeam, pipelineTarget, toPipeline } from '../../lib/pipelines/requests';
+import { publishEvent } from '../../lib/webhooks/publisher';
+import { ErrorDetail } from '../../schemas/common';
+import { findEventType } from '../../schemas/event-catalogue';
+import { Pipeline, PipelineCreateBody, PipelineEnvParams, PipelineList, PipelineParams, PipelinePatchBody, PipelineTestBody } from '../../schemas/pipeline';
+import { CursorQuery, EventAccepted } from '../../schemas/webhook';
+import { afterCursor, cursorPageBody } from '../cursors';
+import { PIPELINE_ROUTES_BASE as base, PIPELINE_TAGS as tags, teamNotFound, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
+import { defineRoute } from '../route';
+
+/**
+ * A team's event-streaming pipelines (lib/pipelines): the same auth, scope and audit log as webhook endpoints.
+ * Their delivery log (deliveries, attempts, resend, recover) is in pipeline-delivery-log.ts.
+ */
+
+const notFoundError = (id: string) => new ApiError(404, `Pipeline ${id} not found.`);
+
+/** Sets `disabled` (and what goes with it): re-enabling resets the failure clock. */
+const disabledFields = (disabled: boolean): Partial<PipelineDoc> =>
+  disabled ? { disabled: true, disabled_reason: 'manual' } : { disabled: false, disabled_reason: null, failing_since: null };
+
+const enableRoute = (disabled: boolean) =>
+  defineRoute({
+    operationId: disabled ? 'disablePipeline' : 'enablePipeline',
+    method: 'post',
+    path: `${base}/{pipeline_id}/${disabled ? 'disable' : 'enable'}`,
+    summary: disabled ? 'Disable pipeline' : 'Enable pipeline',
+    description: disabled
+      ? 'Stops sending; pending messages are ended as failed (`endpoint_disabled`) and can be recovered once enabled.'
+      : 'Sends again; the failure clock starts over. Recover what failed meanwhile with POST …/recover.',
+    tags,
+    auth: 'management',
+    params: PipelineParams,
+    responses: { 200: { description: 'The pipeline', schema: Pipeline }, ...errors },
+    async handler({ auth, params, deps, requestId, log }) {
+      const teamId = await scope(deps, auth, params);
+      const doc = await audited({ deps, auth, requestId, log }, pipelineTarget('pipeline.update', teamId, params.pipeline_id), async () => {
+        const updated = await deps.repos.pipelines.updatePipeline(teamId, params.pipeline_id, disabledFields(disabled));
+        if (!updated) throw notFoundError(params.pipeline_id);
+        return updated;
+      }, ['disabled']);
+      return { body: toPipeline(doc) };
+    },
+  });
+
+export const pipelineRoutes = [
+  defineRoute({
+    operationId: 'listPipelines',
+    method: 'get',
+    path: base,
+    summary: 'List pipelines',
+    tags,
+    auth: 'management',
+    params: PipelineEnvParams,
+    query: CursorQuery,
+    responses: { 200: { description: 'Pipelines, oldest first', schema: PipelineList }, ...errors },
+    async handler({ auth, params, query, deps }) {
+      const teamId = await scope(deps, auth, params);
+      const page = await deps.repos.pipelines.listPipelines(teamId, afterCursor(query.next_cursor), query.limit);
+      return { body: cursorPageBody(page, toPipeline) };
+    },
+  }),
+  defineRoute({
+    operationId: 'createPipeline',
+    method: 'post',
+    path: base,
+    summary: 'Create pipeline',
+    description:
+      'Sends the team\'s events to its own RabbitMQ (AMQP 0-9-1: publisher confirms, persistent messages, a durable exchange) or Kafka ' +
+      '(idempotent producer, key = user_id) broker. An event takes the first route whose event_type_prefix starts its type; an event no route ' +
+      'takes is not sent to this pipeline. Broker addresses follow the webhook URL rules (private addresses refused unless in ' +
+      'PIPELINE_BROKER_ALLOWLIST; TLS in production). The password is stored encrypted and never returned.',
+    tags,
+    auth: 'management',
+    params: PipelineEnvParams,
+    body: PipelineCreateBody,
+    responses: { 200: { description: 'The pipeline', schema: Pipeline }, ...errors },
+    async handler({ auth, params, body, deps, requestId, log }) {
+      const teamId = await scope(deps, auth, params);
+      const { destination, credentials } = await destinationFromRequest(deps, body.destination);
+      assertRoutes(body.routes, destination);
+      const now = new Date();
+      const id = timeOrderedUuid();
+      const pipeline: PipelineDoc = {
+        _id: id,
+        team_id: teamId,
+        description: body.description,
+        destination,
+        credentials,
+        routes: body.routes,
+        ordered_per_user: body.ordered_per_user,
+        disabled: body.disabled,
+        disabled_reason: body.disabled ? 'manual' : null,
+        failing_since: null,
+        created_at: now,
+        updated_at: now,
+        version: 1,
+      };
+      const doc = await audited(
+        { deps, auth, requestId, log },
+        pipelineTarget('pipeline.create', teamId, id),
+        // A team whose DELETE has begun takes no new pipeline (409), nor does one it removed (addToLiveTeam).
+        async () => {
+          const created = await deps.repos.tenancy.addToLiveTeam(
+            auth.orgId,
+            teamId,
+            () => deps.repos.pipelines.createPipeline(pipeline),
+            () => deps.repos.pipelines.deletePipeline(teamId, id),
+          );
+          if (!created) throw teamNotFound(teamId);
+          return created;
+        },
+        Object.keys(body),
+      );
+      return { body: toPipeline(doc) };
+    },
+  }),
+  defineRoute({
+    operationId: 'getPipeline',
+    method: 'get',
+    path: `${base}/{pipeline_id}`,
+    summary: 'Get pipeline',
+    tags,
+    auth: 'management',
+    params: PipelineParams,
+    responses: { 200: { description: 'The pipeline', schema: Pipeline }, ...errors },
+    async handler({ auth, params, deps }) {
+      const teamId = await scope(deps, auth, params);
+      return { body: toPipeline(await pipelineInTeam(deps, teamId, params.pipeline_id)) };
+    },
+  }),
+  defineRoute({
+    operationId: 'updatePipeline',
+    method: 'patch',
+    path: `${base}/{pipeline_id}`,
+    summary: 'Update pipeline',
+    description: 'Routes apply to events published from then on (a queued message keeps the route it was given). Re-enabling resets the failure clock.',
+    tags,
+    auth: 'management',
+    params: PipelineParams,
+    body: PipelinePatchBody,
+    responses: { 200: { description: 'The pipeline', schema: Pipeline }, ...errors },
+    async handler({ auth, params, body, deps, requestId, log }) {
+      const teamId = await scope(deps, auth, params);
+      const current = await pipelineInTeam(deps, teamId, params.pipeline_id);
+      const set: Partial<PipelineDoc> = {};
+      if (body.description !== undefined) set.description = body.description;
+      if (body.ordered_per_user !== undefined) set.ordered_per_user = body.ordered_per_user;
+      if (body.disabled !== undefined) Object.assign(set, disabledFields(body.disabled));
+      if (body.destination) {
+        const kept = body.destination.type === current.destination.type ? current.credentials : null;
+        Object.assign(set, await destinationFromRequest(deps, body.destination, kept));
+      }
+      if (body.routes) set.routes = body.routes;
+      if (body.routes || body.destination) assertRoutes(set.routes ?? current.routes, set.destination ?? current.destination, body.routes ? ['body', 'routes'] : ['body', 'destination']);
+      const doc = await audited(
+        { deps, auth, requestId, log },
+        pipelineTarget('pipeline.update', teamId, params.pipeline_id),
+        async () => {
+          const updated = await deps.repos.pipelines.updatePipeline(teamId, params.pipeline_id, set);
+          if (!updated) throw notFoundError(params.pipeline_id);
+          return updated;
+        },
+        Object.keys(body),
+      );
+      return { body: toPipeline(doc) };
+    },
+  }),
+  defineRoute({
+    operationId: 'deletePipeline',
+    method: 'delete',
+    path: `${base}/{pipeline_id}`,
+    summary: 'Delete pipeline',
+    description: 'Pending messages to it are cancelled; what already reached the broker stays there.',
+    tags,
+    auth: 'management',
+    params: PipelineParams,
+    responses: { 204: { description: 'Deleted' }, ...errors },
+    async handler({ auth, params, deps, requestId, log }) {
+      const teamId = await scope(deps, auth, params);
+      await audited({ deps, auth, requestId, log }, pipelineTarget('pipeline.delete', teamId, params.pipeline_id), async () => {
+        if (!(await deps.repos.pipelines.deletePipeline(teamId, params.pipeline_id))) throw notFoundError(params.pipeline_id);
+      });
+      return { status: 204 };
+    },
+  }),
+  enableRoute(false),
+  enableRoute(true),
+  defineRoute({
+    operationId: 'testPipeline',
+    method: 'post',
+    path: `${base}/{pipeline_id}/test`,
+    summary: 'Send a test event',
+    description:
+      'Publishes a `pipeline.test` event (sent by the first route) or the named catalogue type with sample data (sent by the routes; ' +
+      'a type no route takes is a 422) to this pipeline only, through the normal delivery path. Answers 202 with the event id.',
+    tags,
+    auth: 'management',
+    params: PipelineParams,
+    body: PipelineTestBody,
+    responses: { 202: { description: 'Accepted', schema: EventAccepted }, 409: { description: 'Pipeline disabled', schema: ErrorDetail }, ...errors },
+    async handler({ auth, params, body, deps, requestId, log }) {
+      const teamId = await scope(deps, auth, params);
+      const pipeline = await pipelineInTeam(deps, teamId, params.pipeline_id);
+      if (pipeline.disabled) throw new ApiError(409, `Pipeline ${pipeline._id} is disabled; enable it before testing.`);
+      const type = body.event_type ?? PIPELINE_TEST_EVENT;
+      const entry = findEventType(type)!;
+      if (!routeOf(pipeline, { event_type: type, only_endpoint_id: pipeline._id })) {
+        throw ValidationError.field(['body', 'event_type'], `No route of this pipeline takes '${type}'; add a route whose event_type_prefix starts it.`);
+      }
+      const data = type === PIPELINE_TEST_EVENT ? { ...entry.sample, pipeline_id: pipeline._id } : entry.sample;
+      const event = await audited(
+        { deps, auth, requestId, log },
+        pipelineTarget('pipeline.test', teamId, pipeline._id),
+        () => publishEvent(deps, { teamId, eventType: type, data, onlyEndpointId: pipeline._id }),
+        Object.keys(body),
+      );
+      return { status: 202, body: { event_id: event.id } };
+    },
+  }),
+];

@@ -1,0 +1,300 @@
+import { randomUUID } from 'node:crypto';
+import { gunzipSync } from 'node:zlib';
+import amqp from 'amqplib';
+import { Kafka, logLevel, type Consumer } from 'kafkajs';
+import { publishEvent } from '../lib/webhooks/publisher';
+import { eraseUserWebhookData } from '../lib/webhooks/commands';
+import { Pipeline, PipelineList } from '../schemas/pipeline';
+import { startTestBrokers, type TestBrokers } from './support/brokers';
+import { createTenant, eventually, expectSchema, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { rawText } from './support/raw';
+
+/**
+ * Event-streaming pipelines end to end: the real app publishes, the shared worker (scripts/test.mjs) sends
+ * through Temporal to a real RabbitMQ and a real Kafka started for this file (test/support/brokers.ts), and the
+ * test reads what arrived with amqplib and kafkajs consumers, as a customer's data team would.
+ */
+
+// Retries every second for ~40 s: a broker stopped for 30 s is waited out.
+const RETRY = { WEBHOOK_RETRY_SCHEDULE_MS: ['0', ...Array(40).fill('1000')].join(','), WEBHOOK_ATTEMPT_TIMEOUT_MS: 3000, WEBHOOK_THROTTLE_FLOOR_MS: 500 };
+
+let app: TestApp;
+let tenant: Tenant;
+let mgmt: HttpClient;
+let brokers: TestBrokers;
+let base: string;
+let amqpConnection: amqp.ChannelModel;
+let kafka: Kafka;
+const consumers: Consumer[] = [];
+
+beforeAll(async () => {
+  [app, brokers] = await Promise.all([startTestApp(RETRY), startTestBrokers('pipelines')]);
+  tenant = await createTenant(app.deps, 'Pipelines');
+  mgmt = managementClient(app, tenant);
+  base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/pipeline`;
+  amqpConnection = await amqp.connect(brokers.amqpUrl);
+  amqpConnection.on('error', () => undefined); // the outage test stops the broker under it
+  kafka = new Kafka({ clientId: 'pipelines-test', brokers: [brokers.kafkaBootstrap], logLevel: logLevel.NOTHING });
+}, 300_000);
+
+afterAll(async () => {
+  await Promise.all(consumers.map((c) => c.disconnect().catch(() => undefined)));
+  await amqpConnection?.close().catch(() => undefined);
+  if (brokers) expect(await brokers.stop()).toBe(true);
+  await app?.close();
+}, 60_000);
+
+const amqpParts = () => {
+  const u = new URL(brokers.amqpUrl);
+  return { url: `amqp://${u.host}`, username: decodeURIComponent(u.username), password: decodeURIComponent(u.password) };
+};
+
+async function createPipeline(body: Record<string, unknown>): Promise<Pipeline> {
+  const res = await mgmt.post(base, body);
+  expect(res.status).toBe(200);
+  expectSchema(Pipeline, res.body);
+  return res.body;
+}
+
+/** A durable queue bound to `exchange` with `routingKey`, and the messages it receives. */
+async function queueOf(exchange: string, routingKey: string): Promise<{ messages: amqp.ConsumeMessage[]; queue: string }> {
+  const channel = await amqpConnection.createChannel();
+  await channel.assertExchange(exchange, 'topic', { durable: true });
+  const { queue } = await channel.assertQueue(`${routingKey}-${randomUUID()}`, { durable: true });
+  await channel.bindQueue(queue, exchange, routingKey);
+  const messages: amqp.ConsumeMessage[] = [];
+  await channel.consume(queue, (m) => m && messages.push(m), { noAck: true });
+  return { messages, queue };
+}
+
+const bodyOf = (m: { content: Buffer; encoding?: string }) => JSON.parse((m.encoding === 'gzip' ? gunzipSync(m.content) : m.content).toString('utf8'));
+const amqpBody = (m: amqp.ConsumeMessage) => bodyOf({ content: m.content, encoding: m.properties.contentEncoding });
+
+const publish = (eventType: string, userId: string | null, data: Record<string, unknown> = {}) =>
+  publishEvent(app.deps, { teamId: tenant.teamId, eventType, data, userId, clientUserId: userId && `client-${userId}` });
+
+describe('pipelines: routing to RabbitMQ by event-type prefix', () => {
+  let pipeline: Pipeline;
+  let labs: amqp.ConsumeMessage[];
+  let wearables: amqp.ConsumeMessage[];
+  const exchange = `hb-${randomUUID()}`;
+
+  beforeAll(async () => {
+    pipeline = await createPipeline({
+      description: 'data team',
+      destination: { type: 'rabbitmq', ...amqpParts(), exchange, exchange_type: 'topic' },
+      routes: [
+        { event_type_prefix: 'labtest.', target: 'labs' },
+        { event_type_prefix: 'daily.data.', target: 'wearables' },
+      ],
+    });
+    labs = (await queueOf(exchange, 'labs')).messages;
+    wearables = (await queueOf(exchange, 'wearables')).messages;
+  });
+
+  test('an event takes the first matching route; an event no route takes is not sent (nor queued)', async () => {
+    const user = randomUUID();
+    const lab = await publish('labtest.order.updated', user, { order_id: 'o-1' });
+    const steps = await publish('daily.data.steps.created', user, { n: 1 });
+    const none = await publish('provider.connection.created', user, {});
+    await eventually(async () => labs.some((m) => m.properties.messageId === lab.id) && wearables.some((m) => m.properties.messageId === steps.id), 30_000, 'routed messages');
+    const m = labs.find((x) => x.properties.messageId === lab.id)!;
+    expect(m.properties).toMatchObject({
+      deliveryMode: 2,
+      contentType: 'application/json',
+      type: 'labtest.order.updated',
+      headers: { event_type: 'labtest.order.updated', team_id: tenant.teamId, user_id: user },
+    });
+    expect(m.properties.contentEncoding).toBeUndefined(); // small: not compressed
+    expect(amqpBody(m)).toEqual({ event_type: 'labtest.order.updated', data: { order_id: 'o-1' }, team_id: tenant.teamId, user_id: user, client_user_id: `client-${user}` });
+    const noneDelivery = await app.inspect.collection('webhook_deliveries').findOne({ _id: `${none.id}:${pipeline.id}` } as never);
+    expect(noneDelivery).toBeNull();
+    const attempts = await mgmt.get(`${base}/${pipeline.id}/attempts?event_id=${lab.id}`);
+    expect(attempts.status).toBe(200);
+    expect(attempts.body.data).toEqual([expect.objectContaining({ event_id: lab.id, webhook_id: pipeline.id, attempt: 1, status_code: null, error_class: null })]);
+  });
+
+  test('an event over 1 KiB is gzipped with content-encoding: gzip; the message id is the event id', async () => {
+    const big = await publish('labtest.result.critical', randomUUID(), { note: 'x'.repeat(4000) });
+    const m = await eventually(async () => labs.find((x) => x.properties.messageId === big.id), 30_000, 'the large message');
+    expect(m.properties.contentEncoding).toBe('gzip');
+    expect(m.content.length).toBeLessThan(1024);
+    expect(amqpBody(m).data.note).toHaveLength(4000);
+  });
+
+  test('test-send publishes pipeline.test by the first route', async () => {
+    const res = await mgmt.post(`${base}/${pipeline.id}/test`, {});
+    expect(res.status).toBe(202);
+    const m = await eventually(async () => labs.find((x) => x.properties.messageId === res.body.event_id), 30_000, 'the test message');
+    expect(amqpBody(m)).toMatchObject({ event_type: 'pipeline.test', data: { pipeline_id: pipeline.id } });
+    const unrouted = await mgmt.post(`${base}/${pipeline.id}/test`, { event_type: 'provider.connection.created' });
+    expect(unrouted.status).toBe(422);
+    expect(unrouted.body.detail[0].loc).toEqual(['body', 'event_type']);
+  });
+
+  test('an unroutable message (no queue bound for its routing key) is a failed attempt, not a silent loss', async () => {
+    const other = await createPipeline({
+      destination: { type: 'rabbitmq', ...amqpParts(), exchange },
+      routes: [{ event_type_prefix: '', target: `nobody-${randomUUID()}` }],
+    });
+    const e = await publish('provider.connection.created', randomUUID());
+    const attempts = await eventually(async () => {
+      const res = await mgmt.get(`${base}/${other.id}/attempts?event_id=${e.id}`);
+      return res.body.data.length ? res.body.data : null;
+    }, 30_000, 'an attempt');
+    expect(attempts[0]).toMatchObject({ error_class: 'unroutable' });
+    expect(await mgmt.del(`${base}/${other.id}`)).toMatchObject({ status: 204 });
+  });
+});
+
+describe('pipelines: Kafka', () => {
+  test('keyed by user_id with the event id and type in headers; each user reads its events in order', async () => {
+    const topic = `wearables-${randomUUID()}`;
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+    await admin.disconnect();
+    const pipeline = await createPipeline({
+      destination: { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] },
+      routes: [{ event_type_prefix: 'daily.data.', target: topic }],
+      ordered_per_user: true,
+    });
+    expect(pipeline.destination).toEqual({ type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap], tls: false, sasl: null, has_password: false });
+    const users = [randomUUID(), randomUUID(), randomUUID()];
+    const sent: { id: string; user: string; seq: number }[] = [];
+    for (let seq = 0; seq < 20; seq++) {
+      for (const user of users) sent.push({ id: (await publish('daily.data.steps.created', user, { seq, pad: seq === 5 ? 'y'.repeat(2000) : '' })).id, user, seq });
+    }
+    const got = new Map<string, { seq: number; id: string; partition: number }[]>();
+    const consumer = kafka.consumer({ groupId: `pipelines-${randomUUID()}`, sessionTimeout: 6_000, heartbeatInterval: 1_000 });
+    consumers.push(consumer);
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.run({
+      eachMessage: async ({ partition, message }) => {
+        const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]));
+        const body = bodyOf({ content: message.value!, encoding: headers['content-encoding'] });
+        expect(message.key!.toString()).toBe(body.user_id);
+        expect(headers).toMatchObject({ event_type: 'daily.data.steps.created', team_id: tenant.teamId, user_id: body.user_id, 'content-type': 'application/json' });
+        got.set(body.user_id, [...(got.get(body.user_id) ?? []), { seq: body.data.seq, id: headers['message-id'], partition }]);
+      },
+    });
+    await eventually(async () => [...got.values()].reduce((n, l) => n + l.length, 0) >= sent.length, 60_000, 'the produced events');
+    for (const user of users) {
+      const mine = got.get(user)!;
+      expect(mine.map((m) => m.seq)).toEqual(Array.from({ length: 20 }, (_, i) => i));
+      expect(mine.map((m) => m.id)).toEqual(sent.filter((s) => s.user === user).map((s) => s.id));
+      expect(new Set(mine.map((m) => m.partition)).size).toBe(1);
+    }
+  }, 120_000);
+});
+
+describe('pipelines: the resource', () => {
+  test('credentials are stored encrypted and never returned; list, get, patch, disable and enable', async () => {
+    const { url, username, password } = amqpParts();
+    const created = await createPipeline({
+      destination: { type: 'rabbitmq', url: url.replace('amqp://', `amqp://${username}:${encodeURIComponent(password)}@`) },
+      routes: [{ event_type_prefix: '', target: 'all' }],
+    });
+    expect(created.destination).toEqual({ type: 'rabbitmq', url: `${url}`, username, exchange: 'healthbridge.events', exchange_type: 'topic', has_password: true });
+    expect(JSON.stringify(created)).not.toContain(password);
+    const raw = await app.inspect.collection('pipelines').findOne({ _id: created.id } as never);
+    expect(raw).not.toBeNull();
+    expect(rawText(raw)).not.toContain(password);
+    expect((raw as any).credentials).toMatchObject({ ciphertext: expect.anything() });
+
+    const list = await mgmt.get(base);
+    expectSchema(PipelineList, list.body);
+    expect(list.body.data.map((p: Pipeline) => p.id)).toContain(created.id);
+    // PATCH without a password keeps the stored one.
+    const patched = await mgmt.patch(`${base}/${created.id}`, { destination: { type: 'rabbitmq', url, username, exchange: 'other' }, ordered_per_user: true });
+    expect(patched.status).toBe(200);
+    expect(patched.body).toMatchObject({ ordered_per_user: true, destination: { exchange: 'other', has_password: true } });
+    expect(await mgmt.post(`${base}/${created.id}/disable`, {})).toMatchObject({ status: 200, body: { disabled: true, disabled_reason: 'manual' } });
+    expect(await mgmt.post(`${base}/${created.id}/enable`, {})).toMatchObject({ status: 200, body: { disabled: false, disabled_reason: null } });
+    expect((await mgmt.del(`${base}/${created.id}`)).status).toBe(204);
+    expect((await mgmt.get(`${base}/${created.id}`)).status).toBe(404);
+  });
+
+  test.each([
+    ['a private broker address', { type: 'rabbitmq', url: 'amqp://10.1.2.3:5672' }, ['body', 'destination', 'url'], /private network/],
+    ['a cloud metadata address', { type: 'rabbitmq', url: 'amqp://169.254.169.254' }, ['body', 'destination', 'url'], /metadata/],
+    ['a private Kafka server', { type: 'kafka', bootstrap_servers: ['127.0.0.1:9092', '192.168.1.5:9092'] }, ['body', 'destination', 'bootstrap_servers', 1], /private network/],
+    ['a non-amqp url', { type: 'rabbitmq', url: 'http://example.com' }, ['body', 'destination', 'url'], /amqp or amqps/],
+    ['a missing url', { type: 'rabbitmq' }, ['body', 'destination', 'url'], /needs its url/],
+    ['a field of the other type', { type: 'kafka', bootstrap_servers: ['127.0.0.1:9092'], exchange: 'x' }, ['body', 'destination', 'exchange'], /not a field/],
+  ])('refuses %s with a 422 naming the field', async (_name, destination, loc, message) => {
+    const res = await mgmt.post(base, { destination, routes: [{ event_type_prefix: '', target: 'all' }] });
+    expect(res.status).toBe(422);
+    expect(res.body.detail[0].loc).toEqual(loc);
+    expect(res.body.detail[0].msg).toMatch(message);
+  });
+
+  test('refuses a Kafka topic name in a route and an empty route list with field locations', async () => {
+    const kafkaDest = { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] };
+    const badTopic = await mgmt.post(base, { destination: kafkaDest, routes: [{ event_type_prefix: 'a.', target: 'ok' }, { event_type_prefix: '', target: 'not a topic!' }] });
+    expect(badTopic.status).toBe(422);
+    expect(badTopic.body.detail[0].loc).toEqual(['body', 'routes', 1, 'target']);
+    const none = await mgmt.post(base, { destination: kafkaDest, routes: [] });
+    expect(none.status).toBe(422);
+    expect(none.body.detail[0].loc).toEqual(['body', 'routes']);
+  });
+});
+
+describe('pipelines: a broker stopped for 30 s, and erasure', () => {
+  test('RabbitMQ stopped while events flow: nothing lost, each user in order, no duplicate; an erased user\'s pending messages are not sent', async () => {
+    const exchange = `outage-${randomUUID()}`;
+    const { messages, queue } = await queueOf(exchange, 'all');
+    const pipeline = await createPipeline({
+      destination: { type: 'rabbitmq', ...amqpParts(), exchange },
+      routes: [{ event_type_prefix: '', target: 'all' }],
+      ordered_per_user: true,
+    });
+    const users = Array.from({ length: 5 }, () => randomUUID());
+    const erased = randomUUID();
+    const sent: { id: string; user: string; seq: number }[] = [];
+    const round = async (seq: number) => {
+      for (const user of users) sent.push({ id: (await publish('daily.data.steps.created', user, { seq })).id, user, seq });
+    };
+    for (let seq = 0; seq < 5; seq++) await round(seq);
+    await brokers.command('stop rabbitmq');
+    const stoppedAt = Date.now();
+    for (let seq = 5; seq < 15; seq++) {
+      await round(seq);
+      await publish('daily.data.steps.created', erased, { seq });
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    // While the broker is down the erased user's messages wait; erasure removes them.
+    await eraseUserWebhookData(app.deps, tenant.teamId, erased);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ team_id: tenant.teamId, user_id: erased })).toBe(0);
+    const failing = await mgmt.get(`${base}/${pipeline.id}`);
+    expect(failing.body.failing_since).not.toBeNull();
+    await new Promise((r) => setTimeout(r, Math.max(0, 30_000 - (Date.now() - stoppedAt))));
+    await brokers.command('start rabbitmq');
+    // The consumer's connection died with the broker: read the durable queue again (it kept what arrived meanwhile).
+    const again = await amqp.connect(brokers.amqpUrl);
+    try {
+      const channel = await again.createChannel();
+      await channel.consume(queue, (m) => m && messages.push(m), { noAck: true });
+      for (let seq = 15; seq < 18; seq++) await round(seq);
+      const ids = new Set(sent.map((s) => s.id));
+      await eventually(async () => sent.every((s) => messages.some((m) => m.properties.messageId === s.id)), 90_000, 'every event after the restart');
+      const received = messages.filter((m) => ids.has(m.properties.messageId));
+      const byId = new Map<string, number>();
+      for (const m of received) byId.set(m.properties.messageId, (byId.get(m.properties.messageId) ?? 0) + 1);
+      expect([...byId.values()].filter((n) => n > 1)).toEqual([]); // no duplicate
+      for (const user of users) {
+        const seqs = received.filter((m) => m.properties.headers?.user_id === user).map((m) => amqpBody(m).data.seq);
+        expect(seqs).toEqual(Array.from({ length: 18 }, (_, i) => i));
+      }
+      expect(messages.filter((m) => m.properties.headers?.user_id === erased)).toEqual([]);
+      const healthy = await eventually(async () => {
+        const res = await mgmt.get(`${base}/${pipeline.id}`);
+        return res.body.failing_since === null ? res.body : null;
+      }, 30_000, 'the failure clock reset');
+      expect(healthy.disabled).toBe(false);
+    } finally {
+      await again.close().catch(() => undefined);
+    }
+  }, 240_000);
+});
