@@ -148,6 +148,24 @@ export const EVENT_CATALOGUE: EventTypeEntry[] = [
     sample: { message: 'This is a test event from Healthbridge.' },
   },
   {
+    name: 'webhook.disabled',
+    description: 'A webhook endpoint of the team was disabled: it answered 410 Gone, or failed for longer than WEBHOOK_DISABLE_AFTER_MS. Enable it with PATCH disabled=false, then recover.',
+    schema: open(
+      { webhook_id: Type.String(), reason: Type.String({ description: 'gone or failing' }), failing_since: Nullable(Timestamp()), disabled_at: Timestamp() },
+      'The disabled endpoint.',
+    ),
+    sample: { webhook_id: sampleUser, reason: 'failing', failing_since: '2026-01-01T00:00:00.000Z', disabled_at: '2026-01-06T00:00:00.000Z' },
+  },
+  {
+    name: 'pipeline.disabled',
+    description: 'A pipeline of the team was disabled: its broker failed for longer than WEBHOOK_DISABLE_AFTER_MS. Enable it (POST …/enable), then recover.',
+    schema: open(
+      { pipeline_id: Type.String(), reason: Type.String({ description: 'failing' }), failing_since: Nullable(Timestamp()), disabled_at: Timestamp() },
+      'The disabled pipeline.',
+    ),
+    sample: { pipeline_id: sampleUser, reason: 'failing', failing_since: '2026-01-01T00:00:00.000Z', disabled_at: '2026-01-06T00:00:00.000Z' },
+  },
+  {
     name: 'provider.connection.created',
     description: 'A user connected a provider.',
     schema: open(

@@ -188,6 +188,7 @@ export const WebhookAttempt = Type.Object(
     duration_ms: Type.Integer(),
     status_code: Nullable(Type.Integer()),
     error_class: Nullable(Type.String({ description: 'timeout, connection_error, refused_address, dns_error, http_<status>…' })),
+    error: Nullable(Type.String({ description: 'What went wrong when no answer says it: the connection error, the broker\'s refusal.' })),
     response_body: Nullable(Type.String({ description: 'First 4 KB of the answer.' })),
   },
   { $id: 'WebhookAttempt' },

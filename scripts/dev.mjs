@@ -2,10 +2,13 @@
 // A worker or api that dies is restarted (with backoff, logged); the servers keep running.
 // Ctrl-C / SIGTERM stops everything it started, in reverse order.
 // Logs are shown readable (`HH:MM:SS LEVEL [process] msg key=value`); DEV_LOG_FORMAT=json shows pino's JSON lines.
-import { readFileSync } from 'node:fs';
+// DEV_BROKERS=rabbitmq,kafka also starts those brokers (for pipelines) and prints how to send events to them and read them.
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { build, devDataKeys, ensureDependencies, repoRoot, run, startNode, waitForHttp } from './setup.mjs';
 import { devPorts, ensureBinaries, startStack, stopStack } from './stack.mjs';
+import { startKafka } from './stack/kafka.mjs';
+import { startRabbitmq } from './stack/rabbitmq.mjs';
 import { clock, forwardOutput, supervise } from './supervise.mjs';
 
 const stateDir = path.join(repoRoot, '.devstack');
@@ -16,6 +19,8 @@ const log = (msg) => console.log(`dev: ${msg}`);
 const rawLogs = process.env.DEV_LOG_FORMAT === 'json';
 
 const children = [];
+/** Brokers started for DEV_BROKERS, stopped on the way out. */
+const brokers = [];
 let stopping = false;
 
 async function shutdown(code) {
@@ -23,6 +28,7 @@ async function shutdown(code) {
   stopping = true;
   log('stopping api, worker and servers...');
   for (const child of [...children].reverse()) await child.stop();
+  await Promise.allSettled(brokers.map((b) => b.stop()));
   // Idempotent: also stops servers of a start that was interrupted before it returned.
   await stopStack({ stateDir, log: (m) => console.log(m) }).catch((err) => console.error(`dev: ${err.message}`));
   log('stopped.');
@@ -46,6 +52,7 @@ async function main() {
   };
   Object.assign(process.env, env);
 
+  const brokerLines = await startDevBrokers();
   run(process.execPath, [path.join(repoRoot, 'dist', 'scripts', 'seed-dev.js'), credentialsFile], { env: process.env });
   for (const [entry, name] of [
     ['worker/main.js', 'worker'],
@@ -76,10 +83,50 @@ async function main() {
       `    management_key  ${creds.management_key}   (header X-Management-Key)`,
       '',
       `  Try: curl -H "x-service-api-key: ${creds.team_api_key}" ${creds.base_url}/v2/providers/`,
+      ...brokerLines(creds),
       '  Ctrl-C stops everything.',
       '',
     ].join('\n'),
   );
+}
+
+/**
+ * The brokers DEV_BROKERS asks for (rabbitmq, kafka), on loopback with their data in .devstack/brokers/; their
+ * addresses go to .devstack/brokers.json for scripts/consume.mjs. Returns the lines the banner prints about them.
+ */
+async function startDevBrokers() {
+  const wanted = (process.env.DEV_BROKERS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = wanted.filter((b) => b !== 'rabbitmq' && b !== 'kafka');
+  if (unknown.length) throw new Error(`DEV_BROKERS: unknown broker(s) ${unknown.join(', ')}; known: rabbitmq, kafka`);
+  if (!wanted.length) return () => ['  Pipelines:    DEV_BROKERS=rabbitmq,kafka npm run dev also starts a RabbitMQ and a Kafka to send events to.'];
+  const brokerLog = (m) => log(`${clock()} ${m}`);
+  const dir = path.join(stateDir, 'brokers');
+  const started = {};
+  if (wanted.includes('rabbitmq')) {
+    const r = await startRabbitmq({ stateDir: path.join(dir, 'rabbitmq'), port: Number(process.env.DEV_RABBITMQ_PORT || 5672), log: brokerLog });
+    brokers.push(r);
+    started.amqpUrl = r.url;
+  }
+  if (wanted.includes('kafka')) {
+    const k = await startKafka({ stateDir: path.join(dir, 'kafka'), port: Number(process.env.DEV_KAFKA_PORT || 9092), autoCreateTopics: true, log: brokerLog });
+    brokers.push(k);
+    started.kafkaBootstrap = k.bootstrap;
+  }
+  writeFileSync(path.join(stateDir, 'brokers.json'), `${JSON.stringify(started, null, 2)}\n`);
+  return (creds) => {
+    const pipelines = `${creds.base_url}/v1/org/${creds.org_id}/team/${creds.team_id}/sandbox/pipeline`;
+    const create = (destination, target) =>
+      `curl -X POST -H "X-Management-Key: ${creds.management_key}" -H "content-type: application/json" ${pipelines} ` +
+      `-d '${JSON.stringify({ destination, routes: [{ event_type_prefix: '', target }] })}'`;
+    const lines = ['  Pipelines (DEV_BROKERS):'];
+    if (started.amqpUrl) {
+      lines.push(`    RabbitMQ   ${started.amqpUrl}`, `      send:    ${create({ type: 'rabbitmq', url: started.amqpUrl }, 'events')}`, '      read:    node scripts/consume.mjs rabbitmq');
+    }
+    if (started.kafkaBootstrap) {
+      lines.push(`    Kafka      ${started.kafkaBootstrap}`, `      send:    ${create({ type: 'kafka', bootstrap_servers: [started.kafkaBootstrap] }, 'healthbridge-events')}`, '      read:    node scripts/consume.mjs kafka healthbridge-events');
+    }
+    return lines;
+  };
 }
 
 main().catch(async (err) => {

@@ -93,6 +93,15 @@ describe('docker-compose.yml', () => {
     }
   });
 
+  test('the brokers profile runs the RabbitMQ and Kafka versions the test stack runs', () => {
+    const { rabbitmq, kafka } = compose.services as Record<string, ComposeService & { profiles?: string[]; image?: string }>;
+    expect(rabbitmq.profiles).toEqual(['brokers']);
+    expect(kafka.profiles).toEqual(['brokers']);
+    expect(rabbitmq.image).toMatch(/^rabbitmq:3\.10\.8\b/);
+    expect(kafka.image).toBe('apache/kafka:4.4.0');
+    expect(environmentOf(kafka).KAFKA_PROCESS_ROLES).toBe('broker,controller'); // KRaft: no ZooKeeper
+  });
+
   test('the api listens on every interface of its container', () => {
     expect(environmentOf(api).API_HOST).toBe('0.0.0.0');
   });

@@ -52,6 +52,14 @@ async function eventOn(team: string): Promise<{ hook: string; event: string }> {
   expect(res.status).toBe(202);
   return { hook, event: res.body.event_id };
 }
+const pipes = (team: string, environment = env) => o(`/team/${team}/${environment}/pipeline`);
+/** A pipeline to a broker address nobody listens on (creation checks the address, not the broker). */
+const pipelineBody = { destination: { type: 'rabbitmq', url: 'amqp://127.0.0.1:1' }, routes: [{ event_type_prefix: '', target: 'matrix' }] };
+async function pipelineOn(team: string): Promise<string> {
+  const res = await org.post(pipes(team), pipelineBody);
+  expect(res.status).toBe(200);
+  return res.body.id;
+}
 async function teamApiKeyOn(team: string): Promise<string> {
   const res = await org.post(o(`/team_api_keys/${env}/${region}`), { team_id: team, label: 'matrix' });
   expect(res.status).toBe(200);
@@ -167,6 +175,34 @@ const operations: Operation[] = [
     deployment: 'env',
     ok: 202,
     run: async (c, team, at) => c.post(`${hooks(team, at.environment)}/${await webhookOn(team)}/recover`, { since: new Date(Date.now() - 60_000).toISOString() }),
+  },
+  { name: 'GET pipelines', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.get(pipes(team, at.environment)) },
+  { name: 'POST pipeline', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.post(pipes(team, at.environment), pipelineBody) },
+  { name: 'GET pipeline', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}`) },
+  { name: 'PATCH pipeline', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.patch(`${pipes(team, at.environment)}/${await pipelineOn(team)}`, { description: 'x' }) },
+  { name: 'DELETE pipeline', scope: 'team', deployment: 'env', ok: 204, run: async (c, team, at) => c.del(`${pipes(team, at.environment)}/${await pipelineOn(team)}`) },
+  { name: 'POST pipeline disable', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/disable`) },
+  { name: 'POST pipeline enable', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/enable`) },
+  { name: 'POST pipeline test', scope: 'team', deployment: 'env', ok: 202, run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/test`, {}) },
+  { name: 'GET pipeline attempts', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}/attempts`) },
+  { name: 'GET pipeline deliveries', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}/deliveries`) },
+  {
+    name: 'POST pipeline event resend',
+    scope: 'team',
+    deployment: 'env',
+    ok: 202,
+    run: async (c, team, at) => {
+      const pipeline = await pipelineOn(team);
+      const event = (await org.post(`${pipes(team)}/${pipeline}/test`, {})).body.event_id;
+      return c.post(`${pipes(team, at.environment)}/${pipeline}/events/${event}/resend`);
+    },
+  },
+  {
+    name: 'POST pipeline recover',
+    scope: 'team',
+    deployment: 'env',
+    ok: 202,
+    run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/recover`, { since: new Date(Date.now() - 60_000).toISOString() }),
   },
   { name: 'GET webhook event types', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.get(`${hooks(team, at.environment)}/event_types`) },
   { name: 'GET webhook events', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.get(`${hooks(team, at.environment)}/events`) },

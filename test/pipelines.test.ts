@@ -230,6 +230,28 @@ describe('pipelines: the resource', () => {
     expect(res.body.detail[0].msg).toMatch(message);
   });
 
+  test('a pipeline whose broker fails for the (shortened) window is disabled, and the team is told by a pipeline.disabled event', async () => {
+    const slowApp = await startTestApp({ ...RETRY, WEBHOOK_RETRY_SCHEDULE_MS: Array(30).fill(150).join(','), WEBHOOK_DISABLE_AFTER_MS: 1000 });
+    try {
+      const dead = await createPipeline({ destination: { type: 'rabbitmq', url: 'amqp://127.0.0.1:1' }, routes: [{ event_type_prefix: 'labtest.', target: 'x' }] });
+      await publishEvent(slowApp.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: {} });
+      const disabled = await eventually(async () => {
+        const got = await mgmt.get(`${base}/${dead.id}`);
+        return got.body.disabled && got.body;
+      }, 20_000, 'the pipeline disabled');
+      expect(disabled).toMatchObject({ disabled_reason: 'failing', failing_since: expect.any(String) });
+      const events = base.replace(/pipeline$/, 'webhook/events?event_type=pipeline.disabled');
+      const told = await eventually(async () => (await mgmt.get(events)).body.data.find((e: { data: { pipeline_id: string } }) => e.data.pipeline_id === dead.id), 20_000, 'the event');
+      expect(told.data.reason).toBe('failing');
+      expect(new Date(told.data.failing_since).getTime()).toBe(new Date(disabled.failing_since).getTime());
+      const attempts = await mgmt.get(`${base}/${dead.id}/attempts`);
+      expect(attempts.body.data[0]).toMatchObject({ error_class: 'broker_error', status_code: null, error: expect.stringMatching(/RabbitMQ: could not connect: .*ECONNREFUSED/) });
+      expect((await mgmt.del(`${base}/${dead.id}`)).status).toBe(204);
+    } finally {
+      await slowApp.close();
+    }
+  }, 60_000);
+
   test('refuses a Kafka topic name in a route and an empty route list with field locations', async () => {
     const kafkaDest = { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] };
     const badTopic = await mgmt.post(base, { destination: kafkaDest, routes: [{ event_type_prefix: 'a.', target: 'ok' }, { event_type_prefix: '', target: 'not a topic!' }] });

@@ -294,6 +294,12 @@ describe('retries and endpoint health', () => {
       return res.body.disabled && res.body;
     });
     expect(disabled.disabled_reason).toBe('gone');
+    // The team is told, through its event log (and its other endpoints and pipelines).
+    const told = await eventually(async () => {
+      const res = await mgmt.get(`${base}/events?event_type=webhook.disabled`);
+      return res.body.data.find((e: { data: { webhook_id: string } }) => e.data.webhook_id === hook.id);
+    });
+    expect(told.data).toMatchObject({ reason: 'gone', failing_since: null });
     await publish('labtest.order.updated');
     await new Promise((r) => setTimeout(r, 700));
     expect(rx.requests).toHaveLength(1);

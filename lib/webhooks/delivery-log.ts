@@ -86,6 +86,7 @@ export const toAttempt = (a: AttemptDoc) => ({
   duration_ms: a.duration_ms,
   status_code: a.status_code,
   error_class: a.error_class,
+  error: a.error ?? null,
   response_body: a.response_body,
 });
 

@@ -5,6 +5,7 @@ import type { PipelineDoc } from '../pipelines/model';
 import type { PipelineSender } from '../pipelines/brokers';
 import type { EndpointDoc } from './endpoints-store';
 import type { DeliveryDoc, EventDoc } from './model';
+import type { EventPublisher } from './publisher';
 import { mapWithConcurrency, USER_AGENT, type AttemptResult, type WebhookSender } from './sender';
 import { SIGNATURE_HEADERS, signatureHeaders } from './signing';
 
@@ -145,7 +146,7 @@ function headersFor(endpoint: EndpointDoc, at: Date): (eventId: string, body: st
  * on its own precondition. True when it wrote (the run then reads the destination again).
  */
 export async function recordHealth(
-  deps: { repos: Repositories; logger: Logger },
+  deps: { repos: Repositories; logger: Logger; publisher: Pick<EventPublisher, 'publish'> },
   destination: Destination,
   o: { gone: boolean; anySuccess: boolean; at: Date; disableAfterMs: number },
 ): Promise<boolean> {
@@ -154,7 +155,7 @@ export async function recordHealth(
   const failingSince = destination.doc.failing_since;
   const health = destination.kind === 'webhook' ? repos.webhooks.recordEndpointHealth.bind(repos.webhooks) : repos.pipelines.recordHealth.bind(repos.pipelines);
   if (o.gone && destination.kind === 'webhook') {
-    await repos.webhooks.disableEndpoint(id, 'gone');
+    if (await repos.webhooks.disableEndpoint(id, 'gone')) await announceDisabled(deps, destination, 'gone', o.at);
     logger.warn({ endpointId: id }, 'webhook endpoint answered 410 Gone: disabled');
     return true;
   }
@@ -172,6 +173,27 @@ export async function recordHealth(
     destination.kind === 'webhook'
       ? await repos.webhooks.disableEndpoint(id, 'failing', (e) => e.failing_since !== null && o.at.getTime() - e.failing_since.getTime() >= o.disableAfterMs)
       : await repos.pipelines.disableFailing(id, failingSince);
-  if (disabled) logger.warn({ [destination.kind === 'webhook' ? 'endpointId' : 'pipelineId']: id, failingSince }, `${destination.kind === 'webhook' ? 'webhook endpoint' : 'pipeline'} failing for too long: disabled`);
+  if (disabled) {
+    logger.warn({ [destination.kind === 'webhook' ? 'endpointId' : 'pipelineId']: id, failingSince }, `${destination.kind === 'webhook' ? 'webhook endpoint' : 'pipeline'} failing for too long: disabled`);
+    await announceDisabled(deps, destination, 'failing', failingSince);
+  }
   return disabled;
+}
+
+/**
+ * Tells the team (its other endpoints and pipelines, and the event list) that a destination was disabled. One
+ * event per disabling: keyed by the destination and the failure run (or the 410), so a retried write publishes
+ * nothing twice. Best effort: the destination is disabled whether or not this lands.
+ */
+async function announceDisabled(deps: { publisher: Pick<EventPublisher, 'publish'>; logger: Logger }, destination: Destination, reason: 'gone' | 'failing', since: Date): Promise<void> {
+  const { doc } = destination;
+  const idField = destination.kind === 'webhook' ? 'webhook_id' : 'pipeline_id';
+  await deps.publisher
+    .publish({
+      teamId: doc.team_id,
+      eventType: `${destination.kind}.disabled`,
+      data: { [idField]: doc._id, reason, failing_since: reason === 'failing' ? since.toISOString() : null, disabled_at: new Date().toISOString() },
+      idempotencyKey: `${destination.kind}.disabled:${doc._id}:${since.toISOString()}`,
+    })
+    .catch((err) => deps.logger.warn({ err, [idField]: doc._id }, 'could not publish the disabled event'));
 }

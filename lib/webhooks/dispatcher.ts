@@ -9,6 +9,7 @@ import { deliveryPolicyFrom, newDelivery } from './fan-out';
 import { destinationFacts, DestinationView, dueFor, MAX_CONCURRENT_POSTS, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations';
 import { type DeliveryChange } from './store';
 import { routeOf } from '../pipelines/model';
+import type { EventPublisher } from './publisher';
 import { attemptId, deliveryId, type AttemptDoc, type DeliveryDoc } from './model';
 
 export interface DispatchResult {
@@ -60,6 +61,8 @@ export interface DispatcherDeps {
   repos: Repositories;
   config: Config;
   logger: Logger;
+  /** Tells the team when one of its destinations is disabled (`webhook.disabled`, `pipeline.disabled`). */
+  publisher: Pick<EventPublisher, 'publish'>;
 }
 
 /**
@@ -285,6 +288,7 @@ function outcomesOf(due: DeliveryDoc[], results: SendOutcome[], now: Date, claim
       duration_ms: r.durationMs,
       status_code: r.statusCode,
       error_class: r.errorClass ?? (httpError ? `http_${r.statusCode}` : null),
+      error: r.error,
       response_body: r.responseBody,
     });
     const lastError = r.error ?? (httpError ? `HTTP ${r.statusCode}` : null);

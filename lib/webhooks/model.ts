@@ -81,6 +81,8 @@ export interface AttemptDoc {
   duration_ms: number;
   status_code: number | null;
   error_class: string | null;
+  /** What went wrong when no answer says it (a connection, a broker's refusal); absent on attempts of earlier versions. */
+  error?: string | null;
   /** The receiver's answer, truncated to 4 KB. */
   response_body: string | null;
 }

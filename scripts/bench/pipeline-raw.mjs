@@ -1,0 +1,95 @@
+// The raw producer baselines of the pipeline suite (pipelines.mjs): the messages a pipeline sends, built the same
+// way (the envelope of lib/webhooks/model.ts, the bytes and gzip rule of lib/pipelines/brokers.ts encodeBody, the
+// same properties and headers), published straight from this process with the clients the worker uses, one batch
+// of WEBHOOK_BATCH_SIZE at a time (as one dispatcher sends them), with no database and no Temporal in between:
+//   RabbitMQ: amqplib confirm channel, persistent + mandatory, publish a batch then waitForConfirms;
+//   Kafka: kafkajs idempotent producer (maxInFlightRequests 1), sendBatch with acks -1, key = user_id.
+// Timed from the first publish to the last confirm / acknowledged produce (connecting is not timed: the
+// service's connection is warm too). The consumers (pipeline-consumer.mjs) receive these messages as well.
+import { performance } from 'node:perf_hooks';
+import amqp from 'amqplib';
+import { Kafka, logLevel } from 'kafkajs';
+
+const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
+
+function batchStats(batchMs) {
+  const sorted = Float64Array.from(batchMs).sort();
+  const at = (p) => (sorted.length ? round(sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1], 1) : null);
+  return { batches: sorted.length, p50Ms: at(50), p99Ms: at(99), maxMs: at(100) };
+}
+
+/** The headers a pipeline puts on a message (brokers.ts headersOf). */
+const headersOf = (m) => ({ event_type: m.eventType, team_id: m.teamId, ...(m.userId ? { user_id: m.userId } : {}) });
+
+/**
+ * `n` messages (`makeMessage(seq)` -> { eventId, eventType, teamId, userId, body, createdAt }) to `exchange` with
+ * routing key `key`, in confirmed batches of `batchSize`. Returns { t0 (epoch ms), seconds, eventsPerSec, returned, batch }.
+ */
+export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessage, encodeBody }) {
+  const connection = await amqp.connect(url);
+  try {
+    const channel = await connection.createConfirmChannel();
+    await channel.assertExchange(exchange, 'topic', { durable: true });
+    let returned = 0;
+    channel.on('return', () => returned++);
+    const batchMs = [];
+    const t0 = Date.now();
+    const started = performance.now();
+    for (let from = 0; from < n; from += batchSize) {
+      const b = performance.now();
+      for (let seq = from; seq < Math.min(n, from + batchSize); seq++) {
+        const m = makeMessage(seq);
+        const { content, contentEncoding } = encodeBody(m.body);
+        channel.publish(exchange, key, content, {
+          persistent: true,
+          mandatory: true,
+          messageId: m.eventId,
+          type: m.eventType,
+          appId: 'healthbridge',
+          timestamp: Math.floor(m.createdAt.getTime() / 1000),
+          contentType: 'application/json',
+          ...(contentEncoding ? { contentEncoding } : {}),
+          headers: headersOf(m),
+        });
+      }
+      await channel.waitForConfirms();
+      batchMs.push(performance.now() - b);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    return { t0, seconds: round(seconds, 3), eventsPerSec: round(n / seconds, 1), returned, batch: batchStats(batchMs) };
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+/** `n` messages to `topic` with the idempotent producer, one sendBatch (acks -1) of `batchSize` at a time. Same result shape. */
+export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, encodeBody }) {
+  const kafka = new Kafka({ clientId: 'bench-raw-producer', brokers: [bootstrap], logLevel: logLevel.NOTHING });
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false, retry: { retries: 2, maxRetryTime: 2_000 } });
+  await producer.connect();
+  try {
+    const batchMs = [];
+    const t0 = Date.now();
+    const started = performance.now();
+    for (let from = 0; from < n; from += batchSize) {
+      const b = performance.now();
+      const messages = [];
+      for (let seq = from; seq < Math.min(n, from + batchSize); seq++) {
+        const m = makeMessage(seq);
+        const { content, contentEncoding } = encodeBody(m.body);
+        messages.push({
+          key: m.userId ?? m.eventId,
+          value: content,
+          timestamp: String(m.createdAt.getTime()),
+          headers: { 'message-id': m.eventId, ...headersOf(m), 'content-type': 'application/json', ...(contentEncoding ? { 'content-encoding': contentEncoding } : {}) },
+        });
+      }
+      await producer.sendBatch({ acks: -1, timeout: 15_000, topicMessages: [{ topic, messages }] });
+      batchMs.push(performance.now() - b);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    return { t0, seconds: round(seconds, 3), eventsPerSec: round(n / seconds, 1), returned: 0, batch: batchStats(batchMs) };
+  } finally {
+    await producer.disconnect().catch(() => undefined);
+  }
+}

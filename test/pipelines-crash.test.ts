@@ -1,0 +1,209 @@
+import { randomUUID } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
+import { gunzipSync } from 'node:zlib';
+import amqp from 'amqplib';
+import { Kafka, logLevel, type Consumer } from 'kafkajs';
+import { publishEvent } from '../lib/webhooks/publisher';
+import { startTestBrokers, type TestBrokers } from './support/brokers';
+import { createTenant, eventually, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';
+
+/**
+ * Crash test for pipelines (test/webhooks-crash.test.ts for brokers): this file runs its own worker process on a
+ * private deployment and its own RabbitMQ and Kafka, streams events of several users to a Kafka pipeline that
+ * keeps each user's order and to a RabbitMQ pipeline, kills the worker with SIGKILL while batches are in flight,
+ * starts it again, and checks what the brokers received: every event, duplicates only under the event's own id
+ * (the killed run's batches, sent again when their claim lapses), and each user's Kafka events in publish order
+ * (by first occurrence).
+ */
+const deployment = privateDeployment('pipelines-crash');
+// A delivery's claim outlasts its batch by ceil(batch / 100) × the attempt timeout + 30 s: small batches and a
+// short timeout keep the wait for the killed run's batches (sent again once their claim lapses) near 35 s.
+const DELIVERY = { WEBHOOK_RETRY_SCHEDULE_MS: ['0', ...Array(60).fill('500')].join(','), WEBHOOK_ATTEMPT_TIMEOUT_MS: 3000, WEBHOOK_THROTTLE_FLOOR_MS: 500 };
+const WORKER_ENV = {
+  LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error',
+  WEBHOOK_SWEEP_INTERVAL_MS: '1000',
+  WEBHOOK_SWEEP_GRACE_MS: '2000',
+  WEBHOOK_BATCH_SIZE: '100',
+  ...Object.fromEntries(Object.entries(DELIVERY).map(([k, v]) => [k, String(v)])),
+};
+const USERS = 12;
+const ROUNDS = 250; // 3000 events, one per user per round
+
+let worker: ChildProcess | null = null;
+let app: TestApp;
+let tenant: Tenant;
+let mgmt: HttpClient;
+let brokers: TestBrokers;
+let amqpConnection: amqp.ChannelModel;
+let kafka: Kafka;
+let consumer: Consumer | null = null;
+
+const startWorker = () => startCrashWorker(deployment, WORKER_ENV);
+
+beforeAll(async () => {
+  [app, brokers] = await Promise.all([startTestApp({ ...deployment, ...DELIVERY }), startTestBrokers('pipelines-crash')]);
+  tenant = await createTenant(app.deps, 'Pipelines crash');
+  mgmt = managementClient(app, tenant);
+  amqpConnection = await amqp.connect(brokers.amqpUrl);
+  amqpConnection.on('error', () => undefined);
+  kafka = new Kafka({ clientId: 'pipelines-crash-test', brokers: [brokers.kafkaBootstrap], logLevel: logLevel.NOTHING });
+}, 300_000);
+
+afterAll(async () => {
+  if (worker) await stopWorker(worker, 'SIGTERM');
+  await consumer?.disconnect().catch(() => undefined);
+  await amqpConnection?.close().catch(() => undefined);
+  if (brokers) expect(await brokers.stop()).toBe(true);
+  await app?.close();
+}, 60_000);
+
+const bodyOf = (content: Buffer, encoding: string | undefined) => JSON.parse((encoding === 'gzip' ? gunzipSync(content) : content).toString('utf8'));
+
+interface Received {
+  id: string;
+  user: string;
+  seq: number;
+}
+
+test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicates keep their event id; Kafka keeps each user\'s order', async () => {
+  const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/pipeline`;
+  const create = async (body: Record<string, unknown>) => {
+    const res = await mgmt.post(base, body);
+    expect(res.status).toBe(200);
+    return res.body.id as string;
+  };
+
+  // Kafka: a topic of a few partitions, read from the beginning by a consumer of its own group.
+  const topic = `crash-${randomUUID()}`;
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ topics: [{ topic, numPartitions: 4 }], waitForLeaders: true });
+  await admin.disconnect();
+  const kafkaPipeline = await create({ destination: { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] }, routes: [{ event_type_prefix: '', target: topic }], ordered_per_user: true });
+  const fromKafka: (Received & { partition: number; key: string | undefined })[] = [];
+  consumer = kafka.consumer({ groupId: `pipelines-crash-${randomUUID()}`, sessionTimeout: 6_000, heartbeatInterval: 1_000 });
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({
+    eachMessage: async ({ partition, message }) => {
+      const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]));
+      const body = bodyOf(message.value!, headers['content-encoding']);
+      fromKafka.push({ id: headers['message-id'], user: body.user_id, seq: body.data.seq, partition, key: message.key?.toString() });
+    },
+  });
+
+  // RabbitMQ: a durable queue bound to the pipeline's exchange.
+  const u = new URL(brokers.amqpUrl);
+  const exchange = `crash-${randomUUID()}`;
+  const channel = await amqpConnection.createChannel();
+  await channel.assertExchange(exchange, 'topic', { durable: true });
+  const { queue } = await channel.assertQueue(`all-${randomUUID()}`, { durable: true });
+  await channel.bindQueue(queue, exchange, 'all');
+  const fromRabbit: Received[] = [];
+  await channel.consume(
+    queue,
+    (m) => {
+      if (!m) return;
+      const body = bodyOf(m.content, m.properties.contentEncoding);
+      fromRabbit.push({ id: String(m.properties.messageId), user: body.user_id, seq: body.data.seq });
+    },
+    { noAck: true },
+  );
+  const rabbitPipeline = await create({
+    destination: { type: 'rabbitmq', url: `amqp://${u.host}`, username: decodeURIComponent(u.username), password: decodeURIComponent(u.password), exchange },
+    routes: [{ event_type_prefix: '', target: 'all' }],
+  });
+
+  // The stream: one event per user per round, each user's events published one after another.
+  const users = Array.from({ length: USERS }, () => randomUUID());
+  const sent: Received[] = [];
+  let delivering = false;
+  const stream = (async () => {
+    for (let seq = 0; seq < ROUNDS; seq++) {
+      const ids = await Promise.all(
+        users.map((user) => publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'daily.data.steps.created', data: { seq }, userId: user, clientUserId: `client-${user}` })),
+      );
+      ids.forEach((e, i) => sent.push({ id: e.id, user: users[i], seq }));
+      // The first rounds wait for the worker to start delivering, so the kill falls inside the stream.
+      if (seq === 10) await eventually(async () => delivering, 60_000, 'the first deliveries');
+      await new Promise((r) => setTimeout(r, 15));
+    }
+  })();
+  const total = USERS * ROUNDS;
+
+  worker = startWorker();
+  await eventually(async () => fromKafka.length > 0 && fromRabbit.length > 0, 60_000, 'the first messages at both brokers');
+  delivering = true;
+  // Kill once both brokers have a good part of the stream and a run holds claimed deliveries (a batch in flight).
+  const claimed = async (pipelineId: string) =>
+    app.inspect.collection('webhook_deliveries').countDocuments({ endpoint_id: pipelineId, status: 'pending', claim: { $type: 'string' } } as never);
+  const threshold = total / 5;
+  const killDeadline = Date.now() + 60_000;
+  while (!(fromKafka.length >= threshold && fromRabbit.length >= threshold && ((await claimed(kafkaPipeline)) > 0 || (await claimed(rabbitPipeline)) > 0))) {
+    if (Date.now() > killDeadline) throw new Error(`no moment to kill: ${fromKafka.length} at Kafka, ${fromRabbit.length} at RabbitMQ of ${total}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const atKill = { published: sent.length, kafka: fromKafka.length, rabbit: fromRabbit.length };
+  await stopWorker(worker, 'SIGKILL');
+  const killedAt = Date.now();
+  // Nothing runs now: what is still claimed was the dead run's, in flight or unrecorded.
+  const claimedAtKill = { kafka: await claimed(kafkaPipeline), rabbit: await claimed(rabbitPipeline) };
+  expect(atKill.published).toBeLessThan(total); // the stream goes on while no worker runs
+  for (const n of [atKill.kafka, atKill.rabbit]) {
+    expect(n).toBeGreaterThan(0);
+    expect(n).toBeLessThan(total);
+  }
+  expect(claimedAtKill.kafka + claimedAtKill.rabbit).toBeGreaterThan(0);
+
+  await new Promise((r) => setTimeout(r, 2000));
+  worker = startWorker();
+  await stream;
+  expect(sent).toHaveLength(total);
+
+  // Everything is delivered (recorded as such) and has arrived: the killed run's batches included, once their
+  // claim lapsed.
+  const deliveries = app.inspect.collection('webhook_deliveries');
+  const pipelineIds = [kafkaPipeline, rabbitPipeline];
+  const expected = new Set(sent.map((s) => s.id));
+  const arrived = (list: Received[]) => {
+    const seen = new Set(list.map((m) => m.id));
+    return [...expected].every((id) => seen.has(id));
+  };
+  await eventually(
+    async () => (await deliveries.countDocuments({ endpoint_id: { $in: pipelineIds }, status: { $ne: 'succeeded' } } as never)) === 0 && arrived(fromKafka) && arrived(fromRabbit),
+    150_000,
+    'every event at both brokers',
+  );
+  expect(await deliveries.countDocuments({ endpoint_id: { $in: pipelineIds }, status: 'succeeded' } as never)).toBe(2 * total);
+  const recoveredAfterMs = Date.now() - killedAt;
+  await new Promise((r) => setTimeout(r, 1000)); // stragglers of the last sends
+
+  const bySent = new Map(sent.map((s) => [s.id, s]));
+  const duplicates: Record<string, number> = {};
+  for (const [name, list] of [['kafka', fromKafka], ['rabbit', fromRabbit]] as const) {
+    const seen = new Set(list.map((m) => m.id));
+    expect([...expected].filter((id) => !seen.has(id))).toEqual([]); // nothing lost
+    // Every message is one of the events, under its own id: a duplicate is the same event sent again.
+    for (const m of list) expect({ id: m.id, user: m.user, seq: m.seq }).toEqual(bySent.get(m.id));
+    duplicates[name] = list.length - seen.size;
+  }
+
+  // Kafka, ordered per user: each user's events in publish order by first occurrence, all on one partition.
+  const orderViolations: string[] = [];
+  for (const user of users) {
+    const mine = fromKafka.filter((m) => m.user === user);
+    const firsts: number[] = [];
+    const seen = new Set<string>();
+    for (const m of mine) {
+      if (seen.has(m.id)) continue;
+      seen.add(m.id);
+      firsts.push(m.seq);
+    }
+    if (firsts.some((seq, i) => seq !== i)) orderViolations.push(`${user}: ${firsts.join(',')}`);
+    expect(new Set(mine.map((m) => m.partition)).size).toBe(1);
+    expect(mine.filter((m) => m.key !== user)).toEqual([]);
+  }
+  expect(orderViolations).toEqual([]);
+  console.log(JSON.stringify({ total, atKill, claimedAtKill, duplicates, recoveredAfterMs }));
+}, 300_000);
