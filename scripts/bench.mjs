@@ -9,8 +9,9 @@
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
 //   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went (=worker: the worker)
-//   BENCH_SUITES=users,webhooks,lab,wearables  which suites to run (default all); the webhook and lab suites' own settings
-//                         (BENCH_WEBHOOK_*, BENCH_LAB_*) are described in scripts/bench/webhooks.mjs and lab-orders.mjs
+//   BENCH_SUITES=users,webhooks,lab,wearables,pipelines  which suites to run (default all); the webhook, lab and pipeline
+//                         suites' own settings (BENCH_WEBHOOK_*, BENCH_LAB_*, BENCH_PIPELINE_*) are described in
+//                         scripts/bench/webhooks.mjs, lab-orders.mjs and pipelines.mjs
 //
 // A suite is a module in scripts/bench/ exporting `async (env, { log }) => ({ results, ratios, notes?,
 // details? })` (see users.mjs, webhooks.mjs), added to `allSuites` below.
@@ -21,6 +22,7 @@ import { machineInfo, startEnvironment } from './bench/environment.mjs';
 import { benchDefaults } from './bench/load.mjs';
 import { computeRatios, formatReport, summarizeCpuProfile, writeResults } from './bench/report.mjs';
 import { labOrderSettings, labOrderSuite } from './bench/lab-orders.mjs';
+import { pipelineSettings, pipelineSuite } from './bench/pipelines.mjs';
 import { userSuite } from './bench/users.mjs';
 import { webhookSettings, webhookSuite } from './bench/webhooks.mjs';
 import { wearableSettings, wearableSuite } from './bench/wearables.mjs';
@@ -31,6 +33,7 @@ const allSuites = [
   { name: 'webhooks', run: webhookSuite, checkSettings: webhookSettings },
   { name: 'lab', run: labOrderSuite, checkSettings: labOrderSettings },
   { name: 'wearables', run: wearableSuite, checkSettings: wearableSettings },
+  { name: 'pipelines', run: pipelineSuite, checkSettings: pipelineSettings },
 ];
 const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
   .split(',')

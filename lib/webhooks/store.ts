@@ -23,9 +23,8 @@ import { type EventDoc, type OutboxDoc, type DeliveryDoc, type AttemptDoc, deliv
  * - `webhook_dispatchers`: per endpoint, until when its dispatcher activity is delivering (a hint that lets
  *   publishers skip the wake signal; written only by that dispatcher).
  *
- * Retention: TTL indexes delete events (`created_at`), finished deliveries (`finished_at`; a pending one has
- * none) and attempts (`timestamp`) WEBHOOK_RETENTION_DAYS after that time. Erasure: `eraseUser` (per endpoint through its dispatcher, then
- * team-wide), see activities/webhook-delivery.ts.
+ * Retention: TTL indexes (events `created_at`, finished deliveries `finished_at`, attempts `timestamp`),
+ * WEBHOOK_RETENTION_DAYS. Erasure: per destination through its dispatcher, then team-wide (lib/webhooks/commands.ts).
  */
 
 /** An event as stored: `body` encrypted (plaintext in events written before it was). */
@@ -119,12 +118,8 @@ export interface DeliveryChange {
   claim?: string;
 }
 
-/** Pending deliveries one ordered batch looks through, per page and in pages (dueInUserOrder). */
-const ORDERED_SCAN_PAGE = 1000;
-const ORDERED_SCAN_PAGES = 5;
-/** Held-back users left out by the query itself; more are skipped as they are read. */
-const MAX_EXCLUDED_USERS = 1000;
-
+/** dueInUserOrder's page, pages per batch, and how many held-back users the query leaves out (more are skipped as read). */
+const [ORDERED_SCAN_PAGE, ORDERED_SCAN_PAGES, MAX_EXCLUDED_USERS] = [1000, 5, 1000];
 /** `created_at` in [since, until). */
 export const createdWithin = (q: { since?: Date; until?: Date }) => ({ ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) });
 
@@ -253,11 +248,10 @@ export class WebhookStore {
   }
 
   /**
-   * Due deliveries of a destination that keeps each user's events in publish order: per user, the pending
-   * deliveries from the oldest on (`_id` order is the events' time order), while they are due; a user whose
-   * oldest pending delivery is not due (waiting for a retry, or claimed by a run sending it) is held back whole.
-   * Reads pending deliveries in `_id` pages, leaving held-back users out of the next page, for at most
-   * ORDERED_SCAN_PAGES pages per batch. Events without a user are not ordered.
+   * Due deliveries of a destination that keeps each user's order: per user, the pending deliveries from the oldest
+   * (`_id` order: the events' time order) while they are due; a user whose oldest pending one is not due (retry
+   * wait, or claimed by a run sending it) is held back whole, and left out of the next `_id` page. Events without a
+   * user are not ordered. At most ORDERED_SCAN_PAGES pages per batch.
    */
   async dueInUserOrder(teamId: string, destinationId: string, at: Date, limit: number): Promise<DeliveryDoc[]> {
     const heldBack = new Set<string>();
@@ -397,8 +391,7 @@ export class WebhookStore {
 
   /** A user's events, deliveries and attempts, team-wide. Idempotent. */
   async eraseUser(teamId: string, userId: string): Promise<number> {
-    let n = 0;
-    n += (await this.events.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
+    let n = await this.eraseUserEvents(teamId, userId);
     n += (await this.deliveries.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
     n += (await this.attempts.deleteMany({ team_id: teamId, user_id: userId })).deletedCount;
     return n;

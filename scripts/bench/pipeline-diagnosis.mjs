@@ -1,0 +1,158 @@
+// Where a pipeline's time goes (pipelines.mjs): the dispatcher alone, without the publisher in front of it.
+//
+//   backlog drain: N events are queued for the pipeline by a second EventPublisher whose Temporal wake is a no-op
+//     (events, deliveries and outbox written as usual; the worker's dispatcher is not woken), then the real
+//     publisher wakes the dispatcher: events/s from the wake to the last message received is what the worker's
+//     dispatcher sends with full batches (the sweeper could wake it earlier for deliveries over
+//     WEBHOOK_SWEEP_GRACE_MS old: reported when the first message came before the wake).
+//   phase timing: another, smaller backlog is delivered by the same dispatcher code (WebhookDispatcher and
+//     PipelineSender of dist/) run in this process instead of the worker, with every store call and the broker
+//     send timed (the worker is not woken, so it does not take part; checked from the messages sent here).
+//     Batch k's recording (insertAttempts, changeDeliveries) overlaps batch k+1's reads and send; the cycle's
+//     remainder is waiting for that recording, the destination re-read and the loop itself.
+import { performance } from 'node:perf_hooks';
+import { distModule } from './environment.mjs';
+import { closedLoop, dispatcherBatches, round, sleep } from './webhook-measures.mjs';
+
+const FILL_PUBLISHERS = 256;
+const STORE_CALLS = ['dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'claimDeliveries', 'insertAttempts', 'changeDeliveries', 'markDispatcherActive', 'markDispatcherIdle', 'nextDueAt'];
+
+/** `obj` with the methods `names` timed into `acc[name] = { calls, ms, items }` (items: the first array argument's length). */
+function timed(obj, names, acc) {
+  return new Proxy(obj, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target);
+      if (typeof v !== 'function') return v;
+      if (!names.includes(prop)) return v.bind(target);
+      return async (...args) => {
+        const t = performance.now();
+        try {
+          return await v.apply(target, args);
+        } finally {
+          const a = (acc[prop] ??= { calls: 0, ms: 0, items: 0 });
+          a.calls++;
+          a.ms += performance.now() - t;
+          a.items += Array.isArray(args[0]) ? args[0].length : Array.isArray(args[1]) ? args[1].length : 0;
+        }
+      };
+    },
+  });
+}
+
+/**
+ * ctx: { env, config, consumer, publisher (real), publishWith(publisher, teamId, run, seq), received, settle, meter,
+ * logLines, log, results, EventPublisher, createLogger }.
+ */
+export async function diagnosisScenarios(ctx) {
+  const { env, config, consumer, publisher, publishWith, received, settle, meter, logLines, log, results, EventPublisher, createLogger } = ctx;
+  const [{ WebhookDispatcher }, { PipelineSender }, { brokerPolicyFromConfig }] = await Promise.all([
+    distModule('lib/webhooks/dispatcher.js'),
+    distModule('lib/pipelines/brokers.js'),
+    distModule('lib/platform/url-safety.js'),
+  ]);
+  const noWake = { client: { workflow: { signalWithStart: async () => undefined } }, taskQueue: 'bench-no-wake' };
+  const quiet = new EventPublisher({ config, repos: env.repos, temporal: noWake, logger: createLogger('warn', 'bench-backlog-publisher') });
+
+  const fill = async (teamId, run, n) => {
+    const started = Date.now();
+    const load = await closedLoop(n, FILL_PUBLISHERS, (seq) => publishWith(quiet, teamId, run, seq));
+    await quiet.settle();
+    if (load.errors) throw new Error(`backlog: ${load.errors} publishes failed: ${load.firstError}`);
+    return (Date.now() - started) / 1000;
+  };
+
+  const record = (r) => (results.push(r), r);
+  const base = (name, n, stats, seconds, extra) => ({
+    name, suite: 'pipelines', kind: 'webhook', shape: 'throughput', endpoints: 1, events: n, expectedDeliveries: n, delivered: stats.unique,
+    complete: stats.unique >= n, seconds: round(seconds, 2), eventsPerSec: seconds ? round(stats.unique / seconds, 1) : null,
+    deliveriesPerSec: seconds ? round(stats.unique / seconds, 1) : null, rps: seconds ? round(stats.unique / seconds, 1) : 0, ok: stats.unique,
+    p50Ms: null, p90Ms: null, p99Ms: null, maxMs: null, meanMs: null, duplicates: stats.duplicates, outOfOrder: stats.outOfOrder, errors: 0, ...extra,
+  });
+
+  /** The worker's dispatcher on a backlog of `n`. */
+  const runBacklog = async (what, teamId, pipelineId, n) => {
+    const run = `backlog-${what.replace(/\W+/g, '-')}`;
+    const name = `pipeline ${what}, backlog of ${n} (dispatcher only)`;
+    log(`bench: ${name} ... queueing ${n} events without waking the dispatcher`);
+    await sleep(1000); // the dispatcher's linger after the previous run is over
+    const fillSeconds = await fill(teamId, run, n);
+    logLines.take();
+    const cpu = meter();
+    const t0 = Date.now();
+    await publisher.wake(pipelineId);
+    const stats = await received(run, () => n, t0 + 300_000, name);
+    const cpuUsed = cpu();
+    await settle(teamId);
+    const seconds = stats.lastAt !== null ? (stats.lastAt - t0) / 1000 : null;
+    const worker = await dispatcherBatches(env.db, teamId, t0 - 30_000, seconds ? seconds * 1000 : 0, logLines.take());
+    const early = stats.firstAt !== null && stats.firstAt < t0;
+    const r = record(base(name, n, stats, seconds, { fillSeconds: round(fillSeconds, 1), sweptEarly: early, worker, cpu: cpuUsed }));
+    log(
+      `bench: ${name}: queued in ${r.fillSeconds} s; ${stats.unique}/${n} received ${r.seconds} s after the wake = ${r.eventsPerSec} events/s; ` +
+        `${worker.batches} batches of mean ${worker.meanBatch}${early ? '; NOTE: the first message came before the wake (sweeper)' : ''}`,
+    );
+    await consumer.ask('forget', run);
+    return r;
+  };
+
+  /** The dispatcher's code in this process on a backlog of `n`, every phase timed. */
+  const runPhases = async (what, teamId, pipelineId, n) => {
+    const run = `phases-${what.replace(/\W+/g, '-')}`;
+    const name = `pipeline ${what}, backlog of ${n}, dispatcher code in the bench process (phase timing)`;
+    log(`bench: ${name} ...`);
+    await sleep(1000);
+    await fill(teamId, run, n);
+    const acc = {};
+    const repos = { ...env.repos, webhookStore: timed(env.repos.webhookStore, STORE_CALLS, acc), pipelines: timed(env.repos.pipelines, ['getPipeline', 'recordHealth'], acc), webhooks: timed(env.repos.webhooks, ['getEndpoint'], acc) };
+    const sender = new PipelineSender(brokerPolicyFromConfig(config));
+    const senders = { webhook: null, pipeline: timed(sender, ['send'], acc) };
+    const dispatcher = new WebhookDispatcher({ repos, config, logger: createLogger('warn', 'bench-dispatcher') }, senders);
+    const cpu = meter();
+    const t0 = performance.now();
+    const at0 = Date.now();
+    let activities = 0;
+    try {
+      for (;;) {
+        activities++;
+        const r = await dispatcher.deliverDue(pipelineId, { heartbeat: () => undefined, superseded: () => false });
+        if (!r.more) break;
+        if (r.waitMs) await sleep(r.waitMs);
+      }
+    } finally {
+      await sender.close();
+    }
+    const wallMs = performance.now() - t0;
+    const cpuUsed = cpu();
+    const stats = await received(run, () => n, Date.now() + 30_000, name);
+    await settle(teamId);
+    const batches = acc.send?.calls ?? 0;
+    const sentHere = acc.send?.items ?? 0;
+    const phases = Object.fromEntries(
+      Object.entries(acc).map(([k, a]) => [k, { calls: a.calls, totalMs: round(a.ms, 0), perBatchMs: batches ? round(a.ms / batches, 1) : null, meanMs: round(a.ms / a.calls, 1), meanItems: round(a.items / a.calls, 0) }]),
+    );
+    const seconds = stats.lastAt !== null ? (stats.lastAt - at0) / 1000 : null;
+    const r = record(base(name, n, stats, seconds, { cycleMs: batches ? round(wallMs / batches, 1) : null, batches, sentHere, activities, phases, cpu: cpuUsed }));
+    log(
+      `bench: ${name}: ${stats.unique}/${n} received in ${r.seconds} s = ${r.eventsPerSec} events/s; ${batches} batches (${sentHere} messages sent here), ` +
+        `cycle ${r.cycleMs} ms a batch; per batch: ${Object.entries(phases).filter(([, p]) => p.totalMs > 0).map(([k, p]) => `${k} ${p.perBatchMs} ms`).join(', ')}`,
+    );
+    await consumer.ask('forget', run);
+    return r;
+  };
+
+  return { runBacklog, runPhases, close: () => quiet.settle() };
+}
+
+/** A note line for a phase-timing result. */
+export function phaseNote(r) {
+  const critical = ['getEndpoint', 'getPipeline', 'dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'claimDeliveries', 'send'];
+  const p = r.phases;
+  const onPath = critical.reduce((s, k) => s + (p[k]?.perBatchMs ?? 0), 0);
+  const fmt = (k) => (p[k] ? `${k} ${p[k].perBatchMs} ms (${p[k].calls} calls, mean ${p[k].meanItems} items)` : null);
+  return (
+    `in-process dispatcher: ${r.batches} batches, cycle ${r.cycleMs} ms a batch (${round(r.sentHere / r.batches, 0)} messages); on the critical path per batch: ` +
+    critical.map(fmt).filter(Boolean).join(', ') +
+    `; overlapped (previous batch's recording): ${['insertAttempts', 'changeDeliveries', 'recordHealth'].map(fmt).filter(Boolean).join(', ')}; ` +
+    `rest of the cycle (waiting for that recording, the loop) ${round(r.cycleMs - onPath, 1)} ms; ${r.activities} deliverDue calls; ${r.sentHere}/${r.events} sent here`
+  );
+}
