@@ -284,6 +284,29 @@ describe('retries and endpoint health', () => {
     await mgmt.del(`${base}/${hook.id}`);
   });
 
+  test("ordered_per_user: a failing event holds back only its user's later events; each user gets its events in publish order", async () => {
+    const [userA, userB] = [randomUUID(), randomUUID()];
+    let failuresLeft = 2;
+    const rx = await receiver((req) => {
+      const body = JSON.parse(req.body);
+      if (body.user_id === userA && body.data.seq === 0 && failuresLeft > 0) {
+        failuresLeft--;
+        return { status: 500 };
+      }
+      return { status: 200 };
+    });
+    const hook = await createWebhook(rx.url, { ordered_per_user: true });
+    expect((await mgmt.get(`${base}/${hook.id}`)).body.ordered_per_user).toBe(true);
+    for (let seq = 0; seq < 5; seq++) {
+      for (const user of [userA, userB]) await publish('labtest.order.updated', { seq }, { userId: user });
+    }
+    await rx.waitFor(12, 20_000);
+    const seqsOf = (user: string) => rx.requests.map((r) => JSON.parse(r.body)).filter((b) => b.user_id === user).map((b) => b.data.seq);
+    expect(seqsOf(userA)).toEqual([0, 0, 0, 1, 2, 3, 4]); // two failures of its first event held back the rest
+    expect(seqsOf(userB)).toEqual([0, 1, 2, 3, 4]);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
   test('410 Gone disables the endpoint and stops delivery', async () => {
     const rx = await receiver(() => ({ status: 410 }));
     const hook = await createWebhook(rx.url);

@@ -84,7 +84,7 @@ export async function diagnosisScenarios(ctx) {
     const cpuUsed = cpu();
     await settle(teamId);
     const seconds = stats.lastAt !== null ? (stats.lastAt - t0) / 1000 : null;
-    const worker = await dispatcherBatches(env.db, teamId, t0 - 30_000, seconds ? seconds * 1000 : 0, logLines.take());
+    const worker = await dispatcherBatches(env.db, teamId, t0, seconds ? seconds * 1000 : 0, logLines.take());
     const early = stats.firstAt !== null && stats.firstAt < t0;
     const r = record(base(name, n, stats, seconds, { fillSeconds: round(fillSeconds, 1), sweptEarly: early, worker, cpu: cpuUsed }));
     log(

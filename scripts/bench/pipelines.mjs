@@ -16,7 +16,9 @@
 //      connection opens), then N events by BENCH_PIPELINE_PUBLISHERS closed-loop publishers, timed from the first
 //      publish to the last message received (end-to-end events/s, and its ratio to 1);
 //   3. a paced run: BENCH_PIPELINE_RATE events/s for BENCH_PIPELINE_PACED_SECONDS; latency = consumer arrival -
-//      the time taken just before the publish call (data.sent_at), p50/p99.
+//      the time taken just before the publish call (data.sent_at), p50/p99;
+//   4. the dispatcher alone (pipeline-diagnosis.mjs): a backlog of N drained by the worker, and a backlog of
+//      BENCH_PIPELINE_PHASE_EVENTS drained by the same dispatcher code in this process with each phase timed.
 // Events belong to BENCH_PIPELINE_USERS users in turn (Kafka key = user_id); the consumer counts messages that
 // arrive out of their user's publish order. Where the time goes: the dispatcher's batches rebuilt from the
 // attempt documents (webhook-measures.mjs dispatcherBatches: size, send time, gap between batches) and CPU per process.
@@ -25,16 +27,19 @@
 //   BENCH_PIPELINE_BROKERS=rabbitmq,kafka  BENCH_PIPELINE_ORDERED=false,true (ordered_per_user modes)
 //   BENCH_PIPELINE_PUBLISHERS=64  BENCH_PIPELINE_USERS=100  BENCH_PIPELINE_KAFKA_PARTITIONS=3
 //   BENCH_PIPELINE_RATE=50  BENCH_PIPELINE_PACED_SECONDS=20  BENCH_PIPELINE_TIMEOUT_SECONDS=300 (per throughput run)
+//   BENCH_PIPELINE_BACKLOG=1 (0: no step 4)  BENCH_PIPELINE_PHASE_EVENTS=5000
 
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { Kafka, logLevel } from 'kafkajs';
 import { repoRoot, stopChild } from '../setup.mjs';
 import { startKafka } from '../stack/kafka.mjs';
 import { RABBITMQ_PASSWORD, RABBITMQ_USER, startRabbitmq } from '../stack/rabbitmq.mjs';
 import { distModule } from './environment.mjs';
 import { httpClient, numberEnv } from './load.mjs';
+import { diagnosisScenarios, phaseNote } from './pipeline-diagnosis.mjs';
 import { rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
 import { CLIENT_USER_ID, EVENT_TYPE, PACED_TIMEOUT_MS, SETTLE_TIMEOUT_MS, closedLoop, cpuMeter, dispatcherBatches, logLineCounter, pacedLoop, percentiles, round, sleep, waitDelivered } from './webhook-measures.mjs';
 
@@ -59,6 +64,8 @@ export function pipelineSettings() {
     rate: numberEnv('BENCH_PIPELINE_RATE', 50, { min: 1 }),
     pacedSeconds: numberEnv('BENCH_PIPELINE_PACED_SECONDS', 20, { min: 1 }),
     timeoutSeconds: numberEnv('BENCH_PIPELINE_TIMEOUT_SECONDS', 300, { min: 5 }),
+    backlog: numberEnv('BENCH_PIPELINE_BACKLOG', 1, { integer: true }) > 0,
+    phaseEvents: numberEnv('BENCH_PIPELINE_PHASE_EVENTS', 5000, { integer: true, min: 1 }),
   };
 }
 
@@ -148,8 +155,18 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
     const mgmt = httpClient(env.apiUrl, { headers: { 'x-management-key': mgmtKey.value } });
     cleanups.push(() => mgmt.close());
     const pids = {
-      bench: process.pid, consumer: consumer.pid, worker: env.children.worker.pid, api: env.children.api.pid, ferretdb: env.stackPids?.mongo,
+      consumer: consumer.pid, worker: env.children.worker.pid, api: env.children.api.pid, ferretdb: env.stackPids?.mongo,
       postgres: env.stackPids?.postgres, temporal: env.stackPids?.temporal, rabbitmq: rabbitmq.pid, kafka: kafka.pid,
+    };
+    // The bench process's own CPU (cpuMeter counts a process's children with it, and the servers are this one's).
+    const meter = () => {
+      const others = cpuMeter(pids);
+      const [own, t] = [process.cpuUsage(), performance.now()];
+      return () => {
+        const out = others();
+        const used = Object.values(process.cpuUsage(own)).reduce((a, b) => a + b, 0) / 1e6;
+        return { ...out, bench: { cpuSeconds: round(used, 2), pctOfOneCore: round((used / ((performance.now() - t) / 1000)) * 100, 0) } };
+      };
     };
     log(
       `bench: pipelines: RabbitMQ 127.0.0.1:${rabbitmq.port} (pid ${rabbitmq.pid}), Kafka ${kafka.bootstrap} (pid ${kafka.pid}, ${settings.partitions} partitions a topic); ` +
@@ -174,7 +191,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         const body = envelopeOf({ event_type: EVENT_TYPE, data: dataOf(run, seq), team_id: env.tenant.teamId, user_id: userId, client_user_id: CLIENT_USER_ID });
         return { eventId: timeOrderedUuid(), eventType: EVENT_TYPE, teamId: env.tenant.teamId, userId, body, createdAt: new Date() };
       };
-      const cpu = cpuMeter(pids);
+      const cpu = meter();
       const common = { n, batchSize, makeMessage, encodeBody };
       const r = broker === 'rabbitmq'
         ? await rawRabbitmq({ ...common, url: rabbitmq.url, exchange: EXCHANGE, key: 'bench.raw' })
@@ -210,8 +227,9 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       log(`bench: ${label(broker, ordered)}: team ${team._id}, pipeline ${res.json.id} -> ${target}`);
       return { teamId: team._id, pipelineId: res.json.id };
     };
-    const publishOne = (teamId, run, seq) =>
-      publishEvent({ publisher }, { teamId, eventType: EVENT_TYPE, data: dataOf(run, seq), userId: userOf(seq), clientUserId: CLIENT_USER_ID, idempotencyKey: `${run}-${seq}` });
+    const publishWith = (through, teamId, run, seq) =>
+      publishEvent({ publisher: through }, { teamId, eventType: EVENT_TYPE, data: dataOf(run, seq), userId: userOf(seq), clientUserId: CLIENT_USER_ID, idempotencyKey: `${run}-${seq}` });
+    const publishOne = (teamId, run, seq) => publishWith(publisher, teamId, run, seq);
     const failedAttempts = (teamId, since) => env.db.collection('webhook_attempts').countDocuments({ team_id: teamId, timestamp: { $gte: new Date(since) }, error_class: { $ne: null } });
 
     const finish = async ({ name, run, broker, ordered, shape, teamId, load, t0, stats, extra }) => {
@@ -245,7 +263,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       log(`bench: ${name} ... ${settings.publishers} concurrent publishers`);
       logLines.take();
       const t0 = Date.now();
-      const cpu = cpuMeter(pids);
+      const cpu = meter();
       let published = 0;
       let publishedAt = null;
       let load = null;
@@ -268,7 +286,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       log(`bench: ${name} ... ${settings.pacedSeconds} s`);
       logLines.take();
       const t0 = Date.now();
-      const cpu = cpuMeter(pids);
+      const cpu = meter();
       const total = Math.max(1, Math.round(settings.rate * settings.pacedSeconds));
       let sent = 0;
       let load = null;
@@ -292,15 +310,24 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       await consumer.ask('forget', run);
     };
 
+    const diagnosis = settings.backlog
+      ? await diagnosisScenarios({ env, config, consumer, publisher, publishWith, received, settle, meter, logLines, log, results, EventPublisher, createLogger })
+      : null;
+    if (diagnosis) cleanups.push(() => diagnosis.close());
     for (const broker of settings.brokers) {
       const raw = await runRaw(broker);
       for (const ordered of settings.ordered) {
-        const { teamId } = await createPipeline(broker, ordered);
+        const { teamId, pipelineId } = await createPipeline(broker, ordered);
         await warmUp(broker, ordered, teamId);
         const tput = await runThroughput(broker, ordered, teamId);
         const paced = await runPaced(broker, ordered, teamId);
         const what = `${broker}, ${modeOf(ordered)}`;
         ratios.push({ name: `pipeline / raw producer, ${what} (events/s)`, of: tput, to: raw, target: 0.5 });
+        if (diagnosis) {
+          const backlog = await diagnosis.runBacklog(what, teamId, pipelineId, n);
+          await diagnosis.runPhases(what, teamId, pipelineId, settings.phaseEvents);
+          ratios.push({ name: `dispatcher alone (backlog) / raw producer, ${what} (events/s)`, of: backlog, to: raw, target: null, note: 'no publisher in front' });
+        }
         if (broker === 'kafka') ratios.push({ kind: 'target', name: `pipeline events/s end to end, ${what}`, value: tput.eventsPerSec, target: 2000, unit: '/s' });
         for (const p of [50, 99]) {
           ratios.push({ kind: 'info', name: `first-event latency p${p}, ${what} (paced ${settings.rate}/s${paced.saturated ? ', saturated' : ''})`, value: paced[`p${p}Ms`], target: null, unit: ' ms', note: 'publish call -> consumer' });
@@ -344,6 +371,7 @@ function pipelineNotes(results) {
         .map(([k, v]) => `${k} ${v.cpuSeconds} s (${v.pctOfOneCore}%)`);
       parts.push(`cpu over ${r.cpu.wallSeconds} s: ${cpu.join(', ')}`);
     }
+    if (r.phases) parts.push(phaseNote(r));
     if (parts.length) lines.push(`  ${r.name}:\n    ${parts.join('\n    ')}`);
   }
   return lines.length > 1 ? lines : [];
