@@ -51,7 +51,12 @@ beforeAll(async () => {
 }, 300_000);
 
 afterAll(async () => {
-  if (worker) await stopWorker(worker, 'SIGTERM');
+  if (worker) {
+    const t0 = Date.now();
+    const exited = await Promise.race([stopWorker(worker, 'SIGTERM').then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 15_000))]);
+    console.log(`DIAG worker SIGTERM exited=${exited} after ${Date.now() - t0} ms`);
+    if (!exited) await stopWorker(worker, 'SIGKILL');
+  }
   await consumer?.disconnect().catch(() => undefined);
   await amqpConnection?.close().catch(() => undefined);
   if (brokers) expect(await brokers.stop()).toBe(true);
@@ -140,10 +145,20 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
     app.inspect.collection('webhook_deliveries').countDocuments({ endpoint_id: pipelineId, status: 'pending', claim: { $type: 'string' } } as never);
   const threshold = total / 5;
   const killDeadline = Date.now() + 60_000;
-  while (!(fromKafka.length >= threshold && fromRabbit.length >= threshold && ((await claimed(kafkaPipeline)) > 0 || (await claimed(rabbitPipeline)) > 0))) {
+  let polls = 0;
+  const seenClaims = { kafka: 0, rabbit: 0 };
+  for (;;) {
     if (Date.now() > killDeadline) throw new Error(`no moment to kill: ${fromKafka.length} at Kafka, ${fromRabbit.length} at RabbitMQ of ${total}`);
+    if (fromKafka.length >= threshold && fromRabbit.length >= threshold) {
+      const [k, r] = await Promise.all([claimed(kafkaPipeline), claimed(rabbitPipeline)]);
+      polls++;
+      if (k) seenClaims.kafka++;
+      if (r) seenClaims.rabbit++;
+      if (k > 0 && r > 0) break;
+    }
     await new Promise((r) => setTimeout(r, 5));
   }
+  console.log(`DIAG polls=${polls} seenClaims=${JSON.stringify(seenClaims)}`);
   const atKill = { published: sent.length, kafka: fromKafka.length, rabbit: fromRabbit.length };
   await stopWorker(worker, 'SIGKILL');
   const killedAt = Date.now();

@@ -252,6 +252,34 @@ describe('pipelines: the resource', () => {
     }
   }, 60_000);
 
+  test('replay of a time range: failed deliveries (no queue was bound) are sent again with the same message id once one is', async () => {
+    const quickApp = await startTestApp({ ...RETRY, WEBHOOK_RETRY_SCHEDULE_MS: '0,100' });
+    try {
+      const exchange = `replay-${randomUUID()}`;
+      const pipeline = await createPipeline({ destination: { type: 'rabbitmq', ...amqpParts(), exchange }, routes: [{ event_type_prefix: 'labtest.', target: 'late' }] });
+      const since = new Date(Date.now() - 1000).toISOString();
+      const events = [];
+      for (let i = 0; i < 3; i++) events.push(await publishEvent(quickApp.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { i }, userId: randomUUID() }));
+      await eventually(async () => {
+        const res = await mgmt.get(`${base}/${pipeline.id}/deliveries?status=failed`);
+        return res.body.data.length === 3;
+      }, 30_000, 'three failed deliveries');
+      const { messages } = await queueOf(exchange, 'late');
+      const replay = await mgmt.post(`${base}/${pipeline.id}/recover`, { since });
+      expect(replay).toMatchObject({ status: 202, body: { resent: 3 } });
+      await eventually(async () => messages.length === 3, 30_000, 'the replayed messages');
+      expect(messages.map((m) => m.properties.messageId).sort()).toEqual(events.map((e) => e.id).sort());
+      const attempts = await mgmt.get(`${base}/${pipeline.id}/attempts?event_id=${events[0].id}`);
+      expect(attempts.body.data.map((a: { trigger: string; error_class: string | null }) => [a.trigger, a.error_class])).toEqual([
+        ['manual', null],
+        ['scheduled', 'unroutable'],
+        ['scheduled', 'unroutable'],
+      ]);
+    } finally {
+      await quickApp.close();
+    }
+  }, 60_000);
+
   test('refuses a Kafka topic name in a route and an empty route list with field locations', async () => {
     const kafkaDest = { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] };
     const badTopic = await mgmt.post(base, { destination: kafkaDest, routes: [{ event_type_prefix: 'a.', target: 'ok' }, { event_type_prefix: '', target: 'not a topic!' }] });

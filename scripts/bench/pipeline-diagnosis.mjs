@@ -15,25 +15,22 @@ import { distModule } from './environment.mjs';
 import { closedLoop, dispatcherBatches, round, sleep } from './webhook-measures.mjs';
 
 const FILL_PUBLISHERS = 256;
+const RECORDING = ['insertAttempts', 'changeDeliveries', 'recordHealth'];
 const STORE_CALLS = ['dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'claimDeliveries', 'insertAttempts', 'changeDeliveries', 'markDispatcherActive', 'markDispatcherIdle', 'nextDueAt'];
 
-/** `obj` with the methods `names` timed into `acc[name] = { calls, ms, items }` (items: the first array argument's length). */
-function timed(obj, names, acc) {
+/** `obj` with the methods `names` timed into `calls` ({ name, start, ms, items }; items: the result's or the array argument's length). */
+function timed(obj, names, calls) {
   return new Proxy(obj, {
     get(target, prop) {
       const v = Reflect.get(target, prop, target);
       if (typeof v !== 'function') return v;
       if (!names.includes(prop)) return v.bind(target);
       return async (...args) => {
-        const t = performance.now();
-        try {
-          return await v.apply(target, args);
-        } finally {
-          const a = (acc[prop] ??= { calls: 0, ms: 0, items: 0 });
-          a.calls++;
-          a.ms += performance.now() - t;
-          a.items += Array.isArray(args[0]) ? args[0].length : Array.isArray(args[1]) ? args[1].length : 0;
-        }
+        const start = performance.now();
+        const result = await v.apply(target, args);
+        const items = Array.isArray(result) ? result.length : result instanceof Set ? result.size : (args.find(Array.isArray)?.length ?? 0);
+        calls.push({ name: prop, start, ms: performance.now() - start, items });
+        return result;
       };
     },
   });
@@ -102,10 +99,10 @@ export async function diagnosisScenarios(ctx) {
     log(`bench: ${name} ...`);
     await sleep(1000);
     await fill(teamId, run, n);
-    const acc = {};
-    const repos = { ...env.repos, webhookStore: timed(env.repos.webhookStore, STORE_CALLS, acc), pipelines: timed(env.repos.pipelines, ['getPipeline', 'recordHealth'], acc), webhooks: timed(env.repos.webhooks, ['getEndpoint'], acc) };
+    const calls = [];
+    const repos = { ...env.repos, webhookStore: timed(env.repos.webhookStore, STORE_CALLS, calls), pipelines: timed(env.repos.pipelines, ['getPipeline', 'recordHealth'], calls), webhooks: timed(env.repos.webhooks, ['getEndpoint'], calls) };
     const sender = new PipelineSender(brokerPolicyFromConfig(config));
-    const senders = { webhook: null, pipeline: timed(sender, ['send'], acc) };
+    const senders = { webhook: null, pipeline: timed(sender, ['send'], calls) };
     const dispatcher = new WebhookDispatcher({ repos, config, logger: createLogger('warn', 'bench-dispatcher') }, senders);
     const cpu = meter();
     const t0 = performance.now();
@@ -125,13 +122,22 @@ export async function diagnosisScenarios(ctx) {
     const cpuUsed = cpu();
     const stats = await received(run, () => n, Date.now() + 30_000, name);
     await settle(teamId);
-    const batches = acc.send?.calls ?? 0;
-    const sentHere = acc.send?.items ?? 0;
-    const phases = Object.fromEntries(
-      Object.entries(acc).map(([k, a]) => [k, { calls: a.calls, totalMs: round(a.ms, 0), perBatchMs: batches ? round(a.ms / batches, 1) : null, meanMs: round(a.ms / a.calls, 1), meanItems: round(a.items / a.calls, 0) }]),
-    );
+    // The batches' window: to the end of the last send (later calls are the idle look and linger, not batches);
+    // the recording of each batch (after its send) counts whenever it ran.
+    const sends = calls.filter((c) => c.name === 'send');
+    const batches = sends.length;
+    const sentHere = sends.reduce((a, c) => a + c.items, 0);
+    const lastSendEnd = Math.max(t0, ...sends.map((c) => c.start + c.ms));
+    const phases = {};
+    for (const c of calls.filter((x) => x.start <= lastSendEnd || RECORDING.includes(x.name))) {
+      const p = (phases[c.name] ??= { calls: 0, totalMs: 0, items: 0 });
+      p.calls++;
+      p.totalMs += c.ms;
+      p.items += c.items;
+    }
+    for (const p of Object.values(phases)) Object.assign(p, { perBatchMs: batches ? round(p.totalMs / batches, 1) : null, meanMs: round(p.totalMs / p.calls, 1), meanItems: round(p.items / p.calls, 0), totalMs: round(p.totalMs, 0) });
     const seconds = stats.lastAt !== null ? (stats.lastAt - at0) / 1000 : null;
-    const r = record(base(name, n, stats, seconds, { cycleMs: batches ? round(wallMs / batches, 1) : null, batches, sentHere, activities, phases, cpu: cpuUsed }));
+    const r = record(base(name, n, stats, seconds, { cycleMs: batches ? round((lastSendEnd - t0) / batches, 1) : null, wallMs: round(wallMs, 0), batches, sentHere, activities, phases, cpu: cpuUsed }));
     log(
       `bench: ${name}: ${stats.unique}/${n} received in ${r.seconds} s = ${r.eventsPerSec} events/s; ${batches} batches (${sentHere} messages sent here), ` +
         `cycle ${r.cycleMs} ms a batch; per batch: ${Object.entries(phases).filter(([, p]) => p.totalMs > 0).map(([k, p]) => `${k} ${p.perBatchMs} ms`).join(', ')}`,
@@ -145,14 +151,14 @@ export async function diagnosisScenarios(ctx) {
 
 /** A note line for a phase-timing result. */
 export function phaseNote(r) {
-  const critical = ['getEndpoint', 'getPipeline', 'dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'claimDeliveries', 'send'];
+  const critical = ['markDispatcherActive', 'getEndpoint', 'getPipeline', 'dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'claimDeliveries', 'send'];
   const p = r.phases;
   const onPath = critical.reduce((s, k) => s + (p[k]?.perBatchMs ?? 0), 0);
   const fmt = (k) => (p[k] ? `${k} ${p[k].perBatchMs} ms (${p[k].calls} calls, mean ${p[k].meanItems} items)` : null);
   return (
     `in-process dispatcher: ${r.batches} batches, cycle ${r.cycleMs} ms a batch (${round(r.sentHere / r.batches, 0)} messages); on the critical path per batch: ` +
     critical.map(fmt).filter(Boolean).join(', ') +
-    `; overlapped (previous batch's recording): ${['insertAttempts', 'changeDeliveries', 'recordHealth'].map(fmt).filter(Boolean).join(', ')}; ` +
+    `; overlapped (previous batch's recording): ${RECORDING.map(fmt).filter(Boolean).join(', ')}; ` +
     `rest of the cycle (waiting for that recording, the loop) ${round(r.cycleMs - onPath, 1)} ms; ${r.activities} deliverDue calls; ${r.sentHere}/${r.events} sent here`
   );
 }

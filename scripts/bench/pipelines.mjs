@@ -360,7 +360,8 @@ function pipelineNotes(results) {
     if (b?.batches) {
       parts.push(
         `dispatcher (attempt documents): ${b.batches} batches, mean ${b.meanBatch} messages (max ${b.maxBatch}), broker send mean ${b.postMs.mean} ms (max ${b.postMs.max}), ` +
-          `${b.meanMsBetweenBatches ?? '-'} ms from one batch's send to the next (${b.batchesPerSecPerEndpoint} batches/s); ${r.failedAttempts} failed attempts`,
+          `${b.meanMsBetweenBatches ?? '-'} ms from one batch's send to the next (${b.batchesPerSecPerEndpoint} batches/s)` +
+          (r.failedAttempts !== undefined ? `; ${r.failedAttempts} failed attempts` : ''),
       );
     }
     if (r.publishSeconds !== undefined) parts.push(`publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`);

@@ -49,9 +49,13 @@ export async function startTestBrokers(name: string, env: Record<string, string>
       if (driver.exitCode === null) {
         const gone = new Promise((r) => driver.once('exit', r));
         driver.kill('SIGTERM');
-        await Promise.race([gone, new Promise((r) => setTimeout(r, 25_000))]);
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([gone, new Promise((r) => (timer = setTimeout(r, 25_000)))]);
+        clearTimeout(timer);
         if (driver.exitCode === null) driver.kill('SIGKILL');
       }
+      // Its pipes would keep the test process alive (a broker's helper process may hold them a while longer).
+      for (const stream of [driver.stdin, driver.stdout, driver.stderr]) stream?.destroy();
       return lines.includes('stopped');
     },
   };
