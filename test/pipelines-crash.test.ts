@@ -52,9 +52,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (worker) {
-    const t0 = Date.now();
+    // As npm test stops its worker: SIGTERM, then SIGKILL after 15 s (a worker holding broker connections has
+    // been seen to outlive SIGTERM until they close when idle).
     const exited = await Promise.race([stopWorker(worker, 'SIGTERM').then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 15_000))]);
-    console.log(`DIAG worker SIGTERM exited=${exited} after ${Date.now() - t0} ms`);
     if (!exited) await stopWorker(worker, 'SIGKILL');
   }
   await consumer?.disconnect().catch(() => undefined);
@@ -140,28 +140,21 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   worker = startWorker();
   await eventually(async () => fromKafka.length > 0 && fromRabbit.length > 0, 60_000, 'the first messages at both brokers');
   delivering = true;
-  // Kill once both brokers have a good part of the stream and a run holds claimed deliveries (a batch in flight).
+  // Kill once both brokers have a good part of the stream and both pipelines have claimed deliveries (batches in flight).
   const claimed = async (pipelineId: string) =>
     app.inspect.collection('webhook_deliveries').countDocuments({ endpoint_id: pipelineId, status: 'pending', claim: { $type: 'string' } } as never);
   const threshold = total / 5;
   const killDeadline = Date.now() + 60_000;
-  let polls = 0;
-  const seenClaims = { kafka: 0, rabbit: 0 };
   for (;;) {
     if (Date.now() > killDeadline) throw new Error(`no moment to kill: ${fromKafka.length} at Kafka, ${fromRabbit.length} at RabbitMQ of ${total}`);
     if (fromKafka.length >= threshold && fromRabbit.length >= threshold) {
       const [k, r] = await Promise.all([claimed(kafkaPipeline), claimed(rabbitPipeline)]);
-      polls++;
-      if (k) seenClaims.kafka++;
-      if (r) seenClaims.rabbit++;
       if (k > 0 && r > 0) break;
     }
     await new Promise((r) => setTimeout(r, 5));
   }
-  console.log(`DIAG polls=${polls} seenClaims=${JSON.stringify(seenClaims)}`);
   const atKill = { published: sent.length, kafka: fromKafka.length, rabbit: fromRabbit.length };
   await stopWorker(worker, 'SIGKILL');
-  const killedAt = Date.now();
   // Nothing runs now: what is still claimed was the dead run's, in flight or unrecorded.
   const claimedAtKill = { kafka: await claimed(kafkaPipeline), rabbit: await claimed(rabbitPipeline) };
   expect(atKill.published).toBeLessThan(total); // the stream goes on while no worker runs
@@ -191,17 +184,14 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
     'every event at both brokers',
   );
   expect(await deliveries.countDocuments({ endpoint_id: { $in: pipelineIds }, status: 'succeeded' } as never)).toBe(2 * total);
-  const recoveredAfterMs = Date.now() - killedAt;
   await new Promise((r) => setTimeout(r, 1000)); // stragglers of the last sends
 
   const bySent = new Map(sent.map((s) => [s.id, s]));
-  const duplicates: Record<string, number> = {};
-  for (const [name, list] of [['kafka', fromKafka], ['rabbit', fromRabbit]] as const) {
+  for (const list of [fromKafka, fromRabbit]) {
     const seen = new Set(list.map((m) => m.id));
     expect([...expected].filter((id) => !seen.has(id))).toEqual([]); // nothing lost
     // Every message is one of the events, under its own id: a duplicate is the same event sent again.
     for (const m of list) expect({ id: m.id, user: m.user, seq: m.seq }).toEqual(bySent.get(m.id));
-    duplicates[name] = list.length - seen.size;
   }
 
   // Kafka, ordered per user: each user's events in publish order by first occurrence, all on one partition.
@@ -220,5 +210,4 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
     expect(mine.filter((m) => m.key !== user)).toEqual([]);
   }
   expect(orderViolations).toEqual([]);
-  console.log(JSON.stringify({ total, atKill, claimedAtKill, duplicates, recoveredAfterMs }));
 }, 300_000);

@@ -189,6 +189,34 @@ describe('pipelines: Kafka', () => {
   }, 120_000);
 });
 
+describe('pipelines: Kafka with SASL', () => {
+  test('logs in with the stored (encrypted) password; a wrong one is an auth_error attempt', async () => {
+    const topic = `sasl-${randomUUID()}`;
+    const admin = kafka.admin();
+    await admin.connect();
+    await admin.createTopics({ topics: [{ topic }], waitForLeaders: true });
+    await admin.disconnect();
+    const { bootstrap, username, password } = brokers.kafkaSasl;
+    const destination = (pw: string) => ({ type: 'kafka', bootstrap_servers: [bootstrap], sasl: { mechanism: 'plain', username, password: pw } });
+    const good = await createPipeline({ destination: destination(password), routes: [{ event_type_prefix: 'provider.', target: topic }] });
+    expect(good.destination).toMatchObject({ sasl: { mechanism: 'plain', username }, has_password: true });
+    const raw = await app.inspect.collection('pipelines').findOne({ _id: good.id } as never);
+    expect(rawText(raw)).not.toContain(password);
+    const bad = await createPipeline({ destination: destination('wrong-password'), routes: [{ event_type_prefix: 'provider.', target: topic }] });
+    const event = await publish('provider.connection.created', randomUUID(), { provider: 'demo' });
+    const received: string[] = [];
+    const consumer = kafka.consumer({ groupId: `sasl-${randomUUID()}`, sessionTimeout: 6_000, heartbeatInterval: 1_000 });
+    consumers.push(consumer);
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.run({ eachMessage: async ({ message }) => void received.push(String(message.headers?.['message-id'])) });
+    await eventually(async () => received.includes(event.id), 60_000, 'the message through SASL');
+    const refused = await eventually(async () => (await mgmt.get(`${base}/${bad.id}/attempts?event_id=${event.id}`)).body.data[0], 30_000, 'the refused attempt');
+    expect(refused).toMatchObject({ error_class: 'auth_error' });
+    for (const p of [good, bad]) expect((await mgmt.del(`${base}/${p.id}`)).status).toBe(204);
+  }, 90_000);
+});
+
 describe('pipelines: the resource', () => {
   test('credentials are stored encrypted and never returned; list, get, patch, disable and enable', async () => {
     const { url, username, password } = amqpParts();

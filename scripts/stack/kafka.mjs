@@ -125,15 +125,20 @@ function randomClusterId() {
   }
 }
 
-function serverProperties({ dataDir, port, controllerPort, autoCreateTopics }) {
+function serverProperties({ dataDir, port, controllerPort, autoCreateTopics, sasl }) {
+  // An optional second listener that takes SASL/PLAIN logins (`sasl: { port, users: { name: password } }`).
+  const saslListener = sasl ? `,SASL_PLAINTEXT://127.0.0.1:${sasl.port}` : '';
+  const jaasUsers = sasl ? Object.entries(sasl.users).map(([user, password]) => `user_${user}="${password}"`).join(' ') : '';
   return `# Written by scripts/stack/kafka.mjs at every start (ports may change; the data in log.dirs stays).
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:${controllerPort}
-listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}
-advertised.listeners=PLAINTEXT://127.0.0.1:${port}
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}${saslListener}
+advertised.listeners=PLAINTEXT://127.0.0.1:${port}${saslListener}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+${sasl ? `sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required ${jaasUsers};
+` : ''}controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=${dataDir}
 # Topics are created explicitly (as on most managed clusters), so a missing topic is an error, not a new topic.
@@ -264,9 +269,10 @@ export const stopLeftoverKafka = ({ stateDir, log = console.log }) => reapPrevio
  * formatting that on first use, and waits until a client can fetch metadata. Ports default to free ones.
  * Restart on the same data: call startKafka again with the returned `startOptions` (same ports, so clients
  * keep their bootstrap address); after stop() or kill() (SIGKILL, a crash: Kafka recovers its logs).
- * Returns { bootstrap, port, controllerPort, pid, version, clusterId, logFile, startOptions, readyMs, stop(), kill() }.
+ * Returns { bootstrap, saslBootstrap, port, controllerPort, pid, version, clusterId, logFile, startOptions, readyMs, stop(), kill() };
+ * `sasl: { users: { name: password }, port? }` adds a SASL/PLAIN listener (saslBootstrap) beside the plaintext one.
  */
-export async function startKafka({ stateDir, port, controllerPort, autoCreateTopics = false, log = console.log } = {}) {
+export async function startKafka({ stateDir, port, controllerPort, autoCreateTopics = false, sasl = null, log = console.log } = {}) {
   if (!stateDir) throw new Error('startKafka: stateDir is required');
   stateDir = path.resolve(stateDir);
   const { version, classpath, java } = await ensureKafka({ log });
@@ -281,7 +287,9 @@ export async function startKafka({ stateDir, port, controllerPort, autoCreateTop
   const dataDir = path.join(stateDir, 'data');
   const configFile = path.join(stateDir, 'server.properties');
   const logFile = path.join(stateDir, 'kafka.log');
-  fs.writeFileSync(configFile, serverProperties({ dataDir, port, controllerPort, autoCreateTopics }));
+  if (sasl && !sasl.port) sasl = { ...sasl, port: await freePort() };
+  if (sasl) await assertPortFree(sasl.port, "Kafka's SASL listener");
+  fs.writeFileSync(configFile, serverProperties({ dataDir, port, controllerPort, autoCreateTopics, sasl }));
   fs.writeFileSync(path.join(stateDir, 'log4j2.properties'), LOG4J_CONFIG);
   const jvm = jvmArgs(stateDir, classpath);
 
@@ -341,7 +349,9 @@ export async function startKafka({ stateDir, port, controllerPort, autoCreateTop
     clusterId,
     logFile,
     readyMs,
-    startOptions: { stateDir, port, controllerPort, autoCreateTopics },
+    /** The SASL/PLAIN listener's `host:port`, when `sasl` asked for one. */
+    saslBootstrap: sasl ? `127.0.0.1:${sasl.port}` : null,
+    startOptions: { stateDir, port, controllerPort, autoCreateTopics, sasl },
     /** SIGTERM (controlled shutdown, ~0.5 s), SIGKILL after STOP_TIMEOUT_MS; resolves with the time it took. */
     stop: () => end('SIGTERM', STOP_TIMEOUT_MS),
     /** SIGKILL at once: a crash, for recovery tests. */

@@ -11,12 +11,19 @@ import readline from 'node:readline';
 
 const stateDir = process.env.BROKER_STATE_DIR;
 const log = (line) => console.log(line);
+// Kafka also takes SASL/PLAIN logins on a second listener, for pipelines with credentials.
+const kafkaSasl = { username: 'healthbridge', password: `kpw-${randomBytes(12).toString('hex')}` };
 let [rabbitmq, kafka] = await Promise.all([
   // A password of its own (not the user name), so tests can look for it where it must not be.
   startRabbitmq({ stateDir: path.join(stateDir, 'rabbitmq'), password: `pw-${randomBytes(12).toString('hex')}`, log }),
-  startKafka({ stateDir: path.join(stateDir, 'kafka'), log, autoCreateTopics: process.env.BROKER_KAFKA_AUTO_CREATE_TOPICS === 'true' }),
+  startKafka({
+    stateDir: path.join(stateDir, 'kafka'),
+    log,
+    autoCreateTopics: process.env.BROKER_KAFKA_AUTO_CREATE_TOPICS === 'true',
+    sasl: { users: { [kafkaSasl.username]: kafkaSasl.password } },
+  }),
 ]);
-console.log(`ready ${JSON.stringify({ amqpUrl: rabbitmq.url, kafkaBootstrap: kafka.bootstrap })}`);
+console.log(`ready ${JSON.stringify({ amqpUrl: rabbitmq.url, kafkaBootstrap: kafka.bootstrap, kafkaSasl: { bootstrap: kafka.saslBootstrap, ...kafkaSasl } })}`);
 
 const commands = {
   'stop rabbitmq': () => rabbitmq.stop(),

@@ -10,6 +10,8 @@ import { eventually } from './harness';
 export interface TestBrokers {
   amqpUrl: string;
   kafkaBootstrap: string;
+  /** The same Kafka's SASL/PLAIN listener and its one user. */
+  kafkaSasl: { bootstrap: string; username: string; password: string };
   lines: string[];
   command(command: 'stop rabbitmq' | 'start rabbitmq' | 'stop kafka' | 'start kafka'): Promise<void>;
   /** Stops both brokers; true when the driver said it stopped them. */
@@ -29,7 +31,7 @@ export async function startTestBrokers(name: string, env: Record<string, string>
     eventually(
       async () => {
         const line = lines.find((l) => l.startsWith('ready '));
-        return line ? (JSON.parse(line.slice('ready '.length)) as { amqpUrl: string; kafkaBootstrap: string }) : null;
+        return line ? (JSON.parse(line.slice('ready '.length)) as Pick<TestBrokers, 'amqpUrl' | 'kafkaBootstrap' | 'kafkaSasl'>) : null;
       },
       240_000, // a first run fetches RabbitMQ's packages and Kafka's jars into the cache
       'RabbitMQ and Kafka',
