@@ -7,6 +7,7 @@ import { createSandboxLab } from '../lib/labs/sandbox-lab';
 import { createLabOrderActivities } from './lab-orders';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
+import type { Senders } from '../lib/webhooks/destinations';
 import { EventPublisher } from '../lib/webhooks/publisher';
 import { loadProviderCatalogue } from '../lib/wearables/provider-catalogue';
 import { createAdapterRegistry } from '../lib/wearables/adapters';
@@ -19,6 +20,8 @@ export interface ActivityDeps {
   /** A Temporal client (wakes webhook dispatchers). */
   temporal: TemporalDeps;
   labCatalogue: LabCatalogue;
+  /** The worker's connections to webhook endpoints and pipeline brokers (activities/webhook-delivery.ts createSenders). */
+  senders: Senders;
 }
 
 /** Every activity the worker registers, built from their dependencies. */

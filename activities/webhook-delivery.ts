@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { Config } from '../lib/platform/config';
 import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
+import type { Senders } from '../lib/webhooks/destinations';
 import { brokerPolicyFromConfig, urlPolicyFromConfig } from '../lib/platform/url-safety';
 import { PipelineSender } from '../lib/pipelines/brokers';
 import { WebhookDispatcher, type DispatchResult } from '../lib/webhooks/dispatcher';
@@ -14,17 +15,24 @@ export interface WebhookDeliveryActivityDeps {
   config: Config;
   logger: Logger;
   publisher: EventPublisher;
+  /** Connection pools to endpoints and brokers (createSenders), closed by the worker when it stops. */
+  senders: Senders;
+}
+
+/** One webhook sender and one pipeline sender per worker: `close` ends their connections (the worker's shutdown). */
+export function createSenders(config: Config): Senders & { close(): Promise<void> } {
+  const webhook = new WebhookSender(urlPolicyFromConfig(config));
+  const pipeline = new PipelineSender(brokerPolicyFromConfig(config));
+  return { webhook, pipeline, close: async () => void (await Promise.all([webhook.close(), pipeline.close()])) };
 }
 
 /**
  * The webhook activities: a dispatcher's delivery run and its commands (lib/webhooks/dispatcher.ts), to a webhook
- * endpoint or a pipeline, and the sweeper's repair of what a crash left behind. One sender of each kind
- * (connection pools, broker connections) per worker.
+ * endpoint or a pipeline, and the sweeper's repair of what a crash left behind.
  */
 export function createWebhookDeliveryActivities(deps: WebhookDeliveryActivityDeps) {
   const { repos, logger, publisher } = deps;
-  const senders = { webhook: new WebhookSender(urlPolicyFromConfig(deps.config)), pipeline: new PipelineSender(brokerPolicyFromConfig(deps.config)) };
-  const dispatcher = new WebhookDispatcher(deps, senders);
+  const dispatcher = new WebhookDispatcher(deps, deps.senders);
   const store = repos.webhookStore;
 
   return {

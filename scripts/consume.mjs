@@ -2,7 +2,7 @@
 // `node scripts/consume.mjs kafka <topic>...`. Reads the broker addresses `npm run dev` wrote to
 // .devstack/brokers.json (override with AMQP_URL, PIPELINE_EXCHANGE or KAFKA_BOOTSTRAP). RabbitMQ: a temporary
 // queue bound to the exchange (default healthbridge.events) with the pattern (default '#': everything). Kafka: a
-// consumer group of its own, from the beginning. Gzipped messages (over 1 KiB) are unzipped. Ctrl-C stops.
+// consumer group of its own, from the beginning (topics that do not exist yet are created). Gzipped messages (over 1 KiB) are unzipped. Ctrl-C stops.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -39,7 +39,14 @@ if (kind === 'rabbitmq') {
   const bootstrap = process.env.KAFKA_BOOTSTRAP ?? known.kafkaBootstrap;
   if (!bootstrap) throw new Error('consume: no Kafka address: start `DEV_BROKERS=kafka npm run dev`, or set KAFKA_BOOTSTRAP.');
   if (!args.length) throw new Error('consume: name the topic(s): node scripts/consume.mjs kafka <topic>...');
-  const consumer = new Kafka({ clientId: 'healthbridge-consume', brokers: [bootstrap], logLevel: logLevel.ERROR }).consumer({ groupId: `consume-${process.pid}-${Date.now()}` });
+  const kafka = new Kafka({ clientId: 'healthbridge-consume', brokers: [bootstrap], logLevel: logLevel.NOTHING }); // its transient errors are noise here; real ones throw
+  // Pipelines do not create topics: make the ones to read (three partitions; existing ones are left as they are).
+  const admin = kafka.admin();
+  await admin.connect();
+  const created = await admin.createTopics({ topics: args.map((topic) => ({ topic, numPartitions: 3 })), waitForLeaders: true });
+  await admin.disconnect();
+  if (created) console.log(`consume: created topic(s) ${args.join(', ')}`);
+  const consumer = kafka.consumer({ groupId: `consume-${process.pid}-${Date.now()}` });
   await consumer.connect();
   for (const topic of args) await consumer.subscribe({ topic, fromBeginning: true });
   console.log(`consume: reading ${args.join(', ')} from ${bootstrap} (Ctrl-C stops)`);

@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   const repos = createRepositories(mongo.db, cipher);
   await ensureIndexes(repos, retentionFrom(config));
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const { worker, connection } = await createWorker(config, repos, logger, temporal);
+  const { worker, connection, closeSenders } = await createWorker(config, repos, logger, temporal);
   await startWebhookSweeper(config, temporal, logger);
   await deleteRetiredMaintenanceSchedule(temporal, logger);
 
@@ -37,6 +37,7 @@ async function main(): Promise<void> {
   } finally {
     await heartbeat.stop();
   }
+  await closeSenders();
   await connection.close();
   await temporal.connection.close();
   await mongo.close();

@@ -1,5 +1,6 @@
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { createActivities } from '../activities';
+import { createSenders } from '../activities/webhook-delivery';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import type { Config } from '../lib/platform/config';
 import type { Logger } from '../lib/platform/logger';
@@ -25,18 +26,21 @@ export function installRuntimeLogger(logger: Logger): void {
 export interface WorkerHandle {
   worker: Worker;
   connection: NativeConnection;
+  /** Closes the connections to webhook endpoints and pipeline brokers (after the worker has stopped: they keep the process alive). */
+  closeSenders(): Promise<void>;
 }
 
 export async function createWorker(config: Config, repos: Repositories, logger: Logger, temporal: TemporalDeps): Promise<WorkerHandle> {
   installRuntimeLogger(logger);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
+  const senders = createSenders(config);
   const worker = await Worker.create({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     workflowsPath: require.resolve('../workflows'),
-    activities: createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue() }),
+    activities: createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue(), senders }),
     shutdownGraceTime: config.SHUTDOWN_TIMEOUT_MS,
   });
-  return { worker, connection };
+  return { worker, connection, closeSenders: senders.close };
 }
