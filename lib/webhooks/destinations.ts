@@ -57,11 +57,13 @@ export class DestinationView {
 
 /**
  * A destination's due deliveries for one batch: soonest first, or, for one that keeps each user's order, each
- * user's oldest pending deliveries while they are due (WebhookStore.dueInUserOrder).
+ * user's oldest pending deliveries while they are due (WebhookStore.dueInUserOrder), passing over those the
+ * previous batch `delivered` (still pending until its recording lands, but at the destination already).
  */
-export function dueFor(repos: Repositories, destination: Destination, at: Date, limit: number): Promise<DeliveryDoc[]> {
+export function dueFor(repos: Repositories, destination: Destination, at: Date, limit: number, delivered: ReadonlySet<string>): Promise<DeliveryDoc[]> {
   const store = repos.webhookStore;
-  return orderedPerUser(destination) ? store.dueInUserOrder(destination.doc.team_id, destination.doc._id, at, limit) : store.dueDeliveries(destination.doc._id, at, limit);
+  const { team_id: teamId, _id: id } = destination.doc;
+  return orderedPerUser(destination) ? store.dueInUserOrder(teamId, id, at, limit, delivered) : store.dueDeliveries(id, at, limit);
 }
 
 export interface Senders {

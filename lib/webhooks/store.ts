@@ -251,9 +251,9 @@ export class WebhookStore {
    * Due deliveries of a destination that keeps each user's order: per user, the pending deliveries from the oldest
    * (`_id` order: the events' time order) while they are due; a user whose oldest pending one is not due (retry
    * wait, or claimed by a run sending it) is held back whole, and left out of the next `_id` page. Events without a
-   * user are not ordered. At most ORDERED_SCAN_PAGES pages per batch.
+   * user are not ordered; `delivered` ones (recording in flight) are passed over. At most ORDERED_SCAN_PAGES pages.
    */
-  async dueInUserOrder(teamId: string, destinationId: string, at: Date, limit: number): Promise<DeliveryDoc[]> {
+  async dueInUserOrder(teamId: string, destinationId: string, at: Date, limit: number, delivered: ReadonlySet<string> = new Set()): Promise<DeliveryDoc[]> {
     const heldBack = new Set<string>();
     const picked: DeliveryDoc[] = [];
     let after: string | undefined;
@@ -262,7 +262,7 @@ export class WebhookStore {
       if (heldBack.size) filter.user_id = { $nin: [...heldBack].slice(0, MAX_EXCLUDED_USERS) };
       const docs = await this.deliveries.find(keysetFilter(filter, 1, after)).sort({ _id: 1 }).limit(ORDERED_SCAN_PAGE).toArray();
       for (const d of docs) {
-        if (d.user_id !== null && heldBack.has(d.user_id)) continue;
+        if (delivered.has(d._id) || (d.user_id !== null && heldBack.has(d.user_id))) continue;
         if (d.next_attempt_at !== null && d.next_attempt_at <= at) {
           picked.push(d);
           if (picked.length >= limit) return picked;
