@@ -58,7 +58,7 @@ export interface DeliveryDestination {
  * command (durably), not after the batch it is sending.
  */
 export async function resendEvent(deps: AppDeps, destination: DeliveryDestination, eventId: string): Promise<void> {
-  const event = await deps.repos.webhookStore.findEvent(destination.team_id, eventId);
+  const event = await deps.repos.webhookStore.getEvent(eventId, destination.team_id);
   if (!event) throw notFound(`Event ${eventId} not found.`);
   assertEnabled(destination);
   await queueDispatcherCommand(deps.temporal, destination._id, { kind: 'resend', teamId: destination.team_id, eventIds: [eventId] });

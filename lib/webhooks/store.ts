@@ -195,13 +195,9 @@ export class WebhookStore {
     return this.sealedBody.open(doc) as EventDoc;
   }
 
-  async getEvent(id: string): Promise<EventDoc | null> {
-    const doc = await this.events.findOne({ _id: id });
-    return doc && this.openEvent(doc);
-  }
-
-  async findEvent(teamId: string, id: string): Promise<EventDoc | null> {
-    const doc = await this.events.findOne({ _id: id, team_id: teamId });
+  /** An event by id (of `teamId`, when given). */
+  async getEvent(id: string, teamId?: string): Promise<EventDoc | null> {
+    const doc = await this.events.findOne({ _id: id, ...(teamId ? { team_id: teamId } : {}) });
     return doc && this.openEvent(doc);
   }
 
@@ -256,11 +252,12 @@ export class WebhookStore {
   async dueInUserOrder(teamId: string, destinationId: string, at: Date, limit: number, delivered: ReadonlySet<string> = new Set()): Promise<DeliveryDoc[]> {
     const heldBack = new Set<string>();
     const picked: DeliveryDoc[] = [];
+    const pageSize = Math.min(ORDERED_SCAN_PAGE, limit); // usually one page does: most users are not held back
     let after: string | undefined;
     for (let page = 0; page < ORDERED_SCAN_PAGES; page++) {
       const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: destinationId, status: 'pending' };
       if (heldBack.size) filter.user_id = { $nin: [...heldBack].slice(0, MAX_EXCLUDED_USERS) };
-      const docs = await this.deliveries.find(keysetFilter(filter, 1, after)).sort({ _id: 1 }).limit(ORDERED_SCAN_PAGE).toArray();
+      const docs = await this.deliveries.find(keysetFilter(filter, 1, after)).sort({ _id: 1 }).limit(pageSize).toArray();
       for (const d of docs) {
         if (delivered.has(d._id) || (d.user_id !== null && heldBack.has(d.user_id))) continue;
         if (d.next_attempt_at !== null && d.next_attempt_at <= at) {
@@ -268,7 +265,7 @@ export class WebhookStore {
           if (picked.length >= limit) return picked;
         } else if (d.user_id !== null) heldBack.add(d.user_id);
       }
-      if (docs.length < ORDERED_SCAN_PAGE) break;
+      if (docs.length < pageSize) break;
       after = docs[docs.length - 1]._id;
     }
     return picked;

@@ -12,7 +12,8 @@
 //     remainder is waiting for that recording, the destination re-read and the loop itself.
 import { performance } from 'node:perf_hooks';
 import { distModule } from './environment.mjs';
-import { closedLoop, dispatcherBatches, round, sleep } from './webhook-measures.mjs';
+import { rawDeliveryWork } from './webhook-db-baseline.mjs';
+import { CLIENT_USER_ID, EVENT_TYPE, closedLoop, dispatcherBatches, round, sleep } from './webhook-measures.mjs';
 
 const FILL_PUBLISHERS = 256;
 const RECORDING = ['insertAttempts', 'changeDeliveries', 'recordHealth'];
@@ -146,7 +147,23 @@ export async function diagnosisScenarios(ctx) {
     return r;
   };
 
-  return { runBacklog, runPhases, close: () => quiet.settle() };
+  /**
+   * The raw driver doing a delivery's database work (webhook-db-baseline.mjs: event and delivery inserts, the
+   * due read, claim, events read, attempt insert and outcome update) for `n` events to one destination: what the
+   * database allows for a pipeline's share of the work, so the pipeline's overhead over it can be told apart from
+   * the database's cost.
+   */
+  const runDbBaseline = async (n, teamId, makeData) => {
+    const name = `raw driver, the database work of ${n} deliveries (baseline)`;
+    log(`bench: ${name} ... batches of ${config.WEBHOOK_BATCH_SIZE}`);
+    const r = await rawDeliveryWork(env, {
+      events: n, endpoints: 1, batchSize: config.WEBHOOK_BATCH_SIZE, teamId, eventType: EVENT_TYPE, userId: null, clientUserId: CLIENT_USER_ID, makeData, config,
+    });
+    log(`bench: ${name}: ${r.eventsPerSec} events/s`);
+    return record({ ...base(name, n, { unique: r.delivered, duplicates: 0, outOfOrder: 0 }, r.seconds, { opMs: r.opMs }), eventsPerSec: r.eventsPerSec });
+  };
+
+  return { runBacklog, runPhases, runDbBaseline, close: () => quiet.settle() };
 }
 
 /** A note line for a phase-timing result. */

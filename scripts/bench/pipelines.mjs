@@ -325,6 +325,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       ? await diagnosisScenarios({ env, config, consumer, publisher, publishWith, received, settle, meter, logLines, log, results, EventPublisher, createLogger })
       : null;
     if (diagnosis) cleanups.push(() => diagnosis.close());
+    const rawDb = diagnosis ? await diagnosis.runDbBaseline(n, env.tenant.teamId, (seq) => dataOf('raw-db', seq)) : null;
     for (const broker of settings.brokers) {
       const raw = await runRaw(broker);
       for (const ordered of settings.ordered) {
@@ -334,10 +335,12 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         const paced = await runPaced(broker, ordered, teamId);
         const what = `${broker}, ${modeOf(ordered)}`;
         ratios.push({ name: `pipeline / raw producer, ${what} (events/s)`, of: tput, to: raw, target: 0.5 });
+        if (rawDb) ratios.push({ name: `pipeline / raw driver database work, ${what} (events/s)`, of: tput, to: rawDb, target: null, note: 'publish included' });
         if (diagnosis) {
           const backlog = await diagnosis.runBacklog(what, teamId, pipelineId, n);
           await diagnosis.runPhases(what, teamId, pipelineId, settings.phaseEvents);
           ratios.push({ name: `dispatcher alone (backlog) / raw producer, ${what} (events/s)`, of: backlog, to: raw, target: null, note: 'no publisher in front' });
+          ratios.push({ name: `dispatcher alone (backlog) / raw driver database work (events/s)`, of: backlog, to: rawDb, target: null, note: 'the overhead over the database work' });
         }
         if (broker === 'kafka') ratios.push({ kind: 'target', name: `pipeline events/s end to end, ${what}`, value: tput.eventsPerSec, target: 2000, unit: '/s' });
         for (const p of [50, 99]) {
