@@ -1,5 +1,5 @@
-// Shared by the bench's child servers (constant route, webhook receiver): report the port to the parent,
-// and stop cleanly when told to or when the parent goes away.
+// Shared by the bench's child processes (constant route, webhook receiver, pipeline consumer): report the port to
+// the parent, answer its commands, summarise latencies, and stop cleanly when told to or when the parent goes away.
 export function serveForParent(server) {
   server.once('listening', () => process.send?.({ port: server.address().port }));
   const stop = () => {
@@ -10,4 +10,33 @@ export function serveForParent(server) {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   process.once('disconnect', stop);
+}
+
+/** p50/p90/p99/max/mean of latencies in ms (nearest rank), or nulls when there are none. */
+export function latencySummary(latencies) {
+  const sorted = Float64Array.from(latencies ?? []).sort();
+  const at = (p) => (sorted.length ? sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1] : null);
+  const sum = sorted.reduce((a, b) => a + b, 0);
+  return {
+    count: sorted.length,
+    p50Ms: at(50),
+    p90Ms: at(90),
+    p99Ms: at(99),
+    maxMs: sorted.length ? sorted[sorted.length - 1] : null,
+    meanMs: sorted.length ? Math.round((sum / sorted.length) * 100) / 100 : null,
+  };
+}
+
+/** Answers the parent's `{id, cmd, ...}` messages with `answer(msg)` (an error becomes `{error}`), tagged with the id. */
+export function answerParent(answer) {
+  process.on('message', (msg) => {
+    if (!msg || typeof msg !== 'object' || msg.id === undefined) return;
+    let reply;
+    try {
+      reply = answer(msg);
+    } catch (err) {
+      reply = { error: err.message };
+    }
+    process.send?.({ id: msg.id, ...reply });
+  });
 }

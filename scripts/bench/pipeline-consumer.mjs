@@ -16,6 +16,7 @@
 import { gunzipSync } from 'node:zlib';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
+import { answerParent, latencySummary } from './child-server.mjs';
 
 const config = JSON.parse(process.argv[2] ?? '{}');
 const runs = new Map();
@@ -82,10 +83,6 @@ async function startKafka() {
   await joined;
 }
 
-function percentile(sorted, p) {
-  if (!sorted.length) return null;
-  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1];
-}
 
 function answer(msg) {
   const r = runs.get(msg.run);
@@ -93,18 +90,7 @@ function answer(msg) {
     if (!r) return { messages: 0, unique: 0, duplicates: 0, outOfOrder: 0, firstAt: null, lastAt: null, bytes: 0 };
     return { messages: r.messages, unique: r.first.size, duplicates: r.duplicates, outOfOrder: r.outOfOrder, firstAt: r.firstAt, lastAt: r.lastAt, bytes: r.bytes };
   }
-  if (msg.cmd === 'latency') {
-    const sorted = Float64Array.from(r?.latencies ?? []).sort();
-    const sum = sorted.reduce((a, b) => a + b, 0);
-    return {
-      count: sorted.length,
-      p50Ms: percentile(sorted, 50),
-      p90Ms: percentile(sorted, 90),
-      p99Ms: percentile(sorted, 99),
-      maxMs: sorted.length ? sorted[sorted.length - 1] : null,
-      meanMs: sorted.length ? Math.round((sum / sorted.length) * 100) / 100 : null,
-    };
-  }
+  if (msg.cmd === 'latency') return latencySummary(r?.latencies);
   if (msg.cmd === 'forget') {
     runs.delete(msg.run);
     return { ok: true };
@@ -112,16 +98,7 @@ function answer(msg) {
   return { error: `unknown command ${msg.cmd}` };
 }
 
-process.on('message', (msg) => {
-  if (!msg || typeof msg !== 'object' || msg.id === undefined) return;
-  let reply;
-  try {
-    reply = answer(msg);
-  } catch (err) {
-    reply = { error: err.message };
-  }
-  process.send?.({ id: msg.id, ...reply });
-});
+answerParent(answer);
 
 let stopping = false;
 const stop = async () => {

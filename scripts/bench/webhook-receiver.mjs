@@ -11,7 +11,7 @@
 //
 // IPC requests { id, cmd: 'stats' | 'latency' | 'forget', run } are answered with { id, ...result }.
 import http from 'node:http';
-import { serveForParent } from './child-server.mjs';
+import { answerParent, latencySummary, serveForParent } from './child-server.mjs';
 
 const runs = new Map();
 const SENT_AT = /"sent_at":(\d+)/;
@@ -59,11 +59,6 @@ server.keepAliveTimeout = 120_000;
 server.headersTimeout = 125_000;
 server.requestTimeout = 0;
 
-function percentile(sorted, p) {
-  if (!sorted.length) return null;
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
-}
 
 function answer(msg) {
   const r = runs.get(msg.run);
@@ -71,18 +66,7 @@ function answer(msg) {
     if (!r) return { requests: 0, unique: 0, duplicates: 0, noId: 0, firstAt: null, lastAt: null };
     return { requests: r.requests, unique: r.first.size, duplicates: r.duplicates, noId: r.noId, firstAt: r.firstAt, lastAt: r.lastAt };
   }
-  if (msg.cmd === 'latency') {
-    const sorted = Float64Array.from(r?.latencies ?? []).sort();
-    const sum = sorted.reduce((a, b) => a + b, 0);
-    return {
-      count: sorted.length,
-      p50Ms: percentile(sorted, 50),
-      p90Ms: percentile(sorted, 90),
-      p99Ms: percentile(sorted, 99),
-      maxMs: sorted.length ? sorted[sorted.length - 1] : null,
-      meanMs: sorted.length ? Math.round((sum / sorted.length) * 100) / 100 : null,
-    };
-  }
+  if (msg.cmd === 'latency') return latencySummary(r?.latencies);
   if (msg.cmd === 'forget') {
     runs.delete(msg.run);
     return { ok: true };
@@ -90,16 +74,7 @@ function answer(msg) {
   return { error: `unknown command ${msg.cmd}` };
 }
 
-process.on('message', (msg) => {
-  if (!msg || typeof msg !== 'object' || msg.id === undefined) return;
-  let reply;
-  try {
-    reply = answer(msg);
-  } catch (err) {
-    reply = { error: err.message };
-  }
-  process.send?.({ id: msg.id, ...reply });
-});
+answerParent(answer);
 
 serveForParent(server);
 server.listen(0, '127.0.0.1');
