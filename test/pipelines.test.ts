@@ -308,6 +308,29 @@ describe('pipelines: the resource', () => {
     }
   }, 60_000);
 
+  test('PIPELINE_BROKER_ALLOWLIST admits private subnets and host:port entries; cloud metadata stays refused', async () => {
+    const open = await startTestApp({ PIPELINE_BROKER_ALLOWLIST: '10.20.0.0/16, 169.254.0.0/16, 10.30.0.5:5672' });
+    try {
+      const client = managementClient(open, tenant);
+      const create = (url: string) => client.post(base, { destination: { type: 'rabbitmq', url }, routes: [{ event_type_prefix: 'labtest.', target: 'labs' }] });
+      const inside = await create('amqp://10.20.3.4:5672');
+      expect(inside.status).toBe(200);
+      expect((await client.del(`${base}/${inside.body.id}`)).status).toBe(204);
+      const entry = await create('amqp://10.30.0.5:5672');
+      expect(entry.status).toBe(200);
+      expect((await client.del(`${base}/${entry.body.id}`)).status).toBe(204);
+      expect((await create('amqp://10.30.0.5:5673')).status).toBe(422); // another port of that host is not listed
+      const outside = await create('amqp://10.21.0.1:5672');
+      expect(outside.status).toBe(422);
+      expect(outside.body.detail[0].msg).toMatch(/private network/);
+      const metadata = await create('amqp://169.254.169.254:5672');
+      expect(metadata.status).toBe(422);
+      expect(metadata.body.detail[0].msg).toMatch(/metadata/);
+    } finally {
+      await open.close();
+    }
+  });
+
   test('refuses a Kafka topic name in a route and an empty route list with field locations', async () => {
     const kafkaDest = { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] };
     const badTopic = await mgmt.post(base, { destination: kafkaDest, routes: [{ event_type_prefix: 'a.', target: 'ok' }, { event_type_prefix: '', target: 'not a topic!' }] });
