@@ -27,8 +27,19 @@ export function latencySummary(latencies) {
   };
 }
 
-/** Answers the parent's `{id, cmd, ...}` messages with `answer(msg)` (an error becomes `{error}`), tagged with the id. */
-export function answerParent(answer) {
+/**
+ * Answers the parent's `{id, cmd, run}` messages about the runs a child records (`runs`: run -> its record with
+ * `latencies`): `stats` (from `statsOf(record | undefined)`), `latency` (latencySummary), `forget` (drops the run).
+ * An unknown command or a throw becomes `{error}`; every reply carries the message's id.
+ */
+export function answerParent(runs, statsOf) {
+  const answer = (msg) => {
+    const r = runs.get(msg.run);
+    if (msg.cmd === 'stats') return statsOf(r);
+    if (msg.cmd === 'latency') return latencySummary(r?.latencies);
+    if (msg.cmd === 'forget') return (runs.delete(msg.run), { ok: true });
+    return { error: `unknown command ${msg.cmd}` };
+  };
   process.on('message', (msg) => {
     if (!msg || typeof msg !== 'object' || msg.id === undefined) return;
     let reply;

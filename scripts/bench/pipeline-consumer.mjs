@@ -16,7 +16,7 @@
 import { gunzipSync } from 'node:zlib';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
-import { answerParent, latencySummary } from './child-server.mjs';
+import { answerParent } from './child-server.mjs';
 
 const config = JSON.parse(process.argv[2] ?? '{}');
 const runs = new Map();
@@ -84,21 +84,10 @@ async function startKafka() {
 }
 
 
-function answer(msg) {
-  const r = runs.get(msg.run);
-  if (msg.cmd === 'stats') {
-    if (!r) return { messages: 0, unique: 0, duplicates: 0, outOfOrder: 0, firstAt: null, lastAt: null, bytes: 0 };
-    return { messages: r.messages, unique: r.first.size, duplicates: r.duplicates, outOfOrder: r.outOfOrder, firstAt: r.firstAt, lastAt: r.lastAt, bytes: r.bytes };
-  }
-  if (msg.cmd === 'latency') return latencySummary(r?.latencies);
-  if (msg.cmd === 'forget') {
-    runs.delete(msg.run);
-    return { ok: true };
-  }
-  return { error: `unknown command ${msg.cmd}` };
-}
-
-answerParent(answer);
+answerParent(runs, (r) =>
+  r
+    ? { messages: r.messages, unique: r.first.size, duplicates: r.duplicates, outOfOrder: r.outOfOrder, firstAt: r.firstAt, lastAt: r.lastAt, bytes: r.bytes }
+    : { messages: 0, unique: 0, duplicates: 0, outOfOrder: 0, firstAt: null, lastAt: null, bytes: 0 });
 
 let stopping = false;
 const stop = async () => {

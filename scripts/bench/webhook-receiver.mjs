@@ -11,7 +11,7 @@
 //
 // IPC requests { id, cmd: 'stats' | 'latency' | 'forget', run } are answered with { id, ...result }.
 import http from 'node:http';
-import { answerParent, latencySummary, serveForParent } from './child-server.mjs';
+import { answerParent, serveForParent } from './child-server.mjs';
 
 const runs = new Map();
 const SENT_AT = /"sent_at":(\d+)/;
@@ -60,21 +60,10 @@ server.headersTimeout = 125_000;
 server.requestTimeout = 0;
 
 
-function answer(msg) {
-  const r = runs.get(msg.run);
-  if (msg.cmd === 'stats') {
-    if (!r) return { requests: 0, unique: 0, duplicates: 0, noId: 0, firstAt: null, lastAt: null };
-    return { requests: r.requests, unique: r.first.size, duplicates: r.duplicates, noId: r.noId, firstAt: r.firstAt, lastAt: r.lastAt };
-  }
-  if (msg.cmd === 'latency') return latencySummary(r?.latencies);
-  if (msg.cmd === 'forget') {
-    runs.delete(msg.run);
-    return { ok: true };
-  }
-  return { error: `unknown command ${msg.cmd}` };
-}
-
-answerParent(answer);
+answerParent(runs, (r) =>
+  r
+    ? { requests: r.requests, unique: r.first.size, duplicates: r.duplicates, noId: r.noId, firstAt: r.firstAt, lastAt: r.lastAt }
+    : { requests: 0, unique: 0, duplicates: 0, noId: 0, firstAt: null, lastAt: null });
 
 serveForParent(server);
 server.listen(0, '127.0.0.1');
