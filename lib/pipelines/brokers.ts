@@ -211,7 +211,12 @@ class KafkaLink implements Link {
     // Idempotent (the broker drops a retried produce it already has) with one request in flight, so one
     // partition's messages, hence one user's, are written in the order sent.
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false, retry: { retries: 2, maxRetryTime: 2_000 } });
-    await producer.connect();
+    try {
+      await producer.connect();
+    } catch (err) {
+      await producer.disconnect().catch(() => undefined); // no half-open connections left behind
+      throw err;
+    }
     return new KafkaLink(producer);
   }
 
