@@ -71,6 +71,7 @@ function validatePart(location: string, schema: AnyRoute['params'], raw: Record<
 }
 
 async function runRoute(route: AnyRoute, ctx: Context, deps: AppDeps, authenticate: Authenticator) {
+  ctx.state.route = route.path;
   const errors: FieldError[] = [];
   let auth: unknown;
   if (route.auth === 'team') auth = await authenticate.team(ctx);

@@ -10,10 +10,12 @@ import { retentionFrom } from '../lib/platform/database/indexes';
 import { connectTemporal } from '../lib/platform/temporal';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import { createApp } from './app';
+import { initProcessMetrics } from '../lib/platform/metrics';
 
 /** API process: listens, and on SIGTERM stops accepting, finishes in-flight requests, then closes. */
 async function main(): Promise<void> {
   const config = loadConfig();
+  initProcessMetrics('api');
   const cipher = dataCipher(config);
   const logger = createLogger(config.LOG_LEVEL, 'api');
   const providers = loadProviderCatalogue();

@@ -47,6 +47,8 @@ async function main() {
     // Every process of the run records the shape of each query it sends; the check after the suite
     // (test/query-shapes.after-suite.ts) holds them against the declared indexes.
     MONGO_QUERY_SHAPE_LOG: path.join(stateDir, 'query-shapes'),
+    // Workers of the run (the shared one, crash tests' own) serve their metrics on free ports, not on one fixed port.
+    WORKER_METRICS_PORT: '0',
   };
   Object.assign(process.env, env);
   worker = startNode('worker/main.js', env, 'worker');

@@ -7,18 +7,26 @@ import { connectTemporal } from '../lib/platform/temporal';
 import { startWorkerHeartbeat } from './heartbeat';
 import { deleteRetiredMaintenanceSchedule } from './maintenance-schedule';
 import { startWebhookSweeper } from './webhook-sweeper';
-import { createWorker } from './worker';
+import { createWorker, installRuntimeLogger } from './worker';
+import { freeLoopbackPort, startWorkerMetricsServer } from './metrics-server';
+import { initProcessMetrics, registerDeliveryQueueMetrics } from '../lib/platform/metrics';
 
 /** Worker process: hosts workflows and activities; SIGTERM drains in-flight tasks, then closes. */
 async function main(): Promise<void> {
   const config = loadConfig();
+  initProcessMetrics('worker');
   const cipher = dataCipher(config);
   const logger = createLogger(config.LOG_LEVEL, 'worker');
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const repos = createRepositories(mongo.db, cipher);
   await ensureIndexes(repos, retentionFrom(config));
+  // The SDK's exporter port is bound by Runtime.install, which must come before any Temporal connection.
+  const sdkMetricsPort = await freeLoopbackPort();
+  installRuntimeLogger(logger, sdkMetricsPort);
+  const metrics = await startWorkerMetricsServer(config, logger, sdkMetricsPort);
+  registerDeliveryQueueMetrics(repos.webhookStore);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const { worker, connection, closeSenders } = await createWorker(config, repos, logger, temporal);
+  const { worker, connection, closeSenders } = await createWorker(config, repos, logger, temporal, sdkMetricsPort);
   await startWebhookSweeper(config, temporal, logger);
   await deleteRetiredMaintenanceSchedule(temporal, logger);
 
@@ -38,6 +46,7 @@ async function main(): Promise<void> {
     await heartbeat.stop();
   }
   await closeSenders();
+  await metrics.close();
   await connection.close();
   await temporal.connection.close();
   await mongo.close();

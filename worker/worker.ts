@@ -1,6 +1,7 @@
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { createSenders } from '../activities/webhook-delivery';
+import { activityMetrics } from './metrics-server';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import type { Config } from '../lib/platform/config';
 import type { Logger } from '../lib/platform/logger';
@@ -9,12 +10,16 @@ import type { TemporalDeps } from '../lib/platform/temporal';
 
 let runtimeInstalled = false;
 
-/** Routes the SDK's own logs (incl. workflow `log.*`) into our pino logger. */
-export function installRuntimeLogger(logger: Logger): void {
+/**
+ * Routes the SDK's own logs (incl. workflow `log.*`) into our pino logger, and, given a port, has the SDK serve
+ * its metrics in the Prometheus format on loopback there (the worker's /metrics appends them).
+ */
+export function installRuntimeLogger(logger: Logger, sdkMetricsPort: number | null = null): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   const level = (logger.level === 'debug' || logger.level === 'trace' ? 'DEBUG' : 'INFO') as LogLevel;
   Runtime.install({
+    ...(sdkMetricsPort ? { telemetryOptions: { metrics: { prometheus: { bindAddress: `127.0.0.1:${sdkMetricsPort}` } } } } : {}),
     logger: new DefaultLogger(level, (entry) => {
       const meta: LogMetadata = { ...entry.meta };
       const pinoLevel = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
@@ -30,8 +35,8 @@ export interface WorkerHandle {
   closeSenders(): Promise<void>;
 }
 
-export async function createWorker(config: Config, repos: Repositories, logger: Logger, temporal: TemporalDeps): Promise<WorkerHandle> {
-  installRuntimeLogger(logger);
+export async function createWorker(config: Config, repos: Repositories, logger: Logger, temporal: TemporalDeps, sdkMetricsPort: number | null = null): Promise<WorkerHandle> {
+  installRuntimeLogger(logger, sdkMetricsPort);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const senders = createSenders(config);
   const worker = await Worker.create({
@@ -40,6 +45,7 @@ export async function createWorker(config: Config, repos: Repositories, logger: 
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     workflowsPath: require.resolve('../workflows'),
     activities: createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue(), senders }),
+    interceptors: { activity: [activityMetrics] },
     shutdownGraceTime: config.SHUTDOWN_TIMEOUT_MS,
   });
   return { worker, connection, closeSenders: senders.close };

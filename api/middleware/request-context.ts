@@ -1,18 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, Next } from 'koa';
 import type { Logger } from '../../lib/platform/logger';
+import { httpRequestDuration, httpRequests } from '../../lib/platform/metrics';
 
 declare module 'koa' {
   interface DefaultState {
     requestId: string;
     log: Logger;
     teamId?: string;
+    /** The route template that ran (metrics label); unset when no route matched. */
+    route?: string;
   }
 }
 
 const ACCEPTABLE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-/** Request id (accepted from `x-request-id` or generated, always echoed) and one log line per request. */
+/** Request id (accepted from `x-request-id` or generated, always echoed), one log line and the metrics of each request. */
 export function requestContext(logger: Logger) {
   return async (ctx: Context, next: Next) => {
     const started = process.hrtime.bigint();
@@ -25,6 +28,9 @@ export function requestContext(logger: Logger) {
       await next();
     } finally {
       const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
+      const labels = { method: ctx.method, route: ctx.state.route ?? 'unmatched', status: String(ctx.status) };
+      httpRequests.inc(labels);
+      httpRequestDuration.observe(labels, latencyMs / 1000);
       ctx.state.log.info(
         {
           method: ctx.method,

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
-import { notFound } from '../../lib/platform/errors';
+import { ApiError, notFound } from '../../lib/platform/errors';
+import { bearerMatches, metricsText } from '../../lib/platform/metrics';
 import { pingMongo } from '../../lib/platform/database/mongo';
 import { WORKER_HEARTBEAT_STALE_MS } from '../../lib/platform/worker-heartbeats-store';
 import { temporalReadiness } from '../../lib/platform/temporal';
@@ -75,6 +76,27 @@ export function systemRoutes(allRoutes: () => AnyRoute[]) {
         const checks = { mongodb, temporal: temporal.server, worker: temporal.worker && heartbeat };
         const ready = checks.mongodb && checks.temporal && checks.worker;
         return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not_ready', checks } };
+      },
+    }),
+    defineRoute({
+      operationId: 'metrics',
+      method: 'get',
+      path: '/metrics',
+      summary: 'Prometheus metrics of this api process',
+      description:
+        'The Prometheus text format: requests by route template and status, database and Temporal call latency, workflow starts by ' +
+        'type, and Node process metrics (the worker serves its own on WORKER_METRICS_PORT). With METRICS_TOKEN set, a scrape must send ' +
+        '`Authorization: Bearer <token>`. Labels never carry ids, keys or personal data.',
+      tags,
+      auth: 'none',
+      responses: { 200: { description: 'Metrics', contentType: 'text/plain' }, 401: { description: 'METRICS_TOKEN is set and was not sent', schema: ErrorDetail } },
+      async handler({ deps, ctx }) {
+        const token = deps.config.METRICS_TOKEN;
+        if (token && !bearerMatches(ctx.get('authorization'), token)) {
+          throw new ApiError(401, 'This endpoint needs `Authorization: Bearer <METRICS_TOKEN>`.', { 'WWW-Authenticate': 'Bearer' });
+        }
+        const { body, contentType } = await metricsText();
+        return { body, contentType };
       },
     }),
     defineRoute({

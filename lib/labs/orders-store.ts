@@ -1,3 +1,4 @@
+import { labOrderTransitions } from '../platform/metrics';
 import type { Collection, Db, Filter } from 'mongodb';
 import type { FieldCipher } from '../platform/field-encryption';
 import type { CollectionMethod, HighLevelStatus } from './statuses';
@@ -263,6 +264,7 @@ export class LabOrderRepository {
     // there yet; as the only writer of anything but ciphertext it knows the result without reading it back.
     const set = { ...changes, status: high, low_level_status: low, low_level_status_created_at: event.created_at, updated_at: event.created_at };
     await this.updateOrder(current._id, { $push: { events: event }, $set: set });
+    if (current.status !== high) labOrderTransitions.inc({ status: high });
     return { ...current, ...set, events: [...current.events, event] };
   }
 

@@ -107,6 +107,16 @@ export const ConfigSchema = Type.Object({
       'Default empty: brokers on private, link-local or reserved addresses are refused (loopback follows WEBHOOK_ALLOW_LOOPBACK); ' +
       'cloud metadata addresses are refused always.',
   }),
+  METRICS_TOKEN: Type.Optional(
+    Type.String({ description: 'When set (a long random value), GET /metrics (api and worker) needs `Authorization: Bearer <token>`. Default: open (scrape from inside the network).' }),
+  ),
+  WORKER_METRICS_PORT: Type.Integer({
+    minimum: 0,
+    maximum: 65535,
+    default: 9464,
+    description: "The worker's GET /metrics port (its own metrics and the Temporal SDK's); 0 picks a free port (logged).",
+  }),
+  WORKER_METRICS_HOST: Type.String({ default: '127.0.0.1', description: "Where the worker's metrics port listens (0.0.0.0 in a container)." }),
   WEBHOOK_BATCH_SIZE: Type.Integer({
     minimum: 1,
     maximum: 1000,

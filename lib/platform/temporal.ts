@@ -1,4 +1,5 @@
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { temporalCallMetrics } from './metrics';
 
 export interface TemporalDeps {
   client: Client;
@@ -14,7 +15,8 @@ export async function connectTemporal(address: string, namespace: string, taskQu
   } catch (err) {
     throw new Error(`Cannot reach Temporal at ${address} (${(err as Error).message}). Start the dev stack (npm run dev) or set TEMPORAL_ADDRESS.`);
   }
-  return { client: new Client({ connection, namespace }), connection, taskQueue, namespace };
+  // Every call counted and timed by call and workflow type (lib/platform/metrics.ts).
+  return { client: new Client({ connection, namespace, interceptors: { workflow: [temporalCallMetrics()] } }), connection, taskQueue, namespace };
 }
 
 /**

@@ -10,6 +10,8 @@ import { localDate, zoneOffsetSeconds } from '../platform/time';
 import type { EventPublisher } from '../webhooks/publisher';
 import type { ProviderData, SampleInput, SummaryInput } from './model';
 import { sampleView, sourceId, sourceView, summaryView, type SourceView } from './views';
+import { samplesIngested } from '../platform/metrics';
+import { groupBy } from '../platform/group-by';
 
 export interface IngestDeps {
   repos: Repositories;
@@ -87,6 +89,7 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
   const sampleDocs = samples.map((s) => toSampleDoc(teamId, user._id, provider, sourceType, s, ingestKey, now));
   const summaryOutcome = await upsertSummaries(summaryDocs, repos);
   const sampleOutcome = await upsertSamples(sampleDocs, repos);
+  for (const group of groupBy(sampleOutcome.announced, (d) => d.resource)) samplesIngested.inc({ resource: group[0].resource }, group.length);
 
   const source = sourceView(deps.providers, publicBaseUrl(deps.config), provider, sourceType);
   const envelope = { teamId, userId: user._id, clientUserId: user.client_user_id };

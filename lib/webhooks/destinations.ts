@@ -1,4 +1,5 @@
 import { groupBy } from '../platform/group-by';
+import { deliveriesFinished, deliveryAttempts, destinationsDisabled } from '../platform/metrics';
 import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import type { PipelineDoc } from '../pipelines/model';
@@ -132,6 +133,17 @@ export async function sendBatchTo(senders: Senders, destination: Destination, du
   return outcomes;
 }
 
+/** A batch's attempts and finished deliveries in the metrics (by destination kind: never an id). */
+export function countOutcomes(destination: Destination, due: DeliveryDoc[], results: SendOutcome[]): void {
+  due.forEach((d, i) => {
+    const r = results[i];
+    if (!r) return;
+    deliveryAttempts.inc({ destination: destination.kind, result: r.ok ? 'ok' : (r.errorClass ?? (r.statusCode !== null ? `http_${r.statusCode}` : 'error')) });
+    const exhausted = r.statusCode === 410 || d.pass_attempts + 1 >= d.policy.schedule_ms.length;
+    if (r.ok || exhausted) deliveriesFinished.inc({ destination: destination.kind, outcome: r.ok ? 'succeeded' : 'failed' });
+  });
+}
+
 /** Header builder for one batch to `endpoint`: custom headers and live secrets resolved once per batch. */
 function headersFor(endpoint: EndpointDoc, at: Date): (eventId: string, body: string) => Record<string, string> {
   const reserved = new Set<string>([...SIGNATURE_HEADERS, 'content-type', 'content-length', 'host']);
@@ -189,6 +201,7 @@ export async function recordHealth(
  */
 async function announceDisabled(deps: { publisher: Pick<EventPublisher, 'publish'>; logger: Logger }, destination: Destination, reason: 'gone' | 'failing', since: Date): Promise<void> {
   const { doc } = destination;
+  destinationsDisabled.inc({ destination: destination.kind, reason });
   const idField = destination.kind === 'webhook' ? 'webhook_id' : 'pipeline_id';
   await deps.publisher
     .publish({

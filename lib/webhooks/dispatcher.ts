@@ -6,7 +6,7 @@ import type { Config } from '../platform/config';
 import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
-import { destinationFacts, DestinationView, dueFor, MAX_CONCURRENT_POSTS, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations';
+import { countOutcomes, destinationFacts, DestinationView, dueFor, MAX_CONCURRENT_POSTS, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations';
 import { type DeliveryChange } from './store';
 import { routeOf } from '../pipelines/model';
 import type { EventPublisher } from './publisher';
@@ -202,6 +202,7 @@ export class WebhookDispatcher {
     if (!due.length) return { sent: erased.length, more: more || picked.length > erased.length, waitMs: 0, gone: false, recording: null };
 
     const results = await sendBatchTo(this.senders, destination, due, events);
+    countOutcomes(destination, due, results);
     const outcome = outcomesOf(due, results, new Date(), claim);
     const done = (async () => {
       // Attempts before state: a delivery never shows as done without its attempt record.

@@ -94,6 +94,7 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
     { name: 'due deliveries of an endpoint (dispatcher)', filter: ['endpoint_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] },
     { name: 'pending deliveries of an endpoint (drain)', filter: ['endpoint_id', 'status'] },
     { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'] },
+    { name: 'the soonest due of all pending deliveries, and their count (worker metrics)', filter: ['status', 'next_attempt_at'], sort: ['next_attempt_at'] },
     { name: 'pending deliveries in publish order (ordered destinations)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['user_id $nin'] },
     { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window'] },
     { name: 'failed deliveries (recover count)', filter: ['team_id', 'endpoint_id', 'status'], residual: ['created_at window'] },
@@ -286,15 +287,14 @@ export class WebhookStore {
     return new Set(held.map((d) => d._id));
   }
 
-  /** When the endpoint's soonest pending delivery is due (null: nothing pending). */
-  async nextDueAt(endpointId: string): Promise<Date | null> {
-    const doc = await this.deliveries
-      .find({ endpoint_id: endpointId, status: 'pending', next_attempt_at: { $ne: null } }, { projection: { next_attempt_at: 1 } })
-      .sort({ next_attempt_at: 1 })
-      .limit(1)
-      .next();
+  /** When the soonest pending delivery of an endpoint (or of all: the worker's metrics) is due (null: nothing pending). */
+  async nextDueAt(endpointId?: string): Promise<Date | null> {
+    const filter = { ...(endpointId ? { endpoint_id: endpointId } : {}), status: 'pending' as const, next_attempt_at: { $ne: null } };
+    const doc = await this.deliveries.find(filter, { projection: { next_attempt_at: 1 } }).sort({ next_attempt_at: 1 }).limit(1).next();
     return doc?.next_attempt_at ?? null;
   }
+  /** Pending deliveries of every destination (the worker's metrics). */
+  pendingDeliveryCount = () => this.deliveries.countDocuments({ status: 'pending' });
 
   async pendingIds(endpointId: string, limit: number): Promise<string[]> {
     const docs = await this.deliveries.find({ endpoint_id: endpointId, status: 'pending' }, { projection: { _id: 1 } }).limit(limit).toArray();

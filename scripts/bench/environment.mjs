@@ -152,6 +152,7 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
     const childEnv = {
       MONGO_URL: stack.mongoUrl,
       TEMPORAL_ADDRESS: stack.temporalAddress,
+      WORKER_METRICS_PORT: '0', // beside a dev worker on the default port
       MONGO_DB: env.dbName,
       TEMPORAL_TASK_QUEUE: `hb-bench-${runId}`,
       LOG_LEVEL: 'warn',

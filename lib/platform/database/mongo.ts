@@ -1,5 +1,6 @@
 import { MongoClient, type Db } from 'mongodb';
 import { recordQueryShapes } from './query-shapes';
+import { observeDatabaseCommands } from '../metrics';
 
 export interface Mongo {
   client: MongoClient;
@@ -13,7 +14,9 @@ export interface MongoOptions {
 }
 
 export async function connectMongo(url: string, dbName: string, options: MongoOptions = {}): Promise<Mongo> {
-  const client = new MongoClient(url, { serverSelectionTimeoutMS: 10_000, maxPoolSize: 50, ignoreUndefined: true, monitorCommands: !!options.queryShapeLog });
+  // Commands are monitored for the latency metric (lib/platform/metrics.ts) and, in tests, the query-shape log.
+  const client = new MongoClient(url, { serverSelectionTimeoutMS: 10_000, maxPoolSize: 50, ignoreUndefined: true, monitorCommands: true });
+  observeDatabaseCommands(client);
   if (options.queryShapeLog) recordQueryShapes(client, options.queryShapeLog);
   try {
     await client.connect();
