@@ -1,0 +1,100 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { temporal } from '@temporalio/proto';
+import { publishEvent } from '../lib/webhooks/publisher';
+import { workflowIds } from '../workflows/ids';
+import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
+import { createUser, labTestIds, orderBody, orderReaches } from './support/lab';
+import { startReceiver } from './support/receiver';
+
+/**
+ * Records the histories test/workflow-replay.test.ts replays: each workflow type run on the test stack through
+ * its branches, its history written to test/histories/<name>.json. Not part of the suite (jest's testMatch is
+ * `*.test.ts`); run it after a deliberate, versioned workflow change, to add histories of the new code:
+ *
+ *   npm test -- --testMatch '**\/test/workflow-histories.recorder.ts'
+ *
+ * Keep the histories of earlier code too, for as long as workflows started by it may still run.
+ */
+const dir = path.join(__dirname, 'histories');
+let app: TestApp;
+
+beforeAll(async () => {
+  app = await startTestApp({ USER_DELETION_GRACE_SECONDS: 1 });
+});
+afterAll(async () => app.close());
+
+async function save(name: string, workflowType: string, workflowId: string): Promise<void> {
+  const history = await app.deps.temporal.client.workflow.getHandle(workflowId).fetchHistory();
+  // protobufjs's own JSON form (enum names, base64 bytes, int64 as strings), read back with History.fromObject by
+  // the replay test (the SDK's historyToJSON/historyFromJSON trip over the two copies of protobufjs it installs).
+  const json = { workflowType, workflowId, recordedAt: new Date().toISOString(), history: JSON.parse(JSON.stringify(history)) };
+  expect(temporal.api.history.v1.History.fromObject(json.history).events).toHaveLength(history.events?.length ?? -1);
+  writeFileSync(path.join(dir, `${name}.json`), `${JSON.stringify(json, null, 1)}\n`);
+}
+
+test('records a history of every workflow type', async () => {
+  const tenant = await createTenant(app.deps, 'Histories');
+  const api = teamClient(app, tenant);
+  const mgmt = managementClient(app, tenant);
+  const tests = await labTestIds(api);
+
+  // Lab orders: a test kit to completion, a walk-in test to completion, an order cancelled.
+  for (const [name, method, final] of [
+    ['lab-order-testkit-completed', 'testkit', 'completed.testkit.completed'],
+    ['lab-order-walk-in-completed', 'walk_in_test', 'completed.walk_in_test.completed'],
+  ] as const) {
+    const order = (await api.post('/v3/order', orderBody(await createUser(api), tests[method]))).body.order;
+    await orderReaches(api, order.id, 'requisition_created');
+    expect((await api.post(`/v3/order/${order.id}/test?final_status=${final}&delay=0`, {})).status).toBe(200);
+    await orderReaches(api, order.id, 'completed', 60_000);
+    await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id)).result();
+    await save(name, 'labOrderWorkflow', workflowIds.labOrder(order.id));
+  }
+  const cancelled = (await api.post('/v3/order', orderBody(await createUser(api), tests.testkit))).body.order;
+  await orderReaches(api, cancelled.id, 'requisition_created');
+  expect((await api.post(`/v3/order/${cancelled.id}/cancel`)).status).toBe(200);
+  await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(cancelled.id)).result();
+  await save('lab-order-cancelled', 'labOrderWorkflow', workflowIds.labOrder(cancelled.id));
+
+  // User deletion: erased after its (shortened) grace period, and undone within it.
+  const erased = await createUser(api);
+  expect((await api.del(`/v2/user/${erased}`)).status).toBe(200);
+  await app.deps.temporal.client.workflow.getHandle(workflowIds.userDeletion(erased)).result();
+  await save('user-deletion-erased', 'userDeletionWorkflow', workflowIds.userDeletion(erased));
+  const undoneApp = await startTestApp({ USER_DELETION_GRACE_SECONDS: 3600 });
+  try {
+    const undoneApi = teamClient(undoneApp, tenant);
+    const undone = await createUser(undoneApi);
+    expect((await undoneApi.del(`/v2/user/${undone}`)).status).toBe(200);
+    expect((await undoneApi.post(`/v2/user/undo_delete?user_id=${undone}`)).status).toBe(200);
+    await app.deps.temporal.client.workflow.getHandle(workflowIds.userDeletion(undone)).result();
+    await save('user-deletion-undone', 'userDeletionWorkflow', workflowIds.userDeletion(undone));
+  } finally {
+    await undoneApp.close();
+  }
+
+  // A demo wearable connection, once its history is pulled (the workflow goes on running: a partial history replays too).
+  const wearer = await createUser(api);
+  expect((await api.post('/v2/link/connect/demo', { user_id: wearer, provider: 'oura' })).status).toBe(200);
+  const connection = await eventually(async () => (await app.deps.repos.connections.listForUser(tenant.teamId, wearer))[0], 30_000, 'the connection');
+  await eventually(async () => {
+    const res = await api.get(`/v2/introspect/historical_pull?user_id=${wearer}`);
+    const pulled = Object.values(res.body.data?.[0]?.provider?.oura?.pulled ?? {}) as { status: string }[];
+    return pulled.length > 0 && pulled.every((s) => s.status === 'success' || s.status === 'failure');
+  }, 90_000, 'the history pulled');
+  await save('wearable-connection-demo', 'wearableConnectionWorkflow', workflowIds.wearableConnection(connection._id));
+
+  // A webhook endpoint's dispatcher after deliveries, and the worker's sweeper.
+  const rx = await startReceiver();
+  try {
+    const hook = (await mgmt.post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, { url: rx.url })).body;
+    for (let i = 0; i < 3; i++) await publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { i } });
+    await rx.waitFor(3, 30_000);
+    await new Promise((r) => setTimeout(r, 2000)); // the run hands back and the workflow waits for the next wake
+    await save('webhook-dispatch', 'webhookDispatchWorkflow', workflowIds.webhookDispatch(hook.id));
+  } finally {
+    await rx.close();
+  }
+  await save('webhook-sweeper', 'webhookSweeperWorkflow', workflowIds.webhookSweeper(app.deps.config.TEMPORAL_TASK_QUEUE));
+}, 300_000);
