@@ -83,7 +83,7 @@ describe('health, readiness, OpenAPI and docs', () => {
     expect((await client.get('/health')).body).toEqual({ status: 'ok' });
     const ready = await client.get('/ready');
     expect(ready.status).toBe(200);
-    expect(ready.body).toEqual({ status: 'ready', checks: { mongodb: true, temporal: true, worker: true } });
+    expect(ready.body).toEqual({ status: 'ready', checks: { mongodb: true, temporal: true, worker: true, search_attributes: true } });
   });
 
   it('is not ready when no worker polls its task queue', async () => {
@@ -91,7 +91,7 @@ describe('health, readiness, OpenAPI and docs', () => {
     try {
       const ready = await httpClient(lonely.url).get('/ready');
       expect(ready.status).toBe(503);
-      expect(ready.body.checks).toEqual({ mongodb: true, temporal: true, worker: false });
+      expect(ready.body.checks).toEqual({ mongodb: true, temporal: true, worker: false, search_attributes: true });
     } finally {
       await lonely.close();
     }

@@ -5,15 +5,22 @@ import { ApiError, notFound } from '../../lib/platform/errors';
 import { bearerMatches, metricsText } from '../../lib/platform/metrics';
 import { pingMongo } from '../../lib/platform/database/mongo';
 import { WORKER_HEARTBEAT_STALE_MS } from '../../lib/platform/worker-heartbeats-store';
-import { temporalReadiness } from '../../lib/platform/temporal';
+import { searchAttributesRegistered, temporalReadiness } from '../../lib/platform/temporal';
+import { SEARCH_ATTRIBUTES } from '../../lib/labs/order-workflow-terms';
+
 import { ErrorDetail } from '../../schemas/common';
 import { defineRoute, type AnyRoute } from '../route';
 import { buildOpenApi } from '../openapi';
 
 const tags = ['System'];
+/** The custom search attributes lab order workflows set: /ready fails until the namespace has them. */
+const WORKFLOW_SEARCH_ATTRIBUTES = Object.values(SEARCH_ATTRIBUTES).map((k) => k.name);
 const Health = Type.Object({ status: Type.String() }, { $id: 'Health' });
 const Readiness = Type.Object(
-  { status: Type.String(), checks: Type.Object({ mongodb: Type.Boolean(), temporal: Type.Boolean(), worker: Type.Boolean() }) },
+  {
+    status: Type.String(),
+    checks: Type.Object({ mongodb: Type.Boolean(), temporal: Type.Boolean(), worker: Type.Boolean(), search_attributes: Type.Boolean() }),
+  },
   { $id: 'Readiness' },
 );
 
@@ -57,8 +64,9 @@ export function systemRoutes(allRoutes: () => AnyRoute[]) {
       path: '/ready',
       summary: 'Readiness',
       description:
-        'MongoDB answers, Temporal answers, and a worker polls the task queue and has recorded a heartbeat in the last 15 s ' +
-        '(Temporal alone keeps listing a killed worker for minutes).',
+        'MongoDB answers, Temporal answers, a worker polls the task queue and has recorded a heartbeat in the last 15 s ' +
+        '(Temporal alone keeps listing a killed worker for minutes), and the namespace has the search attributes lab order ' +
+        'workflows set (README "Production with docker compose" registers them).',
       tags,
       auth: 'none',
       responses: {
@@ -66,15 +74,16 @@ export function systemRoutes(allRoutes: () => AnyRoute[]) {
         503: { description: 'Not ready', schema: Readiness },
       },
       async handler({ deps }) {
-        const [mongodb, temporal, heartbeat] = await Promise.all([
+        const [mongodb, temporal, heartbeat, searchAttributes] = await Promise.all([
           pingMongo(deps.db),
           temporalReadiness(deps.temporal),
           deps.repos.workers
             .anyAliveSince(deps.temporal.taskQueue, new Date(Date.now() - WORKER_HEARTBEAT_STALE_MS))
             .catch(() => false),
+          searchAttributesRegistered(deps.temporal, WORKFLOW_SEARCH_ATTRIBUTES),
         ]);
-        const checks = { mongodb, temporal: temporal.server, worker: temporal.worker && heartbeat };
-        const ready = checks.mongodb && checks.temporal && checks.worker;
+        const checks = { mongodb, temporal: temporal.server, worker: temporal.worker && heartbeat, search_attributes: searchAttributes };
+        const ready = checks.mongodb && checks.temporal && checks.worker && checks.search_attributes;
         return { status: ready ? 200 : 503, body: { status: ready ? 'ready' : 'not_ready', checks } };
       },
     }),

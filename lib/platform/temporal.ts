@@ -36,6 +36,25 @@ export async function temporalReadiness(t: TemporalDeps): Promise<{ server: bool
   }
 }
 
+const registeredAttributes = new WeakMap<TemporalDeps, true>();
+
+/**
+ * Whether the namespace has the custom search attributes the workflows set (a workflow that sets an unknown
+ * one fails its task). Remembered once true, so GET /ready asks Temporal once per process.
+ */
+export async function searchAttributesRegistered(t: TemporalDeps, names: string[]): Promise<boolean> {
+  if (registeredAttributes.has(t)) return true;
+  try {
+    const res = await t.connection.operatorService.listSearchAttributes({ namespace: t.namespace });
+    const known = new Set(Object.keys(res.customAttributes ?? {}));
+    if (!names.every((n) => known.has(n))) return false;
+    registeredAttributes.set(t, true);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * True when Temporal says the workflow is not running (never started, or already closed). An Update to a closed
  * run fails with a plain error saying so rather than WorkflowNotFoundError, hence the message test.
