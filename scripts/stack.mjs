@@ -12,7 +12,8 @@
 //
 // MONGO_URL / TEMPORAL_ADDRESS point at external servers instead of starting our own.
 //
-// Its parts are in scripts/stack/: common.mjs, binaries.mjs, documentdb.mjs, postgres.mjs, processes.mjs, lifecycle.mjs.
+// Its parts are in scripts/stack/: common.mjs, binaries.mjs, documentdb.mjs, postgres.mjs, processes.mjs, lifecycle.mjs;
+// the servers tests add: rabbitmq.mjs and kafka.mjs (pipelines' brokers), prometheus.mjs (the metrics test).
 
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { build, devDataKeys, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
 import { embeddedStoreAvailable, ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
 import { ensureKafka } from './stack/kafka.mjs';
+import { ensurePrometheus } from './stack/prometheus.mjs';
 import { ensureRabbitmq } from './stack/rabbitmq.mjs';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -31,6 +32,8 @@ async function main() {
   // The message brokers test/brokers.test.ts starts: fetched into the cache here, once, before the tests run.
   await ensureRabbitmq({ log: (m) => console.log(m) });
   await ensureKafka({ log: (m) => console.log(m) });
+  // And the Prometheus test/metrics.test.ts scrapes the api and a worker with.
+  await ensurePrometheus({ log: (m) => console.log(m) });
   await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'test-', log: (m) => console.log(m) });
   const stack = await startStack({ stateDir, ui: false, persist: false, supervise: true, log: (m) => console.log(m) });
   const env = {

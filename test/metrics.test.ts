@@ -1,5 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { collectLines } from './support/child-lines';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
@@ -130,4 +134,58 @@ describe('the worker', () => {
     expect(text).toMatch(/^temporal_\w+/m);
     expect((await fetch(`http://127.0.0.1:${port}/other`)).status).toBe(404);
   }, 90_000);
+
+  test("every panel of the Grafana dashboard is a query a real Prometheus scraping both processes answers", async () => {
+    const dashboard = JSON.parse(readFileSync(path.join(__dirname, '..', 'scripts', 'monitoring', 'grafana', 'dashboards', 'healthbridge.json'), 'utf8'));
+    const targets = (dashboard.panels as { type: string; title: string; targets?: { expr: string }[] }[])
+      .filter((p) => p.type !== 'row')
+      .flatMap((p) => (p.targets ?? []).map((t) => ({ title: p.title, expr: t.expr })));
+    expect(targets.length).toBeGreaterThanOrEqual(15);
+    const stateDir = path.join(process.env.HB_TEST_STATE_DIR ?? path.join(__dirname, '..', '.devstack', 'test-adhoc'), `prometheus-${process.pid}`);
+    const driver = spawn(process.execPath, [path.join(__dirname, 'support', 'prometheus-driver.mjs')], {
+      env: {
+        ...process.env,
+        PROMETHEUS_STATE_DIR: stateDir,
+        PROMETHEUS_TARGETS: JSON.stringify([
+          { job: 'healthbridge-api', address: new URL(app.url).host },
+          { job: 'healthbridge-worker', address: `127.0.0.1:${port}` },
+        ]),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const lines = collectLines(driver);
+    const prometheus = {
+      url: await eventually(async () => lines.find((l) => l.startsWith('ready '))?.slice('ready '.length), 60_000, `Prometheus (${lines.join(' | ')})`),
+    };
+    try {
+      const query = async (expr: string) => {
+        const res = await fetch(`${prometheus.url}/api/v1/query?query=${encodeURIComponent(expr)}`);
+        return (await res.json()) as { status: string; error?: string; data: { result: unknown[] } };
+      };
+      // Traffic while it scrapes every second: requests to the api, deliveries by the worker.
+      const tenant = await createTenant(app.deps, 'Dashboard');
+      const mgmt = managementClient(app, tenant);
+      expect((await mgmt.post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, { url: rx.url })).status).toBe(200);
+      const stop = Date.now() + 6_000;
+      for (let i = 0; Date.now() < stop; i++) {
+        await publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { i } });
+        await teamClient(app, tenant).get('/v2/providers');
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await eventually(async () => (await query('sum(rate(healthbridge_deliveries_total[5m]))')).data.result.length > 0, 30_000, 'delivery rates in Prometheus');
+      const answers = await Promise.all(targets.map(async (t) => ({ ...t, answer: await query(t.expr) })));
+      expect(answers.filter((a) => a.answer.status !== 'success').map((a) => `${a.title}: ${a.answer.error}`)).toEqual([]);
+      // What this traffic must show; the other panels stay empty until their events happen (a disabled endpoint...).
+      const mustShow = ['API requests by route and status', 'API p99 latency by route', 'Readiness of scraped processes', 'Deliveries finished by outcome',
+        'Delivery attempts by result', 'Pending deliveries', 'Most overdue delivery (alert above 300 s)', 'Workflow starts by type', 'Activity p99 duration by type',
+        'Database command p99 by command', 'Temporal call p99 by call', 'Process memory (RSS)', 'Event loop lag p99'];
+      expect(answers.filter((a) => mustShow.includes(a.title) && a.answer.data.result.length === 0).map((a) => a.title)).toEqual([]);
+      expect(mustShow.every((title) => answers.some((a) => a.title === title))).toBe(true);
+    } finally {
+      const gone = new Promise((r) => driver.once('exit', r));
+      driver.kill('SIGTERM');
+      await gone;
+    }
+    expect(lines).toContain('stopped');
+  }, 120_000);
 });

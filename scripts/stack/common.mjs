@@ -157,3 +157,22 @@ export function mtimeMs(p) {
     return Date.now();
   }
 }
+
+/**
+ * `apt-get download` of pinned Debian packages into `dir` (checked against the signed index; nothing installed).
+ * As root, apt's sandbox user is root (it could not write into a 0700 cache folder), and a failure is retried once
+ * after `apt-get update` (a machine with no package index yet). `hint` says what to change when a pin is gone.
+ */
+export async function aptDownload(dir, packages, { prefix, hint }, log) {
+  const args = [...(isRoot() ? ['-o', 'APT::Sandbox::User=root'] : []), 'download', ...packages];
+  const fullHint = `${hint} If apt has no package index, run \`apt-get update\` (as root).`;
+  for (const attempt of [1, 2]) {
+    try {
+      return await runLogged(prefix, 'apt-get', args, { cwd: dir, quiet: true }, log);
+    } catch (err) {
+      if (attempt === 2 || !isRoot()) throw new Error(`${err.message}\n[${prefix}] ${fullHint}`);
+    }
+    log(`[${prefix}] apt-get download failed; refreshing the package index (apt-get update) and retrying...`);
+    await runLogged(prefix, 'apt-get', ['update'], { quiet: true }, log);
+  }
+}

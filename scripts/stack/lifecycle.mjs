@@ -8,6 +8,7 @@ import { FERRETDB_VERSION, TEMPORAL_VERSION, mtimeMs, readInt, rmrf, seconds, sl
 import { describeVersions, listDir } from './documentdb.mjs';
 import { stopLeftoverKafka } from './kafka.mjs';
 import { stopLeftoverRabbitmq } from './rabbitmq.mjs';
+import { stopLeftoverPrometheus } from './prometheus.mjs';
 import { POSTGRES_SOCKET_PORT, postgresCommand, preparePostgresData } from './postgres.mjs';
 import { assertPortFree, freePort, isAlive, mongoHello, postgresReady, postgresSocketDir, procStartTime, readStackFile, signalGroup, spawnServer, stopPids, temporalHealthy, waitReady, writeStackFile } from './processes.mjs';
 
@@ -303,7 +304,7 @@ export async function reapAbandonedStacks({ parentDir, prefix, log = console.log
   }
 }
 
-/** Stops every stack (and message broker) recorded in `dir` or in folders below it (a few levels), whoever started it. */
+/** Stops every stack (and message broker, and Prometheus) recorded in `dir` or in folders below it (a few levels), whoever started it. */
 export async function stopStacksWithin(dir, log = console.log, depth = 3) {
   for (const entry of listDir(dir)) {
     const sub = path.join(dir, entry);
@@ -311,6 +312,7 @@ export async function stopStacksWithin(dir, log = console.log, depth = 3) {
   }
   if (fs.existsSync(path.join(dir, 'rabbitmq.json'))) await stopLeftoverRabbitmq({ stateDir: dir, log });
   if (fs.existsSync(path.join(dir, 'kafka.json'))) await stopLeftoverKafka({ stateDir: dir, log });
+  if (fs.existsSync(path.join(dir, 'prometheus.json'))) await stopLeftoverPrometheus({ stateDir: dir, log });
   const info = readStackFileQuietly(dir);
   if (info) {
     await stopPids(info.pids, log, info);

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { cacheDir, which } from './binaries.mjs';
-import { STOP_TIMEOUT_MS, isRoot, rmrf, runLogged, seconds, sleep, withBuildLock } from './common.mjs';
+import { STOP_TIMEOUT_MS, aptDownload, rmrf, runLogged, seconds, sleep, withBuildLock } from './common.mjs';
 import { assertPortFree, freePort, isAlive, procStartTime, signalGroup, spawnServer, waitReady } from './processes.mjs';
 
 /**
@@ -124,21 +124,10 @@ function prunePlugins(root) {
   return keep.size;
 }
 
-async function downloadPackages(dir, log) {
-  const prefix = 'setup rabbitmq';
+function downloadPackages(dir, log) {
   const packages = [`rabbitmq-server=${RABBITMQ_DEBIAN_VERSION}`, ...ERLANG_PACKAGES.map((p) => `${p}=${ERLANG_DEBIAN_VERSION}`)];
-  // As root apt hands downloads to its `_apt` user, which cannot write into a 0700 cache folder.
-  const args = [...(isRoot() ? ['-o', 'APT::Sandbox::User=root'] : []), 'download', ...packages];
-  const hint = `If apt says a pinned version was not found, a Debian point release has replaced it: set RABBITMQ_DEBIAN_VERSION and ERLANG_DEBIAN_VERSION in scripts/stack/rabbitmq.mjs to what \`apt-cache policy rabbitmq-server erlang-base\` shows. If apt has no package index, run \`apt-get update\` (as root).`;
-  for (const attempt of [1, 2]) {
-    try {
-      return await runLogged(prefix, 'apt-get', args, { cwd: dir, quiet: true }, log);
-    } catch (err) {
-      if (attempt === 2 || !isRoot()) throw new Error(`${err.message}\n[${prefix}] ${hint}`);
-    }
-    log(`[${prefix}] apt-get download failed; refreshing the package index (apt-get update) and retrying...`);
-    await runLogged(prefix, 'apt-get', ['update'], { quiet: true }, log);
-  }
+  const hint = `If apt says a pinned version was not found, a Debian point release has replaced it: set RABBITMQ_DEBIAN_VERSION and ERLANG_DEBIAN_VERSION in scripts/stack/rabbitmq.mjs to what \`apt-cache policy rabbitmq-server erlang-base\` shows.`;
+  return aptDownload(dir, packages, { prefix: 'setup rabbitmq', hint }, log);
 }
 
 /** The environment of our Erlang programs: the caller's, without any RabbitMQ or Erlang setting, and our `erl` first on PATH. */

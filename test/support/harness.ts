@@ -17,6 +17,7 @@ import { connectMongo } from '../../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
 import { retentionFrom } from '../../lib/platform/database/indexes';
 import { connectTemporal } from '../../lib/platform/temporal';
+import { initProcessMetrics } from '../../lib/platform/metrics';
 
 /**
  * The real app on a real port, against the real MongoDB-wire database and Temporal server that
@@ -37,6 +38,7 @@ export interface TestApp {
 
 export async function startTestApp(overrides: Partial<Config> = {}, options: { logger?: Logger } = {}): Promise<TestApp> {
   const config = loadConfig(process.env, { API_PORT: 0, ...overrides });
+  initProcessMetrics('api'); // as api/main.ts does: the test process is an api process
   const logger = options.logger ?? createLogger(process.env.LOG_LEVEL ?? 'warn', 'api-test');
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const inspect = await connectMongo(config.MONGO_URL, config.MONGO_DB);
