@@ -44,10 +44,10 @@ export async function ensurePrometheus({ log = console.log } = {}) {
 
 /**
  * Starts Prometheus with its data in `stateDir`, on 127.0.0.1:`port` (default: a free one), scraping each of
- * `targets` (`{ job, address, bearerToken? }`, path /metrics) every `scrapeIntervalSeconds`. Resolves once it is
+ * `targets` (`{ job, address, bearerToken? }`, path /metrics) every `scrapeIntervalSeconds` (default 2). Resolves once it is
  * ready, to { url, pid, stop() }.
  */
-export async function startPrometheus({ stateDir, port, targets, scrapeIntervalSeconds = 1, log = console.log }) {
+export async function startPrometheus({ stateDir, port, targets, scrapeIntervalSeconds = 2, log = console.log }) {
   const { bin, version } = await ensurePrometheus({ log });
   fs.mkdirSync(path.join(stateDir, 'data'), { recursive: true });
   port = port || (await freePort());
@@ -55,7 +55,9 @@ export async function startPrometheus({ stateDir, port, targets, scrapeIntervalS
   const jobs = targets.map(
     (t) => `  - job_name: ${JSON.stringify(t.job)}\n    static_configs: [{ targets: [${JSON.stringify(t.address)}] }]${t.bearerToken ? `\n    authorization: { credentials: ${JSON.stringify(t.bearerToken)} }` : ''}`,
   );
-  fs.writeFileSync(config, `global: { scrape_interval: ${scrapeIntervalSeconds}s, evaluation_interval: ${scrapeIntervalSeconds}s }\nscrape_configs:\n${jobs.join('\n')}\n`);
+  // A scrape may take the whole interval (a test process busy with other work answers late; a missed scrape leaves a gap).
+  const every = `${scrapeIntervalSeconds}s`;
+  fs.writeFileSync(config, `global: { scrape_interval: ${every}, scrape_timeout: ${every}, evaluation_interval: ${every} }\nscrape_configs:\n${jobs.join('\n')}\n`);
   const logFile = path.join(stateDir, 'prometheus.log');
   log(`stack: starting ${version} on 127.0.0.1:${port} ...`);
   const server = spawnServer(bin, [`--config.file=${config}`, `--storage.tsdb.path=${path.join(stateDir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], logFile);

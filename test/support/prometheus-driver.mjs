@@ -1,5 +1,5 @@
 // Starts a Prometheus of its own (scripts/stack/prometheus.mjs) in PROMETHEUS_STATE_DIR, scraping the targets in
-// PROMETHEUS_TARGETS (JSON: [{ job, address }]) every second, for test/metrics.test.ts. Prints `ready <url>` once it
+// PROMETHEUS_TARGETS (JSON: [{ job, address }]) every 2 s, for test/metrics.test.ts. Prints `ready <url>` once it
 // answers; SIGTERM stops it and exits.
 import { startPrometheus } from '../../scripts/stack/prometheus.mjs';
 
