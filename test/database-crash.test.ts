@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { MongoClient } from 'mongodb';
 import { collectLines } from './support/child-lines';
-import { eventually, httpClient, startTestApp, type TestApp } from './support/harness';
+import { createTenant, eventually, httpClient, startTestApp, teamClient, type TestApp } from './support/harness';
 
 /**
  * The embedded store under kill -9, one server at a time, while writers insert: the stack's supervisor (the one
@@ -96,14 +97,22 @@ describe('the embedded database under kill -9', () => {
     return { acknowledged, failures, stored };
   }
 
-  it('restarts PostgreSQL killed during writes; every acknowledged write survives; /ready shows the outage', async () => {
+  it('restarts PostgreSQL killed during writes; every acknowledged write survives; /ready and requests show the outage at once', async () => {
     const ready = httpClient(app.url);
     expect((await ready.get('/ready')).body.checks.mongodb).toBe(true);
+    const api = teamClient(app, await createTenant(app.deps, 'Outage'));
     const seen: boolean[] = [];
+    const answers: { status: number; retryAfter: string | null; ms: number }[] = [];
     let watching = true;
     const watcher = (async () => {
       while (watching) {
-        seen.push((await ready.get('/ready')).body.checks.mongodb);
+        const started = Date.now();
+        const r = await ready.get('/ready');
+        seen.push(r.body.checks.mongodb);
+        answers.push({ status: r.status, retryAfter: null, ms: Date.now() - started });
+        const t = Date.now();
+        const res = await api.get(`/v2/user/${randomUUID()}`); // a read: 404 while the database answers
+        answers.push({ status: res.status, retryAfter: res.headers.get('retry-after'), ms: Date.now() - t });
         await sleep(100);
       }
     })();
@@ -117,6 +126,10 @@ describe('the embedded database under kill -9', () => {
     expect([...acknowledged].filter((id) => !stored.has(id))).toEqual([]);
     expect(seen).toContain(false); // the database reported down while PostgreSQL was
     expect(seen.lastIndexOf(true)).toBeGreaterThan(seen.indexOf(false)); // ...and up again after the restart
+    // While it was down: requests were refused with 503 and Retry-After, never 500, and nothing waited long.
+    expect(answers.filter((a) => a.status === 503 && a.retryAfter === '5').length).toBeGreaterThan(0);
+    expect(answers.filter((a) => a.status === 500)).toEqual([]);
+    expect(Math.max(...answers.map((a) => a.ms))).toBeLessThan(3_500);
   }, 120_000);
 
   it('restarts FerretDB killed during writes; every acknowledged write survives', async () => {

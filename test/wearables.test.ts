@@ -243,7 +243,10 @@ describe('SDK ingestion', () => {
     // Another source type is another sample (the key includes it).
     const phone = await client.post(`/v2/ingest/${userId}`, { provider: 'apple_health_kit', source_type: 'phone', samples: [heartrate(2, 80)] });
     expect(phone.body.samples.created).toBe(1);
-    expect(eventsOf(userId, /^daily\.data\./).length).toBe(4);
+    // ...announced as created, for that source (a fifth data event: the resend announced nothing).
+    await eventually(async () => eventsOf(userId, /^daily\.data\./).length === 5, 30000, "the phone's sample announced");
+    const created = eventsOf(userId, 'daily.data.heartrate.created');
+    expect(created.map((e) => e.body.data.source?.type ?? e.body.data.source_type)).toEqual(['watch', 'phone']);
   });
 
   it('rejects a batch with invalid items by index and stores nothing of it', async () => {

@@ -1,9 +1,9 @@
 import type { Context, Next } from 'koa';
-import { ApiError, ValidationError } from '../../lib/platform/errors';
+import { ApiError, DEPENDENCY_RETRY_AFTER_SECONDS, unavailableDependency, ValidationError } from '../../lib/platform/errors';
 
 /**
- * The one exit for errors: typed errors become the spec's bodies (`{"detail": ...}`), anything else is a
- * 500 that names the request id and nothing internal.
+ * The one exit for errors: typed errors become the spec's bodies (`{"detail": ...}`), a dependency that is down
+ * a 503 with Retry-After, anything else a 500 that names the request id and nothing internal.
  */
 export function errorRenderer() {
   return async (ctx: Context, next: Next) => {
@@ -30,6 +30,12 @@ export function errorRenderer() {
         ctx.status = err.status;
         ctx.body = { detail: err.message };
         for (const [name, value] of Object.entries(err.headers ?? {})) ctx.set(name, String(value));
+      } else if (unavailableDependency(err)) {
+        const dependency = unavailableDependency(err);
+        ctx.state.log.warn({ err: errorSummary(err), dependency }, 'dependency unavailable');
+        ctx.status = 503;
+        ctx.set('Retry-After', String(DEPENDENCY_RETRY_AFTER_SECONDS));
+        ctx.body = { detail: `The ${dependency === 'database' ? 'database' : 'workflow service (Temporal)'} is unavailable right now; retry after ${DEPENDENCY_RETRY_AFTER_SECONDS} s.` };
       } else {
         ctx.state.log.error({ err: errorSummary(err) }, 'unhandled error');
         ctx.status = 500;
