@@ -39,10 +39,10 @@ export function registerDeliveryQueueMetrics(store: { pendingDeliveryCount(): Pr
 }
 
 /** Names the process (api or worker) on every series, and adds Node's own metrics (CPU, memory, event loop). */
-export function initProcessMetrics(processName: 'api' | 'worker'): void {
+export function initProcessMetrics(processName: 'api' | 'worker', { nodeMetrics = true } = {}): void {
   registry.setDefaultLabels({ process: processName });
-  if (!defaultsCollected) collectDefaultMetrics({ register: registry, prefix: 'healthbridge_' });
-  defaultsCollected = true;
+  if (nodeMetrics && !defaultsCollected) collectDefaultMetrics({ register: registry, prefix: 'healthbridge_' });
+  defaultsCollected ||= nodeMetrics;
 }
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];

@@ -38,7 +38,9 @@ export interface TestApp {
 
 export async function startTestApp(overrides: Partial<Config> = {}, options: { logger?: Logger } = {}): Promise<TestApp> {
   const config = loadConfig(process.env, { API_PORT: 0, ...overrides });
-  initProcessMetrics('api'); // as api/main.ts does: the test process is an api process
+  // As api/main.ts does (the test process is an api process), without Node's process metrics: their event-loop and
+  // GC observers would outlive the test file.
+  initProcessMetrics('api', { nodeMetrics: false });
   const logger = options.logger ?? createLogger(process.env.LOG_LEVEL ?? 'warn', 'api-test');
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const inspect = await connectMongo(config.MONGO_URL, config.MONGO_DB);
