@@ -4,7 +4,7 @@ import { temporal } from '@temporalio/proto';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
-import { createUser, labTestIds, orderBody, orderReaches } from './support/lab';
+import { createUser, daysFromToday, labTestIds, orderBody, orderReaches } from './support/lab';
 import { startReceiver } from './support/receiver';
 
 /**
@@ -39,15 +39,20 @@ test('records a history of every workflow type', async () => {
   const mgmt = managementClient(app, tenant);
   const tests = await labTestIds(api);
 
-  // Lab orders: a test kit to completion, a walk-in test to completion, an order cancelled.
-  for (const [name, method, final] of [
-    ['lab-order-testkit-completed', 'testkit', 'completed.testkit.completed'],
-    ['lab-order-walk-in-completed', 'walk_in_test', 'completed.walk_in_test.completed'],
+  // Lab orders through each branch: every method to completion, a corrected result, a failure, one scheduled for
+  // tomorrow (activate_by: it waits, then dispatches), an order cancelled.
+  for (const [name, method, final, extra] of [
+    ['lab-order-testkit-completed', 'testkit', 'completed.testkit.completed', {}],
+    ['lab-order-walk-in-completed', 'walk_in_test', 'completed.walk_in_test.completed', {}],
+    ['lab-order-phlebotomy-completed', 'at_home_phlebotomy', 'completed.at_home_phlebotomy.completed', {}],
+    ['lab-order-testkit-corrected', 'testkit', 'completed.testkit.corrected', {}],
+    ['lab-order-testkit-sample-error', 'testkit', 'failed.testkit.sample_error', {}],
+    ['lab-order-scheduled-completed', 'walk_in_test', 'completed.walk_in_test.completed', { activate_by: daysFromToday(1) }],
   ] as const) {
-    const order = (await api.post('/v3/order', orderBody(await createUser(api), tests[method]))).body.order;
-    await orderReaches(api, order.id, 'requisition_created');
+    const order = (await api.post('/v3/order', orderBody(await createUser(api), tests[method], extra))).body.order;
+    await orderReaches(api, order.id, 'requisition_created', 60_000);
     expect((await api.post(`/v3/order/${order.id}/test?final_status=${final}&delay=0`, {})).status).toBe(200);
-    await orderReaches(api, order.id, 'completed', 60_000);
+    await orderReaches(api, order.id, final.split('.')[2], 60_000);
     await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id)).result();
     await save(name, 'labOrderWorkflow', workflowIds.labOrder(order.id));
   }
