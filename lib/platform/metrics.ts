@@ -21,7 +21,7 @@ export function registerDeliveryQueueMetrics(store: { pendingDeliveryCount(): Pr
   if (registry.getSingleMetric('healthbridge_deliveries_pending')) return;
   new Gauge({
     name: 'healthbridge_deliveries_pending',
-    help: 'Pending deliveries (webhooks and pipelines): queued, waiting to retry, or being sent.',
+    help: 'Pending deliveries (webhooks and pipelines): queued, waiting to retry, or being sent; counted up to 100,000.',
     registers: [registry],
     async collect() {
       this.set(await store.pendingDeliveryCount());

@@ -293,8 +293,8 @@ export class WebhookStore {
     const doc = await this.deliveries.find(filter, { projection: { next_attempt_at: 1 } }).sort({ next_attempt_at: 1 }).limit(1).next();
     return doc?.next_attempt_at ?? null;
   }
-  /** Pending deliveries of every destination (the worker's metrics). */
-  pendingDeliveryCount = () => this.deliveries.countDocuments({ status: 'pending' });
+  /** Pending deliveries of every destination, counted up to `cap` (the worker's metrics: a scrape never walks a huge backlog). */
+  pendingDeliveryCount = (cap = 100_000) => this.deliveries.countDocuments({ status: 'pending' }, { limit: cap });
 
   async pendingIds(endpointId: string, limit: number): Promise<string[]> {
     const docs = await this.deliveries.find({ endpoint_id: endpointId, status: 'pending' }, { projection: { _id: 1 } }).limit(limit).toArray();
