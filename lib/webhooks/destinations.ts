@@ -25,13 +25,8 @@ export const MAX_CONCURRENT_POSTS = 100;
 
 const orderedPerUser = (d: Destination) => d.doc.ordered_per_user === true;
 
-/** The destination's common facts, whichever kind it is. */
-export const destinationFacts = (d: Destination) => ({
-  disabled: d.doc.disabled,
-  failingSince: d.doc.failing_since,
-  rateLimit: d.kind === 'webhook' ? d.doc.rate_limit : null,
-  orderedPerUser: orderedPerUser(d),
-});
+/** Messages per second the destination takes (webhook endpoints may set one; pipelines take what comes). */
+export const rateLimitOf = (d: Destination): number | null => (d.kind === 'webhook' ? d.doc.rate_limit : null);
 
 /** A destination as one delivery run sees it: read at most every `refreshMs`; a run's own change re-reads at once. */
 export class DestinationView {

@@ -6,7 +6,7 @@ import type { Config } from '../platform/config';
 import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
-import { countOutcomes, destinationFacts, DestinationView, dueFor, MAX_CONCURRENT_POSTS, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations';
+import { countOutcomes, DestinationView, dueFor, MAX_CONCURRENT_POSTS, rateLimitOf, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations';
 import { type DeliveryChange } from './store';
 import { routeOf } from '../pipelines/model';
 import type { EventPublisher } from './publisher';
@@ -178,7 +178,7 @@ export class WebhookDispatcher {
     const store = repos.webhookStore;
     const destination = await view.get();
     if (!destination || destination.doc.disabled) return { stop: destination ? 'failed' : 'cancelled', sent: 0, more: false, waitMs: 0, gone: false, recording: null };
-    const { rateLimit } = destinationFacts(destination);
+    const rateLimit = rateLimitOf(destination);
 
     const startedAt = Date.now();
     const limit = Math.max(1, Math.min(config.WEBHOOK_BATCH_SIZE, rateLimit ?? Infinity));
