@@ -82,9 +82,23 @@ export function createWearableActivities(deps: WearableActivityDeps) {
       merged.sent += result.summaries.created + result.summaries.updated + result.samples.created + result.samples.updated + result.workout_streams.created + result.workout_streams.updated;
       if (result.oldest && (!merged.oldest || result.oldest < merged.oldest)) merged.oldest = result.oldest;
       if (result.newest && (!merged.newest || result.newest > merged.newest)) merged.newest = result.newest;
-      Context.current().heartbeat(run[run.length - 1]);
+      await progressed(l, run[run.length - 1]);
     }
     return merged;
+  }
+
+  /**
+   * Between two runs of days: heartbeat, then stop if this attempt is no longer wanted. Temporal cancels an
+   * attempt it has given up on (its heartbeat timed out, e.g. while Temporal or the database was down, and a
+   * new attempt runs) or that a stopping worker cancels; one that went on would pull beside its successor and
+   * load the database for nothing. A connection deregistered meanwhile stops it too.
+   */
+  async function progressed(l: Live, lastDay: string): Promise<void> {
+    const context = Context.current();
+    context.heartbeat(lastDay);
+    context.cancellationSignal.throwIfAborted();
+    const connection = await repos.connections.find(l.connection._id);
+    if (!connection || connection.status === 'deregistered') throw new ConnectionStopped();
   }
 
   /**
@@ -213,6 +227,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
         });
         return 'success';
       } catch (err) {
+        if (err instanceof ConnectionStopped) return 'stopped';
         if (!(err instanceof ProviderFetchError)) throw err; // our own fault: Temporal retries the activity
         const errored_at = new Date();
         const retrying = err.retriable && input.retriesLeft;
@@ -248,6 +263,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
         try {
           got = await fetchDays(l, resource, days, 1, true, offset);
         } catch (err) {
+          if (err instanceof ConnectionStopped) return { stopped: true };
           if (!(err instanceof ProviderFetchError)) throw err;
           ok = false;
           if (err.breaksConnection) await publishConnectionError(l, err);
@@ -260,6 +276,9 @@ export function createWearableActivities(deps: WearableActivityDeps) {
     },
   };
 }
+
+/** The connection was deregistered while its data was being fetched. */
+class ConnectionStopped extends Error {}
 
 /** `days` (sorted) split into runs of consecutive dates, at most `max` long. */
 function consecutiveRuns(days: string[], max: number): string[][] {

@@ -24,7 +24,7 @@ async function main(): Promise<void> {
   const mongo = await connectMongo(config.MONGO_URL, config.MONGO_DB, { queryShapeLog: config.MONGO_QUERY_SHAPE_LOG });
   const repos = createRepositories(mongo.db, cipher);
   await ensureIndexes(repos, retentionFrom(config));
-  const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
+  const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE, { failFast: true });
   const publisher = new EventPublisher({ config, repos, temporal, logger });
   const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue, payors, publisher };
   const app = createApp(deps);

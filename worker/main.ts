@@ -1,3 +1,4 @@
+import { GracefulShutdownPeriodExpiredError } from '@temporalio/worker';
 import { dataCipher, loadConfig } from '../lib/platform/config';
 import { createLogger } from '../lib/platform/logger';
 import { connectMongo } from '../lib/platform/database/mongo';
@@ -32,8 +33,14 @@ async function main(): Promise<void> {
 
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
-      logger.info({ signal }, 'worker shutting down');
+      logger.info({ signal, timeoutMs: config.SHUTDOWN_TIMEOUT_MS }, 'worker shutting down');
       worker.shutdown();
+      // Whatever still holds the process (a connection that does not close while its server is down) does not
+      // keep it past its timeout: what was in flight is retried by Temporal on another worker.
+      setTimeout(() => {
+        logger.error({ timeoutMs: config.SHUTDOWN_TIMEOUT_MS }, 'worker did not stop within SHUTDOWN_TIMEOUT_MS; exiting');
+        process.exit(1);
+      }, config.SHUTDOWN_TIMEOUT_MS).unref();
     });
   }
   logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
@@ -42,6 +49,10 @@ async function main(): Promise<void> {
   const heartbeat = startWorkerHeartbeat(repos, worker, config.TEMPORAL_TASK_QUEUE, logger);
   try {
     await running;
+  } catch (err) {
+    // Activities that ignored their cancellation are left to their retries on another worker.
+    if (!(err instanceof GracefulShutdownPeriodExpiredError)) throw err;
+    logger.warn({ err }, 'worker stopped without waiting for every activity');
   } finally {
     await heartbeat.stop();
   }

@@ -46,7 +46,10 @@ export async function createWorker(config: Config, repos: Repositories, logger: 
     workflowsPath: require.resolve('../workflows'),
     activities: createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue(), senders }),
     interceptors: { activity: [activityMetrics] },
-    shutdownGraceTime: config.SHUTDOWN_TIMEOUT_MS,
+    // SHUTDOWN_TIMEOUT_MS bounds the whole stop: activities get half of it to finish and are then cancelled; at 80%
+    // the worker stops waiting for those that ignore it (Temporal retries them elsewhere), leaving time to close up.
+    shutdownGraceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS / 2),
+    shutdownForceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.8),
   });
   return { worker, connection, closeSenders: senders.close };
 }

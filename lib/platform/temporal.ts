@@ -1,4 +1,4 @@
-import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import { temporalCallMetrics } from './metrics';
 
 export interface TemporalDeps {
@@ -8,10 +8,21 @@ export interface TemporalDeps {
   namespace: string;
 }
 
-export async function connectTemporal(address: string, namespace: string, taskQueue: string): Promise<TemporalDeps> {
+/**
+ * Retries of a call that meets an unavailable Temporal, for a process answering requests: 4 attempts, about
+ * 0.9 s in all, so a request answers 503 within a second instead of after the SDK's 10 attempts (~20 s).
+ */
+const FAIL_FAST_ATTEMPTS = 4;
+
+/**
+ * `failFast` (the api): calls give up on an unavailable server within about a second. Without it (the worker,
+ * scripts) they keep the SDK's default retries.
+ */
+export async function connectTemporal(address: string, namespace: string, taskQueue: string, { failFast = false } = {}): Promise<TemporalDeps> {
   let connection: Connection;
   try {
-    connection = await Connection.connect({ address, connectTimeout: '10s' });
+    const interceptors = failFast ? [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ maxAttempts: FAIL_FAST_ATTEMPTS }))] : undefined;
+    connection = await Connection.connect({ address, connectTimeout: '10s', ...(interceptors ? { interceptors } : {}) });
   } catch (err) {
     throw new Error(`Cannot reach Temporal at ${address} (${(err as Error).message}). Start the dev stack (npm run dev) or set TEMPORAL_ADDRESS.`);
   }

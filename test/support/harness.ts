@@ -46,7 +46,7 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
   const inspect = await connectMongo(config.MONGO_URL, config.MONGO_DB);
   const repos = createRepositories(mongo.db, dataCipher(config));
   await ensureIndexes(repos, retentionFrom(config));
-  const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
+  const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE, { failFast: true });
   const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue(), payors: loadPayorCatalogue(), publisher: new EventPublisher({ config, repos, temporal, logger }) };
   const server: Server = await new Promise((resolve) => {
     const s = createApp(deps).listen(0, '127.0.0.1', () => resolve(s));

@@ -15,8 +15,8 @@ export interface MongoOptions {
 
 export async function connectMongo(url: string, dbName: string, options: MongoOptions = {}): Promise<Mongo> {
   // Commands are monitored for the latency metric (lib/platform/metrics.ts) and, in tests, the query-shape log.
-  // A request waits at most 2 s for a reachable server, then fails (answered 503 with Retry-After, api/middleware/errors.ts).
-  const client = new MongoClient(url, { serverSelectionTimeoutMS: 2_000, maxPoolSize: 50, ignoreUndefined: true, monitorCommands: true });
+  // A request waits at most 1 s for a reachable server, then fails (answered 503 with Retry-After, api/middleware/errors.ts).
+  const client = new MongoClient(url, { serverSelectionTimeoutMS: 1_000, maxPoolSize: 50, ignoreUndefined: true, monitorCommands: true });
   observeDatabaseCommands(client);
   if (options.queryShapeLog) recordQueryShapes(client, options.queryShapeLog);
   try {
