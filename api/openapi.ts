@@ -101,7 +101,7 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       tags: route.tags,
       ...(route.deprecated ? { deprecated: true } : {}),
       security:
-        route.auth === 'team' ? [{ teamApiKey: [] }] : route.auth === 'management' ? [{ managementKey: [] }, { legacyOrgKey: [] }] : [],
+        route.auth === 'team' ? [{ teamApiKey: [] }] : route.auth === 'management' ? [{ managementKey: [] }, { legacyOrgKey: [] }, { consoleSession: [] }] : [],
       parameters: [
         ...parameters('path', route.params, registry),
         ...parameters('query', route.query, registry),
@@ -133,6 +133,7 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
         teamApiKey: { type: 'apiKey', in: 'header', name: 'x-service-api-key' },
         managementKey: { type: 'apiKey', in: 'header', name: 'X-Management-Key' },
         legacyOrgKey: { type: 'apiKey', in: 'header', name: 'X-Service-Org-Key', description: 'Deprecated alias of X-Management-Key.' },
+        consoleSession: { type: 'http', scheme: 'bearer', description: 'A delivery-log page session (POST /v1/console/sessions): one team, as a team-scoped key.' },
       },
     },
   };

@@ -2,6 +2,7 @@ import type { Db } from 'mongodb';
 import type { FieldCipher } from './platform/field-encryption';
 import { DEFAULT_RETENTION, type Retention } from './platform/database/indexes';
 import { AuditLogRepository } from './tenancy/audit-log-store';
+import { ConsoleSessionRepository } from './tenancy/console-sessions-store';
 import { ConnectionRepository } from './wearables/connections-store';
 import { CustomCredentialsRepository } from './tenancy/custom-credentials-store';
 import { HistoricalPullRepository } from './wearables/historical-pulls-store';
@@ -24,6 +25,8 @@ export interface Repositories {
   customCredentials: CustomCredentialsRepository;
   /** Management changes: who, what, when, with what outcome. */
   auditLog: AuditLogRepository;
+  /** One-time links to the delivery-log page and the sessions they start. */
+  consoleSessions: ConsoleSessionRepository;
   users: UserRepository;
   connections: ConnectionRepository;
   /** Per-resource historical pull state of each user's providers. */
@@ -53,6 +56,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     tenancy: new TenancyRepository(db),
     customCredentials: new CustomCredentialsRepository(db, cipher),
     auditLog: new AuditLogRepository(db),
+    consoleSessions: new ConsoleSessionRepository(db),
     users: new UserRepository(db),
     connections: new ConnectionRepository(db),
     historicalPulls: new HistoricalPullRepository(db),

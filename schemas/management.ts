@@ -245,6 +245,9 @@ export const AUDIT_ACTIONS = [
   'pipeline.test',
   'pipeline.event.resend',
   'pipeline.recover',
+  // The delivery-log page (api/routes/console.ts): a sign-in link made, and used.
+  'console.link.create',
+  'console.link.use',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -257,7 +260,9 @@ export const AuditLogEntry = Type.Object(
     target: Type.Object({ type: Type.String(), id: Type.String() }),
     actor: Type.Object({
       management_key_id: Uuid(),
-      header: Type.String({ description: 'The header the key came in (X-Management-Key, or the deprecated X-Service-Org-Key).' }),
+      header: Type.String({
+        description: 'The header the key came in (X-Management-Key, or the deprecated X-Service-Org-Key), or Authorization for a delivery-log page session the key opened.',
+      }),
     }),
     request_id: Type.String(),
     status: StringEnum(['pending', 'succeeded', 'failed'], {

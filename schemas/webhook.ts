@@ -116,6 +116,7 @@ export const Webhook = Type.Object(
     disabled_reason: Nullable(StringEnum(['manual', 'gone', 'failing'], { description: 'Why it is disabled: by you, 410 Gone, or failing too long.' })),
     rate_limit: Nullable(Type.Integer()),
     ordered_per_user: Type.Boolean(),
+    failing_since: Type.Optional(Nullable(Timestamp('Start of the current run of failed deliveries (null while they succeed).'))),
     created_at: Timestamp(),
     updated_at: Timestamp(),
   },
@@ -204,6 +205,7 @@ export const WebhookDelivery = Type.Object(
     event_id: Uuid(),
     webhook_id: Uuid(),
     event_type: Type.String(),
+    user_id: Type.Optional(Nullable(Type.String({ description: "The event's user (null: an event of no user)." }))),
     status: StringEnum(['pending', 'succeeded', 'failed', 'cancelled']),
     attempts: Type.Integer(),
     next_attempt_at: Nullable(Timestamp()),
@@ -220,6 +222,8 @@ export const WebhookDeliveryList = Type.Object(
 export const DeliveryListQuery = Type.Object(
   {
     status: Type.Optional(StringEnum(['pending', 'succeeded', 'failed', 'cancelled'])),
+    event_type: Type.Optional(Type.String({ description: "Only deliveries of this event type." })),
+    user_id: Type.Optional(Type.String({ description: "Only deliveries of this user's events." })),
     since: Type.Optional(Timestamp()),
     until: Type.Optional(Timestamp()),
     limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),

@@ -5,6 +5,7 @@ import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { build, devDataKeys, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
 import { embeddedStoreAvailable, ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
+import { ensureChromium } from './stack/chromium.mjs';
 import { ensureKafka } from './stack/kafka.mjs';
 import { ensurePrometheus } from './stack/prometheus.mjs';
 import { ensureRabbitmq } from './stack/rabbitmq.mjs';
@@ -34,6 +35,8 @@ async function main() {
   await ensureKafka({ log: (m) => console.log(m) });
   // And the Prometheus test/metrics.test.ts scrapes the api and a worker with.
   await ensurePrometheus({ log: (m) => console.log(m) });
+  // And the Chromium test/console.test.ts drives.
+  await ensureChromium({ log: (m) => console.log(m) });
   await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'test-', log: (m) => console.log(m) });
   const stack = await startStack({ stateDir, ui: false, persist: false, supervise: true, log: (m) => console.log(m) });
   const env = {

@@ -213,6 +213,15 @@ const operations: Operation[] = [
     ok: 200,
     run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/events/${(await eventOn(team)).event}/attempts`),
   },
+  {
+    name: 'GET webhook event deliveries',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/events/${(await eventOn(team)).event}/deliveries`),
+  },
+  // The delivery-log page's sign-in link (test/console.test.ts has the rest of its story).
+  { name: 'POST console link', scope: 'team', deployment: 'env', ok: 201, run: (c, team, at) => c.post(o(`/team/${team}/${at.environment}/console/links`)) },
 ];
 
 const here = (): Deployment => ({ environment: env, region });

@@ -1,7 +1,7 @@
 import type { Context } from 'koa';
 import { forbidden, unauthorized } from '../../lib/platform/errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX } from '../../lib/platform/keys';
-import type { ManagementRole } from '../../lib/tenancy/model';
+import type { ManagementKeyDoc, ManagementRole } from '../../lib/tenancy/model';
 import type { AppDeps } from '../deps';
 
 export interface TeamPrincipal {
@@ -10,7 +10,8 @@ export interface TeamPrincipal {
   keyId: string;
 }
 
-export type ManagementKeyHeader = 'X-Management-Key' | 'X-Service-Org-Key';
+/** `Authorization`: a delivery-log page session (`Bearer hbcs_…`), acting as the key that opened it, on one team. */
+export type ManagementKeyHeader = 'X-Management-Key' | 'X-Service-Org-Key' | 'Authorization';
 
 export interface ManagementPrincipal {
   keyId: string;
@@ -117,6 +118,8 @@ export function createAuthenticator(deps: AppDeps) {
         ctx.set('Warning', '299 - "X-Service-Org-Key is deprecated; send the key in X-Management-Key"');
       }
     }
+    const bearer = /^Bearer (\S+)$/i.exec(ctx.get('authorization'))?.[1];
+    if (!key && bearer) return consoleSession(bearer, orgId, teamId);
     if (!key) {
       if (ctx.get('x-service-api-key')) {
         throw unauthorized('Team API keys are not accepted on the management API. Send a management key in the X-Management-Key header.');
@@ -135,6 +138,28 @@ export function createAuthenticator(deps: AppDeps) {
       // Names the key (never its value), so the operator can find the integration still sending the old header.
       ctx.state.log.warn({ management_key_id: doc._id, org_id: doc.org_id }, 'deprecated header X-Service-Org-Key used; send X-Management-Key');
     }
+    return principalOf(doc, header, teamId);
+  }
+
+  /**
+   * A delivery-log page session (lib/tenancy/console-sessions-store.ts): a team-scoped key on its one team, as
+   * long as the key that opened it still exists and may still act on that team.
+   */
+  async function consoleSession(token: string, orgId: string | undefined, teamId: string | undefined): Promise<ManagementPrincipal> {
+    const session = await repos.consoleSessions.findSession(token);
+    const key = session && (await repos.tenancy.listManagementKeys(session.org_id)).find((k) => k._id === session.management_key_id);
+    if (!session || !key || (key.role !== 'org_admin' && !key.team_ids.includes(session.team_id))) {
+      throw unauthorized('Invalid or expired delivery-log page session. Open the page again with a new link, or sign in with a management key.');
+    }
+    if (orgId !== undefined && session.org_id !== orgId) throw forbidden(`This session belongs to another organisation than ${orgId}.`);
+    return principalOf({ _id: key._id, org_id: session.org_id, role: 'team_admin', team_ids: [session.team_id] }, 'Authorization', teamId);
+  }
+
+  function principalOf(
+    doc: Pick<ManagementKeyDoc, '_id' | 'org_id' | 'role' | 'team_ids'>,
+    header: ManagementKeyHeader,
+    teamId: string | undefined,
+  ): ManagementPrincipal {
     const canAccessTeam = (id: string) => doc.role === 'org_admin' || doc.team_ids.includes(id);
     const principal: ManagementPrincipal = {
       keyId: doc._id,

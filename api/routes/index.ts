@@ -2,6 +2,7 @@ import type { AppDeps } from '../deps';
 import type { AnyRoute } from '../route';
 import { auditLogRoutes } from './audit-log';
 import { connectionRoutes } from './connections';
+import { consoleRoutes } from './console';
 import { insuranceRoutes } from './insurance';
 import { labOrderRoutes } from './lab-orders';
 import { labTestRoutes } from './lab-tests';
@@ -23,6 +24,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDeliveryLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDeliveryLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes, ...consoleRoutes);
   return routes;
 }

@@ -1,6 +1,6 @@
 import { badRequest } from '../../lib/platform/errors';
 import { pipelineInTeam, pipelineTarget } from '../../lib/pipelines/requests';
-import { listAttempts, listDeliveries, toAttempt, toDelivery } from '../../lib/webhooks/delivery-log';
+import { deliveryFilter, listAttempts, listDeliveries, toAttempt, toDelivery } from '../../lib/webhooks/delivery-log';
 import { recoverFailed, resendEvent } from '../../lib/webhooks/endpoint-requests';
 import { ErrorDetail } from '../../schemas/common';
 import { PipelineEventParams, PipelineParams, PipelineResendAccepted } from '../../schemas/pipeline';
@@ -32,8 +32,7 @@ export const pipelineDeliveryLogRoutes = [
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
       await pipelineInTeam(deps, teamId, params.pipeline_id);
-      const window = { status: query.status, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined };
-      const page = await listDeliveries(deps.repos.webhookStore, teamId, params.pipeline_id, window, afterCursor(query.next_cursor), query.limit);
+      const page = await listDeliveries(deps.repos.webhookStore, teamId, params.pipeline_id, deliveryFilter(query), afterCursor(query.next_cursor), query.limit);
       return { body: cursorPageBody(page, toDelivery) };
     },
   }),

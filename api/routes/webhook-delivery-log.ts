@@ -1,5 +1,5 @@
 import { badRequest } from '../../lib/platform/errors';
-import { listAttempts, listDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
+import { deliveryFilter, listAttempts, listDeliveries, listEventDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
 import { ErrorDetail } from '../../schemas/common';
 import { EVENT_CATALOGUE } from '../../schemas/event-catalogue';
 import {
@@ -83,6 +83,23 @@ export const webhookDeliveryLogRoutes = [
     },
   }),
   defineRoute({
+    operationId: 'listEventDeliveries',
+    method: 'get',
+    path: `${base}/events/{event_id}/deliveries`,
+    summary: 'List deliveries of an event',
+    description: 'Its delivery to each webhook and pipeline it reached (webhook_id names either), with status and next retry.',
+    tags,
+    auth: 'management',
+    params: EventParams,
+    query: CursorQuery,
+    responses: { 200: { description: 'Deliveries', schema: WebhookDeliveryList }, ...errors },
+    async handler({ auth, params, query, deps }) {
+      const teamId = await scope(deps, auth, params);
+      const page = await listEventDeliveries(deps.repos.webhookStore, teamId, params.event_id, afterCursor(query.next_cursor), query.limit);
+      return { body: cursorPageBody(page, toDelivery) };
+    },
+  }),
+  defineRoute({
     operationId: 'listWebhookAttempts',
     method: 'get',
     path: `${base}/{webhook_id}/attempts`,
@@ -110,7 +127,7 @@ export const webhookDeliveryLogRoutes = [
     method: 'get',
     path: `${base}/{webhook_id}/deliveries`,
     summary: 'List deliveries to a webhook',
-    description: 'Pending (queued or waiting to retry) and finished deliveries, newest first.',
+    description: 'Pending (queued or waiting to retry) and finished deliveries, newest first; filter by status, event_type, user_id and a [since, until) window.',
     tags,
     auth: 'management',
     params: WebhookParams,
@@ -123,7 +140,7 @@ export const webhookDeliveryLogRoutes = [
         deps.repos.webhookStore,
         teamId,
         params.webhook_id,
-        { status: query.status, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined },
+        deliveryFilter(query),
         afterCursor(query.next_cursor),
         query.limit,
       );

@@ -10,14 +10,15 @@ import { timeOrderedUuid } from '../platform/keys';
 /** What one change acts on (a request that changes several things, e.g. deletes several keys, names each). */
 export interface AuditTarget {
   action: AuditAction;
-  type: 'org' | 'team' | 'management_key' | 'team_api_key' | 'team_custom_credentials' | 'webhook' | 'webhook_event' | 'pipeline' | 'pipeline_event';
+  type: 'org' | 'team' | 'management_key' | 'team_api_key' | 'team_custom_credentials' | 'webhook' | 'webhook_event' | 'pipeline' | 'pipeline_event' | 'console_link';
   id: string;
   teamId: string | null;
 }
 
 export interface AuditContext {
   deps: AppDeps;
-  auth: ManagementPrincipal;
+  /** Who acts: a management key (or a console session, as its key), by id and the header it came in. */
+  auth: Pick<ManagementPrincipal, 'orgId' | 'keyId' | 'header'>;
   requestId: string;
   log: Logger;
 }

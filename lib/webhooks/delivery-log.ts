@@ -27,19 +27,38 @@ export async function listEvents(
   return { items: page.items.map((e) => store.openEvent(e)), more: page.more };
 }
 
-/** An endpoint's deliveries (pending and finished) created in [since, until). */
+/** An endpoint's deliveries (pending and finished) created in [since, until), of one event type and/or user. */
 export function listDeliveries(
   store: WebhookStore,
   teamId: string,
   endpointId: string,
-  q: { status?: DeliveryStatus; since?: Date; until?: Date },
+  q: { status?: DeliveryStatus; eventType?: string; userId?: string; since?: Date; until?: Date },
   after: string | null,
   limit: number,
 ): Promise<Page<DeliveryDoc>> {
   const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
   if (q.status) filter.status = q.status;
+  if (q.eventType) filter.event_type = q.eventType;
+  if (q.userId) filter.user_id = q.userId;
   if (q.since || q.until) filter.created_at = createdWithin(q);
   return logPage(store.deliveries, filter, -1, after, limit);
+}
+
+/** A delivery list's query string as `listDeliveries` takes it. */
+export const deliveryFilter = (q: { status?: DeliveryStatus; event_type?: string; user_id?: string; since?: string; until?: string }) => ({
+  status: q.status,
+  eventType: q.event_type,
+  userId: q.user_id,
+  since: q.since ? new Date(q.since) : undefined,
+  until: q.until ? new Date(q.until) : undefined,
+});
+
+/**
+ * An event's deliveries to each of its destinations: their ids are `<event id>:<destination id>` (model.ts
+ * `deliveryId`), so a range of `_id` (`$lte`: the page's own bound is a `$lt`).
+ */
+export function listEventDeliveries(store: WebhookStore, teamId: string, eventId: string, after: string | null, limit: number): Promise<Page<DeliveryDoc>> {
+  return logPage(store.deliveries, { team_id: teamId, _id: { $gt: `${eventId}:`, $lte: `${eventId}:~` } }, -1, after, limit);
 }
 
 /** Attempts of an event and/or to an endpoint. */
@@ -69,6 +88,7 @@ export const toDelivery = (d: DeliveryDoc) => ({
   event_id: d.event_id,
   webhook_id: d.endpoint_id,
   event_type: d.event_type,
+  user_id: d.user_id,
   status: d.status,
   attempts: d.attempts,
   next_attempt_at: d.next_attempt_at && isoWithOffset(d.next_attempt_at),

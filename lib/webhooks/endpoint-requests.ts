@@ -17,6 +17,7 @@ export function toWebhook(d: EndpointDoc): Webhook {
     disabled_reason: d.disabled_reason,
     rate_limit: d.rate_limit,
     ordered_per_user: d.ordered_per_user ?? false,
+    failing_since: d.failing_since && isoWithOffset(d.failing_since),
     created_at: isoWithOffset(d.created_at),
     updated_at: isoWithOffset(d.updated_at),
   };

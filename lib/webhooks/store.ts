@@ -96,9 +96,10 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
     { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'] },
     { name: 'the soonest due of all pending deliveries, and their count (worker metrics)', filter: ['status', 'next_attempt_at'], sort: ['next_attempt_at'] },
     { name: 'pending deliveries in publish order (ordered destinations)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['user_id $nin'] },
-    { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window'] },
+    { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
     { name: 'failed deliveries (recover count)', filter: ['team_id', 'endpoint_id', 'status'], residual: ['created_at window'] },
-    { name: 'deliveries (delivery log)', filter: ['team_id', 'endpoint_id', '_id'], sort: ['_id'], residual: ['created_at window'] },
+    { name: 'deliveries (delivery log)', filter: ['team_id', 'endpoint_id', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
+    { name: "an event's deliveries (delivery log: ids start with the event's)", filter: ['_id'], sort: ['_id'], residual: ['team_id'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
   ],
   webhook_attempts: [

@@ -1,4 +1,5 @@
 import { AUDIT_LOG_INDEXES, AUDIT_LOG_QUERY_SHAPES } from '../../lib/tenancy/audit-log-store';
+import { CONSOLE_SESSION_INDEXES, CONSOLE_SESSION_QUERY_SHAPES } from '../../lib/tenancy/console-sessions-store';
 import { CUSTOM_CREDENTIALS_INDEXES, CUSTOM_CREDENTIALS_QUERY_SHAPES } from '../../lib/tenancy/custom-credentials-store';
 import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../../lib/wearables/connections-store';
 import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib/wearables/historical-pulls-store';
@@ -41,6 +42,7 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(TENANCY_INDEXES, TENANCY_QUERY_SHAPES),
   ...fromRecords(CUSTOM_CREDENTIALS_INDEXES, CUSTOM_CREDENTIALS_QUERY_SHAPES),
   ...fromRecords(AUDIT_LOG_INDEXES, AUDIT_LOG_QUERY_SHAPES),
+  ...fromRecords(CONSOLE_SESSION_INDEXES, CONSOLE_SESSION_QUERY_SHAPES),
   ...fromRecords(CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES),
   ...fromRecords(HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES),
   ...fromRecords(LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES),

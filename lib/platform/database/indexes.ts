@@ -22,7 +22,7 @@ export interface Retention {
   idempotencyKeys: number;
   /** Webhook events (`created_at`), finished deliveries (`finished_at`) and attempts (`timestamp`) (WEBHOOK_RETENTION_DAYS). */
   webhookHistory: number;
-  /** Link tokens and their use records, after `expires_at`: an hour, for the "already used" answer. */
+  /** Link tokens (wearables' and the delivery-log page's) and their use records, after `expires_at`: an hour, for the "already used" answer. */
   linkTokensAfterExpiry: number;
   /** Heartbeats of workers that died without removing theirs, after `last_seen_at`. */
   workerHeartbeats: number;

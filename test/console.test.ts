@@ -1,0 +1,245 @@
+import type { Browser } from 'playwright-core';
+import { hashKey } from '../lib/platform/keys';
+import { publishEvent } from '../lib/webhooks/publisher';
+import { ConsoleLink, ConsoleSession } from '../schemas/console';
+import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
+import { createTenant, eventually, expectSchema, httpClient, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { startReceiver, type Receiver } from './support/receiver';
+
+/**
+ * The delivery-log page (/console) in real headless Chromium against the real app, the shared worker and a real
+ * webhook receiver: sign-in by key and by one-time link, filters, an event's attempts, resend, disable/enable,
+ * and the refusals. Screenshots land in .devstack/screenshots/. Its link and session endpoints are also
+ * tested at the API.
+ */
+const FAST = { WEBHOOK_RETRY_SCHEDULE_MS: '0,100,100,100', WEBHOOK_THROTTLE_FLOOR_MS: 300, WEBHOOK_ATTEMPT_TIMEOUT_MS: 500 };
+const USER_A = '0b6f1c2e-7d3a-4c55-9a1e-3f2b8c4d5e61';
+const USER_B = '5a9e8d7c-6b5a-4f3e-8d2c-1b0a9f8e7d6c';
+
+let app: TestApp;
+let tenant: Tenant;
+let mgmt: HttpClient;
+let rx: Receiver;
+let browser: Browser;
+let env: string;
+let teamPath: string;
+let hookId: string;
+/** The receiver refuses events of this type (500, with a body the page shows) until set to null. */
+let refusedType: string | null = 'labtest.order.updated';
+let failedEventId: string;
+const pages: WatchedPage[] = [];
+
+beforeAll(async () => {
+  app = await startTestApp(FAST);
+  tenant = await createTenant(app.deps, 'Console');
+  mgmt = managementClient(app, tenant);
+  env = app.deps.config.DEPLOYMENT_ENVIRONMENT;
+  teamPath = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${env}`;
+  rx = await startReceiver((req) =>
+    refusedType && JSON.parse(req.body).event_type === refusedType ? { status: 500, body: '{"error":"orders database is read-only"}' } : { status: 200 },
+  );
+  const hook = await mgmt.post(`${teamPath}/webhook`, { url: `${rx.url}/hooks`, description: 'Orders backend' });
+  expect(hook.status).toBe(200);
+  hookId = hook.body.id;
+  const publish = (eventType: string, userId: string) => publishEvent(app.deps, { teamId: tenant.teamId, eventType, data: { n: 1 }, userId, clientUserId: 'c-1' });
+  await publish('daily.data.steps.created', USER_A);
+  await publish('daily.data.sleep.created', USER_B);
+  failedEventId = (await publish('labtest.order.updated', USER_A)).id;
+  await eventually(async () => (await mgmt.get(`${teamPath}/webhook/${hookId}/deliveries?status=failed`)).body.data?.length === 1, 30_000, 'the refused event to fail');
+  browser = await launchBrowser();
+});
+afterAll(async () => {
+  await Promise.all(pages.map((p) => p.close()));
+  await browser?.close();
+  await rx?.close();
+  await app?.close();
+});
+
+async function open(path = '/console'): Promise<WatchedPage> {
+  const watched = await watchedPage(browser);
+  pages.push(watched);
+  const res = await watched.page.goto(app.url + path);
+  expect(res?.status()).toBe(200);
+  return watched;
+}
+
+async function signInWithKey(w: WatchedPage, key = tenant.managementKey): Promise<void> {
+  await w.page.getByLabel('Management key').fill(key);
+  await w.page.getByLabel('Organisation id').fill(tenant.orgId);
+  await w.page.getByLabel('Team id').fill(tenant.teamId);
+  await w.page.getByLabel('Environment').selectOption(env);
+  await w.page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+const newLink = async (): Promise<string> => {
+  const res = await mgmt.post(`${teamPath}/console/links`);
+  expect(res.status).toBe(201);
+  expectSchema(ConsoleLink, res.body);
+  return res.body.url;
+};
+const tokenOf = (url: string) => new URL(url).hash.replace('#link=', '');
+/** The refusal the sign-in form shows, once it shows one. */
+const refusal = (w: WatchedPage) => w.page.locator('#signin-error:not([hidden])').textContent({ timeout: 10_000 });
+/** A browser refuses a 401 fetch with a console message of its own: the only errors a refusal may show. */
+const onlyRefusals = (errors: string[]) => errors.filter((e) => !/status of 401/.test(e));
+
+describe('the page', () => {
+  test('is served from this origin only, with a Content-Security-Policy, and names no outside host', async () => {
+    const res = await fetch(`${app.url}/console`);
+    expect(res.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
+    expect(res.headers.get('content-security-policy')).toMatch(/frame-ancestors 'none'/);
+    const files = await Promise.all(['/console', ...['console.js', 'api.js', 'views.js', 'console.css'].map((f) => `/console/assets/${f}`)].map((p) => fetch(app.url + p).then((r) => r.text())));
+    for (const text of files) expect(text).not.toMatch(/https?:\/\/|\/\/[a-z0-9.-]+\.[a-z]{2,}\//i);
+    expect((await fetch(`${app.url}/console/assets/secrets.json`)).status).toBe(404);
+  });
+
+  test('with a management key: destinations and their health, events filtered by type and user, an attempt, resend, disable and enable', async () => {
+    const w = await open();
+    const { page } = w;
+    await signInWithKey(w);
+    const destination = page.locator(`[data-dest="${hookId}"]`);
+    await expect(destination.textContent()).resolves.toMatch(/Orders backend.*failing since/);
+    await page.locator('#rows-body tr').first().waitFor();
+    expect(await page.locator('#rows-body tr').count()).toBe(3);
+    await w.screenshot('console-1-events');
+
+    // Filters: by type (the `/` key focuses it), then by user; they stay in the address (never the key).
+    await page.keyboard.press('/');
+    await page.keyboard.type('daily.data.sleep.created');
+    await page.keyboard.press('Enter');
+    await eventually(async () => (await page.locator('#rows-body tr').count()) === 1);
+    expect(await page.locator('#rows-body').textContent()).toContain('daily.data.sleep.created');
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await page.getByLabel('User id').fill(USER_A);
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await eventually(async () => (await page.locator('#rows-body tr').count()) === 2);
+    expect(page.url()).toContain(`user_id=${USER_A}`);
+    expect(page.url()).not.toContain(tenant.managementKey);
+
+    // The endpoint's failed deliveries: j moves to the row, Enter opens the event with its four attempts.
+    await destination.click();
+    await page.getByLabel('Status').selectOption('failed');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await eventually(async () => (await page.locator('#rows-body tr').count()) === 1);
+    await page.keyboard.press('j');
+    await page.keyboard.press('Enter');
+    const attempts = page.locator('#detail .attempt');
+    await eventually(async () => (await attempts.count()) === 4);
+    const first = await attempts.first().textContent();
+    expect(first).toMatch(/HTTP 500/);
+    expect(first).toContain('orders database is read-only'); // the response excerpt
+    expect(first).toMatch(/\d+ ms/);
+    await w.screenshot('console-2-attempts');
+
+    // Resend once the receiver is healthy: the new (manual) attempt appears without reloading.
+    refusedType = null;
+    await page.locator(`#detail [data-resend="${hookId}"]`).click();
+    await eventually(async () => (await attempts.count()) === 5, 30_000, 'the resent attempt on the page');
+    expect(await attempts.first().textContent()).toMatch(/HTTP 200.*#5.*manual resend/);
+    expect(rx.requests.filter((r) => r.headers['webhook-id'] === failedEventId)).toHaveLength(5);
+    await w.screenshot('console-3-resent');
+    await page.keyboard.press('Escape');
+    expect(await page.locator('#detail').isHidden()).toBe(true);
+
+    await page.getByRole('button', { name: 'Disable' }).click();
+    await eventually(async () => /disabled \(manual\)/.test((await destination.textContent()) ?? ''));
+    expect((await mgmt.get(`${teamPath}/webhook/${hookId}`)).body.disabled).toBe(true);
+    await w.screenshot('console-4-disabled');
+    await page.getByRole('button', { name: 'Enable' }).click();
+    await eventually(async () => /healthy/.test((await destination.textContent()) ?? ''));
+    expect((await mgmt.get(`${teamPath}/webhook/${hookId}`)).body.disabled).toBe(false);
+    expect(w.errors).toEqual([]);
+  });
+
+  test('with a one-time link: signed in without a key, the token leaves the address bar, and the link opens the page once', async () => {
+    const url = await newLink();
+    expect(url).toMatch(new RegExp(`^${app.url}/console#link=hbcl_`));
+    const w = await open(new URL(url).pathname + new URL(url).hash);
+    await w.page.locator(`[data-dest="${hookId}"]`).waitFor();
+    expect(w.page.url()).toBe(`${app.url}/console`);
+    expect(await w.page.locator('#scope').textContent()).toMatch(/link session until/);
+    await w.page.locator('#rows-body tr').first().waitFor();
+    expect(w.errors).toEqual([]);
+
+    const again = await open(new URL(url).pathname + new URL(url).hash);
+    await expect(refusal(again)).resolves.toMatch(/already used/);
+    await again.screenshot('console-5-link-used');
+    expect(onlyRefusals(again.errors)).toEqual([]);
+  });
+
+  test('refuses a wrong key and an expired link, saying why', async () => {
+    const w = await open();
+    await signInWithKey(w, 'mg_not_a_key');
+    await expect(refusal(w)).resolves.toMatch(/Refused: Invalid management key/);
+    expect(await w.page.locator('#console').isHidden()).toBe(true);
+    await w.screenshot('console-6-wrong-key');
+    expect(onlyRefusals(w.errors)).toEqual([]);
+
+    const url = await newLink();
+    // Expired: its stored expiry moved into the past (no waiting).
+    await app.inspect.collection('console_sessions').updateOne({ kind: 'link', used_at: null, team_id: tenant.teamId }, { $set: { expires_at: new Date(Date.now() - 1000) } });
+    const expired = await open(new URL(url).pathname + new URL(url).hash);
+    await expect(refusal(expired)).resolves.toMatch(/expired/);
+    expect(onlyRefusals(expired.errors)).toEqual([]);
+  });
+});
+
+describe('sign-in links and sessions (API)', () => {
+  const anonymous = () => httpClient(app.url);
+
+  test('a link becomes one session of one team, which acts as a team-scoped key and ends with its key', async () => {
+    const link = tokenOf(await newLink());
+    const session = await anonymous().post('/v1/console/sessions', { link });
+    expect(session.status).toBe(201);
+    expectSchema(ConsoleSession, session.body);
+    expect(session.body).toMatchObject({ org_id: tenant.orgId, team_id: tenant.teamId, environment: env });
+    const bearer = httpClient(app.url, { Authorization: `Bearer ${session.body.token}` });
+    expect((await bearer.get(`${teamPath}/webhook`)).status).toBe(200);
+
+    const reused = await anonymous().post('/v1/console/sessions', { link });
+    expect(reused).toMatchObject({ status: 401, body: { detail: expect.stringMatching(/already used/) } });
+    expect((await anonymous().post('/v1/console/sessions', { link: 'hbcl_unknown' })).status).toBe(401);
+    expect((await anonymous().post('/v1/console/sessions', {})).status).toBe(422);
+
+    // Only its team, nothing at organisation level, no further links.
+    const other = await app.deps.repos.tenancy.createTeam(tenant.orgId, 'Console other team', env, app.deps.config.DEPLOYMENT_REGION);
+    expect((await bearer.get(`/v1/org/${tenant.orgId}/team/${other._id}/${env}/webhook`)).status).toBe(403);
+    expect((await bearer.post(`/v1/org/${tenant.orgId}/team`, { name: 'By a session' })).status).toBe(403);
+    expect((await bearer.post(`${teamPath}/console/links`)).status).toBe(403);
+    expect((await httpClient(app.url, { Authorization: 'Bearer hbcs_forged' }).get(`${teamPath}/webhook`)).status).toBe(401);
+
+    // Changes through a session are audited as the key that made the link; so are the link's making and use.
+    expect((await bearer.patch(`${teamPath}/webhook/${hookId}`, { description: 'Orders backend' })).status).toBe(200);
+    const audit = (await mgmt.get(`/v1/org/${tenant.orgId}/audit_log?team_id=${tenant.teamId}`)).body.data as { action: string; actor: { header: string }; status: string }[];
+    expect(audit.find((e) => e.action === 'webhook.update')).toMatchObject({ actor: { header: 'Authorization' }, status: 'succeeded' });
+    expect(audit.filter((e) => e.action === 'console.link.use').map((e) => e.status)).toEqual(expect.arrayContaining(['succeeded', 'failed']));
+    expect(audit.some((e) => e.action === 'console.link.create')).toBe(true);
+
+    // A session ends when the key that opened it is deleted.
+    const scoped = await mgmt.post(`/v1/org/${tenant.orgId}/management_key`, { role: 'team_admin', label: 'console', team_role_bindings: [{ team_id: tenant.teamId }] });
+    const scopedLink = await httpClient(app.url, { 'X-Management-Key': scoped.body.value }).post(`${teamPath}/console/links`);
+    const scopedSession = await anonymous().post('/v1/console/sessions', { link: tokenOf(scopedLink.body.url) });
+    const scopedBearer = httpClient(app.url, { Authorization: `Bearer ${scopedSession.body.token}` });
+    expect((await scopedBearer.get(`${teamPath}/webhook`)).status).toBe(200);
+    expect((await mgmt.del(`/v1/org/${tenant.orgId}/management_key/${scoped.body.id}`)).status).toBe(204);
+    expect(await scopedBearer.get(`${teamPath}/webhook`)).toMatchObject({ status: 401, body: { detail: expect.stringMatching(/session/) } });
+  });
+
+  test('an expired session is refused', async () => {
+    const session = await anonymous().post('/v1/console/sessions', { link: tokenOf(await newLink()) });
+    const bearer = httpClient(app.url, { Authorization: `Bearer ${session.body.token}` });
+    expect((await bearer.get(`${teamPath}/webhook`)).status).toBe(200);
+    await app.inspect.collection('console_sessions').updateOne({ _id: hashKey(session.body.token) } as never, { $set: { expires_at: new Date(Date.now() - 1000) } });
+    expect((await bearer.get(`${teamPath}/webhook`)).status).toBe(401);
+  });
+
+  test('an event lists its deliveries, and deliveries filter by event type and user', async () => {
+    const deliveries = await mgmt.get(`${teamPath}/webhook/events/${failedEventId}/deliveries`);
+    expect(deliveries.status).toBe(200);
+    expect(deliveries.body.data).toEqual([expect.objectContaining({ event_id: failedEventId, webhook_id: hookId })]);
+    const byType = await mgmt.get(`${teamPath}/webhook/${hookId}/deliveries?event_type=daily.data.steps.created`);
+    expect(byType.body.data.map((d: { event_type: string }) => d.event_type)).toEqual(['daily.data.steps.created']);
+    const byUser = await mgmt.get(`${teamPath}/webhook/${hookId}/deliveries?user_id=${USER_B}`);
+    expect(byUser.body.data.map((d: { event_type: string }) => d.event_type)).toEqual(['daily.data.sleep.created']);
+  });
+});
