@@ -21,10 +21,12 @@ COPY package.json package-lock.json ./
 # platforms' optional packages, which `npm ci` then rejects).
 RUN npm install --ignore-scripts --no-audit --no-fund
 COPY . .
-# tsc also copies the imported catalogue JSON (lib/catalogue/*.json) into dist/lib/catalogue/.
+# tsc also copies the imported catalogue JSON (lib/catalogue/*.json) into dist/lib/catalogue/; the delivery-log
+# page's static files (api/console/) are copied beside the compiled routes.
 RUN npx tsc -p tsconfig.json \
  && rm -rf dist/test \
- && test -f dist/api/main.js && test -f dist/worker/main.js && test -f dist/lib/catalogue/providers.json
+ && cp -r api/console dist/api/console \
+ && test -f dist/api/main.js && test -f dist/worker/main.js && test -f dist/lib/catalogue/providers.json && test -f dist/api/console/index.html
 
 # ---- prod-deps: production dependencies only ---------------------------------------------------------
 FROM ${NODE_IMAGE} AS prod-deps

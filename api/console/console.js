@@ -204,8 +204,8 @@ async function resend(destinationId) {
     open.busy = false;
     if (state.open === open) drawOpen();
   }
-  // The list shows the delivery's new status too (the open event stays marked).
-  await reload();
+  // The list and the destination's health show the outcome too (the open event stays marked).
+  await Promise.all([reload(), loadDestinations().catch(failed)]);
   if (state.open === open) markSelected(open.event.id);
 }
 
