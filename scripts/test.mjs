@@ -1,5 +1,6 @@
 // `npm test`: install, type-check and build, start a private stack on free ports (or use MONGO_URL /
-// TEMPORAL_ADDRESS), start a worker, run the whole jest suite, stop everything, exit with jest's code.
+// TEMPORAL_ADDRESS), start a worker, run the whole jest suite, then the fault scenarios (test/*.scenario.ts) and
+// the index check of every query the run sent, stop everything, exit with jest's code.
 // Safe to run while `npm run dev` is running: nothing is shared but the binaries.
 import { rmSync } from 'node:fs';
 import path from 'node:path';
@@ -71,9 +72,16 @@ async function main() {
   const code = await runJest(['--ci', ...selection, ...args]);
   // The index check needs the queries of the whole suite: after a full run only (a failed run still gets it).
   if (args.length) return code;
+  // Scenarios that kill servers of a stack of their own and load the machine for minutes: a jest run of their own.
+  // They kill PostgreSQL under FerretDB, so they need the embedded store (left out with the tests above otherwise).
+  let scenarios = 0;
+  if (embeddedStoreAvailable()) {
+    log('running the fault scenarios (test/*.scenario.ts)...');
+    scenarios = await runJest(['--ci', '--testMatch', '**/test/*.scenario.ts']);
+  }
   log('checking every query the suite sent against the declared indexes...');
   const shapes = await runJest(['--ci', '--testMatch', '**/test/query-shapes.after-suite.ts']);
-  return code || shapes;
+  return code || scenarios || shapes;
 }
 
 function runJest(args) {

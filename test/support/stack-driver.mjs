@@ -1,7 +1,8 @@
-// Starts a database stack of its own, supervised as `npm run dev` supervises the suite's servers, for
-// test/database-crash.test.ts: PostgreSQL + DocumentDB and FerretDB in STACK_STATE_DIR (Temporal is the suite's,
-// through TEMPORAL_ADDRESS). Prints `ready <stack.json>` once the database answers, then every stack log line;
-// SIGTERM stops the stack and exits.
+// Starts a stack of its own, supervised as `npm run dev` supervises its servers, for tests that kill servers:
+// PostgreSQL + DocumentDB and FerretDB in STACK_STATE_DIR, and Temporal too unless TEMPORAL_ADDRESS names one
+// (test/database-crash.test.ts uses the suite's; test/recovery.scenario.ts its own, kept on disk with
+// STACK_PERSIST=1 so a restarted server has its workflows). Prints `ready <stack.json>` once the servers answer,
+// then every stack log line; SIGTERM stops the stack and exits.
 import { startStack, stopStack } from '../../scripts/stack.mjs';
 
 const stateDir = process.env.STACK_STATE_DIR;
@@ -9,7 +10,7 @@ const log = (line) => console.log(line);
 const info = await startStack({
   stateDir,
   ui: false,
-  persist: false,
+  persist: process.env.STACK_PERSIST === '1',
   supervise: { initialDelayMs: Number(process.env.STACK_RESTART_DELAY_MS || 500) },
   log,
 });
