@@ -12,6 +12,7 @@ import { EventPublisher } from '../lib/webhooks/publisher';
 import { loadProviderCatalogue } from '../lib/wearables/provider-catalogue';
 import { createAdapterRegistry } from '../lib/wearables/adapters';
 import { createWearableActivities } from './wearables';
+import { createMaintenanceActivities } from './maintenance';
 
 export interface ActivityDeps {
   repos: Repositories;
@@ -36,6 +37,7 @@ export function createActivities(base: ActivityDeps) {
     ...createWebhookDeliveryActivities(deps),
     // Provider connections: this deployment has no internet, so its pull adapters are the demo providers.
     ...createWearableActivities({ ...deps, providers, adapters: createAdapterRegistry(providers) }),
+    ...createMaintenanceActivities({ ...deps, providers }),
   };
 }
 

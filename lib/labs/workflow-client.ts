@@ -8,6 +8,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../platform/errors';
 import { timeOrderedUuid } from '../platform/keys';
 import { isWorkflowGone } from '../platform/temporal';
+import { crashPoint } from '../platform/failpoints';
 import { OrderViews } from './order-view';
 import type { IdempotencyKeyDoc, LabOrderDoc } from './model';
 import { todayUtc } from '../platform/time';
@@ -29,7 +30,11 @@ import type { AppDeps } from '../../api/deps';
  * validates against its own state) for every later change.
  */
 
-/** Starts the order's workflow, then stores the order; a crash between leaves a workflow that gives up. */
+/**
+ * Starts the order's workflow, then stores the order: a crash between leaves a workflow without an order, which
+ * gives up (fails) after LAB_ORDER_STORE_GRACE_MS, and no order anyone can see. A retry with the same idempotency
+ * key stores the order under the same id, joining that run or, once it has failed, starting a new one.
+ */
 export async function startAndStoreOrder(deps: AppDeps, doc: LabOrderDoc, requestId: string): Promise<{ stored: LabOrderDoc } | { sample_taken: LabOrderDoc | null }> {
   const { temporal, repos, config } = deps;
   const workflowId = workflowIds.labOrder(doc._id);
@@ -48,6 +53,7 @@ export async function startAndStoreOrder(deps: AppDeps, doc: LabOrderDoc, reques
             createdWithActivateBy: doc.created_with_activate_by,
           },
           activationTimeScale: config.LAB_ACTIVATION_TIME_SCALE,
+          storeGraceMs: config.LAB_ORDER_STORE_GRACE_MS,
         },
       ],
       // A request resumed after a crash (same idempotency key) finds the first run still waiting for the document.
@@ -63,6 +69,7 @@ export async function startAndStoreOrder(deps: AppDeps, doc: LabOrderDoc, reques
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
   }
+  crashPoint('lab-order.workflow-started');
   const inserted = await repos.labOrders.insert(doc);
   if ('sample_taken' in inserted) {
     // This run will never see its order: end it now rather than let it wait for the document.

@@ -126,12 +126,22 @@ export const ConfigSchema = Type.Object({
   WEBHOOK_SWEEP_INTERVAL_MS: Type.Integer({
     minimum: 100,
     default: 30000,
-    description: 'How often the worker\'s sweeper repairs what a crash left behind (events not fanned out, overdue deliveries).',
+    description: 'How often the worker\'s sweeper repairs what a crash left behind (events not fanned out, overdue deliveries, connections\' unfinished steps).',
   }),
   WEBHOOK_SWEEP_GRACE_MS: Type.Integer({
     minimum: 0,
     default: 15000,
     description: 'Age after which the sweeper treats an unfinished fan-out or an overdue delivery as stranded.',
+  }),
+  CONNECTION_STEPS_GRACE_MS: Type.Integer({
+    minimum: 0,
+    default: 60000,
+    description: 'Age after which the sweeper finishes the steps a connect or deregister left undone (a crashed api): connected_sources, the workflow start or stop.',
+  }),
+  LAB_ORDER_STORE_GRACE_MS: Type.Integer({
+    minimum: 1000,
+    default: 120000,
+    description: 'How long a new lab order\'s workflow waits for the api to store the order before it gives up (the request crashed in between).',
   }),
   REQUISITION_URL_TTL_SECONDS: Type.Integer({
     minimum: 1,

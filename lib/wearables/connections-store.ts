@@ -41,6 +41,12 @@ export interface ConnectionDoc {
   retrying_enabled?: boolean;
   sandbox_faults?: SandboxFault[];
   deregistered_at?: Date;
+  /**
+   * Set by the api's connect or deregister together with the write, removed once the steps that follow it are done
+   * (lib/wearables/workflow-client.ts finishConnectionSteps). Still set after a grace period: the api crashed in
+   * between, and the worker's sweeper finishes them.
+   */
+  steps_pending_since?: Date;
 }
 
 /**
@@ -57,7 +63,7 @@ export interface ConnectionErrorDoc {
 
 /** The `connections` indexes: one live connection per (team, user, provider). */
 export const CONNECTION_INDEXES: Record<'connections' | 'connection_errors', IndexSpec[]> = {
-  connections: [{ key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true }],
+  connections: [{ key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true }, { key: { steps_pending_since: 1 } }],
   connection_errors: [{ key: { team_id: 1, user_id: 1 } }],
 };
 
@@ -67,6 +73,7 @@ export const CONNECTION_QUERY_SHAPES: Record<'connections' | 'connection_errors'
   connections: [
     { name: "a user's connections (list, erase)", filter: ['team_id', 'user_id'] },
     { name: "a user's live connection to a provider", filter: ['team_id', 'user_id', 'connection_key'] },
+    { name: 'connections whose steps after a connect or deregister are unfinished (sweeper)', filter: ['steps_pending_since'] },
   ],
 };
 
@@ -123,13 +130,27 @@ export class ConnectionRepository {
     return (await this.listForUser(teamId, userId)).filter((c) => c.status !== 'deregistered');
   }
 
-  /** Ends a live connection (idempotent: repeating it sets the same values). */
-  async deregister(connectionId: string): Promise<void> {
+  /**
+   * Ends a live connection (idempotent: repeating it sets the same values). `stepsPendingSince` marks the steps the
+   * caller runs next as pending (see `steps_pending_since`); a caller that is itself retried until done passes none.
+   */
+  async deregister(connectionId: string, stepsPendingSince?: Date): Promise<void> {
     const now = new Date();
+    const marker = stepsPendingSince ? { steps_pending_since: stepsPendingSince } : {};
     await this.connections.updateOne(
       { _id: connectionId },
-      { $set: { status: 'deregistered', connection_key: deregisteredKey(connectionId), deregistered_at: now, updated_at: now } },
+      { $set: { status: 'deregistered', connection_key: deregisteredKey(connectionId), deregistered_at: now, updated_at: now, ...marker } },
     );
+  }
+
+  /** Connections whose pending steps are older than `cutoff`: their api crashed before finishing them. */
+  withStepsPendingBefore(cutoff: Date, limit: number): Promise<ConnectionDoc[]> {
+    return this.connections.find({ steps_pending_since: { $lt: cutoff } }).limit(limit).toArray();
+  }
+
+  /** Clears the marker the steps were run for; a newer one (a later deregister) stays for its own steps. */
+  async stepsDone(connectionId: string, stepsPendingSince: Date): Promise<void> {
+    await this.connections.updateOne({ _id: connectionId, steps_pending_since: stepsPendingSince }, { $unset: { steps_pending_since: '' } });
   }
 
   /** Marks the connection broken; written only by the connection's workflow (its single owner). Idempotent. */

@@ -8,6 +8,7 @@ import type { Repositories } from '../repositories';
 import type { ConnectionDoc, SandboxFault } from './connections-store';
 import type { TemporalDeps } from '../platform/temporal';
 import { todayUtc } from '../platform/time';
+import { crashPoint } from '../platform/failpoints';
 
 export interface ConnectionDeps {
   repos: Repositories;
@@ -23,8 +24,9 @@ export function providerSummary(deps: Pick<ConnectionDeps, 'providers' | 'config
 
 /**
  * Connects a user to a provider: a unique insert (a second live connection to the same provider is the
- * `conflict`), then the connection's workflow is started, which announces it and pulls its history. A
- * conflict starts the workflow too (use-existing), repairing a connect that crashed between the two steps.
+ * `conflict`), then its steps (finishConnectionSteps): the user's connected_sources, and the connection's workflow
+ * started, which announces it and pulls its history. A conflict runs them too, finishing a connect that crashed
+ * in between; so does the worker's sweeper, for a connection whose steps stay pending past a grace period.
  */
 export async function connectProvider(
   deps: ConnectionDeps,
@@ -43,11 +45,25 @@ export async function connectProvider(
     external_user_id: null,
     retrying_enabled: todayUtc(now) >= deps.config.HISTORICAL_PULL_RETRYING_SINCE,
     ...(req.faults?.length ? { sandbox_faults: req.faults } : {}),
+    steps_pending_since: now,
   });
-  const connection = 'created' in result ? result.created : result.conflict;
-  if ('created' in result) await refreshConnectedSources(deps, req.teamId, req.userId);
-  await startConnectionWorkflow(deps, connection);
+  crashPoint('connection.created');
+  await finishConnectionSteps(deps, 'created' in result ? result.created : result.conflict);
   return result;
+}
+
+/**
+ * What follows a connection's write, each step idempotent: the user's `connected_sources` rebuilt, then the
+ * connection's workflow started (live) or told to stop (deregistered; it would also stop at its next activity,
+ * which finds the connection deregistered). Then the connection's `steps_pending_since` is cleared. The api runs
+ * it right after the write; the sweeper (activities/maintenance.ts) runs it again for a connection still marked
+ * past a grace period, so a crash between the write and its workflow leaves nothing behind.
+ */
+export async function finishConnectionSteps(deps: ConnectionDeps, connection: ConnectionDoc): Promise<void> {
+  await refreshConnectedSources(deps, connection.team_id, connection.user_id);
+  if (connection.status === 'deregistered') await signalConnection(deps, connection._id, 'stop');
+  else await startConnectionWorkflow(deps, connection);
+  if (connection.steps_pending_since) await deps.repos.connections.stepsDone(connection._id, connection.steps_pending_since);
 }
 
 export function connectionWorkflowInput(config: Config, connection: ConnectionDoc): WearableConnectionInput {
@@ -77,11 +93,12 @@ async function startConnectionWorkflow(deps: ConnectionDeps, connection: Connect
   });
 }
 
-/** Ends a connection: marked deregistered first (its workflow's activities then stop), then the workflow told. */
+/** Ends a connection: marked deregistered first (its workflow's activities then stop), then its steps. */
 export async function deregisterConnection(deps: ConnectionDeps, connection: ConnectionDoc): Promise<void> {
-  await deps.repos.connections.deregister(connection._id);
-  await signalConnection(deps, connection._id, 'stop');
-  await refreshConnectedSources(deps, connection.team_id, connection.user_id);
+  const now = new Date();
+  await deps.repos.connections.deregister(connection._id, now);
+  crashPoint('connection.deregistered');
+  await finishConnectionSteps(deps, { ...connection, status: 'deregistered', steps_pending_since: now });
 }
 
 /** Signals a connection's workflow; a workflow already gone is fine (nothing left to stop or sync). */

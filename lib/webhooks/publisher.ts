@@ -12,6 +12,7 @@ import type { Repositories } from '../repositories';
 import { Coalescer } from '../platform/coalescer';
 import { deliveryPolicyFrom, fanOut } from './fan-out';
 import { envelopeOf, type EventDoc } from './model';
+import { crashPoint } from '../platform/failpoints';
 
 /**
  * The one internal entry point for events. `publish` stores the event, then queues one delivery per enabled
@@ -119,6 +120,7 @@ export class EventPublisher {
     // The unique (team, key) index refuses a key published before: the stored event is the answer, and its fan-out
     // runs again (another process may have crashed before finishing it; deliveries that exist are left as they are).
     const refused = await store.insertEvents(docs);
+    crashPoint('webhook.events-stored');
     const repeated = docs.filter((d) => refused.has(d._id));
     const earlier = new Map<string, EventDoc>();
     for (const group of groupBy(repeated, (d) => d.team_id)) {
@@ -126,6 +128,7 @@ export class EventPublisher {
     }
     const events = docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d]));
     const endpointIds = await this.queueDeliveries(events);
+    crashPoint('webhook.deliveries-queued');
 
     // The deliveries are durable: publishing has done what it promises. Removing the outbox entry and waking
     // the dispatchers happen after the callers resume (a crash before is repaired by the sweeper).
