@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import { createTenant, eventually, startTestApp, uniqueId, type TestApp } from './support/harness';
+import { freePort } from './support/free-port';
 import { privateDeployment } from './support/worker';
 
 const root = path.resolve(__dirname, '..');
@@ -12,15 +12,6 @@ beforeAll(async () => {
   app = await startTestApp();
 });
 afterAll(() => app.close());
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function startProcess(entry: string, env: Record<string, string>) {
   const child = spawn(process.execPath, [path.join(root, 'dist', entry)], {

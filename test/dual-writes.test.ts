@@ -1,0 +1,168 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { workflowIds } from '../workflows/ids';
+import { createTenant, eventually, httpClient, managementClient, startTestApp, teamClient, uniqueId, type Tenant, type TestApp } from './support/harness';
+import { createUser, labTestIds, orderBody, orderReaches } from './support/lab';
+import { startReceiver, type Receiver } from './support/receiver';
+import { freePort } from './support/free-port';
+import { privateDeployment, startWorker, stopWorker } from './support/worker';
+
+/**
+ * Crash tests of the places that write a document and then start or signal a workflow (README "Crash between a
+ * write and a workflow start"). For each, an api process of this build is started with a crash point armed
+ * (lib/platform/failpoints.ts, HB_FAILPOINTS): the request kills it between the two steps. The half-done state is
+ * checked while no worker runs (nothing can have repaired it yet), then a worker starts and the system converges
+ * on its own: the workflow gives up or runs, its document shows it, and nothing needs a manual step.
+ */
+const deployment = privateDeployment('dual-writes');
+// The sweeper looks every half second and repairs what is a second old.
+const sweeper = { WEBHOOK_SWEEP_INTERVAL_MS: '500', WEBHOOK_SWEEP_GRACE_MS: '1000', CONNECTION_STEPS_GRACE_MS: '1000' };
+let app: TestApp;
+let tenant: Tenant;
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  app = await startTestApp(deployment);
+  tenant = await createTenant(app.deps, 'Dual writes');
+});
+afterEach(async () => {
+  for (const child of children.splice(0)) await stopWorker(child, 'SIGKILL');
+});
+afterAll(() => app.close());
+
+/** An api process on this file's deployment with `failpoint` armed; `crash` sends the request that reaches it. */
+async function apiThatCrashesAt(failpoint: string, env: Record<string, string> = {}) {
+  const port = await freePort();
+  const child = spawn(process.execPath, [path.join(__dirname, '..', 'dist', 'api', 'main.js')], {
+    env: { ...process.env, LOG_LEVEL: 'error', ...deployment, API_PORT: String(port), HB_FAILPOINTS: failpoint, ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  children.push(child);
+  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+  const url = `http://127.0.0.1:${port}`;
+  await eventually(async () => (await fetch(`${url}/health`).catch(() => null))?.ok, 30000, 'crashing api up');
+  return {
+    team: httpClient(url, { 'x-service-api-key': tenant.teamKey }),
+    management: httpClient(url, { 'X-Management-Key': tenant.managementKey }),
+    /** Sends the request; it gets no answer, and the api dies of SIGKILL at the crash point. */
+    async crash(request: (api: { team: ReturnType<typeof httpClient>; management: ReturnType<typeof httpClient> }) => Promise<unknown>) {
+      await expect(request(this)).rejects.toThrow();
+      expect(await exited).toBe('SIGKILL');
+    },
+  };
+}
+
+function runWorker(): void {
+  children.push(startWorker(deployment, sweeper));
+}
+
+const workflowStatus = async (workflowId: string) => {
+  try {
+    return (await app.deps.temporal.client.workflow.getHandle(workflowId).describe()).status.name;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return 'NOT_FOUND';
+    throw err;
+  }
+};
+
+describe('lab order creation: the workflow is started, then the order stored', () => {
+  it('a crash between leaves a workflow that gives up and no order; the retried request creates the order', async () => {
+    const client = teamClient(app, tenant);
+    const userId = await createUser(client);
+    const tests = await labTestIds(client);
+    const body = orderBody(userId, tests.walk_in_test);
+    const key = { 'X-Idempotency-Key': uniqueId('order') };
+    const api = await apiThatCrashesAt('lab-order.workflow-started', { LAB_ORDER_STORE_GRACE_MS: '2000' });
+    await api.crash(({ team }) => team.post('/v3/order', body, key));
+
+    // The id the request was creating is its idempotency key's: its workflow exists, its order does not.
+    const claimed = await app.inspect.collection('idempotency_keys').findOne({ team_id: tenant.teamId });
+    const orderId = claimed!.resource_id as string;
+    expect(await workflowStatus(workflowIds.labOrder(orderId))).toBe('RUNNING');
+    expect((await client.get(`/v3/order/${orderId}`)).status).toBe(404);
+
+    runWorker();
+    await eventually(async () => (await workflowStatus(workflowIds.labOrder(orderId))) === 'FAILED', 60000, 'the run gives up');
+    expect((await client.get(`/v3/order/${orderId}`)).status).toBe(404);
+
+    // The client's retry (same key) resumes the crashed request once its lease lapses, under the same order id.
+    const retried = await eventually(async () => {
+      const res = await client.post('/v3/order', body, key);
+      return res.status === 409 ? null : res;
+    }, 60000, 'the idempotency lease lapses');
+    expect(retried.status).toBe(200);
+    expect(retried.body.order.id).toBe(orderId);
+    await orderReaches(client, orderId, 'requisition_created', 60000);
+  }, 180000);
+});
+
+describe('wearable connect: the connection is stored, then its workflow started', () => {
+  it('a crash between is finished by the sweeper: connected_sources and the workflow', async () => {
+    const client = teamClient(app, tenant);
+    const userId = await createUser(client);
+    const api = await apiThatCrashesAt('connection.created');
+    await api.crash(({ team }) => team.post('/v2/link/connect/demo', { user_id: userId, provider: 'fitbit' }));
+
+    const [connection] = await app.deps.repos.connections.listForUser(tenant.teamId, userId);
+    expect(connection.steps_pending_since).toBeInstanceOf(Date);
+    expect(await workflowStatus(workflowIds.wearableConnection(connection._id))).toBe('NOT_FOUND');
+    expect((await client.get(`/v2/user/${userId}`)).body.connected_sources).toEqual([]);
+
+    runWorker();
+    await eventually(async () => (await app.deps.repos.connections.find(connection._id))?.steps_pending_since === undefined, 60000, 'the steps finished');
+    expect((await client.get(`/v2/user/${userId}`)).body.connected_sources.map((c: { source: { slug: string } }) => c.source.slug)).toEqual(['fitbit']);
+    expect(await workflowStatus(workflowIds.wearableConnection(connection._id))).toBe('RUNNING');
+    // The workflow does its work: the history is being pulled.
+    await eventually(async () => {
+      const pulled = (await client.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.fitbit?.pulled ?? {};
+      return Object.values(pulled).some((p: any) => p.status === 'success');
+    }, 60000, 'a resource pulled');
+  }, 180000);
+});
+
+describe('wearable deregister: the connection is marked deregistered, then its workflow stopped', () => {
+  it('a crash between is finished by the sweeper: the workflow stops and connected_sources drops it', async () => {
+    const client = teamClient(app, tenant);
+    const userId = await createUser(client);
+    expect((await client.post('/v2/link/connect/demo', { user_id: userId, provider: 'oura' })).status).toBe(200);
+    const [connection] = await app.deps.repos.connections.listForUser(tenant.teamId, userId);
+    const api = await apiThatCrashesAt('connection.deregistered');
+    await api.crash(({ team }) => team.del(`/v2/user/${userId}/oura`));
+
+    expect((await app.deps.repos.connections.find(connection._id))?.status).toBe('deregistered');
+    expect(await workflowStatus(workflowIds.wearableConnection(connection._id))).toBe('RUNNING');
+    expect((await client.get(`/v2/user/${userId}`)).body.connected_sources).toHaveLength(1);
+
+    runWorker();
+    await eventually(async () => (await workflowStatus(workflowIds.wearableConnection(connection._id))) === 'COMPLETED', 60000, 'the workflow stopped');
+    await eventually(async () => (await app.deps.repos.connections.find(connection._id))?.steps_pending_since === undefined, 60000, 'the steps finished');
+    expect((await client.get(`/v2/user/${userId}`)).body.connected_sources).toEqual([]);
+  }, 180000);
+});
+
+describe('webhook publish: the event is stored, then its deliveries queued and the dispatcher woken', () => {
+  let rx: Receiver;
+  beforeAll(async () => {
+    rx = await startReceiver();
+  });
+  afterAll(() => rx.close());
+
+  it.each([
+    ['webhook.events-stored', 0],
+    ['webhook.deliveries-queued', 1],
+  ])('a crash at %s is repaired by the sweeper: the event is delivered', async (failpoint, deliveriesAtCrash) => {
+    const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
+    const hook = (await managementClient(app, tenant).post(base, { url: `${rx.url}/${failpoint}` })).body;
+    const api = await apiThatCrashesAt(failpoint);
+    await api.crash(({ management }) => management.post(`${base}/${hook.id}/test`, {}));
+
+    const event = await app.inspect.collection('webhook_events').findOne({ team_id: tenant.teamId, only_endpoint_id: hook.id });
+    expect(event).not.toBeNull();
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ endpoint_id: hook.id })).toBe(deliveriesAtCrash);
+
+    runWorker();
+    const [received] = await rx.waitFor(1, 60000, (r) => r.path.endsWith(failpoint));
+    expect(JSON.parse(received.body)).toMatchObject({ event_type: 'webhook.test', data: { webhook_id: hook.id } });
+  }, 120000);
+});
