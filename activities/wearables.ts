@@ -248,6 +248,27 @@ export function createWearableActivities(deps: WearableActivityDeps) {
       }
     },
 
+    /**
+     * A resource whose pull kept failing on our side (PULL_GIVE_UP_AFTER in workflows/wearable-connection.ts) is
+     * recorded as failed with `unexpected_error`, so it no longer shows in progress and the connection goes on.
+     */
+    async giveUpHistoricalPull(input: { connectionId: string; resource: string; message: string }): Promise<void> {
+      const l = await live(input.connectionId);
+      if (!l) return;
+      const id = historicalPullId(l.connection.team_id, l.user._id, l.connection.provider, input.resource);
+      const doc = await repos.historicalPulls.get(id);
+      if (!doc || doc.connection_id !== l.connection._id || doc.status === 'success' || doc.status === 'failure') return;
+      const errored_at = new Date();
+      const failed = withStats(l, doc, { days: new Set(), sent: 0, oldest: null, newest: null }, false);
+      await repos.historicalPulls.save({
+        ...failed,
+        status: 'failure',
+        error_details: { error_type: 'unexpected_error', error_message: input.message, errored_at },
+        timeline: { ...failed.timeline, ended_at: errored_at },
+      });
+      deps.logger.error({ connectionId: l.connection._id, resource: input.resource, err: input.message }, 'historical pull gave up after failing on our side');
+    },
+
     /** Fetches yesterday and today of every resource and publishes what is new or revised (`daily.data.*`). */
     async syncConnection(input: { connectionId: string }): Promise<{ stopped: boolean }> {
       const l = await live(input.connectionId);

@@ -458,6 +458,13 @@ export const SandboxFault = Type.Object(
     resource: Slug('Resource whose pulls fail, e.g. sleep, heartrate.'),
     transient_failures: Type.Optional(Type.Integer({ minimum: 0, maximum: 20, description: 'Retriable failures before it succeeds.' })),
     permanent: Type.Optional(Type.Boolean({ description: 'Fail without retrying.' })),
+    stall_seconds: Type.Optional(
+      Type.Integer({
+        minimum: 1,
+        maximum: 600,
+        description: 'Every pull of it hangs this long, then fails on our side (no provider error): shows a pull that cannot make progress being given up (WEARABLE_PULL_GIVE_UP_SECONDS) and recorded as unexpected_error.',
+      }),
+    ),
     error_type: Type.Optional(
       StringEnum([...RetriableErrorTypes, 'non_retriable_error', 'unexpected_error', 'token_refresh_failed', 'provider_credential_error'], {
         description: 'Retriable types fail transiently; token_refresh_failed / provider_credential_error also break the connection (provider.connection.error).',

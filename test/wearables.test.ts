@@ -314,6 +314,26 @@ describe('historical pull failures', () => {
     expect(pulled.heartrate.status).toBe('success');
   });
 
+  it('gives up a pull that cannot make progress (a stalled adapter) after HISTORICAL_PULL_GIVE_UP_SECONDS, and goes on', async () => {
+    const bounded = await startTestApp({ HISTORICAL_PULL_GIVE_UP_SECONDS: 5 });
+    try {
+      const bc = teamClient(bounded, tenant);
+      const userId = (await bc.post('/v2/user/', { client_user_id: uniqueId('stalled'), ingestion_start: today })).body.user_id;
+      const connect = await bc.post('/v2/link/connect/demo', { user_id: userId, provider: 'fitbit', sandbox_faults: [{ resource: 'sleep', stall_seconds: 120 }] });
+      expect(connect.status).toBe(200);
+      const pulled = await eventually(async () => {
+        const p = (await bc.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=fitbit`)).body.data[0]?.provider?.fitbit?.pulled;
+        return p && Object.keys(p).length === 12 && Object.values(p).every((s: any) => s.status === 'success' || s.status === 'failure') ? p : null;
+      }, 90000, 'pulls settled');
+      // Recorded as failed by us, long before the stalled call (120 s) or a heartbeat timeout loop would end it.
+      expect(pulled.sleep).toMatchObject({ status: 'failure', error_details: 'unexpected_error' });
+      expect(pulled.sleep.timeline.ended_at).not.toBeNull();
+      expect(pulled.heartrate.status).toBe('success'); // the resources after it were pulled
+    } finally {
+      await bounded.close();
+    }
+  });
+
   it('fails retriable errors at once for connections made before the retrying cut-over', async () => {
     const old = await startTestApp({ HISTORICAL_PULL_RETRYING_SINCE: '2999-01-01' });
     try {

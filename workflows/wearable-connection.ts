@@ -1,4 +1,4 @@
-import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, condition, continueAsNew, defineSignal, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { WearableActivities } from '../activities/wearables';
 
 export interface PullRetryPolicy {
@@ -8,6 +8,12 @@ export interface PullRetryPolicy {
   maxMs: number;
   /** Attempts per resource, the first included. */
   quota: number;
+  /**
+   * How long one resource's pull may keep failing on our side (the database or Temporal down, a stalled adapter;
+   * Temporal retries those) before it is recorded as failed and the connection goes on, instead of retrying for
+   * ever. Absent in inputs of runs started before it existed: an hour.
+   */
+  giveUpAfterMs?: number;
 }
 
 export interface WearableConnectionInput {
@@ -25,13 +31,16 @@ export const refreshConnectionSignal = defineSignal('refreshConnection');
 /** Deregistration: stop pulling (the api has already marked the connection deregistered). */
 export const stopConnectionSignal = defineSignal('stopConnection');
 
-const acts = proxyActivities<WearableActivities>({
+const activityOptions = {
   startToCloseTimeout: '10 minutes',
   // A pull heartbeats after each run of days it stores (seconds apart): a pull on a worker that died is retried
   // elsewhere this long after its last heartbeat.
   heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
-});
+} as const;
+const acts = proxyActivities<WearableActivities>(activityOptions);
+
+const DEFAULT_GIVE_UP_AFTER_MS = 3_600_000;
 
 
 /**
@@ -70,7 +79,21 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
 async function pullResource(connectionId: string, resource: string, retry: PullRetryPolicy, stopped: () => boolean): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     const retriesLeft = retry.enabled && attempt < retry.quota;
-    const outcome = await acts.pullHistoricalResource({ connectionId, resource, attempt, retriesLeft, retryingEnabled: retry.enabled });
+    const request = { connectionId, resource, attempt, retriesLeft, retryingEnabled: retry.enabled };
+    let outcome: Awaited<ReturnType<WearableActivities['pullHistoricalResource']>>;
+    // Patch `pull-gives-up` (README "Changing a workflow"): runs started before it retry for ever.
+    if (patched('pull-gives-up')) {
+      const bounded = proxyActivities<WearableActivities>({ ...activityOptions, scheduleToCloseTimeout: retry.giveUpAfterMs ?? DEFAULT_GIVE_UP_AFTER_MS });
+      try {
+        outcome = await bounded.pullHistoricalResource(request);
+      } catch (err) {
+        if (!(err instanceof ActivityFailure)) throw err;
+        await acts.giveUpHistoricalPull({ connectionId, resource, message: err.cause?.message ?? err.message });
+        return;
+      }
+    } else {
+      outcome = await acts.pullHistoricalResource(request);
+    }
     if (outcome !== 'retrying') return;
     const waitMs = Math.min(retry.initialMs * 2 ** (attempt - 1), retry.maxMs);
     if (await condition(stopped, waitMs)) return;

@@ -182,6 +182,11 @@ export const ConfigSchema = Type.Object({
     default: 6,
     description: 'Attempts per resource (the first included) before a retrying pull fails with retry_quota_exhausted.',
   }),
+  HISTORICAL_PULL_GIVE_UP_SECONDS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 3600,
+    description: "How long a resource's historical pull may keep failing on our side (database or Temporal down, a stalled adapter) before it is recorded as failed (unexpected_error) and the connection goes on.",
+  }),
   WEARABLE_SYNC_INTERVAL_SECONDS: Type.Number({
     exclusiveMinimum: 0,
     default: 3600,

@@ -73,7 +73,7 @@ function demoAdapter(slug: string, supported: string[]): ProviderAdapter {
     resources: DEMO_RESOURCES[slug].filter((r) => supported.includes(r)),
     historyDays: DEMO_HISTORY_DAYS,
     async fetch(req) {
-      injectSandboxFault(req);
+      await injectSandboxFault(req);
       return generateDemoData({
         seed: `${req.connection.user_id}:${slug}`,
         provider: slug,
@@ -88,9 +88,13 @@ function demoAdapter(slug: string, supported: string[]): ProviderAdapter {
 }
 
 /** A connection's sandbox fault plan for this resource, applied before any data is produced. */
-function injectSandboxFault(req: FetchRequest): void {
+async function injectSandboxFault(req: FetchRequest): Promise<void> {
   const fault = req.connection.sandbox_faults?.find((f) => f.resource === req.resource);
   if (!fault || req.purpose !== 'history') return;
+  if (fault.stall_seconds) {
+    await new Promise((resolve) => setTimeout(resolve, fault.stall_seconds! * 1000));
+    throw new Error(`Sandbox fault: ${req.resource} stalled for ${fault.stall_seconds} s`);
+  }
   if (fault.permanent) throw new ProviderFetchError(fault.error_type ?? 'non_retriable_error', `Sandbox fault: ${req.resource} always fails.`);
   if (req.attempt <= (fault.transient_failures ?? 0)) {
     throw new ProviderFetchError(fault.error_type ?? 'provider_unavailable', `Sandbox fault: ${req.resource} attempt ${req.attempt} of ${fault.transient_failures} failing attempts.`);

@@ -11,6 +11,8 @@ export interface SandboxFault {
   transient_failures?: number;
   /** Fail every attempt with a non-retriable error. */
   permanent?: boolean;
+  /** Hang this long at every attempt, then fail with an error of ours (not a provider error). */
+  stall_seconds?: number;
   error_type?: string;
 }
 

@@ -74,6 +74,7 @@ export function connectionWorkflowInput(config: Config, connection: ConnectionDo
       initialMs: config.HISTORICAL_PULL_RETRY_INITIAL_SECONDS * 1000,
       maxMs: config.HISTORICAL_PULL_RETRY_MAX_SECONDS * 1000,
       quota: config.HISTORICAL_PULL_RETRY_QUOTA,
+      giveUpAfterMs: config.HISTORICAL_PULL_GIVE_UP_SECONDS * 1000,
     },
     syncIntervalMs: config.WEARABLE_SYNC_INTERVAL_SECONDS * 1000,
     syncsPerRun: config.WEARABLE_SYNCS_PER_RUN,
