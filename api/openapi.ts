@@ -101,7 +101,7 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       tags: route.tags,
       ...(route.deprecated ? { deprecated: true } : {}),
       security:
-        route.auth === 'team' ? [{ teamApiKey: [] }] : route.auth === 'management' ? [{ managementKey: [] }, { legacyOrgKey: [] }, { consoleSession: [] }] : [],
+        route.auth === 'team' ? [{ teamApiKey: [] }, { sdkApiKey: [] }] : route.auth === 'management' ? [{ managementKey: [] }, { legacyOrgKey: [] }, { consoleSession: [] }] : [],
       parameters: [
         ...parameters('path', route.params, registry),
         ...parameters('query', route.query, registry),
@@ -120,7 +120,7 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       title: 'Healthbridge API',
       version: INTERFACE_VERSION,
       description:
-        'Health data, user management and lab testing. Data endpoints take a team API key (x-service-api-key); ' +
+        'Health data, user management and lab testing. Data endpoints take a team API key (x-service-api-key, or its alias x-vital-api-key); ' +
         'the management API (/v1/org/...) takes a management key (X-Management-Key). Unknown fields in a JSON body are ignored. ' +
         'A 422 reports every schema problem; rules beyond the schema (a URL refused by the webhook rules, an IANA time zone, ' +
         'known ids, date order) are a 422 or 400 once the schema passes.',
@@ -131,6 +131,7 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       schemas: registry.components,
       securitySchemes: {
         teamApiKey: { type: 'apiKey', in: 'header', name: 'x-service-api-key' },
+        sdkApiKey: { type: 'apiKey', in: 'header', name: 'x-vital-api-key', description: "Alias of x-service-api-key: the header the original API's SDKs send their api_key in." },
         managementKey: { type: 'apiKey', in: 'header', name: 'X-Management-Key' },
         legacyOrgKey: { type: 'apiKey', in: 'header', name: 'X-Service-Org-Key', description: 'Deprecated alias of X-Management-Key.' },
         consoleSession: { type: 'http', scheme: 'bearer', description: 'A delivery-log page session (POST /v1/console/sessions): one team, as a team-scoped key.' },

@@ -18,6 +18,24 @@ describe('data endpoints (x-service-api-key)', () => {
     expect(res.body.detail).toMatch(/Missing API key.*x-service-api-key/);
   });
 
+  it("accepts x-vital-api-key (the original SDKs' header) as an alias, with the same rules; two different keys are a 400", async () => {
+    const alias = await httpClient(app.url, { 'x-vital-api-key': tenant.teamKey }).get('/v2/user/');
+    expect(alias.status).toBe(200);
+    const both = await httpClient(app.url, { 'x-vital-api-key': tenant.teamKey, 'x-service-api-key': tenant.teamKey }).get('/v2/user/');
+    expect(both.status).toBe(200);
+    const differing = await httpClient(app.url, { 'x-vital-api-key': other.teamKey, 'x-service-api-key': tenant.teamKey }).get('/v2/user/');
+    expect(differing.status).toBe(400);
+    expect(differing.body).toEqual({ detail: expect.stringMatching(/Two different API keys: x-service-api-key and x-vital-api-key/) });
+    const unknown = await httpClient(app.url, { 'x-vital-api-key': 'sk_us_not-a-real-key' }).get('/v2/user/');
+    expect(unknown.status).toBe(401);
+    const management = await httpClient(app.url, { 'x-vital-api-key': tenant.managementKey }).get('/v2/user/');
+    expect(management.status).toBe(401);
+    expect(management.body.detail).toMatch(/Management keys are not accepted on data endpoints/);
+    // The alias names the caller's own team: another team's user stays a 404.
+    const otherUser = (await teamClient(app, other).post('/v2/user/', { client_user_id: uniqueId('alias') })).body.user_id;
+    expect((await httpClient(app.url, { 'x-vital-api-key': tenant.teamKey }).get(`/v2/user/${otherUser}`)).status).toBe(404);
+  });
+
   it('401 for an unknown key', async () => {
     const res = await httpClient(app.url, { 'x-service-api-key': 'sk_us_not-a-real-key' }).get('/v2/user/');
     expect(res.status).toBe(401);
@@ -71,7 +89,7 @@ describe('management endpoints (X-Management-Key)', () => {
     const none = await httpClient(app.url).get(`/v1/org/${tenant.orgId}/team`);
     expect(none.status).toBe(401);
     expect(none.body.detail).toMatch(/X-Management-Key/);
-    for (const headers of [{ 'X-Management-Key': tenant.teamKey }, { 'x-service-api-key': tenant.teamKey }] as Record<string, string>[]) {
+    for (const headers of [{ 'X-Management-Key': tenant.teamKey }, { 'x-service-api-key': tenant.teamKey }, { 'x-vital-api-key': tenant.teamKey }] as Record<string, string>[]) {
       const res = await httpClient(app.url, headers).get(`/v1/org/${tenant.orgId}/team`);
       expect(res.status).toBe(401);
       expect(res.body.detail).toMatch(/Team API keys are not accepted on the management API/);

@@ -1,8 +1,11 @@
 import type { Context } from 'koa';
-import { forbidden, unauthorized } from '../../lib/platform/errors';
+import { badRequest, forbidden, unauthorized } from '../../lib/platform/errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX } from '../../lib/platform/keys';
 import type { ManagementKeyDoc, ManagementRole } from '../../lib/tenancy/model';
 import type { AppDeps } from '../deps';
+
+/** The header the original API's SDKs send their api_key in: accepted as an alias of x-service-api-key. */
+export const SDK_KEY_HEADER = 'x-vital-api-key';
 
 export interface TeamPrincipal {
   teamId: string;
@@ -78,7 +81,7 @@ export function createAuthenticator(deps: AppDeps) {
     );
 
   async function team(ctx: Context): Promise<TeamPrincipal> {
-    const key = ctx.get('x-service-api-key');
+    const key = teamKeyOf(ctx);
     if (!key) {
       if (ctx.get('x-management-key') || ctx.get('x-service-org-key')) {
         throw unauthorized('Management keys are not accepted on data endpoints. Send a team API key in the x-service-api-key header.');
@@ -106,6 +109,19 @@ export function createAuthenticator(deps: AppDeps) {
     return principal;
   }
 
+  /**
+   * The team key: `x-service-api-key`, or `x-vital-api-key`, the header the original API's SDKs send their api_key in
+   * (so `Vital(api_key=..., base_url=...)` works unchanged). Both, with different keys, is ambiguous: 400.
+   */
+  function teamKeyOf(ctx: Context): string {
+    const key = ctx.get('x-service-api-key');
+    const alias = ctx.get(SDK_KEY_HEADER);
+    if (key && alias && key !== alias) {
+      throw badRequest(`Two different API keys: x-service-api-key and ${SDK_KEY_HEADER}. Send one key (in either header), or the same key in both.`);
+    }
+    return key || alias;
+  }
+
   async function management(ctx: Context, orgId: string | undefined, teamId: string | undefined): Promise<ManagementPrincipal> {
     let key = ctx.get('x-management-key');
     let header: ManagementKeyHeader = 'X-Management-Key';
@@ -121,7 +137,7 @@ export function createAuthenticator(deps: AppDeps) {
     const bearer = /^Bearer (\S+)$/i.exec(ctx.get('authorization'))?.[1];
     if (!key && bearer) return consoleSession(bearer, orgId, teamId);
     if (!key) {
-      if (ctx.get('x-service-api-key')) {
+      if (ctx.get('x-service-api-key') || ctx.get(SDK_KEY_HEADER)) {
         throw unauthorized('Team API keys are not accepted on the management API. Send a management key in the X-Management-Key header.');
       }
       throw unauthorized('Missing management key. Send it in the X-Management-Key header.');

@@ -6,6 +6,7 @@ import pino, { type Logger } from 'pino';
  */
 const SENSITIVE = [
   'x-service-api-key',
+  'x-vital-api-key',
   'x-management-key',
   'x-service-org-key',
   'authorization',

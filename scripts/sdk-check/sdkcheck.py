@@ -12,9 +12,15 @@ from vital.core.api_error import ApiError
 BASE_URL = os.environ["HB_BASE_URL"]
 API_KEY = os.environ["HB_API_KEY"]
 
-# How a migrating customer constructs the client: our URL, and our header. The SDK always adds its own
-# `x-vital-api-key: <api_key>` too (it cannot be switched off), so api_key gets the same key.
-client = Vital(api_key=API_KEY, base_url=BASE_URL, headers={"x-service-api-key": API_KEY}, timeout=30)
+# How a migrating customer constructs the client (HB_SDK_CLIENT):
+# - plain: as the SDK's docs say, our URL only; the SDK sends the key in `x-vital-api-key`, our alias of
+#   x-service-api-key.
+# - headers: our header added as well; the SDK still adds `x-vital-api-key: <api_key>` (it cannot be switched off),
+#   with the same key.
+if os.environ.get("HB_SDK_CLIENT", "headers") == "plain":
+    client = Vital(api_key=API_KEY, base_url=BASE_URL, timeout=30)
+else:
+    client = Vital(api_key=API_KEY, base_url=BASE_URL, headers={"x-service-api-key": API_KEY}, timeout=30)
 
 failures = []
 
