@@ -1,7 +1,7 @@
 import Router from '@koa/router';
 import Koa, { type Context } from 'koa';
 import { ValidationError } from '../lib/platform/errors';
-import { coerceFlat, toFieldErrors, validatorFor, type FieldError } from '../schemas/validator';
+import { coerceFlat, controlCharacterErrors, toFieldErrors, validatorFor, type FieldError } from '../schemas/validator';
 import type { AppDeps } from './deps';
 import { createAuthenticator, type Authenticator } from './middleware/auth';
 import { readJsonBody } from './middleware/body';
@@ -67,6 +67,7 @@ function validatePart(location: string, schema: AnyRoute['params'], raw: Record<
   const value = location === 'body' ? raw : coerceFlat(schema, raw);
   const validate = validatorFor(schema);
   if (!validate(value)) errors.push(...toFieldErrors(location, validate.errors));
+  errors.push(...controlCharacterErrors(location, value));
   return value;
 }
 

@@ -68,7 +68,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     labOrders: new LabOrderRepository(db, cipher),
     labTests: new LabTestRepository(db),
     insurance: new InsuranceRepository(db, cipher),
-    secrets: new SecretsRepository(db),
+    secrets: new SecretsRepository(db, cipher),
     workers: new WorkerHeartbeatRepository(db),
   };
 }

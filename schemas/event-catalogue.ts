@@ -40,7 +40,19 @@ const Sample = Type.Object(
 /** Summary resources carry the summary's fields directly in `data`; the rest are timeseries. */
 const SUMMARY = new Set(['profile', 'activity', 'sleep', 'body', 'workouts', 'meal', 'menstrual_cycle', 'electrocardiogram']);
 /** Catalogue resources that are not wearable data (orders, connections, devices have their own events). */
-const NOT_DATA = new Set(['connection', 'order', 'result', 'match_review', 'appointment', 'device', 'device_legacy']);
+export const NOT_DATA = new Set(['connection', 'order', 'result', 'match_review', 'appointment', 'device', 'device_legacy']);
+
+/** What a `historical.data.<resource>.created` event carries: the pulled range, not the data. */
+const historicalSchema = open(
+  {
+    user_id: Type.String(),
+    start_date: Type.String({ format: 'date-time' }),
+    end_date: Type.String({ format: 'date-time' }),
+    is_final: Type.Boolean(),
+    provider: Type.String(),
+  },
+  'The range of days the history pull covered; the data itself is read over the summary and timeseries endpoints.',
+);
 
 function dataEvents(): EventTypeEntry[] {
   const out: EventTypeEntry[] = [];
@@ -89,10 +101,17 @@ function dataEvents(): EventTypeEntry[] {
     out.push(
       { name: `daily.data.${r}.created`, description: `New ${r} data for a user.`, schema, sample },
       { name: `daily.data.${r}.updated`, description: `Revised ${r} data for a user.`, schema, sample },
+      {
+        name: `historical.data.${r}.created`,
+        description: `A connection's ${r} history has been pulled (GET /v2/summary or /v2/timeseries reads it); sent once per connection and resource.`,
+        schema: historicalSchema,
+        sample: { user_id: sampleUser, start_date: '2024-01-01T00:00:00.000Z', end_date: '2024-01-30T23:59:59.999Z', is_final: true, provider: 'fitbit' },
+      },
     );
   }
   return out;
 }
+
 
 /** The full order as returned by GET /v3/order/{order_id}. */
 const Order = ClientFacingOrder;

@@ -230,7 +230,16 @@ export const OrderList = Type.Object(
   },
   { $id: 'GetOrdersResponse' },
 );
-export const SimulationResponse = Type.String({ description: 'Always "Success".' });
+export const SimulationResponse = Type.Object(
+  {
+    success: Type.Literal(true),
+    order_id: Type.String(),
+    final_status: Type.String({ description: 'Where the simulation ends (dotted OrderStatus).' }),
+    delay: Type.Integer({ description: 'Seconds between the simulated status updates.' }),
+    detail: Type.String(),
+  },
+  { $id: 'SimulationResponse', description: 'The simulation was accepted; the order moves on as its status events (labtest.order.updated) say.' },
+);
 
 const BiomarkerResult = open({
   name: Type.String(),

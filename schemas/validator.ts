@@ -68,6 +68,29 @@ export function toFieldErrors(location: string, errors: ErrorObject[] | null | u
   return out;
 }
 
+/** Fields that name or identify something: `id`, `user_id`, `lab_test_ids`, `name`, `first_name`, … */
+const ID_OR_NAME_FIELD = /(^|_)(ids?|names?)$/i;
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
+/**
+ * A 422 for each id or name field (at any depth, in arrays too) holding a control character (U+0000–U+001F,
+ * U+007F): a NUL or line break in an id is never meant, breaks logs, CSV exports and downstream systems, and would
+ * otherwise be stored and returned as sent.
+ */
+export function controlCharacterErrors(location: string, value: unknown, path: (string | number)[] = [], field = ''): FieldError[] {
+  if (typeof value === 'string') {
+    return ID_OR_NAME_FIELD.test(field) && CONTROL_CHARACTER.test(value)
+      ? [{ loc: [location, ...path], msg: 'Control characters (U+0000 to U+001F, U+007F) are not allowed in ids and names', type: 'string_pattern_mismatch' }]
+      : [];
+  }
+  if (Array.isArray(value)) return value.flatMap((v, i) => controlCharacterErrors(location, v, [...path, i], field));
+  if (value && typeof value === 'object') {
+    return Object.entries(value).flatMap(([k, v]) => controlCharacterErrors(location, v, [...path, k], k));
+  }
+  return [];
+}
+
 const formatTypes: Record<string, string> = {
   uuid: 'uuid_parsing',
   date: 'date_parsing',

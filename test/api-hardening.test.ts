@@ -150,6 +150,16 @@ describe('integer parameters are bounded', () => {
     expect((await api.get('/v2/user/?offset=0&limit=500')).status).toBe(200);
   });
 
+  test('the OpenAPI document files every operation under one tag, so the docs page lists it once', async () => {
+    const doc = (await httpClient(app.url).get('/openapi.json')).body;
+    const multiTagged: string[] = [];
+    for (const [path, ops] of Object.entries<Record<string, { tags?: string[] }>>(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) if ((op.tags ?? []).length !== 1) multiTagged.push(`${method} ${path}: ${JSON.stringify(op.tags ?? [])}`);
+    }
+    expect(multiTagged).toEqual([]);
+    expect(doc.paths['/v2/link/token'].post.tags).toEqual(['Link']);
+  });
+
   test('the OpenAPI document gives every integer parameter a maximum', async () => {
     const doc = (await httpClient(app.url).get('/openapi.json')).body;
     const unbounded: string[] = [];

@@ -60,6 +60,23 @@ describe('error contract', () => {
     expect(await app.deps.repos.users.users.countDocuments({ team_id: tenant.teamId })).toBe(before);
   });
 
+  it('an id or name with a control character is a 422 at its field, at any depth, and nothing is written', async () => {
+    const before = await app.deps.repos.users.users.countDocuments({ team_id: tenant.teamId });
+    for (const bad of ['a\u0000b', 'line\nbreak', 'tab\there', 'del\u007f']) {
+      const res = await api.post('/v2/user/', { client_user_id: bad });
+      expect(res.status).toBe(422);
+      expect(res.body.detail).toEqual([{ loc: ['body', 'client_user_id'], msg: expect.stringMatching(/Control characters/), type: 'string_pattern_mismatch' }]);
+    }
+    expect(await app.deps.repos.users.users.countDocuments({ team_id: tenant.teamId })).toBe(before);
+    // Nested name fields and ids in arrays too (the rest of the body is checked as usual).
+    const order = await api.post('/v3/order', { user_id: 'x', order_set: { lab_test_ids: ['ok', 'b\u0000ad'] }, patient_details: { first_name: 'An\na' } });
+    expect(order.status).toBe(422);
+    const locs = order.body.detail.filter((e: { type: string }) => e.type === 'string_pattern_mismatch').map((e: { loc: unknown }) => e.loc);
+    expect(locs).toEqual(expect.arrayContaining([['body', 'order_set', 'lab_test_ids', 1], ['body', 'patient_details', 'first_name']]));
+    // Other text may hold line breaks: an id or name field only.
+    expect((await api.post('/v2/user/', { client_user_id: `fine-${Date.now()}` })).status).toBe(200);
+  });
+
   it('a 500 names the request id and leaks no internals', async () => {
     const broken = await startTestApp();
     try {

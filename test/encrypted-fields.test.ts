@@ -1,6 +1,7 @@
 import type { Collection, Db } from 'mongodb';
 import { FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { EncryptedFields, type Sealed } from '../lib/platform/database/encrypted-fields';
+import { SecretsRepository } from '../lib/platform/secrets-store';
 import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
 
 /**
@@ -76,5 +77,37 @@ describe('re-encrypting sealed fields while others write them', () => {
     // Everything readable with the new key alone: the old one can be dropped.
     const onlyNew = fields(newKey);
     for (const id of ['a', 'c']) expect(onlyNew.open((await coll.findOne({ _id: id }))!).note).toBeTruthy();
+  });
+});
+
+describe('deployment secrets (the document-URL signing key)', () => {
+  let app: TestApp;
+  let own: OwnDatabase;
+
+  beforeAll(async () => {
+    app = await startTestApp();
+    own = await ownDatabase(app, 'secrets');
+  });
+  afterAll(async () => {
+    await own.drop();
+    await app.close();
+  });
+
+  it('are stored encrypted with the data key; two processes agree on one key; one stored in plaintext is encrypted in place', async () => {
+    const cipher = FieldCipher.fromSpec(generateDataKey('k1'));
+    const [first, second] = [new SecretsRepository(own.db, cipher), new SecretsRepository(own.db, cipher)];
+    const [a, b] = await Promise.all([first.key('document-url-signing'), second.key('document-url-signing')]);
+    expect(a.equals(b)).toBe(true);
+    const stored = await own.db.collection('deployment_secrets').findOne({ _id: 'document-url-signing' as never });
+    expect(FieldCipher.isEncrypted(stored!.value)).toBe(true);
+    expect(JSON.stringify(stored)).not.toContain(a.toString('base64'));
+
+    // A key an earlier version stored in plaintext keeps working, and is encrypted at its first read.
+    const legacy = Buffer.alloc(32, 7).toString('base64');
+    await own.db.collection('deployment_secrets').insertOne({ _id: 'legacy' as never, value: legacy, created_at: new Date() });
+    expect((await new SecretsRepository(own.db, cipher).key('legacy')).toString('base64')).toBe(legacy);
+    const migrated = await own.db.collection('deployment_secrets').findOne({ _id: 'legacy' as never });
+    expect(FieldCipher.isEncrypted(migrated!.value)).toBe(true);
+    expect((await new SecretsRepository(own.db, cipher).key('legacy')).toString('base64')).toBe(legacy);
   });
 });

@@ -69,7 +69,7 @@ describe('sandbox simulation', () => {
           const dotted = `${STATUS_SETS[method][low]}.${method}.${low}`;
           const res = await simulate(order.id, dotted);
           expect(res.status).toBe(200);
-          expect(res.body).toBe('Success');
+          expect(res.body).toEqual({ success: true, order_id: order.id, final_status: dotted, delay: expect.any(Number), detail: expect.stringContaining(dotted) });
           const done = await orderReaches(client, order.id, low, 60000);
           const lows = done.events.map((e: { status: string }) => lowOf(e.status));
           expect(lows).toEqual(['ordered', 'requisition_created', ...courseTo(method, 'requisition_created', low)!]);

@@ -26,7 +26,8 @@ import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
 import { activeUser } from '../../lib/users/views';
 
-const tags = ['Link', 'Providers'];
+/** The link flow's operations: one tag, so the docs page lists each operation once. */
+const linkTags = ['Link'];
 const LINK_TOKEN_TTL_MS = 10 * 60_000;
 const errors = {
   404: { description: 'Unknown user, or scheduled for deletion', schema: ErrorDetail },
@@ -100,7 +101,7 @@ export const connectionRoutes = [
     path: '/v2/link/token',
     summary: 'Create a link token',
     description: 'A one-time token (valid 10 minutes) for connecting one user to a provider; POST /v2/link/start uses it.',
-    tags,
+    tags: linkTags,
     auth: 'team',
     body: LinkTokenBody,
     responses: { 200: { description: 'Token', schema: LinkTokenResponse }, 400: { description: 'Unknown provider', schema: ErrorDetail }, ...errors },
@@ -128,7 +129,7 @@ export const connectionRoutes = [
     method: 'post',
     path: '/v2/link/token/isValid',
     summary: 'Check a link token',
-    tags,
+    tags: linkTags,
     auth: 'team',
     body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
     responses: { 200: { description: 'Whether the token can still be used', schema: Type.Object({ valid: Type.Boolean() }, { additionalProperties: true }) }, 422: errors[422] },
@@ -145,7 +146,7 @@ export const connectionRoutes = [
     summary: 'Connect with a link token',
     description:
       'Uses a link token (once) to connect its user to `provider`. This deployment has no internet access, so only the sandbox demo providers connect; others answer `state: error` with `provider_api_error`.',
-    tags,
+    tags: linkTags,
     auth: 'team',
     body: Type.Object({ link_token: Type.String({ minLength: 1, maxLength: 256 }), provider: Type.String({ pattern: '^[a-z0-9_]+$', maxLength: 64 }) }, { additionalProperties: false }),
     responses: {
@@ -174,7 +175,7 @@ export const connectionRoutes = [
     path: '/v2/link/connect/demo',
     summary: 'Connect a demo provider (sandbox)',
     description: `Connects a demo provider (${DEMO_PROVIDERS.join(', ')}) whose synthetic data is the same for the same user every time: 30 days of history are pulled, then new data syncs periodically. \`sandbox_faults\` (ours) makes chosen resources fail, to see retrying and failed pulls.`,
-    tags,
+    tags: linkTags,
     auth: 'team',
     body: DemoConnectBody,
     responses: { 200: { description: 'Connected', schema: DemoConnectResponse }, 400: { description: 'Not sandbox, or already connected', schema: ErrorDetail }, ...errors },

@@ -211,14 +211,17 @@ export const labOrderRoutes = [
     async handler({ params, query, body, auth, deps }) {
       if (deps.config.DEPLOYMENT_ENVIRONMENT === 'production') throw notFound('Not found.');
       const doc = await findOrder(deps, auth.teamId, params.order_id);
+      const finalStatus = query.final_status ?? `completed.${doc.method}.completed`;
       await simulateOrder(deps, doc, {
-        finalStatus: query.final_status ?? `completed.${doc.method}.completed`,
+        finalStatus,
         delaySeconds: query.delay,
         interpretation: body.interpretation ?? 'normal',
         hasMissingResults: body.has_missing_results ?? false,
       });
-      // A JSON string, as the reference API answers (its SDK parses the body as JSON).
-      return { body: JSON.stringify('Success'), contentType: 'application/json' };
+      // The reference answers a bare JSON string ("Success"); its SDK types the body as Any, so an object that says
+      // what was accepted parses as well.
+      const detail = `Simulating order ${doc._id} to ${finalStatus}, one status every ${query.delay} s; follow its labtest.order.updated events.`;
+      return { body: { success: true as const, order_id: doc._id, final_status: finalStatus, delay: query.delay, detail } };
     },
   }),
   defineRoute({
