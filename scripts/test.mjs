@@ -10,6 +10,7 @@ import { ensureChromium } from './stack/chromium.mjs';
 import { ensureKafka } from './stack/kafka.mjs';
 import { ensurePrometheus } from './stack/prometheus.mjs';
 import { ensureRabbitmq } from './stack/rabbitmq.mjs';
+import { ensureTemporalTestServer } from './stack/temporal-test-server.mjs';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 
@@ -38,6 +39,8 @@ async function main() {
   await ensurePrometheus({ log: (m) => console.log(m) });
   // And the Chromium test/console.test.ts drives.
   await ensureChromium({ log: (m) => console.log(m) });
+  // And Temporal's time-skipping test server, which test/time-skipping.test.ts runs the multi-day timers on.
+  await ensureTemporalTestServer({ log: (m) => console.log(m) });
   await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'test-', log: (m) => console.log(m) });
   const stack = await startStack({ stateDir, ui: false, persist: false, supervise: true, log: (m) => console.log(m) });
   const env = {
