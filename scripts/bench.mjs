@@ -9,9 +9,10 @@
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
 //   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went (=worker: the worker)
-//   BENCH_SUITES=users,webhooks,lab,wearables,pipelines  which suites to run (default all); the webhook, lab and pipeline
-//                         suites' own settings (BENCH_WEBHOOK_*, BENCH_LAB_*, BENCH_PIPELINE_*) are described in
-//                         scripts/bench/webhooks.mjs, lab-orders.mjs and pipelines.mjs
+//   BENCH_SUITES=users,webhooks,lab,wearables,pipelines,console  which suites to run (default all); the webhook, lab,
+//                         pipeline and delivery-log page suites' own settings (BENCH_WEBHOOK_*, BENCH_LAB_*,
+//                         BENCH_PIPELINE_*, BENCH_CONSOLE_*) are described in scripts/bench/webhooks.mjs, lab-orders.mjs,
+//                         pipelines.mjs and console.mjs
 //
 // A suite is a module in scripts/bench/ exporting `async (env, { log }) => ({ results, ratios, notes?,
 // details? })` (see users.mjs, webhooks.mjs), added to `allSuites` below.
@@ -20,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { machineInfo, startEnvironment } from './bench/environment.mjs';
 import { benchDefaults } from './bench/load.mjs';
+import { consoleSettings, consoleSuite } from './bench/console.mjs';
 import { computeRatios, formatReport, summarizeCpuProfile, writeResults } from './bench/report.mjs';
 import { labOrderSettings, labOrderSuite } from './bench/lab-orders.mjs';
 import { pipelineSettings, pipelineSuite } from './bench/pipelines.mjs';
@@ -34,6 +36,7 @@ const allSuites = [
   { name: 'lab', run: labOrderSuite, checkSettings: labOrderSettings },
   { name: 'wearables', run: wearableSuite, checkSettings: wearableSettings },
   { name: 'pipelines', run: pipelineSuite, checkSettings: pipelineSettings },
+  { name: 'console', run: consoleSuite, checkSettings: consoleSettings },
 ];
 const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
   .split(',')

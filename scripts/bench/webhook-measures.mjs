@@ -288,7 +288,7 @@ export async function pacedLoop(rate, seconds, op) {
 export function percentiles(values) {
   const sorted = Float64Array.from(values).sort();
   const at = (p) => (sorted.length ? sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1] : null);
-  return { p50Ms: round(at(50)), p99Ms: round(at(99)), maxMs: round(sorted.length ? sorted[sorted.length - 1] : null) };
+  return { p50Ms: round(at(50)), p95Ms: round(at(95)), p99Ms: round(at(99)), maxMs: round(sorted.length ? sorted[sorted.length - 1] : null) };
 }
 
 /**
