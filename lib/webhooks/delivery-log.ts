@@ -1,5 +1,6 @@
 import type { Filter } from 'mongodb';
 import { logPage, type Page } from '../platform/database/pages';
+import { uuidV7Millis } from '../platform/keys';
 import { isoWithOffset } from '../platform/time';
 import { createdWithin, type StoredEventDoc, type WebhookStore } from './store';
 import { eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc } from './model';
@@ -10,6 +11,23 @@ import { eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type
  * they are (query shapes declared in store.ts). A [since, until) window filters on `created_at`. Pages walk the
  * `_id` index first, within a time budget (pages.ts `logPage`).
  */
+
+/**
+ * `_id` bounds of the ids minted in [since, until): a UUIDv7 starts with its time (model.ts), so the walk of a
+ * window starts at the window, not at the newest entry (a one-hour window of a week's 100,000 events read the whole
+ * newer part of the log and ran out of budget). `created_at` stays the filter: ids are minted just before it is set,
+ * hence a second either side. Events stored before ids were time-ordered have no time in their id and are not
+ * found by a window. An upper bound as `$lte`: the page's own bound is a `$lt`.
+ */
+const SLACK_MS = 1000;
+/** The start of every UUIDv7 of this millisecond (ids of that millisecond sort after it, of the next one after them). */
+export const idPrefixAt = (ms: number) => {
+  const hex = Math.max(0, ms).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-`;
+};
+export function idsWithin(q: { since?: Date; until?: Date }): { $gte?: string; $lte?: string } {
+  return { ...(q.since ? { $gte: idPrefixAt(q.since.getTime() - SLACK_MS) } : {}), ...(q.until ? { $lte: idPrefixAt(q.until.getTime() + SLACK_MS) } : {}) };
+}
 
 /** Events of a team; filter by type, user and a [since, until) window. */
 export async function listEvents(
@@ -22,7 +40,7 @@ export async function listEvents(
   const filter: Filter<EventDoc> = { team_id: teamId };
   if (q.eventType) filter.event_type = q.eventType;
   if (q.userId) filter.user_id = q.userId;
-  if (q.since || q.until) filter.created_at = createdWithin(q);
+  if (q.since || q.until) Object.assign(filter, { created_at: createdWithin(q), _id: idsWithin(q) });
   const page = await logPage(store.events, filter as Filter<StoredEventDoc>, -1, after, limit);
   return { items: page.items.map((e) => store.openEvent(e)), more: page.more };
 }
@@ -40,6 +58,7 @@ export function listDeliveries(
   if (q.status) filter.status = q.status;
   if (q.eventType) filter.event_type = q.eventType;
   if (q.userId) filter.user_id = q.userId;
+  // No `_id` bounds: a delivery's id is its event's, but the sweeper may queue it long after (a repaired publish).
   if (q.since || q.until) filter.created_at = createdWithin(q);
   return logPage(store.deliveries, filter, -1, after, limit);
 }
@@ -61,7 +80,10 @@ export function listEventDeliveries(store: WebhookStore, teamId: string, eventId
   return logPage(store.deliveries, { team_id: teamId, _id: { $gt: `${eventId}:`, $lte: `${eventId}:~` } }, -1, after, limit);
 }
 
-/** Attempts of an event and/or to an endpoint. */
+/**
+ * Attempts of an event and/or to an endpoint. An event's attempts have ids on its time (model.ts `attemptId`): the
+ * walk reads them alone (else the walk of a week's log ran out of budget before the planner's plan found them).
+ */
 export function listAttempts(
   store: WebhookStore,
   teamId: string,
@@ -72,6 +94,8 @@ export function listAttempts(
   const filter: Filter<AttemptDoc> = { team_id: teamId };
   if (q.eventId) filter.event_id = q.eventId;
   if (q.endpointId) filter.endpoint_id = q.endpointId;
+  const eventMs = q.eventId ? uuidV7Millis(q.eventId) : null;
+  if (eventMs !== null) filter._id = { $gte: idPrefixAt(eventMs), $lte: idPrefixAt(eventMs + 1) };
   return logPage(store.attempts, filter, -1, after, limit);
 }
 
