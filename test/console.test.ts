@@ -1,16 +1,19 @@
+import { randomUUID } from 'node:crypto';
+import amqp from 'amqplib';
 import type { Browser } from 'playwright-core';
 import { hashKey } from '../lib/platform/keys';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { ConsoleLink, ConsoleSession } from '../schemas/console';
 import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
+import { boundQueue, startTestBrokers, type TestBrokers } from './support/brokers';
 import { createTenant, eventually, expectSchema, httpClient, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 
 /**
- * The delivery-log page (/console) in real headless Chromium against the real app, the shared worker and a real
- * webhook receiver: sign-in by key and by one-time link, filters, an event's attempts, resend, disable/enable,
- * and the refusals. Screenshots land in .devstack/screenshots/. Its link and session endpoints are also
- * tested at the API.
+ * The delivery-log page (/console) in real headless Chromium against the real app, the shared worker, a real
+ * webhook receiver and a real RabbitMQ pipeline: sign-in by key and by one-time link, filters, an event's attempts,
+ * resend, disable/enable, and the refusals. Screenshots land in .devstack/screenshots/. Its link and session
+ * endpoints are also tested at the API.
  */
 const FAST = { WEBHOOK_RETRY_SCHEDULE_MS: '0,100,100,100', WEBHOOK_THROTTLE_FLOOR_MS: 300, WEBHOOK_ATTEMPT_TIMEOUT_MS: 500 };
 const USER_A = '0b6f1c2e-7d3a-4c55-9a1e-3f2b8c4d5e61';
@@ -27,10 +30,18 @@ let hookId: string;
 /** The receiver refuses events of this type (500, with a body the page shows) until set to null. */
 let refusedType: string | null = 'labtest.order.updated';
 let failedEventId: string;
+let brokers: TestBrokers;
+let amqpConnection: amqp.ChannelModel;
+let pipelineId: string;
+/** The pipeline's exchange: steps go to a bound queue; sleep to a routing key no queue is bound to (yet), so they fail. */
+const exchange = `hb-console-${randomUUID()}`;
+const ARCHIVE_KEY = `archive-${randomUUID()}`;
+let sleepEventId: string;
 const pages: WatchedPage[] = [];
 
 beforeAll(async () => {
-  app = await startTestApp(FAST);
+  [app, brokers] = await Promise.all([startTestApp(FAST), startTestBrokers('console')]);
+  amqpConnection = await amqp.connect(brokers.amqpUrl);
   tenant = await createTenant(app.deps, 'Console');
   mgmt = managementClient(app, tenant);
   env = app.deps.config.DEPLOYMENT_ENVIRONMENT;
@@ -41,19 +52,34 @@ beforeAll(async () => {
   const hook = await mgmt.post(`${teamPath}/webhook`, { url: `${rx.url}/hooks`, description: 'Orders backend' });
   expect(hook.status).toBe(200);
   hookId = hook.body.id;
+  const amqpUrl = new URL(brokers.amqpUrl);
+  await boundQueue(amqpConnection, exchange, 'wearables');
+  const pipeline = await mgmt.post(`${teamPath}/pipeline`, {
+    description: 'Data team (RabbitMQ)',
+    destination: { type: 'rabbitmq', url: `amqp://${amqpUrl.host}`, username: decodeURIComponent(amqpUrl.username), password: decodeURIComponent(amqpUrl.password), exchange },
+    routes: [
+      { event_type_prefix: 'daily.data.steps.', target: 'wearables' },
+      { event_type_prefix: 'daily.data.sleep.', target: ARCHIVE_KEY },
+    ],
+  });
+  expect(pipeline.status).toBe(200);
+  pipelineId = pipeline.body.id;
   const publish = (eventType: string, userId: string) => publishEvent(app.deps, { teamId: tenant.teamId, eventType, data: { n: 1 }, userId, clientUserId: 'c-1' });
   await publish('daily.data.steps.created', USER_A);
-  await publish('daily.data.sleep.created', USER_B);
+  sleepEventId = (await publish('daily.data.sleep.created', USER_B)).id;
   failedEventId = (await publish('labtest.order.updated', USER_A)).id;
   await eventually(async () => (await mgmt.get(`${teamPath}/webhook/${hookId}/deliveries?status=failed`)).body.data?.length === 1, 30_000, 'the refused event to fail');
+  await eventually(async () => (await mgmt.get(`${teamPath}/pipeline/${pipelineId}/deliveries?status=failed`)).body.data?.length === 1, 30_000, 'the unroutable event to fail');
   browser = await launchBrowser();
-});
+}, 300_000);
 afterAll(async () => {
   await Promise.all(pages.map((p) => p.close()));
   await browser?.close();
   await rx?.close();
+  await amqpConnection?.close().catch(() => undefined);
+  if (brokers) expect(await brokers.stop()).toBe(true);
   await app?.close();
-});
+}, 60_000);
 
 async function open(path = '/console'): Promise<WatchedPage> {
   const watched = await watchedPage(browser);
@@ -137,6 +163,9 @@ describe('the page', () => {
     await eventually(async () => (await attempts.count()) === 5, 30_000, 'the resent attempt on the page');
     expect(await attempts.first().textContent()).toMatch(/HTTP 200.*#5.*manual resend/);
     expect(rx.requests.filter((r) => r.headers['webhook-id'] === failedEventId)).toHaveLength(5);
+    // The failed list refreshes without it, and says why it is empty.
+    const listStatus = () => page.locator('#list-status').textContent();
+    await eventually(async () => /^No failed deliveries to Orders backend for user \S+\. The open event's delivery has succeeded since, so it left this list\./.test((await listStatus()) ?? ''));
     await w.screenshot('console-3-resent');
     await page.keyboard.press('Escape');
     expect(await page.locator('#detail').isHidden()).toBe(true);
@@ -148,6 +177,44 @@ describe('the page', () => {
     await page.getByRole('button', { name: 'Enable' }).click();
     await eventually(async () => /healthy/.test((await destination.textContent()) ?? ''));
     expect((await mgmt.get(`${teamPath}/webhook/${hookId}`)).body.disabled).toBe(false);
+    expect(w.errors).toEqual([]);
+  });
+
+  test('a RabbitMQ pipeline: its health, its failed delivery with the broker refusal, resend once a queue is bound, disable and enable', async () => {
+    const w = await open();
+    const { page } = w;
+    await signInWithKey(w);
+    const destination = page.locator(`[data-dest="${pipelineId}"]`);
+    await expect(destination.textContent()).resolves.toMatch(/Data team \(RabbitMQ\).*pipeline.*failing since/);
+
+    // Its deliveries: steps went to the bound queue, sleep to a routing key nobody reads.
+    await destination.click();
+    await eventually(async () => (await page.locator('#rows-body tr').count()) === 2);
+    expect(await page.locator('#rows-body').textContent()).toMatch(/daily\.data\.sleep\.created.*failed.*daily\.data\.steps\.created.*succeeded/);
+    await page.locator(`#rows-body tr[data-event="${sleepEventId}"]`).click();
+    // The sleep event also went to the webhook, which took it: both deliveries and all five attempts, each with its
+    // destination's name, the pipeline's latest first.
+    const attempts = page.locator('#detail .attempt');
+    await eventually(async () => (await attempts.count()) === 5);
+    expect(await attempts.first().textContent()).toMatch(/unroutable.*#4.*Data team \(RabbitMQ\)/);
+    expect(await page.locator('#detail table.mini').textContent()).toMatch(/Orders backend.*succeeded.*Data team \(RabbitMQ\).*failed|Data team \(RabbitMQ\).*failed.*Orders backend.*succeeded/);
+    await w.screenshot('console-7-pipeline-failed');
+
+    // A queue for that routing key, then resend: the broker takes it, and the page says so.
+    const { messages: archived } = await boundQueue(amqpConnection, exchange, ARCHIVE_KEY);
+    await page.locator(`#detail [data-resend="${pipelineId}"]`).click();
+    await eventually(async () => (await attempts.count()) === 6, 30_000, 'the resent attempt on the page');
+    expect(await attempts.first().textContent()).toMatch(/accepted.*#5.*manual resend.*Data team \(RabbitMQ\)/);
+    await eventually(async () => archived.some((m) => m.properties.messageId === sleepEventId), 10_000, 'the resent message in its queue');
+    await w.screenshot('console-8-pipeline-resent');
+    await page.keyboard.press('Escape');
+
+    await page.getByRole('button', { name: 'Disable' }).click();
+    await eventually(async () => /disabled \(manual\)/.test((await destination.textContent()) ?? ''));
+    expect((await mgmt.get(`${teamPath}/pipeline/${pipelineId}`)).body.disabled).toBe(true);
+    await page.getByRole('button', { name: 'Enable' }).click();
+    await eventually(async () => /healthy/.test((await destination.textContent()) ?? ''));
+    expect((await mgmt.get(`${teamPath}/pipeline/${pipelineId}`)).body).toMatchObject({ disabled: false, failing_since: null });
     expect(w.errors).toEqual([]);
   });
 
@@ -170,7 +237,7 @@ describe('the page', () => {
   test('refuses a wrong key and an expired link, saying why', async () => {
     const w = await open();
     await signInWithKey(w, 'mg_not_a_key');
-    await expect(refusal(w)).resolves.toMatch(/Refused: Invalid management key/);
+    await expect(refusal(w)).resolves.toMatch(/Refused: invalid management key. Check that it was pasted whole/);
     expect(await w.page.locator('#console').isHidden()).toBe(true);
     await w.screenshot('console-6-wrong-key');
     expect(onlyRefusals(w.errors)).toEqual([]);
@@ -241,5 +308,21 @@ describe('sign-in links and sessions (API)', () => {
     expect(byType.body.data.map((d: { event_type: string }) => d.event_type)).toEqual(['daily.data.steps.created']);
     const byUser = await mgmt.get(`${teamPath}/webhook/${hookId}/deliveries?user_id=${USER_B}`);
     expect(byUser.body.data.map((d: { event_type: string }) => d.event_type)).toEqual(['daily.data.sleep.created']);
+  });
+
+  test("a [since, until) window holds exactly the events created in it; an event's attempts are its own, to every destination", async () => {
+    const latest = await publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'daily.data.steps.created', data: { n: 2 }, userId: USER_A, clientUserId: 'c-1' });
+    const at = latest.createdAt.getTime();
+    const window = async (since: number, until: number) =>
+      (await mgmt.get(`${teamPath}/webhook/events?since=${new Date(since).toISOString()}&until=${new Date(until).toISOString()}`)).body.data.map((e: { id: string }) => e.id);
+    await expect(window(at, at + 1)).resolves.toEqual([latest.id]);
+    await expect(window(at - 60_000, at)).resolves.not.toContain(latest.id); // until is exclusive
+    await expect(window(at + 1, at + 60_000)).resolves.toEqual([]);
+    await expect(window(at - 3_600_000, at + 1)).resolves.toEqual(expect.arrayContaining([latest.id, sleepEventId, failedEventId]));
+
+    const attempts = (await mgmt.get(`${teamPath}/webhook/events/${sleepEventId}/attempts`)).body.data as { event_id: string; webhook_id: string }[];
+    expect(attempts.length).toBeGreaterThanOrEqual(5); // the webhook's one, the pipeline's four (and a resend)
+    expect(new Set(attempts.map((a) => a.event_id))).toEqual(new Set([sleepEventId]));
+    expect(new Set(attempts.map((a) => a.webhook_id))).toEqual(new Set([hookId, pipelineId]));
   });
 });

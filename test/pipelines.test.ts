@@ -5,7 +5,7 @@ import { Kafka, logLevel, type Consumer } from 'kafkajs';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { eraseUserWebhookData } from '../lib/webhooks/commands';
 import { Pipeline, PipelineList } from '../schemas/pipeline';
-import { startTestBrokers, type TestBrokers } from './support/brokers';
+import { boundQueue, startTestBrokers, type TestBrokers } from './support/brokers';
 import { createTenant, eventually, expectSchema, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { rawText } from './support/raw';
 
@@ -56,16 +56,7 @@ async function createPipeline(body: Record<string, unknown>): Promise<Pipeline> 
   return res.body;
 }
 
-/** A durable queue bound to `exchange` with `routingKey`, and the messages it receives. */
-async function queueOf(exchange: string, routingKey: string): Promise<{ messages: amqp.ConsumeMessage[]; queue: string }> {
-  const channel = await amqpConnection.createChannel();
-  await channel.assertExchange(exchange, 'topic', { durable: true });
-  const { queue } = await channel.assertQueue(`${routingKey}-${randomUUID()}`, { durable: true });
-  await channel.bindQueue(queue, exchange, routingKey);
-  const messages: amqp.ConsumeMessage[] = [];
-  await channel.consume(queue, (m) => m && messages.push(m), { noAck: true });
-  return { messages, queue };
-}
+const queueOf = (exchange: string, routingKey: string) => boundQueue(amqpConnection, exchange, routingKey);
 
 const bodyOf = (m: { content: Buffer; encoding?: string }) => JSON.parse((m.encoding === 'gzip' ? gunzipSync(m.content) : m.content).toString('utf8'));
 const amqpBody = (m: amqp.ConsumeMessage) => bodyOf({ content: m.content, encoding: m.properties.contentEncoding });

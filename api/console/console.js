@@ -31,7 +31,7 @@ async function signIn(auth) {
   try {
     await loadDestinations();
   } catch (err) {
-    showSignIn(err instanceof ApiError ? `Refused: ${err.message}` : `Could not reach the API: ${err.message}`);
+    showSignIn(refusalText(err, auth));
     return;
   }
   sessionStorage.setItem(AUTH_KEY, JSON.stringify(auth));
@@ -42,6 +42,13 @@ async function signIn(auth) {
   state.api.eventTypes().then((types) => $('event-types').replaceChildren(...types.data.map((t) => new Option(t.name))), () => undefined);
   readHash();
   await reload();
+}
+
+/** Why a sign-in failed, for the person at the form (the API's words name the header a program would set). */
+function refusalText(err, auth) {
+  if (!(err instanceof ApiError)) return `Could not reach the API: ${err.message}`;
+  if (err.status === 401 && auth.kind === 'key') return 'Refused: invalid management key. Check that it was pasted whole; a key is shown only once, when it is made.';
+  return `Refused: ${err.message}`;
 }
 
 /** A 401 at any time (session over, key deleted) ends the sign-in with the API's reason. */
@@ -137,12 +144,32 @@ async function loadPage() {
     state.items.push(...page.data);
     state.cursor = page.next_cursor;
     $('rows-body').append(...page.data.map((item) => logRow(state.mode, item, openItem)));
-    $('list-status').textContent = state.items.length ? `${state.items.length} shown${state.cursor ? '' : ' (all)'}` : 'Nothing matches these filters.';
+    $('list-status').textContent = state.items.length ? `${state.items.length} shown${state.cursor ? '' : ' (all)'}` : emptyText();
+    $('rows').parentElement.hidden = !state.items.length; // an empty table says less than the sentence below
     $('load-more').hidden = !state.cursor;
   } catch (err) {
     if (seq === state.loadSeq) $('list-status').textContent = '';
     failed(err);
   }
+}
+
+/** Why the list is empty, in words: what it lists, under which filters, and where an open event went. */
+function emptyText() {
+  const f = state.filters;
+  const what = state.dest ? `${f.status ? `${f.status} ` : ''}deliveries to ${state.dest.label}` : 'events';
+  const terms = [
+    f.event_type && `of type ${f.event_type}`,
+    f.user_id && `for user ${f.user_id}`,
+    f.since && `from ${new Date(f.since).toLocaleString()}`,
+    f.until && `until ${new Date(f.until).toLocaleString()}`,
+  ].filter(Boolean);
+  const filtered = terms.length || (state.dest && f.status);
+  let text = `No ${what}${terms.length ? ` ${terms.join(', ')}` : ''}.`;
+  // After a resend under a status filter the open event's delivery has moved on: say so, not just "nothing".
+  const moved = state.open && state.dest && state.open.deliveries.find((d) => d.webhook_id === state.dest.id);
+  const since = { succeeded: 'has succeeded since', pending: 'is pending again', failed: 'has failed since', cancelled: 'was cancelled since' };
+  if (moved && f.status && moved.status !== f.status) text += ` The open event's delivery ${since[moved.status] || `is ${moved.status} now`}, so it left this list.`;
+  return filtered ? `${text} Clear the filters to see every one.` : text;
 }
 
 // ---------------------------------------------------------------- an event: deliveries and attempts

@@ -71,7 +71,7 @@ export function destinationList(destinations, selectedId, onSelect) {
 
 /** The table head for events (all events) or deliveries (one destination). */
 export function tableHead(mode) {
-  const cols = mode === 'events' ? ['Time', 'Event type', 'User', 'Event'] : ['Time', 'Event type', 'Status', 'Attempts', 'Last code', 'Next retry'];
+  const cols = mode === 'events' ? ['Time', 'Event type', 'User', 'Event'] : ['Time', 'Event type', 'Status', 'Attempts', 'Last outcome', 'Next retry'];
   return el('tr', {}, cols.map((c) => el('th', { scope: 'col' }, c)));
 }
 
@@ -85,7 +85,8 @@ export function logRow(mode, item, onOpen) {
           el('span', { className: 'type' }, item.event_type),
           badge(item.status),
           String(item.attempts),
-          item.last_status_code ? String(item.last_status_code) : el('span', { className: 'muted' }, item.last_error || '—'),
+          // A pipeline's failure has no status code, only the broker's sentence: shortened here, whole in the title and the attempts.
+          item.last_status_code ? String(item.last_status_code) : el('span', { className: 'muted clip', title: item.last_error || undefined }, item.last_error || '—'),
           item.next_attempt_at ? el('span', { title: item.next_attempt_at }, relative(item.next_attempt_at)) : el('span', { className: 'muted' }, '—'),
         ];
   const eventId = mode === 'events' ? item.id : item.event_id;
@@ -146,8 +147,9 @@ export function eventDetail({ event, deliveries, attempts, destinations, busy },
 }
 
 function attemptItem(a, nameOf) {
-  const ok = a.status_code !== null && a.status_code >= 200 && a.status_code < 300;
-  const outcome = a.status_code !== null ? `HTTP ${a.status_code}` : a.error_class || 'no answer';
+  // A webhook's attempt has an HTTP status; a pipeline's has none when its broker took the message. A failure has an error class.
+  const ok = !a.error_class && (a.status_code === null || (a.status_code >= 200 && a.status_code < 300));
+  const outcome = a.status_code !== null ? `HTTP ${a.status_code}` : a.error_class || 'accepted by the broker';
   const excerpt = a.response_body ? a.response_body.slice(0, 600) + (a.response_body.length > 600 ? '…' : '') : null;
   return el(
     'li',
@@ -160,7 +162,7 @@ function attemptItem(a, nameOf) {
       el('span', { className: 'muted' }, a.trigger === 'manual' ? 'manual resend' : 'scheduled'),
       el('span', {}, `${a.duration_ms} ms`),
       el('span', { className: 'muted' }, nameOf(a.webhook_id)),
-      time(a.timestamp),
+      el('span', { className: 'attempt-time' }, time(a.timestamp)),
     ),
     a.error ? el('p', { className: 'error' }, a.error) : null,
     excerpt !== null ? el('pre', { className: 'body', 'aria-label': 'Response excerpt' }, excerpt) : null,

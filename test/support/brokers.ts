@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
+import type amqp from 'amqplib';
 import { collectLines } from './child-lines';
 import { eventually } from './harness';
 
@@ -61,4 +63,15 @@ export async function startTestBrokers(name: string, env: Record<string, string>
       return lines.includes('stopped');
     },
   };
+}
+
+/** A durable queue bound to `exchange` (a topic exchange, declared if missing) with `routingKey`, and the messages it receives. */
+export async function boundQueue(connection: amqp.ChannelModel, exchange: string, routingKey: string): Promise<{ messages: amqp.ConsumeMessage[]; queue: string }> {
+  const channel = await connection.createChannel();
+  await channel.assertExchange(exchange, 'topic', { durable: true });
+  const { queue } = await channel.assertQueue(`${routingKey}-${randomUUID()}`, { durable: true });
+  await channel.bindQueue(queue, exchange, routingKey);
+  const messages: amqp.ConsumeMessage[] = [];
+  await channel.consume(queue, (m) => m && messages.push(m), { noAck: true });
+  return { messages, queue };
 }
