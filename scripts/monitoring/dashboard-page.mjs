@@ -92,7 +92,10 @@ function packLegend(series, width) {
 /** One timeseries panel's chart: axes, grid and a line per series (split where the series has no points). */
 function timeseriesSvg(series, { width, height, from, to, unit }) {
   const values = series.flatMap((s) => s.points.map(([, v]) => v));
-  const { ticks, low, high, decimals } = niceTicks(Math.min(0, ...values), Math.max(...values));
+  // Bytes step by round numbers of their binary unit (100 MiB, not 95.4 MiB).
+  const scale = unit === 'bytes' ? 1024 ** Math.max(0, Math.floor(Math.log(Math.max(...values.map(Math.abs), 1)) / Math.log(1024))) : 1;
+  const nice = niceTicks(Math.min(0, ...values) / scale, Math.max(...values) / scale);
+  const [ticks, low, high, { decimals }] = [nice.ticks.map((v) => v * scale), nice.low * scale, nice.high * scale, nice];
   const labels = ticks.map((v) => formatValue(v, unit, unit === 's' || unit === 'bytes' ? undefined : decimals));
   const left = 10 + Math.max(...labels.map((l) => l.length)) * CHAR_PX;
   const plot = { x: left, y: 8, w: width - left - 12, h: height - 8 - 22 };

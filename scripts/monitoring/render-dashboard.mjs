@@ -8,7 +8,7 @@
 //
 // The Prometheus URL defaults to $PROMETHEUS_URL; the range to the dashboard's own (`time.from`, e.g. now-1h).
 // Writes OUT.png and OUT.html (the page, self-contained) and prints one line of JSON: the files and, per panel,
-// how many series it drew or the error Prometheus gave.
+// how many series it drew or the error Prometheus gave; exits 1 if a query failed or Prometheus is not there.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -80,11 +80,14 @@ export async function queryPanels(prometheusUrl, dashboard, range) {
  */
 export async function renderDashboard({ prometheusUrl, out, minutes, dashboardFile = DASHBOARD_FILE, width = 1600, log = console.error }) {
   const dashboard = JSON.parse(fs.readFileSync(dashboardFile, 'utf8'));
+  prometheusUrl = prometheusUrl.replace(/\/$/, '');
+  const ready = await fetch(`${prometheusUrl}/-/ready`, { signal: AbortSignal.timeout(5000) }).then((r) => r.ok, () => false);
+  if (!ready) throw new Error(`render-dashboard: no ready Prometheus at ${prometheusUrl} (GET /-/ready)`);
   const to = Math.floor(Date.now() / 1000);
   const seconds = minutes ? Math.round(minutes * 60) : relativeSeconds(dashboard.time?.from);
   // About one point per 4 px of a half-width panel, as Grafana's interval would give, never under a second.
   const range = { from: to - seconds, to, step: Math.max(1, Math.ceil(seconds / 200)) };
-  const results = await queryPanels(prometheusUrl.replace(/\/$/, ''), dashboard, range);
+  const results = await queryPanels(prometheusUrl, dashboard, range);
   const html = dashboardPage({ dashboard, results, range, width, source: prometheusUrl });
   const htmlFile = out.replace(/\.png$/, '') + '.html';
   fs.mkdirSync(path.dirname(path.resolve(out)), { recursive: true });
@@ -120,6 +123,13 @@ if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.me
     minutes: values.minutes ? Number(values.minutes) : undefined,
     dashboardFile: values.dashboard ?? DASHBOARD_FILE,
     width: values.width ? Number(values.width) : undefined,
+  }).catch((err) => {
+    console.error(err.message);
+    process.exit(1);
   });
   console.log(JSON.stringify(summary));
+  // The page shows a failed query in its panel; the exit status says so too.
+  const failed = summary.panels.filter((p) => p.error);
+  for (const p of failed) console.error(`render-dashboard: ${p.title}: ${p.error}`);
+  process.exitCode = failed.length ? 1 : 0;
 }
