@@ -15,9 +15,17 @@ function formatValue(value) {
   return JSON.stringify(value);
 }
 
+/** Longest value, and longest line, the readable format shows (the process's own JSON keeps everything: DEV_LOG_FORMAT=json). */
+const MAX_VALUE_CHARS = 300;
+const MAX_LINE_CHARS = 1_000;
+// eslint-disable-next-line no-control-regex
+const ANSI = /\u001b\[[0-9;]*m/g;
+const cut = (text, max) => (text.length > max ? `${text.slice(0, max)}…(+${text.length - max})` : text);
+
 /**
- * One line of a child's output, readable: a pino JSON line becomes `HH:MM:SS LEVEL [process] msg key=value …`
- * (an error's stack follows on indented lines); anything else is kept as is behind `[process]`.
+ * One line of a child's output, readable and on one line: a pino JSON line becomes
+ * `HH:MM:SS LEVEL [process] msg key=value …` (an error as its message and where it was thrown); anything else is kept
+ * behind `[process]`, colour codes stripped. Values and the line are cut to a readable length.
  */
 export function formatLogLine(line, name, { color = false } = {}) {
   let entry;
@@ -26,23 +34,22 @@ export function formatLogLine(line, name, { color = false } = {}) {
   } catch {
     entry = null;
   }
-  if (!entry || typeof entry !== 'object' || typeof entry.level !== 'number') return `[${name}] ${line}`;
+  if (!entry || typeof entry !== 'object' || typeof entry.level !== 'number') return cut(`[${name}] ${line.replace(ANSI, '')}`, MAX_LINE_CHARS);
   const level = LEVELS[entry.level] ?? `L${entry.level}`;
   const shownLevel = color ? `\x1b[${COLORS[level] ?? 0}m${level.padEnd(5)}\x1b[0m` : level.padEnd(5);
   const time = clock(typeof entry.time === 'number' || typeof entry.time === 'string' ? new Date(entry.time) : new Date());
   const fields = [];
-  let stack = '';
   for (const [key, value] of Object.entries(entry)) {
     if (HEAD_FIELDS.has(key) || value === undefined) continue;
     if ((key === 'err' || key === 'error') && value && typeof value === 'object' && typeof value.message === 'string') {
-      fields.push(`${key}=${formatValue(value.message)}`);
-      if (typeof value.stack === 'string') stack = value.stack.split('\n').slice(1).map((l) => `    ${l.trim()}`).join('\n');
+      const where = typeof value.stack === 'string' ? value.stack.split('\n').find((l) => /^\s*at /.test(l))?.trim() : undefined;
+      fields.push(`${key}=${formatValue(cut(value.message.split('\n')[0], MAX_VALUE_CHARS))}${where ? ` (${cut(where, MAX_VALUE_CHARS)})` : ''}`);
       continue;
     }
-    fields.push(`${key}=${formatValue(value)}`);
+    fields.push(`${key}=${cut(formatValue(value), MAX_VALUE_CHARS)}`);
   }
-  const head = `${time} ${shownLevel} [${name}] ${entry.msg ?? ''}`.trimEnd();
-  return [fields.length ? `${head} ${fields.join(' ')}` : head, stack].filter(Boolean).join('\n');
+  const head = `${time} ${shownLevel} [${name}] ${String(entry.msg ?? '').replace(ANSI, '').split('\n')[0]}`.trimEnd();
+  return cut(fields.length ? `${head} ${fields.join(' ')}` : head, MAX_LINE_CHARS);
 }
 
 /** Forwards a child's stdout and stderr line by line, formatted unless `raw` (JSON as the process wrote it). */

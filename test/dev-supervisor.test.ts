@@ -31,16 +31,20 @@ describe('the dev supervisor', () => {
     for (const pid of childPids()) if (alive(pid)) process.kill(pid, 'SIGKILL');
   });
 
-  it('shows pino JSON lines readable and other lines as they are', async () => {
+  it('shows every event on one readable line: pino JSON formatted, errors with where they were thrown, long values cut, colours stripped', async () => {
     await eventually(async () => childPids().length === 1, 10_000, 'the child to log');
     const [pid] = childPids();
     expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^\\d\\d:\\d\\d:\\d\\d INFO  \\[demo\\] demo running child_pid=${pid} port=1234$`)));
-    await eventually(async () => lines.some((l) => l.includes('demo failed once')), 10_000, 'the error line');
+    await eventually(async () => lines.some((l) => l.includes('a coloured plain line')), 10_000, 'the last line');
     const error = lines.findIndex((l) => l.includes('demo failed once'));
-    expect(lines[error]).toMatch(/^\d\d:\d\d:\d\d ERROR \[demo\] demo failed once err=boom$/);
-    expect(lines[error + 1]).toMatch(/^ {4}at /); // the stack, indented
+    expect(lines[error]).toMatch(/^\d\d:\d\d:\d\d ERROR \[demo\] demo failed once err=boom \(at .+:\d+:\d+\)$/);
+    expect(lines[error + 1]).not.toMatch(/^\s+at /); // no stack lines: one event, one line
+    const long = lines.find((l) => l.includes('a long line'))!;
+    expect(long).toMatch(/^\d\d:\d\d:\d\d WARN  \[demo\] a long line ids=x+…\(\+69700\)$/);
+    expect(long.length).toBeLessThan(400);
     expect(lines).toContain('[demo] a plain line');
-    expect(lines.join('\n')).not.toMatch(/"level":/);
+    expect(lines).toContain('[demo] WARN a coloured plain line');
+    expect(lines.join('\n')).not.toMatch(/"level":|\u001b\[/);
   });
 
   it('restarts a killed process with a growing delay, and logs it', async () => {

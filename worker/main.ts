@@ -31,8 +31,13 @@ async function main(): Promise<void> {
   await startWebhookSweeper(config, temporal, logger);
   await deleteRetiredMaintenanceSchedule(temporal, logger);
 
+  let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
+      // Ctrl-C in `npm run dev` delivers SIGINT to the whole group and the supervisor then sends SIGTERM: stop once
+      // (a second worker.shutdown() throws IllegalStateError).
+      if (stopping) return;
+      stopping = true;
       logger.info({ signal, timeoutMs: config.SHUTDOWN_TIMEOUT_MS }, 'worker shutting down');
       worker.shutdown();
       // Whatever still holds the process (a connection that does not close while its server is down) does not

@@ -18,14 +18,49 @@ export function installRuntimeLogger(logger: Logger, sdkMetricsPort: number | nu
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   const level = (logger.level === 'debug' || logger.level === 'trace' ? 'DEBUG' : 'INFO') as LogLevel;
+  const bridge = sdkLogBridge(logger);
   Runtime.install({
-    ...(sdkMetricsPort ? { telemetryOptions: { metrics: { prometheus: { bindAddress: `127.0.0.1:${sdkMetricsPort}` } } } } : {}),
-    logger: new DefaultLogger(level, (entry) => {
-      const meta: LogMetadata = { ...entry.meta };
-      const pinoLevel = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
-      logger[pinoLevel](meta, entry.message);
-    }),
+    telemetryOptions: {
+      // The SDK core's own logs (Rust) go through our logger too, instead of raw coloured lines on stderr.
+      logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} },
+      ...(sdkMetricsPort ? { metrics: { prometheus: { bindAddress: `127.0.0.1:${sdkMetricsPort}` } } } : {}),
+    },
+    logger: new DefaultLogger(level, bridge),
   });
+}
+
+/** How long the same SDK message is held back after it was logged (a Temporal outage repeats one warning per poll). */
+const REPEAT_WINDOW_MS = 30_000;
+// eslint-disable-next-line no-control-regex
+const ANSI = /\u001b\[[0-9;]*m/g;
+
+/**
+ * SDK log entries as one pino line each: colour codes stripped; a multi-line message (webpack's bundle report) keeps
+ * its first line, with the whole text at debug; the same message again within REPEAT_WINDOW_MS is counted rather than
+ * logged, and its next line says how many were held back.
+ */
+export function sdkLogBridge(logger: Logger, now = () => Date.now()) {
+  const recent = new Map<string, { at: number; held: number }>();
+  return (entry: { level: LogLevel; message: string; meta?: LogMetadata }) => {
+    const pinoLevel = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
+    const text = entry.message.replace(ANSI, '');
+    const [first, ...rest] = text.split('\n');
+    const meta: LogMetadata = { ...entry.meta };
+    if (rest.length) {
+      meta.more_lines = rest.length;
+      logger.debug({ ...entry.meta, text }, first);
+    }
+    const key = `${pinoLevel}:${first}`;
+    const seen = recent.get(key);
+    if (seen && now() - seen.at < REPEAT_WINDOW_MS) {
+      seen.held++;
+      return;
+    }
+    if (seen?.held) meta.repeated = seen.held;
+    recent.set(key, { at: now(), held: 0 });
+    if (recent.size > 1_000) recent.delete(recent.keys().next().value!);
+    logger[pinoLevel](meta, first);
+  };
 }
 
 export interface WorkerHandle {

@@ -9,6 +9,8 @@ line({ level: 30, msg: 'demo running', child_pid: process.pid, port: 1234 });
 process.stdout.write('a plain line\\n');
 const err = new Error('boom');
 line({ level: 50, msg: 'demo failed once', err: { type: 'Error', message: err.message, stack: err.stack } });
+line({ level: 40, msg: 'a long line', ids: 'x'.repeat(70000) });
+process.stdout.write('\\u001b[33mWARN\\u001b[0m a coloured plain line\\n');
 setInterval(() => {}, 1000);
 `;
 const log = (msg) => console.log(`dev: ${clock()} ${msg}`);
