@@ -1,10 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { MongoClient } from 'mongodb';
-import { collectLines } from './support/child-lines';
 import { createTenant, eventually, httpClient, startTestApp, teamClient, type TestApp } from './support/harness';
+import { startPrivateStack, type PrivateStack, type PrivateStackInfo } from './support/private-stack';
 
 /**
  * The embedded store under kill -9, one server at a time, while writers insert: the stack's supervisor (the one
@@ -15,49 +13,30 @@ import { createTenant, eventually, httpClient, startTestApp, teamClient, type Te
 const RESTART_DELAY_MS = 2_000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-interface StackInfo {
-  mongoUrl: string;
-  pids: Record<string, number>;
-}
-
 describe('the embedded database under kill -9', () => {
   const stateDir = path.join(process.env.HB_TEST_STATE_DIR ?? path.join(__dirname, '..', '.devstack', 'test-adhoc'), `db-crash-${process.pid}`);
   let lines: string[] = [];
-  let driver: ChildProcess;
-  let info: StackInfo;
+  let stack: PrivateStack;
+  let info: PrivateStackInfo;
   let client: MongoClient;
   let app: TestApp;
 
-  const currentPid = (name: string): number => JSON.parse(readFileSync(path.join(stateDir, 'stack.json'), 'utf8')).pids[name];
+  const currentPid = (name: string): number => stack.currentPid(name);
 
   beforeAll(async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, STACK_STATE_DIR: stateDir, STACK_RESTART_DELAY_MS: String(RESTART_DELAY_MS) };
+    const env: NodeJS.ProcessEnv = { ...process.env, STACK_RESTART_DELAY_MS: String(RESTART_DELAY_MS) };
     delete env.MONGO_URL; // its own database servers; Temporal stays the suite's (TEMPORAL_ADDRESS)
-    driver = spawn(process.execPath, [path.join(__dirname, 'support', 'stack-driver.mjs')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    lines = collectLines(driver);
-    info = await eventually(
-      async () => {
-        if (driver.exitCode !== null) throw new Error(`the stack driver exited:\n${lines.join('\n')}`);
-        const ready = lines.find((l) => l.startsWith('ready '));
-        return ready ? (JSON.parse(ready.slice('ready '.length)) as StackInfo) : null;
-      },
-      60_000,
-      'the private database stack',
-    );
+    stack = await startPrivateStack(stateDir, env, 'the private database stack');
+    ({ info, lines } = stack);
     expect(info.pids).toEqual({ postgres: expect.any(Number), mongo: expect.any(Number) });
     client = await MongoClient.connect(info.mongoUrl, { serverSelectionTimeoutMS: 1_000 });
     app = await startTestApp({ MONGO_URL: info.mongoUrl, MONGO_DB: 'crash_ready' });
-  }, 90_000);
+  }, 120_000);
 
   afterAll(async () => {
     await app?.close();
     await client?.close();
-    if (driver && driver.exitCode === null) {
-      const exited = new Promise((r) => driver.once('exit', r));
-      driver.kill('SIGTERM');
-      await Promise.race([exited, sleep(20_000)]);
-      if (driver.exitCode === null) driver.kill('SIGKILL');
-    }
+    await stack?.stop();
     expect(lines).toContain('stopped');
   }, 30_000);
 

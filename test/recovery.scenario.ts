@@ -1,14 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { MongoClient } from 'mongodb';
 import { courseTo } from '../lib/labs/statuses';
 import { addDays, todayUtc } from '../lib/platform/time';
-import { collectLines } from './support/child-lines';
 import { createTenant, eventually, httpClient, managementClient, startTestApp, teamClient, type HttpClient, type TestApp } from './support/harness';
 import { createUser, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';
+import { startPrivateStack, type PrivateStack } from './support/private-stack';
 import { startWorker, stopWorker } from './support/worker';
 
 /**
@@ -33,11 +32,6 @@ const SHUTDOWN_TIMEOUT_MS = 4_000;
 const PROMPT_MS = 1_500;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-interface StackInfo {
-  mongoUrl: string;
-  temporalAddress: string;
-  pids: Record<string, number>;
-}
 interface Timed {
   what: string;
   status: number;
@@ -46,10 +40,7 @@ interface Timed {
 }
 
 const stateDir = path.join(process.env.HB_TEST_STATE_DIR ?? path.join(__dirname, '..', '.devstack', 'test-adhoc'), `recovery-${process.pid}`);
-const currentPid = (name: string): number => JSON.parse(readFileSync(path.join(stateDir, 'stack.json'), 'utf8')).pids[name];
-let driver: ChildProcess;
-let lines: string[] = [];
-let info: StackInfo;
+let stack: PrivateStack;
 let app: TestApp;
 let worker: ChildProcess | null = null;
 let rx: Receiver;
@@ -58,20 +49,11 @@ let deployment: { TEMPORAL_TASK_QUEUE: string; MONGO_DB: string };
 let workerEnv: Record<string, string>;
 
 beforeAll(async () => {
-  const env: NodeJS.ProcessEnv = { ...process.env, STACK_STATE_DIR: stateDir, STACK_RESTART_DELAY_MS: String(RESTART_DELAY_MS), STACK_PERSIST: '1' };
+  const env: NodeJS.ProcessEnv = { ...process.env, STACK_RESTART_DELAY_MS: String(RESTART_DELAY_MS), STACK_PERSIST: '1' };
   delete env.MONGO_URL;
   delete env.TEMPORAL_ADDRESS;
-  driver = spawn(process.execPath, [path.join(__dirname, 'support', 'stack-driver.mjs')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  lines = collectLines(driver);
-  info = await eventually(
-    async () => {
-      if (driver.exitCode !== null) throw new Error(`the stack driver exited:\n${lines.join('\n')}`);
-      const ready = lines.find((l) => l.startsWith('ready '));
-      return ready ? (JSON.parse(ready.slice('ready '.length)) as StackInfo) : null;
-    },
-    90_000,
-    'the private stack',
-  );
+  stack = await startPrivateStack(stateDir, env, 'the private stack');
+  const { info } = stack;
   deployment = { MONGO_DB: 'recovery', TEMPORAL_TASK_QUEUE: 'hb-recovery' };
   const servers = { MONGO_URL: info.mongoUrl, TEMPORAL_ADDRESS: info.temporalAddress };
   workerEnv = { ...servers, SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS), WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000', LOG_LEVEL: 'error' };
@@ -85,12 +67,7 @@ afterAll(async () => {
   await rx?.close();
   await raw?.close();
   await app?.close();
-  if (driver && driver.exitCode === null) {
-    const exited = new Promise((r) => driver.once('exit', r));
-    driver.kill('SIGTERM');
-    await Promise.race([exited, sleep(20_000)]);
-    if (driver.exitCode === null) driver.kill('SIGKILL');
-  }
+  await stack?.stop();
 }, 60_000);
 
 async function timed(what: string, call: () => Promise<{ status: number; headers: Headers }>): Promise<Timed> {
@@ -101,6 +78,7 @@ async function timed(what: string, call: () => Promise<{ status: number; headers
 
 /** Kills a server of the stack and waits until its supervisor has logged the exit; returns the old pid. */
 async function killServer(name: 'temporal' | 'postgres', label: string): Promise<number> {
+  const { lines, currentPid } = stack;
   const pid = currentPid(name);
   process.kill(pid, 'SIGKILL');
   await eventually(async () => lines.some((l) => l.includes(`${label} (pid ${pid}) exited unexpectedly (signal SIGKILL)`)), 10_000, `${label}'s exit to be seen`);
@@ -108,6 +86,7 @@ async function killServer(name: 'temporal' | 'postgres', label: string): Promise
 }
 
 async function restarted(name: 'temporal' | 'postgres', label: string, killed: number): Promise<void> {
+  const { lines, currentPid } = stack;
   await eventually(async () => currentPid(name) !== killed && lines.some((l) => l.includes(`${label} restarted (pid ${currentPid(name)})`)), 60_000, `${label} restarted`);
 }
 
