@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { renderRequisitionPdf, type RequisitionDocument } from '../lib/labs/pdf/requisition';
@@ -6,7 +7,8 @@ import { renderResultsPdf, type ResultsDocument } from '../lib/labs/pdf/results'
 /**
  * Renders the lab documents with realistic sample data, for looking at:
  *   npx tsc -p tsconfig.json && node dist/scripts/render-sample-pdfs.js [out-dir]
- * Writes to .devstack/sample-pdfs/ under the current directory unless told otherwise.
+ * Writes to .devstack/sample-pdfs/ under the current directory unless told otherwise, and, where poppler's
+ * pdftoppm is installed, every page as .devstack/screenshots/pdf-<sample>-<page>.png.
  */
 
 /** As lib/labs/documents.ts builds it from the sandbox catalogue's entry. */
@@ -102,6 +104,28 @@ const requisitionEdgeCases: RequisitionDocument = {
     address: { first_line: '—', second_line: null, city: '', state: '', zip: '', country: '' },
   },
   tests: requisition.tests.slice(0, 2),
+};
+
+/** Names in Japanese, Greek, Korean, Cyrillic, Polish and Vietnamese, and an address mixing scripts on one line. */
+const requisitionUnicode: RequisitionDocument = {
+  ...requisition,
+  orderingOrganisation: 'Nguyễn Thị Minh Khai 診療所',
+  patient: {
+    ...requisition.patient,
+    first_name: '花子',
+    last_name: '佐藤',
+    email: 'hanako.sato@example.jp',
+    address: { first_line: '서울특별시 강남구 테헤란로 152 (김민준 방)', second_line: 'ул. Тверская, д. 7', city: 'Łódź', state: 'Łódzkie', zip: '90-001', country: 'Poland' },
+  },
+  physician: { first_name: 'Παναγιώτης', last_name: 'Παπαδόπουλος', npi: '1316938492' },
+  tests: requisition.tests.slice(2),
+};
+
+/** The longest names the API accepts (50 characters each), to see that they wrap rather than overflow. */
+const requisitionLongNames: RequisitionDocument = {
+  ...requisitionUnicode,
+  patient: { ...requisitionUnicode.patient, first_name: 'Zoë Ångström-Ñúñez Łucja Żółkiewska Nguyễn Thị Minh', last_name: 'Wolfeschlegelsteinhausenbergerdorff-Ångström-Ñúñez' },
+  physician: { first_name: 'Дмитрий Дмитриевич Александр-Константинович', last_name: '王小明 佐藤花子 김민준 Παπαδόπουλος Шостакович', npi: '1316938492' },
 };
 
 type Result = ResultsDocument['results'][number];
@@ -233,6 +257,25 @@ const resultsNormal: ResultsDocument = {
   missingResults: [],
 };
 
+const resultsUnicode: ResultsDocument = {
+  ...resultsNormal,
+  patient: { name: '김, 민준', dob: '1990-02-03', gender: 'male' },
+  physician: { name: 'Дмитрий Шостакович', npi: '1316938492' },
+  orderingOrganisation: 'Zoë Ångström-Ñúñez Praxis',
+};
+
+/** Each page of `pdf` as a PNG beside the other screenshots, when poppler is there to draw it. */
+function screenshot(pdf: string): void {
+  const prefix = path.resolve('.devstack/screenshots', `pdf-${path.basename(pdf, '.pdf')}`);
+  mkdirSync(path.dirname(prefix), { recursive: true });
+  try {
+    execFileSync('pdftoppm', ['-r', '110', '-png', pdf, prefix]);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    console.log('no pdftoppm (apt-get install poppler-utils): PDFs only');
+  }
+}
+
 async function main(): Promise<void> {
   const outDir = path.resolve(process.argv[2] ?? '.devstack/sample-pdfs');
   mkdirSync(outDir, { recursive: true });
@@ -241,10 +284,14 @@ async function main(): Promise<void> {
     ['requisition-edge-cases.pdf', renderRequisitionPdf(requisitionEdgeCases)],
     ['results.pdf', renderResultsPdf(results)],
     ['results-normal.pdf', renderResultsPdf(resultsNormal)],
+    ['requisition-unicode.pdf', renderRequisitionPdf(requisitionUnicode)],
+    ['requisition-long-names.pdf', renderRequisitionPdf(requisitionLongNames)],
+    ['results-unicode.pdf', renderResultsPdf(resultsUnicode)],
   ];
   for (const [name, rendering] of samples) {
     const bytes = await rendering;
     writeFileSync(path.join(outDir, name), bytes);
+    screenshot(path.join(outDir, name));
     console.log(`${path.join(outDir, name)} ${bytes.length} bytes`);
   }
 }

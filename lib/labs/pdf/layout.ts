@@ -1,9 +1,11 @@
 import PDFDocument from 'pdfkit';
+import { heightOf, registerFonts, useFace, widthOf, write } from './fonts';
 
 /**
- * The one way lab documents are drawn (pdfkit, standard fonts only, so every word stays extractable text):
+ * The one way lab documents are drawn (pdfkit; every word stays extractable text):
  * a header band, an identifier strip, section titles, labelled field grids, tables that break across pages,
- * banners and a footer with "page x of y".
+ * banners and a footer with "page x of y". Text goes through ./fonts (useFace, write, widthOf, heightOf), which sets
+ * each character in a font that has it.
  */
 export type Pdf = PDFKit.PDFDocument;
 
@@ -14,19 +16,15 @@ const FOOTER_SPACE = 44;
 const CONTENT_BOTTOM = PAGE.height - PAGE.margin - FOOTER_SPACE;
 export const COLORS = { ink: '#1a1a1a', muted: '#5f6368', rule: '#c8ccd0', band: '#0b3d5c', critical: '#b00020', abnormal: '#8a4b00', normal: '#1e6b3a', shade: '#f2f4f6' };
 
-/**
- * pdfkit places a line by its top; Courier's ascender is lower than Helvetica's, so Courier set on the same
- * top sits higher. Shifting it down by the difference (718 - 629 per 1000 em) puts both on one baseline.
- */
-const monoShift = (size: number) => 0.089 * size;
-
 export function createPdf(meta: { title: string; author: string; subject: string; createdAt: Date }): Pdf {
-  return new PDFDocument({
+  const doc = new PDFDocument({
     size: 'LETTER',
     margins: { top: PAGE.margin, bottom: PAGE.margin, left: PAGE.margin, right: PAGE.margin },
     bufferPages: true, // the footer's "page x of y" is written once every page exists
     info: { Title: meta.title, Author: meta.author, Subject: meta.subject, Creator: 'Healthbridge', CreationDate: meta.createdAt },
   });
+  registerFonts(doc);
+  return doc;
 }
 
 /** Ends the document and resolves with its bytes. */
@@ -47,17 +45,17 @@ export function headerBand(doc: Pdf, h: { labName: string; labLines: string[]; t
   const leftWidth = half - 12;
   // A long lab name is set smaller, then wrapped, never cut: it is the document's first identifier.
   let nameSize = 15;
-  while (nameSize > 11 && doc.font('Helvetica-Bold').fontSize(nameSize).widthOfString(h.labName) > leftWidth) nameSize -= 0.5;
-  const nameHeight = doc.heightOfString(h.labName, { width: leftWidth });
+  while (nameSize > 11 && widthOf(useFace(doc, 'bold', nameSize), h.labName) > leftWidth) nameSize -= 0.5;
+  const nameHeight = heightOf(doc, h.labName, { width: leftWidth });
   const linesText = h.labLines.join('\n');
-  const linesHeight = doc.font('Helvetica').fontSize(8.5).heightOfString(linesText, { width: leftWidth });
+  const linesHeight = heightOf(useFace(doc, 'regular', 8.5), linesText, { width: leftWidth });
   const height = Math.max(74, 11 + nameHeight + 5 + linesHeight + 10);
   doc.save().rect(PAGE.margin, top, CONTENT_WIDTH, height).fill(COLORS.band).restore();
-  doc.fillColor('#ffffff').font('Helvetica-Bold').fontSize(nameSize).text(h.labName, PAGE.margin + 12, top + 11, { width: leftWidth });
-  doc.font('Helvetica').fontSize(8.5).text(linesText, PAGE.margin + 12, Math.max(top + 32, doc.y + 5), { width: leftWidth });
-  doc.font('Helvetica-Bold').fontSize(13).text(h.title.toUpperCase(), PAGE.margin + half, top + 12, { width: half - 12, align: 'right', lineBreak: false });
-  doc.font('Helvetica').fontSize(8.5);
-  h.rightLines.forEach((line, i) => doc.text(line, PAGE.margin + half, top + 32 + i * 11, { width: half - 12, align: 'right', lineBreak: false }));
+  write(useFace(doc, 'bold', nameSize).fillColor('#ffffff'), h.labName, PAGE.margin + 12, top + 11, { width: leftWidth });
+  write(useFace(doc, 'regular', 8.5), linesText, PAGE.margin + 12, Math.max(top + 32, doc.y + 5), { width: leftWidth });
+  write(useFace(doc, 'bold', 13), h.title.toUpperCase(), PAGE.margin + half, top + 12, { width: half - 12, align: 'right', lineBreak: false });
+  useFace(doc, 'regular', 8.5);
+  h.rightLines.forEach((line, i) => write(doc, line, PAGE.margin + half, top + 32 + i * 11, { width: half - 12, align: 'right', lineBreak: false }));
   doc.fillColor(COLORS.ink);
   doc.x = PAGE.margin;
   doc.y = top + height + 12;
@@ -68,21 +66,20 @@ export function idStrip(doc: Pdf, s: { label: string; id: string | null; placeho
   const y = doc.y;
   const height = 46;
   doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, height).lineWidth(0.8).strokeColor(COLORS.rule).stroke().restore();
-  doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(s.label.toUpperCase(), PAGE.margin + 10, y + 7, { lineBreak: false });
+  write(useFace(doc, 'regular', 7).fillColor(COLORS.muted), s.label.toUpperCase(), PAGE.margin + 10, y + 7, { lineBreak: false });
   if (s.id) {
-    doc.font('Courier-Bold').fontSize(22).fillColor(COLORS.ink).text(s.id, PAGE.margin + 10, y + 17 + monoShift(22), { lineBreak: false });
+    write(useFace(doc, 'mono', 22).fillColor(COLORS.ink), s.id, PAGE.margin + 10, y + 17, { lineBreak: false });
   } else {
-    doc.font('Helvetica').fontSize(10).fillColor(COLORS.muted).text(s.placeholder, PAGE.margin + 10, y + 24, { lineBreak: false });
+    write(useFace(doc, 'regular', 10).fillColor(COLORS.muted), s.placeholder, PAGE.margin + 10, y + 24, { lineBreak: false });
   }
   let right = PAGE.margin + CONTENT_WIDTH - 10;
   for (const badge of [...s.badges].reverse()) {
-    const labelWidth = doc.font('Helvetica').fontSize(7).widthOfString(badge.label.toUpperCase());
-    doc.font('Helvetica-Bold').fontSize(11);
-    const width = Math.max(doc.widthOfString(badge.value), labelWidth, 40) + 16;
+    const labelWidth = widthOf(useFace(doc, 'regular', 7), badge.label.toUpperCase());
+    const width = Math.max(widthOf(useFace(doc, 'bold', 11), badge.value), labelWidth, 40) + 16;
     const left = right - width;
     doc.save().roundedRect(left, y + 17, width, 20, 3).fill(badge.color).restore();
-    doc.fillColor('#ffffff').text(badge.value, left, y + 23, { width, align: 'center', lineBreak: false });
-    doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(badge.label.toUpperCase(), left, y + 7, { width, align: 'center', lineBreak: false });
+    write(doc.fillColor('#ffffff'), badge.value, left, y + 23, { width, align: 'center', lineBreak: false });
+    write(useFace(doc, 'regular', 7).fillColor(COLORS.muted), badge.label.toUpperCase(), left, y + 7, { width, align: 'center', lineBreak: false });
     right = left - 8;
   }
   doc.fillColor(COLORS.ink);
@@ -93,7 +90,7 @@ export function idStrip(doc: Pdf, s: { label: string; id: string | null; placeho
 export function sectionTitle(doc: Pdf, text: string): void {
   ensureSpace(doc, 48); // a title alone at the foot of a page helps nobody
   const y = doc.y;
-  doc.font('Helvetica-Bold').fontSize(9.5).fillColor(COLORS.band).text(text.toUpperCase(), PAGE.margin, y, { characterSpacing: 0.6, lineBreak: false });
+  write(useFace(doc, 'bold', 9.5).fillColor(COLORS.band), text.toUpperCase(), PAGE.margin, y, { characterSpacing: 0.6, lineBreak: false });
   const ruleY = y + 14;
   doc.save().moveTo(PAGE.margin, ruleY).lineTo(PAGE.margin + CONTENT_WIDTH, ruleY).lineWidth(0.7).strokeColor(COLORS.band).stroke().restore();
   doc.fillColor(COLORS.ink);
@@ -110,18 +107,18 @@ export function fieldGrid(doc: Pdf, fields: Field[], columns = 3): void {
   const valueWidth = colWidth - 12;
   for (let i = 0; i < fields.length; i += columns) {
     const row = fields.slice(i, i + columns);
-    doc.font('Helvetica').fontSize(9.5);
-    ensureSpace(doc, 10 + Math.max(12, ...row.map(([, value]) => (value === null ? 12 : doc.heightOfString(value || '—', { width: valueWidth })))));
+    useFace(doc, 'regular', 9.5);
+    ensureSpace(doc, 10 + Math.max(12, ...row.map(([, value]) => (value === null ? 12 : heightOf(doc, value || '—', { width: valueWidth })))));
     const y = doc.y;
     let bottom = y + 22;
     row.forEach(([label, value], c) => {
       const x = PAGE.margin + c * colWidth;
-      doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted).text(label.toUpperCase(), x, y, { width: valueWidth, lineBreak: false });
+      write(useFace(doc, 'regular', 7).fillColor(COLORS.muted), label.toUpperCase(), x, y, { width: valueWidth, lineBreak: false });
       if (value === null) {
         doc.save().moveTo(x, y + 20).lineTo(x + colWidth - 16, y + 20).lineWidth(0.5).strokeColor(COLORS.muted).stroke().restore();
         return;
       }
-      doc.font('Helvetica').fontSize(9.5).fillColor(COLORS.ink).text(value || '—', x, y + 10, { width: valueWidth });
+      write(useFace(doc, 'regular', 9.5).fillColor(COLORS.ink), value || '—', x, y + 10, { width: valueWidth });
       bottom = Math.max(bottom, doc.y);
     });
     doc.y = bottom + 7;
@@ -135,7 +132,7 @@ export interface Column {
   /** Share of the content width. */
   width: number;
   align?: 'left' | 'right' | 'center';
-  /** Codes read better monospaced and bold; everything else is Helvetica. */
+  /** Codes read better monospaced and bold; everything else is Noto Sans. */
   mono?: boolean;
   /** Detail rows are indented in this column, under their group's name. */
   nests?: boolean;
@@ -153,7 +150,7 @@ export interface Row {
 const CELL_PAD = 4;
 const ROW_PAD = 3;
 const rowFontSize = (row: Row) => (row.kind === 'detail' ? 8 : 9);
-const rowFont = (row: Row, column: Column) => (column.mono ? 'Courier-Bold' : row.bold || row.kind === 'group' ? 'Helvetica-Bold' : 'Helvetica');
+const rowFace = (row: Row, column: Column) => (column.mono ? 'mono' : row.bold || row.kind === 'group' ? 'bold' : 'regular');
 const NOTE_INDENT = 14;
 const NOTE_SIZE = 8;
 const NOTE_WIDTH = CONTENT_WIDTH - NOTE_INDENT - CELL_PAD;
@@ -163,8 +160,8 @@ const cellWidth = (row: Row, column: Column, width: number) => width - 2 * CELL_
 
 function rowHeight(doc: Pdf, row: Row, columns: Column[], widths: number[]): { cells: number; total: number } {
   const size = rowFontSize(row);
-  const cells = Math.max(...row.cells.map((text, i) => doc.font(rowFont(row, columns[i])).fontSize(size).heightOfString(text || ' ', { width: cellWidth(row, columns[i], widths[i]) })));
-  const note = row.note ? doc.font('Helvetica').fontSize(NOTE_SIZE).heightOfString(row.note, { width: NOTE_WIDTH }) + 2 : 0;
+  const cells = Math.max(...row.cells.map((text, i) => heightOf(useFace(doc, rowFace(row, columns[i]), size), text || ' ', { width: cellWidth(row, columns[i], widths[i]) })));
+  const note = row.note ? heightOf(useFace(doc, 'regular', NOTE_SIZE), row.note, { width: NOTE_WIDTH }) + 2 : 0;
   return { cells, total: cells + note + 2 * ROW_PAD };
 }
 
@@ -177,10 +174,10 @@ export function table(doc: Pdf, columns: Column[], rows: Row[], continuedCaption
   const drawHeader = () => {
     const y = doc.y;
     doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, 16).fill(COLORS.shade).restore();
-    doc.font('Helvetica-Bold').fontSize(7).fillColor(COLORS.muted);
+    useFace(doc, 'bold', 7).fillColor(COLORS.muted);
     let x = PAGE.margin;
     columns.forEach((c, i) => {
-      doc.text(c.header.toUpperCase(), x + CELL_PAD, y + 5, { width: widths[i] - 2 * CELL_PAD, align: c.align ?? 'left', lineBreak: false });
+      write(doc, c.header.toUpperCase(), x + CELL_PAD, y + 5, { width: widths[i] - 2 * CELL_PAD, align: c.align ?? 'left', lineBreak: false });
       x += widths[i];
     });
     doc.y = y + 18;
@@ -188,7 +185,7 @@ export function table(doc: Pdf, columns: Column[], rows: Row[], continuedCaption
   const newPage = () => {
     doc.addPage();
     if (continuedCaption) {
-      doc.font('Helvetica-Bold').fontSize(8).fillColor(COLORS.band).text(`${continuedCaption.toUpperCase()} (CONTINUED)`, PAGE.margin, doc.y, { lineBreak: false });
+      write(useFace(doc, 'bold', 8).fillColor(COLORS.band), `${continuedCaption.toUpperCase()} (CONTINUED)`, PAGE.margin, doc.y, { lineBreak: false });
       doc.y += 14;
     }
     drawHeader();
@@ -234,12 +231,12 @@ export function table(doc: Pdf, columns: Column[], rows: Row[], continuedCaption
 /** The longest run of whole words of `text` that fits `maxHeight` as a note, and the rest. */
 function splitWords(doc: Pdf, text: string, width: number, maxHeight: number): [string, string] {
   const words = text.split(' ');
-  doc.font('Helvetica').fontSize(NOTE_SIZE);
+  useFace(doc, 'regular', NOTE_SIZE);
   let fits = 0;
   let tooMany = words.length + 1;
   while (tooMany - fits > 1) {
     const mid = Math.floor((fits + tooMany) / 2);
-    if (doc.heightOfString(words.slice(0, mid).join(' '), { width }) <= maxHeight) fits = mid;
+    if (heightOf(doc, words.slice(0, mid).join(' '), { width }) <= maxHeight) fits = mid;
     else tooMany = mid;
   }
   return [words.slice(0, fits).join(' '), words.slice(fits).join(' ')];
@@ -259,13 +256,11 @@ function drawRow(doc: Pdf, row: Row, columns: Column[], widths: number[], cellsH
   let x = PAGE.margin;
   row.cells.forEach((text, i) => {
     const column = columns[i];
-    const top = column.mono ? y + monoShift(size) : y;
-    doc.font(rowFont(row, column)).fontSize(size).fillColor(color);
-    doc.text(text || '', x + CELL_PAD + indentOf(row, column), top, { width: cellWidth(row, column, widths[i]), align: column.align ?? 'left' });
+    write(useFace(doc, rowFace(row, column), size).fillColor(color), text || '', x + CELL_PAD + indentOf(row, column), y, { width: cellWidth(row, column, widths[i]), align: column.align ?? 'left' });
     x += widths[i];
   });
   if (row.note) {
-    doc.font('Helvetica').fontSize(NOTE_SIZE).fillColor(COLORS.ink).text(row.note, PAGE.margin + NOTE_INDENT, y + cellsHeight + 2, { width: NOTE_WIDTH });
+    write(useFace(doc, 'regular', NOTE_SIZE).fillColor(COLORS.ink), row.note, PAGE.margin + NOTE_INDENT, y + cellsHeight + 2, { width: NOTE_WIDTH });
   }
   const ruleY = doc.y = y - ROW_PAD + total;
   // Markers under a test read as one block: only the block gets a rule below it.
@@ -276,13 +271,13 @@ function drawRow(doc: Pdf, row: Row, columns: Column[], widths: number[], cellsH
 
 /** A shaded box with a coloured edge and a bold title: the overall interpretation, the attestation. */
 export function banner(doc: Pdf, title: string, text: string, color: string): void {
-  const textHeight = doc.font('Helvetica').fontSize(8.5).heightOfString(text, { width: CONTENT_WIDTH - 24 });
+  const textHeight = heightOf(useFace(doc, 'regular', 8.5), text, { width: CONTENT_WIDTH - 24 });
   const height = textHeight + 26;
   ensureSpace(doc, height + 10);
   const y = doc.y;
   doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, height).fill(COLORS.shade).rect(PAGE.margin, y, 4, height).fill(color).restore();
-  doc.font('Helvetica-Bold').fontSize(10).fillColor(color).text(title, PAGE.margin + 14, y + 7, { width: CONTENT_WIDTH - 24, lineBreak: false });
-  doc.font('Helvetica').fontSize(8.5).fillColor(COLORS.ink).text(text, PAGE.margin + 14, y + 20, { width: CONTENT_WIDTH - 24 });
+  write(useFace(doc, 'bold', 10).fillColor(color), title, PAGE.margin + 14, y + 7, { width: CONTENT_WIDTH - 24, lineBreak: false });
+  write(useFace(doc, 'regular', 8.5).fillColor(COLORS.ink), text, PAGE.margin + 14, y + 20, { width: CONTENT_WIDTH - 24 });
   doc.x = PAGE.margin;
   doc.y = y + height + 12;
 }
@@ -291,12 +286,12 @@ export function ensureSpace(doc: Pdf, needed: number): void {
   if (doc.y + needed > CONTENT_BOTTOM) doc.addPage();
 }
 
-/** Shortens `text` with an ellipsis until it fits `width` in the current font. */
+/** Shortens `text` with an ellipsis until it fits `width` in the current face. */
 export function fit(doc: Pdf, text: string, width: number): string {
-  if (doc.widthOfString(text) <= width) return text;
-  let cut = text;
-  while (cut.length > 1 && doc.widthOfString(`${cut}…`) > width) cut = cut.slice(0, -1);
-  return `${cut.trimEnd()}…`;
+  if (widthOf(doc, text) <= width) return text;
+  let cut = [...text];
+  while (cut.length > 1 && widthOf(doc, `${cut.join('')}…`) > width) cut = cut.slice(0, -1);
+  return `${cut.join('').trimEnd()}…`;
 }
 
 /** Up to two lines of identification on the left of every page, "Page x of y" on the right. */
@@ -309,10 +304,10 @@ export function footer(doc: Pdf, lines: string[]): void {
     // Text below the bottom margin would make pdfkit start a page: lift the margin while drawing the footer.
     const bottom = doc.page.margins.bottom;
     doc.page.margins.bottom = 0;
-    doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted);
-    lines.slice(0, 2).forEach((line, n) => doc.text(fit(doc, line, CONTENT_WIDTH * 0.8), PAGE.margin, top + n * 10, { lineBreak: false }));
-    doc.font('Helvetica-Bold').fontSize(8).fillColor(COLORS.ink);
-    doc.text(`Page ${i - range.start + 1} of ${range.count}`, PAGE.margin + CONTENT_WIDTH * 0.8, top, { width: CONTENT_WIDTH * 0.2, align: 'right', lineBreak: false });
+    useFace(doc, 'regular', 7).fillColor(COLORS.muted);
+    lines.slice(0, 2).forEach((line, n) => write(doc, fit(doc, line, CONTENT_WIDTH * 0.8), PAGE.margin, top + n * 10, { lineBreak: false }));
+    useFace(doc, 'bold', 8).fillColor(COLORS.ink);
+    write(doc, `Page ${i - range.start + 1} of ${range.count}`, PAGE.margin + CONTENT_WIDTH * 0.8, top, { width: CONTENT_WIDTH * 0.2, align: 'right', lineBreak: false });
     doc.page.margins.bottom = bottom;
   }
   doc.fillColor(COLORS.ink);

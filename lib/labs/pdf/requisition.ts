@@ -1,4 +1,5 @@
-import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, footer, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Pdf } from './layout';
+import { useFace, write } from './fonts';
+import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, fit, footer, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Pdf } from './layout';
 
 export interface PdfAddress {
   first_line: string;
@@ -139,10 +140,10 @@ function attestation(doc: Pdf, r: RequisitionDocument): void {
   const dateLeft = PAGE.margin + signatureWidth + 30;
   doc.save().moveTo(PAGE.margin, lineY).lineTo(PAGE.margin + signatureWidth, lineY).moveTo(dateLeft, lineY).lineTo(PAGE.margin + CONTENT_WIDTH, lineY);
   doc.lineWidth(0.6).strokeColor(COLORS.ink).stroke().restore();
-  doc.font('Helvetica').fontSize(7).fillColor(COLORS.muted);
+  useFace(doc, 'regular', 7).fillColor(COLORS.muted);
   const signatureLabel = r.physician ? `Ordering physician signature: ${r.physician.first_name} ${r.physician.last_name}, NPI ${r.physician.npi}` : `Authorised signature, ${r.orderingOrganisation}`;
-  doc.text(signatureLabel, PAGE.margin, lineY + 4, { lineBreak: false });
-  doc.text('Date', dateLeft, lineY + 4, { lineBreak: false });
+  write(doc, fit(doc, signatureLabel, signatureWidth), PAGE.margin, lineY + 4, { lineBreak: false });
+  write(doc, 'Date', dateLeft, lineY + 4, { lineBreak: false });
   doc.fillColor(COLORS.ink);
   doc.x = PAGE.margin;
   doc.y = lineY + 16;

@@ -1,3 +1,4 @@
+import { heightOf, useFace, widthOf, write } from './fonts';
 import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, footer, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Column, type Pdf, type Row } from './layout';
 
 export interface ResultsDocument {
@@ -55,7 +56,7 @@ const COLUMNS: Column[] = [
 const RESULT_COLUMN = 1;
 
 const isComment = (doc: Pdf, r: Result) =>
-  r.result.includes('\n') || doc.font('Helvetica-Bold').fontSize(9).widthOfString(r.result) > COLUMNS[RESULT_COLUMN].width * CONTENT_WIDTH - 8;
+  r.result.includes('\n') || widthOf(useFace(doc, 'bold', 9), r.result) > COLUMNS[RESULT_COLUMN].width * CONTENT_WIDTH - 8;
 
 /**
  * One table row per result. A result too long for its cell (a culture report, a pathologist's comment) is
@@ -135,9 +136,9 @@ export function renderResultsPdf(r: ResultsDocument): Promise<Buffer> {
   const closing =
     `Performed by ${r.lab.name}, ${r.lab.address} (CLIA ${r.lab.clia}). Reference ranges are the performing laboratory's. ` +
     'Flags: H high, L low, A abnormal; HH, LL and AA are critical values.';
-  doc.font('Helvetica').fontSize(7.5);
-  ensureSpace(doc, doc.heightOfString(closing, { width: CONTENT_WIDTH }) + 4);
-  doc.fillColor(COLORS.muted).text(closing, PAGE.margin, doc.y, { width: CONTENT_WIDTH });
+  useFace(doc, 'regular', 7.5);
+  ensureSpace(doc, heightOf(doc, closing, { width: CONTENT_WIDTH }) + 4);
+  write(doc.fillColor(COLORS.muted), closing, PAGE.margin, doc.y, { width: CONTENT_WIDTH });
   // Every page names the patient, as pages of a report get separated; an erased patient is said so, not dashed.
   const patientLine = r.patient.name === ERASED ? 'Patient details erased' : `Patient ${r.patient.name} · DOB ${r.patient.dob}`;
   footer(doc, [`Specimen ${r.specimenNumber} · order ${r.orderId}`, `${patientLine} · generated ${formatDateTime(r.generatedAt)}`]);
