@@ -325,4 +325,18 @@ describe('sign-in links and sessions (API)', () => {
     expect(new Set(attempts.map((a) => a.event_id))).toEqual(new Set([sleepEventId]));
     expect(new Set(attempts.map((a) => a.webhook_id))).toEqual(new Set([hookId, pipelineId]));
   });
+
+  test("a user's events when they are few among many (read off the user's index, not the walk) are exactly theirs", async () => {
+    const others = Array.from({ length: 60 }, () => randomUUID());
+    await Promise.all(others.map((userId) => publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'provider.connection.created', data: {}, userId, clientUserId: null })));
+    const byUser = await mgmt.get(`${teamPath}/webhook/events?user_id=${USER_B}&limit=1`);
+    expect(byUser.body.data.map((e: { id: string }) => e.id)).toEqual([sleepEventId]);
+    expect(byUser.body.next_cursor).toBeNull();
+    // Paged by the cursor on that path too: the first of USER_A's events, then the rest.
+    const first = (await mgmt.get(`${teamPath}/webhook/events?user_id=${USER_A}&limit=1`)).body;
+    expect(first.data).toHaveLength(1);
+    const rest = (await mgmt.get(`${teamPath}/webhook/events?user_id=${USER_A}&limit=10&next_cursor=${first.next_cursor}`)).body;
+    expect([...first.data, ...rest.data].map((e: { user_id: string }) => e.user_id)).toEqual(Array(1 + rest.data.length).fill(USER_A));
+    expect(rest.data.length).toBeGreaterThanOrEqual(2); // steps, the order update (and the window test's event)
+  });
 });

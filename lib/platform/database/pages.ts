@@ -49,7 +49,7 @@ export function pageQuery<T extends { _id: string }>(coll: Collection<T>, filter
 }
 
 /** A list whose matches are at least this share of its collection walks the `_id` index (see `walksIdIndex`). */
-const DENSE_SHARE = 0.05;
+export const DENSE_SHARE = 0.05;
 
 /**
  * Whether a page of `matches` documents in `_id` order should be read by walking the `_id` index in order,
