@@ -119,6 +119,33 @@ export const RegisterTestkitBody = Type.Object(
 );
 export type RegisterTestkitBody = Static<typeof RegisterTestkitBody>;
 
+/** Where an unregistered kit ships (the reference's ShippingAddressWithValidation). */
+export const ShippingAddressBody = Type.Object(
+  {
+    receiver_name: Type.String({ minLength: 1, maxLength: 100 }),
+    first_line: Type.String({ minLength: 1, maxLength: 100 }),
+    second_line: Type.Optional(Nullable(Type.String({ maxLength: 100 }))),
+    city: addressFields.city,
+    state: addressFields.state,
+    zip: addressFields.zip,
+    country: addressFields.country,
+    phone_number: Type.String({ pattern: '^\\+[1-9]\\d{6,14}$', description: 'E.164, e.g. +14155552671.' }),
+  },
+  { additionalProperties: false },
+);
+
+export const UnregisteredTestkitBody = Type.Object(
+  {
+    user_id: Uuid('A user of your team: who the kit is ordered for. Registration may bind it to another user of the team.'),
+    lab_test_id: Type.String({ minLength: 1, description: 'An active test-kit test.' }),
+    shipping_details: ShippingAddressBody,
+    passthrough: Type.Optional(Nullable(Type.String({ maxLength: 2000, description: 'Your own string, returned on the order as given.' }))),
+    lab_account_id: Type.Optional(Nullable(Type.String({ maxLength: 100, description: 'Accepted for compatibility; this deployment has one lab account.' }))),
+  },
+  { additionalProperties: false },
+);
+export type UnregisteredTestkitBody = Static<typeof UnregisteredTestkitBody>;
+
 export const PatchOrderBody = Type.Object(
   { activate_by: Nullable(DateString('New activation date (today or later), or null to dispatch at once.')) },
   { additionalProperties: false },
@@ -160,6 +187,16 @@ export const ListOrdersQuery = Type.Object(
     order_direction: StringEnum(['asc', 'desc'] as const, { default: 'desc' }),
     order_type: Type.Optional(Type.Array(StringEnum(COLLECTION_METHODS), { description: 'Collection methods.' })),
     is_critical: Type.Optional(Type.Boolean({ description: 'true: only orders with a critical interpretation.' })),
+    search_input: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: "An order id, sample id or user id (exact), or the patient's name: orders whose name has every word of it (case and accents aside).",
+      }),
+    ),
+    patient_name: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 200, description: "Orders whose patient's first and last names hold every word of this (case and accents aside; whole words)." }),
+    ),
   },
   { additionalProperties: true },
 );

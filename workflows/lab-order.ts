@@ -4,6 +4,7 @@ import {
   condition,
   defineQuery,
   defineUpdate,
+  patched,
   proxyLocalActivities,
   setHandler,
   upsertSearchAttributes,
@@ -47,11 +48,16 @@ export interface LabOrderInput {
   storeGraceMs?: number;
 }
 
+/**
+ * The lab's updates up to `finalStatus`: the sandbox's simulation, or a real lab's results (HL7 intake), which
+ * the api stored as `reportId` and rated (`interpretation`) by the same rules the results are stored with.
+ */
 export interface SimulationRequest {
   finalStatus: string;
   delaySeconds: number;
   interpretation: 'normal' | 'abnormal' | 'critical';
   hasMissingResults: boolean;
+  reportId?: string;
 }
 
 const refuse = (message: string) => ApplicationFailure.create({ type: LAB_ORDER_REFUSED, message, nonRetryable: true });
@@ -61,6 +67,12 @@ export const rescheduleOrderUpdate = defineUpdate<{ activate_by: string | null }
 export const cancelOrderUpdate = defineUpdate<{ status: string }, []>('cancelOrder');
 /** Sandbox lab: walk the order to `finalStatus` through the realistic intermediate statuses. */
 export const simulateOrderUpdate = defineUpdate<{ course: string[] }, [SimulationRequest]>('simulateOrder');
+/**
+ * POST /v3/order/testkit/register of an unregistered kit: the api has bound the patient to the order (a conditional
+ * write); the workflow accepts the registration once, while the kit awaits it, and moves the order on. Carries the
+ * user id only: patient data stays out of workflow payloads.
+ */
+export const registerTestkitUpdate = defineUpdate<{ status: string }, [{ userId: string; registrationId: string }]>('registerTestkit');
 /** User erasure: the order's owner removes the patient data and stops (no more events about the user). */
 export const erasePatientDataUpdate = defineUpdate<{ erased: true }, []>('erasePatientData');
 export const labOrderStatusQuery = defineQuery<string>('labOrderStatus');
@@ -96,6 +108,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   let erasureRequested = false;
   let erased = false;
   let cancelRecorded = false;
+  let registrationRequested: string | null = null;
+  let registrationRecorded = false;
   const labUpdates: { status: string; delayMs: number; simulation: SimulationRequest }[] = [];
 
   // One write at a time, in the order the workflow decided them: each appends the next event id to the order's
@@ -190,6 +204,24 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
       return { erased: true as const };
     },
   );
+  setHandler(
+    registerTestkitUpdate,
+    async ({ userId, registrationId }) => {
+      registrationRequested = registrationId;
+      upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.userId, value: userId }]);
+      await condition(() => registrationRecorded || waitingOnSomething()); // the caller reads the registered order next
+      return { status: dottedStatus(method, low) };
+    },
+    {
+      validator: ({ registrationId }) => {
+        if (registrationRequested === registrationId) return; // a retried registration joins the first
+        if (registrationRequested) throw refuse('This kit is already registered.');
+        if (low !== 'awaiting_registration' || cancelRequested || erasureRequested) {
+          throw refuse(`The kit cannot be registered: its order is ${dottedStatus(method, cancelRequested ? 'cancelled' : low)}.`);
+        }
+      },
+    },
+  );
   const plannedCourse = (request: SimulationRequest) => {
     const final = lowLevelFromFinalStatus(method, request.finalStatus);
     // A course starts where the last planned update leaves the order (none are queued when accepted).
@@ -219,6 +251,19 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   }
   for (const eventId of laterEvents) {
     await serialized(() => writes.publishOrderEvent({ orderId, eventId }));
+  }
+
+  // An unregistered kit (POST /v3/order/testkit) ships now and waits in awaiting_registration, without a requisition,
+  // until it is registered (then requisition_created and testkit_registered, as a kit registered at once), cancelled
+  // or erased.
+  if (low === 'awaiting_registration' && patched('unregistered-testkit')) {
+    await serialized(() => writes.dispatchOrderToLab({ orderId }));
+    await condition(() => registrationRequested !== null || waitingOnSomething());
+    if (!waitingOnSomething()) {
+      await record('requisition_created');
+      await record('testkit_registered');
+    }
+    registrationRecorded = true;
   }
 
   // Scheduled activation: wait for activate_by (00:00 UTC of that date) unless rescheduled, cleared or cancelled.
@@ -269,4 +314,25 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   // Let update handlers that are waiting on this outcome return before the run closes.
   await condition(() => true);
   return { final: dottedStatus(method, low) };
+}
+
+export interface LabOrderCorrectionInput {
+  orderId: string;
+  method: CollectionMethod;
+  /** The order's last event id (its workflow has ended: nothing else appends). */
+  lastEventId: number;
+  results: SimulationRequest;
+}
+
+/**
+ * A lab's correction of an order whose workflow has ended (completed or corrected): a short run under the same
+ * workflow id (so still one owner at a time) that records `corrected` with the corrected results through the
+ * same activity as the main run, and raises labtest.result.critical when they are critical.
+ */
+export async function labOrderCorrectionWorkflow(input: LabOrderCorrectionInput): Promise<{ final: string }> {
+  const status = dottedStatus(input.method, 'corrected');
+  await writes.recordOrderEvent({ orderId: input.orderId, eventId: input.lastEventId + 1, status, statusDetail: null, results: input.results });
+  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderStatus, value: 'corrected' }]);
+  if (input.results.interpretation === 'critical') await writes.publishCriticalResult({ orderId: input.orderId });
+  return { final: status };
 }

@@ -22,10 +22,12 @@ import {
   SimulateOrderBody,
   SimulateOrderQuery,
   SimulationResponse,
+  UnregisteredTestkitBody,
 } from '../../schemas/lab-order';
 import { dottedStatus } from '../../lib/labs/statuses';
 import { defineRoute, type Reply } from '../route';
-import { createOrder, orderRedraw, registerTestkit } from '../../lib/labs/order-creation';
+import type { AppDeps } from '../deps';
+import { createOrder, orderRedraw, orderUnregisteredTestkit, registerTestkit } from '../../lib/labs/order-creation';
 import {
   cancelOrder,
   findOrder,
@@ -51,6 +53,14 @@ const dateBound = (value: string | undefined, endOfDay: boolean, field: string):
   if (Number.isNaN(d.getTime())) throw ValidationError.field(['query', field], `'${value}' is not a date (YYYY-mm-dd) or ISO 8601 date-time.`, 'datetime_parsing');
   return d;
 };
+
+/** `patient_name` as the blind index's tokens (blind-index.ts); a name without letters is a 422. */
+async function patientNameTokens(deps: AppDeps, teamId: string, name: string | undefined): Promise<string[] | undefined> {
+  if (name === undefined) return undefined;
+  const tokens = await deps.repos.labOrders.names.searchTokens(teamId, name);
+  if (!tokens.length) throw ValidationError.field(['query', 'patient_name'], `'${name}' holds no name (letters).`, 'value_error.patient_name');
+  return tokens;
+}
 
 /** Where the next page of `GET /v3/orders` starts, and the count the first page made. */
 type OrderListCursor = { after: string; total: number; page: number };
@@ -79,12 +89,36 @@ export const labOrderRoutes = [
     },
   }),
   defineRoute({
+    operationId: 'createUnregisteredTestkitOrder',
+    method: 'post',
+    path: '/v3/order/testkit',
+    summary: 'Order an unregistered test kit',
+    description:
+      'Ships a test kit to `shipping_details` without a patient: the order waits in `received.testkit.awaiting_registration` (no requisition, ' +
+      'no results) until `POST /v3/order/testkit/register` names its `sample_id` (the kit\'s barcode, on the order), which binds the patient ' +
+      '(and its `user_id`) to this order; it then moves on to `received.testkit.testkit_registered` as any registered kit. ' +
+      'Webhooks as for other orders. `X-Idempotency-Key` as on POST /v3/order.',
+    tags,
+    auth: 'team',
+    body: UnregisteredTestkitBody,
+    responses: {
+      200: { description: 'The new order', schema: PostOrderResponse },
+      400: { description: 'The idempotency key was used with another body', schema: ErrorDetail },
+      409: { description: 'A request with the same idempotency key is in progress', schema: ErrorDetail },
+      422: errors[422],
+    },
+    async handler({ body, auth, deps, ctx, requestId }) {
+      return idempotentReply(await orderUnregisteredTestkit(deps, auth.teamId, body, ctx.get('x-idempotency-key') || undefined, requestId));
+    },
+  }),
+  defineRoute({
     operationId: 'registerTestkit',
     method: 'post',
     path: '/v3/order/testkit/register',
     summary: 'Register a test kit',
     description:
       'Registers the kit with barcode `sample_id` to a user: the new order\'s events run up to `received.testkit.testkit_registered`. ' +
+      'A kit ordered with POST /v3/order/testkit (awaiting registration) gets this patient on its own order instead. ' +
       'A sample_id can be registered once (also when two registrations race). The street / street_number address form is accepted.',
     tags,
     auth: 'team',
@@ -105,7 +139,9 @@ export const labOrderRoutes = [
     summary: 'List orders',
     description:
       'Your team\'s orders, newest first, from the order store (not Temporal). Filters: user_id, status (low-level, repeatable), ' +
-      'interpretation, order_activation_types (current | scheduled), start_date / end_date (created), order_ids, order_transaction_id. ' +
+      'interpretation, order_activation_types (current | scheduled), start_date / end_date (created), order_ids, order_transaction_id, ' +
+      'patient_name (every word of it, whole words, case and accents aside), search_input (an order, sample or user id, or the patient\'s name). ' +
+      'Names are encrypted at rest: they are matched through a keyed blind index of their words (README "Lab testing"). ' +
       'Pages by `page`/`size`, or follow `next_cursor`. Orders are listed in id order, which is creation order: ids are time-ordered ' +
       'UUIDs (v7); orders that earlier versions stored with random (v4) ids keep them and sort among the others by id.',
     tags,
@@ -129,10 +165,15 @@ export const labOrderRoutes = [
           createdTo: dateBound(query.end_date, true, 'end_date'),
           orderIds: query.order_ids,
           orderTransactionId: query.order_transaction_id,
+          patientNameTokens: await patientNameTokens(deps, auth.teamId, query.patient_name),
+          search: query.search_input === undefined ? undefined : { text: query.search_input, nameTokens: await deps.repos.labOrders.names.searchTokens(auth.teamId, query.search_input) },
           direction: query.order_direction === 'asc' ? 1 : -1,
         },
         // The spec's `page` skips along the index; a cursor starts right after its order and reuses the first count.
-        cursor
+        // A search_input list (few matches, sorted in memory) pages by skip, its cursor too.
+        cursor && query.search_input !== undefined
+          ? { skip: (page - 1) * query.size, size: query.size, countTotal: false, knownTotal: cursor.total }
+          : cursor
           ? { after: cursor.after, skip: 0, size: query.size, countTotal: false, knownTotal: cursor.total }
           : { skip: (query.page - 1) * query.size, size: query.size, countTotal: true },
       );

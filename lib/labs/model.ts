@@ -125,6 +125,10 @@ export interface LabOrderDoc {
   updated_at: Date;
   /** Set when the user's patient data was erased (user deletion). */
   patient_data_erased_at?: Date;
+  /** The customer's own string, returned as given (`POST /v3/order/testkit`). */
+  passthrough?: string | null;
+  /** An unregistered kit's order: the registration bound to it (lib/labs/orders-store.ts `bindRegistration`). */
+  registration_id?: string | null;
 }
 
 /** Lab results of one order (`_id` = order id), written by the order workflow. */

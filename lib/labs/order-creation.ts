@@ -1,16 +1,17 @@
-import { ApiError, badRequest } from '../platform/errors';
+import { ApiError, badRequest, ValidationError } from '../platform/errors';
 import { timeOrderedNameBasedUuid } from '../platform/keys';
-import type { CreateOrderBody, RegisterTestkitBody } from '../../schemas/lab-order';
+import type { CreateOrderBody, RegisterTestkitBody, UnregisteredTestkitBody } from '../../schemas/lab-order';
 import type { AppDeps } from '../../api/deps';
 import type { LabOrderDoc } from './model';
-import { orderFromCreateRequest, orderFromRegistration, redrawRequest } from './order-requests';
+import { orderFromCreateRequest, orderFromRegistration, orderFromUnregisteredTestkit, redrawRequest } from './order-requests';
 import { REDRAWABLE } from './statuses';
-import { findOrder, newSampleId, orderViews, startAndStoreOrder, withIdempotencyKey, type IdempotentOutcome } from './workflow-client';
+import { acceptKitRegistration, findOrder, newSampleId, orderViews, startAndStoreOrder, withIdempotencyKey, type IdempotentOutcome } from './workflow-client';
 
 /**
- * New orders: `POST /v3/order`, `POST /v3/order/testkit/register` and a redraw. Each builds the order document from
- * the request (order-requests.ts: the rules, 422s), starts its workflow and stores it (workflow-client.ts), and
- * answers with the order as the API shows it; the first two are idempotent by `X-Idempotency-Key`.
+ * New orders: `POST /v3/order`, `POST /v3/order/testkit` (a kit not yet registered), `POST /v3/order/testkit/register`
+ * and a redraw. Each builds the order document from the request (order-requests.ts: the rules, 422s), starts its
+ * workflow and stores it (workflow-client.ts), and answers with the order as the API shows it; all but the redraw
+ * are idempotent by `X-Idempotency-Key`. Registering the kit of an unregistered order binds the patient to it.
  */
 
 /** Stores a new order under its workflow; a clashing generated sample id (1 in 10^10) gets a new one. */
@@ -30,15 +31,54 @@ export function createOrder(deps: AppDeps, teamId: string, body: CreateOrderBody
   });
 }
 
+export function orderUnregisteredTestkit(deps: AppDeps, teamId: string, body: UnregisteredTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+  return withIdempotencyKey(deps, teamId, 'POST /v3/order/testkit', idempotencyKey, body, async (orderId) => {
+    const doc = await storeNewOrder(deps, (sampleId) => orderFromUnregisteredTestkit(deps, teamId, body, orderId, sampleId), requestId);
+    return { status: 200, body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Order created successfully' } };
+  });
+}
+
 export function registerTestkit(deps: AppDeps, teamId: string, body: RegisterTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
   return withIdempotencyKey(deps, teamId, 'POST /v3/order/testkit/register', idempotencyKey, body, async (orderId) => {
     const doc = await orderFromRegistration(deps, teamId, body, orderId);
+    // A kit ordered unregistered (POST /v3/order/testkit) has its order: the registration binds to it.
+    const kit = await deps.repos.labOrders.findBySample(teamId, body.sample_id);
+    if (kit && (kit.low_level_status === 'awaiting_registration' || kit.registration_id === orderId)) {
+      const bound = await bindKitRegistration(deps, kit, doc, body.lab_test_id, orderId);
+      return { status: 200, body: { order: await orderViews(deps).present(bound), status: 'success', message: 'Test kit registered successfully' } };
+    }
     const stored = await startAndStoreOrder(deps, doc, requestId);
     if (!('stored' in stored)) {
       throw badRequest(`sample_id '${body.sample_id}' is already registered${stored.sample_taken ? ` (order ${stored.sample_taken._id})` : ''}; each kit can be registered once.`);
     }
     return { status: 200, body: { order: await orderViews(deps).present(stored.stored), status: 'success', message: 'Test kit registered successfully' } };
   });
+}
+
+/**
+ * Binds a registration to an unregistered kit's order: writes the patient onto the order (one conditional write,
+ * which settles racing registrations), then has the order's workflow accept it (an Update; it refuses when the
+ * order was cancelled meanwhile, and then the patient is taken off again). `registrationId` is the request's
+ * resource id, the same for a retry under one X-Idempotency-Key, which resumes where the first attempt stopped.
+ */
+async function bindKitRegistration(deps: AppDeps, kit: LabOrderDoc, registration: LabOrderDoc, labTestId: string | undefined, registrationId: string): Promise<LabOrderDoc> {
+  const orders = deps.repos.labOrders;
+  if (kit.registration_id === registrationId && kit.low_level_status !== 'awaiting_registration') return kit; // done before
+  if (labTestId && !kit.lab_test_ids.includes(labTestId)) {
+    throw ValidationError.field(['body', 'lab_test_id'], `Kit '${kit.sample_id}' is for lab test '${kit.lab_test.id}', not '${labTestId}'; leave lab_test_id out.`, 'value_error.lab_test_id');
+  }
+  const { user_id, patient_details, patient_address, physician, consents, health_insurance_id } = registration;
+  if (!(await orders.bindRegistration(kit, registrationId, { user_id, patient_details, patient_address, physician, consents, health_insurance_id }))) {
+    throw badRequest(`sample_id '${kit.sample_id}' is already registered (order ${kit._id}); each kit can be registered once.`);
+  }
+  try {
+    const { status } = await acceptKitRegistration(deps, kit, user_id, registrationId);
+    if (!status.endsWith('.testkit_registered')) throw badRequest(`The kit cannot be registered: its order is ${status}.`);
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 400) await orders.releaseRegistration(kit, registrationId);
+    throw err;
+  }
+  return (await orders.findById(kit._id))!;
 }
 
 /** After a sample failure: a new order in the same order transaction (at most one per transaction). */

@@ -4,7 +4,7 @@ import { findLabTest, type AnyLabTest } from './catalogue-view';
 import { countryName } from './order-view';
 import type { AddressDoc, LabOrderDoc, OrderEventDoc } from './model';
 import { todayUtc } from '../platform/time';
-import type { CreateOrderBody, RegisterTestkitBody } from '../../schemas/lab-order';
+import type { CreateOrderBody, RegisterTestkitBody, UnregisteredTestkitBody } from '../../schemas/lab-order';
 import type { FieldError } from '../../schemas/validator';
 import { dottedStatus, highLevelOf, type CollectionMethod } from './statuses';
 import type { AppDeps } from '../../api/deps';
@@ -21,10 +21,13 @@ function checkPatient(body: Pick<CreateOrderBody, 'patient_details' | 'patient_a
   const dob = body.patient_details.dob;
   if (dob > today) errors.push({ loc: ['body', 'patient_details', 'dob'], msg: `dob ${dob} is in the future.`, type: 'value_error.date_in_future' });
   else if (dob < OLDEST_DOB) errors.push({ loc: ['body', 'patient_details', 'dob'], msg: `dob ${dob} is before ${OLDEST_DOB}; check the date.`, type: 'value_error.date' });
-  const country = body.patient_address.country.toUpperCase();
-  const name = countryName(country);
-  if (name === country || /unknown/i.test(name)) {
-    errors.push({ loc: ['body', 'patient_address', 'country'], msg: `'${body.patient_address.country}' is not an ISO 3166-1 alpha-2 country code (e.g. US).`, type: 'value_error.country' });
+  checkCountry(body.patient_address.country, ['body', 'patient_address', 'country'], errors);
+}
+
+function checkCountry(code: string, loc: string[], errors: FieldError[]) {
+  const name = countryName(code.toUpperCase());
+  if (name === code.toUpperCase() || /unknown/i.test(name)) {
+    errors.push({ loc, msg: `'${code}' is not an ISO 3166-1 alpha-2 country code (e.g. US).`, type: 'value_error.country' });
   }
 }
 
@@ -148,12 +151,9 @@ export async function orderFromRegistration(deps: AppDeps, teamId: string, body:
     errors.push({ loc: ['body', 'patient_address', 'first_line'], msg: 'Field required: first_line (or street with street_number).', type: 'missing' });
   }
   const testId = body.lab_test_id ?? deps.labCatalogue.labTests.find((t) => t.method === 'testkit' && t.status === 'active')?.id;
-  const tests = testId ? await resolveTests(deps, teamId, [testId], ['body', 'lab_test_id'], errors) : [];
+  const tests = testId ? await resolveKitTest(deps, teamId, testId, errors) : [];
   if (!tests.length && !errors.some((e) => e.loc[1] === 'lab_test_id')) {
     errors.push({ loc: ['body', 'lab_test_id'], msg: 'No test-kit test to register the kit to; name one in lab_test_id.', type: 'missing' });
-  }
-  if (tests.length && tests[0].method !== 'testkit') {
-    errors.push({ loc: ['body', 'lab_test_id'], msg: `Lab test '${testId}' is a ${tests[0].method} test; only test kits are registered.`, type: 'value_error.lab_test_method' });
   }
   if (errors.length) throw new ValidationError(errors);
   const now = new Date();
@@ -173,12 +173,57 @@ export async function orderFromRegistration(deps: AppDeps, teamId: string, body:
     health_insurance_id: body.health_insurance_id ?? null,
     notes: null,
     clinical_notes: null,
+    ...initialOrderFields(),
+  };
+}
+
+/** The one test of a kit order: an active test-kit test (422 at `lab_test_id` otherwise). */
+async function resolveKitTest(deps: AppDeps, teamId: string, testId: string, errors: FieldError[]): Promise<AnyLabTest[]> {
+  const tests = await resolveTests(deps, teamId, [testId], ['body', 'lab_test_id'], errors);
+  if (tests.length && tests[0].method !== 'testkit') {
+    errors.push({ loc: ['body', 'lab_test_id'], msg: `Lab test '${testId}' is a ${tests[0].method} test; only test-kit tests are allowed here.`, type: 'value_error.lab_test_method' });
+  }
+  return tests;
+}
+
+/**
+ * POST /v3/order/testkit: a kit ordered without a patient (reference: "registrable testkit"). Its events run to
+ * awaiting_registration; its workflow ships it and waits for `POST /v3/order/testkit/register` with its sample id.
+ */
+export async function orderFromUnregisteredTestkit(deps: AppDeps, teamId: string, body: UnregisteredTestkitBody, orderId: string, sampleId: string): Promise<LabOrderDoc> {
+  const errors: FieldError[] = [];
+  await checkUser(deps, teamId, body.user_id, errors);
+  checkCountry(body.shipping_details.country, ['body', 'shipping_details', 'country'], errors);
+  const tests = await resolveKitTest(deps, teamId, body.lab_test_id, errors);
+  if (errors.length) throw new ValidationError(errors);
+  const now = new Date();
+  const s = body.shipping_details;
+  const shipping = addressDoc({ ...s, second_line: s.second_line ?? null }, s.receiver_name, s.phone_number);
+  return {
+    ...baseDoc(teamId, orderId, tests, now),
+    ...unboundPatient(),
+    user_id: body.user_id,
+    ...events('testkit', ['ordered', 'awaiting_registration'], now),
+    shipping_details: shipping,
+    sample_id: sampleId,
+    passthrough: body.passthrough ?? null,
+    registration_id: null,
+    ...initialOrderFields(),
+  };
+}
+
+/** What an order without a patient holds of one (an unregistered kit). */
+const unboundPatient = () => ({ patient_details: null, patient_address: null, physician: null, consents: [], health_insurance_id: null, notes: null, clinical_notes: null });
+
+/** The fields every new initial order (not a redraw) created at once (no activate_by) starts with. */
+function initialOrderFields() {
+  return {
     activate_by: null,
     created_with_activate_by: false,
     priority: false,
     billing_type: 'client_bill',
     has_abn: false,
-    origin: 'initial',
+    origin: 'initial' as const,
     parent_id: null,
     order_transaction_id: randomUUID(),
     interpretation: null,

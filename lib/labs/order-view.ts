@@ -122,7 +122,7 @@ export class OrderViews {
       priority: doc.priority,
       shipping_details: address(doc.shipping_details),
       activate_by: doc.activate_by,
-      passthrough: null,
+      passthrough: doc.passthrough ?? null,
       billing_type: doc.billing_type,
       icd_codes: [],
       has_abn: doc.has_abn,

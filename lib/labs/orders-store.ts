@@ -1,13 +1,16 @@
 import { labOrderTransitions } from '../platform/metrics';
-import type { Collection, Db, Filter } from 'mongodb';
+import type { Collection, Db } from 'mongodb';
 import type { FieldCipher } from '../platform/field-encryption';
-import type { CollectionMethod, HighLevelStatus } from './statuses';
-import type { OrderEventDoc, Interpretation, LabOrderDoc, LabResultsDoc, IdempotencyKeyDoc } from './model';
+import type { HighLevelStatus } from './statuses';
+import type { OrderEventDoc, LabOrderDoc, LabResultsDoc, IdempotencyKeyDoc } from './model';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { keysetFilter, walksIdIndex } from '../platform/database/pages';
 import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import { runOnce } from '../platform/database/migrations';
+import { SecretsRepository } from '../platform/secrets-store';
+import { listFilter, storedDay, type OrderListFilter } from './order-list-filter';
+import { PatientNameIndexStore, type NameIndexFields } from './name-index-store';
 
 /**
  * Lab orders, their results and their idempotency keys. The only code that touches these collections.
@@ -29,15 +32,14 @@ import { runOnce } from '../platform/database/migrations';
  * fields, with `health_insurance_id` (a reference to an insurance record), are what erasure removes.
  */
 export const PATIENT_FIELDS = ['patient_details', 'patient_address', 'shipping_details', 'consents', 'notes', 'clinical_notes'] as const;
-type PatientField = (typeof PATIENT_FIELDS)[number];
+export type PatientField = (typeof PATIENT_FIELDS)[number];
 /** An order as stored: patient fields sealed, `activate_by` a Date (a string in orders of earlier versions, until migrated). */
-export type StoredLabOrder = Omit<Sealed<LabOrderDoc, PatientField>, 'activate_by'> & { activate_by: Date | string | null };
+export type StoredLabOrder = Omit<Sealed<LabOrderDoc, PatientField>, 'activate_by'> & { activate_by: Date | string | null } & NameIndexFields;
 
 /**
  * `activate_by` is a calendar date (`YYYY-MM-DD`) in the API and the code, and a `Date` (its UTC midnight) in the
  * database, so the activation filters compare dates. Converted here, both ways, and nowhere else.
  */
-const storedDay = (day: string): Date => new Date(`${day}T00:00:00.000Z`);
 const calendarDay = (value: Date | string): string => (value instanceof Date ? value.toISOString().slice(0, 10) : value);
 function withStoredDay<T extends { activate_by?: string | null }>(doc: T): Omit<T, 'activate_by'> & { activate_by?: Date | null } {
   if (doc.activate_by === undefined) return doc as Omit<T, 'activate_by'>;
@@ -63,6 +65,9 @@ export type StoredLabResults = Sealed<LabResultsDoc, ResultField>;
 const IDEMPOTENCY_FIELDS = ['response_body'] as const;
 export type StoredIdempotencyKey = Sealed<IdempotencyKeyDoc, (typeof IDEMPOTENCY_FIELDS)[number]>;
 
+/** What a registration binds to an unregistered kit's order. */
+export type RegistrationFields = Pick<LabOrderDoc, 'user_id' | 'patient_details' | 'patient_address' | 'physician' | 'consents' | 'health_insurance_id'>;
+
 /** What an order transaction shows of each of its orders. */
 export type TransactionMember = Pick<
   LabOrderDoc,
@@ -72,21 +77,6 @@ const TRANSACTION_MEMBER_FIELDS = Object.fromEntries(
   ['method', 'order_transaction_id', 'origin', 'parent_id', 'status', 'low_level_status', 'low_level_status_created_at', 'created_at', 'updated_at'].map((f) => [f, 1]),
 );
 
-export interface OrderListFilter {
-  teamId: string;
-  userId?: string;
-  lowLevelStatuses?: string[];
-  interpretation?: Interpretation | 'unknown';
-  activation?: 'current' | 'scheduled';
-  /** YYYY-MM-DD of today (UTC), for the activation filter. */
-  today: string;
-  createdFrom?: Date;
-  createdTo?: Date;
-  orderIds?: string[];
-  orderTransactionId?: string;
-  methods?: CollectionMethod[];
-  direction: 1 | -1;
-}
 
 /**
  * Lists page in `_id` order: new orders get time-ordered ids (UUIDv7), and on DocumentDB an index serves a sort
@@ -99,6 +89,8 @@ const ORDER_INDEXES: IndexSpec[] = [
   { key: { team_id: 1, low_level_status: 1, _id: -1 } },
   { key: { team_id: 1, interpretation: 1, _id: -1 } },
   { key: { team_id: 1, order_transaction_id: 1 } },
+  // Multikey: one entry per name token (blind-index.ts); serves `patient_name` and the name branch of `search_input`.
+  { key: { team_id: 1, patient_name_tokens: 1, _id: -1 } },
 ];
 /** Indexes of earlier versions (lists sorted by `created_at`), dropped at start. */
 const RETIRED_ORDER_INDEXES: IndexSpec['key'][] = [
@@ -119,9 +111,17 @@ export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'list: by status', filter: ['team_id', 'low_level_status', '_id'], sort: ['_id'], residual: ['interpretation', 'activate_by'] },
   { name: 'list: by interpretation', filter: ['team_id', 'interpretation', '_id'], sort: ['_id'], residual: ['activate_by'] },
   { name: 'list: count of matches', filter: ['team_id'], residual: ['the other list filters'] },
+  { name: 'list: by patient name ($all of its tokens)', filter: ['team_id', 'patient_name_tokens', '_id'], sort: ['_id'], residual: ['the other list filters'] },
+  // search_input: one query, an $or whose every branch is served by an index of its own (checked with explain).
+  { name: 'search_input branch: order id', filter: ['team_id', '_id'] },
+  { name: 'search_input branch: sample id', filter: ['team_id', 'sample_id'] },
+  { name: 'search_input branch: user id', filter: ['team_id', 'user_id', '_id'], sort: ['_id'] },
+  { name: 'search_input branch: patient name', filter: ['team_id', 'patient_name_tokens', '_id'], sort: ['_id'] },
+  { name: 'registration of an unregistered kit (conditional write)', filter: ['_id'], residual: ['team_id', 'low_level_status', 'registration_id'] },
   { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'] },
   { name: 'erasure: orders of a user', filter: ['team_id', 'user_id'] },
   { name: 'reencrypt: every order, in _id pages', filter: ['_id'], sort: ['_id'] },
+  { name: 'name index pass: every order, in _id pages (then one conditional write each)', filter: ['_id'], sort: ['_id'] },
 ];
 const RESULTS_INDEXES: IndexSpec[] = [];
 export const RESULTS_QUERY_SHAPES: QueryShape[] = [
@@ -142,6 +142,8 @@ export class LabOrderRepository {
   private readonly patientData: EncryptedFields<LabOrderDoc, PatientField>;
   private readonly resultData: EncryptedFields<LabResultsDoc, ResultField>;
   private readonly responses: EncryptedFields<IdempotencyKeyDoc, (typeof IDEMPOTENCY_FIELDS)[number]>;
+  /** The blind index of patients' names on the orders (name-index-store.ts). */
+  readonly names: PatientNameIndexStore;
 
   constructor(
     private readonly db: Db,
@@ -154,7 +156,9 @@ export class LabOrderRepository {
     this.patientData = new EncryptedFields(cipher, this.orders.collectionName, PATIENT_FIELDS);
     this.resultData = new EncryptedFields(cipher, this.results.collectionName, RESULT_FIELDS);
     this.responses = new EncryptedFields(cipher, this.idempotencyKeys.collectionName, IDEMPOTENCY_FIELDS);
+    this.names = new PatientNameIndexStore(this.orders, this.patientData, new SecretsRepository(db, cipher));
   }
+
 
   async ensureIndexes(retention?: Retention): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
@@ -163,6 +167,8 @@ export class LabOrderRepository {
     await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES, retention);
     // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
     await runOnce(this.db, 'lab-order-patient-data-encrypted', async () => void (await this.reencrypt()));
+    // Orders of earlier versions get the blind index of their patient's name (a no-op on a database reencrypted above).
+    await runOnce(this.db, 'lab-order-patient-name-index', async () => void (await this.names.rebuild()));
     // Earlier versions stored `activate_by` as a `YYYY-MM-DD` string: each becomes a Date, once (the condition
     // in each write keeps a value changed meanwhile).
     await runOnce(this.db, 'lab-order-activate-by-dates', async () => {
@@ -177,14 +183,16 @@ export class LabOrderRepository {
   private opened(doc: StoredLabOrder | null): LabOrderDoc | null;
   private opened(doc: StoredLabOrder | null): LabOrderDoc | null {
     if (!doc) return null;
-    const opened = this.patientData.open(doc as Sealed<LabOrderDoc, PatientField>) as LabOrderDoc;
+    const { patient_name_tokens: _tokens, patient_name_index_key: _key, ...order } = doc;
+    const opened = this.patientData.open(order as Sealed<LabOrderDoc, PatientField>) as LabOrderDoc;
     return { ...opened, activate_by: doc.activate_by === null || doc.activate_by === undefined ? null : calendarDay(doc.activate_by) };
   }
 
   /** Inserts a new order; `sample_taken` when the team already has an order with this sample id. */
   async insert(doc: LabOrderDoc): Promise<{ inserted: LabOrderDoc } | { sample_taken: LabOrderDoc | null } | { exists: LabOrderDoc }> {
     try {
-      await this.orders.insertOne(withStoredDay(this.patientData.seal(doc._id, doc)) as StoredLabOrder);
+      const nameIndex = await this.names.fieldsOf(doc.team_id, doc.patient_details);
+      await this.orders.insertOne({ ...withStoredDay(this.patientData.seal(doc._id, doc)), ...nameIndex } as StoredLabOrder);
       return { inserted: doc };
     } catch (err) {
       if (!isDuplicateKeyError(err)) throw err;
@@ -200,6 +208,11 @@ export class LabOrderRepository {
   async find(teamId: string, orderId: string): Promise<LabOrderDoc | null> {
     const doc = await this.orders.findOne({ _id: orderId, team_id: teamId });
     return doc ? this.opened(doc) : null;
+  }
+
+  /** The team's order of a kit (its barcode). */
+  async findBySample(teamId: string, sampleId: string): Promise<LabOrderDoc | null> {
+    return this.opened(await this.orders.findOne({ team_id: teamId, sample_id: sampleId }));
   }
 
   /** For the order's own workflow and its activities (they carry only the id). */
@@ -218,15 +231,18 @@ export class LabOrderRepository {
     page: { after?: string; skip: number; size: number; countTotal: boolean; knownTotal?: number },
   ): Promise<{ orders: LabOrderDoc[]; more: boolean; total: number | null }> {
     const total = page.countTotal ? await this.orders.countDocuments(listFilter(f)) : null;
-    const walkId = await walksIdIndex(this.orders, total ?? page.knownTotal);
+    const walkId = !f.search && (await walksIdIndex(this.orders, total ?? page.knownTotal));
     const docs = await this.listQuery(f, page, walkId).toArray();
     return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }
 
   /** The page query of `list` (one more than the page, to know if another follows); tests `explain` it. */
   listQuery(f: OrderListFilter, page: { after?: string; skip: number; size: number }, walkId = false) {
+    // A search's $or is read through each branch's index only without an `_id` bound (DocumentDB then prefers the
+    // team's `_id` index, walking every order of the team): its few matches are sorted in memory and paged by skip.
+    if (f.search && page.after) throw new Error('a search_input list pages by skip, not after an id');
     const query = this.orders
-      .find(keysetFilter(listFilter(f), f.direction, page.after))
+      .find(f.search ? listFilter(f) : keysetFilter(listFilter(f), f.direction, page.after))
       .sort({ _id: f.direction })
       .skip(page.skip)
       .limit(page.size + 1);
@@ -255,7 +271,31 @@ export class LabOrderRepository {
    * other's change and a pass never undoes an erasure.
    */
   private async updateOrder(orderId: string, update: { $set: Partial<LabOrderDoc>; $push?: { events: OrderEventDoc } }): Promise<void> {
-    await this.orders.updateOne({ _id: orderId }, { ...update, $set: withStoredDay(this.patientData.seal(orderId, update.$set)) });
+    // Erasure removes the name, and its blind index with it (no other write here changes patient_details).
+    const nameIndex = update.$set.patient_details === null ? { patient_name_tokens: [] } : {};
+    await this.orders.updateOne({ _id: orderId }, { ...update, $set: { ...withStoredDay(this.patientData.seal(orderId, update.$set)), ...nameIndex } });
+  }
+
+  /**
+   * Binds a registration (`POST /v3/order/testkit/register`) to an unregistered kit's order: its patient, sealed, with
+   * the name's blind index. One conditional write: only while the order awaits registration and no other
+   * registration has claimed it (`registration_id`: the same id is a retry of this one). The api writes this while
+   * the order's workflow runs: the workflow writes only status, events and the lab's fields, and accepts the
+   * registration (an Update) after this write, so the two never write the same field. False: not bound.
+   */
+  async bindRegistration(order: LabOrderDoc, registrationId: string, patient: RegistrationFields): Promise<boolean> {
+    const set = { ...this.patientData.seal(order._id, patient), ...(await this.names.fieldsOf(order.team_id, patient.patient_details)) };
+    const { matchedCount } = await this.orders.updateOne(
+      { _id: order._id, team_id: order.team_id, low_level_status: 'awaiting_registration', registration_id: { $in: [null, registrationId] } },
+      { $set: { ...set, registration_id: registrationId, updated_at: new Date() } },
+    );
+    return matchedCount === 1;
+  }
+
+  /** Undoes `bindRegistration` when the order's workflow refused the registration (e.g. cancelled meanwhile). */
+  async releaseRegistration(order: LabOrderDoc, registrationId: string): Promise<void> {
+    const unbound: RegistrationFields = { user_id: order.user_id, patient_details: null, patient_address: null, physician: null, consents: [], health_insurance_id: null };
+    await this.orders.updateOne({ _id: order._id, registration_id: registrationId }, { $set: { ...unbound, patient_name_tokens: [], registration_id: null } });
   }
 
   /** Appends an event and moves the status (one update: event, status and the changes that come with it). */
@@ -311,10 +351,12 @@ export class LabOrderRepository {
     return (
       // It reads and writes only the sealed fields: the stored type of `activate_by` does not concern it.
       (await this.patientData.rewriteStale(this.orders as unknown as Collection<Sealed<LabOrderDoc, PatientField>>)) +
+      (await this.names.rebuild()) +
       (await this.resultData.rewriteStale(this.results)) +
       (await this.responses.rewriteStale(this.idempotencyKeys))
     );
   }
+
 
   // --- Idempotency keys ---
 
@@ -340,21 +382,4 @@ export class LabOrderRepository {
   async releaseIdempotencyKey(id: string): Promise<void> {
     await this.idempotencyKeys.deleteOne({ _id: id });
   }
-}
-
-function listFilter(f: OrderListFilter): Filter<StoredLabOrder> {
-  const filter: Filter<StoredLabOrder> = { team_id: f.teamId };
-  if (f.userId) filter.user_id = f.userId;
-  if (f.lowLevelStatuses?.length) filter.low_level_status = { $in: f.lowLevelStatuses };
-  if (f.interpretation) filter.interpretation = f.interpretation === 'unknown' ? null : f.interpretation;
-  // Reference: current = activate_by null or reached, scheduled = activate_by in the future.
-  if (f.activation === 'scheduled') filter.activate_by = { $gt: storedDay(f.today) };
-  if (f.activation === 'current') filter.$or = [{ activate_by: null }, { activate_by: { $lte: storedDay(f.today) } }];
-  if (f.orderIds?.length) filter._id = { $in: f.orderIds };
-  if (f.orderTransactionId) filter.order_transaction_id = f.orderTransactionId;
-  if (f.methods?.length) filter.method = { $in: f.methods };
-  if (f.createdFrom || f.createdTo) {
-    filter.created_at = { ...(f.createdFrom ? { $gte: f.createdFrom } : {}), ...(f.createdTo ? { $lte: f.createdTo } : {}) };
-  }
-  return filter;
 }

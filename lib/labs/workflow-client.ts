@@ -15,13 +15,15 @@ import { todayUtc } from '../platform/time';
 import { workflowIds } from '../../workflows/ids';
 import {
   cancelOrderUpdate,
+  labOrderCorrectionWorkflow,
   labOrderWorkflow,
+  registerTestkitUpdate,
   rescheduleOrderUpdate,
   simulateOrderUpdate,
   type SimulationRequest,
 } from '../../workflows/lab-order';
 import { LAB_ORDER_REFUSED, SEARCH_ATTRIBUTES } from './order-workflow-terms';
-import { dottedStatus } from './statuses';
+import { dottedStatus, TERMINAL } from './statuses';
 import type { AppDeps } from '../../api/deps';
 
 /**
@@ -123,8 +125,46 @@ export async function cancelOrder(deps: AppDeps, doc: LabOrderDoc) {
   return (await deps.repos.labOrders.findById(doc._id))!;
 }
 
+/** An unregistered kit's registration, once its patient is bound to the order (orders-store `bindRegistration`). */
+export async function acceptKitRegistration(deps: AppDeps, doc: LabOrderDoc, userId: string, registrationId: string) {
+  return updateOrder(deps, doc, (h) => h.executeUpdate(registerTestkitUpdate, { args: [{ userId, registrationId }] }));
+}
+
 export async function simulateOrder(deps: AppDeps, doc: LabOrderDoc, request: SimulationRequest) {
   return updateOrder(deps, doc, (h) => h.executeUpdate(simulateOrderUpdate, { args: [request] }));
+}
+
+/**
+ * A real lab's results (HL7 intake) to the order's workflow, the way the sandbox's simulation goes (`updateId`
+ * makes a repeat of the same message one update). An order whose workflow has ended (completed or corrected)
+ * takes a correction in a short run under the same workflow id; a second identical start then fails instead of
+ * recording it twice while the first runs.
+ */
+export async function feedLabResults(deps: AppDeps, doc: LabOrderDoc, request: SimulationRequest, updateId: string) {
+  if (!TERMINAL.has(doc.low_level_status)) {
+    return updateOrder(deps, doc, (h) => h.executeUpdate(simulateOrderUpdate, { args: [request], updateId }));
+  }
+  if (request.finalStatus !== 'corrected' || !['completed', 'corrected'].includes(doc.low_level_status)) {
+    throw badRequest(`The order is in its final status ${dottedStatus(doc.method, doc.low_level_status)}; only a correction of its results can follow.`);
+  }
+  const lastEventId = doc.events[doc.events.length - 1]?.id ?? 0;
+  const correction = deps.temporal.client.workflow.execute(labOrderCorrectionWorkflow, {
+    workflowId: workflowIds.labOrder(doc._id),
+    taskQueue: deps.temporal.taskQueue,
+    args: [{ orderId: doc._id, method: doc.method, lastEventId, results: request }],
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    workflowIdConflictPolicy: 'FAIL',
+    typedSearchAttributes: [
+      { key: SEARCH_ATTRIBUTES.teamId, value: doc.team_id },
+      { key: SEARCH_ATTRIBUTES.userId, value: doc.user_id },
+      { key: SEARCH_ATTRIBUTES.orderStatus, value: 'corrected' },
+    ],
+  });
+  await correction.catch((err) => {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new ApiError(409, 'The order is being updated by the lab right now; send the message again shortly.');
+    throw err;
+  });
+  return { course: [dottedStatus(doc.method, 'corrected')] };
 }
 
 // ---------- X-Idempotency-Key ----------
