@@ -82,7 +82,14 @@ export function runsOf(text: string, face: Face): Run[] {
  */
 const ASCENT = 0.718;
 const LINE_HEIGHT = 1.156;
-const metrics = (doc: Pdf, size: number) => ({ baseline: -ASCENT * size, lineGap: LINE_HEIGHT * size - doc.currentLineHeight(true) });
+/**
+ * Without glyph composition (ccmp): Noto Sans would draw "ị" as "i" plus a combining dot, and the dot has no
+ * character to map back to, so the name would not extract as it was written. NFC text needs no composing.
+ * A new object each time: fontkit writes its defaults into the one it is given. (pdfkit's types know only the
+ * array form, which can add features but not turn one off.)
+ */
+const features = () => ({ ccmp: false }) as unknown as PDFKit.Mixins.OpenTypeFeatures[];
+const metrics = (doc: Pdf, size: number) => ({ baseline: -ASCENT * size, lineGap: LINE_HEIGHT * size - doc.currentLineHeight(true), features: features() });
 
 const current = new WeakMap<Pdf, { face: Face; size: number }>();
 const faceOf = (doc: Pdf) => current.get(doc) ?? { face: 'regular' as Face, size: 12 };
@@ -128,7 +135,7 @@ export function write(doc: Pdf, text: string, x?: number, y?: number, options: T
 /** The width `text` takes in the current face. */
 export function widthOf(doc: Pdf, text: string, options: TextOptions = {}): number {
   const { face, size } = faceOf(doc);
-  const width = runsOf(text, face).reduce((sum, run) => sum + doc.font(run.font.key, size).widthOfString(run.text, options), 0);
+  const width = runsOf(text, face).reduce((sum, run) => sum + doc.font(run.font.key, size).widthOfString(run.text, { ...options, features: features() }), 0);
   doc.font(FACES[face][0].key, size);
   return width;
 }

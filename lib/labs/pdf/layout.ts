@@ -294,6 +294,11 @@ export function fit(doc: Pdf, text: string, width: number): string {
   return `${cut.join('').trimEnd()}…`;
 }
 
+const FOOTER_SIZE = 7;
+
+/** A name for a footer line, shortened where it is long so what follows it (the date of birth) still shows. */
+export const footerName = (doc: Pdf, name: string) => fit(useFace(doc, 'regular', FOOTER_SIZE), name, CONTENT_WIDTH * 0.4);
+
 /** Up to two lines of identification on the left of every page, "Page x of y" on the right. */
 export function footer(doc: Pdf, lines: string[]): void {
   const range = doc.bufferedPageRange();
@@ -304,7 +309,7 @@ export function footer(doc: Pdf, lines: string[]): void {
     // Text below the bottom margin would make pdfkit start a page: lift the margin while drawing the footer.
     const bottom = doc.page.margins.bottom;
     doc.page.margins.bottom = 0;
-    useFace(doc, 'regular', 7).fillColor(COLORS.muted);
+    useFace(doc, 'regular', FOOTER_SIZE).fillColor(COLORS.muted);
     lines.slice(0, 2).forEach((line, n) => write(doc, fit(doc, line, CONTENT_WIDTH * 0.8), PAGE.margin, top + n * 10, { lineBreak: false }));
     useFace(doc, 'bold', 8).fillColor(COLORS.ink);
     write(doc, `Page ${i - range.start + 1} of ${range.count}`, PAGE.margin + CONTENT_WIDTH * 0.8, top, { width: CONTENT_WIDTH * 0.2, align: 'right', lineBreak: false });

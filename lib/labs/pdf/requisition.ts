@@ -1,5 +1,5 @@
 import { useFace, write } from './fonts';
-import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, fit, footer, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Pdf } from './layout';
+import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, fit, footer, footerName, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Pdf } from './layout';
 
 export interface PdfAddress {
   first_line: string;
@@ -118,7 +118,7 @@ export function renderRequisitionPdf(r: RequisitionDocument): Promise<Buffer> {
   );
 
   attestation(doc, r);
-  const patientLine = present(p.last_name) ? `Patient ${p.last_name}, ${p.first_name} · DOB ${p.dob}` : 'Patient details erased';
+  const patientLine = present(p.last_name) ? `Patient ${footerName(doc, `${p.last_name}, ${p.first_name}`)} · DOB ${p.dob}` : 'Patient details erased';
   footer(doc, [`Requisition ${r.requisitionNumber} · order ${r.orderId}`, `${patientLine} · generated ${formatDateTime(r.generatedAt)}`]);
   return pdfBytes(doc);
 }

@@ -1,5 +1,5 @@
 import { heightOf, useFace, widthOf, write } from './fonts';
-import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, footer, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Column, type Pdf, type Row } from './layout';
+import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, footer, footerName, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Column, type Pdf, type Row } from './layout';
 
 export interface ResultsDocument {
   orderId: string;
@@ -140,7 +140,7 @@ export function renderResultsPdf(r: ResultsDocument): Promise<Buffer> {
   ensureSpace(doc, heightOf(doc, closing, { width: CONTENT_WIDTH }) + 4);
   write(doc.fillColor(COLORS.muted), closing, PAGE.margin, doc.y, { width: CONTENT_WIDTH });
   // Every page names the patient, as pages of a report get separated; an erased patient is said so, not dashed.
-  const patientLine = r.patient.name === ERASED ? 'Patient details erased' : `Patient ${r.patient.name} · DOB ${r.patient.dob}`;
+  const patientLine = r.patient.name === ERASED ? 'Patient details erased' : `Patient ${footerName(doc, r.patient.name)} · DOB ${r.patient.dob}`;
   footer(doc, [`Specimen ${r.specimenNumber} · order ${r.orderId}`, `${patientLine} · generated ${formatDateTime(r.generatedAt)}`]);
   return pdfBytes(doc);
 }
