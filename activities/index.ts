@@ -4,6 +4,7 @@ import type { Repositories } from '../lib/repositories';
 import type { TemporalDeps } from '../lib/platform/temporal';
 import type { LabCatalogue } from '../lib/labs/catalogue';
 import { createSandboxLab } from '../lib/labs/sandbox-lab';
+import { withHl7Intake } from '../lib/labs/hl7-lab';
 import { createLabOrderActivities } from './lab-orders';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
@@ -32,8 +33,8 @@ export function createActivities(base: ActivityDeps) {
   const providers = loadProviderCatalogue();
   return {
     ...createUserDeletionActivities(deps),
-    // This deployment's laboratory is the sandbox lab (lib/labs/lab-adapter.ts is the integration point).
-    ...createLabOrderActivities({ ...deps, lab: createSandboxLab(deps.labCatalogue) }),
+    // This deployment's laboratory is the sandbox lab, and labs that send results as HL7 v2 (lib/labs/hl7-intake.ts).
+    ...createLabOrderActivities({ ...deps, lab: withHl7Intake(createSandboxLab(deps.labCatalogue), deps.repos.hl7Intake) }),
     ...createWebhookDeliveryActivities(deps),
     // Provider connections: this deployment has no internet, so its pull adapters are the demo providers.
     ...createWearableActivities({ ...deps, providers, adapters: createAdapterRegistry(providers) }),

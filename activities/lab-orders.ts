@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/activity';
 import { publishEvent, type EventPublisher, type PublisherDeps } from '../lib/webhooks/publisher';
-import { interpretNumeric, overallInterpretation, worse } from '../lib/labs/interpretation';
+import { interpretReport } from '../lib/labs/interpretation';
 import { OrderViews, type OrderViewDeps } from '../lib/labs/order-view';
 import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
 import { isoWithOffset } from '../lib/platform/time';
@@ -60,15 +60,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
 
   /** Results as the lab reports them, interpreted by our rules (and never rated below the lab's own flag). */
   async function storeResults(doc: LabOrderDoc, simulation: SimulationRequest, status: LabResultsDoc['status']) {
-    const report = await deps.lab.fetchResults(doc, { interpretation: simulation.interpretation, hasMissingResults: simulation.hasMissingResults, status });
-    const results = report.results.map((r) => {
-      const marker = deps.labCatalogue.markerById(r.source_markers[0]?.marker_id);
-      let interpretation: LabResultsDoc['interpretation'] = r.type === 'numeric' && marker ? interpretNumeric(marker, r.value) : 'normal';
-      const labFlag = report.labFlags[r.slug];
-      if (labFlag) interpretation = worse(interpretation, labFlag);
-      return { ...r, interpretation };
-    });
-    const interpretation = overallInterpretation(results);
+    const report = await deps.lab.fetchResults(doc, { interpretation: simulation.interpretation, hasMissingResults: simulation.hasMissingResults, status, reportId: simulation.reportId });
+    const { results, interpretation } = interpretReport(report, (id) => deps.labCatalogue.markerById(id));
     const now = new Date();
     await orders.saveResults({
       _id: doc._id,

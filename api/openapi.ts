@@ -109,7 +109,9 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       ],
       ...(route.body
         ? { requestBody: { required: bodyRequired(route.body), content: { 'application/json': { schema: registry.ref(route.body) } } } }
-        : {}),
+        : route.textBody
+          ? { requestBody: { required: true, description: route.textBody.description, content: Object.fromEntries(route.textBody.contentTypes.map((t) => [t, { schema: { type: 'string' } }])) } }
+          : {}),
       responses,
     };
   }

@@ -57,6 +57,8 @@ export interface RouteDef<
   params?: P;
   query?: Q;
   body?: B;
+  /** A body that is not JSON (the handler reads it): documented with these media types. */
+  textBody?: { contentTypes: string[]; description: string };
   responses: Record<number, ResponseSpec>;
   handler(args: HandlerArgs<P, Q, B, A>): Promise<Reply> | Reply;
 }

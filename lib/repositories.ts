@@ -10,6 +10,7 @@ import { InsuranceRepository } from './insurance/store';
 import { LinkTokenRepository } from './wearables/link-tokens-store';
 import { LabOrderRepository } from './labs/orders-store';
 import { LabTestRepository } from './labs/tests-store';
+import { Hl7IntakeRepository } from './labs/hl7-intake-store';
 import { SecretsRepository } from './platform/secrets-store';
 import { TenancyRepository } from './tenancy/store';
 import { UserRepository } from './users/store';
@@ -43,6 +44,8 @@ export interface Repositories {
   pipelines: PipelineRepository;
   labOrders: LabOrderRepository;
   labTests: LabTestRepository;
+  /** HL7 result messages labs sent, one per control id (resends apply once). */
+  hl7Intake: Hl7IntakeRepository;
   /** Insurance records (closed beta), their personal fields encrypted. */
   insurance: InsuranceRepository;
   secrets: SecretsRepository;
@@ -67,6 +70,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     pipelines: new PipelineRepository(db, cipher),
     labOrders: new LabOrderRepository(db, cipher),
     labTests: new LabTestRepository(db),
+    hl7Intake: new Hl7IntakeRepository(db, cipher),
     insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db, cipher),
     workers: new WorkerHeartbeatRepository(db),

@@ -248,6 +248,8 @@ export const AUDIT_ACTIONS = [
   // The delivery-log page (api/routes/console.ts): a sign-in link made, and used.
   'console.link.create',
   'console.link.use',
+  // A lab's HL7 result message refused (lib/labs/hl7-intake.ts): the actor is the team API key it came with.
+  'lab_intake.hl7.refused',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
@@ -259,7 +261,8 @@ export const AuditLogEntry = Type.Object(
     action: Type.String({ description: `Non-exhaustive: ${AUDIT_ACTIONS.join(', ')}.` }),
     target: Type.Object({ type: Type.String(), id: Type.String() }),
     actor: Type.Object({
-      management_key_id: Uuid(),
+      management_key_id: Type.Union([Uuid(), Type.Null()], { description: 'null when a team API key acted (a lab sending results: lab_intake.hl7.refused).' }),
+      team_api_key_id: Type.Optional(Uuid()),
       header: Type.String({
         description: 'The header the key came in (X-Management-Key, or the deprecated X-Service-Org-Key), or Authorization for a delivery-log page session the key opened.',
       }),

@@ -2,5 +2,5 @@
 export { userDeletionWorkflow } from './user-deletion';
 export { webhookDispatchWorkflow } from './webhook-dispatch';
 export { webhookSweeperWorkflow } from './webhook-sweeper';
-export { labOrderWorkflow } from './lab-order';
+export { labOrderWorkflow, labOrderCorrectionWorkflow } from './lab-order';
 export { wearableConnectionWorkflow } from './wearable-connection';

@@ -2,11 +2,10 @@ import type { Context } from 'koa';
 import getRawBody from 'raw-body';
 import { ApiError, ValidationError } from '../../lib/platform/errors';
 
-/** Reads a JSON body up to `limit` bytes: too large is 413, malformed JSON is a 422 of type json_invalid. */
-export async function readJsonBody(ctx: Context, limit: number): Promise<unknown> {
-  let text: string;
+/** Reads a body as text up to `limit` bytes: too large is 413. */
+export async function readTextBody(ctx: Context, limit: number): Promise<string> {
   try {
-    text = await getRawBody(ctx.req, { limit, encoding: 'utf8', length: ctx.get('content-length') || undefined });
+    return await getRawBody(ctx.req, { limit, encoding: 'utf8', length: ctx.get('content-length') || undefined });
   } catch (err) {
     const e = err as { type?: string; status?: number };
     if (e.type === 'entity.too.large') {
@@ -14,6 +13,11 @@ export async function readJsonBody(ctx: Context, limit: number): Promise<unknown
     }
     throw new ApiError(e.status && e.status < 500 ? e.status : 400, `Could not read the request body: ${(err as Error).message}`);
   }
+}
+
+/** Reads a JSON body up to `limit` bytes: too large is 413, malformed JSON is a 422 of type json_invalid. */
+export async function readJsonBody(ctx: Context, limit: number): Promise<unknown> {
+  const text = await readTextBody(ctx, limit);
   if (text.trim() === '') return {};
   // Parsed as JSON whatever the Content-Type says: clients often omit it, and the API speaks only JSON.
   try {

@@ -4,7 +4,9 @@ import { auditLogRoutes } from './audit-log';
 import { connectionRoutes } from './connections';
 import { consoleRoutes } from './console';
 import { insuranceRoutes } from './insurance';
+import { labIntakeRoutes } from './lab-intake';
 import { labOrderRoutes } from './lab-orders';
+import { labResultsFhirRoutes } from './lab-results-fhir';
 import { labTestRoutes } from './lab-tests';
 import { managementKeyRoutes } from './management-keys';
 import { managementRoutes } from './management';
@@ -24,6 +26,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDeliveryLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes, ...consoleRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDeliveryLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes, ...labResultsFhirRoutes, ...labIntakeRoutes, ...consoleRoutes);
   return routes;
 }

@@ -6,6 +6,8 @@ export interface ResultRequest {
   hasMissingResults: boolean;
   /** final, partial (partial_results) or corrected. */
   status: 'final' | 'partial' | 'corrected';
+  /** A report a lab sent us (HL7 intake, lib/labs/hl7-lab.ts) rather than one to fetch or make up. */
+  reportId?: string;
 }
 
 export interface LabReport {

@@ -16,7 +16,8 @@ export interface AuditEntryDoc {
   team_id: string | null;
   action: string;
   target: { type: string; id: string };
-  actor: { management_key_id: string; header: string };
+  /** A management key, or a team API key (a lab's refused HL7 message) with management_key_id null. */
+  actor: { management_key_id: string | null; header: string; team_api_key_id?: string };
   request_id: string;
   status: AuditStatus;
   error: { status: number; detail: string } | null;

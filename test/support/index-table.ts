@@ -13,6 +13,7 @@ import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/users/store';
 import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/webhooks/endpoints-store';
 import { IDEMPOTENCY_QUERY_SHAPES, LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/labs/orders-store';
 import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/labs/tests-store';
+import { HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES } from '../../lib/labs/hl7-intake-store';
 import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../../lib/platform/secrets-store';
 import { PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES } from '../../lib/pipelines/store';
 import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../../lib/webhooks/store';
@@ -51,4 +52,5 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES),
   ...fromRecords(PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES),
   ...fromRecords(MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES),
+  ...fromRecords(HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES),
 };

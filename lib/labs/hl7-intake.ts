@@ -1,0 +1,123 @@
+import { createHash } from 'node:crypto';
+import { ApiError } from '../platform/errors';
+import { timeOrderedUuid } from '../platform/keys';
+import type { Logger } from '../platform/logger';
+import { interpretReport } from './interpretation';
+import { acknowledgement, controlIdOf, Hl7Refusal, parseOru, unframe } from './hl7-oru';
+import { orderReport } from './hl7-results';
+import { intakeMessageId } from './hl7-intake-store';
+import { STATUS_SETS } from './statuses';
+import { feedLabResults } from './workflow-client';
+import type { AppDeps } from '../../api/deps';
+import type { TeamPrincipal } from '../../api/middleware/auth';
+
+/** The lab's answer: an HL7 ACK, with the HTTP status that says the same (200 AA; 400 AR; 404, 409, 422 AE). */
+export interface Hl7IntakeOutcome {
+  status: number;
+  ackCode: 'AA' | 'AE' | 'AR';
+  ack: string;
+  replayed: boolean;
+}
+
+/** A message whose first delivery is still being applied is not applied again beside it. */
+const IN_PROGRESS_LEASE_MS = 30_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const LOW_STATUS = { final: 'completed', partial: 'partial_results', corrected: 'corrected' } as const;
+
+export interface IntakeContext {
+  deps: AppDeps;
+  auth: TeamPrincipal;
+  requestId: string;
+  log: Logger;
+  /** The header the key came in (the audit entry names it). */
+  keyHeader: string;
+}
+
+/**
+ * Receives one ORU^R01 from a team's lab: matches it to the order by OBR-2 (the placer order number: our order
+ * id, printed on the requisition), maps its OBX segments onto the order's markers, and feeds the results to the
+ * order's workflow exactly as the sandbox lab's are fed (lib/labs/workflow-client.ts `feedLabResults`). Applied
+ * once per MSH-10: a resend gets the first ACK again. Every refusal answers an ACK AE/AR naming the reason and
+ * leaves an entry in the org's audit log (`lab_intake.hl7.refused`: the key, the control id, the reason).
+ */
+export async function receiveHl7Results(context: IntakeContext, raw: string): Promise<Hl7IntakeOutcome> {
+  const { deps, auth } = context;
+  const text = unframe(raw);
+  let controlId = controlIdOf(text);
+  try {
+    const message = parseOru(text);
+    controlId = message.controlId;
+    const orderIds = [...new Set(message.requests.map((r) => r.placerOrderNumber))];
+    if (orderIds.length > 1) throw new Hl7Refusal('AR', 400, `The message reports on several orders (${orderIds.join(', ')}); send one ORU^R01 per order.`);
+    const orderId = orderIds[0];
+    const order = UUID.test(orderId) ? await deps.repos.labOrders.find(auth.teamId, orderId) : null;
+    if (!order) throw new Hl7Refusal('AE', 404, `Order '${orderId}' (OBR-2 placer order number) is not an order of this team.`);
+    const specimen = message.requests.map((r) => r.specimenId).find(Boolean);
+    if (specimen && specimen !== order.sample_id) {
+      throw new Hl7Refusal('AE', 422, `Specimen id '${specimen}' (SPM-2) is not the sample id of order ${order._id}.`);
+    }
+    const { report, status } = orderReport(message, order, deps.labCatalogue);
+    const finalStatus = LOW_STATUS[status];
+    if (!STATUS_SETS[order.method][finalStatus]) throw new Hl7Refusal('AE', 422, `A ${order.method} order takes no partial results; send them when final.`);
+
+    const id = intakeMessageId(auth.teamId, controlId);
+    const sha = createHash('sha256').update(text).digest('hex');
+    const claim = await deps.repos.hl7Intake.claim({
+      _id: id,
+      team_id: auth.teamId,
+      control_id: controlId,
+      message_sha256: sha,
+      order_id: order._id,
+      state: 'pending',
+      report,
+      ack: null,
+      created_at: new Date(),
+      applied_at: null,
+    });
+    if ('existing' in claim) {
+      const existing = claim.existing;
+      if (existing.message_sha256 !== sha) throw new Hl7Refusal('AE', 409, `MSH-10 '${controlId}' was already used for a different message; a new message needs a new control id.`);
+      if (existing.state === 'applied') return { status: 200, ackCode: 'AA', ack: existing.ack!, replayed: true };
+      if (Date.now() - existing.created_at.getTime() < IN_PROGRESS_LEASE_MS) {
+        throw new Hl7Refusal('AE', 409, `Message '${controlId}' is still being applied; send it again shortly.`);
+      }
+      // The first delivery stopped part-way: apply it now (the workflow takes the same message once, by its id).
+    }
+    const { interpretation } = interpretReport(report, (markerId) => deps.labCatalogue.markerById(markerId));
+    try {
+      await feedLabResults(deps, order, { finalStatus, delaySeconds: 0, interpretation, hasMissingResults: report.missing.length > 0, reportId: id }, `hl7:${id}`);
+    } catch (err) {
+      if (err instanceof ApiError && err.status < 500) throw new Hl7Refusal('AE', 409, `Order ${order._id} cannot take these results: ${err.detail}`);
+      throw err;
+    }
+    const ack = acknowledgement(text, 'AA');
+    await deps.repos.hl7Intake.markApplied(id, ack);
+    return { status: 200, ackCode: 'AA', ack, replayed: false };
+  } catch (err) {
+    if (!(err instanceof Hl7Refusal)) throw err;
+    await recordRefusal(context, controlId, err);
+    return { status: err.httpStatus, ackCode: err.ackCode, ack: acknowledgement(text, err.ackCode, err.reason), replayed: false };
+  }
+}
+
+/** The refusal in the org's audit log: which key sent which message, and why it was refused. */
+async function recordRefusal({ deps, auth, requestId, log, keyHeader }: IntakeContext, controlId: string, refusal: Hl7Refusal): Promise<void> {
+  const now = new Date();
+  await deps.repos.auditLog.begin([
+    {
+      _id: timeOrderedUuid(),
+      org_id: auth.orgId,
+      team_id: auth.teamId,
+      action: 'lab_intake.hl7.refused',
+      target: { type: 'hl7_message', id: controlId || '(no MSH-10)' },
+      actor: { management_key_id: null, team_api_key_id: auth.keyId, header: keyHeader },
+      request_id: requestId,
+      status: 'failed',
+      error: { status: refusal.httpStatus, detail: `${refusal.ackCode}: ${refusal.reason}` },
+      changes: [],
+      created_at: now,
+      completed_at: now,
+    },
+  ]);
+  log.warn({ control_id: controlId, ack_code: refusal.ackCode, reason: refusal.reason }, 'HL7 result message refused');
+}

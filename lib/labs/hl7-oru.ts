@@ -1,0 +1,228 @@
+import { Hl7Message, parseHl7DateTime, type Hl7Segment } from '@medplum/core';
+
+/**
+ * HL7 v2 ORU^R01 (unsolicited observation results) as labs send them, read with @medplum/core's Hl7Message
+ * parser. Pure: no database, no order. What a message means for an order is hl7-results.ts.
+ */
+
+/** A message refused before it touches anything: AR (cannot be processed: malformed, wrong type) or AE (an error applying it). */
+export class Hl7Refusal extends Error {
+  constructor(
+    readonly ackCode: 'AR' | 'AE',
+    readonly httpStatus: 400 | 404 | 409 | 422,
+    readonly reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+const malformed = (reason: string) => new Hl7Refusal('AR', 400, reason);
+
+export interface Hl7Observation {
+  /** OBX-1, for messages naming the observation. */
+  setId: string;
+  /** OBX-2: NM, SN, ST, TX, FT, CE, CWE. */
+  valueType: string;
+  /** OBX-3: the LOINC code (coding system LN, first or alternate triplet) and the lab's own code. */
+  loinc: string | null;
+  localCode: string | null;
+  name: string;
+  /** OBX-5, components as sent (SN and CE/CWE have several). */
+  value: string[];
+  /** OBX-6 identifier (e.g. mg/dL). */
+  units: string | null;
+  /** OBX-7 (e.g. 70-99, >39, <200). */
+  referenceRange: string | null;
+  /** OBX-8, every repetition (H, L, HH, LL, A, AA, N, …). */
+  abnormalFlags: string[];
+  /** OBX-11: F final, C corrected, P preliminary, X cannot be obtained. */
+  status: 'F' | 'C' | 'P' | 'X';
+  /** OBX-14, else null. */
+  observedAt: Date | null;
+  /** OBX-23: the performing organisation's name. */
+  performingLab: string | null;
+  /** NTE segments following the OBX. */
+  notes: string[];
+}
+
+export interface Hl7ObservationRequest {
+  /** OBR-2 (else ORC-2): the placer order number, which is our order id on the requisition. */
+  placerOrderNumber: string;
+  /** OBR-3 (else ORC-3): the lab's accession number. */
+  fillerOrderNumber: string | null;
+  /** OBR-4 identifier and text. */
+  service: string;
+  /** OBR-7, OBR-14, OBR-22. */
+  collectedAt: Date | null;
+  receivedAt: Date | null;
+  reportedAt: Date | null;
+  /** OBR-25 (else ORC-5): F, C, P, … */
+  resultStatus: string;
+  /** SPM-2 (else OBR-15's specimen id): the sample id the lab read off the tube or kit. */
+  specimenId: string | null;
+  observations: Hl7Observation[];
+}
+
+export interface Hl7OruMessage {
+  /** MSH-10, unique per sender: a resend carries the same one. */
+  controlId: string;
+  /** MSH-4 (sending facility). */
+  sendingFacility: string;
+  messageTime: Date | null;
+  requests: Hl7ObservationRequest[];
+}
+
+const VALUE_TYPES = new Set(['NM', 'SN', 'ST', 'TX', 'FT', 'CE', 'CWE']);
+const OBX_STATUSES = new Set(['F', 'C', 'P', 'X']);
+const SEGMENT_NAME = /^[A-Z][A-Z0-9]{2}$/;
+
+/** MLLP framing (VT … FS CR) and any line-ending convention removed; segments separated by CR. */
+export function unframe(raw: string): string {
+  return raw
+    .replace(/^\u000b/, '')
+    .replace(/\u001c\r?$/, '')
+    .split(/\r\n|\n|\r/)
+    .map((line) => line.trimEnd())
+    .filter((line) => line !== '')
+    .join('\r');
+}
+
+/** MSH-10 of a message, if one can be read at all (the ACK of a refusal echoes it). */
+export function controlIdOf(text: string): string {
+  try {
+    return Hl7Message.parse(text).header?.getField(10)?.toString() ?? '';
+  } catch {
+    return '';
+  }
+}
+
+function hl7Time(value: string, what: string): Date | null {
+  if (!value) return null;
+  if (!/^\d{4}(\d{2}){0,5}(\.\d{1,4})?([+-]\d{4})?$/.test(value)) throw malformed(`${what} '${value}' is not an HL7 date/time (YYYYMMDDHHMMSS[+ZZZZ]).`);
+  return new Date(parseHl7DateTime(value)!);
+}
+
+/** Text with HL7 escapes (\F\ \S\ \T\ \R\ \E\ \.br\) decoded. */
+function unescape(text: string): string {
+  return text.replace(/\\(F|S|T|R|E|\.br)\\/g, (_, e: string) => ({ F: '|', S: '^', T: '&', R: '~', E: '\\', '.br': '\n' })[e]!);
+}
+
+function observation(obx: Hl7Segment, notes: string[]): Hl7Observation {
+  const setId = obx.getField(1)?.toString() || '?';
+  const where = `OBX ${setId}`;
+  const valueType = obx.getComponent(2, 1);
+  if (!VALUE_TYPES.has(valueType)) throw malformed(`${where}: value type (OBX-2) '${valueType}' is not one of ${[...VALUE_TYPES].join(', ')}.`);
+  const code = (i: number) => ({ id: obx.getComponent(3, i), system: obx.getComponent(3, i + 2) });
+  const [first, alternate] = [code(1), code(4)];
+  if (!first.id) throw malformed(`${where}: no observation identifier (OBX-3).`);
+  const loinc = [first, alternate].find((c) => c.system === 'LN' && c.id)?.id ?? null;
+  const local = [first, alternate].find((c) => c.system !== 'LN' && c.id)?.id ?? null;
+  const status = obx.getComponent(11, 1);
+  if (!OBX_STATUSES.has(status)) throw malformed(`${where}: result status (OBX-11) '${status}' is not F, C, P or X.`);
+  const value = (obx.getField(5)?.components[0] ?? []).map(unescape);
+  if (status !== 'X' && value.every((v) => v === '')) throw malformed(`${where}: no value (OBX-5).`);
+  const flags = obx.getField(8)?.components.map((c) => c[0]).filter(Boolean) ?? [];
+  return {
+    setId,
+    valueType,
+    loinc,
+    localCode: local,
+    name: obx.getComponent(3, 2) || obx.getComponent(3, 5),
+    value,
+    units: obx.getComponent(6, 1) || null,
+    referenceRange: obx.getComponent(7, 1) || null,
+    abnormalFlags: flags,
+    status: status as Hl7Observation['status'],
+    observedAt: hl7Time(obx.getComponent(14, 1), `${where}: OBX-14`),
+    performingLab: obx.getComponent(23, 1) || null,
+    notes,
+  };
+}
+
+/**
+ * Parses an ORU^R01 and checks what this service relies on: the MSH header with a control id, the message
+ * type, at least one OBR, every OBX and SPM under an OBR, known value types and statuses, readable times.
+ * Anything else throws an Hl7Refusal (AR) that says what is wrong, and where.
+ */
+export function parseOru(text: string): Hl7OruMessage {
+  if (!text.startsWith('MSH')) throw malformed('The message does not start with an MSH segment.');
+  let message: Hl7Message;
+  try {
+    message = Hl7Message.parse(text);
+  } catch (err) {
+    throw malformed(`The message cannot be parsed: ${(err as Error).message}.`);
+  }
+  const msh = message.header;
+  const controlId = msh.getField(10)?.toString() ?? '';
+  if (!controlId) throw malformed('MSH-10 (message control id) is empty.');
+  const type = `${msh.getComponent(9, 1)}^${msh.getComponent(9, 2)}`;
+  if (type !== 'ORU^R01') throw malformed(`Message type (MSH-9) is '${type}'; this endpoint takes ORU^R01 results.`);
+  const bad = message.segments.find((s) => !SEGMENT_NAME.test(s.name));
+  if (bad) throw malformed(`'${bad.toString().slice(0, 20)}' is not an HL7 segment (a segment starts with a three-character name).`);
+
+  const requests: Hl7ObservationRequest[] = [];
+  let orc: Hl7Segment | undefined;
+  let current: Hl7ObservationRequest | undefined;
+  let lastObx: Hl7Observation | undefined;
+  for (const segment of message.segments.slice(1)) {
+    if (segment.name === 'ORC') orc = segment;
+    else if (segment.name === 'OBR') {
+      const n = requests.length + 1;
+      current = {
+        placerOrderNumber: segment.getComponent(2, 1) || orc?.getComponent(2, 1) || '',
+        fillerOrderNumber: segment.getComponent(3, 1) || orc?.getComponent(3, 1) || null,
+        service: [segment.getComponent(4, 1), segment.getComponent(4, 2)].filter(Boolean).join(' '),
+        collectedAt: hl7Time(segment.getComponent(7, 1), `OBR ${n}: OBR-7`),
+        receivedAt: hl7Time(segment.getComponent(14, 1), `OBR ${n}: OBR-14`),
+        reportedAt: hl7Time(segment.getComponent(22, 1), `OBR ${n}: OBR-22`),
+        resultStatus: segment.getComponent(25, 1) || orc?.getComponent(5, 1) || '',
+        specimenId: segment.getComponent(15, 1) || null,
+        observations: [],
+      };
+      if (!current.placerOrderNumber) throw malformed(`OBR ${n}: no placer order number (OBR-2 or ORC-2); it carries the order id of the requisition.`);
+      requests.push(current);
+      lastObx = undefined;
+    } else if (segment.name === 'OBX') {
+      if (!current) throw malformed('An OBX segment comes before any OBR segment.');
+      lastObx = observation(segment, []);
+      current.observations.push(lastObx);
+    } else if (segment.name === 'NTE') {
+      lastObx?.notes.push(unescape(segment.getField(3)?.toString() ?? ''));
+    } else if (segment.name === 'SPM') {
+      if (!current) throw malformed('An SPM segment comes before any OBR segment.');
+      current.specimenId = segment.getComponent(2, 1) || current.specimenId;
+      current.receivedAt ??= hl7Time(segment.getComponent(18, 1), 'SPM-18');
+    }
+  }
+  if (!requests.length) throw malformed('The message has no OBR segment (observation request); there is nothing to apply.');
+  const empty = requests.find((r) => r.observations.length === 0);
+  if (empty) throw malformed(`OBR for order ${empty.placerOrderNumber} has no OBX segment (observation).`);
+  return {
+    controlId,
+    sendingFacility: msh.getComponent(4, 1),
+    messageTime: hl7Time(msh.getComponent(7, 1), 'MSH-7'),
+    requests,
+  };
+}
+
+/** The HL7 acknowledgement of `text` (MSA-1 the code, MSA-3 the reason; an ERR segment on a refusal). */
+export function acknowledgement(text: string, ackCode: 'AA' | 'AE' | 'AR', reason?: string): string {
+  let message: Hl7Message;
+  try {
+    message = Hl7Message.parse(text.startsWith('MSH') ? text : 'MSH|^~\\&|||||||ACK|');
+  } catch {
+    message = Hl7Message.parse('MSH|^~\\&|||||||ACK|');
+  }
+  const ack = message.buildAck({ ackCode });
+  if (reason) {
+    const escaped = reason.replace(/[\\|^~&\r\n]/g, (c) => ({ '\\': '\\E\\', '|': '\\F\\', '^': '\\S\\', '~': '\\R\\', '&': '\\T\\' })[c] ?? ' ');
+    ack.getSegment('MSA')!.setField(3, escaped);
+    // ERR-3: HL7 table 0357 (207: application internal error, the catch-all), ERR-4 severity E, ERR-8 the reason.
+    ack.segments.push(parseSegment(`ERR|||207^Application internal error^HL70357|E||||${escaped}`));
+  }
+  return ack.toString();
+}
+
+function parseSegment(text: string): Hl7Segment {
+  return Hl7Message.parse(`MSH|^~\\&|||||||ACK|\r${text}`).segments[1];
+}
