@@ -104,22 +104,23 @@ export function useFace(doc: Pdf, face: Face, size: number): Pdf {
 export function write(doc: Pdf, text: string, x?: number, y?: number, options: TextOptions = {}): Pdf {
   const { face, size } = faceOf(doc);
   const runs = runsOf(text, face);
-  const at = (s: string, opts: TextOptions) => (x === undefined ? doc.text(s, opts) : doc.text(s, x, y, opts));
   if (runs.length <= 1) {
     doc.font(runs[0]?.font.key ?? FACES[face][0].key, size);
-    return at(text, { ...options, ...metrics(doc, size) });
+    const opts = { ...options, ...metrics(doc, size) };
+    return x === undefined ? doc.text(text, opts) : doc.text(text, x, y, opts);
   }
   // pdfkit chains fonts on a line with `continued`, left aligned only: a single line that is centred or set
   // right is placed by its measured width instead. A chain loses line breaks, so each line is a chain of its own.
   const { align, ...rest } = options;
   const left = x ?? doc.x;
+  const single = options.lineBreak === false;
+  if (single) delete rest.width;
   text.split('\n').forEach((line, n) => {
     let lineLeft = left;
-    if (options.lineBreak === false) {
-      const room = (rest.width ?? 0) - widthOf(doc, line, rest);
+    if (single) {
+      const room = (options.width ?? 0) - widthOf(doc, line, rest);
       if (align === 'center') lineLeft += Math.max(0, room / 2);
       if (align === 'right') lineLeft += Math.max(0, room);
-      delete rest.width;
     }
     const lineRuns = runsOf(line || ' ', face);
     lineRuns.forEach((run, i) => {
