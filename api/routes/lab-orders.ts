@@ -45,6 +45,14 @@ const errors = {
 };
 const pdf = (description: string) => ({ description, contentType: 'application/pdf' });
 
+/** The answers of a request creating an order under an optional X-Idempotency-Key. */
+const newOrderResponses = {
+  200: { description: 'The new order', schema: PostOrderResponse },
+  400: { description: 'The idempotency key was used with another body', schema: ErrorDetail },
+  409: { description: 'A request with the same idempotency key is in progress', schema: ErrorDetail },
+  422: errors[422],
+};
+
 const idempotentReply = (o: IdempotentOutcome): Reply => ({ status: o.status, body: o.body, headers: o.replayed ? { 'Idempotent-Replayed': 'true' } : {} });
 
 const dateBound = (value: string | undefined, endOfDay: boolean, field: string): Date | undefined => {
@@ -78,12 +86,7 @@ export const labOrderRoutes = [
     tags,
     auth: 'team',
     body: CreateOrderBody,
-    responses: {
-      200: { description: 'The new order', schema: PostOrderResponse },
-      400: { description: 'The idempotency key was used with another body', schema: ErrorDetail },
-      409: { description: 'A request with the same idempotency key is in progress', schema: ErrorDetail },
-      422: errors[422],
-    },
+    responses: newOrderResponses,
     async handler({ body, auth, deps, ctx, requestId }) {
       return idempotentReply(await createOrder(deps, auth.teamId, body, ctx.get('x-idempotency-key') || undefined, requestId));
     },
@@ -101,12 +104,7 @@ export const labOrderRoutes = [
     tags,
     auth: 'team',
     body: UnregisteredTestkitBody,
-    responses: {
-      200: { description: 'The new order', schema: PostOrderResponse },
-      400: { description: 'The idempotency key was used with another body', schema: ErrorDetail },
-      409: { description: 'A request with the same idempotency key is in progress', schema: ErrorDetail },
-      422: errors[422],
-    },
+    responses: newOrderResponses,
     async handler({ body, auth, deps, ctx, requestId }) {
       return idempotentReply(await orderUnregisteredTestkit(deps, auth.teamId, body, ctx.get('x-idempotency-key') || undefined, requestId));
     },

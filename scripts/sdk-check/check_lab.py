@@ -13,6 +13,9 @@ Environment:
 Prints `OK <call>` or `FAIL <call>: <error>` per call and exits 1 if any call failed. A call whose prerequisite
 failed is reported as FAIL too (nothing passes silently).
 
+Also the unregistered test kit (testkit.create_order, then testkit.register with its sample id) and the order search
+(get_orders with search_input and patient_name).
+
 SDK 2.1.569 has no method for PATCH /v3/order/{id}, POST /v3/order/{id}/redraw or GET /v3/order_transaction/{id};
 those are called as `raw ...` through the SDK's own HTTP client (same headers, base URL and retries).
 """
@@ -40,6 +43,7 @@ from vital.types import (
     PhysicianCreateRequest,
     PhysicianCreateRequestBase,
     PostOrderResponse,
+    ShippingAddressWithValidation,
     SimulationFlags,
 )
 
@@ -295,6 +299,44 @@ registered = check(
     PostOrderResponse,
 )
 check("lab_tests.get_order (registered kit)", lambda: lab.get_order(need(registered, "the registered kit").order.id), ClientFacingOrder)
+
+# An unregistered test kit: ordered to an address, registered later by the sample id on its order.
+def order_unregistered_kit():
+    kits = [t for t in need(tests, "the lab tests") if t.method.value == "testkit" and t.status.value == "active"]
+    shipping = ShippingAddressWithValidation(
+        receiver_name="Front Desk", first_line="500 Market St", city="San Francisco", state="CA", zip="94105", country="US", phone_number="+14155550100"
+    )
+    answer = client.testkit.create_order(user_id=USER_ID, lab_test_id=need(kits[0] if kits else None, "an active test-kit test").id, shipping_details=shipping, passthrough="sdk-check")
+    expect_that(low_status(answer.order) == "awaiting_registration", f"the kit is {low_status(answer.order)}, not awaiting_registration")
+    return answer
+
+
+kit_order = check("testkit.create_order", order_unregistered_kit, PostOrderResponse)
+
+
+def register_ordered_kit():
+    kit = need(kit_order, "the unregistered kit").order
+    answer = client.testkit.register(user_id=USER_ID, sample_id=kit.sample_id, patient_details=patient, patient_address=address,
+        physician=PhysicianCreateRequestBase(first_name="Gregory", last_name="House", npi="1234567893"), consents=consents,
+    )
+    expect_that(answer.order.id == kit.id, f"registration made order {answer.order.id}, not the kit's {kit.id}")
+    expect_that(low_status(answer.order) == "testkit_registered", f"the kit is {low_status(answer.order)} after registration")
+    return answer
+
+
+check("testkit.register (the unregistered kit)", register_ordered_kit, PostOrderResponse)
+
+
+def search_orders():
+    kit = need(kit_order, "the unregistered kit").order
+    by_sample = lab.get_orders(search_input=kit.sample_id)
+    expect_that([o.id for o in by_sample.orders] == [kit.id], f"search_input={kit.sample_id}: {[o.id for o in by_sample.orders]}")
+    by_name = lab.get_orders(patient_name=f"{patient.first_name} {patient.last_name}".upper(), user_id=USER_ID, size=100)
+    expect_that(kit.id in [o.id for o in by_name.orders], "patient_name did not find the registered kit")
+    return by_name
+
+
+check("lab_tests.get_orders (search_input, patient_name)", search_orders, GetOrdersResponse)
 
 # Order transactions: a sample failure, its redraw, and the transaction holding both.
 check(
