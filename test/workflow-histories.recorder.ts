@@ -4,7 +4,7 @@ import { temporal } from '@temporalio/proto';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
-import { createUser, daysFromToday, labTestIds, orderBody, orderReaches } from './support/lab';
+import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { startReceiver } from './support/receiver';
 
 /**
@@ -31,6 +31,18 @@ async function save(name: string, workflowType: string, workflowId: string): Pro
   const json = { workflowType, workflowId, recordedAt: new Date().toISOString(), history: JSON.parse(JSON.stringify(history)) };
   expect(temporal.api.history.v1.History.fromObject(json.history).events).toHaveLength(history.events?.length ?? -1);
   writeFileSync(path.join(dir, `${name}.json`), `${JSON.stringify(json, null, 1)}\n`);
+}
+
+/** A kit ordered unregistered (patch `unregistered-testkit`): shipped, registered by its sample id, completed. */
+async function recordUnregisteredKit(api: ReturnType<typeof teamClient>, labTestId: string): Promise<void> {
+  const shipping = { receiver_name: 'Front Desk', first_line: '500 Market St', city: 'San Francisco', state: 'CA', zip: '94105', country: 'US', phone_number: '+14155550100' };
+  const kit = (await api.post('/v3/order/testkit', { user_id: await createUser(api), lab_test_id: labTestId, shipping_details: shipping })).body.order;
+  await eventually(async () => (await api.get(`/v3/order/${kit.id}`)).body.details.data.shipment, 60_000, 'the kit shipped');
+  expect((await api.post('/v3/order/testkit/register', registrationBody(await createUser(api), kit.sample_id))).status).toBe(200);
+  expect((await api.post(`/v3/order/${kit.id}/test?final_status=completed.testkit.completed&delay=0`, {})).status).toBe(200);
+  await orderReaches(api, kit.id, 'completed', 60_000);
+  await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(kit.id)).result();
+  await save('lab-order-testkit-unregistered', 'labOrderWorkflow', workflowIds.labOrder(kit.id));
 }
 
 test('records a history of every workflow type', async () => {
@@ -61,6 +73,7 @@ test('records a history of every workflow type', async () => {
   expect((await api.post(`/v3/order/${cancelled.id}/cancel`)).status).toBe(200);
   await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(cancelled.id)).result();
   await save('lab-order-cancelled', 'labOrderWorkflow', workflowIds.labOrder(cancelled.id));
+  await recordUnregisteredKit(api, tests.testkit);
 
   // User deletion: erased after its (shortened) grace period, and undone within it.
   const erased = await createUser(api);
