@@ -16,4 +16,23 @@ export async function deleteRetiredMaintenanceSchedule(temporal: TemporalDeps, l
   } catch (err) {
     if (!(err instanceof ScheduleNotFoundError)) throw err;
   }
+  await terminateRetiredRuns(temporal, logger);
+}
+
+const RETIRED_WORKFLOW_TYPE = 'maintenanceWorkflow';
+
+/**
+ * A run the Schedule started before it was deleted would fail its workflow task every few seconds for ever (this
+ * worker no longer hosts its type): terminate such runs. Best effort: a failure here is logged, not fatal.
+ */
+async function terminateRetiredRuns(temporal: TemporalDeps, logger: Logger): Promise<void> {
+  try {
+    const query = `WorkflowType = '${RETIRED_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND TaskQueue = '${temporal.taskQueue}'`;
+    for await (const run of temporal.client.workflow.list({ query })) {
+      await temporal.client.workflow.getHandle(run.workflowId, run.runId).terminate('maintenanceWorkflow is retired: TTL indexes expire documents now');
+      logger.info({ workflowId: run.workflowId }, 'retired maintenance run terminated');
+    }
+  } catch (err) {
+    logger.warn({ err }, 'could not look for retired maintenance runs to terminate');
+  }
 }
