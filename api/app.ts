@@ -5,10 +5,13 @@ import { coerceFlat, controlCharacterErrors, toFieldErrors, validatorFor, type F
 import type { AppDeps } from './deps';
 import { createAuthenticator, type Authenticator } from './middleware/auth';
 import { readJsonBody } from './middleware/body';
-import { errorRenderer } from './middleware/errors';
+import { errorRenderer, errorSummary } from './middleware/errors';
 import { requestContext } from './middleware/request-context';
 import type { AnyRoute } from './route';
 import { routeTable } from './routes';
+
+/** How a response stream fails when its client is gone. */
+const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE']);
 
 /** Builds the Koa app without listening (api/main.ts listens; tests use it directly). */
 export function createApp(deps: AppDeps): Koa {
@@ -23,6 +26,13 @@ export function createApp(deps: AppDeps): Koa {
     router[route.method](path, (ctx, next) => (resourceOf(ctx).some((l) => l.path === path) ? runRoute(route, ctx, deps, authenticate) : next()));
   }
 
+  // What Koa reports after a reply has started: a streamed body cut off by a failure (the socket is destroyed,
+  // api/json-stream.ts) or by a client that went away. One log line each, instead of Koa's stack on stderr.
+  app.on('error', (err: Error & { code?: string }, ctx?: Context) => {
+    const log = ctx?.state.log ?? deps.logger;
+    if (CLIENT_GONE.has(err.code ?? '')) log.info({ path: ctx?.path, code: err.code }, 'client closed the connection before the response ended');
+    else log.error({ err: errorSummary(err), path: ctx?.path }, 'response cut off after it started');
+  });
   app.use(requestContext(deps.logger));
   app.use(errorRenderer());
   app.use(allowedMethods());

@@ -30,6 +30,7 @@ import {
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
 import { decodeCursor, encodeCursor } from '../cursors';
+import { jsonArrayStream } from '../json-stream';
 import { activeUser } from '../../lib/users/views';
 
 const errors = {
@@ -231,7 +232,7 @@ export const wearableDataRoutes = [
     method: 'get',
     path: '/v2/timeseries/{user_id}/{resource}',
     summary: 'Timeseries samples',
-    description: 'All samples of the resource in the range, oldest first (body_weight and body_fat read weight and fat).',
+    description: 'All samples of the resource in the range, oldest first (body_weight and body_fat read weight and fat). Streamed (chunked, no Content-Length): a database failure after the first byte cuts the response off, so a body that does not parse as JSON is incomplete.',
     tags: ['Timeseries'],
     auth: 'team',
     params: Type.Object({ user_id: Type.String({ format: 'uuid' }), resource: Type.String({ maxLength: 64 }) }),
@@ -242,8 +243,9 @@ export const wearableDataRoutes = [
       if (!resource || !resource.flat) throw notFound(`Unknown timeseries resource '${params.resource}'${resource ? `; read it at /v2/timeseries/{user_id}/${params.resource}/grouped` : ''}.`);
       await activeUser(deps, auth.teamId, params.user_id);
       const { from, to } = dateRange(query);
-      const docs = await deps.repos.wearableData.findSamples({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined });
-      return { body: docs.map(sampleView) };
+      const days = deps.repos.wearableData.readSamplesByDay({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined });
+      // Streamed, a day at a time: a year of minute samples is 525,600 (api/json-stream.ts).
+      return { body: await jsonArrayStream(days, sampleView), contentType: 'application/json' };
     },
   }),
 ];

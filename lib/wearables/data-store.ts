@@ -2,7 +2,7 @@ import type { AnyBulkWriteOperation, Collection, Db } from 'mongodb';
 import { insertIgnoringDuplicates, retryTransient } from '../platform/database/bulk';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
 import { runOnce } from '../platform/database/migrations';
-import { SampleBuckets, type SampleBucketDoc, type SampleReading, type SampleWrite } from './sample-buckets';
+import { SampleBuckets, type SampleBucketDoc, type SampleQuery, type SampleReading, type SampleWrite } from './sample-buckets';
 
 /** How a stored summary or sample came to hold its current value: the write that created or last changed it. */
 export interface IngestMark {
@@ -187,6 +187,11 @@ export class WearableDataRepository {
   /** Samples in [from, to], by timestamp then key; `after` continues from a cursor position (see SampleBuckets.find). */
   findSamples(q: Parameters<SampleBuckets['find']>[0]): Promise<SampleReading[]> {
     return this.sampleBuckets.find(q);
+  }
+
+  /** The same samples a day at a time, from one cursor read in batches (see SampleBuckets.readByDay): for reads of any length. */
+  readSamplesByDay(q: SampleQuery): AsyncGenerator<SampleReading[]> {
+    return this.sampleBuckets.readByDay(q);
   }
 
   /** By `_id`, within the team. */

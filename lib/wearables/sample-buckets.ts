@@ -157,6 +157,45 @@ class BucketSample implements SampleReading {
   get updated_at() { return this.bucket.updated_at; }
 }
 
+/** What a read asks for: a user's samples of one resource in [from, to], after a cursor position if given. */
+export interface SampleQuery {
+  teamId: string;
+  userId: string;
+  resource: string;
+  from: Date;
+  to: Date;
+  provider?: string;
+  after?: { timestamp: Date; id: string };
+}
+
+/** Day buckets per round trip of a read's cursor (a day of minute samples is ~25-80 KB of columns). */
+const READ_BATCH_BUCKETS = 16;
+
+/**
+ * The samples of one day's buckets (one per source) that the query wants, by timestamp then key: offsets ascend
+ * within a bucket, so only several sources need a sort.
+ */
+function samplesOfDay(buckets: SampleBucketDoc[], q: SampleQuery): BucketSample[] {
+  const fromMs = q.from.getTime();
+  const toMs = q.to.getTime();
+  const afterMs = q.after?.timestamp.getTime();
+  const out: BucketSample[] = [];
+  for (const stored of buckets) {
+    const bucket = stored.samples ? { ...stored, ...NO_COLUMNS, ...columnsUpdate(openBucket(stored)).set } : stored; // not yet in columns
+    const { offsets = [] } = bucket;
+    const base = bucket.day.getTime();
+    const prefix = seriesPrefix(bucket.user_id, bucket.resource, bucket.provider, bucket.source_type);
+    for (let i = 0; i < offsets.length; i++) {
+      const t = base + offsets[i];
+      if (t < fromMs || t > toMs) continue;
+      if (afterMs !== undefined && (t < afterMs || (t === afterMs && prefix + t <= q.after!.id))) continue;
+      out.push(new BucketSample(bucket, prefix, i, t));
+    }
+  }
+  if (buckets.length > 1) out.sort((a, b) => a.timeMs - b.timeMs || (a._id < b._id ? -1 : 1));
+  return out;
+}
+
 /**
  * The sample buckets of `sample_buckets`: writes, reads and the move of earlier versions' slot maps into
  * columns. Every bucket write is one insert or one update conditional on the version read.
@@ -256,36 +295,45 @@ export class SampleBuckets {
   }
 
   /**
-   * Samples in [from, to], by timestamp then key; `after` continues from a cursor position. Reads the day buckets
-   * the range touches (one document per day and source), without their ingest marks, and flattens them.
+   * Samples in [from, to], by timestamp then key; `after` continues from a cursor position; `limit` stops the
+   * read (and closes its cursor) once that many are found.
    */
-  async find(q: { teamId: string; userId: string; resource: string; from: Date; to: Date; provider?: string; after?: { timestamp: Date; id: string }; limit?: number }): Promise<SampleReading[]> {
+  async find(q: SampleQuery & { limit?: number }): Promise<SampleReading[]> {
+    const out: SampleReading[] = [];
+    for await (const day of this.readByDay(q)) {
+      for (const sample of day) out.push(sample);
+      if (q.limit && out.length >= q.limit) break;
+    }
+    return q.limit ? out.slice(0, q.limit) : out;
+  }
+
+  /**
+   * The samples of `find`, a day at a time. The day buckets the range touches (one document per day and source,
+   * without their ingest marks) come from one cursor, READ_BATCH_BUCKETS per round trip, so however long the
+   * range, a read holds one batch of buckets and one day's samples. Ending the iteration early (a consumer
+   * that returns, or throws) closes the cursor on the server.
+   */
+  async *readByDay(q: SampleQuery): AsyncGenerator<SampleReading[]> {
     const from = q.after && q.after.timestamp > q.from ? q.after.timestamp : q.from;
     const filter: Filter<SampleBucketDoc> = { team_id: q.teamId, user_id: q.userId, resource: q.resource, day: { $gte: bucketDay(from), $lte: bucketDay(q.to) } };
     if (q.provider) filter.provider = q.provider;
-    const buckets = await this.collection.find(filter, { projection: { ingest_key: 0, change: 0 } }).sort({ day: 1 }).toArray();
-    // Offsets ascend within a bucket and buckets come in day order, so one source's samples need no sort;
-    // several sources are merged by time.
-    const fromMs = q.from.getTime();
-    const toMs = q.to.getTime();
-    const afterMs = q.after?.timestamp.getTime();
-    const out: BucketSample[] = [];
-    const sources = new Set<string>();
-    for (const stored of buckets) {
-      sources.add(`${stored.provider}:${stored.source_type}`);
-      const bucket = stored.samples ? { ...stored, ...NO_COLUMNS, ...columnsUpdate(openBucket(stored)).set } : stored; // not yet in columns
-      const { offsets = [] } = bucket;
-      const base = bucket.day.getTime();
-      const prefix = seriesPrefix(bucket.user_id, bucket.resource, bucket.provider, bucket.source_type);
-      for (let i = 0; i < offsets.length; i++) {
-        const t = base + offsets[i];
-        if (t < fromMs || t > toMs) continue;
-        if (afterMs !== undefined && (t < afterMs || (t === afterMs && prefix + t <= q.after!.id))) continue;
-        out.push(new BucketSample(bucket, prefix, i, t));
+    const cursor = this.collection.find(filter, { projection: { ingest_key: 0, change: 0 }, batchSize: READ_BATCH_BUCKETS }).sort({ day: 1 });
+    try {
+      // Buckets come in day order; a day's buckets (one per source) are read together and merged by time.
+      let day: SampleBucketDoc[] = [];
+      for await (const bucket of cursor) {
+        if (day.length && bucket.day.getTime() !== day[0].day.getTime()) {
+          const samples = samplesOfDay(day, q);
+          if (samples.length) yield samples;
+          day = [];
+        }
+        day.push(bucket);
       }
+      const samples = samplesOfDay(day, q);
+      if (samples.length) yield samples;
+    } finally {
+      await cursor.close();
     }
-    if (sources.size > 1) out.sort((a, b) => a.timeMs - b.timeMs || (a._id < b._id ? -1 : 1));
-    return q.limit ? out.slice(0, q.limit) : out;
   }
 
   /**
