@@ -37,6 +37,7 @@ const allSuites = [
   { name: 'wearables', run: wearableSuite, checkSettings: wearableSettings },
   { name: 'pipelines', run: pipelineSuite, checkSettings: pipelineSettings },
   { name: 'console', run: consoleSuite, checkSettings: consoleSettings },
+  { name: 'timeseries-memory', run: async (...args) => (await import('./bench/timeseries-memory.mjs')).timeseriesMemorySuite(...args) },
 ];
 const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
   .split(',')
