@@ -6,6 +6,7 @@ import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { startReceiver } from './support/receiver';
+import { oruMessage } from './support/hl7';
 
 /**
  * Records the histories test/workflow-replay.test.ts replays: each workflow type run on the test stack through
@@ -116,3 +117,23 @@ test('records a history of every workflow type', async () => {
   }
   await save('webhook-sweeper', 'webhookSweeperWorkflow', workflowIds.webhookSweeper(app.deps.config.TEMPORAL_TASK_QUEUE));
 }, 300_000);
+
+/** Results from a lab's HL7 messages: a final report (the order's run), then its correction (a run of its own). */
+test('records a lab correction after completion (HL7 intake)', async () => {
+  const tenant = await createTenant(app.deps, 'Histories HL7');
+  const api = teamClient(app, tenant);
+  const thyroid = app.deps.labCatalogue.markers.find((m) => m.type === 'panel' && m.slug === 'thyroid_panel' && m.lab_id === 3)!;
+  const test = (await api.post('/v3/lab_tests', { name: 'Histories thyroid', method: 'walk_in_test', description: 'HL7', marker_ids: [thyroid.id] })).body;
+  const order = (await api.post('/v3/order', orderBody(await createUser(api), test.id))).body.order;
+  await orderReaches(api, order.id, 'requisition_created');
+  const groups = [{ panel: thyroid, markers: app.deps.labCatalogue.resultMarkersFor({ marker_ids: [thyroid.id] }) }];
+  const lab = app.deps.labCatalogue.labById(3)!;
+  const hl7 = { 'content-type': 'application/hl7-v2' };
+  expect((await api.post('/v3/lab/intake/hl7', oruMessage(order, { lab, groups }), hl7)).status).toBe(200);
+  await orderReaches(api, order.id, 'completed');
+  await save('lab-order-hl7-completed', 'labOrderWorkflow', workflowIds.labOrder(order.id));
+  const correction = oruMessage(order, { lab, groups, reportStatus: 'C', overrides: { tsh: { value: '7.9', flags: 'H' } } });
+  expect((await api.post('/v3/lab/intake/hl7', correction, hl7)).status).toBe(200);
+  await orderReaches(api, order.id, 'corrected');
+  await save('lab-order-hl7-correction', 'labOrderCorrectionWorkflow', workflowIds.labOrder(order.id));
+}, 120_000);
