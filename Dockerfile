@@ -21,12 +21,12 @@ COPY package.json package-lock.json ./
 # platforms' optional packages, which `npm ci` then rejects).
 RUN npm install --ignore-scripts --no-audit --no-fund
 COPY . .
-# tsc also copies the imported catalogue JSON (lib/catalogue/*.json) into dist/lib/catalogue/; the delivery-log
-# page's static files (api/console/) are copied beside the compiled routes.
+# tsc also copies the imported catalogue JSON (lib/catalogue/*.json) into dist/lib/catalogue/; the static files of the
+# delivery-log page (api/console/) and the hosted link page (api/link/) are copied beside the compiled api.
 RUN npx tsc -p tsconfig.json \
  && rm -rf dist/test \
- && cp -r api/console dist/api/console \
- && test -f dist/api/main.js && test -f dist/worker/main.js && test -f dist/lib/catalogue/providers.json && test -f dist/api/console/index.html
+ && cp -r api/console dist/api/console && cp -r api/link dist/api/link \
+ && test -f dist/api/main.js && test -f dist/worker/main.js && test -f dist/lib/catalogue/providers.json && test -f dist/api/console/index.html && test -f dist/api/link/index.html
 
 # ---- prod-deps: production dependencies only ---------------------------------------------------------
 FROM ${NODE_IMAGE} AS prod-deps

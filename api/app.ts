@@ -86,6 +86,7 @@ async function runRoute(route: AnyRoute, ctx: Context, deps: AppDeps, authentica
   const errors: FieldError[] = [];
   let auth: unknown;
   if (route.auth === 'team') auth = await authenticate.team(ctx);
+  if (route.auth === 'link') auth = await authenticate.link(ctx);
 
   const params = validatePart('path', route.params, { ...ctx.params }, errors);
   if (route.auth === 'management') {

@@ -2,9 +2,10 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { Context } from 'koa';
 import type { Logger } from '../lib/platform/logger';
 import type { AppDeps } from './deps';
-import type { ManagementPrincipal, TeamPrincipal } from './middleware/auth';
+import type { LinkTokenPrincipal, ManagementPrincipal, TeamPrincipal } from './middleware/auth';
 
-export type AuthKind = 'team' | 'management' | 'none';
+/** `link`: a link token in x-vital-link-token (the hosted link page, acting for one user of one team). */
+export type AuthKind = 'team' | 'management' | 'link' | 'none';
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 export interface ResponseSpec {
@@ -27,7 +28,7 @@ export interface HandlerArgs<P, Q, B, A extends AuthKind> {
   params: Val<P>;
   query: Val<Q>;
   body: Val<B>;
-  auth: A extends 'team' ? TeamPrincipal : A extends 'management' ? ManagementPrincipal : undefined;
+  auth: A extends 'team' ? TeamPrincipal : A extends 'management' ? ManagementPrincipal : A extends 'link' ? LinkTokenPrincipal : undefined;
   deps: AppDeps;
   log: Logger;
   requestId: string;

@@ -16,7 +16,8 @@ function detailOf(body, status) {
   return `The API answered ${status}.`;
 }
 
-async function send(method, path, headers, body) {
+/** One JSON call of the public API (the link page uses it too); a non-2xx answer throws ApiError with its detail. */
+export async function send(method, path, headers, body) {
   const res = await fetch(path, {
     method,
     headers: { accept: 'application/json', ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },

@@ -2,10 +2,18 @@ import type { Context } from 'koa';
 import { badRequest, forbidden, unauthorized } from '../../lib/platform/errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX } from '../../lib/platform/keys';
 import type { ManagementKeyDoc, ManagementRole } from '../../lib/tenancy/model';
+import { LINK_TOKEN_REFUSALS, type LinkTokenDoc } from '../../lib/wearables/link-tokens-store';
 import type { AppDeps } from '../deps';
 
 /** The header the original API's SDKs send their api_key in: accepted as an alias of x-service-api-key. */
 export const SDK_KEY_HEADER = 'x-vital-api-key';
+
+/** The header the link page (and the original's link widget) sends its link token in. */
+export const LINK_TOKEN_HEADER = 'x-vital-link-token';
+
+export interface LinkTokenPrincipal {
+  token: LinkTokenDoc;
+}
 
 export interface TeamPrincipal {
   teamId: string;
@@ -197,7 +205,17 @@ export function createAuthenticator(deps: AppDeps) {
     return principal;
   }
 
-  return { team, management };
+  /** The link page's token (x-vital-link-token): usable, or a 401 saying why not (the use itself is claimed later). */
+  async function link(ctx: Context): Promise<LinkTokenPrincipal> {
+    const token = ctx.get(LINK_TOKEN_HEADER);
+    if (!token) throw unauthorized(`Missing link token. Send it in the ${LINK_TOKEN_HEADER} header (POST /v2/link/token makes one).`);
+    const checked = await repos.linkTokens.check(token);
+    if ('refused' in checked) throw unauthorized(LINK_TOKEN_REFUSALS[checked.refused]);
+    ctx.state.teamId = checked.doc.team_id;
+    return { token: checked.doc };
+  }
+
+  return { team, management, link };
 }
 
 export type Authenticator = ReturnType<typeof createAuthenticator>;

@@ -5,6 +5,8 @@ import { publicBaseUrl } from '../../lib/platform/config';
 import type { HistoricalPullDoc } from '../../lib/wearables/historical-pulls-store';
 import { isoWithOffset } from '../../lib/platform/time';
 import { createAdapterRegistry, DEMO_PROVIDERS } from '../../lib/wearables/adapters';
+import { connectWithLinkToken, demoSignIn } from '../../lib/wearables/link-flow';
+import { LINK_TOKEN_REFUSALS } from '../../lib/wearables/link-tokens-store';
 import { connectProvider, deregisterConnection, providerSummary, signalConnection } from '../../lib/wearables/workflow-client';
 import { ErrorDetail, HTTPValidationError, SuccessResponse } from '../../schemas/common';
 import { UserIdParams } from '../../schemas/user';
@@ -100,7 +102,7 @@ export const connectionRoutes = [
     method: 'post',
     path: '/v2/link/token',
     summary: 'Create a link token',
-    description: 'A one-time token (valid 10 minutes) for connecting one user to a provider; POST /v2/link/start uses it.',
+    description: 'A one-time token (valid 10 minutes) for connecting one user to a provider: `link_web_url` is the hosted link page (GET /link), which uses it through the link-token API (x-vital-link-token); POST /v2/link/start uses it too.',
     tags: linkTags,
     auth: 'team',
     body: LinkTokenBody,
@@ -118,6 +120,7 @@ export const connectionRoutes = [
         user_id: body.user_id,
         provider: body.provider ?? null,
         redirect_url: body.redirect_url ?? null,
+        filter_on_providers: body.filter_on_providers ?? null,
         expires_at: new Date(now.getTime() + LINK_TOKEN_TTL_MS),
         created_at: now,
       });
@@ -134,8 +137,9 @@ export const connectionRoutes = [
     body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
     responses: { 200: { description: 'Whether the token can still be used', schema: Type.Object({ valid: Type.Boolean() }, { additionalProperties: true }) }, 422: errors[422] },
     async handler({ body, auth, deps }) {
-      const doc = await deps.repos.linkTokens.find(hashKey(body.token));
-      const valid = !!doc && doc.team_id === auth.teamId && doc.expires_at > new Date() && !(await deps.repos.linkTokens.isConsumed(doc._id));
+      const checked = await deps.repos.linkTokens.check(body.token);
+      const doc = checked.doc;
+      const valid = !('refused' in checked) && checked.doc.team_id === auth.teamId;
       return { body: { valid, ...(doc && doc.team_id === auth.teamId ? { user_id: doc.user_id, expires_at: isoWithOffset(doc.expires_at) } : {}) } };
     },
   }),
@@ -145,7 +149,7 @@ export const connectionRoutes = [
     path: '/v2/link/start',
     summary: 'Connect with a link token',
     description:
-      'Uses a link token (once) to connect its user to `provider`. This deployment has no internet access, so only the sandbox demo providers connect; others answer `state: error` with `provider_api_error`.',
+      'Uses a link token (once) to connect its user to `provider`, as the hosted link page does (GET /link). This deployment has no internet access, so only the sandbox demo providers connect here; others answer `state: error` with `provider_api_error`.',
     tags: linkTags,
     auth: 'team',
     body: Type.Object({ link_token: Type.String({ minLength: 1, maxLength: 256 }), provider: Type.String({ pattern: '^[a-z0-9_]+$', maxLength: 64 }) }, { additionalProperties: false }),
@@ -155,18 +159,11 @@ export const connectionRoutes = [
       422: errors[422],
     },
     async handler({ body, auth, deps }) {
-      const doc = await deps.repos.linkTokens.find(hashKey(body.link_token));
+      const checked = await deps.repos.linkTokens.check(body.link_token);
       const error = (error_type: string, error: string) => ({ body: { state: 'error', error_type, error, provider: body.provider, connected: false } });
-      if (!doc || doc.team_id !== auth.teamId) return error('invalid_token', 'Unknown link token.');
-      if (doc.expires_at <= new Date()) return error('token_expired', 'The link token expired (tokens are valid 10 minutes): create a new one.');
-      if (doc.provider && doc.provider !== body.provider) return error('invalid_token', `The link token was created for ${doc.provider}.`);
-      if (!(await deps.repos.linkTokens.consume(doc))) return error('token_consumed', 'The link token was already used: create a new one.');
-      if (!DEMO_PROVIDERS.includes(body.provider) || deps.config.DEPLOYMENT_ENVIRONMENT !== 'sandbox') {
-        return error('provider_api_error', `${body.provider} cannot be reached from this deployment (no internet access); sandbox demo providers: ${DEMO_PROVIDERS.join(', ')}.`);
-      }
-      const result = await connectProvider(deps, { teamId: auth.teamId, userId: doc.user_id, provider: body.provider, adapter: 'demo' });
-      if ('conflict' in result) return error('duplicate_connection', `The user is already connected to ${body.provider}.`);
-      return { body: { state: 'success', provider: body.provider, connected: true, provider_id: result.created._id, redirect_url: doc.redirect_url } };
+      if (!checked.doc || checked.doc.team_id !== auth.teamId) return error('invalid_token', 'Unknown link token.');
+      if ('refused' in checked) return error(checked.refused, LINK_TOKEN_REFUSALS[checked.refused]);
+      return { body: await connectWithLinkToken(deps, checked.doc, body.provider, () => demoSignIn(deps, body.provider)) };
     },
   }),
   defineRoute({

@@ -1,7 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
-import { Type } from '@sinclair/typebox';
-import { forbidden, notFound, unauthorized } from '../../lib/platform/errors';
+import { forbidden, unauthorized } from '../../lib/platform/errors';
 import { timeOrderedUuid } from '../../lib/platform/keys';
 import { isoWithOffset } from '../../lib/platform/time';
 import { audited } from '../../lib/tenancy/audit';
@@ -11,6 +8,7 @@ import { ConsoleLink, ConsoleSession, ConsoleSessionBody } from '../../schemas/c
 import { WebhookEnvParams } from '../../schemas/webhook';
 import { webhookErrors, webhookTeam } from '../management-scope';
 import { defineRoute } from '../route';
+import { staticFolder, STATIC_PAGE_HEADERS } from '../static-pages';
 
 /**
  * The delivery-log page (README "Delivery-log page"): static files from api/console/ that call the public
@@ -18,25 +16,7 @@ import { defineRoute } from '../route';
  * one-time link made through the management API and exchanged by the page for a session (an hour, one team).
  */
 
-// From the sources (api/routes → api/console) or the compiled build (dist/api/routes → api/console beside dist).
-const CONSOLE_DIR = [path.resolve(__dirname, '../console'), path.resolve(__dirname, '../../../api/console')].find((dir) => existsSync(path.join(dir, 'index.html')));
-const ASSETS: Record<string, string> = {
-  'console.css': 'text/css; charset=utf-8',
-  'console.js': 'text/javascript; charset=utf-8',
-  'api.js': 'text/javascript; charset=utf-8',
-  'views.js': 'text/javascript; charset=utf-8',
-};
-const PAGE_HEADERS = {
-  // Everything comes from this origin; nothing may frame the page (clickjacking of resend/disable).
-  'Content-Security-Policy': "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  'Referrer-Policy': 'no-referrer',
-  'X-Content-Type-Options': 'nosniff',
-  'Cache-Control': 'no-store',
-};
-const consoleFile = (name: string) => {
-  if (!CONSOLE_DIR) throw notFound('The delivery-log page is not installed with this build (api/console/ is missing).');
-  return readFileSync(path.join(CONSOLE_DIR, name));
-};
+const consoleFolder = staticFolder('console', 'The delivery-log page', '/console', ['console.css', 'console.js', 'api.js', 'views.js']);
 const REFUSALS: Record<ConsoleLinkRefusal, string> = {
   unknown: 'This sign-in link is not valid. Ask for a new link, or sign in with a management key.',
   expired: 'This sign-in link has expired (links work for 15 minutes). Ask for a new link.',
@@ -54,24 +34,9 @@ export const consoleRoutes = [
     auth: 'none',
     internal: true,
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
-    handler: () => ({ body: consoleFile('index.html'), contentType: 'text/html; charset=utf-8', headers: PAGE_HEADERS }),
+    handler: () => ({ body: consoleFolder.read('index.html'), contentType: 'text/html; charset=utf-8', headers: STATIC_PAGE_HEADERS }),
   }),
-  defineRoute({
-    operationId: 'consoleAsset',
-    method: 'get',
-    path: '/console/assets/{file}',
-    summary: 'Delivery-log page assets',
-    tags,
-    auth: 'none',
-    internal: true,
-    params: Type.Object({ file: Type.String() }),
-    responses: { 200: { description: 'Asset' }, 404: { description: 'Unknown asset', schema: ErrorDetail } },
-    handler: ({ params }) => {
-      const type = ASSETS[params.file];
-      if (!type) throw notFound(`Unknown asset '${params.file}'.`);
-      return { body: consoleFile(params.file), contentType: type, headers: { 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff' } };
-    },
-  }),
+  consoleFolder.assetRoute({ operationId: 'consoleAsset', summary: 'Delivery-log page assets', tags }),
   defineRoute({
     operationId: 'createConsoleLink',
     method: 'post',

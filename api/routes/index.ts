@@ -8,6 +8,8 @@ import { labIntakeRoutes } from './lab-intake';
 import { labOrderRoutes } from './lab-orders';
 import { labResultsFhirRoutes } from './lab-results-fhir';
 import { labTestRoutes } from './lab-tests';
+import { linkPageRoutes } from './link-page';
+import { linkProviderRoutes } from './link-providers';
 import { managementKeyRoutes } from './management-keys';
 import { managementRoutes } from './management';
 import { pipelineDeliveryLogRoutes } from './pipeline-delivery-log';
@@ -26,6 +28,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDeliveryLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes, ...labResultsFhirRoutes, ...labIntakeRoutes, ...consoleRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...linkProviderRoutes, ...linkPageRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDeliveryLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes, ...labResultsFhirRoutes, ...labIntakeRoutes, ...consoleRoutes);
   return routes;
 }

@@ -63,6 +63,11 @@ const DEMO_RESOURCES: Record<string, string[]> = {
   freestyle_libre: ['glucose'],
 };
 export const DEMO_PROVIDERS = Object.keys(DEMO_RESOURCES);
+/**
+ * A sandbox connection to another provider (demo credentials signed in on the link page, lib/wearables/link-auth.ts)
+ * gets the same synthetic data for the resources the demo generator makes and the provider offers.
+ */
+const DEMO_GENERATED = [...new Set(Object.values(DEMO_RESOURCES).flat())];
 /** The reference backfills 30 days for demo connections. */
 const DEMO_HISTORY_DAYS = 30;
 
@@ -70,7 +75,7 @@ function demoAdapter(slug: string, supported: string[]): ProviderAdapter {
   return {
     slug,
     mode: 'pull',
-    resources: DEMO_RESOURCES[slug].filter((r) => supported.includes(r)),
+    resources: (DEMO_RESOURCES[slug] ?? DEMO_GENERATED).filter((r) => supported.includes(r)),
     historyDays: DEMO_HISTORY_DAYS,
     async fetch(req) {
       await injectSandboxFault(req);
@@ -116,7 +121,7 @@ export function createAdapterRegistry(providers: ProviderCatalogue): AdapterRegi
     forConnection(connection) {
       const entry = providers.find(connection.provider);
       if (!entry) return undefined;
-      if (connection.adapter === 'demo' && DEMO_RESOURCES[entry.slug]) return demoAdapter(entry.slug, entry.supported_resources);
+      if (connection.adapter === 'demo') return demoAdapter(entry.slug, entry.supported_resources);
       if (connection.adapter === 'sdk') return pushAdapter(entry.slug, entry.supported_resources);
       return undefined;
     },

@@ -1,6 +1,15 @@
 import type { Collection, Db } from 'mongodb';
+import { hashKey } from '../platform/keys';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
+
+/** Why a link token cannot be used, in the original's ProviderLinkResponse error vocabulary. */
+export type LinkTokenRefusal = 'invalid_token' | 'token_expired' | 'token_consumed';
+export const LINK_TOKEN_REFUSALS: Record<LinkTokenRefusal, string> = {
+  invalid_token: 'This link is not valid. Ask the app that sent you here for a new link.',
+  token_expired: 'This link has expired (links work for 10 minutes). Ask the app that sent you here for a new link.',
+  token_consumed: 'This link was already used (a link connects one provider once). Ask the app that sent you here for a new link.',
+};
 
 /** A one-time link token (only its SHA-256 is stored), or the record that it was used (`_id` `<hash>:used`). */
 export interface LinkTokenDoc {
@@ -9,6 +18,8 @@ export interface LinkTokenDoc {
   user_id: string;
   provider: string | null;
   redirect_url: string | null;
+  /** Only these providers are offered (absent on tokens stored before the link page). */
+  filter_on_providers?: string[] | null;
   expires_at: Date;
   created_at: Date;
 }
@@ -39,6 +50,20 @@ export class LinkTokenRepository {
 
   find(hash: string) {
     return this.tokens.findOne({ _id: hash });
+  }
+
+  /** A token's state: usable (its document), or why not. The use itself is `consume`'s unique claim. */
+  check(token: string, now = new Date()) {
+    return this.checkHash(hashKey(token), now);
+  }
+
+  /** As `check`, by the token's hash (the OAuth step's `state`). */
+  async checkHash(hash: string, now = new Date()): Promise<{ doc: LinkTokenDoc } | { refused: LinkTokenRefusal; doc: LinkTokenDoc | null }> {
+    const doc = await this.find(hash);
+    if (!doc) return { refused: 'invalid_token', doc: null };
+    if (doc.expires_at <= now) return { refused: 'token_expired', doc };
+    if (await this.isConsumed(doc._id)) return { refused: 'token_consumed', doc };
+    return { doc };
   }
 
   /** True for the first use of the token only: the use record is a unique insert (two racing uses: one wins). */
