@@ -38,6 +38,9 @@ from vital.types import (
     DemoConnectionStatus,
     GroupedHeartRateResponse,
     LinkTokenExchangeResponse,
+    ProviderLinkResponse,
+    Source,
+    SourceLink,
     UserHistoricalPullsResponse,
     UserRefreshErrorResponse,
     UserRefreshSuccessResponse,
@@ -89,6 +92,26 @@ check(
     ),
     LinkTokenExchangeResponse,
 )
+
+
+def link_token_api():
+    """The link page's API (x-vital-link-token, no API key): providers, state, an OAuth URL, a refused sign-in."""
+    token = client.link.token(user_id=USER_ID).link_token
+    providers = check("link.get_all_providers", lambda: client.link.get_all_providers(vital_link_token=token), list)
+    expect_that(providers and all(isinstance(p, SourceLink) for p in providers), f"not SourceLink items: {providers!r}"[:300])
+    check("link.token_state", lambda: client.link.token_state(vital_link_token=token), dict)
+    source = check("link.generate_oauth_link", lambda: client.link.generate_oauth_link("garmin", vital_link_token=token), Source)
+    expect_that(source and source.oauth_url.startswith("https://"), f"no oauth_url: {source!r}"[:300])
+    refused = check(
+        "link.connect_password_provider (wrong password)",
+        lambda: client.link.connect_password_provider("whoop", username="demo", password="not-the-demo-password", vital_link_token=token),
+        ProviderLinkResponse,
+    )
+    expect_that(refused and refused.state == "error" and not refused.connected, f"not refused: {refused!r}"[:300])
+    return token
+
+
+check("link-token API", link_token_api)
 
 
 def connect_demo():
