@@ -1,10 +1,10 @@
 import { publishEvent } from '../lib/webhooks/publisher';
 import { labOrderStatusQuery } from '../workflows/lab-order';
 import { userDeletionStateQuery } from '../workflows/user-deletion';
-import { createTenant, managementClient, teamClient, uniqueId, type HttpClient, type Tenant } from './support/harness';
+import { createTenant, eventually, managementClient, teamClient, uniqueId, type HttpClient, type Tenant } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';
-import { startTimeSkippingStack, waitReal, type TimeSkippingStack } from './support/time-skipping';
+import { startTimeSkippingStack, type TimeSkippingStack } from './support/time-skipping';
 
 /**
  * The multi-day timers at their real durations (7-day grace period, activate_by, the webhook retry schedule,
@@ -81,11 +81,17 @@ describe('user deletion: the 7-day grace period', () => {
     const doc = await stack.app.deps.repos.users.find(tenant.teamId, user.user_id);
     expect(doc).toMatchObject({ status: 'erased' });
     expect(doc).not.toHaveProperty('client_user_id');
+    expect(doc).not.toHaveProperty('fallback_birth_date');
     expect(await stack.app.deps.repos.connections.listForUser(tenant.teamId, user.user_id)).toEqual([]);
     expect(await stack.app.deps.repos.webhookStore.getEvent(event.id)).toBeNull();
-    const undo = await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
-    expect(undo.status).toBe(400);
-    expect(undo.body.detail).toMatch(/grace period ended.*erased/);
+    expect((await api.get(`/v2/user/${user.user_id}`)).body).toEqual({ detail: 'User not found.' });
+    for (const query of [`user_id=${user.user_id}`, `client_user_id=${encodeURIComponent(user.client_user_id)}`]) {
+      const undo = await api.post(`/v2/user/undo_delete?${query}`);
+      expect(undo.status).toBe(400);
+      expect(undo.body.detail).toMatch(/grace period ended.*erased/);
+    }
+    // The client_user_id is free for a new user.
+    expect((await api.post('/v2/user/', { client_user_id: user.client_user_id })).status).toBe(200);
   });
 });
 
@@ -106,10 +112,10 @@ describe('lab orders: activate_by', () => {
     expect((await api.get(`/v3/order/${order.id}`)).body.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered']);
 
     await stack.skip(2 * MINUTE);
-    const dispatched = await waitReal(async () => {
+    const dispatched = await eventually(async () => {
       const res = await api.get(`/v3/order/${order.id}`);
       return lowOf(res.body.last_event.status) === 'requisition_created' && res.body;
-    }, `order ${order.id} dispatched`);
+    }, 30_000, `order ${order.id} dispatched`);
     expect(dispatched.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'requisition_created']);
     expect(Date.parse(dispatched.last_event.created_at)).toBeGreaterThanOrEqual(due);
     expect(lowOf(await orderWorkflow.query(labOrderStatusQuery))).toBe('requisition_created');
@@ -131,7 +137,7 @@ describe('webhooks: the retry schedule and auto-disable', () => {
   /** Publishes an event and waits (clock stopped) until its first attempt reaches `rx`: fan-out and wake-up happen after the publish returns. */
   const publishTo = async (rx: Receiver) => {
     const event = await publishEvent(stack.app.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { n: 1 } });
-    await waitReal(async () => rx.requests.some((r) => r.headers['webhook-id'] === event.id), `the first attempt of ${event.id}`);
+    await eventually(async () => rx.requests.some((r) => r.headers['webhook-id'] === event.id), 30_000, `the first attempt of ${event.id}`);
     return event;
   };
   const delivery = (endpointId: string, eventId: string) => stack.app.inspect.collection('webhook_deliveries').findOne({ endpoint_id: endpointId, event_id: eventId });
@@ -144,10 +150,10 @@ describe('webhooks: the retry schedule and auto-disable', () => {
 
     // The whole schedule at its longest (+20% jitter), and an hour: every attempt has been made and recorded.
     await stack.skip(schedule.reduce((sum, ms) => sum + ms * 1.2, HOUR));
-    const failed = await waitReal(async () => {
+    const failed = await eventually(async () => {
       const d = await delivery(endpointId, event.id);
       return d?.status === 'failed' && d;
-    }, `delivery of ${event.id} to fail`);
+    }, 30_000, `delivery of ${event.id} to fail`);
     expect(failed.attempts).toBe(schedule.length);
     expect(rx.requests).toHaveLength(schedule.length);
     expect(new Set(rx.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set([event.id]));
@@ -181,7 +187,7 @@ describe('webhooks: the retry schedule and auto-disable', () => {
     // 4 days 23 h in: another failure, still inside the 5 days.
     await stack.skip(failingSince + 5 * DAY - HOUR - (await stack.serverNow()));
     const second = await publishTo(rx);
-    await waitReal(async () => (await delivery(endpointId, second.id))?.attempts >= 1, 'the second attempt recorded');
+    await eventually(async () => (await delivery(endpointId, second.id))?.attempts >= 1, 30_000, 'the second attempt recorded');
     expect((await mgmt.get(`${base()}/${endpointId}`)).body.disabled).toBe(false);
 
     // Its retries (5 s, 5 min, 30 min, 2 h) carry on past the 5 days: the first failing attempt after them disables the endpoint.
@@ -191,7 +197,7 @@ describe('webhooks: the retry schedule and auto-disable', () => {
     const lastAttempt = rx.requests[rx.requests.length - 1].at;
     expect(lastAttempt - failingSince).toBeGreaterThanOrEqual(5 * DAY);
 
-    const body = await waitReal(async () => watcher.requests.map((r) => JSON.parse(r.body)).find((b) => b.data.webhook_id === endpointId), "webhook.disabled at the team's other endpoint");
+    const body = await eventually(async () => watcher.requests.map((r) => JSON.parse(r.body)).find((b) => b.data.webhook_id === endpointId), 30_000, "webhook.disabled at the team's other endpoint");
     expect(body).toMatchObject({ event_type: 'webhook.disabled', data: { webhook_id: endpointId, reason: 'failing', failing_since: new Date(failingSince).toISOString() } });
 
     // The dispatcher ends once the endpoint's pending deliveries are drained: no attempt after that.

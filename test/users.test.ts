@@ -1,5 +1,4 @@
 import { indexBoundFields, indexesUsed, sortsInMemory } from './support/explain';
-import { publishEvent } from '../lib/webhooks/publisher';
 import { userDeletionStateQuery } from '../workflows/user-deletion';
 import { ClientUserIdConflict, PaginatedUsers, User } from '../schemas/user';
 import { createTenant, eventually, expectSchema, teamClient, uniqueId, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
@@ -412,56 +411,7 @@ describe('deleting a user', () => {
     const unknown = await api.post('/v2/user/undo_delete?user_id=00000000-0000-4000-8000-000000000000');
     expect(unknown.status).toBe(404);
   });
-
-  it('erases all of the user\'s data when the grace period elapses', async () => {
-    const shortGrace = await startTestApp({ USER_DELETION_GRACE_SECONDS: 2 });
-    try {
-      const c = teamClient(shortGrace, tenant);
-      const user = (await c.post('/v2/user/', { client_user_id: uniqueId(), fallback_birth_date: '1970-01-01' })).body as User;
-      await shortGrace.deps.repos.connections.connections.insertOne({
-        _id: uniqueId('conn'),
-        team_id: tenant.teamId,
-        user_id: user.user_id,
-        provider: 'fitbit',
-        connection_key: 'fitbit',
-        adapter: 'demo',
-        status: 'connected',
-        created_on: new Date(),
-        updated_at: new Date(),
-      });
-      const event = await publishEvent(shortGrace.deps, {
-        teamId: tenant.teamId,
-        eventType: 'provider.connection.created',
-        data: { user_id: user.user_id, source: { name: 'Fitbit', slug: 'fitbit', logo: '' } },
-        userId: user.user_id,
-        clientUserId: user.client_user_id,
-      });
-      expect((await c.del(`/v2/user/${user.user_id}`)).status).toBe(200);
-
-      const handle = shortGrace.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
-      const result = await handle.result();
-      expect(result).toEqual({ outcome: 'erased', erased: { connections: 1, wearable_data: 0, lab_orders: 0, insurance: 0, events: 1 } });
-      expect(await shortGrace.deps.repos.webhookStore.getEvent(event.id)).toBeNull();
-
-      const doc = await shortGrace.deps.repos.users.find(tenant.teamId, user.user_id);
-      expect(doc).toMatchObject({ status: 'erased' });
-      expect(doc).not.toHaveProperty('client_user_id');
-      expect(doc).not.toHaveProperty('fallback_birth_date');
-      expect(await shortGrace.deps.repos.connections.listForUser(tenant.teamId, user.user_id)).toEqual([]);
-
-      expect((await c.get(`/v2/user/${user.user_id}`)).body).toEqual({ detail: 'User not found.' });
-      const undo = await c.post(`/v2/user/undo_delete?user_id=${user.user_id}`);
-      expect(undo.status).toBe(400);
-      expect(undo.body.detail).toMatch(/grace period ended.*erased/);
-      const undoByClientId = await c.post(`/v2/user/undo_delete?client_user_id=${encodeURIComponent(user.client_user_id)}`);
-      expect(undoByClientId.status).toBe(400);
-      expect(undoByClientId.body.detail).toMatch(/grace period ended.*erased/);
-      // The client_user_id is free for a new user.
-      expect((await c.post('/v2/user/', { client_user_id: user.client_user_id })).status).toBe(200);
-    } finally {
-      await shortGrace.close();
-    }
-  });
+  // Erasure once the 7 days are over: test/time-skipping.test.ts, at the real duration.
 });
 
 describe('DELETE racing undo_delete on the same user', () => {

@@ -14,10 +14,12 @@ import { rmrf, runLogged, seconds, withBuildLock } from './common.mjs';
 
 /** The newest release on Maven Central (2026-11); its classes are Java 8 bytecode, run here on Java 17. */
 export const TEMPORAL_TEST_SERVER_VERSION = '1.38.0';
+/** The server logs through slf4j 1.7 without a binding (slf4j prints a warning at every start): this one discards its logs. */
+const SLF4J_NOP_VERSION = '1.7.36';
 const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
 const MAIN_CLASS = 'io.temporal.testserver.TestServer';
 
-const serverDir = () => path.join(cacheDir(), `temporal-test-server-${TEMPORAL_TEST_SERVER_VERSION}`);
+const serverDir = () => path.join(cacheDir(), `temporal-test-server-${TEMPORAL_TEST_SERVER_VERSION}-slf4j-nop${SLF4J_NOP_VERSION}`);
 const launcherOf = (dir) => path.join(dir, 'temporal-test-server');
 
 /** `java` from JAVA_HOME, else PATH; null when neither has one. */
@@ -55,6 +57,7 @@ export async function ensureTemporalTestServer({ log = console.log } = {}) {
   <groupId>local.healthbridge</groupId><artifactId>temporal-test-server-jars</artifactId><version>0</version><packaging>pom</packaging>
   <dependencies>
     <dependency><groupId>io.temporal</groupId><artifactId>temporal-test-server</artifactId><version>${TEMPORAL_TEST_SERVER_VERSION}</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-nop</artifactId><version>${SLF4J_NOP_VERSION}</version></dependency>
   </dependencies>
 </project>
 `;

@@ -168,11 +168,14 @@ export function expectSchema(schema: TSchema, body: unknown): void {
   }
 }
 
-/** Polls `probe` until it returns a truthy value (for effects of workflows). */
+/**
+ * Polls `probe` until it returns a truthy value (for effects of workflows). The deadline is real time, also where
+ * `Date` follows a time-skipping Temporal server (test/support/time-skipping.ts).
+ */
 export async function eventually<T>(probe: () => Promise<T | undefined | null | false>, timeoutMs = 30000, label = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   let last: unknown;
-  while (Date.now() < deadline) {
+  while (performance.now() < deadline) {
     try {
       const value = await probe();
       if (value) return value;

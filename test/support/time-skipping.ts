@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { jest } from '@jest/globals';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, type ActivityInboundCallsInterceptor } from '@temporalio/worker';
+import { installRuntimeLogger } from '../../worker/worker';
 import { createActivities } from '../../activities';
 import { createSenders } from '../../activities/webhook-delivery';
 import { loadLabCatalogue } from '../../lib/labs/catalogue';
@@ -48,23 +48,9 @@ function testServerExecutable(): string {
   return execFileSync(process.execPath, [script, 'executable'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
 }
 
-/** Real-time polling: `Date` jumps with the server's clock here, so deadlines are measured on `performance`. */
-export async function waitReal<T>(probe: () => Promise<T | null | undefined | false>, label: string, timeoutMs = 30_000): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  let last: unknown;
-  while (performance.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value) return value;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`Timed out (${timeoutMs} ms real time) waiting for ${label}${last ? `: ${(last as Error).message}` : ''}`);
-}
-
 export async function startTimeSkippingStack(name: string, overrides: Partial<Config> = {}): Promise<TimeSkippingStack> {
+  const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'worker-time-skipping');
+  installRuntimeLogger(logger); // the SDK's own logs at the test's level (before the environment creates the runtime)
   const env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path: testServerExecutable() } } });
   const serverNow = () => env.currentTimeMs();
   const syncClock = async () => jest.setSystemTime(Math.max(Date.now(), await serverNow()));
@@ -80,7 +66,6 @@ export async function startTimeSkippingStack(name: string, overrides: Partial<Co
   // Real durations: the defaults, and a day of activate_by lasting a day.
   const app = await startTestApp({ ...deployment, TEMPORAL_ADDRESS: env.address, LAB_ACTIVATION_TIME_SCALE: 1, ...overrides });
   const config = app.deps.config;
-  const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'worker-time-skipping');
   const senders = createSenders(config);
   const clockFollower: ActivityInboundCallsInterceptor = {
     async execute(input, next) {
