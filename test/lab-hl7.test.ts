@@ -2,10 +2,10 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { LabResultsRaw } from '../schemas/lab-order';
 import { AuditLogPage } from '../schemas/management';
 import type { LabMarker } from '../schemas/lab-catalogue';
-import { createTenant, eventually, expectSchema, managementClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { createTenant, eventually, expectSchema, managementClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
 import { createUser, lowOf, orderBody, orderReaches } from './support/lab';
 import { ackOf, mllp, oruMessage, type OruOptions } from './support/hl7';
-import { startReceiver, type Receiver } from './support/receiver';
+import type { Receiver } from './support/receiver';
 
 let app: TestApp;
 let tenant: Tenant;
@@ -21,10 +21,7 @@ beforeAll(async () => {
   client = teamClient(app, tenant);
   mgmt = managementClient(app, tenant);
   userId = await createUser(client);
-  rx = await startReceiver();
-  const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
-  const hook = (await mgmt.post(base, { url: rx.url, filter_types: ['labtest.*'] })).body;
-  secret = (await mgmt.get(`${base}/${hook.id}/secret`)).body.key;
+  ({ rx, secret } = await subscribeReceiver(app, tenant, ['labtest.*']));
 });
 afterAll(async () => {
   await rx.close();

@@ -1,10 +1,10 @@
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { LabResultsRaw } from '../schemas/lab-order';
 import { courseTo, STATUS_SETS, type CollectionMethod } from '../lib/labs/statuses';
-import { createTenant, eventually, expectSchema, managementClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { createTenant, eventually, expectSchema, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, registrationBody } from './support/lab';
 import { pdfText } from './support/pdf';
-import { startReceiver, type Receiver } from './support/receiver';
+import type { Receiver } from './support/receiver';
 
 let app: TestApp;
 let tenant: Tenant;
@@ -20,11 +20,7 @@ beforeAll(async () => {
   client = teamClient(app, tenant);
   tests = await labTestIds(client);
   userId = await createUser(client);
-  rx = await startReceiver();
-  const mgmt = managementClient(app, tenant);
-  const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
-  const hook = (await mgmt.post(base, { url: rx.url, filter_types: ['labtest.*'] })).body;
-  secret = (await mgmt.get(`${base}/${hook.id}/secret`)).body.key;
+  ({ rx, secret } = await subscribeReceiver(app, tenant, ['labtest.*']));
 });
 afterAll(async () => {
   await rx.close();

@@ -1,8 +1,8 @@
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { PostOrderResponse } from '../schemas/lab-order';
-import { createTenant, eventually, expectSchema, managementClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { createTenant, eventually, expectSchema, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
 import { createUser, labTestIds, lowOf, orderReaches, registrationBody } from './support/lab';
-import { startReceiver, type Receiver } from './support/receiver';
+import type { Receiver } from './support/receiver';
 
 /**
  * `POST /v3/order/testkit`: a kit ordered without a patient ships at once and waits in
@@ -23,11 +23,7 @@ beforeAll(async () => {
   tenant = await createTenant(app.deps, 'Unregistered kits');
   client = teamClient(app, tenant);
   tests = await labTestIds(client);
-  rx = await startReceiver();
-  const mgmt = managementClient(app, tenant);
-  const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
-  const hook = (await mgmt.post(base, { url: rx.url, filter_types: ['labtest.*'] })).body;
-  secret = (await mgmt.get(`${base}/${hook.id}/secret`)).body.key;
+  ({ rx, secret } = await subscribeReceiver(app, tenant, ['labtest.*']));
 });
 afterAll(async () => {
   await rx.close();

@@ -5,8 +5,8 @@ import { addDays, todayUtc } from '../lib/platform/time';
 import { ProviderLinkResponse, SourceLinkList } from '../schemas/link';
 import { UserProvidersResponse } from '../schemas/wearables';
 import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
-import { createTenant, eventually, expectSchema, httpClient, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './support/harness';
-import { startReceiver, type Receiver } from './support/receiver';
+import { createTenant, eventually, expectSchema, httpClient, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
+import type { Receiver } from './support/receiver';
 
 /**
  * The hosted link page (GET /link, `link_web_url`) in real headless Chromium against the real app, the shared worker
@@ -28,11 +28,8 @@ beforeAll(async () => {
   app = await startTestApp();
   tenant = await createTenant(app.deps, 'Link page');
   client = teamClient(app, tenant);
-  rx = await startReceiver();
+  ({ rx, secret } = await subscribeReceiver(app, tenant, ['provider.*'], '/hooks'));
   const mgmt = managementClient(app, tenant);
-  const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
-  const hook = (await mgmt.post(base, { url: `${rx.url}/hooks`, filter_types: ['provider.*'] })).body;
-  secret = (await mgmt.get(`${base}/${hook.id}/secret`)).body.key;
   // The team's brand; its logo is on another host, which the page never loads (the team's initials stand in).
   const team = await mgmt.patch(`/v1/org/${tenant.orgId}/team/${tenant.teamId}`, {
     logo_url: 'https://cdn.acme-health.example/logo.png',

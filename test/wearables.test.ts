@@ -10,8 +10,8 @@ import {
   TimeseriesList,
   UserProvidersResponse,
 } from '../schemas/wearables';
-import { createTenant, eventually, expectSchema, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './support/harness';
-import { startReceiver, type Receiver } from './support/receiver';
+import { createTenant, eventually, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
+import type { Receiver } from './support/receiver';
 
 /**
  * Wearable data through the real stack: demo connections pull their history in a Temporal workflow, data and
@@ -28,11 +28,7 @@ beforeAll(async () => {
   app = await startTestApp();
   tenant = await createTenant(app.deps, 'Wearables');
   client = teamClient(app, tenant);
-  rx = await startReceiver();
-  const mgmt = managementClient(app, tenant);
-  const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
-  const hook = (await mgmt.post(base, { url: rx.url, filter_types: ['provider.*', 'historical.*', 'daily.*'] })).body;
-  secret = (await mgmt.get(`${base}/${hook.id}/secret`)).body.key;
+  ({ rx, secret } = await subscribeReceiver(app, tenant, ['provider.*', 'historical.*', 'daily.*']));
 });
 afterAll(async () => {
   await rx.close();

@@ -16,6 +16,7 @@ import { EventPublisher } from '../../lib/webhooks/publisher';
 import { connectMongo } from '../../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
 import { retentionFrom } from '../../lib/platform/database/indexes';
+import { startReceiver, type Receiver } from './receiver';
 import { connectTemporal } from '../../lib/platform/temporal';
 import { initProcessMetrics } from '../../lib/platform/metrics';
 
@@ -96,6 +97,18 @@ export interface Tenant {
   teamId: string;
   teamKey: string;
   managementKey: string;
+}
+
+/**
+ * A real webhook receiver subscribed to the tenant's events of `filterTypes` (a webhook endpoint at `rx.url` + `path`),
+ * with the endpoint's signing secret for verifying what arrives.
+ */
+export async function subscribeReceiver(app: TestApp, tenant: Tenant, filterTypes: string[], path = ''): Promise<{ rx: Receiver; secret: string }> {
+  const rx = await startReceiver();
+  const mgmt = managementClient(app, tenant);
+  const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
+  const hook = (await mgmt.post(base, { url: `${rx.url}${path}`, filter_types: filterTypes })).body;
+  return { rx, secret: (await mgmt.get(`${base}/${hook.id}/secret`)).body.key };
 }
 
 /** A fresh org with an org management key, one team and a team API key (tests never reset the database). */
