@@ -69,7 +69,7 @@ function timedRead(baseUrl, path, teamKey) {
       res.on('data', (chunk) => {
         bytes += chunk.length;
         if (head.length < 64) head += chunk.toString('utf8', 0, 64);
-        tail = chunk.toString('utf8', Math.max(0, chunk.length - 16));
+        tail = (tail + chunk.toString('utf8', Math.max(0, chunk.length - 16))).slice(-16);
       });
       res.once('end', () => {
         const ms = performance.now() - started;
