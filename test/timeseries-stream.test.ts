@@ -187,6 +187,19 @@ test('a client that goes away mid-stream leaves no cursor open: the api kills it
   expect(logLines.some((l) => l.msg === 'client closed the connection before the response ended')).toBe(true);
 });
 
+test('a HEAD request, whose body is never read, closes its cursor too', async () => {
+  commands.length = 0;
+  const res = await fetch(`${app.url}/v2/timeseries/${userId}/heartrate?start_date=2025-01-01&end_date=2025-04-30`, { method: 'HEAD', headers: { 'x-service-api-key': teamKey } });
+  expect(res.status).toBe(200);
+  expect(await res.text()).toBe('');
+  const cursorId = await latestCursorId();
+  expect(cursorId).not.toBe('0');
+  const killed = () => commands.some((c) => c.name === 'killCursors' && c.killed!.includes(cursorId));
+  for (let i = 0; i < 300 && !killed(); i++) await new Promise((r) => setTimeout(r, 50));
+  expect(killed()).toBe(true);
+  expect(commands.filter((c) => c.name === 'getMore')).toHaveLength(0);
+});
+
 test('a database error after the first byte cuts the response off: the client never gets a shorter array that parses', async () => {
   commands.length = 0;
   const outcome = await new Promise<{ text: string; complete: boolean; error: boolean }>((resolve, reject) => {
