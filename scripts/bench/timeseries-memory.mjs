@@ -16,6 +16,7 @@ import { startNode, stopChild, waitForHttp } from '../setup.mjs';
 import { freePort } from '../stack.mjs';
 import { distModule } from './environment.mjs';
 import { numberEnv } from './load.mjs';
+import { heartRateBucket } from './wearables.mjs';
 
 const settings = () => ({ reads: numberEnv('BENCH_TIMESERIES_READS', 3, { integer: true, min: 1 }) });
 export const timeseriesMemorySettings = () => void settings();
@@ -31,31 +32,6 @@ function memoryMb(pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const field = (name) => Math.round(Number(new RegExp(`${name}:\\s+(\\d+)`).exec(status)[1]) / 102.4) / 10;
   return { rss: field('VmRSS'), hwm: field('VmHWM') };
-}
-
-/** A day of minute heart rate as the api stores it (lib/wearables/sample-buckets.ts: columns, shared fields once). */
-function bucketDoc(teamId, userId, dayStart) {
-  const offsets = Array.from({ length: PER_DAY }, (_, k) => k * 60_000);
-  const value = offsets.map((_, k) => 55 + ((k + dayStart / DAY) % 60));
-  const now = new Date();
-  return {
-    _id: `${userId}:heartrate:apple_health_kit:watch:${new Date(dayStart).toISOString().slice(0, 10)}`,
-    team_id: teamId,
-    user_id: userId,
-    resource: 'heartrate',
-    provider: 'apple_health_kit',
-    source_type: 'watch',
-    day: new Date(dayStart),
-    offsets,
-    value,
-    unit: 'bpm',
-    timezone_offset: 0,
-    ingest_key: 'bench-timeseries-memory',
-    change: 'created',
-    version: 1,
-    created_at: now,
-    updated_at: now,
-  };
 }
 
 /** GET, reading the body as it comes (counted, not kept, except its ends); resolves with the time and the byte count. */
@@ -147,7 +123,7 @@ export async function timeseriesMemorySuite(env, { log = console.log } = {}) {
 
   log(`bench: timeseries-memory: storing ${STORED_DAYS} day buckets of ${PER_DAY} samples (${fmtInt(STORED_DAYS * PER_DAY)}) for one user (raw insertMany, not measured)...`);
   for (let d = 0; d < STORED_DAYS; d += 50) {
-    const docs = Array.from({ length: Math.min(50, STORED_DAYS - d) }, (_, i) => bucketDoc(teamId, userId, firstDay + (d + i) * DAY));
+    const docs = Array.from({ length: Math.min(50, STORED_DAYS - d) }, (_, i) => heartRateBucket(teamId, userId, firstDay + (d + i) * DAY, PER_DAY));
     await env.db.collection('sample_buckets').insertMany(docs, { ordered: false });
     log(`bench: timeseries-memory: ${d + docs.length}/${STORED_DAYS} days stored`);
   }

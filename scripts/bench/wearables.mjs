@@ -39,7 +39,7 @@ const INGEST_MARK = { ingest_key: 'bench0123456789abcdef0123', change: 'created'
  * A day bucket of one user's heart rate as lib/wearables/sample-buckets.ts writes one batch's (SampleBucketDoc):
  * `offsets` and `value` columns, the fields every sample shares stored once, a null `type` left out.
  */
-function bucketDoc(teamId, userId, dayStart, perDay) {
+export function heartRateBucket(teamId, userId, dayStart, perDay) {
   const step = DAY / perDay;
   const offsets = [];
   const value = [];
@@ -97,7 +97,7 @@ export async function wearableSuite(env, { log = console.log } = {}) {
     for (let i = 0; i < s.users; i++) {
       const res = await client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `bench-wearer-${env.runId}-${i}` }, json: true });
       users.push(res.json.user_id);
-      const docs = Array.from({ length: 30 }, (_, d) => bucketDoc(teamId, users[i], start + d * DAY, s.perDay));
+      const docs = Array.from({ length: 30 }, (_, d) => heartRateBucket(teamId, users[i], start + d * DAY, s.perDay));
       await env.db.collection('sample_buckets').insertMany(docs, { ordered: false });
       if ((i + 1) % 20 === 0) log(`bench: wearables: ${i + 1}/${s.users} users stored`);
     }
