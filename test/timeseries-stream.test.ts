@@ -16,7 +16,7 @@ let app: TestApp;
 let userId: string;
 let teamId: string;
 let teamKey: string;
-const logLines: { msg?: string; level?: number; code?: string }[] = [];
+const logLines: { msg?: string; level?: number; code?: string; path?: string; complete?: boolean; latency_ms?: number }[] = [];
 
 const DAY_MS = 86_400_000;
 const FIRST_DAY = Date.parse('2025-01-01T00:00:00Z');
@@ -134,8 +134,13 @@ test('a streamed read is byte for byte the whole array: two sources merged by ti
   const from = FIRST_DAY + 3 * DAY_MS + 6.5 * 3_600_000;
   const to = FIRST_DAY + 100 * DAY_MS + 17.75 * 3_600_000;
   commands.length = 0;
+  const logged = logLines.length;
   const res = await fetch(`${app.url}/v2/timeseries/${userId}/heartrate?start_date=${encodeURIComponent(iso(from))}&end_date=${encodeURIComponent(iso(to))}`, { headers: { 'x-service-api-key': teamKey } });
   const text = await res.text();
+  // Its access log line comes once the last byte is written, so its latency covers the whole stream.
+  const accessLine = async () => logLines.slice(logged).find((l) => l.msg === 'request' && l.path === `/v2/timeseries/${userId}/heartrate`);
+  for (let i = 0; i < 100 && !(await accessLine()); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(await accessLine()).not.toHaveProperty('complete');
 
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
@@ -185,6 +190,10 @@ test('a client that goes away mid-stream leaves no cursor open: the api kills it
   expect(received).toBeGreaterThan(0);
   expect(received).toBeLessThan((await expectedJson(FIRST_DAY, FIRST_DAY + DAYS * DAY_MS)).text.length);
   expect(logLines.some((l) => l.msg === 'client closed the connection before the response ended')).toBe(true);
+  // The access log line is written when the connection closes, and says the response was cut short.
+  const cut = async () => logLines.find((l) => l.msg === 'request' && l.path === `/v2/timeseries/${userId}/heartrate` && l.complete === false);
+  for (let i = 0; i < 100 && !(await cut()); i++) await new Promise((r) => setTimeout(r, 50));
+  expect(await cut()).toMatchObject({ complete: false, latency_ms: expect.any(Number) });
 });
 
 test('a HEAD request, whose body is never read, closes its cursor too', async () => {

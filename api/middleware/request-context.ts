@@ -24,9 +24,7 @@ export function requestContext(logger: Logger) {
     ctx.state.requestId = requestId;
     ctx.state.log = logger.child({ req_id: requestId });
     ctx.set('x-request-id', requestId);
-    try {
-      await next();
-    } finally {
+    const record = (complete: boolean) => {
       const latencyMs = Number(process.hrtime.bigint() - started) / 1e6;
       const labels = { method: ctx.method, route: ctx.state.route ?? 'unmatched', status: String(ctx.status) };
       httpRequests.inc(labels);
@@ -38,9 +36,19 @@ export function requestContext(logger: Logger) {
           status: ctx.status,
           latency_ms: Math.round(latencyMs * 100) / 100,
           team_id: ctx.state.teamId,
+          ...(complete ? {} : { complete: false }),
         },
         'request',
       );
+    };
+    try {
+      await next();
+    } finally {
+      const body = ctx.body as { pipe?: unknown } | null | undefined;
+      // A streamed body (a large timeseries read) is timed and logged once its last byte is written, or when the
+      // connection closes before that (`complete: false`).
+      if (body && typeof body.pipe === 'function' && !ctx.res.writableFinished) ctx.res.once('close', () => record(ctx.res.writableFinished));
+      else record(true);
     }
   };
 }
