@@ -1,6 +1,7 @@
 import type { Collection, Db } from 'mongodb';
 import { FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { EncryptedFields, type Sealed } from '../lib/platform/database/encrypted-fields';
+import { Hl7IntakeRepository } from '../lib/labs/hl7-intake-store';
 import { SecretsRepository } from '../lib/platform/secrets-store';
 import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
 
@@ -109,5 +110,35 @@ describe('deployment secrets (the document-URL signing key)', () => {
     const migrated = await own.db.collection('deployment_secrets').findOne({ _id: 'legacy' as never });
     expect(FieldCipher.isEncrypted(migrated!.value)).toBe(true);
     expect((await new SecretsRepository(own.db, cipher).key('legacy')).toString('base64')).toBe(legacy);
+  });
+});
+
+describe('data key rotation of the deployment secrets and of stored lab intake messages (npm run reencrypt)', () => {
+  let app: TestApp;
+  let own: OwnDatabase;
+  beforeAll(async () => {
+    app = await startTestApp();
+    own = await ownDatabase(app, 'rotation');
+  });
+  afterAll(async () => {
+    await own.drop();
+    await app.close();
+  });
+
+  it('rewrites them under the new key; afterwards the old key can go', async () => {
+    const [keyA, keyB] = [generateDataKey('A'), generateDataKey('B')];
+    const underA = FieldCipher.fromSpec(keyA);
+    const signing = await new SecretsRepository(own.db, underA).key('document-url-signing');
+    const report = { results: [], labFlags: {}, missing: [], dateCollected: new Date(0), dateReceived: new Date(0), sampleInformation: { s1: { note: 'hemolysed' } } };
+    const message = { _id: 'm1', team_id: 't', control_id: 'c1', message_sha256: 'x', order_id: 'o', state: 'pending' as const, report, ack: null, created_at: new Date(), applied_at: null };
+    await new Hl7IntakeRepository(own.db, underA).claim(message);
+
+    const both = FieldCipher.fromSpec(`${keyB},${keyA}`);
+    expect(await new SecretsRepository(own.db, both).reencrypt()).toBe(1);
+    expect(await new Hl7IntakeRepository(own.db, both).reencrypt()).toBe(1);
+
+    const onlyB = FieldCipher.fromSpec(keyB);
+    expect((await new SecretsRepository(own.db, onlyB).key('document-url-signing')).equals(signing)).toBe(true);
+    expect((await new Hl7IntakeRepository(own.db, onlyB).find('m1'))?.report.sampleInformation).toEqual({ s1: { note: 'hemolysed' } });
   });
 });

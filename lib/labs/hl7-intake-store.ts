@@ -32,7 +32,10 @@ type StoredIntakeMessage = Sealed<Hl7IntakeMessageDoc, (typeof SEALED)[number]>;
 
 export const HL7_INTAKE_INDEXES: Record<'lab_intake_messages', IndexSpec[]> = { lab_intake_messages: [{ key: { created_at: 1 }, expireAfter: 'idempotencyKeys' }] };
 export const HL7_INTAKE_QUERY_SHAPES: Record<'lab_intake_messages', QueryShape[]> = {
-  lab_intake_messages: [{ name: 'a message by id (claim, read, mark applied)', filter: ['_id'] }],
+  lab_intake_messages: [
+    { name: 'a message by id (claim, read, mark applied)', filter: ['_id'] },
+    { name: 'reencrypt: every document, in _id pages', filter: ['_id'], sort: ['_id'] },
+  ],
 };
 
 export const intakeMessageId = (teamId: string, controlId: string) => createHash('sha256').update(`${teamId}\u0000${controlId}`).digest('hex');
@@ -48,6 +51,11 @@ export class Hl7IntakeRepository {
 
   async ensureIndexes(retention?: Retention): Promise<void> {
     await createIndexes(this.messages, HL7_INTAKE_INDEXES.lab_intake_messages, retention);
+  }
+
+  /** Re-encrypts reports under a retired data key (`npm run reencrypt`; they expire within a day anyway). */
+  reencrypt(): Promise<number> {
+    return this.sealed.rewriteStale(this.messages);
   }
 
   /** Inserts the message, or returns the one already claimed under its control id. */
