@@ -61,6 +61,20 @@ async function createWebhook(url: string, extra: Record<string, unknown> = {}): 
 const publish = (eventType: string, data: Record<string, unknown> = { n: 1 }, extra: Record<string, unknown> = {}) =>
   publishEvent(app.deps, { teamId: tenant.teamId, eventType, data, userId: '9d1c7a52-4b8e-4f70-9a55-0f4b1e7c2d11', clientUserId: 'client-1', ...extra });
 
+/**
+ * What was going to be sent has been: each event's fan-out is done (no outbox entry holds it) and no delivery to the
+ * endpoints is pending (a delivery is recorded only once the receiver has answered). The observable signal "nothing
+ * more will arrive" tests wait on, instead of sleeping.
+ */
+const finished = (eventIds: string[], endpointIds: string[]) =>
+  eventually(async () => {
+    const [fanningOut, pending] = await Promise.all([
+      app.inspect.collection('webhook_outbox').countDocuments({ event_ids: { $in: eventIds } }),
+      app.inspect.collection('webhook_deliveries').countDocuments({ endpoint_id: { $in: endpointIds }, status: 'pending' }),
+    ]);
+    return fanningOut === 0 && pending === 0;
+  }, 30_000, 'the fan-out and deliveries to finish');
+
 const verifyWith = (secret: string, r: ReceivedRequest) =>
   new StandardWebhook(secret).verify(r.body, r.headers as Record<string, string>) as Record<string, unknown>;
 
@@ -106,7 +120,7 @@ describe('publishing and signed delivery', () => {
     expect(again.duplicate).toBe(true);
     expect(await app.inspect.collection('webhook_events').countDocuments({ team_id: tenant.teamId, idempotency_key: key })).toBe(1);
     await rx.waitFor(1);
-    await new Promise((r) => setTimeout(r, 500));
+    await finished([first.id], [hook.id]);
     expect(rx.requests.map((r) => r.headers['webhook-id'])).toEqual([first.id]);
     await mgmt.del(`${base}/${hook.id}`);
   });
@@ -133,7 +147,7 @@ describe('publishing and signed delivery', () => {
     await all.waitFor(3);
     await prefix.waitFor(2);
     await exact.waitFor(1);
-    await new Promise((r) => setTimeout(r, 500));
+    await finished([created.id, updated.id, connection.id], hooks.map((h) => h.id));
     const ids = (r: Receiver) => r.requests.map((q) => q.headers['webhook-id']).sort();
     expect(ids(exact)).toEqual([created.id]);
     expect(ids(prefix)).toEqual([created.id, updated.id].sort());
@@ -571,7 +585,7 @@ describe('fan-out is idempotent by delivery id', () => {
     await rx.waitFor(1);
     const stored = (await store.getEvent(event.id))!;
     await app.deps.publisher.fanOutAgain([stored, stored], `repeat-${randomUUID()}`);
-    await new Promise((r) => setTimeout(r, 1500));
+    await finished([event.id], [hook.id]);
     expect(rx.requests).toHaveLength(1);
     expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: event.id })).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
@@ -588,7 +602,7 @@ describe('fan-out is idempotent by delivery id', () => {
     await other.settle();
     expect(second.id).toBe(first.id);
     await rx.waitFor(1);
-    await new Promise((r) => setTimeout(r, 1500));
+    await finished([first.id], [hook.id]);
     expect(rx.requests).toHaveLength(1);
     expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: first.id })).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
