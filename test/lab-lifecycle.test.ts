@@ -2,7 +2,7 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { LabResultsRaw } from '../schemas/lab-order';
 import { courseTo, STATUS_SETS, type CollectionMethod } from '../lib/labs/statuses';
 import { createTenant, eventually, expectSchema, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
-import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, registrationBody } from './support/lab';
+import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, orderWorkflowIdle, registrationBody } from './support/lab';
 import { pdfText } from './support/pdf';
 import type { Receiver } from './support/receiver';
 
@@ -202,7 +202,8 @@ describe('scheduled orders', () => {
       await new Promise((r) => setTimeout(r, 150));
     }
     const final = await orderReaches(client, order.id, 'requisition_created', 30000);
-    await new Promise((r) => setTimeout(r, 1000));
+    // Dispatched, and no activation timer left running: no second dispatch can come.
+    expect(await orderWorkflowIdle(app, order.id)).toEqual({ openTimers: 0 });
     const settled = (await client.get(`/v3/order/${order.id}`)).body;
     expect(settled.events.filter((e: { status: string }) => lowOf(e.status) === 'requisition_created')).toHaveLength(1);
     expect(final.id).toBe(order.id);

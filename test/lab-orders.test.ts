@@ -2,7 +2,7 @@ import { ClientFacingOrder, OrderList, PatchOrderResponse, PostOrderResponse } f
 import { walksIdIndex } from '../lib/platform/database/pages';
 import { indexBoundFields, indexesUsed, sortsInMemory } from './support/explain';
 import { createTenant, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
-import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, registrationBody, today } from './support/lab';
+import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, orderWorkflowIdle, registrationBody, today } from './support/lab';
 
 let app: TestApp;
 let client: HttpClient;
@@ -338,9 +338,11 @@ describe('PATCH /v3/order/{id} (activate_by)', () => {
     ]);
     for (const p of patches) expect([200, 400]).toContain(p.status);
     expect(patches.some((p) => p.status === 200)).toBe(true);
-    // Whatever won, the order is dispatched at most once, and only if the accepted changes ended in null.
-    await new Promise((r) => setTimeout(r, 1500));
+    // Whatever won, the order is dispatched at most once, and only if the accepted changes ended in null. Once its
+    // workflow is idle it has acted on every accepted PATCH; a date still set leaves only its activation timer running.
+    const { openTimers } = await orderWorkflowIdle(app, order.id);
     const settled = (await client.get(`/v3/order/${order.id}`)).body;
+    expect(openTimers).toBe(settled.activate_by === null ? 0 : 1);
     const dispatches = settled.events.filter((e: { status: string }) => lowOf(e.status) === 'requisition_created');
     expect(dispatches.length).toBeLessThanOrEqual(1);
     if (settled.activate_by === null) expect(dispatches).toHaveLength(1);

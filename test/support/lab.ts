@@ -1,4 +1,5 @@
-import { eventually, uniqueId, type HttpClient } from './harness';
+import { workflowIds } from '../../workflows/ids';
+import { eventually, uniqueId, type HttpClient, type TestApp } from './harness';
 
 /** Test data for lab orders: a user of the team and valid order / registration bodies. */
 
@@ -71,4 +72,24 @@ export function orderReaches(client: HttpClient, orderId: string, low: string, t
   ).catch((err: Error) => {
     throw new Error(`${err.message} (last seen: ${seen})`);
   });
+}
+
+/**
+ * Waits until the order's workflow is idle: no workflow task and no activity pending, so it has acted on every update
+ * and signal it got and now waits on a condition or a timer. Returns the timers still running (started, neither
+ * fired nor cancelled): with none, nothing can happen to the order until a request or the lab moves it.
+ */
+export async function orderWorkflowIdle(app: TestApp, orderId: string): Promise<{ openTimers: number }> {
+  const handle = app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(orderId));
+  await eventually(async () => {
+    const { raw } = await handle.describe();
+    return !raw.pendingWorkflowTask && (raw.pendingActivities ?? []).length === 0;
+  }, 30000, `order ${orderId}'s workflow to be idle`);
+  const started = new Set<string>();
+  const closed = new Set<string>();
+  for (const e of (await handle.fetchHistory()).events ?? []) {
+    if (e.timerStartedEventAttributes?.timerId) started.add(e.timerStartedEventAttributes.timerId);
+    for (const id of [e.timerFiredEventAttributes?.timerId, e.timerCanceledEventAttributes?.timerId]) if (id) closed.add(id);
+  }
+  return { openTimers: [...started].filter((id) => !closed.has(id)).length };
 }
