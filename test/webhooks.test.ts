@@ -337,8 +337,9 @@ describe('retries and endpoint health', () => {
       return res.body.data.find((e: { data: { webhook_id: string } }) => e.data.webhook_id === hook.id);
     });
     expect(told.data).toMatchObject({ reason: 'gone', failing_since: null });
-    await publish('labtest.order.updated');
-    await new Promise((r) => setTimeout(r, 700));
+    const later = await publish('labtest.order.updated');
+    await finished([later.id], [hook.id]);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: later.id, endpoint_id: hook.id })).toBe(0);
     expect(rx.requests).toHaveLength(1);
     await mgmt.del(`${base}/${hook.id}`);
   });
@@ -383,7 +384,7 @@ describe('retries and endpoint health', () => {
       return res.body.data?.length === 3 && res.body.data;
     });
     expect(failed.every((d: { attempts: number; last_status_code: number }) => d.attempts === 4 && d.last_status_code === 500)).toBe(true);
-    await new Promise((r) => setTimeout(r, 300));
+    await finished([a.id, b.id, c.id], [hook.id]); // every delivery ended: no attempt is left to come
     expect(rx.requests).toHaveLength(12);
 
     healthy = true;
