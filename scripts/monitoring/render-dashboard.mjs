@@ -15,13 +15,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
-import { ensureChromium } from '../stack/chromium.mjs';
+import { CHROMIUM_LAUNCH, ensureChromium } from '../stack/chromium.mjs';
 import { dashboardPage } from './dashboard-page.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const DASHBOARD_FILE = path.join(here, 'grafana', 'dashboards', 'healthbridge.json');
-/** Chromium's flags of test/support/browser.ts: without the background-networking ones it keeps calling Google's hosts. */
-const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 /** Grafana's default scrape interval of a Prometheus data source, for $__rate_interval. */
 const SCRAPE_SECONDS = 15;
 
@@ -93,7 +91,7 @@ export async function renderDashboard({ prometheusUrl, out, minutes, dashboardFi
   fs.mkdirSync(path.dirname(path.resolve(out)), { recursive: true });
   fs.writeFileSync(htmlFile, html);
   const { bin } = await ensureChromium({ log });
-  const browser = await chromium.launch({ executablePath: bin, args: CHROMIUM_FLAGS });
+  const browser = await chromium.launch({ executablePath: bin, args: CHROMIUM_LAUNCH.args });
   try {
     const page = await browser.newPage({ viewport: { width: width + 32, height: 900 } });
     await page.setContent(html);

@@ -6,7 +6,9 @@ import fs from 'node:fs';
 import { which } from './binaries.mjs';
 import { runLogged, seconds } from './common.mjs';
 
-export const CHROMIUM_BIN = '/usr/bin/chromium';
+/** How tests and scripts start it: executable and flags (chromium-launch.json, read by test/support/browser.ts too). */
+export const CHROMIUM_LAUNCH = JSON.parse(fs.readFileSync(new URL('./chromium-launch.json', import.meta.url), 'utf8'));
+export const CHROMIUM_BIN = CHROMIUM_LAUNCH.executablePath;
 
 /** Debian's `chromium` at CHROMIUM_BIN (installed with apt-get if missing, which needs root). Returns { bin }. */
 export async function ensureChromium({ log = console.log } = {}) {

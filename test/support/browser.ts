@@ -1,18 +1,17 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import chromiumLaunch from '../../scripts/stack/chromium-launch.json';
 
 /**
  * Real headless Chromium (Debian's, which scripts/test.mjs installs: scripts/stack/chromium.mjs) driven by
  * playwright-core. Every page records its console errors and uncaught exceptions, which a test asserts empty,
  * and screenshots go to .devstack/screenshots/ (git-ignored) to be looked at.
  */
-export const CHROMIUM = '/usr/bin/chromium';
-// Without the background-networking flags Chromium keeps calling Google's hosts, which this closed network refuses.
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+export const CHROMIUM = chromiumLaunch.executablePath;
 export const SCREENSHOTS = path.resolve(__dirname, '../../.devstack/screenshots');
 
-export const launchBrowser = (): Promise<Browser> => chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
+export const launchBrowser = (): Promise<Browser> => chromium.launch({ executablePath: CHROMIUM, args: chromiumLaunch.args });
 
 export interface WatchedPage {
   page: Page;
