@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { OrderList } from '../schemas/lab-order';
 import { nameTokens } from '../lib/labs/blind-index';
 import { createTenant, expectSchema, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
@@ -137,24 +137,49 @@ describe('GET /v3/orders?search_input= and ?patient_name=', () => {
     expect(empty.body.detail[0].loc).toEqual(['query', 'search_input']);
   });
 
-  // The suite's shared database is small, so the planner's choice is what it would be with many orders only where the
-  // plan has no alternative worth taking: each $or branch through its own index (a bitmap OR), never a team walk.
-  it('reads a name search through the name index, and each search_input branch through an index (explain on the real store)', async () => {
-    const surname = capitalised(letters());
-    const order = await orderFor(await createUser(client), 'Ida', surname);
+  // The planner weighs a team's size: on a team of a few orders, walking all of them through any team index costs
+  // nothing, and that is what it picks. So the plans are read on a team of many orders (seeded directly, as stored
+  // documents: the index entries are what matters), where a walk of the team would cost, as it would in production.
+  it('reads a name search through the name index, and each search_input branch through an index, on a team of many orders (explain on the real store)', async () => {
     const repo = app.deps.repos.labOrders;
-    const nameTokensOf = (text: string) => repo.names.searchTokens(tenant.teamId, text);
-    const base = { teamId: tenant.teamId, today: today(), direction: -1 as const };
-    const page = { skip: 0, size: 50 };
+    const teamId = `search-plan-${randomUUID()}`;
+    const orders = app.inspect.collection('lab_orders');
+    const seeded = Array.from({ length: 5_000 }, (_, i) => ({
+      _id: randomUUID(),
+      team_id: teamId,
+      user_id: randomUUID(),
+      sample_id: `S${i}${letters()}`,
+      order_transaction_id: randomUUID(),
+      patient_name_tokens: [randomBytes(16).toString('hex'), randomBytes(16).toString('hex')],
+      low_level_status: 'ordered',
+      activate_by: null,
+      created_at: new Date(Date.now() - i * 60_000),
+    }));
+    try {
+      for (let i = 0; i < seeded.length; i += 1_000) await orders.insertMany(seeded.slice(i, i + 1_000) as never[]);
+      const target = seeded[1234];
+      const base = { teamId, today: today(), direction: -1 as const };
+      const page = { skip: 0, size: 50 };
 
-    const byName = await repo.listQuery({ ...base, patientNameTokens: await nameTokensOf(`ida ${surname}`) }, page).explain('queryPlanner');
-    expect(indexesUsed(byName)).toEqual(['team_id_1_patient_name_tokens_1__id_-1']);
+      const byName = await repo.listQuery({ ...base, patientNameTokens: target.patient_name_tokens }, page).explain('queryPlanner');
+      expect(indexesUsed(byName)).toEqual(['team_id_1_patient_name_tokens_1__id_-1']);
 
-    const search = { text: surname, nameTokens: await nameTokensOf(surname) };
-    const bySearch = await repo.listQuery({ ...base, search }, page).explain('queryPlanner');
-    expect(indexesUsed(bySearch)).toEqual(['team_id_1_patient_name_tokens_1__id_-1', 'team_id_1_sample_id_1']);
-    const byIdSearch = await repo.listQuery({ ...base, search: { text: order.id, nameTokens: [] } }, page).explain('queryPlanner');
-    // An id may be an order's or a user's: the team's _id index, the user index and the sample index, one each.
-    expect(indexesUsed(byIdSearch)).toEqual(['team_id_1__id_-1', 'team_id_1_sample_id_1', 'team_id_1_user_id_1__id_-1']);
+      // search_input: one query per alternative, each through its own index (an $or of them DocumentDB reads by
+      // walking the team's orders through another team index, even on this team of 5,000).
+      const plans = async (text: string, nameTokens: string[]) =>
+        Promise.all(repo.searchQueries({ ...base, search: { text, nameTokens } }, page).map(async (q) => indexesUsed(await q.explain('queryPlanner'))));
+      expect(await plans('surname', [target.patient_name_tokens[0]])).toEqual([['team_id_1_sample_id_1'], ['team_id_1_patient_name_tokens_1__id_-1']]);
+      // An id may be an order's or a user's: the order by its id, then the user index and the sample index.
+      const byId = await plans(target._id, []);
+      expect(byId.slice(1)).toEqual([['team_id_1_user_id_1__id_-1'], ['team_id_1_sample_id_1']]);
+      expect(byId[0]).toEqual([expect.stringMatching(/^(_id_|team_id_1__id_-1)$/)]);
+      // And the page they make: the seeded order found by its sample id, its user id and its name.
+      for (const text of [target.sample_id, target.user_id]) {
+        const { orders: found, total } = await repo.list({ ...base, search: { text, nameTokens: [] } }, { ...page, countTotal: true });
+        expect({ text, ids: found.map((o) => o._id), total }).toEqual({ text, ids: [target._id], total: 1 });
+      }
+    } finally {
+      await orders.deleteMany({ team_id: teamId });
+    }
   });
 });

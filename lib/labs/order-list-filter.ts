@@ -25,7 +25,7 @@ export interface OrderListFilter {
   patientNameTokens?: string[];
   /**
    * `search_input`: an order id, sample id or user id (exact), or the patient's name (`nameTokens`: every token).
-   * Its pages go by skip (LabOrderRepository.listQuery).
+   * Its pages go by skip (LabOrderRepository.list, one query per alternative: searchFilters).
    */
   search?: { text: string; nameTokens: string[] };
   direction: 1 | -1;
@@ -42,6 +42,18 @@ function searchBranches(search: NonNullable<OrderListFilter['search']>): Filter<
   const ids = UUID.test(text) ? [{ _id: text.toLowerCase() }, { user_id: text.toLowerCase() }] : [];
   const names = search.nameTokens.length ? [{ patient_name_tokens: { $all: search.nameTokens } }] : [];
   return [...ids, { sample_id: text }, ...names];
+}
+
+/**
+ * `search_input` as one filter per alternative (the list's other terms in each), each one an index serves on its own.
+ * They are queried separately and merged (LabOrderRepository.list): DocumentDB's planner reads an `$or` of them by
+ * walking every order of the team through another team index, however many orders the team has.
+ */
+export function searchFilters(f: OrderListFilter): Filter<StoredLabOrder>[] {
+  const base = listFilter({ ...f, search: undefined });
+  return searchBranches(f.search!).map((branch) =>
+    Object.keys(branch).some((key) => key in base) ? { $and: [base, branch] } : ({ ...base, ...branch } as Filter<StoredLabOrder>),
+  );
 }
 
 export function listFilter(f: OrderListFilter): Filter<StoredLabOrder> {

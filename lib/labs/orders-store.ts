@@ -9,7 +9,7 @@ import { keysetFilter, walksIdIndex } from '../platform/database/pages';
 import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import { runOnce } from '../platform/database/migrations';
 import { SecretsRepository } from '../platform/secrets-store';
-import { listFilter, storedDay, type OrderListFilter } from './order-list-filter';
+import { listFilter, searchFilters, storedDay, type OrderListFilter } from './order-list-filter';
 import { PatientNameIndexStore, type NameIndexFields } from './name-index-store';
 
 /**
@@ -230,23 +230,34 @@ export class LabOrderRepository {
     f: OrderListFilter,
     page: { after?: string; skip: number; size: number; countTotal: boolean; knownTotal?: number },
   ): Promise<{ orders: LabOrderDoc[]; more: boolean; total: number | null }> {
+    if (f.search) return this.searchPage(f, page);
     const total = page.countTotal ? await this.orders.countDocuments(listFilter(f)) : null;
-    const walkId = !f.search && (await walksIdIndex(this.orders, total ?? page.knownTotal));
+    const walkId = await walksIdIndex(this.orders, total ?? page.knownTotal);
     const docs = await this.listQuery(f, page, walkId).toArray();
     return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }
 
   /** The page query of `list` (one more than the page, to know if another follows); tests `explain` it. */
   listQuery(f: OrderListFilter, page: { after?: string; skip: number; size: number }, walkId = false) {
-    // A search's $or is read through each branch's index only without an `_id` bound (DocumentDB then prefers the
-    // team's `_id` index, walking every order of the team): its few matches are sorted in memory and paged by skip.
-    if (f.search && page.after) throw new Error('a search_input list pages by skip, not after an id');
-    const query = this.orders
-      .find(f.search ? listFilter(f) : keysetFilter(listFilter(f), f.direction, page.after))
-      .sort({ _id: f.direction })
-      .skip(page.skip)
-      .limit(page.size + 1);
+    const query = this.orders.find(keysetFilter(listFilter(f), f.direction, page.after)).sort({ _id: f.direction }).skip(page.skip).limit(page.size + 1);
     return walkId ? query.hint({ _id: 1 }) : query;
+  }
+
+  /** A `search_input` page's queries, one per alternative (searchFilters), up to the page's end; tests `explain` them. */
+  searchQueries(f: OrderListFilter, page: { skip: number; size: number }) {
+    return searchFilters(f).map((filter) => this.orders.find(filter).sort({ _id: f.direction }).limit(page.skip + page.size + 1));
+  }
+
+  /** A `search_input` page: the alternatives' matches merged in `_id` order, paged by skip (they are few). */
+  private async searchPage(f: OrderListFilter, page: { after?: string; skip: number; size: number; countTotal: boolean }) {
+    if (page.after) throw new Error('a search_input list pages by skip, not after an id');
+    const merged = new Map<string, StoredLabOrder>();
+    for (const docs of await Promise.all(this.searchQueries(f, page).map((q) => q.toArray()))) for (const d of docs) merged.set(d._id, d);
+    const sorted = [...merged.values()].sort((a, b) => (a._id < b._id ? -f.direction : a._id > b._id ? f.direction : 0));
+    const docs = sorted.slice(page.skip, page.skip + page.size + 1);
+    const ids = page.countTotal ? await Promise.all(searchFilters(f).map((filter) => this.orders.find(filter, { projection: { _id: 1 } }).toArray())) : null;
+    const total = ids && new Set(ids.flat().map((d) => d._id)).size;
+    return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }
 
   /** The orders of one order transaction, oldest first. */
