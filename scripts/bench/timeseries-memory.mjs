@@ -16,7 +16,7 @@ import { startNode, stopChild, waitForHttp } from '../setup.mjs';
 import { freePort } from '../stack.mjs';
 import { distModule } from './environment.mjs';
 import { numberEnv } from './load.mjs';
-import { heartRateBucket } from './wearables.mjs';
+import { heartRateBucket, samplesJson } from './wearables.mjs';
 
 const settings = () => ({ reads: numberEnv('BENCH_TIMESERIES_READS', 3, { integer: true, min: 1 }) });
 export const timeseriesMemorySettings = () => void settings();
@@ -57,20 +57,6 @@ function timedRead(baseUrl, path, teamKey) {
     req.once('error', reject);
     req.setTimeout(120_000, () => req.destroy(new Error(`GET ${path}: no answer within 120 s`)));
   });
-}
-
-/** What a reader does with buckets: the samples of [from, to] in time order, as the api's JSON (sampleView). */
-function samplesJson(buckets, from, to) {
-  const out = [];
-  for (const b of buckets) {
-    const base = b.day.getTime();
-    for (let i = 0; i < b.offsets.length; i++) {
-      const t = base + b.offsets[i];
-      if (t < from || t > to) continue;
-      out.push({ timestamp: new Date(t).toISOString().replace('Z', '+00:00'), timezone_offset: b.timezone_offset, type: null, unit: b.unit, value: b.value[i] });
-    }
-  }
-  return JSON.stringify(out);
 }
 
 /** Summary of read times (ms) as a bench result row: reads/s over the time spent reading, p50 and max as p99. */

@@ -71,7 +71,7 @@ export function heartRateBucket(teamId, userId, dayStart, perDay) {
 const columnAt = (column, i) => (Array.isArray(column) ? column[i] : column ?? null);
 
 /** What a reader does with buckets: the samples of [from, to] in time order, as the API's JSON (sampleView). */
-function samplesJson(buckets, from, to) {
+export function samplesJson(buckets, from, to) {
   const out = [];
   for (const b of buckets) {
     const base = b.day.getTime();
