@@ -576,8 +576,12 @@ describe('user erasure', () => {
     const erasure = eraseUserWebhookData(app.deps, tenant.teamId, gone);
     expect(await erasure).toBeGreaterThanOrEqual(1);
     expect(await userData(gone)).toEqual({ events: 0, deliveries: 0, attempts: 0 });
-    // Nothing comes back later either (no retry of an erased delivery, no late recording).
-    await new Promise((r) => setTimeout(r, 3000));
+    // Nothing comes back later either (no retry of an erased delivery, no late recording): once the endpoint's
+    // dispatcher has marked itself idle it has recorded every batch it sent and found nothing more due.
+    await eventually(async () => {
+      const dispatcher = await app.inspect.collection('webhook_dispatchers').findOne({ _id: hook.id as never });
+      return dispatcher !== null && dispatcher.active_until.getTime() <= Date.now();
+    }, 30_000, 'the dispatcher to finish its batch and go idle');
     expect(await userData(gone)).toEqual({ events: 0, deliveries: 0, attempts: 0 });
     expect(rx.requests).toHaveLength(1);
     await mgmt.del(`${base}/${hook.id}`);
