@@ -19,11 +19,13 @@ import { WearableDataRepository } from './wearables/data-store';
 import { WorkerHeartbeatRepository } from './platform/worker-heartbeats-store';
 import { WebhookStore } from './webhooks/store';
 import { PipelineRepository } from './pipelines/store';
+import { ProviderAuthRepository } from './wearables/providers/store';
 
 export interface Repositories {
   tenancy: TenancyRepository;
   /** Teams' own OAuth applications at providers (secrets encrypted). */
   customCredentials: CustomCredentialsRepository;
+  providerAuth: ProviderAuthRepository;
   /** Management changes: who, what, when, with what outcome. */
   auditLog: AuditLogRepository;
   /** One-time links to the delivery-log page and the sessions they start. */
@@ -62,6 +64,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     consoleSessions: new ConsoleSessionRepository(db),
     users: new UserRepository(db),
     connections: new ConnectionRepository(db),
+    providerAuth: new ProviderAuthRepository(db, cipher),
     historicalPulls: new HistoricalPullRepository(db),
     linkTokens: new LinkTokenRepository(db),
     wearableData: new WearableDataRepository(db),

@@ -26,6 +26,13 @@ export const Provider = Type.Object(
     logo: Type.String({ format: 'uri' }),
     auth_type: Type.String({ description: `Non-exhaustive: ${AuthTypes.join(', ')}.` }),
     supported_resources: Type.Array(Type.String(), { description: 'Non-exhaustive resource names.' }),
+    integration: Type.Optional(
+      Type.String({
+        description:
+          'Ours: how it connects for this team. `real`: a real integration with an OAuth app (the team\'s own, or the deployment\'s); `demo_only`: sandbox demo data; `unavailable`: no app configured in production; `app`: the customer\'s app or SDK sends the data; `credentials`: a password or email sign-in. Non-exhaustive.',
+      }),
+    ),
+    integration_note: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Ours: why a provider is demo-only, or what makes it connect for real.' })),
   },
   { $id: 'Provider' },
 );

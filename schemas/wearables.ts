@@ -623,8 +623,12 @@ export const ProfileQuery = Type.Object(
 );
 export type ProfileQuery = Static<typeof ProfileQuery>;
 
+const GlucoseUnit = Type.Optional(
+  StringEnum(['mg/dL', 'mmol/L'], { description: 'Ours, glucose only: the unit samples are returned in (default: as the source reported them, e.g. mg/dL from Dexcom, mmol/L from Libre).' }),
+);
+
 export const TimeseriesQuery = Type.Object(
-  { start_date: StartDate, end_date: EndDate, provider: ProviderFilter },
+  { start_date: StartDate, end_date: EndDate, provider: ProviderFilter, unit: GlucoseUnit },
   { additionalProperties: true, $id: 'TimeseriesQuery', description: 'Query of the flat timeseries endpoints.' },
 );
 export type TimeseriesQuery = Static<typeof TimeseriesQuery>;
@@ -634,6 +638,7 @@ export const GroupedTimeseriesQuery = Type.Object(
     start_date: StartDate,
     end_date: EndDate,
     provider: ProviderFilter,
+    unit: GlucoseUnit,
     cursor: Cursor('Deprecated: use next_cursor.'),
     next_cursor: Cursor('Cursor from the previous page.'),
   },

@@ -5,7 +5,7 @@
 // DEV_BROKERS=rabbitmq,kafka also starts those brokers (for pipelines) and prints how to send events to them and read them.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { build, devDataKeys, ensureDependencies, repoRoot, run, startNode, waitForHttp } from './setup.mjs';
+import { build, devDataKeys, ensureDependencies, repoRoot, run, startNode, stopChild, waitForHttp } from './setup.mjs';
 import { devPorts, ensureBinaries, startStack, stopStack } from './stack.mjs';
 import { startKafka } from './stack/kafka.mjs';
 import { startRabbitmq } from './stack/rabbitmq.mjs';
@@ -50,6 +50,8 @@ async function main() {
     API_PORT: process.env.API_PORT || '8080',
     DATA_ENCRYPTION_KEYS: devDataKeys(dataKeysFile),
   };
+  const fakeProviders = await startFakeProviders();
+  Object.assign(env, fakeProviders.env);
   Object.assign(process.env, env);
 
   const brokerLines = await startDevBrokers();
@@ -84,10 +86,42 @@ async function main() {
       '',
       `  Try: curl -H "x-service-api-key: ${creds.team_api_key}" ${creds.base_url}/v2/providers/`,
       ...brokerLines(creds),
+      ...fakeProviders.lines,
       '  Ctrl-C stops everything.',
       '',
     ].join('\n'),
   );
+}
+
+/**
+ * DEV_FAKE_PROVIDERS=1: the six provider fakes (scripts/fake-providers.ts), and every real provider pointed at them
+ * (PROVIDER_<SLUG>_BASE_URL and the fakes' client ids), so the link page signs in through a real OAuth flow locally.
+ */
+async function startFakeProviders() {
+  if (!['1', 'true'].includes(process.env.DEV_FAKE_PROVIDERS ?? '')) return { env: {}, lines: [] };
+  log('starting the provider fakes (DEV_FAKE_PROVIDERS=1)...');
+  const child = startNode('scripts/fake-providers.js', {}, 'fake-providers', { pipe: true });
+  children.push({ stop: () => stopChild(child) });
+  child.stderr.on('data', (d) => process.stderr.write(`fake-providers: ${d}`));
+  const firstLine = await new Promise((resolve, reject) => {
+    let buffered = '';
+    child.stdout.on('data', (d) => {
+      buffered += d;
+      const nl = buffered.indexOf('\n');
+      if (nl >= 0) resolve(buffered.slice(0, nl));
+    });
+    child.once('exit', (code) => reject(new Error(`the provider fakes exited (${code}) before starting`)));
+  });
+  const env = JSON.parse(firstLine);
+  const urls = Object.entries(env).filter(([k]) => k.endsWith('_BASE_URL'));
+  return {
+    env,
+    lines: [
+      '  Provider fakes (DEV_FAKE_PROVIDERS=1): Oura, WHOOP, Polar, Strava, Dexcom and Withings sign in for real against local fakes:',
+      ...urls.map(([k, v]) => `    ${k.replace(/^PROVIDER_|_BASE_URL$/g, '').toLowerCase().padEnd(10)} ${v}`),
+      '    Connect one from the link page (POST /v2/link/token, open link_web_url); its consent page has Allow and Deny.',
+    ],
+  };
 }
 
 /**

@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   const metrics = await startWorkerMetricsServer(config, logger, sdkMetricsPort);
   registerDeliveryQueueMetrics(repos.webhookStore);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
-  const { worker, connection, closeSenders } = await createWorker(config, repos, logger, temporal, sdkMetricsPort);
+  const { worker, providerWorkers, connection, closeSenders } = await createWorker(config, repos, logger, temporal, sdkMetricsPort);
   await startWebhookSweeper(config, temporal, logger);
   await deleteRetiredMaintenanceSchedule(temporal, logger);
 
@@ -39,7 +39,7 @@ async function main(): Promise<void> {
       if (stopping) return;
       stopping = true;
       logger.info({ signal, timeoutMs: config.SHUTDOWN_TIMEOUT_MS }, 'worker shutting down');
-      worker.shutdown();
+      for (const w of [worker, ...providerWorkers]) w.shutdown();
       // Whatever still holds the process (a connection that does not close while its server is down) does not
       // keep it past its timeout: what was in flight is retried by Temporal on another worker.
       setTimeout(() => {
@@ -49,7 +49,7 @@ async function main(): Promise<void> {
     });
   }
   logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
-  const running = worker.run();
+  const running = Promise.all([worker.run(), ...providerWorkers.map((w) => w.run())]);
   // GET /ready looks for a fresh heartbeat: Temporal lists a killed worker's poller for minutes.
   const heartbeat = startWorkerHeartbeat(repos, worker, config.TEMPORAL_TASK_QUEUE, logger);
   try {

@@ -1,6 +1,8 @@
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import { createActivities } from '../activities';
 import { createSenders } from '../activities/webhook-delivery';
+import { providerTaskQueue } from '../activities/wearables';
+import { APP_REQUESTS_PER_SECOND, realIntegrations } from '../lib/wearables/providers/registry';
 import { activityMetrics } from './metrics-server';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import type { Config } from '../lib/platform/config';
@@ -65,6 +67,8 @@ export function sdkLogBridge(logger: Logger, now = () => Date.now()) {
 
 export interface WorkerHandle {
   worker: Worker;
+  /** One per real provider: its page activities, at the provider's app budget (providers/registry.ts). */
+  providerWorkers: Worker[];
   connection: NativeConnection;
   /** Closes the connections to webhook endpoints and pipeline brokers (after the worker has stopped: they keep the process alive). */
   closeSenders(): Promise<void>;
@@ -74,17 +78,41 @@ export async function createWorker(config: Config, repos: Repositories, logger: 
   installRuntimeLogger(logger, sdkMetricsPort);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const senders = createSenders(config);
+  const activities = createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue(), senders });
   const worker = await Worker.create({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     workflowsPath: require.resolve('../workflows'),
-    activities: createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue(), senders }),
+    activities,
     interceptors: { activity: [activityMetrics] },
     // SHUTDOWN_TIMEOUT_MS bounds the whole stop: activities get half of it to finish and are then cancelled; at 80%
     // the worker stops waiting for those that ignore it (Temporal retries them elsewhere), leaving time to close up.
     shutdownGraceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS / 2),
     shutdownForceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.8),
   });
-  return { worker, connection, closeSenders: senders.close };
+  const providerWorkers = await createProviderWorkers(config, connection, activities);
+  return { worker, providerWorkers, connection, closeSenders: senders.close };
+}
+
+/**
+ * A worker per real provider on the provider's own task queue, running only its page activities, with the task
+ * queue's activity rate set to the provider's budget for our app (Temporal enforces it across every worker polling
+ * that queue): 500 users connected at once queue for WHOOP's 100 requests a minute instead of drawing 429s.
+ */
+export async function createProviderWorkers(config: Config, connection: NativeConnection, activities: object): Promise<Worker[]> {
+  return Promise.all(
+    realIntegrations().map((integration) =>
+      Worker.create({
+        connection,
+        namespace: config.TEMPORAL_NAMESPACE,
+        taskQueue: providerTaskQueue(config.TEMPORAL_TASK_QUEUE, integration.slug),
+        activities,
+        maxTaskQueueActivitiesPerSecond: APP_REQUESTS_PER_SECOND[integration.slug] ?? 1,
+        interceptors: { activity: [activityMetrics] },
+        shutdownGraceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS / 2),
+        shutdownForceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.8),
+      }),
+    ),
+  );
 }

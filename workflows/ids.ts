@@ -5,6 +5,10 @@ export const workflowIds = {
   labOrder: (orderId: string) => `lab-order:${orderId}`,
   /** One provider connection's pulls and syncs; the single owner of its historical-pull state. */
   wearableConnection: (connectionId: string) => `wearable-connection:${connectionId}`,
+  /** One fetch per provider notification (its dedupe key), so a notification delivered twice fetches once. */
+  providerPush: (provider: string, notification: string) => `provider-push:${provider}:${notification}`,
+  /** The Schedule that keeps providers' push subscriptions in place and renews those that expire. */
+  providerSubscriptionsSchedule: (taskQueue: string) => `provider-subscriptions:${taskQueue}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
   /** The hourly retention Schedule of earlier versions (TTL indexes replaced it; workers delete it at boot). */

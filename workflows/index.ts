@@ -3,4 +3,4 @@ export { userDeletionWorkflow } from './user-deletion';
 export { webhookDispatchWorkflow } from './webhook-dispatch';
 export { webhookSweeperWorkflow } from './webhook-sweeper';
 export { labOrderWorkflow, labOrderCorrectionWorkflow } from './lab-order';
-export { wearableConnectionWorkflow } from './wearable-connection';
+export { wearableConnectionWorkflow, providerPushWorkflow } from './wearable-connection';

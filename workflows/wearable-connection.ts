@@ -1,5 +1,6 @@
 import { ActivityFailure, condition, continueAsNew, defineSignal, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { WearableActivities } from '../activities/wearables';
+import type { PageOutcome, WearableActivities } from '../activities/wearables';
+import type { PageCursor } from '../lib/wearables/providers/contract';
 
 export interface PullRetryPolicy {
   /** Business retries of a resource whose pull failed retriably (Temporal retries cover our own faults). */
@@ -56,24 +57,114 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
   setHandler(stopConnectionSignal, () => void (stopRequested = true));
   const { connectionId } = input;
 
+  const stopped = () => stopRequested;
+  // Patch `revoke-on-stop` (README "Changing a workflow"): a stopped real connection's access is revoked at the provider.
+  const end = async (): Promise<{ stopped: true }> => {
+    if (patched('revoke-on-stop')) await acts.revokeProviderAccess({ connectionId });
+    return { stopped: true };
+  };
+
   if (input.phase === 'history') {
     const plan = await acts.startHistoricalPull({ connectionId, traceId: workflowInfo().runId });
-    if (plan.stopped) return { stopped: true };
+    if (plan.stopped) return end();
     for (const resource of plan.resources) {
-      if (stopRequested) return { stopped: true };
-      await pullResource(connectionId, resource, input.retry, () => stopRequested);
+      if (stopRequested) return end();
+      if (plan.pages) await pullResourcePages(connectionId, plan.pages.taskQueue, resource, input.retry, stopped);
+      else await pullResource(connectionId, resource, input.retry, stopped);
     }
   }
 
   for (let syncs = 0; syncs < (input.syncsPerRun ?? 100); syncs++) {
     await condition(() => refreshRequested || stopRequested, input.syncIntervalMs);
-    if (stopRequested) return { stopped: true };
+    if (stopRequested) return end();
     refreshRequested = false;
     const outcome = await acts.syncConnection({ connectionId });
-    if (outcome.stopped) return { stopped: true };
+    if (outcome.stopped) return end();
+    for (const resource of outcome.pages?.resources ?? []) {
+      if (stopRequested) return end();
+      await followPages(outcome.pages!.taskQueue, stopped, (cursor) => ({ connectionId, resource, cursor }));
+    }
     if (workflowInfo().continueAsNewSuggested) break;
   }
   return continueAsNew<typeof wearableConnectionWorkflow>({ ...input, phase: 'sync' });
+}
+
+/** Page activities of a real provider, on its own task queue (whose rate is the provider's budget for our app). */
+const pageActivities = (taskQueue: string, scheduleToCloseMs?: number) =>
+  proxyActivities<WearableActivities>({
+    startToCloseTimeout: '2 minutes',
+    ...(scheduleToCloseMs ? { scheduleToCloseTimeout: scheduleToCloseMs } : {}),
+    taskQueue,
+    retry: activityOptions.retry,
+  });
+
+/**
+ * A real provider's history of one resource, one provider request per activity: pages follow their cursor; a 429 waits
+ * (a workflow timer) until the time the provider named and asks the same page again; a retriable failure retries the
+ * same page with backoff until the quota; a failure on our side that outlasts giveUpAfterMs ends the resource.
+ */
+async function pullResourcePages(connectionId: string, taskQueue: string, resource: string, retry: PullRetryPolicy, stopped: () => boolean): Promise<void> {
+  const pages = pageActivities(taskQueue, retry.giveUpAfterMs ?? DEFAULT_GIVE_UP_AFTER_MS);
+  let cursor: PageCursor | null = null;
+  for (let attempt = 1; ; ) {
+    const retriesLeft = retry.enabled && attempt < retry.quota;
+    let outcome: Awaited<ReturnType<WearableActivities['pullHistoricalPage']>>;
+    try {
+      outcome = await pages.pullHistoricalPage({ connectionId, resource, cursor, attempt, retriesLeft, retryingEnabled: retry.enabled });
+    } catch (err) {
+      if (!(err instanceof ActivityFailure)) throw err;
+      await acts.giveUpHistoricalPull({ connectionId, resource, message: err.cause?.message ?? err.message });
+      return;
+    }
+    if (outcome === 'failure') return;
+    if (outcome === 'retrying') {
+      if (await condition(stopped, Math.min(retry.initialMs * 2 ** (attempt - 1), retry.maxMs))) return;
+      attempt++;
+      continue;
+    }
+    if (outcome.status === 'page') cursor = outcome.next;
+    else if (outcome.status === 'rate_limited') {
+      if (await condition(stopped, Math.max(outcome.waitMs, 1))) return;
+    } else return;
+  }
+}
+
+/** Follows a sync's or a push's pages to the end; a 429 waits until the time the provider named. */
+async function followPages(taskQueue: string, stopped: () => boolean, request: (cursor: PageCursor | null) => Parameters<WearableActivities['syncPage']>[0]): Promise<void> {
+  const pages = pageActivities(taskQueue);
+  let cursor: PageCursor | null = null;
+  for (;;) {
+    const outcome: PageOutcome = await pages.syncPage(request(cursor));
+    if (outcome.status === 'page') cursor = outcome.next;
+    else if (outcome.status === 'rate_limited') {
+      if (await condition(stopped, Math.max(outcome.waitMs, 1))) return;
+    } else return;
+  }
+}
+
+export interface ProviderPushInput {
+  connectionId: string;
+  taskQueue: string;
+  resource: string;
+  objectId?: string;
+  window?: { startDate: string; endDate: string };
+}
+
+/**
+ * What a provider's push named (id `provider-push:<provider>:<notification>`, so the same notification twice fetches
+ * once): the object by its id, or the window's pages, stored and announced as `daily.data.*`.
+ */
+export async function providerPushWorkflow(input: ProviderPushInput): Promise<void> {
+  const never = () => false;
+  if (input.objectId) {
+    const pages = pageActivities(input.taskQueue);
+    for (;;) {
+      const outcome: PageOutcome = await pages.fetchPushedObject({ connectionId: input.connectionId, resource: input.resource, objectId: input.objectId });
+      if (outcome.status !== 'rate_limited') return;
+      await condition(never, Math.max(outcome.waitMs, 1));
+    }
+  }
+  await followPages(input.taskQueue, never, (cursor) => ({ connectionId: input.connectionId, resource: input.resource, cursor, window: input.window }));
 }
 
 async function pullResource(connectionId: string, resource: string, retry: PullRetryPolicy, stopped: () => boolean): Promise<void> {

@@ -168,7 +168,8 @@ async function choose(event) {
 async function showOAuth(provider) {
   $('oauth-title').textContent = `Connect ${provider.name}`;
   $('oauth-text').textContent = `You will continue at ${provider.name} to sign in and allow ${state.team.name} to read your data. ${provider.name} then sends you back.`;
-  say('oauth-sandbox', state.environment === 'sandbox' ? `Sandbox: ${provider.name}'s sign-in cannot be reached from this test deployment, so this step ends in an error page. Providers marked Demo connect at once with sample data.` : '');
+  // A real integration (the deployment or the team has an OAuth app there) signs in for real, sandbox included.
+  say('oauth-sandbox', state.environment === 'sandbox' && provider.integration !== 'real' ? `Sandbox: ${provider.name}'s sign-in cannot be reached from this test deployment, so this step ends in an error page. Providers marked Demo connect at once with sample data.` : '');
   say('oauth-error', '');
   $('oauth-continue').hidden = true;
   show('oauth');

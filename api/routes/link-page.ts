@@ -3,6 +3,8 @@ import { createLinkAuth } from '../../lib/wearables/link-auth';
 import { connectWithLinkToken, oauthClient, type ProviderLinkResponse } from '../../lib/wearables/link-flow';
 import { LINK_TOKEN_REFUSALS, type LinkTokenRefusal } from '../../lib/wearables/link-tokens-store';
 import { LinkOAuthParams, OAuthCallbackQuery } from '../../schemas/link';
+import { finishRealOAuth } from '../../lib/wearables/providers/link-oauth';
+import { integrationFor } from '../../lib/wearables/providers/registry';
 import type { AppDeps } from '../deps';
 import { defineRoute, type Reply } from '../route';
 import { fillTemplate, staticFolder, STATIC_PAGE_HEADERS } from '../static-pages';
@@ -87,9 +89,23 @@ export const linkPageRoutes = [
     query: OAuthCallbackQuery,
     responses: { 200: { description: 'Outcome page', contentType: 'text/html' }, 307: { description: "To the token's redirect_url" }, 404: { description: 'Unknown link', contentType: 'text/html' } },
     async handler({ params, query, deps }) {
-      const checked = await deps.repos.linkTokens.checkHash(query.state);
-      if ('refused' in checked) return refusalPage(checked.refused);
       const provider = params.oauth_provider;
+      const name = deps.providers.find(provider)?.name ?? provider;
+      // A real integration's state: taken once (a reloaded or replayed callback finds it gone).
+      const taken = integrationFor(provider) ? await deps.repos.providerAuth.takeState(query.state) : null;
+      if (taken === 'expired') return messagePage(410, `${name} not connected`, `This sign-in took longer than 15 minutes. Start again from the link.`);
+      if (taken) {
+        const token = await deps.repos.linkTokens.checkHash(taken.link_token_id);
+        if ('refused' in token) return refusalPage(token.refused);
+        return finish(deps, await connectWithLinkToken(deps, token.doc, provider, () => finishRealOAuth(deps, taken, query, name)));
+      }
+      const checked = await deps.repos.linkTokens.checkHash(query.state);
+      if ('refused' in checked) {
+        if (checked.refused === 'invalid_token' && integrationFor(provider)) {
+          return messagePage(410, `${name} not connected`, `This sign-in was already used or is not valid (a code works once). Start again from the link.`);
+        }
+        return refusalPage(checked.refused);
+      }
       const { redirectUri } = await oauthClient(deps, checked.doc, provider);
       const linkAuth = createLinkAuth(deps);
       const result = await connectWithLinkToken(deps, checked.doc, provider, async () =>

@@ -3,6 +3,7 @@ import { isoWithOffset } from '../../lib/platform/time';
 import { createLinkAuth, type LinkCredentials } from '../../lib/wearables/link-auth';
 import { connectWithLinkToken, demoSignIn, linkBrand, oauthClient, offeredProviders } from '../../lib/wearables/link-flow';
 import { ErrorDetail } from '../../schemas/common';
+import { realAuthorizationUrl } from '../../lib/wearables/providers/link-oauth';
 import { EmailLinkBody, LinkOAuthParams, LinkProviderParams, LinkState, OAuthSource, PasswordLinkBody, ProviderLinkResponse, SourceLinkList } from '../../schemas/link';
 import { defineRoute } from '../route';
 
@@ -73,7 +74,7 @@ export const linkProviderRoutes = [
     tags,
     auth: 'link',
     responses: { 200: { description: 'Providers', schema: SourceLinkList }, 401: refusals[401] },
-    handler: ({ auth, deps }) => ({ body: offeredProviders(deps, auth.token) }),
+    handler: async ({ auth, deps }) => ({ body: await offeredProviders(deps, auth.token) }),
   }),
   defineRoute({
     operationId: 'connectDemoProviderWithLinkToken',
@@ -103,9 +104,13 @@ export const linkProviderRoutes = [
     responses: { 200: { description: 'The provider with its oauth_url', schema: OAuthSource }, 400: { description: 'Not an OAuth provider this link offers', schema: ErrorDetail }, 401: refusals[401] },
     async handler({ params, auth, deps }) {
       const slug = params.oauth_provider;
-      const offered = offeredProviders(deps, auth.token).find((p) => p.slug === slug && p.auth_type === 'oauth');
+      const offered = (await offeredProviders(deps, auth.token)).find((p) => p.slug === slug && p.link_method === 'oauth');
       if (!offered) throw badRequest(`This link does not offer ${slug} as an OAuth provider.`);
-      const url = createLinkAuth(deps).authorizationUrl({ provider: slug, ...(await oauthClient(deps, auth.token, slug)), state: auth.token._id });
+      // A real integration: a single-use state of its own (PKCE where the provider takes it); otherwise the token's.
+      const url =
+        offered.integration === 'real'
+          ? await realAuthorizationUrl(deps, auth.token, slug)
+          : createLinkAuth(deps).authorizationUrl({ provider: slug, ...(await oauthClient(deps, auth.token, slug)), state: auth.token._id });
       if (!url) throw badRequest(`${offered.name} sign-in is not available on this deployment (its authorization endpoint is not configured).`);
       return { body: { ...offered, oauth_url: url, source_type: deps.providers.find(slug)!.source_type, is_active: true } };
     },

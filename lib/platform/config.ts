@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type Static, type TOptional, type TString } from '@sinclair/typebox';
 import { StringEnum } from '../../schemas/common';
 import { FieldCipher, parseDataKeys } from './field-encryption';
 import { coerceFlat, toFieldErrors, validatorFor } from '../../schemas/validator';
@@ -7,6 +7,26 @@ import { coerceFlat, toFieldErrors, validatorFor } from '../../schemas/validator
  * Every environment variable the service reads. The README's configuration table and the docker-compose
  * check (test/deployment.test.ts) are driven by this schema: a key missing here is not configuration.
  */
+/**
+ * The real provider integrations (lib/wearables/providers/<slug>/) and the environment variables of each: the
+ * deployment's OAuth app (`PROVIDER_<SLUG>_CLIENT_ID` / `_CLIENT_SECRET`) and `PROVIDER_<SLUG>_BASE_URL`, which
+ * replaces the scheme, host and port of every URL of that provider (a proxy, or the local fakes).
+ */
+export const REAL_PROVIDER_SLUGS = ['oura', 'whoop_v2', 'polar', 'strava', 'dexcom_v3', 'withings'] as const;
+export type RealProviderSlug = (typeof REAL_PROVIDER_SLUGS)[number];
+export const providerEnvKey = (slug: string, what: 'CLIENT_ID' | 'CLIENT_SECRET' | 'BASE_URL') => `PROVIDER_${slug.toUpperCase()}_${what}` as const;
+/** One of a provider's PROVIDER_<SLUG>_* settings, or undefined when unset. */
+export const providerSetting = (config: Config, slug: string, what: 'CLIENT_ID' | 'CLIENT_SECRET' | 'BASE_URL'): string | undefined =>
+  (config as unknown as Record<string, string | undefined>)[providerEnvKey(slug, what)] || undefined;
+
+const providerAppSchema = Object.fromEntries(
+  REAL_PROVIDER_SLUGS.flatMap((slug) => [
+    [providerEnvKey(slug, 'CLIENT_ID'), Type.Optional(Type.String({ minLength: 1, description: `The deployment's ${slug} OAuth client id (teams' own credentials take precedence).` }))],
+    [providerEnvKey(slug, 'CLIENT_SECRET'), Type.Optional(Type.String({ minLength: 1, description: `The deployment's ${slug} OAuth client secret.` }))],
+    [providerEnvKey(slug, 'BASE_URL'), Type.Optional(Type.String({ format: 'uri', description: `Replaces scheme, host and port of every ${slug} URL (authorize, token, API, revoke); paths are kept. For a proxy, or the local fakes.` }))],
+  ]),
+) as Record<`PROVIDER_${string}`, TOptional<TString>>;
+
 export const ConfigSchema = Type.Object({
   DEPLOYMENT_ENVIRONMENT: StringEnum(['sandbox', 'production'], {
     default: 'sandbox',
@@ -199,6 +219,17 @@ export const ConfigSchema = Type.Object({
     description: "Periodic syncs in one run of a connection's workflow before it continues as new (keeps its event history short).",
   }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 100, default: 10000, description: 'Grace for in-flight requests and activities on SIGTERM.' }),
+  PROVIDER_TOKEN_REFRESH_SKEW_SECONDS: Type.Integer({
+    minimum: 0,
+    default: 300,
+    description: "A provider access token is refreshed this long before it expires (one refresh per connection at a time, across workers).",
+  }),
+  PROVIDER_SUBSCRIPTION_RENEW_DAYS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 7,
+    description: "Provider push subscriptions that expire (Oura's) are renewed this long before expiration_time by the provider-subscriptions Temporal Schedule.",
+  }),
+  ...providerAppSchema,
 });
 
 export type Config = Static<typeof ConfigSchema>;

@@ -40,7 +40,7 @@ export const secretHint = (secret: string) => (secret.length >= 12 ? `…${secre
 const credentialsId = (teamId: string, provider: string) => `${teamId}:${provider}`;
 
 export const CUSTOM_CREDENTIALS_INDEXES: Record<'team_custom_credentials', IndexSpec[]> = {
-  team_custom_credentials: [{ key: { org_id: 1, team_id: 1, provider: 1 } }],
+  team_custom_credentials: [{ key: { org_id: 1, team_id: 1, provider: 1 } }, { key: { provider: 1 } }],
 };
 
 /** Every query CustomCredentialsRepository issues (test/indexes.test.ts). */
@@ -50,6 +50,7 @@ export const CUSTOM_CREDENTIALS_QUERY_SHAPES: Record<'team_custom_credentials', 
     { name: "an org's credentials by team and provider", filter: ['org_id'], sort: ['team_id', 'provider'] },
     { name: "some teams' credentials (list; a deleted team's)", filter: ['org_id', 'team_id'], sort: ['provider'] },
     { name: 'reencrypt: every document, in _id pages', filter: ['_id'], sort: ['_id'] },
+    { name: "every team's own app at a provider (verifying that provider's pushes)", filter: ['provider'] },
   ],
 };
 
@@ -103,6 +104,16 @@ export class CustomCredentialsRepository {
   async deleteAllOfTeam(orgId: string, teamId: string): Promise<void> {
     const ids = (await this.list(orgId, [teamId])).map((d) => d._id);
     if (ids.length) await this.credentials.deleteMany({ _id: { $in: ids } });
+  }
+
+  /** A team's credentials for one provider (by `_id`), or null. */
+  findForTeam(teamId: string, provider: string): Promise<CustomCredentialsDoc | null> {
+    return this.credentials.findOne({ _id: credentialsId(teamId, provider) });
+  }
+
+  /** Every team's own app at `provider` (a push is verified against each app's secret). */
+  listForProvider(provider: string, limit = 1000): Promise<CustomCredentialsDoc[]> {
+    return this.credentials.find({ provider }).limit(limit).toArray();
   }
 
   /** The client secret in plaintext (for the provider's OAuth flow). */

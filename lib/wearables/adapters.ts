@@ -2,27 +2,11 @@ import type { ProviderCatalogue } from './provider-catalogue';
 import type { ConnectionDoc } from './connections-store';
 import { generateDemoData } from './demo-data';
 import type { ProviderData } from './model';
+import type { ProviderIntegration } from './providers/contract';
+import { integrationFor } from './providers/registry';
 
-/** Why a provider fetch failed, in the reference's historical-pull error vocabulary. */
-export const RETRIABLE_PULL_ERRORS = ['provider_rate_limit_exceeded', 'provider_unavailable', 'transport_failure', 'resource_contention'] as const;
-export const NON_RETRIABLE_PULL_ERRORS = ['non_retriable_error', 'unexpected_error', 'retry_quota_exhausted'] as const;
-/** Failures that mean the connection itself is broken (the user must reconnect): `provider.connection.error`. */
-export const CONNECTION_ERRORS = ['token_refresh_failed', 'provider_credential_error', 'provider_password_expired', 'deregistered_per_provider'] as const;
-
-export class ProviderFetchError extends Error {
-  constructor(
-    readonly errorType: string,
-    message: string,
-  ) {
-    super(message);
-  }
-  get retriable(): boolean {
-    return (RETRIABLE_PULL_ERRORS as readonly string[]).includes(this.errorType);
-  }
-  get breaksConnection(): boolean {
-    return (CONNECTION_ERRORS as readonly string[]).includes(this.errorType);
-  }
-}
+export { RETRIABLE_PULL_ERRORS, NON_RETRIABLE_PULL_ERRORS, CONNECTION_ERRORS, ProviderFetchError } from './provider-errors';
+import { ProviderFetchError } from './provider-errors';
 
 export interface FetchRequest {
   connection: ConnectionDoc;
@@ -53,6 +37,8 @@ export interface ProviderAdapter {
   /** Default historical window in days (../shared/reference/real-api-facts.md §2). */
   historyDays: number;
   fetch(req: FetchRequest): Promise<ProviderData>;
+  /** A real provider (lib/wearables/providers/<slug>/): pulled page by page, one provider request per activity. */
+  integration?: ProviderIntegration;
 }
 
 /** Demo providers (sandbox): realistic synthetic data, the same for the same user every time. */
@@ -111,6 +97,18 @@ function pushAdapter(slug: string, supported: string[]): ProviderAdapter {
   return { slug, mode: 'push', resources: supported, historyDays: 0, fetch: async () => ({ source_type: 'unknown', summaries: [], samples: [], workout_streams: [] }) };
 }
 
+/** A real provider: its pages are fetched by the page activities (activities/wearables.ts), never through `fetch`. */
+function realAdapter(integration: ProviderIntegration): ProviderAdapter {
+  return {
+    slug: integration.slug,
+    mode: 'pull',
+    resources: integration.resources,
+    historyDays: integration.historyDays,
+    integration,
+    fetch: () => Promise.reject(new Error(`${integration.slug} is pulled page by page, not through ProviderAdapter.fetch`)),
+  };
+}
+
 export interface AdapterRegistry {
   /** The adapter of a connection made through the demo link (pull) or by the app's SDK (push). */
   forConnection(connection: Pick<ConnectionDoc, 'provider' | 'adapter'>): ProviderAdapter | undefined;
@@ -123,6 +121,8 @@ export function createAdapterRegistry(providers: ProviderCatalogue): AdapterRegi
       if (!entry) return undefined;
       if (connection.adapter === 'demo') return demoAdapter(entry.slug, entry.supported_resources);
       if (connection.adapter === 'sdk') return pushAdapter(entry.slug, entry.supported_resources);
+      const integration = connection.adapter === 'oauth' ? integrationFor(entry.slug) : undefined;
+      if (integration) return realAdapter(integration);
       return undefined;
     },
   };

@@ -34,8 +34,13 @@ export interface ConnectionDoc {
    */
   connection_key: string;
   status: ConnectionStatus;
-  /** How data arrives: `demo` (sandbox demo adapter, pulled) or `sdk` (pushed by the customer's app). */
-  adapter: 'demo' | 'sdk';
+  /**
+   * How data arrives: `demo` (sandbox demo adapter, pulled), `sdk` (pushed by the customer's app) or `oauth` (a real
+   * provider integration, lib/wearables/providers/<slug>/, pulled with the tokens in `provider_tokens`).
+   */
+  adapter: 'demo' | 'sdk' | 'oauth';
+  /** `oauth`: the client id of the OAuth app the user granted (the team's own, or the deployment's). */
+  oauth_client_id?: string;
   created_on: Date;
   updated_at: Date;
   external_user_id?: string | null;
@@ -65,7 +70,7 @@ export interface ConnectionErrorDoc {
 
 /** The `connections` indexes: one live connection per (team, user, provider). */
 export const CONNECTION_INDEXES: Record<'connections' | 'connection_errors', IndexSpec[]> = {
-  connections: [{ key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true }, { key: { steps_pending_since: 1 } }],
+  connections: [{ key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true }, { key: { steps_pending_since: 1 } }, { key: { provider: 1, external_user_id: 1 } }],
   connection_errors: [{ key: { team_id: 1, user_id: 1 } }],
 };
 
@@ -76,6 +81,7 @@ export const CONNECTION_QUERY_SHAPES: Record<'connections' | 'connection_errors'
     { name: "a user's connections (list, erase)", filter: ['team_id', 'user_id'] },
     { name: "a user's live connection to a provider", filter: ['team_id', 'user_id', 'connection_key'] },
     { name: 'connections whose steps after a connect or deregister are unfinished (sweeper)', filter: ['steps_pending_since'] },
+    { name: "a provider's connections of one of its users (a push names the user)", filter: ['provider', 'external_user_id'] },
   ],
 };
 
@@ -143,6 +149,11 @@ export class ConnectionRepository {
       { _id: connectionId },
       { $set: { status: 'deregistered', connection_key: deregisteredKey(connectionId), deregistered_at: now, updated_at: now, ...marker } },
     );
+  }
+
+  /** The live connections (any team) of the provider's user `externalUserId`: whom a push is about. */
+  liveByExternalUser(provider: string, externalUserId: string): Promise<ConnectionDoc[]> {
+    return this.connections.find({ provider, external_user_id: externalUserId, status: { $ne: 'deregistered' } }).limit(100).toArray();
   }
 
   /** Connections whose pending steps are older than `cutoff`: their api crashed before finishing them. */

@@ -1,6 +1,14 @@
 import type { Config } from '../platform/config';
 import type { ConnectionDoc } from './connections-store';
 import type { ProviderCatalogue } from './provider-catalogue';
+import type { TokenSet } from './providers/contract';
+
+/** What a real provider's code exchange gave: the tokens (stored sealed) and who the user is at the provider. */
+export interface OAuthGrant {
+  tokens: TokenSet;
+  externalUserId: string | null;
+  clientId: string;
+}
 
 /**
  * How an end user grants access to a provider on the hosted link page (README "Wearable data: the link page"):
@@ -25,7 +33,7 @@ export interface LinkCredentials {
 }
 
 export type LinkSignIn =
-  | { accepted: true; adapter: ConnectionDoc['adapter'] }
+  | { accepted: true; adapter: ConnectionDoc['adapter']; oauth?: OAuthGrant }
   | { accepted: false; errorType: 'provider_credential_error' | 'provider_api_error' | 'user_cancelled'; error: string };
 
 /** What the sandbox accepts for every password and email provider (the page shows them there). */

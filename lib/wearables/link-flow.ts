@@ -5,6 +5,8 @@ import { SANDBOX_CREDENTIALS, type LinkSignIn } from './link-auth';
 import { LINK_TOKEN_REFUSALS, type LinkTokenDoc } from './link-tokens-store';
 import { providerLogoUrl } from './provider-catalogue';
 import { connectProvider, type ConnectionDeps } from './workflow-client';
+import { DEMO_ONLY_PROVIDERS, integrationFor, realIntegrations } from './providers/registry';
+import { resolveApp } from './providers/runtime';
 
 /**
  * The link flow behind the hosted link page (api/routes/link-page.ts) and POST /v2/link/start: which providers a
@@ -27,19 +29,32 @@ export interface ProviderLinkResponse {
 const USED = LINK_TOKEN_REFUSALS.token_consumed;
 const sandbox = (deps: Pick<ConnectionDeps, 'config'>) => deps.config.DEPLOYMENT_ENVIRONMENT === 'sandbox';
 
-/** How a provider connects on the link page, or null when it cannot be linked from a browser (SDK and app sources). */
-export function linkMethod(deps: Pick<ConnectionDeps, 'config' | 'providers'>, slug: string): LinkMethod | null {
-  if (sandbox(deps) && DEMO_PROVIDERS.includes(slug)) return 'demo';
+/**
+ * How a provider connects on the link page, or null when it cannot be linked from a browser (SDK and app sources):
+ * a real integration with an OAuth app (the team's own, else the deployment's) signs in at the provider, in every
+ * environment; in the sandbox, the demo providers, the real integrations without an app and the integrations
+ * that are demo-only (Fitbit, Garmin) connect with demo data; production does not offer those.
+ */
+export function linkMethod(deps: Pick<ConnectionDeps, 'config' | 'providers'>, slug: string, realApps: ReadonlySet<string>): LinkMethod | null {
+  if (realApps.has(slug)) return 'oauth';
+  if (DEMO_PROVIDERS.includes(slug) || integrationFor(slug) || DEMO_ONLY_PROVIDERS.includes(slug)) return sandbox(deps) ? 'demo' : null;
   const authType = deps.providers.find(slug)?.auth_type;
   return authType === 'oauth' || authType === 'password' || authType === 'email' ? authType : null;
 }
 
+/** The real integrations a team's users can connect for real: those with an OAuth app for this team. */
+export async function realAppsOf(deps: Pick<ConnectionDeps, 'config' | 'repos'>, teamId: string): Promise<Set<string>> {
+  const apps = await Promise.all(realIntegrations().map(async (i) => ((await resolveApp(deps, teamId, i.slug)) ? i.slug : null)));
+  return new Set(apps.filter((slug): slug is string => slug !== null));
+}
+
 /** The providers a token offers, in catalogue order: its `provider`, else its `filter_on_providers`, else all linkable. */
-export function offeredProviders(deps: Pick<ConnectionDeps, 'config' | 'providers'>, token: LinkTokenDoc) {
+export async function offeredProviders(deps: Pick<ConnectionDeps, 'config' | 'providers' | 'repos'>, token: LinkTokenDoc) {
   const only = token.provider ? [token.provider] : token.filter_on_providers?.length ? token.filter_on_providers : null;
   const baseUrl = publicBaseUrl(deps.config);
+  const realApps = await realAppsOf(deps, token.team_id);
   return deps.providers.entries.flatMap((entry, index) => {
-    const method = linkMethod(deps, entry.slug);
+    const method = linkMethod(deps, entry.slug, realApps);
     if (!method || (only && !only.includes(entry.slug))) return [];
     return [
       {
@@ -50,8 +65,10 @@ export function offeredProviders(deps: Pick<ConnectionDeps, 'config' | 'provider
         logo: providerLogoUrl(baseUrl, entry.slug),
         oauth_url: null,
         auth_type: entry.auth_type,
-        // Ours: how the page connects it, and the fields of its sign-in form (password and email providers).
+        // Ours: how the page connects it, whether that is the provider itself or demo data, and the fields of its
+        // sign-in form (password and email providers).
         link_method: method,
+        integration: realApps.has(entry.slug) ? 'real' : method === 'demo' ? 'demo' : 'unavailable',
         form_components: formComponents(deps, method),
       },
     ];
@@ -95,12 +112,12 @@ export async function oauthClient(deps: Pick<ConnectionDeps, 'repos' | 'config'>
   };
 }
 
-/** The sandbox's demo providers sign in at once; anything else is not a demo here. */
+/** The sandbox's demo providers (and the demo-only and app-less integrations) sign in at once; anything else is not a demo here. */
 export const demoSignIn = (deps: Pick<ConnectionDeps, 'config'>, provider: string): Promise<LinkSignIn> =>
   Promise.resolve(
-    sandbox(deps) && DEMO_PROVIDERS.includes(provider)
+    sandbox(deps) && (DEMO_PROVIDERS.includes(provider) || integrationFor(provider) || DEMO_ONLY_PROVIDERS.includes(provider))
       ? { accepted: true, adapter: 'demo' }
-      : { accepted: false, errorType: 'provider_api_error', error: `${provider} cannot be reached from this deployment (no internet access); sandbox demo providers: ${DEMO_PROVIDERS.join(', ')}.` },
+      : { accepted: false, errorType: 'provider_api_error', error: `${provider} cannot be connected with demo data here; sandbox demo providers: ${DEMO_PROVIDERS.join(', ')}.` },
   );
 
 /**
@@ -111,7 +128,7 @@ export const demoSignIn = (deps: Pick<ConnectionDeps, 'config'>, provider: strin
 export async function connectWithLinkToken(deps: ConnectionDeps, token: LinkTokenDoc, provider: string, signIn: () => Promise<LinkSignIn>): Promise<ProviderLinkResponse> {
   const outcome = { provider, redirect_url: token.redirect_url };
   const refused = (error_type: string, error: string): ProviderLinkResponse => ({ state: 'error', connected: false, ...outcome, error_type, error });
-  if (!offeredProviders(deps, token).some((p) => p.slug === provider)) return refused('invalid_token', `This link does not offer ${provider}.`);
+  if (!(await offeredProviders(deps, token)).some((p) => p.slug === provider)) return refused('invalid_token', `This link does not offer ${provider}.`);
   await activeUser(deps, token.team_id, token.user_id);
   if (await deps.repos.connections.findLive(token.team_id, token.user_id, provider)) {
     // A connection made with this very token (its claim comes first) is a reuse, not a duplicate.
@@ -120,7 +137,7 @@ export async function connectWithLinkToken(deps: ConnectionDeps, token: LinkToke
   const signedIn = await signIn();
   if (!signedIn.accepted) return refused(signedIn.errorType, signedIn.error);
   if (!(await deps.repos.linkTokens.consume(token))) return refused('token_consumed', USED);
-  const result = await connectProvider(deps, { teamId: token.team_id, userId: token.user_id, provider, adapter: signedIn.adapter });
+  const result = await connectProvider(deps, { teamId: token.team_id, userId: token.user_id, provider, adapter: signedIn.adapter, oauth: signedIn.oauth });
   if ('conflict' in result) return refused('duplicate_connection', `The user is already connected to ${provider}.`);
   return { state: 'success', connected: true, ...outcome, provider_id: result.created._id };
 }

@@ -89,3 +89,30 @@ export const SUMMARY_WRAPPERS: Record<Exclude<SummaryResource, 'profile'>, strin
 };
 
 export const isSummaryResource = (r: string): r is SummaryResource => (SUMMARY_RESOURCES as readonly string[]).includes(r);
+
+/** mg/dL per mmol/L of glucose (molar mass 180.16 g/mol). */
+export const MGDL_PER_MMOL = 18.0182;
+
+/**
+ * Glucose in mmol/L from mg/dL, rounded to 1 decimal. Dexcom's samples are stored in mg/dL, the unit Dexcom reports
+ * in; the timeseries reads offer either unit (`?unit=`).
+ */
+export function mgdlToMmol(value: number): number {
+  return Math.round((value / MGDL_PER_MMOL) * 10) / 10;
+}
+
+/** mg/dL from mmol/L, as an integer (meters report whole mg/dL). */
+export function mmolToMgdl(value: number): number {
+  return Math.round(value * MGDL_PER_MMOL);
+}
+
+/** Glucose units a read may ask for. */
+export const GLUCOSE_UNITS = ['mg/dL', 'mmol/L'] as const;
+
+/** A sample's value in `unit` (glucose: mg/dL ⇄ mmol/L); other resources and units are returned as stored. */
+export function inUnit<T extends { unit: string; value?: number }>(sample: T, unit: string | undefined): T {
+  if (!unit || sample.unit === unit || sample.value === undefined) return sample;
+  if (sample.unit === 'mg/dL' && unit === 'mmol/L') return { ...sample, unit, value: mgdlToMmol(sample.value) };
+  if (sample.unit === 'mmol/L' && unit === 'mg/dL') return { ...sample, unit, value: mmolToMgdl(sample.value) };
+  return sample;
+}

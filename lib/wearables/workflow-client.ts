@@ -9,6 +9,7 @@ import type { ConnectionDoc, SandboxFault } from './connections-store';
 import type { TemporalDeps } from '../platform/temporal';
 import { todayUtc } from '../platform/time';
 import { crashPoint } from '../platform/failpoints';
+import type { OAuthGrant } from './link-auth';
 
 export interface ConnectionDeps {
   repos: Repositories;
@@ -30,11 +31,15 @@ export function providerSummary(deps: Pick<ConnectionDeps, 'providers' | 'config
  */
 export async function connectProvider(
   deps: ConnectionDeps,
-  req: { teamId: string; userId: string; provider: string; adapter: ConnectionDoc['adapter']; faults?: SandboxFault[] },
+  req: { teamId: string; userId: string; provider: string; adapter: ConnectionDoc['adapter']; faults?: SandboxFault[]; oauth?: OAuthGrant },
 ): Promise<{ created: ConnectionDoc } | { conflict: ConnectionDoc }> {
   const now = new Date();
+  const connectionId = randomUUID();
+  // A real provider's tokens are stored before the connection that uses them: a crash in between leaves only sealed
+  // tokens that nothing references (never a connection without tokens).
+  if (req.oauth) await deps.repos.providerAuth.saveInitial({ connectionId, teamId: req.teamId, userId: req.userId, provider: req.provider }, req.oauth.tokens);
   const result = await deps.repos.connections.create({
-    _id: randomUUID(),
+    _id: connectionId,
     team_id: req.teamId,
     user_id: req.userId,
     provider: req.provider,
@@ -42,11 +47,13 @@ export async function connectProvider(
     adapter: req.adapter,
     created_on: now,
     updated_at: now,
-    external_user_id: null,
+    external_user_id: req.oauth?.externalUserId ?? null,
+    ...(req.oauth ? { oauth_client_id: req.oauth.clientId } : {}),
     retrying_enabled: todayUtc(now) >= deps.config.HISTORICAL_PULL_RETRYING_SINCE,
     ...(req.faults?.length ? { sandbox_faults: req.faults } : {}),
     steps_pending_since: now,
   });
+  if ('conflict' in result && req.oauth) await deps.repos.providerAuth.delete(connectionId);
   crashPoint('connection.created');
   await finishConnectionSteps(deps, 'created' in result ? result.created : result.conflict);
   return result;

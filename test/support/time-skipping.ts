@@ -7,6 +7,8 @@ import { Worker, type ActivityInboundCallsInterceptor } from '@temporalio/worker
 import { installRuntimeLogger } from '../../worker/worker';
 import { createActivities } from '../../activities';
 import { createSenders } from '../../activities/webhook-delivery';
+import { providerTaskQueue } from '../../activities/wearables';
+import { realIntegrations } from '../../lib/wearables/providers/registry';
 import { loadLabCatalogue } from '../../lib/labs/catalogue';
 import { SEARCH_ATTRIBUTES } from '../../lib/labs/order-workflow-terms';
 import type { Config } from '../../lib/platform/config';
@@ -73,15 +75,28 @@ export async function startTimeSkippingStack(name: string, overrides: Partial<Co
       return next(input);
     },
   };
+  const activities = createActivities({ repos: app.deps.repos, config, logger, temporal: app.deps.temporal, labCatalogue: loadLabCatalogue(), senders });
   const worker = await Worker.create({
     connection: env.nativeConnection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     workflowsPath: require.resolve('../../workflows'),
-    activities: createActivities({ repos: app.deps.repos, config, logger, temporal: app.deps.temporal, labCatalogue: loadLabCatalogue(), senders }),
+    activities,
     interceptors: { activity: [() => ({ inbound: clockFollower })] },
   });
-  const running = worker.run();
+  // The real providers' page activities, on their own task queues, following the server's clock too.
+  const providerWorkers = await Promise.all(
+    realIntegrations().map((integration) =>
+      Worker.create({
+        connection: env.nativeConnection,
+        namespace: config.TEMPORAL_NAMESPACE,
+        taskQueue: providerTaskQueue(config.TEMPORAL_TASK_QUEUE, integration.slug),
+        activities,
+        interceptors: { activity: [() => ({ inbound: clockFollower })] },
+      }),
+    ),
+  );
+  const running = Promise.all([worker.run(), ...providerWorkers.map((w) => w.run())]);
   // Only Date is faked (after the worker has bundled its workflows: they keep Temporal's deterministic Date). It
   // runs on in real time from wherever it was last set to the server's clock.
   jest.useFakeTimers({
@@ -100,7 +115,7 @@ export async function startTimeSkippingStack(name: string, overrides: Partial<Co
     },
     result: (workflowId) => app.deps.temporal.client.workflow.getHandle(workflowId).result(),
     async close() {
-      worker.shutdown();
+      for (const w of [worker, ...providerWorkers]) w.shutdown();
       await running;
       await senders.close();
       await app.close();

@@ -1,0 +1,57 @@
+import { ProviderFetchError } from '../provider-errors';
+import type { LinkSignIn } from '../link-auth';
+import type { LinkTokenDoc } from '../link-tokens-store';
+import { OAuthError } from './contract';
+import { authorizeUrl, exchangeCode, pkcePair } from './oauth-client';
+import { integrationFor } from './registry';
+import { createProviderHttp } from './http';
+import { resolveApp, type RuntimeDeps } from './runtime';
+import type { OAuthStateDoc } from './store';
+
+/**
+ * The link page's OAuth step with a real provider (README "Connecting real providers"): a single-use `state` of 15
+ * minutes (with the PKCE verifier where the provider takes one) is stored, the user consents at the provider, and the
+ * callback takes the state once, exchanges the code with the app's client authentication, and asks the provider who
+ * the user is (Polar: registers the user first). Nothing is connected until all of that succeeded.
+ */
+export async function realAuthorizationUrl(deps: RuntimeDeps, token: LinkTokenDoc, slug: string): Promise<string | null> {
+  const integration = integrationFor(slug);
+  const app = integration && (await resolveApp(deps, token.team_id, slug));
+  if (!integration || !app) return null;
+  const pkce = integration.oauth.pkce ? pkcePair() : null;
+  const state = await deps.repos.providerAuth.createState({
+    link_token_id: token._id,
+    team_id: token.team_id,
+    user_id: token.user_id,
+    provider: slug,
+    client_id: app.clientId,
+    redirect_uri: app.redirectUri,
+    code_verifier: pkce?.verifier ?? null,
+  });
+  return authorizeUrl(integration.oauth, app, state._id, { baseUrl: app.baseUrl, codeChallenge: pkce?.challenge });
+}
+
+/** The provider's answer at the callback, turned into the link's sign-in outcome. */
+export async function finishRealOAuth(deps: RuntimeDeps, state: OAuthStateDoc, answer: { code?: string; error?: string; error_description?: string }, name: string): Promise<LinkSignIn> {
+  const integration = integrationFor(state.provider)!;
+  if (answer.error || !answer.code) {
+    return answer.error === 'access_denied'
+      ? { accepted: false, errorType: 'user_cancelled', error: `You did not allow access at ${name}; nothing was connected. You can try again from the same link.` }
+      : { accepted: false, errorType: 'provider_api_error', error: `${name} did not grant access (${answer.error ?? 'no code'}${answer.error_description ? `: ${answer.error_description}` : ''}).` };
+  }
+  const app = await resolveApp(deps, state.team_id, state.provider);
+  if (!app || app.clientId !== state.client_id) return { accepted: false, errorType: 'provider_api_error', error: `The ${name} app this sign-in started with is no longer configured; start again.` };
+  try {
+    const tokens = await exchangeCode(integration.oauth, { ...app, redirectUri: state.redirect_uri }, answer.code, { baseUrl: app.baseUrl, codeVerifier: state.code_verifier ?? undefined });
+    // Who the user is at the provider, with the fresh token (no connection, so no stored tokens, exists yet).
+    const client = { clientId: app.clientId, clientSecret: app.clientSecret };
+    const http = createProviderHttp({ integration, baseUrl: app.baseUrl, client, accessToken: async () => tokens.access_token });
+    const ctx = { http, externalUserId: null, tokenExtras: tokens.extras, client };
+    const { externalUserId } = integration.afterConnect ? await integration.afterConnect(ctx) : { externalUserId: null };
+    return { accepted: true, adapter: 'oauth', oauth: { tokens, externalUserId, clientId: app.clientId } };
+  } catch (err) {
+    if (err instanceof OAuthError) return { accepted: false, errorType: 'provider_credential_error', error: `${name} refused the sign-in (${err.error}): the code was already used or has expired. Start again from the link.` };
+    if (err instanceof ProviderFetchError) return { accepted: false, errorType: 'provider_api_error', error: `${name} could not be reached to finish the sign-in (${err.message}). Try again in a moment.` };
+    throw err;
+  }
+}

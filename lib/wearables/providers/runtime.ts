@@ -1,0 +1,133 @@
+import { providerSetting, publicBaseUrl, type Config } from '../../platform/config';
+import type { Repositories } from '../../repositories';
+import { ProviderFetchError } from '../provider-errors';
+import type { ConnectionDoc } from '../connections-store';
+import { OAuthError, type ProviderCallContext, type ProviderHttp, type ProviderIntegration } from './contract';
+import { createProviderHttp } from './http';
+import { refreshTokens } from './oauth-client';
+import { integrationFor } from './registry';
+
+/**
+ * The running side of the real integrations, shared by the api (link page, push intake) and the worker (pulls,
+ * refreshes, revokes): which OAuth app a team connects with, and the HTTP client of one connection with its token
+ * kept fresh (one refresh at a time across workers) and its app's rate-limit block honoured.
+ */
+export interface ProviderApp {
+  provider: string;
+  clientId: string;
+  clientSecret: string;
+  redirectUri: string;
+  /** PROVIDER_<SLUG>_BASE_URL: every URL of the provider rebased onto it. */
+  baseUrl?: string;
+  source: 'team' | 'deployment';
+}
+
+export type RuntimeDeps = { repos: Repositories; config: Config };
+
+export const oauthCallbackUrl = (config: Config, slug: string) => `${publicBaseUrl(config)}/v2/link/oauth/callback/${slug}`;
+export const pushUrl = (config: Config, slug: string) => `${publicBaseUrl(config)}/v2/providers/${slug}/webhook`;
+export const providerBaseUrl = (config: Config, slug: string): string | undefined => providerSetting(config, slug, 'BASE_URL');
+
+/** The deployment's own app at `slug` (PROVIDER_<SLUG>_CLIENT_ID / _CLIENT_SECRET), or null. */
+export function deploymentApp(config: Config, slug: string): ProviderApp | null {
+  const clientId = providerSetting(config, slug, 'CLIENT_ID');
+  const clientSecret = providerSetting(config, slug, 'CLIENT_SECRET');
+  if (!clientId || !clientSecret || !integrationFor(slug)) return null;
+  return { provider: slug, clientId, clientSecret, redirectUri: oauthCallbackUrl(config, slug), baseUrl: providerBaseUrl(config, slug), source: 'deployment' };
+}
+
+/** The app a team's users connect `slug` with: the team's own credentials, else the deployment's; null: none (demo-only). */
+export async function resolveApp(deps: RuntimeDeps, teamId: string, slug: string): Promise<ProviderApp | null> {
+  if (!integrationFor(slug)) return null;
+  const own = await deps.repos.customCredentials.findForTeam(teamId, slug);
+  if (own) {
+    return {
+      provider: slug,
+      clientId: own.client_id,
+      clientSecret: deps.repos.customCredentials.revealSecret(own),
+      redirectUri: own.redirect_url_override ?? oauthCallbackUrl(deps.config, slug),
+      baseUrl: providerBaseUrl(deps.config, slug),
+      source: 'team',
+    };
+  }
+  return deploymentApp(deps.config, slug);
+}
+
+/** The app a connection was made with (its `oauth_client_id`): the team's credentials if they still match, else the deployment's. */
+export async function appOfConnection(deps: RuntimeDeps, connection: Pick<ConnectionDoc, 'team_id' | 'provider' | 'oauth_client_id'>): Promise<ProviderApp | null> {
+  const app = await resolveApp(deps, connection.team_id, connection.provider);
+  if (app && (!connection.oauth_client_id || app.clientId === connection.oauth_client_id)) return app;
+  const deployment = deploymentApp(deps.config, connection.provider);
+  return deployment && deployment.clientId === connection.oauth_client_id ? deployment : null;
+}
+
+/**
+ * The connection's access token, refreshed first when it expires within PROVIDER_TOKEN_REFRESH_SKEW_SECONDS (or when
+ * `rejected`, the token a 401 just refused, is still the stored one). Only one refresh of a connection runs anywhere:
+ * it holds the lease (ProviderAuthRepository.claimRefresh); any other caller waits for the new version and uses the
+ * winner's token. A refresh the provider refuses (`invalid_grant`) is `token_refresh_failed` (the connection breaks);
+ * a network error or 5xx is `provider_unavailable` (retried, never a revocation).
+ */
+export async function accessToken(deps: RuntimeDeps, integration: ProviderIntegration, app: ProviderApp, connectionId: string, rejected?: string, now: () => Date = () => new Date()): Promise<string> {
+  const store = deps.repos.providerAuth;
+  const skewMs = deps.config.PROVIDER_TOKEN_REFRESH_SKEW_SECONDS * 1000;
+  for (let waited = 0; waited < 120; waited++) {
+    const doc = await store.get(connectionId);
+    if (!doc) throw new ProviderFetchError('provider_credential_error', `No ${integration.slug} tokens are stored for connection ${connectionId}; reconnect the user.`);
+    const stale = rejected !== undefined ? doc.access_token === rejected : doc.expires_at !== null && doc.expires_at.getTime() - skewMs <= now().getTime();
+    if (!stale) return doc.access_token;
+    if (!integration.oauth.refreshable || !doc.refresh_token) {
+      if (rejected !== undefined) throw new ProviderFetchError('token_refresh_failed', `${integration.slug} refused the access token and issues no refresh token; the user must reconnect.`);
+      return doc.access_token;
+    }
+    const lease = await store.claimRefresh(connectionId, doc.version, now());
+    if (!lease) {
+      // Another worker is refreshing this connection: wait for its new version.
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      continue;
+    }
+    let tokens;
+    try {
+      tokens = await refreshTokens(integration.oauth, app, doc.refresh_token, { baseUrl: app.baseUrl, now: now() });
+    } catch (err) {
+      await store.releaseRefresh(connectionId, lease);
+      if (!(err instanceof OAuthError)) throw err;
+      const current = await store.get(connectionId);
+      if (current && current.version !== doc.version) continue; // refreshed meanwhile by a lease-holder that outlived ours
+      throw new ProviderFetchError('token_refresh_failed', `${integration.slug} refused to refresh the connection's token (${err.error}); the user must reconnect.`);
+    }
+    if (await store.saveRefreshed(connectionId, doc.version, lease, tokens)) return tokens.access_token;
+    // Our lease ran out and another refresh won: read what it stored.
+  }
+  throw new ProviderFetchError('resource_contention', `The ${integration.slug} token refresh of connection ${connectionId} did not settle; trying again later.`);
+}
+
+/** The HTTP client of one connection's calls (bearer token kept fresh, app-wide 429 block shared by every worker). */
+export function connectionContext(deps: RuntimeDeps, integration: ProviderIntegration, app: ProviderApp, connection: Pick<ConnectionDoc, '_id' | 'external_user_id'>, extras: Record<string, unknown>, now: () => Date = () => new Date()): ProviderCallContext {
+  return {
+    http: connectionHttp(deps, integration, app, connection._id, now),
+    externalUserId: connection.external_user_id ?? null,
+    tokenExtras: extras,
+    client: { clientId: app.clientId, clientSecret: app.clientSecret },
+    accessToken: () => accessToken(deps, integration, app, connection._id, undefined, now),
+  };
+}
+
+export function connectionHttp(deps: RuntimeDeps, integration: ProviderIntegration, app: ProviderApp, connectionId: string | null, now: () => Date = () => new Date()): ProviderHttp {
+  return createProviderHttp({
+    integration,
+    baseUrl: app.baseUrl,
+    client: { clientId: app.clientId, clientSecret: app.clientSecret },
+    ...(connectionId
+      ? {
+          accessToken: () => accessToken(deps, integration, app, connectionId, undefined, now),
+          refreshAfterUnauthorized: (rejected: string) => accessToken(deps, integration, app, connectionId, rejected, now),
+        }
+      : {}),
+    gate: {
+      blockedUntil: () => deps.repos.providerAuth.blockedUntil(integration.slug, app.clientId),
+      block: (until, reason) => deps.repos.providerAuth.block(integration.slug, app.clientId, until, reason),
+    },
+    now,
+  });
+}
