@@ -1,6 +1,7 @@
 import type { ProviderIntegration } from './contract';
 import { integration as dexcom } from './dexcom';
 import { integration as oura } from './oura';
+import { integration as polar } from './polar';
 import { integration as strava } from './strava';
 import { integration as whoop } from './whoop';
 import { integration as withings } from './withings';
@@ -9,7 +10,7 @@ import { integration as withings } from './withings';
  * The real provider integrations, one folder each. Fitbit (its Web API is switched off in 2026) and Garmin (no new
  * developers admitted) stay demo-only: README "Connecting real providers".
  */
-const INTEGRATIONS: ProviderIntegration[] = [oura, whoop, strava, dexcom, withings];
+const INTEGRATIONS: ProviderIntegration[] = [oura, whoop, polar, strava, dexcom, withings];
 
 const bySlug = new Map(INTEGRATIONS.map((i) => [i.slug, i]));
 

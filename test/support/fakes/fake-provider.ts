@@ -142,6 +142,8 @@ export class FakeProvider {
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => void this.handle(req, res));
+    // A client in the same process whose event loop was busy for seconds must not find its kept-alive socket closed.
+    this.server.keepAliveTimeout = 65_000;
     await new Promise<void>((resolve) => this.server!.listen(this.options.port ?? 0, '127.0.0.1', () => resolve()));
     this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
     return this;
