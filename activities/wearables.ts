@@ -15,6 +15,7 @@ import type { ProviderData } from '../lib/wearables/model';
 import { RateLimitedError, type PageCursor, type PullWindow } from '../lib/wearables/providers/contract';
 import { integrationFor } from '../lib/wearables/providers/registry';
 import { appOfConnection, connectionContext } from '../lib/wearables/providers/runtime';
+import { ensureSubscriptions, subscribeUser, type SubscriptionOutcome } from '../lib/wearables/providers/subscriptions';
 import type { EventPublisher } from '../lib/webhooks/publisher';
 
 export interface WearableActivityDeps {
@@ -142,6 +143,16 @@ export function createWearableActivities(deps: WearableActivityDeps) {
     return connectionContext(deps, integration, app, l.connection, tokens?.extras ?? {});
   }
 
+  /** A provider that subscribes per user (Withings) is told to push this user's changes; a failure only costs pushes (syncs go on). */
+  async function subscribeToPushes(l: Live): Promise<void> {
+    try {
+      await subscribeUser(deps, await callContext(l), l.connection.provider);
+    } catch (err) {
+      if (!(err instanceof ProviderFetchError) && !(err instanceof RateLimitedError)) throw err;
+      deps.logger.warn({ connectionId: l.connection._id, provider: l.connection.provider, err: err.message }, 'push subscription for the user failed; syncs still fetch their data');
+    }
+  }
+
   async function storePage(l: Live, data: ProviderData, announce: boolean) {
     const result = await ingestProviderData(deps, { teamId: l.connection.team_id, user: l.user, provider: l.connection.provider, data, announce });
     const sent = result.summaries.created + result.summaries.updated + result.samples.created + result.samples.updated + result.workout_streams.created + result.workout_streams.updated;
@@ -225,6 +236,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
         idempotencyKey: `connection-created:${connection._id}`,
       });
       if (adapter.mode === 'push') return { stopped: false, resources: [] };
+      if (adapter.integration) await subscribeToPushes(l);
 
       const { now, offset, today } = userClock(user);
       const start = [addDays(today, -adapter.historyDays), user.ingestion_start].filter(Boolean).sort().pop() as string;
@@ -420,6 +432,11 @@ export function createWearableActivities(deps: WearableActivityDeps) {
       }
       await repos.providerAuth.delete(input.connectionId);
       return { revoked };
+    },
+
+    /** The providers' push subscriptions: created where missing, renewed before they expire (providers/subscriptions.ts). */
+    async ensureProviderSubscriptions(): Promise<SubscriptionOutcome[]> {
+      return ensureSubscriptions(deps);
     },
 
     /** Fetches yesterday and today of every resource and publishes what is new or revised (`daily.data.*`). */

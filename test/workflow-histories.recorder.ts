@@ -1,12 +1,10 @@
-import { writeFileSync } from 'node:fs';
-import path from 'node:path';
-import { temporal } from '@temporalio/proto';
 import { publishEvent } from '../lib/webhooks/publisher';
 import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { startReceiver } from './support/receiver';
 import { oruMessage } from './support/hl7';
+import { saveHistory } from './support/histories';
 
 /**
  * Records the histories test/workflow-replay.test.ts replays: each workflow type run on the test stack through
@@ -17,7 +15,6 @@ import { oruMessage } from './support/hl7';
  *
  * Keep the histories of earlier code too, for as long as workflows started by it may still run.
  */
-const dir = path.join(__dirname, 'histories');
 let app: TestApp;
 
 beforeAll(async () => {
@@ -25,14 +22,7 @@ beforeAll(async () => {
 });
 afterAll(async () => app.close());
 
-async function save(name: string, workflowType: string, workflowId: string): Promise<void> {
-  const history = await app.deps.temporal.client.workflow.getHandle(workflowId).fetchHistory();
-  // protobufjs's own JSON form (enum names, base64 bytes, int64 as strings), read back with History.fromObject by
-  // the replay test (the SDK's historyToJSON/historyFromJSON trip over the two copies of protobufjs it installs).
-  const json = { workflowType, workflowId, recordedAt: new Date().toISOString(), history: JSON.parse(JSON.stringify(history)) };
-  expect(temporal.api.history.v1.History.fromObject(json.history).events).toHaveLength(history.events?.length ?? -1);
-  writeFileSync(path.join(dir, `${name}.json`), `${JSON.stringify(json, null, 1)}\n`);
-}
+const save = (name: string, workflowType: string, workflowId: string) => saveHistory(app, name, workflowType, workflowId);
 
 /** A kit ordered unregistered (patch `unregistered-testkit`): shipped, registered by its sample id, completed. */
 async function recordUnregisteredKit(api: ReturnType<typeof teamClient>, labTestId: string): Promise<void> {

@@ -9,6 +9,7 @@ import { startWorkerHeartbeat } from './heartbeat';
 import { deleteRetiredMaintenanceSchedule } from './maintenance-schedule';
 import { startWebhookSweeper } from './webhook-sweeper';
 import { createWorker, installRuntimeLogger } from './worker';
+import { startProviderSubscriptionsSchedule } from './provider-subscriptions-schedule';
 import { freeLoopbackPort, startWorkerMetricsServer } from './metrics-server';
 import { initProcessMetrics, registerDeliveryQueueMetrics } from '../lib/platform/metrics';
 
@@ -30,6 +31,7 @@ async function main(): Promise<void> {
   const { worker, providerWorkers, connection, closeSenders } = await createWorker(config, repos, logger, temporal, sdkMetricsPort);
   await startWebhookSweeper(config, temporal, logger);
   await deleteRetiredMaintenanceSchedule(temporal, logger);
+  await startProviderSubscriptionsSchedule(temporal, logger);
 
   let stopping = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {

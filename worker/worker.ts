@@ -44,6 +44,8 @@ const ANSI = /\u001b\[[0-9;]*m/g;
 export function sdkLogBridge(logger: Logger, now = () => Date.now()) {
   const recent = new Map<string, { at: number; held: number }>();
   return (entry: { level: LogLevel; message: string; meta?: LogMetadata }) => {
+    // The provider workers host activities only, by design (createProviderWorkers): not worth a warning each.
+    if (entry.message.startsWith('No workflows registered')) entry = { ...entry, level: 'DEBUG' };
     const pinoLevel = entry.level.toLowerCase() as 'trace' | 'debug' | 'info' | 'warn' | 'error';
     const text = entry.message.replace(ANSI, '');
     const [first, ...rest] = text.split('\n');

@@ -4,3 +4,4 @@ export { webhookDispatchWorkflow } from './webhook-dispatch';
 export { webhookSweeperWorkflow } from './webhook-sweeper';
 export { labOrderWorkflow, labOrderCorrectionWorkflow } from './lab-order';
 export { wearableConnectionWorkflow, providerPushWorkflow } from './wearable-connection';
+export { providerSubscriptionsWorkflow } from './provider-subscriptions';

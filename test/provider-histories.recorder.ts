@@ -1,0 +1,60 @@
+import { addDays, todayUtc } from '../lib/platform/time';
+import { workflowIds } from '../workflows/ids';
+import { eventually } from './support/harness';
+import { saveHistory } from './support/histories';
+import { startFakeOura, type FakeOura } from './support/fakes/oura';
+import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack } from './support/provider-stack';
+
+/**
+ * Records the histories of the real-provider workflows for test/workflow-replay.test.ts (see
+ * test/workflow-histories.recorder.ts for when to run it):
+ *
+ *   npm test -- --testMatch '**\/test/provider-histories.recorder.ts'
+ *
+ * An Oura connection pulled page by page and then disconnected (its access revoked: patch `revoke-on-stop`), a push's
+ * fetch, and a run of the provider-subscriptions Schedule.
+ */
+let oura: FakeOura;
+let stack: ProviderStack;
+
+beforeAll(async () => {
+  oura = await startFakeOura();
+  oura.setPageSize('heartrate', 1000);
+  stack = await startProviderStack('histories', [{ slug: 'oura', fake: oura, clientId: oura.options.clientId, clientSecret: oura.options.clientSecret }]);
+}, 60_000);
+afterAll(async () => {
+  await stack?.close();
+  await oura?.close();
+});
+
+test('records the real-provider workflows', async () => {
+  const save = (name: string, type: string, id: string) => saveHistory(stack.app, name, type, id);
+  // The worker's boot ran the subscriptions Schedule: Oura's subscriptions exist at the fake.
+  const completed = async (type: string) => {
+    const runs = [];
+    for await (const w of stack.app.deps.temporal.client.workflow.list({ query: `WorkflowType = '${type}' AND ExecutionStatus = 'Completed' AND TaskQueue = '${stack.deployment.TEMPORAL_TASK_QUEUE}'` })) runs.push(w);
+    return runs.length ? runs : null;
+  };
+  const [run] = await eventually(() => completed('providerSubscriptionsWorkflow'), 60_000, 'the subscriptions run');
+  expect(oura.subscriptions.size).toBe(10);
+  await save('provider-subscriptions', 'providerSubscriptionsWorkflow', run.workflowId);
+
+  const userId = await createUser(stack);
+  const ouraUser = oura.addUser({ zoneOffsetSeconds: 3600 });
+  expect((await connectThroughOAuth(stack, userId, 'oura', oura, { asUser: ouraUser.id })).status).toBe(200);
+  const connection = (await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId))[0];
+  await eventually(async () => {
+    const pulled = Object.values((await stack.client.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data?.[0]?.provider?.oura?.pulled ?? {}) as { status: string }[];
+    return pulled.length === 6 && pulled.every((p) => p.status === 'success');
+  }, 120_000, 'the history pulled');
+
+  const sleep = oura.documents(ouraUser.id, 'sleep', addDays(todayUtc(), -10), todayUtc()).pop()!;
+  const pushed = await oura.sendPush(`${stack.app.url}/v2/providers/oura/webhook`, { dataType: 'sleep', eventType: 'update', objectId: String(sleep.id), userId: ouraUser.id });
+  expect(pushed.status).toBe(200);
+  const [push] = await eventually(() => completed('providerPushWorkflow'), 60_000, 'the push fetched');
+  await save('provider-push-oura', 'providerPushWorkflow', push.workflowId);
+
+  expect((await stack.client.del(`/v2/user/${userId}/oura`)).status).toBe(200);
+  await stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connection._id)).result();
+  await save('wearable-connection-oura-revoked', 'wearableConnectionWorkflow', workflowIds.wearableConnection(connection._id));
+}, 300_000);
