@@ -1,6 +1,16 @@
+import type { Browser } from 'playwright-core';
+import { dataCipher } from '../lib/platform/config';
+import { connectMongo } from '../lib/platform/database/mongo';
 import { addDays, todayUtc } from '../lib/platform/time';
+import { createRepositories } from '../lib/repositories';
+import { OAuthError } from '../lib/wearables/providers/contract';
+import { refreshTokens } from '../lib/wearables/providers/oauth-client';
+import { integrationFor } from '../lib/wearables/providers/registry';
+import { accessToken, resolveApp } from '../lib/wearables/providers/runtime';
+import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
 import { eventually } from './support/harness';
 import { startFakeOura, type FakeOura } from './support/fakes/oura';
+import { startFakeWhoop, type FakeWhoop } from './support/fakes/whoop';
 import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack } from './support/provider-stack';
 
 /**
@@ -9,26 +19,48 @@ import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack
  * OAuth flow, pull their history page by page, receive pushes, refresh tokens and disconnect.
  */
 let oura: FakeOura;
+let whoop: FakeWhoop;
 let stack: ProviderStack;
+let browser: Browser | null = null;
+const pages: WatchedPage[] = [];
 
 beforeAll(async () => {
   oura = await startFakeOura();
   oura.setPageSize('heartrate', 1000);
-  stack = await startProviderStack('providers', [{ slug: 'oura', fake: oura, clientId: oura.options.clientId, clientSecret: oura.options.clientSecret }]);
+  whoop = await startFakeWhoop({ rateLimit: { limit: 100, windowSeconds: 60, dailyLimit: null } });
+  stack = await startProviderStack('providers', [
+    { slug: 'oura', fake: oura, clientId: oura.options.clientId, clientSecret: oura.options.clientSecret },
+    { slug: 'whoop_v2', fake: whoop, clientId: whoop.options.clientId, clientSecret: whoop.options.clientSecret },
+  ]);
 }, 60_000);
 
 afterAll(async () => {
+  await Promise.all(pages.map((p) => p.close()));
+  await browser?.close();
   await stack?.close();
   await oura?.close();
+  await whoop?.close();
 });
 
-const pulled = async (userId: string, slug: string) => (await stack.client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=${slug}`)).body.data[0]?.provider?.[slug]?.pulled ?? {};
+const eventsOf = (userId: string, type: string) => stack.events().filter((e) => e.user_id === userId && e.event_type === type);
+
+/** A user of ours connected to a new WHOOP user through the OAuth flow, its history pulled. */
+async function connectedWhoopUser(): Promise<{ userId: string; whoopUser: string; connectionId: string }> {
+  const userId = await createUser(stack);
+  const whoopUser = whoop.addUser({ zoneOffsetSeconds: -4 * 3600 }).id;
+  expect((await connectThroughOAuth(stack, userId, 'whoop_v2', whoop, { asUser: whoopUser })).status).toBe(200);
+  await historyDone(userId, 'whoop_v2', 4);
+  const [connection] = await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId);
+  return { userId, whoopUser, connectionId: connection._id };
+}
+
 const historyDone = (userId: string, slug: string, resources: number) =>
   eventually(async () => {
     const p = await pulled(userId, slug);
     const statuses = Object.values(p).map((s: any) => s.status);
     return statuses.length === resources && statuses.every((s) => s === 'success' || s === 'failure') ? p : null;
   }, 120_000, `${slug} history pulled`);
+const pulled = async (userId: string, slug: string) => (await stack.client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=${slug}`)).body.data[0]?.provider?.[slug]?.pulled ?? {};
 
 describe('Oura', () => {
   test('connects through the OAuth flow, pulls 90 days page by page, and lands exactly what the fake served, announced by signed events', async () => {
@@ -74,5 +106,135 @@ describe('Oura', () => {
     // Tokens are stored sealed, never in plaintext.
     const stored = await stack.app.inspect.collection('provider_tokens').findOne({ user_id: userId });
     expect(JSON.stringify(stored)).not.toContain(oura.tokenState(ouraUser.id).access[0].token);
+  }, 180_000);
+});
+
+describe('Oura on the link page', () => {
+  test('in Chromium: the page offers Oura for real, its consent page approves, and the user comes back connected; the data arrives as signed events', async () => {
+    browser ??= await launchBrowser();
+    const watched = await watchedPage(browser);
+    pages.push(watched);
+    const { page, errors, screenshot } = watched;
+    const userId = await createUser(stack);
+    const { link_web_url } = (await stack.client.post('/v2/link/token', { user_id: userId, filter_on_providers: ['oura', 'fitbit'] })).body;
+    const ouraUser = oura.addUser({ zoneOffsetSeconds: -5 * 3600 });
+    oura.nextConsentUser = ouraUser.id;
+    await page.goto(link_web_url);
+    await page.getByRole('heading', { name: 'Connect your health data' }).waitFor();
+    await page.getByLabel(/Oura/).check();
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Connect Oura' }).waitFor();
+    const proceed = page.getByRole('link', { name: 'Continue to Oura' });
+    await proceed.waitFor();
+    // A real integration: no "cannot be reached" sandbox note.
+    expect(await page.locator('#oauth-sandbox').isHidden()).toBe(true);
+    await screenshot('link-oura-real');
+    await proceed.click();
+    await page.waitForURL(new RegExp(`^${oura.url}/oauth/authorize`));
+    await page.getByRole('button', { name: 'Allow' }).waitFor();
+    await screenshot('oura-fake-consent');
+    await page.getByRole('button', { name: 'Allow' }).click();
+    await page.getByRole('heading', { name: 'Oura connected' }).waitFor();
+    await screenshot('link-oura-connected');
+    expect(errors).toEqual([]);
+
+    const [connection] = await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId);
+    expect(connection).toMatchObject({ provider: 'oura', adapter: 'oauth', external_user_id: ouraUser.id, oauth_client_id: oura.options.clientId });
+    await historyDone(userId, 'oura', 6);
+    await eventually(async () => eventsOf(userId, 'historical.data.sleep.created').length === 1, 60_000, 'the sleep history event');
+    expect(eventsOf(userId, 'provider.connection.created')).toHaveLength(1);
+  }, 180_000);
+
+  test('a denied consent ends on the page with a clear message and no connection; the link stays usable', async () => {
+    const userId = await createUser(stack);
+    const denied = await connectThroughOAuth(stack, userId, 'oura', oura, { decision: 'deny' });
+    expect(denied.status).toBe(400);
+    expect(denied.text).toContain('You did not allow access at Oura');
+    expect((await stack.client.get(`/v2/user/providers/${userId}`)).body.providers).toEqual([]);
+  });
+
+  test('a reused authorization callback (the same code and state twice) connects once and then says the sign-in was used', async () => {
+    const userId = await createUser(stack);
+    const { link_token } = (await stack.client.post('/v2/link/token', { user_id: userId, provider: 'oura' })).body;
+    const { oauth_url } = (await (await fetch(`${stack.app.url}/v2/link/provider/oauth/oura`, { headers: { 'x-vital-link-token': link_token } })).json()) as { oauth_url: string };
+    const consent = new URL(oauth_url);
+    expect(consent.searchParams.get('state')).toMatch(/^[A-Za-z0-9_-]{32}$/); // a state of its own, not the link token
+    const answer = await fetch(new URL(oura.options.authorizePath, oura.url), {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ ...Object.fromEntries(consent.searchParams), decision: 'approve' }).toString(),
+      redirect: 'manual',
+    });
+    const callback = answer.headers.get('location')!;
+    const first = await fetch(callback);
+    expect(first.status).toBe(200);
+    const again = await fetch(callback);
+    expect(again.status).toBe(410);
+    expect(await again.text()).toContain('already used');
+    expect(await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId)).toHaveLength(1);
+  });
+});
+
+describe('WHOOP tokens', () => {
+  test('two workers refreshing one connection at once: one refresh reaches WHOOP, both use its token, and the connection stays healthy', async () => {
+    const { userId, whoopUser, connectionId } = await connectedWhoopUser();
+    const integration = integrationFor('whoop_v2')!;
+    // Two processes' worth of repositories: separate database connections, as two workers have.
+    const config = stack.app.deps.config;
+    const mongos = await Promise.all([connectMongo(config.MONGO_URL, config.MONGO_DB), connectMongo(config.MONGO_URL, config.MONGO_DB)]);
+    try {
+      const workers = mongos.map((m) => ({ repos: createRepositories(m.db, dataCipher(config)), config }));
+      const app = (await resolveApp(workers[0], stack.tenant.teamId, 'whoop_v2'))!;
+      const before = whoop.tokenEndpointCalls('refresh_token');
+      // The stored token is about to expire, as every worker sees it: each wants to refresh it before using it.
+      await stack.app.inspect.collection('provider_tokens').updateOne({ _id: connectionId as never }, { $set: { expires_at: new Date(Date.now() + 1000) } });
+      const tokens = await Promise.all([0, 1, 0, 1, 0, 1].map((w) => accessToken(workers[w], integration, app, connectionId)));
+      expect(whoop.tokenEndpointCalls('refresh_token') - before).toBe(1);
+      expect(new Set(tokens).size).toBe(1);
+      const stored = (await stack.app.deps.repos.providerAuth.get(connectionId))!;
+      expect(stored.access_token).toBe(tokens[0]);
+      expect(whoop.refreshTokenValid(stored.refresh_token!)).toBe(true);
+      expect(whoop.validRefreshTokens(whoopUser)).toEqual([stored.refresh_token]);
+      // And the connection works with it: a sync fetches without any connection error.
+      const served = whoop.apiRequests;
+      expect((await stack.client.post(`/v2/user/refresh/${userId}`, {})).status).toBe(200);
+      await eventually(async () => whoop.apiRequests >= served + 4, 60_000, 'the sync');
+
+      // Without the lease, the same race loses the user at WHOOP: the second use of a refresh token is refused. (Shown
+      // on another WHOOP user's tokens, issued as the token endpoint issues them, so this connection is untouched.)
+      const other = whoop.addUser().id;
+      const spare = (whoop as unknown as { issue(u: string, scope: string, family: string, refresh: boolean): { body: { refresh_token: string } } }).issue(other, 'offline read:sleep', 'spare', true).body.refresh_token;
+      const [a, b] = await Promise.allSettled([refreshTokens(integration.oauth, app, spare, { baseUrl: app.baseUrl }), refreshTokens(integration.oauth, app, spare, { baseUrl: app.baseUrl })]);
+      expect([a.status, b.status].sort()).toEqual(['fulfilled', 'rejected']);
+      expect(((a.status === 'rejected' ? a : b) as PromiseRejectedResult).reason).toBeInstanceOf(OAuthError);
+    } finally {
+      await Promise.all(mongos.map((m) => m.close()));
+    }
+    expect(eventsOf(userId, 'provider.connection.error')).toEqual([]);
+  }, 180_000);
+
+  test('a refresh token WHOOP refuses (the user revoked us) breaks the connection: provider.connection.error with token_refresh_failed', async () => {
+    const { userId, whoopUser } = await connectedWhoopUser();
+    whoop.revokeUser(whoopUser);
+    expect((await stack.client.post(`/v2/user/refresh/${userId}`, {})).status).toBe(200);
+    const [event] = await eventually(async () => {
+      const got = eventsOf(userId, 'provider.connection.error');
+      return got.length ? got : null;
+    }, 60_000, 'provider.connection.error');
+    expect(event.data).toMatchObject({ error_type: 'token_refresh_failed', provider: { slug: 'whoop_v2' } });
+    const providers = (await stack.client.get(`/v2/user/providers/${userId}`)).body.providers;
+    expect(providers[0]).toMatchObject({ slug: 'whoop_v2', status: 'error' });
+  }, 180_000);
+
+  test('a 5xx at the token endpoint is retried, never taken for a revocation', async () => {
+    const { userId, whoopUser, connectionId } = await connectedWhoopUser();
+    const before = whoop.tokenEndpointCalls('refresh_token');
+    whoop.expireAccessTokens(whoopUser);
+    whoop.fail({ path: '/oauth/oauth2/token', status: 503, times: 1 });
+    expect((await stack.client.post(`/v2/user/refresh/${userId}`, {})).status).toBe(200);
+    // The first refresh met the 503; the next one (the next page, sync or retry) gets new tokens.
+    await eventually(async () => whoop.tokenEndpointCalls('refresh_token') - before >= 1 && (await stack.app.deps.repos.providerAuth.get(connectionId))!.version > 1, 60_000, 'a successful refresh');
+    expect(eventsOf(userId, 'provider.connection.error')).toEqual([]);
+    expect((await stack.client.get(`/v2/user/providers/${userId}`)).body.providers[0].status).toBe('connected');
   }, 180_000);
 });

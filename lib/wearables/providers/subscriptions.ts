@@ -6,7 +6,7 @@ import { createWebhook, deleteWebhook, getWebhook } from './polar/webhooks';
 import { createPushSubscription, deletePushSubscription, listPushSubscriptions } from './strava/push';
 import { subscribeAll } from './withings/push';
 import { integrationFor, realIntegrations } from './registry';
-import { connectionHttp, deploymentApp, pushUrl, type ProviderApp, type RuntimeDeps } from './runtime';
+import { connectionHttp, deploymentApp, providerBaseUrl, pushUrl, type ProviderApp, type RuntimeDeps } from './runtime';
 
 /**
  * Providers' push subscriptions, kept in place by the `provider-subscriptions` Temporal Schedule (worker/
@@ -42,7 +42,7 @@ async function appsWithSubscriptionApis(deps: SubscriptionDeps): Promise<Provide
     if (own) apps.push(own);
     for (const doc of await deps.repos.customCredentials.listForProvider(integration.slug)) {
       if (apps.some((a) => a.provider === integration.slug && a.clientId === doc.client_id)) continue;
-      apps.push({ ...(own ?? { baseUrl: undefined, redirectUri: '' }), provider: integration.slug, clientId: doc.client_id, clientSecret: deps.repos.customCredentials.revealSecret(doc), source: 'team' });
+      apps.push({ redirectUri: '', baseUrl: providerBaseUrl(deps.config, integration.slug), provider: integration.slug, clientId: doc.client_id, clientSecret: deps.repos.customCredentials.revealSecret(doc), source: 'team' });
     }
   }
   return apps;

@@ -134,6 +134,8 @@ export class FakeProvider {
   constructor(readonly options: FakeProviderOptions) {
     this.route('GET', options.authorizePath, (req) => this.consentPage(req));
     this.route('POST', options.authorizePath, (req) => this.consentAnswer(req));
+    // Browsers ask every host for one; the real providers have theirs.
+    this.route('GET', '/favicon.ico', () => ({ status: 204 }));
   }
 
   route(method: string, path: string, handler: FakeHandler): void {
