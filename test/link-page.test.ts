@@ -181,38 +181,39 @@ describe('the hosted link page', () => {
     expect((await linkClient('').get('/v2/link/providers')).status).toBe(401);
   }, 60_000);
 
-  test("an OAuth provider: the page explains the step and sends the user to the adapter's authorization URL; its failed callback leaves the link usable", async () => {
+  test("an OAuth provider without a real integration here: the page explains the step and sends the user to the provider's authorization URL; its failed callback leaves the link usable", async () => {
     const userId = await createUser();
-    const { link_token, link_web_url } = await linkToken(userId, { filter_on_providers: ['garmin', 'whoop', 'oura'] });
+    const { link_token, link_web_url } = await linkToken(userId, { filter_on_providers: ['wahoo', 'whoop', 'oura'] });
     const { page, errors, screenshot } = await openPage();
     await page.goto(link_web_url);
     await page.getByRole('heading', { name: 'Connect your health data' }).waitFor();
-    // filter_on_providers, in catalogue order; no search box for three.
-    expect(await listedProviders(page)).toEqual(['oura', 'garmin', 'whoop']);
+    // filter_on_providers, in catalogue order; no search box for three. (Oura has no OAuth app in this deployment: demo.)
+    expect(await listedProviders(page)).toEqual(['oura', 'whoop', 'wahoo']);
     expect(await page.locator('#search').isHidden()).toBe(true);
 
     await page.keyboard.press('ArrowDown');
-    expect(await checkedProvider(page)).toBe('garmin');
+    await page.keyboard.press('ArrowDown');
+    expect(await checkedProvider(page)).toBe('wahoo');
     await page.keyboard.press('Enter');
-    await page.getByRole('heading', { name: 'Connect Garmin' }).waitFor();
-    const proceed = page.getByRole('link', { name: 'Continue to Garmin' });
+    await page.getByRole('heading', { name: 'Connect Wahoo' }).waitFor();
+    const proceed = page.getByRole('link', { name: 'Continue to Wahoo' });
     await proceed.waitFor();
-    await expect(page.locator('#oauth-sandbox').textContent()).resolves.toContain("Garmin's sign-in cannot be reached");
+    await expect(page.locator('#oauth-sandbox').textContent()).resolves.toContain("Wahoo's sign-in cannot be reached");
     expect(await page.locator('#oauth-continue:focus').count()).toBe(1);
     await screenshot('link-oauth');
 
-    // Garmin's sign-in page cannot be reached from here: a stand-in answers at its address so the browser lands.
-    await page.route('https://connect.garmin.com/**', (route) => route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><html lang="en"><title>Garmin sign-in</title></html>' }));
+    // Wahoo's sign-in page cannot be reached from here: a stand-in answers at its address so the browser lands.
+    await page.route('https://api.wahooligan.com/**', (route) => route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><html lang="en"><title>Wahoo sign-in</title></html>' }));
     await page.keyboard.press('Enter');
-    await page.waitForURL(/^https:\/\/connect\.garmin\.com\/oauth2Confirm\?/);
+    await page.waitForURL(/^https:\/\/api\.wahooligan\.com\/oauth\/authorize\?/);
     const authorize = new URL(page.url());
-    const callback = `${app.url}/v2/link/oauth/callback/garmin`;
-    expect(Object.fromEntries(authorize.searchParams)).toEqual({ response_type: 'code', client_id: 'healthbridge-sandbox', redirect_uri: callback, state: hashKey(link_token) });
+    const callback = `${app.url}/v2/link/oauth/callback/wahoo`;
+    expect(Object.fromEntries(authorize.searchParams)).toEqual({ response_type: 'code', client_id: 'healthbridge-sandbox', redirect_uri: callback, state: hashKey(link_token), scope: 'user_read workouts_read' });
 
     // The provider sends the user back with a code: this deployment cannot exchange it (no internet), and says so.
     const back = await page.goto(`${callback}?state=${authorize.searchParams.get('state')}&code=authcode-1`);
     expect(back?.status()).toBe(502);
-    await expect(page.locator('h1').textContent()).resolves.toBe('Garmin not connected');
+    await expect(page.locator('h1').textContent()).resolves.toBe('Wahoo not connected');
     await expect(page.locator('.message').textContent()).resolves.toContain('cannot be reached from this deployment');
     await screenshot('link-oauth-callback');
     expect((await linkClient(link_token).get('/v2/link/state')).status).toBe(200);

@@ -88,7 +88,7 @@ export async function createUser(stack: ProviderStack, fields: Record<string, un
  * authorization URL our API returns, the fake's consent page approved (as `asUser` if given), our callback.
  * Returns the callback's final response (a redirect to redirect_url, or the outcome page).
  */
-export async function connectThroughOAuth(stack: ProviderStack, userId: string, slug: string, fake: FakeProvider, opts: { asUser?: string; decision?: 'approve' | 'deny' } = {}): Promise<{ status: number; text: string; location: string | null }> {
+export async function connectThroughOAuth(stack: { client: HttpClient; app: { url: string } }, userId: string, slug: string, fake: FakeProvider, opts: { asUser?: string; decision?: 'approve' | 'deny' } = {}): Promise<{ status: number; text: string; location: string | null }> {
   const { link_token } = (await stack.client.post('/v2/link/token', { user_id: userId, provider: slug })).body;
   const oauth = await fetch(`${stack.app.url}/v2/link/provider/oauth/${slug}`, { headers: { 'x-vital-link-token': link_token } });
   const { oauth_url } = (await oauth.json()) as { oauth_url: string };

@@ -1,7 +1,7 @@
 import { ProviderFetchError } from '../provider-errors';
 import type { LinkSignIn } from '../link-auth';
 import type { LinkTokenDoc } from '../link-tokens-store';
-import { OAuthError } from './contract';
+import { OAuthError, RateLimitedError } from './contract';
 import { authorizeUrl, exchangeCode, pkcePair } from './oauth-client';
 import { integrationFor } from './registry';
 import { createProviderHttp } from './http';
@@ -45,13 +45,16 @@ export async function finishRealOAuth(deps: RuntimeDeps, state: OAuthStateDoc, a
     const tokens = await exchangeCode(integration.oauth, { ...app, redirectUri: state.redirect_uri }, answer.code, { baseUrl: app.baseUrl, codeVerifier: state.code_verifier ?? undefined });
     // Who the user is at the provider, with the fresh token (no connection, so no stored tokens, exists yet).
     const client = { clientId: app.clientId, clientSecret: app.clientSecret };
-    const http = createProviderHttp({ integration, baseUrl: app.baseUrl, client, accessToken: async () => tokens.access_token });
+    const gate = { blockedUntil: () => deps.repos.providerAuth.blockedUntil(integration.slug, app.clientId), block: (until: Date, reason: string) => deps.repos.providerAuth.block(integration.slug, app.clientId, until, reason) };
+    const http = createProviderHttp({ integration, baseUrl: app.baseUrl, client, accessToken: async () => tokens.access_token, gate });
     const ctx = { http, externalUserId: null, tokenExtras: tokens.extras, client };
     const { externalUserId } = integration.afterConnect ? await integration.afterConnect(ctx) : { externalUserId: null };
     return { accepted: true, adapter: 'oauth', oauth: { tokens, externalUserId, clientId: app.clientId } };
   } catch (err) {
     if (err instanceof OAuthError) return { accepted: false, errorType: 'provider_credential_error', error: `${name} refused the sign-in (${err.error}): the code was already used or has expired. Start again from the link.` };
     if (err instanceof ProviderFetchError) return { accepted: false, errorType: 'provider_api_error', error: `${name} could not be reached to finish the sign-in (${err.message}). Try again in a moment.` };
+    // The app's request budget at the provider is spent until then: no request before it, this one included.
+    if (err instanceof RateLimitedError) return { accepted: false, errorType: 'provider_api_error', error: `${name} is busy (its rate limit for this app resets at ${err.retryAt.toISOString()}). Start again from the link after that.` };
     throw err;
   }
 }
