@@ -81,8 +81,8 @@ export const linkPageRoutes = [
     summary: 'OAuth callback of the link flow',
     description:
       "Where the provider sends the user back (`state`: the step's, `code` or `error`): exchanges the code, connects and uses the link token, then redirects to " +
-      "the token's redirect_url with `state=success|error`, `provider`, `error_type`, `error` (307), or shows the outcome. This deployment has no internet " +
-      'access, so the exchange fails with provider_api_error.',
+      "the token's redirect_url with `state=success|error`, `provider`, `error_type`, `error` (307), or shows the outcome. A real integration's `state` " +
+      'is single-use (a replayed callback is a 410 page); a provider without an integration here cannot exchange the code: provider_api_error.',
     tags,
     auth: 'none',
     params: LinkOAuthParams,
