@@ -4,7 +4,7 @@ import { publicBaseUrl } from '../../lib/platform/config';
 import { connectProvider } from '../../lib/wearables/workflow-client';
 import { ingestProviderData } from '../../lib/wearables/ingest';
 import type { SampleInput, SummaryInput, SummaryResource, WorkoutStream } from '../../lib/wearables/model';
-import { inUnit, SUMMARY_WRAPPERS, timeseriesResource, timeseriesResourceAtPath } from '../../lib/wearables/resources';
+import { SUMMARY_WRAPPERS, timeseriesResource, timeseriesResourceAtPath } from '../../lib/wearables/resources';
 import { sampleView, sourceView, summaryView } from '../../lib/wearables/views';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import { UserIdParams } from '../../schemas/user';
@@ -222,7 +222,7 @@ export const wearableDataRoutes = [
           bySource.set(key, group);
           (groups[doc.provider] ??= []).push(group);
         }
-        group.data.push(sampleView(inUnit(doc, query.unit)));
+        group.data.push(sampleView(doc, query.unit));
       }
       return { body: { groups, next, next_cursor: next } };
     },
@@ -245,7 +245,7 @@ export const wearableDataRoutes = [
       const { from, to } = dateRange(query);
       const days = deps.repos.wearableData.readSamplesByDay({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined });
       // Streamed, a day at a time: a year of minute samples is 525,600 (api/json-stream.ts).
-      return { body: await jsonArrayStream(days, (doc) => sampleView(inUnit(doc, query.unit))), contentType: 'application/json' };
+      return { body: await jsonArrayStream(days, (doc) => sampleView(doc, query.unit)), contentType: 'application/json' };
     },
   }),
 ];

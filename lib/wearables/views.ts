@@ -2,6 +2,7 @@ import { providerLogoUrl, type ProviderCatalogue } from './provider-catalogue';
 import type { SampleReading } from './sample-buckets';
 import type { SummaryDoc } from './data-store';
 import { isoWithOffset } from '../platform/time';
+import { inUnit } from './resources';
 
 /**
  * The client-facing shapes of stored wearable data, one way for the read endpoints and the data events
@@ -48,14 +49,19 @@ export function summaryView(doc: SummaryDoc, source: SourceView): Record<string,
   };
 }
 
-export function sampleView(doc: SampleReading): Record<string, unknown> {
+/**
+ * A sample as the API shows it, its value in `unit` when a read asks for one (glucose: mg/dL ⇄ mmol/L). Samples read
+ * from buckets expose their fields as getters (BucketSample): they are read one by one here, never spread.
+ */
+export function sampleView(doc: SampleReading, unit?: string): Record<string, unknown> {
+  const shown = unit ? inUnit({ unit: doc.unit, value: doc.value }, unit) : doc;
   const view: Record<string, unknown> = {
     timestamp: isoWithOffset(doc.timestamp),
     timezone_offset: doc.timezone_offset,
     type: doc.type,
-    unit: doc.unit,
+    unit: shown.unit,
   };
-  if (doc.value !== undefined) view.value = doc.value;
+  if (shown.value !== undefined) view.value = shown.value;
   if (doc.systolic !== undefined) {
     view.systolic = doc.systolic;
     view.diastolic = doc.diastolic;

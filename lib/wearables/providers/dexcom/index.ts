@@ -1,4 +1,4 @@
-import { ProviderFetchError } from '../../adapters';
+import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderData } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import {

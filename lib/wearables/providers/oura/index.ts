@@ -1,4 +1,4 @@
-import { ProviderFetchError } from '../../adapters';
+import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderData, SampleInput, SummaryInput } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import type { OuraDailyActivity, OuraDailySleep, OuraDailySpo2, OuraHeartRateRow, OuraList, OuraPersonalInfo, OuraSleep, OuraWorkout } from './api-types';

@@ -1,4 +1,4 @@
-import { ProviderFetchError } from '../../adapters';
+import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderCallContext } from '../contract';
 import type { OuraDataType, OuraEventType, OuraWebhookSubscription } from './api-types';
 
