@@ -9,13 +9,17 @@
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
 //   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went (=worker: the worker)
-//   BENCH_SUITES=users,webhooks,lab,wearables,pipelines,console  which suites to run (default all); the webhook, lab,
-//                         pipeline and delivery-log page suites' own settings (BENCH_WEBHOOK_*, BENCH_LAB_*,
-//                         BENCH_PIPELINE_*, BENCH_CONSOLE_*) are described in scripts/bench/webhooks.mjs, lab-orders.mjs,
-//                         pipelines.mjs and console.mjs
+//   BENCH_SUITES=users,webhooks,lab,wearables,pipelines,console,timeseries-memory,providers  which suites to run
+//                         (default all); the webhook, lab, pipeline, delivery-log page and real-provider suites' own
+//                         settings (BENCH_WEBHOOK_*, BENCH_LAB_*, BENCH_PIPELINE_*, BENCH_CONSOLE_*, BENCH_PROVIDERS_*)
+//                         are described in scripts/bench/webhooks.mjs, lab-orders.mjs, pipelines.mjs, console.mjs and
+//                         providers.mjs (providers: a 90-day Oura pull of 100 users through the OAuth flow against the
+//                         raw fetch of the same pages, and 500 WHOOP users under its 100 requests a minute; ~15 min)
 //
 // A suite is a module in scripts/bench/ exporting `async (env, { log }) => ({ results, ratios, notes?,
-// details? })` (see users.mjs, webhooks.mjs), added to `allSuites` below.
+// details? })` (see users.mjs, webhooks.mjs), added to `allSuites` below. A suite that needs servers of its own seen
+// by the api and the worker (providers: the provider fakes) has `beforeEnvironment({ log, onCleanup })`, run after the
+// build, returning environment for them; what it registers with onCleanup runs after the environment has stopped.
 import { rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +29,7 @@ import { consoleSettings, consoleSuite } from './bench/console.mjs';
 import { computeRatios, formatReport, summarizeCpuProfile, writeResults } from './bench/report.mjs';
 import { labOrderSettings, labOrderSuite } from './bench/lab-orders.mjs';
 import { pipelineSettings, pipelineSuite } from './bench/pipelines.mjs';
+import { providerSettings, providerSuite, startProviderFakes } from './bench/providers.mjs';
 import { userSuite } from './bench/users.mjs';
 import { webhookSettings, webhookSuite } from './bench/webhooks.mjs';
 import { wearableSettings, wearableSuite } from './bench/wearables.mjs';
@@ -38,6 +43,8 @@ const allSuites = [
   { name: 'pipelines', run: pipelineSuite, checkSettings: pipelineSettings },
   { name: 'console', run: consoleSuite, checkSettings: consoleSettings },
   { name: 'timeseries-memory', run: async (...args) => (await import('./bench/timeseries-memory.mjs')).timeseriesMemorySuite(...args) },
+  // Last: its WHOOP connections go on pulling in the worker until everything stops.
+  { name: 'providers', run: providerSuite, checkSettings: providerSettings, beforeEnvironment: startProviderFakes },
 ];
 const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
   .split(',')
@@ -59,7 +66,17 @@ const log = (msg) => console.log(msg);
 
 let env = null;
 let stopEnvironment = null;
-const cleanup = () => (stopEnvironment ? stopEnvironment() : Promise.resolve());
+const suiteCleanups = [];
+const cleanup = async () => {
+  if (stopEnvironment) await stopEnvironment();
+  for (const fn of suiteCleanups.splice(0)) {
+    try {
+      await fn();
+    } catch (err) {
+      console.error(`bench: cleanup: ${err.message}`);
+    }
+  }
+};
 
 async function abort(reason, code) {
   console.error(`bench: ${reason}; stopping everything...`);
@@ -78,7 +95,9 @@ async function main() {
   if (profileDir) rmSync(profileDir, { recursive: true, force: true });
   const machine = machineInfo();
   const startedAt = new Date().toISOString();
-  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, cpuProfileProcess: profileProcess, onCleanup: (fn) => (stopEnvironment = fn) });
+  const extraEnv = {};
+  for (const suite of suites) Object.assign(extraEnv, await suite.beforeEnvironment?.({ log, onCleanup: (fn) => suiteCleanups.push(fn) }));
+  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, cpuProfileProcess: profileProcess, extraEnv, onCleanup: (fn) => (stopEnvironment = fn) });
   log(`bench: api ${env.apiUrl}, constant route ${env.constantUrl}, database ${env.dbKind}`);
 
   const results = [];

@@ -103,12 +103,13 @@ async function databaseKind(db, external) {
  * Starts everything. Options: runId, log, cpuProfileDir (start `cpuProfileProcess`, 'api' or 'worker', with
  * --cpu-prof into that directory),
  * workerLogLevel (LOG_LEVEL of the worker, default warn),
+ * extraEnv (more environment of the api and the worker, e.g. PROVIDER_<SLUG>_BASE_URL of fakes a suite started),
  * onCleanup(cleanup) (called at once with the cleanup function, for signal handlers).
  * Returns { runId, stateDir, apiUrl, constantUrl, mongoUrl, dbName, db, repos, tenant, dbKind, children,
  * childEnv (the servers' environment), stackPids ({ mongo, temporal } of a private stack),
  * onWorkerLog(fn) (each parsed worker log line; returns an unsubscribe function), cleanup }.
  */
-export async function startEnvironment({ runId, log = console.log, cpuProfileDir = null, cpuProfileProcess = 'api', workerLogLevel = 'warn', onCleanup = () => {} }) {
+export async function startEnvironment({ runId, log = console.log, cpuProfileDir = null, cpuProfileProcess = 'api', workerLogLevel = 'warn', extraEnv = {}, onCleanup = () => {} }) {
   const stateDir = path.join(repoRoot, '.devstack', `bench-${runId}`);
   const env = { runId, stateDir, children: {}, workerLogLevel, dbName: `hb_bench_${runId.replace(/-/g, '_')}` };
   const workerLogListeners = new Set();
@@ -163,6 +164,7 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
       API_PORT: String(apiPort),
       PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
       DATA_ENCRYPTION_KEYS: devDataKeys(null),
+      ...extraEnv,
     };
     env.apiUrl = `http://127.0.0.1:${apiPort}`;
     env.childEnv = childEnv;

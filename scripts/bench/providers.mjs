@@ -1,0 +1,509 @@
+// Real-provider scenarios of `npm run bench` (BENCH_SUITES=providers): the api and the worker pointed at the providers'
+// loopback fakes (test/support/fakes/, compiled to dist/) through PROVIDER_<SLUG>_BASE_URL / _CLIENT_ID / _CLIENT_SECRET.
+// The fakes run in this process and are started before the environment (`startProviderFakes`), so the servers see them.
+//
+//   1. oura: BENCH_PROVIDERS_OURA_USERS (100) users created through the API, each connected through the real OAuth flow
+//      over HTTP (link token, GET /v2/link/provider/oauth/oura, the fake's consent approved, our callback), their
+//      90-day history pulled page by page on the Oura task queue; timed from the pull's first page request at the fake
+//      to the last resource's ended_at, once GET /v2/introspect/historical_pull shows every resource of every user
+//      `success`. Baseline in the same run: the same pages (the pull's request log at the fake: same paths, params and
+//      paging) fetched with plain `fetch` from a fresh fake with the same users, one page at a time per user as each
+//      connection's workflow asks them, every user at once (up to the worker's 100 activity slots), the fake's rate
+//      limit lifted. The pull cannot go faster than the app's Oura budget (APP_REQUESTS_PER_SECOND, the task queue's
+//      rate), so the ratio is mostly that budget; pages/s against the budget is reported beside it.
+//   2. whoop: BENCH_PROVIDERS_WHOOP_USERS (500) users connected at once (their history pulls start together) against
+//      the WHOOP fake's per-app limit of 100 requests a minute (rolling; its 10,000 a day is off: it would bind first,
+//      after 100 minutes), for BENCH_PROVIDERS_WHOOP_SECONDS (240) from the first connection: 429s the fake answered
+//      (target 0), requests a minute against the 100 budget (target >= 90 %), the count of each minute and the busiest
+//      60 s of the run (the task queue's rate must hold throughout, not only in the first minute).
+//
+//   BENCH_PROVIDERS_SCENARIOS=oura,whoop           which scenarios run
+//   BENCH_PROVIDERS_OURA_USERS=100
+//   BENCH_PROVIDERS_OURA_PAGE_SIZE=10              documents per page of the Oura fake's date routes (its default)
+//   BENCH_PROVIDERS_OURA_HEARTRATE_PAGE_SIZE=1000  heart-rate rows per page (as test/providers-stack.test.ts; the fake's
+//                                                  50 would make a 90-day pull 350 heart-rate pages a user, 40 min for 100)
+//   BENCH_PROVIDERS_OURA_TIMEOUT_SECONDS=1200      give up waiting for the Oura pull (the figures are then partial)
+//   BENCH_PROVIDERS_WHOOP_USERS=500
+//   BENCH_PROVIDERS_WHOOP_SECONDS=240              the WHOOP run, from the first connection
+//   BENCH_PROVIDERS_CONNECT_CONCURRENCY=25         OAuth flows at once while connecting
+import { performance } from 'node:perf_hooks';
+import { distModule } from './environment.mjs';
+import { httpClient, numberEnv } from './load.mjs';
+
+const SCENARIOS = ['oura', 'whoop'];
+
+const settings = () => {
+  const scenarios = (process.env.BENCH_PROVIDERS_SCENARIOS || SCENARIOS.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
+  if (!scenarios.length || scenarios.some((s) => !SCENARIOS.includes(s))) {
+    throw new Error(`BENCH_PROVIDERS_SCENARIOS=${process.env.BENCH_PROVIDERS_SCENARIOS} must be a comma-separated list of ${SCENARIOS.join(', ')}`);
+  }
+  return {
+    scenarios,
+    ouraUsers: numberEnv('BENCH_PROVIDERS_OURA_USERS', 100, { integer: true, min: 1 }),
+    ouraPageSize: numberEnv('BENCH_PROVIDERS_OURA_PAGE_SIZE', 10, { integer: true, min: 1 }),
+    ouraHeartRatePageSize: numberEnv('BENCH_PROVIDERS_OURA_HEARTRATE_PAGE_SIZE', 1000, { integer: true, min: 1 }),
+    ouraTimeoutSeconds: numberEnv('BENCH_PROVIDERS_OURA_TIMEOUT_SECONDS', 1200, { min: 10 }),
+    whoopUsers: numberEnv('BENCH_PROVIDERS_WHOOP_USERS', 500, { integer: true, min: 1 }),
+    whoopSeconds: numberEnv('BENCH_PROVIDERS_WHOOP_SECONDS', 240, { min: 60 }),
+    connectConcurrency: numberEnv('BENCH_PROVIDERS_CONNECT_CONCURRENCY', 25, { integer: true, min: 1 }),
+  };
+};
+export const providerSettings = () => void settings();
+
+const OURA = 'oura';
+const WHOOP = 'whoop_v2';
+const OURA_DATE_ROUTES = ['sleep', 'daily_sleep', 'daily_activity', 'workout', 'daily_spo2'];
+/** The worker's activity slots per task queue (Temporal's default maxConcurrentActivityTaskExecutions; worker/worker.ts sets none). */
+const WORKER_ACTIVITY_SLOTS = 100;
+/** WHOOP's per-app budget the fake enforces (developer.whoop.com/docs/developing/rate-limiting). */
+const WHOOP_LIMIT = 100;
+const WHOOP_WINDOW_MS = 60_000;
+const WHOOP_PROFILE_PATH = '/developer/v2/user/profile/basic';
+const POLL_MS = 2000;
+
+const round = (x, digits = 1) => (x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Runs `fn` over `items` with at most `concurrency` at once; rejects with the first error. */
+async function pool(items, concurrency, fn) {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+}
+
+function percentile(sorted, p) {
+  if (!sorted.length) return null;
+  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1];
+}
+
+// ---- The fakes, started before the environment ----------------------------------------------------------------------
+
+let fakes = null;
+
+/**
+ * Starts the Oura and WHOOP fakes in this process and returns the servers' PROVIDER_<SLUG>_* environment. Call it
+ * after the build (the fakes are compiled to dist/test/support/fakes/) and before startEnvironment; `onCleanup` gets
+ * the function that closes them (after the servers stopped: the worker may still be pulling).
+ */
+export async function startProviderFakes({ log = console.log, onCleanup = () => {} } = {}) {
+  const s = settings();
+  const [{ startFakeOura }, { startFakeWhoop }, { providerEnvKey }, { APP_REQUESTS_PER_SECOND }] = await Promise.all([
+    distModule('test/support/fakes/oura.js'),
+    distModule('test/support/fakes/whoop.js'),
+    distModule('lib/platform/config.js'),
+    distModule('lib/wearables/providers/registry.js'),
+  ]);
+  const oura = await startFakeOura();
+  for (const kind of OURA_DATE_ROUTES) oura.setPageSize(kind, s.ouraPageSize);
+  oura.setPageSize('heartrate', s.ouraHeartRatePageSize);
+  const whoop = await startFakeWhoop({ rateLimit: { limit: WHOOP_LIMIT, windowSeconds: WHOOP_WINDOW_MS / 1000, dailyLimit: null } });
+  fakes = { oura, whoop, budget: APP_REQUESTS_PER_SECOND };
+  onCleanup(async () => {
+    await Promise.all([oura.close(), whoop.close()]);
+    fakes = null;
+  });
+  log(`bench: providers: Oura fake ${oura.url}, WHOOP fake ${whoop.url} (${WHOOP_LIMIT} requests per ${WHOOP_WINDOW_MS / 1000} s, no daily limit)`);
+  const env = {};
+  for (const [slug, fake] of [[OURA, oura], [WHOOP, whoop]]) {
+    env[providerEnvKey(slug, 'BASE_URL')] = fake.url;
+    env[providerEnvKey(slug, 'CLIENT_ID')] = fake.options.clientId;
+    env[providerEnvKey(slug, 'CLIENT_SECRET')] = fake.options.clientSecret;
+  }
+  return env;
+}
+
+// ---- Users and the OAuth flow ---------------------------------------------------------------------------------------
+
+async function createUsers(env, client, prefix, count, concurrency, log) {
+  const ids = new Array(count);
+  let done = 0;
+  await pool([...Array(count).keys()], concurrency, async (i) => {
+    const res = await client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `${prefix}-${env.runId}-${i}`, fallback_time_zone: 'UTC' }, json: true });
+    ids[i] = res.json.user_id;
+    if (++done % 100 === 0) log(`bench: providers: ${done}/${count} ${prefix} users created`);
+  });
+  return ids;
+}
+
+/**
+ * Connects `userId` to `slug` as a browser would (test/support/provider-stack.ts connectThroughOAuth): the link token,
+ * the authorization URL our API returns, the fake's consent page approved (a new fake user each time), our callback.
+ * Returns the fake's id of the user who consented.
+ */
+async function connectThroughOAuth(env, userId, slug, fake) {
+  const signal = () => AbortSignal.timeout(60_000);
+  const token = await fetch(`${env.apiUrl}/v2/link/token`, {
+    method: 'POST',
+    headers: { 'x-service-api-key': env.tenant.teamKey, 'content-type': 'application/json' },
+    body: JSON.stringify({ user_id: userId, provider: slug }),
+    signal: signal(),
+  });
+  if (token.status !== 200) throw new Error(`POST /v2/link/token answered ${token.status}: ${await token.text()}`);
+  const { link_token } = await token.json();
+  const oauth = await fetch(`${env.apiUrl}/v2/link/provider/oauth/${slug}`, { headers: { 'x-vital-link-token': link_token }, signal: signal() });
+  const { oauth_url } = await oauth.json();
+  if (!oauth_url) throw new Error(`no oauth_url for ${slug}: ${oauth.status}`);
+  const consent = new URL(oauth_url);
+  const page = await fetch(consent, { signal: signal() });
+  const pageText = await page.text();
+  if (page.status !== 200) throw new Error(`the ${slug} consent page answered ${page.status}: ${pageText.slice(0, 300)}`);
+  const answer = await fetch(new URL(fake.options.authorizePath, fake.url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ ...Object.fromEntries(consent.searchParams), decision: 'approve' }).toString(),
+    redirect: 'manual',
+    signal: signal(),
+  });
+  await answer.text();
+  const callback = answer.headers.get('location');
+  if (!callback) throw new Error(`the ${slug} consent answered ${answer.status} without a redirect`);
+  const fakeUserId = fake.codes.get(new URL(callback).searchParams.get('code'))?.userId;
+  const done = await fetch(callback, { redirect: 'manual', signal: signal() });
+  const text = await done.text();
+  if (done.status !== 200 || !text.includes(' connected') || text.includes('not connected')) {
+    throw new Error(`our ${slug} callback answered ${done.status}: ${text.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').slice(0, 300)}`);
+  }
+  return fakeUserId;
+}
+
+async function connectAll(env, users, slug, fake, concurrency, log) {
+  const fakeIds = new Array(users.length);
+  let done = 0;
+  const started = performance.now();
+  await pool(users, concurrency, async (userId, i) => {
+    fakeIds[i] = await connectThroughOAuth(env, userId, slug, fake);
+    if (++done % 50 === 0 || done === users.length) log(`bench: providers: ${done}/${users.length} users connected to ${slug} (${round((performance.now() - started) / 1000)} s)`);
+  });
+  return { fakeIds, seconds: (performance.now() - started) / 1000 };
+}
+
+/** Every user's pull state per resource, from GET /v2/introspect/historical_pull (all pages of users). */
+async function pullStates(client, slug) {
+  const byUser = new Map();
+  let cursor = null;
+  do {
+    const res = await client.expect(200, 'GET', `/v2/introspect/historical_pull?provider=${slug}&user_limit=1000${cursor ? `&next_cursor=${encodeURIComponent(cursor)}` : ''}`, { json: true });
+    for (const u of res.json.data) byUser.set(u.user_id, u.provider?.[slug]?.pulled ?? {});
+    cursor = res.json.next_cursor ?? null;
+  } while (cursor);
+  return byUser;
+}
+
+function countStatuses(states, users) {
+  const counts = {};
+  for (const userId of users) for (const stats of Object.values(states.get(userId) ?? {})) counts[stats.status] = (counts[stats.status] ?? 0) + 1;
+  return counts;
+}
+
+// ---- 1. Oura: a 90-day history for many users, against the raw fetch of the same pages ----------------------------
+
+/** The pull's page requests at the Oura fake: each user's /v2/usercollection requests but the callback's personal_info. */
+function ouraPageRequests(fake, fakeUserIds, fromIndex) {
+  const ours = new Set(fakeUserIds);
+  const sawCallback = new Set();
+  const pages = [];
+  for (let i = fromIndex; i < fake.requests.length; i++) {
+    const r = fake.requests[i];
+    if (!r.userId || !ours.has(r.userId) || !r.path.startsWith('/v2/usercollection/')) continue;
+    // The callback asks personal_info once (afterConnect) before the connection exists; the pull's profile page later.
+    if (r.path === '/v2/usercollection/personal_info' && !sawCallback.has(r.userId)) {
+      sawCallback.add(r.userId);
+      continue;
+    }
+    pages.push(r);
+  }
+  return pages;
+}
+
+async function ouraScenario(env, s, log) {
+  const { oura } = fakes;
+  const budget = fakes.budget[OURA];
+  const client = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey }, timeoutMs: 60_000 });
+  try {
+    log(`bench: providers: oura: creating ${s.ouraUsers} users...`);
+    const users = await createUsers(env, client, 'bench-oura', s.ouraUsers, 8, log);
+    const logFrom = oura.requests.length;
+    log(`bench: providers: oura: connecting ${s.ouraUsers} users through the OAuth flow (${s.connectConcurrency} at a time); each connection starts its 90-day pull`);
+    const connect = await connectAll(env, users, OURA, oura, s.connectConcurrency, log);
+
+    const expected = s.ouraUsers * 6;
+    const deadline = performance.now() + s.ouraTimeoutSeconds * 1000;
+    let states = new Map();
+    let statuses = {};
+    let lastLog = 0;
+    for (;;) {
+      states = await pullStates(client, OURA);
+      statuses = countStatuses(states, users);
+      const terminal = (statuses.success ?? 0) + (statuses.failure ?? 0);
+      const now = performance.now();
+      if (now - lastLog >= 15_000 || terminal >= expected) {
+        lastLog = now;
+        const pages = ouraPageRequests(oura, connect.fakeIds, logFrom);
+        const first = pages[0]?.at;
+        const rate = first ? pages.length / Math.max(1, (Date.now() - first) / 1000) : 0;
+        log(`bench: providers: oura pull: ${statuses.success ?? 0}/${expected} resources success${statuses.failure ? `, ${statuses.failure} failed` : ''}, ${pages.length} pages fetched, ${round(rate)} pages/s (budget ${round(budget)})`);
+      }
+      if (terminal >= expected || now > deadline) break;
+      await sleep(POLL_MS);
+    }
+    const complete = (statuses.success ?? 0) === expected;
+    if (!complete) log(`bench: providers: oura pull: INCOMPLETE after ${s.ouraTimeoutSeconds} s: ${JSON.stringify(statuses)}`);
+
+    const pageRequests = ouraPageRequests(oura, connect.fakeIds, logFrom);
+    const okRequests = pageRequests.filter((r) => r.status === 200);
+    const byStatus = {};
+    for (const r of pageRequests) byStatus[r.status] = (byStatus[r.status] ?? 0) + 1;
+    const chains = new Map(connect.fakeIds.map((id) => [id, []]));
+    const seen = new Set();
+    for (const r of okRequests) {
+      const key = `${r.userId} ${r.path}?${new URLSearchParams(r.query)}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      chains.get(r.userId).push(r);
+    }
+    const pages = seen.size;
+    const startedAt = pageRequests[0]?.at ?? Date.now();
+    const endedAts = [...states.values()].flatMap((p) => Object.values(p).map((st) => Date.parse(st.timeline?.ended_at ?? ''))).filter(Number.isFinite);
+    const endedAt = complete && endedAts.length ? Math.max(...endedAts) : Date.now();
+    const pullSeconds = Math.max(0.001, (endedAt - startedAt) / 1000);
+    const rateLimited = oura.requests.slice(logFrom).filter((r) => r.status === 429).length;
+    const pull = {
+      name: `Oura 90-day pull, ${s.ouraUsers} users via OAuth, api + worker (pages/s)${complete ? '' : ' INCOMPLETE'}`,
+      seconds: round(pullSeconds, 2),
+      ok: pages,
+      rps: round(pages / pullSeconds, 2),
+      p50Ms: null,
+      p99Ms: null,
+      errors: (statuses.failure ?? 0) + rateLimited,
+    };
+    log(`bench: providers: oura pull: ${pages} pages for ${s.ouraUsers} users in ${pull.seconds} s (first page request to the last resource's ended_at): ${pull.rps} pages/s`);
+
+    // Baseline: the same pages from a fresh fake (cold, as the pull found its fake) holding the same users, plain fetch.
+    const { startFakeOura } = await distModule('test/support/fakes/oura.js');
+    const replayFake = await startFakeOura();
+    try {
+      for (const kind of OURA_DATE_ROUTES) replayFake.setPageSize(kind, s.ouraPageSize);
+      replayFake.setPageSize('heartrate', s.ouraHeartRatePageSize);
+      replayFake.rateLimit.limit = Number.MAX_SAFE_INTEGER; // the raw fetch is not paced by the budget
+      const tokens = new Map();
+      for (const id of connect.fakeIds) {
+        const user = oura.users.get(id);
+        replayFake.addUser({ id: user.id, seed: user.seed, zoneOffsetSeconds: user.zoneOffsetSeconds });
+        const scope = [...oura.accessTokens.values()].find((t) => t.userId === id)?.scope ?? '';
+        tokens.set(id, replayFake.issueTokens(id, { accessTtlSeconds: 86_400, refresh: false, scope }).access.token);
+      }
+      const concurrency = Math.min(connect.fakeIds.length, WORKER_ACTIVITY_SLOTS);
+      log(`bench: providers: oura baseline: the same ${pages} pages with plain fetch, ${concurrency} users' pages at once (each user's one at a time, in the pull's order)...`);
+      const latencies = [];
+      let errors = 0;
+      let firstError = null;
+      const started = performance.now();
+      await pool(connect.fakeIds, concurrency, async (id) => {
+        for (const r of chains.get(id)) {
+          const t0 = performance.now();
+          try {
+            const res = await fetch(`${replayFake.url}${r.path}?${new URLSearchParams(r.query)}`, { headers: { accept: 'application/json', authorization: `Bearer ${tokens.get(id)}` } });
+            const body = await res.json();
+            if (res.status !== 200) throw new Error(`${r.path} answered ${res.status}: ${JSON.stringify(body).slice(0, 200)}`);
+            latencies.push(performance.now() - t0);
+          } catch (err) {
+            errors++;
+            firstError ??= err.message;
+          }
+        }
+      });
+      const rawSeconds = (performance.now() - started) / 1000;
+      latencies.sort((a, b) => a - b);
+      const raw = {
+        name: `raw fetch of the same ${pages} pages, ${concurrency} users at once (pages/s)`,
+        seconds: round(rawSeconds, 2),
+        ok: latencies.length,
+        rps: round(latencies.length / rawSeconds, 2),
+        p50Ms: round(percentile(latencies, 50), 2),
+        p99Ms: round(percentile(latencies, 99), 2),
+        errors,
+        firstError,
+      };
+      log(`bench: providers: oura baseline: ${raw.ok} pages in ${raw.seconds} s: ${raw.rps} pages/s, p50 ${raw.p50Ms} ms, p99 ${raw.p99Ms} ms, ${errors} errors${firstError ? ` (first: ${firstError})` : ''}`);
+
+      const floorSeconds = pages / budget;
+      const repeats = okRequests.length - pages;
+      return {
+        results: [pull, raw],
+        ratios: [
+          { name: 'Oura 90-day pull / raw fetch of the same pages', of: pull, to: raw, target: null, note: `the pull is paced at Oura's budget, ${round(budget, 2)} requests/s` },
+          { name: 'Oura pull pages/s, % of the app budget', value: round((pull.rps / budget) * 100), target: null, unit: '%', kind: 'info', note: `${round(budget, 2)} requests/s: 5,000 per 5 min less 5 %` },
+        ],
+        notes: [
+          `oura: ${s.ouraUsers} users connected through the OAuth flow in ${round(connect.seconds)} s; their 90-day pulls (${pages} pages, ${round(pages / s.ouraUsers)} a user at ${s.ouraPageSize} documents / ${s.ouraHeartRatePageSize} heart-rate rows a page) took ${pull.seconds} s from the first page request to the last resource done: ${pull.rps} pages/s, ${round(s.ouraUsers / pullSeconds, 3)} users/s` +
+            `${complete ? '' : ` (INCOMPLETE: ${JSON.stringify(statuses)})`}; the raw fetch of the same pages took ${raw.seconds} s (${raw.rps} pages/s); Oura's budget alone allows no less than ${round(floorSeconds)} s (${round(budget, 2)} pages/s)`,
+          `oura: page requests by status ${JSON.stringify(byStatus)}; ${rateLimited} answered 429 by the fake (5,000 per 5 min); ${repeats} page(s) asked more than once; resources ${JSON.stringify(statuses)}`,
+        ],
+        details: {
+          users: s.ouraUsers,
+          connectSeconds: round(connect.seconds, 2),
+          pages,
+          pagesPerUser: round(pages / s.ouraUsers, 1),
+          pageSize: s.ouraPageSize,
+          heartRatePageSize: s.ouraHeartRatePageSize,
+          pullSeconds: pull.seconds,
+          pagesPerSecond: pull.rps,
+          usersPerSecond: round(s.ouraUsers / pullSeconds, 4),
+          rawSeconds: raw.seconds,
+          rawPagesPerSecond: raw.rps,
+          rawConcurrency: concurrency,
+          budgetPerSecond: round(budget, 3),
+          budgetFloorSeconds: round(floorSeconds, 1),
+          requestsByStatus: byStatus,
+          rateLimited,
+          repeatedPages: repeats,
+          resources: statuses,
+          complete,
+        },
+      };
+    } finally {
+      await replayFake.close();
+    }
+  } finally {
+    client.close();
+  }
+}
+
+// ---- 2. WHOOP: 500 users under 100 requests a minute ---------------------------------------------------------------
+
+/** The most requests in any `spanMs` ending at a request of `times` (sorted), counting the requests before `from` too. */
+function busiestWindow(times, spanMs, from = -Infinity) {
+  let lo = 0;
+  let max = 0;
+  for (let hi = 0; hi < times.length; hi++) {
+    while (times[lo] <= times[hi] - spanMs) lo++;
+    if (times[hi] >= from) max = Math.max(max, hi - lo + 1);
+  }
+  return max;
+}
+
+async function whoopScenario(env, s, log) {
+  const { whoop } = fakes;
+  const budget = fakes.budget[WHOOP];
+  const client = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey }, timeoutMs: 60_000 });
+  try {
+    log(`bench: providers: whoop: creating ${s.whoopUsers} users...`);
+    const users = await createUsers(env, client, 'bench-whoop', s.whoopUsers, 8, log);
+    // The callback asks WHOOP who the user is (afterConnect: GET /v2/user/profile/basic) in the api, outside the task
+    // queue's budget: 500 of them in a burst would alone exceed 100 a minute, and each refused one fails its connection.
+    // They are answered beside the fake's limiter (user_id only, all afterConnect reads); every page request counts.
+    whoop.route('GET', WHOOP_PROFILE_PATH, (req) => {
+      const auth = whoop.bearer(req);
+      if ('reply' in auth) return auth.reply;
+      return { body: { user_id: Number(auth.user.id), email: `user${auth.user.id}@example.com`, first_name: 'Bench', last_name: 'User' } };
+    });
+    const logFrom = whoop.requests.length;
+    const limited0 = whoop.rateLimitedResponses;
+    const t0 = Date.now();
+    const end = t0 + s.whoopSeconds * 1000;
+    log(`bench: providers: whoop: connecting ${s.whoopUsers} users at once (${s.connectConcurrency} OAuth flows at a time), then running to ${s.whoopSeconds} s from the first connection`);
+    const pageRequests = () => whoop.requests.slice(logFrom).filter((r) => r.path.startsWith('/developer/') && r.path !== WHOOP_PROFILE_PATH);
+    const progress = setInterval(() => {
+      const reqs = pageRequests();
+      const minute = reqs.filter((r) => r.at > Date.now() - WHOOP_WINDOW_MS).length;
+      log(`bench: providers: whoop: ${round((Date.now() - t0) / 1000, 0)} s: ${reqs.length} page requests, ${minute} in the last 60 s, ${whoop.rateLimitedResponses - limited0} answered 429`);
+    }, 30_000);
+    let connect;
+    try {
+      connect = await connectAll(env, users, WHOOP, whoop, s.connectConcurrency, log);
+      await sleep(Math.max(0, end - Date.now()));
+    } finally {
+      clearInterval(progress);
+    }
+    const reqs = pageRequests().filter((r) => r.at < end);
+    const limited = reqs.filter((r) => r.status === 429).length;
+    const byStatus = {};
+    for (const r of reqs) byStatus[r.status] = (byStatus[r.status] ?? 0) + 1;
+    const minutes = [];
+    for (let m = 0; m * WHOOP_WINDOW_MS < s.whoopSeconds * 1000; m++) {
+      const from = t0 + m * WHOOP_WINDOW_MS;
+      const to = Math.min(end, from + WHOOP_WINDOW_MS);
+      minutes.push({ minute: m + 1, seconds: (to - from) / 1000, requests: reqs.filter((r) => r.at >= from && r.at < to).length, rateLimited: reqs.filter((r) => r.at >= from && r.at < to && r.status === 429).length });
+    }
+    const full = minutes.filter((m) => m.seconds === WHOOP_WINDOW_MS / 1000);
+    const perMinute = (reqs.length / s.whoopSeconds) * 60;
+    // After the connections: every pull is under way, nothing but page requests reaches WHOOP.
+    const afterConnect = reqs.filter((r) => r.at >= t0 + connect.seconds * 1000);
+    const steadySeconds = (end - (t0 + connect.seconds * 1000)) / 1000;
+    const steadyPerMinute = steadySeconds > 0 ? (afterConnect.length / steadySeconds) * 60 : null;
+    const admittedTimes = reqs.filter((r) => r.status !== 429).map((r) => r.at);
+    const busiest = busiestWindow(admittedTimes, WHOOP_WINDOW_MS);
+    const busiestAfterFirstMinute = s.whoopSeconds > 60 ? busiestWindow(admittedTimes, WHOOP_WINDOW_MS, t0 + WHOOP_WINDOW_MS) : null;
+    const states = await pullStates(client, WHOOP);
+    const statuses = countStatuses(states, users);
+    const profileCalls = whoop.requests.slice(logFrom).filter((r) => r.path === WHOOP_PROFILE_PATH).length;
+    const tokenCalls = whoop.requests.slice(logFrom).filter((r) => r.path === '/oauth/oauth2/token').length;
+    log(`bench: providers: whoop: ${reqs.length} page requests in ${s.whoopSeconds} s (${round(perMinute)} a minute, ${round((perMinute / WHOOP_LIMIT) * 100)} % of ${WHOOP_LIMIT}), ${limited} answered 429; per minute ${minutes.map((m) => m.requests).join(', ')}; busiest 60 s ${busiest}`);
+    if (whoop.rateLimitedResponses - limited0 !== limited) log(`bench: providers: whoop: the fake counted ${whoop.rateLimitedResponses - limited0} 429s in all (incl. after the window)`);
+
+    const result = {
+      name: `WHOOP pull, ${s.whoopUsers} users at once, ${s.whoopSeconds} s (requests/s to the fake)`,
+      seconds: s.whoopSeconds,
+      ok: reqs.length - limited,
+      rps: round(reqs.length / s.whoopSeconds, 2),
+      p50Ms: null,
+      p99Ms: null,
+      errors: limited,
+    };
+    return {
+      results: [result],
+      ratios: [
+        { name: `WHOOP 429s from the fake (${s.whoopUsers} users, ${s.whoopSeconds} s)`, value: limited, target: 1, atMost: true, kind: 'target' },
+        { name: `WHOOP requests a minute, % of the ${WHOOP_LIMIT} budget`, value: round((perMinute / WHOOP_LIMIT) * 100), target: 90, unit: '%', kind: 'target' },
+        { name: 'WHOOP busiest 60 s of the run (requests)', value: busiest, target: null, kind: 'info', note: `limit ${WHOOP_LIMIT}${s.whoopSeconds > 60 ? `; ending after the first minute ${busiestAfterFirstMinute}` : ''}; the task queue's rate ${round(budget * 60, 1)} a minute` },
+      ],
+      notes: [
+        `whoop: ${s.whoopUsers} users connected through the OAuth flow in ${round(connect.seconds)} s (${s.connectConcurrency} flows at a time); requests to the fake's data API by minute from the first connection: ${minutes.map((m) => `${m.requests}${m.seconds < 60 ? ` (${m.seconds} s)` : ''}${m.rateLimited ? ` [${m.rateLimited}x429]` : ''}`).join(', ')}; ` +
+          `${round(perMinute)} a minute over the run, ${steadyPerMinute === null ? '-' : round(steadyPerMinute)} a minute after the last connection; statuses ${JSON.stringify(byStatus)}`,
+        `whoop: the fake's 10,000 requests a day are off (dailyLimit: null): at ${round(budget * 60)} a minute they would bind after ~${round(10_000 / (budget * 60), 0)} minutes (a 90-day history is ~20 requests a user: ${s.whoopUsers} users ~${s.whoopUsers * 20}); the task queue paces only the per-minute budget, the daily one would show as 429s whose reset the pulls wait for`,
+        `whoop: the ${profileCalls} callback profile requests (afterConnect in the api, outside the task-queue budget) were answered beside the fake's limiter` +
+          `${busiestWindow(whoop.requests.slice(logFrom).filter((r) => r.path === WHOOP_PROFILE_PATH).map((r) => r.at), WHOOP_WINDOW_MS) > WHOOP_LIMIT ? ` (counted, they alone exceed ${WHOOP_LIMIT} in 60 s)` : ''}; ${tokenCalls} token requests (not rate limited); pulls after the run: ${JSON.stringify(statuses)}`,
+      ],
+      details: {
+        users: s.whoopUsers,
+        seconds: s.whoopSeconds,
+        connectSeconds: round(connect.seconds, 2),
+        requests: reqs.length,
+        rateLimited: limited,
+        requestsPerMinute: round(perMinute, 1),
+        requestsPerMinuteAfterConnect: round(steadyPerMinute, 1),
+        budgetUsePct: round((perMinute / WHOOP_LIMIT) * 100, 1),
+        taskQueueRatePerMinute: round(budget * 60, 2),
+        perMinute: minutes,
+        fullMinutes: full.map((m) => m.requests),
+        busiest60s: busiest,
+        busiest60sAfterFirstMinute: busiestAfterFirstMinute,
+        requestsByStatus: byStatus,
+        callbackProfileRequests: profileCalls,
+        pulls: statuses,
+      },
+    };
+  } finally {
+    client.close();
+  }
+}
+
+export async function providerSuite(env, { log = console.log } = {}) {
+  const s = settings();
+  if (!fakes) throw new Error('the providers suite needs its fakes started before the environment (startProviderFakes)');
+  const out = { results: [], ratios: [], notes: [], details: {} };
+  for (const [name, scenario] of [['oura', ouraScenario], ['whoop', whoopScenario]]) {
+    if (!s.scenarios.includes(name)) continue;
+    const got = await scenario(env, s, log);
+    out.results.push(...got.results);
+    out.ratios.push(...got.ratios);
+    out.notes.push(...got.notes);
+    out.details[name] = got.details;
+  }
+  return out;
+}
