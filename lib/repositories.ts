@@ -19,7 +19,7 @@ import { WearableDataRepository } from './wearables/data-store';
 import { WorkerHeartbeatRepository } from './platform/worker-heartbeats-store';
 import { WebhookStore } from './webhooks/store';
 import { PipelineRepository } from './pipelines/store';
-import { ProviderAuthRepository } from './wearables/providers/store';
+import { ProviderAuthRepository } from './wearables/provider-auth-store';
 
 export interface Repositories {
   tenancy: TenancyRepository;

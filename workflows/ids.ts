@@ -9,6 +9,8 @@ export const workflowIds = {
   providerPush: (provider: string, notification: string) => `provider-push:${provider}:${notification}`,
   /** The Schedule that keeps providers' push subscriptions in place and renews those that expire. */
   providerSubscriptionsSchedule: (taskQueue: string) => `provider-subscriptions:${taskQueue}`,
+  /** The runs that Schedule starts (Temporal appends each run's time to this id). */
+  providerSubscriptionsRun: (taskQueue: string) => `provider-subscriptions-run:${taskQueue}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
   /** The hourly retention Schedule of earlier versions (TTL indexes replaced it; workers delete it at boot). */

@@ -100,7 +100,7 @@ def link_token_api():
     providers = check("link.get_all_providers", lambda: client.link.get_all_providers(vital_link_token=token), list)
     expect_that(providers and all(isinstance(p, SourceLink) for p in providers), f"not SourceLink items: {providers!r}"[:300])
     check("link.token_state", lambda: client.link.token_state(vital_link_token=token), dict)
-    source = check("link.generate_oauth_link", lambda: client.link.generate_oauth_link("garmin", vital_link_token=token), Source)
+    source = check("link.generate_oauth_link", lambda: client.link.generate_oauth_link("wahoo", vital_link_token=token), Source)
     expect_that(source and source.oauth_url.startswith("https://"), f"no oauth_url: {source!r}"[:300])
     refused = check(
         "link.connect_password_provider (wrong password)",

@@ -5,7 +5,7 @@ import { CONNECTION_INDEXES, CONNECTION_QUERY_SHAPES } from '../../lib/wearables
 import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib/wearables/historical-pulls-store';
 import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/wearables/data-store';
 import { LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES } from '../../lib/wearables/link-tokens-store';
-import { PROVIDER_AUTH_INDEXES, PROVIDER_AUTH_QUERY_SHAPES } from '../../lib/wearables/providers/store';
+import { PROVIDER_AUTH_INDEXES, PROVIDER_AUTH_QUERY_SHAPES } from '../../lib/wearables/provider-auth-store';
 import { INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES } from '../../lib/insurance/store';
 import type { IndexSpec, QueryShape } from '../../lib/platform/database/indexes';
 import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/platform/database/migrations';

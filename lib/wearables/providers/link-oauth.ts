@@ -6,7 +6,7 @@ import { authorizeUrl, exchangeCode, pkcePair } from './oauth-client';
 import { integrationFor } from './registry';
 import { createProviderHttp } from './http';
 import { resolveApp, type RuntimeDeps } from './runtime';
-import type { OAuthStateDoc } from './store';
+import type { OAuthStateDoc } from '../provider-auth-store';
 
 /**
  * The link page's OAuth step with a real provider (README "Connecting real providers"): a single-use `state` of 15

@@ -80,35 +80,6 @@ export interface WithingsWorkout {
   deviceid?: string | null;
   data?: Partial<Record<'calories' | 'intensity' | 'manual_intensity' | 'manual_distance' | 'manual_calories' | 'hr_average' | 'hr_min' | 'hr_max' | 'hr_zone_0' | 'hr_zone_1' | 'hr_zone_2' | 'hr_zone_3' | 'pause_duration' | 'algo_pause_duration' | 'spo2_average' | 'steps' | 'distance' | 'elevation' | 'pool_laps' | 'strokes' | 'pool_length', number | null>>;
 }
-export interface WithingsSleepSummary {
-  id: number;
-  timezone?: string;
-  model?: number;
-  model_id?: number;
-  startdate: number;
-  enddate: number;
-  date?: string;
-  created?: number;
-  modified?: number;
-  hash_deviceid?: string | null;
-  completed?: boolean;
-  data?: Partial<Record<string, number | null>>;
-}
-export interface WithingsSleepSegment {
-  startdate: number;
-  enddate: number;
-  /** 0 awake, 1 light, 2 deep, 3 REM, 4 manual, 5 unspecified, 15 out of bed (Sleep v2 - Get). */
-  state: number;
-  model?: string | number;
-  model_id?: number;
-  hash_deviceid?: string | null;
-  hr?: Record<string, number>;
-  rr?: Record<string, number>;
-  snoring?: Record<string, number>;
-  sdnn_1?: Record<string, number>;
-  rmssd?: Record<string, number>;
-  hrv_quality?: Record<string, number>;
-}
 export interface WithingsIntradayEntry {
   deviceid?: string;
   model?: string;
@@ -154,17 +125,17 @@ const BODY_COMPOSITION = new Set<number>([1, 5, 6, 8, 76, 77, 88, 170]);
 /** `value × 10^unit` (measure_object), divided rather than multiplied for negative units so 65750e-3 is exactly 65.75. */
 export const scaleMeasure = (m: Pick<WithingsMeasure, 'value' | 'unit'>): number => (m.unit < 0 ? m.value / 10 ** -m.unit : m.value * 10 ** m.unit);
 
-const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
-const num = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+export const round = (x: number, digits: number) => Math.round(x * 10 ** digits) / 10 ** digits;
+export const num = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
 const unitOf = (resource: string): string => {
   const r = timeseriesResource(resource);
   if (!r) throw new Error(`unknown timeseries resource ${resource}`);
   return r.unit;
 };
-function point(resource: string, epochSeconds: number, value: number, timezoneOffset: number | null): SampleInput {
+export function point(resource: string, epochSeconds: number, value: number, timezoneOffset: number | null): SampleInput {
   return { resource, timestamp: utcIso(epochSeconds), unit: unitOf(resource), type: null, timezone_offset: timezoneOffset, value };
 }
-function interval(resource: string, start: number, end: number, value: number, timezoneOffset: number | null): SampleInput {
+export function interval(resource: string, start: number, end: number, value: number, timezoneOffset: number | null): SampleInput {
   const timestamp = utcIso(start);
   return { resource, timestamp, start: timestamp, end: utcIso(end), unit: unitOf(resource), type: null, timezone_offset: timezoneOffset, value };
 }
@@ -399,96 +370,5 @@ export function mapWorkout(w: WithingsWorkout, fallbackOffset: number): SummaryI
   };
 }
 
-// ---- Sleep (getsummary, get) --------------------------------------------------------------------------------------
-
-/** The data_fields the sleep pull asks getsummary for (sleep_summary_object). sdnn_1 is SDNN: never asked for, never used. */
-export const SLEEP_SUMMARY_FIELDS = [
-  'total_timeinbed', 'total_sleep_time', 'asleepduration', 'lightsleepduration', 'remsleepduration', 'deepsleepduration',
-  'sleep_efficiency', 'sleep_latency', 'wakeup_latency', 'wakeupduration', 'wakeupcount', 'waso', 'nb_rem_episodes',
-  'out_of_bed_count', 'hr_average', 'hr_min', 'hr_max', 'rr_average', 'rr_min', 'rr_max', 'breathing_disturbances_intensity',
-  'snoring', 'snoringepisodecount', 'sleep_score', 'rmssd_start_avg', 'rmssd_end_avg',
-];
-
-/** A night of at least this long is a `long_sleep`; shorter ones are `short_sleep` (Withings has no nap flag). */
-const LONG_SLEEP_SECONDS = 3 * 3600;
-
-/**
- * One getsummary record → a `sleep` summary keyed by the Withings sleep id. The offset is that of the record's
- * `timezone` at `startdate`, applied once: `time` is the UTC instant of `startdate`, `bedtime_start`/`bedtime_stop` the
- * same instants written in local time. `average_hrv` is RMSSD: the mean of Withings' `rmssd_start_avg` and
- * `rmssd_end_avg` (the RMSSD averages at the start and end of the night; the summary has no whole-night RMSSD and SDNN
- * is never used). `sleep_efficiency` is a ratio ("total sleep time over time in bed") made a percentage.
- */
-export function mapSleepSummary(s: WithingsSleepSummary, fallbackOffset: number): SummaryInput {
-  const offset = offsetSecondsAt(s.timezone, s.startdate, fallbackOffset);
-  const d = s.data ?? {};
-  const light = num(d.lightsleepduration) ?? 0;
-  const deep = num(d.deepsleepduration) ?? 0;
-  const rem = num(d.remsleepduration) ?? 0;
-  const total = num(d.total_sleep_time) ?? (light + deep + rem || num(d.asleepduration) || 0);
-  const duration = Math.max(0, s.enddate - s.startdate);
-  const efficiency = num(d.sleep_efficiency);
-  const rmssd = [num(d.rmssd_start_avg), num(d.rmssd_end_avg)].filter((x): x is number => x !== null);
-  const calendarDate = s.date ?? localDate(s.enddate, offset);
-  return {
-    resource: 'sleep',
-    source_key: String(s.id),
-    calendar_date: calendarDate,
-    time: utcIso(s.startdate),
-    fields: {
-      date: utcMidnightOf(calendarDate),
-      calendar_date: calendarDate,
-      bedtime_start: isoLocal(s.startdate, offset),
-      bedtime_stop: isoLocal(s.enddate, offset),
-      type: duration >= LONG_SLEEP_SECONDS ? 'long_sleep' : 'short_sleep',
-      state: s.completed === false ? 'tentative' : 'confirmed',
-      timezone_offset: offset,
-      duration,
-      total,
-      awake: num(d.wakeupduration) ?? Math.max(0, duration - total),
-      light,
-      rem,
-      deep,
-      score: num(d.sleep_score),
-      hr_lowest: num(d.hr_min),
-      hr_average: num(d.hr_average),
-      hr_resting: null,
-      efficiency: efficiency === null ? null : round(efficiency <= 1 ? efficiency * 100 : efficiency, 1),
-      latency: num(d.sleep_latency) ?? num(d.durationtosleep),
-      temperature_delta: null,
-      average_hrv: rmssd.length ? round(rmssd.reduce((a, b) => a + b, 0) / rmssd.length, 1) : null,
-      respiratory_rate: num(d.rr_average),
-    },
-  };
-}
-
-/** Sleep v2 - Get `state` → our hypnogram stage (deep=1, light=2, rem=3, awake=4, manual=5, missing_data=-1). */
-export const SLEEP_STATE_TO_STAGE: Record<number, number> = { 0: 4, 1: 2, 2: 1, 3: 3, 4: 5, 5: -1, 15: 4 };
-
-/** The data_fields the sleep pull asks Sleep v2 - Get for: HR, respiration, RMSSD. */
-export const SLEEP_SERIES_FIELDS = ['hr', 'rr', 'rmssd'];
-
-/**
- * Sleep v2 - Get segments → hypnogram intervals (one per state segment), heartrate, respiratory_rate and hrv points.
- * HRV is the `rmssd` series (RMSSD, ms); the `sdnn_1` series (SDNN) is ignored even when present. The series carries no
- * time zone: offsets are null (the user's fallback fills them in).
- */
-export function mapSleepSeries(segments: WithingsSleepSegment[] | undefined): SampleInput[] {
-  const out: SampleInput[] = [];
-  const seen = new Set<string>();
-  const add = (s: SampleInput) => {
-    const key = `${s.resource}@${s.timestamp}`;
-    if (!seen.has(key)) (seen.add(key), out.push(s));
-  };
-  for (const seg of segments ?? []) {
-    const stage = SLEEP_STATE_TO_STAGE[seg.state];
-    if (stage !== undefined && seg.enddate > seg.startdate) add(interval('hypnogram', seg.startdate, seg.enddate, stage, null));
-    for (const [resource, series] of [['heartrate', seg.hr], ['respiratory_rate', seg.rr], ['hrv', seg.rmssd]] as const) {
-      for (const [ts, value] of Object.entries(series ?? {})) {
-        if (num(value) !== null && Number.isFinite(Number(ts))) add(point(resource, Number(ts), value, null));
-      }
-    }
-  }
-  return out;
-}
-
+// Sleep (getsummary, get) is mapped in sleep.ts.
+export { mapSleepSeries, mapSleepSummary, SLEEP_SERIES_FIELDS, SLEEP_STATE_TO_STAGE, SLEEP_SUMMARY_FIELDS, type WithingsSleepSegment, type WithingsSleepSummary } from './sleep';

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
-import type { FieldCipher } from '../../platform/field-encryption';
-import { EncryptedFields, type Sealed } from '../../platform/database/encrypted-fields';
-import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../../platform/database/indexes';
-import type { TokenSet } from './contract';
+import type { FieldCipher } from '../platform/field-encryption';
+import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
+import type { TokenSet } from './providers/contract';
 
 /**
  * What the real provider integrations keep (README "Connecting real providers"):
@@ -76,8 +76,8 @@ export const PROVIDER_AUTH_INDEXES: Record<'provider_tokens' | 'oauth_states' | 
 };
 export const PROVIDER_AUTH_QUERY_SHAPES: Record<'provider_tokens' | 'oauth_states' | 'provider_apps', QueryShape[]> = {
   provider_tokens: [{ name: "erase a user's provider tokens", filter: ['team_id', 'user_id'] }],
-  oauth_states: [],
-  provider_apps: [],
+  oauth_states: [{ name: 'a state taken once by its value (the OAuth callback)', filter: ['_id'] }],
+  provider_apps: [{ name: "an app's rate-limit block and push secrets, by provider and client id", filter: ['_id'] }],
 };
 
 export class ProviderAuthRepository {
