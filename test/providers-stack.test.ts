@@ -7,6 +7,9 @@ import { OAuthError } from '../lib/wearables/providers/contract';
 import { refreshTokens } from '../lib/wearables/providers/oauth-client';
 import { integrationFor } from '../lib/wearables/providers/registry';
 import { accessToken, resolveApp } from '../lib/wearables/providers/runtime';
+import { ensureSubscriptions } from '../lib/wearables/providers/subscriptions';
+import { createLogger } from '../lib/platform/logger';
+import { workflowIds } from '../workflows/ids';
 import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
 import { eventually } from './support/harness';
 import { startFakeOura, type FakeOura } from './support/fakes/oura';
@@ -107,6 +110,36 @@ describe('Oura', () => {
     const stored = await stack.app.inspect.collection('provider_tokens').findOne({ user_id: userId });
     expect(JSON.stringify(stored)).not.toContain(oura.tokenState(ouraUser.id).access[0].token);
   }, 180_000);
+});
+
+describe('Oura subscriptions and user deletion', () => {
+  test("the worker's provider-subscriptions Schedule made Oura's subscriptions; those expiring within PROVIDER_SUBSCRIPTION_RENEW_DAYS are renewed, the others left", async () => {
+    const handle = stack.app.deps.temporal.client.schedule.getHandle(workflowIds.providerSubscriptionsSchedule(stack.deployment.TEMPORAL_TASK_QUEUE));
+    const schedule = await eventually(() => handle.describe(), 60_000, 'the schedule the worker makes at boot');
+    expect(schedule.spec.intervals?.[0]?.every).toBe(12 * 3600_000);
+    await eventually(async () => oura.subscriptions.size === 10, 60_000, "Oura's 10 subscriptions");
+    const deps = { ...stack.app.deps, logger: createLogger('silent', 'test') };
+    const before = new Map([...oura.subscriptions.values()].map((s) => [s.id, s.expiration_time]));
+    // Now: nothing is due (they expire in 90 days).
+    expect(await ensureSubscriptions(deps)).toEqual([{ provider: 'oura', clientId: oura.options.clientId, created: 0, renewed: 0 }]);
+    // 85 days on, every one expires within the 7 renewal days: each is renewed once, none created.
+    const later = new Date(Date.now() + 85 * 86_400_000);
+    expect(await ensureSubscriptions(deps, later)).toEqual([{ provider: 'oura', clientId: oura.options.clientId, created: 0, renewed: 10 }]);
+    for (const s of oura.subscriptions.values()) expect(s.expiration_time).not.toBe(before.get(s.id));
+    const stored = await stack.app.deps.repos.providerAuth.getApp('oura', oura.options.clientId);
+    expect(stored?.subscriptions).toHaveLength(10);
+  }, 90_000);
+
+  test("deleting the user stops the connection's workflow, which revokes the access at Oura and forgets the tokens", async () => {
+    const userId = await createUser(stack);
+    const ouraUser = oura.addUser();
+    expect((await connectThroughOAuth(stack, userId, 'oura', oura, { asUser: ouraUser.id })).status).toBe(200);
+    const [connection] = await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId);
+    expect(await stack.app.deps.repos.providerAuth.get(connection._id)).not.toBeNull();
+    expect((await stack.client.del(`/v2/user/${userId}`)).status).toBe(200);
+    await eventually(async () => oura.revocations.some((r) => r.userId === ouraUser.id), 60_000, 'the revocation at Oura');
+    await eventually(async () => (await stack.app.deps.repos.providerAuth.get(connection._id)) === null, 30_000, 'the tokens deleted');
+  }, 120_000);
 });
 
 describe('Oura on the link page', () => {
