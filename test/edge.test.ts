@@ -178,13 +178,16 @@ describe('logs', () => {
           user: { email: 'jane@example.com', phone_number: '+15551234567' },
           body: { member_id: 'MBR-77120', group_id: 'GRP-5531', insured: { last_name: 'Okafor' }, guarantor: { last_name: 'Okafor' } },
           credentials: { client_secret: 'cs-very-secret-9981' },
+          // A provider's token response and push secrets (lib/wearables/providers/).
+          tokens: { access_token: 'at-provider-4411', refresh_token: 'rt-provider-5522', code_verifier: 'pkce-verifier-6633' },
+          app: { signature_secret_key: 'polar-secret-7744', webhook_secret: 'wh-8855', verify_token: 'vt-9966' },
           // Deeper than any fixed redaction path list reaches: still redacted.
           job: { request: { payload: { orders: [{ patient_details: { last_name: 'Deepnest' } }], insurance: { member_id: 'MBR-DEEP-1' } } } },
         },
         'redaction probe',
       );
       const probe = lines[lines.length - 1];
-      const leaks = [t.teamKey, t.managementKey, 'Jane', '1990-01-01', 'jane@example.com', '+15551234567', 'MBR-77120', 'GRP-5531', 'Okafor', 'cs-very-secret-9981', 'Deepnest', 'MBR-DEEP-1'];
+      const leaks = [t.teamKey, t.managementKey, 'Jane', '1990-01-01', 'jane@example.com', '+15551234567', 'MBR-77120', 'GRP-5531', 'Okafor', 'cs-very-secret-9981', 'Deepnest', 'MBR-DEEP-1', 'at-provider-4411', 'rt-provider-5522', 'pkce-verifier-6633', 'polar-secret-7744', 'wh-8855', 'vt-9966'];
       for (const secret of leaks) {
         expect(probe).not.toContain(secret);
       }

@@ -31,6 +31,13 @@ const SENSITIVE = [
   'group_id',
   'client_secret',
   'fallback_birth_date',
+  // Provider OAuth (lib/wearables/providers/): never logged, even inside a token response or a request.
+  'access_token',
+  'refresh_token',
+  'code_verifier',
+  'signature_secret_key',
+  'webhook_secret',
+  'verify_token',
 ];
 
 const SENSITIVE_KEYS = new Set(SENSITIVE);

@@ -72,3 +72,26 @@ export interface ProviderData {
   samples: SampleInput[];
   workout_streams: WorkoutStreamInput[];
 }
+
+/**
+ * A workout summary's metrics, none known: a provider's mapping spreads it first and then sets what the provider
+ * reports, so every field the summary schema lists is present (null where the provider has nothing).
+ */
+export const NO_WORKOUT_METRICS: Readonly<Record<string, null>> = Object.freeze({
+  average_hr: null,
+  max_hr: null,
+  hr_zones: null,
+  calories: null,
+  distance: null,
+  moving_time: null,
+  average_speed: null,
+  max_speed: null,
+  steps: null,
+  total_elevation_gain: null,
+  elev_high: null,
+  elev_low: null,
+  average_watts: null,
+  device_watts: null,
+  max_watts: null,
+  weighted_average_watts: null,
+});

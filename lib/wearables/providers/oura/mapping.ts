@@ -1,4 +1,4 @@
-import type { SampleInput, SummaryInput } from '../../model';
+import { NO_WORKOUT_METRICS, type SampleInput, type SummaryInput } from '../../model';
 import { timeseriesResource } from '../../resources';
 import type { OuraDailyActivity, OuraDailySpo2, OuraHeartRateRow, OuraPersonalInfo, OuraSampleSeries, OuraSleep, OuraWorkout } from './api-types';
 import { humanizeActivity, sportOf } from './sports';
@@ -229,6 +229,7 @@ export function mapWorkout(workout: OuraWorkout): SummaryInput | null {
     calendar_date: workout.day,
     time: utcIso(start.instantMs),
     fields: {
+      ...NO_WORKOUT_METRICS,
       title: label ?? (sport.slug === 'other' ? humanizeActivity(String(workout.activity ?? '')) : sport.name),
       timezone_offset: offset,
       calendar_date: workout.day,
@@ -236,22 +237,8 @@ export function mapWorkout(workout: OuraWorkout): SummaryInput | null {
       time_end: localIso(end.instantMs, end.offsetSeconds ?? offset),
       sport,
       provider_id: workout.id,
-      average_hr: null,
-      max_hr: null,
-      hr_zones: null,
       calories: num(workout.calories),
       distance: num(workout.distance),
-      moving_time: null,
-      average_speed: null,
-      max_speed: null,
-      steps: null,
-      total_elevation_gain: null,
-      elev_high: null,
-      elev_low: null,
-      average_watts: null,
-      device_watts: null,
-      max_watts: null,
-      weighted_average_watts: null,
     },
   };
 }

@@ -1,4 +1,4 @@
-import type { SampleInput, SummaryInput } from '../../model';
+import { NO_WORKOUT_METRICS, type SampleInput, type SummaryInput } from '../../model';
 import { timeseriesResource } from '../../resources';
 import type { WhoopBodyMeasurement, WhoopCycle, WhoopRecovery, WhoopSleep, WhoopWorkout } from './api-types';
 import { sportOf } from './sports';
@@ -239,6 +239,7 @@ export function mapWorkout(w: WhoopWorkout, fallbackOffset: number): SummaryInpu
       calendar_date: calendarDate,
       time: new Date(start).toISOString(),
       fields: {
+        ...NO_WORKOUT_METRICS,
         title: sport.name,
         timezone_offset: tz,
         calendar_date: calendarDate,
@@ -251,17 +252,7 @@ export function mapWorkout(w: WhoopWorkout, fallbackOffset: number): SummaryInpu
         hr_zones: z ? [z.zone_zero_milli, z.zone_one_milli, z.zone_two_milli, z.zone_three_milli, z.zone_four_milli, z.zone_five_milli].map((ms) => seconds(ms) ?? 0) : null,
         calories: kcal(score?.kilojoule),
         distance: num(score?.distance_meter),
-        moving_time: null,
-        average_speed: null,
-        max_speed: null,
-        steps: null,
         total_elevation_gain: num(score?.altitude_gain_meter),
-        elev_high: null,
-        elev_low: null,
-        average_watts: null,
-        device_watts: null,
-        max_watts: null,
-        weighted_average_watts: null,
       },
     },
   ];

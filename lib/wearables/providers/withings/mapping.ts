@@ -1,4 +1,4 @@
-import type { SampleInput, SummaryInput } from '../../model';
+import { NO_WORKOUT_METRICS, type SampleInput, type SummaryInput } from '../../model';
 import { timeseriesResource } from '../../resources';
 import { isoLocal, localDate, localMidnightEpoch, offsetSecondsAt, utcIso, utcMidnightOf } from './time';
 
@@ -342,6 +342,8 @@ export function mapWorkout(w: WithingsWorkout, fallbackOffset: number): SummaryI
     calendar_date: calendarDate,
     time: utcIso(w.startdate),
     fields: {
+      // The rest unknown; Withings' workout `elevation` is a number of floors, not metres: no elevation gain to report.
+      ...NO_WORKOUT_METRICS,
       title: sport.name,
       timezone_offset: offset,
       calendar_date: calendarDate,
@@ -356,16 +358,7 @@ export function mapWorkout(w: WithingsWorkout, fallbackOffset: number): SummaryI
       distance,
       moving_time: movingTime,
       average_speed: distance && movingTime ? round(distance / movingTime, 2) : null,
-      max_speed: null,
       steps: num(d.steps),
-      // Withings' workout `elevation` is a number of floors, not metres: no elevation gain to report.
-      total_elevation_gain: null,
-      elev_high: null,
-      elev_low: null,
-      average_watts: null,
-      device_watts: null,
-      max_watts: null,
-      weighted_average_watts: null,
     },
   };
 }
