@@ -1,7 +1,7 @@
 // The providers suite's WHOOP scenario (scripts/bench/providers.mjs): 500 users connected at once pull under WHOOP's
 // 100-requests-a-minute budget for our app; reported: the fake's 429 answers and the budget used, minute by minute.
 import { httpClient } from './load.mjs';
-import { WHOOP, WHOOP_LIMIT, WHOOP_PROFILE_PATH, WHOOP_WINDOW_MS, connectAll, countStatuses, createUsers, pullStates, round, sleep } from './providers.mjs';
+import { WHOOP, WHOOP_LIMIT, WHOOP_PROFILE_PATH, WHOOP_WINDOW_MS, connectAll, countStatuses, createUsers, providerFakes, pullStates, round, sleep } from './providers.mjs';
 
 function busiestWindow(times, spanMs, from = -Infinity) {
   let lo = 0;
@@ -14,6 +14,7 @@ function busiestWindow(times, spanMs, from = -Infinity) {
 }
 
 export async function whoopScenario(env, s, log) {
+  const fakes = providerFakes();
   const { whoop } = fakes;
   const budget = fakes.budget[WHOOP];
   const client = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey }, timeoutMs: 60_000 });

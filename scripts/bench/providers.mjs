@@ -85,6 +85,8 @@ function percentile(sorted, p) {
 // ---- The fakes, started before the environment ----------------------------------------------------------------------
 
 let fakes = null;
+/** The fakes `startProviderFakes` started (the WHOOP scenario, providers-whoop.mjs, reads them). */
+export const providerFakes = () => fakes;
 
 /**
  * Starts the Oura and WHOOP fakes in this process and returns the servers' PROVIDER_<SLUG>_* environment. Call it
