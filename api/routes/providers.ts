@@ -3,12 +3,11 @@ import { monogramSvg } from '../../lib/wearables/provider-catalogue';
 import { Type } from '@sinclair/typebox';
 import type { Context } from 'koa';
 import { providerEnvKey, publicBaseUrl } from '../../lib/platform/config';
-import { DEMO_PROVIDERS } from '../../lib/wearables/adapters';
-import { realAppsOf } from '../../lib/wearables/link-flow';
+import { demoCapable, realAppsOf } from '../../lib/wearables/link-flow';
 import type { ProviderCatalogue } from '../../lib/wearables/provider-catalogue';
 import type { PushRequest } from '../../lib/wearables/providers/contract';
 import { receivePush } from '../../lib/wearables/providers/push-intake';
-import { DEMO_ONLY_PROVIDERS, DEMO_ONLY_REASONS, integrationFor } from '../../lib/wearables/providers/registry';
+import { DEMO_ONLY_REASONS, integrationFor } from '../../lib/wearables/providers/registry';
 import { readTextBody } from '../middleware/body';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import { ProviderList, ProviderListQuery, ProviderSlugParams } from '../../schemas/provider';
@@ -33,7 +32,7 @@ const pushRequest = (ctx: Context, rawBody: Buffer): PushRequest => ({
 function integrationOf(deps: { config: { DEPLOYMENT_ENVIRONMENT: string }; providers: ProviderCatalogue }, slug: string, realApps: ReadonlySet<string>) {
   const authType = deps.providers.find(slug)?.auth_type;
   const sandbox = deps.config.DEPLOYMENT_ENVIRONMENT === 'sandbox';
-  const demoable = DEMO_PROVIDERS.includes(slug) || !!integrationFor(slug) || DEMO_ONLY_PROVIDERS.includes(slug);
+  const demoable = demoCapable(slug);
   const integration = realApps.has(slug) ? 'real' : demoable ? (sandbox ? 'demo_only' : 'unavailable') : authType === 'sdk' || authType === 'app' ? 'app' : authType === 'oauth' ? 'unavailable' : 'credentials';
   const note = DEMO_ONLY_REASONS[slug] ?? (integrationFor(slug) && !realApps.has(slug) ? `Connects for real once an OAuth app is set (team custom credentials, or ${providerEnvKey(slug, 'CLIENT_ID')} and ${providerEnvKey(slug, 'CLIENT_SECRET')}).` : null);
   return { integration, integration_note: note };

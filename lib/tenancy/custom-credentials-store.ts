@@ -111,6 +111,11 @@ export class CustomCredentialsRepository {
     return this.credentials.findOne({ _id: credentialsId(teamId, provider) });
   }
 
+  /** A team's credentials for any of `providers` (by `_id`, one read). */
+  findForTeamProviders(teamId: string, providers: string[]): Promise<CustomCredentialsDoc[]> {
+    return this.credentials.find({ _id: { $in: providers.map((p) => credentialsId(teamId, p)) } }).toArray();
+  }
+
   /** Every team's own app at `provider` (a push is verified against each app's secret). */
   listForProvider(provider: string, limit = 1000): Promise<CustomCredentialsDoc[]> {
     return this.credentials.find({ provider }).limit(limit).toArray();

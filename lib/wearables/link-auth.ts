@@ -39,18 +39,13 @@ export type LinkSignIn =
 /** What the sandbox accepts for every password and email provider (the page shows them there). */
 export const SANDBOX_CREDENTIALS = { username: 'demo', password: 'demo', email: 'demo@example.com' };
 
-/** The providers' OAuth 2 authorization endpoints (their developer documentation); others are not offered. */
+/**
+ * The OAuth 2 authorization endpoints of providers with no integration here (their developer documentation), for the
+ * link page's step; the real integrations (lib/wearables/providers/) build their own, and Fitbit and Garmin are demo-only.
+ */
 const AUTHORIZATION_ENDPOINTS: Record<string, { url: string; scope: string }> = {
-  oura: { url: 'https://cloud.ouraring.com/oauth/authorize', scope: 'email personal daily heartrate workout session spo2' },
-  fitbit: { url: 'https://www.fitbit.com/oauth2/authorize', scope: 'activity heartrate sleep weight profile nutrition oxygen_saturation respiratory_rate temperature' },
-  garmin: { url: 'https://connect.garmin.com/oauth2Confirm', scope: '' },
-  strava: { url: 'https://www.strava.com/oauth/authorize', scope: 'read,activity:read_all' },
   wahoo: { url: 'https://api.wahooligan.com/oauth/authorize', scope: 'user_read workouts_read' },
-  withings: { url: 'https://account.withings.com/oauth2_user/authorize2', scope: 'user.info,user.metrics,user.activity' },
   google_fit: { url: 'https://accounts.google.com/o/oauth2/v2/auth', scope: 'https://www.googleapis.com/auth/fitness.activity.read' },
-  polar: { url: 'https://flow.polar.com/oauth2/authorization', scope: 'accesslink.read_all' },
-  dexcom_v3: { url: 'https://api.dexcom.com/v2/oauth2/login', scope: 'offline_access' },
-  whoop_v2: { url: 'https://api.prod.whoop.com/oauth/oauth2/auth', scope: 'read:recovery read:cycles read:sleep read:workout read:profile read:body_measurement offline' },
 };
 
 export function createLinkAuth({ config, providers }: { config: Pick<Config, 'DEPLOYMENT_ENVIRONMENT'>; providers: ProviderCatalogue }): LinkAuthAdapter {

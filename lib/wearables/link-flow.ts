@@ -6,7 +6,7 @@ import { LINK_TOKEN_REFUSALS, type LinkTokenDoc } from './link-tokens-store';
 import { providerLogoUrl } from './provider-catalogue';
 import { connectProvider, type ConnectionDeps } from './workflow-client';
 import { DEMO_ONLY_PROVIDERS, integrationFor, realIntegrations } from './providers/registry';
-import { resolveApp } from './providers/runtime';
+import { deploymentApp } from './providers/runtime';
 
 /**
  * The link flow behind the hosted link page (api/routes/link-page.ts) and POST /v2/link/start: which providers a
@@ -37,15 +37,19 @@ const sandbox = (deps: Pick<ConnectionDeps, 'config'>) => deps.config.DEPLOYMENT
  */
 export function linkMethod(deps: Pick<ConnectionDeps, 'config' | 'providers'>, slug: string, realApps: ReadonlySet<string>): LinkMethod | null {
   if (realApps.has(slug)) return 'oauth';
-  if (DEMO_PROVIDERS.includes(slug) || integrationFor(slug) || DEMO_ONLY_PROVIDERS.includes(slug)) return sandbox(deps) ? 'demo' : null;
+  if (demoCapable(slug)) return sandbox(deps) ? 'demo' : null;
   const authType = deps.providers.find(slug)?.auth_type;
   return authType === 'oauth' || authType === 'password' || authType === 'email' ? authType : null;
 }
 
-/** The real integrations a team's users can connect for real: those with an OAuth app for this team. */
+/** Providers that connect with demo data in the sandbox when they have no OAuth app: the demo ones, the real integrations, Fitbit and Garmin. */
+export const demoCapable = (slug: string) => DEMO_PROVIDERS.includes(slug) || !!integrationFor(slug) || DEMO_ONLY_PROVIDERS.includes(slug);
+
+/** The real integrations a team's users can connect for real: those with an OAuth app for this team (one read). */
 export async function realAppsOf(deps: Pick<ConnectionDeps, 'config' | 'repos'>, teamId: string): Promise<Set<string>> {
-  const apps = await Promise.all(realIntegrations().map(async (i) => ((await resolveApp(deps, teamId, i.slug)) ? i.slug : null)));
-  return new Set(apps.filter((slug): slug is string => slug !== null));
+  const slugs = realIntegrations().map((i) => i.slug);
+  const own = await deps.repos.customCredentials.findForTeamProviders(teamId, slugs);
+  return new Set(slugs.filter((slug) => own.some((c) => c.provider === slug) || deploymentApp(deps.config, slug)));
 }
 
 /** The providers a token offers, in catalogue order: its `provider`, else its `filter_on_providers`, else all linkable. */
@@ -115,7 +119,7 @@ export async function oauthClient(deps: Pick<ConnectionDeps, 'repos' | 'config'>
 /** The sandbox's demo providers (and the demo-only and app-less integrations) sign in at once; anything else is not a demo here. */
 export const demoSignIn = (deps: Pick<ConnectionDeps, 'config'>, provider: string): Promise<LinkSignIn> =>
   Promise.resolve(
-    sandbox(deps) && (DEMO_PROVIDERS.includes(provider) || integrationFor(provider) || DEMO_ONLY_PROVIDERS.includes(provider))
+    sandbox(deps) && demoCapable(provider)
       ? { accepted: true, adapter: 'demo' }
       : { accepted: false, errorType: 'provider_api_error', error: `${provider} cannot be connected with demo data here; sandbox demo providers: ${DEMO_PROVIDERS.join(', ')}.` },
   );

@@ -5,7 +5,7 @@ import { OAuthError, RateLimitedError } from './contract';
 import { authorizeUrl, exchangeCode, pkcePair } from './oauth-client';
 import { integrationFor } from './registry';
 import { createProviderHttp } from './http';
-import { resolveApp, type RuntimeDeps } from './runtime';
+import { appGate, resolveApp, type RuntimeDeps } from './runtime';
 import type { OAuthStateDoc } from '../provider-auth-store';
 
 /**
@@ -45,8 +45,7 @@ export async function finishRealOAuth(deps: RuntimeDeps, state: OAuthStateDoc, a
     const tokens = await exchangeCode(integration.oauth, { ...app, redirectUri: state.redirect_uri }, answer.code, { baseUrl: app.baseUrl, codeVerifier: state.code_verifier ?? undefined });
     // Who the user is at the provider, with the fresh token (no connection, so no stored tokens, exists yet).
     const client = { clientId: app.clientId, clientSecret: app.clientSecret };
-    const gate = { blockedUntil: () => deps.repos.providerAuth.blockedUntil(integration.slug, app.clientId), block: (until: Date, reason: string) => deps.repos.providerAuth.block(integration.slug, app.clientId, until, reason) };
-    const http = createProviderHttp({ integration, baseUrl: app.baseUrl, client, accessToken: async () => tokens.access_token, gate });
+    const http = createProviderHttp({ integration, baseUrl: app.baseUrl, client, accessToken: async () => tokens.access_token, gate: appGate(deps, integration.slug, app.clientId) });
     const ctx = { http, externalUserId: null, tokenExtras: tokens.extras, client };
     const { externalUserId } = integration.afterConnect ? await integration.afterConnect(ctx) : { externalUserId: null };
     return { accepted: true, adapter: 'oauth', oauth: { tokens, externalUserId, clientId: app.clientId } };

@@ -7,7 +7,7 @@ import type { EventPublisher } from '../../webhooks/publisher';
 import { deregisterConnection, providerSummary, type ConnectionDeps } from '../workflow-client';
 import type { PushRequest, PushSecrets } from './contract';
 import { integrationFor } from './registry';
-import { deploymentApp } from './runtime';
+import { appsOf } from './runtime';
 
 export type PushDeps = ConnectionDeps & { publisher: EventPublisher; logger: Logger };
 
@@ -89,15 +89,10 @@ async function endDeauthorized(deps: PushDeps, connectionId: string, slug: strin
 
 /** The secrets of every app this deployment has at the provider: its own, and teams' own credentials. */
 async function appSecrets(deps: PushDeps, slug: string): Promise<PushSecrets[]> {
-  const apps: { clientId: string; clientSecret: string }[] = [];
-  const own = deploymentApp(deps.config, slug);
-  if (own) apps.push(own);
-  for (const doc of await deps.repos.customCredentials.listForProvider(slug)) apps.push({ clientId: doc.client_id, clientSecret: deps.repos.customCredentials.revealSecret(doc) });
   return Promise.all(
-    apps.map(async (app) => {
+    (await appsOf(deps, slug)).map(async (app) => {
       const stored = await deps.repos.providerAuth.getApp(slug, app.clientId);
       return { clientSecret: app.clientSecret, webhookSecret: stored?.webhook_secret ?? undefined, verifyToken: stored?.verify_token ?? undefined };
     }),
   );
 }
-

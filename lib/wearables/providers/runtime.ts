@@ -3,7 +3,7 @@ import type { Repositories } from '../../repositories';
 import { ProviderFetchError } from '../provider-errors';
 import type { ConnectionDoc } from '../connections-store';
 import { OAuthError, type ProviderCallContext, type ProviderHttp, type ProviderIntegration } from './contract';
-import { createProviderHttp } from './http';
+import { createProviderHttp, type RateLimitGate } from './http';
 import { refreshTokens } from './oauth-client';
 import { integrationFor } from './registry';
 
@@ -52,6 +52,30 @@ export async function resolveApp(deps: RuntimeDeps, teamId: string, slug: string
   }
   return deploymentApp(deps.config, slug);
 }
+
+/** Every app this deployment has at `slug`: its own, and each team's own credentials (pushes, subscriptions). */
+export async function appsOf(deps: RuntimeDeps, slug: string): Promise<ProviderApp[]> {
+  const own = deploymentApp(deps.config, slug);
+  const apps: ProviderApp[] = own ? [own] : [];
+  for (const doc of await deps.repos.customCredentials.listForProvider(slug)) {
+    if (apps.some((a) => a.clientId === doc.client_id)) continue;
+    apps.push({
+      provider: slug,
+      clientId: doc.client_id,
+      clientSecret: deps.repos.customCredentials.revealSecret(doc),
+      redirectUri: doc.redirect_url_override ?? oauthCallbackUrl(deps.config, slug),
+      baseUrl: providerBaseUrl(deps.config, slug),
+      source: 'team',
+    });
+  }
+  return apps;
+}
+
+/** The app-wide 429 block every request of the app honours (provider_apps, shared by every worker and the api). */
+export const appGate = (deps: RuntimeDeps, slug: string, clientId: string): RateLimitGate => ({
+  blockedUntil: () => deps.repos.providerAuth.blockedUntil(slug, clientId),
+  block: (until, reason) => deps.repos.providerAuth.block(slug, clientId, until, reason),
+});
 
 /** The app a connection was made with (its `oauth_client_id`): the team's credentials if they still match, else the deployment's. */
 export async function appOfConnection(deps: RuntimeDeps, connection: Pick<ConnectionDoc, 'team_id' | 'provider' | 'oauth_client_id'>): Promise<ProviderApp | null> {
@@ -124,10 +148,7 @@ export function connectionHttp(deps: RuntimeDeps, integration: ProviderIntegrati
           refreshAfterUnauthorized: (rejected: string) => accessToken(deps, integration, app, connectionId, rejected, now),
         }
       : {}),
-    gate: {
-      blockedUntil: () => deps.repos.providerAuth.blockedUntil(integration.slug, app.clientId),
-      block: (until, reason) => deps.repos.providerAuth.block(integration.slug, app.clientId, until, reason),
-    },
+    gate: appGate(deps, integration.slug, app.clientId),
     now,
   });
 }

@@ -5,8 +5,8 @@ import type { OuraDataType, OuraEventType } from './oura/api-types';
 import { createWebhook, deleteWebhook, getWebhook } from './polar/webhooks';
 import { createPushSubscription, deletePushSubscription, listPushSubscriptions } from './strava/push';
 import { subscribeAll } from './withings/push';
-import { integrationFor, realIntegrations } from './registry';
-import { connectionHttp, deploymentApp, providerBaseUrl, pushUrl, type ProviderApp, type RuntimeDeps } from './runtime';
+import { integrationFor } from './registry';
+import { appsOf, connectionHttp, pushUrl, type ProviderApp, type RuntimeDeps } from './runtime';
 
 /**
  * Providers' push subscriptions, kept in place by the `provider-subscriptions` Temporal Schedule (worker/
@@ -33,20 +33,8 @@ export interface SubscriptionOutcome {
   error?: string;
 }
 
-/** Every app this deployment has at providers whose subscriptions are made through an API. */
-async function appsWithSubscriptionApis(deps: SubscriptionDeps): Promise<ProviderApp[]> {
-  const apps: ProviderApp[] = [];
-  for (const integration of realIntegrations()) {
-    if (!['oura', 'polar', 'strava'].includes(integration.slug)) continue;
-    const own = deploymentApp(deps.config, integration.slug);
-    if (own) apps.push(own);
-    for (const doc of await deps.repos.customCredentials.listForProvider(integration.slug)) {
-      if (apps.some((a) => a.provider === integration.slug && a.clientId === doc.client_id)) continue;
-      apps.push({ redirectUri: '', baseUrl: providerBaseUrl(deps.config, integration.slug), provider: integration.slug, clientId: doc.client_id, clientSecret: deps.repos.customCredentials.revealSecret(doc), source: 'team' });
-    }
-  }
-  return apps;
-}
+/** Providers whose push subscriptions are made through their API. */
+const WITH_SUBSCRIPTION_API = ['oura', 'polar', 'strava'];
 
 const appContext = (deps: SubscriptionDeps, app: ProviderApp): ProviderCallContext => ({
   http: connectionHttp(deps, integrationFor(app.provider)!, app, null),
@@ -58,7 +46,8 @@ const appContext = (deps: SubscriptionDeps, app: ProviderApp): ProviderCallConte
 /** Creates what is missing and renews what expires soon, for every app; one app's failure does not stop the others. */
 export async function ensureSubscriptions(deps: SubscriptionDeps, now = new Date()): Promise<SubscriptionOutcome[]> {
   const outcomes: SubscriptionOutcome[] = [];
-  for (const app of await appsWithSubscriptionApis(deps)) {
+  const apps = (await Promise.all(WITH_SUBSCRIPTION_API.filter((slug) => integrationFor(slug)).map((slug) => appsOf(deps, slug)))).flat();
+  for (const app of apps) {
     const outcome: SubscriptionOutcome = { provider: app.provider, clientId: app.clientId, created: 0, renewed: 0 };
     try {
       const ctx = appContext(deps, app);
