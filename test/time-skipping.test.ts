@@ -175,10 +175,12 @@ describe('webhooks: the retry schedule and auto-disable', () => {
     const endpointId = await createWebhook(rx.url, { filter_types: ['labtest.order.updated'] });
     await createWebhook(watcher.url, { filter_types: ['webhook.disabled'] });
 
-    // Day 0: the first failure starts the clock; the event runs through its schedule (~28 h) and fails.
+    // Day 0: the first failure starts the clock; the event runs through its schedule (~28 h, up to 33 h with its
+    // +20% jitter) and fails.
+    const schedule = stack.app.deps.config.WEBHOOK_RETRY_SCHEDULE_MS.split(',').map(Number);
     const first = await publishTo(rx);
-    await stack.skip(30 * HOUR);
-    expect((await delivery(endpointId, first.id))?.status).toBe('failed');
+    await stack.skip(schedule.reduce((sum, ms) => sum + ms * 1.2, HOUR));
+    await eventually(async () => (await delivery(endpointId, first.id))?.status === 'failed', 30_000, `delivery of ${first.id} to fail`);
     const stored = await stack.app.inspect.collection('webhook_endpoints').findOne({ _id: endpointId as never });
     const failingSince: number = stored?.failing_since?.getTime();
     expect(failingSince - rx.requests[0].at).toBeGreaterThanOrEqual(0); // recorded when the first attempt's answer came
@@ -191,8 +193,12 @@ describe('webhooks: the retry schedule and auto-disable', () => {
     expect((await mgmt.get(`${base()}/${endpointId}`)).body.disabled).toBe(false);
 
     // Its retries (5 s, 5 min, 30 min, 2 h) carry on past the 5 days: the first failing attempt after them disables the endpoint.
-    await stack.skip(3 * HOUR);
-    const disabled = (await mgmt.get(`${base()}/${endpointId}`)).body;
+    // At their longest (+20% jitter) they take 3 h 6 min; an hour more, then wait for the answer to be recorded.
+    await stack.skip(schedule.slice(1, 5).reduce((sum, ms) => sum + ms * 1.2, HOUR));
+    const disabled = await eventually(async () => {
+      const body = (await mgmt.get(`${base()}/${endpointId}`)).body;
+      return body.disabled_reason === 'failing' && body;
+    }, 30_000, 'the endpoint to be disabled');
     expect(disabled.disabled_reason).toBe('failing');
     const lastAttempt = rx.requests[rx.requests.length - 1].at;
     expect(lastAttempt - failingSince).toBeGreaterThanOrEqual(5 * DAY);
