@@ -185,6 +185,43 @@ describe('secret rotation keeps every secret inside its overlap and caps the rat
   });
 });
 
+describe('a change to an endpoint applies to every delivery sent after the API answered', () => {
+  // The delivery run in flight read the endpoint before the change; the API answers once no such run is sending
+  // (lib/webhooks/commands.ts, destinationChanged), so the next delivery is sent with the change.
+  const held = (ms: number) => (_r: ReceivedRequest, index: number) => (index === 0 ? { status: 200, delayMs: ms } : { status: 200 });
+
+  test('rotate the secret while a delivery is in flight, then send a test event at once: it is signed with the new secret', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    rx.behave(held(300));
+    const first = mgmt.post(`${base}/${hook.id}/test`, {});
+    await rx.waitFor(1); // a delivery run is sending, with the endpoint as it read it
+    const rotated = await mgmt.post(`${base}/${hook.id}/secret/rotate`, {});
+    expect(rotated.status).toBe(200);
+    const sent = await mgmt.post(`${base}/${hook.id}/test`, {});
+    expect(sent.status).toBe(202);
+    expect((await first).status).toBe(202);
+    const [, second] = await rx.waitFor(2);
+    expect(second.headers['webhook-id']).toBe(sent.body.event_id);
+    expect(signs(rotated.body.key, second)).toBe(true);
+    expect(signs(hook.secret, second)).toBe(true); // the old secret is inside its overlap: it signs too
+  });
+
+  test('change the custom headers while a delivery is in flight, then send a test event at once: it carries the new headers', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    rx.behave(held(300));
+    const first = mgmt.post(`${base}/${hook.id}/test`, {});
+    await rx.waitFor(1);
+    expect((await mgmt.put(`${base}/${hook.id}/headers`, { headers: { 'x-tenant': 'after' } })).status).toBe(200);
+    const sent = await mgmt.post(`${base}/${hook.id}/test`, {});
+    expect((await first).status).toBe(202);
+    const [, second] = await rx.waitFor(2);
+    expect(second.headers['webhook-id']).toBe(sent.body.event_id);
+    expect(second.headers['x-tenant']).toBe('after');
+  });
+});
+
 describe('stored secrets across data key rotation and versions (own database)', () => {
   let own: OwnDatabase;
   let db: Db;

@@ -15,7 +15,12 @@ export type DispatcherCommand =
   /** One manual attempt of each event (resend). */
   | { kind: 'resend'; teamId: string; eventIds: string[] }
   /** One manual attempt of every failed delivery created in [since, until) (recover). */
-  | { kind: 'recover'; teamId: string; since: string; until: string | null };
+  | { kind: 'recover'; teamId: string; since: string; until: string | null }
+  /**
+   * The destination changed (URL, headers, secrets, broker, disabled): answered once no delivery run is in flight,
+   * so every delivery sent after the API answers is sent with the change (each run reads its destination afresh).
+   */
+  | { kind: 'destination_changed' };
 
 /** Sent (signal-with-start) by the publisher, the sweeper and replay: "this endpoint may have due deliveries". */
 export const wakeDispatcherSignal = defineSignal<[]>('wakeDispatcher');
@@ -63,7 +68,7 @@ export async function webhookDispatchWorkflow(input: WebhookDispatchInput): Prom
   const runCommands = async () => {
     while (commands.length) {
       const entry = commands[0];
-      entry.changed = await applyDispatcherCommand({ endpointId: input.endpointId, command: entry.command });
+      entry.changed = entry.command.kind === 'destination_changed' ? 0 : await applyDispatcherCommand({ endpointId: input.endpointId, command: entry.command });
       commands.shift();
       woken = true; // a resend or recover queued deliveries: look at once
     }

@@ -4,6 +4,7 @@ import { audited } from '../../lib/tenancy/audit';
 import { PIPELINE_TEST_EVENT, routeOf, type PipelineDoc } from '../../lib/pipelines/model';
 import { assertRoutes, destinationFromRequest, pipelineInTeam, pipelineTarget, toPipeline } from '../../lib/pipelines/requests';
 import { publishEvent } from '../../lib/webhooks/publisher';
+import { destinationChanged } from '../../lib/webhooks/commands';
 import { ErrorDetail } from '../../schemas/common';
 import { findEventType } from '../../schemas/event-catalogue';
 import { Pipeline, PipelineCreateBody, PipelineEnvParams, PipelineList, PipelineParams, PipelinePatchBody, PipelineTestBody } from '../../schemas/pipeline';
@@ -41,6 +42,7 @@ const enableRoute = (disabled: boolean) =>
       const doc = await audited({ deps, auth, requestId, log }, pipelineTarget('pipeline.update', teamId, params.pipeline_id), async () => {
         const updated = await deps.repos.pipelines.updatePipeline(teamId, params.pipeline_id, disabledFields(disabled));
         if (!updated) throw notFoundError(params.pipeline_id);
+        await destinationChanged(deps.temporal, params.pipeline_id);
         return updated;
       }, ['disabled']);
       return { body: toPipeline(doc) };
@@ -163,6 +165,7 @@ export const pipelineRoutes = [
         async () => {
           const updated = await deps.repos.pipelines.updatePipeline(teamId, params.pipeline_id, set);
           if (!updated) throw notFoundError(params.pipeline_id);
+        await destinationChanged(deps.temporal, params.pipeline_id);
           return updated;
         },
         Object.keys(body),
@@ -184,6 +187,7 @@ export const pipelineRoutes = [
       const teamId = await scope(deps, auth, params);
       await audited({ deps, auth, requestId, log }, pipelineTarget('pipeline.delete', teamId, params.pipeline_id), async () => {
         if (!(await deps.repos.pipelines.deletePipeline(teamId, params.pipeline_id))) throw notFoundError(params.pipeline_id);
+        await destinationChanged(deps.temporal, params.pipeline_id);
       });
       return { status: 204 };
     },

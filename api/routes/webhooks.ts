@@ -1,5 +1,6 @@
 import { ApiError, ValidationError } from '../../lib/platform/errors';
 import { publishEvent } from '../../lib/webhooks/publisher';
+import { destinationChanged } from '../../lib/webhooks/commands';
 import type { EndpointDoc } from '../../lib/webhooks/endpoints-store';
 import { generateSecret, isValidSecret } from '../../lib/webhooks/signing';
 import { ErrorDetail } from '../../schemas/common';
@@ -148,7 +149,7 @@ export const webhookRoutes = [
     method: 'patch',
     path: `${base}/{webhook_id}`,
     summary: 'Update webhook',
-    description: 'Re-enabling (disabled=false) resets the failure clock.',
+    description: 'Re-enabling (disabled=false) resets the failure clock. Every delivery sent after this answers uses the change (it waits for a delivery run in flight to finish).',
     tags,
     auth: 'management',
     params: WebhookParams,
@@ -167,6 +168,7 @@ export const webhookRoutes = [
         async () => {
           const updated = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, set);
           if (!updated) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+          await destinationChanged(deps.temporal, params.webhook_id);
           return updated;
         },
         Object.keys(body),
@@ -188,6 +190,7 @@ export const webhookRoutes = [
       const teamId = await scope(deps, auth, params);
       await audited({ deps, auth, requestId, log }, webhookTarget('webhook.delete', teamId, params.webhook_id), async () => {
         if (!(await deps.repos.webhooks.deleteEndpoint(teamId, params.webhook_id))) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
+        await destinationChanged(deps.temporal, params.webhook_id);
       });
       return { status: 204 };
     },
@@ -228,7 +231,11 @@ export const webhookRoutes = [
       const doc = await audited(
         { deps, auth, requestId, log },
         webhookTarget('webhook.headers.update', teamId, params.webhook_id),
-        () => deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, { headers: body.headers }),
+        async () => {
+          const updated = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, { headers: body.headers });
+          await destinationChanged(deps.temporal, params.webhook_id);
+          return updated;
+        },
         changedHeaders(endpoint.headers, body.headers),
       );
       return { body: { headers: doc!.headers } };
@@ -255,7 +262,7 @@ export const webhookRoutes = [
     path: `${base}/{webhook_id}/secret/rotate`,
     summary: 'Rotate signing secret',
     description:
-      'A new secret signs from now on; every earlier secret keeps signing too (one more signature each) until 24 hours after the ' +
+      'A new secret signs every delivery sent after this answers (it waits for a delivery run in flight to finish); every earlier secret keeps signing too (one more signature each) until 24 hours after the ' +
       'rotation that replaced it (WEBHOOK_SECRET_OVERLAP_MS). Rotations per endpoint are capped in any 24 hours ' +
       '(WEBHOOK_SECRET_ROTATIONS_PER_DAY, default 5): one more is a 429 whose Retry-After (seconds) says when the next is allowed.',
     tags,
@@ -290,6 +297,7 @@ export const webhookRoutes = [
               { 'Retry-After': String(Math.max(1, Math.ceil((at.getTime() - Date.now()) / 1000))) },
             );
           }
+          await destinationChanged(deps.temporal, params.webhook_id);
         },
         ['secret'],
       );

@@ -1,5 +1,5 @@
 import { WithStartWorkflowOperation } from '@temporalio/client';
-import type { TemporalDeps } from '../platform/temporal';
+import { isWorkflowGone, type TemporalDeps } from '../platform/temporal';
 import { workflowIds } from '../../workflows/ids';
 import { runDispatcherCommandUpdate, webhookDispatchWorkflow, type DispatcherCommand } from '../../workflows/webhook-dispatch';
 import type { Repositories } from '../repositories';
@@ -31,6 +31,19 @@ export async function queueDispatcherCommand(temporal: TemporalDeps, endpointId:
     waitForStage: 'ACCEPTED',
     startWorkflowOperation: withStart(temporal, endpointId),
   });
+}
+
+/**
+ * Tells a destination's running dispatcher that the destination changed, and returns once no delivery run that read
+ * it before the change is still sending: every delivery sent after this returns is sent with the change. A
+ * dispatcher that is not running has nothing in flight (its next run reads the destination afresh): none is started.
+ */
+export async function destinationChanged(temporal: TemporalDeps, destinationId: string): Promise<void> {
+  try {
+    await temporal.client.workflow.getHandle(workflowIds.webhookDispatch(destinationId)).executeUpdate(runDispatcherCommandUpdate, { args: [{ kind: 'destination_changed' }] });
+  } catch (err) {
+    if (!isWorkflowGone(err)) throw err;
+  }
 }
 
 /**

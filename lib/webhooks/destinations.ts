@@ -28,16 +28,19 @@ const orderedPerUser = (d: Destination) => d.doc.ordered_per_user === true;
 /** Messages per second the destination takes (webhook endpoints may set one; pipelines take what comes). */
 export const rateLimitOf = (d: Destination): number | null => (d.kind === 'webhook' ? d.doc.rate_limit : null);
 
-/** A destination as one delivery run sees it: read at most every `refreshMs`; a run's own change re-reads at once. */
+/**
+ * A destination as one delivery run sees it: read when the run starts, and again after the run's own change (health,
+ * disabling). A change by the API waits for the run in flight to end (commands.ts, destinationChanged), so a run
+ * never needs to look for one.
+ */
 export class DestinationView {
-  private cached: { destination: Destination | null; readAt: number } | null = null;
+  private cached: { destination: Destination | null } | null = null;
   constructor(
     private readonly repos: Repositories,
     private readonly id: string,
-    private readonly refreshMs: number,
   ) {}
   async get(): Promise<Destination | null> {
-    if (!this.cached || Date.now() - this.cached.readAt >= this.refreshMs) this.cached = { destination: await this.read(), readAt: Date.now() };
+    if (!this.cached) this.cached = { destination: await this.read() };
     return this.cached.destination;
   }
   private async read(): Promise<Destination | null> {

@@ -40,11 +40,6 @@ const ACTIVE_LEASE_MS = 60_000;
 const CLAIM_MARGIN_MS = 30_000;
 /** Deliveries changed per statement by drain. */
 const DRAIN_PAGE = 500;
-/**
- * How long a delivery run sends with the destination as it read it (URL, headers, secrets, broker, disabled): a
- * change by the API reaches the run within this; the run's own changes (health, disabling) are re-read at once.
- */
-const DESTINATION_REFRESH_MS = 500;
 
 /** The previous batch's recording, overlapped with sending the next batch (at most one in flight). */
 interface Recording {
@@ -93,7 +88,7 @@ export class WebhookDispatcher {
     // This run's claim on the deliveries it sends: a run Temporal gave up on, still sending, keeps what it
     // claimed, and the run that replaced it neither sends those nor overwrites their outcome.
     const claim = randomUUID();
-    const endpoint = new DestinationView(this.deps.repos, endpointId, DESTINATION_REFRESH_MS);
+    const endpoint = new DestinationView(this.deps.repos, endpointId);
     let recording: Recording | null = null;
     const finishRecording = async () => {
       const r = recording;
@@ -234,6 +229,8 @@ export class WebhookDispatcher {
     const manual = { ...deliveryPolicyFrom(this.deps.config), schedule_ms: [0] };
     const again: Partial<DeliveryDoc> = { status: 'pending', trigger: 'manual', next_attempt_at: now, pass_attempts: 0, policy: manual, finished_at: null, updated_at: now };
     switch (command.kind) {
+      case 'destination_changed':
+        return 0; // the workflow answers it between runs; no delivery changes
       case 'erase_user':
         return store.eraseUserAtEndpoint(command.teamId, command.userId, endpointId);
       case 'resend': {
