@@ -103,6 +103,13 @@ describe('house rules the type checker cannot see', () => {
     expect(offenders).toEqual([]);
   });
 
+  it("nothing under lib/ imports from api/, not even a type (domain functions take the dependencies they use, not the api's AppDeps)", () => {
+    const offenders = tree('lib').flatMap(({ file, text }) =>
+      imports(text).filter((i) => target(file, i.spec)?.startsWith('api/')).map((i) => `${file}: ${i.spec}`),
+    );
+    expect(offenders).toEqual([]);
+  });
+
   it('workflows/ holds only workflows (and their ids), activities/ only activities', () => {
     const offenders: string[] = [];
     for (const { file, text } of sources('workflows')) {

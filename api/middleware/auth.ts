@@ -1,9 +1,12 @@
 import type { Context } from 'koa';
 import { badRequest, forbidden, unauthorized } from '../../lib/platform/errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX } from '../../lib/platform/keys';
-import type { ManagementKeyDoc, ManagementRole } from '../../lib/tenancy/model';
+import type { ManagementKeyDoc } from '../../lib/tenancy/model';
 import { LINK_TOKEN_REFUSALS, type LinkTokenDoc } from '../../lib/wearables/link-tokens-store';
 import type { AppDeps } from '../deps';
+import type { ManagementKeyHeader, ManagementPrincipal, TeamPrincipal } from '../../lib/tenancy/principals';
+
+export type { ManagementKeyHeader, ManagementPrincipal, TeamPrincipal };
 
 /** The header the original API's SDKs send their api_key in: accepted as an alias of x-service-api-key. */
 export const SDK_KEY_HEADER = 'x-vital-api-key';
@@ -13,29 +16,6 @@ export const LINK_TOKEN_HEADER = 'x-vital-link-token';
 
 export interface LinkTokenPrincipal {
   token: LinkTokenDoc;
-}
-
-export interface TeamPrincipal {
-  teamId: string;
-  orgId: string;
-  keyId: string;
-}
-
-/** `Authorization`: a delivery-log page session (`Bearer hbcs_…`), acting as the key that opened it, on one team. */
-export type ManagementKeyHeader = 'X-Management-Key' | 'X-Service-Org-Key' | 'Authorization';
-
-export interface ManagementPrincipal {
-  keyId: string;
-  /** The header the key came in (the audit log records it). */
-  header: ManagementKeyHeader;
-  orgId: string;
-  role: ManagementRole;
-  teamIds: string[];
-  canAccessTeam(teamId: string): boolean;
-  /** 403 unless this key may act on the team. */
-  assertTeamAccess(teamId: string): void;
-  /** 403 unless this is an org management key. */
-  assertOrgAdmin(action: string): void;
 }
 
 const TEAM_KEY_SHAPE = /^(sk|pk)_(us|eu)_/;

@@ -1,4 +1,5 @@
-import type { AppDeps } from '../../api/deps';
+import type { Config } from '../platform/config';
+import type { Repositories } from '../repositories';
 import type { DestinationInput, Pipeline } from '../../schemas/pipeline';
 import { notFound, ValidationError } from '../platform/errors';
 import { isoWithOffset } from '../platform/time';
@@ -23,7 +24,7 @@ const FIELDS_OF = { rabbitmq: ['url', 'username', 'password', 'exchange', 'excha
  * the address rules (brokerPolicyFromConfig). `kept` is the stored password a PATCH may leave out (same type).
  */
 export async function destinationFromRequest(
-  deps: AppDeps,
+  deps: { config: Config },
   input: DestinationInput,
   kept: PipelineCredentials | null = null,
 ): Promise<{ destination: PipelineDestination; credentials: PipelineCredentials | null }> {
@@ -112,7 +113,7 @@ export function toPipeline(d: PipelineDoc): Pipeline {
   };
 }
 
-export async function pipelineInTeam(deps: AppDeps, teamId: string, id: string): Promise<PipelineDoc> {
+export async function pipelineInTeam(deps: { repos: Repositories }, teamId: string, id: string): Promise<PipelineDoc> {
   const pipeline = await deps.repos.pipelines.findPipeline(teamId, id);
   if (!pipeline) throw notFound(`Pipeline ${id} not found.`);
   return pipeline;

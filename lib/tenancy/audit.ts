@@ -3,8 +3,8 @@ import type { Logger } from '../platform/logger';
 import type { AuditEntryDoc } from './audit-log-store';
 import { isoWithOffset } from '../platform/time';
 import type { AuditAction } from '../../schemas/management';
-import type { AppDeps } from '../../api/deps';
-import type { ManagementPrincipal } from '../../api/middleware/auth';
+import type { Repositories } from '../repositories';
+import type { ManagementPrincipal } from './principals';
 import { timeOrderedUuid } from '../platform/keys';
 
 /** What one change acts on (a request that changes several things, e.g. deletes several keys, names each). */
@@ -16,7 +16,7 @@ export interface AuditTarget {
 }
 
 export interface AuditContext {
-  deps: AppDeps;
+  deps: { repos: Repositories };
   /** Who acts: a management key (or a console session, as its key), by id and the header it came in. */
   auth: Pick<ManagementPrincipal, 'orgId' | 'keyId' | 'header'>;
   requestId: string;

@@ -1,10 +1,12 @@
 import { ApiError, notFound } from '../platform/errors';
-import type { AppDeps } from '../../api/deps';
+import type { Repositories } from '../repositories';
+
+type TeamDeletionDeps = { repos: Repositories };
 
 const counted = (n: number, one: string, many: string) => `${n} ${n === 1 ? one : many}`;
 
 /** What must be gone before a team may be deleted: its active users, webhook endpoints and pipelines. */
-async function blockersOf(deps: AppDeps, teamId: string): Promise<string[]> {
+async function blockersOf(deps: TeamDeletionDeps, teamId: string): Promise<string[]> {
   const [users, endpoints, pipelines] = await Promise.all([
     deps.repos.users.countActive(teamId),
     deps.repos.webhooks.endpointIdsOfTeam(teamId),
@@ -27,7 +29,7 @@ async function blockersOf(deps: AppDeps, teamId: string): Promise<string[]> {
  * bindings removed, and the team document goes last. Each step is idempotent, so a DELETE repeated after a crash
  * finishes (once the crashed one's claim has lapsed: a minute).
  */
-export async function deleteTeam(deps: AppDeps, orgId: string, teamId: string): Promise<void> {
+export async function deleteTeam(deps: TeamDeletionDeps, orgId: string, teamId: string): Promise<void> {
   const { tenancy, customCredentials } = deps.repos;
   const begun = await tenancy.beginTeamDeletion(orgId, teamId, () => blockersOf(deps, teamId));
   if (!begun) throw notFound(`Team ${teamId} not found in this organisation.`);

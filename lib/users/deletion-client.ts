@@ -9,7 +9,18 @@ import {
   userDeletionWorkflow,
   type UserDeletionInput,
 } from '../../workflows/user-deletion';
-import type { AppDeps } from '../../api/deps';
+import type { Config } from '../platform/config';
+import type { Logger } from '../platform/logger';
+import type { TemporalDeps } from '../platform/temporal';
+import type { Repositories } from '../repositories';
+
+/** What a user's deletion and its undo use. */
+export interface UserDeletionDeps {
+  repos: Repositories;
+  temporal: TemporalDeps;
+  config: Config;
+  logger: Logger;
+}
 
 export const SCHEDULED_FOR_DELETION = 'The user has been scheduled for deletion as per your previous request.';
 
@@ -20,7 +31,7 @@ export const SCHEDULED_FOR_DELETION = 'The user has been scheduled for deletion 
  * the server answer with a retryable error, and the client retries into a new run.
  */
 async function toDeletionWorkflow<Ret, Args extends unknown[]>(
-  deps: AppDeps,
+  deps: UserDeletionDeps,
   user: UserDoc,
   update: UpdateDefinition<Ret, Args>,
   args: Args,
@@ -76,7 +87,7 @@ function runClosedBeforeAnswering(err: WorkflowUpdateFailedError): boolean {
  * DELETE /v2/user/{id}: the user's deletion workflow hides the user at once (deterministic deletion id),
  * deregisters its connections and erases after the grace period. A second DELETE finds it scheduled.
  */
-export async function scheduleUserDeletion(deps: AppDeps, teamId: string, userId: string, requestId: string): Promise<void> {
+export async function scheduleUserDeletion(deps: UserDeletionDeps, teamId: string, userId: string, requestId: string): Promise<void> {
   const user = await deps.repos.users.find(teamId, userId);
   if (!user || user.status === 'erased') throw notFound('User not found.');
   const res = await toDeletionWorkflow(
@@ -93,7 +104,7 @@ export async function scheduleUserDeletion(deps: AppDeps, teamId: string, userId
 
 /** POST /v2/user/undo_delete: restores a user within its grace period (through its deletion workflow). */
 export async function undoUserDeletion(
-  deps: AppDeps,
+  deps: UserDeletionDeps,
   teamId: string,
   by: { user_id?: string; client_user_id?: string },
   requestId: string,

@@ -5,7 +5,9 @@ import type { EndpointDoc } from './endpoints-store';
 import { isoWithOffset } from '../platform/time';
 import { checkAndNormalizeWebhookUrl, urlPolicyFromConfig } from '../platform/url-safety';
 import type { Webhook } from '../../schemas/webhook';
-import type { AppDeps } from '../../api/deps';
+import type { Config } from '../platform/config';
+import type { TemporalDeps } from '../platform/temporal';
+import type { Repositories } from '../repositories';
 
 export function toWebhook(d: EndpointDoc): Webhook {
   return {
@@ -27,18 +29,18 @@ export function toWebhook(d: EndpointDoc): Webhook {
  * The URL as it will be stored, shown and called (normalised), or a 422 with the reason it may not receive
  * webhooks here (spelling, scheme, SSRF rules).
  */
-export async function assertUrlAllowed(deps: AppDeps, url: string): Promise<string> {
+export async function assertUrlAllowed(deps: { config: Config }, url: string): Promise<string> {
   const checked = await checkAndNormalizeWebhookUrl(url, urlPolicyFromConfig(deps.config));
   if ('reason' in checked) throw ValidationError.field(['body', 'url'], `Webhook URL refused: ${checked.reason}`, 'value_error.url_refused');
   return checked.url;
 }
 
-export function assertThisEnvironment(deps: AppDeps, environment: string): void {
+export function assertThisEnvironment(deps: { config: Config }, environment: string): void {
   const env = deps.config.DEPLOYMENT_ENVIRONMENT;
   if (environment !== env) throw badRequest(`This deployment serves the ${env} environment; manage ${environment} webhooks on that deployment.`);
 }
 
-export async function endpointInTeam(deps: AppDeps, teamId: string, id: string): Promise<EndpointDoc> {
+export async function endpointInTeam(deps: { repos: Repositories }, teamId: string, id: string): Promise<EndpointDoc> {
   const endpoint = await deps.repos.webhooks.findEndpoint(teamId, id);
   if (!endpoint) throw notFound(`Webhook ${id} not found.`);
   return endpoint;
@@ -58,7 +60,7 @@ export interface DeliveryDestination {
  * each, not rescheduled on failure, with the same id as before. Returns once the dispatcher has accepted the
  * command (durably), not after the batch it is sending.
  */
-export async function resendEvent(deps: AppDeps, destination: DeliveryDestination, eventId: string): Promise<void> {
+export async function resendEvent(deps: { repos: Repositories; temporal: TemporalDeps }, destination: DeliveryDestination, eventId: string): Promise<void> {
   const event = await deps.repos.webhookStore.getEvent(eventId, destination.team_id);
   if (!event) throw notFound(`Event ${eventId} not found.`);
   assertEnabled(destination);
@@ -66,7 +68,7 @@ export async function resendEvent(deps: AppDeps, destination: DeliveryDestinatio
 }
 
 /** Resends every failed delivery of the destination created in [since, until); returns how many were failed when asked. */
-export async function recoverFailed(deps: AppDeps, destination: DeliveryDestination, since: Date, until?: Date): Promise<number> {
+export async function recoverFailed(deps: { repos: Repositories; temporal: TemporalDeps }, destination: DeliveryDestination, since: Date, until?: Date): Promise<number> {
   assertEnabled(destination);
   const failed = await deps.repos.webhookStore.countFailed(destination.team_id, destination._id, { since, until });
   const command = { kind: 'recover' as const, teamId: destination.team_id, since: since.toISOString(), until: until?.toISOString() ?? null };
