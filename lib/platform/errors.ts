@@ -1,4 +1,6 @@
 import type { FieldError } from '../../schemas/validator';
+import { isDatabaseUnavailable } from './database/store-errors';
+import { isTemporalUnavailable } from './temporal';
 
 /**
  * Typed errors thrown by handlers and repositories. One middleware (api/middleware/errors.ts) renders them
@@ -30,9 +32,6 @@ export const forbidden = (detail: string) => new ApiError(403, detail);
 export const notFound = (detail: string) => new ApiError(404, detail);
 
 
-/** HostUnreachable, HostNotFound, NetworkTimeout, ShutdownInProgress, PrimarySteppedDown, InterruptedAtShutdown, InterruptedDueToReplStateChange, NotPrimaryOrSecondary. */
-const DATABASE_UNAVAILABLE_CODES = new Set([6, 7, 89, 91, 189, 11600, 11602, 13436]);
-
 /** Seconds a client should wait before retrying a request refused because a dependency is down. */
 export const DEPENDENCY_RETRY_AFTER_SECONDS = 5;
 
@@ -42,16 +41,9 @@ export const DEPENDENCY_RETRY_AFTER_SECONDS = 5;
  * request is answered 503 with Retry-After rather than 500: nothing is wrong with it, and it can be sent again.
  */
 export function unavailableDependency(err: unknown): 'database' | 'Temporal' | null {
-  for (let e = err as { name?: string; code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 4; e = e.cause as typeof e, depth++) {
-    if (typeof e !== 'object') break;
-    if (/^Mongo(ServerSelection|Network|NetworkTimeout|PoolCleared|TopologyClosed)Error$/.test(e.name ?? '')) return 'database';
-    if (e.name === 'MongoServerError' && typeof e.code === 'number') {
-      // MongoDB's "not reachable or shutting down" codes; and FerretDB's InternalError (1) when its PostgreSQL is gone.
-      if (DATABASE_UNAVAILABLE_CODES.has(e.code)) return 'database';
-      if (e.code === 1 && /connect|connection|no such file|broken pipe|write failed|reset by peer|unexpected EOF|shutting down|starting up|terminat/i.test(String((e as { message?: string }).message))) return 'database';
-    }
-    // gRPC status 14 (UNAVAILABLE) and 4 (DEADLINE_EXCEEDED), as Temporal's client raises them.
-    if ('details' in e && 'metadata' in e && (e.code === 14 || e.code === 4)) return 'Temporal';
+  for (let e = err as { cause?: unknown } | undefined, depth = 0; e && typeof e === 'object' && depth < 4; e = e.cause as typeof e, depth++) {
+    if (isDatabaseUnavailable(e)) return 'database';
+    if (isTemporalUnavailable(e)) return 'Temporal';
   }
   return null;
 }

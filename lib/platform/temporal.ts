@@ -1,4 +1,5 @@
-import { Client, Connection, WorkflowNotFoundError, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, defaultGrpcRetryOptions, isGrpcServiceError, makeGrpcRetryInterceptor } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
 import { temporalCallMetrics } from './metrics';
 
 export interface TemporalDeps {
@@ -67,9 +68,20 @@ export async function searchAttributesRegistered(t: TemporalDeps, names: string[
 }
 
 /**
- * True when Temporal says the workflow is not running (never started, or already closed). An Update to a closed
- * run fails with a plain error saying so rather than WorkflowNotFoundError, hence the message test.
+ * True when Temporal says the workflow is not running: never started or already closed (NOT_FOUND, which the client
+ * raises as WorkflowNotFoundError), or closed while an Update it had accepted was still running (the server fails
+ * that Update with its AcceptedUpdateCompletedWorkflow failure).
  */
 export function isWorkflowGone(err: unknown): boolean {
-  return err instanceof WorkflowNotFoundError || /already completed|not found/i.test((err as Error)?.message ?? '');
+  if (err instanceof WorkflowNotFoundError) return true;
+  return err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure && err.cause.type === 'AcceptedUpdateCompletedWorkflow';
+}
+
+/** gRPC status codes (grpc-js `status`), as Temporal's client raises them. */
+const GRPC_UNAVAILABLE = 14;
+const GRPC_DEADLINE_EXCEEDED = 4;
+
+/** Temporal is unreachable or not answering in time right now (gRPC UNAVAILABLE or DEADLINE_EXCEEDED). */
+export function isTemporalUnavailable(err: unknown): boolean {
+  return isGrpcServiceError(err) && (err.code === GRPC_UNAVAILABLE || err.code === GRPC_DEADLINE_EXCEEDED);
 }

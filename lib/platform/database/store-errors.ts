@@ -29,3 +29,20 @@ export function isTransientWriteError(err: unknown): boolean {
 export function isTimeLimitError(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: number }).code === 50;
 }
+
+/** HostUnreachable, HostNotFound, NetworkTimeout, ShutdownInProgress, PrimarySteppedDown, InterruptedAtShutdown, InterruptedDueToReplStateChange, NotPrimaryOrSecondary. */
+const UNAVAILABLE_CODES = new Set([6, 7, 89, 91, 189, 11600, 11602, 13436]);
+
+/**
+ * The database cannot be reached right now (no server selectable, a dropped connection, a server shutting down or
+ * stepping down): nothing is wrong with the request, and it may pass when sent again.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { name?: string; code?: unknown; message?: string };
+  if (/^Mongo(ServerSelection|Network|NetworkTimeout|PoolCleared|TopologyClosed)Error$/.test(e.name ?? '')) return true;
+  if (e.name !== 'MongoServerError' || typeof e.code !== 'number') return false;
+  if (UNAVAILABLE_CODES.has(e.code)) return true;
+  // FerretDB v2 answers InternalError (1) for everything its PostgreSQL did, a lost PostgreSQL included: only the text tells.
+  return e.code === 1 && /connect|connection|no such file|broken pipe|write failed|reset by peer|unexpected EOF|shutting down|starting up|terminat/i.test(String(e.message));
+}
