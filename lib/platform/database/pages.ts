@@ -1,5 +1,6 @@
 import type { Collection, Document, Filter } from 'mongodb';
 import { isTimeLimitError } from './store-errors';
+import { pageStrategy } from './store-strategy';
 
 /**
  * Keyset pages on `_id`. Lists in recency order page on time-ordered `_id`s (UUIDv7): on DocumentDB an index
@@ -23,6 +24,7 @@ const ID_BEFORE_ALL = '-';
  * (architecture rule 2); MongoDB is indifferent. Keeps an `_id` condition the filter already has (`$in`).
  */
 export function keysetFilter<F extends Document>(filter: F, direction: 1 | -1, after?: string): F {
+  if (after === undefined && !pageStrategy().boundsIdOnFirstPage) return filter;
   const bound = direction === -1 ? { $lt: after ?? ID_AFTER_ALL } : { $gt: after ?? ID_BEFORE_ALL };
   const existing = (filter as Document)._id as Document | undefined;
   return { ...filter, _id: existing ? { ...existing, ...bound } : bound };
@@ -60,7 +62,7 @@ export const DENSE_SHARE = 0.05;
  * large collection the planner's own choice stands. `matches` unknown: the planner decides.
  */
 export async function walksIdIndex(coll: Collection<any>, matches: number | null | undefined): Promise<boolean> {
-  if (matches === null || matches === undefined) return false;
+  if (matches === null || matches === undefined || !pageStrategy().walksDenseLists) return false;
   return matches >= DENSE_SHARE * (await coll.estimatedDocumentCount());
 }
 
@@ -82,6 +84,7 @@ export async function logPage<T extends { _id: string }>(
   limit: number,
   budgetMs = WALK_BUDGET_MS,
 ): Promise<Page<T>> {
+  if (!pageStrategy().probesLogWalk) return pageById(coll, filter, direction, after, limit);
   try {
     const docs = (await pageQuery(coll, filter, direction, after, limit).hint({ _id: 1 }).maxTimeMS(budgetMs).toArray()) as T[];
     return { items: docs.slice(0, limit), more: docs.length > limit };
