@@ -1,4 +1,5 @@
 import Router from '@koa/router';
+import type { Server } from 'node:http';
 import Koa, { type Context } from 'koa';
 import { ValidationError } from '../lib/platform/errors';
 import { coerceFlat, controlCharacterErrors, toFieldErrors, validatorFor, type FieldError } from '../schemas/validator';
@@ -12,6 +13,19 @@ import { routeTable } from './routes';
 
 /** How a response stream fails when its client is gone. */
 const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE']);
+
+/**
+ * Serves the app on `port`: idle connections are kept API_KEEP_ALIVE_TIMEOUT_MS (Node's default is 5 s: a client or
+ * proxy that reuses a connection as the server closes it gets a reset, a 502 behind a load balancer), and a request's
+ * headers may take a second longer (Node requires headersTimeout above keepAliveTimeout).
+ */
+export function listenApi(deps: AppDeps, port: number, host: string): Promise<Server> {
+  return new Promise((resolve) => {
+    const server = createApp(deps).listen(port, host, () => resolve(server));
+    server.keepAliveTimeout = deps.config.API_KEEP_ALIVE_TIMEOUT_MS;
+    server.headersTimeout = deps.config.API_KEEP_ALIVE_TIMEOUT_MS + 1000;
+  });
+}
 
 /** Builds the Koa app without listening (api/main.ts listens; tests use it directly). */
 export function createApp(deps: AppDeps): Koa {

@@ -9,7 +9,7 @@ import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { retentionFrom } from '../lib/platform/database/indexes';
 import { connectTemporal } from '../lib/platform/temporal';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
-import { createApp } from './app';
+import { listenApi } from './app';
 import { initProcessMetrics } from '../lib/platform/metrics';
 
 /** API process: listens, and on SIGTERM stops accepting, finishes in-flight requests, then closes. */
@@ -27,11 +27,7 @@ async function main(): Promise<void> {
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE, { failFast: true });
   const publisher = new EventPublisher({ config, repos, temporal, logger });
   const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue, payors, publisher };
-  const app = createApp(deps);
-
-  const server: Server = await new Promise((resolve) => {
-    const s = app.listen(config.API_PORT, config.API_HOST, () => resolve(s));
-  });
+  const server: Server = await listenApi(deps, config.API_PORT, config.API_HOST);
   logger.info({ url: publicBaseUrl(config), environment: config.DEPLOYMENT_ENVIRONMENT, region: config.DEPLOYMENT_REGION }, 'api listening');
 
   let stopping = false;

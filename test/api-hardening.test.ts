@@ -372,3 +372,36 @@ describe('500s', () => {
     }
   });
 });
+
+describe('keep-alive at the edge', () => {
+  test(`a client that reuses a connection idle past Node's 5 s default gets an answer on it, not a reset`, async () => {
+    const { Agent } = await import('node:http');
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<{ status: number; socket: unknown }>((resolve, reject) => {
+        const req = httpRequest(`${app.url}/v2/providers/`, { agent, headers: { 'x-vital-api-key': tenant.teamKey } }, (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, socket: req.socket }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    try {
+      const first = await get();
+      expect(first.status).toBe(200);
+      // The wait is the behaviour under test: the connection sits idle longer than the old 5 s keep-alive.
+      await new Promise((r) => setTimeout(r, 6_000));
+      const second = await get();
+      expect(second.status).toBe(200);
+      expect(second.socket).toBe(first.socket); // the same connection, still open
+    } finally {
+      agent.destroy();
+    }
+  }, 20_000);
+
+  test('the server keeps idle connections API_KEEP_ALIVE_TIMEOUT_MS (65 s by default) and allows headers a second more', () => {
+    expect(app.deps.config.API_KEEP_ALIVE_TIMEOUT_MS).toBe(65_000);
+    expect(app.server.keepAliveTimeout).toBe(65_000);
+    expect(app.server.headersTimeout).toBe(66_000);
+  });
+});

@@ -38,6 +38,11 @@ export const ConfigSchema = Type.Object({
   }),
   API_HOST: Type.String({ default: '127.0.0.1', description: 'Interface the API listens on (0.0.0.0 in containers).' }),
   API_PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'Port the API listens on.' }),
+  API_KEEP_ALIVE_TIMEOUT_MS: Type.Integer({
+    minimum: 1000,
+    default: 65_000,
+    description: 'How long the API keeps an idle client connection open; above the idle timeout of any proxy in front of it (60 s on common load balancers), so the proxy, not the API, closes first.',
+  }),
   PUBLIC_BASE_URL: Type.Optional(
     Type.String({ format: 'uri', description: 'Externally visible base URL (used in provider logo URLs). Default http://API_HOST:API_PORT.' }),
   ),

@@ -6,7 +6,7 @@ import type { TSchema } from '@sinclair/typebox';
 import type { Db } from 'mongodb';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
-import { createApp } from '../../api/app';
+import { listenApi } from '../../api/app';
 import type { AppDeps } from '../../api/deps';
 import { loadProviderCatalogue } from '../../lib/wearables/provider-catalogue';
 import { loadLabCatalogue } from '../../lib/labs/catalogue';
@@ -28,6 +28,8 @@ import { initProcessMetrics } from '../../lib/platform/metrics';
 export interface TestApp {
   url: string;
   deps: AppDeps;
+  /** The api's HTTP server (its timeouts). */
+  server: Server;
   /**
    * The same database through a connection of the test's own, for what a test reads or writes directly to
    * check or arrange the stored state. Queries through it are not the product's, so they are not recorded
@@ -49,14 +51,13 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
   await ensureIndexes(repos, retentionFrom(config));
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE, { failFast: true });
   const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue(), payors: loadPayorCatalogue(), publisher: new EventPublisher({ config, repos, temporal, logger }) };
-  const server: Server = await new Promise((resolve) => {
-    const s = createApp(deps).listen(0, '127.0.0.1', () => resolve(s));
-  });
+  const server: Server = await listenApi(deps, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   deps.config = { ...config, PUBLIC_BASE_URL: url };
   return {
     url,
     deps,
+    server,
     inspect: inspect.db,
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
