@@ -63,7 +63,7 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
     const report = await deps.lab.fetchResults(doc, { interpretation: simulation.interpretation, hasMissingResults: simulation.hasMissingResults, status, reportId: simulation.reportId });
     const { results, interpretation } = interpretReport(report, (id) => deps.labCatalogue.markerById(id));
     const now = new Date();
-    await orders.saveResults({
+    const kept = await orders.saveResults({
       _id: doc._id,
       team_id: doc.team_id,
       user_id: doc.user_id,
@@ -78,7 +78,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       created_at: now,
       updated_at: now,
     });
-    return { interpretation, has_missing_results: report.missing.length > 0 };
+    // Null: the order's patient data was erased meanwhile (the results are not kept).
+    return kept ? { interpretation, has_missing_results: report.missing.length > 0 } : null;
   }
 
   /** The lab's answer to a dispatch, as order fields (the adapter is idempotent by order id). */
@@ -91,6 +92,7 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
     /** Publishes the webhook of an event already stored (the api stores an order with its first events). */
     async publishOrderEvent({ orderId, eventId, storedBy }: { orderId: string; eventId: number; storedBy?: number }): Promise<void> {
       const doc = await load(orderId, storedBy);
+      if (doc.patient_data_erased_at) return; // nothing more is said about an erased order
       await publishStatus(doc, eventId, await clientUserIdOf(doc));
     },
 
@@ -109,6 +111,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       storedBy?: number;
     }): Promise<void> {
       let doc = await load(input.orderId, input.storedBy);
+      // An erased order takes no results, events or publishes again (a late result, a correction after erasure).
+      if (doc.patient_data_erased_at) return;
       const clientUserId = await clientUserIdOf(doc);
       for (const eventId of input.announce ?? []) await publishStatus(doc, eventId, clientUserId);
       const [, , low] = input.status.split('.');
@@ -117,10 +121,14 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
         if (input.dispatch) changes = await sendToLab(doc);
         if (input.results) {
           const status = low === 'partial_results' ? 'partial' : low === 'corrected' ? 'corrected' : 'final';
-          changes = await storeResults(doc, input.results, status);
+          const stored = await storeResults(doc, input.results, status);
+          if (!stored) return;
+          changes = stored;
         }
         const event = { id: input.eventId, created_at: new Date(), status: input.status, status_detail: input.statusDetail };
-        doc = await orders.appendEvent(doc, event, highLevelOf(doc.method, low), low, changes);
+        const appended = await orders.appendEvent(doc, event, highLevelOf(doc.method, low), low, changes);
+        if (!appended) return;
+        doc = appended;
       }
       await publishStatus(doc, input.eventId, clientUserId);
     },
@@ -142,6 +150,7 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
 
     async publishCriticalResult({ orderId }: { orderId: string }): Promise<void> {
       const doc = await load(orderId);
+      if (doc.patient_data_erased_at) return;
       const results = await orders.findResults(doc.team_id, orderId);
       if (results?.interpretation !== 'critical') return;
       await publishEvent(deps, {

@@ -5,6 +5,8 @@ import type { LabMarker } from '../schemas/lab-catalogue';
 import { createTenant, eventually, expectSchema, managementClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
 import { createUser, lowOf, orderBody, orderReaches } from './support/lab';
 import { ackOf, mllp, oruMessage, type OruOptions } from './support/hl7';
+import { eraseUserOrders } from '../lib/labs/order-erasure';
+import { labOrderCorrectionWorkflow } from '../workflows/lab-order';
 import type { Receiver } from './support/receiver';
 
 let app: TestApp;
@@ -197,5 +199,73 @@ describe('HL7 v2 result intake', () => {
     const late = await post(panelMessage(order, thyroid));
     expect(late.status).toBe(409);
     expect(ackOf(late.text).text).toContain('only a correction');
+  }, 60000);
+});
+
+describe('erased stays erased: nothing of an order whose patient data was erased is taken or readable again', () => {
+  /** A completed order of a user of its own, whose orders are then erased as the user's deletion erases them. */
+  async function erasedCompletedOrder() {
+    const thyroid = panels().find((p) => p.slug === 'thyroid_panel')!;
+    const order = await orderOf([thyroid.id]);
+    expect((await post(panelMessage(order, thyroid))).status).toBe(200);
+    const done = await orderReaches(client, order.id, 'completed');
+    await eraseUserOrders(app.deps, tenant.teamId, order.user_id);
+    const erased = await app.deps.repos.labOrders.findById(order.id);
+    expect(erased?.patient_data_erased_at).toBeInstanceOf(Date);
+    return { order, thyroid, events: done.events as unknown[] };
+  }
+  const eventsAbout = (orderId: string) => rx.requests.filter((r) => r.body.includes(orderId)).length;
+
+  it('an HL7 correction for an erased order is answered as for an unknown order, audited, and writes nothing back', async () => {
+    const { order, thyroid, events } = await erasedCompletedOrder();
+    const publishedBefore = eventsAbout(order.id);
+    const controlId = `ERASED-${order.id.slice(0, 8)}`;
+    const res = await post(panelMessage(order, thyroid, { controlId, reportStatus: 'C', overrides: { tsh: { value: '7.9', flags: 'H', status: 'C' } } }));
+    const unknownId = '00000000-0000-4000-8000-0000000000e1';
+    const unknown = await post(panelMessage({ ...order, id: unknownId }, thyroid, { controlId: `UNKNOWN-${order.id.slice(0, 8)}` }));
+    expect(res.status).toBe(unknown.status);
+    expect(ackOf(res.text).code).toBe(ackOf(unknown.text).code);
+    expect(ackOf(res.text).text).toBe(ackOf(unknown.text).text.replace(unknownId, order.id));
+    expect((await refusals()).find((r) => r.target.id === controlId)).toMatchObject({ status: 'failed', error: { status: 404 } });
+    // Nothing came back: no results, no new event, no webhook.
+    expect(await app.deps.repos.labOrders.findResults(tenant.teamId, order.id)).toBeNull();
+    expect((await app.deps.repos.labOrders.findById(order.id))?.events).toHaveLength(events.length);
+    expect((await client.get(`/v3/order/${order.id}/result`)).status).not.toBe(200);
+    expect(eventsAbout(order.id)).toBe(publishedBefore);
+  }, 60000);
+
+  it('a correction run that passed the check just before the erasure records nothing: no results, no event, no webhook', async () => {
+    const { order, events } = await erasedCompletedOrder();
+    const publishedBefore = eventsAbout(order.id);
+    const { client: temporal, taskQueue } = app.deps.temporal;
+    const method = (await app.deps.repos.labOrders.findById(order.id))!.method;
+    const run = await temporal.workflow.execute(labOrderCorrectionWorkflow, {
+      workflowId: `test-correction-${order.id}`,
+      taskQueue,
+      args: [{ orderId: order.id, method, lastEventId: events.length, results: { finalStatus: 'corrected', delaySeconds: 0, interpretation: 'critical', hasMissingResults: false } }],
+    });
+    expect(run.final).toMatch(/corrected$/);
+    expect(await app.deps.repos.labOrders.findResults(tenant.teamId, order.id)).toBeNull();
+    expect((await app.deps.repos.labOrders.findById(order.id))?.events).toHaveLength(events.length);
+    expect(eventsAbout(order.id)).toBe(publishedBefore);
+  }, 60000);
+
+  it('results written after the erasure are removed by the writer itself; an event is appended once however often it is sent', async () => {
+    const { order } = await erasedCompletedOrder();
+    const repo = app.deps.repos.labOrders;
+    const now = new Date();
+    const results = { _id: order.id, team_id: tenant.teamId, user_id: order.user_id, status: 'corrected' as const, interpretation: 'normal' as const, date_collected: now, date_received: now, date_reported: now, results: [], missing_results: [], sample_information: {}, created_at: now, updated_at: now };
+    expect(await repo.saveResults(results)).toBe(false);
+    expect(await repo.findResults(tenant.teamId, order.id)).toBeNull();
+    const erased = (await repo.findById(order.id))!;
+    expect(await repo.appendEvent(erased, { id: 99, created_at: now, status: `${erased.method}.completed.corrected`, status_detail: null }, 'completed', 'corrected')).toBeNull();
+    expect((await repo.findById(order.id))!.events.some((e) => e.id === 99)).toBe(false);
+
+    // Two overlapping attempts of the same append (a retried activity beside a slow first one): one event.
+    const live = await orderOf([panels()[0].id]);
+    const doc = (await repo.findById(live.id))!;
+    const event = { id: 1000, created_at: now, status: doc.events.at(-1)!.status, status_detail: null };
+    await Promise.all([1, 2, 3].map(() => repo.appendEvent(doc, event, doc.status, doc.low_level_status)));
+    expect((await repo.findById(live.id))!.events.filter((e) => e.id === 1000)).toHaveLength(1);
   }, 60000);
 });

@@ -50,7 +50,10 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
     const orderIds = [...new Set(message.requests.map((r) => r.placerOrderNumber))];
     if (orderIds.length > 1) throw new Hl7Refusal('AR', 400, `The message reports on several orders (${orderIds.join(', ')}); send one ORU^R01 per order.`);
     const orderId = orderIds[0];
-    const order = UUID.test(orderId) ? await deps.repos.labOrders.find(auth.teamId, orderId) : null;
+    const found = UUID.test(orderId) ? await deps.repos.labOrders.find(auth.teamId, orderId) : null;
+    // An order whose patient data was erased is answered as an unknown one (the refusal is audited like any other).
+    const order = found?.patient_data_erased_at ? null : found;
+    if (found && !order) context.log.info({ order_id: found._id }, 'HL7 results for an order whose patient data was erased: refused as unknown');
     if (!order) throw new Hl7Refusal('AE', 404, `Order '${orderId}' (OBR-2 placer order number) is not an order of this team.`);
     const specimen = message.requests.map((r) => r.specimenId).find(Boolean);
     if (specimen && specimen !== order.sample_id) {

@@ -1,5 +1,5 @@
 import { labOrderTransitions } from '../platform/metrics';
-import type { Collection, Db } from 'mongodb';
+import type { Collection, Db, Filter } from 'mongodb';
 import type { FieldCipher } from '../platform/field-encryption';
 import type { HighLevelStatus } from './statuses';
 import type { OrderEventDoc, LabOrderDoc, LabResultsDoc, IdempotencyKeyDoc } from './model';
@@ -101,6 +101,9 @@ const RETIRED_ORDER_INDEXES: IndexSpec['key'][] = [
   { team_id: 1, activate_by: 1, created_at: -1 },
   { team_id: 1, order_transaction_id: 1, created_at: -1 },
 ];
+
+/** In the filter of every write of an order's data but its erasure: an erased order takes no data again. */
+const NOT_ERASED = { patient_data_erased_at: { $exists: false } } as const;
 
 /** Every query this repository makes, with the index that serves it (checked by test/indexes.test.ts). */
 export const ORDER_QUERY_SHAPES: QueryShape[] = [
@@ -281,10 +284,18 @@ export class LabOrderRepository {
    * writes only where the ciphertext it read is still there (EncryptedFields.rewriteStale), so neither loses the
    * other's change and a pass never undoes an erasure.
    */
-  private async updateOrder(orderId: string, update: { $set: Partial<LabOrderDoc>; $push?: { events: OrderEventDoc } }): Promise<void> {
+  private async updateOrder(
+    orderId: string,
+    update: { $set: Partial<LabOrderDoc>; $push?: { events: OrderEventDoc } },
+    precondition: Filter<StoredLabOrder> = NOT_ERASED,
+  ): Promise<boolean> {
     // Erasure removes the name, and its blind index with it (no other write here changes patient_details).
     const nameIndex = update.$set.patient_details === null ? { patient_name_tokens: [] } : {};
-    await this.orders.updateOne({ _id: orderId }, { ...update, $set: { ...withStoredDay(this.patientData.seal(orderId, update.$set)), ...nameIndex } });
+    const { matchedCount } = await this.orders.updateOne({ _id: orderId, ...precondition } as Filter<StoredLabOrder>, {
+      ...update,
+      $set: { ...withStoredDay(this.patientData.seal(orderId, update.$set)), ...nameIndex },
+    });
+    return matchedCount === 1;
   }
 
   /**
@@ -297,7 +308,7 @@ export class LabOrderRepository {
   async bindRegistration(order: LabOrderDoc, registrationId: string, patient: RegistrationFields): Promise<boolean> {
     const set = { ...this.patientData.seal(order._id, patient), ...(await this.names.fieldsOf(order.team_id, patient.patient_details)) };
     const { matchedCount } = await this.orders.updateOne(
-      { _id: order._id, team_id: order.team_id, low_level_status: 'awaiting_registration', registration_id: { $in: [null, registrationId] } },
+      { _id: order._id, team_id: order.team_id, low_level_status: 'awaiting_registration', registration_id: { $in: [null, registrationId] }, ...NOT_ERASED },
       { $set: { ...set, registration_id: registrationId, updated_at: new Date() } },
     );
     return matchedCount === 1;
@@ -309,13 +320,20 @@ export class LabOrderRepository {
     await this.orders.updateOne({ _id: order._id, registration_id: registrationId }, { $set: { ...unbound, patient_name_tokens: [], registration_id: null } });
   }
 
-  /** Appends an event and moves the status (one update: event, status and the changes that come with it). */
-  async appendEvent(current: LabOrderDoc, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc> {
-    // The caller (the order's workflow, through its activity) read `current` and checked the event is not
-    // there yet; as the only writer of anything but ciphertext it knows the result without reading it back.
+  /**
+   * Appends an event and moves the status (one update: event, status and the changes that come with it), only if the
+   * event is not there yet (a retried activity overlapping a slow first attempt appends once) and the order's
+   * patient data is not erased. Null: the order is erased (nothing written, nothing more to say about it).
+   */
+  async appendEvent(current: LabOrderDoc, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc | null> {
     const set = { ...changes, status: high, low_level_status: low, low_level_status_created_at: event.created_at, updated_at: event.created_at };
-    await this.updateOrder(current._id, { $push: { events: event }, $set: set });
+    const written = await this.updateOrder(current._id, { $push: { events: event }, $set: set }, { ...NOT_ERASED, 'events.id': { $ne: event.id } });
+    if (!written) {
+      const now = await this.findById(current._id);
+      return now && !now.patient_data_erased_at ? now : null;
+    }
     if (current.status !== high) labOrderTransitions.inc({ status: high });
+    // The order's workflow is the only writer of anything but ciphertext: it knows the result without reading it back.
     return { ...current, ...set, events: [...current.events, event] };
   }
 
@@ -324,8 +342,19 @@ export class LabOrderRepository {
     await this.updateOrder(orderId, { $set: { ...changes, updated_at: new Date() } });
   }
 
-  async saveResults(doc: LabResultsDoc): Promise<void> {
+  /**
+   * Stores an order's results unless its patient data is erased; false when erased (nothing kept). Results live in
+   * their own document, so no write can carry the order's state in its filter: the results are written, then the
+   * order is read, and removed again if it is erased. Erasure marks the order before it deletes the results, so
+   * whichever comes second sees the other: results written after erasure are deleted by this check, those
+   * written before it by the erasure.
+   */
+  async saveResults(doc: LabResultsDoc): Promise<boolean> {
     await this.results.replaceOne({ _id: doc._id }, this.resultData.seal(doc._id, doc), { upsert: true });
+    const order = await this.orders.findOne({ _id: doc._id }, { projection: { patient_data_erased_at: 1 } });
+    if (!order?.patient_data_erased_at) return true;
+    await this.results.deleteOne({ _id: doc._id });
+    return false;
   }
 
   async findResults(teamId: string, orderId: string): Promise<LabResultsDoc | null> {
@@ -348,7 +377,7 @@ export class LabOrderRepository {
    */
   async erasePatientData(orderId: string): Promise<void> {
     const now = new Date();
-    await this.updateOrder(orderId, { $set: { ...ERASED_PATIENT_DATA, patient_data_erased_at: now, updated_at: now } });
+    await this.updateOrder(orderId, { $set: { ...ERASED_PATIENT_DATA, patient_data_erased_at: now, updated_at: now } }, {});
     await this.results.deleteOne({ _id: orderId });
   }
 

@@ -141,6 +141,8 @@ export async function simulateOrder(deps: AppDeps, doc: LabOrderDoc, request: Si
  * recording it twice while the first runs.
  */
 export async function feedLabResults(deps: AppDeps, doc: LabOrderDoc, request: SimulationRequest, updateId: string) {
+  // An erased order is answered as an unknown one: nothing of it, results included, is taken again.
+  if (doc.patient_data_erased_at) throw notFound(`Order ${doc._id} not found.`);
   if (!TERMINAL.has(doc.low_level_status)) {
     return updateOrder(deps, doc, (h) => h.executeUpdate(simulateOrderUpdate, { args: [request], updateId }));
   }
