@@ -11,6 +11,7 @@ import { LinkTokenRepository } from './wearables/link-tokens-store';
 import { LabOrderRepository } from './labs/orders-store';
 import { LabTestRepository } from './labs/tests-store';
 import { Hl7IntakeRepository } from './labs/hl7-intake-store';
+import { IdempotencyKeyRepository } from './platform/idempotency-store';
 import { SecretsRepository } from './platform/secrets-store';
 import { TenancyRepository } from './tenancy/store';
 import { UserRepository } from './users/store';
@@ -46,6 +47,8 @@ export interface Repositories {
   pipelines: PipelineRepository;
   labOrders: LabOrderRepository;
   labTests: LabTestRepository;
+  /** X-Idempotency-Key claims and the responses they replay. */
+  idempotencyKeys: IdempotencyKeyRepository;
   /** HL7 result messages labs sent, one per control id (resends apply once). */
   hl7Intake: Hl7IntakeRepository;
   /** Insurance records (closed beta), their personal fields encrypted. */
@@ -73,6 +76,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     pipelines: new PipelineRepository(db, cipher),
     labOrders: new LabOrderRepository(db, cipher),
     labTests: new LabTestRepository(db),
+    idempotencyKeys: new IdempotencyKeyRepository(db, cipher),
     hl7Intake: new Hl7IntakeRepository(db, cipher),
     insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db, cipher),

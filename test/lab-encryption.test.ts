@@ -4,7 +4,8 @@ import { dataCipher } from '../lib/platform/config';
 import { DecryptionError, FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { createRepositories, reencryptAll } from '../lib/repositories';
 import { LabOrderRepository, PATIENT_FIELDS, RESULT_FIELDS } from '../lib/labs/orders-store';
-import { type IdempotencyKeyDoc, type LabOrderDoc, type LabResultsDoc } from '../lib/labs/model';
+import { type LabOrderDoc, type LabResultsDoc } from '../lib/labs/model';
+import { IdempotencyKeyRepository, type IdempotencyKeyDoc } from '../lib/platform/idempotency-store';
 import { eventData } from '../lib/webhooks/model';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
@@ -212,6 +213,7 @@ describe('data key rotation and the start-up migration (own database)', () => {
   const keyA = generateDataKey('A');
   const keyB = generateDataKey('B');
   const repo = (keys: string) => new LabOrderRepository(db, FieldCipher.fromSpec(keys));
+  const keyRepo = (keys: string) => new IdempotencyKeyRepository(db, FieldCipher.fromSpec(keys));
   /** A completed order of the running stack, as the repository reads it (plaintext), and its results. */
   let template: { order: LabOrderDoc; results: LabResultsDoc; patient: Patient };
 
@@ -227,6 +229,8 @@ describe('data key rotation and the start-up migration (own database)', () => {
       request_sha256: 'x',
       resource_id: id,
       state: 'done',
+      claim: randomUUID(),
+      claimed_at: new Date(),
       response_status: 200,
       response_body: { order: { id, patient_details: order.patient_details } },
       created_at: new Date(),
@@ -236,10 +240,10 @@ describe('data key rotation and the start-up migration (own database)', () => {
   }
   type Aggregate = ReturnType<typeof aggregate>;
 
-  async function write(repository: LabOrderRepository, a: Aggregate) {
-    await repository.insert(a.order);
-    await repository.saveResults(a.results);
-    await repository.claimIdempotencyKey(a.key);
+  async function write(keys: string, a: Aggregate) {
+    await repo(keys).insert(a.order);
+    await repo(keys).saveResults(a.results);
+    await keyRepo(keys).claim(a.key);
   }
 
   /** The key ids of every encrypted field of the aggregate, as stored. */
@@ -252,10 +256,10 @@ describe('data key rotation and the start-up migration (own database)', () => {
       .map((v) => v.key_id ?? 'plaintext');
   }
 
-  async function expectReadable(repository: LabOrderRepository, a: Aggregate) {
-    expect(await repository.findById(a.order._id)).toEqual(a.order);
-    expect(await repository.findResults(a.order.team_id, a.order._id)).toEqual(a.results);
-    expect(await repository.claimIdempotencyKey(a.key)).toEqual({ existing: a.key });
+  async function expectReadable(keys: string, a: Aggregate) {
+    expect(await repo(keys).findById(a.order._id)).toEqual(a.order);
+    expect(await repo(keys).findResults(a.order.team_id, a.order._id)).toEqual(a.results);
+    expect(await keyRepo(keys).claim(a.key)).toEqual({ existing: a.key });
   }
 
   beforeAll(async () => {
@@ -275,35 +279,14 @@ describe('data key rotation and the start-up migration (own database)', () => {
   }, 60000);
   afterAll(() => own?.drop());
 
-  test('the start-up migration encrypts orders, results and idempotency keys stored in plaintext; they read the same', async () => {
-    const legacy = aggregate();
-    legacy.order.activate_by = '2031-05-06'; // earlier versions stored the day as a string
-    await rawCollection(db, 'lab_orders').insertOne({ ...legacy.order });
-    await rawCollection(db, 'lab_results').insertOne({ ...legacy.results });
-    await rawCollection(db, 'idempotency_keys').insertOne({ ...legacy.key });
-    expect(await keyIds(legacy)).toContain('plaintext');
-    await expectReadable(repo(keyA), legacy); // readable before the migration
-
-    await repo(keyA).ensureIndexes(); // what api and worker run at start-up
-    expect(new Set(await keyIds(legacy))).toEqual(new Set(['A']));
-    for (const [collection, id] of [['lab_orders', legacy.order._id], ['idempotency_keys', legacy.key._id]]) {
-      expectNoPlaintext(await raw(db, collection, id), secretsOf(template.patient));
-    }
-    expectNoPlaintext(await raw(db, 'lab_results', legacy.order._id), [template.results.results[0].slug]);
-    await expectReadable(repo(keyA), legacy);
-    // The same start-up migrated `activate_by` to a Date; the repository still reads the calendar day.
-    expect((await raw(db, 'lab_orders', legacy.order._id))?.activate_by).toEqual(new Date('2031-05-06T00:00:00.000Z'));
-    expect((await repo(keyA).findById(legacy.order._id))?.activate_by).toBe('2031-05-06');
-  });
-
   test('records written under key A read under "B,A"; reencrypt moves them to B; then A can go', async () => {
     for (const name of ['lab_orders', 'lab_results', 'idempotency_keys']) await db.collection(name).deleteMany({}); // count this test's documents only
     const old = aggregate();
-    await write(repo(keyA), old);
+    await write(keyA, old);
     expect(new Set(await keyIds(old))).toEqual(new Set(['A']));
 
     // Rotation step 1: B first, A kept for reading. New writes use B; old records read as before.
-    const rotated = repo(`${keyB},${keyA}`);
+    const rotated = `${keyB},${keyA}`;
     await expectReadable(rotated, old);
     const fresh = aggregate();
     await write(rotated, fresh);
@@ -313,20 +296,22 @@ describe('data key rotation and the start-up migration (own database)', () => {
 
     // An order erased under A stays erased through the rewrite (nothing brings its patient data back).
     const erased = aggregate();
-    await write(repo(keyA), erased);
+    await write(keyA, erased);
     await repo(keyA).erasePatientData(erased.order._id);
 
     // Rotation step 2: `npm run reencrypt` (scripts/reencrypt.ts runs exactly this).
     const outcome = await reencryptAll(createRepositories(db, FieldCipher.fromSpec(`${keyB},${keyA}`)));
-    // `old`: its order, results and key; `erased`: its order (the emptied consents are encrypted too) and key.
-    expect(outcome.labOrders).toBe(5);
+    // `old`: its order and results, and its key; `erased`: its order (the emptied consents are encrypted too), and its key.
+    expect(outcome.labOrders).toBe(3);
+    expect(outcome.idempotencyKeys).toBe(2);
     for (const a of [old, fresh]) expect(new Set(await keyIds(a))).toEqual(new Set(['B']));
 
     // Rotation step 3: A removed. Everything reads; running again changes nothing.
     const onlyB = repo(keyB);
-    for (const a of [old, fresh]) await expectReadable(onlyB, a);
+    for (const a of [old, fresh]) await expectReadable(keyB, a);
     expect(await onlyB.findById(erased.order._id)).toMatchObject({ patient_details: null, patient_address: null, notes: null, consents: [] });
     expect(await onlyB.findResults(erased.order.team_id, erased.order._id)).toBeNull();
     expect(await onlyB.reencrypt()).toBe(0);
+    expect(await keyRepo(keyB).reencrypt()).toBe(0);
   });
 });

@@ -6,6 +6,9 @@ import { createTenant, eventually, expectSchema, managementClient, startTestApp,
 import { createUser, lowOf, orderBody, orderReaches } from './support/lab';
 import { ackOf, mllp, oruMessage, type OruOptions } from './support/hl7';
 import { eraseUserOrders } from '../lib/labs/order-erasure';
+import { parseOru, unframe } from '../lib/labs/hl7-oru';
+import { orderReport } from '../lib/labs/hl7-results';
+import { intakeMessageId } from '../lib/labs/hl7-intake-store';
 import { labOrderCorrectionWorkflow } from '../workflows/lab-order';
 import type { Receiver } from './support/receiver';
 
@@ -267,5 +270,43 @@ describe('erased stays erased: nothing of an order whose patient data was erased
     const event = { id: 1000, created_at: now, status: doc.events.at(-1)!.status, status_detail: null };
     await Promise.all([1, 2, 3].map(() => repo.appendEvent(doc, event, doc.status, doc.low_level_status)));
     expect((await repo.findById(live.id))!.events.filter((e) => e.id === 1000)).toHaveLength(1);
+  }, 60000);
+});
+
+describe('a message whose first delivery stalled', () => {
+  it('is taken over by exactly one of two concurrent resends after the lease; the other is told it is in progress', async () => {
+    const { createHash } = await import('node:crypto');
+    const panel = panels()[0];
+    const order = await orderOf([panel.id]);
+    const controlId = `STALLED-${order.id.slice(0, 8)}`;
+    const message = panelMessage(order, panel, { controlId });
+    // The first delivery claimed the message a minute ago and stopped before applying it.
+    const doc = (await app.deps.repos.labOrders.findById(order.id))!;
+    const { report } = orderReport(parseOru(unframe(message)), doc, catalogue());
+    const long = new Date(Date.now() - 60_000);
+    await app.deps.repos.hl7Intake.claim({
+      _id: intakeMessageId(tenant.teamId, controlId),
+      team_id: tenant.teamId,
+      control_id: controlId,
+      message_sha256: createHash('sha256').update(unframe(message)).digest('hex'),
+      order_id: order.id,
+      state: 'pending',
+      claim: 'the-stalled-delivery',
+      claimed_at: long,
+      report,
+      ack: null,
+      created_at: long,
+      applied_at: null,
+    });
+    const answers = await Promise.all([post(message), post(message)]);
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+    expect(ackOf(answers.find((a) => a.status === 409)!.text).text).toContain('is still being applied');
+    await orderReaches(client, order.id, 'completed');
+    // The stalled delivery, resuming, cannot mark what its successor applied.
+    expect(await app.deps.repos.hl7Intake.markApplied(intakeMessageId(tenant.teamId, controlId), 'the-stalled-delivery', 'stale ACK')).toBe(false);
+    const again = await post(message);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.text).toBe(answers.find((a) => a.status === 200)!.text);
   }, 60000);
 });

@@ -400,30 +400,64 @@ describe('crash repair', () => {
     expect(failure.cause?.type).toBe('OrderNeverStored');
   }, 60000);
 
-  it('a retried request whose first attempt died mid-way finishes under the same order id', async () => {
-    const { createHash } = await import('node:crypto');
-    const key = uniqueId('idem-crashed');
-    // Every defaulted field given, so the validated body (what the key's hash covers) is the body sent.
-    const body = { ...orderBody(userId, tests.walk_in_test), consents: [{ consentType: 'terms-of-use', version: '1.0' }], priority: false, billing_type: 'client_bill' };
+  /** A key whose first request claimed it and died before answering (its claim is older than the lease). */
+  async function crashedClaim(key: string, body: unknown) {
+    const { createHash, randomUUID } = await import('node:crypto');
     const route = 'POST /v3/order';
     const teamId = (await client.get(`/v2/user/${userId}`)).body.team_id;
-    const resourceId = (await import('node:crypto')).randomUUID();
-    // The first attempt claimed the key and died before answering (its claim is older than the lease).
-    await app.deps.repos.labOrders.claimIdempotencyKey({
+    const long = new Date(Date.now() - 60_000);
+    const doc = {
       _id: createHash('sha256').update(`${teamId}\u0000${route}\u0000${key}`).digest('hex'),
       team_id: teamId,
       route,
       request_sha256: createHash('sha256').update(JSON.stringify(body)).digest('hex'),
-      resource_id: resourceId,
-      state: 'pending',
+      resource_id: randomUUID(),
+      state: 'pending' as const,
+      claim: randomUUID(),
+      claimed_at: long,
       response_status: null,
       response_body: null,
-      created_at: new Date(Date.now() - 60_000),
+      created_at: long,
       completed_at: null,
-    });
+    };
+    await app.deps.repos.idempotencyKeys.claim(doc);
+    return doc;
+  }
+  // Every defaulted field given, so the validated body (what the key's hash covers) is the body sent.
+  const fullBody = () => ({ ...orderBody(userId, tests.walk_in_test), consents: [{ consentType: 'terms-of-use', version: '1.0' }], priority: false, billing_type: 'client_bill' });
+
+  it('a retried request whose first attempt died mid-way finishes under the same order id', async () => {
+    const key = uniqueId('idem-crashed');
+    const body = fullBody();
+    const crashed = await crashedClaim(key, body);
     const retried = await client.post('/v3/order', body, { 'X-Idempotency-Key': key });
     expect(retried.status).toBe(200);
-    expect(retried.body.order.id).toBe(resourceId);
-    await orderReaches(client, resourceId, 'requisition_created');
+    expect(retried.body.order.id).toBe(crashed.resource_id);
+    await orderReaches(client, crashed.resource_id, 'requisition_created');
+  });
+
+  it('after the lease, exactly one of several concurrent retries takes the claim over; the others are told it is in progress', async () => {
+    const key = uniqueId('idem-takeover');
+    const body = fullBody();
+    const crashed = await crashedClaim(key, body);
+    const answers = await Promise.all([1, 2, 3].map(() => client.post('/v3/order', body, { 'X-Idempotency-Key': key })));
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409, 409]);
+    expect(answers.find((a) => a.status === 200)!.body.order.id).toBe(crashed.resource_id);
+    // Afterwards the key replays the one outcome.
+    const replay = await client.post('/v3/order', body, { 'X-Idempotency-Key': key });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.body.order.id).toBe(crashed.resource_id);
+  });
+
+  it("a stalled request whose claim was taken over can neither release nor complete its successor's claim", async () => {
+    const repo = app.deps.repos.idempotencyKeys;
+    const crashed = await crashedClaim(uniqueId('idem-stale'), fullBody());
+    expect(await repo.takeOver(crashed._id, crashed.claim, 'successor')).toBe(true);
+    expect(await repo.takeOver(crashed._id, crashed.claim, 'another')).toBe(false); // the token it saw is gone
+    expect(await repo.release(crashed._id, crashed.claim)).toBe(false);
+    expect(await repo.complete(crashed._id, crashed.claim, 500, { detail: 'stale' })).toBe(false);
+    const stored = await app.inspect.collection('idempotency_keys').findOne({ _id: crashed._id as never });
+    expect(stored).toMatchObject({ claim: 'successor', state: 'pending' });
+    expect(await repo.complete(crashed._id, 'successor', 200, { ok: true })).toBe(true);
   });
 });

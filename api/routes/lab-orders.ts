@@ -34,8 +34,8 @@ import {
   orderViews,
   rescheduleOrder,
   simulateOrder,
-  type IdempotentOutcome,
 } from '../../lib/labs/workflow-client';
+import type { IdempotentOutcome } from '../../lib/platform/idempotency';
 
 const tags = ['Lab orders'];
 const errors = {

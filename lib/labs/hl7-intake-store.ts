@@ -4,6 +4,7 @@ import type { FieldCipher } from '../platform/field-encryption';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import type { LabReport } from './lab-adapter';
+import { isDuplicateKeyError } from '../platform/database/store-errors';
 
 /**
  * HL7 result messages a team's lab sent (`lab_intake_messages`), one per MSH-10 control id: claimed by a
@@ -19,6 +20,10 @@ export interface Hl7IntakeMessageDoc {
   message_sha256: string;
   order_id: string;
   state: 'pending' | 'applied';
+  /** The token of the delivery applying it now; every later write names it (a stalled one cannot write over its successor). */
+  claim: string;
+  /** When that delivery claimed it (or took it over): its lease runs from here. */
+  claimed_at: Date;
   /** What the order's workflow reads (lib/labs/hl7-lab.ts). */
   report: LabReport;
   /** The ACK the lab got (replayed on a resend). */
@@ -33,7 +38,8 @@ type StoredIntakeMessage = Sealed<Hl7IntakeMessageDoc, (typeof SEALED)[number]>;
 export const HL7_INTAKE_INDEXES: Record<'lab_intake_messages', IndexSpec[]> = { lab_intake_messages: [{ key: { created_at: 1 }, expireAfter: 'idempotencyKeys' }] };
 export const HL7_INTAKE_QUERY_SHAPES: Record<'lab_intake_messages', QueryShape[]> = {
   lab_intake_messages: [
-    { name: 'a message by id (claim, read, mark applied)', filter: ['_id'] },
+    { name: 'a message by id (claim, read)', filter: ['_id'] },
+    { name: 'take over or mark applied under a claim (conditional writes)', filter: ['_id'], residual: ['claim', 'state'] },
     { name: 'reencrypt: every document, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
 };
@@ -64,7 +70,7 @@ export class Hl7IntakeRepository {
       await this.messages.insertOne(this.sealed.seal(doc._id, doc));
       return { claimed: doc };
     } catch (err) {
-      if ((err as { code?: number }).code !== 11000) throw err;
+      if (!isDuplicateKeyError(err)) throw err;
       const existing = await this.find(doc._id);
       if (!existing) throw err;
       return { existing };
@@ -76,8 +82,15 @@ export class Hl7IntakeRepository {
     return doc && (this.sealed.open(doc) as Hl7IntakeMessageDoc);
   }
 
-  /** The order's workflow has taken the results: a resend gets this ACK again. */
-  async markApplied(id: string, ack: string): Promise<void> {
-    await this.messages.updateOne({ _id: id }, { $set: { state: 'applied', ack, applied_at: new Date() } });
+  /** Takes over a pending message whose delivery's lease ran out, in one conditional write on the token seen: one taker wins. */
+  async takeOver(id: string, seen: string, claim: string): Promise<boolean> {
+    const { matchedCount } = await this.messages.updateOne({ _id: id, claim: seen, state: 'pending' }, { $set: { claim, claimed_at: new Date() } });
+    return matchedCount === 1;
+  }
+
+  /** The order's workflow has taken the results: a resend gets this ACK again. Only under the delivery's own claim. */
+  async markApplied(id: string, claim: string, ack: string): Promise<boolean> {
+    const { matchedCount } = await this.messages.updateOne({ _id: id, claim }, { $set: { state: 'applied', ack, applied_at: new Date() } });
+    return matchedCount === 1;
   }
 }

@@ -1,4 +1,5 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { IDEMPOTENCY_LEASE_MS } from '../platform/idempotency';
 import { ApiError } from '../platform/errors';
 import { timeOrderedUuid } from '../platform/keys';
 import type { Logger } from '../platform/logger';
@@ -7,9 +8,8 @@ import { acknowledgement, controlIdOf, Hl7Refusal, parseOru, unframe } from './h
 import { orderReport } from './hl7-results';
 import { intakeMessageId } from './hl7-intake-store';
 import { STATUS_SETS } from './statuses';
-import { feedLabResults } from './workflow-client';
-import type { AppDeps } from '../../api/deps';
-import type { TeamPrincipal } from '../../api/middleware/auth';
+import { feedLabResults, type LabOrderDeps } from './workflow-client';
+import type { TeamPrincipal } from '../tenancy/principals';
 
 /** The lab's answer: an HL7 ACK, with the HTTP status that says the same (200 AA; 400 AR; 404, 409, 422 AE). */
 export interface Hl7IntakeOutcome {
@@ -19,13 +19,11 @@ export interface Hl7IntakeOutcome {
   replayed: boolean;
 }
 
-/** A message whose first delivery is still being applied is not applied again beside it. */
-const IN_PROGRESS_LEASE_MS = 30_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const LOW_STATUS = { final: 'completed', partial: 'partial_results', corrected: 'corrected' } as const;
 
 export interface IntakeContext {
-  deps: AppDeps;
+  deps: LabOrderDeps;
   auth: TeamPrincipal;
   requestId: string;
   log: Logger;
@@ -65,6 +63,8 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
 
     const id = intakeMessageId(auth.teamId, controlId);
     const sha = createHash('sha256').update(text).digest('hex');
+    const token = randomUUID();
+    const now = new Date();
     const claim = await deps.repos.hl7Intake.claim({
       _id: id,
       team_id: auth.teamId,
@@ -72,19 +72,22 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
       message_sha256: sha,
       order_id: order._id,
       state: 'pending',
+      claim: token,
+      claimed_at: now,
       report,
       ack: null,
-      created_at: new Date(),
+      created_at: now,
       applied_at: null,
     });
     if ('existing' in claim) {
       const existing = claim.existing;
       if (existing.message_sha256 !== sha) throw new Hl7Refusal('AE', 409, `MSH-10 '${controlId}' was already used for a different message; a new message needs a new control id.`);
       if (existing.state === 'applied') return { status: 200, ackCode: 'AA', ack: existing.ack!, replayed: true };
-      if (Date.now() - existing.created_at.getTime() < IN_PROGRESS_LEASE_MS) {
-        throw new Hl7Refusal('AE', 409, `Message '${controlId}' is still being applied; send it again shortly.`);
-      }
-      // The first delivery stopped part-way: apply it now (the workflow takes the same message once, by its id).
+      const inProgress = () => new Hl7Refusal('AE', 409, `Message '${controlId}' is still being applied; send it again shortly.`);
+      if (Date.now() - existing.claimed_at.getTime() < IDEMPOTENCY_LEASE_MS) throw inProgress();
+      // The first delivery stopped part-way: one resend takes it over and applies it (the workflow takes the same
+      // message once, by its id).
+      if (!(await deps.repos.hl7Intake.takeOver(id, existing.claim, token))) throw inProgress();
     }
     const { interpretation } = interpretReport(report, (markerId) => deps.labCatalogue.markerById(markerId));
     try {
@@ -94,7 +97,7 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
       throw err;
     }
     const ack = acknowledgement(text, 'AA');
-    await deps.repos.hl7Intake.markApplied(id, ack);
+    await deps.repos.hl7Intake.markApplied(id, token, ack);
     return { status: 200, ackCode: 'AA', ack, replayed: false };
   } catch (err) {
     if (!(err instanceof Hl7Refusal)) throw err;

@@ -182,20 +182,3 @@ export interface MissingResultDoc {
   source_markers: BiomarkerResultDoc['source_markers'];
 }
 
-/**
- * One `X-Idempotency-Key` of one team and route. Inserted (unique `_id`) before the work, so a concurrent
- * duplicate fails the insert; completed with the response that later requests replay.
- */
-export interface IdempotencyKeyDoc {
-  _id: string;
-  team_id: string;
-  route: string;
-  request_sha256: string;
-  /** The id the request's order gets: a request resumed after a crash reuses it. */
-  resource_id: string;
-  state: 'pending' | 'done';
-  response_status: number | null;
-  response_body: unknown;
-  created_at: Date;
-  completed_at: Date | null;
-}

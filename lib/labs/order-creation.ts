@@ -1,11 +1,12 @@
 import { ApiError, badRequest, ValidationError } from '../platform/errors';
 import { timeOrderedNameBasedUuid } from '../platform/keys';
 import type { CreateOrderBody, RegisterTestkitBody, UnregisteredTestkitBody } from '../../schemas/lab-order';
-import type { AppDeps } from '../../api/deps';
+
 import type { LabOrderDoc } from './model';
 import { orderFromCreateRequest, orderFromRegistration, orderFromUnregisteredTestkit, redrawRequest } from './order-requests';
 import { REDRAWABLE } from './statuses';
-import { acceptKitRegistration, findOrder, newSampleId, orderViews, startAndStoreOrder, withIdempotencyKey, type IdempotentOutcome } from './workflow-client';
+import { acceptKitRegistration, findOrder, newSampleId, orderViews, startAndStoreOrder, type LabOrderDeps } from './workflow-client';
+import { withIdempotencyKey, type IdempotentOutcome } from '../platform/idempotency';
 
 /**
  * New orders: `POST /v3/order`, `POST /v3/order/testkit` (a kit not yet registered), `POST /v3/order/testkit/register`
@@ -15,7 +16,7 @@ import { acceptKitRegistration, findOrder, newSampleId, orderViews, startAndStor
  */
 
 /** Stores a new order under its workflow; a clashing generated sample id (1 in 10^10) gets a new one. */
-async function storeNewOrder(deps: AppDeps, build: (sampleId: string) => Promise<LabOrderDoc>, requestId: string): Promise<LabOrderDoc> {
+async function storeNewOrder(deps: LabOrderDeps, build: (sampleId: string) => Promise<LabOrderDoc>, requestId: string): Promise<LabOrderDoc> {
   for (let attempt = 0; ; attempt++) {
     const doc = await build(newSampleId());
     const stored = await startAndStoreOrder(deps, doc, requestId);
@@ -24,21 +25,21 @@ async function storeNewOrder(deps: AppDeps, build: (sampleId: string) => Promise
   }
 }
 
-export function createOrder(deps: AppDeps, teamId: string, body: CreateOrderBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+export function createOrder(deps: LabOrderDeps, teamId: string, body: CreateOrderBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
   return withIdempotencyKey(deps, teamId, 'POST /v3/order', idempotencyKey, body, async (orderId) => {
     const doc = await storeNewOrder(deps, (sampleId) => orderFromCreateRequest(deps, teamId, body, orderId, sampleId), requestId);
     return { status: 200, body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Order created successfully' } };
   });
 }
 
-export function orderUnregisteredTestkit(deps: AppDeps, teamId: string, body: UnregisteredTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+export function orderUnregisteredTestkit(deps: LabOrderDeps, teamId: string, body: UnregisteredTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
   return withIdempotencyKey(deps, teamId, 'POST /v3/order/testkit', idempotencyKey, body, async (orderId) => {
     const doc = await storeNewOrder(deps, (sampleId) => orderFromUnregisteredTestkit(deps, teamId, body, orderId, sampleId), requestId);
     return { status: 200, body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Order created successfully' } };
   });
 }
 
-export function registerTestkit(deps: AppDeps, teamId: string, body: RegisterTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+export function registerTestkit(deps: LabOrderDeps, teamId: string, body: RegisterTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
   return withIdempotencyKey(deps, teamId, 'POST /v3/order/testkit/register', idempotencyKey, body, async (orderId) => {
     const doc = await orderFromRegistration(deps, teamId, body, orderId);
     // A kit ordered unregistered (POST /v3/order/testkit) has its order: the registration binds to it.
@@ -61,7 +62,7 @@ export function registerTestkit(deps: AppDeps, teamId: string, body: RegisterTes
  * order was cancelled meanwhile, and then the patient is taken off again). `registrationId` is the request's
  * resource id, the same for a retry under one X-Idempotency-Key, which resumes where the first attempt stopped.
  */
-async function bindKitRegistration(deps: AppDeps, kit: LabOrderDoc, registration: LabOrderDoc, labTestId: string | undefined, registrationId: string): Promise<LabOrderDoc> {
+async function bindKitRegistration(deps: LabOrderDeps, kit: LabOrderDoc, registration: LabOrderDoc, labTestId: string | undefined, registrationId: string): Promise<LabOrderDoc> {
   const orders = deps.repos.labOrders;
   if (kit.registration_id === registrationId && kit.low_level_status !== 'awaiting_registration') return kit; // done before
   if (labTestId && !kit.lab_test_ids.includes(labTestId)) {
@@ -82,7 +83,7 @@ async function bindKitRegistration(deps: AppDeps, kit: LabOrderDoc, registration
 }
 
 /** After a sample failure: a new order in the same order transaction (at most one per transaction). */
-export async function orderRedraw(deps: AppDeps, teamId: string, orderId: string, requestId: string) {
+export async function orderRedraw(deps: LabOrderDeps, teamId: string, orderId: string, requestId: string) {
   const parent = await findOrder(deps, teamId, orderId);
   if (!REDRAWABLE.has(parent.low_level_status)) {
     throw badRequest(`A redraw can be ordered after a sample failure (sample_error, redraw_available); this order is ${parent.low_level_status}.`);

@@ -7,7 +7,7 @@ import { todayUtc } from '../platform/time';
 import type { CreateOrderBody, RegisterTestkitBody, UnregisteredTestkitBody } from '../../schemas/lab-order';
 import type { FieldError } from '../../schemas/validator';
 import { dottedStatus, highLevelOf, type CollectionMethod } from './statuses';
-import type { AppDeps } from '../../api/deps';
+import type { OrderViewDeps } from './order-view';
 
 /**
  * Rules of order requests beyond their JSON Schema (run once the schema passed), reported together as
@@ -31,7 +31,7 @@ function checkCountry(code: string, loc: string[], errors: FieldError[]) {
   }
 }
 
-async function checkUser(deps: AppDeps, teamId: string, userId: string, errors: FieldError[]) {
+async function checkUser(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, userId: string, errors: FieldError[]) {
   const user = await deps.repos.users.find(teamId, userId);
   if (!user || user.status !== 'active') {
     errors.push({ loc: ['body', 'user_id'], msg: `User ${userId} is not a user of your team (or is scheduled for deletion).`, type: 'value_error.user_not_found' });
@@ -39,7 +39,7 @@ async function checkUser(deps: AppDeps, teamId: string, userId: string, errors: 
 }
 
 /** The order set's tests: each must exist for the team and be active; together they need one lab and method. */
-async function resolveTests(deps: AppDeps, teamId: string, ids: string[], loc: (string | number)[], errors: FieldError[]): Promise<AnyLabTest[]> {
+async function resolveTests(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, ids: string[], loc: (string | number)[], errors: FieldError[]): Promise<AnyLabTest[]> {
   const tests: AnyLabTest[] = [];
   for (const [i, id] of ids.entries()) {
     const test = await findLabTest(deps.labCatalogue, deps.repos, teamId, id);
@@ -94,7 +94,7 @@ function events(method: CollectionMethod, lows: string[], now: Date): Pick<LabOr
 }
 
 /** POST /v3/order: the validated order document (status ordered), or a 422 naming every problem. */
-export async function orderFromCreateRequest(deps: AppDeps, teamId: string, body: CreateOrderBody, orderId: string, sampleId: string, parent?: LabOrderDoc): Promise<LabOrderDoc> {
+export async function orderFromCreateRequest(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, body: CreateOrderBody, orderId: string, sampleId: string, parent?: LabOrderDoc): Promise<LabOrderDoc> {
   const errors: FieldError[] = [];
   const ids = body.order_set?.lab_test_ids ?? (body.lab_test_id ? [body.lab_test_id] : []);
   if (!ids.length) errors.push({ loc: ['body', 'order_set', 'lab_test_ids'], msg: 'Field required: the lab tests to order (order_set.lab_test_ids).', type: 'missing' });
@@ -143,7 +143,7 @@ export async function orderFromCreateRequest(deps: AppDeps, teamId: string, body
 }
 
 /** POST /v3/order/testkit/register: an order whose events run up to testkit_registered. */
-export async function orderFromRegistration(deps: AppDeps, teamId: string, body: RegisterTestkitBody, orderId: string): Promise<LabOrderDoc> {
+export async function orderFromRegistration(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, body: RegisterTestkitBody, orderId: string): Promise<LabOrderDoc> {
   const errors: FieldError[] = [];
   await checkUser(deps, teamId, body.user_id, errors);
   checkPatient(body as Pick<CreateOrderBody, 'patient_details' | 'patient_address'>, errors);
@@ -178,7 +178,7 @@ export async function orderFromRegistration(deps: AppDeps, teamId: string, body:
 }
 
 /** The one test of a kit order: an active test-kit test (422 at `lab_test_id` otherwise). */
-async function resolveKitTest(deps: AppDeps, teamId: string, testId: string, errors: FieldError[]): Promise<AnyLabTest[]> {
+async function resolveKitTest(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, testId: string, errors: FieldError[]): Promise<AnyLabTest[]> {
   const tests = await resolveTests(deps, teamId, [testId], ['body', 'lab_test_id'], errors);
   if (tests.length && tests[0].method !== 'testkit') {
     errors.push({ loc: ['body', 'lab_test_id'], msg: `Lab test '${testId}' is a ${tests[0].method} test; only test-kit tests are allowed here.`, type: 'value_error.lab_test_method' });
@@ -190,7 +190,7 @@ async function resolveKitTest(deps: AppDeps, teamId: string, testId: string, err
  * POST /v3/order/testkit: a kit ordered without a patient (reference: "registrable testkit"). Its events run to
  * awaiting_registration; its workflow ships it and waits for `POST /v3/order/testkit/register` with its sample id.
  */
-export async function orderFromUnregisteredTestkit(deps: AppDeps, teamId: string, body: UnregisteredTestkitBody, orderId: string, sampleId: string): Promise<LabOrderDoc> {
+export async function orderFromUnregisteredTestkit(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, body: UnregisteredTestkitBody, orderId: string, sampleId: string): Promise<LabOrderDoc> {
   const errors: FieldError[] = [];
   await checkUser(deps, teamId, body.user_id, errors);
   checkCountry(body.shipping_details.country, ['body', 'shipping_details', 'country'], errors);

@@ -2,7 +2,7 @@ import { labOrderTransitions } from '../platform/metrics';
 import type { Collection, Db, Filter } from 'mongodb';
 import type { FieldCipher } from '../platform/field-encryption';
 import type { HighLevelStatus } from './statuses';
-import type { OrderEventDoc, LabOrderDoc, LabResultsDoc, IdempotencyKeyDoc } from './model';
+import type { OrderEventDoc, LabOrderDoc, LabResultsDoc } from './model';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { keysetFilter, walksIdIndex } from '../platform/database/pages';
@@ -13,7 +13,7 @@ import { listFilter, searchFilters, storedDay, type OrderListFilter } from './or
 import { PatientNameIndexStore, type NameIndexFields } from './name-index-store';
 
 /**
- * Lab orders, their results and their idempotency keys. The only code that touches these collections.
+ * Lab orders and their results. The only code that touches these collections.
  *
  * Ownership: the api inserts an order once (a new `_id`; `(team_id, sample_id)` is unique, which settles
  * racing registrations of one kit); after that only the order's workflow (`lab-order:<id>`) writes it,
@@ -21,8 +21,7 @@ import { PatientNameIndexStore, type NameIndexFields } from './name-index-store'
  * is `reencrypt` (start-up encryption of plaintext orders, `npm run reencrypt`), which rewrites only the
  * encrypted fields, and a document only where the ciphertext it read is still there.
  *
- * Patient data is encrypted at rest field by field (`PATIENT_FIELDS`, `RESULT_FIELDS`, and the stored
- * response of an idempotency key; encrypted-fields.ts): sealed on write and opened on read here, so callers
+ * Patient data is encrypted at rest field by field (`PATIENT_FIELDS`, `RESULT_FIELDS`; encrypted-fields.ts): sealed on write and opened on read here, so callers
  * see plaintext. No query filters on an encrypted field.
  */
 
@@ -62,8 +61,6 @@ type ResultField = (typeof RESULT_FIELDS)[number];
 export type StoredLabResults = Sealed<LabResultsDoc, ResultField>;
 
 /** The replayed response of a lab order request holds the whole order, patient data included: encrypted. */
-const IDEMPOTENCY_FIELDS = ['response_body'] as const;
-export type StoredIdempotencyKey = Sealed<IdempotencyKeyDoc, (typeof IDEMPOTENCY_FIELDS)[number]>;
 
 /** What a registration binds to an unregistered kit's order. */
 export type RegistrationFields = Pick<LabOrderDoc, 'user_id' | 'patient_details' | 'patient_address' | 'physician' | 'consents' | 'health_insurance_id'>;
@@ -131,20 +128,13 @@ export const RESULTS_QUERY_SHAPES: QueryShape[] = [
   { name: 'results by order id (also erasure, per order)', filter: ['_id'] },
   { name: 'reencrypt: all results, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
-const IDEMPOTENCY_INDEXES: IndexSpec[] = [{ key: { created_at: 1 }, expireAfter: 'idempotencyKeys' }];
-export const IDEMPOTENCY_QUERY_SHAPES: QueryShape[] = [
-  { name: 'key by id', filter: ['_id'] },
-  { name: 'reencrypt: every key, in _id pages', filter: ['_id'], sort: ['_id'] },
-];
-export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES, idempotency_keys: IDEMPOTENCY_INDEXES };
+export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES };
 
 export class LabOrderRepository {
   readonly orders: Collection<StoredLabOrder>;
   readonly results: Collection<StoredLabResults>;
-  readonly idempotencyKeys: Collection<StoredIdempotencyKey>;
   private readonly patientData: EncryptedFields<LabOrderDoc, PatientField>;
   private readonly resultData: EncryptedFields<LabResultsDoc, ResultField>;
-  private readonly responses: EncryptedFields<IdempotencyKeyDoc, (typeof IDEMPOTENCY_FIELDS)[number]>;
   /** The blind index of patients' names on the orders (name-index-store.ts). */
   readonly names: PatientNameIndexStore;
 
@@ -155,10 +145,8 @@ export class LabOrderRepository {
   ) {
     this.orders = db.collection('lab_orders');
     this.results = db.collection('lab_results');
-    this.idempotencyKeys = db.collection('idempotency_keys');
     this.patientData = new EncryptedFields(cipher, this.orders.collectionName, PATIENT_FIELDS);
     this.resultData = new EncryptedFields(cipher, this.results.collectionName, RESULT_FIELDS);
-    this.responses = new EncryptedFields(cipher, this.idempotencyKeys.collectionName, IDEMPOTENCY_FIELDS);
     this.names = new PatientNameIndexStore(this.orders, this.patientData, new SecretsRepository(db, cipher));
   }
 
@@ -167,7 +155,6 @@ export class LabOrderRepository {
     await createIndexes(this.orders, ORDER_INDEXES);
     await dropIndexes(this.orders, RETIRED_ORDER_INDEXES);
     await createIndexes(this.results, RESULTS_INDEXES);
-    await createIndexes(this.idempotencyKeys, IDEMPOTENCY_INDEXES, retention);
     // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
     await runOnce(this.db, 'lab-order-patient-data-encrypted', async () => void (await this.reencrypt()));
     // Orders of earlier versions get the blind index of their patient's name (a no-op on a database reencrypted above).
@@ -392,34 +379,7 @@ export class LabOrderRepository {
       // It reads and writes only the sealed fields: the stored type of `activate_by` does not concern it.
       (await this.patientData.rewriteStale(this.orders as unknown as Collection<Sealed<LabOrderDoc, PatientField>>)) +
       (await this.names.rebuild()) +
-      (await this.resultData.rewriteStale(this.results)) +
-      (await this.responses.rewriteStale(this.idempotencyKeys))
+      (await this.resultData.rewriteStale(this.results))
     );
-  }
-
-
-  // --- Idempotency keys ---
-
-  /** Claims a key (unique insert); on a duplicate returns the existing claim. */
-  async claimIdempotencyKey(doc: IdempotencyKeyDoc): Promise<{ claimed: true } | { existing: IdempotencyKeyDoc }> {
-    try {
-      await this.idempotencyKeys.insertOne(this.responses.seal(doc._id, doc));
-      return { claimed: true };
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
-      const existing = await this.idempotencyKeys.findOne({ _id: doc._id });
-      if (!existing) return this.claimIdempotencyKey(doc); // released meanwhile: claim again
-      return { existing: this.responses.open(existing) as IdempotencyKeyDoc };
-    }
-  }
-
-  async completeIdempotencyKey(id: string, status: number, body: unknown): Promise<void> {
-    const done: Partial<IdempotencyKeyDoc> = { state: 'done', response_status: status, response_body: body, completed_at: new Date() };
-    await this.idempotencyKeys.updateOne({ _id: id }, { $set: this.responses.seal(id, done) });
-  }
-
-  /** Not saved: validation failures and server errors leave the key free for a corrected retry. */
-  async releaseIdempotencyKey(id: string): Promise<void> {
-    await this.idempotencyKeys.deleteOne({ _id: id });
   }
 }

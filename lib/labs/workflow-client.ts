@@ -1,4 +1,4 @@
-import { createHash, randomInt } from 'node:crypto';
+import { randomInt } from 'node:crypto';
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowUpdateFailedError,
@@ -6,11 +6,10 @@ import {
 } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../platform/errors';
-import { timeOrderedUuid } from '../platform/keys';
 import { isWorkflowGone } from '../platform/temporal';
 import { crashPoint } from '../platform/failpoints';
 import { OrderViews } from './order-view';
-import type { IdempotencyKeyDoc, LabOrderDoc } from './model';
+import type { LabOrderDoc } from './model';
 import { todayUtc } from '../platform/time';
 import { workflowIds } from '../../workflows/ids';
 import {
@@ -24,7 +23,13 @@ import {
 } from '../../workflows/lab-order';
 import { LAB_ORDER_REFUSED, SEARCH_ATTRIBUTES } from './order-workflow-terms';
 import { dottedStatus, TERMINAL } from './statuses';
-import type { AppDeps } from '../../api/deps';
+import type { TemporalDeps } from '../platform/temporal';
+import type { OrderViewDeps } from './order-view';
+
+/** What the order requests use: the stores, the catalogue and configuration (views), and Temporal (the order's workflow). */
+export interface LabOrderDeps extends OrderViewDeps {
+  temporal: TemporalDeps;
+}
 
 /**
  * Everything that changes a lab order goes through its workflow (`lab-order:<id>`), the single owner of
@@ -37,7 +42,7 @@ import type { AppDeps } from '../../api/deps';
  * gives up (fails) after LAB_ORDER_STORE_GRACE_MS, and no order anyone can see. A retry with the same idempotency
  * key stores the order under the same id, joining that run or, once it has failed, starting a new one.
  */
-export async function startAndStoreOrder(deps: AppDeps, doc: LabOrderDoc, requestId: string): Promise<{ stored: LabOrderDoc } | { sample_taken: LabOrderDoc | null }> {
+export async function startAndStoreOrder(deps: LabOrderDeps, doc: LabOrderDoc, requestId: string): Promise<{ stored: LabOrderDoc } | { sample_taken: LabOrderDoc | null }> {
   const { temporal, repos, config } = deps;
   const workflowId = workflowIds.labOrder(doc._id);
   try {
@@ -84,18 +89,18 @@ export async function startAndStoreOrder(deps: AppDeps, doc: LabOrderDoc, reques
 /** A new sample id (`HB` + 10 digits), unique per team by index; the caller retries on the rare clash. */
 export const newSampleId = () => `HB${String(randomInt(0, 1e10)).padStart(10, '0')}`;
 
-export function orderViews(deps: AppDeps): OrderViews {
+export function orderViews(deps: LabOrderDeps): OrderViews {
   return new OrderViews(deps);
 }
 
-export async function findOrder(deps: AppDeps, teamId: string, orderId: string): Promise<LabOrderDoc> {
+export async function findOrder(deps: LabOrderDeps, teamId: string, orderId: string): Promise<LabOrderDoc> {
   const doc = await deps.repos.labOrders.find(teamId, orderId);
   if (!doc) throw notFound(`Order ${orderId} not found.`);
   return doc;
 }
 
 /** Runs a Temporal Update on the order's workflow and renders its refusals as the spec's 400s. */
-async function updateOrder<R>(deps: AppDeps, doc: LabOrderDoc, run: (handle: ReturnType<AppDeps['temporal']['client']['workflow']['getHandle']>) => Promise<R>): Promise<R> {
+async function updateOrder<R>(deps: LabOrderDeps, doc: LabOrderDoc, run: (handle: ReturnType<TemporalDeps['client']['workflow']['getHandle']>) => Promise<R>): Promise<R> {
   const handle = deps.temporal.client.workflow.getHandle(workflowIds.labOrder(doc._id));
   try {
     return await run(handle);
@@ -112,7 +117,7 @@ async function updateOrder<R>(deps: AppDeps, doc: LabOrderDoc, run: (handle: Ret
   }
 }
 
-export async function rescheduleOrder(deps: AppDeps, doc: LabOrderDoc, activateBy: string | null) {
+export async function rescheduleOrder(deps: LabOrderDeps, doc: LabOrderDoc, activateBy: string | null) {
   if (!doc.created_with_activate_by) {
     throw badRequest('This order was created without activate_by (for immediate processing) and cannot be rescheduled.');
   }
@@ -120,17 +125,17 @@ export async function rescheduleOrder(deps: AppDeps, doc: LabOrderDoc, activateB
   return (await deps.repos.labOrders.findById(doc._id))!;
 }
 
-export async function cancelOrder(deps: AppDeps, doc: LabOrderDoc) {
+export async function cancelOrder(deps: LabOrderDeps, doc: LabOrderDoc) {
   await updateOrder(deps, doc, (h) => h.executeUpdate(cancelOrderUpdate));
   return (await deps.repos.labOrders.findById(doc._id))!;
 }
 
 /** An unregistered kit's registration, once its patient is bound to the order (orders-store `bindRegistration`). */
-export async function acceptKitRegistration(deps: AppDeps, doc: LabOrderDoc, userId: string, registrationId: string) {
+export async function acceptKitRegistration(deps: LabOrderDeps, doc: LabOrderDoc, userId: string, registrationId: string) {
   return updateOrder(deps, doc, (h) => h.executeUpdate(registerTestkitUpdate, { args: [{ userId, registrationId }] }));
 }
 
-export async function simulateOrder(deps: AppDeps, doc: LabOrderDoc, request: SimulationRequest) {
+export async function simulateOrder(deps: LabOrderDeps, doc: LabOrderDoc, request: SimulationRequest) {
   return updateOrder(deps, doc, (h) => h.executeUpdate(simulateOrderUpdate, { args: [request] }));
 }
 
@@ -140,7 +145,7 @@ export async function simulateOrder(deps: AppDeps, doc: LabOrderDoc, request: Si
  * takes a correction in a short run under the same workflow id; a second identical start then fails instead of
  * recording it twice while the first runs.
  */
-export async function feedLabResults(deps: AppDeps, doc: LabOrderDoc, request: SimulationRequest, updateId: string) {
+export async function feedLabResults(deps: LabOrderDeps, doc: LabOrderDoc, request: SimulationRequest, updateId: string) {
   // An erased order is answered as an unknown one: nothing of it, results included, is taken again.
   if (doc.patient_data_erased_at) throw notFound(`Order ${doc._id} not found.`);
   if (!TERMINAL.has(doc.low_level_status)) {
@@ -167,71 +172,4 @@ export async function feedLabResults(deps: AppDeps, doc: LabOrderDoc, request: S
     throw err;
   });
   return { course: [dottedStatus(doc.method, 'corrected')] };
-}
-
-// ---------- X-Idempotency-Key ----------
-
-const IN_PROGRESS_LEASE_MS = 30_000;
-
-export interface IdempotentOutcome {
-  status: number;
-  body: unknown;
-  replayed: boolean;
-}
-
-/**
- * Runs `create(resourceId)` at most once per (team, route, key): the same key later replays the stored
- * status and body; a concurrent duplicate gets a 409; a key whose request crashed is resumed after
- * a short lease with the same resource id (so it cannot create a second order). Validation failures and
- * server errors are not stored (the key stays usable), as the reference API does.
- */
-export async function withIdempotencyKey(
-  deps: AppDeps,
-  teamId: string,
-  route: string,
-  key: string | undefined,
-  requestBody: unknown,
-  create: (resourceId: string) => Promise<{ status: number; body: unknown }>,
-): Promise<IdempotentOutcome> {
-  if (!key) return { ...(await create(timeOrderedUuid())), replayed: false };
-  const repo = deps.repos.labOrders;
-  const id = createHash('sha256').update(`${teamId}\u0000${route}\u0000${key}`).digest('hex');
-  const requestSha = createHash('sha256').update(JSON.stringify(requestBody)).digest('hex');
-  const fresh: IdempotencyKeyDoc = {
-    _id: id,
-    team_id: teamId,
-    route,
-    request_sha256: requestSha,
-    resource_id: timeOrderedUuid(),
-    state: 'pending',
-    response_status: null,
-    response_body: null,
-    created_at: new Date(),
-    completed_at: null,
-  };
-  const claim = await repo.claimIdempotencyKey(fresh);
-  let resourceId = fresh.resource_id;
-  if ('existing' in claim) {
-    const existing = claim.existing;
-    if (existing.request_sha256 !== requestSha) {
-      throw badRequest(`X-Idempotency-Key '${key}' was already used with a different request body; use a new key for a new request.`);
-    }
-    if (existing.state === 'done') return { status: existing.response_status!, body: existing.response_body, replayed: true };
-    if (Date.now() - existing.created_at.getTime() < IN_PROGRESS_LEASE_MS) {
-      throw new ApiError(409, `A request with X-Idempotency-Key '${key}' is still in progress; retry after it completes.`);
-    }
-    resourceId = existing.resource_id; // the first request died mid-way: finish its work under its id
-  }
-  try {
-    const outcome = await create(resourceId);
-    await repo.completeIdempotencyKey(id, outcome.status, outcome.body);
-    return { ...outcome, replayed: false };
-  } catch (err) {
-    if (err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 422) {
-      await repo.completeIdempotencyKey(id, err.status, { detail: err.detail });
-    } else {
-      await repo.releaseIdempotencyKey(id);
-    }
-    throw err;
-  }
 }
