@@ -21,9 +21,6 @@ const collections = INDEX_TABLE;
  */
 const DYNAMIC_COLLECTION_CALLS: Record<string, { arg: string; reaches: string }> = {
   'lib/webhooks/endpoints-store.ts': { arg: 'this.endpoints.collectionName', reaches: 'webhook_endpoints' },
-  // The one-time legacy migration (runOnce) also reads the retired webhook_queue, webhook_queue_items and
-  // webhook_deliveries_succeeded whole, once, and drops them: no query shapes to index.
-  'lib/webhooks/legacy-layout.ts': { arg: 'name', reaches: 'webhook_events, webhook_outbox, webhook_deliveries, webhook_attempts' },
 };
 /** Source the product runs (scripts/bench is left out: its raw-driver baselines use scratch `bench_raw_*` collections). */
 const SOURCE_DIRS = ['lib', 'api', 'activities', 'workflows', 'worker', 'scripts'];

@@ -4,8 +4,6 @@ import { FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { createLogger } from '../lib/platform/logger';
 import { CustomCredentialsRepository, type CustomCredentialsInput } from '../lib/tenancy/custom-credentials-store';
 import { MAX_MANAGEMENT_KEYS_PER_ORG } from '../lib/tenancy/model';
-import { TenancyRepository } from '../lib/tenancy/store';
-import { hashKey } from '../lib/platform/keys';
 import {
   AuditLogPage,
   CustomCredentials,
@@ -575,40 +573,6 @@ describe('management keys in their org document', () => {
     expect(refused.status).toBe(409);
     expect(refused.body.detail).toMatch(new RegExp(`${MAX_MANAGEMENT_KEYS_PER_ORG} management keys`));
     expect((await admin.get(org(t, '/management_key'))).body.data).toHaveLength(MAX_MANAGEMENT_KEYS_PER_ORG);
-  });
-
-  it('keys of the retired management_keys collection move into their orgs once, also with two processes at once', async () => {
-    const own = await ownDatabase(app, 'mkeys');
-    try {
-      const orgs = own.db.collection<Record<string, unknown>>('orgs');
-      const retired = own.db.collection<Record<string, unknown>>('management_keys');
-      const now = new Date();
-      await orgs.insertMany([
-        { _id: 'org-a' as never, name: 'A', created_at: now },
-        { _id: 'org-b' as never, name: 'B', created_at: now },
-      ]);
-      const value = 'hb_mgmt_migrated_key_value';
-      await retired.insertMany([
-        { _id: 'k1' as never, org_id: 'org-a', label: 'first', role: 'org_admin', team_ids: [], key_hash: hashKey(value), prefix: 'hb_mgmt_…', created_at: now },
-        { _id: 'k2' as never, org_id: 'org-a', label: 'second', role: 'team_admin', team_ids: ['t1'], key_hash: hashKey('other'), prefix: 'hb_mgmt_…', created_at: new Date(now.getTime() + 1) },
-      ]);
-      const one = new TenancyRepository(own.db);
-      const two = new TenancyRepository(own.db);
-      await Promise.all([one.ensureIndexes(), two.ensureIndexes()]);
-      expect((await one.listManagementKeys('org-a')).map((k) => [k._id, k.org_id, k.role, k.team_ids])).toEqual([
-        ['k1', 'org-a', 'org_admin', []],
-        ['k2', 'org-a', 'team_admin', ['t1']],
-      ]);
-      expect(await one.listManagementKeys('org-b')).toEqual([]);
-      expect(await one.verifyManagementKey(value)).toMatchObject({ _id: 'k1', org_id: 'org-a', label: 'first' });
-      expect((await own.db.listCollections({ name: 'management_keys' }).toArray()).length).toBe(0);
-      // A later start changes nothing, and a key deleted since is not brought back.
-      expect(await one.deleteManagementKey('org-a', 'k2', 'k1')).toHaveProperty('key');
-      await new TenancyRepository(own.db).ensureIndexes();
-      expect((await one.listManagementKeys('org-a')).map((k) => k._id)).toEqual(['k1']);
-    } finally {
-      await own.drop();
-    }
   });
 });
 

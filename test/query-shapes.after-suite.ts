@@ -12,28 +12,12 @@ import { ID_INDEX, INDEX_TABLE } from './support/index-table';
  */
 
 /**
- * Queries that read a whole collection on purpose, once per database: the start-up migrations (runOnce).
+ * Queries that read a whole collection on purpose: maintenance passes an operator runs (npm run reencrypt).
  * `collection filter-fields` (as `label` prints them) -> where and why.
  */
 const ONE_TIME_SCANS: Record<string, string> = {
-  // lib/webhooks/legacy-layout.ts: documents of the previous webhook layout, rewritten once and dropped.
-  'webhook_events {data}': 'legacy-layout.ts: events that still carry their data as a field',
-  'webhook_outbox {event_ids}': 'legacy-layout.ts: outbox entries of the previous layout',
-  'webhook_deliveries {next_attempt_at}': 'legacy-layout.ts: delivery records of the previous layout',
-  'webhook_deliveries_succeeded {}': 'legacy-layout.ts: retired collection',
-  'webhook_attempts {payload}': 'legacy-layout.ts: attempt batches of the previous layout ($or branch 1)',
-  'webhook_attempts {attempts}': 'legacy-layout.ts: attempt batches of the previous layout ($or branch 2)',
-  'webhook_queue_items {}': 'legacy-layout.ts: retired collection',
-  'webhook_queue {}': 'legacy-layout.ts: retired collection',
-  // lib/labs/orders-store.ts: orders whose activate_by earlier versions stored as a string, converted once.
-  'lab_orders {activate_by}': 'lab-orders.ts migration: activate_by strings of earlier versions become Dates',
-  // lib/webhooks/store.ts: events of earlier versions, which carry no idempotency_key, given their own id as key once.
-  'webhook_events {idempotency_key}': 'store.ts migration: events stored before producer keys were a field get one',
-  // lib/tenancy/management-keys-store.ts: management keys of the retired collection, moved into their orgs once.
-  'management_keys {}': 'management-keys-store.ts migration: every key of the retired collection',
-  'orgs {management_keys}': 'management-keys-store.ts migration: orgs that have not got their keys yet',
-  // lib/webhooks/endpoints-store.ts: endpoints whose secrets were stored in plaintext, encrypted once.
-  'webhook_endpoints {}': 'webhooks.ts reencrypt: visits every endpoint by design (the start-up encryption of plaintext secrets, npm run reencrypt)',
+  // lib/webhooks/endpoints-store.ts: the re-encryption pass visits every endpoint.
+  'webhook_endpoints {}': 'webhooks.ts reencrypt: visits every endpoint by design (npm run reencrypt)',
 };
 
 const dir = process.env.MONGO_QUERY_SHAPE_LOG;

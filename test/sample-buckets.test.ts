@@ -1,4 +1,4 @@
-import { SampleBuckets, sampleKey, type SampleBucketDoc } from '../lib/wearables/sample-buckets';
+import { sampleKey } from '../lib/wearables/sample-buckets';
 import { WearableDataRepository, type SampleDoc } from '../lib/wearables/data-store';
 import { indexBoundFields, indexesUsed } from './support/explain';
 import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './support/harness';
@@ -7,8 +7,7 @@ import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './sup
  * Timeseries samples are stored in day buckets (one document per user, resource, provider, source type and UTC
  * day; architecture rule 2), each field a column parallel to the samples' offsets in the day. These tests hold
  * the bucket store to the rules of single documents: concurrent writers lose nothing, a later value replaces
- * its timestamp's, a retried batch recognises its own writes, reads come from the index, and the layouts of
- * earlier versions (one document per sample, then one subdocument per sample) move into columns once.
+ * its timestamp's, a retried batch recognises its own writes, and reads come from the index.
  */
 let app: TestApp;
 let own: OwnDatabase;
@@ -72,7 +71,7 @@ test('a day of minute samples is one document of columns; a later value replaces
   const bucket = (await repo.buckets.findOne({ user_id: 'u-day' }))!;
   expect(bucket.offsets).toEqual(day.map((_, m) => m * 60_000));
   expect(bucket.value).toEqual(day.map((s, m) => (m === 600 ? 150 : s.value)));
-  expect({ unit: bucket.unit, timezone_offset: bucket.timezone_offset, type: bucket.type, samples: bucket.samples }).toEqual({ unit: 'bpm', timezone_offset: 0, type: undefined, samples: undefined });
+  expect({ unit: bucket.unit, timezone_offset: bucket.timezone_offset, type: bucket.type }).toEqual({ unit: 'bpm', timezone_offset: 0, type: undefined });
   expect([(bucket.ingest_key as string[])[600], (bucket.change as string[])[600], (bucket.ingest_key as string[])[599], (bucket.change as string[])[599]]).toEqual(['k2', 'updated', 'k1', 'created']);
   expect(bucket.version).toBe(2);
 });
@@ -103,28 +102,6 @@ test('reads select the buckets of the range through the index', async () => {
     .explain('queryPlanner');
   expect(indexesUsed(plan)).toEqual(['team_id_1_user_id_1_resource_1_day_1']);
   expect(indexBoundFields(plan)).toEqual(expect.arrayContaining(['day', 'resource', 'team_id', 'user_id']));
-});
-
-test('samples stored one per document by earlier versions move into buckets once, never over a newer value', async () => {
-  const legacy = await ownDatabase(app, 'legacy_samples');
-  try {
-    const older = new WearableDataRepository(legacy.db);
-    const docs = Array.from({ length: 30 }, (_, m) => sample('u-old', m, 80));
-    await legacy.db.collection('samples').insertMany(docs as never[]);
-    // Written by this version before the move ran (say, by another process): kept over the old value.
-    await older.writeSamples([sample('u-old', 3, 99, 'new')], replaceIfChanged);
-    await older.ensureIndexes();
-    const moved = await older.findSamples({ teamId: 'team', userId: 'u-old', resource: 'heartrate', from: new Date(`${DAY}T00:00:00Z`), to: new Date(`${DAY}T23:59:59Z`) });
-    expect(moved).toHaveLength(30);
-    expect(moved.map((s) => s._id)).toEqual(docs.map((d) => d._id));
-    expect(moved[3]).toMatchObject({ value: 99 });
-    expect(moved[4]).toMatchObject({ value: 80, unit: 'bpm', timezone_offset: 0 });
-    const bucket = (await older.buckets.findOne({ user_id: 'u-old' }))!;
-    expect([(bucket.ingest_key as string[])[3], (bucket.ingest_key as string[])[4]]).toEqual(['new', 'k1']);
-    expect(await legacy.db.listCollections({ name: 'samples' }).toArray()).toEqual([]);
-  } finally {
-    await legacy.drop();
-  }
 });
 
 test('a write reports its samples in the order given, bucket by bucket, whatever order the buckets finished in', async () => {
@@ -183,59 +160,3 @@ test('a retried batch recognises its own writes: its samples come back unchanged
   expect((await repo.buckets.findOne({ user_id: 'u-retry' }))!.version).toBe(2); // retries wrote nothing
 });
 
-/** A bucket as the previous version stored it: one subdocument per sample, keyed by its offset in the day (ms). */
-function slotMapBucket(userId: string, slots: Record<number, Record<string, unknown>>): SampleBucketDoc {
-  const now = new Date();
-  const samples = Object.fromEntries(Object.entries(slots).map(([minute, slot]) => [String(Number(minute) * 60_000), slot]));
-  return { _id: `${userId}:heartrate:oura:ring:${DAY}`, team_id: 'team', user_id: userId, resource: 'heartrate', provider: 'oura', source_type: 'ring', day: new Date(`${DAY}T00:00:00Z`), samples, version: 1, created_at: now, updated_at: now } as SampleBucketDoc;
-}
-const oldSlot = (value: number, extra: Record<string, unknown> = {}) => ({ value, unit: 'bpm', timezone_offset: 3600, ingest_key: 'old', ...extra });
-
-test('slot-map buckets of the previous version are read as they are, then rewritten into columns once, by two processes at once, with a writer racing them', async () => {
-  const legacy = await ownDatabase(app, 'slot_maps');
-  try {
-    const older = new WearableDataRepository(legacy.db);
-    const buckets = Array.from({ length: 120 }, (_, u) => slotMapBucket(`u-map-${u}`, Object.fromEntries(Array.from({ length: 30 }, (_, m) => [m, oldSlot(50 + u)]))));
-    // Every field the slot map could hold: a type, an interval, an update mark, blood pressure.
-    const start = new Date(`${DAY}T00:01:00Z`);
-    buckets[0] = slotMapBucket('u-map-0', { 0: oldSlot(50, { type: 'resting', change: 'updated' }), 2: oldSlot(51, { start, end: start }), 5: { systolic: 120, diastolic: 80, unit: 'mmHg', timezone_offset: 3600, ingest_key: 'old' } });
-    await legacy.db.collection('sample_buckets').insertMany(buckets as never[]);
-    const readOf = (userId: string) => older.findSamples({ teamId: 'team', userId, resource: 'heartrate', from: new Date(`${DAY}T00:00:00Z`), to: new Date(`${DAY}T23:59:59Z`) });
-
-    const fields = (samples: SampleDoc[] | Awaited<ReturnType<typeof readOf>>) =>
-      samples.map(({ _id, timestamp, value, systolic, diastolic, unit, type, timezone_offset, start, end }) => ({ _id, timestamp, value, systolic, diastolic, unit, type, timezone_offset, start, end }));
-    const before = fields(await readOf('u-map-0'));
-    expect(before.map((s) => [s.timestamp.getTime() % 86_400_000, s.value, s.type, s.start, s.systolic])).toEqual([
-      [0, 50, 'resting', undefined, undefined],
-      [120_000, 51, null, start, undefined],
-      [300_000, undefined, null, undefined, 120],
-    ]);
-    // A write into a slot-map bucket (before the move got to it) rewrites it into columns, keeping its other samples.
-    await older.writeSamples([sample('u-map-1', 40, 99, 'new')], replaceIfChanged);
-    expect(Object.keys((await older.buckets.findOne({ user_id: 'u-map-1' }))!)).not.toContain('samples');
-    expect(await readOf('u-map-1')).toHaveLength(31);
-
-    // Two processes move the buckets at once while a third writes into one of them.
-    const [a, b] = [new SampleBuckets(older.buckets), new SampleBuckets(older.buckets)];
-    const [, , racing] = await Promise.all([a.moveSlotMapsIntoColumns(), b.moveSlotMapsIntoColumns(), older.writeSamples([sample('u-map-77', 3, 200, 'new'), sample('u-map-77', 45, 201, 'new')], replaceIfChanged)]);
-    expect(racing.map((w) => w.outcome)).toEqual(['updated', 'created']);
-    expect(await older.buckets.countDocuments({ samples: { $exists: true } })).toBe(0);
-    for (const bucket of await older.buckets.find({ user_id: { $nin: ['u-map-1', 'u-map-77'] } }).toArray()) {
-      expect({ id: bucket._id, version: bucket.version }).toEqual({ id: bucket._id, version: 2 }); // rewritten once, not twice
-    }
-    expect((await readOf('u-map-77')).map((s) => s.value)).toEqual([...Array(3).fill(127), 200, ...Array(26).fill(127), 201]);
-    const moved = (await older.buckets.findOne({ user_id: 'u-map-5' }))!;
-    expect(moved).toMatchObject({ offsets: Array.from({ length: 30 }, (_, m) => m * 60_000), value: 55, unit: 'bpm', timezone_offset: 3600, ingest_key: 'old', change: 'created' });
-    expect(fields(await readOf('u-map-0'))).toEqual(before);
-    expect((await older.buckets.findOne({ user_id: 'u-map-0' }))!).toMatchObject({ type: ['resting', null, null], change: ['updated', 'created', 'created'], systolic: [null, null, 120], unit: ['bpm', 'bpm', 'mmHg'] });
-
-    // Repeatable (after a crash, or a bucket an earlier version still running wrote since): only slot maps are touched.
-    await legacy.db.collection('sample_buckets').insertOne(slotMapBucket('u-map-late', { 0: oldSlot(70) }) as never);
-    await older.ensureIndexes();
-    await a.moveSlotMapsIntoColumns();
-    expect((await older.buckets.findOne({ user_id: 'u-map-late' }))!).toMatchObject({ offsets: [0], value: 70, version: 2 });
-    expect((await older.buckets.findOne({ user_id: 'u-map-5' }))!.version).toBe(2);
-  } finally {
-    await legacy.drop();
-  }
-});

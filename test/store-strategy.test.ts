@@ -35,3 +35,17 @@ test('on MongoDB a first page carries no sentinel and no list walks the _id inde
   useStore('documentdb');
   expect(await walksIdIndex(coll, 1)).toBe(true); // the whole collection matches: the _id walk
 });
+
+test('the migration machinery (runOnce, kept for the first real migration) runs a migration once, however many processes start together', async () => {
+  const { runOnce } = await import('../lib/platform/database/migrations');
+  let runs = 0;
+  const migrate = async () => {
+    runs++;
+  };
+  await Promise.all([runOnce(mongo.db, 'probe', migrate), runOnce(mongo.db, 'probe', migrate)]);
+  await runOnce(mongo.db, 'probe', migrate);
+  // Two that start together may both run it (a migration must be idempotent); a later start-up never does.
+  expect(runs).toBeGreaterThanOrEqual(1);
+  expect(runs).toBeLessThanOrEqual(2);
+  expect(await mongo.db.collection('migrations').countDocuments({ _id: 'probe' as never })).toBe(1);
+});

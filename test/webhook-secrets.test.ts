@@ -14,8 +14,7 @@ import { rawText } from './support/raw';
 
 /**
  * Webhook signing secrets at rest: encrypted with AES-256-GCM under DATA_ENCRYPTION_KEYS (never plaintext in the
- * database), readable across a data key rotation, plaintext secrets of earlier versions encrypted by a start-up
- * migration; and secret rotation that keeps every secret inside its overlap, with a capped rate (429).
+ * database), readable across a data key rotation; and secret rotation that keeps every secret inside its overlap, with a capped rate (429).
  * Real app, worker (scripts/test.mjs), database and receivers.
  */
 
@@ -252,18 +251,6 @@ describe('stored secrets across data key rotation and versions (own database)', 
   });
   afterAll(() => own?.drop());
 
-  test('plaintext secrets of an earlier version are encrypted by the start-up migration', async () => {
-    const legacy = endpoint(generateSecret());
-    await db.collection<Record<string, unknown>>('webhook_endpoints').insertOne({ ...legacy } as never);
-    expect(rawText(await rawEndpoint(db, legacy._id))).toContain(legacy.secrets[0].key);
-
-    const repository = repo(oldKey);
-    await repository.ensureIndexes(); // what api and worker run at start-up
-    const text = rawText(await rawEndpoint(db, legacy._id));
-    expect(text).not.toContain('whsec_');
-    expect((await repository.getEndpoint(legacy._id))!.secrets[0].key).toBe(legacy.secrets[0].key);
-  });
-
   test('after a new key becomes current, old records stay readable; `npm run reencrypt` moves them to the new key', async () => {
     const secret = generateSecret();
     const before = endpoint(secret);
@@ -281,7 +268,7 @@ describe('stored secrets across data key rotation and versions (own database)', 
 
     // Rotation step 2: the re-encryption script, as an operator runs it (compiled, real process).
     const output = await runScript('scripts/reencrypt.js', { MONGO_DB: own.name, DATA_ENCRYPTION_KEYS: `${newKey},${oldKey}` });
-    expect(JSON.parse(output.trim().split('\n').pop()!)).toMatchObject({ current_key_id: 'new', rewritten: { webhooks: 2 } });
+    expect(JSON.parse(output.trim().split('\n').pop()!)).toMatchObject({ current_key_id: 'new', rewritten: { webhooks: 1 } });
     const ids = [before._id, after._id];
     for (const id of ids) expect((await rawEndpoint(db, id))!.secrets[0].key.key_id).toBe('new');
 

@@ -6,7 +6,6 @@ import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { retentionFrom } from '../lib/platform/database/indexes';
 import { connectTemporal } from '../lib/platform/temporal';
 import { startWorkerHeartbeat } from './heartbeat';
-import { deleteRetiredMaintenanceSchedule } from './maintenance-schedule';
 import { startWebhookSweeper } from './webhook-sweeper';
 import { createWorker, installRuntimeLogger } from './worker';
 import { startProviderSubscriptionsSchedule } from './provider-subscriptions-schedule';
@@ -30,7 +29,6 @@ async function main(): Promise<void> {
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const { worker, providerWorkers, connection, closeSenders } = await createWorker(config, repos, logger, temporal, sdkMetricsPort);
   await startWebhookSweeper(config, temporal, logger);
-  await deleteRetiredMaintenanceSchedule(temporal, logger);
   await startProviderSubscriptionsSchedule(temporal, logger);
 
   let stopping = false;

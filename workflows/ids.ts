@@ -13,8 +13,6 @@ export const workflowIds = {
   providerSubscriptionsRun: (taskQueue: string) => `provider-subscriptions-run:${taskQueue}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
-  /** The hourly retention Schedule of earlier versions (TTL indexes replaced it; workers delete it at boot). */
-  retiredMaintenanceSchedule: (taskQueue: string) => `maintenance:${taskQueue}`,
   /** One sweeper per task queue, started by the worker at boot. */
   webhookSweeper: (taskQueue: string) => `webhook-sweeper:${taskQueue}`,
 } as const;

@@ -4,7 +4,6 @@ import {
   condition,
   defineQuery,
   defineUpdate,
-  patched,
   proxyLocalActivities,
   setHandler,
   upsertSearchAttributes,
@@ -256,7 +255,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   // An unregistered kit (POST /v3/order/testkit) ships now and waits in awaiting_registration, without a requisition,
   // until it is registered (then requisition_created and testkit_registered, as a kit registered at once), cancelled
   // or erased.
-  if (low === 'awaiting_registration' && patched('unregistered-testkit')) {
+  if (low === 'awaiting_registration') {
     await serialized(() => writes.dispatchOrderToLab({ orderId }));
     await condition(() => registrationRequested !== null || waitingOnSomething());
     if (!waitingOnSomething()) {

@@ -1,4 +1,4 @@
-import { ActivityFailure, condition, continueAsNew, defineSignal, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { PageOutcome, WearableActivities } from '../activities/wearables';
 import type { PageCursor } from '../lib/wearables/providers/contract';
 
@@ -58,9 +58,9 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
   const { connectionId } = input;
 
   const stopped = () => stopRequested;
-  // Patch `revoke-on-stop` (README "Changing a workflow"): a stopped real connection's access is revoked at the provider.
+  // A stopped real connection's access is revoked at the provider.
   const end = async (): Promise<{ stopped: true }> => {
-    if (patched('revoke-on-stop')) await acts.revokeProviderAccess({ connectionId });
+    await acts.revokeProviderAccess({ connectionId });
     return { stopped: true };
   };
 
@@ -172,18 +172,13 @@ async function pullResource(connectionId: string, resource: string, retry: PullR
     const retriesLeft = retry.enabled && attempt < retry.quota;
     const request = { connectionId, resource, attempt, retriesLeft, retryingEnabled: retry.enabled };
     let outcome: Awaited<ReturnType<WearableActivities['pullHistoricalResource']>>;
-    // Patch `pull-gives-up` (README "Changing a workflow"): runs started before it retry for ever.
-    if (patched('pull-gives-up')) {
-      const bounded = proxyActivities<WearableActivities>({ ...activityOptions, scheduleToCloseTimeout: retry.giveUpAfterMs ?? DEFAULT_GIVE_UP_AFTER_MS });
-      try {
-        outcome = await bounded.pullHistoricalResource(request);
-      } catch (err) {
-        if (!(err instanceof ActivityFailure)) throw err;
-        await acts.giveUpHistoricalPull({ connectionId, resource, message: err.cause?.message ?? err.message });
-        return;
-      }
-    } else {
-      outcome = await acts.pullHistoricalResource(request);
+    const bounded = proxyActivities<WearableActivities>({ ...activityOptions, scheduleToCloseTimeout: retry.giveUpAfterMs ?? DEFAULT_GIVE_UP_AFTER_MS });
+    try {
+      outcome = await bounded.pullHistoricalResource(request);
+    } catch (err) {
+      if (!(err instanceof ActivityFailure)) throw err;
+      await acts.giveUpHistoricalPull({ connectionId, resource, message: err.cause?.message ?? err.message });
+      return;
     }
     if (outcome !== 'retrying') return;
     const waitMs = Math.min(retry.initialMs * 2 ** (attempt - 1), retry.maxMs);

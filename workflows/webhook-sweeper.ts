@@ -1,4 +1,4 @@
-import { continueAsNew, patched, proxyActivities, sleep } from '@temporalio/workflow';
+import { continueAsNew, proxyActivities, sleep } from '@temporalio/workflow';
 import type { WebhookDeliveryActivities } from '../activities/webhook-delivery';
 import type { MaintenanceActivities } from '../activities/maintenance';
 
@@ -28,10 +28,7 @@ const { finishStrandedConnectionSteps } = proxyActivities<MaintenanceActivities>
 export async function webhookSweeperWorkflow(input: WebhookSweeperInput): Promise<void> {
   for (let i = 0; i < 100; i++) {
     await sweepWebhooks({ graceMs: input.graceMs });
-    // Added to a running loop: a run recorded before this step replays without it (README "Changing a workflow").
-    if (patched('sweep-connection-steps')) {
-      await finishStrandedConnectionSteps({ graceMs: input.connectionStepsGraceMs ?? DEFAULT_CONNECTION_STEPS_GRACE_MS });
-    }
+    await finishStrandedConnectionSteps({ graceMs: input.connectionStepsGraceMs ?? DEFAULT_CONNECTION_STEPS_GRACE_MS });
     await sleep(input.intervalMs);
   }
   await continueAsNew<typeof webhookSweeperWorkflow>(input);

@@ -6,8 +6,7 @@ import type { OrderEventDoc, LabOrderDoc, LabResultsDoc } from './model';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { keysetFilter, walksIdIndex } from '../platform/database/pages';
-import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
-import { runOnce } from '../platform/database/migrations';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import { SecretsRepository } from '../platform/secrets-store';
 import { listFilter, searchFilters, storedDay, type OrderListFilter } from './order-list-filter';
 import { PatientNameIndexStore, type NameIndexFields } from './name-index-store';
@@ -89,15 +88,6 @@ const ORDER_INDEXES: IndexSpec[] = [
   // Multikey: one entry per name token (blind-index.ts); serves `patient_name` and the name branch of `search_input`.
   { key: { team_id: 1, patient_name_tokens: 1, _id: -1 } },
 ];
-/** Indexes of earlier versions (lists sorted by `created_at`), dropped at start. */
-const RETIRED_ORDER_INDEXES: IndexSpec['key'][] = [
-  { team_id: 1, created_at: -1 },
-  { team_id: 1, user_id: 1, created_at: -1 },
-  { team_id: 1, low_level_status: 1, created_at: -1 },
-  { team_id: 1, interpretation: 1, created_at: -1 },
-  { team_id: 1, activate_by: 1, created_at: -1 },
-  { team_id: 1, order_transaction_id: 1, created_at: -1 },
-];
 
 /** In the filter of every write of an order's data but its erasure: an erased order takes no data again. */
 const NOT_ERASED = { patient_data_erased_at: { $exists: false } } as const;
@@ -139,7 +129,7 @@ export class LabOrderRepository {
   readonly names: PatientNameIndexStore;
 
   constructor(
-    private readonly db: Db,
+    db: Db,
     /** Encrypts patient data at rest (DATA_ENCRYPTION_KEYS). */
     cipher: FieldCipher,
   ) {
@@ -153,20 +143,7 @@ export class LabOrderRepository {
 
   async ensureIndexes(retention?: Retention): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
-    await dropIndexes(this.orders, RETIRED_ORDER_INDEXES);
     await createIndexes(this.results, RESULTS_INDEXES);
-    // Orders, results and responses stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
-    await runOnce(this.db, 'lab-order-patient-data-encrypted', async () => void (await this.reencrypt()));
-    // Orders of earlier versions get the blind index of their patient's name (a no-op on a database reencrypted above).
-    await runOnce(this.db, 'lab-order-patient-name-index', async () => void (await this.names.rebuild()));
-    // Earlier versions stored `activate_by` as a `YYYY-MM-DD` string: each becomes a Date, once (the condition
-    // in each write keeps a value changed meanwhile).
-    await runOnce(this.db, 'lab-order-activate-by-dates', async () => {
-      for (const doc of await this.orders.find({ activate_by: { $type: 'string' } }, { projection: { activate_by: 1 } }).toArray()) {
-        const day = doc.activate_by as string;
-        await this.orders.updateOne({ _id: doc._id, activate_by: day }, { $set: { activate_by: storedDay(day) } });
-      }
-    });
   }
 
   private opened(doc: StoredLabOrder): LabOrderDoc;

@@ -1,5 +1,5 @@
 import type { Collection, Db, Filter } from 'mongodb';
-import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
 import { logPage, type Page } from '../platform/database/pages';
 
 export type AuditStatus = 'pending' | 'succeeded' | 'failed';
@@ -30,13 +30,6 @@ export interface AuditEntryDoc {
 export const AUDIT_LOG_INDEXES: Record<'audit_log', IndexSpec[]> = {
   audit_log: [{ key: { org_id: 1, _id: -1 } }, { key: { org_id: 1, team_id: 1, _id: -1 } }, { key: { org_id: 1, action: 1, _id: -1 } }],
 };
-/** Indexes of earlier versions (pages sorted by `created_at`), dropped at start. */
-const RETIRED_AUDIT_LOG_INDEXES: IndexSpec['key'][] = [
-  { org_id: 1, created_at: -1, _id: -1 },
-  { org_id: 1, team_id: 1, created_at: -1, _id: -1 },
-  { org_id: 1, action: 1, created_at: -1, _id: -1 },
-];
-
 /** Every query AuditLogRepository issues (test/indexes.test.ts). */
 export const AUDIT_LOG_QUERY_SHAPES: Record<'audit_log', QueryShape[]> = {
   audit_log: [
@@ -58,7 +51,6 @@ export class AuditLogRepository {
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.entries, AUDIT_LOG_INDEXES.audit_log);
-    await dropIndexes(this.entries, RETIRED_AUDIT_LOG_INDEXES);
   }
 
   /** Records changes about to be made (status pending). */

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Collection, Db, Filter } from 'mongodb';
+import type { Collection, Filter } from 'mongodb';
 import { ApiError } from '../platform/errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX, mintKey, sameHash } from '../platform/keys';
 import {
@@ -22,29 +22,10 @@ import {
  */
 export class ManagementKeyStore {
   constructor(
-    private readonly db: Db,
     private readonly orgs: Collection<StoredOrg>,
     /** The org's teams among `teamIds` (the tenancy store's read). */
     private readonly teamsOf: (orgId: string, teamIds: string[]) => Promise<TeamDoc[]>,
   ) {}
-
-  /**
-   * Moves the keys of the retired `management_keys` collection into their orgs' documents, then drops it. Each
-   * org is given its keys in one write, only while it has none yet, so two processes running this at once (or a
-   * run after a crash) neither duplicate nor bring back a key deleted meanwhile.
-   */
-  async moveManagementKeysIntoOrgs(): Promise<void> {
-    const retired = this.db.collection<ManagementKeyDoc>('management_keys');
-    const byOrg = new Map<string, StoredManagementKey[]>();
-    for (const { org_id: orgId, ...key } of await retired.find({}).sort({ created_at: 1, _id: 1 }).toArray()) {
-      byOrg.set(orgId, [...(byOrg.get(orgId) ?? []), key]);
-    }
-    for (const [orgId, keys] of byOrg) {
-      await this.orgs.updateOne({ _id: orgId, management_keys: { $exists: false } }, { $set: { management_keys: keys, management_keys_version: 1 } });
-    }
-    await this.orgs.updateMany({ management_keys: { $exists: false } }, { $set: { management_keys: [], management_keys_version: 0 } });
-    await retired.drop().catch(() => undefined);
-  }
 
   /** The org's keys and their version (the precondition of the next change); null when there is no such org. */
   private async keyRing(orgId: string): Promise<{ keys: ManagementKeyDoc[]; version: number | null } | null> {

@@ -3,7 +3,6 @@ import type { Collection, Db, Filter } from 'mongodb';
 import { ApiError } from '../platform/errors';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
-import { runOnce } from '../platform/database/migrations';
 import { ManagementKeyStore } from './management-keys-store';
 import { TeamApiKeyStore } from './team-api-keys-store';
 import {
@@ -101,13 +100,13 @@ export class TenancyRepository {
   /** The org's management keys, in the org's document. */
   private readonly managementKeys: ManagementKeyStore;
 
-  constructor(private readonly db: Db) {
+  constructor(db: Db) {
     this.orgs = db.collection('orgs');
     this.teams = db.collection('teams');
     this.teamApiKeys = db.collection('team_api_keys');
     this.teamKeys = new TeamApiKeyStore(this.teamApiKeys, (orgId, teamId, insert, takeBack) => this.addToLiveTeam(orgId, teamId, insert, takeBack));
     this.system = db.collection('system');
-    this.managementKeys = new ManagementKeyStore(db, this.orgs, (orgId, teamIds) => this.listTeams(orgId, teamIds));
+    this.managementKeys = new ManagementKeyStore(this.orgs, (orgId, teamIds) => this.listTeams(orgId, teamIds));
   }
 
   async ensureIndexes(): Promise<void> {
@@ -115,12 +114,6 @@ export class TenancyRepository {
     await createIndexes(this.teams, TENANCY_INDEXES.teams);
     await createIndexes(this.teamApiKeys, TENANCY_INDEXES.team_api_keys);
     await createIndexes(this.system, TENANCY_INDEXES.system);
-    // Superseded by the longer indexes above (same leading fields); dropped so writes do not maintain them.
-    await this.teams.dropIndex('org_id_1_created_at_1').catch(() => undefined);
-    await this.teamApiKeys.dropIndex('org_id_1_team_id_1').catch(() => undefined);
-    await runOnce(this.db, 'management-keys-into-orgs', () => this.managementKeys.moveManagementKeysIntoOrgs());
-    // Retired with the document locks it held (every race is now settled by a conditional write).
-    await runOnce(this.db, 'document-locks-retired', async () => void (await this.db.dropCollection('document_locks').catch(() => false)));
   }
 
   // ---------------------------------------------------------------- orgs

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { keysetFilter, walksIdIndex } from '../platform/database/pages';
-import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
 
@@ -93,12 +93,6 @@ export class UserRepository {
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.users, USER_INDEXES.users);
-    // Indexes of earlier versions, superseded by those above; dropped so writes do not maintain them.
-    await dropIndexes(this.users, [
-      { team_id: 1, status: 1, created_on: 1 },
-      { team_id: 1, client_user_id: 1 },
-      { team_id: 1, status: 1, created_on: 1, _id: 1 },
-    ]);
   }
 
   /** Inserts, or returns the user already holding the client_user_id (the unique index decides races). */

@@ -103,8 +103,6 @@ export class ConnectionRepository {
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.connections, CONNECTION_INDEXES.connections);
     await createIndexes(this.errors, CONNECTION_INDEXES.connection_errors);
-    // Superseded by the connection_key index (a deregistered connection no longer blocks a new one).
-    await this.connections.dropIndex('team_id_1_user_id_1_provider_1').catch(() => undefined);
   }
 
   /** Inserts a live connection; `conflict` when the user already has one to this provider. */

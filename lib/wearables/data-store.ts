@@ -1,7 +1,6 @@
 import type { AnyBulkWriteOperation, Collection, Db } from 'mongodb';
 import { insertIgnoringDuplicates, retryTransient } from '../platform/database/bulk';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
-import { runOnce } from '../platform/database/migrations';
 import { SampleBuckets, type SampleBucketDoc, type SampleQuery, type SampleReading, type SampleWrite } from './sample-buckets';
 
 /** How a stored summary or sample came to hold its current value: the write that created or last changed it. */
@@ -90,7 +89,6 @@ export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'sample_buckets' |
   sample_buckets: [
     { name: "a user's day buckets of one resource in a day range (flat and grouped reads)", filter: ['team_id', 'user_id', 'resource', 'day'], sort: ['day'], residual: ['provider'] },
     { name: 'buckets by id (ingestion reads the days it writes, and writes them conditional on the version read)', filter: ['_id'], residual: ['version', 'samples'] },
-    { name: 'the move into columns: buckets still holding the slot map of earlier versions, in _id pages', filter: ['_id'], sort: ['_id'], residual: ['samples'] },
     { name: "erase a user's buckets", filter: ['team_id', 'user_id'] },
   ],
   samples: [
@@ -111,15 +109,12 @@ export class WearableDataRepository {
   readonly summaries: Collection<SummaryDoc>;
   readonly buckets: Collection<SampleBucketDoc>;
   readonly streams: Collection<WorkoutStreamDoc>;
-  /** Samples one document each, as earlier versions stored them (moved into buckets once, then dropped). */
-  private readonly legacySamples: Collection<SampleDoc>;
   private readonly sampleBuckets: SampleBuckets;
 
-  constructor(private readonly db: Db) {
+  constructor(db: Db) {
     this.summaries = db.collection('summaries');
     this.buckets = db.collection('sample_buckets');
     this.streams = db.collection('workout_streams');
-    this.legacySamples = db.collection('samples');
     this.sampleBuckets = new SampleBuckets(this.buckets);
   }
 
@@ -127,24 +122,6 @@ export class WearableDataRepository {
     await createIndexes(this.summaries, WEARABLE_DATA_INDEXES.summaries);
     await createIndexes(this.buckets, WEARABLE_DATA_INDEXES.sample_buckets);
     await createIndexes(this.streams, WEARABLE_DATA_INDEXES.workout_streams);
-    await runOnce(this.db, 'samples-into-day-buckets', () => this.moveSamplesIntoBuckets());
-    // After the move above, which writes columns already (and rewrites any slot-map bucket it touches).
-    await runOnce(this.db, 'sample-buckets-into-columns', () => this.sampleBuckets.moveSlotMapsIntoColumns());
-  }
-
-  /**
-   * Moves the one-document-per-sample collection of earlier versions into day buckets, a page at a time: each
-   * page's samples are merged into their buckets where the bucket has no value for that timestamp yet (a value
-   * written by this version meanwhile is newer), then the page is deleted. Repeatable after a crash.
-   */
-  private async moveSamplesIntoBuckets(): Promise<void> {
-    for (;;) {
-      const page = await this.legacySamples.find({ _id: { $gt: '' } }).sort({ _id: 1 }).limit(5_000).toArray();
-      if (!page.length) break;
-      await this.writeSamples(page, () => null); // a sample already in a bucket was written by this version: it stays
-      await this.legacySamples.deleteMany({ _id: { $in: page.map((d) => d._id) } });
-    }
-    await this.legacySamples.drop().catch(() => undefined);
   }
 
   /** Inserts what is new; returns the ids that already existed. */

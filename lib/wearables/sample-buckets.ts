@@ -43,8 +43,6 @@ export interface SampleBucketDoc extends WearableSeries {
   timezone_offset?: Column<number>;
   ingest_key?: Column<string>;
   change?: Column<IngestMark['change']>;
-  /** The layout of earlier versions, one subdocument per sample keyed by its offset: rewritten into columns once. */
-  samples?: Record<string, StoredSample>;
   version: number;
   created_at: Date;
   updated_at: Date;
@@ -96,21 +94,18 @@ function sampleAt(bucket: SampleBucketDoc, i: number): StoredSample {
   return sample;
 }
 
-/** A bucket's samples by offset, whichever layout it is in. */
+/** A bucket's samples by offset. */
 function openBucket(bucket: SampleBucketDoc | undefined): Map<number, StoredSample> {
   const held = new Map<number, StoredSample>();
-  if (!bucket) return held;
-  bucket.offsets?.forEach((offset, i) => held.set(offset, sampleAt(bucket, i)));
-  // A slot map: a bucket not yet rewritten into columns, or a slot an earlier version wrote since (the newer value).
-  for (const [slot, stored] of Object.entries(bucket.samples ?? {})) held.set(Number(slot), { ...stored, type: stored.type ?? null, change: stored.change ?? 'created' });
+  bucket?.offsets?.forEach((offset, i) => held.set(offset, sampleAt(bucket, i)));
   return held;
 }
 
-/** The update that stores `held` as the bucket's columns (whole), clearing the columns and the slot map it no longer has. */
+/** The update that stores `held` as the bucket's columns (whole), clearing the columns it no longer has. */
 function columnsUpdate(held: Map<number, StoredSample>) {
   const offsets = [...held.keys()].sort((a, b) => a - b);
   const set: Record<string, unknown> = { offsets };
-  const unset: Record<string, ''> = { samples: '' };
+  const unset: Record<string, ''> = {};
   for (const field of COLUMN_FIELDS) {
     const values = offsets.map((offset) => held.get(offset)![field] ?? null);
     const first = values[0];
@@ -119,9 +114,6 @@ function columnsUpdate(held: Map<number, StoredSample>) {
   }
   return { set, unset };
 }
-
-/** Every column unset: a slot-map bucket's columns, once converted, replace whatever it had. */
-const NO_COLUMNS = Object.fromEntries(['offsets', ...COLUMN_FIELDS].map((field) => [field, undefined]));
 
 /**
  * A sample of a read: a view of its bucket's columns (the bucket, the sample's index and time), its fields read
@@ -180,8 +172,7 @@ function samplesOfDay(buckets: SampleBucketDoc[], q: SampleQuery): BucketSample[
   const toMs = q.to.getTime();
   const afterMs = q.after?.timestamp.getTime();
   const out: BucketSample[] = [];
-  for (const stored of buckets) {
-    const bucket = stored.samples ? { ...stored, ...NO_COLUMNS, ...columnsUpdate(openBucket(stored)).set } : stored; // not yet in columns
+  for (const bucket of buckets) {
     const { offsets = [] } = bucket;
     const base = bucket.day.getTime();
     const prefix = seriesPrefix(bucket.user_id, bucket.resource, bucket.provider, bucket.source_type);
@@ -197,8 +188,7 @@ function samplesOfDay(buckets: SampleBucketDoc[], q: SampleQuery): BucketSample[
 }
 
 /**
- * The sample buckets of `sample_buckets`: writes, reads and the move of earlier versions' slot maps into
- * columns. Every bucket write is one insert or one update conditional on the version read.
+ * The sample buckets of `sample_buckets`: writes and reads. Every bucket write is one insert or one update conditional on the version read.
  */
 export class SampleBuckets {
   constructor(readonly collection: Collection<SampleBucketDoc>) {}
@@ -333,26 +323,6 @@ export class SampleBuckets {
       if (samples.length) yield samples;
     } finally {
       await cursor.close();
-    }
-  }
-
-  /**
-   * Rewrites the buckets earlier versions stored as slot maps into columns, in `_id` pages, each in one update
-   * conditional on the version read. Repeatable after a crash (what is left still has `samples`), and safe with
-   * another process doing the same (a bucket it got to first no longer has `samples`, or a newer version).
-   */
-  async moveSlotMapsIntoColumns(): Promise<void> {
-    for (let after = ''; ; ) {
-      const page = await this.collection.find({ _id: { $gt: after }, samples: { $exists: true } }).sort({ _id: 1 }).limit(50).toArray();
-      if (!page.length) return;
-      await Promise.all(page.map((bucket) => this.rewriteInColumns(bucket)));
-      after = page[page.length - 1]._id;
-    }
-  }
-
-  private async rewriteInColumns(bucket: SampleBucketDoc | null): Promise<void> {
-    while (bucket && !(await this.update(bucket, openBucket(bucket), bucket.updated_at))) {
-      bucket = await this.collection.findOne({ _id: bucket._id, samples: { $exists: true } }); // changed meanwhile: again, unless done
     }
   }
 }

@@ -1,8 +1,7 @@
 import type { Collection, Db } from 'mongodb';
 import { FieldCipher, type EncryptedValue } from '../platform/field-encryption';
-import { createIndexes, dropIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
 import { pageById, type Page } from '../platform/database/pages';
-import { runOnce } from '../platform/database/migrations';
 
 /**
  * Webhook endpoints: the only code that touches `webhook_endpoints`. Events, deliveries and attempts live
@@ -102,10 +101,6 @@ export class WebhookRepository {
 
   async ensureIndexes(): Promise<void> {
     await createIndexes(this.endpoints, WEBHOOK_ENDPOINT_INDEXES.webhook_endpoints);
-    // Indexes of earlier versions, superseded by the one above; dropped so writes do not maintain them.
-    await dropIndexes(this.endpoints, [{ team_id: 1, created_at: 1 }, { team_id: 1, created_at: 1, _id: 1 }]);
-    // Secrets stored in plaintext by earlier versions are encrypted once (`reencrypt` handles both).
-    await runOnce(this.db, 'webhook-secrets-encrypted', async () => void (await this.reencrypt()));
   }
 
   // ---------------------------------------------------------------- endpoints

@@ -3,10 +3,8 @@ import { Coalescer } from '../platform/coalescer';
 import type { FieldCipher } from '../platform/field-encryption';
 import { insertIgnoringDuplicates, retryTransient } from '../platform/database/bulk';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
-import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import { keysetFilter } from '../platform/database/pages';
-import { runOnce } from '../platform/database/migrations';
-import { migrateLegacyWebhookLayout } from './legacy-layout';
 import { type EventDoc, type OutboxDoc, type DeliveryDoc, type AttemptDoc, deliveryId } from './model';
 
 /**
@@ -64,20 +62,6 @@ export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
     { key: { timestamp: 1 }, expireAfter: 'webhookHistory' },
   ],
   webhook_dispatchers: [],
-};
-
-/** Indexes of earlier versions (delivery-log lists sorted by time fields), dropped at start. */
-const RETIRED_WEBHOOK_STORE_INDEXES: Record<'webhook_events' | 'webhook_deliveries' | 'webhook_attempts', IndexSpec['key'][]> = {
-  webhook_events: [{ team_id: 1, created_at: -1 }, { team_id: 1, user_id: 1 }],
-  webhook_deliveries: [
-    { team_id: 1, endpoint_id: 1, status: 1, created_at: 1 },
-    { team_id: 1, endpoint_id: 1, created_at: -1 },
-  ],
-  webhook_attempts: [
-    { team_id: 1, event_id: 1, timestamp: -1 },
-    { team_id: 1, endpoint_id: 1, timestamp: -1 },
-    { team_id: 1, endpoint_id: 1, event_id: 1, timestamp: -1 },
-  ],
 };
 
 /** Every query this store issues, by collection (test/indexes.test.ts checks each is index-served). */
@@ -147,7 +131,7 @@ export class WebhookStore {
   private readonly changeWriter = new Coalescer<DeliveryChange>((changes) => this.applyChanges(changes));
 
   constructor(
-    private readonly db: Db,
+    db: Db,
     /** Encrypts event bodies at rest (DATA_ENCRYPTION_KEYS). */
     cipher: FieldCipher,
   ) {
@@ -160,19 +144,6 @@ export class WebhookStore {
   }
 
   async ensureIndexes(retention?: Retention): Promise<void> {
-    await runOnce(this.db, 'webhook-store-per-delivery', () => migrateLegacyWebhookLayout(this.db, this));
-    // Events of earlier versions carry no key (their id was derived from it): each becomes its own key, once,
-    // before the unique index needs one per document.
-    await runOnce(this.db, 'webhook-events-idempotency-key', async () => {
-      for (;;) {
-        const page = await this.events.find({ idempotency_key: { $not: { $type: 'string' } } }, { projection: { _id: 1 } }).limit(1000).toArray();
-        if (!page.length) return;
-        await this.events.bulkWrite(page.map((e) => ({ updateOne: { filter: { _id: e._id }, update: { $set: { idempotency_key: e._id } } } })), { ordered: false });
-      }
-    });
-    await dropIndexes(this.events, RETIRED_WEBHOOK_STORE_INDEXES.webhook_events);
-    await dropIndexes(this.deliveries, RETIRED_WEBHOOK_STORE_INDEXES.webhook_deliveries);
-    await dropIndexes(this.attempts, RETIRED_WEBHOOK_STORE_INDEXES.webhook_attempts);
     await createIndexes(this.events, WEBHOOK_STORE_INDEXES.webhook_events, retention);
     await createIndexes(this.outbox, WEBHOOK_STORE_INDEXES.webhook_outbox);
     await createIndexes(this.deliveries, WEBHOOK_STORE_INDEXES.webhook_deliveries, retention);
