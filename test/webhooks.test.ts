@@ -644,43 +644,6 @@ describe('outcomes of many deliveries at once', () => {
   }, 60_000);
 });
 
-describe('stored documents of the previous layout', () => {
-  test('are rewritten once at start-up into one document per delivery and per attempt', async () => {
-    const store = app.deps.repos.webhookStore;
-    const id = randomUUID();
-    const endpointId = `${id}-ep`;
-    const at = new Date(Date.now() - 60_000);
-    const later = new Date(Date.now() + 3_600_000); // not due: no dispatcher takes it during the test
-    type Loose = { insertOne(doc: Record<string, unknown>): Promise<unknown> };
-    const raw = (name: string) => app.inspect.collection(name) as unknown as Loose;
-    const policy = { schedule_ms: [0, 5000], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 1000 };
-    const item = (eventId: string) => ({ team_id: tenant.teamId, event_id: eventId, event_type: 'labtest.order.created', user_id: null, body: '{}', attempts: 1, pass_attempts: 1, trigger: 'scheduled', last_status_code: 500, last_error: 'HTTP 500', created_at: at.toISOString() });
-    const [queued, succeeded] = [randomUUID(), randomUUID()];
-    await raw('webhook_events').insertOne({ _id: id, team_id: tenant.teamId, event_type: 'labtest.order.created', data: { old: true }, user_id: null, client_user_id: 'c', created_at: at, only_endpoint_id: null });
-    await raw('webhook_queue_items').insertOne({ _id: `${id}-bundle`, payload: JSON.stringify({ policy, items: [item(queued)] }), created_at: at });
-    await raw('webhook_queue').insertOne({ _id: `${id}-bundle`, team_id: tenant.teamId, endpoint_id: endpointId, next_attempt_at: later, created_at: at, size: 1 });
-    const record = { _id: `${succeeded}:${endpointId}`, team_id: tenant.teamId, event_id: succeeded, endpoint_id: endpointId, event_type: 'labtest.order.created', user_id: null, status: 'succeeded', attempts: 1, last_status_code: 200, last_error: null, created_at: at, finished_at: at };
-    await raw('webhook_deliveries_succeeded').insertOne({ _id: `${id}-ok`, team_id: tenant.teamId, endpoint_id: endpointId, created_from: at, finished_at: at, event_ids: [succeeded], user_ids: [], payload: JSON.stringify([record]) });
-    const attempt = { _id: randomUUID(), team_id: tenant.teamId, event_id: succeeded, endpoint_id: endpointId, user_id: null, attempt: 1, trigger: 'scheduled', timestamp: at, duration_ms: 3, status_code: 200, error_class: null, response_body: 'ok' };
-    await raw('webhook_attempts').insertOne({ _id: `${id}-batch`, team_id: tenant.teamId, endpoint_id: endpointId, timestamp: at, event_ids: [succeeded], user_ids: [], payload: JSON.stringify([attempt]) });
-
-    // The migration runs once per database (the test stack's already ran at start-up): run it again.
-    const migrations = app.deps.db.collection<{ _id: string }>('migrations');
-    await migrations.deleteOne({ _id: 'webhook-store-per-delivery' });
-    await store.ensureIndexes();
-    expect(await migrations.findOne({ _id: 'webhook-store-per-delivery' })).not.toBeNull();
-
-    expect(JSON.parse((await store.getEvent(id))!.body)).toEqual({ event_type: 'labtest.order.created', data: { old: true }, team_id: tenant.teamId, user_id: null, client_user_id: 'c' });
-    expect(await store.deliveries.findOne({ _id: `${queued}:${endpointId}` })).toMatchObject({ status: 'pending', next_attempt_at: later, attempts: 1, pass_attempts: 1, policy, last_status_code: 500 });
-    expect(await store.deliveries.findOne({ _id: record._id })).toMatchObject({ status: 'succeeded', attempts: 1, next_attempt_at: null, finished_at: at });
-    const attempts = await app.inspect.collection('webhook_attempts').find({ event_id: succeeded }).toArray();
-    expect(attempts).toMatchObject([{ attempt: 1, status_code: 200, endpoint_id: endpointId, timestamp: at }]);
-    const names = (await app.deps.db.listCollections().toArray()).map((c) => c.name);
-    for (const old of ['webhook_queue', 'webhook_queue_items', 'webhook_deliveries_succeeded']) expect(names).not.toContain(old);
-    await store.deliveries.deleteMany({ endpoint_id: endpointId });
-  });
-});
-
 describe('delivery records', () => {
   test('the deliveries list shows successes and failures; a successful resend replaces the failure', async () => {
     let failA = true;

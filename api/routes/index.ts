@@ -12,8 +12,7 @@ import { linkPageRoutes } from './link-page';
 import { linkProviderRoutes } from './link-providers';
 import { managementKeyRoutes } from './management-keys';
 import { managementRoutes } from './management';
-import { pipelineDeliveryLogRoutes } from './pipeline-delivery-log';
-import { pipelineRoutes } from './pipelines';
+import { pipelineDestinationLogRoutes, pipelineRoutes } from './pipelines';
 import { providerRoutes } from './providers';
 import { teamCustomCredentialsRoutes } from './team-custom-credentials';
 import { systemRoutes } from './system';
@@ -28,6 +27,6 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...linkProviderRoutes, ...linkPageRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDeliveryLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes, ...labResultsFhirRoutes, ...labIntakeRoutes, ...consoleRoutes);
+  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...linkProviderRoutes, ...linkPageRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDestinationLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes, ...labResultsFhirRoutes, ...labIntakeRoutes, ...consoleRoutes);
   return routes;
 }

@@ -4,21 +4,17 @@ import { audited } from '../../lib/tenancy/audit';
 import { PIPELINE_TEST_EVENT, routeOf, type PipelineDoc } from '../../lib/pipelines/model';
 import { assertRoutes, destinationFromRequest, pipelineInTeam, pipelineTarget, toPipeline } from '../../lib/pipelines/requests';
 import { publishEvent } from '../../lib/webhooks/publisher';
-import { destinationChanged } from '../../lib/webhooks/commands';
 import { ErrorDetail } from '../../schemas/common';
 import { findEventType } from '../../schemas/event-catalogue';
-import { Pipeline, PipelineCreateBody, PipelineEnvParams, PipelineList, PipelineParams, PipelinePatchBody, PipelineTestBody } from '../../schemas/pipeline';
-import { CursorQuery, EventAccepted } from '../../schemas/webhook';
-import { afterCursor, cursorPageBody } from '../cursors';
-import { PIPELINE_ROUTES_BASE as base, PIPELINE_TAGS as tags, teamNotFound, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
+import { Pipeline, PipelineCreateBody, PipelineEnvParams, PipelineEventParams, PipelineList, PipelineParams, PipelinePatchBody, PipelineResendAccepted, PipelineTestBody } from '../../schemas/pipeline';
+import { EventAccepted } from '../../schemas/webhook';
+import { PIPELINE_ROUTES_BASE as base, PIPELINE_TAGS as tags, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
 import { defineRoute } from '../route';
+import { destinationRoutes } from './destination-routes';
 
 /**
  * A team's event-streaming pipelines (lib/pipelines): the same auth, scope and audit log as webhook endpoints.
- * Their delivery log (deliveries, attempts, resend, recover) is in pipeline-delivery-log.ts.
  */
-
-const notFoundError = (id: string) => new ApiError(404, `Pipeline ${id} not found.`);
 
 /** Sets `disabled` (and what goes with it): re-enabling resets the failure clock. */
 const disabledFields = (disabled: boolean): Partial<PipelineDoc> =>
@@ -39,33 +35,60 @@ const enableRoute = (disabled: boolean) =>
     responses: { 200: { description: 'The pipeline', schema: Pipeline }, ...errors },
     async handler({ auth, params, deps, requestId, log }) {
       const teamId = await scope(deps, auth, params);
-      const doc = await audited({ deps, auth, requestId, log }, pipelineTarget('pipeline.update', teamId, params.pipeline_id), async () => {
-        const updated = await deps.repos.pipelines.updatePipeline(teamId, params.pipeline_id, disabledFields(disabled));
-        if (!updated) throw notFoundError(params.pipeline_id);
-        await destinationChanged(deps.temporal, params.pipeline_id);
-        return updated;
-      }, ['disabled']);
+      const doc = await pipeline.change({ deps, auth, requestId, log }, teamId, params.pipeline_id, 'pipeline.update', ['disabled'], disabledFields(disabled));
       return { body: toPipeline(doc) };
     },
   });
 
-export const pipelineRoutes = [
-  defineRoute({
-    operationId: 'listPipelines',
-    method: 'get',
-    path: base,
-    summary: 'List pipelines',
-    tags,
-    auth: 'management',
-    params: PipelineEnvParams,
-    query: CursorQuery,
-    responses: { 200: { description: 'Pipelines, oldest first', schema: PipelineList }, ...errors },
-    async handler({ auth, params, query, deps }) {
-      const teamId = await scope(deps, auth, params);
-      const page = await deps.repos.pipelines.listPipelines(teamId, afterCursor(query.next_cursor), query.limit);
-      return { body: cursorPageBody(page, toPipeline) };
+/** A pipeline as a destination of events (the routes it shares with webhook endpoints: destination-routes.ts). */
+const pipeline = destinationRoutes<PipelineDoc>({
+  noun: 'Pipeline',
+  audit: 'pipeline',
+  idParam: 'pipeline_id',
+  base,
+  tags,
+  envParams: PipelineEnvParams,
+  params: PipelineParams,
+  eventParams: PipelineEventParams,
+  schema: Pipeline,
+  listSchema: PipelineList,
+  resendAccepted: PipelineResendAccepted,
+  page: (deps, teamId, after, limit) => deps.repos.pipelines.listPipelines(teamId, after, limit),
+  inTeam: pipelineInTeam,
+  insert: (deps, doc) => deps.repos.pipelines.createPipeline(doc),
+  update: (deps, teamId, id, set) => deps.repos.pipelines.updatePipeline(teamId, id, set),
+  remove: (deps, teamId, id) => deps.repos.pipelines.deletePipeline(teamId, id),
+  toPublic: toPipeline,
+  target: pipelineTarget,
+  text: {
+    list: 'Pipelines, oldest first',
+    delete: 'Pending messages to it are cancelled; what already reached the broker stays there.',
+    deliveries: {
+      summary: 'List deliveries to a pipeline',
+      description: "Pending (queued, held back behind a user's earlier event, or waiting to retry) and finished deliveries, newest first.",
     },
-  }),
+    attempts: {
+      summary: 'List delivery attempts to a pipeline',
+      description: 'Each publish to the broker: error_class is broker_error, broker_nack, unroutable (no queue bound), held_back, auth_error, refused_address, dns_error or timeout.',
+    },
+    resend: { summary: 'Resend an event to a pipeline', description: 'One manual attempt (not rescheduled on failure) with the same message id, by the route that takes the event.' },
+    recover: {
+      operationId: 'recoverPipeline',
+      summary: 'Replay failed deliveries of a time range',
+      description: 'Sends again every failed delivery to this pipeline whose event was published in [since, until) (until defaults to now).',
+    },
+  },
+});
+
+/**
+ * A pipeline's part of the delivery log: its deliveries and attempts are webhook deliveries and attempts whose
+ * `webhook_id` is the pipeline's id (the team-wide event list and an event's attempts, under …/webhook/events, show
+ * both). Resend and recover go through the pipeline's dispatcher, as for an endpoint.
+ */
+export const pipelineDestinationLogRoutes = [pipeline.deliveries, pipeline.attempts, pipeline.resend, pipeline.recover];
+
+export const pipelineRoutes = [
+  pipeline.list,
   defineRoute({
     operationId: 'createPipeline',
     method: 'post',
@@ -87,7 +110,7 @@ export const pipelineRoutes = [
       assertRoutes(body.routes, destination);
       const now = new Date();
       const id = timeOrderedUuid();
-      const pipeline: PipelineDoc = {
+      const stored: PipelineDoc = {
         _id: id,
         team_id: teamId,
         description: body.description,
@@ -102,39 +125,11 @@ export const pipelineRoutes = [
         updated_at: now,
         version: 1,
       };
-      const doc = await audited(
-        { deps, auth, requestId, log },
-        pipelineTarget('pipeline.create', teamId, id),
-        // A team whose DELETE has begun takes no new pipeline (409), nor does one it removed (addToLiveTeam).
-        async () => {
-          const created = await deps.repos.tenancy.addToLiveTeam(
-            auth.orgId,
-            teamId,
-            () => deps.repos.pipelines.createPipeline(pipeline),
-            () => deps.repos.pipelines.deletePipeline(teamId, id),
-          );
-          if (!created) throw teamNotFound(teamId);
-          return created;
-        },
-        Object.keys(body),
-      );
+      const doc = await pipeline.create({ deps, auth, requestId, log }, teamId, stored, Object.keys(body));
       return { body: toPipeline(doc) };
     },
   }),
-  defineRoute({
-    operationId: 'getPipeline',
-    method: 'get',
-    path: `${base}/{pipeline_id}`,
-    summary: 'Get pipeline',
-    tags,
-    auth: 'management',
-    params: PipelineParams,
-    responses: { 200: { description: 'The pipeline', schema: Pipeline }, ...errors },
-    async handler({ auth, params, deps }) {
-      const teamId = await scope(deps, auth, params);
-      return { body: toPipeline(await pipelineInTeam(deps, teamId, params.pipeline_id)) };
-    },
-  }),
+  pipeline.get,
   defineRoute({
     operationId: 'updatePipeline',
     method: 'patch',
@@ -159,39 +154,11 @@ export const pipelineRoutes = [
       }
       if (body.routes) set.routes = body.routes;
       if (body.routes || body.destination) assertRoutes(set.routes ?? current.routes, set.destination ?? current.destination, body.routes ? ['body', 'routes'] : ['body', 'destination']);
-      const doc = await audited(
-        { deps, auth, requestId, log },
-        pipelineTarget('pipeline.update', teamId, params.pipeline_id),
-        async () => {
-          const updated = await deps.repos.pipelines.updatePipeline(teamId, params.pipeline_id, set);
-          if (!updated) throw notFoundError(params.pipeline_id);
-        await destinationChanged(deps.temporal, params.pipeline_id);
-          return updated;
-        },
-        Object.keys(body),
-      );
+      const doc = await pipeline.change({ deps, auth, requestId, log }, teamId, params.pipeline_id, 'pipeline.update', Object.keys(body), set);
       return { body: toPipeline(doc) };
     },
   }),
-  defineRoute({
-    operationId: 'deletePipeline',
-    method: 'delete',
-    path: `${base}/{pipeline_id}`,
-    summary: 'Delete pipeline',
-    description: 'Pending messages to it are cancelled; what already reached the broker stays there.',
-    tags,
-    auth: 'management',
-    params: PipelineParams,
-    responses: { 204: { description: 'Deleted' }, ...errors },
-    async handler({ auth, params, deps, requestId, log }) {
-      const teamId = await scope(deps, auth, params);
-      await audited({ deps, auth, requestId, log }, pipelineTarget('pipeline.delete', teamId, params.pipeline_id), async () => {
-        if (!(await deps.repos.pipelines.deletePipeline(teamId, params.pipeline_id))) throw notFoundError(params.pipeline_id);
-        await destinationChanged(deps.temporal, params.pipeline_id);
-      });
-      return { status: 204 };
-    },
-  }),
+  pipeline.delete,
   enableRoute(false),
   enableRoute(true),
   defineRoute({

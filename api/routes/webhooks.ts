@@ -6,11 +6,12 @@ import { generateSecret, isValidSecret } from '../../lib/webhooks/signing';
 import { ErrorDetail } from '../../schemas/common';
 import { findEventType } from '../../schemas/event-catalogue';
 import {
-  CursorQuery,
   EventAccepted,
   Webhook,
+  ResendAccepted,
   WebhookCreateBody,
   WebhookEnvParams,
+  WebhookEventParams,
   MAX_CUSTOM_HEADER_BYTES,
   MAX_CUSTOM_HEADERS,
   WebhookHeaders,
@@ -22,10 +23,10 @@ import {
   WebhookTestBody,
 } from '../../schemas/webhook';
 import { defineRoute } from '../route';
-import { afterCursor, cursorPageBody } from '../cursors';
+import { destinationRoutes } from './destination-routes';
 import { audited } from '../../lib/tenancy/audit';
 import { assertUrlAllowed, endpointInTeam, toWebhook, webhookTarget } from '../../lib/webhooks/endpoint-requests';
-import { teamNotFound, WEBHOOK_ROUTES_BASE as base, WEBHOOK_TAGS as tags, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
+import { WEBHOOK_ROUTES_BASE as base, WEBHOOK_TAGS as tags, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
 import { timeOrderedUuid } from '../../lib/platform/keys';
 
 /** Rules on custom headers beyond their schema: names unique regardless of case, and a total size. */
@@ -56,23 +57,48 @@ function changedHeaders(before: Record<string, string>, after: Record<string, st
   return [...names].filter((n) => before[n] !== after[n]).map((n) => `headers.${n}`);
 }
 
-export const webhookRoutes = [
-  defineRoute({
-    operationId: 'listWebhooks',
-    method: 'get',
-    path: base,
-    summary: 'List webhooks',
-    tags,
-    auth: 'management',
-    params: WebhookEnvParams,
-    query: CursorQuery,
-    responses: { 200: { description: 'Webhooks', schema: WebhookList }, ...errors },
-    async handler({ auth, params, query, deps }) {
-      const teamId = await scope(deps, auth, params);
-      const page = await deps.repos.webhooks.listEndpoints(teamId, afterCursor(query.next_cursor), query.limit);
-      return { body: cursorPageBody(page, toWebhook) };
+/** A webhook endpoint as a destination of events (the routes it shares with pipelines: destination-routes.ts). */
+const webhook = destinationRoutes<EndpointDoc>({
+  noun: 'Webhook',
+  audit: 'webhook',
+  idParam: 'webhook_id',
+  base,
+  tags,
+  envParams: WebhookEnvParams,
+  params: WebhookParams,
+  eventParams: WebhookEventParams,
+  schema: Webhook,
+  listSchema: WebhookList,
+  resendAccepted: ResendAccepted,
+  page: (deps, teamId, after, limit) => deps.repos.webhooks.listEndpoints(teamId, after, limit),
+  inTeam: endpointInTeam,
+  insert: (deps, doc) => deps.repos.webhooks.createEndpoint(doc),
+  update: (deps, teamId, id, set) => deps.repos.webhooks.updateEndpoint(teamId, id, set),
+  remove: (deps, teamId, id) => deps.repos.webhooks.deleteEndpoint(teamId, id),
+  toPublic: toWebhook,
+  target: webhookTarget,
+  text: {
+    list: 'Webhooks',
+    delete: 'Pending deliveries to it are cancelled.',
+    deliveries: {
+      summary: 'List deliveries to a webhook',
+      description: 'Pending (queued or waiting to retry) and finished deliveries, newest first; filter by status, event_type, user_id and a [since, until) window.',
     },
-  }),
+    attempts: { summary: 'List delivery attempts to a webhook' },
+    resend: { summary: 'Resend an event to a webhook', description: 'One manual attempt (not rescheduled on failure), with the same webhook-id as the original delivery.' },
+    recover: {
+      operationId: 'recoverWebhook',
+      summary: 'Recover failed deliveries',
+      description: 'Resends every failed delivery to this webhook whose event was delivered in [since, until) (until defaults to now).',
+    },
+  },
+});
+
+/** A webhook's part of the delivery log (served with the team-wide log: webhook-delivery-log.ts). */
+export const webhookDestinationLogRoutes = [webhook.attempts, webhook.deliveries, webhook.resend, webhook.recover];
+
+export const webhookRoutes = [
+  webhook.list,
   defineRoute({
     operationId: 'createWebhook',
     method: 'post',
@@ -111,39 +137,11 @@ export const webhookRoutes = [
         created_at: now,
         updated_at: now,
       };
-      const doc = await audited(
-        { deps, auth, requestId, log },
-        webhookTarget('webhook.create', teamId, id),
-        // A team whose DELETE has begun takes no new endpoint (409), nor does one it removed (addToLiveTeam).
-        async () => {
-          const created = await deps.repos.tenancy.addToLiveTeam(
-            auth.orgId,
-            teamId,
-            () => deps.repos.webhooks.createEndpoint(endpoint),
-            () => deps.repos.webhooks.deleteEndpoint(teamId, id),
-          );
-          if (!created) throw teamNotFound(teamId);
-          return created;
-        },
-        Object.keys(body),
-      );
+      const doc = await webhook.create({ deps, auth, requestId, log }, teamId, endpoint, Object.keys(body));
       return { body: toWebhook(doc) };
     },
   }),
-  defineRoute({
-    operationId: 'getWebhook',
-    method: 'get',
-    path: `${base}/{webhook_id}`,
-    summary: 'Get webhook',
-    tags,
-    auth: 'management',
-    params: WebhookParams,
-    responses: { 200: { description: 'The webhook', schema: Webhook }, ...errors },
-    async handler({ auth, params, deps }) {
-      const teamId = await scope(deps, auth, params);
-      return { body: toWebhook(await endpointInTeam(deps, teamId, params.webhook_id)) };
-    },
-  }),
+  webhook.get,
   defineRoute({
     operationId: 'updateWebhook',
     method: 'patch',
@@ -162,39 +160,11 @@ export const webhookRoutes = [
       if (body.url !== undefined) set.url = await assertUrlAllowed(deps, body.url);
       if (body.disabled === true) set.disabled_reason = 'manual';
       if (body.disabled === false) Object.assign(set, { disabled_reason: null, failing_since: null });
-      const doc = await audited(
-        { deps, auth, requestId, log },
-        webhookTarget('webhook.update', teamId, params.webhook_id),
-        async () => {
-          const updated = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, set);
-          if (!updated) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
-          await destinationChanged(deps.temporal, params.webhook_id);
-          return updated;
-        },
-        Object.keys(body),
-      );
+      const doc = await webhook.change({ deps, auth, requestId, log }, teamId, params.webhook_id, 'webhook.update', Object.keys(body), set);
       return { body: toWebhook(doc) };
     },
   }),
-  defineRoute({
-    operationId: 'deleteWebhook',
-    method: 'delete',
-    path: `${base}/{webhook_id}`,
-    summary: 'Delete webhook',
-    description: 'Pending deliveries to it are cancelled.',
-    tags,
-    auth: 'management',
-    params: WebhookParams,
-    responses: { 204: { description: 'Deleted' }, ...errors },
-    async handler({ auth, params, deps, requestId, log }) {
-      const teamId = await scope(deps, auth, params);
-      await audited({ deps, auth, requestId, log }, webhookTarget('webhook.delete', teamId, params.webhook_id), async () => {
-        if (!(await deps.repos.webhooks.deleteEndpoint(teamId, params.webhook_id))) throw new ApiError(404, `Webhook ${params.webhook_id} not found.`);
-        await destinationChanged(deps.temporal, params.webhook_id);
-      });
-      return { status: 204 };
-    },
-  }),
+  webhook.delete,
   defineRoute({
     operationId: 'getWebhookHeaders',
     method: 'get',
@@ -228,16 +198,7 @@ export const webhookRoutes = [
       const teamId = await scope(deps, auth, params);
       const endpoint = await endpointInTeam(deps, teamId, params.webhook_id);
       assertHeaderSet(body.headers);
-      const doc = await audited(
-        { deps, auth, requestId, log },
-        webhookTarget('webhook.headers.update', teamId, params.webhook_id),
-        async () => {
-          const updated = await deps.repos.webhooks.updateEndpoint(teamId, params.webhook_id, { headers: body.headers });
-          await destinationChanged(deps.temporal, params.webhook_id);
-          return updated;
-        },
-        changedHeaders(endpoint.headers, body.headers),
-      );
+      const doc = await webhook.change({ deps, auth, requestId, log }, teamId, params.webhook_id, 'webhook.headers.update', changedHeaders(endpoint.headers, body.headers), { headers: body.headers });
       return { body: { headers: doc!.headers } };
     },
   }),
