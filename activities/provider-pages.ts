@@ -7,7 +7,7 @@ import { RateLimitedError, type PageCursor, type PullWindow } from '../lib/weara
 import { integrationFor } from '../lib/wearables/providers/registry';
 import { appOfConnection, connectionContext } from '../lib/wearables/providers/runtime';
 import { ensureSubscriptions, subscribeUser, type SubscriptionOutcome } from '../lib/wearables/providers/subscriptions';
-import type { Live, WearableActivityDeps } from './wearables';
+import { attemptScheduledAt, type Live, type WearableActivityDeps } from './wearables';
 
 type Stats = { days: Set<string>; sent: number; oldest: Date | null; newest: Date | null };
 
@@ -98,7 +98,7 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
           updated_at: new Date(),
         };
         const finish = async (): Promise<PageOutcome> => {
-          await repos.historicalPulls.save({ ...doc, status: 'success', error_details: null, timeline: { ...doc.timeline, ended_at: new Date() } });
+          await repos.historicalPulls.save(attemptScheduledAt(), { ...doc, status: 'success', error_details: null, timeline: { ...doc.timeline, ended_at: new Date() } });
           await publishHistoricalDone(l, input.resource, doc);
           return { status: 'done' };
         };
@@ -113,12 +113,12 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
           const got = await storePage(l, page.data, false);
           doc = withStats(l, doc, got, true);
           if (!page.next) return await finish();
-          await repos.historicalPulls.save({ ...doc, error_details: null });
+          await repos.historicalPulls.save(attemptScheduledAt(), { ...doc, error_details: null });
           return { status: 'page', next: page.next };
         } catch (err) {
           if (err instanceof RateLimitedError) {
             const waitMs = Math.max(0, err.retryAt.getTime() - Date.now());
-            await repos.historicalPulls.save({ ...doc, status: 'retrying', error_details: { error_type: 'provider_rate_limit_exceeded', error_message: err.message, errored_at: new Date() } });
+            await repos.historicalPulls.save(attemptScheduledAt(), { ...doc, status: 'retrying', error_details: { error_type: 'provider_rate_limit_exceeded', error_message: err.message, errored_at: new Date() } });
             deps.logger.info({ connectionId: connection._id, resource: input.resource, waitMs }, 'provider rate limit: waiting before the next page');
             return { status: 'rate_limited', waitMs };
           }

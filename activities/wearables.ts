@@ -26,6 +26,10 @@ export interface WearableActivityDeps {
   adapters: AdapterRegistry;
 }
 
+
+/** When Temporal scheduled the running activity attempt: the fence of its pull-state writes (HistoricalPullRepository.save). */
+export const attemptScheduledAt = (): number => Context.current().info.currentAttemptScheduledTimestampMs;
+
 /** Days fetched per provider request during a history pull (bounds memory and heartbeats between requests). */
 const DAYS_PER_FETCH = 7;
 
@@ -159,7 +163,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
     const errorType = err.retriable && !retrying && input.retryingEnabled ? 'retry_quota_exhausted' : err.errorType;
     const details: PullErrorDetails = { error_type: errorType, error_message: err.message, errored_at };
     const failed = withStats(l, started, { days: new Set(), sent: 0, oldest: null, newest: null }, false);
-    await repos.historicalPulls.save({
+    await repos.historicalPulls.save(attemptScheduledAt(), {
       ...failed,
       status: retrying ? 'retrying' : 'failure',
       error_details: details,
@@ -210,7 +214,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
         const previous = await repos.historicalPulls.get(id);
         const held = new Set(previous?.data_days ?? []);
         const gap = windowDays.filter((d) => !held.has(d));
-        await repos.historicalPulls.save({
+        await repos.historicalPulls.save(attemptScheduledAt(), {
           _id: id,
           team_id: connection.team_id,
           user_id: user._id,
@@ -255,12 +259,12 @@ export function createWearableActivities(deps: WearableActivityDeps) {
         timeline: { ...scheduled.timeline, started_at: scheduled.timeline.started_at ?? new Date() },
         updated_at: new Date(),
       };
-      await repos.historicalPulls.save(started);
+      await repos.historicalPulls.save(attemptScheduledAt(), started);
       const { offset } = userClock(user);
       try {
         const got = await fetchDays(l, input.resource, started.days_requested, input.attempt, false, offset);
         const done = withStats(l, started, got, true);
-        await repos.historicalPulls.save({ ...done, status: 'success', error_details: null, timeline: { ...done.timeline, ended_at: new Date() } });
+        await repos.historicalPulls.save(attemptScheduledAt(), { ...done, status: 'success', error_details: null, timeline: { ...done.timeline, ended_at: new Date() } });
         await publishHistoricalDone(l, input.resource, started);
         return 'success';
       } catch (err) {
@@ -282,7 +286,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
       if (!doc || doc.connection_id !== l.connection._id || doc.status === 'success' || doc.status === 'failure') return;
       const errored_at = new Date();
       const failed = withStats(l, doc, { days: new Set(), sent: 0, oldest: null, newest: null }, false);
-      await repos.historicalPulls.save({
+      await repos.historicalPulls.save(attemptScheduledAt(), {
         ...failed,
         status: 'failure',
         error_details: { error_type: 'unexpected_error', error_message: input.message, errored_at },
@@ -315,7 +319,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
           deps.logger.warn({ connectionId: connection._id, resource, errorType: err.errorType }, 'sync failed for a resource; the next sync tries again');
         }
         const doc = await repos.historicalPulls.get(id);
-        if (doc && doc.connection_id === connection._id) await repos.historicalPulls.save(withStats(l, doc, got, ok));
+        if (doc && doc.connection_id === connection._id) await repos.historicalPulls.save(attemptScheduledAt(), withStats(l, doc, got, ok));
       }
       return { stopped: false };
     },

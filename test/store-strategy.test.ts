@@ -49,3 +49,43 @@ test('the migration machinery (runOnce, kept for the first real migration) runs 
   expect(runs).toBeLessThanOrEqual(2);
   expect(await mongo.db.collection('migrations').countDocuments({ _id: 'probe' as never })).toBe(1);
 });
+
+describe('a historical pull state is written only by the newest attempt', () => {
+  const state = (status: 'in_progress' | 'success' | 'retrying', connectionId = 'conn-new') => ({
+    _id: 'pull-1',
+    team_id: 't',
+    user_id: 'u',
+    provider: 'oura',
+    resource: 'sleep',
+    connection_id: connectionId,
+    status,
+    range_start: null,
+    range_end: null,
+    timeline: { scheduled_at: null, started_at: null, ended_at: null },
+    days_requested: [],
+    data_days: [],
+    attempts: 1,
+    error_details: null,
+    trace_id: null,
+    last_attempt: null,
+    oldest_data: null,
+    newest_data: null,
+    sent_count: 0,
+    updated_at: new Date(),
+  });
+
+  test('an attempt Temporal superseded, or a pull of an earlier connection, cannot overwrite a newer state; the newest wins whatever the order', async () => {
+    const { HistoricalPullRepository } = await import('../lib/wearables/historical-pulls-store');
+    const repo = new HistoricalPullRepository(mongo.db);
+    // The retry (scheduled at 2,000) wrote success; the first attempt (scheduled at 1,000), still running, writes late.
+    expect(await repo.save(2_000, state('success'))).toBe(true);
+    expect(await repo.save(1_000, state('retrying', 'conn-old'))).toBe(false);
+    expect(await repo.get('pull-1')).toMatchObject({ status: 'success', connection_id: 'conn-new', fence: 2_000 });
+    // The same attempt writes again (in progress, then done); a later attempt takes over.
+    expect(await repo.save(2_000, state('success'))).toBe(true);
+    expect(await repo.save(3_000, state('in_progress'))).toBe(true);
+    // Concurrent writers: the newest attempt's state stays, in either order.
+    await Promise.all([repo.save(5_000, state('success')), repo.save(4_000, state('retrying'))]);
+    expect(await repo.get('pull-1')).toMatchObject({ status: 'success', fence: 5_000 });
+  });
+});

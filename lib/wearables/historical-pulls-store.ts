@@ -1,6 +1,7 @@
 import type { Collection, Db } from 'mongodb';
 import { nameBasedUuid } from '../platform/keys';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { isDuplicateKeyError } from '../platform/database/store-errors';
 
 export type PullStatus = 'scheduled' | 'in_progress' | 'success' | 'retrying' | 'failure';
 
@@ -38,6 +39,12 @@ export interface HistoricalPullDoc {
   oldest_data: Date | null;
   newest_data: Date | null;
   sent_count: number;
+  /**
+   * When Temporal scheduled the activity attempt that wrote this state (ms, the server's clock): a write is taken
+   * only from an attempt scheduled no earlier, so an attempt Temporal superseded (still running after its retry
+   * began) or a pull of an earlier connection never overwrites a newer state.
+   */
+  fence: number;
   updated_at: Date;
 }
 
@@ -48,6 +55,7 @@ export const HISTORICAL_PULL_INDEXES: Record<'historical_pulls', IndexSpec[]> = 
 export const HISTORICAL_PULL_QUERY_SHAPES: Record<'historical_pulls', QueryShape[]> = {
   historical_pulls: [
     { name: "a team's pull states, page of users (introspection)", filter: ['team_id', 'user_id'], sort: ['user_id', 'provider', 'resource'] },
+    { name: 'a pull state by id; its write fenced by the writing attempt (conditional upsert)', filter: ['_id'], residual: ['fence'] },
     { name: "a team's pull states from the first user (introspection)", filter: ['team_id'], sort: ['user_id', 'provider', 'resource'], residual: ['provider'] },
   ],
 };
@@ -70,9 +78,19 @@ export class HistoricalPullRepository {
     return this.pulls.findOne({ _id: id });
   }
 
-  /** Upserts the whole state (the owning workflow's activities compute it; idempotent). */
-  async save(doc: HistoricalPullDoc): Promise<void> {
-    await this.pulls.replaceOne({ _id: doc._id }, doc, { upsert: true });
+  /**
+   * Upserts the whole state (the owning workflow's activities compute it; idempotent), written by the activity attempt
+   * Temporal scheduled at `attemptScheduledAt`: only if no attempt scheduled later has written it (one conditional
+   * write; a newer state makes the upsert's insert collide on `_id`). False: superseded, nothing written.
+   */
+  async save(attemptScheduledAt: number, doc: Omit<HistoricalPullDoc, 'fence'>): Promise<boolean> {
+    try {
+      await this.pulls.replaceOne({ _id: doc._id, fence: { $lte: attemptScheduledAt } }, { ...doc, fence: attemptScheduledAt }, { upsert: true });
+      return true;
+    } catch (err) {
+      if (isDuplicateKeyError(err)) return false;
+      throw err;
+    }
   }
 
   /**
