@@ -10,7 +10,8 @@ import type { TemporalDeps } from '../lib/platform/temporal';
 import { addDays, datesBetween, localDate, zoneOffsetSeconds } from '../lib/platform/time';
 import { ProviderFetchError, type AdapterRegistry, type ProviderAdapter } from '../lib/wearables/adapters';
 export { providerTaskQueue, pullWindow, type PageOutcome, type PagedPlan } from './provider-pages';
-import { providerSummary } from '../lib/wearables/workflow-client';
+import { connectionSettings, providerSummary } from '../lib/wearables/workflow-client';
+import type { ConnectionSettings } from '../workflows/wearable-connection';
 import { ingestProviderData } from '../lib/wearables/ingest';
 import type { ProviderData } from '../lib/wearables/model';
 import { createProviderPageActivities, type PagedPlan } from './provider-pages';
@@ -183,6 +184,12 @@ export function createWearableActivities(deps: WearableActivityDeps) {
      * pull of each resource: the provider's default window, limited by the user's ingestion bounds, minus the
      * days that already have data (a reconnected provider pulls only the gap).
      */
+    /** The connection's pull and sync settings from the current configuration (a deregistered one's too: it is ending). */
+    async connectionSettings(input: { connectionId: string }): Promise<ConnectionSettings> {
+      const connection = await repos.connections.find(input.connectionId);
+      return connectionSettings(deps.config, connection ?? {});
+    },
+
     async startHistoricalPull(input: { connectionId: string; traceId: string }): Promise<{ stopped: boolean; resources: string[]; pages?: PagedPlan }> {
       const l = await live(input.connectionId);
       if (!l) return { stopped: true, resources: [] };

@@ -49,8 +49,9 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryActivityDep
     },
 
     /** Repairs stranded work: unfinished fan-outs (outbox) and overdue deliveries whose dispatcher missed its wake. */
-    async sweepWebhooks(input: { graceMs: number }): Promise<{ fannedOut: number; woken: number }> {
-      const cutoff = new Date(Date.now() - input.graceMs);
+    /** Events whose fan-out did not finish, and destinations with overdue deliveries: WEBHOOK_SWEEP_GRACE_MS old. */
+    async sweepWebhooks(): Promise<{ fannedOut: number; woken: number }> {
+      const cutoff = new Date(Date.now() - deps.config.WEBHOOK_SWEEP_GRACE_MS);
       let fannedOut = 0;
       for (const o of await store.staleOutbox(cutoff, 100)) {
         // Events missing here were never stored: that publish failed before returning, so nothing is owed.

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, httpClient, managementClient, startTestApp, teamClient, uniqueId, type Tenant, type TestApp } from './support/harness';
-import { createUser, labTestIds, orderBody, orderReaches } from './support/lab';
+import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';
 import { freePort } from './support/free-port';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';
@@ -165,4 +165,26 @@ describe('webhook publish: the event is stored, then its deliveries queued and t
     const [received] = await rx.waitFor(1, 60000, (r) => r.path.endsWith(failpoint));
     expect(JSON.parse(received.body)).toMatchObject({ event_type: 'webhook.test', data: { webhook_id: hook.id } });
   }, 120000);
+});
+
+describe('kit registration: the patient is bound to the order, then its workflow told', () => {
+  it('a crash between is finished by the sweeper: the kit ends registered without a client retry', async () => {
+    runWorker();
+    const client = teamClient(app, tenant);
+    const userId = await createUser(client);
+    const tests = await labTestIds(client);
+    const shipping = { receiver_name: 'Front Desk', first_line: '500 Market St', city: 'San Francisco', state: 'CA', zip: '94105', country: 'US', phone_number: '+14155550100' };
+    const kit = (await client.post('/v3/order/testkit', { user_id: userId, lab_test_id: tests.testkit, shipping_details: shipping })).body.order;
+    await orderReaches(client, kit.id, 'awaiting_registration', 60000);
+
+    const api = await apiThatCrashesAt('testkit.registration-bound');
+    await api.crash(({ team }) => team.post('/v3/order/testkit/register', registrationBody(userId, kit.sample_id)));
+    const bound = await app.deps.repos.labOrders.findById(kit.id);
+    expect(bound?.registration_id).toBeTruthy();
+    expect(bound?.registration_pending_since).toBeInstanceOf(Date);
+
+    const registered = await orderReaches(client, kit.id, 'testkit_registered', 60000);
+    expect(registered.patient_details).toMatchObject({ first_name: expect.any(String) });
+    await eventually(async () => (await app.deps.repos.labOrders.findById(kit.id))?.registration_pending_since === undefined, 30000, 'the mark cleared');
+  }, 180000);
 });

@@ -105,7 +105,13 @@ test('records a history of every workflow type', async () => {
   } finally {
     await rx.close();
   }
-  await save('webhook-sweeper', 'webhookSweeperWorkflow', workflowIds.webhookSweeper(app.deps.config.TEMPORAL_TASK_QUEUE));
+  // A run of the stranded-work sweep Schedule (the suite's worker made it at boot).
+  const sweep = await eventually(async () => {
+    const query = `WorkflowType = 'strandedWorkSweepWorkflow' AND ExecutionStatus = 'Completed' AND TaskQueue = '${app.deps.config.TEMPORAL_TASK_QUEUE}'`;
+    for await (const run of app.deps.temporal.client.workflow.list({ query })) return run;
+    return null;
+  }, 60_000, 'a completed sweep');
+  await save('stranded-work-sweep', 'strandedWorkSweepWorkflow', sweep.workflowId);
 }, 300_000);
 
 /** Results from a lab's HL7 messages: a final report (the order's run), then its correction (a run of its own). */

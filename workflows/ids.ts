@@ -13,6 +13,8 @@ export const workflowIds = {
   providerSubscriptionsRun: (taskQueue: string) => `provider-subscriptions-run:${taskQueue}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
-  /** One sweeper per task queue, started by the worker at boot. */
-  webhookSweeper: (taskQueue: string) => `webhook-sweeper:${taskQueue}`,
+  /** The Schedule that sweeps stranded work (worker/stranded-work-sweep-schedule.ts). */
+  strandedWorkSweepSchedule: (taskQueue: string) => `stranded-work-sweep:${taskQueue}`,
+  /** The runs that Schedule starts (Temporal appends each run's time to this id). */
+  strandedWorkSweepRun: (taskQueue: string) => `stranded-work-sweep-run:${taskQueue}`,
 } as const;

@@ -1,7 +1,7 @@
 // Every workflow the worker hosts. Workflow code imports only @temporalio/workflow, types and pure helpers.
 export { userDeletionWorkflow } from './user-deletion';
 export { webhookDispatchWorkflow } from './webhook-dispatch';
-export { webhookSweeperWorkflow } from './webhook-sweeper';
+export { strandedWorkSweepWorkflow } from './stranded-work-sweep';
 export { labOrderWorkflow, labOrderCorrectionWorkflow } from './lab-order';
 export { wearableConnectionWorkflow, providerPushWorkflow } from './wearable-connection';
 export { providerSubscriptionsWorkflow } from './provider-subscriptions';

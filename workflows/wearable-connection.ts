@@ -17,12 +17,16 @@ export interface PullRetryPolicy {
   giveUpAfterMs?: number;
 }
 
-export interface WearableConnectionInput {
-  connectionId: string;
+/** What the configuration says about a connection's pulls and syncs (read through an activity, never carried in input). */
+export interface ConnectionSettings {
   retry: PullRetryPolicy;
   syncIntervalMs: number;
-  /** Syncs before continue-as-new (absent in inputs of runs started before it was configurable: 100). */
-  syncsPerRun?: number;
+  /** Syncs before continue-as-new. */
+  syncsPerRun: number;
+}
+
+export interface WearableConnectionInput {
+  connectionId: string;
   /** `history` on connect; `sync` after continue-as-new. */
   phase: 'history' | 'sync';
 }
@@ -64,18 +68,21 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
     return { stopped: true };
   };
 
+  // Settings come from the configuration as it is now, at the start of each run and before each sync.
+  let settings = await acts.connectionSettings({ connectionId });
   if (input.phase === 'history') {
     const plan = await acts.startHistoricalPull({ connectionId, traceId: workflowInfo().runId });
     if (plan.stopped) return end();
     for (const resource of plan.resources) {
       if (stopRequested) return end();
-      if (plan.pages) await pullResourcePages(connectionId, plan.pages.taskQueue, resource, input.retry, stopped);
-      else await pullResource(connectionId, resource, input.retry, stopped);
+      if (plan.pages) await pullResourcePages(connectionId, plan.pages.taskQueue, resource, settings.retry, stopped);
+      else await pullResource(connectionId, resource, settings.retry, stopped);
     }
   }
 
-  for (let syncs = 0; syncs < (input.syncsPerRun ?? 100); syncs++) {
-    await condition(() => refreshRequested || stopRequested, input.syncIntervalMs);
+  for (let syncs = 0; syncs < settings.syncsPerRun; syncs++) {
+    if (syncs > 0) settings = await acts.connectionSettings({ connectionId });
+    await condition(() => refreshRequested || stopRequested, settings.syncIntervalMs);
     if (stopRequested) return end();
     refreshRequested = false;
     const outcome = await acts.syncConnection({ connectionId });
@@ -86,7 +93,7 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
     }
     if (workflowInfo().continueAsNewSuggested) break;
   }
-  return continueAsNew<typeof wearableConnectionWorkflow>({ ...input, phase: 'sync' });
+  return continueAsNew<typeof wearableConnectionWorkflow>({ connectionId, phase: 'sync' });
 }
 
 /** Page activities of a real provider, on its own task queue (whose rate is the provider's budget for our app). */

@@ -129,6 +129,11 @@ export interface LabOrderDoc {
   passthrough?: string | null;
   /** An unregistered kit's order: the registration bound to it (lib/labs/orders-store.ts `bindRegistration`). */
   registration_id?: string | null;
+  /**
+   * Set when a registration is bound to an unregistered kit, cleared once the order's workflow has taken it (or refused
+   * it): a kit still marked a while later was cut off between the two (a crash), and the sweeper finishes it.
+   */
+  registration_pending_since?: Date;
 }
 
 /** Lab results of one order (`_id` = order id), written by the order workflow. */

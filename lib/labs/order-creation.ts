@@ -6,6 +6,7 @@ import type { LabOrderDoc } from './model';
 import { orderFromCreateRequest, orderFromRegistration, orderFromUnregisteredTestkit, redrawRequest } from './order-requests';
 import { REDRAWABLE } from './statuses';
 import { acceptKitRegistration, findOrder, newSampleId, orderViews, startAndStoreOrder, type LabOrderDeps } from './workflow-client';
+import { crashPoint } from '../platform/failpoints';
 import { withIdempotencyKey, type IdempotentOutcome } from '../platform/idempotency';
 
 /**
@@ -72,14 +73,27 @@ async function bindKitRegistration(deps: LabOrderDeps, kit: LabOrderDoc, registr
   if (!(await orders.bindRegistration(kit, registrationId, { user_id, patient_details, patient_address, physician, consents, health_insurance_id }))) {
     throw badRequest(`sample_id '${kit.sample_id}' is already registered (order ${kit._id}); each kit can be registered once.`);
   }
+  // A crash here leaves the patient bound and the workflow not told: the sweeper finishes it (finishBoundRegistration).
+  crashPoint('testkit.registration-bound');
+  await finishBoundRegistration(deps, kit, user_id, registrationId);
+  return (await orders.findById(kit._id))!;
+}
+
+/**
+ * Has the kit's workflow take a registration already bound to its order (an Update; refused when the order was
+ * cancelled meanwhile, and then the patient is taken off again), then clears the order's pending mark. Repeatable:
+ * the request does it, and the sweeper for a request that crashed in between.
+ */
+export async function finishBoundRegistration(deps: LabOrderDeps, kit: LabOrderDoc, userId: string, registrationId: string): Promise<void> {
+  const orders = deps.repos.labOrders;
   try {
-    const { status } = await acceptKitRegistration(deps, kit, user_id, registrationId);
+    const { status } = await acceptKitRegistration(deps, kit, userId, registrationId);
     if (!status.endsWith('.testkit_registered')) throw badRequest(`The kit cannot be registered: its order is ${status}.`);
   } catch (err) {
     if (err instanceof ApiError && err.status === 400) await orders.releaseRegistration(kit, registrationId);
     throw err;
   }
-  return (await orders.findById(kit._id))!;
+  await orders.registrationSettled(kit._id, registrationId);
 }
 
 /** After a sample failure: a new order in the same order transaction (at most one per transaction). */

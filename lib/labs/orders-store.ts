@@ -87,6 +87,8 @@ const ORDER_INDEXES: IndexSpec[] = [
   { key: { team_id: 1, order_transaction_id: 1 } },
   // Multikey: one entry per name token (blind-index.ts); serves `patient_name` and the name branch of `search_input`.
   { key: { team_id: 1, patient_name_tokens: 1, _id: -1 } },
+  // Sparse in effect: only kits between a registration's bind and its acceptance carry it (the sweeper's query).
+  { key: { registration_pending_since: 1 } },
 ];
 
 /** In the filter of every write of an order's data but its erasure: an erased order takes no data again. */
@@ -108,6 +110,7 @@ export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'search_input branch: user id', filter: ['team_id', 'user_id', '_id'], sort: ['_id'] },
   { name: 'search_input branch: patient name', filter: ['team_id', 'patient_name_tokens', '_id'], sort: ['_id'] },
   { name: 'registration of an unregistered kit (conditional write)', filter: ['_id'], residual: ['team_id', 'low_level_status', 'registration_id'] },
+  { name: 'kits whose bound registration was not taken yet (sweeper)', filter: ['registration_pending_since'] },
   { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'] },
   { name: 'erasure: orders of a user', filter: ['team_id', 'user_id'] },
   { name: 'reencrypt: every order, in _id pages', filter: ['_id'], sort: ['_id'] },
@@ -273,15 +276,32 @@ export class LabOrderRepository {
     const set = { ...this.patientData.seal(order._id, patient), ...(await this.names.fieldsOf(order.team_id, patient.patient_details)) };
     const { matchedCount } = await this.orders.updateOne(
       { _id: order._id, team_id: order.team_id, low_level_status: 'awaiting_registration', registration_id: { $in: [null, registrationId] }, ...NOT_ERASED },
-      { $set: { ...set, registration_id: registrationId, updated_at: new Date() } },
+      { $set: { ...set, registration_id: registrationId, registration_pending_since: new Date(), updated_at: new Date() } },
     );
     return matchedCount === 1;
+  }
+
+  /** Kits whose registration was bound before `cutoff` and not yet taken by their workflow (the sweeper finishes them). */
+  registrationsPendingBefore(cutoff: Date, limit: number): Promise<LabOrderDoc[]> {
+    return this.orders
+      .find({ registration_pending_since: { $lt: cutoff } })
+      .limit(limit)
+      .toArray()
+      .then((docs) => docs.map((d) => this.opened(d)));
+  }
+
+  /** The order's workflow took (or refused) the bound registration: nothing is left for the sweeper. */
+  async registrationSettled(orderId: string, registrationId: string): Promise<void> {
+    await this.orders.updateOne({ _id: orderId, registration_id: registrationId }, { $unset: { registration_pending_since: '' } });
   }
 
   /** Undoes `bindRegistration` when the order's workflow refused the registration (e.g. cancelled meanwhile). */
   async releaseRegistration(order: LabOrderDoc, registrationId: string): Promise<void> {
     const unbound: RegistrationFields = { user_id: order.user_id, patient_details: null, patient_address: null, physician: null, consents: [], health_insurance_id: null };
-    await this.orders.updateOne({ _id: order._id, registration_id: registrationId }, { $set: { ...unbound, patient_name_tokens: [], registration_id: null } });
+    await this.orders.updateOne(
+      { _id: order._id, registration_id: registrationId },
+      { $set: { ...unbound, patient_name_tokens: [], registration_id: null }, $unset: { registration_pending_since: '' } },
+    );
   }
 
   /**

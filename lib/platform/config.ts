@@ -151,7 +151,7 @@ export const ConfigSchema = Type.Object({
   WEBHOOK_SWEEP_INTERVAL_MS: Type.Integer({
     minimum: 100,
     default: 30000,
-    description: 'How often the worker\'s sweeper repairs what a crash left behind (events not fanned out, overdue deliveries, connections\' unfinished steps).',
+    description: 'How often the stranded-work sweep Schedule runs (at least 1 s), repairing what a crash left behind (events not fanned out, overdue deliveries, connections\' unfinished steps, kit registrations).',
   }),
   WEBHOOK_SWEEP_GRACE_MS: Type.Integer({
     minimum: 0,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { workflowIds } from '../../workflows/ids';
-import { refreshConnectionSignal, stopConnectionSignal, wearableConnectionWorkflow, type WearableConnectionInput } from '../../workflows/wearable-connection';
+import { refreshConnectionSignal, stopConnectionSignal, wearableConnectionWorkflow, type ConnectionSettings } from '../../workflows/wearable-connection';
 import { providerLogoUrl, type ProviderCatalogue } from './provider-catalogue';
 import { publicBaseUrl, type Config } from '../platform/config';
 import type { Repositories } from '../repositories';
@@ -73,9 +73,12 @@ export async function finishConnectionSteps(deps: ConnectionDeps, connection: Co
   if (connection.steps_pending_since) await deps.repos.connections.stepsDone(connection._id, connection.steps_pending_since);
 }
 
-export function connectionWorkflowInput(config: Config, connection: ConnectionDoc): WearableConnectionInput {
+/**
+ * A connection's pull and sync settings from the configuration as it is now: its workflow asks for them (an activity)
+ * at the start of each run and before each sync, so a changed value reaches running connections after a restart.
+ */
+export function connectionSettings(config: Config, connection: Pick<ConnectionDoc, 'retrying_enabled'>): ConnectionSettings {
   return {
-    connectionId: connection._id,
     retry: {
       enabled: connection.retrying_enabled ?? true,
       initialMs: config.HISTORICAL_PULL_RETRY_INITIAL_SECONDS * 1000,
@@ -85,7 +88,6 @@ export function connectionWorkflowInput(config: Config, connection: ConnectionDo
     },
     syncIntervalMs: config.WEARABLE_SYNC_INTERVAL_SECONDS * 1000,
     syncsPerRun: config.WEARABLE_SYNCS_PER_RUN,
-    phase: 'history',
   };
 }
 
@@ -94,7 +96,7 @@ async function startConnectionWorkflow(deps: ConnectionDeps, connection: Connect
   await temporal.client.workflow.start(wearableConnectionWorkflow, {
     workflowId: workflowIds.wearableConnection(connection._id),
     taskQueue: temporal.taskQueue,
-    args: [connectionWorkflowInput(deps.config, connection)],
+    args: [{ connectionId: connection._id, phase: 'history' }],
     // One connection, one workflow: a repeated start (a retried connect) joins the running one.
     workflowIdConflictPolicy: 'USE_EXISTING',
     memo: { team_id: connection.team_id, user_id: connection.user_id, provider: connection.provider },
