@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ApplicationFailure } from '@temporalio/activity';
-import { publishEvent, type EventPublisher, type PublisherDeps } from '../lib/webhooks/publisher';
+import { publishEvent, type EventPublisher, type PublisherDeps } from '../lib/events/publisher';
 import { interpretReport } from '../lib/labs/interpretation';
 import { OrderViews, type OrderViewDeps } from '../lib/labs/order-view';
 import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';

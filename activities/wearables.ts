@@ -15,7 +15,7 @@ import type { ConnectionSettings } from '../workflows/wearable-connection';
 import { ingestProviderData } from '../lib/wearables/ingest';
 import type { ProviderData } from '../lib/wearables/model';
 import { createProviderPageActivities, type PagedPlan } from './provider-pages';
-import type { EventPublisher } from '../lib/webhooks/publisher';
+import type { EventPublisher } from '../lib/events/publisher';
 
 export interface WearableActivityDeps {
   repos: Repositories;

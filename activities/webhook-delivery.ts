@@ -2,13 +2,13 @@ import { Context } from '@temporalio/activity';
 import type { Config } from '../lib/platform/config';
 import type { Logger } from '../lib/platform/logger';
 import type { Repositories } from '../lib/repositories';
-import type { Senders } from '../lib/webhooks/destinations';
+import type { Senders } from '../lib/events/destinations/destination';
 import { brokerPolicyFromConfig, urlPolicyFromConfig } from '../lib/platform/url-safety';
-import { PipelineSender } from '../lib/pipelines/brokers';
-import { WebhookDispatcher, type DispatchResult } from '../lib/webhooks/dispatcher';
-import type { EventPublisher } from '../lib/webhooks/publisher';
-import { WebhookSender } from '../lib/webhooks/sender';
-import type { DispatcherCommand } from '../workflows/webhook-dispatch';
+import { PipelineSender } from '../lib/events/destinations/pipeline/brokers';
+import { DestinationDispatcher, type DispatchResult } from '../lib/events/dispatcher';
+import type { EventPublisher } from '../lib/events/publisher';
+import { WebhookSender } from '../lib/events/destinations/webhook/sender';
+import type { DispatcherCommand } from '../workflows/destination-dispatch';
 
 export interface WebhookDeliveryActivityDeps {
   repos: Repositories;
@@ -27,25 +27,25 @@ export function createSenders(config: Config): Senders & { close(): Promise<void
 }
 
 /**
- * The webhook activities: a dispatcher's delivery run and its commands (lib/webhooks/dispatcher.ts), to a webhook
+ * The webhook activities: a dispatcher's delivery run and its commands (lib/events/dispatcher.ts), to a webhook
  * endpoint or a pipeline, and the sweeper's repair of what a crash left behind.
  */
 export function createWebhookDeliveryActivities(deps: WebhookDeliveryActivityDeps) {
   const { repos, logger, publisher } = deps;
-  const dispatcher = new WebhookDispatcher(deps, deps.senders);
+  const dispatcher = new DestinationDispatcher(deps, deps.senders);
   const store = repos.webhookStore;
 
   return {
-    deliverDueWebhooks(input: { endpointId: string }): Promise<DispatchResult> {
+    deliverDueWebhooks(input: { destinationId: string }): Promise<DispatchResult> {
       const ctx = Context.current();
-      return dispatcher.deliverDue(input.endpointId, {
+      return dispatcher.deliverDue(input.destinationId, {
         heartbeat: () => ctx.heartbeat(),
         superseded: () => ctx.cancellationSignal.aborted,
       });
     },
 
-    applyDispatcherCommand(input: { endpointId: string; command: DispatcherCommand }): Promise<number> {
-      return dispatcher.applyCommand(input.endpointId, input.command);
+    applyDispatcherCommand(input: { destinationId: string; command: DispatcherCommand }): Promise<number> {
+      return dispatcher.applyCommand(input.destinationId, input.command);
     },
 
     /** Repairs stranded work: unfinished fan-outs (outbox) and overdue deliveries whose dispatcher missed its wake. */

@@ -6,7 +6,7 @@ import type { TemporalDeps } from '../lib/platform/temporal';
 import type { Db } from 'mongodb';
 import type { ProviderCatalogue } from '../lib/wearables/provider-catalogue';
 import type { LabCatalogue } from '../lib/labs/catalogue';
-import type { EventPublisher } from '../lib/webhooks/publisher';
+import type { EventPublisher } from '../lib/events/publisher';
 
 /** Everything createApp needs; built by api/main.ts (or a test) and closed by it. */
 export interface AppDeps {

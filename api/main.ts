@@ -2,7 +2,7 @@ import { loadPayorCatalogue } from '../lib/insurance/payor-catalogue';
 import type { Server } from 'node:http';
 import { loadProviderCatalogue } from '../lib/wearables/provider-catalogue';
 import { dataCipher, loadConfig, publicBaseUrl } from '../lib/platform/config';
-import { EventPublisher } from '../lib/webhooks/publisher';
+import { EventPublisher } from '../lib/events/publisher';
 import { createLogger } from '../lib/platform/logger';
 import { connectMongo } from '../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../lib/repositories';

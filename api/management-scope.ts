@@ -1,6 +1,6 @@
 import { badRequest, notFound } from '../lib/platform/errors';
 import type { TeamDoc } from '../lib/tenancy/model';
-import { assertThisEnvironment } from '../lib/webhooks/endpoint-requests';
+import { assertThisEnvironment } from '../lib/events/destinations/webhook/requests';
 import { ErrorDetail, HTTPValidationError } from '../schemas/common';
 import type { AppDeps } from './deps';
 import type { ManagementPrincipal } from './middleware/auth';

@@ -15,11 +15,11 @@ import { IdempotencyKeyRepository } from './platform/idempotency-store';
 import { SecretsRepository } from './platform/secrets-store';
 import { TenancyRepository } from './tenancy/store';
 import { UserRepository } from './users/store';
-import { WebhookRepository } from './webhooks/endpoints-store';
+import { WebhookRepository } from './events/destinations/webhook/endpoints-store';
 import { WearableDataRepository } from './wearables/data-store';
 import { WorkerHeartbeatRepository } from './platform/worker-heartbeats-store';
-import { WebhookStore } from './webhooks/store';
-import { PipelineRepository } from './pipelines/store';
+import { WebhookStore } from './events/store';
+import { PipelineRepository } from './events/destinations/pipeline/pipelines-store';
 import { ProviderAuthRepository } from './wearables/provider-auth-store';
 
 export interface Repositories {

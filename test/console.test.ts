@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import amqp from 'amqplib';
 import type { Browser } from 'playwright-core';
 import { hashKey } from '../lib/platform/keys';
-import { publishEvent } from '../lib/webhooks/publisher';
+import { publishEvent } from '../lib/events/publisher';
 import { ConsoleLink, ConsoleSession } from '../schemas/console';
 import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
 import { boundQueue, startTestBrokers, type TestBrokers } from './support/brokers';

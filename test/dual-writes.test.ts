@@ -157,9 +157,9 @@ describe('webhook publish: the event is stored, then its deliveries queued and t
     const api = await apiThatCrashesAt(failpoint);
     await api.crash(({ management }) => management.post(`${base}/${hook.id}/test`, {}));
 
-    const event = await app.inspect.collection('webhook_events').findOne({ team_id: tenant.teamId, only_endpoint_id: hook.id });
+    const event = await app.inspect.collection('webhook_events').findOne({ team_id: tenant.teamId, only_destination_id: hook.id });
     expect(event).not.toBeNull();
-    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ endpoint_id: hook.id })).toBe(deliveriesAtCrash);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: hook.id })).toBe(deliveriesAtCrash);
 
     runWorker();
     const [received] = await rx.waitFor(1, 60000, (r) => r.path.endsWith(failpoint));

@@ -20,7 +20,7 @@ const collections = INDEX_TABLE;
  * it is listed here.
  */
 const DYNAMIC_COLLECTION_CALLS: Record<string, { arg: string; reaches: string }> = {
-  'lib/webhooks/endpoints-store.ts': { arg: 'this.endpoints.collectionName', reaches: 'webhook_endpoints' },
+  'lib/events/destinations/webhook/endpoints-store.ts': { arg: 'this.endpoints.collectionName', reaches: 'webhook_endpoints' },
 };
 /** Source the product runs (scripts/bench is left out: its raw-driver baselines use scratch `bench_raw_*` collections). */
 const SOURCE_DIRS = ['lib', 'api', 'activities', 'workflows', 'worker', 'scripts'];

@@ -6,7 +6,7 @@ import { createRepositories, reencryptAll } from '../lib/repositories';
 import { LabOrderRepository, PATIENT_FIELDS, RESULT_FIELDS } from '../lib/labs/orders-store';
 import { type LabOrderDoc, type LabResultsDoc } from '../lib/labs/model';
 import { IdempotencyKeyRepository, type IdempotencyKeyDoc } from '../lib/platform/idempotency-store';
-import { eventData } from '../lib/webhooks/model';
+import { eventData } from '../lib/events/model';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { pdfText } from './support/pdf';

@@ -255,9 +255,8 @@ describe('GET /v3/orders pages', () => {
     }
   });
 
-  // Which plan the store picks for a sparse list is its planner's choice, which moves with the data (a shared test
-  // database holds every test's orders), so the plans are named here: each declared list index serves its page
-  // bounded on team and `_id` (hinted), and the `_id` walk the code takes for dense lists returns it unsorted.
+  // The plans the store chooses for the queries the product sends: a sparse list's page (no hint) is read from its
+  // declared index bounded on team and `_id`, and the `_id` walk the code takes for dense lists returns it unsorted.
   it('reads each page through an index bounded on team and _id, or walks _id without sorting (explain on the real store)', async () => {
     const tenant = await createTenant(app.deps, 'Order plans');
     const team = teamClient(app, tenant);
@@ -273,7 +272,7 @@ describe('GET /v3/orders pages', () => {
       { filter: { ...base, lowLevelStatuses: ['ordered'] }, page: { after: last, skip: 0, size: 50 }, index: 'team_id_1_low_level_status_1__id_-1' },
     ];
     for (const c of cases) {
-      const plan = await repo.listQuery(c.filter, c.page).hint(c.index).explain('queryPlanner');
+      const plan = await repo.listQuery(c.filter, c.page).explain('queryPlanner');
       expect({ case: c, used: indexesUsed(plan), bounded: indexBoundFields(plan) }).toEqual({ case: c, used: [c.index], bounded: expect.arrayContaining(['team_id', '_id']) });
       const walk = await repo.listQuery(c.filter, c.page, true).explain('queryPlanner');
       expect({ case: c, used: indexesUsed(walk), sorted: sortsInMemory(walk) }).toEqual({ case: c, used: ['_id_'], sorted: false });

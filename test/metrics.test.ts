@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { SCREENSHOTS } from './support/browser';
 import { freePort } from './support/free-port';
-import { publishEvent } from '../lib/webhooks/publisher';
+import { publishEvent } from '../lib/events/publisher';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
 import { startTestPrometheus, renderDashboardPreview, type TestPrometheus } from './support/prometheus';
 import { startReceiver, type Receiver } from './support/receiver';

@@ -3,7 +3,7 @@ import type { ChildProcess } from 'node:child_process';
 import { gunzipSync } from 'node:zlib';
 import amqp from 'amqplib';
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
-import { publishEvent } from '../lib/webhooks/publisher';
+import { publishEvent } from '../lib/events/publisher';
 import { startTestBrokers, type TestBrokers } from './support/brokers';
 import { createTenant, eventually, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';
@@ -141,7 +141,7 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   delivering = true;
   // Kill once both brokers have a good part of the stream and both pipelines have claimed deliveries (batches in flight).
   const claimed = async (pipelineId: string) =>
-    app.inspect.collection('webhook_deliveries').countDocuments({ endpoint_id: pipelineId, status: 'pending', claim: { $type: 'string' } } as never);
+    app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: pipelineId, status: 'pending', claim: { $type: 'string' } } as never);
   const threshold = total / 5;
   const killDeadline = Date.now() + 60_000;
   /** Waits for a moment both pipelines have batches in flight, SIGKILLs the worker, and says what it left claimed. */
@@ -191,11 +191,11 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
     return [...expected].every((id) => seen.has(id));
   };
   await eventually(
-    async () => (await deliveries.countDocuments({ endpoint_id: { $in: pipelineIds }, status: { $ne: 'succeeded' } } as never)) === 0 && arrived(fromKafka) && arrived(fromRabbit),
+    async () => (await deliveries.countDocuments({ destination_id: { $in: pipelineIds }, status: { $ne: 'succeeded' } } as never)) === 0 && arrived(fromKafka) && arrived(fromRabbit),
     150_000,
     'every event at both brokers',
   );
-  expect(await deliveries.countDocuments({ endpoint_id: { $in: pipelineIds }, status: 'succeeded' } as never)).toBe(2 * total);
+  expect(await deliveries.countDocuments({ destination_id: { $in: pipelineIds }, status: 'succeeded' } as never)).toBe(2 * total);
   await new Promise((r) => setTimeout(r, 1000)); // stragglers of the last sends
 
   const bySent = new Map(sent.map((s) => [s.id, s]));

@@ -16,7 +16,7 @@ import { ID_INDEX, INDEX_TABLE } from './support/index-table';
  * `collection filter-fields` (as `label` prints them) -> where and why.
  */
 const ONE_TIME_SCANS: Record<string, string> = {
-  // lib/webhooks/endpoints-store.ts: the re-encryption pass visits every endpoint.
+  // lib/events/destinations/webhook/endpoints-store.ts: the re-encryption pass visits every endpoint.
   'webhook_endpoints {}': 'webhooks.ts reencrypt: visits every endpoint by design (npm run reencrypt)',
 };
 
@@ -57,9 +57,9 @@ describe('every query the api and the worker issued during the suite is served b
 
   test('the check itself rejects a query no declared index serves', () => {
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['event_id'], sort: [] })).toBe(false);
-    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['team_id', 'endpoint_id'], sort: ['updated_at'] })).toBe(false);
+    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['team_id', 'destination_id'], sort: ['updated_at'] })).toBe(false);
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: [], sort: [] })).toBe(false);
-    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['endpoint_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] })).toBe(true);
+    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['destination_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] })).toBe(true);
     // A filter naming `_id` is served by the `_id` index only without a sort on another field.
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['_id'], sort: [] })).toBe(true);
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['_id', 'team_id'], sort: ['updated_at'] })).toBe(false);

@@ -55,8 +55,8 @@ describe('retention by TTL index', () => {
     const seed: [string, Record<string, unknown>, string][] = [
       ['idempotency_keys', { team_id: 't', route: 'POST /v3/order', state: 'done' }, 'created_at'],
       ['webhook_events', { team_id: 't', event_type: 'x', body: '{}' }, 'created_at'],
-      ['webhook_deliveries', { team_id: 't', endpoint_id: 'e', status: 'succeeded' }, 'finished_at'],
-      ['webhook_attempts', { team_id: 't', endpoint_id: 'e', attempt: 1 }, 'timestamp'],
+      ['webhook_deliveries', { team_id: 't', destination_id: 'e', status: 'succeeded' }, 'finished_at'],
+      ['webhook_attempts', { team_id: 't', destination_id: 'e', attempt: 1 }, 'timestamp'],
       ['link_tokens', { team_id: 't', user_id: 'u' }, 'expires_at'],
       ['worker_heartbeats', { task_queue: 'q', host: 'h', pid: 1 }, 'last_seen_at'],
     ];
@@ -64,7 +64,7 @@ describe('retention by TTL index', () => {
       await db.collection(collection).insertMany([twin(doc, field, true), twin(doc, field, false)] as never[]);
     }
     // Never finished, so never expires, however old.
-    await db.collection('webhook_deliveries').insertOne({ _id: `pending-${randomUUID()}`, team_id: 't', endpoint_id: 'e', status: 'pending', created_at: past, finished_at: null } as never);
+    await db.collection('webhook_deliveries').insertOne({ _id: `pending-${randomUUID()}`, team_id: 't', destination_id: 'e', status: 'pending', created_at: past, finished_at: null } as never);
 
     const remaining = async () => {
       const out: Record<string, string[]> = {};

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { isWorkflowGone } from '../lib/platform/temporal';
-import { destinationChanged } from '../lib/webhooks/commands';
+import { destinationChanged } from '../lib/events/dispatcher-commands';
 import { workflowIds } from '../workflows/ids';
-import { runDispatcherCommandUpdate, wakeDispatcherSignal, webhookDispatchWorkflow } from '../workflows/webhook-dispatch';
+import { runDispatcherCommandUpdate, wakeDispatcherSignal, destinationDispatchWorkflow } from '../workflows/destination-dispatch';
 import { startTestApp, type TestApp } from './support/harness';
 
 /**
@@ -22,7 +22,7 @@ const updateOf = (workflowId: string) =>
   app.deps.temporal.client.workflow.getHandle(workflowId).executeUpdate(runDispatcherCommandUpdate, { args: [{ kind: 'destination_changed' }] });
 
 test('an Update to a workflow never started is WorkflowNotFoundError, which isWorkflowGone names', async () => {
-  const err = await updateOf(workflowIds.webhookDispatch(randomUUID())).catch((e: unknown) => e);
+  const err = await updateOf(workflowIds.destinationDispatch(randomUUID())).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(WorkflowNotFoundError);
   expect(isWorkflowGone(err)).toBe(true);
 });
@@ -30,9 +30,9 @@ test('an Update to a workflow never started is WorkflowNotFoundError, which isWo
 test('an Update to a closed workflow is named gone too; destinationChanged then has nothing to wait for', async () => {
   // The dispatcher of a destination that does not exist finds nothing to send and ends.
   const destinationId = randomUUID();
-  const workflowId = workflowIds.webhookDispatch(destinationId);
+  const workflowId = workflowIds.destinationDispatch(destinationId);
   const { client, taskQueue } = app.deps.temporal;
-  const handle = await client.workflow.signalWithStart(webhookDispatchWorkflow, { workflowId, taskQueue, args: [{ endpointId: destinationId }], signal: wakeDispatcherSignal });
+  const handle = await client.workflow.signalWithStart(destinationDispatchWorkflow, { workflowId, taskQueue, args: [{ destinationId }], signal: wakeDispatcherSignal });
   await handle.result();
   const err = await updateOf(workflowId).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(Error);

@@ -1,4 +1,4 @@
-import { publishEvent } from '../lib/webhooks/publisher';
+import { publishEvent } from '../lib/events/publisher';
 import { labOrderStatusQuery } from '../workflows/lab-order';
 import { userDeletionStateQuery } from '../workflows/user-deletion';
 import { createTenant, eventually, managementClient, teamClient, uniqueId, type HttpClient, type Tenant } from './support/harness';
@@ -140,7 +140,7 @@ describe('webhooks: the retry schedule and auto-disable', () => {
     await eventually(async () => rx.requests.some((r) => r.headers['webhook-id'] === event.id), 30_000, `the first attempt of ${event.id}`);
     return event;
   };
-  const delivery = (endpointId: string, eventId: string) => stack.app.inspect.collection('webhook_deliveries').findOne({ endpoint_id: endpointId, event_id: eventId });
+  const delivery = (endpointId: string, eventId: string) => stack.app.inspect.collection('webhook_deliveries').findOne({ destination_id: endpointId, event_id: eventId });
 
   it('a failing event is attempted on the configured schedule (0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h; ±20%), then fails', async () => {
     const schedule = stack.app.deps.config.WEBHOOK_RETRY_SCHEDULE_MS.split(',').map(Number);
@@ -208,7 +208,7 @@ describe('webhooks: the retry schedule and auto-disable', () => {
 
     // The dispatcher ends once the endpoint's pending deliveries are drained: no attempt after that.
     const sent = rx.requests.length;
-    await stack.result(`webhook-dispatch:${endpointId}`);
+    await stack.result(`destination-dispatch:${endpointId}`);
     expect(rx.requests).toHaveLength(sent);
     expect((await delivery(endpointId, second.id))?.status).toBe('failed');
   });

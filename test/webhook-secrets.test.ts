@@ -5,9 +5,9 @@ import { Binary, type Db } from 'mongodb';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { ConfigError, dataCipher, loadConfig } from '../lib/platform/config';
 import { DecryptionError, FieldCipher, generateDataKey, parseDataKeys } from '../lib/platform/field-encryption';
-import { WebhookRepository, type EndpointDoc } from '../lib/webhooks/endpoints-store';
-import { generateSecret } from '../lib/webhooks/signing';
-import { WebhookStore } from '../lib/webhooks/store';
+import { WebhookRepository, type EndpointDoc } from '../lib/events/destinations/webhook/endpoints-store';
+import { generateSecret } from '../lib/events/destinations/webhook/signing';
+import { WebhookStore } from '../lib/events/store';
 import { createTenant, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
 import { startReceiver, type ReceivedRequest, type Receiver } from './support/receiver';
 import { rawText } from './support/raw';
@@ -186,7 +186,7 @@ describe('secret rotation keeps every secret inside its overlap and caps the rat
 
 describe('a change to an endpoint applies to every delivery sent after the API answered', () => {
   // The delivery run in flight read the endpoint before the change; the API answers once no such run is sending
-  // (lib/webhooks/commands.ts, destinationChanged), so the next delivery is sent with the change.
+  // (lib/events/dispatcher-commands.ts, destinationChanged), so the next delivery is sent with the change.
   const held = (ms: number) => (_r: ReceivedRequest, index: number) => (index === 0 ? { status: 200, delayMs: ms } : { status: 200 });
 
   test('rotate the secret while a delivery is in flight, then send a test event at once: it is signed with the new secret', async () => {
@@ -288,7 +288,7 @@ describe('stored secrets across data key rotation and versions (own database)', 
       client_user_id: null,
       body: JSON.stringify({ event_type: 'labtest.order.created', data: { patient_details: { last_name: 'Abernathy-Quist' } } }),
       created_at: new Date(),
-      only_endpoint_id: null,
+      only_destination_id: null,
     });
     const sealed = event(randomUUID());
     await store(oldKey).insertEvents([sealed]);

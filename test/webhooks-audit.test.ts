@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { generateSecret } from '../lib/webhooks/signing';
+import { generateSecret } from '../lib/events/destinations/webhook/signing';
 import { AuditLogPage } from '../schemas/management';
 import { createTenant, expectSchema, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
-import { publishEvent } from '../lib/webhooks/publisher';
-import type { DeliveryDoc } from '../lib/webhooks/model';
+import { publishEvent } from '../lib/events/publisher';
+import type { DeliveryDoc } from '../lib/events/model';
 import { createTenant, eventually, managementClient, startTestApp, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';
@@ -55,7 +55,7 @@ test('a stalled dispatcher and the run that replaced it never send the same deli
   first.kill('SIGCONT'); // the stalled run resumes: its answers are waiting for it
 
   // Read through the test's own connection (app.inspect): these queries are not the product's.
-  const deliveriesOf = () => app.inspect.collection<DeliveryDoc>('webhook_deliveries').find({ endpoint_id: endpointId }).toArray();
+  const deliveriesOf = () => app.inspect.collection<DeliveryDoc>('webhook_deliveries').find({ destination_id: endpointId }).toArray();
   const all = [...stalled, ...later];
   await eventually(
     async () => {
@@ -71,5 +71,5 @@ test('a stalled dispatcher and the run that replaced it never send the same deli
   const deliveries = await deliveriesOf();
   expect(deliveries.map((d) => d.attempts)).toEqual(all.map(() => 1));
   expect(deliveries.every((d) => !(d as { claim?: string }).claim)).toBe(true); // every claim ended with its outcome
-  expect(await app.inspect.collection('webhook_attempts').countDocuments({ endpoint_id: endpointId })).toBe(all.length);
+  expect(await app.inspect.collection('webhook_attempts').countDocuments({ destination_id: endpointId })).toBe(all.length);
 }, 240_000);

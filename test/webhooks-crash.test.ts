@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { publishEvent } from '../lib/webhooks/publisher';
-import { deliveryPolicyFrom, newDelivery } from '../lib/webhooks/fan-out';
-import { envelopeOf } from '../lib/webhooks/model';
+import { publishEvent } from '../lib/events/publisher';
+import { deliveryPolicyFrom, newDelivery } from '../lib/events/fan-out';
+import { envelopeOf } from '../lib/events/model';
 import { createTenant, eventually, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';
@@ -94,7 +94,7 @@ describe('the sweeper repairs what a crash left behind', () => {
     // The publish wrote its outbox entry and one of its two events, then died.
     await w.insertOutbox({ _id: outboxId, event_ids: [id, `${id}-never-stored`], created_at: createdAt });
     const envelope = { event_type: 'labtest.order.created', data: { crashed: true }, team_id: tenant.teamId, user_id: null, client_user_id: null };
-    await w.insertEvents([{ _id: id, idempotency_key: id, ...envelope, body: envelopeOf(envelope), created_at: createdAt, only_endpoint_id: null }]);
+    await w.insertEvents([{ _id: id, idempotency_key: id, ...envelope, body: envelopeOf(envelope), created_at: createdAt, only_destination_id: null }]);
     await sweepRx.waitFor(1, 90000);
     expect(sweepRx.requests.map((r) => r.headers['webhook-id'])).toContain(id);
     expect(JSON.parse(sweepRx.requests.find((r) => r.headers['webhook-id'] === id)!.body)).toEqual(envelope);
@@ -110,7 +110,7 @@ describe('the sweeper repairs what a crash left behind', () => {
     const past = new Date(Date.now() - 10_000);
     const envelope = { event_type: 'labtest.order.updated', data: {}, team_id: tenant.teamId, user_id: null, client_user_id: null };
     const id = randomUUID();
-    const event = { _id: id, idempotency_key: id, ...envelope, body: envelopeOf(envelope), created_at: past, only_endpoint_id: null };
+    const event = { _id: id, idempotency_key: id, ...envelope, body: envelopeOf(envelope), created_at: past, only_destination_id: null };
     // Stored and queued directly: no signal reaches the dispatcher, as when the publisher died right after queueing.
     await w.insertEvents([event]);
     await w.insertDeliveries([newDelivery(event, endpointId, deliveryPolicyFrom(app.deps.config), past)]);

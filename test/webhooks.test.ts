@@ -3,14 +3,14 @@ import { pageQuery } from '../lib/platform/database/pages';
 import { indexBoundFields, indexesUsed } from './support/explain';
 import { randomUUID } from 'node:crypto';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
-import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/webhooks/publisher';
-import { eraseUserWebhookData } from '../lib/webhooks/commands';
-import { WebhookSender } from '../lib/webhooks/sender';
-import { envelopeOf } from '../lib/webhooks/model';
-import { deliveryPolicyFrom, newDelivery } from '../lib/webhooks/fan-out';
-import { recoverFailed } from '../lib/webhooks/endpoint-requests';
+import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/events/publisher';
+import { eraseUserWebhookData } from '../lib/events/dispatcher-commands';
+import { WebhookSender } from '../lib/events/destinations/webhook/sender';
+import { envelopeOf } from '../lib/events/model';
+import { deliveryPolicyFrom, newDelivery } from '../lib/events/fan-out';
+import { recoverFailed } from '../lib/events/destinations/webhook/requests';
 import { checkWebhookUrl } from '../lib/platform/url-safety';
-import { verifyWebhookSignature } from '../lib/webhooks/signing';
+import { verifyWebhookSignature } from '../lib/events/destinations/webhook/signing';
 import { EventTypeList, Webhook, WebhookAttemptList, WebhookList } from '../schemas/webhook';
 import { createTenant, eventually, expectSchema, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { startReceiver, type ReceivedRequest, type Receiver } from './support/receiver';
@@ -72,7 +72,7 @@ const finished = (eventIds: string[], endpointIds: string[]) =>
   eventually(async () => {
     const [fanningOut, pending] = await Promise.all([
       app.inspect.collection('webhook_outbox').countDocuments({ event_ids: { $in: eventIds } }),
-      app.inspect.collection('webhook_deliveries').countDocuments({ endpoint_id: { $in: endpointIds }, status: 'pending' }),
+      app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: { $in: endpointIds }, status: 'pending' }),
     ]);
     return fanningOut === 0 && pending === 0;
   }, 30_000, 'the fan-out and deliveries to finish');
@@ -341,7 +341,7 @@ describe('retries and endpoint health', () => {
     expect(told.data).toMatchObject({ reason: 'gone', failing_since: null });
     const later = await publish('labtest.order.updated');
     await finished([later.id], [hook.id]);
-    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: later.id, endpoint_id: hook.id })).toBe(0);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: later.id, destination_id: hook.id })).toBe(0);
     expect(rx.requests).toHaveLength(1);
     await mgmt.del(`${base}/${hook.id}`);
   });
@@ -485,25 +485,28 @@ describe('delivery log', () => {
     expect(e1.id < e2.id).toBe(true);
   });
 
-  test('each delivery-log list has an index that reads its page bounded on _id (explain on the real store)', async () => {
+  test('each delivery-log page the product sends (no hint) is read from its declared index, bounded on _id (explain on the real store)', async () => {
     const store = app.deps.repos.webhookStore;
     const teamId = tenant.teamId;
     const someId = '01a00000-0000-7000-8000-000000000000';
+    // The query logPage falls back to (and the only one on MongoDB): the list's filter and `_id` bound, sorted by
+    // `_id`, no hint. The store's planner chooses; the test asserts it chose the list's own index.
     const cases: { coll: Collection<any>; filter: Record<string, unknown>; index: string }[] = [
       { coll: store.events, filter: { team_id: teamId }, index: 'team_id_1__id_-1' },
       { coll: store.events, filter: { team_id: teamId, user_id: 'u' }, index: 'team_id_1_user_id_1__id_-1' },
-      { coll: store.deliveries, filter: { team_id: teamId, endpoint_id: 'e' }, index: 'team_id_1_endpoint_id_1__id_-1' },
-      { coll: store.deliveries, filter: { team_id: teamId, endpoint_id: 'e', status: 'failed' }, index: 'team_id_1_endpoint_id_1_status_1__id_-1' },
+      { coll: store.deliveries, filter: { team_id: teamId, destination_id: 'e' }, index: 'team_id_1_destination_id_1__id_-1' },
+      { coll: store.deliveries, filter: { team_id: teamId, destination_id: 'e', status: 'failed' }, index: 'team_id_1_destination_id_1_status_1__id_-1' },
       { coll: store.attempts, filter: { team_id: teamId, event_id: 'v' }, index: 'team_id_1_event_id_1__id_-1' },
-      { coll: store.attempts, filter: { team_id: teamId, endpoint_id: 'e', event_id: 'v' }, index: 'team_id_1_endpoint_id_1_event_id_1__id_-1' },
+      { coll: store.attempts, filter: { team_id: teamId, destination_id: 'e', event_id: 'v' }, index: 'team_id_1_destination_id_1_event_id_1__id_-1' },
     ];
+    const chosen = [];
     for (const c of cases) {
       for (const after of [null, someId]) {
-        // Hinted: the declared index serves the page bounded on `_id` (the planner's own choice moves with the data).
-        const plan = await pageQuery(c.coll, c.filter, -1, after, 50).hint(c.index).explain('queryPlanner');
-        expect({ filter: c.filter, used: indexesUsed(plan), bounded: indexBoundFields(plan).includes('_id') }).toEqual({ filter: c.filter, used: [c.index], bounded: true });
+        const plan = await pageQuery(c.coll, c.filter, -1, after, 50).explain('queryPlanner');
+        chosen.push({ filter: c.filter, after, used: indexesUsed(plan), bounded: indexBoundFields(plan).includes('_id') });
       }
     }
+    expect(chosen).toEqual(cases.flatMap((c) => [null, someId].map((after) => ({ filter: c.filter, after, used: [c.index], bounded: true }))));
   });
 });
 
@@ -601,7 +604,7 @@ describe('fan-out is idempotent by delivery id', () => {
     await app.deps.publisher.fanOutAgain([stored, stored], `repeat-${randomUUID()}`);
     await finished([event.id], [hook.id]);
     expect(rx.requests).toHaveLength(1);
-    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: event.id, endpoint_id: hook.id })).toBe(1);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: event.id, destination_id: hook.id })).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
   });
 
@@ -618,7 +621,7 @@ describe('fan-out is idempotent by delivery id', () => {
     await rx.waitFor(1);
     await finished([first.id], [hook.id]);
     expect(rx.requests).toHaveLength(1);
-    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: first.id, endpoint_id: hook.id })).toBe(1);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: first.id, destination_id: hook.id })).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
   });
 });
@@ -631,16 +634,16 @@ describe('outcomes of many deliveries at once', () => {
     const events = Array.from({ length: 150 }, (_, i) => {
       const envelope = { event_type: 'labtest.order.created', data: { i }, team_id: tenant.teamId, user_id: null, client_user_id: null };
       const id = randomUUID();
-      return { _id: id, idempotency_key: id, ...envelope, body: envelopeOf(envelope), created_at: at, only_endpoint_id: endpointId };
+      return { _id: id, idempotency_key: id, ...envelope, body: envelopeOf(envelope), created_at: at, only_destination_id: endpointId };
     });
     const deliveries = events.map((e) => newDelivery(e, endpointId, deliveryPolicyFrom(app.deps.config), at));
     await store.insertDeliveries(deliveries);
     // One change per delivery (as 150 endpoints' batches group-committed together would give): 150 statements.
     await store.changeDeliveries(deliveries.map((d, i) => ({ ids: [d._id], set: { status: 'failed', last_status_code: 400 + (i % 100), next_attempt_at: null } })));
-    const stored = await app.inspect.collection('webhook_deliveries').find({ endpoint_id: endpointId }).toArray();
+    const stored = await app.inspect.collection('webhook_deliveries').find({ destination_id: endpointId }).toArray();
     expect(stored).toHaveLength(150);
     expect(stored.every((d) => d.status === 'failed' && d.last_status_code === 400 + (events.findIndex((e) => e._id === d.event_id) % 100))).toBe(true);
-    await app.inspect.collection('webhook_deliveries').deleteMany({ endpoint_id: endpointId });
+    await app.inspect.collection('webhook_deliveries').deleteMany({ destination_id: endpointId });
   }, 60_000);
 });
 

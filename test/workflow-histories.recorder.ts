@@ -1,4 +1,4 @@
-import { publishEvent } from '../lib/webhooks/publisher';
+import { publishEvent } from '../lib/events/publisher';
 import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
@@ -101,7 +101,7 @@ test('records a history of every workflow type', async () => {
     for (let i = 0; i < 3; i++) await publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { i } });
     await rx.waitFor(3, 30_000);
     await new Promise((r) => setTimeout(r, 2000)); // the run hands back and the workflow waits for the next wake
-    await save('webhook-dispatch', 'webhookDispatchWorkflow', workflowIds.webhookDispatch(hook.id));
+    await save('destination-dispatch', 'destinationDispatchWorkflow', workflowIds.destinationDispatch(hook.id));
   } finally {
     await rx.close();
   }

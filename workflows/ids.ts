@@ -12,7 +12,7 @@ export const workflowIds = {
   /** The runs that Schedule starts (Temporal appends each run's time to this id). */
   providerSubscriptionsRun: (taskQueue: string) => `provider-subscriptions-run:${taskQueue}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
-  webhookDispatch: (endpointId: string) => `webhook-dispatch:${endpointId}`,
+  destinationDispatch: (destinationId: string) => `destination-dispatch:${destinationId}`,
   /** The Schedule that sweeps stranded work (worker/stranded-work-sweep-schedule.ts). */
   strandedWorkSweepSchedule: (taskQueue: string) => `stranded-work-sweep:${taskQueue}`,
   /** The runs that Schedule starts (Temporal appends each run's time to this id). */

@@ -1,6 +1,6 @@
 // Every workflow the worker hosts. Workflow code imports only @temporalio/workflow, types and pure helpers.
 export { userDeletionWorkflow } from './user-deletion';
-export { webhookDispatchWorkflow } from './webhook-dispatch';
+export { destinationDispatchWorkflow } from './destination-dispatch';
 export { strandedWorkSweepWorkflow } from './stranded-work-sweep';
 export { labOrderWorkflow, labOrderCorrectionWorkflow } from './lab-order';
 export { wearableConnectionWorkflow, providerPushWorkflow } from './wearable-connection';

@@ -1,9 +1,9 @@
 import type { TSchema } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../lib/platform/errors';
 import { audited, type AuditTarget } from '../../lib/tenancy/audit';
-import { destinationChanged } from '../../lib/webhooks/commands';
-import { deliveryFilter, listAttempts, listDeliveries, toAttempt, toDelivery } from '../../lib/webhooks/delivery-log';
-import { recoverFailed, resendEvent } from '../../lib/webhooks/endpoint-requests';
+import { destinationChanged } from '../../lib/events/dispatcher-commands';
+import { deliveryFilter, listAttempts, listDeliveries, toAttempt, toDelivery } from '../../lib/events/delivery-log';
+import { recoverFailed, resendEvent } from '../../lib/events/destinations/webhook/requests';
 import { ErrorDetail } from '../../schemas/common';
 import { AttemptListQuery, CursorQuery, DeliveryListQuery, RecoverAccepted, RecoverBody, WebhookAttemptList, WebhookDeliveryList } from '../../schemas/webhook';
 import type { Page } from '../../lib/platform/database/pages';
@@ -78,7 +78,7 @@ export function destinationRoutes<Doc extends { _id: string; team_id: string; di
     },
     /**
      * Changes a destination (audited) and tells its dispatcher: answered once no delivery run that read it before the
-     * change is sending (lib/webhooks/commands.ts, destinationChanged).
+     * change is sending (lib/events/dispatcher-commands.ts, destinationChanged).
      */
     async change(asker: Asker, teamId: string, id: string, action: AuditTarget['action'], fields: string[], set: Partial<Doc>): Promise<Doc> {
       return audited(asker, kind.target(action, teamId, id), async () => {
@@ -172,7 +172,7 @@ export function destinationRoutes<Doc extends { _id: string; team_id: string; di
         const teamId = await scope(deps, auth, params as Path);
         const id = idOf(params);
         await kind.inTeam(deps, teamId, id);
-        const page = await listAttempts(deps.repos.webhookStore, teamId, { endpointId: id, eventId: query.event_id }, afterCursor(query.next_cursor), query.limit);
+        const page = await listAttempts(deps.repos.webhookStore, teamId, { destinationId: id, eventId: query.event_id }, afterCursor(query.next_cursor), query.limit);
         return { body: cursorPageBody(page, toAttempt) };
       },
     }),

@@ -1,9 +1,9 @@
 import { ApiError, ValidationError } from '../../lib/platform/errors';
 import { timeOrderedUuid } from '../../lib/platform/keys';
 import { audited } from '../../lib/tenancy/audit';
-import { PIPELINE_TEST_EVENT, routeOf, type PipelineDoc } from '../../lib/pipelines/model';
-import { assertRoutes, destinationFromRequest, pipelineInTeam, pipelineTarget, toPipeline } from '../../lib/pipelines/requests';
-import { publishEvent } from '../../lib/webhooks/publisher';
+import { PIPELINE_TEST_EVENT, routeOf, type PipelineDoc } from '../../lib/events/destinations/pipeline/model';
+import { assertRoutes, destinationFromRequest, pipelineInTeam, pipelineTarget, toPipeline } from '../../lib/events/destinations/pipeline/requests';
+import { publishEvent } from '../../lib/events/publisher';
 import { ErrorDetail } from '../../schemas/common';
 import { findEventType } from '../../schemas/event-catalogue';
 import { Pipeline, PipelineCreateBody, PipelineEnvParams, PipelineEventParams, PipelineList, PipelineParams, PipelinePatchBody, PipelineResendAccepted, PipelineTestBody } from '../../schemas/pipeline';
@@ -13,7 +13,7 @@ import { defineRoute } from '../route';
 import { destinationRoutes } from './destination-routes';
 
 /**
- * A team's event-streaming pipelines (lib/pipelines): the same auth, scope and audit log as webhook endpoints.
+ * A team's event-streaming pipelines (lib/events/destinations/pipeline): the same auth, scope and audit log as webhook endpoints.
  */
 
 /** Sets `disabled` (and what goes with it): re-enabling resets the failure clock. */
@@ -180,14 +180,14 @@ export const pipelineRoutes = [
       if (pipeline.disabled) throw new ApiError(409, `Pipeline ${pipeline._id} is disabled; enable it before testing.`);
       const type = body.event_type ?? PIPELINE_TEST_EVENT;
       const entry = findEventType(type)!;
-      if (!routeOf(pipeline, { event_type: type, only_endpoint_id: pipeline._id })) {
+      if (!routeOf(pipeline, { event_type: type, only_destination_id: pipeline._id })) {
         throw ValidationError.field(['body', 'event_type'], `No route of this pipeline takes '${type}'; add a route whose event_type_prefix starts it.`);
       }
       const data = type === PIPELINE_TEST_EVENT ? { ...entry.sample, pipeline_id: pipeline._id } : entry.sample;
       const event = await audited(
         { deps, auth, requestId, log },
         pipelineTarget('pipeline.test', teamId, pipeline._id),
-        () => publishEvent(deps, { teamId, eventType: type, data, onlyEndpointId: pipeline._id }),
+        () => publishEvent(deps, { teamId, eventType: type, data, onlyDestinationId: pipeline._id }),
         Object.keys(body),
       );
       return { status: 202, body: { event_id: event.id } };

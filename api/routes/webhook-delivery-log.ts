@@ -1,4 +1,4 @@
-import { listAttempts, listEventDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/webhooks/delivery-log';
+import { listAttempts, listEventDeliveries, listEvents, toAttempt, toDelivery, toEvent } from '../../lib/events/delivery-log';
 import { EVENT_CATALOGUE } from '../../schemas/event-catalogue';
 import {
   CursorQuery,

@@ -1,8 +1,8 @@
 import { ApiError, ValidationError } from '../../lib/platform/errors';
-import { publishEvent } from '../../lib/webhooks/publisher';
-import { destinationChanged } from '../../lib/webhooks/commands';
-import type { EndpointDoc } from '../../lib/webhooks/endpoints-store';
-import { generateSecret, isValidSecret } from '../../lib/webhooks/signing';
+import { publishEvent } from '../../lib/events/publisher';
+import { destinationChanged } from '../../lib/events/dispatcher-commands';
+import type { EndpointDoc } from '../../lib/events/destinations/webhook/endpoints-store';
+import { generateSecret, isValidSecret } from '../../lib/events/destinations/webhook/signing';
 import { ErrorDetail } from '../../schemas/common';
 import { findEventType } from '../../schemas/event-catalogue';
 import {
@@ -25,7 +25,7 @@ import {
 import { defineRoute } from '../route';
 import { destinationRoutes } from './destination-routes';
 import { audited } from '../../lib/tenancy/audit';
-import { assertUrlAllowed, endpointInTeam, toWebhook, webhookTarget } from '../../lib/webhooks/endpoint-requests';
+import { assertUrlAllowed, endpointInTeam, toWebhook, webhookTarget } from '../../lib/events/destinations/webhook/requests';
 import { WEBHOOK_ROUTES_BASE as base, WEBHOOK_TAGS as tags, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
 import { timeOrderedUuid } from '../../lib/platform/keys';
 
@@ -289,7 +289,7 @@ export const webhookRoutes = [
       const event = await audited(
         { deps, auth, requestId, log },
         webhookTarget('webhook.test', teamId, endpoint._id),
-        () => publishEvent(deps, { teamId, eventType: type, data, onlyEndpointId: endpoint._id }),
+        () => publishEvent(deps, { teamId, eventType: type, data, onlyDestinationId: endpoint._id }),
         Object.keys(body),
       );
       return { status: 202, body: { event_id: event.id } };

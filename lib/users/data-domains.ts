@@ -1,5 +1,5 @@
 import { eraseUserOrders } from '../labs/order-erasure';
-import { eraseUserWebhookData } from '../webhooks/commands';
+import { eraseUserWebhookData } from '../events/dispatcher-commands';
 import type { Repositories } from '../repositories';
 import type { TemporalDeps } from '../platform/temporal';
 import { signalConnection } from '../wearables/workflow-client';

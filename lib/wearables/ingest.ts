@@ -7,7 +7,7 @@ import type { UserDoc } from '../users/store';
 import { sampleKey } from './sample-buckets';
 import type { SampleDoc, SummaryDoc } from './data-store';
 import { localDate, zoneOffsetSeconds } from '../platform/time';
-import type { EventPublisher } from '../webhooks/publisher';
+import type { EventPublisher } from '../events/publisher';
 import type { ProviderData, SampleInput, SummaryInput } from './model';
 import { sampleView, sourceId, sourceView, summaryView, type SourceView } from './views';
 import { samplesIngested } from '../platform/metrics';

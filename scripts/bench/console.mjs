@@ -8,7 +8,7 @@
 //
 // Each call is timed against the raw `mongodb` driver doing the same database work in the same run, requests
 // interleaved: the management key and team reads every request makes (and the endpoint's, for its deliveries),
-// then the list query as the store sends it (lib/webhooks/delivery-log.ts: its filter and `_id` bounds; pages.ts
+// then the list query as the store sends it (lib/events/delivery-log.ts: its filter and `_id` bounds; pages.ts
 // logPage: the `_id` walk within its budget, else the planner's plan). Reported per call and size: p50/p95, growth from the first size to the last,
 // and API / raw. Once, at the last size: the page itself in headless Chromium, from opening a sign-in link to the
 // events table drawn (a screenshot goes to .devstack/screenshots/console-bench.png).
@@ -70,19 +70,19 @@ async function seed(ctx, count, log) {
       const at = new Date(ms);
       const data = { date: at.toISOString().slice(0, 10), source: 'fitbit', value: Math.round(Math.random() * 12_000), unit: 'count', provider_id: randomUUID() };
       const envelope = { event_type: type, data, team_id: teamId, user_id: userId, client_user_id: `client-${userId.slice(0, 8)}` };
-      events.push({ _id: id, team_id: teamId, idempotency_key: id, event_type: type, user_id: userId, client_user_id: envelope.client_user_id, body: envelopeOf(envelope), created_at: at, only_endpoint_id: null });
+      events.push({ _id: id, team_id: teamId, idempotency_key: id, event_type: type, user_id: userId, client_user_id: envelope.client_user_id, body: envelopeOf(envelope), created_at: at, only_destination_id: null });
       const failed = Math.random() < FAILED_SHARE;
       const tries = failed ? 4 : 1;
       const did = deliveryId(id, endpointId);
       const finished = new Date(ms + tries * 1500);
       deliveries.push({
-        _id: did, team_id: teamId, endpoint_id: endpointId, event_id: id, event_type: type, user_id: userId,
+        _id: did, team_id: teamId, destination_id: endpointId, event_id: id, event_type: type, user_id: userId,
         status: failed ? 'failed' : 'succeeded', trigger: 'scheduled', next_attempt_at: null, attempts: tries, pass_attempts: tries, policy,
         last_status_code: failed ? 500 : 200, last_error: null, created_at: at, updated_at: finished, finished_at: finished, claim: null,
       });
       for (let n = 1; n <= tries; n++) {
         attempts.push({
-          _id: attemptId(did, n), team_id: teamId, event_id: id, endpoint_id: endpointId, user_id: userId, attempt: n, trigger: 'scheduled',
+          _id: attemptId(did, n), team_id: teamId, event_id: id, destination_id: endpointId, user_id: userId, attempt: n, trigger: 'scheduled',
           timestamp: new Date(ms + n * 1500), duration_ms: 20 + Math.floor(Math.random() * 80), status_code: failed ? 500 : 200, error_class: null, error: null,
           response_body: failed ? '{"error":"orders database is read-only"}' : 'ok',
         });
@@ -156,7 +156,7 @@ function pageCalls(ctx) {
       name: `an endpoint's failed deliveries (${FAILED_SHARE * 100}%)`,
       args: none,
       api: () => `${base}/${endpointId}/deliveries${qs({ status: 'failed' })}`,
-      raw: () => [deliveries, { ...team, endpoint_id: endpointId, status: 'failed' }, { endpoint: true }],
+      raw: () => [deliveries, { ...team, destination_id: endpointId, status: 'failed' }, { endpoint: true }],
     },
     {
       name: "an event's deliveries",
@@ -237,11 +237,11 @@ export async function consoleSuite(env, { log = console.log } = {}) {
   const { sizes, samples } = consoleSettings();
   const [{ loadConfig }, { envelopeOf, attemptId, deliveryId }, { deliveryPolicyFrom }, { timeOrderedUuid, hashKey, uuidV7Millis }, { encodeCursor }, { idsWithin, idPrefixAt }] = await Promise.all([
     distModule('lib/platform/config.js'),
-    distModule('lib/webhooks/model.js'),
-    distModule('lib/webhooks/fan-out.js'),
+    distModule('lib/events/model.js'),
+    distModule('lib/events/fan-out.js'),
     distModule('lib/platform/keys.js'),
     distModule('api/cursors.js'),
-    distModule('lib/webhooks/delivery-log.js'),
+    distModule('lib/events/delivery-log.js'),
   ]);
   const { repos } = env;
   const team = await repos.tenancy.createTeam(env.tenant.orgId, 'Bench delivery log', 'sandbox', 'us');

@@ -5,7 +5,7 @@
 //     publisher wakes the dispatcher: events/s from the wake to the last message received is what the worker's
 //     dispatcher sends with full batches (the sweeper could wake it earlier for deliveries over
 //     WEBHOOK_SWEEP_GRACE_MS old: reported when the first message came before the wake).
-//   phase timing: another, smaller backlog is delivered by the same dispatcher code (WebhookDispatcher and
+//   phase timing: another, smaller backlog is delivered by the same dispatcher code (DestinationDispatcher and
 //     PipelineSender of dist/) run in this process instead of the worker, with every store call and the broker
 //     send timed (the worker is not woken, so it does not take part; checked from the messages sent here).
 //     Batch k's recording (insertAttempts, changeDeliveries) overlaps batch k+1's reads and send; the cycle's
@@ -43,9 +43,9 @@ function timed(obj, names, calls) {
  */
 export async function diagnosisScenarios(ctx) {
   const { env, config, consumer, publisher, publishWith, received, settle, meter, logLines, log, results, EventPublisher, createLogger } = ctx;
-  const [{ WebhookDispatcher }, { PipelineSender }, { brokerPolicyFromConfig }] = await Promise.all([
-    distModule('lib/webhooks/dispatcher.js'),
-    distModule('lib/pipelines/brokers.js'),
+  const [{ DestinationDispatcher }, { PipelineSender }, { brokerPolicyFromConfig }] = await Promise.all([
+    distModule('lib/events/dispatcher.js'),
+    distModule('lib/events/destinations/pipeline/brokers.js'),
     distModule('lib/platform/url-safety.js'),
   ]);
   const noWake = { client: { workflow: { signalWithStart: async () => undefined } }, taskQueue: 'bench-no-wake' };
@@ -104,7 +104,7 @@ export async function diagnosisScenarios(ctx) {
     const repos = { ...env.repos, webhookStore: timed(env.repos.webhookStore, STORE_CALLS, calls), pipelines: timed(env.repos.pipelines, ['getPipeline', 'recordHealth'], calls), webhooks: timed(env.repos.webhooks, ['getEndpoint'], calls) };
     const sender = new PipelineSender(brokerPolicyFromConfig(config));
     const senders = { webhook: null, pipeline: timed(sender, ['send'], calls) };
-    const dispatcher = new WebhookDispatcher({ repos, config, logger: createLogger('warn', 'bench-dispatcher') }, senders);
+    const dispatcher = new DestinationDispatcher({ repos, config, logger: createLogger('warn', 'bench-dispatcher') }, senders);
     const cpu = meter();
     const t0 = performance.now();
     const at0 = Date.now();

@@ -1,5 +1,5 @@
 // The raw producer baselines of the pipeline suite (pipelines.mjs): the messages a pipeline sends, built the same
-// way (the envelope of lib/webhooks/model.ts, the bytes and gzip rule of lib/pipelines/brokers.ts encodeBody, the
+// way (the envelope of lib/events/model.ts, the bytes and gzip rule of lib/events/destinations/pipeline/brokers.ts encodeBody, the
 // same properties and headers), published straight from this process with the clients the worker uses, one batch
 // of WEBHOOK_BATCH_SIZE at a time (as one dispatcher sends them), with no database and no Temporal in between:
 //   RabbitMQ: amqplib confirm channel, persistent + mandatory, publish a batch then waitForConfirms;

@@ -106,13 +106,13 @@ async function startConsumer(config) {
 export async function pipelineSuite(env, { log = console.log } = {}) {
   const settings = pipelineSettings();
   const [{ EventPublisher, publishEvent }, { loadConfig }, { connectTemporal }, { createLogger }, catalogue, { encodeBody }, { envelopeOf }, { timeOrderedUuid }] = await Promise.all([
-    distModule('lib/webhooks/publisher.js'),
+    distModule('lib/events/publisher.js'),
     distModule('lib/platform/config.js'),
     distModule('lib/platform/temporal.js'),
     distModule('lib/platform/logger.js'),
     distModule('schemas/event-catalogue.js'),
-    distModule('lib/pipelines/brokers.js'),
-    distModule('lib/webhooks/model.js'),
+    distModule('lib/events/destinations/pipeline/brokers.js'),
+    distModule('lib/events/model.js'),
     distModule('lib/platform/keys.js'),
   ]);
   const sample = catalogue.findEventType(EVENT_TYPE)?.sample ?? {};

@@ -35,9 +35,9 @@ const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFin
 export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamId, eventType, userId, clientUserId, makeData, config }) {
   const [{ createIndexes }, { WEBHOOK_STORE_INDEXES }, { envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }, { timeOrderedUuid }] = await Promise.all([
     distModule('lib/platform/database/indexes.js'),
-    distModule('lib/webhooks/store.js'),
-    distModule('lib/webhooks/model.js'),
-    distModule('lib/webhooks/fan-out.js'),
+    distModule('lib/events/store.js'),
+    distModule('lib/events/model.js'),
+    distModule('lib/events/fan-out.js'),
     distModule('lib/platform/keys.js'),
   ]);
   const db = env.db;
@@ -65,7 +65,7 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
   const dispatch = async (endpointId, limit) => {
     const now = new Date();
     const due = await timed('findDue', () =>
-      coll.deliveries.find({ endpoint_id: endpointId, status: 'pending', next_attempt_at: { $lte: now } }).sort({ next_attempt_at: 1 }).limit(limit).toArray(),
+      coll.deliveries.find({ destination_id: endpointId, status: 'pending', next_attempt_at: { $lte: now } }).sort({ next_attempt_at: 1 }).limit(limit).toArray(),
     );
     if (!due.length) return 0;
     // The claim that keeps a superseded run and its replacement from sending the same delivery twice.
@@ -84,7 +84,7 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
       _id: attemptId(d._id, d.attempts + 1),
       team_id: d.team_id,
       event_id: d.event_id,
-      endpoint_id: d.endpoint_id,
+      destination_id: d.destination_id,
       user_id: d.user_id,
       attempt: d.attempts + 1,
       trigger: d.trigger,
@@ -122,7 +122,7 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
           client_user_id: clientUserId,
           body: envelopeOf(envelope),
           created_at: now,
-          only_endpoint_id: null,
+          only_destination_id: null,
         });
       }
       const deliveryDocs = eventDocs.flatMap((e) => endpointIds.map((id) => newDelivery(e, id, policy, now)));

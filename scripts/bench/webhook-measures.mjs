@@ -137,13 +137,13 @@ export function logLineCounter(env) {
 
 /**
  * The dispatcher batches of a run, rebuilt from the team's attempt documents since `since`: the attempts of one
- * batch are recorded with one clock reading (lib/webhooks/dispatcher.ts outcomesOf: timestamp = that reading -
+ * batch are recorded with one clock reading (lib/events/dispatcher.ts outcomesOf: timestamp = that reading -
  * duration_ms), so timestamp + duration_ms identifies the batch.
  */
 export async function dispatcherBatches(db, teamId, since, wallMs, workerLogLines) {
   const docs = await db
     .collection('webhook_attempts')
-    .find({ team_id: teamId, timestamp: { $gte: new Date(since) } }, { projection: { endpoint_id: 1, timestamp: 1, duration_ms: 1 } })
+    .find({ team_id: teamId, timestamp: { $gte: new Date(since) } }, { projection: { destination_id: 1, timestamp: 1, duration_ms: 1 } })
     .toArray();
   if (!docs.length) return { workerLogLines, batches: 0 };
   const byEndpoint = new Map();
@@ -151,8 +151,8 @@ export async function dispatcherBatches(db, teamId, since, wallMs, workerLogLine
   let postMaxMs = 0;
   for (const d of docs) {
     const at = d.timestamp.getTime() + d.duration_ms;
-    if (!byEndpoint.has(d.endpoint_id)) byEndpoint.set(d.endpoint_id, new Map());
-    const m = byEndpoint.get(d.endpoint_id);
+    if (!byEndpoint.has(d.destination_id)) byEndpoint.set(d.destination_id, new Map());
+    const m = byEndpoint.get(d.destination_id);
     m.set(at, (m.get(at) ?? 0) + 1);
     postMs += d.duration_ms;
     postMaxMs = Math.max(postMaxMs, d.duration_ms);

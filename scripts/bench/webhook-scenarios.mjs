@@ -23,7 +23,7 @@ export async function endpointScenarios(ctx, k) {
   }
   log(`bench: webhooks: team ${team._id} with ${plural(k)} -> ${receiver.url}/hook/${k}/*`);
 
-  // One event's body and headers as the worker sends them (lib/webhooks/model.ts envelopeOf; signing per Standard Webhooks).
+  // One event's body and headers as the worker sends them (lib/events/model.ts envelopeOf; signing per Standard Webhooks).
   const secret = randomBytes(32);
   const baselineRequest = (run, seq) => {
     const body = JSON.stringify({
@@ -313,7 +313,7 @@ export async function recordBookkeeping(ctx, k, { team, endpointIds, tput, paced
   const w = env.db;
   const [deliveryDocs, attemptDocs] = await Promise.all([
     w.collection('webhook_deliveries').find({ team_id: team._id }, { projection: { status: 1, attempts: 1 } }).toArray(),
-    w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { event_id: 1, endpoint_id: 1, status_code: 1 } }).toArray(),
+    w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { event_id: 1, destination_id: 1, status_code: 1 } }).toArray(),
   ]);
   const byStatus = { pending: 0, succeeded: 0, failed: 0, cancelled: 0 };
   for (const d of deliveryDocs) byStatus[d.status] = (byStatus[d.status] ?? 0) + 1;
@@ -323,7 +323,7 @@ export async function recordBookkeeping(ctx, k, { team, endpointIds, tput, paced
   const failedAttempts = attemptDocs.filter((a) => !(a.status_code >= 200 && a.status_code <= 299)).length;
   const attemptsPer = new Map();
   for (const a of attemptDocs) {
-    const id = `${a.event_id}:${a.endpoint_id}`;
+    const id = `${a.event_id}:${a.destination_id}`;
     attemptsPer.set(id, (attemptsPer.get(id) ?? 0) + 1);
   }
   const repeated = [...attemptsPer.values()].filter((c) => c > 1);
@@ -340,7 +340,7 @@ export async function recordBookkeeping(ctx, k, { team, endpointIds, tput, paced
   const published = [tput, paced, starved].filter(Boolean).reduce((sum, r) => sum + r.events - r.errors, 0);
   let temporalRetries = null;
   try {
-    temporalRetries = await dispatcherRetries(temporal.client, endpointIds.map((id) => workflowIds.webhookDispatch(id)));
+    temporalRetries = await dispatcherRetries(temporal.client, endpointIds.map((id) => workflowIds.destinationDispatch(id)));
   } catch (err) {
     log(`bench: webhooks: could not read the dispatcher histories: ${err.message}`);
   }

@@ -6,7 +6,7 @@
 //
 // The receiver (webhook-receiver.mjs) is a child process on 127.0.0.1 that answers 200 at once and keeps
 // each delivery's first-arrival time; it is the clock for "delivered". Events are published from this
-// process through an EventPublisher of dist/ (lib/webhooks/publisher.ts, the same code and group commit the
+// process through an EventPublisher of dist/ (lib/events/publisher.ts, the same code and group commit the
 // api uses; one instance for the suite) to a team whose endpoints were created through the management API;
 // the real worker process delivers them through Temporal.
 //
@@ -65,7 +65,7 @@ export function webhookSettings() {
 export async function webhookSuite(env, { log = console.log } = {}) {
   const settings = webhookSettings();
   const [{ EventPublisher, publishEvent }, { loadConfig }, { connectTemporal }, { createLogger }, catalogue, { workflowIds }] = await Promise.all([
-    distModule('lib/webhooks/publisher.js'),
+    distModule('lib/events/publisher.js'),
     distModule('lib/platform/config.js'),
     distModule('lib/platform/temporal.js'),
     distModule('lib/platform/logger.js'),

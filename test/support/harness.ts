@@ -12,7 +12,7 @@ import { loadProviderCatalogue } from '../../lib/wearables/provider-catalogue';
 import { loadLabCatalogue } from '../../lib/labs/catalogue';
 import { dataCipher, loadConfig, type Config } from '../../lib/platform/config';
 import { createLogger, type Logger } from '../../lib/platform/logger';
-import { EventPublisher } from '../../lib/webhooks/publisher';
+import { EventPublisher } from '../../lib/events/publisher';
 import { connectMongo } from '../../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
 import { retentionFrom } from '../../lib/platform/database/indexes';

@@ -11,14 +11,14 @@ import type { IndexSpec, QueryShape } from '../../lib/platform/database/indexes'
 import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/platform/database/migrations';
 import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../../lib/tenancy/store';
 import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/users/store';
-import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/webhooks/endpoints-store';
+import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/events/destinations/webhook/endpoints-store';
 import { LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/labs/orders-store';
 import { IDEMPOTENCY_INDEXES, IDEMPOTENCY_QUERY_SHAPES } from '../../lib/platform/idempotency-store';
 import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/labs/tests-store';
 import { HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES } from '../../lib/labs/hl7-intake-store';
 import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../../lib/platform/secrets-store';
-import { PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES } from '../../lib/pipelines/store';
-import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../../lib/webhooks/store';
+import { PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES } from '../../lib/events/destinations/pipeline/pipelines-store';
+import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../../lib/events/store';
 import { WORKER_HEARTBEAT_INDEXES, WORKER_HEARTBEAT_QUERY_SHAPES } from '../../lib/platform/worker-heartbeats-store';
 
 /** Every collection's declared indexes and query shapes, as the repositories declare them (architecture rule 2). */

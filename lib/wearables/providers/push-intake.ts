@@ -3,7 +3,7 @@ import { workflowIds } from '../../../workflows/ids';
 import { providerPushWorkflow } from '../../../workflows/wearable-connection';
 import { providerTaskQueue } from '../../../activities/wearables';
 import type { Logger } from '../../platform/logger';
-import type { EventPublisher } from '../../webhooks/publisher';
+import type { EventPublisher } from '../../events/publisher';
 import { deregisterConnection, providerSummary, type ConnectionDeps } from '../workflow-client';
 import type { PushRequest, PushSecrets } from './contract';
 import { integrationFor } from './registry';

@@ -1,13 +1,13 @@
-import type { AuditTarget } from '../tenancy/audit';
-import { ApiError, badRequest, notFound, ValidationError } from '../platform/errors';
-import { queueDispatcherCommand } from './commands';
+import type { AuditTarget } from '../../../tenancy/audit';
+import { ApiError, badRequest, notFound, ValidationError } from '../../../platform/errors';
+import { queueDispatcherCommand } from '../../dispatcher-commands';
 import type { EndpointDoc } from './endpoints-store';
-import { isoWithOffset } from '../platform/time';
-import { checkAndNormalizeWebhookUrl, urlPolicyFromConfig } from '../platform/url-safety';
-import type { Webhook } from '../../schemas/webhook';
-import type { Config } from '../platform/config';
-import type { TemporalDeps } from '../platform/temporal';
-import type { Repositories } from '../repositories';
+import { isoWithOffset } from '../../../platform/time';
+import { checkAndNormalizeWebhookUrl, urlPolicyFromConfig } from '../../../platform/url-safety';
+import type { Webhook } from '../../../../schemas/webhook';
+import type { Config } from '../../../platform/config';
+import type { TemporalDeps } from '../../../platform/temporal';
+import type { Repositories } from '../../../repositories';
 
 export function toWebhook(d: EndpointDoc): Webhook {
   return {

@@ -1,11 +1,11 @@
 import type { Collection, Db } from 'mongodb';
-import { FieldCipher, type EncryptedValue } from '../platform/field-encryption';
-import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
-import { pageById, type Page } from '../platform/database/pages';
+import { FieldCipher, type EncryptedValue } from '../../../platform/field-encryption';
+import { createIndexes, type IndexSpec, type QueryShape } from '../../../platform/database/indexes';
+import { pageById, type Page } from '../../../platform/database/pages';
 
 /**
  * Webhook endpoints: the only code that touches `webhook_endpoints`. Events, deliveries and attempts live
- * in lib/webhooks/store.ts.
+ * in lib/events/store.ts.
  */
 
 export interface EndpointSecret {

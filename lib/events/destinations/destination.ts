@@ -1,14 +1,14 @@
-import { groupBy } from '../platform/group-by';
-import { deliveriesFinished, deliveryAttempts, destinationsDisabled } from '../platform/metrics';
-import type { Logger } from '../platform/logger';
-import type { Repositories } from '../repositories';
-import type { PipelineDoc } from '../pipelines/model';
-import type { PipelineSender } from '../pipelines/brokers';
-import type { EndpointDoc } from './endpoints-store';
-import type { DeliveryDoc, EventDoc } from './model';
-import type { EventPublisher } from './publisher';
-import { mapWithConcurrency, USER_AGENT, type AttemptResult, type WebhookSender } from './sender';
-import { SIGNATURE_HEADERS, signatureHeaders } from './signing';
+import { groupBy } from '../../platform/group-by';
+import { deliveriesFinished, deliveryAttempts, destinationsDisabled } from '../../platform/metrics';
+import type { Logger } from '../../platform/logger';
+import type { Repositories } from '../../repositories';
+import type { PipelineDoc } from './pipeline/model';
+import type { PipelineSender } from './pipeline/brokers';
+import type { EndpointDoc } from './webhook/endpoints-store';
+import type { DeliveryDoc, EventDoc } from '../model';
+import type { EventPublisher } from '../publisher';
+import { mapWithConcurrency, USER_AGENT, type AttemptResult, type WebhookSender } from './webhook/sender';
+import { SIGNATURE_HEADERS, signatureHeaders } from './webhook/signing';
 
 /**
  * Where a dispatcher delivers: a webhook endpoint (HTTP POSTs, signed) or a pipeline (a team's broker). The
@@ -168,7 +168,7 @@ export async function recordHealth(
   const health = destination.kind === 'webhook' ? repos.webhooks.recordEndpointHealth.bind(repos.webhooks) : repos.pipelines.recordHealth.bind(repos.pipelines);
   if (o.gone && destination.kind === 'webhook') {
     if (await repos.webhooks.disableEndpoint(id, 'gone')) await announceDisabled(deps, destination, 'gone', o.at);
-    logger.warn({ endpointId: id }, 'webhook endpoint answered 410 Gone: disabled');
+    logger.warn({ destinationId: id }, 'webhook endpoint answered 410 Gone: disabled');
     return true;
   }
   if (o.anySuccess) {
@@ -186,7 +186,7 @@ export async function recordHealth(
       ? await repos.webhooks.disableEndpoint(id, 'failing', (e) => e.failing_since !== null && o.at.getTime() - e.failing_since.getTime() >= o.disableAfterMs)
       : await repos.pipelines.disableFailing(id, failingSince);
   if (disabled) {
-    logger.warn({ [destination.kind === 'webhook' ? 'endpointId' : 'pipelineId']: id, failingSince }, `${destination.kind === 'webhook' ? 'webhook endpoint' : 'pipeline'} failing for too long: disabled`);
+    logger.warn({ [destination.kind === 'webhook' ? 'destinationId' : 'pipelineId']: id, failingSince }, `${destination.kind === 'webhook' ? 'webhook endpoint' : 'pipeline'} failing for too long: disabled`);
     await announceDisabled(deps, destination, 'failing', failingSince);
   }
   return disabled;

@@ -1,8 +1,8 @@
 import type { Collection, Db } from 'mongodb';
-import type { FieldCipher } from '../platform/field-encryption';
-import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
-import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
-import { pageById, type Page } from '../platform/database/pages';
+import type { FieldCipher } from '../../../platform/field-encryption';
+import { EncryptedFields, type Sealed } from '../../../platform/database/encrypted-fields';
+import { createIndexes, type IndexSpec, type QueryShape } from '../../../platform/database/indexes';
+import { pageById, type Page } from '../../../platform/database/pages';
 import type { PipelineDoc } from './model';
 
 /**

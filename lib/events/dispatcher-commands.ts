@@ -1,14 +1,14 @@
 import { WithStartWorkflowOperation } from '@temporalio/client';
 import { isWorkflowGone, type TemporalDeps } from '../platform/temporal';
 import { workflowIds } from '../../workflows/ids';
-import { runDispatcherCommandUpdate, webhookDispatchWorkflow, type DispatcherCommand } from '../../workflows/webhook-dispatch';
+import { runDispatcherCommandUpdate, destinationDispatchWorkflow, type DispatcherCommand } from '../../workflows/destination-dispatch';
 import type { Repositories } from '../repositories';
 
-const withStart = (temporal: TemporalDeps, endpointId: string) =>
-  new WithStartWorkflowOperation(webhookDispatchWorkflow, {
-    workflowId: workflowIds.webhookDispatch(endpointId),
+const withStart = (temporal: TemporalDeps, destinationId: string) =>
+  new WithStartWorkflowOperation(destinationDispatchWorkflow, {
+    workflowId: workflowIds.destinationDispatch(destinationId),
     taskQueue: temporal.taskQueue,
-    args: [{ endpointId }],
+    args: [{ destinationId }],
     workflowIdConflictPolicy: 'USE_EXISTING',
   });
 
@@ -17,19 +17,19 @@ const withStart = (temporal: TemporalDeps, endpointId: string) =>
  * and waits until it has run between two batches (up to one delivery run, seconds). Returns how many
  * deliveries it changed.
  */
-export async function runDispatcherCommand(temporal: TemporalDeps, endpointId: string, command: DispatcherCommand): Promise<number> {
-  return temporal.client.workflow.executeUpdateWithStart(runDispatcherCommandUpdate, { args: [command], startWorkflowOperation: withStart(temporal, endpointId) });
+export async function runDispatcherCommand(temporal: TemporalDeps, destinationId: string, command: DispatcherCommand): Promise<number> {
+  return temporal.client.workflow.executeUpdateWithStart(runDispatcherCommandUpdate, { args: [command], startWorkflowOperation: withStart(temporal, destinationId) });
 }
 
 /**
  * Hands a command to an endpoint's dispatcher and returns once the workflow has accepted it (recorded in its
  * history: it will run even if every process restarts), without waiting for the batch in flight.
  */
-export async function queueDispatcherCommand(temporal: TemporalDeps, endpointId: string, command: DispatcherCommand): Promise<void> {
+export async function queueDispatcherCommand(temporal: TemporalDeps, destinationId: string, command: DispatcherCommand): Promise<void> {
   await temporal.client.workflow.startUpdateWithStart(runDispatcherCommandUpdate, {
     args: [command],
     waitForStage: 'ACCEPTED',
-    startWorkflowOperation: withStart(temporal, endpointId),
+    startWorkflowOperation: withStart(temporal, destinationId),
   });
 }
 
@@ -40,7 +40,7 @@ export async function queueDispatcherCommand(temporal: TemporalDeps, endpointId:
  */
 export async function destinationChanged(temporal: TemporalDeps, destinationId: string): Promise<void> {
   try {
-    await temporal.client.workflow.getHandle(workflowIds.webhookDispatch(destinationId)).executeUpdate(runDispatcherCommandUpdate, { args: [{ kind: 'destination_changed' }] });
+    await temporal.client.workflow.getHandle(workflowIds.destinationDispatch(destinationId)).executeUpdate(runDispatcherCommandUpdate, { args: [{ kind: 'destination_changed' }] });
   } catch (err) {
     if (!isWorkflowGone(err)) throw err;
   }
@@ -57,8 +57,8 @@ export async function eraseUserWebhookData(deps: { repos: Repositories; temporal
   let n = await repos.webhookStore.eraseUserEvents(teamId, userId);
   // Pipelines' pending messages too (what already reached the team's broker is the team's to erase).
   const destinations = [...(await repos.webhooks.endpointIdsOfTeam(teamId)), ...(await repos.pipelines.pipelineIdsOfTeam(teamId))];
-  for (const endpointId of destinations) {
-    n += await runDispatcherCommand(temporal, endpointId, { kind: 'erase_user', teamId, userId });
+  for (const destinationId of destinations) {
+    n += await runDispatcherCommand(temporal, destinationId, { kind: 'erase_user', teamId, userId });
   }
   return n + (await repos.webhookStore.eraseUser(teamId, userId));
 }

@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { DispatcherCommand } from '../../workflows/webhook-dispatch';
+import type { DispatcherCommand } from '../../workflows/destination-dispatch';
 import { nextAttemptDelay, parseRetryAfter } from './retry';
 import type { Config } from '../platform/config';
 import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
-import { countOutcomes, DestinationView, dueFor, MAX_CONCURRENT_POSTS, rateLimitOf, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations';
+import { countOutcomes, DestinationView, dueFor, MAX_CONCURRENT_POSTS, rateLimitOf, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations/destination';
 import { type DeliveryChange } from './store';
-import { routeOf } from '../pipelines/model';
+import { routeOf } from './destinations/pipeline/model';
 import type { EventPublisher } from './publisher';
 import { attemptId, deliveryId, type AttemptDoc, type DeliveryDoc } from './model';
 
@@ -49,8 +49,8 @@ interface Recording {
 }
 
 export class SupersededError extends Error {
-  constructor(endpointId: string) {
-    super(`The delivery run of endpoint ${endpointId} was superseded (Temporal gave it up); it stops without writing.`);
+  constructor(destinationId: string) {
+    super(`The delivery run of endpoint ${destinationId} was superseded (Temporal gave it up); it stops without writing.`);
   }
 }
 
@@ -63,10 +63,10 @@ export interface DispatcherDeps {
 }
 
 /**
- * One destination's deliveries (a webhook endpoint's or a pipeline's, lib/webhooks/destinations.ts): sending due
+ * One destination's deliveries (a webhook endpoint's or a pipeline's, lib/events/destinations/destination.ts): sending due
  * batches, recording outcomes, and the commands the owner runs. "Endpoint" below is either.
  */
-export class WebhookDispatcher {
+export class DestinationDispatcher {
   constructor(
     private readonly deps: DispatcherDeps,
     private readonly senders: Senders,
@@ -81,14 +81,14 @@ export class WebhookDispatcher {
    * wake, it marks itself idle and then looks once more: deliveries queued before the mark are found by that
    * look, and the publisher of any queued after it sees the mark and signals.
    */
-  async deliverDue(endpointId: string, ctx: DispatchContext): Promise<DispatchResult> {
+  async deliverDue(destinationId: string, ctx: DispatchContext): Promise<DispatchResult> {
     const store = this.deps.repos.webhookStore;
     const deadline = Date.now() + DISPATCH_BUDGET_MS;
-    const markActive = () => store.markDispatcherActive(endpointId, new Date(Date.now() + ACTIVE_LEASE_MS));
+    const markActive = () => store.markDispatcherActive(destinationId, new Date(Date.now() + ACTIVE_LEASE_MS));
     // This run's claim on the deliveries it sends: a run Temporal gave up on, still sending, keeps what it
     // claimed, and the run that replaced it neither sends those nor overwrites their outcome.
     const claim = randomUUID();
-    const endpoint = new DestinationView(this.deps.repos, endpointId);
+    const endpoint = new DestinationView(this.deps.repos, destinationId);
     let recording: Recording | null = null;
     const finishRecording = async () => {
       const r = recording;
@@ -103,11 +103,11 @@ export class WebhookDispatcher {
       await markActive();
       for (;;) {
         // Fencing: a run Temporal gave up on (its retry may already be sending) writes nothing more.
-        if (ctx.superseded()) throw new SupersededError(endpointId);
-        const batch = await this.sendBatch(endpointId, endpoint, claim, ctx, recording?.delivered ?? new Set());
+        if (ctx.superseded()) throw new SupersededError(destinationId);
+        const batch = await this.sendBatch(destinationId, endpoint, claim, ctx, recording?.delivered ?? new Set());
         if (batch.stop) {
           await finishRecording();
-          return (result = { more: false, waitMs: 0, nextDueInMs: null, stop: !(await this.drain(endpointId, batch.stop)) });
+          return (result = { more: false, waitMs: 0, nextDueInMs: null, stop: !(await this.drain(destinationId, batch.stop)) });
         }
         if (batch.recording) {
           await finishRecording(); // the previous batch's, before this one's starts
@@ -135,22 +135,22 @@ export class WebhookDispatcher {
           do {
             await sleep(LINGER_POLL_MS);
             lingered += LINGER_POLL_MS;
-          } while (canLinger() && !(await store.dueDeliveries(endpointId, new Date(), 1)).length);
+          } while (canLinger() && !(await store.dueDeliveries(destinationId, new Date(), 1)).length);
           continue;
         }
         if (!markedIdle) {
-          await store.markDispatcherIdle(endpointId);
+          await store.markDispatcherIdle(destinationId);
           markedIdle = true;
           continue;
         }
-        const next = await store.nextDueAt(endpointId);
+        const next = await store.nextDueAt(destinationId);
         return (result = { more: false, waitMs: 0, nextDueInMs: next === null ? null : Math.max(0, next.getTime() - Date.now()), stop: false });
       }
     } finally {
       clearInterval(heartbeat);
       await finishRecording();
       // Stopping or failing (Temporal retries the activity): later publishes must signal again.
-      if (!markedIdle && !result?.more) await store.markDispatcherIdle(endpointId).catch(() => undefined);
+      if (!markedIdle && !result?.more) await store.markDispatcherIdle(destinationId).catch(() => undefined);
     }
   }
 
@@ -162,7 +162,7 @@ export class WebhookDispatcher {
    * at-least-once).
    */
   private async sendBatch(
-    endpointId: string,
+    destinationId: string,
     view: DestinationView,
     claim: string,
     ctx: DispatchContext,
@@ -183,7 +183,7 @@ export class WebhookDispatcher {
     if (!picked.length) return { sent: 0, more: false, waitMs: 0, gone: false, recording: null };
 
     // Fencing: a run Temporal gave up on claims nothing more.
-    if (ctx.superseded()) throw new SupersededError(endpointId);
+    if (ctx.superseded()) throw new SupersededError(destinationId);
     // The claim and the events' bodies are read at once (neither needs the other): one round trip less per batch.
     const now = new Date();
     const longestTimeout = Math.max(0, ...picked.map((d) => d.policy.timeout_ms));
@@ -213,9 +213,9 @@ export class WebhookDispatcher {
   }
 
   /** Ends the pending deliveries of a gone/disabled endpoint, a page at a time; true while more remain. */
-  private async drain(endpointId: string, status: 'failed' | 'cancelled'): Promise<boolean> {
+  private async drain(destinationId: string, status: 'failed' | 'cancelled'): Promise<boolean> {
     const store = this.deps.repos.webhookStore;
-    const ids = await store.pendingIds(endpointId, DRAIN_PAGE);
+    const ids = await store.pendingIds(destinationId, DRAIN_PAGE);
     const now = new Date();
     const reason = status === 'failed' ? 'endpoint_disabled' : 'endpoint_deleted';
     await store.changeDeliveries([{ ids, set: { status, next_attempt_at: null, finished_at: now, updated_at: now, last_error: reason } }]);
@@ -223,7 +223,7 @@ export class WebhookDispatcher {
   }
 
   /** A command the dispatcher workflow runs between batches; returns how many deliveries it changed. */
-  async applyCommand(endpointId: string, command: DispatcherCommand): Promise<number> {
+  async applyCommand(destinationId: string, command: DispatcherCommand): Promise<number> {
     const store = this.deps.repos.webhookStore;
     const now = new Date();
     const manual = { ...deliveryPolicyFrom(this.deps.config), schedule_ms: [0] };
@@ -232,21 +232,21 @@ export class WebhookDispatcher {
       case 'destination_changed':
         return 0; // the workflow answers it between runs; no delivery changes
       case 'erase_user':
-        return store.eraseUserAtEndpoint(command.teamId, command.userId, endpointId);
+        return store.eraseUserAtEndpoint(command.teamId, command.userId, destinationId);
       case 'resend': {
-        const pipeline = await this.deps.repos.pipelines.getPipeline(endpointId);
+        const pipeline = await this.deps.repos.pipelines.getPipeline(destinationId);
         // A pipeline resends only what one of its routes takes (with that route's target).
         const events = (await store.getEvents(command.eventIds)).filter((e) => e.team_id === command.teamId && (!pipeline || routeOf(pipeline, e)));
-        const ids = events.map((e) => deliveryId(e._id, endpointId));
+        const ids = events.map((e) => deliveryId(e._id, destinationId));
         // A delivery that never existed (the filter did not match then) is created; the others start a new pass.
-        await store.insertDeliveries(events.map((e) => newDelivery(e, endpointId, manual, now, 'manual', pipeline ? routeOf(pipeline, e)!.target : undefined)));
+        await store.insertDeliveries(events.map((e) => newDelivery(e, destinationId, manual, now, 'manual', pipeline ? routeOf(pipeline, e)!.target : undefined)));
         await store.changeDeliveries([{ ids, set: again }]);
         return ids.length;
       }
       case 'recover': {
         const window = { since: new Date(command.since), until: command.until ? new Date(command.until) : undefined };
         let changed = 0;
-        for (let page = await store.failedDeliveryIds(command.teamId, endpointId, window, DRAIN_PAGE); page.length; page = await store.failedDeliveryIds(command.teamId, endpointId, window, DRAIN_PAGE)) {
+        for (let page = await store.failedDeliveryIds(command.teamId, destinationId, window, DRAIN_PAGE); page.length; page = await store.failedDeliveryIds(command.teamId, destinationId, window, DRAIN_PAGE)) {
           await store.changeDeliveries([{ ids: page, set: again }]);
           changed += page.length;
         }
@@ -283,7 +283,7 @@ function outcomesOf(due: DeliveryDoc[], results: SendOutcome[], now: Date, claim
       _id: attemptId(d._id, attempt),
       team_id: d.team_id,
       event_id: d.event_id,
-      endpoint_id: d.endpoint_id,
+      destination_id: d.destination_id,
       user_id: d.user_id,
       attempt,
       trigger: d.trigger,

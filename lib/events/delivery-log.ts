@@ -60,12 +60,12 @@ async function userIsDense(store: WebhookStore, teamId: string, userId: string):
 export function listDeliveries(
   store: WebhookStore,
   teamId: string,
-  endpointId: string,
+  destinationId: string,
   q: { status?: DeliveryStatus; eventType?: string; userId?: string; since?: Date; until?: Date },
   after: string | null,
   limit: number,
 ): Promise<Page<DeliveryDoc>> {
-  const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId };
+  const filter: Filter<DeliveryDoc> = { team_id: teamId, destination_id: destinationId };
   if (q.status) filter.status = q.status;
   if (q.eventType) filter.event_type = q.eventType;
   if (q.userId) filter.user_id = q.userId;
@@ -98,13 +98,13 @@ export function listEventDeliveries(store: WebhookStore, teamId: string, eventId
 export function listAttempts(
   store: WebhookStore,
   teamId: string,
-  q: { eventId?: string; endpointId?: string },
+  q: { eventId?: string; destinationId?: string },
   after: string | null,
   limit: number,
 ): Promise<Page<AttemptDoc>> {
   const filter: Filter<AttemptDoc> = { team_id: teamId };
   if (q.eventId) filter.event_id = q.eventId;
-  if (q.endpointId) filter.endpoint_id = q.endpointId;
+  if (q.destinationId) filter.destination_id = q.destinationId;
   const eventMs = q.eventId ? uuidV7Millis(q.eventId) : null;
   if (eventMs !== null) filter._id = { $gte: idPrefixAt(eventMs), $lte: idPrefixAt(eventMs + 1) };
   return logPage(store.attempts, filter, -1, after, limit);
@@ -121,7 +121,7 @@ export const toEvent = (e: EventDoc) => ({
 });
 export const toDelivery = (d: DeliveryDoc) => ({
   event_id: d.event_id,
-  webhook_id: d.endpoint_id,
+  webhook_id: d.destination_id,
   event_type: d.event_type,
   user_id: d.user_id,
   status: d.status,
@@ -134,7 +134,7 @@ export const toDelivery = (d: DeliveryDoc) => ({
 export const toAttempt = (a: AttemptDoc) => ({
   id: a._id,
   event_id: a.event_id,
-  webhook_id: a.endpoint_id,
+  webhook_id: a.destination_id,
   attempt: a.attempt,
   trigger: a.trigger,
   timestamp: isoWithOffset(a.timestamp),

@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { Agent, type Dispatcher } from 'undici';
-import { guardedLookup, isAllowlisted, refusedAddressReason, type UrlPolicy } from '../platform/url-safety';
+import { guardedLookup, isAllowlisted, refusedAddressReason, type UrlPolicy } from '../../../platform/url-safety';
 
 /**
  * The webhook sender: POSTs a body to an endpoint URL and reports the outcome (never throws). One instance

@@ -1,8 +1,8 @@
 import { allHandlersFinished, condition, continueAsNew, defineSignal, defineUpdate, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { WebhookDeliveryActivities } from '../activities/webhook-delivery';
 
-export interface WebhookDispatchInput {
-  endpointId: string;
+export interface DestinationDispatchInput {
+  destinationId: string;
 }
 
 /**
@@ -46,14 +46,14 @@ const { applyDispatcherCommand } = proxyActivities<WebhookDeliveryActivities>({
 const MAX_ITERATIONS = 500;
 
 /**
- * The delivery loop of one endpoint (id `webhook-dispatch:<endpointId>`), the single owner of its delivery
+ * The delivery loop of one endpoint (id `webhook-dispatch:<destinationId>`), the single owner of its delivery
  * documents. Each iteration runs one activity that sends batches of due deliveries and records the
  * outcomes; between iterations it runs queued commands (erasure, resend, recover), then waits for a wake
  * signal, a command or the next due time (a Temporal timer), honouring the endpoint's rate limit by pacing
  * batches. Payloads stay in MongoDB: this workflow carries only the endpoint id. It continues-as-new to bound
  * its history and ends when the endpoint is gone or disabled (a later publish starts it again).
  */
-export async function webhookDispatchWorkflow(input: WebhookDispatchInput): Promise<void> {
+export async function destinationDispatchWorkflow(input: DestinationDispatchInput): Promise<void> {
   let woken = false;
   const commands: { command: DispatcherCommand; changed: number | null }[] = [];
   setHandler(wakeDispatcherSignal, () => {
@@ -68,7 +68,7 @@ export async function webhookDispatchWorkflow(input: WebhookDispatchInput): Prom
   const runCommands = async () => {
     while (commands.length) {
       const entry = commands[0];
-      entry.changed = entry.command.kind === 'destination_changed' ? 0 : await applyDispatcherCommand({ endpointId: input.endpointId, command: entry.command });
+      entry.changed = entry.command.kind === 'destination_changed' ? 0 : await applyDispatcherCommand({ destinationId: input.destinationId, command: entry.command });
       commands.shift();
       woken = true; // a resend or recover queued deliveries: look at once
     }
@@ -78,7 +78,7 @@ export async function webhookDispatchWorkflow(input: WebhookDispatchInput): Prom
   for (let i = 0; i < MAX_ITERATIONS && !workflowInfo().continueAsNewSuggested; i++) {
     await runCommands();
     woken = false;
-    const r = await deliverDueWebhooks({ endpointId: input.endpointId });
+    const r = await deliverDueWebhooks({ destinationId: input.destinationId });
     if (r.stop) {
       stopped = true;
       break;
@@ -96,5 +96,5 @@ export async function webhookDispatchWorkflow(input: WebhookDispatchInput): Prom
     await runCommands();
     await condition(() => commands.length > 0 || allHandlersFinished());
   }
-  if (!stopped) await continueAsNew<typeof webhookDispatchWorkflow>(input);
+  if (!stopped) await continueAsNew<typeof destinationDispatchWorkflow>(input);
 }

@@ -26,7 +26,7 @@ export interface EventDoc {
   body: string;
   created_at: Date;
   /** Test events go to one endpoint only. */
-  only_endpoint_id: string | null;
+  only_destination_id: string | null;
 }
 
 export interface OutboxDoc {
@@ -39,8 +39,8 @@ export interface DeliveryDoc {
   /** `<eventId>:<destinationId>` */
   _id: string;
   team_id: string;
-  /** The destination: a webhook endpoint's id, or a pipeline's (lib/pipelines). */
-  endpoint_id: string;
+  /** The destination: a webhook endpoint's id, or a pipeline's (lib/events/destinations/pipeline). */
+  destination_id: string;
   /** A pipeline delivery's routing key or topic, chosen by its routes at publish; absent for webhooks. */
   target?: string;
   event_id: string;
@@ -73,7 +73,7 @@ export interface AttemptDoc {
   _id: string;
   team_id: string;
   event_id: string;
-  endpoint_id: string;
+  destination_id: string;
   user_id: string | null;
   attempt: number;
   trigger: Trigger;
@@ -87,7 +87,7 @@ export interface AttemptDoc {
   response_body: string | null;
 }
 
-export const deliveryId = (eventId: string, endpointId: string) => `${eventId}:${endpointId}`;
+export const deliveryId = (eventId: string, destinationId: string) => `${eventId}:${destinationId}`;
 /**
  * Deterministic per (delivery, attempt number), so recording the same attempt again writes nothing. A UUIDv7 on
  * the event's time with the attempt number as its counter: the delivery log pages attempts on `_id`, newest

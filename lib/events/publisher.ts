@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { EVENT_TYPE_PATTERN } from '../../schemas/event-catalogue';
 import { workflowIds } from '../../workflows/ids';
-import { webhookDispatchWorkflow, wakeDispatcherSignal } from '../../workflows/webhook-dispatch';
+import { destinationDispatchWorkflow, wakeDispatcherSignal } from '../../workflows/destination-dispatch';
 import { groupBy } from '../platform/group-by';
 import type { Config } from '../platform/config';
 import { ApiError } from '../platform/errors';
@@ -40,7 +40,7 @@ export interface PublishEventInput {
   /** One domain change = one key: publishing the same key again returns the same event. */
   idempotencyKey?: string;
   /** Deliver to this endpoint only (test events). */
-  onlyEndpointId?: string;
+  onlyDestinationId?: string;
 }
 
 export interface PublishedEvent {
@@ -102,7 +102,7 @@ export class EventPublisher {
       client_user_id: envelope.client_user_id,
       body: envelopeOf(envelope),
       created_at: new Date(),
-      only_endpoint_id: input.onlyEndpointId ?? null,
+      only_destination_id: input.onlyDestinationId ?? null,
     };
     const size = Buffer.byteLength(doc.body, 'utf8');
     if (size > config.WEBHOOK_MAX_EVENT_BYTES) return Promise.reject(new EventTooLargeError(size, config.WEBHOOK_MAX_EVENT_BYTES, input.eventType));
@@ -127,12 +127,12 @@ export class EventPublisher {
       for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
     }
     const events = docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d]));
-    const endpointIds = await this.queueDeliveries(events);
+    const destinationIds = await this.queueDeliveries(events);
     crashPoint('webhook.deliveries-queued');
 
     // The deliveries are durable: publishing has done what it promises. Removing the outbox entry and waking
     // the dispatchers happen after the callers resume (a crash before is repaired by the sweeper).
-    const tail = this.afterQueued(outboxId, endpointIds)
+    const tail = this.afterQueued(outboxId, destinationIds)
       .catch((err) => this.deps.logger.warn({ err, outboxId }, 'publish: outbox clean-up failed; the sweeper will finish it'))
       .finally(() => this.tails.delete(tail));
     this.tails.add(tail);
@@ -160,11 +160,11 @@ export class EventPublisher {
    * dispatcher looks at its deliveries again after it marks itself idle, and this reads the mark after
    * queueing, so one of the two always sees the new deliveries (activities/webhook-delivery.ts).
    */
-  private async afterQueued(outboxId: string, endpointIds: string[]): Promise<void> {
+  private async afterQueued(outboxId: string, destinationIds: string[]): Promise<void> {
     const store = this.deps.repos.webhookStore;
     await store.deleteOutbox(outboxId);
-    const active = await store.activeDispatchers(endpointIds);
-    await Promise.all(endpointIds.filter((id) => !active.has(id)).map((id) => this.wake(id)));
+    const active = await store.activeDispatchers(destinationIds);
+    await Promise.all(destinationIds.filter((id) => !active.has(id)).map((id) => this.wake(id)));
   }
 
   /** Inserts one delivery per event and matching endpoint or pipeline; returns the destinations that got deliveries. */
@@ -179,42 +179,42 @@ export class EventPublisher {
       deliveries.push(...fanOut(teamEvents, endpoints, pipelines, policy, now));
     }
     await repos.webhookStore.insertDeliveries(deliveries);
-    return [...new Set(deliveries.map((d) => d.endpoint_id))];
+    return [...new Set(deliveries.map((d) => d.destination_id))];
   }
 
   /**
-   * Signal-with-start of `webhook-dispatch:<endpointId>`, best effort (the sweeper repairs a lost wake). At
+   * Signal-with-start of `webhook-dispatch:<destinationId>`, best effort (the sweeper repairs a lost wake). At
    * most one signal per endpoint is in flight per process; wakes requested meanwhile collapse into one more.
    */
-  wake(endpointId: string): Promise<void> {
-    const current = this.wakes.get(endpointId);
+  wake(destinationId: string): Promise<void> {
+    const current = this.wakes.get(destinationId);
     if (current) {
       current.again = true;
       return current.done;
     }
     const state = { again: true, done: Promise.resolve() };
-    this.wakes.set(endpointId, state);
+    this.wakes.set(destinationId, state);
     state.done = (async () => {
       try {
         while (state.again) {
           state.again = false;
-          await this.signal(endpointId);
+          await this.signal(destinationId);
         }
       } catch (err) {
-        this.deps.logger.warn({ err, endpointId }, 'webhook dispatcher wake failed; the sweeper will retry');
+        this.deps.logger.warn({ err, destinationId }, 'webhook dispatcher wake failed; the sweeper will retry');
       } finally {
-        this.wakes.delete(endpointId);
+        this.wakes.delete(destinationId);
       }
     })();
     return state.done;
   }
 
-  private async signal(endpointId: string): Promise<void> {
+  private async signal(destinationId: string): Promise<void> {
     const { temporal } = this.deps;
-    await temporal.client.workflow.signalWithStart(webhookDispatchWorkflow, {
-      workflowId: workflowIds.webhookDispatch(endpointId),
+    await temporal.client.workflow.signalWithStart(destinationDispatchWorkflow, {
+      workflowId: workflowIds.destinationDispatch(destinationId),
       taskQueue: temporal.taskQueue,
-      args: [{ endpointId }],
+      args: [{ destinationId }],
       signal: wakeDispatcherSignal,
       signalArgs: [],
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',

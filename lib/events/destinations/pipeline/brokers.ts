@@ -3,9 +3,9 @@ import tls from 'node:tls';
 import { gzipSync } from 'node:zlib';
 import amqp from 'amqplib';
 import { Kafka, logLevel, type Producer } from 'kafkajs';
-import { groupBy } from '../platform/group-by';
-import { guardedLookup, refusedAddressReason, RefusedAddressError, type UrlPolicy } from '../platform/url-safety';
-import type { AttemptResult } from '../webhooks/sender';
+import { groupBy } from '../../../platform/group-by';
+import { guardedLookup, refusedAddressReason, RefusedAddressError, type UrlPolicy } from '../../../platform/url-safety';
+import type { AttemptResult } from '../webhook/sender';
 import type { KafkaDestination, PipelineDoc, RabbitmqDestination } from './model';
 
 /**

@@ -1,12 +1,12 @@
 import type { Config } from '../platform/config';
-import type { EndpointDoc } from './endpoints-store';
+import type { EndpointDoc } from './destinations/webhook/endpoints-store';
 import { matchesFilter } from './retry';
-import { routeOf, type PipelineDoc } from '../pipelines/model';
+import { routeOf, type PipelineDoc } from './destinations/pipeline/model';
 import { deliveryId, type DeliveryDoc, type DeliveryPolicy, type EventDoc } from './model';
 
 /**
  * Fan-out: which endpoints receive an event, and the delivery document each gets. Delivery ids are
- * `<eventId>:<endpointId>`, so inserting the same fan-out again (a repeated idempotency key, the sweeper's
+ * `<eventId>:<destinationId>`, so inserting the same fan-out again (a repeated idempotency key, the sweeper's
  * repair of an unfinished publish) queues nothing twice.
  */
 export function deliveryPolicyFrom(config: Config): DeliveryPolicy {
@@ -18,23 +18,23 @@ export function deliveryPolicyFrom(config: Config): DeliveryPolicy {
   };
 }
 
-export function receivesEvent(endpoint: EndpointDoc, event: Pick<EventDoc, 'event_type' | 'only_endpoint_id'>): boolean {
-  return event.only_endpoint_id ? endpoint._id === event.only_endpoint_id : matchesFilter(endpoint.filter_types, event.event_type);
+export function receivesEvent(endpoint: EndpointDoc, event: Pick<EventDoc, 'event_type' | 'only_destination_id'>): boolean {
+  return event.only_destination_id ? endpoint._id === event.only_destination_id : matchesFilter(endpoint.filter_types, event.event_type);
 }
 
-/** A new delivery of `event` to `endpointId` (a pipeline's: with its route's `target`), due `at`. */
+/** A new delivery of `event` to `destinationId` (a pipeline's: with its route's `target`), due `at`. */
 export function newDelivery(
   event: EventDoc,
-  endpointId: string,
+  destinationId: string,
   policy: DeliveryPolicy,
   at: Date,
   trigger: DeliveryDoc['trigger'] = 'scheduled',
   target?: string,
 ): DeliveryDoc {
   return {
-    _id: deliveryId(event._id, endpointId),
+    _id: deliveryId(event._id, destinationId),
     team_id: event.team_id,
-    endpoint_id: endpointId,
+    destination_id: destinationId,
     ...(target !== undefined ? { target } : {}),
     event_id: event._id,
     event_type: event.event_type,

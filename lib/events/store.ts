@@ -13,7 +13,7 @@ import { type EventDoc, type OutboxDoc, type DeliveryDoc, type AttemptDoc, deliv
  * - `webhook_events`: one document per event; `body` is the exact signed envelope (the one string field), stored
  *   encrypted (it carries patient data, e.g. a lab order's patient details): only the store sees it stored.
  * - `webhook_outbox`: one document per publish flush whose fan-out is not yet confirmed (the sweeper's work).
- * - `webhook_deliveries`: one document per (event, endpoint), `_id` `<eventId>:<endpointId>`, with its status,
+ * - `webhook_deliveries`: one document per (event, endpoint), `_id` `<eventId>:<destinationId>`, with its status,
  *   next attempt time and attempt counts as plain fields. The endpoint's dispatcher workflow owns every
  *   write to its deliveries once they exist (single owner, architecture rule 3); fan-out only inserts them.
  * - `webhook_attempts`: one document per attempt, `_id` derived from delivery and attempt number (a retried
@@ -22,7 +22,7 @@ import { type EventDoc, type OutboxDoc, type DeliveryDoc, type AttemptDoc, deliv
  *   publishers skip the wake signal; written only by that dispatcher).
  *
  * Retention: TTL indexes (events `created_at`, finished deliveries `finished_at`, attempts `timestamp`),
- * WEBHOOK_RETENTION_DAYS. Erasure: per destination through its dispatcher, then team-wide (lib/webhooks/commands.ts).
+ * WEBHOOK_RETENTION_DAYS. Erasure: per destination through its dispatcher, then team-wide (lib/events/dispatcher-commands.ts).
  */
 
 /** An event as stored: `body` encrypted (plaintext in events written before it was). */
@@ -47,17 +47,17 @@ export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
   ],
   webhook_outbox: [{ key: { created_at: 1 } }],
   webhook_deliveries: [
-    { key: { endpoint_id: 1, status: 1, next_attempt_at: 1 } },
+    { key: { destination_id: 1, status: 1, next_attempt_at: 1 } },
     { key: { status: 1, next_attempt_at: 1 } },
-    { key: { team_id: 1, endpoint_id: 1, status: 1, _id: -1 } },
-    { key: { team_id: 1, endpoint_id: 1, _id: -1 } },
+    { key: { team_id: 1, destination_id: 1, status: 1, _id: -1 } },
+    { key: { team_id: 1, destination_id: 1, _id: -1 } },
     { key: { team_id: 1, user_id: 1 } },
     { key: { finished_at: 1 }, expireAfter: 'webhookHistory' },
   ],
   webhook_attempts: [
     { key: { team_id: 1, event_id: 1, _id: -1 } },
-    { key: { team_id: 1, endpoint_id: 1, _id: -1 } },
-    { key: { team_id: 1, endpoint_id: 1, event_id: 1, _id: -1 } },
+    { key: { team_id: 1, destination_id: 1, _id: -1 } },
+    { key: { team_id: 1, destination_id: 1, event_id: 1, _id: -1 } },
     { key: { team_id: 1, user_id: 1 } },
     { key: { timestamp: 1 }, expireAfter: 'webhookHistory' },
   ],
@@ -75,22 +75,22 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
   ],
   webhook_outbox: [{ name: 'stale publishes (sweeper)', filter: ['created_at'], sort: ['created_at'] }],
   webhook_deliveries: [
-    { name: 'due deliveries of an endpoint (dispatcher)', filter: ['endpoint_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] },
-    { name: 'pending deliveries of an endpoint (drain)', filter: ['endpoint_id', 'status'] },
+    { name: 'due deliveries of an endpoint (dispatcher)', filter: ['destination_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] },
+    { name: 'pending deliveries of an endpoint (drain)', filter: ['destination_id', 'status'] },
     { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'] },
     { name: 'the soonest due of all pending deliveries, and their count (worker metrics)', filter: ['status', 'next_attempt_at'], sort: ['next_attempt_at'] },
-    { name: 'pending deliveries in publish order (ordered destinations)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['user_id $nin'] },
-    { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'endpoint_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
-    { name: 'failed deliveries (recover count)', filter: ['team_id', 'endpoint_id', 'status'], residual: ['created_at window'] },
-    { name: 'deliveries (delivery log)', filter: ['team_id', 'endpoint_id', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
+    { name: 'pending deliveries in publish order (ordered destinations)', filter: ['team_id', 'destination_id', 'status', '_id'], sort: ['_id'], residual: ['user_id $nin'] },
+    { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'destination_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
+    { name: 'failed deliveries (recover count)', filter: ['team_id', 'destination_id', 'status'], residual: ['created_at window'] },
+    { name: 'deliveries (delivery log)', filter: ['team_id', 'destination_id', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
     { name: "an event's deliveries (delivery log: ids start with the event's)", filter: ['_id'], sort: ['_id'], residual: ['team_id'] },
-    { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
+    { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['destination_id'] },
   ],
   webhook_attempts: [
     { name: 'attempts of an event', filter: ['team_id', 'event_id', '_id'], sort: ['_id'] },
-    { name: 'attempts to an endpoint', filter: ['team_id', 'endpoint_id', '_id'], sort: ['_id'] },
-    { name: 'attempts of an event to an endpoint', filter: ['team_id', 'endpoint_id', 'event_id', '_id'], sort: ['_id'] },
-    { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['endpoint_id'] },
+    { name: 'attempts to an endpoint', filter: ['team_id', 'destination_id', '_id'], sort: ['_id'] },
+    { name: 'attempts of an event to an endpoint', filter: ['team_id', 'destination_id', 'event_id', '_id'], sort: ['_id'] },
+    { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['destination_id'] },
   ],
   webhook_dispatchers: [{ name: 'active marks of endpoints ($in, upsert by id)', filter: ['_id'] }],
 };
@@ -110,8 +110,8 @@ const [ORDERED_SCAN_PAGE, ORDERED_SCAN_PAGES, MAX_EXCLUDED_USERS] = [1000, 5, 10
 export const createdWithin = (q: { since?: Date; until?: Date }) => ({ ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) });
 
 /** An endpoint's failed deliveries created in [since, until) (recover). */
-function failedWithin(teamId: string, endpointId: string, q: { since?: Date; until?: Date }): Filter<DeliveryDoc> {
-  const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: endpointId, status: 'failed' };
+function failedWithin(teamId: string, destinationId: string, q: { since?: Date; until?: Date }): Filter<DeliveryDoc> {
+  const filter: Filter<DeliveryDoc> = { team_id: teamId, destination_id: destinationId, status: 'failed' };
   if (q.since || q.until) filter.created_at = createdWithin(q);
   return filter;
 }
@@ -208,9 +208,9 @@ export class WebhookStore {
   }
 
   /** The endpoint's pending deliveries due at `at`, soonest first. */
-  dueDeliveries(endpointId: string, at: Date, limit: number): Promise<DeliveryDoc[]> {
+  dueDeliveries(destinationId: string, at: Date, limit: number): Promise<DeliveryDoc[]> {
     return this.deliveries
-      .find({ endpoint_id: endpointId, status: 'pending', next_attempt_at: { $lte: at } })
+      .find({ destination_id: destinationId, status: 'pending', next_attempt_at: { $lte: at } })
       .sort({ next_attempt_at: 1 })
       .limit(limit)
       .toArray();
@@ -228,7 +228,7 @@ export class WebhookStore {
     const pageSize = Math.min(ORDERED_SCAN_PAGE, limit); // usually one page does: most users are not held back
     let after: string | undefined;
     for (let page = 0; page < ORDERED_SCAN_PAGES; page++) {
-      const filter: Filter<DeliveryDoc> = { team_id: teamId, endpoint_id: destinationId, status: 'pending' };
+      const filter: Filter<DeliveryDoc> = { team_id: teamId, destination_id: destinationId, status: 'pending' };
       if (heldBack.size) filter.user_id = { $nin: [...heldBack].slice(0, MAX_EXCLUDED_USERS) };
       const docs = await this.deliveries.find(keysetFilter(filter, 1, after)).sort({ _id: 1 }).limit(pageSize).toArray();
       for (const d of docs) {
@@ -260,16 +260,16 @@ export class WebhookStore {
   }
 
   /** When the soonest pending delivery of an endpoint (or of all: the worker's metrics) is due (null: nothing pending). */
-  async nextDueAt(endpointId?: string): Promise<Date | null> {
-    const filter = { ...(endpointId ? { endpoint_id: endpointId } : {}), status: 'pending' as const, next_attempt_at: { $ne: null } };
+  async nextDueAt(destinationId?: string): Promise<Date | null> {
+    const filter = { ...(destinationId ? { destination_id: destinationId } : {}), status: 'pending' as const, next_attempt_at: { $ne: null } };
     const doc = await this.deliveries.find(filter, { projection: { next_attempt_at: 1 } }).sort({ next_attempt_at: 1 }).limit(1).next();
     return doc?.next_attempt_at ?? null;
   }
   /** Pending deliveries of every destination, counted up to `cap` (the worker's metrics: a scrape never walks a huge backlog). */
   pendingDeliveryCount = (cap = 100_000) => this.deliveries.countDocuments({ status: 'pending' }, { limit: cap });
 
-  async pendingIds(endpointId: string, limit: number): Promise<string[]> {
-    const docs = await this.deliveries.find({ endpoint_id: endpointId, status: 'pending' }, { projection: { _id: 1 } }).limit(limit).toArray();
+  async pendingIds(destinationId: string, limit: number): Promise<string[]> {
+    const docs = await this.deliveries.find({ destination_id: destinationId, status: 'pending' }, { projection: { _id: 1 } }).limit(limit).toArray();
     return docs.map((d) => d._id);
   }
 
@@ -297,24 +297,24 @@ export class WebhookStore {
   /** Endpoints with pending deliveries due before `before` (the sweeper wakes their dispatchers). */
   async endpointsWithOverdue(before: Date, limit: number): Promise<string[]> {
     const docs = await this.deliveries
-      .find({ status: 'pending', next_attempt_at: { $lt: before } }, { projection: { endpoint_id: 1 } })
+      .find({ status: 'pending', next_attempt_at: { $lt: before } }, { projection: { destination_id: 1 } })
       .limit(limit)
       .toArray();
-    return [...new Set(docs.map((d) => d.endpoint_id))];
+    return [...new Set(docs.map((d) => d.destination_id))];
   }
 
-  findDelivery(teamId: string, eventId: string, endpointId: string): Promise<DeliveryDoc | null> {
-    return this.deliveries.findOne({ _id: deliveryId(eventId, endpointId), team_id: teamId });
+  findDelivery(teamId: string, eventId: string, destinationId: string): Promise<DeliveryDoc | null> {
+    return this.deliveries.findOne({ _id: deliveryId(eventId, destinationId), team_id: teamId });
   }
 
-  countFailed(teamId: string, endpointId: string, q: { since?: Date; until?: Date }): Promise<number> {
-    return this.deliveries.countDocuments(failedWithin(teamId, endpointId, q));
+  countFailed(teamId: string, destinationId: string, q: { since?: Date; until?: Date }): Promise<number> {
+    return this.deliveries.countDocuments(failedWithin(teamId, destinationId, q));
   }
 
   /** Failed deliveries of an endpoint created in [since, until), oldest first (recover). */
-  async failedDeliveryIds(teamId: string, endpointId: string, q: { since?: Date; until?: Date }, limit: number): Promise<string[]> {
+  async failedDeliveryIds(teamId: string, destinationId: string, q: { since?: Date; until?: Date }, limit: number): Promise<string[]> {
     const docs = await this.deliveries
-      .find(keysetFilter(failedWithin(teamId, endpointId, q), 1), { projection: { _id: 1 } })
+      .find(keysetFilter(failedWithin(teamId, destinationId, q), 1), { projection: { _id: 1 } })
       .sort({ _id: 1 })
       .limit(limit)
       .toArray();
@@ -330,27 +330,27 @@ export class WebhookStore {
   // ---------------------------------------------------------------- dispatcher activity (wake skipping)
 
   /** The endpoint's dispatcher is delivering until `until` (a lease: a dead worker's mark lapses). */
-  async markDispatcherActive(endpointId: string, until: Date): Promise<void> {
-    await this.dispatchers.updateOne({ _id: endpointId }, { $set: { active_until: until } }, { upsert: true });
+  async markDispatcherActive(destinationId: string, until: Date): Promise<void> {
+    await this.dispatchers.updateOne({ _id: destinationId }, { $set: { active_until: until } }, { upsert: true });
   }
 
-  async markDispatcherIdle(endpointId: string): Promise<void> {
-    await this.markDispatcherActive(endpointId, new Date(0));
+  async markDispatcherIdle(destinationId: string): Promise<void> {
+    await this.markDispatcherActive(destinationId, new Date(0));
   }
 
-  /** Of `endpointIds`, those whose dispatcher is delivering now (and will look at its queue again). */
-  async activeDispatchers(endpointIds: string[], now = new Date()): Promise<Set<string>> {
-    if (!endpointIds.length) return new Set();
-    const docs = await this.dispatchers.find({ _id: { $in: endpointIds } }).toArray();
+  /** Of `destinationIds`, those whose dispatcher is delivering now (and will look at its queue again). */
+  async activeDispatchers(destinationIds: string[], now = new Date()): Promise<Set<string>> {
+    if (!destinationIds.length) return new Set();
+    const docs = await this.dispatchers.find({ _id: { $in: destinationIds } }).toArray();
     return new Set(docs.filter((d) => d.active_until > now).map((d) => d._id));
   }
 
   // ---------------------------------------------------------------- erasure and retention
 
   /** A user's deliveries and attempts to one endpoint (run by that endpoint's dispatcher, between batches). */
-  async eraseUserAtEndpoint(teamId: string, userId: string, endpointId: string): Promise<number> {
-    const d = await this.deliveries.deleteMany({ team_id: teamId, user_id: userId, endpoint_id: endpointId });
-    const a = await this.attempts.deleteMany({ team_id: teamId, user_id: userId, endpoint_id: endpointId });
+  async eraseUserAtEndpoint(teamId: string, userId: string, destinationId: string): Promise<number> {
+    const d = await this.deliveries.deleteMany({ team_id: teamId, user_id: userId, destination_id: destinationId });
+    const a = await this.attempts.deleteMany({ team_id: teamId, user_id: userId, destination_id: destinationId });
     return d.deletedCount + a.deletedCount;
   }
 

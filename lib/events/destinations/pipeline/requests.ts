@@ -1,10 +1,10 @@
-import type { Config } from '../platform/config';
-import type { Repositories } from '../repositories';
-import type { DestinationInput, Pipeline } from '../../schemas/pipeline';
-import { notFound, ValidationError } from '../platform/errors';
-import { isoWithOffset } from '../platform/time';
-import { brokerPolicyFromConfig, checkBrokerAddress } from '../platform/url-safety';
-import type { AuditTarget } from '../tenancy/audit';
+import type { Config } from '../../../platform/config';
+import type { Repositories } from '../../../repositories';
+import type { DestinationInput, Pipeline } from '../../../../schemas/pipeline';
+import { notFound, ValidationError } from '../../../platform/errors';
+import { isoWithOffset } from '../../../platform/time';
+import { brokerPolicyFromConfig, checkBrokerAddress } from '../../../platform/url-safety';
+import type { AuditTarget } from '../../../tenancy/audit';
 import type { PipelineCredentials, PipelineDestination, PipelineDoc, PipelineRoute } from './model';
 
 /** What the pipeline routes share: the request's destination made a stored one (checked), the view, the lookup. */

@@ -1,4 +1,4 @@
-import type { EventDoc } from '../webhooks/model';
+import type { EventDoc } from '../../model';
 
 /**
  * Event-streaming pipelines: a team's events sent to its own broker (RabbitMQ or Kafka), routed by event type
@@ -72,9 +72,9 @@ export const PIPELINE_TEST_EVENT = 'pipeline.test';
  * catch-all '' last), or null when none matches: then the pipeline does not receive the event at all (no
  * delivery is queued or logged). A test event goes only to its pipeline, by the first route.
  */
-export function routeOf(pipeline: Pick<PipelineDoc, '_id' | 'routes'>, event: Pick<EventDoc, 'event_type' | 'only_endpoint_id'>): PipelineRoute | null {
-  if (event.only_endpoint_id) {
-    if (event.only_endpoint_id !== pipeline._id) return null;
+export function routeOf(pipeline: Pick<PipelineDoc, '_id' | 'routes'>, event: Pick<EventDoc, 'event_type' | 'only_destination_id'>): PipelineRoute | null {
+  if (event.only_destination_id) {
+    if (event.only_destination_id !== pipeline._id) return null;
     if (event.event_type === PIPELINE_TEST_EVENT) return pipeline.routes[0] ?? null;
   }
   return pipeline.routes.find((r) => event.event_type.startsWith(r.event_type_prefix)) ?? null;
