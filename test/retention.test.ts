@@ -9,7 +9,7 @@ import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './sup
  * and on DocumentDB). Here every retention is shortened to one second on a database of the test's own; what is
  * past it goes, what is not (younger documents, a pending delivery) stays.
  */
-const SHORT: Retention = { idempotencyKeys: 1, webhookHistory: 1, linkTokensAfterExpiry: 1, workerHeartbeats: 1 };
+const SHORT: Retention = { idempotencyKeys: 1, webhookHistory: 1, linkTokensAfterExpiry: 1, workerHeartbeats: 1, auditLog: 1, userTombstones: 1, endedConnections: 1, dispatcherMarks: 1 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('retention by TTL index', () => {
@@ -39,6 +39,10 @@ describe('retention by TTL index', () => {
       ['webhook_attempts', 'timestamp'],
       ['link_tokens', 'expires_at'],
       ['worker_heartbeats', 'last_seen_at'],
+      ['audit_log', 'created_at'],
+      ['users', 'erased_at'],
+      ['connections', 'deregistered_at'],
+      ['webhook_dispatchers', 'active_until'],
     ];
     for (const [collection, field] of expected) expect([collection, await ttlOf(collection, field)]).toEqual([collection, 1]);
   });
@@ -50,7 +54,9 @@ describe('retention by TTL index', () => {
     const twin = (doc: Record<string, unknown>, field: string, expired: boolean) => {
       const id = `${expired ? 'old' : 'new'}-${randomUUID()}`;
       // An event is its own idempotency key when its producer gave none (one per team and key: a unique index).
-      return { ...doc, _id: id, ...('event_type' in doc ? { idempotency_key: id } : {}), [field]: expired ? past : future };
+      // Users and connections are unique per team by a key of their own: each twin gets its own.
+      const uniqueKeys = Object.fromEntries(['client_user_key', 'connection_key'].filter((k) => k in doc).map((k) => [k, id]));
+      return { ...doc, _id: id, ...('event_type' in doc ? { idempotency_key: id } : {}), ...uniqueKeys, [field]: expired ? past : future };
     };
     const seed: [string, Record<string, unknown>, string][] = [
       ['idempotency_keys', { team_id: 't', route: 'POST /v3/order', state: 'done' }, 'created_at'],
@@ -59,10 +65,17 @@ describe('retention by TTL index', () => {
       ['webhook_attempts', { team_id: 't', destination_id: 'e', attempt: 1 }, 'timestamp'],
       ['link_tokens', { team_id: 't', user_id: 'u' }, 'expires_at'],
       ['worker_heartbeats', { task_queue: 'q', host: 'h', pid: 1 }, 'last_seen_at'],
+      ['audit_log', { org_id: 'o', team_id: 't', action: 'webhook.create' }, 'created_at'],
+      ['users', { team_id: 't', status: 'erased', client_user_key: '' }, 'erased_at'],
+      ['connections', { team_id: 't', user_id: 'u', status: 'deregistered', connection_key: '' }, 'deregistered_at'],
+      ['webhook_dispatchers', {}, 'active_until'],
     ];
     for (const [collection, doc, field] of seed) {
       await db.collection(collection).insertMany([twin(doc, field, true), twin(doc, field, false)] as never[]);
     }
+    // An active user and a live connection carry no erased_at / deregistered_at: they never expire.
+    await db.collection('users').insertOne({ _id: `user-${randomUUID()}`, team_id: 't', status: 'active', client_user_key: randomUUID() } as never);
+    await db.collection('connections').insertOne({ _id: `live-${randomUUID()}`, team_id: 't', user_id: 'u2', connection_key: 'oura', status: 'connected' } as never);
     // Never finished, so never expires, however old.
     await db.collection('webhook_deliveries').insertOne({ _id: `pending-${randomUUID()}`, team_id: 't', destination_id: 'e', status: 'pending', created_at: past, finished_at: null } as never);
 
@@ -84,6 +97,10 @@ describe('retention by TTL index', () => {
       webhook_attempts: ['new'],
       link_tokens: ['new'],
       worker_heartbeats: ['new'],
+      audit_log: ['new'],
+      users: ['new', 'user'],
+      connections: ['live', 'new'],
+      webhook_dispatchers: ['new'],
     });
   }, 180_000);
 });

@@ -491,3 +491,39 @@ describe('DELETE racing undo_delete on the same user', () => {
     }
   }, 180_000);
 });
+
+describe('erased stays erased: wearable data racing the erasure', () => {
+  test('a batch written after the erasure began is removed by its writer and announced to nobody; undo is refused from then on', async () => {
+    const { ingestProviderData } = await import('../lib/wearables/ingest');
+    const { subscribeReceiver } = await import('./support/harness');
+    const { rx } = await subscribeReceiver(app, tenant, ['daily.data.*']);
+    try {
+      const userId = (await api.post('/v2/user/', { client_user_id: uniqueId('erasing') })).body.user_id as string;
+      expect(userId).toBeTruthy();
+      const batch = (minute: number) => ({
+        source_type: 'watch',
+        summaries: [],
+        samples: [{ resource: 'heartrate', timestamp: `2026-11-20T08:${String(minute).padStart(2, '0')}:00+00:00`, value: 60 + minute, unit: 'bpm' }],
+        workout_streams: [],
+      });
+      const ingest = async (minute: number) =>
+        ingestProviderData(app.deps, { teamId: tenant.teamId, user: (await app.deps.repos.users.find(tenant.teamId, userId))!, provider: 'oura', data: batch(minute), announce: true });
+      const samples = () => app.deps.repos.wearableData.buckets.countDocuments({ user_id: userId });
+
+      // Pending deletion, erasure not begun: data is still taken (the erasure removes it with the rest).
+      expect((await api.del(`/v2/user/${userId}`)).status).toBe(200);
+      expect((await ingest(1)).events).toBe(1);
+      // The erasure begins (its first step marks it); a pull page or push that lands now is not kept and not told.
+      await app.deps.repos.users.markErasing(tenant.teamId, userId);
+      const late = await ingest(2);
+      expect(late.events).toBe(0);
+      expect(await samples()).toBe(0);
+      expect((await api.post(`/v2/user/undo_delete?user_id=${userId}`)).status).not.toBe(200);
+      await eventually(async () => rx.requests.some((r) => r.body.includes(userId)), 20_000, 'the first batch announced');
+      await new Promise((r) => setTimeout(r, 1000)); // nothing more may come: the late batch published nothing
+      expect(rx.requests.filter((r) => r.body.includes(userId))).toHaveLength(1);
+    } finally {
+      await rx.close();
+    }
+  });
+});

@@ -670,3 +670,26 @@ describe('delivery records', () => {
     await mgmt.del(`${base}/${hook.id}`);
   });
 });
+
+describe('deleting a destination', () => {
+  test('ends its pending deliveries with it (cancelled), even those not due for hours, without an attempt', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    const store = app.deps.repos.webhookStore;
+    const event = await publish('labtest.order.created', { n: 'pending' });
+    await rx.waitFor(1);
+    // Its delivery back to waiting for a retry hours away (as after a failed attempt), the dispatcher idle by then.
+    const id = `${event.id}:${hook.id}`;
+    await finished([event.id], [hook.id]);
+    await store.changeDeliveries([{ ids: [id], set: { status: 'pending', next_attempt_at: new Date(Date.now() + 6 * 3_600_000), finished_at: null } }]);
+    const waiting = { _id: id };
+
+    expect((await mgmt.del(`${base}/${hook.id}`)).status).toBe(204);
+    const after = await eventually(async () => {
+      const doc = await app.inspect.collection('webhook_deliveries').findOne({ _id: waiting._id as never });
+      return doc?.status !== 'pending' && doc;
+    }, 30_000, 'the waiting delivery ended');
+    expect(after).toMatchObject({ status: 'cancelled', last_error: 'endpoint_deleted' });
+    expect(rx.requests).toHaveLength(1);
+  });
+});

@@ -1,7 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { badRequest, notFound } from '../../lib/platform/errors';
 import { audited, type AuditTarget } from '../../lib/tenancy/audit';
-import { destinationChanged } from '../../lib/events/dispatcher-commands';
+import { destinationChanged, destinationDeleted } from '../../lib/events/dispatcher-commands';
 import { deliveryFilter, listAttempts, listDeliveries, toAttempt, toDelivery } from '../../lib/events/delivery-log';
 import { recoverFailed, resendEvent } from '../../lib/events/destinations/webhook/requests';
 import { ErrorDetail } from '../../schemas/common';
@@ -133,7 +133,7 @@ export function destinationRoutes<Doc extends { _id: string; team_id: string; di
         const id = idOf(params);
         await audited({ deps, auth, requestId, log }, kind.target(`${kind.audit}.delete`, teamId, id), async () => {
           if (!(await kind.remove(deps, teamId, id))) throw notFound(`${noun} ${id} not found.`);
-          await destinationChanged(deps.temporal, id);
+          await destinationDeleted(deps.temporal, id);
         });
         return { status: 204 };
       },

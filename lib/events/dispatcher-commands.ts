@@ -47,6 +47,15 @@ export async function destinationChanged(temporal: TemporalDeps, destinationId: 
 }
 
 /**
+ * Tells a deleted destination's dispatcher, starting it if it is not running: it finds the destination gone and ends
+ * every pending delivery to it (cancelled, `endpoint_deleted`, then expired with the delivery log), instead of leaving
+ * them pending until their next attempt is due. Returns once the dispatcher took the command; the drain follows at once.
+ */
+export async function destinationDeleted(temporal: TemporalDeps, destinationId: string): Promise<void> {
+  await runDispatcherCommand(temporal, destinationId, { kind: 'destination_changed' });
+}
+
+/**
  * Erases a user's webhook and pipeline data so that no batch in flight can write it back: the events first (a dispatcher
  * drops deliveries whose event is gone, and fan-out finds nothing to queue), then each endpoint's dispatcher
  * removes the user's deliveries and attempts between its batches (so a batch that was sending has finished

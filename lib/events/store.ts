@@ -61,7 +61,8 @@ export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
     { key: { team_id: 1, user_id: 1 } },
     { key: { timestamp: 1 }, expireAfter: 'webhookHistory' },
   ],
-  webhook_dispatchers: [],
+  // Idle marks (the epoch) and those of destinations long gone expire: one document per destination ever made otherwise.
+  webhook_dispatchers: [{ key: { active_until: 1 }, expireAfter: 'dispatcherMarks' }],
 };
 
 /** Every query this store issues, by collection (test/indexes.test.ts checks each is index-served). */
@@ -148,6 +149,7 @@ export class WebhookStore {
     await createIndexes(this.outbox, WEBHOOK_STORE_INDEXES.webhook_outbox);
     await createIndexes(this.deliveries, WEBHOOK_STORE_INDEXES.webhook_deliveries, retention);
     await createIndexes(this.attempts, WEBHOOK_STORE_INDEXES.webhook_attempts, retention);
+    await createIndexes(this.dispatchers, WEBHOOK_STORE_INDEXES.webhook_dispatchers, retention);
   }
 
   // ---------------------------------------------------------------- events and outbox (publisher)

@@ -185,6 +185,21 @@ export const ConfigSchema = Type.Object({
     default: 30,
     description: 'How long webhook events, finished deliveries and attempts are kept (the delivery log); TTL indexes delete older ones.',
   }),
+  AUDIT_LOG_RETENTION_DAYS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 365,
+    description: 'How long audit log entries (management changes) are kept; a TTL index deletes older ones.',
+  }),
+  USER_TOMBSTONE_RETENTION_DAYS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 365,
+    description: 'How long the tombstone of an erased user (ids, status, when; so an undo can say "erased") is kept; a TTL index deletes older ones.',
+  }),
+  CONNECTION_HISTORY_RETENTION_DAYS: Type.Number({
+    exclusiveMinimum: 0,
+    default: 365,
+    description: 'How long a connection that ended (disconnected) is kept as history; a TTL index deletes older ones.',
+  }),
   IDEMPOTENCY_KEY_RETENTION_SECONDS: Type.Integer({
     minimum: 86400,
     default: 86400,

@@ -1,5 +1,5 @@
 import type { Collection, Db, Filter } from 'mongodb';
-import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import { logPage, type Page } from '../platform/database/pages';
 
 export type AuditStatus = 'pending' | 'succeeded' | 'failed';
@@ -28,7 +28,12 @@ export interface AuditEntryDoc {
 
 /** Newest first: entries have time-ordered ids (UUIDv7) and pages come off these indexes in `_id` order (pages.ts). */
 export const AUDIT_LOG_INDEXES: Record<'audit_log', IndexSpec[]> = {
-  audit_log: [{ key: { org_id: 1, _id: -1 } }, { key: { org_id: 1, team_id: 1, _id: -1 } }, { key: { org_id: 1, action: 1, _id: -1 } }],
+  audit_log: [
+    { key: { org_id: 1, _id: -1 } },
+    { key: { org_id: 1, team_id: 1, _id: -1 } },
+    { key: { org_id: 1, action: 1, _id: -1 } },
+    { key: { created_at: 1 }, expireAfter: 'auditLog' },
+  ],
 };
 /** Every query AuditLogRepository issues (test/indexes.test.ts). */
 export const AUDIT_LOG_QUERY_SHAPES: Record<'audit_log', QueryShape[]> = {
@@ -49,8 +54,8 @@ export class AuditLogRepository {
     this.entries = db.collection('audit_log');
   }
 
-  async ensureIndexes(): Promise<void> {
-    await createIndexes(this.entries, AUDIT_LOG_INDEXES.audit_log);
+  async ensureIndexes(retention?: Retention): Promise<void> {
+    await createIndexes(this.entries, AUDIT_LOG_INDEXES.audit_log, retention);
   }
 
   /** Records changes about to be made (status pending). */

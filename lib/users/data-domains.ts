@@ -29,7 +29,11 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
       // Summaries, timeseries samples, workout streams and the per-resource pull state: each delete is served by
       // the user's index, so every erasure runs them all.
       name: 'wearable_data',
-      erase: async ({ teamId, userId }) => (await repos.wearableData.eraseAllForUser(teamId, userId)) + (await repos.historicalPulls.eraseAllForUser(teamId, userId)),
+      // The first domain erased: it marks the erasure begun first, so a writer racing it removes what it wrote (ingest.ts).
+      erase: async ({ teamId, userId }) => {
+        await repos.users.markErasing(teamId, userId);
+        return (await repos.wearableData.eraseAllForUser(teamId, userId)) + (await repos.historicalPulls.eraseAllForUser(teamId, userId));
+      },
     },
     {
       name: 'connections',

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { keysetFilter, walksIdIndex } from '../platform/database/pages';
-import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
 
@@ -31,7 +31,8 @@ export interface UserDoc {
   connected_sources: ConnectedSourceDoc[];
   /** Bumped by every rewrite of `connected_sources` (the precondition of the next one); absent before the first. */
   connected_sources_version?: number;
-  deletion?: { id: string; requested_at: Date; erase_after: Date };
+  /** `erasing_at`: when the erasure of the user's data began (from then on no writer keeps what it writes for them). */
+  deletion?: { id: string; requested_at: Date; erase_after: Date; erasing_at?: Date };
   erased_at?: Date;
   /** On a tombstone: lets an undo by client_user_id say "erased" instead of "unknown". */
   erased_client_user_id_sha256?: string;
@@ -57,6 +58,8 @@ export const USER_INDEXES: Record<'users', IndexSpec[]> = {
     // The listing pages in `_id` order (time-ordered UUIDv7 ids): DocumentDB reads a sort from an index only on `_id`.
     { key: { team_id: 1, status: 1, _id: 1 } },
     { key: { team_id: 1, client_user_id: 1, status: 1, 'deletion.requested_at': -1 } },
+    // Tombstones only carry `erased_at`: they expire USER_TOMBSTONE_RETENTION_DAYS after the erasure.
+    { key: { erased_at: 1 }, expireAfter: 'userTombstones' },
     { key: { team_id: 1, client_user_id: 1, created_on: -1 } },
     // Erased users keep only the hash of their client_user_id (the second branch of the latest-user lookup).
     { key: { team_id: 1, erased_client_user_id_sha256: 1, created_on: -1 } },
@@ -91,8 +94,8 @@ export class UserRepository {
     this.users = db.collection('users');
   }
 
-  async ensureIndexes(): Promise<void> {
-    await createIndexes(this.users, USER_INDEXES.users);
+  async ensureIndexes(retention?: Retention): Promise<void> {
+    await createIndexes(this.users, USER_INDEXES.users, retention);
   }
 
   /** Inserts, or returns the user already holding the client_user_id (the unique index decides races). */
@@ -209,7 +212,7 @@ export class UserRepository {
     const thisDeletion = { _id: userId, team_id: teamId, 'deletion.id': deletionId };
     try {
       const restored = await this.users.findOneAndUpdate(
-        { ...thisDeletion, status: 'pending_deletion' },
+        { ...thisDeletion, status: 'pending_deletion', 'deletion.erasing_at': { $exists: false } },
         { $set: { status: 'active', client_user_key: user.client_user_id, updated_at: new Date() } },
         { returnDocument: 'after' },
       );
@@ -226,6 +229,24 @@ export class UserRepository {
       if (!isDuplicateKeyError(err)) throw err;
       return { outcome: 'client_user_id_taken', holder: await this.findActiveByClientUserId(teamId, user.client_user_id) };
     }
+  }
+
+  /**
+   * The erasure of a pending user's data begins (the deletion workflow, before it erases any domain): from then on a
+   * writer that finds the mark after its write removes what it wrote (`takesData`). Idempotent.
+   */
+  async markErasing(teamId: string, userId: string): Promise<void> {
+    await this.users.updateOne({ _id: userId, team_id: teamId, status: 'pending_deletion', 'deletion.erasing_at': { $exists: false } }, { $set: { 'deletion.erasing_at': new Date() } });
+  }
+
+  /**
+   * Whether data written for the user now is kept: an active user, or one pending deletion whose erasure has not begun
+   * (what it gets then is erased with the rest). A writer asks after its write: if the answer is no, the erasure may
+   * have run before the write landed, and the writer removes the data itself.
+   */
+  async takesData(teamId: string, userId: string): Promise<boolean> {
+    const user = await this.users.findOne({ _id: userId, team_id: teamId }, { projection: { status: 1, 'deletion.erasing_at': 1 } });
+    return user?.status === 'active' || (user?.status === 'pending_deletion' && !user.deletion?.erasing_at);
   }
 
   /** Drops everything but a tombstone (ids, status, when) once the grace period has passed. */

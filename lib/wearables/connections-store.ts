@@ -1,6 +1,6 @@
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
-import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 
 export type ConnectionStatus = 'connected' | 'error' | 'paused' | 'deregistered';
 
@@ -70,7 +70,13 @@ export interface ConnectionErrorDoc {
 
 /** The `connections` indexes: one live connection per (team, user, provider). */
 export const CONNECTION_INDEXES: Record<'connections' | 'connection_errors', IndexSpec[]> = {
-  connections: [{ key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true }, { key: { steps_pending_since: 1 } }, { key: { provider: 1, external_user_id: 1 } }],
+  connections: [
+    { key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true },
+    { key: { steps_pending_since: 1 } },
+    { key: { provider: 1, external_user_id: 1 } },
+    // Only an ended connection carries `deregistered_at`: kept as history CONNECTION_HISTORY_RETENTION_DAYS.
+    { key: { deregistered_at: 1 }, expireAfter: 'endedConnections' },
+  ],
   connection_errors: [{ key: { team_id: 1, user_id: 1 } }],
 };
 
@@ -100,8 +106,8 @@ export class ConnectionRepository {
     this.errors = db.collection('connection_errors');
   }
 
-  async ensureIndexes(): Promise<void> {
-    await createIndexes(this.connections, CONNECTION_INDEXES.connections);
+  async ensureIndexes(retention?: Retention): Promise<void> {
+    await createIndexes(this.connections, CONNECTION_INDEXES.connections, retention);
     await createIndexes(this.errors, CONNECTION_INDEXES.connection_errors);
   }
 

@@ -67,6 +67,13 @@ const EVENT_FILL = 0.8;
  * idempotency keys — the publisher answers repeats with the stored event — and a resend of data already held
  * publishes nothing new.
  */
+/** A batch for a user whose erasure has begun: everything of theirs goes (it is being erased anyway), nothing is told. */
+async function dropForErasure(deps: IngestDeps, teamId: string, userId: string, dropped: number): Promise<IngestResult> {
+  await deps.repos.wearableData.eraseAllForUser(teamId, userId);
+  const none = { created: 0, updated: 0, unchanged: 0 };
+  return { summaries: none, samples: none, workout_streams: none, dropped, days: [], oldest: null, newest: null, events: 0 };
+}
+
 export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): Promise<IngestResult> {
   const { repos } = deps;
   const { teamId, user, provider } = req;
@@ -89,6 +96,9 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
   const sampleDocs = samples.map((s) => toSampleDoc(teamId, user._id, provider, sourceType, s, ingestKey, now));
   const summaryOutcome = await upsertSummaries(summaryDocs, repos);
   const sampleOutcome = await upsertSamples(sampleDocs, repos);
+  // Erased stays erased: asked after the writes, so either they landed before the erasure began (and it removes them)
+  // or this sees it begun and removes them itself; nothing is published about such a user.
+  if (!(await repos.users.takesData(teamId, user._id))) return dropForErasure(deps, teamId, user._id, dropped);
   for (const group of groupBy(sampleOutcome.announced, (d) => d.resource)) samplesIngested.inc({ resource: group[0].resource }, group.length);
 
   const source = sourceView(deps.providers, publicBaseUrl(deps.config), provider, sourceType);
@@ -112,6 +122,7 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
   const published = (await Promise.all(publishes)) as { duplicate: boolean }[];
   const streamEvents = { count: 0 };
   const streamCounts = await saveStreams(deps, req, sourceType, summaryDocs, source, streamEvents);
+  if (!(await repos.users.takesData(teamId, user._id))) return dropForErasure(deps, teamId, user._id, dropped);
 
   const times = sampleDocs.map((d) => d.timestamp.getTime()).concat(summaryDocs.map((d) => d.time.getTime()));
   const days = new Set(summaryDocs.map((d) => d.calendar_date));

@@ -26,19 +26,48 @@ export interface Retention {
   linkTokensAfterExpiry: number;
   /** Heartbeats of workers that died without removing theirs, after `last_seen_at`. */
   workerHeartbeats: number;
+  /** Audit log entries, after `created_at` (AUDIT_LOG_RETENTION_DAYS). */
+  auditLog: number;
+  /** Tombstones of erased users (ids, status, when), after `erased_at` (USER_TOMBSTONE_RETENTION_DAYS). */
+  userTombstones: number;
+  /** Connections that ended (disconnected), after `deregistered_at` (CONNECTION_HISTORY_RETENTION_DAYS). */
+  endedConnections: number;
+  /** A destination dispatcher's "delivering" mark, after `active_until` (idle: the epoch): an hour. */
+  dispatcherMarks: number;
 }
 
-export function retentionFrom(config: { IDEMPOTENCY_KEY_RETENTION_SECONDS: number; WEBHOOK_RETENTION_DAYS: number }): Retention {
+/** The configuration that sets retention (lib/platform/config.ts). */
+export interface RetentionConfig {
+  IDEMPOTENCY_KEY_RETENTION_SECONDS: number;
+  WEBHOOK_RETENTION_DAYS: number;
+  AUDIT_LOG_RETENTION_DAYS: number;
+  USER_TOMBSTONE_RETENTION_DAYS: number;
+  CONNECTION_HISTORY_RETENTION_DAYS: number;
+}
+
+const days = (n: number) => Math.round(n * 86_400);
+
+export function retentionFrom(config: RetentionConfig): Retention {
   return {
     idempotencyKeys: config.IDEMPOTENCY_KEY_RETENTION_SECONDS,
-    webhookHistory: Math.round(config.WEBHOOK_RETENTION_DAYS * 86_400),
+    webhookHistory: days(config.WEBHOOK_RETENTION_DAYS),
     linkTokensAfterExpiry: 3_600,
     workerHeartbeats: 3_600,
+    auditLog: days(config.AUDIT_LOG_RETENTION_DAYS),
+    userTombstones: days(config.USER_TOMBSTONE_RETENTION_DAYS),
+    endedConnections: days(config.CONNECTION_HISTORY_RETENTION_DAYS),
+    dispatcherMarks: 3_600,
   };
 }
 
 /** The configuration's defaults (lib/platform/config.ts): for tools and tests that index a database of their own. */
-export const DEFAULT_RETENTION: Retention = retentionFrom({ IDEMPOTENCY_KEY_RETENTION_SECONDS: 86_400, WEBHOOK_RETENTION_DAYS: 30 });
+export const DEFAULT_RETENTION: Retention = retentionFrom({
+  IDEMPOTENCY_KEY_RETENTION_SECONDS: 86_400,
+  WEBHOOK_RETENTION_DAYS: 30,
+  AUDIT_LOG_RETENTION_DAYS: 365,
+  USER_TOMBSTONE_RETENTION_DAYS: 365,
+  CONNECTION_HISTORY_RETENTION_DAYS: 365,
+});
 
 export interface QueryShape {
   name: string;
