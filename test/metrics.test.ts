@@ -1,11 +1,10 @@
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { SCREENSHOTS } from './support/browser';
 import { freePort } from './support/free-port';
 import { publishEvent } from '../lib/events/publisher';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
-import { startTestPrometheus, renderDashboardPreview, type TestPrometheus } from './support/prometheus';
+import { startTestPrometheus, type TestPrometheus } from './support/prometheus';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';
 
@@ -188,22 +187,5 @@ describe('the worker', () => {
       expect(answers.filter((a) => mustShow.includes(a.title) && withValues(a.answer).length === 0).map((a) => a.title)).toEqual([]);
       expect(Object.keys(notFedByTraffic).filter((title) => !targets.some((t) => t.title === title))).toEqual([]); // no stale excuse
     });
-
-    test('its preview (scripts/monitoring/render-dashboard.mjs) draws every panel from that Prometheus into a screenshot', async () => {
-      const minutes = (Date.now() - prometheus.startedAt) / 60_000; // the time it has scraped
-      const preview = await renderDashboardPreview(prometheus.url, path.join(SCREENSHOTS, 'dashboard.png'), minutes);
-      expect(preview.panels.map((p) => p.title)).toEqual([...new Set(targets.map((t) => t.title))]);
-      expect(preview.panels.filter((p) => p.error).map((p) => `${p.title}: ${p.error}`)).toEqual([]);
-      expect(preview.panels.filter((p) => mustShow.includes(p.title) && p.series === 0).map((p) => p.title)).toEqual([]);
-      // A PNG as wide as the page and as tall as the dashboard's grid (its IHDR: width, then height).
-      const png = readFileSync(preview.png);
-      expect(png.subarray(1, 4).toString()).toBe('PNG');
-      expect(png.readUInt32BE(16)).toBeGreaterThanOrEqual(1600);
-      expect(png.readUInt32BE(20)).toBeGreaterThan(3000);
-      const html = readFileSync(preview.html, 'utf8');
-      expect(html).toContain("not by Grafana's renderer");
-      for (const title of mustShow) expect(html).toContain(title.replace(/&/g, '&amp;'));
-      expect((html.match(/class="message">No data</g) ?? []).length).toBe(preview.panels.filter((p) => p.series === 0).length);
-    }, 60_000);
   });
 });

@@ -1,11 +1,11 @@
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { collectLines } from './child-lines';
 import { eventually } from './harness';
 
 /**
  * A real Prometheus of a test's own (prometheus-driver.mjs runs scripts/stack/prometheus.mjs in its own process,
- * as ES modules jest's sandbox cannot load), scraping `targets` every 2 s; and the dashboard preview drawn from it.
+ * as ES modules jest's sandbox cannot load), scraping `targets` every 2 s.
  */
 export interface TestPrometheus {
   url: string;
@@ -35,21 +35,4 @@ export async function startTestPrometheus(targets: { job: string; address: strin
       return lines.includes('stopped');
     },
   };
-}
-
-/** What scripts/monitoring/render-dashboard.mjs prints: the files it wrote and how many series each panel drew. */
-export interface DashboardPreview {
-  png: string;
-  html: string;
-  panels: { title: string; series: number; error?: string }[];
-}
-
-/** Runs the dashboard preview (its command line, as the README gives it) against `prometheusUrl` over the last `minutes`. */
-export function renderDashboardPreview(prometheusUrl: string, out: string, minutes: number): Promise<DashboardPreview> {
-  const script = path.join(__dirname, '..', '..', 'scripts', 'monitoring', 'render-dashboard.mjs');
-  return new Promise((resolve, reject) => {
-    execFile(process.execPath, [script, prometheusUrl, out, '--minutes', String(minutes)], (err, stdout, stderr) =>
-      err ? reject(new Error(`render-dashboard.mjs failed: ${stderr || err.message}`)) : resolve(JSON.parse(stdout.trim().split('\n').at(-1)!) as DashboardPreview),
-    );
-  });
 }
