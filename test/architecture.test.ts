@@ -46,8 +46,11 @@ function isPureDomainModel(fromFile: string, spec: string): boolean {
 /** The domain (or `platform`) a file under lib/ belongs to: its first folder. */
 const domainOf = (file: string) => (file.startsWith('lib/') && file.split('/').length > 2 ? file.split('/')[1] : null);
 
-/** How long a source file may grow: 400 lines, a file a reader takes in at once. */
-const MAX_LINES = 400;
+/**
+ * How long a source file may grow: 600 lines. Cohesion decides where code goes; the cap only stops a file from
+ * becoming several (splits made to stay under a lower cap, whose parts called back into each other, were merged).
+ */
+const MAX_LINES = 600;
 
 describe('house rules the type checker cannot see', () => {
   it('workflow code imports only @temporalio/workflow, other workflow files, pure domain models of lib/, and types', () => {

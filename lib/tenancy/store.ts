@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Collection, Db, Filter } from 'mongodb';
 import { ApiError } from '../platform/errors';
+import { hashKey, mintKey, sameHash, teamKeyPrefix } from '../platform/keys';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
 import { ManagementKeyStore } from './management-keys-store';
-import { TeamApiKeyStore } from './team-api-keys-store';
 import {
   FEATURE_FLAG_DEFAULTS,
   TEAM_SETTING_DEFAULTS,
@@ -93,8 +93,8 @@ export class TenancyRepository {
   readonly orgs: Collection<StoredOrg>;
   readonly teams: Collection<StoredTeam>;
   private readonly teamApiKeys: Collection<TeamApiKeyDoc>;
-  /** The teams' API keys. */
-  private readonly teamKeys: TeamApiKeyStore;
+  /** Who wants to know when this process deletes team API keys (the api's key cache). */
+  private readonly revocationListeners = new Set<(keyHashes: string[]) => void>();
   private readonly system: Collection<{ _id: string; at: Date }>;
 
   /** The org's management keys, in the org's document. */
@@ -104,7 +104,6 @@ export class TenancyRepository {
     this.orgs = db.collection('orgs');
     this.teams = db.collection('teams');
     this.teamApiKeys = db.collection('team_api_keys');
-    this.teamKeys = new TeamApiKeyStore(this.teamApiKeys, (orgId, teamId, insert, takeBack) => this.addToLiveTeam(orgId, teamId, insert, takeBack));
     this.system = db.collection('system');
     this.managementKeys = new ManagementKeyStore(this.orgs, (orgId, teamIds) => this.listTeams(orgId, teamIds));
   }
@@ -328,28 +327,75 @@ export class TenancyRepository {
     return matchedCount === 1;
   }
 
-  // ---------------------------------------------------------------- team API keys (team-api-keys-store.ts)
+  // ---------------------------------------------------------------- team API keys (stored only as SHA-256 hashes)
 
-  createTeamApiKey(team: TeamDoc, label: string, id: string = randomUUID()) {
-    return this.teamKeys.createTeamApiKey(team, label, id);
+  /** A key is never left in a team being deleted (404 / 409, `addToLiveTeam`). */
+  async createTeamApiKey(team: TeamDoc, label: string, id: string = randomUUID()): Promise<{ doc: TeamApiKeyDoc; value: string }> {
+    const created = await this.addToLiveTeam(
+      team.org_id,
+      team._id,
+      async (current) => {
+        const key = mintKey(teamKeyPrefix(current.environment, current.region));
+        const doc: TeamApiKeyDoc = {
+          _id: id,
+          team_id: current._id,
+          org_id: current.org_id,
+          label,
+          key_hash: key.hash,
+          prefix: key.display,
+          environment: current.environment,
+          region: current.region,
+          created_at: new Date(),
+        };
+        await this.teamApiKeys.insertOne(doc);
+        return { doc, value: key.value };
+      },
+      ({ doc }) => this.revoke([doc]),
+    );
+    if (!created) throw new ApiError(404, `Team ${team._id} not found in this organisation.`);
+    return created;
   }
+
   listTeamApiKeys(orgId: string, teamIds?: string[]) {
-    return this.teamKeys.listTeamApiKeys(orgId, teamIds);
+    const filter = teamIds ? { org_id: orgId, team_id: { $in: teamIds } } : { org_id: orgId };
+    return this.teamApiKeys.find(filter).sort({ created_at: 1, _id: 1 }).toArray();
   }
+
   findTeamApiKeys(orgId: string, ids: string[]) {
-    return this.teamKeys.findTeamApiKeys(orgId, ids);
+    return this.teamApiKeys.find({ org_id: orgId, _id: { $in: ids } }).toArray();
   }
-  onTeamKeysRevoked(listener: (keyHashes: string[]) => void) {
-    return this.teamKeys.onTeamKeysRevoked(listener);
+
+  /**
+   * Calls `listener` with the hashes of team API keys as they are deleted by this process (the api's key
+   * cache drops them at once). Returns the unsubscribe function.
+   */
+  onTeamKeysRevoked(listener: (keyHashes: string[]) => void): () => void {
+    this.revocationListeners.add(listener);
+    return () => this.revocationListeners.delete(listener);
   }
-  deleteTeamApiKeys(orgId: string, ids: string[]) {
-    return this.teamKeys.deleteTeamApiKeys(orgId, ids);
+
+  private async revoke(keys: TeamApiKeyDoc[]): Promise<number> {
+    if (!keys.length) return 0;
+    const res = await this.teamApiKeys.deleteMany({ _id: { $in: keys.map((k) => k._id) } });
+    const hashes = keys.map((k) => k.key_hash);
+    for (const listener of this.revocationListeners) listener(hashes);
+    return res.deletedCount;
   }
-  deleteTeamApiKeysOfTeam(orgId: string, teamId: string) {
-    return this.teamKeys.deleteTeamApiKeysOfTeam(orgId, teamId);
+
+  /** Deletes the given keys of the org; how many were deleted. */
+  async deleteTeamApiKeys(orgId: string, ids: string[]): Promise<number> {
+    return this.revoke(await this.findTeamApiKeys(orgId, ids));
   }
-  verifyTeamApiKey(value: string) {
-    return this.teamKeys.verifyTeamApiKey(value);
+
+  /** Every key of a team (its deletion). */
+  async deleteTeamApiKeysOfTeam(orgId: string, teamId: string): Promise<number> {
+    return this.revoke(await this.listTeamApiKeys(orgId, [teamId]));
+  }
+
+  async verifyTeamApiKey(value: string): Promise<TeamApiKeyDoc | null> {
+    const hash = hashKey(value);
+    const doc = await this.teamApiKeys.findOne({ key_hash: hash });
+    return doc && sameHash(doc.key_hash, hash) ? doc : null;
   }
 
   // ---------------------------------------------------------------- management keys (management-keys-store.ts)
