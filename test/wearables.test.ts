@@ -12,6 +12,7 @@ import {
 } from '../schemas/wearables';
 import { createTenant, eventually, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
 import type { Receiver } from './support/receiver';
+import { privateDeployment, startWorker, stopWorker } from './support/worker';
 
 /**
  * Wearable data through the real stack: demo connections pull their history in a Temporal workflow, data and
@@ -277,13 +278,33 @@ describe('SDK ingestion', () => {
   });
 });
 
+/**
+ * An api and a worker of their own with `overrides` in both: a connection's workflow reads its pull and sync settings
+ * from the worker's configuration (an activity), so settings a test shortens must be the worker's.
+ */
+async function ownDeploymentWith(name: string, overrides: Record<string, string | number>) {
+  const deployment = privateDeployment(name);
+  const worker = startWorker(deployment, Object.fromEntries(Object.entries(overrides).map(([k, v]) => [k, String(v)])));
+  const own = await startTestApp({ ...deployment, ...overrides });
+  const ownTenant = await createTenant(own.deps, name);
+  return {
+    app: own,
+    tenant: ownTenant,
+    client: teamClient(own, ownTenant),
+    async close() {
+      await stopWorker(worker, 'SIGTERM');
+      await own.close();
+    },
+  };
+}
+
 describe('historical pull failures', () => {
-  let fast: TestApp;
+  let fast: Awaited<ReturnType<typeof ownDeploymentWith>>;
   let c: HttpClient;
   beforeAll(async () => {
-    fast = await startTestApp({ HISTORICAL_PULL_RETRY_INITIAL_SECONDS: 1.5, HISTORICAL_PULL_RETRY_MAX_SECONDS: 3, HISTORICAL_PULL_RETRY_QUOTA: 3 });
-    c = teamClient(fast, tenant);
-  });
+    fast = await ownDeploymentWith('pull-retries', { HISTORICAL_PULL_RETRY_INITIAL_SECONDS: 1.5, HISTORICAL_PULL_RETRY_MAX_SECONDS: 3, HISTORICAL_PULL_RETRY_QUOTA: 3 });
+    c = fast.client;
+  }, 60_000);
   afterAll(() => fast.close());
 
   it('retries retriable failures (retrying → success, retrying → failure) and fails non-retriable ones at once', async () => {
@@ -317,9 +338,9 @@ describe('historical pull failures', () => {
   });
 
   it('gives up a pull that cannot make progress (a stalled adapter) after HISTORICAL_PULL_GIVE_UP_SECONDS, and goes on', async () => {
-    const bounded = await startTestApp({ HISTORICAL_PULL_GIVE_UP_SECONDS: 5 });
+    const bounded = await ownDeploymentWith('pull-give-up', { HISTORICAL_PULL_GIVE_UP_SECONDS: 5 });
     try {
-      const bc = teamClient(bounded, tenant);
+      const bc = bounded.client;
       const userId = (await bc.post('/v2/user/', { client_user_id: uniqueId('stalled'), ingestion_start: today })).body.user_id;
       const connect = await bc.post('/v2/link/connect/demo', { user_id: userId, provider: 'fitbit', sandbox_faults: [{ resource: 'sleep', stall_seconds: 120 }] });
       expect(connect.status).toBe(200);
@@ -355,15 +376,18 @@ describe('historical pull failures', () => {
 
 describe('the sync loop', () => {
   it('continues as new after WEARABLE_SYNCS_PER_RUN syncs without pulling the history again, and stops on deregistration', async () => {
-    const quick = await startTestApp({ WEARABLE_SYNC_INTERVAL_SECONDS: 1, WEARABLE_SYNCS_PER_RUN: 2 });
+    const quick = await ownDeploymentWith('sync-loop', { WEARABLE_SYNC_INTERVAL_SECONDS: 1, WEARABLE_SYNCS_PER_RUN: 2 });
+    const { rx: ownRx, secret: ownSecret } = await subscribeReceiver(quick.app, quick.tenant, ['historical.*']);
+    const historicalEvents = (userId: string) =>
+      ownRx.requests.map((r) => new StandardWebhook(ownSecret).verify(r.body, r.headers as Record<string, string>) as { event_type: string; data: { user_id?: string } }).filter((e) => e.data.user_id === userId);
     try {
-      const qc = teamClient(quick, tenant);
+      const qc = quick.client;
       const userId = (await qc.post('/v2/user/', { client_user_id: uniqueId('looping'), ingestion_start: today })).body.user_id;
       const connect = await qc.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre' });
       expect(connect.status).toBe(200);
-      const connection = await app.inspect.collection('connections').findOne({ user_id: userId, provider: 'freestyle_libre' });
+      const connection = await quick.app.inspect.collection('connections').findOne({ user_id: userId, provider: 'freestyle_libre' });
       const workflowId = `wearable-connection:${connection!._id}`;
-      const client = quick.deps.temporal.client.workflow;
+      const client = quick.app.deps.temporal.client.workflow;
       const runs = new Set<string>();
       await eventually(async () => {
         runs.add((await client.getHandle(workflowId).describe()).runId);
@@ -373,14 +397,15 @@ describe('the sync loop', () => {
       expect((await client.getHandle(workflowId, firstRun).describe()).status.name).toBe('CONTINUED_AS_NEW');
 
       // The history was pulled once, by the first run; later runs only sync.
-      await eventually(async () => eventsOf(userId, 'historical.data.glucose.created').length === 1, 30000, 'historical event');
+      await eventually(async () => historicalEvents(userId).filter((e) => e.event_type === 'historical.data.glucose.created').length === 1, 30000, 'historical event');
       const pulled = (await qc.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0].provider.freestyle_libre.pulled;
       expect(pulled.glucose).toMatchObject({ status: 'success', attempts: 1 });
-      expect(eventsOf(userId, /^historical\.data\./)).toHaveLength(1);
+      expect(historicalEvents(userId).filter((e) => /^historical\.data\./.test(e.event_type))).toHaveLength(1);
 
       expect((await qc.del(`/v2/user/${userId}/freestyle_libre`)).status).toBe(200);
       await eventually(async () => (await client.getHandle(workflowId).describe()).status.name === 'COMPLETED', 30000, 'the latest run to stop');
     } finally {
+      await ownRx.close();
       await quick.close();
     }
   });
