@@ -508,7 +508,7 @@ describe('erased stays erased: wearable data racing the erasure', () => {
       });
       const ingest = async (minute: number) =>
         ingestProviderData(app.deps, { teamId: tenant.teamId, user: (await app.deps.repos.users.find(tenant.teamId, userId))!, provider: 'oura', data: batch(minute), announce: true });
-      const samples = () => app.deps.repos.wearableData.buckets.countDocuments({ user_id: userId });
+      const samples = () => app.inspect.collection('sample_buckets').countDocuments({ user_id: userId });
 
       // Pending deletion, erasure not begun: data is still taken (the erasure removes it with the rest).
       expect((await api.del(`/v2/user/${userId}`)).status).toBe(200);
