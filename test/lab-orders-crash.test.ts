@@ -46,6 +46,7 @@ test('SIGKILL of the worker during timers and simulations loses nothing and emit
   await orderReaches(client, walking[0].id, 'out_for_delivery', 20000);
 
   await kill(worker, 'SIGKILL');
+  // The gap is the behaviour under test: two seconds with no worker while the orders' timers run on.
   await new Promise((r) => setTimeout(r, 2000));
   worker = startWorker();
 

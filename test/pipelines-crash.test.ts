@@ -176,6 +176,7 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   }
   expect(claimedAtKill.kafka + claimedAtKill.rabbit).toBeGreaterThan(0);
 
+  // The gap is the behaviour under test: two seconds with no worker while the stream goes on.
   await new Promise((r) => setTimeout(r, 2000));
   worker = startWorker();
   await stream;
@@ -196,7 +197,8 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
     'every event at both brokers',
   );
   expect(await deliveries.countDocuments({ destination_id: { $in: pipelineIds }, status: 'succeeded' } as never)).toBe(2 * total);
-  await new Promise((r) => setTimeout(r, 1000)); // stragglers of the last sends
+  // A window for what must not come: a duplicate of a last send would arrive within it (absence has no event to wait on).
+  await new Promise((r) => setTimeout(r, 1000));
 
   const bySent = new Map(sent.map((s) => [s.id, s]));
   for (const list of [fromKafka, fromRabbit]) {

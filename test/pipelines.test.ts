@@ -354,7 +354,7 @@ describe('pipelines: a broker stopped for 30 s, and erasure', () => {
     for (let seq = 5; seq < 15; seq++) {
       await round(seq);
       await publish('daily.data.steps.created', erased, { seq });
-      await new Promise((r) => setTimeout(r, 1000));
+      await new Promise((r) => setTimeout(r, 1000)); // the pace of the scenario: a round a second while the broker is down
     }
     // While the broker is down the erased user's messages wait; erasure removes them.
     await eraseUserWebhookData(app.deps, tenant.teamId, erased);

@@ -120,11 +120,11 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
 
   // 1. The worker, mid-pull and mid-walk; started again a second later.
   await stopWorker(worker, 'SIGKILL');
-  await sleep(1_000);
+  await sleep(1_000); // the behaviour: a second with no worker
   worker = startWorker(deployment, workerEnv);
 
   // 2. Temporal. While it is down, what needs it is refused at once with 503 and Retry-After.
-  await sleep(3_000);
+  await sleep(3_000); // the scenario's pace: the restarted worker works a while before the next fault
   const throwaway = await createUser(client);
   const temporalKilled = await killServer('temporal', 'Temporal');
   const duringTemporal = await Promise.all([
@@ -136,7 +136,7 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
   await restarted('temporal', 'Temporal', temporalKilled);
 
   // 3. The database (PostgreSQL, under FerretDB).
-  await sleep(3_000);
+  await sleep(3_000); // the scenario's pace, as above
   const databaseKilled = await killServer('postgres', 'PostgreSQL');
   const duringDatabase = await Promise.all([timed('GET /ready', () => ready.get('/ready')), timed('GET /v2/user', () => client.get(`/v2/user/${users[0]}`))]);
   await restarted('postgres', 'PostgreSQL', databaseKilled);

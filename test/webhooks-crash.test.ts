@@ -7,6 +7,7 @@ import { envelopeOf } from '../lib/events/model';
 import { createTenant, eventually, managementClient, startTestApp, uniqueId, type TestApp } from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';
+import { workflowIds } from '../workflows/ids';
 
 /**
  * Crash test: this file runs its own worker process on a private task queue, kills it with SIGKILL while
@@ -123,7 +124,9 @@ describe('the sweeper repairs what a crash left behind', () => {
     const before = sweepRx.requests.length;
     // The dispatcher has finished with earlier tests' deliveries (it marks itself idle as it hands back).
     await eventually(async () => !(await w.activeDispatchers([endpointId])).has(endpointId), 30000, 'dispatcher idle');
-    await new Promise((r) => setTimeout(r, 500));
+    // ...and its delivery run has handed back to the workflow (nothing in flight would mark it active again).
+    const dispatcher = app.deps.temporal.client.workflow.getHandle(workflowIds.destinationDispatch(endpointId));
+    await eventually(async () => ((await dispatcher.describe().catch(() => null))?.raw.pendingActivities ?? []).length === 0, 30000, 'the delivery run handed back');
     // As if a worker died mid-activity: the mark says "delivering" for another minute, so publishers skip
     // the wake signal; the sweeper wakes endpoints with overdue deliveries whatever the mark says.
     await w.markDispatcherActive(endpointId, new Date(Date.now() + 60_000));
