@@ -72,15 +72,13 @@ export interface WorkoutStreamDoc {
   updated_at: Date;
 }
 
-export const WEARABLE_DATA_INDEXES: Record<'summaries' | 'sample_buckets' | 'samples' | 'workout_streams', IndexSpec[]> = {
+export const WEARABLE_DATA_INDEXES: Record<'summaries' | 'sample_buckets' | 'workout_streams', IndexSpec[]> = {
   summaries: [{ key: { team_id: 1, user_id: 1, resource: 1, time: 1 } }],
   sample_buckets: [{ key: { team_id: 1, user_id: 1, resource: 1, day: 1 } }],
-  // One document per sample, as earlier versions stored them: read only by the move into buckets, then dropped.
-  samples: [],
   workout_streams: [{ key: { team_id: 1, user_id: 1 } }],
 };
 
-export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'sample_buckets' | 'samples' | 'workout_streams', QueryShape[]> = {
+export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'sample_buckets' | 'workout_streams', QueryShape[]> = {
   summaries: [
     { name: "a user's summaries of one resource in a time range", filter: ['team_id', 'user_id', 'resource', 'time'], sort: ['time'], residual: ['provider'] },
     { name: "a user's latest summary of one resource (profile)", filter: ['team_id', 'user_id', 'resource'], sort: ['time'], residual: ['provider'] },
@@ -88,11 +86,8 @@ export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'sample_buckets' |
   ],
   sample_buckets: [
     { name: "a user's day buckets of one resource in a day range (flat and grouped reads)", filter: ['team_id', 'user_id', 'resource', 'day'], sort: ['day'], residual: ['provider'] },
-    { name: 'buckets by id (ingestion reads the days it writes, and writes them conditional on the version read)', filter: ['_id'], residual: ['version', 'samples'] },
+    { name: 'buckets by id (ingestion reads the days it writes, and writes them conditional on the version read)', filter: ['_id'], residual: ['version'] },
     { name: "erase a user's buckets", filter: ['team_id', 'user_id'] },
-  ],
-  samples: [
-    { name: 'the move into buckets: every sample document of earlier versions, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
   workout_streams: [{ name: "erase a user's workout streams", filter: ['team_id', 'user_id'] }],
 };
