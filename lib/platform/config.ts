@@ -161,7 +161,7 @@ export const ConfigSchema = Type.Object({
   CONNECTION_STEPS_GRACE_MS: Type.Integer({
     minimum: 0,
     default: 60000,
-    description: 'Age after which the sweeper finishes the steps a connect or deregister left undone (a crashed api): connected_sources, the workflow start or stop.',
+    description: 'Age after which the stranded-work sweep finishes the second step of a two-step write whose api crashed in between: a connect or deregister (connected_sources, the workflow start or stop) and a kit registration (the order workflow told).',
   }),
   LAB_ORDER_STORE_GRACE_MS: Type.Integer({
     minimum: 1000,
