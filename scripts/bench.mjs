@@ -2,7 +2,7 @@
 // in the same run (a plain Koa route; the raw MongoDB driver on the same database). A report, not a
 // test: it exits 0 when a target is missed and non-zero only when it could not run.
 //
-// Builds like `npm test`, starts a private stack on free ports (or uses MONGO_URL / TEMPORAL_ADDRESS),
+// Installs, builds and fetches the servers like `npm test` (a fresh clone needs no other step), starts a private stack on free ports (or uses MONGO_URL / TEMPORAL_ADDRESS),
 // the real worker and API processes, seeds a tenant, runs the suites in scripts/bench/, prints a
 // table and writes .devstack/bench-results.json. Everything it started is stopped, also on failure and Ctrl-C.
 //
@@ -23,28 +23,21 @@
 import { rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { machineInfo, startEnvironment } from './bench/environment.mjs';
-import { benchDefaults } from './bench/load.mjs';
-import { consoleSettings, consoleSuite } from './bench/console.mjs';
-import { computeRatios, formatReport, summarizeCpuProfile, writeResults } from './bench/report.mjs';
-import { labOrderSettings, labOrderSuite } from './bench/lab-orders.mjs';
-import { pipelineSettings, pipelineSuite } from './bench/pipelines.mjs';
-import { providerSettings, providerSuite, startProviderFakes } from './bench/providers.mjs';
-import { userSuite } from './bench/users.mjs';
-import { webhookSettings, webhookSuite } from './bench/webhooks.mjs';
-import { wearableSettings, wearableSuite } from './bench/wearables.mjs';
-import { build, ensureDependencies, repoRoot } from './setup.mjs';
+import { ensureDependencies, prepare, repoRoot } from './setup.mjs';
+import { ensureBinaries } from './stack.mjs';
 
+// The suites import the project's dependencies (kafkajs, the mongodb driver, …), so they load once those are
+// installed: `npm run bench` on a fresh clone installs, builds and fetches the servers first, like `npm run dev`.
 const allSuites = [
-  { name: 'users', run: userSuite },
-  { name: 'webhooks', run: webhookSuite, checkSettings: webhookSettings },
-  { name: 'lab', run: labOrderSuite, checkSettings: labOrderSettings },
-  { name: 'wearables', run: wearableSuite, checkSettings: wearableSettings },
-  { name: 'pipelines', run: pipelineSuite, checkSettings: pipelineSettings },
-  { name: 'console', run: consoleSuite, checkSettings: consoleSettings },
-  { name: 'timeseries-memory', run: async (...args) => (await import('./bench/timeseries-memory.mjs')).timeseriesMemorySuite(...args) },
+  { name: 'users', module: './bench/users.mjs', run: 'userSuite' },
+  { name: 'webhooks', module: './bench/webhooks.mjs', run: 'webhookSuite', checkSettings: 'webhookSettings' },
+  { name: 'lab', module: './bench/lab-orders.mjs', run: 'labOrderSuite', checkSettings: 'labOrderSettings' },
+  { name: 'wearables', module: './bench/wearables.mjs', run: 'wearableSuite', checkSettings: 'wearableSettings' },
+  { name: 'pipelines', module: './bench/pipelines.mjs', run: 'pipelineSuite', checkSettings: 'pipelineSettings' },
+  { name: 'console', module: './bench/console.mjs', run: 'consoleSuite', checkSettings: 'consoleSettings' },
+  { name: 'timeseries-memory', module: './bench/timeseries-memory.mjs', run: 'timeseriesMemorySuite' },
   // Last: its WHOOP connections go on pulling in the worker until everything stops.
-  { name: 'providers', run: providerSuite, checkSettings: providerSettings, beforeEnvironment: startProviderFakes },
+  { name: 'providers', module: './bench/providers.mjs', run: 'providerSuite', checkSettings: 'providerSettings', beforeEnvironment: 'startProviderFakes' },
 ];
 const wanted = (process.env.BENCH_SUITES || allSuites.map((s) => s.name).join(','))
   .split(',')
@@ -55,7 +48,18 @@ if (unknown.length || !wanted.length) {
   console.error(`bench: BENCH_SUITES=${process.env.BENCH_SUITES}: unknown suite(s) ${unknown.join(', ')}; known: ${allSuites.map((s) => s.name).join(', ')}`);
   process.exit(1);
 }
-const suites = allSuites.filter((s) => wanted.includes(s.name));
+const wantedSuites = allSuites.filter((s) => wanted.includes(s.name));
+
+/** Each wanted suite's functions, from its module (after the dependencies are installed). */
+async function loadSuites() {
+  return Promise.all(
+    wantedSuites.map(async (spec) => {
+      const mod = await import(spec.module);
+      const pick = (name) => name && mod[name];
+      return { name: spec.name, run: pick(spec.run), checkSettings: pick(spec.checkSettings), beforeEnvironment: pick(spec.beforeEnvironment) };
+    }),
+  );
+}
 
 const runId = `${Date.now().toString(36)}-${process.pid}`;
 const resultsFile = path.join(repoRoot, '.devstack', 'bench-results.json');
@@ -88,10 +92,14 @@ process.once('SIGTERM', () => void abort('terminated', 143));
 setTimeout(() => void abort(`not finished after ${OVERALL_TIMEOUT_MS / 60_000} min`, 1), OVERALL_TIMEOUT_MS).unref();
 
 async function main() {
-  const config = benchDefaults(); // rejects bad BENCH_* values before anything starts
+  await ensureDependencies(log);
+  const { benchDefaults } = await import('./bench/load.mjs');
+  const { computeRatios, formatReport, summarizeCpuProfile, writeResults } = await import('./bench/report.mjs');
+  const { machineInfo, startEnvironment } = await import('./bench/environment.mjs');
+  const suites = await loadSuites();
+  const config = benchDefaults(); // rejects bad BENCH_* values before any server starts
   for (const suite of suites) suite.checkSettings?.();
-  ensureDependencies(log);
-  build(log);
+  await prepare(log, () => ensureBinaries({ log }));
   if (profileDir) rmSync(profileDir, { recursive: true, force: true });
   const machine = machineInfo();
   const startedAt = new Date().toISOString();

@@ -5,7 +5,7 @@
 // DEV_BROKERS=rabbitmq,kafka also starts those brokers (for pipelines) and prints how to send events to them and read them.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { build, devDataKeys, ensureDependencies, repoRoot, run, startNode, stopChild, waitForHttp } from './setup.mjs';
+import { devDataKeys, prepare, repoRoot, run, startNode, stopChild, waitForHttp } from './setup.mjs';
 import { devPorts, ensureBinaries, startStack, stopStack } from './stack.mjs';
 import { startKafka } from './stack/kafka.mjs';
 import { startRabbitmq } from './stack/rabbitmq.mjs';
@@ -38,9 +38,7 @@ process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
 
 async function main() {
-  ensureDependencies(log);
-  build(log);
-  await ensureBinaries({ log: (m) => console.log(m) });
+  await prepare(log, () => ensureBinaries({ log: (m) => console.log(m) }));
   // Supervised: a database or Temporal server that dies is restarted on its port and data, as the api and worker are.
   const stack = await startStack({ stateDir, ports: devPorts(), supervise: true, log: (m) => log(`${clock()} ${m}`) });
   const env = {

@@ -1,4 +1,4 @@
-// Shared set-up steps of `npm run dev` and `npm test` (Node built-ins only: runs before npm install).
+// Shared set-up steps of `npm run dev`, `npm test` and `npm run bench` (Node built-ins only: runs before npm install).
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -12,25 +12,53 @@ export function run(cmd, args, opts = {}) {
   if (res.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${res.status ?? res.signal})`);
 }
 
+/** `run` without blocking the event loop, so other set-up (fetching the servers) goes on beside it. */
+export function runAsync(cmd, args, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: repoRoot, stdio: 'inherit', ...opts });
+    child.once('error', (err) => reject(new Error(`${cmd} ${args.join(' ')} could not start: ${err.message}`)));
+    child.once('exit', (code, signal) =>
+      code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(' ')} failed (exit ${code ?? signal})`)),
+    );
+  });
+}
+
+/**
+ * The set-up `npm run dev`, `npm test` and `npm run bench` share: dependencies from the lock, then the build, while
+ * `alongside` (fetching or building the servers' binaries) runs beside them. Resolves to `alongside`'s result.
+ */
+export async function prepare(log, alongside = async () => undefined) {
+  const started = Date.now();
+  const side = alongside();
+  side.catch(() => {}); // awaited below; a failure must not surface as unhandled while npm runs
+  await ensureDependencies(log);
+  await build(log);
+  const result = await side;
+  log(`setup: ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return result;
+}
+
 /**
  * Installs from package-lock.json on a fresh clone, or when the lock changed since the last install.
  * `npm install`, not `npm ci`: npm 11.19 writes locks without other platforms' optional packages
  * (@swc/core-darwin-*, …) and then its own `npm ci` rejects them as out of sync; `npm install` installs
  * the locked versions and leaves the lock as it is.
  */
-export function ensureDependencies(log = console.log) {
+export async function ensureDependencies(log = console.log) {
   const marker = path.join(repoRoot, 'node_modules', '.package-lock.json');
   const lock = path.join(repoRoot, 'package-lock.json');
   if (existsSync(marker) && statSync(marker).mtimeMs >= statSync(lock).mtimeMs) return;
   log('setup: installing dependencies from package-lock.json (npm install)...');
-  run('npm', ['install', '--no-audit', '--no-fund']);
+  const started = Date.now();
+  await runAsync('npm', ['install', '--no-audit', '--no-fund']);
+  log(`setup: dependencies installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
 /** Type-checks and compiles to dist/ (a type error fails the command). */
-export function build(log = console.log) {
+export async function build(log = console.log) {
   log('setup: compiling TypeScript (tsc)...');
   const started = Date.now();
-  run(process.execPath, [path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json']);
+  await runAsync(process.execPath, [path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json']);
   log(`setup: compiled in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 

@@ -4,7 +4,7 @@
 // Safe to run while `npm run dev` is running: nothing is shared but the binaries.
 import { rmSync } from 'node:fs';
 import path from 'node:path';
-import { build, devDataKeys, ensureDependencies, repoRoot, startNode, stopChild } from './setup.mjs';
+import { devDataKeys, prepare, repoRoot, startNode, stopChild } from './setup.mjs';
 import { embeddedStoreAvailable, ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
 import { ensureChromium } from './stack/chromium.mjs';
 import { ensureKafka } from './stack/kafka.mjs';
@@ -29,18 +29,19 @@ async function cleanup() {
 }
 
 async function main() {
-  ensureDependencies(log);
-  build(log);
-  await ensureBinaries({ log: (m) => console.log(m) });
-  // The message brokers test/brokers.test.ts starts: fetched into the cache here, once, before the tests run.
-  await ensureRabbitmq({ log: (m) => console.log(m) });
-  await ensureKafka({ log: (m) => console.log(m) });
-  // And the Prometheus test/metrics.test.ts scrapes the api and a worker with.
-  await ensurePrometheus({ log: (m) => console.log(m) });
-  // And the Chromium test/console.test.ts drives.
-  await ensureChromium({ log: (m) => console.log(m) });
-  // And Temporal's time-skipping test server, which test/time-skipping.test.ts runs the multi-day timers on.
-  await ensureTemporalTestServer({ log: (m) => console.log(m) });
+  // The servers, and what single tests start, are fetched into the cache beside npm install and tsc, in this order
+  // (the package steps share apt): the message brokers test/brokers.test.ts starts, the Prometheus
+  // test/metrics.test.ts scrapes with, the Chromium test/console.test.ts drives, and Temporal's time-skipping test
+  // server that test/time-skipping.test.ts runs the multi-day timers on.
+  const say = (m) => console.log(m);
+  await prepare(log, async () => {
+    await ensureBinaries({ log: say });
+    await ensureRabbitmq({ log: say });
+    await ensureKafka({ log: say });
+    await ensurePrometheus({ log: say });
+    await ensureChromium({ log: say });
+    await ensureTemporalTestServer({ log: say });
+  });
   await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'test-', log: (m) => console.log(m) });
   const stack = await startStack({ stateDir, ui: false, persist: false, supervise: true, log: (m) => console.log(m) });
   const env = {
@@ -75,12 +76,13 @@ async function main() {
   const code = await runJest(['--ci', ...selection, ...args]);
   // The index check needs the queries of the whole suite: after a full run only (a failed run still gets it).
   if (args.length) return code;
-  // Scenarios that kill servers of a stack of their own and load the machine for minutes: a jest run of their own.
+  // Scenarios that kill servers of a stack of their own, or run the README's commands on fresh copies, and load the
+  // machine for minutes: a jest run of their own, one file at a time.
   // They kill PostgreSQL under FerretDB, so they need the embedded store (left out with the tests above otherwise).
   let scenarios = 0;
   if (embeddedStoreAvailable()) {
-    log('running the fault scenarios (test/*.scenario.ts)...');
-    scenarios = await runJest(['--ci', '--testMatch', '**/test/*.scenario.ts']);
+    log('running the scenarios (test/*.scenario.ts: recovery from faults, the README commands on fresh copies)...');
+    scenarios = await runJest(['--ci', '--runInBand', '--testMatch', '**/test/*.scenario.ts']);
   }
   log('checking every query the suite sent against the declared indexes...');
   const shapes = await runJest(['--ci', '--testMatch', '**/test/query-shapes.after-suite.ts']);

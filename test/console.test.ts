@@ -218,6 +218,16 @@ describe('the page', () => {
     expect(w.errors).toEqual([]);
   });
 
+  test("a sign-in link without PUBLIC_BASE_URL (a sandbox's default) carries the api's own address", async () => {
+    const configured = app.deps.config;
+    app.deps.config = { ...configured, PUBLIC_BASE_URL: undefined, API_HOST: '127.0.0.1', API_PORT: Number(new URL(app.url).port) };
+    try {
+      expect(await newLink()).toMatch(new RegExp(`^${app.url}/console#link=hbcl_`));
+    } finally {
+      app.deps.config = configured;
+    }
+  });
+
   test('with a one-time link: signed in without a key, the token leaves the address bar, and the link opens the page once', async () => {
     const url = await newLink();
     expect(url).toMatch(new RegExp(`^${app.url}/console#link=hbcl_`));

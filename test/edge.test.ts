@@ -1,5 +1,6 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
-import { ConfigError, loadConfig } from '../lib/platform/config';
+import { ConfigError, loadConfig, publicBaseUrl } from '../lib/platform/config';
+import { generateDataKey } from '../lib/platform/field-encryption';
 import { createLogger } from '../lib/platform/logger';
 import { createTenant, httpClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
 
@@ -150,6 +151,14 @@ describe('configuration', () => {
       expect((err as Error).message).toMatch(/API_PORT="eighty"/);
       expect((err as Error).message).toMatch(/DEPLOYMENT_REGION="mars"/);
     }
+  });
+
+  it('stops a production start without PUBLIC_BASE_URL, naming it and what to set; sandbox defaults to its own address', () => {
+    const production = { DEPLOYMENT_ENVIRONMENT: 'production', DATA_ENCRYPTION_KEYS: generateDataKey('k1') };
+    expect(() => loadConfig(production)).toThrow(ConfigError);
+    expect(() => loadConfig(production)).toThrow(/PUBLIC_BASE_URL: required in production .*e\.g\. https:\/\/api\.example\.com/);
+    expect(publicBaseUrl(loadConfig({ ...production, PUBLIC_BASE_URL: 'https://api.example.com/' }))).toBe('https://api.example.com');
+    expect(publicBaseUrl(loadConfig({ API_HOST: '0.0.0.0', API_PORT: '9000' }))).toBe('http://127.0.0.1:9000');
   });
 
   it('applies defaults and converts types', () => {

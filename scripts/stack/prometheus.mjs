@@ -19,7 +19,7 @@ export async function ensurePrometheus({ log = console.log } = {}) {
   if (fs.existsSync(binaryOf(prometheusCachePath()))) return done();
   const missing = ['apt-get', 'dpkg-deb'].filter((tool) => !which(tool));
   if (missing.length) throw new Error(`stack: Prometheus is not in the cache (${prometheusCachePath()}) and installing it needs Debian's apt-get and dpkg-deb (missing: ${missing.join(', ')}).`);
-  return withBuildLock(log, async () => {
+  return withBuildLock('prometheus', log, async () => {
     if (fs.existsSync(binaryOf(prometheusCachePath()))) return done();
     const prefix = 'setup prometheus';
     const started = Date.now();

@@ -56,7 +56,7 @@ export async function ensureRabbitmq({ log = console.log } = {}) {
   if (missing.length) {
     throw new Error(`stack: RabbitMQ is not in the cache (${rabbitmqCachePath()}) and installing it needs Debian bookworm's apt-get and dpkg-deb (missing: ${missing.join(', ')}). Run on Debian bookworm, or use a broker of your own.`);
   }
-  return withBuildLock(log, async () => {
+  return withBuildLock('rabbitmq', log, async () => {
     if (fs.existsSync(rabbitmqPaths(rabbitmqCachePath()).versionsFile)) return done();
     const prefix = 'setup rabbitmq';
     const started = Date.now();

@@ -47,7 +47,7 @@ export async function ensureTemporalTestServer({ log = console.log } = {}) {
         `Fix (Debian/Ubuntu): \`apt-get install openjdk-17-jre-headless maven\`, then rerun \`node scripts/stack/temporal-test-server.mjs ensure\`.`,
     );
   }
-  return withBuildLock(log, async () => {
+  return withBuildLock('temporal-test-server', log, async () => {
     if (fs.existsSync(launcherOf(dir))) return result();
     const started = Date.now();
     log(`[build temporal-test-server] fetching Temporal's time-skipping test server ${TEMPORAL_TEST_SERVER_VERSION} and its dependencies from Maven Central (~40 MB) ...`);

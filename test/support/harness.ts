@@ -40,7 +40,8 @@ export interface TestApp {
 }
 
 export async function startTestApp(overrides: Partial<Config> = {}, options: { logger?: Logger } = {}): Promise<TestApp> {
-  const config = loadConfig(process.env, { API_PORT: 0, ...overrides });
+  // PUBLIC_BASE_URL (which production requires) becomes the app's own address once it listens.
+  const config = loadConfig(process.env, { API_PORT: 0, PUBLIC_BASE_URL: 'http://127.0.0.1', ...overrides });
   // As api/main.ts does (the test process is an api process), without Node's process metrics: their event-loop and
   // GC observers would outlive the test file.
   initProcessMetrics('api', { nodeMetrics: false });
