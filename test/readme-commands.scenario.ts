@@ -114,7 +114,8 @@ test(
     } finally {
       if (dev.child.exitCode === null) process.kill(-dev.child.pid!, 'SIGINT');
     }
-    expect(await finished(dev, '`npm run dev` after Ctrl-C', 1 * MINUTE)).toBe(0);
+    // npm ends itself with the signal it was sent once its script has exited (as after Ctrl-C in a terminal).
+    expect([0, 'SIGINT']).toContain(await finished(dev, '`npm run dev` after Ctrl-C', 1 * MINUTE));
     expect(dev.output()).toContain('dev: stopped.');
     // Nothing it started is left: the servers' pids it recorded are gone.
     const stackFile = path.join(dir, '.devstack', 'stack.json');
