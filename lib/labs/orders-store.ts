@@ -5,7 +5,7 @@ import type { HighLevelStatus } from './statuses';
 import type { OrderEventDoc, LabOrderDoc, LabResultsDoc } from './model';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
-import { keysetFilter, walksIdIndex } from '../platform/database/pages';
+import { isDenseList, keysetFilter, walksIdIndex } from '../platform/database/pages';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import { SecretsRepository } from '../platform/secrets-store';
 import { listFilter, searchFilters, storedDay, type OrderListFilter } from './order-list-filter';
@@ -185,6 +185,11 @@ export class LabOrderRepository {
     return this.opened(await this.orders.findOne({ team_id: teamId, sample_id: sampleId }));
   }
 
+  /** Several orders by id in one read (the first steps of many orders' workflows at once); ids not stored are left out. */
+  async findByIds(orderIds: string[]): Promise<LabOrderDoc[]> {
+    return (await this.orders.find({ _id: { $in: orderIds } }).toArray()).map((d) => this.opened(d));
+  }
+
   /** For the order's own workflow and its activities (they carry only the id). */
   async findById(orderId: string): Promise<LabOrderDoc | null> {
     return this.opened(await this.orders.findOne({ _id: orderId }));
@@ -192,18 +197,19 @@ export class LabOrderRepository {
 
   /**
    * One page of the team's orders in `_id` order (creation order for UUIDv7 ids), after the order `after` if
-   * given, else skipping `skip` matches. `countTotal`: counts the matches (an index count) for `total`; a cursor
-   * page passes the first page's count as `knownTotal` instead. Either tells how dense the matches are, which
-   * picks the plan (pages.ts `walksIdIndex`).
+   * given, else skipping `skip` matches. `countTotal`: counts the matches (an index count) for `total`, beside the
+   * page; a cursor page passes the first page's count as `knownTotal` instead. How dense the matches are picks the
+   * plan (pages.ts `isDenseList`, `walksIdIndex`).
    */
   async list(
     f: OrderListFilter,
     page: { after?: string; skip: number; size: number; countTotal: boolean; knownTotal?: number },
   ): Promise<{ orders: LabOrderDoc[]; more: boolean; total: number | null }> {
     if (f.search) return this.searchPage(f, page);
-    const total = page.countTotal ? await this.orders.countDocuments(listFilter(f)) : null;
-    const walkId = await walksIdIndex(this.orders, total ?? page.knownTotal);
-    const docs = await this.listQuery(f, page, walkId).toArray();
+    // With a count, the page goes beside it: its plan needs only whether the matches are dense (isDenseList).
+    const [total, docs] = page.countTotal
+      ? await Promise.all([this.orders.countDocuments(listFilter(f)), isDenseList(this.orders, listFilter(f)).then((walkId) => this.listQuery(f, page, walkId).toArray())])
+      : [null, await this.listQuery(f, page, await walksIdIndex(this.orders, page.knownTotal)).toArray()];
     return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }
 

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
-import { keysetFilter, walksIdIndex } from '../platform/database/pages';
+import { isDenseList, keysetFilter, walksIdIndex } from '../platform/database/pages';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 
 export type UserStatus = 'active' | 'pending_deletion' | 'erased';
@@ -123,6 +123,11 @@ export class UserRepository {
     return this.users.findOne({ _id: userId, team_id: teamId });
   }
 
+  /** Several users by id in one read (whatever their teams: the caller checks); ids not stored are left out. */
+  findByIds(userIds: string[]): Promise<UserDoc[]> {
+    return this.users.find({ _id: { $in: userIds } }).toArray();
+  }
+
   findActiveByClientUserId(teamId: string, clientUserId: string) {
     return this.users.findOne({ team_id: teamId, client_user_key: clientUserId, status: 'active' });
   }
@@ -145,15 +150,17 @@ export class UserRepository {
 
   /**
    * Active users oldest first (`_id` order: creation order for UUIDv7 ids), after the user `after` if given,
-   * else skipping `offset`; `total` counts them when asked (an index count). The count, or the first page's
-   * (`knownTotal`), picks the plan (pages.ts `walksIdIndex`).
+   * else skipping `offset`; `total` counts them when asked (an index count, beside the page). How dense they are
+   * picks the plan (pages.ts `isDenseList`, or `walksIdIndex` of the first page's count, `knownTotal`).
    */
   async listActive(
     teamId: string,
     page: { after?: string; offset: number; limit: number; countTotal: boolean; knownTotal?: number },
   ): Promise<{ users: UserDoc[]; more: boolean; total: number | null }> {
-    const total = page.countTotal ? await this.countActive(teamId) : null;
-    const docs = await this.listActiveQuery(teamId, page, await walksIdIndex(this.users, total ?? page.knownTotal)).toArray();
+    // With a count, the page goes beside it: its plan needs only whether the matches are dense (isDenseList).
+    const [total, docs] = page.countTotal
+      ? await Promise.all([this.countActive(teamId), isDenseList(this.users, activeIn(teamId)).then((walkId) => this.listActiveQuery(teamId, page, walkId).toArray())])
+      : [null, await this.listActiveQuery(teamId, page, await walksIdIndex(this.users, page.knownTotal)).toArray()];
     return { users: docs.slice(0, page.limit), more: docs.length > page.limit, total };
   }
 

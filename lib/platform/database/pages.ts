@@ -66,6 +66,17 @@ export async function walksIdIndex(coll: Collection<any>, matches: number | null
   return matches >= DENSE_SHARE * (await coll.estimatedDocumentCount());
 }
 
+/**
+ * Whether `filter`'s matches are dense enough for the `_id` walk (`walksIdIndex`), counted off their index only up to
+ * that share: it costs about the same at any size. A list that also counts all its matches (for `total`) asks this
+ * beside that count rather than after it, so its page does not wait for the full count.
+ */
+export async function isDenseList(coll: Collection<any>, filter: Filter<any>): Promise<boolean> {
+  if (!pageStrategy().walksDenseLists) return false;
+  const dense = Math.max(1, Math.ceil(DENSE_SHARE * (await coll.estimatedDocumentCount()))); // a limit of 0 counts all
+  return (await coll.countDocuments(filter, { limit: dense })) >= dense;
+}
+
 /** How long a log's page may walk the `_id` index before the planner's plan is used instead (see `logPage`). */
 const WALK_BUDGET_MS = 30;
 
