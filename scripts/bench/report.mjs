@@ -22,7 +22,7 @@ export function computeRatios(ratios) {
     const value = own
       ? rest.value
       : of.rps > 0 && to.rps > 0 ? Math.round((of.rps / to.rps) * 1000) / 1000 : null;
-    const met = value !== null && (atMost ? value < target : value >= target);
+    const met = value !== null && (atMost ? value <= target : value >= target);
     const mark = target === null ? 'info' : value === null ? 'n/a' : met ? 'PASS' : 'BELOW';
     return {
       name,
@@ -59,7 +59,7 @@ function ratioLine(r, nameWidth) {
   if (r.kind) {
     const value = r.value === null ? '  n/a' : `${Number.isInteger(r.value) ? r.value : r.value.toFixed(1)}${r.unit ?? ''}`.padStart(9);
     if (r.target === null) return `info  ${r.name.padEnd(nameWidth)}  ${value}  (${r.note ?? 'secondary'})`;
-    return `target ${r.name.padEnd(nameWidth - 1)}  ${value}  (target ${r.atMost ? '<' : '>='} ${r.target}${r.unit ?? ''})  ${r.mark}`;
+    return `target ${r.name.padEnd(nameWidth - 1)}  ${value}  (target ${r.atMost ? '<=' : '>='} ${r.target}${r.unit ?? ''})  ${r.mark}`;
   }
   const value = r.value === null ? '  n/a' : r.value.toFixed(2).padStart(5);
   const target = r.target === null ? `(secondary${r.note ? `: ${r.note}` : ''})` : `(target >= ${r.target})`;
@@ -79,7 +79,8 @@ export function formatReport({ results, ratios, machine, dbKind, config, notes =
   for (const r of ratios) out.push(ratioLine(r, nameWidth));
   out.push(
     '',
-    `machine: ${machine.cpus} cpus (${machine.cpuModel}), ${machine.memoryGb} GB, ${machine.platform}`,
+    `machine: ${machine.cpus} cpus (${machine.cpuModel}), ${machine.memoryGb} GB, ${machine.platform}` +
+      (machine.plainPostsPerSecond ? `; plain POSTs to a constant Koa route: ${Math.round(machine.plainPostsPerSecond)}/s` : ''),
     `node ${machine.node}; database ${dbKind}`,
     ...(plain.length ? [`load: ${config.concurrency} concurrent, ${config.warmupSeconds} s warm-up + ${config.seconds} s per scenario`] : []),
     `load average ${machine.loadAverage.join(' ')} before, ${machine.loadAverageAfter.join(' ')} after`,
