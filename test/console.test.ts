@@ -222,7 +222,11 @@ describe('the page', () => {
     const configured = app.deps.config;
     app.deps.config = { ...configured, PUBLIC_BASE_URL: undefined, API_HOST: '127.0.0.1', API_PORT: Number(new URL(app.url).port) };
     try {
-      expect(await newLink()).toMatch(new RegExp(`^${app.url}/console#link=hbcl_`));
+      const url = await newLink();
+      expect(url).toMatch(new RegExp(`^${app.url}/console#link=hbcl_`));
+      // And it signs in (which uses it up: later tests look for the team's unused link).
+      const w = await open(new URL(url).pathname + new URL(url).hash);
+      await w.page.locator(`[data-dest="${hookId}"]`).waitFor();
     } finally {
       app.deps.config = configured;
     }
