@@ -10,7 +10,7 @@
 //
 //   BENCH_LAB_ORDERS=10000,100000 stored orders at which the list scenarios run
 //   BENCH_LAB_LIST_CONCURRENCY=1  closed-loop readers for the list scenarios
-//   BENCH_LAB_LIST_SECONDS=30     measurement window of each list scenario
+//   BENCH_LAB_LIST_SECONDS=10     measurement window of each list scenario
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
