@@ -53,7 +53,7 @@ async function main() {
   Object.assign(process.env, env);
 
   const brokerLines = await startDevBrokers();
-  run(process.execPath, [path.join(repoRoot, 'dist', 'scripts', 'seed-dev.js'), credentialsFile], { env: process.env });
+  await run(process.execPath, [path.join(repoRoot, 'dist', 'scripts', 'seed-dev.js'), credentialsFile], { env: process.env });
   for (const [entry, name] of [
     ['worker/main.js', 'worker'],
     ['api/main.js', 'api'],

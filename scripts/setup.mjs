@@ -1,5 +1,5 @@
 // Shared set-up steps of `npm run dev`, `npm test` and `npm run bench` (Node built-ins only: runs before npm install).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -7,13 +7,8 @@ import { fileURLToPath } from 'node:url';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
+/** Runs a command to its end without blocking the event loop, so other set-up (fetching the servers) goes on beside it. */
 export function run(cmd, args, opts = {}) {
-  const res = spawnSync(cmd, args, { cwd: repoRoot, stdio: 'inherit', ...opts });
-  if (res.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (exit ${res.status ?? res.signal})`);
-}
-
-/** `run` without blocking the event loop, so other set-up (fetching the servers) goes on beside it. */
-export function runAsync(cmd, args, opts = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { cwd: repoRoot, stdio: 'inherit', ...opts });
     child.once('error', (err) => reject(new Error(`${cmd} ${args.join(' ')} could not start: ${err.message}`)));
@@ -50,7 +45,7 @@ export async function ensureDependencies(log = console.log) {
   if (existsSync(marker) && statSync(marker).mtimeMs >= statSync(lock).mtimeMs) return;
   log('setup: installing dependencies from package-lock.json (npm install)...');
   const started = Date.now();
-  await runAsync('npm', ['install', '--no-audit', '--no-fund']);
+  await run('npm', ['install', '--no-audit', '--no-fund']);
   log(`setup: dependencies installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
@@ -58,7 +53,7 @@ export async function ensureDependencies(log = console.log) {
 export async function build(log = console.log) {
   log('setup: compiling TypeScript (tsc)...');
   const started = Date.now();
-  await runAsync(process.execPath, [path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json']);
+  await run(process.execPath, [path.join(repoRoot, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json']);
   log(`setup: compiled in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 

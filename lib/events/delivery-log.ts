@@ -46,7 +46,6 @@ export async function listEvents(
   return { items: page.items.map((e) => store.openEvent(e)), more: page.more };
 }
 
-
 /** An endpoint's deliveries (pending and finished) created in [since, until), of one event type and/or user. */
 export function listDeliveries(
   store: WebhookStore,

@@ -207,8 +207,9 @@ export class LabOrderRepository {
   ): Promise<{ orders: LabOrderDoc[]; more: boolean; total: number | null }> {
     if (f.search) return this.searchPage(f, page);
     // With a count, the page goes beside it: its plan needs only whether the matches are dense (isDenseList).
+    const filter = listFilter(f);
     const [total, docs] = page.countTotal
-      ? await Promise.all([this.orders.countDocuments(listFilter(f)), isDenseList(this.orders, listFilter(f)).then((walkId) => this.listQuery(f, page, walkId).toArray())])
+      ? await Promise.all([this.orders.countDocuments(filter), isDenseList(this.orders, filter).then((walkId) => this.listQuery(f, page, walkId).toArray())])
       : [null, await this.listQuery(f, page, await walksIdIndex(this.orders, page.knownTotal)).toArray()];
     return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }

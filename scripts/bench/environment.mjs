@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { devDataKeys, repoRoot, startNode, stopChild, waitForHttp } from '../setup.mjs';
-import { ensureBinaries, freePort, reapAbandonedStacks, startStack, stopStack } from '../stack.mjs';
+import { freePort, reapAbandonedStacks, startStack, stopStack } from '../stack.mjs';
 
 /** Imports a compiled module from dist/ (CommonJS; its named exports are available). */
 export const distModule = (rel) => import(pathToFileURL(path.join(repoRoot, 'dist', rel)).href);
@@ -145,7 +145,6 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
   onCleanup(env.cleanup); // before anything starts: a Ctrl-C during start-up must find it
 
   try {
-    await ensureBinaries({ log });
     await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'bench-', log });
     const stack = await startStack({ stateDir, ui: false, persist: false, log });
     env.mongoUrl = stack.mongoUrl;

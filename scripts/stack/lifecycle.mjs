@@ -147,7 +147,7 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
       const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--namespace', 'default', '--log-level', 'warn'];
       // Custom search attributes of lab order workflows (workflows/lab-order.ts, SEARCH_ATTRIBUTES).
       for (const attribute of TEMPORAL_SEARCH_ATTRIBUTES) args.push('--search-attribute', attribute);
-      if (persist) args.push('--db-filename', path.join(stateDir, 'temporal.db'));
+      if (persist) args.push('--db-filename', temporalStateFile(stateDir, log));
       if (ui) {
         const uiPort = ports.temporalUi || (await freePort());
         await assertPortFree(uiPort, 'the Temporal UI', 'DEV_TEMPORAL_UI_PORT');
@@ -319,4 +319,21 @@ export async function stopStacksWithin(dir, log = console.log, depth = 3) {
     removeSocketDir(info);
     fs.rmSync(path.join(dir, 'stack.json'), { force: true });
   }
+}
+
+/**
+ * The dev server's state file, named after the CLI that writes it: a newer server cannot be trusted with an older
+ * one's file (Temporal CLI 1.9.1 on a 1.5.1 file times out creating Schedules), so an upgrade starts a fresh one and
+ * says what it leaves behind. A `temporal` on PATH keeps `temporal.db`.
+ */
+function temporalStateFile(stateDir, log) {
+  const name = which('temporal') ? 'temporal.db' : `temporal-${TEMPORAL_CLI.version}.db`;
+  const others = fs.readdirSync(stateDir).filter((f) => /^temporal(-[\d.]+)?\.db$/.test(f) && f !== name);
+  if (others.length && !fs.existsSync(path.join(stateDir, name))) {
+    log(
+      `stack: Temporal state of another CLI version (${others.join(', ')}) is left as it is; this server (${TEMPORAL_CLI.about}) ` +
+        `starts with a fresh ${name}, so workflows of earlier runs are not resumed (delete .devstack/ for a clean slate).`,
+    );
+  }
+  return path.join(stateDir, name);
 }
