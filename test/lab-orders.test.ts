@@ -1,7 +1,13 @@
 import { ClientFacingOrder, OrderList, PatchOrderResponse, PostOrderResponse } from '../schemas/lab-order';
+import { randomUUID } from 'node:crypto';
+import { LAB_ORDER_INDEXES } from '../lib/labs/orders-store';
+import { dataCipher } from '../lib/platform/config';
+import { createIndexes } from '../lib/platform/database/indexes';
+import { createRepositories } from '../lib/repositories';
 import { walksIdIndex } from '../lib/platform/database/pages';
+import { timeOrderedUuid } from '../lib/platform/keys';
 import { indexBoundFields, indexesUsed, sortsInMemory } from './support/explain';
-import { createTenant, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
+import { createTenant, expectSchema, ownDatabase, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, orderWorkflowIdle, registrationBody, today } from './support/lab';
 
 let app: TestApp;
@@ -261,21 +267,36 @@ describe('GET /v3/orders pages', () => {
     const tenant = await createTenant(app.deps, 'Order plans');
     const team = teamClient(app, tenant);
     const user = await createUser(team);
-    const last = (await team.post('/v3/order', orderBody(user, tests.walk_in_test))).body.order.id;
-    const repo = app.deps.repos.labOrders;
-    const base = { teamId: tenant.teamId, today: today(), direction: -1 as const };
-    const cases = [
-      { filter: base, page: { skip: 0, size: 50 }, index: 'team_id_1__id_-1' },
-      { filter: base, page: { after: last, skip: 0, size: 50 }, index: 'team_id_1__id_-1' },
-      { filter: { ...base, direction: 1 as const }, page: { skip: 0, size: 50 }, index: 'team_id_1__id_-1' },
-      { filter: { ...base, userId: user }, page: { skip: 0, size: 50 }, index: 'team_id_1_user_id_1__id_-1' },
-      { filter: { ...base, lowLevelStatuses: ['ordered'] }, page: { after: last, skip: 0, size: 50 }, index: 'team_id_1_low_level_status_1__id_-1' },
-    ];
-    for (const c of cases) {
-      const plan = await repo.listQuery(c.filter, c.page).explain('queryPlanner');
-      expect({ case: c, used: indexesUsed(plan), bounded: indexBoundFields(plan) }).toEqual({ case: c, used: [c.index], bounded: expect.arrayContaining(['team_id', '_id']) });
-      const walk = await repo.listQuery(c.filter, c.page, true).explain('queryPlanner');
-      expect({ case: c, used: indexesUsed(walk), sorted: sortsInMemory(walk) }).toEqual({ case: c, used: ['_id_'], sorted: false });
+    const created = (await team.post('/v3/order', orderBody(user, tests.walk_in_test))).body.order.id;
+    const template = (await app.deps.repos.labOrders.findById(created))!;
+    // The planner's choice follows the collection's make-up, which the suite's other files change as they run (a few
+    // hundred orders are read whole; one busy team tips it to other plans). So the plans are asked of a database of
+    // this test's own, always the same: 2,000 orders of another team, 20 of this one, stored as the api stores them.
+    const own = await ownDatabase(app, 'plans');
+    try {
+      const repo = createRepositories(own.db, dataCipher(app.deps.config)).labOrders;
+      await createIndexes(own.db.collection('lab_orders'), LAB_ORDER_INDEXES.lab_orders);
+      const clone = (teamId: string, i: number) => ({ ...template, _id: timeOrderedUuid(), team_id: teamId, sample_id: `PLAN${String(i).padStart(10, '0')}`, order_transaction_id: randomUUID(), details_id: randomUUID() });
+      const crowd = Array.from({ length: 2000 }, (_, i) => clone('another-team', i));
+      const ours = Array.from({ length: 20 }, (_, i) => clone(tenant.teamId, i));
+      for (const docs of [crowd, ours]) for (let i = 0; i < docs.length; i += 200) await Promise.all(docs.slice(i, i + 200).map((doc) => repo.insert(doc)));
+      const last = ours[ours.length - 1]._id;
+      const base = { teamId: tenant.teamId, today: today(), direction: -1 as const };
+      const cases = [
+        { filter: base, page: { skip: 0, size: 50 }, index: 'team_id_1__id_-1' },
+        { filter: base, page: { after: last, skip: 0, size: 50 }, index: 'team_id_1__id_-1' },
+        { filter: { ...base, direction: 1 as const }, page: { skip: 0, size: 50 }, index: 'team_id_1__id_-1' },
+        { filter: { ...base, userId: user }, page: { skip: 0, size: 50 }, index: 'team_id_1_user_id_1__id_-1' },
+        { filter: { ...base, lowLevelStatuses: ['ordered'] }, page: { after: last, skip: 0, size: 50 }, index: 'team_id_1_low_level_status_1__id_-1' },
+      ];
+      for (const c of cases) {
+        const plan = await repo.listQuery(c.filter, c.page).explain('queryPlanner');
+        expect({ case: c, used: indexesUsed(plan), bounded: indexBoundFields(plan) }).toEqual({ case: c, used: [c.index], bounded: expect.arrayContaining(['team_id', '_id']) });
+        const walk = await repo.listQuery(c.filter, c.page, true).explain('queryPlanner');
+        expect({ case: c, used: indexesUsed(walk), sorted: sortsInMemory(walk) }).toEqual({ case: c, used: ['_id_'], sorted: false });
+      }
+    } finally {
+      await own.drop();
     }
   });
 
