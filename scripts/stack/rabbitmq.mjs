@@ -166,6 +166,19 @@ export async function startRabbitmq({ stateDir, port, user = RABBITMQ_USER, pass
   async function start() {
     if (running(broker)) throw new Error(`stack: RabbitMQ (pid ${broker.child.pid}) is already running on 127.0.0.1:${port}`);
     await assertPortFree(port, 'RabbitMQ');
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await launch();
+      } catch (err) {
+        // Its distribution port was free when picked and taken before the VM bound it (a server starting beside it
+        // picked the same): another port, up to three times.
+        if (attempt >= 3 || !/dist_port_already_used/.test(err.message)) throw err;
+        log(`stack: RabbitMQ's distribution port was taken meanwhile; starting again on another (attempt ${attempt + 1})`);
+      }
+    }
+  }
+
+  async function launch() {
     const started = Date.now();
     if (!running(epmd)) {
       epmdPort = await freePort();
