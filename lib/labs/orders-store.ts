@@ -10,6 +10,7 @@ import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '
 import { SecretsRepository } from '../platform/secrets-store';
 import { listFilter, searchFilters, storedDay, type OrderListFilter } from './order-list-filter';
 import { PatientNameIndexStore, type NameIndexFields } from './name-index-store';
+import { DEFAULT_ORDER_COUNT_SETTINGS, ORDER_COUNT_INDEXES, ORDER_COUNT_QUERY_SHAPES, OrderCountStore, type OrderCountSettings } from './order-counts-store';
 
 /**
  * Lab orders and their results. The only code that touches these collections.
@@ -103,6 +104,7 @@ export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'list: by status', filter: ['team_id', 'low_level_status', '_id'], sort: ['_id'], residual: ['interpretation', 'activate_by'] },
   { name: 'list: by interpretation', filter: ['team_id', 'interpretation', '_id'], sort: ['_id'], residual: ['activate_by'] },
   { name: 'list: count of matches', filter: ['team_id'], residual: ['the other list filters'] },
+  { name: "list: count of a team's orders past its checkpoint (order-counts-store.ts)", filter: ['team_id', '_id'] },
   { name: 'list: by patient name ($all of its tokens)', filter: ['team_id', 'patient_name_tokens', '_id'], sort: ['_id'], residual: ['the other list filters'] },
   // search_input: one query, an $or whose every branch is served by an index of its own (checked with explain).
   { name: 'search_input branch: order id', filter: ['team_id', '_id'] },
@@ -121,7 +123,8 @@ export const RESULTS_QUERY_SHAPES: QueryShape[] = [
   { name: 'results by order id (also erasure, per order)', filter: ['_id'] },
   { name: 'reencrypt: all results, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
-export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES };
+export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES, lab_order_counts: ORDER_COUNT_INDEXES };
+export { ORDER_COUNT_QUERY_SHAPES };
 
 export class LabOrderRepository {
   readonly orders: Collection<StoredLabOrder>;
@@ -130,23 +133,28 @@ export class LabOrderRepository {
   private readonly resultData: EncryptedFields<LabResultsDoc, ResultField>;
   /** The blind index of patients' names on the orders (name-index-store.ts). */
   readonly names: PatientNameIndexStore;
+  /** Each team's order count, kept up to a recent checkpoint (order-counts-store.ts). */
+  readonly counts: OrderCountStore;
 
   constructor(
     db: Db,
     /** Encrypts patient data at rest (DATA_ENCRYPTION_KEYS). */
     cipher: FieldCipher,
+    countSettings: OrderCountSettings = DEFAULT_ORDER_COUNT_SETTINGS,
   ) {
     this.orders = db.collection('lab_orders');
     this.results = db.collection('lab_results');
     this.patientData = new EncryptedFields(cipher, this.orders.collectionName, PATIENT_FIELDS);
     this.resultData = new EncryptedFields(cipher, this.results.collectionName, RESULT_FIELDS);
     this.names = new PatientNameIndexStore(this.orders, this.patientData, new SecretsRepository(db, cipher));
+    this.counts = new OrderCountStore(db, this.orders, countSettings);
   }
 
 
   async ensureIndexes(retention?: Retention): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
     await createIndexes(this.results, RESULTS_INDEXES);
+    await createIndexes(this.counts.counts, ORDER_COUNT_INDEXES);
   }
 
   private opened(doc: StoredLabOrder): LabOrderDoc;
@@ -163,11 +171,16 @@ export class LabOrderRepository {
     try {
       const nameIndex = await this.names.fieldsOf(doc.team_id, doc.patient_details);
       await this.orders.insertOne({ ...withStoredDay(this.patientData.seal(doc._id, doc)), ...nameIndex } as StoredLabOrder);
+      await this.counts.noteStored(doc.team_id, doc._id);
       return { inserted: doc };
     } catch (err) {
       if (!isDuplicateKeyError(err)) throw err;
       const same = await this.orders.findOne({ _id: doc._id });
-      if (same) return { exists: this.opened(same) };
+      // A retry after a crash between the insert and its note gives the note again.
+      if (same) {
+        await this.counts.noteStored(same.team_id, same._id);
+        return { exists: this.opened(same) };
+      }
       return { sample_taken: this.opened(await this.orders.findOne({ team_id: doc.team_id, sample_id: doc.sample_id })) };
     }
   }
@@ -197,8 +210,8 @@ export class LabOrderRepository {
 
   /**
    * One page of the team's orders in `_id` order (creation order for UUIDv7 ids), after the order `after` if
-   * given, else skipping `skip` matches. `countTotal`: counts the matches (an index count) for `total`, beside the
-   * page; a cursor page passes the first page's count as `knownTotal` instead. How dense the matches are picks the
+   * given, else skipping `skip` matches. `countTotal`: counts the matches for `total` (a team's unfiltered list from its
+   * checkpoint, order-counts-store.ts); a cursor page passes the first page's count as `knownTotal` instead. How dense the matches are picks the
    * plan (pages.ts `isDenseList`, `walksIdIndex`).
    */
   async list(
@@ -206,11 +219,20 @@ export class LabOrderRepository {
     page: { after?: string; skip: number; size: number; countTotal: boolean; knownTotal?: number },
   ): Promise<{ orders: LabOrderDoc[]; more: boolean; total: number | null }> {
     if (f.search) return this.searchPage(f, page);
-    // With a count, the page goes beside it: its plan needs only whether the matches are dense (isDenseList).
     const filter = listFilter(f);
-    const [total, docs] = page.countTotal
-      ? await Promise.all([this.orders.countDocuments(filter), isDenseList(this.orders, filter).then((walkId) => this.listQuery(f, page, walkId).toArray())])
-      : [null, await this.listQuery(f, page, await walksIdIndex(this.orders, page.knownTotal)).toArray()];
+    const pageOf = async (matches: number | null | undefined) => this.listQuery(f, page, await walksIdIndex(this.orders, matches)).toArray();
+    let total: number | null = null;
+    let docs: StoredLabOrder[];
+    if (!page.countTotal) {
+      docs = await pageOf(page.knownTotal);
+    } else if (this.counts.isCheckpointed(filter)) {
+      // The team's count is a checkpoint plus its recent orders, a few milliseconds: the page's plan follows it.
+      total = await this.counts.count(filter);
+      docs = await pageOf(total);
+    } else {
+      // A full count: the page goes beside it, its plan judged by whether the matches are dense (isDenseList).
+      [total, docs] = await Promise.all([this.counts.count(filter), isDenseList(this.orders, filter).then((walkId) => this.listQuery(f, page, walkId).toArray())]);
+    }
     return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }
 

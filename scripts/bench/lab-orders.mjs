@@ -20,8 +20,8 @@ import { cpuMeter } from './webhook-measures.mjs';
 import { httpClient, measure, numberEnv } from './load.mjs';
 
 const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
-/** The api's id minting (lib/platform/keys.ts), loaded from the build with the suite. */
-let timeOrderedUuid;
+/** The api's id minting at a given time (lib/platform/keys.ts), loaded from the build with the suite. */
+let timeOrderedNameBasedUuid;
 
 export function labOrderSettings() {
   return {
@@ -48,9 +48,13 @@ const orderBody = (userId, labTestId) => ({
   consents: [{ consentType: 'terms-of-use' }],
 });
 
-/** A copy of a stored order with new ids, for seeding and for the raw insert baseline. */
+/**
+ * A copy of a stored order with new ids, for seeding and for the raw insert baseline. Its id is minted at
+ * `createdAt`, as the api mints an order's id when it creates it (timeOrderedUuid itself never goes back in time:
+ * after the creation scenarios every backdated order would get an id of the present).
+ */
 function cloneOrder(template, teamId, i, createdAt = new Date()) {
-  const id = timeOrderedUuid(createdAt.getTime());
+  const id = timeOrderedNameBasedUuid(createdAt.getTime(), [teamId, String(i), randomUUID()]);
   return {
     ...template,
     _id: id,
@@ -107,7 +111,7 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
   const { connectTemporal } = await distModule('lib/platform/temporal.js');
   const { createIndexes } = await distModule('lib/platform/database/indexes.js');
   const { LAB_ORDER_INDEXES } = await distModule('lib/labs/orders-store.js');
-  ({ timeOrderedUuid } = await distModule('lib/platform/keys.js'));
+  ({ timeOrderedNameBasedUuid } = await distModule('lib/platform/keys.js'));
   const temporal = await connectTemporal(env.temporalAddress, 'default', `bench-trivial-${env.runId}`);
   const scratch = env.db.collection(SCRATCH_COLLECTION);
   const orders = env.db.collection('lab_orders');

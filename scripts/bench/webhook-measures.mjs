@@ -81,12 +81,15 @@ function ownCpuSeconds(stat) {
   return { ppid: Number(rest[1]), seconds: (Number(rest[11]) + Number(rest[12])) / CLK_TCK };
 }
 
-/** CPU seconds of a process and its live children (PostgreSQL's work is done by the postmaster's children). */
-function cpuSeconds(pid) {
+/**
+ * CPU seconds of a process and its live children (PostgreSQL's work is done by the postmaster's children), but
+ * not of the children measured on their own (`separate`: the bench process starts the api, the worker and the stack).
+ */
+function cpuSeconds(pid, separate = new Set()) {
   try {
     let total = ownCpuSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8')).seconds;
     for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
+      if (!/^\d+$/.test(entry) || separate.has(Number(entry))) continue;
       try {
         const child = ownCpuSeconds(readFileSync(`/proc/${entry}/stat`, 'utf8'));
         if (child.ppid === pid) total += child.seconds;
@@ -100,7 +103,8 @@ function cpuSeconds(pid) {
 
 /** Starts measuring the CPU of named processes; the returned function reads seconds used and % of one core. */
 export function cpuMeter(pids) {
-  const read = () => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid ? cpuSeconds(pid) : null]));
+  const separate = new Set(Object.values(pids).filter(Boolean));
+  const read = () => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid ? cpuSeconds(pid, separate) : null]));
   const before = read();
   const started = performance.now();
   return () => {

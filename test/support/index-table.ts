@@ -12,7 +12,7 @@ import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/platform/da
 import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../../lib/tenancy/store';
 import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/users/store';
 import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/events/destinations/webhook/endpoints-store';
-import { LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/labs/orders-store';
+import { LAB_ORDER_INDEXES, ORDER_COUNT_QUERY_SHAPES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/labs/orders-store';
 import { IDEMPOTENCY_INDEXES, IDEMPOTENCY_QUERY_SHAPES } from '../../lib/platform/idempotency-store';
 import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/labs/tests-store';
 import { HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES } from '../../lib/labs/hl7-intake-store';
@@ -36,6 +36,7 @@ function fromRecords(indexes: Record<string, IndexSpec[]>, shapes: Record<string
 export const INDEX_TABLE: IndexTable = {
   lab_orders: { shapes: ORDER_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_orders },
   lab_results: { shapes: RESULTS_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_results },
+  lab_order_counts: { shapes: ORDER_COUNT_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_order_counts },
   idempotency_keys: { shapes: IDEMPOTENCY_QUERY_SHAPES.idempotency_keys, indexes: IDEMPOTENCY_INDEXES.idempotency_keys },
   lab_tests: { shapes: LAB_TEST_QUERY_SHAPES, indexes: LAB_TEST_INDEXES.lab_tests },
   deployment_secrets: { shapes: SECRET_QUERY_SHAPES, indexes: SECRET_INDEXES },

@@ -1,0 +1,158 @@
+import { randomUUID } from 'node:crypto';
+import { dataCipher } from '../lib/platform/config';
+import { timeOrderedNameBasedUuid, timeOrderedUuid } from '../lib/platform/keys';
+import { LabOrderRepository } from '../lib/labs/orders-store';
+import type { OrderCountDoc } from '../lib/labs/order-counts-store';
+import type { LabOrderDoc } from '../lib/labs/model';
+import { createTenant, startTestApp, teamClient, type HttpClient, type TestApp } from './support/harness';
+import { createUser, labTestIds, orderBody } from './support/lab';
+
+// The `total` of an unfiltered order list comes from the team's checkpoint in `lab_order_counts` plus a count of the
+// orders past it (order-counts-store.ts). These tests hold it to the exact count through every way the checkpoint
+// can go stale: new orders, orders settling past it, an order stored with an old id, a checkpoint gone wrong.
+
+let app: TestApp;
+let client: HttpClient;
+let template: LabOrderDoc;
+let teamId: string;
+/** The api's repository, with a settle time of 2 s (10 minutes in production) so orders settle within a test. */
+let repo: LabOrderRepository;
+
+const HOUR = 3_600_000;
+const SETTLE_MS = 2_000;
+
+beforeAll(async () => {
+  app = await startTestApp();
+  const tenant = await createTenant(app.deps, 'Order counts');
+  teamId = tenant.teamId;
+  client = teamClient(app, tenant);
+  const tests = await labTestIds(client);
+  const user = await createUser(client);
+  const first = (await client.post('/v3/order', orderBody(user, tests.walk_in_test))).body.order.id;
+  template = (await app.deps.repos.labOrders.findById(first))!;
+  repo = new LabOrderRepository(app.deps.db, dataCipher(app.deps.config), { settleMs: SETTLE_MS, recountMs: HOUR, advanceAt: 3 });
+});
+afterAll(() => app.close());
+
+let seq = 0;
+/** A copy of the template order for `team`, its id minted at `mintedAt` (an old id: a redraw, a retried request). */
+const orderOf = (team: string, mintedAt?: number): LabOrderDoc => ({
+  ...template,
+  // (timeOrderedUuid never goes back in time: an old id is minted as a redraw's is.)
+  _id: mintedAt === undefined ? timeOrderedUuid() : timeOrderedNameBasedUuid(mintedAt, [randomUUID()]),
+  team_id: team,
+  sample_id: `COUNT${String(++seq).padStart(8, '0')}${randomUUID().slice(0, 6)}`,
+  order_transaction_id: randomUUID(),
+  details_id: randomUUID(),
+});
+const storeAll = (docs: LabOrderDoc[]) => Promise.all(docs.map((d) => repo.insert(d)));
+const totalOf = (team: string) => repo.counts.count({ team_id: team });
+const exactCount = (team: string) => repo.orders.countDocuments({ team_id: team });
+const checkpoint = (team: string) => repo.counts.counts.findOne({ _id: team }) as Promise<OrderCountDoc | null>;
+
+describe('order count checkpoints', () => {
+  it('counts a team exactly while orders arrive, settle past the checkpoint and move it on', async () => {
+    const team = `count-team-${randomUUID()}`;
+    expect(await totalOf(team)).toBe(0);
+    await storeAll(Array.from({ length: 5 }, () => orderOf(team, Date.now() - HOUR)));
+    // Every old id dropped the checkpoint: the next count is taken whole and kept.
+    expect(await checkpoint(team)).toMatchObject({ epoch: 5 });
+    expect((await checkpoint(team))?.below).toBeUndefined();
+    expect(await totalOf(team)).toBe(5);
+    expect(await checkpoint(team)).toMatchObject({ epoch: 5, count: 5 });
+
+    // New orders are counted past the checkpoint and leave it alone.
+    const before = await checkpoint(team);
+    await storeAll(Array.from({ length: 4 }, () => orderOf(team)));
+    expect(await totalOf(team)).toBe(9);
+    expect(await checkpoint(team)).toEqual(before);
+
+    // Once settled, they move it on (4 ≥ advanceAt 3), and the total stays exact.
+    await new Promise((r) => setTimeout(r, SETTLE_MS + 100));
+    expect(await totalOf(team)).toBe(9);
+    const moved = await checkpoint(team);
+    expect(moved).toMatchObject({ epoch: 5, count: 9 });
+    expect(moved!.below! > before!.below!).toBe(true);
+    expect(await exactCount(team)).toBe(9);
+  });
+
+  it('counts an order stored with an old id, which sorts before the checkpoint', async () => {
+    const team = `count-team-${randomUUID()}`;
+    await storeAll(Array.from({ length: 3 }, () => orderOf(team, Date.now() - HOUR)));
+    expect(await totalOf(team)).toBe(3);
+    expect((await checkpoint(team))?.count).toBe(3);
+    await repo.insert(orderOf(team, Date.now() - 2 * HOUR)); // before `below`
+    expect(await totalOf(team)).toBe(4);
+    // A retry of that insert (it exists) notes it again: a crash between insert and note is repaired by the retry.
+    const late = orderOf(team, Date.now() - 3 * HOUR);
+    await repo.orders.insertOne({ ...(await sealedCopy(late)) });
+    expect(await totalOf(team)).toBe(4); // the raw insert skipped the note, as a crash would
+    expect('exists' in (await repo.insert(late))).toBe(true);
+    expect(await totalOf(team)).toBe(5);
+  });
+
+  it('retakes a checkpoint counted whole longer ago than recountMs, so a wrong one does not last', async () => {
+    const team = `count-team-${randomUUID()}`;
+    await storeAll(Array.from({ length: 3 }, () => orderOf(team, Date.now() - HOUR)));
+    expect(await totalOf(team)).toBe(3);
+    await repo.counts.counts.updateOne({ _id: team }, { $set: { count: 42 } });
+    expect(await totalOf(team)).toBe(42); // trusted while fresh
+    await repo.counts.counts.updateOne({ _id: team }, { $set: { recounted_at: new Date(Date.now() - 2 * HOUR) } });
+    expect(await totalOf(team)).toBe(3);
+    expect(await checkpoint(team)).toMatchObject({ count: 3 });
+  });
+
+  it('stays exact with counts and old-id inserts racing (each write under the epoch it read)', async () => {
+    const team = `count-team-${randomUUID()}`;
+    await storeAll(Array.from({ length: 10 }, () => orderOf(team, Date.now() - HOUR)));
+    const lates = Array.from({ length: 30 }, (_, i) => orderOf(team, Date.now() - HOUR - i * 1000));
+    const fresh = Array.from({ length: 30 }, () => orderOf(team));
+    const counted = await Promise.all([
+      ...lates.map((d) => repo.insert(d).then(() => null)),
+      ...fresh.map((d) => repo.insert(d).then(() => null)),
+      ...Array.from({ length: 30 }, () => totalOf(team)),
+    ]);
+    for (const n of counted) if (n !== null) expect(n).toBeGreaterThanOrEqual(10);
+    expect(await exactCount(team)).toBe(70);
+    expect(await totalOf(team)).toBe(70);
+    await new Promise((r) => setTimeout(r, SETTLE_MS + 100));
+    expect(await totalOf(team)).toBe(70); // settled and moved on
+    expect(await checkpoint(team)).toMatchObject({ count: 70 });
+  });
+
+  it('filtered lists count their matches directly', async () => {
+    const team = `count-team-${randomUUID()}`;
+    await storeAll([orderOf(team), orderOf(team, Date.now() - HOUR)]);
+    expect(await repo.counts.count({ team_id: team, low_level_status: { $in: [template.low_level_status] } })).toBe(2);
+    expect(await checkpoint(team)).toMatchObject({ epoch: 1 }); // the old id's drop only; no checkpoint taken
+    expect((await checkpoint(team))?.below).toBeUndefined();
+  });
+});
+
+describe('GET /v3/orders total', () => {
+  it('is the exact number of the team\'s orders, also after an order stored with an old id', async () => {
+    const page = async () => (await client.get('/v3/orders?page=1&size=2')).body;
+    const first = await page();
+    expect(first.total).toBe(await exactCount(teamId));
+    expect(await app.deps.repos.labOrders.counts.counts.findOne({ _id: teamId })).toMatchObject({ count: expect.any(Number) });
+    // Through the api's own repository (production settings): an old id drops the checkpoint, the total follows.
+    await app.deps.repos.labOrders.insert(orderOf(teamId, Date.now() - HOUR));
+    const second = await page();
+    expect(second.total).toBe(first.total + 1);
+    expect(second.orders).toHaveLength(2);
+    expect(second.total).toBe(await exactCount(teamId));
+    // Unchanged on a list filtered by status: counted directly.
+    const byStatus = (await client.get(`/v3/orders?page=1&size=2&status=${template.low_level_status}`)).body;
+    expect(byStatus.total).toBe(await repo.orders.countDocuments({ team_id: teamId, low_level_status: template.low_level_status }));
+  });
+});
+
+/** The order as the repository stores it (sealed), for a raw insert that skips the repository's note. */
+async function sealedCopy(doc: LabOrderDoc) {
+  const probeTeam = `count-probe-${randomUUID()}`;
+  const probe = { ...doc, team_id: probeTeam, _id: doc._id };
+  await repo.insert(probe);
+  const stored = await repo.orders.findOne({ _id: doc._id });
+  await repo.orders.deleteOne({ _id: doc._id });
+  return { ...stored!, team_id: doc.team_id };
+}
