@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { providerEnvKey, type Config } from '../../lib/platform/config';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { createTenant, startTestApp, subscribeReceiver, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './harness';
-import type { Receiver } from './receiver';
+import type { ReceivedRequest, Receiver } from './receiver';
 import { privateDeployment, startWorker, stopWorker, type PrivateDeployment } from './worker';
 import type { FakeProvider } from './fakes/fake-provider';
 
@@ -52,9 +52,29 @@ export async function startProviderStack(name: string, fakes: ProviderFakeSetup[
   let worker = startWorker(deployment, { ...env, PUBLIC_BASE_URL: app.url });
   const tenant = await createTenant(app.deps, `Providers ${name}`);
   const { rx, secret } = await subscribeReceiver(app, tenant, []);
+  // Each event is verified as it arrives, as a receiver does: its signed timestamp is checked against the clock
+  // then, not at every later read (a file running past the 5-minute tolerance failed every read after).
+  type Verified = { event_type: string; data: any; user_id: string };
+  const verify = (r: ReceivedRequest): Verified | Error => {
+    try {
+      return new StandardWebhook(secret).verify(r.body, r.headers as Record<string, string>) as Verified;
+    } catch (err) {
+      return err as Error;
+    }
+  };
+  const verified = new WeakMap<ReceivedRequest, Verified | Error>();
+  rx.behave((r) => {
+    verified.set(r, verify(r));
+    return { status: 200 };
+  });
   return {
     secret,
-    events: () => rx.requests.map((r) => new StandardWebhook(secret).verify(r.body, r.headers as Record<string, string>) as { event_type: string; data: any; user_id: string }),
+    events: () =>
+      rx.requests.map((r) => {
+        const event = verified.get(r) ?? verify(r);
+        if (event instanceof Error) throw event;
+        return event;
+      }),
     app,
     deployment,
     env,
