@@ -5,7 +5,7 @@ import { LabOrderRepository } from '../lib/labs/orders-store';
 import type { OrderCountDoc } from '../lib/labs/order-counts-store';
 import type { LabOrderDoc } from '../lib/labs/model';
 import { createTenant, startTestApp, teamClient, type HttpClient, type TestApp } from './support/harness';
-import { createUser, labTestIds, orderBody } from './support/lab';
+import { createUser, labTestIds, orderBody, today } from './support/lab';
 
 // The `total` of an unfiltered order list comes from the team's checkpoint in `lab_order_counts` plus a count of the
 // orders past it (order-counts-store.ts). These tests hold it to the exact count through every way the checkpoint
@@ -46,7 +46,7 @@ const orderOf = (team: string, mintedAt?: number): LabOrderDoc => ({
   details_id: randomUUID(),
 });
 const storeAll = (docs: LabOrderDoc[]) => Promise.all(docs.map((d) => repo.insert(d)));
-const totalOf = (team: string) => repo.counts.count({ team_id: team });
+const totalOf = (team: string) => repo.counts.teamTotal(team);
 const exactCount = (team: string) => repo.orders.countDocuments({ team_id: team });
 const checkpoint = (team: string) => repo.counts.counts.findOne({ _id: team }) as Promise<OrderCountDoc | null>;
 
@@ -120,12 +120,16 @@ describe('order count checkpoints', () => {
     expect(await checkpoint(team)).toMatchObject({ count: 70 });
   });
 
-  it('filtered lists count their matches directly', async () => {
+  it('filtered lists count their matches directly and leave the checkpoint alone', async () => {
     const team = `count-team-${randomUUID()}`;
     await storeAll([orderOf(team), orderOf(team, Date.now() - HOUR)]);
-    expect(await repo.counts.count({ team_id: team, low_level_status: { $in: [template.low_level_status] } })).toBe(2);
+    const list = { teamId: team, today: today(), direction: -1 as const };
+    const page = { skip: 0, size: 10, countTotal: true };
+    expect((await repo.list({ ...list, lowLevelStatuses: [template.low_level_status] }, page)).total).toBe(2);
     expect(await checkpoint(team)).toMatchObject({ epoch: 1 }); // the old id's drop only; no checkpoint taken
     expect((await checkpoint(team))?.below).toBeUndefined();
+    expect((await repo.list(list, page)).total).toBe(2); // the unfiltered list takes one
+    expect(await checkpoint(team)).toMatchObject({ epoch: 1, count: 1 }); // the old order settled, the new one recent
   });
 });
 

@@ -71,18 +71,14 @@ export class OrderCountStore {
     this.counts = db.collection('lab_order_counts');
   }
 
-  /** The number of orders matching a list's filter: from the team's checkpoint when the filter is the team alone. */
-  count(filter: Filter<StoredLabOrder>): Promise<number> {
-    return this.isCheckpointed(filter) ? this.teamTotal(filter.team_id as string) : this.orders.countDocuments(filter);
-  }
-
-  /** Whether `count` answers `filter` from a checkpoint (the team's orders, unfiltered) rather than counting its matches. */
-  isCheckpointed(filter: Filter<StoredLabOrder>): boolean {
+  /** The team whose orders `filter` matches, all of them and nothing else (`teamTotal` counts those); else null. */
+  static teamAlone(filter: Filter<StoredLabOrder>): string | null {
     const keys = Object.keys(filter);
-    return keys.length === 1 && keys[0] === 'team_id' && typeof filter.team_id === 'string';
+    return keys.length === 1 && typeof filter.team_id === 'string' ? filter.team_id : null;
   }
 
-  private async teamTotal(teamId: string): Promise<number> {
+  /** How many orders the team has: its checkpoint plus a count of the orders past it. */
+  async teamTotal(teamId: string): Promise<number> {
     const now = Date.now();
     const horizon = idTimeBound(now - this.settings.settleMs);
     const doc = await this.counts.findOne({ _id: teamId });

@@ -10,7 +10,7 @@ import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '
 import { SecretsRepository } from '../platform/secrets-store';
 import { listFilter, searchFilters, storedDay, type OrderListFilter } from './order-list-filter';
 import { PatientNameIndexStore, type NameIndexFields } from './name-index-store';
-import { DEFAULT_ORDER_COUNT_SETTINGS, ORDER_COUNT_INDEXES, ORDER_COUNT_QUERY_SHAPES, OrderCountStore, type OrderCountSettings } from './order-counts-store';
+import { DEFAULT_ORDER_COUNT_SETTINGS, ORDER_COUNT_INDEXES, OrderCountStore, type OrderCountSettings } from './order-counts-store';
 
 /**
  * Lab orders and their results. The only code that touches these collections.
@@ -124,7 +124,6 @@ export const RESULTS_QUERY_SHAPES: QueryShape[] = [
   { name: 'reencrypt: all results, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
 export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES, lab_order_counts: ORDER_COUNT_INDEXES };
-export { ORDER_COUNT_QUERY_SHAPES };
 
 export class LabOrderRepository {
   readonly orders: Collection<StoredLabOrder>;
@@ -210,9 +209,9 @@ export class LabOrderRepository {
 
   /**
    * One page of the team's orders in `_id` order (creation order for UUIDv7 ids), after the order `after` if
-   * given, else skipping `skip` matches. `countTotal`: counts the matches for `total` (a team's unfiltered list from its
-   * checkpoint, order-counts-store.ts); a cursor page passes the first page's count as `knownTotal` instead. How dense the matches are picks the
-   * plan (pages.ts `isDenseList`, `walksIdIndex`).
+   * given, else skipping `skip` matches. `countTotal`: counts the matches for `total` (a team's unfiltered list from
+   * its checkpoint, order-counts-store.ts); a cursor page passes the first page's count as `knownTotal` instead. How
+   * dense the matches are picks the plan (pages.ts `isDenseList`, `walksIdIndex`).
    */
   async list(
     f: OrderListFilter,
@@ -221,17 +220,18 @@ export class LabOrderRepository {
     if (f.search) return this.searchPage(f, page);
     const filter = listFilter(f);
     const pageOf = async (matches: number | null | undefined) => this.listQuery(f, page, await walksIdIndex(this.orders, matches)).toArray();
+    const team = OrderCountStore.teamAlone(filter);
     let total: number | null = null;
     let docs: StoredLabOrder[];
     if (!page.countTotal) {
       docs = await pageOf(page.knownTotal);
-    } else if (this.counts.isCheckpointed(filter)) {
+    } else if (team) {
       // The team's count is a checkpoint plus its recent orders, a few milliseconds: the page's plan follows it.
-      total = await this.counts.count(filter);
+      total = await this.counts.teamTotal(team);
       docs = await pageOf(total);
     } else {
       // A full count: the page goes beside it, its plan judged by whether the matches are dense (isDenseList).
-      [total, docs] = await Promise.all([this.counts.count(filter), isDenseList(this.orders, filter).then((walkId) => this.listQuery(f, page, walkId).toArray())]);
+      [total, docs] = await Promise.all([this.orders.countDocuments(filter), isDenseList(this.orders, filter).then((walkId) => this.listQuery(f, page, walkId).toArray())]);
     }
     return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }

@@ -61,7 +61,7 @@ const orderBody = (userId, labTestId) => ({
  * after the creation scenarios every backdated order would get an id of the present).
  */
 function cloneOrder(template, teamId, i, createdAt = new Date()) {
-  const id = timeOrderedNameBasedUuid(createdAt.getTime(), [teamId, String(i), randomUUID()]);
+  const id = timeOrderedNameBasedUuid(createdAt.getTime(), [randomUUID()]);
   return {
     ...template,
     _id: id,

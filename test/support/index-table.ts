@@ -12,7 +12,8 @@ import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/platform/da
 import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../../lib/tenancy/store';
 import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/users/store';
 import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/events/destinations/webhook/endpoints-store';
-import { LAB_ORDER_INDEXES, ORDER_COUNT_QUERY_SHAPES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/labs/orders-store';
+import { LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/labs/orders-store';
+import { ORDER_COUNT_QUERY_SHAPES } from '../../lib/labs/order-counts-store';
 import { IDEMPOTENCY_INDEXES, IDEMPOTENCY_QUERY_SHAPES } from '../../lib/platform/idempotency-store';
 import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/labs/tests-store';
 import { HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES } from '../../lib/labs/hl7-intake-store';
