@@ -48,14 +48,16 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryActivityDep
       return dispatcher.applyCommand(input.destinationId, input.command);
     },
 
-    /** Repairs stranded work: unfinished fan-outs (outbox) and overdue deliveries whose dispatcher missed its wake. */
-    /** Events whose fan-out did not finish, and destinations with overdue deliveries: WEBHOOK_SWEEP_GRACE_MS old. */
+    /**
+     * Repairs stranded work: unfinished fan-outs (publish spans left in the outbox) and overdue deliveries whose
+     * dispatcher missed its wake, WEBHOOK_SWEEP_GRACE_MS old.
+     */
     async sweepWebhooks(): Promise<{ fannedOut: number; woken: number }> {
       const cutoff = new Date(Date.now() - deps.config.WEBHOOK_SWEEP_GRACE_MS);
       let fannedOut = 0;
       for (const o of await store.staleOutbox(cutoff, 100)) {
-        // Events missing here were never stored: that publish failed before returning, so nothing is owed.
-        const events = await store.getEvents(o.event_ids);
+        // Events of the span that were never stored belong to publishes that failed before returning: nothing is owed.
+        const events = await store.eventsCreatedWithin(o.events_from, o.events_until);
         await publisher.fanOutAgain(events, o._id);
         fannedOut += events.length;
       }

@@ -13,12 +13,12 @@ import { privateDeployment, startWorker as startCrashWorker, stopWorker } from '
  * private deployment and its own RabbitMQ and Kafka, streams events of several users to a Kafka pipeline that
  * keeps each user's order and to a RabbitMQ pipeline, kills the worker with SIGKILL while batches are in flight,
  * starts it again, and checks what the brokers received: every event, duplicates only under the event's own id
- * (the killed run's batches, sent again when their claim lapses), and each user's Kafka events in publish order
+ * (the killed run's batches, sent again when their send window lapses), and each user's Kafka events in publish order
  * (by first occurrence).
  */
 const deployment = privateDeployment('pipelines-crash');
 // A delivery's claim outlasts its batch by ceil(batch / 100) × the attempt timeout + 30 s: small batches and a
-// short timeout keep the wait for the killed run's batches (sent again once their claim lapses) near 35 s.
+// short timeout keep the wait for the killed run's batches (sent again once their send window lapses) near 35 s.
 const DELIVERY = { WEBHOOK_RETRY_SCHEDULE_MS: ['0', ...Array(60).fill('500')].join(','), WEBHOOK_ATTEMPT_TIMEOUT_MS: 3000, WEBHOOK_THROTTLE_FLOOR_MS: 500 };
 const WORKER_ENV = {
   LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error',
@@ -139,42 +139,48 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   worker = startWorker();
   await eventually(async () => fromKafka.length > 0 && fromRabbit.length > 0, 60_000, 'the first messages at both brokers');
   delivering = true;
-  // Kill once both brokers have a good part of the stream and both pipelines have claimed deliveries (batches in flight).
-  const claimed = async (pipelineId: string) =>
-    app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: pipelineId, status: 'pending', claim: { $type: 'string' } } as never);
+  // Kill once both brokers have a good part of the stream and both pipelines have batches in flight: pending
+  // deliveries behind an open send window (lib/events/dispatcher.ts), which a later run must leave until it lapses.
+  const behindWindow = async (pipelineId: string) => {
+    const state = await app.inspect.collection<{ _id: string; sending?: Record<string, { picked_at: Date; until: Date }> }>('webhook_dispatchers').findOne({ _id: pipelineId });
+    const open = Object.values(state?.sending ?? {}).filter((w) => w.until.getTime() > Date.now());
+    if (!open.length) return 0;
+    const pickedAt = new Date(Math.max(...open.map((w) => w.picked_at.getTime())));
+    return app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: pipelineId, status: 'pending', next_attempt_at: { $lte: pickedAt } } as never);
+  };
   const threshold = total / 5;
   const killDeadline = Date.now() + 60_000;
-  /** Waits for a moment both pipelines have batches in flight, SIGKILLs the worker, and says what it left claimed. */
+  /** Waits for a moment both pipelines have batches in flight, SIGKILLs the worker, and says what it left behind a send window. */
   const killMidBatch = async () => {
     for (;;) {
       if (Date.now() > killDeadline) throw new Error(`no moment to kill: ${fromKafka.length} at Kafka, ${fromRabbit.length} at RabbitMQ of ${total}`);
       if (fromKafka.length >= threshold && fromRabbit.length >= threshold) {
-        const [k, r] = await Promise.all([claimed(kafkaPipeline), claimed(rabbitPipeline)]);
+        const [k, r] = await Promise.all([behindWindow(kafkaPipeline), behindWindow(rabbitPipeline)]);
         if (k > 0 && r > 0) break;
       }
       await new Promise((r) => setTimeout(r, 5));
     }
     const atKill = { published: sent.length, kafka: fromKafka.length, rabbit: fromRabbit.length };
     await stopWorker(worker!, 'SIGKILL');
-    // Nothing runs now: what is still claimed was the dead run's, in flight or unrecorded.
-    return { atKill, claimedAtKill: { kafka: await claimed(kafkaPipeline), rabbit: await claimed(rabbitPipeline) } };
+    // Nothing runs now: what is still behind a window was the dead run's, in flight or unrecorded.
+    return { atKill, heldAtKill: { kafka: await behindWindow(kafkaPipeline), rabbit: await behindWindow(rabbitPipeline) } };
   };
   // The batches seen in flight may finish in the milliseconds before the signal lands; then the kill is tried again
   // (the worker restarted), so that it does fall inside a batch.
   const first = await killMidBatch();
   let kill = first;
-  for (let tries = 1; tries < 5 && kill.claimedAtKill.kafka + kill.claimedAtKill.rabbit === 0; tries++) {
+  for (let tries = 1; tries < 5 && kill.heldAtKill.kafka + kill.heldAtKill.rabbit === 0; tries++) {
     worker = startWorker();
     kill = await killMidBatch();
   }
-  const { claimedAtKill } = kill;
+  const { heldAtKill } = kill;
   // At the first kill: mid-stream, both brokers part-way.
   expect(first.atKill.published).toBeLessThan(total); // the stream goes on while no worker runs
   for (const n of [first.atKill.kafka, first.atKill.rabbit]) {
     expect(n).toBeGreaterThan(0);
     expect(n).toBeLessThan(total);
   }
-  expect(claimedAtKill.kafka + claimedAtKill.rabbit).toBeGreaterThan(0);
+  expect(heldAtKill.kafka + heldAtKill.rabbit).toBeGreaterThan(0);
 
   // The gap is the behaviour under test: two seconds with no worker while the stream goes on.
   await new Promise((r) => setTimeout(r, 2000));
@@ -183,7 +189,7 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   expect(sent).toHaveLength(total);
 
   // Everything is delivered (recorded as such) and has arrived: the killed run's batches included, once their
-  // claim lapsed.
+  // send window lapsed.
   const deliveries = app.inspect.collection('webhook_deliveries');
   const pipelineIds = [kafkaPipeline, rabbitPipeline];
   const expected = new Set(sent.map((s) => s.id));

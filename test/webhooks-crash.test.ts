@@ -87,13 +87,13 @@ describe('the sweeper repairs what a crash left behind', () => {
   });
   afterAll(() => sweepRx.close());
 
-  test('a publish that died after storing the event (outbox entry left, nothing queued) is fanned out and delivered', async () => {
+  test('a publish that died after storing the event (outbox span left, nothing queued) is fanned out and delivered', async () => {
     const w = app.deps.repos.webhookStore;
     const id = `00000000-0000-4000-8000-${Date.now().toString().padStart(12, '0').slice(-12)}`;
     const createdAt = new Date(Date.now() - 10_000);
     const outboxId = `crashed-publish-${uniqueId()}`;
-    // The publish wrote its outbox entry and one of its two events, then died.
-    await w.insertOutbox({ _id: outboxId, event_ids: [id, `${id}-never-stored`], created_at: createdAt });
+    // The process wrote the outbox entry of its publish span and one event, then died.
+    await w.insertOutbox({ _id: outboxId, events_from: createdAt, events_until: new Date(createdAt.getTime() + 1000), created_at: createdAt });
     const envelope = { event_type: 'labtest.order.created', data: { crashed: true }, team_id: tenant.teamId, user_id: null, client_user_id: null };
     await w.insertEvents([{ _id: id, idempotency_key: id, ...envelope, body: envelopeOf(envelope), created_at: createdAt, only_destination_id: null }]);
     await sweepRx.waitFor(1, 90000);

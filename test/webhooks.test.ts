@@ -6,9 +6,12 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/events/publisher';
 import { eraseUserWebhookData } from '../lib/events/dispatcher-commands';
 import { WebhookSender } from '../lib/events/destinations/webhook/sender';
-import { envelopeOf } from '../lib/events/model';
+import { envelopeOf, type EventDoc } from '../lib/events/model';
 import { deliveryPolicyFrom, newDelivery } from '../lib/events/fan-out';
 import { recoverFailed } from '../lib/events/destinations/webhook/requests';
+import { idPrefixAt } from '../lib/events/delivery-log';
+import { dueFilter } from '../lib/events/store';
+import { timeOrderedUuid, uuidV7Millis } from '../lib/platform/keys';
 import { checkWebhookUrl } from '../lib/platform/url-safety';
 import { verifyWebhookSignature } from '../lib/events/destinations/webhook/signing';
 import { EventTypeList, Webhook, WebhookAttemptList, WebhookList } from '../schemas/webhook';
@@ -64,17 +67,19 @@ const publish = (eventType: string, data: Record<string, unknown> = { n: 1 }, ex
   publishEvent(app.deps, { teamId: tenant.teamId, eventType, data, userId: '9d1c7a52-4b8e-4f70-9a55-0f4b1e7c2d11', clientUserId: 'client-1', ...extra });
 
 /**
- * What was going to be sent has been: each event's fan-out is done (no outbox entry holds it) and no delivery to the
- * endpoints is pending (a delivery is recorded only once the receiver has answered). The observable signal "nothing
- * more will arrive" tests wait on, instead of sleeping.
+ * What was going to be sent has been: each event's fan-out is done (no publish span in the outbox covers its
+ * creation) and no delivery to the endpoints is pending (a delivery is recorded only once the receiver has answered).
+ * The observable signal "nothing more will arrive" tests wait on, instead of sleeping.
  */
 const finished = (eventIds: string[], endpointIds: string[]) =>
   eventually(async () => {
+    const created = await app.inspect.collection<EventDoc>('webhook_events').find({ _id: { $in: eventIds } }).toArray();
+    const covering = created.map((e) => ({ events_from: { $lte: e.created_at }, events_until: { $gt: e.created_at } }));
     const [fanningOut, pending] = await Promise.all([
-      app.inspect.collection('webhook_outbox').countDocuments({ event_ids: { $in: eventIds } }),
+      covering.length ? app.inspect.collection('webhook_outbox').countDocuments({ $or: covering }) : 0,
       app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: { $in: endpointIds }, status: 'pending' }),
     ]);
-    return fanningOut === 0 && pending === 0;
+    return created.length === eventIds.length && fanningOut === 0 && pending === 0;
   }, 30_000, 'the fan-out and deliveries to finish');
 
 const verifyWith = (secret: string, r: ReceivedRequest) =>
@@ -491,22 +496,37 @@ describe('delivery log', () => {
     const someId = '01a00000-0000-7000-8000-000000000000';
     // The query logPage falls back to (and the only one on MongoDB): the list's filter and `_id` bound, sorted by
     // `_id`, no hint. The store's planner chooses; the test asserts it chose the list's own index.
-    const cases: { coll: Collection<any>; filter: Record<string, unknown>; index: string }[] = [
+    // An event's attempts to one endpoint: the product bounds `_id` to the event's millisecond (listAttempts), so
+    // either index the planner picks reads that millisecond's attempts alone.
+    const eventId = timeOrderedUuid();
+    const ofEvent = { $gte: idPrefixAt(uuidV7Millis(eventId)!), $lte: idPrefixAt(uuidV7Millis(eventId)! + 1) };
+    const cases: { coll: Collection<any>; filter: Record<string, unknown>; index: string | string[] }[] = [
       { coll: store.events, filter: { team_id: teamId }, index: 'team_id_1__id_-1' },
       { coll: store.events, filter: { team_id: teamId, user_id: 'u' }, index: 'team_id_1_user_id_1__id_-1' },
       { coll: store.deliveries, filter: { team_id: teamId, destination_id: 'e' }, index: 'team_id_1_destination_id_1__id_-1' },
       { coll: store.deliveries, filter: { team_id: teamId, destination_id: 'e', status: 'failed' }, index: 'team_id_1_destination_id_1_status_1__id_-1' },
       { coll: store.attempts, filter: { team_id: teamId, event_id: 'v' }, index: 'team_id_1_event_id_1__id_-1' },
-      { coll: store.attempts, filter: { team_id: teamId, destination_id: 'e', event_id: 'v' }, index: 'team_id_1_destination_id_1_event_id_1__id_-1' },
+      { coll: store.attempts, filter: { team_id: teamId, destination_id: 'e', event_id: eventId, _id: ofEvent }, index: ['team_id_1_event_id_1__id_-1', 'team_id_1_destination_id_1__id_-1'] },
     ];
     const chosen = [];
     for (const c of cases) {
       for (const after of [null, someId]) {
         const plan = await pageQuery(c.coll, c.filter, -1, after, 50).explain('queryPlanner');
-        chosen.push({ filter: c.filter, after, used: indexesUsed(plan), bounded: indexBoundFields(plan).includes('_id') });
+        const used = indexesUsed(plan);
+        chosen.push({ filter: c.filter, after, used: Array.isArray(c.index) && used.length === 1 && c.index.includes(used[0]) ? c.index : used, bounded: indexBoundFields(plan).includes('_id') });
       }
     }
-    expect(chosen).toEqual(cases.flatMap((c) => [null, someId].map((after) => ({ filter: c.filter, after, used: [c.index], bounded: true }))));
+    expect(chosen).toEqual(cases.flatMap((c) => [null, someId].map((after) => ({ filter: c.filter, after, used: Array.isArray(c.index) ? c.index : [c.index], bounded: true }))));
+  });
+
+  test("the dispatcher's due query, with a batch in flight and behind a fence, is read from the pending-only index (explain on the real store)", async () => {
+    const store = app.deps.repos.webhookStore;
+    const inFlight = new Map(Array.from({ length: 300 }, (_, i) => [`${randomUUID()}:e${i}`, i % 2 === 0] as const));
+    const fence = { after: new Date(Date.now() - 60_000), until: new Date(Date.now() + 60_000) };
+    for (const [flight, fenced] of [[new Map(), null], [inFlight, null], [inFlight, fence]] as const) {
+      const plan = await store.deliveries.find(dueFilter('e', new Date(), flight, fenced)).sort({ next_attempt_at: 1 }).limit(501).explain('queryPlanner');
+      expect(indexesUsed(plan)).toEqual(['destination_id_1_status_1_next_attempt_at_1']);
+    }
   });
 });
 

@@ -7,7 +7,7 @@ import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
 import { countOutcomes, DestinationView, dueFor, MAX_CONCURRENT_POSTS, rateLimitOf, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations/destination';
-import { type DeliveryChange } from './store';
+import { type DeliveryChange, type SendFence, type SendWindow } from './store';
 import { routeOf } from './destinations/pipeline/model';
 import type { EventPublisher } from './publisher';
 import { attemptId, deliveryId, type AttemptDoc, type DeliveryDoc } from './model';
@@ -36,16 +36,33 @@ const LINGER_MS = 200;
 const LINGER_POLL_MS = 25;
 /** How long an activity counts as delivering without renewing its mark (a dead worker's mark then lapses). */
 const ACTIVE_LEASE_MS = 60_000;
-/** A claim outlasts its batch's sending by this much (the outcome's write, a slow machine). */
-const CLAIM_MARGIN_MS = 30_000;
+/** A send window outlasts its batch's sending by this much (a slow machine). */
+const SEND_WINDOW_MARGIN_MS = 30_000;
 /** Deliveries changed per statement by drain. */
 const DRAIN_PAGE = 500;
 
 /** The previous batch's recording, overlapped with sending the next batch (at most one in flight). */
 interface Recording {
   done: Promise<void>;
-  /** Its deliveries the destination took: an ordered batch need not wait for their recording to go on with their users. */
-  delivered: ReadonlySet<string>;
+  /**
+   * Its deliveries, still pending until it lands (so the next batch leaves them out), each true where the destination
+   * took it: an ordered batch need not wait for their recording to go on with their users.
+   */
+  sent: ReadonlyMap<string, boolean>;
+}
+
+/** What the other runs' open send windows keep this run from sending now (one fence covering all of them). */
+function fenceOf(windows: SendWindow[], now: number): SendFence | null {
+  const open = windows.filter((w) => w.until.getTime() > now);
+  if (!open.length) return null;
+  return { after: new Date(Math.max(...open.map((w) => w.picked_at.getTime()))), until: new Date(Math.max(...open.map((w) => w.until.getTime()))) };
+}
+
+/** One delivery run: its id, the send windows other runs had open when it started, and whether it opened one. */
+interface SendingRun {
+  id: string;
+  others: SendWindow[];
+  windowOpen: boolean;
 }
 
 export class SupersededError extends Error {
@@ -80,14 +97,19 @@ export class DestinationDispatcher {
    * Publishers skip the wake signal while this run is marked active. Before handing back to wait for a
    * wake, it marks itself idle and then looks once more: deliveries queued before the mark are found by that
    * look, and the publisher of any queued after it sees the mark and signals.
+   *
+   * Fencing without a write per delivery: the run takes the endpoint over when it starts (`startRun`), and records
+   * before each batch which deliveries it may be sending until when (`openSendWindow`, refused once a later run
+   * has taken over). A run Temporal gave up on while it was sending thus keeps its batch: the run that replaced it
+   * sends neither those nor anything else due at that batch's pick until the window ends, and outcomes are written
+   * only over the attempt count their run read.
    */
   async deliverDue(destinationId: string, ctx: DispatchContext): Promise<DispatchResult> {
     const store = this.deps.repos.webhookStore;
     const deadline = Date.now() + DISPATCH_BUDGET_MS;
-    const markActive = () => store.markDispatcherActive(destinationId, new Date(Date.now() + ACTIVE_LEASE_MS));
-    // This run's claim on the deliveries it sends: a run Temporal gave up on, still sending, keeps what it
-    // claimed, and the run that replaced it neither sends those nor overwrites their outcome.
-    const claim = randomUUID();
+    const activeUntil = () => new Date(Date.now() + ACTIVE_LEASE_MS);
+    const run: SendingRun = { id: randomUUID(), others: [], windowOpen: false };
+    const fence = () => fenceOf(run.others, Date.now());
     const endpoint = new DestinationView(this.deps.repos, destinationId);
     let recording: Recording | null = null;
     const finishRecording = async () => {
@@ -100,11 +122,11 @@ export class DestinationDispatcher {
     let result: DispatchResult | null = null;
     const heartbeat = setInterval(() => ctx.heartbeat(), 1000);
     try {
-      await markActive();
+      run.others = await store.startRun(destinationId, run.id, activeUntil());
       for (;;) {
         // Fencing: a run Temporal gave up on (its retry may already be sending) writes nothing more.
         if (ctx.superseded()) throw new SupersededError(destinationId);
-        const batch = await this.sendBatch(destinationId, endpoint, claim, ctx, recording?.delivered ?? new Set());
+        const batch = await this.sendBatch(destinationId, endpoint, run, ctx, recording?.sent ?? new Map());
         if (batch.stop) {
           await finishRecording();
           return (result = { more: false, waitMs: 0, nextDueInMs: null, stop: !(await this.drain(destinationId, batch.stop)) });
@@ -118,7 +140,7 @@ export class DestinationDispatcher {
           if (batch.gone) await finishRecording();
           if (batch.waitMs > 0 || Date.now() >= deadline) return (result = { more: true, waitMs: batch.waitMs, nextDueInMs: 0, stop: false });
           if (markedIdle) {
-            await markActive();
+            if (!(await store.resumeRun(destinationId, run.id, activeUntil()))) throw new SupersededError(destinationId);
             markedIdle = false;
           }
           continue;
@@ -135,7 +157,7 @@ export class DestinationDispatcher {
           do {
             await sleep(LINGER_POLL_MS);
             lingered += LINGER_POLL_MS;
-          } while (canLinger() && !(await store.dueDeliveries(destinationId, new Date(), 1)).length);
+          } while (canLinger() && !(await store.dueDeliveries(destinationId, new Date(), 1, new Map(), fence())).length);
           continue;
         }
         if (!markedIdle) {
@@ -143,31 +165,36 @@ export class DestinationDispatcher {
           markedIdle = true;
           continue;
         }
-        const next = await store.nextDueAt(destinationId);
+        // Behind a fence, the fenced deliveries are due again when it lapses.
+        const fenced = fence();
+        const soonest = await store.nextDueAt(destinationId, fenced);
+        const next = fenced && (soonest === null || fenced.until < soonest) ? fenced.until : soonest;
         return (result = { more: false, waitMs: 0, nextDueInMs: next === null ? null : Math.max(0, next.getTime() - Date.now()), stop: false });
       }
     } finally {
       clearInterval(heartbeat);
       await finishRecording();
-      // Stopping or failing (Temporal retries the activity): later publishes must signal again.
-      if (!markedIdle && !result?.more) await store.markDispatcherIdle(destinationId).catch(() => undefined);
+      // Nothing of this run is in flight now. Stopping or failing (Temporal retries the activity): later publishes
+      // must signal again.
+      const idle = !markedIdle && !result?.more;
+      if (run.windowOpen) await store.endRun(destinationId, run.id, { idle }).catch(() => undefined);
+      else if (idle) await store.markDispatcherIdle(destinationId).catch(() => undefined);
     }
   }
 
   /**
-   * One batch: up to WEBHOOK_BATCH_SIZE (or the rate limit) due deliveries, claimed for this run in one
-   * conditional write (those another run claimed first are left to it), sent concurrently; their outcomes are
-   * recorded in the background (`recording`) while the caller goes on, written only where the claim still
-   * holds. A crash before that write sends the batch again once the claim lapses (same webhook-id:
-   * at-least-once).
+   * One batch: up to WEBHOOK_BATCH_SIZE (or the rate limit) due deliveries, sent concurrently once this run's send
+   * window for them is recorded (refused if a later run took over: this one stops); their outcomes are recorded in
+   * the background (`recording`) while the caller goes on, written only over the attempt count read. A crash before
+   * that write sends the batch again once the window lapses (same webhook-id: at-least-once).
    */
   private async sendBatch(
     destinationId: string,
     view: DestinationView,
-    claim: string,
+    run: SendingRun,
     ctx: DispatchContext,
-    /** Delivered by the previous batch, whose recording may still be running. */
-    delivered: ReadonlySet<string>,
+    /** The previous batch's deliveries, whose recording may still be running (true: delivered). */
+    inFlight: ReadonlyMap<string, boolean>,
   ): Promise<{ stop?: 'failed' | 'cancelled'; sent: number; more: boolean; waitMs: number; gone: boolean; recording: Recording | null }> {
     const { repos, config } = this.deps;
     const store = repos.webhookStore;
@@ -177,28 +204,30 @@ export class DestinationDispatcher {
 
     const startedAt = Date.now();
     const limit = Math.max(1, Math.min(config.WEBHOOK_BATCH_SIZE, rateLimit ?? Infinity));
-    const candidates = await dueFor(repos, destination, new Date(startedAt), limit + 1, delivered);
+    const pickedAt = new Date(startedAt);
+    const candidates = await dueFor(repos, destination, pickedAt, limit + 1, inFlight, fenceOf(run.others, startedAt));
     const more = candidates.length > limit;
     const picked = candidates.slice(0, limit);
     if (!picked.length) return { sent: 0, more: false, waitMs: 0, gone: false, recording: null };
 
-    // Fencing: a run Temporal gave up on claims nothing more.
+    // Fencing: a run Temporal gave up on sends nothing more.
     if (ctx.superseded()) throw new SupersededError(destinationId);
-    // The claim and the events' bodies are read at once (neither needs the other): one round trip less per batch.
-    const now = new Date();
+    // The window and the events' bodies are written and read at once (neither needs the other): one round trip less.
     const longestTimeout = Math.max(0, ...picked.map((d) => d.policy.timeout_ms));
-    const claimEnd = new Date(now.getTime() + Math.ceil(picked.length / MAX_CONCURRENT_POSTS) * longestTimeout + CLAIM_MARGIN_MS);
-    const [held, eventList] = await Promise.all([store.claimDeliveries(picked.map((d) => d._id), claim, now, claimEnd), store.getEvents(picked.map((d) => d.event_id))]);
+    const until = new Date(Date.now() + Math.ceil(picked.length / MAX_CONCURRENT_POSTS) * longestTimeout + SEND_WINDOW_MARGIN_MS);
+    const [holds, eventList] = await Promise.all([store.openSendWindow(destinationId, run.id, { picked_at: pickedAt, until }), store.getEvents(picked.map((d) => d.event_id))]);
+    if (!holds) throw new SupersededError(destinationId);
+    run.windowOpen = true;
     // A missing event was erased: its delivery goes too, unsent.
     const events = new Map(eventList.map((e) => [e._id, e]));
-    const erased = picked.filter((d) => held.has(d._id) && !events.has(d.event_id));
+    const erased = picked.filter((d) => !events.has(d.event_id));
     await store.deleteDeliveries(erased.map((d) => d._id));
-    const due = picked.filter((d) => held.has(d._id) && events.has(d.event_id));
-    if (!due.length) return { sent: erased.length, more: more || picked.length > erased.length, waitMs: 0, gone: false, recording: null };
+    const due = picked.filter((d) => events.has(d.event_id));
+    if (!due.length) return { sent: erased.length, more, waitMs: 0, gone: false, recording: null };
 
     const results = await sendBatchTo(this.senders, destination, due, events);
     countOutcomes(destination, due, results);
-    const outcome = outcomesOf(due, results, new Date(), claim);
+    const outcome = outcomesOf(due, results, new Date());
     const done = (async () => {
       // Attempts before state: a delivery never shows as done without its attempt record.
       await store.insertAttempts(outcome.attempts);
@@ -208,8 +237,8 @@ export class DestinationDispatcher {
     done.catch(() => undefined); // awaited by the caller; no unhandled rejection meanwhile
 
     const rateWait = rateLimit ? Math.max(0, startedAt + (1000 * due.length) / rateLimit - Date.now()) : 0;
-    const deliveredNow = new Set(due.filter((_, i) => results[i]?.ok).map((d) => d._id));
-    return { sent: due.length + erased.length, more: more || rateWait > 0, waitMs: Math.ceil(rateWait), gone: outcome.gone, recording: { done, delivered: deliveredNow } };
+    const sent = new Map(due.map((d, i) => [d._id, results[i]?.ok === true]));
+    return { sent: due.length + erased.length, more: more || rateWait > 0, waitMs: Math.ceil(rateWait), gone: outcome.gone, recording: { done, sent } };
   }
 
   /** Ends the pending deliveries of a gone/disabled endpoint, a page at a time; true while more remain. */
@@ -261,20 +290,21 @@ export class DestinationDispatcher {
  * change (one statement for a batch of first-attempt successes), and like failures share one jittered
  * retry time.
  */
-function outcomesOf(due: DeliveryDoc[], results: SendOutcome[], now: Date, claim: string) {
+function outcomesOf(due: DeliveryDoc[], results: SendOutcome[], now: Date) {
   const attempts: AttemptDoc[] = [];
   const groups = new Map<string, DeliveryChange>();
   let anySuccess = false;
   let gone = false;
-  const change = (key: string, id: string, make: () => Omit<DeliveryChange, 'ids'>) => {
-    let c = groups.get(key);
-    if (!c) groups.set(key, (c = { ids: [], claim, ...make() }));
-    c.ids.push(id);
+  // Every change of a group is written over the attempt count its deliveries had when picked.
+  const change = (key: string, d: DeliveryDoc, make: () => Omit<DeliveryChange, 'ids' | 'attempts'>) => {
+    let c = groups.get(`${key}|${d.attempts}`);
+    if (!c) groups.set(`${key}|${d.attempts}`, (c = { ids: [], attempts: d.attempts, ...make() }));
+    c.ids.push(d._id);
   };
   due.forEach((d, i) => {
     const r = results[i];
     // Held back unsent (behind a failed event of the same user): released, due again once that one is through.
-    if (!r) return change('release', d._id, () => ({ set: { next_attempt_at: now, updated_at: now } }));
+    if (!r) return change('release', d, () => ({ set: { next_attempt_at: now, updated_at: now } }));
     const attempt = d.attempts + 1;
     const passAttempts = d.pass_attempts + 1;
     const ok = r.ok;
@@ -303,15 +333,15 @@ function outcomesOf(due: DeliveryDoc[], results: SendOutcome[], now: Date, claim
     const same = `${attempt}|${passAttempts}`;
     if (ok) {
       anySuccess = true;
-      return change(`ok|${r.statusCode}|${same}`, d._id, () => finished('succeeded'));
+      return change(`ok|${r.statusCode}|${same}`, d, () => finished('succeeded'));
     }
     if (r.statusCode === 410) {
       gone = true;
-      return change(`gone|${same}`, d._id, () => finished('failed'));
+      return change(`gone|${same}`, d, () => finished('failed'));
     }
     const throttled = r.errorClass === 'timeout' || r.statusCode === 429 || r.statusCode === 502 || r.statusCode === 504;
     const retryAfterMs = parseRetryAfter(r.retryAfter, now.getTime());
-    change(`retry|${same}|${throttled}|${retryAfterMs}|${r.statusCode}|${lastError}|${d.policy.schedule_ms.join(',')}`, d._id, () => {
+    change(`retry|${same}|${throttled}|${retryAfterMs}|${r.statusCode}|${lastError}|${d.policy.schedule_ms.join(',')}`, d, () => {
       const delay = nextAttemptDelay(d.policy, passAttempts, { throttled, retryAfterMs }, Math.random());
       if (delay === null) return finished('failed');
       return { set: { next_attempt_at: new Date(now.getTime() + delay), updated_at: now, last_status_code: r.statusCode, last_error: lastError, ...counts } };

@@ -29,9 +29,14 @@ export interface EventDoc {
   only_destination_id: string | null;
 }
 
+/**
+ * One process's publishing over a span of time (lib/events/publisher.ts): while it exists, the fan-out of events
+ * created in [events_from, events_until) by that process may be unfinished. Removed once it is finished.
+ */
 export interface OutboxDoc {
   _id: string;
-  event_ids: string[];
+  events_from: Date;
+  events_until: Date;
   created_at: Date;
 }
 
@@ -60,12 +65,6 @@ export interface DeliveryDoc {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
-  /**
-   * The dispatcher run sending it now (claimDeliveries): only that run writes its outcome. While claimed,
-   * `next_attempt_at` is the claim's end, so no other run finds it due; a run that dies leaves it to be sent
-   * again once the claim lapses. Absent on deliveries written before claims.
-   */
-  claim?: string | null;
 }
 
 export interface AttemptDoc {

@@ -11,18 +11,21 @@ import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { Coalescer } from '../platform/coalescer';
 import { deliveryPolicyFrom, fanOut } from './fan-out';
-import { envelopeOf, type EventDoc } from './model';
+import { envelopeOf, type EventDoc, type OutboxDoc } from './model';
+import type { EndpointDoc } from './destinations/webhook/endpoints-store';
+import type { PipelineDoc } from './destinations/pipeline/model';
 import { crashPoint } from '../platform/failpoints';
 
 /**
  * The one internal entry point for events. `publish` stores the event, then queues one delivery per enabled
  * endpoint of the team whose filter matches and per enabled pipeline with a route for it, then wakes the dispatcher workflows of endpoints not already
  * delivering. When it returns, the event and its deliveries are durable; a crash before is repaired by the
- * sweeper (the flush's outbox entry, written first, stays until fan-out is done).
+ * sweeper: an outbox entry, stored before any of them, names the span of time whose events this process was
+ * publishing, and stays until the fan-out of every flush in that span is done (OUTBOX_SPAN_MS).
  *
- * Concurrent publishes in one process are group-committed (one outbox entry, one insertMany of events and
- * one of deliveries per flush), and wakes are coalesced per endpoint: thousands of events per second cost a
- * handful of writes and signals. One instance per process (api, worker), passed in as `deps.publisher`.
+ * Concurrent publishes in one process are group-committed (one insertMany of events and one of deliveries per
+ * flush, one outbox entry per span of flushes), and wakes are coalesced per endpoint: thousands of events per
+ * second cost a handful of writes and signals. One instance per process (api, worker), passed in as `deps.publisher`.
  */
 export interface PublisherDeps {
   config: Config;
@@ -67,12 +70,35 @@ export function publishEvent(deps: { publisher: EventPublisher }, input: Publish
   return deps.publisher.publish(input);
 }
 
+/** Per team, its enabled endpoints and pipelines (what a fan-out reads). */
+type TeamDestinations = Map<string, { endpoints: EndpointDoc[]; pipelines: PipelineDoc[] }>;
+
 /** An event's producer key within its team (the unique index's key). */
 const keyOf = (e: Pick<EventDoc, 'team_id' | 'idempotency_key'>) => `${e.team_id}\u0000${e.idempotency_key}`;
 
 /** Events per publish flush at most; flushes in flight at once (the next gathers what arrives meanwhile). */
 const MAX_BATCH = 500;
 const CONCURRENT_FLUSHES = 4;
+/**
+ * How long one outbox entry covers this process's flushes: its insert and delete are paid once per span, not per
+ * flush (two of a flush's four writes). After a crash the sweeper fans out again every event created in the span,
+ * all processes' (deliveries that exist are left as they are).
+ */
+const OUTBOX_SPAN_MS = 1000;
+
+/** The outbox entry the flushes of one span share. */
+interface OutboxSpan {
+  doc: OutboxDoc;
+  stored: Promise<void>;
+  /** Flushes using it whose fan-out is not done. */
+  users: number;
+  /** No flush starts under it any more: once `users` is 0 it is removed. */
+  closed: boolean;
+  /** A flush under it failed, maybe after storing events: left to the sweeper. */
+  failed: boolean;
+  removed: boolean;
+  timer: NodeJS.Timeout;
+}
 const eventTypeRe = new RegExp(EVENT_TYPE_PATTERN);
 
 export class EventPublisher {
@@ -80,6 +106,7 @@ export class EventPublisher {
   private readonly wakes = new Map<string, { again: boolean; done: Promise<void> }>();
   /** Outbox clean-ups and wakes still running after their flush returned. */
   private readonly tails = new Set<Promise<void>>();
+  private span: OutboxSpan | null = null;
 
   constructor(private readonly deps: PublisherDeps) {}
 
@@ -111,12 +138,31 @@ export class EventPublisher {
 
   /** One group commit: returns, per input event, what its publish returns. */
   private async flush(batch: EventDoc[]): Promise<PublishedEvent[]> {
-    const store = this.deps.repos.webhookStore;
     const firsts = new Map<string, EventDoc>(); // same key twice in one batch: one event
     for (const doc of batch) if (!firsts.has(keyOf(doc))) firsts.set(keyOf(doc), doc);
     const docs = [...firsts.values()];
-    const outboxId = randomUUID();
-    await store.insertOutbox({ _id: outboxId, event_ids: docs.map((d) => d._id), created_at: new Date() });
+    // The destinations are read while the outbox entry is stored and the events are written (they need neither).
+    const destinations = this.destinationsOf(docs);
+    destinations.catch(() => undefined); // awaited below; no unhandled rejection if a write fails first
+    const span = this.spanFor(docs);
+    span.users++;
+    let queued = false;
+    try {
+      await span.stored;
+      const result = await this.storeAndQueue(batch, firsts, destinations);
+      queued = true;
+      return result;
+    } finally {
+      span.users--;
+      if (queued) this.release(span);
+      else this.close(span, { failed: true });
+    }
+  }
+
+  /** A flush's writes under its outbox span: the events, then their deliveries; then the wakes, after the callers resume. */
+  private async storeAndQueue(batch: EventDoc[], firsts: Map<string, EventDoc>, destinations: Promise<TeamDestinations>): Promise<PublishedEvent[]> {
+    const store = this.deps.repos.webhookStore;
+    const docs = [...firsts.values()];
     // The unique (team, key) index refuses a key published before: the stored event is the answer, and its fan-out
     // runs again (another process may have crashed before finishing it; deliveries that exist are left as they are).
     const refused = await store.insertEvents(docs);
@@ -127,15 +173,12 @@ export class EventPublisher {
       for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
     }
     const events = docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d]));
-    const destinationIds = await this.queueDeliveries(events);
+    const destinationIds = await this.queueDeliveries(events, await destinations); // earlier events are of the same teams (keys are per team)
     crashPoint('webhook.deliveries-queued');
 
-    // The deliveries are durable: publishing has done what it promises. Removing the outbox entry and waking
-    // the dispatchers happen after the callers resume (a crash before is repaired by the sweeper).
-    const tail = this.afterQueued(outboxId, destinationIds)
-      .catch((err) => this.deps.logger.warn({ err, outboxId }, 'publish: outbox clean-up failed; the sweeper will finish it'))
-      .finally(() => this.tails.delete(tail));
-    this.tails.add(tail);
+    // The deliveries are durable: publishing has done what it promises. Waking the dispatchers happens after the
+    // callers resume (a lost wake is repaired by the sweeper).
+    this.inTail(this.wakeDestinations(destinationIds).catch((err) => this.deps.logger.warn({ err }, 'publish: waking dispatchers failed; the sweeper will wake them')));
     return batch.map((doc) => {
       const stored = earlier.get(keyOf(doc));
       if (stored) return { id: stored._id, createdAt: stored.created_at, duplicate: true };
@@ -147,37 +190,87 @@ export class EventPublisher {
   /** Waits for this process's publishes to finish their after-work (outbox clean-up, wakes): before shutting down. */
   async settle(): Promise<void> {
     await this.writer.settled();
+    if (this.span) this.close(this.span);
     while (this.tails.size) await Promise.all(this.tails);
   }
 
-  /** The sweeper's repair of an unfinished publish: queues the events' deliveries again (idempotent), then finishes it. */
+  /** The sweeper's repair of an unfinished publish span: queues the events' deliveries again (idempotent), then removes its entry. */
   async fanOutAgain(events: EventDoc[], outboxId: string): Promise<void> {
-    await this.afterQueued(outboxId, await this.queueDeliveries(events));
+    const destinationIds = await this.queueDeliveries(events, await this.destinationsOf(events));
+    await this.deps.repos.webhookStore.deleteOutbox(outboxId);
+    await this.wakeDestinations(destinationIds);
   }
 
   /**
-   * Removes the outbox entry, then wakes the dispatchers that are not delivering right now. A running
-   * dispatcher looks at its deliveries again after it marks itself idle, and this reads the mark after
-   * queueing, so one of the two always sees the new deliveries (activities/webhook-delivery.ts).
+   * The open outbox span if it covers these events (created since it began, and it has not ended), or a new one,
+   * whose entry is stored before any flush under it writes.
    */
-  private async afterQueued(outboxId: string, destinationIds: string[]): Promise<void> {
-    const store = this.deps.repos.webhookStore;
-    await store.deleteOutbox(outboxId);
-    const active = await store.activeDispatchers(destinationIds);
+  private spanFor(docs: EventDoc[]): OutboxSpan {
+    const earliest = Math.min(...docs.map((d) => d.created_at.getTime()));
+    const now = Date.now();
+    const open = this.span;
+    if (open && !open.closed && now < open.doc.events_until.getTime() && earliest >= open.doc.events_from.getTime()) return open;
+    if (open) this.close(open);
+    const doc: OutboxDoc = { _id: randomUUID(), events_from: new Date(earliest), events_until: new Date(now + OUTBOX_SPAN_MS), created_at: new Date(now) };
+    const span: OutboxSpan = { doc, stored: this.deps.repos.webhookStore.insertOutbox(doc), users: 0, closed: false, failed: false, removed: false, timer: setTimeout(() => this.close(span), OUTBOX_SPAN_MS) };
+    span.timer.unref();
+    span.stored.catch(() => this.close(span, { failed: true }));
+    this.span = span;
+    return span;
+  }
+
+  private close(span: OutboxSpan, { failed = false } = {}): void {
+    span.closed = true;
+    span.failed ||= failed;
+    clearTimeout(span.timer);
+    if (this.span === span) this.span = null;
+    this.release(span);
+  }
+
+  /** Removes a closed span's entry once every flush under it is done, unless one failed (the sweeper repairs that span). */
+  private release(span: OutboxSpan): void {
+    if (!span.closed || span.users > 0 || span.failed || span.removed) return;
+    span.removed = true;
+    const { _id } = span.doc;
+    this.inTail(
+      this.deps.repos.webhookStore
+        .deleteOutbox(_id)
+        .catch((err) => this.deps.logger.warn({ err, outboxId: _id }, 'publish: outbox clean-up failed; the sweeper will finish it')),
+    );
+  }
+
+  private inTail(work: Promise<void>): void {
+    const tail: Promise<void> = work.finally(() => this.tails.delete(tail));
+    this.tails.add(tail);
+  }
+
+  /**
+   * Wakes the dispatchers that are not delivering right now. A running dispatcher looks at its deliveries again
+   * after it marks itself idle, and this reads the mark after queueing, so one of the two always sees the new
+   * deliveries (activities/webhook-delivery.ts).
+   */
+  private async wakeDestinations(destinationIds: string[]): Promise<void> {
+    const active = await this.deps.repos.webhookStore.activeDispatchers(destinationIds);
     await Promise.all(destinationIds.filter((id) => !active.has(id)).map((id) => this.wake(id)));
   }
 
+  /** The enabled endpoints and pipelines of the events' teams. */
+  private async destinationsOf(events: Pick<EventDoc, 'team_id'>[]): Promise<TeamDestinations> {
+    const { repos } = this.deps;
+    const teams = [...new Set(events.map((e) => e.team_id))];
+    const read = await Promise.all(teams.map((t) => Promise.all([repos.webhooks.listEnabledEndpoints(t), repos.pipelines.listEnabledPipelines(t)])));
+    return new Map(teams.map((t, i) => [t, { endpoints: read[i][0], pipelines: read[i][1] }]));
+  }
+
   /** Inserts one delivery per event and matching endpoint or pipeline; returns the destinations that got deliveries. */
-  private async queueDeliveries(events: EventDoc[]): Promise<string[]> {
+  private async queueDeliveries(events: EventDoc[], destinations: TeamDestinations): Promise<string[]> {
     const { repos, config } = this.deps;
     const policy = deliveryPolicyFrom(config);
     const now = new Date();
-    const deliveries = [];
-    for (const teamEvents of groupBy(events, (e) => e.team_id)) {
-      const teamId = teamEvents[0].team_id;
-      const [endpoints, pipelines] = await Promise.all([repos.webhooks.listEnabledEndpoints(teamId), repos.pipelines.listEnabledPipelines(teamId)]);
-      deliveries.push(...fanOut(teamEvents, endpoints, pipelines, policy, now));
-    }
+    const deliveries = groupBy(events, (e) => e.team_id).flatMap((teamEvents) => {
+      const { endpoints, pipelines } = destinations.get(teamEvents[0].team_id)!;
+      return fanOut(teamEvents, endpoints, pipelines, policy, now);
+    });
     await repos.webhookStore.insertDeliveries(deliveries);
     return [...new Set(deliveries.map((d) => d.destination_id))];
   }

@@ -2,8 +2,9 @@ import type { AnyBulkWriteOperation, Collection, Db, Filter, UpdateFilter } from
 import { Coalescer } from '../platform/coalescer';
 import type { FieldCipher } from '../platform/field-encryption';
 import { insertIgnoringDuplicates, retryTransient } from '../platform/database/bulk';
+import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
-import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
+import { createIndexes, dropIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import { keysetFilter } from '../platform/database/pages';
 import { type EventDoc, type OutboxDoc, type DeliveryDoc, type AttemptDoc, deliveryId } from './model';
 
@@ -12,7 +13,7 @@ import { type EventDoc, type OutboxDoc, type DeliveryDoc, type AttemptDoc, deliv
  *
  * - `webhook_events`: one document per event; `body` is the exact signed envelope (the one string field), stored
  *   encrypted (it carries patient data, e.g. a lab order's patient details): only the store sees it stored.
- * - `webhook_outbox`: one document per publish flush whose fan-out is not yet confirmed (the sweeper's work).
+ * - `webhook_outbox`: one document per span of one process's publishing whose fan-out is not yet confirmed (the sweeper's work).
  * - `webhook_deliveries`: one document per (event, endpoint), `_id` `<eventId>:<destinationId>`, with its status,
  *   next attempt time and attempt counts as plain fields. The endpoint's dispatcher workflow owns every
  *   write to its deliveries once they exist (single owner, architecture rule 3); fan-out only inserts them.
@@ -28,15 +29,37 @@ import { type EventDoc, type OutboxDoc, type DeliveryDoc, type AttemptDoc, deliv
 /** An event as stored: `body` encrypted (plaintext in events written before it was). */
 export type StoredEventDoc = Sealed<EventDoc, 'body'>;
 
+/**
+ * One destination's dispatcher (lib/events/dispatcher.ts). `active_until`: a hint for publishers (a running activity
+ * will look at the queue again, no wake needed). `run`: the delivery run that holds the destination (the latest to
+ * start; an older one still alive stops at its next batch). `sending`: per run, the batch it may be sending until
+ * `until`: deliveries due at its `picked_at` (next_attempt_at <= picked_at) that a later run must not send meanwhile.
+ */
 interface DispatcherStateDoc {
   _id: string;
   active_until: Date;
+  run?: string;
+  sending?: Record<string, SendWindow>;
+}
+
+/** A batch a run may be sending: picked from the deliveries due at `picked_at`, sent by `until`. */
+export interface SendWindow {
+  picked_at: Date;
+  until: Date;
+}
+
+/** What a run must not send while an earlier run's batch may still be in flight: deliveries due at `after`, until `until`. */
+export interface SendFence {
+  after: Date;
+  until: Date;
 }
 
 /**
  * Lists of the delivery log page on `_id` (pages.ts): events have time-ordered ids, deliveries' ids start with
  * their event's, attempts' are ordered by their event's time; so `_id` ends each list index.
  */
+const PENDING = { status: 'pending' };
+
 export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
   webhook_events: [
     // One event per producer key and team: a retried or racing publish inserts nothing twice.
@@ -45,19 +68,21 @@ export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
     { key: { team_id: 1, user_id: 1, _id: -1 } },
     { key: { created_at: 1 }, expireAfter: 'webhookHistory' },
   ],
-  webhook_outbox: [{ key: { created_at: 1 } }],
+  webhook_outbox: [{ key: { events_until: 1 } }],
+  // Each delivery is written three times (queued, claimed, outcome): the dispatcher's indexes hold pending ones
+  // only and the TTL index finished ones only, so each write skips the indexes its document is not in.
   webhook_deliveries: [
-    { key: { destination_id: 1, status: 1, next_attempt_at: 1 } },
-    { key: { status: 1, next_attempt_at: 1 } },
+    { key: { destination_id: 1, status: 1, next_attempt_at: 1 }, partial: PENDING },
+    { key: { status: 1, next_attempt_at: 1 }, partial: PENDING },
     { key: { team_id: 1, destination_id: 1, status: 1, _id: -1 } },
     { key: { team_id: 1, destination_id: 1, _id: -1 } },
     { key: { team_id: 1, user_id: 1 } },
-    { key: { finished_at: 1 }, expireAfter: 'webhookHistory' },
+    { key: { finished_at: 1 }, expireAfter: 'webhookHistory', partial: { finished_at: { $type: 'date' } } },
   ],
   webhook_attempts: [
+    // Also an event's attempts to one endpoint (a few per event: the endpoint is a residual filter).
     { key: { team_id: 1, event_id: 1, _id: -1 } },
     { key: { team_id: 1, destination_id: 1, _id: -1 } },
-    { key: { team_id: 1, destination_id: 1, event_id: 1, _id: -1 } },
     { key: { team_id: 1, user_id: 1 } },
     { key: { timestamp: 1 }, expireAfter: 'webhookHistory' },
   ],
@@ -73,13 +98,14 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
     { name: 'events by producer key (a repeated publish)', filter: ['team_id', 'idempotency_key'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'] },
     { name: 'reencrypt: every event, in _id pages', filter: ['_id'], sort: ['_id'] },
+    { name: 'events created in a publish span (sweeper)', filter: ['created_at'] },
   ],
-  webhook_outbox: [{ name: 'stale publishes (sweeper)', filter: ['created_at'], sort: ['created_at'] }],
+  webhook_outbox: [{ name: 'stale publish spans (sweeper)', filter: ['events_until'], sort: ['events_until'] }],
   webhook_deliveries: [
-    { name: 'due deliveries of an endpoint (dispatcher)', filter: ['destination_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] },
-    { name: 'pending deliveries of an endpoint (drain)', filter: ['destination_id', 'status'] },
-    { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'] },
-    { name: 'the soonest due of all pending deliveries, and their count (worker metrics)', filter: ['status', 'next_attempt_at'], sort: ['next_attempt_at'] },
+    { name: 'due deliveries of an endpoint (dispatcher)', filter: ['destination_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'], equals: PENDING },
+    { name: 'pending deliveries of an endpoint (drain)', filter: ['destination_id', 'status'], equals: PENDING },
+    { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'], equals: PENDING },
+    { name: 'the soonest due of all pending deliveries, and their count (worker metrics)', filter: ['status', 'next_attempt_at'], sort: ['next_attempt_at'], equals: PENDING },
     { name: 'pending deliveries in publish order (ordered destinations)', filter: ['team_id', 'destination_id', 'status', '_id'], sort: ['_id'], residual: ['user_id $nin'] },
     { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'destination_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
     { name: 'failed deliveries (recover count)', filter: ['team_id', 'destination_id', 'status'], residual: ['created_at window'] },
@@ -90,7 +116,7 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
   webhook_attempts: [
     { name: 'attempts of an event', filter: ['team_id', 'event_id', '_id'], sort: ['_id'] },
     { name: 'attempts to an endpoint', filter: ['team_id', 'destination_id', '_id'], sort: ['_id'] },
-    { name: 'attempts of an event to an endpoint', filter: ['team_id', 'destination_id', 'event_id', '_id'], sort: ['_id'] },
+    { name: 'attempts of an event to an endpoint', filter: ['team_id', 'event_id', '_id'], sort: ['_id'], residual: ['destination_id'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['destination_id'] },
   ],
   webhook_dispatchers: [{ name: 'active marks of endpoints ($in, upsert by id)', filter: ['_id'] }],
@@ -101,14 +127,24 @@ export interface DeliveryChange {
   ids: string[];
   /** Fixed values only (no $inc): applying a change twice is the same as once. */
   set: Partial<DeliveryDoc>;
-  /** A sending run's outcome: applied only to the deliveries this claim still holds. Every change ends any claim. */
-  claim?: string;
+  /**
+   * A sending run's outcome: applied only to deliveries still pending with the attempt count that run read, so a
+   * run that was superseded while sending writes nothing over an outcome recorded after it.
+   */
+  attempts?: number;
 }
 
 /** dueInUserOrder's page, pages per batch, and how many held-back users the query leaves out (more are skipped as read). */
 const [ORDERED_SCAN_PAGE, ORDERED_SCAN_PAGES, MAX_EXCLUDED_USERS] = [1000, 5, 1000];
 /** `created_at` in [since, until). */
 export const createdWithin = (q: { since?: Date; until?: Date }) => ({ ...(q.since ? { $gte: q.since } : {}), ...(q.until ? { $lt: q.until } : {}) });
+
+/** The dispatcher's due query (WebhookStore.dueDeliveries), sorted by `next_attempt_at`. */
+export function dueFilter(destinationId: string, at: Date, inFlight: ReadonlyMap<string, boolean>, fence: SendFence | null): Filter<DeliveryDoc> {
+  const filter: Filter<DeliveryDoc> = { destination_id: destinationId, status: 'pending', next_attempt_at: { $lte: at, ...(fence ? { $gt: fence.after } : {}) } };
+  if (inFlight.size) filter._id = { $nin: [...inFlight.keys()] };
+  return filter;
+}
 
 /** An endpoint's failed deliveries created in [since, until) (recover). */
 function failedWithin(teamId: string, destinationId: string, q: { since?: Date; until?: Date }): Filter<DeliveryDoc> {
@@ -149,6 +185,8 @@ export class WebhookStore {
     await createIndexes(this.outbox, WEBHOOK_STORE_INDEXES.webhook_outbox);
     await createIndexes(this.deliveries, WEBHOOK_STORE_INDEXES.webhook_deliveries, retention);
     await createIndexes(this.attempts, WEBHOOK_STORE_INDEXES.webhook_attempts, retention);
+    // Served by { team_id, event_id, _id } since attempts' writes stopped paying for it.
+    await dropIndexes(this.attempts, [{ team_id: 1, destination_id: 1, event_id: 1, _id: -1 }]);
     await createIndexes(this.dispatchers, WEBHOOK_STORE_INDEXES.webhook_dispatchers, retention);
   }
 
@@ -198,8 +236,14 @@ export class WebhookStore {
     await this.outbox.deleteOne({ _id: id });
   }
 
+  /** Publish spans that ended before `before` and are still there: their publisher died or failed. */
   staleOutbox(before: Date, limit: number) {
-    return this.outbox.find({ created_at: { $lt: before } }).sort({ created_at: 1 }).limit(limit).toArray();
+    return this.outbox.find({ events_until: { $lt: before } }).sort({ events_until: 1 }).limit(limit).toArray();
+  }
+
+  /** Events created in [from, until) (an unfinished publish span's, with any other process's of that time). */
+  async eventsCreatedWithin(from: Date, until: Date): Promise<EventDoc[]> {
+    return (await this.events.find({ created_at: { $gte: from, $lt: until } }).toArray()).map((doc) => this.openEvent(doc));
   }
 
   // ---------------------------------------------------------------- deliveries
@@ -209,22 +253,29 @@ export class WebhookStore {
     await retryTransient(() => insertIgnoringDuplicates(this.deliveries, docs));
   }
 
-  /** The endpoint's pending deliveries due at `at`, soonest first. */
-  dueDeliveries(destinationId: string, at: Date, limit: number): Promise<DeliveryDoc[]> {
-    return this.deliveries
-      .find({ destination_id: destinationId, status: 'pending', next_attempt_at: { $lte: at } })
-      .sort({ next_attempt_at: 1 })
-      .limit(limit)
-      .toArray();
+  /**
+   * The endpoint's pending deliveries due at `at`, soonest first: not those `inFlight` (the previous batch, its
+   * recording not yet landed), nor, while a `fence` stands, those an earlier run may be sending.
+   */
+  dueDeliveries(destinationId: string, at: Date, limit: number, inFlight: ReadonlyMap<string, boolean> = new Map(), fence: SendFence | null = null): Promise<DeliveryDoc[]> {
+    return this.deliveries.find(dueFilter(destinationId, at, inFlight, fence)).sort({ next_attempt_at: 1 }).limit(limit).toArray();
   }
 
   /**
    * Due deliveries of a destination that keeps each user's order: per user, the pending deliveries from the oldest
    * (`_id` order: the events' time order) while they are due; a user whose oldest pending one is not due (retry
-   * wait, or claimed by a run sending it) is held back whole, and left out of the next `_id` page. Events without a
-   * user are not ordered; `delivered` ones (recording in flight) are passed over. At most ORDERED_SCAN_PAGES pages.
+   * wait, in the previous batch and not delivered, or behind a `fence`) is held back whole, and left out of the next
+   * `_id` page. Events without a user are not ordered; in-flight ones the destination took (`inFlight` true: their
+   * recording has not landed) are passed over. At most ORDERED_SCAN_PAGES pages.
    */
-  async dueInUserOrder(teamId: string, destinationId: string, at: Date, limit: number, delivered: ReadonlySet<string> = new Set()): Promise<DeliveryDoc[]> {
+  async dueInUserOrder(
+    teamId: string,
+    destinationId: string,
+    at: Date,
+    limit: number,
+    inFlight: ReadonlyMap<string, boolean> = new Map(),
+    fence: SendFence | null = null,
+  ): Promise<DeliveryDoc[]> {
     const heldBack = new Set<string>();
     const picked: DeliveryDoc[] = [];
     const pageSize = Math.min(ORDERED_SCAN_PAGE, limit); // usually one page does: most users are not held back
@@ -234,8 +285,9 @@ export class WebhookStore {
       if (heldBack.size) filter.user_id = { $nin: [...heldBack].slice(0, MAX_EXCLUDED_USERS) };
       const docs = await this.deliveries.find(keysetFilter(filter, 1, after)).sort({ _id: 1 }).limit(pageSize).toArray();
       for (const d of docs) {
-        if (delivered.has(d._id) || (d.user_id !== null && heldBack.has(d.user_id))) continue;
-        if (d.next_attempt_at !== null && d.next_attempt_at <= at) {
+        if (inFlight.get(d._id) || (d.user_id !== null && heldBack.has(d.user_id))) continue;
+        const due = d.next_attempt_at !== null && d.next_attempt_at <= at && !inFlight.has(d._id) && !(fence && d.next_attempt_at <= fence.after);
+        if (due) {
           picked.push(d);
           if (picked.length >= limit) return picked;
         } else if (d.user_id !== null) heldBack.add(d.user_id);
@@ -247,23 +299,11 @@ export class WebhookStore {
   }
 
   /**
-   * Claims the given deliveries for one dispatcher run until `until`, in one conditional write: only those still
-   * pending and due at `now` (so not claimed by another run) are taken. Returns the ids this claim holds.
+   * When the soonest pending delivery of an endpoint (or of all: the worker's metrics) is due (null: nothing
+   * pending); past a `fence`, the soonest after it.
    */
-  async claimDeliveries(ids: string[], claim: string, now: Date, until: Date): Promise<Set<string>> {
-    if (!ids.length) return new Set();
-    const { modifiedCount } = await this.deliveries.updateMany(
-      { _id: { $in: ids }, status: 'pending', next_attempt_at: { $lte: now } },
-      { $set: { claim, next_attempt_at: until } },
-    );
-    if (modifiedCount === ids.length) return new Set(ids);
-    const held = await this.deliveries.find({ _id: { $in: ids }, claim }, { projection: { _id: 1 } }).toArray();
-    return new Set(held.map((d) => d._id));
-  }
-
-  /** When the soonest pending delivery of an endpoint (or of all: the worker's metrics) is due (null: nothing pending). */
-  async nextDueAt(destinationId?: string): Promise<Date | null> {
-    const filter = { ...(destinationId ? { destination_id: destinationId } : {}), status: 'pending' as const, next_attempt_at: { $ne: null } };
+  async nextDueAt(destinationId?: string, fence: SendFence | null = null): Promise<Date | null> {
+    const filter = { ...(destinationId ? { destination_id: destinationId } : {}), status: 'pending' as const, next_attempt_at: fence ? { $gt: fence.after } : { $ne: null } };
     const doc = await this.deliveries.find(filter, { projection: { next_attempt_at: 1 } }).sort({ next_attempt_at: 1 }).limit(1).next();
     return doc?.next_attempt_at ?? null;
   }
@@ -282,11 +322,11 @@ export class WebhookStore {
 
   private async applyChanges(changes: DeliveryChange[]): Promise<void> {
     const ops: AnyBulkWriteOperation<DeliveryDoc>[] = changes.map((c) => {
-      const update: UpdateFilter<DeliveryDoc> = { $set: { ...c.set, claim: null } };
-      const held = c.claim ? { claim: c.claim } : {};
+      const update: UpdateFilter<DeliveryDoc> = { $set: c.set };
+      const unchanged = c.attempts !== undefined ? { status: 'pending' as const, attempts: c.attempts } : {};
       return c.ids.length === 1
-        ? { updateOne: { filter: { _id: c.ids[0], ...held }, update } }
-        : { updateMany: { filter: { _id: { $in: c.ids }, ...held }, update } };
+        ? { updateOne: { filter: { _id: c.ids[0], ...unchanged }, update } }
+        : { updateMany: { filter: { _id: { $in: c.ids }, ...unchanged }, update } };
     });
     if (ops.length) await retryTransient(() => this.deliveries.bulkWrite(ops, { ordered: false }));
   }
@@ -329,15 +369,61 @@ export class WebhookStore {
     await this.attemptWriter.add(docs);
   }
 
-  // ---------------------------------------------------------------- dispatcher activity (wake skipping)
+  // ---------------------------------------------------------------- dispatcher runs (wake skipping, send windows)
 
   /** The endpoint's dispatcher is delivering until `until` (a lease: a dead worker's mark lapses). */
   async markDispatcherActive(destinationId: string, until: Date): Promise<void> {
     await this.dispatchers.updateOne({ _id: destinationId }, { $set: { active_until: until } }, { upsert: true });
   }
 
+  /**
+   * A delivery run starts: it holds the endpoint from now on (an older run still alive fails its next
+   * `openSendWindow` and stops) and is marked delivering until `activeUntil`. Returns the send windows of other
+   * runs still open at `now` (a run Temporal gave up on may still be sending those batches).
+   */
+  async startRun(destinationId: string, run: string, activeUntil: Date, now = new Date()): Promise<SendWindow[]> {
+    const doc = await this.dispatchers.findOneAndUpdate({ _id: destinationId }, { $set: { run, active_until: activeUntil } }, { upsert: true, returnDocument: 'after' });
+    const windows = Object.entries(doc?.sending ?? {}).filter(([other]) => other !== run);
+    const lapsed = windows.filter(([, w]) => w.until <= now).map(([other]) => other);
+    // Windows of runs that died are dropped once they lapse (a run that ends removes its own).
+    if (lapsed.length) await this.dispatchers.updateOne({ _id: destinationId }, { $unset: Object.fromEntries(lapsed.map((other) => [`sending.${other}`, ''])) });
+    return windows.filter(([, w]) => w.until > now).map(([, w]) => w);
+  }
+
+  /**
+   * Before sending a batch: records that `run` may be sending deliveries due at `window.picked_at` until
+   * `window.until`, if it still holds the endpoint (false: a later run took over; send nothing).
+   */
+  async openSendWindow(destinationId: string, run: string, window: SendWindow): Promise<boolean> {
+    const { matchedCount } = await this.dispatchers.updateOne({ _id: destinationId, run }, { $set: { [`sending.${run}`]: window } });
+    return matchedCount === 1;
+  }
+
+  /**
+   * A run that marked itself idle has found more to send: it is delivering again, if it still holds the endpoint
+   * (false: a later run took over). The document may have expired meanwhile (idle): then it is written again.
+   */
+  async resumeRun(destinationId: string, run: string, activeUntil: Date): Promise<boolean> {
+    try {
+      await this.dispatchers.updateOne({ _id: destinationId, $or: [{ run }, { run: { $exists: false } }] }, { $set: { run, active_until: activeUntil } }, { upsert: true });
+      return true;
+    } catch (err) {
+      if (isDuplicateKeyError(err)) return false; // the document holds another run
+      throw err;
+    }
+  }
+
+  /** A run that ends has nothing in flight: its window goes (and its activity mark, when it ends idle). */
+  async endRun(destinationId: string, run: string, { idle }: { idle: boolean }): Promise<void> {
+    await this.dispatchers.updateOne({ _id: destinationId }, { $unset: { [`sending.${run}`]: '' }, ...(idle ? { $set: { active_until: new Date() } } : {}) });
+  }
+
+  /**
+   * Not delivering from now on. The mark expires an hour later (TTL) with any send window a dead run left in it:
+   * windows last far less (the attempt timeout times a batch's share of concurrent requests, plus 30 s).
+   */
   async markDispatcherIdle(destinationId: string): Promise<void> {
-    await this.markDispatcherActive(destinationId, new Date(0));
+    await this.markDispatcherActive(destinationId, new Date());
   }
 
   /** Of `destinationIds`, those whose dispatcher is delivering now (and will look at its queue again). */

@@ -78,7 +78,7 @@ async function seed(ctx, count, log) {
       deliveries.push({
         _id: did, team_id: teamId, destination_id: endpointId, event_id: id, event_type: type, user_id: userId,
         status: failed ? 'failed' : 'succeeded', trigger: 'scheduled', next_attempt_at: null, attempts: tries, pass_attempts: tries, policy,
-        last_status_code: failed ? 500 : 200, last_error: null, created_at: at, updated_at: finished, finished_at: finished, claim: null,
+        last_status_code: failed ? 500 : 200, last_error: null, created_at: at, updated_at: finished, finished_at: finished,
       });
       for (let n = 1; n <= tries; n++) {
         attempts.push({

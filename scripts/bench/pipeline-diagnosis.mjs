@@ -17,7 +17,7 @@ import { CLIENT_USER_ID, EVENT_TYPE, closedLoop, dispatcherBatches, round, sleep
 
 const FILL_PUBLISHERS = 256;
 const RECORDING = ['insertAttempts', 'changeDeliveries', 'recordHealth'];
-const STORE_CALLS = ['dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'claimDeliveries', 'insertAttempts', 'changeDeliveries', 'markDispatcherActive', 'markDispatcherIdle', 'nextDueAt'];
+const STORE_CALLS = ['dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'openSendWindow', 'insertAttempts', 'changeDeliveries', 'startRun', 'resumeRun', 'endRun', 'markDispatcherIdle', 'nextDueAt'];
 
 /** `obj` with the methods `names` timed into `calls` ({ name, start, ms, items }; items: the result's or the array argument's length). */
 function timed(obj, names, calls) {
@@ -149,7 +149,7 @@ export async function diagnosisScenarios(ctx) {
 
   /**
    * The raw driver doing a delivery's database work (webhook-db-baseline.mjs: event and delivery inserts, the
-   * due read, claim, events read, attempt insert and outcome update) for `n` events to one destination: what the
+   * due read, send window, events read, attempt insert and outcome update) for `n` events to one destination: what the
    * database allows for a pipeline's share of the work, so the pipeline's overhead over it can be told apart from
    * the database's cost.
    */
@@ -168,7 +168,7 @@ export async function diagnosisScenarios(ctx) {
 
 /** A note line for a phase-timing result. */
 export function phaseNote(r) {
-  const critical = ['markDispatcherActive', 'getEndpoint', 'getPipeline', 'dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'claimDeliveries', 'send'];
+  const critical = ['startRun', 'getEndpoint', 'getPipeline', 'dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'openSendWindow', 'send'];
   const p = r.phases;
   const onPath = critical.reduce((s, k) => s + (p[k]?.perBatchMs ?? 0), 0);
   const fmt = (k) => (p[k] ? `${k} ${p[k].perBatchMs} ms (${p[k].calls} calls, mean ${p[k].meanItems} items)` : null);

@@ -6,10 +6,10 @@
 //   insertMany of B x k delivery documents          (the fan-out)
 //   then for each of the k endpoints, one after another (one dispatcher batch each):
 //     find its pending deliveries due now, sorted by next_attempt_at, limit B
-//     updateMany claiming them for this run                (the dispatcher's claim)
+//     updateOne of the endpoint's dispatcher document      (the run's send window for the batch)
 //     find their events by _id $in                  (the bodies to send)
 //     insertMany of the B attempt documents
-//     updateMany of those deliveries to succeeded
+//     updateMany of those deliveries to succeeded, over the attempt count read
 //
 // Documents have the store's shapes (the same helpers build them: envelopeOf, newDelivery, attemptId) and the
 // scratch collections the store's indexes (WEBHOOK_STORE_INDEXES); they are dropped before and after. Left out,
@@ -41,7 +41,7 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
     distModule('lib/platform/keys.js'),
   ]);
   const db = env.db;
-  const names = { events: 'webhook_events', deliveries: 'webhook_deliveries', attempts: 'webhook_attempts' };
+  const names = { events: 'webhook_events', deliveries: 'webhook_deliveries', attempts: 'webhook_attempts', dispatchers: 'webhook_dispatchers' };
   const coll = Object.fromEntries(Object.entries(names).map(([k, name]) => [k, db.collection(`${SCRATCH_PREFIX}${name}`)]));
   const dropAll = () => Promise.all(Object.values(coll).map((c) => c.drop().catch(() => {})));
   await dropAll();
@@ -49,7 +49,9 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
 
   const policy = deliveryPolicyFrom(config);
   const endpointIds = Array.from({ length: endpoints }, () => randomUUID());
-  const opMs = { insertEvents: 0, insertDeliveries: 0, findDue: 0, claimDeliveries: 0, findEvents: 0, insertAttempts: 0, updateDeliveries: 0 };
+  const run = randomUUID();
+  await coll.dispatchers.insertMany(endpointIds.map((id) => ({ _id: id, run, active_until: new Date(Date.now() + 60_000) })));
+  const opMs = { insertEvents: 0, insertDeliveries: 0, findDue: 0, sendWindow: 0, findEvents: 0, insertAttempts: 0, updateDeliveries: 0 };
   const timed = async (op, fn) => {
     const t = performance.now();
     try {
@@ -68,15 +70,11 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
       coll.deliveries.find({ destination_id: endpointId, status: 'pending', next_attempt_at: { $lte: now } }).sort({ next_attempt_at: 1 }).limit(limit).toArray(),
     );
     if (!due.length) return 0;
-    // The claim that keeps a superseded run and its replacement from sending the same delivery twice.
-    const claim = randomUUID();
-    const claimed = await timed('claimDeliveries', () =>
-      coll.deliveries.updateMany(
-        { _id: { $in: due.map((d) => d._id) }, status: 'pending', next_attempt_at: { $lte: now } },
-        { $set: { claim, next_attempt_at: new Date(now.getTime() + 45_000) } },
-      ),
+    // The send window that keeps a superseded run and its replacement from sending the same delivery twice.
+    const window = await timed('sendWindow', () =>
+      coll.dispatchers.updateOne({ _id: endpointId, run }, { $set: { [`sending.${run}`]: { picked_at: now, until: new Date(now.getTime() + 45_000) } } }),
     );
-    if (claimed.modifiedCount !== due.length) throw new Error(`raw baseline: claimed ${claimed.modifiedCount} of ${due.length} deliveries`);
+    if (window.matchedCount !== 1) throw new Error('raw baseline: the send window was not written');
     const bodies = await timed('findEvents', () => coll.events.find({ _id: { $in: [...new Set(due.map((d) => d.event_id))] } }).toArray());
     if (bodies.length !== due.length) throw new Error(`raw baseline: ${due.length} deliveries but ${bodies.length} events found`);
     const at = new Date();
@@ -97,8 +95,8 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
     await timed('insertAttempts', () => coll.attempts.insertMany(attempts, { ordered: false }));
     await timed('updateDeliveries', () =>
       coll.deliveries.updateMany(
-        { _id: { $in: due.map((d) => d._id) }, claim },
-        { $set: { status: 'succeeded', next_attempt_at: null, finished_at: at, updated_at: at, last_status_code: 200, last_error: null, claim: null }, $inc: { attempts: 1, pass_attempts: 1 } },
+        { _id: { $in: due.map((d) => d._id) }, status: 'pending', attempts: 0 },
+        { $set: { status: 'succeeded', next_attempt_at: null, finished_at: at, updated_at: at, last_status_code: 200, last_error: null, attempts: 1, pass_attempts: 1 } },
       ),
     );
     batches++;

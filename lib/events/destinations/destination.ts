@@ -7,6 +7,7 @@ import type { PipelineSender } from './pipeline/brokers';
 import type { EndpointDoc } from './webhook/endpoints-store';
 import type { DeliveryDoc, EventDoc } from '../model';
 import type { EventPublisher } from '../publisher';
+import type { SendFence } from '../store';
 import { mapWithConcurrency, USER_AGENT, type AttemptResult, type WebhookSender } from './webhook/sender';
 import { SIGNATURE_HEADERS, signatureHeaders } from './webhook/signing';
 
@@ -56,13 +57,14 @@ export class DestinationView {
 
 /**
  * A destination's due deliveries for one batch: soonest first, or, for one that keeps each user's order, each
- * user's oldest pending deliveries while they are due (WebhookStore.dueInUserOrder), passing over those the
- * previous batch `delivered` (still pending until its recording lands, but at the destination already).
+ * user's oldest pending deliveries while they are due (WebhookStore.dueInUserOrder). Never those of the previous
+ * batch (`inFlight`: still pending until its recording lands; true where the destination took it), nor those
+ * behind a `fence` (an earlier run may be sending them).
  */
-export function dueFor(repos: Repositories, destination: Destination, at: Date, limit: number, delivered: ReadonlySet<string>): Promise<DeliveryDoc[]> {
+export function dueFor(repos: Repositories, destination: Destination, at: Date, limit: number, inFlight: ReadonlyMap<string, boolean>, fence: SendFence | null): Promise<DeliveryDoc[]> {
   const store = repos.webhookStore;
   const { team_id: teamId, _id: id } = destination.doc;
-  return orderedPerUser(destination) ? store.dueInUserOrder(teamId, id, at, limit, delivered) : store.dueDeliveries(id, at, limit);
+  return orderedPerUser(destination) ? store.dueInUserOrder(teamId, id, at, limit, inFlight, fence) : store.dueDeliveries(id, at, limit, inFlight, fence);
 }
 
 export interface Senders {

@@ -11,6 +11,12 @@ export interface IndexSpec {
   unique?: boolean;
   /** A TTL index (one field, a Date): the store deletes a document this retention after the field's time. */
   expireAfter?: keyof Retention;
+  /**
+   * A partial index (`partialFilterExpression`): only documents matching it are in the index, so writes of the
+   * others skip it (on DocumentDB every update re-inserts a document's entries in each index it is in). It serves a
+   * query only when the query fixes the same values (QueryShape `equals`).
+   */
+  partial?: Record<string, unknown>;
 }
 
 /**
@@ -77,6 +83,8 @@ export interface QueryShape {
   sort?: string[];
   /** Further filters applied to the documents the index selects (documented, not index-backed). */
   residual?: string[];
+  /** Values the query always fixes (e.g. `{ status: 'pending' }`): what lets a partial index serve it. */
+  equals?: Record<string, unknown>;
 }
 
 /**
@@ -90,23 +98,37 @@ export function coveredBy(shape: QueryShape, indexes: IndexSpec[]): boolean {
   return indexes.some((index) => {
     const lead = Object.keys(index.key).slice(0, shape.filter.length);
     const leadsWithFilter = lead.length === shape.filter.length && shape.filter.every((f) => lead.includes(f));
-    return leadsWithFilter && indexServes(index, shape.filter, sort);
+    const holdsMatches = Object.entries(index.partial ?? {}).every(([f, v]) => JSON.stringify(shape.equals?.[f]) === JSON.stringify(v));
+    return leadsWithFilter && holdsMatches && indexServes(index, shape.filter, sort);
   });
 }
 
 /**
  * Creates the declared indexes (idempotent). A TTL index takes its retention from `retention`; when the index
  * exists with another retention, or without one, `collMod` changes it in place (MongoDB and DocumentDB both can).
+ * An index that exists with another partial filter (or none) is dropped and built again with the declared one.
  */
 export async function createIndexes(collection: Collection<any> | Collection<Document>, indexes: IndexSpec[], retention: Retention = DEFAULT_RETENTION): Promise<void> {
   for (const index of indexes) {
     const expireAfterSeconds = index.expireAfter ? retention[index.expireAfter] : undefined;
+    const create = () =>
+      collection.createIndex(index.key, {
+        ...(index.unique ? { unique: true } : {}),
+        ...(expireAfterSeconds !== undefined ? { expireAfterSeconds } : {}),
+        ...(index.partial ? { partialFilterExpression: index.partial } : {}),
+      });
     try {
-      await collection.createIndex(index.key, { ...(index.unique ? { unique: true } : {}), ...(expireAfterSeconds !== undefined ? { expireAfterSeconds } : {}) });
+      await create();
     } catch (err) {
       const code = (err as { code?: number }).code;
-      if (expireAfterSeconds === undefined || (code !== 85 && code !== 86)) throw err; // IndexOptionsConflict, IndexKeySpecsConflict
-      await collection.db.command({ collMod: collection.collectionName, index: { keyPattern: index.key, expireAfterSeconds } });
+      if (code !== 85 && code !== 86) throw err; // IndexOptionsConflict, IndexKeySpecsConflict
+      const existing = (await collection.indexes()).find((ix) => JSON.stringify(ix.key) === JSON.stringify(index.key));
+      if (existing && JSON.stringify(existing.partialFilterExpression ?? null) !== JSON.stringify(index.partial ?? null)) {
+        await collection.dropIndex(existing.name as string);
+        await create();
+      } else if (expireAfterSeconds !== undefined) {
+        await collection.db.command({ collMod: collection.collectionName, index: { keyPattern: index.key, expireAfterSeconds } });
+      } else throw err;
     }
   }
 }
@@ -118,6 +140,8 @@ export async function createIndexes(collection: Collection<any> | Collection<Doc
  * fields that the index does not hold (applied to the documents it selects).
  */
 export function indexServes(index: IndexSpec, filter: string[], sort: string[]): boolean {
+  // A partial index needs the query to name its filter's fields (their values are checked on the declared shapes).
+  if (Object.keys(index.partial ?? {}).some((f) => !filter.includes(f))) return false;
   const fields = Object.keys(index.key);
   let prefix = 0;
   while (prefix < fields.length && filter.includes(fields[prefix])) prefix++;
