@@ -17,8 +17,8 @@ import { privateDeployment, startWorker as startCrashWorker, stopWorker } from '
  * (by first occurrence).
  */
 const deployment = privateDeployment('pipelines-crash');
-// A delivery's claim outlasts its batch by ceil(batch / 100) × the attempt timeout + 30 s: small batches and a
-// short timeout keep the wait for the killed run's batches (sent again once their send window lapses) near 35 s.
+// A run's send window outlasts its batch by ceil(batch / 100) × the attempt timeout + 30 s: small batches and a
+// short timeout keep the wait for the killed run's batches (sent again once its send window lapses) near 35 s.
 const DELIVERY = { WEBHOOK_RETRY_SCHEDULE_MS: ['0', ...Array(60).fill('500')].join(','), WEBHOOK_ATTEMPT_TIMEOUT_MS: 3000, WEBHOOK_THROTTLE_FLOOR_MS: 500 };
 const WORKER_ENV = {
   LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error',

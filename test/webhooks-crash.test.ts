@@ -12,7 +12,7 @@ import { workflowIds } from '../workflows/ids';
 /**
  * Crash test: this file runs its own worker process on a private task queue, kills it with SIGKILL while
  * deliveries are in flight and more are queued, starts it again, and checks that every event arrives, any
- * duplicate carrying the same webhook-id (the killed run's batch, sent again when its claim lapses).
+ * duplicate carrying the same webhook-id (the killed run's batch, sent again when its send window lapses).
  */
 const deployment = privateDeployment('webhook-crash');
 let worker: ChildProcess | null = null;
@@ -58,7 +58,7 @@ test('SIGKILL of the worker mid-delivery loses nothing; duplicates keep their we
   }
   const seen = new Set(rx.requests.map((r) => String(r.headers['webhook-id'])));
   expect([...expected].filter((id) => !seen.has(id))).toEqual([]);
-  // The batch in flight at the kill is sent again once the dead run's claim on it lapses (its attempts' timeout
+  // The batch in flight at the kill is sent again once the dead run's send window lapses (its attempts' timeout
   // plus a margin): duplicates, never a new webhook-id.
   await eventually(async () => rx.requests.length > expected.size, 90_000, 'the killed batch sent again');
   const verifier = new StandardWebhook(secret);

@@ -69,7 +69,7 @@ export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
     { key: { created_at: 1 }, expireAfter: 'webhookHistory' },
   ],
   webhook_outbox: [{ key: { events_until: 1 } }],
-  // Each delivery is written three times (queued, claimed, outcome): the dispatcher's indexes hold pending ones
+  // Each delivery is written twice (queued, outcome): the dispatcher's indexes hold pending ones
   // only and the TTL index finished ones only, so each write skips the indexes its document is not in.
   webhook_deliveries: [
     { key: { destination_id: 1, status: 1, next_attempt_at: 1 }, partial: PENDING },
@@ -86,7 +86,8 @@ export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
     { key: { team_id: 1, user_id: 1 } },
     { key: { timestamp: 1 }, expireAfter: 'webhookHistory' },
   ],
-  // Idle marks (the epoch) and those of destinations long gone expire: one document per destination ever made otherwise.
+  // An hour after a dispatcher went idle (or its run died) its document expires, with any send window a dead run left
+  // in it (windows last minutes at most): one document per destination ever made otherwise.
   webhook_dispatchers: [{ key: { active_until: 1 }, expireAfter: 'dispatcherMarks' }],
 };
 
@@ -217,7 +218,9 @@ export class WebhookStore {
   /** Events by id (order not kept); ids of erased events are simply absent. */
   async getEvents(ids: string[]): Promise<EventDoc[]> {
     if (!ids.length) return [];
-    return (await this.events.find({ _id: { $in: [...new Set(ids)] } }).toArray()).map((doc) => this.openEvent(doc));
+    const unique = [...new Set(ids)];
+    // One reply (batchSize): the default first batch of 101 would add a getMore round trip per dispatcher batch.
+    return (await this.events.find({ _id: { $in: unique } }, { batchSize: unique.length }).toArray()).map((doc) => this.openEvent(doc));
   }
 
   /**
@@ -258,7 +261,7 @@ export class WebhookStore {
    * recording not yet landed), nor, while a `fence` stands, those an earlier run may be sending.
    */
   dueDeliveries(destinationId: string, at: Date, limit: number, inFlight: ReadonlyMap<string, boolean> = new Map(), fence: SendFence | null = null): Promise<DeliveryDoc[]> {
-    return this.deliveries.find(dueFilter(destinationId, at, inFlight, fence)).sort({ next_attempt_at: 1 }).limit(limit).toArray();
+    return this.deliveries.find(dueFilter(destinationId, at, inFlight, fence), { batchSize: limit }).sort({ next_attempt_at: 1 }).limit(limit).toArray();
   }
 
   /**
@@ -283,7 +286,7 @@ export class WebhookStore {
     for (let page = 0; page < ORDERED_SCAN_PAGES; page++) {
       const filter: Filter<DeliveryDoc> = { team_id: teamId, destination_id: destinationId, status: 'pending' };
       if (heldBack.size) filter.user_id = { $nin: [...heldBack].slice(0, MAX_EXCLUDED_USERS) };
-      const docs = await this.deliveries.find(keysetFilter(filter, 1, after)).sort({ _id: 1 }).limit(pageSize).toArray();
+      const docs = await this.deliveries.find(keysetFilter(filter, 1, after), { batchSize: pageSize }).sort({ _id: 1 }).limit(pageSize).toArray();
       for (const d of docs) {
         if (inFlight.get(d._id) || (d.user_id !== null && heldBack.has(d.user_id))) continue;
         const due = d.next_attempt_at !== null && d.next_attempt_at <= at && !inFlight.has(d._id) && !(fence && d.next_attempt_at <= fence.after);

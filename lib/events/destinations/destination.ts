@@ -13,7 +13,7 @@ import { SIGNATURE_HEADERS, signatureHeaders } from './webhook/signing';
 
 /**
  * Where a dispatcher delivers: a webhook endpoint (HTTP POSTs, signed) or a pipeline (a team's broker). The
- * dispatcher's loop, claims, retries and delivery log are the same for both; what differs is here: how a
+ * dispatcher's loop, send windows, retries and delivery log are the same for both; what differs is here: how a
  * batch is sent, and where the destination's health is written.
  */
 export type Destination = { kind: 'webhook'; doc: EndpointDoc } | { kind: 'pipeline'; doc: PipelineDoc };

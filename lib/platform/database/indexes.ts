@@ -38,7 +38,7 @@ export interface Retention {
   userTombstones: number;
   /** Connections that ended (disconnected), after `deregistered_at` (CONNECTION_HISTORY_RETENTION_DAYS). */
   endedConnections: number;
-  /** A destination dispatcher's "delivering" mark, after `active_until` (idle: the epoch): an hour. */
+  /** A destination dispatcher's document, after `active_until` (idle: when it went idle): an hour. */
   dispatcherMarks: number;
 }
 
