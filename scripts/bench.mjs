@@ -157,6 +157,7 @@ async function main() {
         `\n${profileProcess} CPU profile: busy ${profile.busyMs} ms of ${profile.totalMs} ms sampled (whole run, incl. start-up and the ` +
           `baseline scenarios, when it is idle); ${path.relative(repoRoot, profile.file)}`,
       );
+      for (const t of profile.otherThreads) console.log(`  another thread of it: busy ${t.busyMs} ms; ${path.relative(repoRoot, t.file)}`);
       console.log('  self time by package (% of busy):');
       for (const p of profile.packages) console.log(`    ${String(p.pctOfBusy).padStart(5)}%  ${p.name}`);
       console.log('  self time by function (% of busy):');

@@ -94,20 +94,28 @@ export function writeResults(file, data) {
   writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
 }
 
-/**
- * Self time of a V8 .cpuprofile (from --cpu-prof) by function and by package, the `top` of each, as
- * shares of the busy (non-idle) time.
- * Cheap enough to run after every profiled bench.
- */
-export function summarizeCpuProfile(dir, top = 15) {
-  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
-  if (!files.length) return null;
-  const file = path.join(dir, files.sort().at(-1));
+/** A .cpuprofile's samples: self time per node id, and the total and idle time, µs. */
+function profileTimes(file) {
   const profile = JSON.parse(readFileSync(file, 'utf8'));
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const selfUs = new Map();
   profile.samples.forEach((id, i) => selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
   const total = [...selfUs.values()].reduce((a, b) => a + b, 0);
+  const idle = [...selfUs].filter(([id]) => byId.get(id).callFrame.functionName === '(idle)').reduce((a, [, us]) => a + us, 0);
+  return { file, byId, selfUs, total, busy: total - idle };
+}
+
+/**
+ * Self time of a V8 .cpuprofile (from --cpu-prof) by function and by package, the `top` of each, as
+ * shares of the busy (non-idle) time. A process writes one profile per thread (the worker's workflows run in a
+ * thread of their own): the busiest is summarized, the others' busy time is listed (`otherThreads`).
+ * Cheap enough to run after every profiled bench.
+ */
+export function summarizeCpuProfile(dir, top = 15) {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  if (!files.length) return null;
+  const threads = files.map((f) => profileTimes(path.join(dir, f))).sort((a, b) => b.busy - a.busy);
+  const { file, byId, selfUs, total } = threads[0];
   let idle = 0;
   const byFunction = new Map();
   const byPackage = new Map();
@@ -146,5 +154,6 @@ export function summarizeCpuProfile(dir, top = 15) {
     busyMs: Math.round((total - idle) / 1000),
     functions: topOf(byFunction),
     packages: topOf(byPackage),
+    otherThreads: threads.slice(1).map((t) => ({ file: t.file, busyMs: Math.round(t.busy / 1000) })),
   };
 }
