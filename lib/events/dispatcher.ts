@@ -177,8 +177,7 @@ export class DestinationDispatcher {
       // Nothing of this run is in flight now. Stopping or failing (Temporal retries the activity): later publishes
       // must signal again.
       const idle = !markedIdle && !result?.more;
-      if (run.windowOpen) await store.endRun(destinationId, run.id, { idle }).catch(() => undefined);
-      else if (idle) await store.markDispatcherIdle(destinationId).catch(() => undefined);
+      if (run.windowOpen || idle) await store.endRun(destinationId, run.id, { idle }).catch(() => undefined);
     }
   }
 

@@ -94,9 +94,8 @@ interface OutboxSpan {
   users: number;
   /** No flush starts under it any more: once `users` is 0 it is removed. */
   closed: boolean;
-  /** A flush under it failed, maybe after storing events: left to the sweeper. */
-  failed: boolean;
-  removed: boolean;
+  /** Removed, or left to the sweeper (a flush under it failed, maybe after storing events): nothing more to do. */
+  done: boolean;
   timer: NodeJS.Timeout;
 }
 const eventTypeRe = new RegExp(EVENT_TYPE_PATTERN);
@@ -149,7 +148,7 @@ export class EventPublisher {
     let queued = false;
     try {
       await span.stored;
-      const result = await this.storeAndQueue(batch, firsts, destinations);
+      const result = await this.storeAndQueue(batch, firsts, docs, destinations);
       queued = true;
       return result;
     } finally {
@@ -160,9 +159,8 @@ export class EventPublisher {
   }
 
   /** A flush's writes under its outbox span: the events, then their deliveries; then the wakes, after the callers resume. */
-  private async storeAndQueue(batch: EventDoc[], firsts: Map<string, EventDoc>, destinations: Promise<TeamDestinations>): Promise<PublishedEvent[]> {
+  private async storeAndQueue(batch: EventDoc[], firsts: Map<string, EventDoc>, docs: EventDoc[], destinations: Promise<TeamDestinations>): Promise<PublishedEvent[]> {
     const store = this.deps.repos.webhookStore;
-    const docs = [...firsts.values()];
     // The unique (team, key) index refuses a key published before: the stored event is the answer, and its fan-out
     // runs again (another process may have crashed before finishing it; deliveries that exist are left as they are).
     const refused = await store.insertEvents(docs);
@@ -212,7 +210,7 @@ export class EventPublisher {
     if (open && !open.closed && now < open.doc.events_until.getTime() && earliest >= open.doc.events_from.getTime()) return open;
     if (open) this.close(open);
     const doc: OutboxDoc = { _id: randomUUID(), events_from: new Date(earliest), events_until: new Date(now + OUTBOX_SPAN_MS), created_at: new Date(now) };
-    const span: OutboxSpan = { doc, stored: this.deps.repos.webhookStore.insertOutbox(doc), users: 0, closed: false, failed: false, removed: false, timer: setTimeout(() => this.close(span), OUTBOX_SPAN_MS) };
+    const span: OutboxSpan = { doc, stored: this.deps.repos.webhookStore.insertOutbox(doc), users: 0, closed: false, done: false, timer: setTimeout(() => this.close(span), OUTBOX_SPAN_MS) };
     span.timer.unref();
     span.stored.catch(() => this.close(span, { failed: true }));
     this.span = span;
@@ -221,7 +219,7 @@ export class EventPublisher {
 
   private close(span: OutboxSpan, { failed = false } = {}): void {
     span.closed = true;
-    span.failed ||= failed;
+    span.done ||= failed; // kept for the sweeper
     clearTimeout(span.timer);
     if (this.span === span) this.span = null;
     this.release(span);
@@ -229,8 +227,8 @@ export class EventPublisher {
 
   /** Removes a closed span's entry once every flush under it is done, unless one failed (the sweeper repairs that span). */
   private release(span: OutboxSpan): void {
-    if (!span.closed || span.users > 0 || span.failed || span.removed) return;
-    span.removed = true;
+    if (!span.closed || span.users > 0 || span.done) return;
+    span.done = true;
     const { _id } = span.doc;
     this.inTail(
       this.deps.repos.webhookStore

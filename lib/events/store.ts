@@ -54,12 +54,13 @@ export interface SendFence {
   until: Date;
 }
 
+/** The filter of the indexes (and queries) that hold pending deliveries only. */
+const PENDING = { status: 'pending' };
+
 /**
  * Lists of the delivery log page on `_id` (pages.ts): events have time-ordered ids, deliveries' ids start with
  * their event's, attempts' are ordered by their event's time; so `_id` ends each list index.
  */
-const PENDING = { status: 'pending' };
-
 export const WEBHOOK_STORE_INDEXES: Record<string, IndexSpec[]> = {
   webhook_events: [
     // One event per producer key and team: a retried or racing publish inserts nothing twice.
