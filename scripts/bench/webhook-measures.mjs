@@ -340,6 +340,7 @@ export function whereTheTimeGoes(results) {
       );
     }
     if (r.publishSeconds !== undefined) parts.push(`publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`);
+    if (r.firstArrivalMs !== undefined) parts.push(`first arrival ${r.firstArrivalMs} ms after the first publish, last ${r.afterLastPublishMs} ms after the last`);
     if (r.cpu) {
       const cpu = Object.entries(r.cpu)
         .filter(([k, v]) => k !== 'wallSeconds' && v && v.cpuSeconds > 0.05)

@@ -224,6 +224,27 @@ export async function endpointScenarios(ctx, k) {
     return result;
   };
 
+  /**
+   * Before a throughput run, not measured: BENCH_WEBHOOK_WARMUP_EVENTS events through the same path (published and
+   * delivered, or POSTed), so the run measures the steady state rather than the processes' JIT compilation of that
+   * path (the machine reference warms up likewise). Returns how many events were published (the bookkeeping counts them).
+   */
+  const warmUp = async ({ baseline }) => {
+    const events = Math.min(settings.warmupEvents, n);
+    if (!events) return 0;
+    const run = `${baseline ? 'base-' : ''}warm-${k}`;
+    const t0 = Date.now();
+    const load = await closedLoop(events, baseline ? settings.baselineConcurrency : settings.publishers, (seq) => (baseline ? baselineEvent(run, seq) : publishOne(run, seq)));
+    const stats = await waitDelivered({
+      receiver, run, deadline: t0 + settings.timeoutSeconds * 1000, label: `warm-up, ${plural(k)}`, log, sampleMemory,
+      expected: () => load.ok * k, progress: () => '',
+    });
+    if (!baseline) await settle();
+    await receiver.ask('forget', run);
+    log(`bench: warm-up${baseline ? ' (plain POSTs)' : ''}, ${plural(k)}: ${stats.unique}/${load.ok * k} delivered in ${round((Date.now() - t0) / 1000, 1)} s (not measured)`);
+    return baseline ? 0 : load.ok;
+  };
+
   const runDeliveryThroughput = async ({ tag = '', label = '' } = {}) => {
     const run = `tput${tag}-${k}`;
     const name = `webhook delivery, ${plural(k)}${label ? `, ${label}` : ''}`;
@@ -257,6 +278,9 @@ export async function endpointScenarios(ctx, k) {
       extra: {
         publishSeconds: round((publishedAt - t0) / 1000, 2),
         publishPerSec: round(load.ok / ((publishedAt - t0) / 1000), 1),
+        // The run's fixed costs: waking an idle dispatcher (first publish -> first arrival) and the last batch.
+        firstArrivalMs: stats.firstAt !== null ? stats.firstAt - t0 : null,
+        afterLastPublishMs: stats.lastAt !== null ? Math.max(0, stats.lastAt - publishedAt) : null,
         worker,
         cpu: cpuUsed,
       },
@@ -299,11 +323,11 @@ export async function endpointScenarios(ctx, k) {
     });
   };
 
-  return { n, team, endpointIds, runBaselineThroughput, runDbBaseline, runDeliveryThroughput, runPaced, drain };
+  return { n, team, endpointIds, warmUp, runBaselineThroughput, runDbBaseline, runDeliveryThroughput, runPaced, drain };
 }
 
 /** The store's bookkeeping after the runs of one endpoint count, as a note (and on the throughput result). */
-export async function recordBookkeeping(ctx, k, { team, endpointIds, tput, paced, starved }) {
+export async function recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, tput, paced, starved }) {
   const { env, settings, config, repos, receiver, mgmt, post, deps, publishEvent, sample, pids, logLines, log, results, notes, sampleMemory, temporal, workflowIds } = ctx;
   // Bookkeeping after both runs, from the store's documents: one delivery document per (event, endpoint)
   // with its status and attempt counter, one attempt document per attempt. Every delivery should have
@@ -337,7 +361,7 @@ export async function recordBookkeeping(ctx, k, { team, endpointIds, tput, paced
     if (d.status === 'succeeded' && docs === 0) counters.succeededWithoutAttempt++;
   }
   const counterMismatches = counters.aboveDocuments + counters.belowDocuments;
-  const published = [tput, paced, starved].filter(Boolean).reduce((sum, r) => sum + r.events - r.errors, 0);
+  const published = warmedUp + [tput, paced, starved].filter(Boolean).reduce((sum, r) => sum + r.events - r.errors, 0);
   let temporalRetries = null;
   try {
     temporalRetries = await dispatcherRetries(temporal.client, endpointIds.map((id) => workflowIds.destinationDispatch(id)));

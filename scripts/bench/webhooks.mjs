@@ -11,6 +11,10 @@
 // the real worker process delivers them through Temporal.
 //
 // Per endpoint count k (each on its own team, so runs never see each other's events):
+//   0. before each throughput run (1 and 3), a warm-up of BENCH_WEBHOOK_WARMUP_EVENTS (1000, at most N) events through
+//      the same path, not measured: both runs measure their path warm, not its JIT compilation (a cold worker spent
+//      1.85 s of CPU on its first 5,000 events, 1.31 s after a warm-up; the plain POSTs' client, warmed only by the
+//      machine reference, ran 15-25% below its warm rate);
 //   1. baseline throughput: N events x k POSTs, BENCH_WEBHOOK_BASELINE_CONCURRENCY (64) in closed loops;
 //   2. baseline database work: N events x k deliveries with the raw driver (see above);
 //   3. delivery throughput: N events published by BENCH_WEBHOOK_PUBLISHERS (64) closed-loop publishers,
@@ -31,6 +35,7 @@
 //
 //   BENCH_WEBHOOK_EVENTS=5000      events of the 1-endpoint throughput run (and of its database baseline)
 //   BENCH_WEBHOOK_EVENTS_10=1000   events of the throughput run with more endpoints (x10 deliveries with 10)
+//   BENCH_WEBHOOK_WARMUP_EVENTS=1000  events of the warm-up before each throughput run (0: none)
 //   BENCH_WEBHOOK_ENDPOINTS=1,10   endpoint counts to run
 //   BENCH_WEBHOOK_TIMEOUT_SECONDS=180  per throughput run (paced runs: 60 s after the window); then the
 //                                      partial figures are reported, and the next run waits up to
@@ -52,6 +57,7 @@ export function webhookSettings() {
   return {
     endpointCounts: counts,
     events1: numberEnv('BENCH_WEBHOOK_EVENTS', 5000, { integer: true, min: 1 }),
+    warmupEvents: numberEnv('BENCH_WEBHOOK_WARMUP_EVENTS', 1000, { integer: true, min: 0 }),
     eventsMany: numberEnv('BENCH_WEBHOOK_EVENTS_10', 1000, { integer: true, min: 1 }),
     publishers: numberEnv('BENCH_WEBHOOK_PUBLISHERS', 64, { integer: true, min: 1 }),
     baselineConcurrency: numberEnv('BENCH_WEBHOOK_BASELINE_CONCURRENCY', 64, { integer: true, min: 1 }),
@@ -124,9 +130,11 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     const ctx = { env, settings, config, repos, receiver, mgmt, post, deps, publishEvent, sample, pids, logLines, log, results, notes, sampleMemory, temporal, workflowIds };
 
     for (const k of settings.endpointCounts) {
-      const { n, team, endpointIds, runBaselineThroughput, runDbBaseline, runDeliveryThroughput, runPaced, drain } = await endpointScenarios(ctx, k);
+      const { n, team, endpointIds, warmUp, runBaselineThroughput, runDbBaseline, runDeliveryThroughput, runPaced, drain } = await endpointScenarios(ctx, k);
+      await warmUp({ baseline: true });
       const baseTput = await runBaselineThroughput();
       const baseDb = await runDbBaseline();
+      const warmedUp = await warmUp({ baseline: false });
       const tput = await runDeliveryThroughput();
       await drain([tput]);
       // One endpoint: the target's rate. More: not saturated, at most half the rate just measured (and at most BENCH_WEBHOOK_RATE).
@@ -148,7 +156,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       }
       for (const r of [baseTput, tput, paced, basePaced, starved].filter(Boolean)) await receiver.ask('forget', r.run);
 
-      await recordBookkeeping(ctx, k, { team, endpointIds, tput, paced, starved });
+      await recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, tput, paced, starved });
 
       ratios.push({ name: `webhook delivery / plain POST, ${plural(k)} (deliveries/s)`, of: tput, to: baseTput, target: k === 1 ? 0.4 : null, note: 'pipeline cost over raw HTTP' });
       ratios.push({
