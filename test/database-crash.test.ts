@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { MongoClient } from 'mongodb';
 import { createTenant, eventually, httpClient, startTestApp, teamClient, type TestApp } from './support/harness';
@@ -112,7 +113,11 @@ describe('the embedded database under kill -9', () => {
   }, 120_000);
 
   it('restarts FerretDB killed during writes; every acknowledged write survives', async () => {
+    const goCollector = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((v) => v.startsWith('GOGC='));
+    const expected = `GOGC=${process.env.GOGC ?? '400'}`; // scripts/stack/lifecycle.mjs ferretdbEnv
+    expect(goCollector(currentPid('mongo'))).toBe(expected);
     const { acknowledged, failures, stored } = await writeThroughKill('mongo', 'FerretDB');
+    expect(goCollector(currentPid('mongo'))).toBe(expected); // the restarted FerretDB runs with it too
     expect(failures).toBeGreaterThan(0);
     expect([...acknowledged].filter((id) => !stored.has(id))).toEqual([]);
     expect(acknowledged.size).toBeGreaterThanOrEqual(400);

@@ -16,6 +16,14 @@ import { assertPortFree, freePort, isAlive, mongoHello, postgresReady, postgresS
 // Stack
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * FerretDB's environment: Go's collector at GOGC=400 (a collection once the heap has grown by 4x the live heap, not
+ * by 1x), unless the caller sets GOGC. A gateway copies every document it converts: with the default about half of
+ * FerretDB's CPU went to collecting (per delivered webhook 0.10 -> 0.05 ms; README, Benchmarks). Peak memory over a
+ * whole webhook benchmark: ~120 MB.
+ */
+const ferretdbEnv = () => ({ ...process.env, GOGC: process.env.GOGC ?? '400' });
+
 /** Supervision of the stacks this process started, by state dir (see superviseServers). */
 const supervisors = new Map();
 /** Starts under way in this process, by state dir (stopStack aborts them). */
@@ -74,7 +82,7 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
   // Each launch is recorded at once, so a stop (or the next start, after a kill) finds every server.
   const launch = (name, spec) => {
     if (starting.aborted) throw new Error(`stack: start of ${stateDir} stopped before ${spec.label} was launched`);
-    servers[name] = { ...spec, state: spawnServer(spec.bin, spec.args, spec.logFile) };
+    servers[name] = { ...spec, state: spawnServer(spec.bin, spec.args, spec.logFile, spec.env) };
     info.pids[name] = servers[name].state.child.pid;
     info.starts[name] = procStartTime(info.pids[name]);
     if (spec.stopSignal) info.stopSignals[name] = spec.stopSignal;
@@ -134,7 +142,7 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
         pending.push(
           ready('postgres').then(() => {
             log(`stack: starting FerretDB ${FERRETDB_VERSION} (MongoDB wire protocol) on 127.0.0.1:${port} ...`);
-            launch('mongo', { label: 'FerretDB', bin: bins.ferretdbBin, args: ferretArgs, logFile: path.join(logsDir, 'ferretdb.log'), ...mongoProbe });
+            launch('mongo', { label: 'FerretDB', bin: bins.ferretdbBin, args: ferretArgs, env: ferretdbEnv(), logFile: path.join(logsDir, 'ferretdb.log'), ...mongoProbe });
             return ready('mongo');
           }),
         );
@@ -221,7 +229,7 @@ function superviseServers({ stateDir, info, servers, log, initialDelayMs = 500, 
           log(`stack: ${server.label} not restarted: the stack in ${stateDir} is no longer this process's`);
           return;
         }
-        server.state = spawnServer(server.bin, server.args, server.logFile);
+        server.state = spawnServer(server.bin, server.args, server.logFile, server.env);
         info.pids[name] = server.state.child.pid;
         info.starts[name] = procStartTime(info.pids[name]);
         writeStackFile(stateDir, info);
