@@ -2,7 +2,7 @@
 #
 # One image for both processes:
 #   api     node dist/api/main.js      (default CMD)
-#   worker  node dist/worker/main.js
+#   worker  node --single-threaded-gc dist/worker/main.js
 # Configuration comes only from the environment (lib/platform/config.ts); see docker-compose.yml and README.md.
 #
 # Debian (glibc) base, not Alpine: the Temporal SDK's native bridge and @swc/core (used by the worker to

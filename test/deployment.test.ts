@@ -72,7 +72,11 @@ describe('docker-compose.yml', () => {
     expect(worker.image).toEqual(api.image);
     expect(environmentOf(worker)).toEqual(environmentOf(api));
     expect(commandOf(api)).toBe('node dist/api/main.js');
-    expect(commandOf(worker)).toBe('node dist/worker/main.js');
+    expect(commandOf(worker)).toBe('node --single-threaded-gc dist/worker/main.js');
+    // The worker's node options are the ones the dev stack, the tests and the bench start it with (scripts/setup.mjs).
+    expect(JSON.parse(read('package.json')).scripts['start:worker']).toBe(commandOf(worker));
+    const devOptions = /'worker\/main\.js': \[([^\]]*)\]/.exec(read('scripts/setup.mjs'))?.[1].replace(/'/g, '').split(/,\s*/);
+    expect(`node ${devOptions?.join(' ')} dist/worker/main.js`).toBe(commandOf(worker));
   });
 
   test('registers the search attributes that lab order workflows set', () => {
@@ -87,6 +91,8 @@ describe('docker-compose.yml', () => {
     expect(ferretdb.image).toBe('ghcr.io/ferretdb/ferretdb:2.7.0'); // the FerretDB of the embedded store (scripts/stack.mjs)
     expect(documentdb.image).toMatch(/^ghcr\.io\/ferretdb\/postgres-documentdb:\d+-[\d.]+-ferretdb-2\.7\.0$/);
     expect(environmentOf(ferretdb).FERRETDB_POSTGRESQL_URL).toMatch(/@documentdb:5432\/postgres$/);
+    // Go's collector as the embedded store's FerretDB runs it (scripts/stack/lifecycle.mjs).
+    expect(environmentOf(ferretdb).GOGC).toBe(/GOGC: process\.env\.GOGC \?\? '(\d+)'/.exec(read('scripts/stack/lifecycle.mjs'))?.[1]);
     // api and worker wait for it when the profile is on, and ignore it when it is off.
     for (const app of [api, worker]) {
       expect((app as { depends_on?: Record<string, unknown> }).depends_on?.ferretdb).toEqual({ condition: 'service_healthy', required: false });

@@ -1,7 +1,7 @@
 // The system under test for `npm run bench`: a private stack (or MONGO_URL / TEMPORAL_ADDRESS), the real
 // worker and API processes from dist/, a seeded tenant, and a database handle for the raw-driver baselines.
 // Everything started here is stopped by `env.cleanup()`, which is safe to call more than once.
-import { fork, spawn } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import readline from 'node:readline';
 import os from 'node:os';
@@ -40,30 +40,13 @@ function exitAsError(child, name) {
   return exited;
 }
 
-/** Like setup.mjs startNode, with node options (startNode has none, and --cpu-prof is refused in NODE_OPTIONS). */
-function startNodeWith(nodeArgs, entry, env, name) {
-  if (!nodeArgs.length) return startNode(entry, env, name);
-  const child = spawn(process.execPath, [...nodeArgs, path.join(repoRoot, 'dist', entry)], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  child.name = name;
-  return child;
-}
-
 /**
  * The worker with its stdout piped (always drained, so it can never block): every JSON log line goes to the
  * `listeners` (parsed; e.g. the webhook suite counts the worker's lines), and lines at warn or above, the
  * sweeper's repairs and anything that is not JSON are printed as before.
  */
 function startWorker(childEnv, listeners, nodeArgs = []) {
-  const child = spawn(process.execPath, [...nodeArgs, path.join(repoRoot, 'dist', 'worker', 'main.js')], {
-    cwd: repoRoot,
-    env: { ...process.env, ...childEnv },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  child.name = 'worker';
+  const child = startNode('worker/main.js', childEnv, 'worker', { pipe: 'stdout', nodeArgs });
   readline.createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => {
     let entry = null;
     if (line.startsWith('{')) {
@@ -172,7 +155,7 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
     const profileArgs = (name) => (cpuProfileDir && cpuProfileProcess === name ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : []);
     env.children.worker = startWorker({ ...childEnv, LOG_LEVEL: workerLogLevel }, workerLogListeners, profileArgs('worker'));
     const workerExit = exitAsError(env.children.worker, 'the worker process');
-    env.children.api = startNodeWith(profileArgs('api'), 'api/main.js', childEnv, 'api');
+    env.children.api = startNode('api/main.js', childEnv, 'api', { nodeArgs: profileArgs('api') });
     const apiExit = exitAsError(env.children.api, 'the api process');
     env.children.constant = fork(path.join(repoRoot, 'scripts', 'bench', 'constant-server.mjs'), [], {
       cwd: repoRoot,
