@@ -58,19 +58,19 @@ export async function build(log = console.log) {
 }
 
 /**
- * Node options each entry runs with, wherever it runs (dev, tests, bench; docker-compose.yml and `npm run start:worker`
- * spell the same). The worker collects garbage on its own thread: it shares its cores with the database and Temporal
+ * Node flags each entry runs with, wherever it runs (dev, tests, bench; docker-compose.yml and `npm run start:worker`
+ * spell the same; node refuses them in NODE_OPTIONS). The worker collects garbage on its own thread: it shares its cores with the database and Temporal
  * (here, and on one docker-compose host), where V8's parallel collector threads waited for CPU that the other
  * servers held; measured: the worker's CPU per delivered webhook -17..20% (README, Benchmarks).
  */
-export const NODE_OPTIONS_OF = { 'worker/main.js': ['--single-threaded-gc'] };
+export const NODE_FLAGS_OF = { 'worker/main.js': ['--single-threaded-gc'] };
 
 /**
- * Starts a node entry from dist/ with the given environment and its NODE_OPTIONS_OF (plus `nodeArgs`); output is
+ * Starts a node entry from dist/ with the given environment and its NODE_FLAGS_OF (plus `nodeArgs`); output is
  * inherited, or piped with `pipe` (true: stdout and stderr; 'stdout': stdout only).
  */
 export function startNode(entry, env, name, { pipe = false, nodeArgs = [] } = {}) {
-  const child = spawn(process.execPath, [...(NODE_OPTIONS_OF[entry] ?? []), ...nodeArgs, path.join(repoRoot, 'dist', entry)], {
+  const child = spawn(process.execPath, [...(NODE_FLAGS_OF[entry] ?? []), ...nodeArgs, path.join(repoRoot, 'dist', entry)], {
     cwd: repoRoot,
     env: { ...process.env, ...env },
     stdio: ['ignore', pipe ? 'pipe' : 'inherit', pipe === true ? 'pipe' : 'inherit'],
