@@ -94,7 +94,7 @@ export function writeResults(file, data) {
   writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
 }
 
-/** A .cpuprofile's samples: self time per node id, and the total and idle time, µs. */
+/** A .cpuprofile's samples: self time per node id, and the total and busy (not idle) time, µs. */
 function profileTimes(file) {
   const profile = JSON.parse(readFileSync(file, 'utf8'));
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
@@ -115,17 +115,13 @@ export function summarizeCpuProfile(dir, top = 15) {
   const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
   if (!files.length) return null;
   const threads = files.map((f) => profileTimes(path.join(dir, f))).sort((a, b) => b.busy - a.busy);
-  const { file, byId, selfUs, total } = threads[0];
-  let idle = 0;
+  const { file, byId, selfUs, total, busy } = threads[0];
   const byFunction = new Map();
   const byPackage = new Map();
   const add = (map, key, us) => map.set(key, (map.get(key) ?? 0) + us);
   for (const [id, us] of selfUs) {
     const { functionName, url, lineNumber } = byId.get(id).callFrame;
-    if (functionName === '(idle)') {
-      idle += us;
-      continue;
-    }
+    if (functionName === '(idle)') continue;
     const where = url.replace(/^file:\/\//, '');
     const short = where.includes('/node_modules/')
       ? where.slice(where.lastIndexOf('/node_modules/') + 14)
@@ -147,11 +143,11 @@ export function summarizeCpuProfile(dir, top = 15) {
     [...map.entries()]
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
-      .map(([name, us]) => ({ name, ms: Math.round(us / 1000), pctOfBusy: Math.round((us / (total - idle)) * 1000) / 10 }));
+      .map(([name, us]) => ({ name, ms: Math.round(us / 1000), pctOfBusy: Math.round((us / busy) * 1000) / 10 }));
   return {
     file,
     totalMs: Math.round(total / 1000),
-    busyMs: Math.round((total - idle) / 1000),
+    busyMs: Math.round(busy / 1000),
     functions: topOf(byFunction),
     packages: topOf(byPackage),
     otherThreads: threads.slice(1).map((t) => ({ file: t.file, busyMs: Math.round(t.busy / 1000) })),
