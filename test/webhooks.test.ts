@@ -6,7 +6,7 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/events/publisher';
 import { eraseUserWebhookData } from '../lib/events/dispatcher-commands';
 import { WebhookSender } from '../lib/events/destinations/webhook/sender';
-import { envelopeOf, type EventDoc } from '../lib/events/model';
+import { envelopeOf, type DeliveryDoc, type EventDoc } from '../lib/events/model';
 import { deliveryPolicyFrom, newDelivery } from '../lib/events/fan-out';
 import { recoverFailed } from '../lib/events/destinations/webhook/requests';
 import { idPrefixAt } from '../lib/events/delivery-log';
@@ -644,6 +644,79 @@ describe('fan-out is idempotent by delivery id', () => {
     expect(await app.inspect.collection('webhook_deliveries').countDocuments({ event_id: first.id, destination_id: hook.id })).toBe(1);
     await mgmt.del(`${base}/${hook.id}`);
   });
+});
+
+describe('publish answers once its events are stored; their deliveries follow, in publish order', () => {
+  /** A publisher (another process's, say) on the real store, whose delivery inserts this test holds or fails. */
+  function publisherWithHeldFanOut(insertDeliveries: (docs: DeliveryDoc[], insert: () => Promise<void>) => Promise<void>) {
+    const store = app.deps.repos.webhookStore;
+    const storedEvents: string[] = [];
+    const watched = new Proxy(store, {
+      get(target, prop) {
+        if (prop === 'insertDeliveries') return (docs: DeliveryDoc[]) => insertDeliveries(docs, () => target.insertDeliveries(docs));
+        if (prop === 'insertEvents') return async (docs: EventDoc[]) => {
+          const refused = await target.insertEvents(docs);
+          storedEvents.push(...docs.map((d) => d._id));
+          return refused;
+        };
+        const v = Reflect.get(target, prop, target);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    return { publisher: new EventPublisher({ ...app.deps, repos: { ...app.deps.repos, webhookStore: watched } }), storedEvents };
+  }
+  const deliveriesOf = (eventId: string) => app.inspect.collection('webhook_deliveries').countDocuments({ event_id: eventId });
+
+  test("a publish returns before its deliveries are queued; the next flush waits for them, and queues its own after", async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const queued: string[][] = [];
+    const { publisher, storedEvents } = publisherWithHeldFanOut(async (docs, insert) => {
+      if (!queued.length) await held;
+      await insert();
+      queued.push(docs.map((d) => d.event_id));
+    });
+    const input = (n: string) => ({ teamId: tenant.teamId, eventType: 'labtest.order.created', data: { n } });
+
+    const a = await publisher.publish(input('a'));
+    expect(await app.deps.repos.webhookStore.getEvent(a.id)).not.toBeNull();
+    expect(await deliveriesOf(a.id)).toBe(0); // held: the publish did not wait for it
+
+    // The next flush stores its event, but answers only once the flush before it has queued its deliveries.
+    let bReturned = false;
+    const b = publisher.publish(input('b')).then((p) => ((bReturned = true), p));
+    await eventually(async () => storedEvents.length === 2, 10_000, "b's event stored");
+    expect(await app.deps.repos.webhookStore.getEvent(storedEvents[1])).not.toBeNull();
+    expect(bReturned).toBe(false);
+    release();
+    const bPublished = await b;
+    await publisher.settle();
+    expect(queued).toEqual([[a.id], [bPublished.id]]);
+    await finished([a.id, bPublished.id], [hook.id]);
+    expect(rx.requests.map((r) => JSON.parse(r.body).data.n)).toEqual(['a', 'b']);
+    await mgmt.del(`${base}/${hook.id}`);
+  });
+
+  test('a fan-out that fails after its publish returned leaves its span in the outbox, and the sweeper delivers the event', async () => {
+    const rx = await receiver();
+    const hook = await createWebhook(rx.url);
+    const { publisher } = publisherWithHeldFanOut(async () => {
+      throw new Error('the database went away');
+    });
+    const event = await publisher.publish({ teamId: tenant.teamId, eventType: 'labtest.order.created', data: { n: 'swept' } });
+    await publisher.settle();
+    expect(await deliveriesOf(event.id)).toBe(0);
+    const { created_at } = (await app.deps.repos.webhookStore.getEvent(event.id))!;
+    expect(await app.inspect.collection('webhook_outbox').countDocuments({ events_from: { $lte: created_at }, events_until: { $gt: created_at } })).toBe(1);
+
+    // The shared worker's sweep schedule fans the span out again.
+    const [received] = await rx.waitFor(1, 90_000);
+    expect(received.headers['webhook-id']).toBe(event.id);
+    await finished([event.id], [hook.id]);
+    await mgmt.del(`${base}/${hook.id}`);
+  }, 120_000);
 });
 
 describe('outcomes of many deliveries at once', () => {

@@ -19,13 +19,16 @@ import { crashPoint } from '../platform/failpoints';
 /**
  * The one internal entry point for events. `publish` stores the event, then queues one delivery per enabled
  * endpoint of the team whose filter matches and per enabled pipeline with a route for it, then wakes the dispatcher workflows of endpoints not already
- * delivering. When it returns, the event and its deliveries are durable; a crash before is repaired by the
- * sweeper: an outbox entry, stored before any of them, names the span of time whose events this process was
- * publishing, and stays until the fan-out of every flush in that span is done (OUTBOX_SPAN_MS).
+ * delivering. When it returns, the event is durable and its fan-out is either done or covered: an outbox entry,
+ * stored before the event, names the span of time whose events this process was publishing, and stays until the
+ * fan-out of every flush in that span is done (OUTBOX_SPAN_MS); after a crash the sweeper fans those events out again.
  *
  * Concurrent publishes in one process are group-committed (one insertMany of events and one of deliveries per
  * flush, one outbox entry per span of flushes), and wakes are coalesced per endpoint: thousands of events per
- * second cost a handful of writes and signals. One instance per process (api, worker), passed in as `deps.publisher`.
+ * second cost a handful of writes and signals. A flush's deliveries are queued after its callers resume, in flush
+ * order (so an event published after another one returned is queued after it, as ordered destinations need), and
+ * a flush returns only once the previous flush's deliveries are queued (at most one fan-out behind).
+ * One instance per process (api, worker), passed in as `deps.publisher`.
  */
 export interface PublisherDeps {
   config: Config;
@@ -64,6 +67,13 @@ export class EventTooLargeError extends ApiError {
 }
 
 export class InvalidEventError extends Error {}
+
+/** A flush's events could not be stored: its callers get `cause`; nothing was answered, so nothing more to log. */
+class EventsNotStored extends Error {
+  constructor(override readonly cause: unknown) {
+    super('publish: storing the events failed');
+  }
+}
 
 /** `publisher.publish(input)`, for callers holding the process's dependencies. */
 export function publishEvent(deps: { publisher: EventPublisher }, input: PublishEventInput): Promise<PublishedEvent> {
@@ -106,6 +116,8 @@ export class EventPublisher {
   /** Outbox clean-ups and wakes still running after their flush returned. */
   private readonly tails = new Set<Promise<void>>();
   private span: OutboxSpan | null = null;
+  /** The latest flush's fan-out (settled either way): the next flush queues its deliveries after it. */
+  private fanOuts: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: PublisherDeps) {}
 
@@ -135,54 +147,74 @@ export class EventPublisher {
     return this.writer.add([doc]).then(([published]) => published);
   }
 
-  /** One group commit: returns, per input event, what its publish returns. */
+  /**
+   * One group commit: stores the events and returns, per input event, what its publish returns; their deliveries are
+   * queued after the previous flush's (`fanOuts`), which this flush waits for before returning.
+   */
   private async flush(batch: EventDoc[]): Promise<PublishedEvent[]> {
     const firsts = new Map<string, EventDoc>(); // same key twice in one batch: one event
     for (const doc of batch) if (!firsts.has(keyOf(doc))) firsts.set(keyOf(doc), doc);
     const docs = [...firsts.values()];
     // The destinations are read while the outbox entry is stored and the events are written (they need neither).
     const destinations = this.destinationsOf(docs);
-    destinations.catch(() => undefined); // awaited below; no unhandled rejection if a write fails first
+    destinations.catch(() => undefined); // awaited by the fan-out; no unhandled rejection if a write fails first
     const span = this.spanFor(docs);
     span.users++;
-    let queued = false;
-    try {
-      await span.stored;
-      const result = await this.storeAndQueue(batch, firsts, docs, destinations);
-      queued = true;
-      return result;
-    } finally {
-      span.users--;
-      if (queued) this.release(span);
-      else this.close(span, { failed: true });
-    }
-  }
-
-  /** A flush's writes under its outbox span: the events, then their deliveries; then the wakes, after the callers resume. */
-  private async storeAndQueue(batch: EventDoc[], firsts: Map<string, EventDoc>, docs: EventDoc[], destinations: Promise<TeamDestinations>): Promise<PublishedEvent[]> {
-    const store = this.deps.repos.webhookStore;
-    // The unique (team, key) index refuses a key published before: the stored event is the answer, and its fan-out
-    // runs again (another process may have crashed before finishing it; deliveries that exist are left as they are).
-    const refused = await store.insertEvents(docs);
-    crashPoint('webhook.events-stored');
-    const repeated = docs.filter((d) => refused.has(d._id));
-    const earlier = new Map<string, EventDoc>();
-    for (const group of groupBy(repeated, (d) => d.team_id)) {
-      for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
-    }
-    const events = docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d]));
-    const destinationIds = await this.queueDeliveries(events, await destinations); // earlier events are of the same teams (keys are per team)
-    crashPoint('webhook.deliveries-queued');
-
-    // The deliveries are durable: publishing has done what it promises. Waking the dispatchers happens after the
-    // callers resume (a lost wake is repaired by the sweeper).
-    this.inTail(this.wakeDestinations(destinationIds).catch((err) => this.deps.logger.warn({ err }, 'publish: waking dispatchers failed; the sweeper will wake them')));
+    const previous = this.fanOuts;
+    const stored = this.storeEvents(span, docs);
+    const fanOut = Promise.all([stored, previous]).then(async ([{ events }]) => {
+      const destinationIds = await this.queueDeliveries(events, await destinations); // earlier events are of the same teams (keys are per team)
+      crashPoint('webhook.deliveries-queued');
+      // Waking the dispatchers waits for nothing here (a lost wake is repaired by the sweeper).
+      this.inTail(this.wakeDestinations(destinationIds).catch((err) => this.deps.logger.warn({ err }, 'publish: waking dispatchers failed; the sweeper will wake them')));
+    });
+    this.fanOuts = fanOut.catch(() => undefined);
+    this.inTail(
+      fanOut.then(
+        () => {
+          span.users--;
+          this.release(span);
+        },
+        (err) => {
+          span.users--;
+          this.close(span, { failed: true });
+          // The callers were answered once the events were stored; the span's entry stays for the sweeper.
+          if (!(err instanceof EventsNotStored)) this.deps.logger.warn({ err, outboxId: span.doc._id }, 'publish: queueing deliveries failed; the sweeper will fan the span out again');
+        },
+      ),
+    );
+    const { earlier } = await stored.catch((err) => {
+      throw err instanceof EventsNotStored ? err.cause : err;
+    });
+    await previous;
     return batch.map((doc) => {
-      const stored = earlier.get(keyOf(doc));
-      if (stored) return { id: stored._id, createdAt: stored.created_at, duplicate: true };
+      const found = earlier.get(keyOf(doc));
+      if (found) return { id: found._id, createdAt: found.created_at, duplicate: true };
       const first = firsts.get(keyOf(doc))!;
       return { id: first._id, createdAt: first.created_at, duplicate: first !== doc };
     });
+  }
+
+  /**
+   * Inserts a flush's events once their span's outbox entry is stored. The unique (team, key) index refuses a key published before: the stored event is the
+   * answer (`earlier`), and its fan-out runs again (another process may have crashed before finishing it; deliveries
+   * that exist are left as they are). `events`: what to fan out.
+   */
+  private async storeEvents(span: OutboxSpan, docs: EventDoc[]): Promise<{ events: EventDoc[]; earlier: Map<string, EventDoc> }> {
+    const store = this.deps.repos.webhookStore;
+    try {
+      await span.stored;
+      const refused = await store.insertEvents(docs);
+      crashPoint('webhook.events-stored');
+      const repeated = docs.filter((d) => refused.has(d._id));
+      const earlier = new Map<string, EventDoc>();
+      for (const group of groupBy(repeated, (d) => d.team_id)) {
+        for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
+      }
+      return { events: docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d])), earlier };
+    } catch (err) {
+      throw new EventsNotStored(err);
+    }
   }
 
   /** Waits for this process's publishes to finish their after-work (outbox clean-up, wakes): before shutting down. */
