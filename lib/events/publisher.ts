@@ -113,7 +113,7 @@ const eventTypeRe = new RegExp(EVENT_TYPE_PATTERN);
 export class EventPublisher {
   private readonly writer = new Coalescer<EventDoc, PublishedEvent>((docs) => this.flush(docs), MAX_BATCH, CONCURRENT_FLUSHES);
   private readonly wakes = new Map<string, { again: boolean; done: Promise<void> }>();
-  /** Outbox clean-ups and wakes still running after their flush returned. */
+  /** Fan-outs, outbox clean-ups and wakes still running after their flush returned. */
   private readonly tails = new Set<Promise<void>>();
   private span: OutboxSpan | null = null;
   /** The latest flush's fan-out (settled either way): the next flush queues its deliveries after it. */
@@ -196,9 +196,9 @@ export class EventPublisher {
   }
 
   /**
-   * Inserts a flush's events once their span's outbox entry is stored. The unique (team, key) index refuses a key published before: the stored event is the
-   * answer (`earlier`), and its fan-out runs again (another process may have crashed before finishing it; deliveries
-   * that exist are left as they are). `events`: what to fan out.
+   * Inserts a flush's events once their span's outbox entry is stored. The unique (team, key) index refuses a key
+   * published before: the stored event is the answer (`earlier`), and its fan-out runs again (another process may
+   * have crashed before finishing it; deliveries that exist are left as they are). `events`: what to fan out.
    */
   private async storeEvents(span: OutboxSpan, docs: EventDoc[]): Promise<{ events: EventDoc[]; earlier: Map<string, EventDoc> }> {
     const store = this.deps.repos.webhookStore;
