@@ -217,7 +217,7 @@ export class EventPublisher {
     }
   }
 
-  /** Waits for this process's publishes to finish their after-work (outbox clean-up, wakes): before shutting down. */
+  /** Waits for this process's publishes to finish their after-work (fan-outs, outbox clean-up, wakes): before shutting down. */
   async settle(): Promise<void> {
     await this.writer.settled();
     if (this.span) this.close(this.span);
