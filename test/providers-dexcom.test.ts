@@ -145,8 +145,8 @@ describe('Dexcom OAuth', () => {
     expect(fake.refreshTokenState(tokens.refresh_token!)).toBe('valid');
     const again = await refreshTokens(integration.oauth, FAKE_DEXCOM_CLIENT, tokens.refresh_token!, { baseUrl: fake.url });
     expect(again.access_token).toBeTruthy();
-    // The new access token reads data.
-    const page = await integration.fetchPage(ctxFor(refreshed.access_token), 'glucose', integration.firstPage('glucose', windowEndingToday(1, 0))!);
+    // The new access token reads data: two days, as uploads lag an hour (from 00:00 to 01:00 UTC today has none yet).
+    const page = await integration.fetchPage(ctxFor(refreshed.access_token), 'glucose', integration.firstPage('glucose', windowEndingToday(2, 0))!);
     expect(page.next).not.toBeNull();
   });
 

@@ -248,7 +248,8 @@ describe('strava pulls', () => {
     expect(mapActivity(withoutOffset, 3600)!.summary.fields.timezone_offset).toBe(-25200);
 
     // Through the API: an activity late in the UTC evening is the next local day at +02:00, and a DST one.
-    const eightDaysAgo = new Date(Date.now() - 8 * DAY_MS).toISOString().slice(0, 10);
+    // Counted in the user's calendar, as the window is: from 23:00 UTC the user's today (+01:00) is UTC's tomorrow.
+    const eightDaysAgo = windowOf(1, OFFSET, 8).startDate;
     const la = fake.addActivity(userId, { start: `${eightDaysAgo}T12:15:09Z`, utcOffset: -25200, timezone: '(GMT-08:00) America/Los_Angeles', sportType: 'Ride', heartrate: true });
     const late = fake.addActivity(userId, { start: `${eightDaysAgo}T23:30:00Z`, utcOffset: 7200, timezone: '(GMT+01:00) Europe/Berlin', sportType: 'Run' });
     const win = windowOf(3, OFFSET, 6);
