@@ -107,6 +107,12 @@ export interface FakeProviderOptions {
   port?: number;
 }
 
+/**
+ * `v` rounded to `digits` decimals, never -0: JSON has no negative zero, so what a client parses from a served -0 is 0,
+ * and a test comparing it with the fake's own record must find the same number.
+ */
+export const round = (v: number, digits = 0): number => Math.round(v * 10 ** digits) / 10 ** digits || 0;
+
 /** A seeded PRNG (mulberry32): the same seed, the same data. */
 export function seededRandom(seed: string): () => number {
   let a = createHash('sha256').update(seed).digest().readUInt32LE(0);

@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
-import { FakeProvider, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
+import { FakeProvider, round, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
 
 /**
  * A loopback fake of the Oura API v2 after its official OpenAPI (tgrk/ex_oura `test/support/openapi-1.29.json`; auth,
@@ -89,7 +89,6 @@ const suffix = (tz: number) => `${tz < 0 ? '-' : '+'}${pad(Math.floor(Math.abs(t
 const localized = (ms: number, tz: number, millis = false) => `${new Date(ms + tz * 1000).toISOString().slice(0, millis ? 23 : 19)}${suffix(tz)}`;
 /** Oura's UtcDateTime as the heart-rate rows carry it: `2024-12-13T12:31:21+00:00`. */
 const utcStamp = (ms: number) => `${new Date(ms).toISOString().slice(0, 19)}+00:00`;
-const round = (v: number, places: number) => Math.round(v * 10 ** places) / 10 ** places;
 const uuidFrom = (...parts: string[]) => {
   const h = createHash('sha256').update(parts.join(':')).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-${'89ab'[parseInt(h[16], 16) % 4]}${h.slice(17, 20)}-${h.slice(20, 32)}`;

@@ -12,7 +12,7 @@ import type {
   PolarUser,
   PolarWebhookEvent,
 } from '../../../lib/wearables/providers/polar/types';
-import { FakeProvider, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
+import { FakeProvider, round, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
 
 /**
  * A loopback fake of Polar AccessLink v3 (docs copied at newpush/coach docs/apis/polar.md; official spec
@@ -96,7 +96,6 @@ const datesFrom = (from: string, to: string) => {
   return out;
 };
 const uniform = (r: () => number, lo: number, hi: number) => lo + r() * (hi - lo);
-const round = (x: number, digits = 0) => Math.round(x * 10 ** digits) / 10 ** digits;
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 /** Polar's error body (schema `error`). */

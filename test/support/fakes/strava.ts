@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { FakeProvider, seededRandom, type FakeHandler, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
+import { FakeProvider, round, seededRandom, type FakeHandler, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
 
 /**
  * A loopback fake of the Strava API v3, after its public documents:
@@ -517,8 +517,6 @@ function pickProfile(r: () => number): Profile {
 const uniform = (r: () => number, [lo, hi]: Pair) => lo + (hi - lo) * r();
 /** Zero-mean, unit-variance noise from one uniform: cheap enough for every stream point (jest's sandbox makes each draw dear). */
 const noise1 = (r: () => number) => (r() - 0.5) * 3.4641;
-const POW10 = [1, 10, 100, 1000, 10_000, 100_000, 1_000_000];
-const round = (v: number, digits: number) => Math.round(v * POW10[digits]) / POW10[digits];
 const isoSeconds = (ms: number) => new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
 

@@ -9,7 +9,7 @@ import type {
   WhoopWebhookType,
   WhoopWorkout,
 } from '../../../lib/wearables/providers/whoop/api-types';
-import { FakeProvider, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
+import { FakeProvider, round, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
 
 /**
  * A loopback fake of the WHOOP API v2, after its official OpenAPI 3.0.1 "WHOOP API 2.0.0" (api-evangelist/whoop-co
@@ -137,7 +137,6 @@ function uuidOf(...parts: (string | number)[]): string {
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const uniform = (r: () => number, lo: number, hi: number) => lo + (hi - lo) * r();
-const round = (v: number, digits: number) => Math.round(v * 10 ** digits) / 10 ** digits;
 const toSecond = (ms: number) => Math.round(ms / SECOND) * SECOND;
 const iso = (ms: number) => new Date(ms).toISOString();
 

@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { FakeProvider, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
+import { FakeProvider, round, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
 
 /**
  * A loopback fake of the Withings Public Health Data API, after its public documentation:
@@ -99,7 +99,6 @@ function midnightOf(tz: string, ymd: string): number {
   return guess - zoneOffset(tz, first);
 }
 const numericId = (...parts: (string | number)[]) => parseInt(createHash('sha256').update(parts.join(':')).digest('hex').slice(0, 10), 16);
-const round = (x: number, d: number) => Math.round(x * 10 ** d) / 10 ** d;
 
 /** The fake user's IANA zone: `user.timezone`, else an Etc/GMT zone of its whole-hour offset. */
 export function zoneOfUser(user: FakeUser): string {
