@@ -68,13 +68,6 @@ export class EventTooLargeError extends ApiError {
 
 export class InvalidEventError extends Error {}
 
-/** A flush's events could not be stored: its callers get `cause`; nothing was answered, so nothing more to log. */
-class EventsNotStored extends Error {
-  constructor(override readonly cause: unknown) {
-    super('publish: storing the events failed');
-  }
-}
-
 /** `publisher.publish(input)`, for callers holding the process's dependencies. */
 export function publishEvent(deps: { publisher: EventPublisher }, input: PublishEventInput): Promise<PublishedEvent> {
   return deps.publisher.publish(input);
@@ -163,7 +156,14 @@ export class EventPublisher {
     const previous = this.fanOuts;
     const stored = this.storeEvents(span, docs);
     const fanOut = Promise.all([stored, previous]).then(async ([{ events }]) => {
-      const destinationIds = await this.queueDeliveries(events, await destinations); // earlier events are of the same teams (keys are per team)
+      // Earlier events are of the same teams (keys are per team). A failure here comes after the callers were answered
+      // (the events are stored): said here, as nobody else will.
+      const destinationIds = await destinations
+        .then((found) => this.queueDeliveries(events, found))
+        .catch((err) => {
+          this.deps.logger.warn({ err, outboxId: span.doc._id }, 'publish: queueing deliveries failed; the sweeper will fan the span out again');
+          throw err;
+        });
       crashPoint('webhook.deliveries-queued');
       // Waking the dispatchers waits for nothing here (a lost wake is repaired by the sweeper).
       this.inTail(this.wakeDestinations(destinationIds).catch((err) => this.deps.logger.warn({ err }, 'publish: waking dispatchers failed; the sweeper will wake them')));
@@ -175,17 +175,14 @@ export class EventPublisher {
           span.users--;
           this.release(span);
         },
-        (err) => {
+        () => {
           span.users--;
+          // Events stored or not, the span's entry stays for the sweeper (its callers get the storing error, if any).
           this.close(span, { failed: true });
-          // The callers were answered once the events were stored; the span's entry stays for the sweeper.
-          if (!(err instanceof EventsNotStored)) this.deps.logger.warn({ err, outboxId: span.doc._id }, 'publish: queueing deliveries failed; the sweeper will fan the span out again');
         },
       ),
     );
-    const { earlier } = await stored.catch((err) => {
-      throw err instanceof EventsNotStored ? err.cause : err;
-    });
+    const { earlier } = await stored;
     await previous;
     return batch.map((doc) => {
       const found = earlier.get(keyOf(doc));
@@ -202,19 +199,15 @@ export class EventPublisher {
    */
   private async storeEvents(span: OutboxSpan, docs: EventDoc[]): Promise<{ events: EventDoc[]; earlier: Map<string, EventDoc> }> {
     const store = this.deps.repos.webhookStore;
-    try {
-      await span.stored;
-      const refused = await store.insertEvents(docs);
-      crashPoint('webhook.events-stored');
-      const repeated = docs.filter((d) => refused.has(d._id));
-      const earlier = new Map<string, EventDoc>();
-      for (const group of groupBy(repeated, (d) => d.team_id)) {
-        for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
-      }
-      return { events: docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d])), earlier };
-    } catch (err) {
-      throw new EventsNotStored(err);
+    await span.stored;
+    const refused = await store.insertEvents(docs);
+    crashPoint('webhook.events-stored');
+    const repeated = docs.filter((d) => refused.has(d._id));
+    const earlier = new Map<string, EventDoc>();
+    for (const group of groupBy(repeated, (d) => d.team_id)) {
+      for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
     }
+    return { events: docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d])), earlier };
   }
 
   /** Waits for this process's publishes to finish their after-work (fan-outs, outbox clean-up, wakes): before shutting down. */
