@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { EventPublisher } from '../lib/events/publisher';
-import { startTestApp, type TestApp } from './support/harness';
+import { publisherOverStore, startTestApp, type TestApp } from './support/harness';
 
 /**
  * The store's side of a dispatcher run's fencing (lib/events/dispatcher.ts, README "How races are settled"), on the
@@ -76,16 +75,8 @@ describe('dispatcher runs and their send windows', () => {
 describe('publish spans in the outbox', () => {
   test('one outbox entry covers a second of publishing, and is removed once every flush under it is done', async () => {
     // The real store, watched: which outbox entries this publisher writes.
-    const store = app.deps.repos.webhookStore;
     const spans: string[] = [];
-    const watched = new Proxy(store, {
-      get(target, prop) {
-        if (prop === 'insertOutbox') return (doc: { _id: string }) => (spans.push(doc._id), target.insertOutbox(doc as never));
-        const v = Reflect.get(target, prop, target);
-        return typeof v === 'function' ? v.bind(target) : v;
-      },
-    });
-    const publisher = new EventPublisher({ ...app.deps, repos: { ...app.deps.repos, webhookStore: watched } });
+    const publisher = publisherOverStore(app, { insertOutbox: (real, doc) => (spans.push(doc._id), real.insertOutbox(doc)) });
     const outbox = app.inspect.collection<{ _id: string; events_from: Date; events_until: Date }>('webhook_outbox');
     const teamId = `team-${randomUUID()}`;
     const started = Date.now();

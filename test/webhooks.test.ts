@@ -15,7 +15,7 @@ import { timeOrderedUuid, uuidV7Millis } from '../lib/platform/keys';
 import { checkWebhookUrl } from '../lib/platform/url-safety';
 import { verifyWebhookSignature } from '../lib/events/destinations/webhook/signing';
 import { EventTypeList, Webhook, WebhookAttemptList, WebhookList } from '../schemas/webhook';
-import { createTenant, eventually, expectSchema, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { createTenant, eventually, expectSchema, managementClient, publisherOverStore, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { startReceiver, type ReceivedRequest, type Receiver } from './support/receiver';
 
 /**
@@ -647,23 +647,18 @@ describe('fan-out is idempotent by delivery id', () => {
 });
 
 describe('publish answers once its events are stored; their deliveries follow, in publish order', () => {
-  /** A publisher (another process's, say) on the real store, whose delivery inserts this test holds or fails. */
+  /** A publisher on the real store whose delivery inserts this test holds or fails; `storedEvents`: its events' ids, once inserted. */
   function publisherWithHeldFanOut(insertDeliveries: (docs: DeliveryDoc[], insert: () => Promise<void>) => Promise<void>) {
-    const store = app.deps.repos.webhookStore;
     const storedEvents: string[] = [];
-    const watched = new Proxy(store, {
-      get(target, prop) {
-        if (prop === 'insertDeliveries') return (docs: DeliveryDoc[]) => insertDeliveries(docs, () => target.insertDeliveries(docs));
-        if (prop === 'insertEvents') return async (docs: EventDoc[]) => {
-          const refused = await target.insertEvents(docs);
-          storedEvents.push(...docs.map((d) => d._id));
-          return refused;
-        };
-        const v = Reflect.get(target, prop, target);
-        return typeof v === 'function' ? v.bind(target) : v;
+    const publisher = publisherOverStore(app, {
+      insertDeliveries: (real, docs) => insertDeliveries(docs, () => real.insertDeliveries(docs)),
+      insertEvents: async (real, docs) => {
+        const refused = await real.insertEvents(docs);
+        storedEvents.push(...docs.map((d) => d._id));
+        return refused;
       },
     });
-    return { publisher: new EventPublisher({ ...app.deps, repos: { ...app.deps.repos, webhookStore: watched } }), storedEvents };
+    return { publisher, storedEvents };
   }
   const deliveriesOf = (eventId: string) => app.inspect.collection('webhook_deliveries').countDocuments({ event_id: eventId });
 

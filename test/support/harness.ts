@@ -13,6 +13,7 @@ import { loadLabCatalogue } from '../../lib/labs/catalogue';
 import { dataCipher, loadConfig, type Config } from '../../lib/platform/config';
 import { createLogger, type Logger } from '../../lib/platform/logger';
 import { EventPublisher } from '../../lib/events/publisher';
+import type { WebhookStore } from '../../lib/events/store';
 import { connectMongo } from '../../lib/platform/database/mongo';
 import { createRepositories, ensureIndexes } from '../../lib/repositories';
 import { retentionFrom } from '../../lib/platform/database/indexes';
@@ -70,6 +71,26 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
       await inspect.close();
     },
   };
+}
+
+/**
+ * A publisher (another process's, say) of the app's deps whose webhook store is the real one with some methods
+ * replaced: each replacement gets the real store to call through to, so a test can watch, hold or fail a write.
+ */
+export function publisherOverStore(
+  app: TestApp,
+  replaced: { [K in keyof WebhookStore]?: WebhookStore[K] extends (...args: infer A) => infer R ? (real: WebhookStore, ...args: A) => R : never },
+): EventPublisher {
+  const real = app.deps.repos.webhookStore;
+  const webhookStore = new Proxy(real, {
+    get(target, prop) {
+      const replacement = (replaced as Record<PropertyKey, ((real: WebhookStore, ...args: unknown[]) => unknown) | undefined>)[prop];
+      if (replacement) return (...args: unknown[]) => replacement(target, ...args);
+      const value = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return new EventPublisher({ ...app.deps, repos: { ...app.deps.repos, webhookStore } });
 }
 
 /**
