@@ -1,8 +1,8 @@
 // `npm test`: install, type-check and build, start a private stack on free ports (or use MONGO_URL /
 // TEMPORAL_ADDRESS), start a worker, run the whole jest suite, then the fault scenarios (test/*.scenario.ts) and
-// the index check of every query the run sent, stop everything, exit with jest's code.
+// the index check of every query the run sent, stop everything, print a summary (what failed, last), exit with jest's code.
 // Safe to run while `npm run dev` is running: nothing is shared but the binaries.
-import { rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { devDataKeys, prepare, repoRoot, startNode, stopChild } from './setup.mjs';
 import { embeddedStoreAvailable, ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
@@ -18,6 +18,8 @@ const runId = `${Date.now().toString(36)}-${process.pid}`;
 const stateDir = path.join(repoRoot, '.devstack', `test-${runId}`);
 const log = (msg) => console.log(`test: ${msg}`);
 let worker;
+/** Each jest run's results (its --json output), summed up as the run's last lines: CI keeps only the end of a log. */
+const outcomes = [];
 
 async function cleanup() {
   await stopChild(worker);
@@ -73,7 +75,7 @@ async function main() {
     log('  test/database-crash.test.ts and test/stack-cleanup.test.ts, which test that store itself, are left out of this run');
     selection.push('--testPathIgnorePatterns', 'test/database-crash\\.test\\.ts', 'test/stack-cleanup\\.test\\.ts');
   }
-  const code = await runJest(['--ci', ...selection, ...args]);
+  const code = await runJest('suite', ['--ci', ...selection, ...args]);
   // The index check needs the queries of the whole suite: after a full run only (a failed run still gets it).
   if (args.length) return code;
   // Scenarios that kill servers of a stack of their own, or run the README's commands on fresh copies, and load the
@@ -82,19 +84,49 @@ async function main() {
   let scenarios = 0;
   if (embeddedStoreAvailable()) {
     log('running the scenarios (test/*.scenario.ts: recovery from faults, the README commands on fresh copies)...');
-    scenarios = await runJest(['--ci', '--runInBand', '--testMatch', '**/test/*.scenario.ts']);
+    scenarios = await runJest('scenarios', ['--ci', '--runInBand', '--testMatch', '**/test/*.scenario.ts']);
   }
   log('checking every query the suite sent against the declared indexes...');
-  const shapes = await runJest(['--ci', '--testMatch', '**/test/query-shapes.after-suite.ts']);
+  const shapes = await runJest('index check', ['--ci', '--testMatch', '**/test/query-shapes.after-suite.ts']);
   return code || scenarios || shapes;
 }
 
-function runJest(args) {
+function runJest(name, args) {
   const jest = path.join(repoRoot, 'node_modules', 'jest', 'bin', 'jest.js');
+  const outputFile = path.join(stateDir, `jest-${name.replace(/\W+/g, '-')}.json`);
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [jest, ...args], { cwd: repoRoot, stdio: 'inherit', env: process.env });
-    child.once('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0)));
+    const child = spawn(process.execPath, [jest, ...args, '--json', `--outputFile=${outputFile}`], { cwd: repoRoot, stdio: 'inherit', env: process.env });
+    child.once('exit', (c, signal) => {
+      const code = c ?? (signal ? 1 : 0);
+      outcomes.push({ name, code, results: existsSync(outputFile) ? JSON.parse(readFileSync(outputFile, 'utf8')) : null });
+      resolve(code);
+    });
   });
+}
+
+/** One line per jest run (passed of total), then one per failed test or file that could not run, with its error's first lines. */
+function summary() {
+  const lines = [];
+  // The error's first lines (message, expected, received) up to its stack, on one line.
+  const firstLines = (text) => {
+    const lines = String(text ?? '').replace(/\u001b\[[0-9;]*m/g, '').split('\n').map((l) => l.trim());
+    const end = lines.findIndex((l) => l.startsWith('at '));
+    return lines.slice(0, end < 0 ? undefined : end).filter(Boolean).slice(0, 4).join(' / ').slice(0, 400);
+  };
+  for (const { name, code, results } of outcomes) {
+    if (!results) {
+      lines.push(`${name}: exited with code ${code} before writing its results`);
+      continue;
+    }
+    lines.push(`${name}: ${results.numPassedTests.toLocaleString('en')} of ${results.numTotalTests.toLocaleString('en')} tests passed${results.numRuntimeErrorTestSuites ? `, ${results.numRuntimeErrorTestSuites} file(s) could not run` : ''}${code ? ` (exit code ${code})` : ''}`);
+    for (const file of results.testResults) {
+      const where = path.relative(repoRoot, file.name);
+      const failed = file.assertionResults.filter((a) => a.status === 'failed');
+      for (const a of failed) lines.push(`  FAILED ${where} › ${a.fullName}: ${firstLines(a.failureMessages[0])}`);
+      if (file.status === 'failed' && !failed.length) lines.push(`  FAILED ${where}: ${firstLines(file.message)}`);
+    }
+  }
+  return lines;
 }
 
 /** Tests start workflows at once: wait until the worker polls its task queue (bundling takes seconds). */
@@ -129,4 +161,5 @@ try {
 } finally {
   await cleanup();
 }
+for (const line of summary()) log(line);
 process.exit(exitCode);
