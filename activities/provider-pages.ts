@@ -1,3 +1,4 @@
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { HistoricalPullDoc } from '../lib/wearables/historical-pulls-store';
 import { historicalPullId } from '../lib/wearables/historical-pulls-store';
 import { addDays } from '../lib/platform/time';
@@ -154,8 +155,9 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
 
       /**
        * After a connection ended (deregistered by the customer, the user's deletion, or the provider): revokes our access
-       * at the provider where it has an API for it, then forgets the tokens. Best effort at the provider (a revocation the
-       * provider refuses is logged: the tokens are deleted all the same).
+       * at the provider where it has an API for it, then forgets the tokens. Best effort at the provider: a provider down
+       * or busy (a 5xx, no answer, a 429) gets the revocation again, up to REVOCATION_ATTEMPTS; a revocation it refuses,
+       * or still cannot take then, is logged, and the tokens are deleted all the same.
        */
       async revokeProviderAccess(input: { connectionId: string }): Promise<{ revoked: boolean }> {
         const connection = await repos.connections.find(input.connectionId);
@@ -172,6 +174,7 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
               revoked = true;
             } catch (err) {
               if (!(err instanceof ProviderFetchError) && !(err instanceof RateLimitedError)) throw err;
+              retryRevocationIfTransient(err);
               deps.logger.warn({ connectionId: input.connectionId, provider: tokens.provider, err: (err as Error).message }, 'provider revocation failed; the tokens are deleted all the same');
             }
           }
@@ -186,6 +189,26 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
       },
     },
   };
+}
+
+/** Attempts at a revocation the provider could not take just then (down, 5xx, a 429), before the tokens go without it. */
+const REVOCATION_ATTEMPTS = 5;
+/** A 429 asking for a longer wait than this is not waited for: the connection has ended, its workflow should too. */
+const REVOCATION_MAX_WAIT_MS = 15 * 60_000;
+
+/**
+ * Has Temporal run the revocation again (its backoff: 1, 2, 4, 8 s; or the time a 429 named) while the failure is
+ * the provider's passing state, so a provider briefly down still gets the grant revoked. Returns (to give up) on a
+ * refusal, after the last attempt, or when a 429 asks for more than REVOCATION_MAX_WAIT_MS.
+ */
+function retryRevocationIfTransient(err: ProviderFetchError | RateLimitedError): void {
+  if (Context.current().info.attempt >= REVOCATION_ATTEMPTS) return;
+  if (err instanceof RateLimitedError) {
+    const waitMs = err.retryAt.getTime() - Date.now();
+    if (waitMs > REVOCATION_MAX_WAIT_MS) return;
+    throw ApplicationFailure.create({ message: err.message, type: 'ProviderRevocationRateLimited', nextRetryDelay: Math.max(waitMs, 1000) });
+  }
+  if (err.retriable) throw ApplicationFailure.retryable(err.message, 'ProviderRevocationUnavailable');
 }
 
 /** Where a paged pull goes next (workflows/wearable-connection.ts loops on it). */

@@ -130,14 +130,17 @@ describe('Oura subscriptions and user deletion', () => {
     expect(stored?.subscriptions).toHaveLength(10);
   }, 90_000);
 
-  test("deleting the user stops the connection's workflow, which revokes the access at Oura and forgets the tokens", async () => {
+  test("deleting the user stops the connection's workflow, which revokes the access at Oura (again, after a 503) and forgets the tokens", async () => {
     const userId = await createUser(stack);
     const ouraUser = oura.addUser();
     expect((await connectThroughOAuth(stack, userId, 'oura', oura, { asUser: ouraUser.id })).status).toBe(200);
     const [connection] = await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId);
     expect(await stack.app.deps.repos.providerAuth.get(connection._id)).not.toBeNull();
+    oura.fail({ path: '/oauth/revoke', status: 503, body: { detail: 'Service Unavailable' } });
     expect((await stack.client.del(`/v2/user/${userId}`)).status).toBe(200);
-    await eventually(async () => oura.revocations.some((r) => r.userId === ouraUser.id), 60_000, 'the revocation at Oura');
+    const revocation = await eventually(async () => oura.revocations.find((r) => r.userId === ouraUser.id), 60_000, 'the revocation at Oura');
+    // Its first request met the 503; Temporal ran the activity again a second later, and that one revoked.
+    expect(oura.requestsTo('/oauth/revoke').filter((r) => r.query.access_token === revocation.token)).toHaveLength(2);
     await eventually(async () => (await stack.app.deps.repos.providerAuth.get(connection._id)) === null, 30_000, 'the tokens deleted');
   }, 120_000);
 });
