@@ -118,7 +118,7 @@ function summary() {
       lines.push(`${name}: exited with code ${code} before writing its results`);
       continue;
     }
-    lines.push(`${name}: ${results.numPassedTests.toLocaleString('en')} of ${results.numTotalTests.toLocaleString('en')} tests passed${results.numRuntimeErrorTestSuites ? `, ${results.numRuntimeErrorTestSuites} file(s) could not run` : ''}${code ? ` (exit code ${code})` : ''}`);
+    lines.push(`${name}: ${results.numPassedTests.toLocaleString('en')} of ${results.numTotalTests.toLocaleString('en')} tests passed${results.numPendingTests ? `, ${results.numPendingTests.toLocaleString('en')} skipped` : ''}${results.numRuntimeErrorTestSuites ? `, ${results.numRuntimeErrorTestSuites} file(s) could not run` : ''}${code ? ` (exit code ${code})` : ''}`);
     for (const file of results.testResults) {
       const where = path.relative(repoRoot, file.name);
       const failed = file.assertionResults.filter((a) => a.status === 'failed');

@@ -3,6 +3,7 @@ import { workflowIds } from '../workflows/ids';
 import { eventually } from './support/harness';
 import { saveHistory } from './support/histories';
 import { startFakeOura, type FakeOura } from './support/fakes/oura';
+import { startFakeStrava, type FakeStrava } from './support/fakes/strava';
 import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack } from './support/provider-stack';
 
 /**
@@ -11,20 +12,27 @@ import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack
  *
  *   npm test -- --testMatch '**\/test/provider-histories.recorder.ts'
  *
- * An Oura connection pulled page by page and then disconnected (its access revoked: patch `revoke-on-stop`), a push's
+ * An Oura connection pulled page by page and then disconnected (its access revoked: patch `revoke-on-stop`), a Strava
+ * connection disconnected while a page of its history was in flight (patch `stop-cancels-queued-page`), a push's
  * fetch, and a run of the provider-subscriptions Schedule.
  */
 let oura: FakeOura;
+let strava: FakeStrava;
 let stack: ProviderStack;
 
 beforeAll(async () => {
   oura = await startFakeOura();
   oura.setPageSize('heartrate', 1000);
-  stack = await startProviderStack('histories', [{ slug: 'oura', fake: oura, clientId: oura.options.clientId, clientSecret: oura.options.clientSecret }]);
+  strava = await startFakeStrava();
+  stack = await startProviderStack('histories', [
+    { slug: 'oura', fake: oura, clientId: oura.options.clientId, clientSecret: oura.options.clientSecret },
+    { slug: 'strava', fake: strava, clientId: strava.options.clientId, clientSecret: strava.options.clientSecret },
+  ]);
 }, 60_000);
 afterAll(async () => {
   await stack?.close();
   await oura?.close();
+  await strava?.close();
 });
 
 test('records the real-provider workflows', async () => {
@@ -57,4 +65,17 @@ test('records the real-provider workflows', async () => {
   expect((await stack.client.del(`/v2/user/${userId}/oura`)).status).toBe(200);
   await stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connection._id)).result();
   await save('wearable-connection-oura-revoked', 'wearableConnectionWorkflow', workflowIds.wearableConnection(connection._id));
-}, 300_000);
+
+  // Stopped while its history is paging: the page in flight is cancelled (Strava's queue holds pages ~9.5 s apart).
+  const athleteOf = await createUser(stack);
+  const athlete = strava.addUser({ zoneOffsetSeconds: 3600 });
+  expect((await connectThroughOAuth(stack, athleteOf, 'strava', strava, { asUser: athlete.id })).status).toBe(200);
+  const stravaConnection = (await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, athleteOf))[0];
+  const handle = stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(stravaConnection._id));
+  const pagesScheduled = async () => ((await handle.fetchHistory()).events ?? []).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'pullHistoricalPage').length;
+  await eventually(async () => (await pagesScheduled()) >= 2, 90_000, 'a second page scheduled');
+  expect((await stack.client.del(`/v2/user/${athleteOf}/strava`)).status).toBe(200);
+  await handle.result();
+  expect(((await handle.fetchHistory()).events ?? []).some((e) => e.activityTaskCancelRequestedEventAttributes)).toBe(true);
+  await save('wearable-connection-strava-stopped-paging', 'wearableConnectionWorkflow', workflowIds.wearableConnection(stravaConnection._id));
+}, 400_000);

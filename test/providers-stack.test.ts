@@ -13,6 +13,7 @@ import { workflowIds } from '../workflows/ids';
 import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
 import { eventually } from './support/harness';
 import { startFakeOura, type FakeOura } from './support/fakes/oura';
+import { startFakeStrava, type FakeStrava } from './support/fakes/strava';
 import { startFakeWhoop, type FakeWhoop } from './support/fakes/whoop';
 import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack } from './support/provider-stack';
 
@@ -23,6 +24,7 @@ import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack
  */
 let oura: FakeOura;
 let whoop: FakeWhoop;
+let strava: FakeStrava;
 let stack: ProviderStack;
 let browser: Browser | null = null;
 const pages: WatchedPage[] = [];
@@ -31,9 +33,11 @@ beforeAll(async () => {
   oura = await startFakeOura();
   oura.setPageSize('heartrate', 1000);
   whoop = await startFakeWhoop({ rateLimit: { limit: 100, windowSeconds: 60, dailyLimit: null } });
+  strava = await startFakeStrava();
   stack = await startProviderStack('providers', [
     { slug: 'oura', fake: oura, clientId: oura.options.clientId, clientSecret: oura.options.clientSecret },
     { slug: 'whoop_v2', fake: whoop, clientId: whoop.options.clientId, clientSecret: whoop.options.clientSecret },
+    { slug: 'strava', fake: strava, clientId: strava.options.clientId, clientSecret: strava.options.clientSecret },
   ]);
 }, 60_000);
 
@@ -43,6 +47,7 @@ afterAll(async () => {
   await stack?.close();
   await oura?.close();
   await whoop?.close();
+  await strava?.close();
 });
 
 const eventsOf = (userId: string, type: string) => stack.events().filter((e) => e.user_id === userId && e.event_type === type);
@@ -120,11 +125,12 @@ describe('Oura subscriptions and user deletion', () => {
     await eventually(async () => oura.subscriptions.size === 10, 60_000, "Oura's 10 subscriptions");
     const deps = { ...stack.app.deps, logger: createLogger('silent', 'test') };
     const before = new Map([...oura.subscriptions.values()].map((s) => [s.id, s.expiration_time]));
-    // Now: nothing is due (they expire in 90 days).
-    expect(await ensureSubscriptions(deps)).toEqual([{ provider: 'oura', clientId: oura.options.clientId, created: 0, renewed: 0 }]);
+    // Now: nothing is due (they expire in 90 days). (Strava's one subscription, made at boot too, is not Oura's business here.)
+    const ouraOutcome = async (at?: Date) => (await ensureSubscriptions(deps, at)).filter((o) => o.provider === 'oura');
+    expect(await ouraOutcome()).toEqual([{ provider: 'oura', clientId: oura.options.clientId, created: 0, renewed: 0 }]);
     // 85 days on, every one expires within the 7 renewal days: each is renewed once, none created.
     const later = new Date(Date.now() + 85 * 86_400_000);
-    expect(await ensureSubscriptions(deps, later)).toEqual([{ provider: 'oura', clientId: oura.options.clientId, created: 0, renewed: 10 }]);
+    expect(await ouraOutcome(later)).toEqual([{ provider: 'oura', clientId: oura.options.clientId, created: 0, renewed: 10 }]);
     for (const s of oura.subscriptions.values()) expect(s.expiration_time).not.toBe(before.get(s.id));
     const stored = await stack.app.deps.repos.providerAuth.getApp('oura', oura.options.clientId);
     expect(stored?.subscriptions).toHaveLength(10);
@@ -143,6 +149,50 @@ describe('Oura subscriptions and user deletion', () => {
     expect(oura.requestsTo('/oauth/revoke').filter((r) => r.query.access_token === revocation.token)).toHaveLength(2);
     await eventually(async () => (await stack.app.deps.repos.providerAuth.get(connection._id)) === null, 30_000, 'the tokens deleted');
   }, 120_000);
+});
+
+describe('a stop while a page is in flight', () => {
+  test("deregistering Strava cancels the connection's page in flight: one still waiting its turn in the provider queue ends there (no wait for the provider's rate), one running finishes first; then the access is revoked", async () => {
+    const userId = await createUser(stack);
+    const athlete = strava.addUser({ zoneOffsetSeconds: 3600 });
+    expect((await connectThroughOAuth(stack, userId, 'strava', strava, { asUser: athlete.id })).status).toBe(200);
+    const [connection] = await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId);
+    const handle = stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connection._id));
+    const history = async () => (await handle.fetchHistory()).events ?? [];
+    const isPage = (e: { activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null }) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'pullHistoricalPage';
+    // The first page is done and the next scheduled: Strava's queue lets one page through every ~9.5 s for the app.
+    await eventually(async () => (await history()).filter(isPage).length >= 2, 90_000, 'a second page scheduled');
+    const dataRequests = () => strava.requestsTo(/^\/api\/v3\//, athlete.id).length;
+    const beforeStop = dataRequests();
+    expect((await stack.client.del(`/v2/user/${userId}/strava`)).status).toBe(200);
+    await handle.result();
+
+    const events = await history();
+    const at = (e: (typeof events)[number]) => Number(e.eventId);
+    const signal = events.find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'stopConnection')!;
+    const closedBefore = (id: number, before: number) =>
+      events.some((e) => at(e) < before && [e.activityTaskCompletedEventAttributes, e.activityTaskFailedEventAttributes, e.activityTaskCanceledEventAttributes].some((a) => Number(a?.scheduledEventId) === id));
+    const inFlight = events.filter((e) => isPage(e) && at(e) < at(signal) && !closedBefore(at(e), at(signal)));
+    expect(inFlight).toHaveLength(1); // the pull is paging when the stop comes
+    const page = at(inFlight[0]);
+    const cancelRequest = events.find((e) => Number(e.activityTaskCancelRequestedEventAttributes?.scheduledEventId) === page);
+    expect(cancelRequest && at(cancelRequest)).toBeGreaterThan(at(signal));
+    // A started event is written when its activity closes (so after the cancel request): its time says when it started.
+    const started = events.find((e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === page);
+    const ms = (e: (typeof events)[number]) => Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6;
+    if (!started || ms(started) > ms(cancelRequest!)) {
+      // Still queued: the server cancelled it, no worker ever took it.
+      expect(started).toBeUndefined();
+      expect(events.some((e) => Number(e.activityTaskCanceledEventAttributes?.scheduledEventId) === page)).toBe(true);
+    } else {
+      // Already running: it finished (nothing runs on after the workflow moved on).
+      expect(events.some((e) => Number(e.activityTaskCompletedEventAttributes?.scheduledEventId) === page)).toBe(true);
+    }
+    expect(events.filter(isPage).length).toBe(events.filter((e) => isPage(e) && at(e) < at(signal)).length); // no page after the stop
+    expect(dataRequests() - beforeStop).toBeLessThanOrEqual(started ? 1 : 0);
+    expect(events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'revokeProviderAccess')).toBe(true);
+    expect(strava.tokenState(athlete.id).access.every((t) => !t.valid)).toBe(true);
+  }, 150_000);
 });
 
 describe('Oura on the link page', () => {

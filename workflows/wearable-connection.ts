@@ -1,4 +1,4 @@
-import { ActivityFailure, condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, ActivityFailure, CancellationScope, condition, continueAsNew, defineSignal, isCancellation, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { PageOutcome, WearableActivities } from '../activities/wearables';
 import type { PageCursor } from '../lib/wearables/providers/contract';
 
@@ -96,14 +96,46 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
   return continueAsNew<typeof wearableConnectionWorkflow>({ connectionId, phase: 'sync' });
 }
 
-/** Page activities of a real provider, on its own task queue (whose rate is the provider's budget for our app). */
+/**
+ * Page activities of a real provider, on its own task queue (whose rate is the provider's budget for our app). A
+ * cancelled page is waited for until the server confirms it: one still queued ends at once, one running finishes.
+ */
 const pageActivities = (taskQueue: string, scheduleToCloseMs?: number) =>
   proxyActivities<WearableActivities>({
     startToCloseTimeout: '2 minutes',
     ...(scheduleToCloseMs ? { scheduleToCloseTimeout: scheduleToCloseMs } : {}),
     taskQueue,
     retry: activityOptions.retry,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   });
+
+const never = () => false;
+
+/**
+ * One page activity of a connection that a stop may end. The provider's queue holds pages to the provider's rate
+ * (Strava's: one every ~9.5 s for the whole app), so with many users a page can wait there for minutes: a stop cancels
+ * it in the queue, and the connection revokes its access without waiting its turn. A page already running finishes
+ * first (pageActivities), so nothing is fetched or stored after the workflow moved on. Runs that were waiting on a
+ * page when this came in keep waiting, as they did (the patch).
+ */
+async function pageUnlessStopped<T>(stopped: () => boolean, page: () => Promise<T>): Promise<T | 'stopped'> {
+  if (!patched('stop-cancels-queued-page')) return page();
+  const pageScope = new CancellationScope();
+  const watch = new CancellationScope();
+  const running = pageScope.run(page);
+  watch.run(() => condition(stopped)).then(
+    () => pageScope.cancel(),
+    () => undefined, // the page ended first: its watch was cancelled
+  );
+  try {
+    return await running;
+  } catch (err) {
+    if (isCancellation(err) && stopped()) return 'stopped';
+    throw err;
+  } finally {
+    watch.cancel();
+  }
+}
 
 /**
  * A real provider's history of one resource, one provider request per activity: pages follow their cursor; a 429 waits
@@ -117,7 +149,9 @@ async function pullResourcePages(connectionId: string, taskQueue: string, resour
     const retriesLeft = retry.enabled && attempt < retry.quota;
     let outcome: Awaited<ReturnType<WearableActivities['pullHistoricalPage']>>;
     try {
-      outcome = await pages.pullHistoricalPage({ connectionId, resource, cursor, attempt, retriesLeft, retryingEnabled: retry.enabled });
+      const result = await pageUnlessStopped(stopped, () => pages.pullHistoricalPage({ connectionId, resource, cursor, attempt, retriesLeft, retryingEnabled: retry.enabled }));
+      if (result === 'stopped') return;
+      outcome = result;
     } catch (err) {
       if (!(err instanceof ActivityFailure)) throw err;
       await acts.giveUpHistoricalPull({ connectionId, resource, message: err.cause?.message ?? err.message });
@@ -136,15 +170,16 @@ async function pullResourcePages(connectionId: string, taskQueue: string, resour
   }
 }
 
-/** Follows a sync's or a push's pages to the end; a 429 waits until the time the provider named. */
-async function followPages(taskQueue: string, stopped: () => boolean, request: (cursor: PageCursor | null) => Parameters<WearableActivities['syncPage']>[0]): Promise<void> {
+/** Follows a sync's pages (a stop ends it) or a push's (`stopped` null) to the end; a 429 waits until the time the provider named. */
+async function followPages(taskQueue: string, stopped: (() => boolean) | null, request: (cursor: PageCursor | null) => Parameters<WearableActivities['syncPage']>[0]): Promise<void> {
   const pages = pageActivities(taskQueue);
   let cursor: PageCursor | null = null;
   for (;;) {
-    const outcome: PageOutcome = await pages.syncPage(request(cursor));
+    const outcome: PageOutcome | 'stopped' = stopped ? await pageUnlessStopped(stopped, () => pages.syncPage(request(cursor))) : await pages.syncPage(request(cursor));
+    if (outcome === 'stopped') return;
     if (outcome.status === 'page') cursor = outcome.next;
     else if (outcome.status === 'rate_limited') {
-      if (await condition(stopped, Math.max(outcome.waitMs, 1))) return;
+      if (await condition(stopped ?? never, Math.max(outcome.waitMs, 1))) return;
     } else return;
   }
 }
@@ -162,7 +197,6 @@ export interface ProviderPushInput {
  * once): the object by its id, or the window's pages, stored and announced as `daily.data.*`.
  */
 export async function providerPushWorkflow(input: ProviderPushInput): Promise<void> {
-  const never = () => false;
   if (input.objectId) {
     const pages = pageActivities(input.taskQueue);
     for (;;) {
@@ -171,7 +205,7 @@ export async function providerPushWorkflow(input: ProviderPushInput): Promise<vo
       await condition(never, Math.max(outcome.waitMs, 1));
     }
   }
-  await followPages(input.taskQueue, never, (cursor) => ({ connectionId: input.connectionId, resource: input.resource, cursor, window: input.window }));
+  await followPages(input.taskQueue, null, (cursor) => ({ connectionId: input.connectionId, resource: input.resource, cursor, window: input.window }));
 }
 
 async function pullResource(connectionId: string, resource: string, retry: PullRetryPolicy, stopped: () => boolean): Promise<void> {
