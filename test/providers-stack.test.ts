@@ -136,17 +136,21 @@ describe('Oura subscriptions and user deletion', () => {
     expect(stored?.subscriptions).toHaveLength(10);
   }, 90_000);
 
-  test("deleting the user stops the connection's workflow, which revokes the access at Oura (again, after a 503) and forgets the tokens", async () => {
+  test("deleting the user stops the connection's workflow, which revokes the access at Oura (again after a 503, and after a 429's Retry-After) and forgets the tokens", async () => {
     const userId = await createUser(stack);
     const ouraUser = oura.addUser();
     expect((await connectThroughOAuth(stack, userId, 'oura', oura, { asUser: ouraUser.id })).status).toBe(200);
     const [connection] = await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId);
     expect(await stack.app.deps.repos.providerAuth.get(connection._id)).not.toBeNull();
     oura.fail({ path: '/oauth/revoke', status: 503, body: { detail: 'Service Unavailable' } });
+    oura.fail({ path: '/oauth/revoke', status: 429, headers: { 'retry-after': '3' }, body: { detail: 'Too Many Requests' } });
     expect((await stack.client.del(`/v2/user/${userId}`)).status).toBe(200);
     const revocation = await eventually(async () => oura.revocations.find((r) => r.userId === ouraUser.id), 60_000, 'the revocation at Oura');
-    // Its first request met the 503; Temporal ran the activity again a second later, and that one revoked.
-    expect(oura.requestsTo('/oauth/revoke').filter((r) => r.query.access_token === revocation.token)).toHaveLength(2);
+    // The first request met the 503, and Temporal ran the activity again a second later; that one met the 429, and the
+    // third came once its Retry-After had passed, and revoked.
+    const tries = oura.requestsTo('/oauth/revoke').filter((r) => r.query.access_token === revocation.token);
+    expect(tries).toHaveLength(3);
+    expect(tries[2].at - tries[1].at).toBeGreaterThanOrEqual(2900);
     await eventually(async () => (await stack.app.deps.repos.providerAuth.get(connection._id)) === null, 30_000, 'the tokens deleted');
   }, 120_000);
 });
