@@ -1,4 +1,5 @@
 import { ApplicationFailure } from '@temporalio/activity';
+import { crashPoint } from '../lib/platform/failpoints';
 import type { Repositories } from '../lib/repositories';
 import type { TemporalDeps } from '../lib/platform/temporal';
 import { userDataDomains, type UserRef } from '../lib/users/data-domains';
@@ -42,6 +43,8 @@ export function createUserDeletionActivities(deps: { repos: Repositories; tempor
         requested_at: new Date(deletion.requestedAtMs),
         erase_after: new Date(deletion.eraseAfterMs),
       });
+      // Written, not yet answered: test/users-crash.test.ts kills the worker here.
+      crashPoint('user-deletion.marked');
       if (marked) return { outcome: 'marked' };
       const doc = await repos.users.find(input.teamId, input.userId);
       return { outcome: doc?.status === 'pending_deletion' && doc.deletion?.id === deletion.id ? 'marked' : 'not_active' };

@@ -4,6 +4,7 @@ import {
   defineQuery,
   defineUpdate,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -46,22 +47,32 @@ export const userDeletionStateQuery = defineQuery<{ phase: UserDeletionPhase; de
   'userDeletionState',
 );
 
-// Short writes of the user document: local activities (run in the worker holding the workflow, no task
-// queue round trip), so a DELETE or undo answers quickly. Idempotent by deletion id; retried on our faults.
-const state = proxyLocalActivities<UserDeletionActivities>({
+// The writes of the user document are activities, not local activities: Temporal schedules each one from a
+// command it has recorded, so no write can come from a workflow task that was then lost. A local activity's can:
+// its worker may write and die before the task completes, and the next worker, replaying the history, runs the
+// handlers again over what the lost task wrote (CI saw it: an undo replayed after a DELETE the lost task had
+// already applied found a deletion it did not know, and the user was left pending out of the workflow's reach).
+// Idempotent by deletion id; retried on our faults.
+const stateOptions = {
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 5 },
-});
+} as const;
+const recordedWrites = proxyActivities<UserDeletionActivities>(stateOptions);
+// The run's first step, a read, stays local: it comes before any write of the run, so a replay reads what a lost
+// task read. Runs started before the patch `deletion-writes-in-activities` also write through these.
+const local = proxyLocalActivities<UserDeletionActivities>(stateOptions);
 const { deregisterUserConnections, listUserDataDomains, eraseUserDataDomain } = proxyActivities<UserDeletionActivities>({
   startToCloseTimeout: '1 minute',
   // Our own transient faults only (database hiccups); business outcomes come back as values.
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 // Erasure is past the point of no return: its final write keeps trying.
-const { markUserErased } = proxyLocalActivities<UserDeletionActivities>({
+const erasedOptions = {
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
-});
+} as const;
+const recordedErased = proxyActivities<UserDeletionActivities>(erasedOptions);
+const localErased = proxyLocalActivities<UserDeletionActivities>(erasedOptions);
 
 /**
  * The single owner of a user's deletion state (id `user-deletion:<userId>`). The api never writes the
@@ -74,6 +85,9 @@ const { markUserErased } = proxyLocalActivities<UserDeletionActivities>({
  */
 export async function userDeletionWorkflow(input: UserDeletionInput): Promise<UserDeletionResult> {
   const { teamId, userId } = input;
+  const writesRecorded = patched('deletion-writes-in-activities');
+  const { markUserPendingDeletion, restoreDeletedUser } = writesRecorded ? recordedWrites : local;
+  const { markUserErased } = writesRecorded ? recordedErased : localErased;
   let phase = 'loading' as UserDeletionPhase;
   let deletion: { id: string; eraseAfterMs: number; deregistered: boolean } | null = null;
   let restoredOnce = false;
@@ -87,7 +101,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
   };
 
   const loaded = serialized(async () => {
-    const current = await state.loadUserDeletionState({ teamId, userId });
+    const current = await local.loadUserDeletionState({ teamId, userId });
     if (current.status === 'active') phase = 'active';
     else if (current.status === 'pending_deletion') {
       // Left pending by an earlier run or release: this run times the same deletion.
@@ -110,7 +124,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
       if (phase !== 'active') return { outcome: 'not_found' };
       const now = new Date().getTime(); // workflow time here (deterministic on replay)
       const next = { id: uuid4(), requestedAtMs: now, eraseAfterMs: now + graceSeconds * 1000 };
-      const res = await state.markUserPendingDeletion({ teamId, userId, deletion: next });
+      const res = await markUserPendingDeletion({ teamId, userId, deletion: next });
       if (res.outcome !== 'marked') {
         // Only this workflow changes the deletion state, so this means the user was removed by other means.
         phase = 'missing';
@@ -131,7 +145,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
       phase = 'restoring';
       let res;
       try {
-        res = await state.restoreDeletedUser({ teamId, userId, deletionId: deletion.id });
+        res = await restoreDeletedUser({ teamId, userId, deletionId: deletion.id });
       } catch (err) {
         phase = 'grace';
         throw err;
