@@ -361,6 +361,19 @@ describe('deleting a user', () => {
     expect((await api.get(`/v2/user/${user.user_id}`)).status).toBe(200);
   });
 
+  it('a late attempt of a deletion\'s write does not hide the user again once an undo restored it', async () => {
+    const user = await createUser();
+    const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
+    expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);
+    const { deletionId } = await handle.query(userDeletionStateQuery);
+    const stored = (await app.deps.repos.users.find(tenant.teamId, user.user_id))!.deletion!;
+    expect((await api.post(`/v2/user/undo_delete?user_id=${user.user_id}`)).status).toBe(200);
+    // The write of that deletion again, as an attempt that timed out and ran after its retry would.
+    expect(await app.deps.repos.users.markPendingDeletion(tenant.teamId, user.user_id, stored)).toBeNull();
+    expect(stored.id).toBe(deletionId);
+    expect((await api.get(`/v2/user/${user.user_id}`)).status).toBe(200);
+  });
+
   it('a user deleted again right after an undo gets a fresh deletion, timed by the running workflow', async () => {
     const user = await createUser();
     const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);

@@ -195,11 +195,13 @@ export class UserRepository {
 
   /**
    * Hides an active user and releases its client_user_id. Null if the user was not active. Called only by
-   * the user's deletion workflow (the single owner of the deletion state), with its deletion id.
+   * the user's deletion workflow (the single owner of the deletion state), with its deletion id. A deletion id
+   * hides the user once: a late attempt of this write (timed out, retried, then finally run) cannot hide a
+   * user that an undo of the same deletion has restored since.
    */
   markPendingDeletion(teamId: string, userId: string, deletion: NonNullable<UserDoc['deletion']>): Promise<UserDoc | null> {
     return this.users.findOneAndUpdate(
-      { _id: userId, team_id: teamId, status: 'active' },
+      { _id: userId, team_id: teamId, status: 'active', 'deletion.id': { $ne: deletion.id } },
       { $set: { status: 'pending_deletion', client_user_key: releasedKey(userId), deletion, updated_at: new Date() } },
       { returnDocument: 'after' },
     );
