@@ -5,6 +5,7 @@ import { interpretReport } from '../lib/labs/interpretation';
 import { OrderViews, type OrderViewDeps } from '../lib/labs/order-view';
 import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
 import { isoWithOffset } from '../lib/platform/time';
+import { crashPoint } from '../lib/platform/failpoints';
 import { highLevelOf } from '../lib/labs/statuses';
 import { type SimulationRequest } from '../workflows/lab-order';
 import { ORDER_NEVER_STORED } from '../lib/labs/order-workflow-terms';
@@ -147,6 +148,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
         const appended = await orders.appendEvent(doc, event, highLevelOf(doc.method, low), low, changes);
         if (!appended) return;
         doc = appended;
+        // Stored, not yet reported to the workflow: test/lab-orders-crash.test.ts kills the worker here.
+        crashPoint('lab-order.event-recorded');
       }
       await publishStatus(doc, input.eventId, clientUserId);
     },

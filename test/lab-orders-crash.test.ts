@@ -1,14 +1,17 @@
 import type { ChildProcess } from 'node:child_process';
 import { courseTo } from '../lib/labs/statuses';
+import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
-import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
+import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, orderWorkflowIdle } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';
 import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';
 
 /**
  * Crash test: this file runs its own worker on a private task queue, SIGKILLs it while orders wait on
  * activate_by timers and while simulations are walking orders through their statuses, starts it again, and
- * checks that every order ends where it should with each status recorded and published exactly once.
+ * checks that every order ends where it should with each status recorded and published exactly once. Then a worker
+ * that dies between storing a cancel and reporting it, while a simulation step's timer fires: the order's workflow
+ * writes with local activities, so the next worker replays over that write, and must take the same decision.
  */
 const deployment = privateDeployment('lab-crash');
 let worker: ChildProcess | null = null;
@@ -76,4 +79,43 @@ test('SIGKILL of the worker during timers and simulations loses nothing and emit
   expect([...perStatus.values()].every((n) => n === 1)).toBe(true);
   expect(perStatus.size).toBe(expectedEvents);
   expect(new Set([...statusEvents.values()].map((e) => e.order))).toEqual(new Set(all.map((o) => o.id)));
+}, 180000);
+
+test('a cancel whose write outlived its worker, then a simulation step that fired meanwhile: one cancelled event, no step', async () => {
+  if (worker) await kill(worker, 'SIGKILL');
+  const client = teamClient(app, await createTenant(app.deps, 'Lab crash, cancel'));
+  const tests = await labTestIds(client);
+  const userId = await createUser(client);
+  worker = startWorker();
+  const order = (await client.post('/v3/order', orderBody(userId, tests.walk_in_test))).body.order;
+  await orderReaches(client, order.id, 'requisition_created');
+  // The simulation's first step waits on a 20 s timer; it fires while no worker runs (below).
+  const stepDue = Date.now() + 20_000;
+  expect((await client.post(`/v3/order/${order.id}/test?final_status=completed.walk_in_test.completed&delay=20`, {})).status).toBe(200);
+  await orderWorkflowIdle(app, order.id);
+  await kill(worker, 'SIGKILL');
+
+  // The next worker takes the cancel, stores `cancelled` and dies before its workflow task completes.
+  const cancel = client.post(`/v3/order/${order.id}/cancel`);
+  worker = startCrashWorker(deployment, { HB_FAILPOINTS: 'lab-order.event-recorded' });
+  await new Promise((resolve) => worker!.once('exit', resolve));
+  const stored = await app.inspect.collection('lab_orders').findOne({ _id: order.id });
+  expect(stored?.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'requisition_created', 'cancelled']);
+  expect(Date.now()).toBeLessThan(stepDue); // the step's timer has not fired yet
+
+  // Its replacement starts after the timer fired: its task carries the cancel again and the fired timer.
+  await new Promise((r) => setTimeout(r, stepDue - Date.now() + 1_000));
+  worker = startWorker();
+  const answered = await cancel;
+  expect(answered.status).toBe(200);
+  await orderReaches(client, order.id, 'cancelled', 60_000);
+  await orderWorkflowIdle(app, order.id);
+  const after = (await client.get(`/v3/order/${order.id}`)).body;
+  expect(after.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'requisition_created', 'cancelled']);
+  // The interleaving under test happened: the history took the cancel only after the step's timer had fired.
+  const history = (await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id)).fetchHistory()).events ?? [];
+  const timerFired = history.findIndex((e) => e.timerFiredEventAttributes);
+  const cancelAccepted = history.findIndex((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'cancelOrder');
+  expect(timerFired).toBeGreaterThan(-1);
+  expect(cancelAccepted).toBeGreaterThan(timerFired);
 }, 180000);

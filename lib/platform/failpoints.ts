@@ -3,7 +3,7 @@
  * signal, or an activity's write and its result) where a crash must leave nothing that a retry or the maintenance sweep cannot repair; when the
  * comma-separated `HB_FAILPOINTS` names it, the process kills itself there with SIGKILL (no shutdown hooks, no
  * `finally`: what a power cut or an OOM kill does). test/dual-writes.test.ts starts an api with each of its names set;
- * test/users-crash.test.ts a worker that dies between a write and reporting it to Temporal.
+ * test/users-crash.test.ts and test/lab-orders-crash.test.ts a worker that dies between a write and reporting it to Temporal.
  * Never set in a deployment: unset, a crash point is one lookup in an empty set.
  */
 const armed = new Set((process.env.HB_FAILPOINTS ?? '').split(',').map((name) => name.trim()).filter(Boolean));
