@@ -4,7 +4,7 @@ import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, orderWorkflowIdle } from './support/lab';
 import { startReceiver, type Receiver } from './support/receiver';
-import { privateDeployment, startWorker as startCrashWorker, stopWorker } from './support/worker';
+import { privateDeployment, startWorker as startCrashWorker, stopWorker, workerEnded } from './support/worker';
 
 /**
  * Crash test: this file runs its own worker on a private task queue, SIGKILLs it while orders wait on
@@ -18,7 +18,7 @@ let worker: ChildProcess | null = null;
 let app: TestApp;
 let rx: Receiver;
 
-const startWorker = () => startCrashWorker(deployment, { WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
+const startWorker = (env: Record<string, string> = {}) => startCrashWorker(deployment, { WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000', ...env });
 const kill = stopWorker;
 
 beforeAll(async () => {
@@ -97,8 +97,8 @@ test('a cancel whose write outlived its worker, then a simulation step that fire
 
   // The next worker takes the cancel, stores `cancelled` and dies before its workflow task completes.
   const cancel = client.post(`/v3/order/${order.id}/cancel`);
-  worker = startCrashWorker(deployment, { HB_FAILPOINTS: 'lab-order.event-recorded' });
-  await new Promise((resolve) => worker!.once('exit', resolve));
+  worker = startWorker({ HB_FAILPOINTS: 'lab-order.event-recorded' });
+  expect(await workerEnded(worker)).toBe('SIGKILL');
   const stored = await app.inspect.collection('lab_orders').findOne({ _id: order.id });
   expect(stored?.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'requisition_created', 'cancelled']);
   expect(Date.now()).toBeLessThan(stepDue); // the step's timer has not fired yet

@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { workflowIds } from '../workflows/ids';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type TestApp } from './support/harness';
-import { privateDeployment, startWorker, stopWorker } from './support/worker';
+import { privateDeployment, startWorker, stopWorker, workerEnded } from './support/worker';
 
 /**
  * Crash test: a user's deletion workflow takes an undo and a DELETE together, and the worker applying them dies
@@ -48,7 +48,7 @@ test('a worker killed after writing an undo and a DELETE, before Temporal record
 
   // This worker dies right after the DELETE's write (the undo writes first), before it can report it.
   const doomed = launch({ HB_FAILPOINTS: 'user-deletion.marked' });
-  await new Promise((resolve) => doomed.once('exit', resolve));
+  expect(await workerEnded(doomed)).toBe('SIGKILL');
   const stored = await app.inspect.collection('users').findOne({ _id: user as never });
   expect(stored?.status).toBe('pending_deletion'); // the DELETE's write landed
 

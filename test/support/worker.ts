@@ -26,10 +26,14 @@ export function startWorker(deployment: PrivateDeployment, env: Record<string, s
   });
 }
 
-export function stopWorker(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    child.once('exit', () => resolve());
-    child.kill(signal);
-  });
+export async function stopWorker(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  const ended = workerEnded(child);
+  if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  await ended;
+}
+
+/** How a worker ended: the signal that killed it (SIGKILL: a crash point, lib/platform/failpoints.ts) or its exit code. */
+export function workerEnded(child: ChildProcess): Promise<NodeJS.Signals | number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.signalCode ?? child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
 }
