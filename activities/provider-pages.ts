@@ -160,8 +160,10 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
        * or still cannot take then, is logged, and the tokens are deleted all the same.
        */
       async revokeProviderAccess(input: { connectionId: string }): Promise<{ revoked: boolean }> {
+        // Ended means no longer live, not only deregistered: a user's deletion hides the user before it deregisters
+        // the connection, and a workflow that meets the hidden user in between stops and ends here first.
+        if (await live(input.connectionId)) return { revoked: false };
         const connection = await repos.connections.find(input.connectionId);
-        if (connection && connection.status !== 'deregistered') return { revoked: false };
         const tokens = await repos.providerAuth.get(input.connectionId);
         if (!tokens) return { revoked: false };
         const integration = integrationFor(tokens.provider);

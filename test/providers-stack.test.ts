@@ -10,6 +10,7 @@ import { accessToken, resolveApp } from '../lib/wearables/providers/runtime';
 import { ensureSubscriptions } from '../lib/wearables/providers/subscriptions';
 import { createLogger } from '../lib/platform/logger';
 import { workflowIds } from '../workflows/ids';
+import { refreshConnectionSignal } from '../workflows/wearable-connection';
 import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
 import { eventually } from './support/harness';
 import { startFakeOura, type FakeOura } from './support/fakes/oura';
@@ -153,6 +154,26 @@ describe('Oura subscriptions and user deletion', () => {
     expect(tries[2].at - tries[1].at).toBeGreaterThanOrEqual(2900);
     await eventually(async () => (await stack.app.deps.repos.providerAuth.get(connection._id)) === null, 30_000, 'the tokens deleted');
   }, 120_000);
+});
+
+describe('a connection that stops on finding its user hidden, before the deletion deregisters it', () => {
+  test('still revokes the access at Oura and forgets the tokens (a user deletion hides the user first, then deregisters)', async () => {
+    const userId = await createUser(stack);
+    const ouraUser = oura.addUser();
+    expect((await connectThroughOAuth(stack, userId, 'oura', oura, { asUser: ouraUser.id })).status).toBe(200);
+    const [connection] = await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId);
+    await historyDone(userId, 'oura', 6);
+    // The deletion's first write alone (its deregistration not yet come), then a sync: the workflow finds the user
+    // hidden and stops.
+    const now = new Date();
+    await stack.app.deps.repos.users.markPendingDeletion(stack.tenant.teamId, userId, { id: 'test-deletion', requested_at: now, erase_after: new Date(now.getTime() + 3_600_000) });
+    const handle = stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connection._id));
+    await handle.signal(refreshConnectionSignal);
+    expect(await handle.result()).toEqual({ stopped: true });
+    expect((await stack.app.deps.repos.connections.find(connection._id))?.status).not.toBe('deregistered');
+    expect(oura.revocations.some((r) => r.userId === ouraUser.id)).toBe(true);
+    expect(await stack.app.deps.repos.providerAuth.get(connection._id)).toBeNull();
+  }, 180_000);
 });
 
 describe('a stop while a page is in flight', () => {
