@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
-import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { isDuplicateKeyError, isWriteConflictError } from '../platform/database/store-errors';
 import { isDenseList, keysetFilter, walksIdIndex } from '../platform/database/pages';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 
@@ -98,13 +98,16 @@ export class UserRepository {
     await createIndexes(this.users, USER_INDEXES.users, retention);
   }
 
-  /** Inserts, or returns the user already holding the client_user_id (the unique index decides races). */
+  /**
+   * Inserts, or returns the user already holding the client_user_id (the unique index decides races). An insert
+   * that still collided with racing ones after its retries (withWriteConflictRetries) lost to the one stored.
+   */
   async create(doc: UserDoc): Promise<{ created: UserDoc } | { conflict: UserDoc }> {
     try {
       await this.users.insertOne(doc);
       return { created: doc };
     } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
+      if (!isDuplicateKeyError(err) && !isWriteConflictError(err)) throw err;
       const existing = await this.findActiveByClientUserId(doc.team_id, doc.client_user_id);
       if (!existing) throw err;
       return { conflict: existing };

@@ -1,12 +1,15 @@
 import type { Collection } from 'mongodb';
-import { isDuplicateKeyError, isTransientWriteError } from './store-errors';
+import { isDuplicateKeyError, isTransientWriteError, isWriteConflictError } from './store-errors';
+import { conflictPause, mayRetryConflict } from './write-conflicts';
 
 /**
  * Inserts documents with deterministic `_id`s, unordered; returns the ids that already existed. The way
  * repeatable writes (fan-out, retried recordings) stay idempotent by key (architecture rule 4).
  */
-export async function insertIgnoringDuplicates<T extends { _id: string }>(coll: Collection<T>, docs: T[]): Promise<Set<string>> {
+export async function insertIgnoringDuplicates<T extends { _id: string }>(coll: Collection<T>, docs: T[], attempt = 1): Promise<Set<string>> {
   const dups = new Set<string>();
+  // Documents whose insert collided with concurrent writes (isWriteConflictError) while others of the batch went in.
+  const collided: T[] = [];
   if (!docs.length) return dups;
   try {
     await coll.insertMany(docs as never[], { ordered: false });
@@ -25,10 +28,16 @@ export async function insertIgnoringDuplicates<T extends { _id: string }>(coll: 
     if (!list.length) throw err;
     for (const e of list) {
       const index = e.index ?? e.err?.index;
-      const duplicate = isDuplicateKeyError({ code: e.code ?? e.err?.code, message: e.errmsg ?? e.err?.errmsg });
-      if (!duplicate || index === undefined) throw err;
-      dups.add(docs[index]._id);
+      const error = { code: e.code ?? e.err?.code, message: e.errmsg ?? e.err?.errmsg };
+      if (index === undefined) throw err;
+      if (isDuplicateKeyError(error)) dups.add(docs[index]._id);
+      else if (isWriteConflictError(error) && mayRetryConflict(attempt)) collided.push(docs[index]);
+      else throw err;
     }
+  }
+  if (collided.length) {
+    await conflictPause(attempt);
+    for (const id of await insertIgnoringDuplicates(coll, collided, attempt + 1)) dups.add(id);
   }
   return dups;
 }

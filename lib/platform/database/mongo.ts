@@ -2,6 +2,7 @@ import { MongoClient, type Db } from 'mongodb';
 import { recordQueryShapes } from './query-shapes';
 import { observeDatabaseCommands } from '../metrics';
 import { detectStore, useStore } from './store-strategy';
+import { withWriteConflictRetries } from './write-conflicts';
 
 export interface Mongo {
   client: MongoClient;
@@ -25,7 +26,7 @@ export async function connectMongo(url: string, dbName: string, options: MongoOp
   } catch (err) {
     throw new Error(`Cannot reach MongoDB at ${url} (${(err as Error).message}). Start the dev stack (npm run dev) or set MONGO_URL.`);
   }
-  const db = client.db(dbName);
+  const db = withWriteConflictRetries(client.db(dbName));
   useStore(await detectStore(db));
   return { client, db, close: () => client.close() };
 }

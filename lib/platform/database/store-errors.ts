@@ -25,6 +25,21 @@ export function isTransientWriteError(err: unknown): boolean {
   return e.code === 1 && /Pool\)\.Acquire\): failed to connect to/.test(e.message ?? '');
 }
 
+/** PostgreSQL's deadlock_detected (40P01) and serialization_failure (40001), as DocumentDB encodes SQLSTATEs into error codes. */
+const CONFLICT_CODES = new Set([16908292, 16777220]);
+
+/**
+ * The database aborted a write because it collided with concurrent ones; the write left nothing behind and may
+ * pass when sent again. MongoDB retries these itself outside transactions; PostgreSQL + DocumentDB reports them.
+ */
+export function isWriteConflictError(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const { code, message } = err as { code?: number; message?: string };
+  if (typeof code === 'number' && CONFLICT_CODES.has(code)) return true;
+  // FerretDB v2 + DocumentDB: a PostgreSQL deadlock or serialization failure can also arrive as code 1 with PostgreSQL's text.
+  return code === 1 && /deadlock detected|could not serialize access/.test(message ?? '');
+}
+
 /** A query stopped at its `maxTimeMS`: code 50 (MaxTimeMSExpired) on MongoDB and on FerretDB v2 (PostgreSQL's statement timeout). */
 export function isTimeLimitError(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: number }).code === 50;
