@@ -2,7 +2,7 @@ import Router from '@koa/router';
 import type { Server } from 'node:http';
 import Koa, { type Context } from 'koa';
 import { ValidationError } from '../lib/platform/errors';
-import { coerceFlat, controlCharacterErrors, toFieldErrors, validatorFor, type FieldError } from '../schemas/validator';
+import { bracketedNameErrors, coerceFlat, contentErrors, toFieldErrors, validatorFor, type FieldError } from '../schemas/validator';
 import type { AppDeps } from './deps';
 import { createAuthenticator, type Authenticator } from './middleware/auth';
 import { readJsonBody } from './middleware/body';
@@ -89,9 +89,10 @@ export const koaPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1').repla
 function validatePart(location: string, schema: AnyRoute['params'], raw: Record<string, unknown>, errors: FieldError[]) {
   if (!schema) return {};
   const value = location === 'body' ? raw : coerceFlat(schema, raw);
+  if (location !== 'body') errors.push(...bracketedNameErrors(location, schema, raw));
   const validate = validatorFor(schema);
   if (!validate(value)) errors.push(...toFieldErrors(location, validate.errors));
-  errors.push(...controlCharacterErrors(location, value));
+  errors.push(...contentErrors(location, value));
   return value;
 }
 

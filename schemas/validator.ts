@@ -72,23 +72,57 @@ export function toFieldErrors(location: string, errors: ErrorObject[] | null | u
 const ID_OR_NAME_FIELD = /(^|_)(ids?|names?)$/i;
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+/** A UTF-16 surrogate without its pair (JSON can spell one, `"\ud800"`; no UTF-8 text can hold one). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** Deepest nesting of objects and arrays a request may send (the deepest schema needs a handful of levels). */
+export const MAX_INPUT_DEPTH = 32;
+
+/** A value met walking an input: where it is, the field it belongs to (an array item: its array's), whether it is too deep. */
+export interface InputNode {
+  value: unknown;
+  path: (string | number)[];
+  field: string;
+  /** An object or array below MAX_INPUT_DEPTH levels: not walked into. */
+  tooDeep: boolean;
+}
+
+/** Every value and key of an input, depth first in document order, without recursion (any depth is safe to walk). */
+export function* walkInput(value: unknown): Generator<InputNode> {
+  const pending: Omit<InputNode, 'tooDeep'>[] = [{ value, path: [], field: '' }];
+  for (let node = pending.pop(); node; node = pending.pop()) {
+    const { value: v, path, field } = node;
+    const container = !!v && typeof v === 'object';
+    const tooDeep = container && path.length >= MAX_INPUT_DEPTH;
+    yield { ...node, tooDeep };
+    if (!container || tooDeep) continue;
+    const children: [string | number, unknown][] = Array.isArray(v) ? v.map((child, i) => [i, child]) : Object.entries(v);
+    for (const [key, child] of children.reverse()) pending.push({ value: child, path: [...path, key], field: typeof key === 'string' ? key : field });
+  }
+}
 
 /**
- * A 422 for each id or name field (at any depth, in arrays too) holding a control character (U+0000–U+001F,
- * U+007F): a NUL or line break in an id is never meant, breaks logs, CSV exports and downstream systems, and would
- * otherwise be stored and returned as sent.
+ * The 422s for what a schema does not say about an input's strings and nesting (at any depth, in arrays too):
+ * - an id or name field holding a control character (U+0000–U+001F, U+007F): a NUL or line break in an id is never
+ *   meant, breaks logs, CSV exports and downstream systems, and would otherwise be stored and returned as sent;
+ * - any string or field name holding a lone surrogate: not text, and stored it would come back as U+FFFD;
+ * - objects and arrays nested deeper than MAX_INPUT_DEPTH, named at the value that goes too deep.
  */
-export function controlCharacterErrors(location: string, value: unknown, path: (string | number)[] = [], field = ''): FieldError[] {
-  if (typeof value === 'string') {
-    return ID_OR_NAME_FIELD.test(field) && CONTROL_CHARACTER.test(value)
-      ? [{ loc: [location, ...path], msg: 'Control characters (U+0000 to U+001F, U+007F) are not allowed in ids and names', type: 'string_pattern_mismatch' }]
-      : [];
+export function contentErrors(location: string, input: unknown): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const { value, path, field, tooDeep } of walkInput(input)) {
+    const loc = [location, ...path];
+    const name = path.at(-1);
+    if (typeof name === 'string' && field === name && LONE_SURROGATE.test(name)) {
+      errors.push({ loc, msg: 'Field names should be valid text: this one holds an unpaired UTF-16 surrogate', type: 'string_unicode' });
+    } else if (tooDeep) {
+      errors.push({ loc, msg: `Input should be nested at most ${MAX_INPUT_DEPTH} levels deep`, type: 'too_deep' });
+    } else if (typeof value === 'string' && LONE_SURROGATE.test(value)) {
+      errors.push({ loc, msg: 'Input should be valid text: it holds an unpaired UTF-16 surrogate', type: 'string_unicode' });
+    } else if (typeof value === 'string' && ID_OR_NAME_FIELD.test(field) && CONTROL_CHARACTER.test(value)) {
+      errors.push({ loc, msg: 'Control characters (U+0000 to U+001F, U+007F) are not allowed in ids and names', type: 'string_pattern_mismatch' });
+    }
   }
-  if (Array.isArray(value)) return value.flatMap((v, i) => controlCharacterErrors(location, v, [...path, i], field));
-  if (value && typeof value === 'object') {
-    return Object.entries(value).flatMap(([k, v]) => controlCharacterErrors(location, v, [...path, k], k));
-  }
-  return [];
+  return errors;
 }
 
 const formatTypes: Record<string, string> = {
@@ -157,6 +191,19 @@ function describe(e: ErrorObject): { msg: string; type: string } {
 }
 
 /**
+ * A 422 for each parameter of the schema sent in the bracket form of PHP and Rails (`limit[]=1`, `offset[a]=1`):
+ * read as unknown names they would be ignored and the request answered as if they were absent.
+ */
+export function bracketedNameErrors(location: string, schema: TSchema, input: Record<string, unknown>): FieldError[] {
+  const props = (schema as { properties?: Record<string, unknown> }).properties ?? {};
+  return Object.keys(input).flatMap((key) => {
+    const name = /^([^[\]]+)\[[^\]]*\]/.exec(key)?.[1];
+    if (name === undefined || !Object.hasOwn(props, name)) return [];
+    return [{ loc: [location, name], msg: `Send ${name} as \`${name}=value\` (repeated for several values), not as \`${key}=\``, type: 'value_error' }];
+  });
+}
+
+/**
  * Converts string inputs (query, path, headers, environment) to the primitive type the schema expects.
  * Values that do not convert are left as strings so validation reports them.
  */
@@ -181,11 +228,14 @@ export function coerceFlat(schema: TSchema, input: Record<string, unknown>): Rec
   return out;
 }
 
+const DECIMAL = /^-?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
 /** A string converted to the number or boolean the schema expects; anything else is left for validation to report. */
 function coerceScalar(value: unknown, types: unknown[]): unknown {
   if (typeof value !== 'string') return value;
-  // Only finite numbers convert: `Infinity`, `1e400` stay strings and are reported as not a number.
-  if ((types.includes('integer') || types.includes('number')) && value.trim() !== '' && Number.isFinite(Number(value))) return Number(value);
+  // Only decimal numbers convert: `0x10`, `0b1`, ` 5`, `Infinity` and `1e400` stay strings and are reported as not a number.
+  if (types.includes('integer') && /^-?\d+$/.test(value)) return Number(value);
+  if (types.includes('number') && DECIMAL.test(value) && Number.isFinite(Number(value))) return Number(value);
   if (types.includes('boolean') && (value === 'true' || value === 'false')) return value === 'true';
   return value;
 }

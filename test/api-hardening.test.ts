@@ -150,6 +150,23 @@ describe('integer parameters are bounded', () => {
     expect((await api.get('/v2/user/?offset=0&limit=500')).status).toBe(200);
   });
 
+  test('only decimal digits are an integer, and a parameter in bracket form is refused, not ignored', async () => {
+    for (const [path, loc] of [
+      ['/v2/user/?offset=0x10', 'offset'],
+      ['/v2/user/?offset=0b1', 'offset'],
+      ['/v2/user/?offset=%201', 'offset'],
+      ['/v2/user/?offset=1.0', 'offset'],
+      ['/v2/user/?offset=1e1', 'offset'],
+      ['/v2/user/?limit[]=1&limit[]=2', 'limit'],
+      ['/v2/user/?offset[]=1', 'offset'],
+    ] as const) {
+      const res = await api.get(path);
+      expect({ path, status: res.status }).toEqual({ path, status: 422 });
+      expect(res.body.detail[0].loc).toEqual(['query', loc]);
+    }
+    expect((await api.get('/v2/user/?offset=-0&limit=007')).status).toBe(200);
+  });
+
   test('the OpenAPI document files every operation under one tag, so the docs page lists it once', async () => {
     const doc = (await httpClient(app.url).get('/openapi.json')).body;
     const multiTagged: string[] = [];
@@ -172,6 +189,71 @@ describe('integer parameters are bounded', () => {
       }
     }
     expect(unbounded).toEqual([]);
+  });
+});
+
+describe('text and nesting no schema speaks of', () => {
+  const nested = (depth: number, leaf: unknown): unknown => {
+    let value = leaf;
+    for (let i = 0; i < depth; i++) value = [value];
+    return value;
+  };
+  /** A body sent as the exact bytes given (fetch would re-encode a string as UTF-8). */
+  const postBytes = async (path: string, bytes: Buffer, headers: Record<string, string> = {}) => {
+    const res = await fetch(app.url + path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: bytes });
+    return { status: res.status, body: (await res.json()) as { detail: { loc: unknown[]; msg: string; type: string }[] } };
+  };
+
+  test('JSON nested 2,000 deep inside a field is a 422 naming the field, with a key and on the console sign-in without one', async () => {
+    const deep = nested(2000, 'x');
+    const user = await api.post('/v2/user/', { client_user_id: deep });
+    expect(user.status).toBe(422);
+    const tooDeep = user.body.detail.find((e: { type: string }) => e.type === 'too_deep');
+    expect(tooDeep.loc.slice(0, 3)).toEqual(['body', 'client_user_id', 0]);
+    expect(tooDeep.msg).toBe('Input should be nested at most 32 levels deep');
+
+    const session = await httpClient(app.url).post('/v1/console/sessions', { link: deep });
+    expect(session.status).toBe(422);
+    expect(session.body.detail.map((e: { loc: unknown[] }) => e.loc.slice(0, 2))).toContainEqual(['body', 'link']);
+    expect(session.body.detail.map((e: { type: string }) => e.type)).toContain('too_deep');
+  });
+
+  test('bytes that are not UTF-8 are a 422 naming the field they are in (the body when no field holds them), never stored as U+FFFD', async () => {
+    const clientUserId = uniqueId();
+    const inField = await postBytes('/v2/user/', Buffer.concat([Buffer.from(`{"client_user_id":"${clientUserId}`), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]), {
+      'x-service-api-key': tenant.teamKey,
+    });
+    expect(inField.status).toBe(422);
+    expect(inField.body.detail).toEqual([{ loc: ['body', 'client_user_id'], msg: expect.stringMatching(/UTF-8/), type: 'string_unicode' }]);
+    expect(await app.inspect.collection('users').countDocuments({ team_id: tenant.teamId, client_user_id: { $regex: `^${clientUserId}` } })).toBe(0);
+
+    const outside = await postBytes('/v2/user/', Buffer.concat([Buffer.from(`{"client_user_id":"${clientUserId}"}`), Buffer.from([0xc3])]), {
+      'x-service-api-key': tenant.teamKey,
+    });
+    expect(outside.status).toBe(422);
+    expect(outside.body.detail[0]).toMatchObject({ loc: ['body'], type: 'string_unicode' });
+  });
+
+  test('a lone surrogate in a value or a field name is a 422 naming it', async () => {
+    const inValue = await api.post('/v2/user/', `{"client_user_id":"${uniqueId()}\\ud800"}`, { 'content-type': 'application/json' });
+    expect(inValue.status).toBe(422);
+    expect(inValue.body.detail).toEqual([{ loc: ['body', 'client_user_id'], msg: expect.stringMatching(/unpaired UTF-16 surrogate/), type: 'string_unicode' }]);
+
+    // `details` of custom credentials takes any field names (and any nesting below them).
+    const { environment, region } = { environment: app.deps.config.DEPLOYMENT_ENVIRONMENT, region: app.deps.config.DEPLOYMENT_REGION };
+    const credentials = (details: string) =>
+      `{"team_id":"${tenant.teamId}","provider":"oura","client_id":"cid","client_secret":"cs_${uniqueId()}","details":${details}}`;
+    const path = `/v1/org/${tenant.orgId}/team_custom_credentials/${environment}/${region}`;
+    const inName = await mgmt.post(path, credentials('{"region\\udc00":"eu"}'), { 'content-type': 'application/json' });
+    expect(inName.status).toBe(422);
+    expect(inName.body.detail).toEqual([{ loc: ['body', 'details', 'region\udc00'], msg: expect.stringMatching(/unpaired UTF-16 surrogate/), type: 'string_unicode' }]);
+    const tooDeep = await mgmt.post(path, credentials(JSON.stringify({ settings: nested(40, 1) })), { 'content-type': 'application/json' });
+    expect(tooDeep.status).toBe(422);
+    expect(tooDeep.body.detail).toEqual([{ loc: ['body', 'details', 'settings', ...Array(30).fill(0)], msg: expect.any(String), type: 'too_deep' }]);
+
+    const paired = await api.post('/v2/user/', `{"client_user_id":"${uniqueId()}-\\ud83d\\ude00"}`, { 'content-type': 'application/json' });
+    expect(paired.status).toBe(200);
+    expect(paired.body.client_user_id).toMatch(/-\u{1F600}$/u);
   });
 });
 
