@@ -47,6 +47,8 @@ async function main() {
     ...(stack.temporalUiUrl ? { TEMPORAL_UI_URL: stack.temporalUiUrl } : {}),
     API_PORT: process.env.API_PORT || '8080',
     DATA_ENCRYPTION_KEYS: devDataKeys(dataKeysFile),
+    // Webhook receivers you try the service with run on this machine (README "Configuration").
+    WEBHOOK_ALLOW_LOOPBACK: process.env.WEBHOOK_ALLOW_LOOPBACK || 'true',
   };
   const fakeProviders = await startFakeProviders();
   Object.assign(env, fakeProviders.env);

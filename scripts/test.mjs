@@ -62,6 +62,8 @@ async function main() {
     MONGO_QUERY_SHAPE_LOG: path.join(stateDir, 'query-shapes'),
     // Workers of the run (the shared one, crash tests' own) serve their metrics on free ports, not on one fixed port.
     WORKER_METRICS_PORT: '0',
+    // The tests' webhook receivers and fakes listen on 127.0.0.1 (the service refuses loopback targets unless told).
+    WEBHOOK_ALLOW_LOOPBACK: 'true',
   };
   Object.assign(process.env, env);
   worker = startNode('worker/main.js', env, 'worker');

@@ -236,6 +236,33 @@ describe('endpoint management', () => {
     await mgmt.del(`${base}/${hook.id}`);
   });
 
+  test('a sandbox deployment refuses loopback and private targets unless WEBHOOK_ALLOW_LOOPBACK says otherwise (the test stack sets it)', async () => {
+    const plain = await startTestApp({ DEPLOYMENT_ENVIRONMENT: 'sandbox', WEBHOOK_ALLOW_LOOPBACK: undefined });
+    try {
+      const other = await createTenant(plain.deps, 'No loopback');
+      const hooks = managementClient(plain, other);
+      const hooksBase = `/v1/org/${other.orgId}/team/${other.teamId}/sandbox/webhook`;
+      for (const [url, reason] of [
+        ['http://127.0.0.1:8233/api/v1/namespaces', 'loopback'],
+        ['http://localhost:9/hook', 'loopback'],
+        ['http://[::1]:9/hook', 'loopback'],
+        ['http://10.0.0.5/hook', 'private network'],
+      ]) {
+        const res = await hooks.post(hooksBase, { url });
+        expect({ url, status: res.status }).toEqual({ url, status: 422 });
+        expect(res.body.detail[0].loc).toEqual(['body', 'url']);
+        expect(res.body.detail[0].msg).toContain(reason);
+      }
+      expect((await hooks.get(hooksBase)).body.data).toEqual([]);
+    } finally {
+      await plain.close();
+    }
+    expect(app.deps.config.WEBHOOK_ALLOW_LOOPBACK).toBe(true);
+    const allowed = await mgmt.post(base, { url: 'http://127.0.0.1:9/hook' });
+    expect(allowed.status).toBe(200);
+    await mgmt.del(`${base}/${allowed.body.id}`);
+  });
+
   test('URLs resolving to metadata, private or link-local addresses are refused with a 422 and a reason', async () => {
     for (const [url, reason] of [
       ['http://169.254.169.254/latest/meta-data', 'cloud metadata'],

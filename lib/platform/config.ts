@@ -123,7 +123,11 @@ export const ConfigSchema = Type.Object({
     description: 'Largest serialized event envelope; publishing a larger event is an error (send shallow events or chunks).',
   }),
   WEBHOOK_ALLOW_LOOPBACK: Type.Optional(
-    Type.Boolean({ description: 'Allow webhook URLs on loopback addresses. Default: true in sandbox, false in production.' }),
+    Type.Boolean({
+      description:
+        'Allow webhook URLs (and pipeline brokers) on loopback addresses, in any environment. Default: false; ' +
+        '`npm run dev`, `npm test` and `npm run bench` set it for their local receivers.',
+    }),
   ),
   WEBHOOK_URL_ALLOWLIST: Type.String({
     default: '',
@@ -137,7 +141,11 @@ export const ConfigSchema = Type.Object({
       'cloud metadata addresses are refused always.',
   }),
   METRICS_TOKEN: Type.Optional(
-    Type.String({ description: 'When set (a long random value), GET /metrics (api and worker) needs `Authorization: Bearer <token>`. Default: open (scrape from inside the network).' }),
+    Type.String({
+      description:
+        'A long random value: GET /metrics (api and worker) then needs `Authorization: Bearer <token>`. Required in production; ' +
+        'unset in sandbox, the metrics are open (scrape from inside the network).',
+    }),
   ),
   WORKER_METRICS_PORT: Type.Integer({
     minimum: 0,
@@ -287,6 +295,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   // a guessed http://API_HOST:API_PORT behind a proxy would hand customers addresses nobody can reach.
   if (candidate.PUBLIC_BASE_URL === undefined && candidate.DEPLOYMENT_ENVIRONMENT === 'production') {
     problems.push('PUBLIC_BASE_URL: required in production (the address customers and providers reach this API at, e.g. https://api.example.com)');
+  }
+  // Without it GET /metrics answers anyone who reaches the api's port: request rates, teams' error rates, queue depths.
+  if (candidate.METRICS_TOKEN === undefined && candidate.DEPLOYMENT_ENVIRONMENT === 'production') {
+    problems.push('METRICS_TOKEN: required in production (the bearer token a scrape of GET /metrics sends; make one with `openssl rand -hex 32`)');
   }
   if (problems.length) {
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}. Fix the environment variable(s) named and restart.`);

@@ -9,7 +9,7 @@ import { BlockList, isIP, type LookupFunction } from 'node:net';
 export interface UrlPolicy {
   /** https only (production). */
   requireHttps: boolean;
-  /** 127.0.0.0/8 and ::1 accepted (sandbox/dev default). */
+  /** 127.0.0.0/8 and ::1 accepted: only with WEBHOOK_ALLOW_LOOPBACK (the dev and test stacks set it). */
   allowLoopback: boolean;
   /** `host:port` entries accepted whatever they resolve to. */
   allowlist: string[];
@@ -25,7 +25,8 @@ export function urlPolicyFromConfig(config: {
   const production = config.DEPLOYMENT_ENVIRONMENT === 'production';
   return {
     requireHttps: production,
-    allowLoopback: config.WEBHOOK_ALLOW_LOOPBACK ?? !production,
+    // Never by environment alone: a sandbox reachable from outside would let anyone make the service call its own host.
+    allowLoopback: config.WEBHOOK_ALLOW_LOOPBACK ?? false,
     allowlist: config.WEBHOOK_URL_ALLOWLIST.split(',')
       .map((s) => s.trim().toLowerCase())
       .filter(Boolean),

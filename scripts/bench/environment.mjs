@@ -146,6 +146,8 @@ export async function startEnvironment({ runId, log = console.log, cpuProfileDir
       API_PORT: String(apiPort),
       PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
       DATA_ENCRYPTION_KEYS: devDataKeys(null),
+      // The bench's webhook receivers listen on 127.0.0.1.
+      WEBHOOK_ALLOW_LOOPBACK: 'true',
       ...extraEnv,
     };
     env.apiUrl = `http://127.0.0.1:${apiPort}`;
