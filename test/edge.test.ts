@@ -154,11 +154,24 @@ describe('configuration', () => {
   });
 
   it('stops a production start without PUBLIC_BASE_URL, naming it and what to set; sandbox defaults to its own address', () => {
-    const production = { DEPLOYMENT_ENVIRONMENT: 'production', DATA_ENCRYPTION_KEYS: generateDataKey('k1') };
+    const production = { DEPLOYMENT_ENVIRONMENT: 'production', DATA_ENCRYPTION_KEYS: generateDataKey('k1'), METRICS_TOKEN: 'metrics-token' };
     expect(() => loadConfig(production)).toThrow(ConfigError);
     expect(() => loadConfig(production)).toThrow(/PUBLIC_BASE_URL: required in production .*e\.g\. https:\/\/api\.example\.com/);
     expect(publicBaseUrl(loadConfig({ ...production, PUBLIC_BASE_URL: 'https://api.example.com/' }))).toBe('https://api.example.com');
     expect(publicBaseUrl(loadConfig({ API_HOST: '0.0.0.0', API_PORT: '9000' }))).toBe('http://127.0.0.1:9000');
+  });
+
+  it('stops a production start without METRICS_TOKEN (GET /metrics would answer anyone), naming it and how to make one; sandbox may leave it open', () => {
+    const production = { DEPLOYMENT_ENVIRONMENT: 'production', DATA_ENCRYPTION_KEYS: generateDataKey('k1'), PUBLIC_BASE_URL: 'https://api.example.com' };
+    expect(() => loadConfig(production)).toThrow(ConfigError);
+    expect(() => loadConfig(production)).toThrow(/METRICS_TOKEN: required in production .*openssl rand -hex 32/);
+    expect(loadConfig({ ...production, METRICS_TOKEN: 'a-long-random-value' }).METRICS_TOKEN).toBe('a-long-random-value');
+    expect(loadConfig({ DEPLOYMENT_ENVIRONMENT: 'sandbox' }).METRICS_TOKEN).toBeUndefined();
+  });
+
+  it('reads integers in decimal only', () => {
+    expect(loadConfig({ API_PORT: '9000' }).API_PORT).toBe(9000);
+    expect(() => loadConfig({ API_PORT: '0x2328' })).toThrow(/API_PORT="0x2328": Input should be a valid integer/);
   });
 
   it('applies defaults and converts types', () => {

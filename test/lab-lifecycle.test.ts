@@ -94,7 +94,7 @@ describe('sandbox simulation', () => {
   });
 
   it('is refused (404) by a production deployment', async () => {
-    const prod = await startTestApp({ DEPLOYMENT_ENVIRONMENT: 'production' });
+    const prod = await startTestApp({ DEPLOYMENT_ENVIRONMENT: 'production', METRICS_TOKEN: 'lab-lifecycle-metrics' });
     try {
       const prodTenant = await createTenant(prod.deps, 'Production lab');
       const prodClient = teamClient(prod, prodTenant);

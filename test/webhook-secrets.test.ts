@@ -80,7 +80,7 @@ describe('configuration of the data encryption keys', () => {
   test('production refuses to start without DATA_ENCRYPTION_KEYS; a malformed key is refused without echoing it', () => {
     expect(() => loadConfig({ DEPLOYMENT_ENVIRONMENT: 'production' })).toThrow(/DATA_ENCRYPTION_KEYS: required in production/);
     expect(() => loadConfig({ DEPLOYMENT_ENVIRONMENT: 'production' })).toThrow(ConfigError);
-    expect(() => loadConfig({ DEPLOYMENT_ENVIRONMENT: 'production', DATA_ENCRYPTION_KEYS: generateDataKey('k1'), PUBLIC_BASE_URL: 'https://api.example.com' })).not.toThrow();
+    expect(() => loadConfig({ DEPLOYMENT_ENVIRONMENT: 'production', DATA_ENCRYPTION_KEYS: generateDataKey('k1'), PUBLIC_BASE_URL: 'https://api.example.com', METRICS_TOKEN: 'metrics-token' })).not.toThrow();
 
     const short = `k1:${randomBytes(16).toString('base64')}`;
     let message = '';
