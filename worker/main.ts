@@ -48,7 +48,7 @@ async function main(): Promise<void> {
       }, config.SHUTDOWN_TIMEOUT_MS).unref();
     });
   }
-  logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+  logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS, node: process.version }, 'worker running');
   const running = Promise.all([worker.run(), ...providerWorkers.map((w) => w.run())]);
   // GET /ready looks for a fresh heartbeat: Temporal lists a killed worker's poller for minutes.
   const heartbeat = startWorkerHeartbeat(repos, worker, config.TEMPORAL_TASK_QUEUE, logger);
