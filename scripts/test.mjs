@@ -65,6 +65,9 @@ async function main() {
     MONGO_QUERY_SHAPE_LOG: path.join(stateDir, 'query-shapes'),
     // Workers of the run (the shared one, crash tests' own) serve their metrics on free ports, not on one fixed port.
     WORKER_METRICS_PORT: '0',
+    // The shared worker's sweep looks every 5 s (a deployment's: every minute), so tests that leave a publish
+    // half-done see it repaired in seconds.
+    WEBHOOK_SWEEP_INTERVAL_MS: '5000',
   };
   Object.assign(process.env, env);
   worker = startNode('worker/main.js', env, 'worker');
