@@ -27,10 +27,18 @@ export async function runOnNode24() {
   }
   const node = await ensureNodeRuntime((m) => console.log(m));
   console.log(`setup: the machine's node is ${process.version}, older than ${NODE_MAJOR}: handing over to Node ${NODE_RUNTIME.version}`);
-  // In a process group of its own, so each signal reaches it once, from us: a terminal's Ctrl-C reaches npm and us,
-  // npm forwards it to us, and the script sees the same two interrupts it saw before the handover.
+  // In a process group of its own, where signals come from us only, as the terminal's would: a Ctrl-C reaches npm and
+  // us, and npm forwards it to us too. The first of each kind goes to the whole group (the script, and what it runs in
+  // the foreground: npm install, tsc, jest, the dev api and worker), a repeat to the script alone, as before the handover.
   const child = spawn(node, [...process.execArgv, process.argv[1], ...process.argv.slice(2)], { stdio: 'inherit', detached: true });
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  const sent = new Set();
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(signal, () => {
+      if (sent.has(signal)) child.kill(signal);
+      else process.kill(-child.pid, signal);
+      sent.add(signal);
+    });
+  }
   const [code, signal] = await once(child, 'exit');
   if (signal) {
     // Ended by a signal: end the same way, as npm reports it.
