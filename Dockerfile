@@ -11,7 +11,8 @@
 # Install scripts are skipped (--ignore-scripts), as in development: no dependency needs one to work
 # (the native modules are prebuilt packages), and it keeps third-party postinstall code out of the build.
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node.js 24 LTS, as package.json `engines` asks (Node 20 reached its end of life on 2026-04-30).
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # ---- build: all dependencies, compile TypeScript to dist/ -------------------------------------------
 FROM ${NODE_IMAGE} AS build

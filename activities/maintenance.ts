@@ -5,7 +5,7 @@ import type { LabOrderDeps } from '../lib/labs/workflow-client';
 
 /**
  * The sweeper's repairs of writes whose workflow start or signal a crash cut off (README "Crash between a write and a
- * workflow start"); workflows/webhook-sweeper.ts runs them every WEBHOOK_SWEEP_INTERVAL_MS.
+ * workflow start"); workflows/stranded-work-sweep.ts runs them (worker/stranded-work-sweep.ts says how often).
  */
 export function createMaintenanceActivities(deps: ConnectionDeps & LabOrderDeps & { logger: Logger }) {
   return {

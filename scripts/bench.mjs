@@ -23,8 +23,11 @@
 import { rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ensureDependencies, prepare, repoRoot } from './setup.mjs';
+import { ensureDependencies, prepare, repoRoot, runOnNode24 } from './setup.mjs';
 import { ensureBinaries } from './stack.mjs';
+
+// Node 24, fetched when the machine's node is older: the rest of this file runs there.
+await runOnNode24();
 
 // The suites import the project's dependencies (kafkajs, the mongodb driver, …), so they load once those are
 // installed: `npm run bench` on a fresh clone installs, builds and fetches the servers first, like `npm run dev`.

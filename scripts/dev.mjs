@@ -5,11 +5,14 @@
 // DEV_BROKERS=rabbitmq,kafka also starts those brokers (for pipelines) and prints how to send events to them and read them.
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { devDataKeys, prepare, repoRoot, run, startNode, stopChild, waitForHttp } from './setup.mjs';
+import { devDataKeys, prepare, repoRoot, run, runOnNode24, startNode, stopChild, waitForHttp } from './setup.mjs';
 import { devPorts, ensureBinaries, startStack, stopStack } from './stack.mjs';
 import { startKafka } from './stack/kafka.mjs';
 import { startRabbitmq } from './stack/rabbitmq.mjs';
 import { clock, forwardOutput, supervise } from './supervise.mjs';
+
+// Node 24, fetched when the machine's node is older: the rest of this file runs there.
+await runOnNode24();
 
 const stateDir = path.join(repoRoot, '.devstack');
 const credentialsFile = path.join(stateDir, 'credentials.json');

@@ -1,11 +1,52 @@
 // Shared set-up steps of `npm run dev`, `npm test` and `npm run bench` (Node built-ins only: runs before npm install).
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureNodeRuntime } from './stack/binaries.mjs';
+import { NODE_RUNTIME } from './stack/common.mjs';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The Node.js major the servers, jest and the bench run on (package.json `engines`; Node 20 is past its end of life). */
+const NODE_MAJOR = 24;
+
+/**
+ * Puts the calling script (dev, test, bench) on Node.js 24: with a machine `node` of 24 or newer it returns at once;
+ * with an older one it fetches the pinned Node 24 into the cache (scripts/stack/binaries.mjs) and runs the script
+ * again on it, taking over that run's exit: it never returns. Everything the script spawns with process.execPath (tsc,
+ * jest, api, worker, seed, and the processes tests start) then runs on Node 24 too. Call it before anything else, so
+ * the signal handlers, timers and servers are the second run's alone.
+ */
+export async function runOnNode24() {
+  if (Number(process.versions.node.split('.')[0]) >= NODE_MAJOR) {
+    console.log(`setup: Node ${process.versions.node} from ${process.execPath}`);
+    return;
+  }
+  const node = await ensureNodeRuntime((m) => console.log(m));
+  console.log(`setup: the machine's node is ${process.version}, older than ${NODE_MAJOR}: handing over to Node ${NODE_RUNTIME.version}`);
+  // In a process group of its own, where signals come from us only, as the terminal's would: a Ctrl-C reaches npm and
+  // us, and npm forwards it to us too. The first of each kind goes to the whole group (the script, and what it runs in
+  // the foreground: npm install, tsc, jest, the dev api and worker), a repeat to the script alone, as before the handover.
+  const child = spawn(node, [...process.execArgv, process.argv[1], ...process.argv.slice(2)], { stdio: 'inherit', detached: true });
+  const sent = new Set();
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.on(signal, () => {
+      if (sent.has(signal)) child.kill(signal);
+      else process.kill(-child.pid, signal);
+      sent.add(signal);
+    });
+  }
+  const [code, signal] = await once(child, 'exit');
+  if (signal) {
+    // Ended by a signal: end the same way, as npm reports it.
+    process.removeAllListeners(signal);
+    process.kill(process.pid, signal);
+  }
+  process.exit(code ?? 1);
+}
 
 /** Runs a command to its end without blocking the event loop, so other set-up (fetching the servers) goes on beside it. */
 export function run(cmd, args, opts = {}) {
@@ -45,7 +86,10 @@ export async function ensureDependencies(log = console.log) {
   if (existsSync(marker) && statSync(marker).mtimeMs >= statSync(lock).mtimeMs) return;
   log('setup: installing dependencies from package-lock.json (npm install)...');
   const started = Date.now();
-  await run('npm', ['install', '--no-audit', '--no-fund']);
+  // The npm that started us (`npm test` names its CLI in npm_execpath) runs on our node, so on Node 24 after the
+  // handover (whose `engines` it then meets); started without npm, the one on PATH.
+  const npmCli = process.env.npm_execpath?.endsWith('npm-cli.js') ? process.env.npm_execpath : null;
+  await (npmCli ? run(process.execPath, [npmCli, 'install', '--no-audit', '--no-fund']) : run('npm', ['install', '--no-audit', '--no-fund']));
   log(`setup: dependencies installed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 

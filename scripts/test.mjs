@@ -4,7 +4,7 @@
 // Safe to run while `npm run dev` is running: nothing is shared but the binaries.
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { devDataKeys, prepare, repoRoot, startNode, stopChild } from './setup.mjs';
+import { devDataKeys, prepare, repoRoot, runOnNode24, startNode, stopChild } from './setup.mjs';
 import { embeddedStoreAvailable, ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
 import { ensureChromium } from './stack/chromium.mjs';
 import { ensureKafka } from './stack/kafka.mjs';
@@ -13,6 +13,9 @@ import { ensureRabbitmq } from './stack/rabbitmq.mjs';
 import { ensureTemporalTestServer } from './stack/temporal-test-server.mjs';
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
+
+// Node 24, fetched when the machine's node is older: the rest of this file runs there.
+await runOnNode24();
 
 const runId = `${Date.now().toString(36)}-${process.pid}`;
 const stateDir = path.join(repoRoot, '.devstack', `test-${runId}`);
@@ -64,6 +67,9 @@ async function main() {
     WORKER_METRICS_PORT: '0',
     // The tests' webhook receivers and fakes listen on 127.0.0.1 (the service refuses loopback targets unless told).
     WEBHOOK_ALLOW_LOOPBACK: 'true',
+    // The shared worker's sweep looks every 5 s (a deployment's: every minute), so tests that leave a publish
+    // half-done see it repaired in seconds.
+    WEBHOOK_SWEEP_INTERVAL_MS: '5000',
   };
   Object.assign(process.env, env);
   worker = startNode('worker/main.js', env, 'worker');

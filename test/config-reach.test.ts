@@ -3,10 +3,11 @@ import { createTenant, eventually, startTestApp, teamClient, type Tenant, type T
 import { createUser } from './support/lab';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';
 import { workflowIds } from '../workflows/ids';
+import { sweepNowSignal } from '../workflows/stranded-work-sweep';
 
 /**
  * Configuration reaches what is already running: a worker restarted with a new value is followed by the running
- * workflows and Schedules it concerns (nothing keeps a setting in a workflow's input). Real worker processes on a
+ * workflows it concerns (a setting a workflow carries is sent again by every worker at boot). Real worker processes on a
  * deployment of this file's own.
  */
 const deployment = privateDeployment('config-reach');
@@ -51,18 +52,29 @@ test('a running connection follows WEARABLE_SYNC_INTERVAL_SECONDS after a worker
   await eventually(async () => (await activitiesScheduled(workflowId, 'syncConnection')) >= 4, 60_000, 'syncs every second');
 }, 180_000);
 
-test('the stranded-work sweep is a Schedule whose interval follows WEBHOOK_SWEEP_INTERVAL_MS after a worker restart', async () => {
-  const handle = app.deps.temporal.client.schedule.getHandle(workflowIds.strandedWorkSweepSchedule(deployment.TEMPORAL_TASK_QUEUE));
-  const everyMs = async () => {
-    const spec = (await handle.describe()).spec as { intervals?: { every: number | string }[] };
-    return Number(spec.intervals?.[0]?.every);
+test('the stranded-work sweep is one long-lived run whose interval follows WEBHOOK_SWEEP_INTERVAL_MS after a worker restart', async () => {
+  const workflowId = workflowIds.strandedWorkSweep(deployment.TEMPORAL_TASK_QUEUE);
+  const history = async () => (await app.deps.temporal.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  /** The duration of the sweep's latest timer, in ms. */
+  const waitingMs = async () => {
+    const timers = (await history().catch(() => [])).filter((e) => e.timerStartedEventAttributes);
+    const timeout = timers.at(-1)?.timerStartedEventAttributes?.startToFireTimeout;
+    return timeout ? Number(timeout.seconds ?? 0) * 1000 + Math.round((timeout.nanos ?? 0) / 1e6) : 0;
   };
+  const sweeps = async () => (await history()).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'sweepWebhooks').length;
+
   await restartWorker({ WEBHOOK_SWEEP_INTERVAL_MS: '7000' });
-  await eventually(async () => (await everyMs().catch(() => 0)) === 7000, 60_000, 'the schedule at 7 s');
-  await restartWorker({ WEBHOOK_SWEEP_INTERVAL_MS: '9000' });
-  await eventually(async () => (await everyMs()) === 9000, 60_000, 'the schedule at 9 s');
-  // Triggered by hand (as from the Temporal UI), it runs a sweep to completion.
-  const before = (await handle.describe()).info.recentActions.length;
-  await handle.trigger();
-  await eventually(async () => (await handle.describe()).info.recentActions.length > before, 60_000, 'a triggered sweep');
+  await eventually(async () => (await waitingMs()) === 7000, 60_000, 'the sweep waiting 7 s');
+  // Unset (an empty value: the run's environment sets one), the interval is the longer grace period: a minute by default.
+  await restartWorker({ WEBHOOK_SWEEP_INTERVAL_MS: '', WEBHOOK_SWEEP_GRACE_MS: '', CONNECTION_STEPS_GRACE_MS: '' });
+  await eventually(async () => (await waitingMs()) === 60_000, 60_000, 'the sweep waiting a minute');
+  // Signalled by hand (as from the Temporal UI: `sweepNow` with `{}`), it sweeps at once, not a minute later.
+  const before = await sweeps();
+  await app.deps.temporal.client.workflow.getHandle(workflowId).signal(sweepNowSignal, {});
+  await eventually(async () => (await sweeps()) > before, 20_000, 'a sweep on the signal');
+  // All of it was one run: no completed run per sweep in the workflow list.
+  const query = `WorkflowType = 'strandedWorkSweepWorkflow' AND TaskQueue = '${deployment.TEMPORAL_TASK_QUEUE}'`;
+  const runs: string[] = [];
+  for await (const run of app.deps.temporal.client.workflow.list({ query })) runs.push(run.status.name);
+  expect(runs).toEqual(['RUNNING']);
 }, 180_000);

@@ -123,6 +123,25 @@ describe('Dockerfile', () => {
   });
 });
 
+describe('Node.js 24 LTS everywhere', () => {
+  const major = (version: string) => Number(/(\d+)\./.exec(version)?.[1]);
+  const engines = JSON.parse(read('package.json')).engines.node as string;
+  const pinned = /NODE_RUNTIME = \{\s*version: '([\d.]+)'/.exec(read('scripts/stack/common.mjs'))?.[1] ?? '';
+
+  test('package.json engines, the Docker image and the Node the setup fetches are all 24', () => {
+    expect(engines).toMatch(/^>=24\.\d+$/);
+    expect(read('Dockerfile')).toMatch(/^ARG NODE_IMAGE=node:24-bookworm-slim$/m);
+    expect(major(pinned)).toBe(24);
+    // The fetched binary meets engines' minor too, and the README names the version it fetches.
+    expect(Number(pinned.split('.')[1])).toBeGreaterThanOrEqual(Number(engines.split('.')[1]));
+    expect(read('README.md')).toContain(`Node.js ${pinned}`);
+  });
+
+  test('this jest run, and every process it starts with process.execPath, runs on Node 24 or newer', () => {
+    expect(major(process.version)).toBeGreaterThanOrEqual(24);
+  });
+});
+
 describe('README.md configuration table', () => {
   /** First-column names of the table(s) in the `## Configuration` section. */
   function documentedKeys(): string[] {

@@ -27,6 +27,12 @@ function startProcess(entry: string, env: Record<string, string>) {
 
 const kill = (child: ChildProcess) => child.exitCode === null && child.kill('SIGKILL');
 
+/** The Node.js major a process names in its start-up log line (`msg`), as an operator reads it. */
+function nodeMajorLogged(output: string, msg: string): number {
+  const line = output.split('\n').find((l) => l.includes(`"msg":"${msg}"`));
+  return Number(/"node":"v(\d+)\./.exec(line ?? '')?.[1]);
+}
+
 describe('graceful shutdown', () => {
   it('the api finishes an in-flight request on SIGTERM, then exits 0', async () => {
     const tenant = await createTenant(app.deps);
@@ -34,6 +40,8 @@ describe('graceful shutdown', () => {
     const api = startProcess('api/main.js', { API_PORT: String(port) });
     try {
       await eventually(async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok, 30000, 'api up');
+      await eventually(async () => api.output().includes('api listening'), 5000, 'api start-up line');
+      expect(nodeMajorLogged(api.output(), 'api listening')).toBeGreaterThanOrEqual(24);
       const body = JSON.stringify({ client_user_id: uniqueId('inflight') });
       // Send half of the request, signal, then the rest: the request must still be answered.
       const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
@@ -67,6 +75,7 @@ describe('graceful shutdown', () => {
     const worker = startProcess('worker/main.js', { ...privateDeployment('shutdown') });
     try {
       await eventually(async () => worker.output().includes('worker running'), 60000, 'worker running');
+      expect(nodeMajorLogged(worker.output(), 'worker running')).toBeGreaterThanOrEqual(24);
       worker.child.kill('SIGTERM');
       expect(await worker.exited).toBe(0);
       expect(worker.output()).toContain('worker stopped');

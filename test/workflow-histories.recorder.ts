@@ -1,5 +1,6 @@
 import { publishEvent } from '../lib/events/publisher';
 import { workflowIds } from '../workflows/ids';
+import { sweepNowSignal } from '../workflows/stranded-work-sweep';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, type TestApp } from './support/harness';
 import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { startReceiver } from './support/receiver';
@@ -94,7 +95,7 @@ test('records a history of every workflow type', async () => {
   }, 90_000, 'the history pulled');
   await save('wearable-connection-demo', 'wearableConnectionWorkflow', workflowIds.wearableConnection(connection._id));
 
-  // A webhook endpoint's dispatcher after deliveries, and the worker's sweeper.
+  // A webhook endpoint's dispatcher after deliveries.
   const rx = await startReceiver();
   try {
     const hook = (await mgmt.post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, { url: rx.url })).body;
@@ -105,14 +106,19 @@ test('records a history of every workflow type', async () => {
   } finally {
     await rx.close();
   }
-  // A run of the stranded-work sweep Schedule (the suite's worker made it at boot).
-  const sweep = await eventually(async () => {
-    const query = `WorkflowType = 'strandedWorkSweepWorkflow' AND ExecutionStatus = 'Completed' AND TaskQueue = '${app.deps.config.TEMPORAL_TASK_QUEUE}'`;
-    for await (const run of app.deps.temporal.client.workflow.list({ query })) return run;
-    return null;
-  }, 60_000, 'a completed sweep');
-  await save('stranded-work-sweep', 'strandedWorkSweepWorkflow', sweep.workflowId);
 }, 300_000);
+
+/** The stranded-work sweep of the suite's worker (started at its boot): sweeps on its timer, and one on a signal. */
+test('records the stranded-work sweep', async () => {
+  const handle = app.deps.temporal.client.workflow.getHandle(workflowIds.strandedWorkSweep(app.deps.config.TEMPORAL_TASK_QUEUE));
+  const sweeps = async () => ((await handle.fetchHistory()).events ?? []).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'sweepWebhooks').length;
+  await eventually(async () => (await sweeps()) >= 2, 60_000, 'two sweeps');
+  await handle.signal(sweepNowSignal, {});
+  const before = await sweeps();
+  await eventually(async () => (await sweeps()) > before, 30_000, 'a sweep on the signal');
+  await eventually(async () => ((await handle.fetchHistory()).events ?? []).at(-1)?.timerStartedEventAttributes, 30_000, 'waiting for the next');
+  await save('stranded-work-sweep', 'strandedWorkSweepWorkflow', handle.workflowId);
+}, 120_000);
 
 /** Results from a lab's HL7 messages: a final report (the order's run), then its correction (a run of its own). */
 test('records a lab correction after completion (HL7 intake)', async () => {

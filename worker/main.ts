@@ -6,7 +6,7 @@ import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { retentionFrom } from '../lib/platform/database/indexes';
 import { connectTemporal } from '../lib/platform/temporal';
 import { startWorkerHeartbeat } from './heartbeat';
-import { ensureStrandedWorkSweepSchedule } from './stranded-work-sweep-schedule';
+import { ensureStrandedWorkSweep } from './stranded-work-sweep';
 import { createWorker, installRuntimeLogger } from './worker';
 import { startProviderSubscriptionsSchedule } from './provider-subscriptions-schedule';
 import { freeLoopbackPort, startWorkerMetricsServer } from './metrics-server';
@@ -28,7 +28,7 @@ async function main(): Promise<void> {
   registerDeliveryQueueMetrics(repos.webhookStore);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const { worker, providerWorkers, connection, closeSenders } = await createWorker(config, repos, logger, temporal, sdkMetricsPort);
-  await ensureStrandedWorkSweepSchedule(config, temporal, logger);
+  await ensureStrandedWorkSweep(config, temporal, logger);
   await startProviderSubscriptionsSchedule(temporal, logger);
 
   let stopping = false;
@@ -48,7 +48,7 @@ async function main(): Promise<void> {
       }, config.SHUTDOWN_TIMEOUT_MS).unref();
     });
   }
-  logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS }, 'worker running');
+  logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS, node: process.version }, 'worker running');
   const running = Promise.all([worker.run(), ...providerWorkers.map((w) => w.run())]);
   // GET /ready looks for a fresh heartbeat: Temporal lists a killed worker's poller for minutes.
   const heartbeat = startWorkerHeartbeat(repos, worker, config.TEMPORAL_TASK_QUEUE, logger);

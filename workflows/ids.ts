@@ -13,8 +13,6 @@ export const workflowIds = {
   providerSubscriptionsRun: (taskQueue: string) => `provider-subscriptions-run:${taskQueue}`,
   /** One delivery loop per webhook endpoint (signal-with-start on publish). */
   destinationDispatch: (destinationId: string) => `destination-dispatch:${destinationId}`,
-  /** The Schedule that sweeps stranded work (worker/stranded-work-sweep-schedule.ts). */
-  strandedWorkSweepSchedule: (taskQueue: string) => `stranded-work-sweep:${taskQueue}`,
-  /** The runs that Schedule starts (Temporal appends each run's time to this id). */
-  strandedWorkSweepRun: (taskQueue: string) => `stranded-work-sweep-run:${taskQueue}`,
+  /** The one long-lived sweep of stranded work per task queue (worker/stranded-work-sweep.ts). */
+  strandedWorkSweep: (taskQueue: string) => `stranded-work-sweep:${taskQueue}`,
 } as const;

