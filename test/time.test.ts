@@ -1,4 +1,4 @@
-import { isoWithOffset } from '../lib/platform/time';
+import { addDays, DAY_MS, daysBetween, isoLocal, isoWithOffset, offsetSuffix } from '../lib/platform/time';
 
 /** isoWithOffset writes the time of day itself (a timeseries read formats 43,200 instants): it must say what toISOString says. */
 const reference = (d: Date) => d.toISOString().replace('Z', '+00:00');
@@ -13,4 +13,26 @@ test('isoWithOffset is toISOString with +00:00, at the edges of days, years and 
   }
   for (let ms = 0; ms < 1000; ms++) expect(isoWithOffset(new Date(Date.UTC(2026, 0, 1, 23, 59, 59, ms)))).toBe(`2026-01-01T23:59:59.${String(ms).padStart(3, '0')}+00:00`);
   expect(() => isoWithOffset(new Date(NaN))).toThrow(RangeError);
+});
+
+test('isoLocal writes an instant as local wall-clock time with its offset, on whichever side of midnight it falls', () => {
+  const instant = Date.UTC(2026, 10, 1, 22, 10, 0, 999); // 2026-11-01T22:10:00.999Z
+  expect(isoLocal(instant, 3600)).toBe('2026-11-01T23:10:00+01:00');
+  expect(isoLocal(instant, 2 * 3600)).toBe('2026-11-02T00:10:00+02:00');
+  expect(isoLocal(instant, -(4 * 3600))).toBe('2026-11-01T18:10:00-04:00');
+  expect(isoLocal(instant, 5 * 3600 + 45 * 60)).toBe('2026-11-02T03:55:00+05:45');
+  expect(isoLocal(instant, -(9 * 3600 + 30 * 60))).toBe('2026-11-01T12:40:00-09:30');
+  expect(isoLocal(instant, 0)).toBe('2026-11-01T22:10:00+00:00');
+  expect(offsetSuffix(-(3 * 3600 + 30 * 60))).toBe('-03:30');
+  expect(offsetSuffix(14 * 3600)).toBe('+14:00');
+});
+
+test('calendar arithmetic on dates crosses months, leap days and years, and counts days either way', () => {
+  expect(DAY_MS).toBe(24 * 60 * 60 * 1000);
+  expect(addDays('2028-02-28', 1)).toBe('2028-02-29');
+  expect(addDays('2027-02-28', 1)).toBe('2027-03-01');
+  expect(addDays('2026-01-01', -1)).toBe('2025-12-31');
+  expect(daysBetween('2025-12-31', '2026-03-01')).toBe(60);
+  expect(daysBetween('2026-03-01', '2025-12-31')).toBe(-60);
+  expect(daysBetween('2026-03-29', '2026-03-29')).toBe(0);
 });

@@ -8,12 +8,14 @@ export function mintKey(prefix: string): { value: string; hash: string; display:
 
 export const hashKey = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex');
 
+/** Whether two byte strings are equal, in a time that does not tell how much of them matched. */
+const sameBytes = (x: Buffer, y: Buffer): boolean => x.length === y.length && timingSafeEqual(x, y);
+
 /** Constant-time comparison of two hex digests. */
-export function sameHash(a: string, b: string): boolean {
-  const x = Buffer.from(a, 'hex');
-  const y = Buffer.from(b, 'hex');
-  return x.length === y.length && timingSafeEqual(x, y);
-}
+export const sameHash = (a: string, b: string): boolean => sameBytes(Buffer.from(a, 'hex'), Buffer.from(b, 'hex'));
+
+/** Constant-time comparison of two texts (tokens, signatures), byte for byte in UTF-8. */
+export const sameText = (a: string, b: string): boolean => sameBytes(Buffer.from(a), Buffer.from(b));
 
 /** A UUID derived from `parts` (version-5 style): the same parts always give the same id. */
 export function nameBasedUuid(...parts: string[]): string {

@@ -1,3 +1,6 @@
+/** A UTC day in milliseconds (calendar arithmetic on dates involves no time zone). */
+export const DAY_MS = 86_400_000;
+
 const TWO_DIGITS = Array.from({ length: 100 }, (_, n) => String(n).padStart(2, '0'));
 const THREE_DIGITS = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'));
 /** The last day `isoWithOffset` formatted (days since the epoch) and its `YYYY-MM-DDT`. */
@@ -11,13 +14,13 @@ let formattedDayPrefix = '';
  */
 export function isoWithOffset(d: Date): string {
   const ms = d.getTime();
-  const day = Math.floor(ms / 86_400_000);
+  const day = Math.floor(ms / DAY_MS);
   if (day !== formattedDay) {
     const iso = d.toISOString();
     formattedDayPrefix = iso.slice(0, iso.indexOf('T') + 1);
     formattedDay = day;
   }
-  let rest = ms - day * 86_400_000;
+  let rest = ms - day * DAY_MS;
   const hours = Math.floor(rest / 3_600_000);
   rest -= hours * 3_600_000;
   const minutes = Math.floor(rest / 60_000);
@@ -32,8 +35,6 @@ export function isoWithOffset(d: Date): string {
 
 /** Today's calendar date (UTC) as YYYY-MM-DD. */
 export const todayUtc = (now = new Date()): string => now.toISOString().slice(0, 10);
-
-const DAY_MS = 86_400_000;
 
 /** The offset (seconds east of UTC) of an IANA time zone at an instant; 0 for an unknown zone. */
 export function zoneOffsetSeconds(timeZone: string | null | undefined, at: Date): number {
@@ -53,6 +54,19 @@ export const localDate = (at: Date, offsetSeconds: number): string => new Date(a
 
 /** YYYY-MM-DD plus `days` (negative: earlier). */
 export const addDays = (date: string, days: number): string => new Date(Date.parse(`${date}T00:00:00Z`) + days * DAY_MS).toISOString().slice(0, 10);
+
+/** Whole days from `a` to `b` (both YYYY-MM-DD; negative when `b` is earlier). */
+export const daysBetween = (a: string, b: string): number => Math.round((Date.parse(`${b}T00:00:00Z`) - Date.parse(`${a}T00:00:00Z`)) / DAY_MS);
+
+/** `±HH:MM` of an offset in seconds east of UTC (`+00:00` for UTC, `-04:00`, `+05:45`). */
+export function offsetSuffix(offsetSeconds: number): string {
+  const abs = Math.abs(offsetSeconds);
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${offsetSeconds < 0 ? '-' : '+'}${pad(Math.floor(abs / 3600))}:${pad(Math.floor((abs % 3600) / 60))}`;
+}
+
+/** The instant as local wall-clock time at an offset, to the second: `YYYY-MM-DDTHH:MM:SS±HH:MM`, e.g. `2026-11-01T23:10:00+01:00`. */
+export const isoLocal = (instantMs: number, offsetSeconds: number): string => `${new Date(instantMs + offsetSeconds * 1000).toISOString().slice(0, 19)}${offsetSuffix(offsetSeconds)}`;
 
 /** Every date from `start` to `end`, both included (empty when start > end). */
 export function datesBetween(start: string, end: string): string[] {

@@ -8,9 +8,10 @@
  * summary reports, the step samples add up to the activity summary, the workout summary is computed from the
  * very stream `workout_stream` returns, glucose spikes after the meals `meal` returns.
  */
+import { DAY_MS, isoLocal } from '../platform/time';
 import type { ProviderData, SampleInput, SummaryInput } from './model';
 import { isSummaryResource, timeseriesResource } from './resources';
-import { DAY, MIN, SLOT, clamp, dateOf, dayNumber, dayWindow, gauss, inside, isoLocal, isoUtc, movement, nightsOf, personFor, plan, rngFor, round, stageAt, sum, toSecond, uniform, workoutFields, workoutHeartrate, workoutStream, type Ctx, type Rng, type Sleep, type Slot, type Stage } from './demo-world';
+import { MIN, SLOT, clamp, dateOf, dayNumber, dayWindow, gauss, inside, isoUtc, movement, nightsOf, personFor, plan, rngFor, round, stageAt, sum, toSecond, uniform, workoutFields, workoutHeartrate, workoutStream, type Ctx, type Rng, type Sleep, type Slot, type Stage } from './demo-world';
 
 export interface DemoRequest {
   /** e.g. `${userId}:${provider}`; same seed, same data, always. */
@@ -40,7 +41,7 @@ const STAGE_HRV: Record<Stage, number> = { 1: 12, 2: 0, 3: -6, 4: -10 };
 function heartrateDay(ctx: Ctx, day: number): Raw[] {
   const p = plan(ctx, day), nights = nightsOf(ctx, day), slots = movement(ctx, day), w = p.workout, workoutHr = w && workoutHeartrate(ctx, day, w);
   const r = rngFor(ctx.seed, 'heartrate', day);
-  return every(p.midnight, p.midnight + DAY, 5 * MIN).map((t) => {
+  return every(p.midnight, p.midnight + DAY_MS, 5 * MIN).map((t) => {
     const asleep = stageAt(nights, t);
     if (asleep) return { t, value: Math.round(asleep.sleep.hrLowest + STAGE_HR[asleep.stage] + Math.abs(gauss(r, 0, 2))) };
     if (w && workoutHr && inside(t, w)) return { t, value: workoutHr[Math.floor((t - w.start) / 5000)] };
@@ -65,7 +66,7 @@ function duringSleep(ctx: Ctx, name: string, day: number, stepMs: number, value:
 function glucoseDay(ctx: Ctx, day: number): Raw[] {
   const p = plan(ctx, day), r = rngFor(ctx.seed, 'glucose', day);
   let drift = 0;
-  return every(p.midnight, p.midnight + DAY, SLOT).map((t) => {
+  return every(p.midnight, p.midnight + DAY_MS, SLOT).map((t) => {
     drift = 0.8 * drift + gauss(r, 0, 0.12);
     // Gamma-shaped post-meal excursion peaking ~45 min after eating, sized by the meal's carbs.
     const spikes = sum(p.meals.map((m) => { const x = (t - m.time) / (45 * MIN); return x > 0 ? (m.carbs / 30) * x * Math.exp(1 - x) : 0; }));
@@ -218,14 +219,14 @@ export function generateDemoData(req: DemoRequest): ProviderData {
   const unit = timeseriesResource(req.resource)?.unit;
   if (req.resource === 'profile') {
     // Reported on the last requested day that has begun by `until`.
-    const me = ctx.person, lastDay = Math.min(last, Math.floor((until - 1 + ctx.tz * 1000) / DAY));
+    const me = ctx.person, lastDay = Math.min(last, Math.floor((until - 1 + ctx.tz * 1000) / DAY_MS));
     out.summaries.push({
-      resource: 'profile', source_key: 'profile', calendar_date: dateOf(lastDay), time: isoUtc(lastDay * DAY - ctx.tz * 1000),
+      resource: 'profile', source_key: 'profile', calendar_date: dateOf(lastDay), time: isoUtc(lastDay * DAY_MS - ctx.tz * 1000),
       fields: { height: me.heightCm, birth_date: me.birthDate, gender: me.sex, sex: me.sex, wheelchair_use: false },
     });
     return out;
   }
-  for (let day = first; day <= last && day * DAY - ctx.tz * 1000 < until; day++) {
+  for (let day = first; day <= last && day * DAY_MS - ctx.tz * 1000 < until; day++) {
     if (isSummaryResource(req.resource)) out.summaries.push(...daySummaries(ctx, req.resource, day));
     else if (req.resource === 'workout_stream') {
       const w = plan(ctx, day).workout;

@@ -4,9 +4,10 @@
  * the resources agree with each other. Pure and deterministic, as demo-data.ts says.
  */
 import { createHash } from 'node:crypto';
+import { DAY_MS, isoLocal } from '../platform/time';
 import type { WorkoutStream } from './model';
 
-export const MIN = 60_000, DAY = 86_400_000;
+export const MIN = 60_000;
 export const SLOT = 15 * MIN, SLOTS_PER_DAY = 96;
 /** Age and trends are computed against a fixed year, not the clock, so output never changes over time. */
 const REFERENCE_YEAR = 2026;
@@ -39,25 +40,20 @@ export const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
 export function dayNumber(date: string): number {
   if (!/^\d{4}-\d{2}-\d{2}$/.test(date) || Number.isNaN(Date.parse(`${date}T00:00:00Z`))) throw new Error(`invalid date: ${date}`);
-  return Date.parse(`${date}T00:00:00Z`) / DAY;
+  return Date.parse(`${date}T00:00:00Z`) / DAY_MS;
 }
-export const dateOf = (day: number) => new Date(day * DAY).toISOString().slice(0, 10);
+export const dateOf = (day: number) => new Date(day * DAY_MS).toISOString().slice(0, 10);
 const pad = (n: number, width = 2) => String(n).padStart(width, '0');
 const TWO_DIGITS = Array.from({ length: 60 }, (_, i) => pad(i));
 const HOURS_MINUTES = Array.from({ length: 1440 }, (_, i) => `${pad(Math.floor(i / 60))}:${pad(i % 60)}`);
 const datePrefixes = new Map<number, string>(); // a bounded memo of day number -> YYYY-MM-DD
 /** Same output as Date#toISOString, several times faster (that call dominated 30 days of heart rate). */
 export function isoUtc(ms: number): string {
-  const day = Math.floor(ms / DAY), rest = ms - day * DAY;
+  const day = Math.floor(ms / DAY_MS), rest = ms - day * DAY_MS;
   if (datePrefixes.size > 10_000) datePrefixes.clear();
   if (!datePrefixes.has(day)) datePrefixes.set(day, dateOf(day));
   const minute = Math.floor(rest / MIN), millis = rest % 1000;
   return `${datePrefixes.get(day)}T${HOURS_MINUTES[minute]}:${TWO_DIGITS[Math.floor(rest / 1000) % 60]}.${millis ? pad(millis, 3) : '000'}Z`;
-}
-/** The instant as local wall-clock time with the user's offset, e.g. 2026-01-14T23:05:00+01:00. */
-export function isoLocal(ms: number, offsetS: number): string {
-  const abs = Math.abs(offsetS);
-  return `${new Date(ms + offsetS * 1000).toISOString().slice(0, 19)}${offsetS < 0 ? '-' : '+'}${pad(Math.floor(abs / 3600))}:${pad(Math.floor((abs % 3600) / 60))}`;
 }
 
 // ---- The person and their days -------------------------------------------------------------------------------
@@ -102,7 +98,7 @@ interface DayPlan {
 export interface Ctx { seed: string; provider: string; tz: number; until: number; person: Person; plans: Map<number, DayPlan>; workoutHr: Map<number, number[]> }
 
 export const inside = (t: number, s: { start: number; end: number }) => t >= s.start && t < s.end;
-export const dayWindow = (p: DayPlan) => ({ start: p.midnight, end: p.midnight + DAY });
+export const dayWindow = (p: DayPlan) => ({ start: p.midnight, end: p.midnight + DAY_MS });
 export const toSecond = (ms: number) => Math.round(ms / 1000) * 1000;
 
 /** Sleep cycles of ~90 min: deep sleep dominates early cycles, REM the late ones; spans tile [start, end) exactly. */
@@ -134,9 +130,9 @@ export function plan(ctx: Ctx, day: number): DayPlan {
   if (cached) return cached;
   const { person: me, tz } = ctx;
   const r = rngFor(ctx.seed, 'plan', day);
-  const midnight = day * DAY - tz * 1000;
+  const midnight = day * DAY_MS - tz * 1000;
   // The night that ends on this day's morning (its calendar_date is this day).
-  const start = toSecond(midnight - DAY + gauss(r, me.bedtimeMin, 30) * MIN);
+  const start = toSecond(midnight - DAY_MS + gauss(r, me.bedtimeMin, 30) * MIN);
   const end = toSecond(start + clamp(gauss(r, me.sleepHours, 0.6), 5, 9.5) * 3600_000);
   const sleep: Sleep = {
     start, end, stages: buildStages(r, start, end), hrLowest: me.restingHr - Math.round(uniform(r, 2, 6)),

@@ -1,6 +1,7 @@
 import type { Collection, Filter } from 'mongodb';
 import { retryTransient } from '../platform/database/bulk';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { DAY_MS } from '../platform/time';
 import type { IngestMark, SampleDoc, WearableSeries } from './data-store';
 
 /**
@@ -48,7 +49,6 @@ export interface SampleBucketDoc extends WearableSeries {
   updated_at: Date;
 }
 
-const DAY_MS = 86_400_000;
 const bucketDay = (timestamp: Date) => new Date(Math.floor(timestamp.getTime() / DAY_MS) * DAY_MS);
 /** What a sample's replacement key and its bucket's id start with: whose series, from where. */
 const seriesPrefix = (userId: string, resource: string, provider: string, sourceType: string) => `${userId}:${resource}:${provider}:${sourceType}:`;

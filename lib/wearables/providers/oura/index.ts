@@ -1,10 +1,11 @@
+import { addDays, DAY_MS, isoLocal } from '../../../platform/time';
 import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderData, SampleInput, SummaryInput } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import type { OuraDailyActivity, OuraDailySleep, OuraDailySpo2, OuraHeartRateRow, OuraList, OuraPersonalInfo, OuraSleep, OuraWorkout } from './api-types';
 import { mapDailyActivity, mapDailySpo2, mapHeartRateRows, mapPersonalInfo, mapSleep, mapWorkout } from './mapping';
 import { DAILY_SLEEP_PREFIX, push } from './push';
-import { addDays, DAY_MS, isDate, localIso } from './time';
+import { isDate } from './time';
 
 export { createSubscription, deleteSubscription, listSubscriptions, renewSubscription } from './subscriptions';
 export { ouraSignature, push } from './push';
@@ -179,7 +180,7 @@ async function fetchHeartRatePage(ctx: ProviderCallContext, cursor: PageCursor):
   const end = Math.min(to, from + OURA_CHUNK_DAYS * DAY_MS);
   const token = str(cursor, 'token');
   // The spec's example sends local times with their offset (`2021-11-01T00:00:00-08:00`).
-  const res = await ctx.http.request({ url: `${COLLECTION}/heartrate`, query: { start_datetime: localIso(from, tz), end_datetime: localIso(end, tz), next_token: token ?? undefined } });
+  const res = await ctx.http.request({ url: `${COLLECTION}/heartrate`, query: { start_datetime: isoLocal(from, tz), end_datetime: isoLocal(end, tz), next_token: token ?? undefined } });
   const list = listOf<OuraHeartRateRow>(res.body, '/v2/usercollection/heartrate');
   const samples = mapHeartRateRows(list.data).filter((s) => { const t = Date.parse(s.timestamp); return t >= from && t < end; });
   const next = list.next_token ? { from, to, tz, token: list.next_token } : end < to ? { from: end, to, tz, token: null } : null;

@@ -1,8 +1,9 @@
+import { DAY_MS, isoLocal } from '../../../platform/time';
 import { NO_WORKOUT_METRICS, type SampleInput, type SummaryInput } from '../../model';
 import { timeseriesResource } from '../../resources';
 import type { OuraDailyActivity, OuraDailySpo2, OuraHeartRateRow, OuraPersonalInfo, OuraSampleSeries, OuraSleep, OuraWorkout } from './api-types';
 import { humanizeActivity, sportOf } from './sports';
-import { localIso, localMidnightMs, parseOuraTime, utcIso } from './time';
+import { localMidnightMs, parseOuraTime, utcIso } from './time';
 
 /**
  * Pure mapping of Oura API v2 documents (./api-types.ts) into our summaries and samples (lib/wearables/model.ts),
@@ -124,8 +125,8 @@ export function mapSleep(sleep: OuraSleep, dailyScore: number | null): MappedSle
     fields: {
       date: utcMidnightOf(sleep.day),
       calendar_date: sleep.day,
-      bedtime_start: localIso(start.instantMs, offset),
-      bedtime_stop: localIso(end.instantMs, end.offsetSeconds ?? offset),
+      bedtime_start: isoLocal(start.instantMs, offset),
+      bedtime_stop: isoLocal(end.instantMs, end.offsetSeconds ?? offset),
       type,
       state: 'confirmed',
       timezone_offset: offset,
@@ -202,7 +203,7 @@ export function mapDailyActivity(activity: OuraDailyActivity): { summary: Summar
   const samples: SampleInput[] = [];
   if (stamp) {
     const timestamp = utcIso(stamp.instantMs);
-    const end = utcIso(stamp.instantMs + 86_400_000);
+    const end = utcIso(stamp.instantMs + DAY_MS);
     const interval = (resource: string, value: number | null) => {
       if (value !== null && value >= 0) samples.push({ resource, timestamp, start: timestamp, end, value, unit: unitOf(resource), type: null, timezone_offset: offset });
     };
@@ -233,8 +234,8 @@ export function mapWorkout(workout: OuraWorkout): SummaryInput | null {
       title: label ?? (sport.slug === 'other' ? humanizeActivity(String(workout.activity ?? '')) : sport.name),
       timezone_offset: offset,
       calendar_date: workout.day,
-      time_start: localIso(start.instantMs, offset),
-      time_end: localIso(end.instantMs, end.offsetSeconds ?? offset),
+      time_start: isoLocal(start.instantMs, offset),
+      time_end: isoLocal(end.instantMs, end.offsetSeconds ?? offset),
       sport,
       provider_id: workout.id,
       calories: num(workout.calories),

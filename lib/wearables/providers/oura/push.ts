@@ -1,5 +1,5 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
+import { freshWithin, hmacSha256, pushHeader, sameText } from '../push-kit';
 import type { OuraWebhookEvent } from './api-types';
 
 /**
@@ -26,25 +26,9 @@ export const RESOURCE_OF_DATA_TYPE: Record<string, string> = {
  */
 export const DAILY_SLEEP_PREFIX = 'daily_sleep:';
 
-/** A push whose timestamp is further than this from our clock is refused (a replay, or a clock gone wrong). */
-export const MAX_PUSH_AGE_MS = 5 * 60_000;
-
-function header(req: PushRequest, name: string): string | undefined {
-  const direct = req.headers[name];
-  if (direct !== undefined) return direct;
-  const key = Object.keys(req.headers).find((k) => k.toLowerCase() === name);
-  return key === undefined ? undefined : req.headers[key];
-}
-
-const sameSecret = (a: string, b: string) => {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-};
-
 /** The signature Oura puts in `x-oura-signature` for this timestamp and body. */
 export function ouraSignature(clientSecret: string, timestamp: string, rawBody: Buffer | string): string {
-  return createHmac('sha256', clientSecret).update(timestamp).update(rawBody).digest('hex').toUpperCase();
+  return hmacSha256(clientSecret, [timestamp, rawBody], 'hex').toUpperCase();
 }
 
 /** `x-oura-timestamp` as ms: Unix seconds as documented (a 13-digit value is taken as ms). */
@@ -59,19 +43,19 @@ export const push: PushSpec = {
     const challenge = req.query.challenge;
     if (challenge === undefined) return null;
     const token = req.query.verification_token ?? '';
-    if (!secrets.verifyToken || !sameSecret(token, secrets.verifyToken)) return { status: 401, body: { error: 'invalid_verification_token' } };
+    if (!secrets.verifyToken || !sameText(token, secrets.verifyToken)) return { status: 401, body: { error: 'invalid_verification_token' } };
     return { status: 200, body: { challenge } };
   },
 
   verify(req: PushRequest, secrets: PushSecrets, now: Date): boolean {
-    const signature = header(req, 'x-oura-signature');
-    const stamp = header(req, 'x-oura-timestamp');
+    const signature = pushHeader(req, 'x-oura-signature');
+    const stamp = pushHeader(req, 'x-oura-timestamp');
     const at = timestampMs(stamp);
     if (!signature || !stamp || at === null || !secrets.clientSecret) return false;
-    if (Math.abs(now.getTime() - at) > MAX_PUSH_AGE_MS) return false;
+    if (!freshWithin(now, at)) return false;
     const expected = ouraSignature(secrets.clientSecret, stamp, req.rawBody);
     // Oura sends uppercase hex; a receiver comparing case-insensitively (open-wearables does) accepts lowercase too.
-    return sameSecret(signature.trim().toUpperCase(), expected);
+    return sameText(signature.trim().toUpperCase(), expected);
   },
 
   parse(req: PushRequest): PushNotification[] {

@@ -32,30 +32,7 @@ export function parseOuraTime(value: unknown): OuraTime | null {
   return { instantMs: wallMs - (offsetSeconds ?? 0) * 1000, offsetSeconds };
 }
 
-const pad = (n: number) => String(n).padStart(2, '0');
-
-/** `±HH:MM` of an offset in seconds. */
-export function offsetSuffix(offsetSeconds: number): string {
-  const abs = Math.abs(offsetSeconds);
-  return `${offsetSeconds < 0 ? '-' : '+'}${pad(Math.floor(abs / 3600))}:${pad(Math.floor((abs % 3600) / 60))}`;
-}
-
-/** The instant as local wall-clock time with its offset, to the second: `2026-11-01T23:10:00+01:00`. */
-export function localIso(instantMs: number, offsetSeconds: number): string {
-  return `${new Date(instantMs + offsetSeconds * 1000).toISOString().slice(0, 19)}${offsetSuffix(offsetSeconds)}`;
-}
-
 export const utcIso = (instantMs: number) => new Date(instantMs).toISOString();
-
-export const DAY_MS = 86_400_000;
-
-/** YYYY-MM-DD plus `days` (calendar arithmetic, no time zone involved). */
-export function addDays(date: string, days: number): string {
-  return new Date(Date.parse(`${date}T00:00:00Z`) + days * DAY_MS).toISOString().slice(0, 10);
-}
-
-/** Whole days from `a` to `b` (both YYYY-MM-DD). */
-export const daysBetween = (a: string, b: string) => Math.round((Date.parse(`${b}T00:00:00Z`) - Date.parse(`${a}T00:00:00Z`)) / DAY_MS);
 
 /** The instant of local midnight starting `date` at `offsetSeconds`. */
 export const localMidnightMs = (date: string, offsetSeconds: number) => Date.parse(`${date}T00:00:00Z`) - offsetSeconds * 1000;

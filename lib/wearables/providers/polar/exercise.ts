@@ -6,9 +6,10 @@
  * instant is `wall − offset`, applied ONCE (open-wearables PR #1679 added it and stored exercises 2× the offset in
  * the future). A `start_time` that already carries a zone is an instant: the offset is not applied to it again.
  */
+import { isoLocal } from '../../../platform/time';
 import type { ProviderData, WorkoutStream } from '../../model';
 import { emptyData, interval, num, round, sum } from './samples';
-import { durationSeconds, hasZone, isoLocal, isoUtc, parseWall, wallDate } from './time';
+import { durationSeconds, hasZone, isoUtc, parseWall, wallDate } from './time';
 import type { PolarExercise, PolarExerciseSample } from './types';
 
 interface Sport {

@@ -12,12 +12,13 @@
  * - Rate limits per client: 500 + 20×users per 15 min and 5000 + 100×users per 24 h, reported on every answer in
  *   `RateLimit-Usage`, `RateLimit-Limit`, `RateLimit-Reset` ("short term, long term"; reset in seconds); 429 over.
  */
+import { addDays, daysBetween } from '../../../platform/time';
 import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderData } from '../../model';
 import type { OAuthSettings, PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import { continuousHeartRateDays, emptyData, exerciseStart, mapActivity, mapContinuousHeartRate, mapExercise, mapNightlyRecharge, mapPhysicalInformation, mapSleep, mapSpo2, mapUser, mergeData } from './mapping';
 import { polarPush } from './push';
-import { addDays, daysBetween, wallDate } from './time';
+import { wallDate } from './time';
 import type { PolarActivity, PolarExercise, PolarNightlyRecharge, PolarPhysicalInformation, PolarSleep, PolarSpo2TestResult, PolarTransactionLocation, PolarUser } from './types';
 import { POLAR_API } from './webhooks';
 

@@ -9,9 +9,10 @@
  * - Daily activity, step and zone samples, continuous heart rate and Nightly Recharge carry no offset at all (device
  *   time): the user's fallback offset (`PullWindow.timezoneOffsetSeconds`) places them.
  */
+import { DAY_MS, isoLocal } from '../../../platform/time';
 import type { ProviderData, SampleInput, SummaryInput } from '../../model';
 import { emptyData, interval, num, point, round, sum, utcMidnightOf } from './samples';
-import { DAY_MS, clockMs, dateWall, isoLocal, isoUtc, parseWall, parseZoned, wallDate } from './time';
+import { clockMs, dateWall, isoUtc, parseWall, parseZoned, wallDate } from './time';
 import type { PolarActivity, PolarContinuousHeartRateDay, PolarNightlyRecharge, PolarPhysicalInformation, PolarSleep, PolarSpo2TestResult, PolarSteps, PolarUser } from './types';
 
 export { POLAR_SOURCE_TYPE, emptyData } from './samples';

@@ -8,19 +8,12 @@
  *   be answered 200 or the webhook is not created.
  * Polar documents no deauthorization event: a user who removes our access shows up as 401s on the next pull.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
+import { freshWithin, hmacSha256, pushHeader, sameText } from '../push-kit';
 import type { PolarWebhookPayload } from './types';
 
 export const SIGNATURE_HEADER = 'polar-webhook-signature';
 export const EVENT_HEADER = 'polar-webhook-event';
-/** Pushes whose `timestamp` is further than this from now are refused (a replayed or stale push). */
-export const MAX_PUSH_AGE_MS = 5 * 60_000;
-
-const header = (req: PushRequest, name: string): string | undefined => {
-  for (const [k, v] of Object.entries(req.headers)) if (k.toLowerCase() === name) return v;
-  return undefined;
-};
 
 function payloadOf(req: PushRequest): PolarWebhookPayload | null {
   try {
@@ -32,9 +25,9 @@ function payloadOf(req: PushRequest): PolarWebhookPayload | null {
 }
 
 /** hex HMAC-SHA256(secret, body): how Polar signs (docs "Verifying payload signature"). */
-export const polarSignature = (secret: string, body: Buffer | string) => createHmac('sha256', secret).update(body).digest('hex');
+export const polarSignature = (secret: string, body: Buffer | string) => hmacSha256(secret, [body], 'hex');
 
-const isPing = (req: PushRequest, body: PolarWebhookPayload) => body.event === 'PING' && (header(req, EVENT_HEADER) ?? 'PING') === 'PING' && body.user_id === undefined;
+const isPing = (req: PushRequest, body: PolarWebhookPayload) => body.event === 'PING' && (pushHeader(req, EVENT_HEADER) ?? 'PING') === 'PING' && body.user_id === undefined;
 
 export function verifyPolarPush(req: PushRequest, secrets: PushSecrets, now: Date): boolean {
   const body = payloadOf(req);
@@ -44,15 +37,15 @@ export function verifyPolarPush(req: PushRequest, secrets: PushSecrets, now: Dat
   // refusing it would make creating the webhook impossible (open-wearables answers it before verification too).
   if (isPing(req, body)) return true;
   const secret = secrets.webhookSecret;
-  const signature = header(req, SIGNATURE_HEADER)?.trim().toLowerCase();
+  const signature = pushHeader(req, SIGNATURE_HEADER)?.trim().toLowerCase();
   if (!secret || !signature || !/^[0-9a-f]{64}$/.test(signature)) return false;
-  const expected = Buffer.from(polarSignature(secret, req.rawBody), 'hex');
-  if (!timingSafeEqual(expected, Buffer.from(signature, 'hex'))) return false;
+  if (!sameText(signature, polarSignature(secret, req.rawBody))) return false;
   // The event header, when present, must name the signed body's event.
-  const event = header(req, EVENT_HEADER);
+  const event = pushHeader(req, EVENT_HEADER);
   if (event !== undefined && event !== body.event) return false;
   const sentAt = typeof body.timestamp === 'string' ? Date.parse(body.timestamp) : Number.NaN;
-  return Number.isFinite(sentAt) && Math.abs(now.getTime() - sentAt) <= MAX_PUSH_AGE_MS;
+  // A push whose `timestamp` is further than 5 minutes from now is refused (a replayed or stale push).
+  return freshWithin(now, sentAt);
 }
 
 /** Which pull unit an event makes us fetch (SleepWise™ data is not pulled, so its events are ignored). */

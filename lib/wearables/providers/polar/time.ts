@@ -8,10 +8,6 @@
  * "Wall ms" below is a local wall-clock time encoded as if it were UTC; the instant is `wall - offset`.
  */
 
-export const DAY_MS = 86_400_000;
-
-const pad = (n: number, width = 2) => String(n).padStart(width, '0');
-
 /** `YYYY-MM-DDTHH:MM[:SS[.fff]]` (no offset) as wall ms; NaN when it is not that shape. */
 export function parseWall(s: string): number {
   const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3})\d*)?)?$/.exec(s.trim());
@@ -37,23 +33,11 @@ export const dateWall = (date: string) => Date.parse(`${date}T00:00:00Z`);
 /** The calendar date of a wall ms. */
 export const wallDate = (wallMs: number) => new Date(wallMs).toISOString().slice(0, 10);
 
-export const addDays = (date: string, days: number) => wallDate(dateWall(date) + days * DAY_MS);
-
-/** Whole days from `a` to `b` (dates). */
-export const daysBetween = (a: string, b: string) => Math.round((dateWall(b) - dateWall(a)) / DAY_MS);
-
 /** `HH:MM[:SS]` as milliseconds after midnight; NaN when malformed. */
 export function clockMs(s: string): number {
   const m = /^(\d{1,2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3}))?)?$/.exec(s.trim());
   if (!m || +m[1] > 23 || +m[2] > 59) return Number.NaN;
   return ((+m[1] * 60 + +m[2]) * 60 + (m[3] ? +m[3] : 0)) * 1000 + (m[4] ? +m[4].padEnd(3, '0') : 0);
-}
-
-/** The instant as `YYYY-MM-DDTHH:MM:SS±HH:MM` in the given offset (seconds east of UTC). */
-export function isoLocal(utcMs: number, offsetSec: number): string {
-  const wall = new Date(utcMs + offsetSec * 1000).toISOString().slice(0, 19);
-  const a = Math.abs(offsetSec);
-  return `${wall}${offsetSec < 0 ? '-' : '+'}${pad(Math.floor(a / 3600))}:${pad(Math.floor((a % 3600) / 60))}`;
 }
 
 export const isoUtc = (utcMs: number) => new Date(utcMs).toISOString();

@@ -1,3 +1,4 @@
+import { isoLocal } from '../../../platform/time';
 import type { ProviderData, SampleInput, SummaryInput, WorkoutStream, WorkoutStreamInput } from '../../model';
 import { timeseriesResource } from '../../resources';
 import type { StravaActivity, StravaAthlete, StravaStream, StravaStreamSet } from './api-types';
@@ -32,12 +33,6 @@ const UNITS = { heartrate: unitOf('heartrate'), distance: unitOf('distance'), ca
 
 export const emptyData = (): ProviderData => ({ source_type: STRAVA_SOURCE_TYPE, summaries: [], samples: [], workout_streams: [] });
 
-const pad = (n: number) => String(n).padStart(2, '0');
-/** The instant as local wall-clock time with its offset, e.g. 2018-05-02T05:15:09-07:00. */
-export function isoLocal(ms: number, offsetSeconds: number): string {
-  const abs = Math.abs(offsetSeconds);
-  return `${new Date(ms + offsetSeconds * 1000).toISOString().slice(0, 19)}${offsetSeconds < 0 ? '-' : '+'}${pad(Math.floor(abs / 3600))}:${pad(Math.floor((abs % 3600) / 60))}`;
-}
 const localDateOf = (ms: number, offsetSeconds: number) => new Date(ms + offsetSeconds * 1000).toISOString().slice(0, 10);
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 const int = (v: unknown): number | null => (num(v) === null ? null : Math.round(v as number));

@@ -1,6 +1,6 @@
-import { timingSafeEqual } from 'node:crypto';
 import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderCallContext, PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
+import { sameText } from '../push-kit';
 import type { StravaPushSubscription, StravaWebhookEvent } from './api-types';
 
 /**
@@ -48,24 +48,19 @@ export function parseStravaEvent(rawBody: Buffer): StravaWebhookEvent | null {
   return { object_type: e.object_type as StravaWebhookEvent['object_type'], object_id: e.object_id, aspect_type: e.aspect_type as StravaWebhookEvent['aspect_type'], updates, owner_id: e.owner_id, subscription_id: e.subscription_id, event_time: e.event_time };
 }
 
-const sameString = (a: string, b: string) => {
-  const x = Buffer.from(a), y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-};
-
 export const stravaPush: PushSpec = {
   handshake(req: PushRequest, secrets: PushSecrets) {
     const challenge = req.query['hub.challenge'];
     if (req.query['hub.mode'] !== 'subscribe' || !challenge) return null;
     const token = req.query['hub.verify_token'] ?? '';
-    if (!secrets.verifyToken || !sameString(token, secrets.verifyToken)) return { status: 403, body: { error: 'hub.verify_token does not match' } };
+    if (!secrets.verifyToken || !sameText(token, secrets.verifyToken)) return { status: 403, body: { error: 'hub.verify_token does not match' } };
     return { status: 200, body: { 'hub.challenge': challenge } };
   },
 
   verify(req: PushRequest, secrets: PushSecrets, now: Date): boolean {
     const event = parseStravaEvent(req.rawBody);
     if (!event || !secrets.webhookSecret) return false;
-    if (!sameString(String(event.subscription_id), secrets.webhookSecret)) return false;
+    if (!sameText(String(event.subscription_id), secrets.webhookSecret)) return false;
     const age = now.getTime() / 1000 - event.event_time;
     return age <= MAX_EVENT_AGE_SECONDS && age >= -MAX_FUTURE_SKEW_SECONDS;
   },

@@ -5,8 +5,9 @@
  * `X-RateLimit-Limit` / `X-RateLimit-Usage` and `X-ReadRateLimit-Limit` / `X-ReadRateLimit-Usage`, each
  * "15-minute,daily" (two comma-separated integers). A 429 carries no Retry-After.
  */
+import { DAY_MS } from '../../../platform/time';
+
 const QUARTER_HOUR_MS = 15 * 60_000;
-const DAY_MS = 86_400_000;
 
 /** "15-minute,daily" → the two numbers, or null when absent or malformed. */
 export function parsePair(value: string | null): [number, number] | null {

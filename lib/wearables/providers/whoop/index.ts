@@ -1,3 +1,4 @@
+import { DAY_MS } from '../../../platform/time';
 import type { ProviderData, SampleInput, SummaryInput } from '../../model';
 import { ProviderFetchError } from '../../provider-errors';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
@@ -39,7 +40,6 @@ import { whoopPush } from './push';
  */
 const API = 'https://api.prod.whoop.com/developer';
 const PAGE_LIMIT = 25; // the spec's maximum `limit`
-const DAY_MS = 86_400_000;
 /**
  * 18 days hold about 18–22 sleeps with naps and, with the margin, 19–21 recoveries: one page of 25 each, so a 90-day
  * pull costs 5 × 2 requests (WHOOP's 10,000 requests a day per app are the scarce budget).

@@ -1,3 +1,4 @@
+import { isoLocal } from '../../../platform/time';
 import { NO_WORKOUT_METRICS, type SampleInput, type SummaryInput } from '../../model';
 import { timeseriesResource } from '../../resources';
 import type { WhoopBodyMeasurement, WhoopCycle, WhoopRecovery, WhoopSleep, WhoopWorkout } from './api-types';
@@ -47,13 +48,6 @@ export function offsetSeconds(tzd: string | null | undefined, fallback: number):
   if (!m) return fallback;
   const value = Number(m[2]) * 3600 + Number(m[3]) * 60 + Number(m[4] ?? 0);
   return m[1] === '-' ? -value : value;
-}
-
-/** The instant as local wall-clock time with its offset, e.g. 2026-05-24T19:18:00-04:00. */
-export function localIso(ms: number, offsetS: number): string {
-  const abs = Math.abs(offsetS);
-  const pad = (n: number) => String(n).padStart(2, '0');
-  return `${new Date(ms + offsetS * 1000).toISOString().slice(0, 19)}${offsetS < 0 ? '-' : '+'}${pad(Math.floor(abs / 3600))}:${pad(Math.floor((abs % 3600) / 60))}`;
 }
 
 /** The local calendar date (YYYY-MM-DD) of an instant. */
@@ -136,8 +130,8 @@ export function mapSleep(s: WhoopSleep, recovery: RecoveryFacts | null, fallback
     fields: {
       date: utcMidnightOf(calendarDate),
       calendar_date: calendarDate,
-      bedtime_start: localIso(start, tz),
-      bedtime_stop: localIso(end, tz),
+      bedtime_start: isoLocal(start, tz),
+      bedtime_stop: isoLocal(end, tz),
       type: s.nap ? 'short_sleep' : 'long_sleep',
       state: 'confirmed',
       timezone_offset: tz,
@@ -243,8 +237,8 @@ export function mapWorkout(w: WhoopWorkout, fallbackOffset: number): SummaryInpu
         title: sport.name,
         timezone_offset: tz,
         calendar_date: calendarDate,
-        time_start: localIso(start, tz),
-        time_end: localIso(end, tz),
+        time_start: isoLocal(start, tz),
+        time_end: isoLocal(end, tz),
         sport,
         provider_id: w.id,
         average_hr: round(num(score?.average_heart_rate)),

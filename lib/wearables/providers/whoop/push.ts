@@ -1,5 +1,5 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
+import { freshWithin, hmacSha256, pushHeader, sameText } from '../push-kit';
 import { WHOOP_WEBHOOK_TYPES, type WhoopWebhookType } from './api-types';
 
 /**
@@ -18,28 +18,20 @@ import { WHOOP_WEBHOOK_TYPES, type WhoopWebhookType } from './api-types';
  */
 export const WHOOP_SIGNATURE_HEADER = 'x-whoop-signature';
 export const WHOOP_TIMESTAMP_HEADER = 'x-whoop-signature-timestamp';
-/** Pushes older (or further in the future) than this are refused: a replayed capture cannot be re-sent later. */
-const MAX_SKEW_MS = 5 * 60_000;
 
 /** The signature WHOOP puts in X-WHOOP-Signature for a body sent with `timestampMs`. */
 export function whoopSignature(clientSecret: string, timestampMs: string, rawBody: Buffer | string): string {
-  return createHmac('sha256', clientSecret).update(timestampMs).update(rawBody).digest('base64');
-}
-
-function header(req: PushRequest, name: string): string | undefined {
-  for (const [k, v] of Object.entries(req.headers)) if (k.toLowerCase() === name) return v;
-  return undefined;
+  return hmacSha256(clientSecret, [timestampMs, rawBody], 'base64');
 }
 
 function verify(req: PushRequest, secrets: PushSecrets, now: Date): boolean {
-  const signature = header(req, WHOOP_SIGNATURE_HEADER)?.trim();
-  const timestamp = header(req, WHOOP_TIMESTAMP_HEADER)?.trim();
+  const signature = pushHeader(req, WHOOP_SIGNATURE_HEADER)?.trim();
+  const timestamp = pushHeader(req, WHOOP_TIMESTAMP_HEADER)?.trim();
   if (!signature || !timestamp || !/^\d{1,16}$/.test(timestamp) || !secrets.clientSecret) return false;
-  if (Math.abs(now.getTime() - Number(timestamp)) > MAX_SKEW_MS) return false;
+  // Pushes older (or further in the future) than 5 minutes are refused: a replayed capture cannot be re-sent later.
+  if (!freshWithin(now, Number(timestamp))) return false;
   // Compared as text: decoding would skip stray characters and accept a signature that is not the one WHOOP sent.
-  const expected = Buffer.from(whoopSignature(secrets.clientSecret, timestamp, req.rawBody), 'utf8');
-  const given = Buffer.from(signature, 'utf8');
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  return sameText(signature, whoopSignature(secrets.clientSecret, timestamp, req.rawBody));
 }
 
 /** The pull unit an update event's object belongs to. */
@@ -60,7 +52,7 @@ function parse(req: PushRequest): PushNotification[] {
   const resource = RESOURCE_OF[type as WhoopWebhookType];
   if (!resource) return []; // *.deleted: see above
   // trace_id names the event; WHOOP's retries of it carry the same one.
-  const eventKey = typeof traceId === 'string' && traceId ? traceId : (header(req, WHOOP_TIMESTAMP_HEADER) ?? '');
+  const eventKey = typeof traceId === 'string' && traceId ? traceId : (pushHeader(req, WHOOP_TIMESTAMP_HEADER) ?? '');
   return [{ kind: 'data', externalUserId: String(userId), resource, objectId: String(id), dedupeKey: `whoop_v2:${type}:${String(id)}:${eventKey}` }];
 }
 

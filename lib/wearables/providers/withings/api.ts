@@ -1,6 +1,6 @@
-import { createHmac } from 'node:crypto';
 import { ProviderFetchError } from '../../provider-errors';
 import { OAuthError, RateLimitedError, type ProviderCallContext, type ProviderHttp } from '../contract';
+import { hmacSha256 } from '../push-kit';
 
 /**
  * The Withings RPC envelope. Every service is a POST of form fields with an `action`, answered HTTP 200 with
@@ -141,7 +141,7 @@ export function withingsSignature(clientSecret: string, params: Record<string, s
     .sort()
     .map((k) => String(params[k]))
     .join(',');
-  return createHmac('sha256', clientSecret).update(data).digest('hex');
+  return hmacSha256(clientSecret, [data], 'hex');
 }
 
 /** A fresh nonce (valid 30 minutes, single use) from Signature v2 - Getnonce. */

@@ -1,6 +1,7 @@
+import { isoLocal } from '../../../platform/time';
 import { NO_WORKOUT_METRICS, type SampleInput, type SummaryInput } from '../../model';
 import { timeseriesResource } from '../../resources';
-import { isoLocal, localDate, localMidnightEpoch, offsetSecondsAt, utcIso, utcMidnightOf } from './time';
+import { localDate, localMidnightEpoch, offsetSecondsAt, utcIso, utcMidnightOf } from './time';
 
 /**
  * Pure mapping of Withings payloads into our summaries and samples. Field names, units and codes are those of the
@@ -347,8 +348,8 @@ export function mapWorkout(w: WithingsWorkout, fallbackOffset: number): SummaryI
       title: sport.name,
       timezone_offset: offset,
       calendar_date: calendarDate,
-      time_start: isoLocal(w.startdate, offset),
-      time_end: isoLocal(w.enddate, offset),
+      time_start: isoLocal(w.startdate * 1000, offset),
+      time_end: isoLocal(w.enddate * 1000, offset),
       sport,
       provider_id: String(w.id),
       average_hr: num(d.hr_average),

@@ -1,6 +1,7 @@
 import type { ProviderCallContext, PushNotification, PushRequest, PushSpec } from '../contract';
 import { URLS, callWithings } from './api';
-import { addDays, utcDate } from './time';
+import { addDays } from '../../../platform/time';
+import { utcDate } from './time';
 
 /**
  * Withings notifications (developer.withings.com …/data-api/notifications: notification-subscribe, notification-content;

@@ -1,6 +1,7 @@
+import { isoLocal } from '../../../platform/time';
 import type { SampleInput, SummaryInput } from '../../model';
 import { interval, num, point, round } from './mapping';
-import { isoLocal, localDate, offsetSecondsAt, utcIso, utcMidnightOf } from './time';
+import { localDate, offsetSecondsAt, utcIso, utcMidnightOf } from './time';
 
 /** Pure mapping of Withings' sleep payloads (Sleep v2 - Getsummary and Get); the rest is in mapping.ts. */
 
@@ -73,8 +74,8 @@ export function mapSleepSummary(s: WithingsSleepSummary, fallbackOffset: number)
     fields: {
       date: utcMidnightOf(calendarDate),
       calendar_date: calendarDate,
-      bedtime_start: isoLocal(s.startdate, offset),
-      bedtime_stop: isoLocal(s.enddate, offset),
+      bedtime_start: isoLocal(s.startdate * 1000, offset),
+      bedtime_stop: isoLocal(s.enddate * 1000, offset),
       type: duration >= LONG_SLEEP_SECONDS ? 'long_sleep' : 'short_sleep',
       state: s.completed === false ? 'tentative' : 'confirmed',
       timezone_offset: offset,

@@ -33,26 +33,14 @@ export function offsetSecondsAt(timeZone: string | null | undefined, epochSecond
   return m[1] === '-' ? -seconds : seconds;
 }
 
-const pad = (n: number) => String(n).padStart(2, '0');
-
 /** The instant as UTC ISO 8601 (`2026-11-01T05:42:00.000Z`). */
 export const utcIso = (epochSeconds: number): string => new Date(epochSeconds * 1000).toISOString();
-
-/** The instant as local wall-clock time with its offset, e.g. `2026-10-31T22:42:57+01:00`. */
-export function isoLocal(epochSeconds: number, offsetSeconds: number): string {
-  const abs = Math.abs(offsetSeconds);
-  const wall = new Date((epochSeconds + offsetSeconds) * 1000).toISOString().slice(0, 19);
-  return `${wall}${offsetSeconds < 0 ? '-' : '+'}${pad(Math.floor(abs / 3600))}:${pad(Math.floor((abs % 3600) / 60))}`;
-}
 
 /** The local calendar date (YYYY-MM-DD) of an instant at an offset. */
 export const localDate = (epochSeconds: number, offsetSeconds: number): string => new Date((epochSeconds + offsetSeconds) * 1000).toISOString().slice(0, 10);
 
 /** The UTC calendar date of an instant. */
 export const utcDate = (epochSeconds: number): string => new Date(epochSeconds * 1000).toISOString().slice(0, 10);
-
-/** `ymd` plus `days` days. */
-export const addDays = (ymd: string, days: number): string => new Date(Date.parse(`${ymd}T00:00:00Z`) + days * 86_400_000).toISOString().slice(0, 10);
 
 /** Local midnight of `ymd` at `offsetSeconds`, as epoch seconds. */
 export const localMidnightEpoch = (ymd: string, offsetSeconds: number): number => Date.parse(`${ymd}T00:00:00Z`) / 1000 - offsetSeconds;
