@@ -106,7 +106,8 @@ async function ensureStrava(deps: SubscriptionDeps, app: ProviderApp, ctx: Provi
     id = (await createPushSubscription(ctx, { callbackUrl, verifyToken })).id;
     outcome.created++;
   }
-  await deps.repos.providerAuth.updateApp(app.provider, app.clientId, { webhook_id: id, webhook_secret: id });
+  // The subscription id is what Strava's events are checked against: kept sealed only (webhook_secret), never in plaintext.
+  await deps.repos.providerAuth.updateApp(app.provider, app.clientId, { webhook_id: null, webhook_secret: id });
 }
 
 /** A new Withings connection's notify subscriptions (Withings subscribes per user, with the user's token). */

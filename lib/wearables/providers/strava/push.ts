@@ -54,6 +54,7 @@ const sameString = (a: string, b: string) => {
 };
 
 export const stravaPush: PushSpec = {
+  signed: false,
   handshake(req: PushRequest, secrets: PushSecrets) {
     const challenge = req.query['hub.challenge'];
     if (req.query['hub.mode'] !== 'subscribe' || !challenge) return null;
