@@ -33,7 +33,7 @@ export function isoWithOffset(d: Date): string {
 /** Today's calendar date (UTC) as YYYY-MM-DD. */
 export const todayUtc = (now = new Date()): string => now.toISOString().slice(0, 10);
 
-const DAY_MS = 86_400_000;
+export const DAY_MS = 86_400_000;
 
 /** The offset (seconds east of UTC) of an IANA time zone at an instant; 0 for an unknown zone. */
 export function zoneOffsetSeconds(timeZone: string | null | undefined, at: Date): number {

@@ -46,6 +46,15 @@ export interface ProviderIntegration {
   /** Pushes from the provider (GET|HEAD|POST /v2/providers/{slug}/webhook). Absent: the provider has none (Dexcom). */
   push?: PushSpec;
   /**
+   * Keeps one app's push subscriptions in place through the provider's API (Oura, Polar, Strava), for the
+   * provider-subscriptions Schedule (subscriptions.ts): creates what is missing, renews what expires before
+   * `renewBefore`, and says what to keep in `provider_apps` (secrets are sealed there). Absent: the provider's pushes
+   * are set up elsewhere (WHOOP's dashboard, Withings per user) or it has none.
+   */
+  ensureAppSubscriptions?(ctx: ProviderCallContext, app: AppSubscriptionState): Promise<AppSubscriptionOutcome>;
+  /** Subscribes one newly connected user to pushes, with the user's token (Withings subscribes per user). */
+  subscribeUser?(ctx: ProviderCallContext, callbackUrl: string): Promise<void>;
+  /**
    * One request with the user's token that succeeds while our grant is live, and fails with a revoked one (401 /
    * `invalid_token`, then a refused refresh): how an unsigned deauthorization (Withings, Strava) is confirmed before
    * the connection ends. Required of an integration whose unsigned pushes can say `deauthorized`.
@@ -66,6 +75,23 @@ export interface ProviderIntegration {
    * then takes the same path as for an HTTP 401 (refresh once, resend).
    */
   unauthorizedBody?(body: unknown): boolean;
+}
+
+export interface AppSubscriptionState {
+  /** Our push URL for the provider (`<PUBLIC_BASE_URL>/v2/providers/<slug>/webhook`). */
+  callbackUrl: string;
+  /** The token we give the provider to echo in its handshake. */
+  verifyToken: string;
+  /** What we keep for the app (provider_apps): a webhook id and secret from an earlier run. */
+  stored: { webhook_id?: string | null; webhook_secret?: string | null } | null;
+  renewBefore: Date;
+}
+
+export interface AppSubscriptionOutcome {
+  created: number;
+  renewed: number;
+  /** Fields of provider_apps to set (webhook_secret is sealed); absent: nothing changed. */
+  keep?: { webhook_id?: string | null; webhook_secret?: string | null; subscriptions?: { id: string; key: string; expires_at: Date | null }[] };
 }
 
 export interface ScopeRules {

@@ -19,7 +19,7 @@ import { continuousHeartRateDays, emptyData, exerciseStart, mapActivity, mapCont
 import { polarPush } from './push';
 import { addDays, daysBetween, wallDate } from './time';
 import type { PolarActivity, PolarExercise, PolarNightlyRecharge, PolarPhysicalInformation, PolarSleep, PolarSpo2TestResult, PolarTransactionLocation, PolarUser } from './types';
-import { POLAR_API } from './webhooks';
+import { POLAR_API, ensureAppSubscriptions } from './webhooks';
 
 export { createWebhook, getWebhook, activateWebhook, deactivateWebhook, deleteWebhook, POLAR_WEBHOOK_EVENTS } from './webhooks';
 export { polarSignature } from './push';
@@ -267,5 +267,6 @@ export const integration: ProviderIntegration = {
   },
 
   push: polarPush,
+  ensureAppSubscriptions,
   rateLimitResetAt: polarRateLimitResetAt,
 };

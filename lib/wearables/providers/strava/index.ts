@@ -3,7 +3,7 @@ import type { ProviderData } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import type { StravaActivity, StravaAthlete, StravaStreamSet } from './api-types';
 import { activityTiming, emptyData, mapActivities, mapAthlete, mapStreams, type StreamOwner } from './mapping';
-import { stravaPush } from './push';
+import { ensureAppSubscriptions, stravaPush } from './push';
 import { stravaRateLimitResetAt } from './rate-limit';
 
 /**
@@ -225,5 +225,6 @@ export const integration: ProviderIntegration = {
   },
 
   push: stravaPush,
+  ensureAppSubscriptions,
   rateLimitResetAt: stravaRateLimitResetAt,
 };

@@ -7,7 +7,7 @@ import {
   mapSleepSeries, mapSleepSummary, mapWorkout, type GetmeasBody, type WithingsActivity, type WithingsIntradayEntry, type WithingsSleepSegment,
   type WithingsSleepSummary, type WithingsWorkout,
 } from './mapping';
-import { listNotifications, withingsPush } from './push';
+import { listNotifications, subscribeAll, withingsPush } from './push';
 
 export { subscribeNotifications, subscribeAll, listNotifications, revokeNotification, SUBSCRIBED_APPLIS, NOTIFY_APPLI, APPLI_RESOURCES } from './push';
 export { withingsSignature, statusFamily, envelopeError, isUnauthorizedEnvelope } from './api';
@@ -211,6 +211,10 @@ export const integration: ProviderIntegration = {
     await listNotifications(ctx);
   },
   push: withingsPush,
+  /** Withings subscribes per user, with the user's token, to every category we handle (push.ts subscribeAll). */
+  async subscribeUser(ctx: ProviderCallContext, callbackUrl: string) {
+    await subscribeAll(ctx, callbackUrl);
+  },
 };
 
 export default integration;
