@@ -6,8 +6,9 @@ import { ProviderFetchError } from '../lib/wearables/adapters';
 import type { ProviderData } from '../lib/wearables/model';
 import { RateLimitedError, type PageCursor, type PullWindow } from '../lib/wearables/providers/contract';
 import { integrationFor } from '../lib/wearables/providers/registry';
-import { appOfConnection, connectionContext } from '../lib/wearables/providers/runtime';
+import { appOfConnection, connectionContext, providerTaskQueue } from '../lib/wearables/providers/runtime';
 import { ensureSubscriptions, subscribeUser, type SubscriptionOutcome } from '../lib/wearables/providers/subscriptions';
+import { deregisterConnection } from '../lib/wearables/workflow-client';
 import { attemptScheduledAt, type Live, type WearableActivityDeps } from './wearables';
 
 type Stats = { days: Set<string>; sent: number; oldest: Date | null; newest: Date | null };
@@ -154,6 +155,37 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
       },
 
       /**
+       * An unsigned push said the user removed our access (Withings `unlink`, Strava `authorized=false`): a hint, never
+       * an instruction. The provider is asked with the user's token (ProviderIntegration.confirmAccess): a revoked grant
+       * (401 / `invalid_token`, then a refused refresh) ends the connection with `deregistered_per_provider`; a grant
+       * that still answers means the notification was forged or stale, and it is logged with its sender and ignored.
+       */
+      async confirmDeauthorization(input: { connectionId: string; from?: string }): Promise<PageOutcome> {
+        const l = await live(input.connectionId);
+        const integration = l?.adapter.integration;
+        if (!l || !integration) return { status: 'stopped' };
+        const slug = integration.slug;
+        try {
+          if (!integration.confirmAccess) throw new Error(`${slug} has unsigned deauthorizations but no confirmAccess`);
+          await integration.confirmAccess(await callContext(l));
+        } catch (err) {
+          if (err instanceof RateLimitedError) return { status: 'rate_limited', waitMs: Math.max(0, err.retryAt.getTime() - Date.now()) };
+          if (!(err instanceof ProviderFetchError)) throw err;
+          if (err.errorType === 'token_refresh_failed' || err.errorType === 'provider_credential_error') {
+            deps.logger.info({ connectionId: l.connection._id, provider: slug, from: input.from }, 'deauthorization confirmed: the provider refuses our grant; the connection ends');
+            await publishConnectionError(l, new ProviderFetchError('deregistered_per_provider', `The user removed access at ${slug}.`));
+            await deregisterConnection(deps, l.connection);
+            return { status: 'done' };
+          }
+          if (err.retriable) throw ApplicationFailure.retryable(err.message, 'ProviderUnavailable');
+          deps.logger.warn({ connectionId: l.connection._id, provider: slug, from: input.from, err: err.message }, 'deauthorization could not be confirmed (the provider answered neither yes nor no); the connection stays');
+          return { status: 'failed' };
+        }
+        deps.logger.warn({ connectionId: l.connection._id, provider: slug, from: input.from }, 'deauthorization NOT confirmed: the provider still accepts our grant for this user; the notification (forged or stale) was ignored');
+        return { status: 'done' };
+      },
+
+      /**
        * After a connection ended (deregistered by the customer, the user's deletion, or the provider): revokes our access
        * at the provider where it has an API for it, then forgets the tokens. Best effort at the provider: a provider down
        * or busy (a 5xx, no answer, a 429) gets the revocation again, up to REVOCATION_ATTEMPTS; a revocation it refuses,
@@ -222,8 +254,7 @@ export interface PagedPlan {
   resources: string[];
 }
 
-/** The task queue of a provider's page activities (one per provider: its rate is the provider's app budget). */
-export const providerTaskQueue = (mainQueue: string, slug: string) => `${mainQueue}-provider-${slug}`;
+export { providerTaskQueue };
 
 /** A window of local dates as instants at a fixed offset (start of the first day, end of the last). */
 export function pullWindow(startDate: string, endDate: string, offset: number): PullWindow {

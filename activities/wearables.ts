@@ -12,6 +12,7 @@ import { ProviderFetchError, type AdapterRegistry, type ProviderAdapter } from '
 export { providerTaskQueue, pullWindow, type PageOutcome, type PagedPlan } from './provider-pages';
 import { connectionSettings, providerSummary } from '../lib/wearables/workflow-client';
 import type { ConnectionSettings } from '../workflows/wearable-connection';
+import { resourceAvailability } from '../lib/wearables/providers/scopes';
 import { ingestProviderData } from '../lib/wearables/ingest';
 import type { ProviderData } from '../lib/wearables/model';
 import { createProviderPageActivities, type PagedPlan } from './provider-pages';
@@ -205,7 +206,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
           provider,
           source: provider,
           external_user_id: connection.external_user_id ?? null,
-          resource_availability: Object.fromEntries(adapter.resources.map((r) => [r, { status: 'available', scope_requirements: null }])),
+          resource_availability: resourceAvailability(adapter.integration, adapter.resources, connection.granted_scopes),
         },
         idempotencyKey: `connection-created:${connection._id}`,
       });

@@ -1,5 +1,6 @@
 import { addDays, todayUtc } from '../lib/platform/time';
 import { workflowIds } from '../workflows/ids';
+import { pushHintsStateQuery } from '../workflows/wearable-connection';
 import { eventually } from './support/harness';
 import { saveHistory } from './support/histories';
 import { startFakeOura, type FakeOura } from './support/fakes/oura';
@@ -12,9 +13,9 @@ import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack
  *
  *   npm test -- --testMatch '**\/test/provider-histories.recorder.ts'
  *
- * An Oura connection pulled page by page and then disconnected (its access revoked: patch `revoke-on-stop`), a Strava
- * connection disconnected while a page of its history was in flight (patch `stop-cancels-queued-page`), a push's
- * fetch, and a run of the provider-subscriptions Schedule.
+ * An Oura connection pulled page by page and then disconnected (its access revoked), a Strava connection disconnected
+ * while a page of its history was in flight, a signed push's fetch, an unsigned push's hints (a forged Strava
+ * deauthorization, checked with the athlete's token and ignored), and a run of the provider-subscriptions Schedule.
  */
 let oura: FakeOura;
 let strava: FakeStrava;
@@ -78,4 +79,18 @@ test('records the real-provider workflows', async () => {
   await handle.result();
   expect(((await handle.fetchHistory()).events ?? []).some((e) => e.activityTaskCancelRequestedEventAttributes)).toBe(true);
   await save('wearable-connection-strava-stopped-paging', 'wearableConnectionWorkflow', workflowIds.wearableConnection(stravaConnection._id));
-}, 400_000);
+
+  // An unsigned push: a forged deauthorization of a connected athlete (no activities: a short history), checked with
+  // the athlete's token at Strava, which still answers, so nothing ends. The hints workflow lingers for more: its
+  // history so far is recorded.
+  await eventually(async () => (await stack.app.deps.repos.providerAuth.getApp('strava', strava.options.clientId))?.webhook_secret, 60_000, 'the Strava subscription');
+  const hinted = await createUser(stack);
+  const quiet = strava.addUser({ zoneOffsetSeconds: 3600, dataStartMs: Date.now() });
+  expect((await connectThroughOAuth(stack, hinted, 'strava', strava, { asUser: quiet.id })).status).toBe(200);
+  const hintedConnection = (await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, hinted))[0];
+  const id = Number(quiet.id);
+  expect((await strava.sendPush(`${stack.app.url}/v2/providers/strava/webhook`, strava.event({ object_type: 'athlete', object_id: id, aspect_type: 'update', owner_id: id, updates: { authorized: 'false' } }))).status).toBe(200);
+  const hints = stack.app.deps.temporal.client.workflow.getHandle(workflowIds.providerHints(hintedConnection._id));
+  await eventually(async () => (await hints.query(pushHintsStateQuery).catch(() => null))?.handled === 1, 180_000, 'the deauthorization checked');
+  await save('provider-hints-strava', 'providerHintsWorkflow', workflowIds.providerHints(hintedConnection._id));
+}, 600_000);

@@ -7,6 +7,7 @@ export const workflowIds = {
   wearableConnection: (connectionId: string) => `wearable-connection:${connectionId}`,
   /** One fetch per provider notification (its dedupe key), so a notification delivered twice fetches once. */
   providerPush: (provider: string, notification: string) => `provider-push:${provider}:${notification}`,
+  providerHints: (connectionId: string) => `provider-hints:${connectionId}`,
   /** The Schedule that keeps providers' push subscriptions in place and renews those that expire. */
   providerSubscriptionsSchedule: (taskQueue: string) => `provider-subscriptions:${taskQueue}`,
   /** The runs that Schedule starts (Temporal appends each run's time to this id). */

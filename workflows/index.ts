@@ -3,5 +3,5 @@ export { userDeletionWorkflow } from './user-deletion';
 export { destinationDispatchWorkflow } from './destination-dispatch';
 export { strandedWorkSweepWorkflow } from './stranded-work-sweep';
 export { labOrderWorkflow, labOrderCorrectionWorkflow } from './lab-order';
-export { wearableConnectionWorkflow, providerPushWorkflow } from './wearable-connection';
+export { wearableConnectionWorkflow, providerPushWorkflow, providerHintsWorkflow } from './wearable-connection';
 export { providerSubscriptionsWorkflow } from './provider-subscriptions';

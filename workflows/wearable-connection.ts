@@ -1,4 +1,4 @@
-import { ActivityCancellationType, ActivityFailure, CancellationScope, condition, continueAsNew, defineSignal, isCancellation, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, ActivityFailure, CancellationScope, condition, continueAsNew, defineQuery, defineSignal, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { PageOutcome, WearableActivities } from '../activities/wearables';
 import type { PageCursor } from '../lib/wearables/providers/contract';
 
@@ -29,6 +29,8 @@ export interface WearableConnectionInput {
   connectionId: string;
   /** `history` on connect; `sync` after continue-as-new. */
   phase: 'history' | 'sync';
+  /** A refresh asked for in the run before (carried through continue-as-new, so it is not lost). */
+  refreshRequested?: boolean;
 }
 
 /** POST /v2/user/refresh/{user_id}: sync now. */
@@ -55,7 +57,7 @@ const DEFAULT_GIVE_UP_AFTER_MS = 3_600_000;
  * until the connection is deregistered.
  */
 export async function wearableConnectionWorkflow(input: WearableConnectionInput): Promise<{ stopped: true }> {
-  let refreshRequested = false;
+  let refreshRequested = input.refreshRequested ?? false;
   let stopRequested = false;
   setHandler(refreshConnectionSignal, () => void (refreshRequested = true));
   setHandler(stopConnectionSignal, () => void (stopRequested = true));
@@ -93,7 +95,9 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
     }
     if (workflowInfo().continueAsNewSuggested) break;
   }
-  return continueAsNew<typeof wearableConnectionWorkflow>({ connectionId, phase: 'sync' });
+  // A stop or refresh that came in during the last sync is acted on, not left behind with this run.
+  if (stopRequested) return end();
+  return continueAsNew<typeof wearableConnectionWorkflow>({ connectionId, phase: 'sync', refreshRequested });
 }
 
 /**
@@ -115,11 +119,9 @@ const never = () => false;
  * One page activity of a connection that a stop may end. The provider's queue holds pages to the provider's rate
  * (Strava's: one every ~9.5 s for the whole app), so with many users a page can wait there for minutes: a stop cancels
  * it in the queue, and the connection revokes its access without waiting its turn. A page already running finishes
- * first (pageActivities), so nothing is fetched or stored after the workflow moved on. Runs that were waiting on a
- * page when this came in keep waiting, as they did (the patch).
+ * first (pageActivities), so nothing is fetched or stored after the workflow moved on.
  */
 async function pageUnlessStopped<T>(stopped: () => boolean, page: () => Promise<T>): Promise<T | 'stopped'> {
-  if (!patched('stop-cancels-queued-page')) return page();
   const pageScope = new CancellationScope();
   const watch = new CancellationScope();
   const running = pageScope.run(page);
@@ -184,29 +186,118 @@ async function followPages(taskQueue: string, stopped: (() => boolean) | null, r
   }
 }
 
-export interface ProviderPushInput {
-  connectionId: string;
-  taskQueue: string;
+/** What one push names: an object by the provider's id, or a window of days, of one pull unit. */
+export interface PushedItem {
   resource: string;
   objectId?: string;
   window?: { startDate: string; endDate: string };
 }
 
+export interface ProviderPushInput extends PushedItem {
+  connectionId: string;
+  taskQueue: string;
+}
+
 /**
- * What a provider's push named (id `provider-push:<provider>:<notification>`, so the same notification twice fetches
+ * What a signed push named (id `provider-push:<provider>:<notification>`, so the same notification twice fetches
  * once): the object by its id, or the window's pages, stored and announced as `daily.data.*`.
  */
 export async function providerPushWorkflow(input: ProviderPushInput): Promise<void> {
-  if (input.objectId) {
-    const pages = pageActivities(input.taskQueue);
+  await fetchPushed(input.connectionId, input.taskQueue, input);
+}
+
+async function fetchPushed(connectionId: string, taskQueue: string, item: PushedItem): Promise<void> {
+  if (item.objectId) {
+    const pages = pageActivities(taskQueue);
     for (;;) {
-      const outcome: PageOutcome = await pages.fetchPushedObject({ connectionId: input.connectionId, resource: input.resource, objectId: input.objectId });
+      const outcome: PageOutcome = await pages.fetchPushedObject({ connectionId, resource: item.resource, objectId: item.objectId });
       if (outcome.status !== 'rate_limited') return;
       await condition(never, Math.max(outcome.waitMs, 1));
     }
   }
-  await followPages(input.taskQueue, null, (cursor) => ({ connectionId: input.connectionId, resource: input.resource, cursor, window: input.window }));
+  await followPages(taskQueue, null, (cursor) => ({ connectionId, resource: item.resource, cursor, window: item.window }));
 }
+
+/** An unsigned push's hint: fetch what it names, or confirm that the user removed our access (`from`: the sender). */
+export type PushHint = (({ kind: 'data' } & PushedItem) | { kind: 'deauthorized'; from?: string }) & {
+  /** The notification's own id (a provider's retry repeats it): the same one twice is acted on once. */
+  dedupeKey: string;
+};
+
+export const pushHintSignal = defineSignal<[PushHint]>('pushHint');
+/** What the hints workflow holds: hints waiting, and hints acted on in this run and the runs it continued. */
+export const pushHintsStateQuery = defineQuery<{ pending: number; handled: number }>('pushHintsState');
+
+export interface ProviderHintsInput {
+  connectionId: string;
+  taskQueue: string;
+  /** What the run before carried into continue-as-new. */
+  carried?: { pending: [string, PushHint][]; seen: string[]; handled: number };
+}
+
+/** Distinct objects waiting at once per connection; more are dropped (the next sync fetches what they named). */
+const MAX_PENDING_HINTS = 50;
+/** Notification ids remembered, so a provider's retry of one already acted on is not acted on again. */
+const SEEN_HINTS = 500;
+/** How long the workflow waits for more hints before it ends (a provider retries a notification within minutes). */
+const HINTS_LINGER_MS = 15 * 60_000;
+
+/**
+ * The unsigned pushes of one connection (Withings, Strava; id `provider-hints:<connectionId>`, started or signalled
+ * with signal-with-start). Nothing proves who sent them, so they are hints, acted on one at a time and coalesced: a
+ * data notification seen before is dropped, the same object twice waits once, windows of one resource merge into one, a
+ * deauthorization waits once, and at most MAX_PENDING_HINTS objects wait, so a flood costs the app's budget one
+ * request at a time, not one per forged post. A deauthorization is confirmed with the provider's API under the user's
+ * token before the connection ends (activities/provider-pages.ts confirmDeauthorization).
+ */
+export async function providerHintsWorkflow(input: ProviderHintsInput): Promise<void> {
+  const pending = new Map<string, PushHint>(input.carried?.pending ?? []);
+  const seen = new Set<string>(input.carried?.seen ?? []);
+  let handled = input.carried?.handled ?? 0;
+  const add = (hint: PushHint) => {
+    // A deauthorization is checked again each time it comes (a forged one may have come first), once while it waits.
+    if (hint.kind === 'deauthorized') {
+      if (!pending.has('deauthorized')) pending.set('deauthorized', hint);
+      return;
+    }
+    if (seen.has(hint.dedupeKey)) return;
+    seen.add(hint.dedupeKey);
+    if (seen.size > SEEN_HINTS) seen.delete(seen.values().next().value!);
+    if (hint.window) {
+      const key = `${hint.resource}:window`;
+      const was = pending.get(key);
+      const merged = was?.kind === 'data' && was.window ? { startDate: minDate(was.window.startDate, hint.window.startDate), endDate: maxDate(was.window.endDate, hint.window.endDate) } : hint.window;
+      pending.set(key, { ...hint, window: merged });
+      return;
+    }
+    const key = `${hint.resource}:${hint.objectId ?? ''}`;
+    if (!pending.has(key) && pending.size < MAX_PENDING_HINTS) pending.set(key, hint);
+  };
+  setHandler(pushHintSignal, add);
+  setHandler(pushHintsStateQuery, () => ({ pending: pending.size, handled }));
+  const pages = pageActivities(input.taskQueue);
+  while (await condition(() => pending.size > 0, HINTS_LINGER_MS)) {
+    // A deauthorization goes first: fetching for a user who removed our access is wasted.
+    const key = pending.has('deauthorized') ? 'deauthorized' : pending.keys().next().value!;
+    const hint = pending.get(key)!;
+    pending.delete(key);
+    if (hint.kind === 'data') await fetchPushed(input.connectionId, input.taskQueue, hint);
+    else {
+      for (;;) {
+        const outcome = await pages.confirmDeauthorization({ connectionId: input.connectionId, from: hint.from });
+        if (outcome.status !== 'rate_limited') break;
+        await condition(never, Math.max(outcome.waitMs, 1));
+      }
+    }
+    handled++;
+    if (workflowInfo().continueAsNewSuggested) {
+      return continueAsNew<typeof providerHintsWorkflow>({ ...input, carried: { pending: [...pending.entries()], seen: [...seen], handled } });
+    }
+  }
+}
+
+const minDate = (a: string, b: string) => (a < b ? a : b);
+const maxDate = (a: string, b: string) => (a > b ? a : b);
 
 async function pullResource(connectionId: string, resource: string, retry: PullRetryPolicy, stopped: () => boolean): Promise<void> {
   for (let attempt = 1; ; attempt++) {

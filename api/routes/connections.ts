@@ -27,6 +27,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
 import { activeUser } from '../../lib/users/views';
+import { integrationFor } from '../../lib/wearables/providers/registry';
+import { resourceAvailability } from '../../lib/wearables/providers/scopes';
 
 /** The link flow's operations: one tag, so the docs page lists each operation once. */
 const linkTags = ['Link'];
@@ -202,7 +204,7 @@ export const connectionRoutes = [
         status: errors.has(c._id) ? 'error' : c.status,
         external_user_id: c.external_user_id ?? null,
         error_details: errors.has(c._id) ? { ...errors.get(c._id)!, errored_at: isoWithOffset(errors.get(c._id)!.errored_at) } : null,
-        resource_availability: Object.fromEntries((adapters.forConnection(c)?.resources ?? []).map((r) => [r, { status: 'available', scope_requirements: null }])),
+        resource_availability: resourceAvailability(integrationFor(c.provider), adapters.forConnection(c)?.resources ?? [], c.granted_scopes),
       }));
       return { body: { providers } };
     },

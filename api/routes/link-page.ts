@@ -18,7 +18,7 @@ const linkFolder = staticFolder('link', 'The link page', '/link', ['link.css', '
 const tags = ['Link'];
 const REFUSAL_STATUS: Record<LinkTokenRefusal, number> = { invalid_token: 404, token_expired: 410, token_consumed: 410 };
 /** How an OAuth step's failure is answered when there is no redirect_url to send it to. */
-const ERROR_STATUS: Record<string, number> = { provider_api_error: 502, user_cancelled: 400, provider_credential_error: 400, duplicate_connection: 409 };
+const ERROR_STATUS: Record<string, number> = { provider_api_error: 502, user_cancelled: 400, provider_credential_error: 400, required_scopes_not_granted: 403, duplicate_connection: 409 };
 
 const messagePage = (status: number, title: string, message: string): Reply => ({
   status,

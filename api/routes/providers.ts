@@ -21,6 +21,7 @@ const pushRequest = (ctx: Context, rawBody: Buffer): PushRequest => ({
   query: Object.fromEntries(Object.entries(ctx.query).map(([k, v]) => [k, Array.isArray(v) ? v[0] : (v ?? '')])),
   headers: Object.fromEntries(Object.entries(ctx.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : (v ?? '')])),
   rawBody,
+  remoteAddress: ctx.ip,
 });
 
 /**

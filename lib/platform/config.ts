@@ -258,6 +258,11 @@ export const ConfigSchema = Type.Object({
     default: 300,
     description: "A provider access token is refreshed this long before it expires (one refresh per connection at a time, across workers).",
   }),
+  PROVIDER_REQUEST_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    default: 30000,
+    description: 'How long one request to a provider (API or token endpoint) may take before it counts as unanswered (a refresh then keeps its claim and is tried again with the same refresh token).',
+  }),
   PROVIDER_SUBSCRIPTION_RENEW_DAYS: Type.Number({
     exclusiveMinimum: 0,
     default: 7,

@@ -11,3 +11,21 @@ const armed = new Set((process.env.HB_FAILPOINTS ?? '').split(',').map((name) =>
 export function crashPoint(name: string): void {
   if (armed.has(name)) process.kill(process.pid, 'SIGKILL');
 }
+
+const faults = new Map<string, number>();
+
+/**
+ * Test-only: the next `times` passes through `faultPoint(name)` in this process throw, as a write that failed (the
+ * database away for a moment) would. Unarmed, a fault point is one lookup in an empty map.
+ */
+export function injectFault(name: string, times = 1): void {
+  faults.set(name, times);
+}
+
+export function faultPoint(name: string): void {
+  const left = faults.get(name);
+  if (!left) return;
+  if (left <= 1) faults.delete(name);
+  else faults.set(name, left - 1);
+  throw new Error(`Injected fault at ${name} (a test made this write fail)`);
+}

@@ -41,6 +41,8 @@ export interface ConnectionDoc {
   adapter: 'demo' | 'sdk' | 'oauth';
   /** `oauth`: the client id of the OAuth app the user granted (the team's own, or the deployment's). */
   oauth_client_id?: string;
+  /** `oauth`: the scopes the user granted, where the provider lets them untick some (Strava); absent: all asked for. */
+  granted_scopes?: string[];
   created_on: Date;
   updated_at: Date;
   external_user_id?: string | null;

@@ -8,6 +8,8 @@ export interface OAuthGrant {
   tokens: TokenSet;
   externalUserId: string | null;
   clientId: string;
+  /** The scopes the user granted, where the provider says (ProviderIntegration.grantedScopes); null: all asked for. */
+  grantedScopes?: string[] | null;
 }
 
 /**
@@ -34,7 +36,7 @@ export interface LinkCredentials {
 
 export type LinkSignIn =
   | { accepted: true; adapter: ConnectionDoc['adapter']; oauth?: OAuthGrant }
-  | { accepted: false; errorType: 'provider_credential_error' | 'provider_api_error' | 'user_cancelled'; error: string };
+  | { accepted: false; errorType: 'provider_credential_error' | 'provider_api_error' | 'user_cancelled' | 'required_scopes_not_granted'; error: string };
 
 /** What the sandbox accepts for every password and email provider (the page shows them there). */
 export const SANDBOX_CREDENTIALS = { username: 'demo', password: 'demo', email: 'demo@example.com' };

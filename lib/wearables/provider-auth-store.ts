@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import type { FieldCipher } from '../platform/field-encryption';
+import { faultPoint } from '../platform/failpoints';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import type { TokenSet } from './providers/contract';
@@ -8,9 +9,10 @@ import type { TokenSet } from './providers/contract';
 /**
  * What the real provider integrations keep (README "Connecting real providers"):
  * - `provider_tokens`: one document per connection (`_id` = connection id), its tokens sealed. Only one refresh of a
- *   connection runs at a time anywhere: a refresh first claims a lease in one conditional write, and the new tokens
- *   are written only under that lease with the version it read (rotating refresh tokens, e.g. WHOOP's, are
- *   invalidated the moment a new one is issued: two refreshes at once would revoke the user).
+ *   connection runs at a time anywhere: a refresh first claims a lease in one conditional write (rotating refresh
+ *   tokens, e.g. WHOOP's, are invalidated the moment a new one is issued: two refreshes at once would revoke the
+ *   user). New tokens are written over the version they were refreshed from, whatever became of the lease, and a
+ *   refresh that went unanswered keeps its lease until it is tried again with the same token (runtime.ts accessToken).
  * - `oauth_states`: the link page's OAuth `state`, single use (taken with one findOneAndDelete), 15 minutes, with its
  *   PKCE verifier sealed.
  * - `provider_apps`: per OAuth app (provider + client id): its rate-limit block shared by every worker, and what its
@@ -31,6 +33,8 @@ export interface ProviderTokenDoc {
   version: number;
   refresh_lease?: string;
   refresh_lease_until?: Date;
+  /** Set while the last refresh request went unanswered (its outcome at the provider unknown); cleared by a save. */
+  refresh_unanswered_at?: Date;
   updated_at: Date;
 }
 
@@ -133,7 +137,9 @@ export class ProviderAuthRepository {
 
   /**
    * Claims the right to refresh the tokens of `version`: one conditional write, so of two workers refreshing at
-   * once exactly one gets the lease; the other waits for the new version. Returns the lease, or null.
+   * once exactly one gets the lease; the other waits for the new version. A lease that lapsed (its holder died, or
+   * gave up after its request went unanswered) may be taken over: the taker sends the same refresh token, the stored
+   * one. Returns the lease, or null.
    */
   async claimRefresh(connectionId: string, version: number, now = new Date()): Promise<string | null> {
     const lease = randomBytes(12).toString('hex');
@@ -144,17 +150,31 @@ export class ProviderAuthRepository {
     return res.modifiedCount === 1 ? lease : null;
   }
 
-  /** Writes refreshed tokens under the lease (the fencing token travels in the write): false when it was lost. */
-  async saveRefreshed(connectionId: string, version: number, lease: string, tokens: TokenSet): Promise<boolean> {
+  /**
+   * Keeps a claim whose refresh went unanswered (the provider may have rotated the token and the answer been lost):
+   * nobody else sends the refresh token until `until`; then whoever takes the lease over sends the same one again.
+   */
+  async holdRefresh(connectionId: string, lease: string, until: Date): Promise<void> {
+    await this.tokens.updateOne({ _id: connectionId, refresh_lease: lease }, { $set: { refresh_lease_until: until, refresh_unanswered_at: new Date() } });
+  }
+
+  /**
+   * Stores refreshed tokens over the version they were refreshed from. The version alone is the precondition, not
+   * the lease: a rotating provider (WHOOP, Strava, Oura, Withings) has already spent the old refresh token, so new
+   * tokens are kept even when the lease lapsed while their answer was on its way. False: another refresh stored a
+   * newer version first (a taker-over of a lapsed lease whose answer came back before ours).
+   */
+  async saveRefreshed(connectionId: string, version: number, tokens: TokenSet): Promise<boolean> {
+    faultPoint('provider-tokens.save-refreshed');
     const sealed = this.tokenSeal.seal(connectionId, { access_token: tokens.access_token, refresh_token: tokens.refresh_token, extras: tokens.extras });
     const res = await this.tokens.updateOne(
-      { _id: connectionId, version, refresh_lease: lease },
-      { $set: { ...sealed, expires_at: tokens.expires_at, scope: tokens.scope, version: version + 1, updated_at: new Date() }, $unset: { refresh_lease: '', refresh_lease_until: '' } },
+      { _id: connectionId, version },
+      { $set: { ...sealed, expires_at: tokens.expires_at, scope: tokens.scope, version: version + 1, updated_at: new Date() }, $unset: { refresh_lease: '', refresh_lease_until: '', refresh_unanswered_at: '' } },
     );
     return res.modifiedCount === 1;
   }
 
-  /** Gives a lease back after a refresh that failed without an answer (network, 5xx): another may try at once. */
+  /** Gives a lease back after a refresh the provider refused (its answer is known: nothing was rotated). */
   async releaseRefresh(connectionId: string, lease: string): Promise<void> {
     await this.tokens.updateOne({ _id: connectionId, refresh_lease: lease }, { $unset: { refresh_lease: '', refresh_lease_until: '' } });
   }

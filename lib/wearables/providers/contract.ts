@@ -46,6 +46,26 @@ export interface ProviderIntegration {
   /** Pushes from the provider (GET|HEAD|POST /v2/providers/{slug}/webhook). Absent: the provider has none (Dexcom). */
   push?: PushSpec;
   /**
+   * Keeps one app's push subscriptions in place through the provider's API (Oura, Polar, Strava), for the
+   * provider-subscriptions Schedule (subscriptions.ts): creates what is missing, renews what expires before
+   * `renewBefore`, and says what to keep in `provider_apps` (secrets are sealed there). Absent: the provider's pushes
+   * are set up elsewhere (WHOOP's dashboard, Withings per user) or it has none.
+   */
+  ensureAppSubscriptions?(ctx: ProviderCallContext, app: AppSubscriptionState): Promise<AppSubscriptionOutcome>;
+  /** Subscribes one newly connected user to pushes, with the user's token (Withings subscribes per user). */
+  subscribeUser?(ctx: ProviderCallContext, callbackUrl: string): Promise<void>;
+  /**
+   * One request with the user's token that succeeds while our grant is live, and fails with a revoked one (401 /
+   * `invalid_token`, then a refused refresh): how an unsigned deauthorization (Withings, Strava) is confirmed before
+   * the connection ends. Required of an integration whose unsigned pushes can say `deauthorized`.
+   */
+  confirmAccess?(ctx: ProviderCallContext): Promise<void>;
+  /**
+   * For providers whose consent page lets the user untick scopes (Strava): the scopes the callback says were granted
+   * decide what the connection may read. Absent: whatever was asked for is taken as granted.
+   */
+  grantedScopes?: ScopeRules;
+  /**
    * When a 429 lets us ask again, from the provider's headers, when it sends no `Retry-After` (which http.ts honours
    * first): WHOOP/Oura `X-RateLimit-Reset` (seconds), Polar `RateLimit-Reset`, Strava the next quarter hour.
    */
@@ -55,6 +75,34 @@ export interface ProviderIntegration {
    * then takes the same path as for an HTTP 401 (refresh once, resend).
    */
   unauthorizedBody?(body: unknown): boolean;
+}
+
+export interface AppSubscriptionState {
+  /** Our push URL for the provider (`<PUBLIC_BASE_URL>/v2/providers/<slug>/webhook`). */
+  callbackUrl: string;
+  /** The token we give the provider to echo in its handshake. */
+  verifyToken: string;
+  /** What we keep for the app (provider_apps): a webhook id and secret from an earlier run. */
+  stored: { webhook_id?: string | null; webhook_secret?: string | null } | null;
+  renewBefore: Date;
+}
+
+export interface AppSubscriptionOutcome {
+  created: number;
+  renewed: number;
+  /** Fields of provider_apps to set (webhook_secret is sealed); absent: nothing changed. */
+  keep?: { webhook_id?: string | null; webhook_secret?: string | null; subscriptions?: { id: string; key: string; expires_at: Date | null }[] };
+}
+
+export interface ScopeRules {
+  /** Reads the granted scopes from the authorization callback's query (Strava: `scope`, comma-separated). */
+  fromCallback(query: Record<string, unknown>): string[] | null;
+  /** Per pull unit: any one of these scopes lets it be read; `full` are those that let it read everything. */
+  resources: Record<string, { anyOf: string[]; full: string[] }>;
+  /** The connection is refused (`required_scopes_not_granted`) unless one of these was granted... */
+  requireAnyOf: string[];
+  /** ...with this advice on the outcome page: which box to tick on the provider's consent page. */
+  consentAdvice: string;
 }
 
 export interface OAuthSettings {
@@ -170,6 +218,14 @@ export interface ProviderHttp {
 /** How one provider pushes notifications to us. */
 export interface PushSpec {
   /**
+   * Whether `verify` proves who sent a POST (an HMAC over the body with a secret: WHOOP, Oura, Polar). False (Withings
+   * signs nothing; Strava's subscription id is no secret): every notification is only a hint. A hint that fails
+   * `verify` is answered like one that passes (the answer tells a forger nothing), its fetches are coalesced per
+   * connection (a flood cannot spend the app's budget), and a deauthorization is confirmed with the provider
+   * (`ProviderIntegration.confirmAccess`) before it ends anything.
+   */
+  signed: boolean;
+  /**
    * A GET (or HEAD) from the provider: a subscription handshake (Oura `challenge`, Strava `hub.challenge`,
    * Withings' HEAD check). Answers the reply, or null for "not a handshake" (404).
    */
@@ -190,6 +246,8 @@ export interface PushRequest {
   headers: Record<string, string>;
   /** The exact bytes received (signatures are over them). */
   rawBody: Buffer;
+  /** The sender's address (logged with a refused or unconfirmed notification). */
+  remoteAddress?: string;
 }
 
 export interface PushSecrets {

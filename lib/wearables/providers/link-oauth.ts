@@ -7,6 +7,7 @@ import { integrationFor } from './registry';
 import { createProviderHttp } from './http';
 import { appGate, resolveApp, type RuntimeDeps } from './runtime';
 import type { OAuthStateDoc } from '../provider-auth-store';
+import { missingRequiredScopes } from './scopes';
 
 /**
  * The link page's OAuth step with a real provider (README "Connecting real providers"): a single-use `state` of 15
@@ -32,12 +33,17 @@ export async function realAuthorizationUrl(deps: RuntimeDeps, token: LinkTokenDo
 }
 
 /** The provider's answer at the callback, turned into the link's sign-in outcome. */
-export async function finishRealOAuth(deps: RuntimeDeps, state: OAuthStateDoc, answer: { code?: string; error?: string; error_description?: string }, name: string): Promise<LinkSignIn> {
+export async function finishRealOAuth(deps: RuntimeDeps, state: OAuthStateDoc, answer: { code?: string; error?: string; error_description?: string; [param: string]: unknown }, name: string): Promise<LinkSignIn> {
   const integration = integrationFor(state.provider)!;
   if (answer.error || !answer.code) {
     return answer.error === 'access_denied'
       ? { accepted: false, errorType: 'user_cancelled', error: `You did not allow access at ${name}; nothing was connected. You can try again from the same link.` }
       : { accepted: false, errorType: 'provider_api_error', error: `${name} did not grant access (${answer.error ?? 'no code'}${answer.error_description ? `: ${answer.error_description}` : ''}).` };
+  }
+  // What the user granted is checked before the code is exchanged: a refused link leaves no token issued.
+  const granted = integration.grantedScopes?.fromCallback(answer) ?? null;
+  if (missingRequiredScopes(integration, granted)) {
+    return { accepted: false, errorType: 'required_scopes_not_granted', error: `${name} was not connected: the access you granted lets us read none of your data. ${integration.grantedScopes!.consentAdvice}` };
   }
   const app = await resolveApp(deps, state.team_id, state.provider);
   if (!app || app.clientId !== state.client_id) return { accepted: false, errorType: 'provider_api_error', error: `The ${name} app this sign-in started with is no longer configured; start again.` };
@@ -48,7 +54,7 @@ export async function finishRealOAuth(deps: RuntimeDeps, state: OAuthStateDoc, a
     const http = createProviderHttp({ integration, baseUrl: app.baseUrl, client, accessToken: async () => tokens.access_token, gate: appGate(deps, integration.slug, app.clientId) });
     const ctx = { http, externalUserId: null, tokenExtras: tokens.extras, client };
     const { externalUserId } = integration.afterConnect ? await integration.afterConnect(ctx) : { externalUserId: null };
-    return { accepted: true, adapter: 'oauth', oauth: { tokens, externalUserId, clientId: app.clientId } };
+    return { accepted: true, adapter: 'oauth', oauth: { tokens: { ...tokens, scope: tokens.scope ?? granted?.join(',') ?? null }, externalUserId, clientId: app.clientId, grantedScopes: granted } };
   } catch (err) {
     if (err instanceof OAuthError) return { accepted: false, errorType: 'provider_credential_error', error: `${name} refused the sign-in (${err.error}): the code was already used or has expired. Start again from the link.` };
     if (err instanceof ProviderFetchError) return { accepted: false, errorType: 'provider_api_error', error: `${name} could not be reached to finish the sign-in (${err.message}). Try again in a moment.` };

@@ -35,11 +35,18 @@ export function authorizeUrl(settings: OAuthSettings, client: Omit<OAuthClientCr
   return url.toString();
 }
 
-export async function exchangeCode(settings: OAuthSettings, client: OAuthClientCredentials, code: string, opts: { baseUrl?: string; codeVerifier?: string; now?: Date }): Promise<TokenSet> {
+export interface TokenRequestOptions {
+  baseUrl?: string;
+  now?: Date;
+  /** PROVIDER_REQUEST_TIMEOUT_MS: past it the request counts as unanswered (ProviderFetchError provider_unavailable). */
+  timeoutMs?: number;
+}
+
+export async function exchangeCode(settings: OAuthSettings, client: OAuthClientCredentials, code: string, opts: TokenRequestOptions & { codeVerifier?: string }): Promise<TokenSet> {
   return tokenRequest(settings, client, { grant_type: 'authorization_code', code, redirect_uri: client.redirectUri, ...(opts.codeVerifier ? { code_verifier: opts.codeVerifier } : {}) }, opts, null);
 }
 
-export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, refreshToken: string, opts: { baseUrl?: string; now?: Date }): Promise<TokenSet> {
+export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, refreshToken: string, opts: TokenRequestOptions): Promise<TokenSet> {
   return tokenRequest(settings, client, { grant_type: 'refresh_token', refresh_token: refreshToken }, opts, refreshToken);
 }
 
@@ -48,7 +55,7 @@ export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthC
  * a network error, a timeout or a 5xx is ProviderFetchError('provider_unavailable'): retried, never taken for a
  * revocation.
  */
-async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, grant: Record<string, string>, opts: { baseUrl?: string; now?: Date }, previousRefresh: string | null): Promise<TokenSet> {
+async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, grant: Record<string, string>, opts: TokenRequestOptions, previousRefresh: string | null): Promise<TokenSet> {
   const form: Record<string, string> = { ...settings.tokenParams, ...grant };
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
   if (settings.clientAuth === 'basic') headers.authorization = basicAuth(client.clientId, client.clientSecret);
@@ -56,7 +63,7 @@ async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCre
   const url = rebase(settings.tokenUrl, opts.baseUrl);
   let res: Response;
   try {
-    res = await fetch(url, { method: 'POST', headers, body: new URLSearchParams(form).toString(), signal: AbortSignal.timeout(30_000) });
+    res = await fetch(url, { method: 'POST', headers, body: new URLSearchParams(form).toString(), signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
   } catch (err) {
     throw new ProviderFetchError('provider_unavailable', `Token endpoint ${new URL(url).host} unreachable: ${(err as Error).message}`);
   }

@@ -1,22 +1,25 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { workflowIds } from '../../../workflows/ids';
-import { providerPushWorkflow } from '../../../workflows/wearable-connection';
-import { providerTaskQueue } from '../../../activities/wearables';
+import { providerHintsWorkflow, providerPushWorkflow, pushHintSignal, type PushHint } from '../../../workflows/wearable-connection';
 import type { Logger } from '../../platform/logger';
 import type { EventPublisher } from '../../events/publisher';
-import { deregisterConnection, providerSummary, type ConnectionDeps } from '../workflow-client';
+import type { ConnectionDeps } from '../workflow-client';
 import type { PushRequest, PushSecrets } from './contract';
 import { integrationFor } from './registry';
-import { appsOf } from './runtime';
+import { appsOf, providerTaskQueue } from './runtime';
 
 export type PushDeps = ConnectionDeps & { publisher: EventPublisher; logger: Logger };
 
 /**
- * The push intake (GET|HEAD|POST /v2/providers/{provider}/webhook): a provider's handshake is answered; a
- * notification is verified (a bad or missing signature, or a stale timestamp, is a 401 and stores nothing), never
- * trusted as data: each names a user and an object or days, and a fetch of exactly that is started as its own
- * workflow whose id is the notification's, so the same notification twice fetches (and publishes) once.
- * Deauthorizations end the user's connections with `provider.connection.error` (`deregistered_per_provider`).
+ * The push intake (GET|HEAD|POST /v2/providers/{provider}/webhook). A provider's handshake is answered for whichever of
+ * its apps it names. A notification is never trusted as data: each names a user and an object or days, and we fetch
+ * exactly that with the user's own token.
+ * - Signed pushes (WHOOP, Oura, Polar): a bad or missing signature, or a stale timestamp, is a 401 and stores nothing;
+ *   each notification's fetch is its own workflow whose id is the notification's, so the same one twice fetches once.
+ * - Unsigned pushes (Withings; Strava, whose subscription id is no secret) are hints: one that fails `verify` is
+ *   answered 200 like the rest (so the answer is no oracle for a subscription id) and dropped; the others go to the
+ *   connection's hints workflow, which coalesces them and confirms a deauthorization with the provider before it ends
+ *   the connection (workflows/wearable-connection.ts providerHintsWorkflow).
  */
 export async function receivePush(deps: PushDeps, slug: string, req: PushRequest): Promise<{ status: number; body: unknown }> {
   const integration = integrationFor(slug);
@@ -24,33 +27,45 @@ export async function receivePush(deps: PushDeps, slug: string, req: PushRequest
   const push = integration.push;
   const secrets = await appSecrets(deps, slug);
   if (req.method === 'GET' || req.method === 'HEAD') {
-    for (const s of secrets) {
-      const reply = push.handshake?.(req, s);
-      if (reply) return { status: reply.status, body: reply.body ?? {} };
-    }
+    // Every app has its own verify token: the one whose token the handshake carries answers it.
+    const replies = secrets.map((s) => push.handshake?.(req, s) ?? null).filter((r) => r !== null);
+    const reply = replies.find((r) => r.status < 300) ?? replies[0];
+    if (reply) return { status: reply.status, body: reply.body ?? {} };
     return { status: secrets.length ? 404 : 503, body: { detail: secrets.length ? 'Not a handshake this deployment recognises.' : `No ${slug} app is configured on this deployment.` } };
   }
   const now = new Date();
   if (!secrets.some((s) => push.verify(req, s, now))) {
-    deps.logger.warn({ provider: slug }, 'provider push refused: bad or missing signature, or stale timestamp');
+    deps.logger.warn({ provider: slug, from: req.remoteAddress }, push.signed ? 'provider push refused: bad or missing signature, or stale timestamp' : 'provider push ignored: not a notification of ours (unsigned; answered 200 all the same)');
+    if (!push.signed) return { status: 200, body: {} };
     return { status: 401, body: { detail: `The ${slug} push signature or timestamp did not verify; nothing was stored.` } };
   }
+  const taskQueue = providerTaskQueue(deps.config.TEMPORAL_TASK_QUEUE, slug);
   for (const note of push.parse(req)) {
     if (note.kind === 'ping') continue;
     const connections = await deps.repos.connections.liveByExternalUser(slug, note.externalUserId);
     for (const connection of connections) {
-      if (note.kind === 'deauthorized') {
-        await endDeauthorized(deps, connection._id, slug);
+      const memo = { team_id: connection.team_id, user_id: connection.user_id, provider: slug };
+      if (!push.signed || note.kind === 'deauthorized') {
+        if (note.kind === 'deauthorized') deps.logger.info({ provider: slug, connectionId: connection._id, from: req.remoteAddress }, 'provider push says the user removed our access; confirming with the provider');
+        const hint: PushHint = note.kind === 'deauthorized' ? { kind: 'deauthorized', from: req.remoteAddress, dedupeKey: note.dedupeKey } : { kind: 'data', resource: note.resource, objectId: note.objectId, window: note.window, dedupeKey: note.dedupeKey };
+        await deps.temporal.client.workflow.signalWithStart(providerHintsWorkflow, {
+          workflowId: workflowIds.providerHints(connection._id),
+          taskQueue: deps.temporal.taskQueue,
+          args: [{ connectionId: connection._id, taskQueue }],
+          signal: pushHintSignal,
+          signalArgs: [hint],
+          memo,
+        });
         continue;
       }
       try {
         await deps.temporal.client.workflow.start(providerPushWorkflow, {
           workflowId: workflowIds.providerPush(slug, `${connection._id}:${note.dedupeKey}`),
           taskQueue: deps.temporal.taskQueue,
-          args: [{ connectionId: connection._id, taskQueue: providerTaskQueue(deps.config.TEMPORAL_TASK_QUEUE, slug), resource: note.resource, objectId: note.objectId, window: note.window }],
+          args: [{ connectionId: connection._id, taskQueue, resource: note.resource, objectId: note.objectId, window: note.window }],
           // The notification's fetch happens once, however often the provider delivers it.
           workflowIdReusePolicy: 'REJECT_DUPLICATE',
-          memo: { team_id: connection.team_id, user_id: connection.user_id, provider: slug },
+          memo,
         });
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -58,33 +73,6 @@ export async function receivePush(deps: PushDeps, slug: string, req: PushRequest
     }
   }
   return { status: 200, body: {} };
-}
-
-/** The user removed our access at the provider: the connection breaks (its event) and ends. */
-async function endDeauthorized(deps: PushDeps, connectionId: string, slug: string): Promise<void> {
-  const connection = await deps.repos.connections.find(connectionId);
-  if (!connection || connection.status === 'deregistered') return;
-  const user = await deps.repos.users.find(connection.team_id, connection.user_id);
-  const details = { error_type: 'deregistered_per_provider', error_message: `The user removed access at ${slug}.`, errored_at: new Date() };
-  await deps.repos.connections.recordError(connection, details);
-  if (user) {
-    await deps.publisher.publish({
-      teamId: connection.team_id,
-      userId: user._id,
-      clientUserId: user.client_user_id,
-      eventType: 'provider.connection.error',
-      data: {
-        user_id: user._id,
-        provider: providerSummary(deps, slug),
-        source: providerSummary(deps, slug),
-        message: details.error_message,
-        error_type: details.error_type,
-        error_details: { ...details, errored_at: details.errored_at.toISOString() },
-      },
-      idempotencyKey: `connection-error:${connection._id}:deregistered_per_provider`,
-    });
-  }
-  await deregisterConnection(deps, connection);
 }
 
 /** The secrets of every app this deployment has at the provider: its own, and teams' own credentials. */

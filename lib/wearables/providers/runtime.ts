@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { providerSetting, publicBaseUrl, type Config } from '../../platform/config';
 import type { Repositories } from '../../repositories';
 import { ProviderFetchError } from '../provider-errors';
@@ -23,6 +24,9 @@ export interface ProviderApp {
 }
 
 export type RuntimeDeps = { repos: Repositories; config: Config };
+
+/** The task queue of a provider's page activities (one per provider: its rate is the provider's app budget). */
+export const providerTaskQueue = (mainQueue: string, slug: string) => `${mainQueue}-provider-${slug}`;
 
 export const oauthCallbackUrl = (config: Config, slug: string) => `${publicBaseUrl(config)}/v2/link/oauth/callback/${slug}`;
 export const pushUrl = (config: Config, slug: string) => `${publicBaseUrl(config)}/v2/providers/${slug}/webhook`;
@@ -107,23 +111,70 @@ export async function accessToken(deps: RuntimeDeps, integration: ProviderIntegr
     const lease = await store.claimRefresh(connectionId, doc.version, now());
     if (!lease) {
       // Another worker is refreshing this connection: wait for its new version.
-      await new Promise((resolve) => setTimeout(resolve, 250));
+      await sleep(250);
       continue;
     }
-    let tokens;
-    try {
-      tokens = await refreshTokens(integration.oauth, app, doc.refresh_token, { baseUrl: app.baseUrl, now: now() });
-    } catch (err) {
-      await store.releaseRefresh(connectionId, lease);
-      if (!(err instanceof OAuthError)) throw err;
-      const current = await store.get(connectionId);
-      if (current && current.version !== doc.version) continue; // refreshed meanwhile by a lease-holder that outlived ours
-      throw new ProviderFetchError('token_refresh_failed', `${integration.slug} refused to refresh the connection's token (${err.error}); the user must reconnect.`);
-    }
-    if (await store.saveRefreshed(connectionId, doc.version, lease, tokens)) return tokens.access_token;
-    // Our lease ran out and another refresh won: read what it stored.
+    const refreshed = await refreshUnderLease(deps, integration, app, { connectionId, version: doc.version, refreshToken: doc.refresh_token, lease }, now);
+    if (refreshed !== 'superseded') return refreshed;
+    // Another refresh stored a newer version first: read what it stored.
   }
   throw new ProviderFetchError('resource_contention', `The ${integration.slug} token refresh of connection ${connectionId} did not settle; trying again later.`);
+}
+
+/** Tries of one refresh token while its answers are lost, then how long the claim is kept before anyone tries it again. */
+const UNANSWERED_REFRESH_TRIES = 3;
+const UNANSWERED_REFRESH_HOLD_MS = 10_000;
+/** Tries of storing tokens the provider has just issued: the old refresh token may already be spent. */
+const SAVE_REFRESHED_TRIES = 6;
+
+/**
+ * One refresh under its lease. The provider's answer decides:
+ * - new tokens: stored before anything else, over the version they came from (ProviderAuthRepository.saveRefreshed),
+ *   the save tried again while it fails, since a rotating provider has already spent the old refresh token;
+ * - a refusal (`invalid_grant`): the lease goes back, the connection breaks (unless a refresh landed meanwhile);
+ * - no answer (timeout, network, 5xx): the request may have rotated the token at the provider, so the lease is kept
+ *   and the same refresh token is sent again (Withings keeps a rotated-out refresh token valid for 8 hours; for one
+ *   already rotated away, WHOOP's or Oura's, the provider's answer to the retry decides). It is never released to a
+ *   second refresher that would send the old token beside ours.
+ */
+async function refreshUnderLease(
+  deps: RuntimeDeps,
+  integration: ProviderIntegration,
+  app: ProviderApp,
+  claim: { connectionId: string; version: number; refreshToken: string; lease: string },
+  now: () => Date,
+): Promise<string | 'superseded'> {
+  const store = deps.repos.providerAuth;
+  const timeoutMs = deps.config.PROVIDER_REQUEST_TIMEOUT_MS;
+  for (let attempt = 1; ; attempt++) {
+    let tokens;
+    try {
+      tokens = await refreshTokens(integration.oauth, app, claim.refreshToken, { baseUrl: app.baseUrl, now: now(), timeoutMs });
+    } catch (err) {
+      if (err instanceof OAuthError) {
+        await store.releaseRefresh(claim.connectionId, claim.lease);
+        const current = await store.get(claim.connectionId);
+        if (current && current.version !== claim.version) return 'superseded';
+        throw new ProviderFetchError('token_refresh_failed', `${integration.slug} refused to refresh the connection's token (${err.error}); the user must reconnect.`);
+      }
+      if (attempt >= UNANSWERED_REFRESH_TRIES) {
+        await store.holdRefresh(claim.connectionId, claim.lease, new Date(now().getTime() + UNANSWERED_REFRESH_HOLD_MS));
+        throw err;
+      }
+      // Kept for the next try and its answer: nobody else sends this refresh token meanwhile.
+      await store.holdRefresh(claim.connectionId, claim.lease, new Date(now().getTime() + 2 * timeoutMs + 1000 * 2 ** attempt));
+      await sleep(1000 * 2 ** (attempt - 1));
+      continue;
+    }
+    for (let saveTry = 1; ; saveTry++) {
+      try {
+        return (await store.saveRefreshed(claim.connectionId, claim.version, tokens)) ? tokens.access_token : 'superseded';
+      } catch (err) {
+        if (saveTry >= SAVE_REFRESHED_TRIES) throw err;
+        await sleep(250 * 2 ** (saveTry - 1));
+      }
+    }
+  }
 }
 
 /** The HTTP client of one connection's calls (bearer token kept fresh, app-wide 429 block shared by every worker). */
@@ -149,6 +200,7 @@ export function connectionHttp(deps: RuntimeDeps, integration: ProviderIntegrati
         }
       : {}),
     gate: appGate(deps, integration.slug, app.clientId),
+    timeoutMs: deps.config.PROVIDER_REQUEST_TIMEOUT_MS,
     now,
   });
 }

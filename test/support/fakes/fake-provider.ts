@@ -132,8 +132,13 @@ export class FakeProvider {
   readonly refreshTokens = new Map<string, RefreshToken>();
   /** The user the next consent approves as; unset: a new user is created. */
   nextConsentUser: string | null = null;
+  /** The scopes the next consenting user leaves ticked (a consent page that lets them untick some: Strava's); null: all asked. */
+  nextConsentScope: string | null = null;
+  /** Whether the redirect back carries the granted `scope` (Strava's does: the app must check it). */
+  protected callbackCarriesScope = false;
   private readonly routes = new Map<string, FakeHandler>();
   private readonly faults: Fault[] = [];
+  private readonly lateAnswers: (Omit<Fault, 'status' | 'headers' | 'body'> & { delayMs: number })[] = [];
   private server: Server | null = null;
   url = '';
 
@@ -168,6 +173,14 @@ export class FakeProvider {
   /** Answers the next `times` matching requests with this status (429 with its headers, 500...). */
   fail(fault: Fault): void {
     this.faults.push({ times: 1, ...fault });
+  }
+
+  /**
+   * Handles the next `times` matching requests as usual (a refresh token rotates, data is served) but holds each
+   * answer for `delayMs`, past the caller's timeout: the work is done at the provider and its answer is lost.
+   */
+  answerLate(rule: Omit<Fault, 'status' | 'headers' | 'body'> & { delayMs: number }): void {
+    this.lateAnswers.push({ times: 1, ...rule });
   }
 
   /** Requests to paths matching `path` (optionally of one user), in arrival order. */
@@ -309,6 +322,8 @@ export class FakeProvider {
     }
     const user = this.nextConsentUser ? this.users.get(this.nextConsentUser) : undefined;
     this.nextConsentUser = null;
+    const scope = this.nextConsentScope ?? f.scope ?? '';
+    this.nextConsentScope = null;
     const consenting = user ?? this.addUser();
     const code = `code_${randomBytes(12).toString('hex')}`;
     this.codes.set(code, {
@@ -316,13 +331,14 @@ export class FakeProvider {
       userId: consenting.id,
       clientId: f.client_id,
       redirectUri: f.redirect_uri,
-      scope: f.scope ?? '',
+      scope,
       codeChallenge: f.code_challenge,
       expiresAt: Date.now() + 10 * 60_000,
       used: false,
       issued: [],
     });
     target.searchParams.set('code', code);
+    if (this.callbackCarriesScope) target.searchParams.set('scope', scope);
     return { status: 302, headers: { location: target.toString() } };
   }
 
@@ -349,7 +365,8 @@ export class FakeProvider {
     }
     const fake: FakeRequest = { method: record.method, path: record.path, query: record.query, headers, rawBody, form, json, record };
     let reply: FakeReply;
-    const fault = this.faults.find((f) => (!f.method || f.method === record.method) && (!f.path || (typeof f.path === 'string' ? f.path === record.path : f.path.test(record.path))));
+    const matches = (f: { method?: string; path?: string | RegExp }) => (!f.method || f.method === record.method) && (!f.path || (typeof f.path === 'string' ? f.path === record.path : f.path.test(record.path)));
+    const fault = this.faults.find(matches);
     if (fault) {
       fault.times = (fault.times ?? 1) - 1;
       if (fault.times <= 0) this.faults.splice(this.faults.indexOf(fault), 1);
@@ -361,6 +378,13 @@ export class FakeProvider {
       } catch (err) {
         reply = { status: 500, body: { error: 'fake_error', message: (err as Error).message } };
       }
+    }
+    const late = this.lateAnswers.find(matches);
+    if (late) {
+      late.times = (late.times ?? 1) - 1;
+      if (late.times <= 0) this.lateAnswers.splice(this.lateAnswers.indexOf(late), 1);
+      await new Promise((resolve) => setTimeout(resolve, late.delayMs));
+      if (res.destroyed) return;
     }
     record.status = reply.status ?? 200;
     const outHeaders: Record<string, string> = { ...reply.headers };

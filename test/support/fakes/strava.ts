@@ -102,6 +102,8 @@ export class FakeStrava extends FakeProvider {
 
   constructor(opts: { port?: number; clientId: string; clientSecret: string }) {
     super({ slug: 'strava', name: 'Strava', authorizePath: '/oauth/authorize', clientId: opts.clientId, clientSecret: opts.clientSecret, port: opts.port });
+    // "…the application should check the scope parameter" of the redirect (docs/authentication).
+    this.callbackCarriesScope = true;
     this.route('POST', '/oauth/token', (req) => this.token(req));
     this.route('POST', '/oauth/deauthorize', (req) => this.deauthorize(req));
     this.route('POST', '/oauth/revoke', (req) => this.revoke(req));

@@ -5,6 +5,7 @@ import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage
 import type { OuraDailyActivity, OuraDailySleep, OuraDailySpo2, OuraHeartRateRow, OuraList, OuraPersonalInfo, OuraSleep, OuraWorkout } from './api-types';
 import { mapDailyActivity, mapDailySpo2, mapHeartRateRows, mapPersonalInfo, mapSleep, mapWorkout } from './mapping';
 import { DAILY_SLEEP_PREFIX, push } from './push';
+import { ensureAppSubscriptions } from './subscriptions';
 import { isDate } from './time';
 
 export { createSubscription, deleteSubscription, listSubscriptions, renewSubscription } from './subscriptions';
@@ -318,6 +319,7 @@ export const integration: ProviderIntegration = {
   },
 
   push,
+  ensureAppSubscriptions,
 
   /**
    * openapi-1.37 "Rate Limit Response Headers": a 429 carries `Retry-After` (seconds; http.ts honours it first),

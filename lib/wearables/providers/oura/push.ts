@@ -39,6 +39,7 @@ function timestampMs(value: string | undefined): number | null {
 }
 
 export const push: PushSpec = {
+  signed: true,
   handshake(req: PushRequest, secrets: PushSecrets) {
     const challenge = req.query.challenge;
     if (challenge === undefined) return null;

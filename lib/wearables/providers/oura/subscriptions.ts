@@ -1,5 +1,5 @@
 import { ProviderFetchError } from '../../provider-errors';
-import type { ProviderCallContext } from '../contract';
+import type { AppSubscriptionOutcome, AppSubscriptionState, ProviderCallContext } from '../contract';
 import type { OuraDataType, OuraEventType, OuraWebhookSubscription } from './api-types';
 
 /**
@@ -62,4 +62,28 @@ export async function renewSubscription(ctx: SubscriptionContext, id: string): P
 /** `DELETE /v2/webhook/subscription/{id}` (204). An unknown id is a 404 (non_retriable_error). */
 export async function deleteSubscription(ctx: SubscriptionContext, id: string): Promise<void> {
   await ctx.http.request({ method: 'DELETE', url: `${API}${PATH}/${encodeURIComponent(id)}`, auth: 'none', headers: appHeaders(ctx) });
+}
+
+const SUBSCRIBED_DATA_TYPES: OuraDataType[] = ['sleep', 'daily_sleep', 'daily_activity', 'workout', 'daily_spo2'];
+const SUBSCRIBED_EVENT_TYPES: OuraEventType[] = ['create', 'update'];
+
+/** One subscription per (event type, data type) we fetch on: created where missing, renewed before it expires. */
+export async function ensureAppSubscriptions(ctx: ProviderCallContext, app: AppSubscriptionState): Promise<AppSubscriptionOutcome> {
+  const outcome: AppSubscriptionOutcome = { created: 0, renewed: 0 };
+  const existing = (await listSubscriptions(ctx)).filter((s) => s.callback_url === app.callbackUrl);
+  const kept: { id: string; key: string; expires_at: Date | null }[] = [];
+  for (const dataType of SUBSCRIBED_DATA_TYPES) {
+    for (const eventType of SUBSCRIBED_EVENT_TYPES) {
+      let sub = existing.find((s) => s.data_type === dataType && s.event_type === eventType);
+      if (!sub) {
+        sub = await createSubscription(ctx, { callbackUrl: app.callbackUrl, verificationToken: app.verifyToken, eventType, dataType });
+        outcome.created++;
+      } else if (Date.parse(sub.expiration_time) <= app.renewBefore.getTime()) {
+        sub = { ...sub, ...(await renewSubscription(ctx, sub.id)) };
+        outcome.renewed++;
+      }
+      kept.push({ id: sub.id, key: `${eventType}.${dataType}`, expires_at: new Date(sub.expiration_time) });
+    }
+  }
+  return { ...outcome, keep: { subscriptions: kept } };
 }

@@ -20,7 +20,7 @@ import { continuousHeartRateDays, emptyData, exerciseStart, mapActivity, mapCont
 import { polarPush } from './push';
 import { wallDate } from './time';
 import type { PolarActivity, PolarExercise, PolarNightlyRecharge, PolarPhysicalInformation, PolarSleep, PolarSpo2TestResult, PolarTransactionLocation, PolarUser } from './types';
-import { POLAR_API } from './webhooks';
+import { POLAR_API, ensureAppSubscriptions } from './webhooks';
 
 export { createWebhook, getWebhook, activateWebhook, deactivateWebhook, deleteWebhook, POLAR_WEBHOOK_EVENTS } from './webhooks';
 export { polarSignature } from './push';
@@ -268,5 +268,6 @@ export const integration: ProviderIntegration = {
   },
 
   push: polarPush,
+  ensureAppSubscriptions,
   rateLimitResetAt: polarRateLimitResetAt,
 };

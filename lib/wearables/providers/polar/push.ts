@@ -86,6 +86,7 @@ export function parsePolarPush(req: PushRequest): PushNotification[] {
 }
 
 export const polarPush: PushSpec = {
+  signed: true,
   verify: verifyPolarPush,
   parse: parsePolarPush,
 };

@@ -5,7 +5,7 @@
  * holds `signature_secret_key` — the only time Polar ever shows it: store it as PushSecrets.webhookSecret.
  */
 import { ProviderFetchError } from '../../provider-errors';
-import type { ProviderCallContext } from '../contract';
+import type { AppSubscriptionOutcome, AppSubscriptionState, ProviderCallContext } from '../contract';
 import type { PolarWebhookEvent } from './types';
 
 export const POLAR_API = 'https://www.polaraccesslink.com';
@@ -68,4 +68,14 @@ export async function deactivateWebhook(ctx: Ctx): Promise<boolean> {
 /** DELETE /v3/webhooks/{webhook-id}; a webhook already gone (404) counts as deleted. */
 export async function deleteWebhook(ctx: Ctx, id: string): Promise<void> {
   await ctx.http.request({ method: 'DELETE', url: `${POLAR_API}/v3/webhooks/${encodeURIComponent(id)}`, auth: 'client-basic', accept: [404] });
+}
+
+/** The client's one webhook, pointing at us and with a secret we hold; one we cannot verify (created elsewhere) is replaced. */
+export async function ensureAppSubscriptions(ctx: Ctx, app: AppSubscriptionState): Promise<AppSubscriptionOutcome> {
+  const current = await getWebhook(ctx);
+  if (current && app.stored?.webhook_secret && app.stored.webhook_id === current.id && current.url === app.callbackUrl) return { created: 0, renewed: 0 };
+  // The secret is returned only when a webhook is created.
+  if (current) await deleteWebhook(ctx, current.id);
+  const created = await createWebhook(ctx, { url: app.callbackUrl });
+  return { created: 1, renewed: 0, keep: { webhook_id: created.id, webhook_secret: created.signature_secret_key } };
 }

@@ -3,7 +3,7 @@ import type { ProviderData } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import type { StravaActivity, StravaAthlete, StravaStreamSet } from './api-types';
 import { activityTiming, emptyData, mapActivities, mapAthlete, mapStreams, type StreamOwner } from './mapping';
-import { stravaPush } from './push';
+import { ensureAppSubscriptions, stravaPush } from './push';
 import { stravaRateLimitResetAt } from './rate-limit';
 
 /**
@@ -203,6 +203,28 @@ export const integration: ProviderIntegration = {
     }
   },
 
+  /** GET /athlete answers while our grant is live; after the athlete removed our app it is a 401 and the refresh is refused. */
+  async confirmAccess(ctx: ProviderCallContext) {
+    await ctx.http.request({ url: `${API}/athlete` });
+  },
+
+  /**
+   * Strava's consent page lets the athlete untick scopes, and the redirect's `scope` says what was granted
+   * (developers.strava.com/docs/authentication: "the application should check the scope parameter"). Without
+   * `activity:read_all` private activities are not returned; without any activity scope there is nothing to read.
+   */
+  grantedScopes: {
+    fromCallback: (query) => (typeof query.scope === 'string' ? query.scope.split(',').map((s) => s.trim()).filter(Boolean) : null),
+    resources: {
+      workouts: { anyOf: ['activity:read', 'activity:read_all'], full: ['activity:read_all'] },
+      workout_stream: { anyOf: ['activity:read', 'activity:read_all'], full: ['activity:read_all'] },
+      profile: { anyOf: ['read', 'profile:read_all'], full: ['profile:read_all'] },
+    },
+    requireAnyOf: ['activity:read', 'activity:read_all'],
+    consentAdvice: "On Strava's consent page, keep \"View data about your activities\" ticked (and \"View data about your private activities\" for private ones), then authorize again.",
+  },
+
   push: stravaPush,
+  ensureAppSubscriptions,
   rateLimitResetAt: stravaRateLimitResetAt,
 };

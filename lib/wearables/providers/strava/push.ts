@@ -1,5 +1,5 @@
 import { ProviderFetchError } from '../../provider-errors';
-import type { ProviderCallContext, PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
+import type { AppSubscriptionOutcome, AppSubscriptionState, ProviderCallContext, PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
 import { sameText } from '../push-kit';
 import type { StravaPushSubscription, StravaWebhookEvent } from './api-types';
 
@@ -49,6 +49,7 @@ export function parseStravaEvent(rawBody: Buffer): StravaWebhookEvent | null {
 }
 
 export const stravaPush: PushSpec = {
+  signed: false,
   handshake(req: PushRequest, secrets: PushSecrets) {
     const challenge = req.query['hub.challenge'];
     if (req.query['hub.mode'] !== 'subscribe' || !challenge) return null;
@@ -115,4 +116,19 @@ export async function listPushSubscriptions(ctx: ProviderCallContext): Promise<S
 /** Deletes a subscription (204; changelog Nov 9, 2023: DELETE takes the credentials as query parameters). A 404 means already gone. */
 export async function deletePushSubscription(ctx: ProviderCallContext, id: string): Promise<void> {
   await ctx.http.request({ method: 'DELETE', url: `${PUSH_SUBSCRIPTIONS_URL}/${encodeURIComponent(id)}`, auth: 'none', query: appCredentials(ctx), accept: [404] });
+}
+
+/** The app's one subscription, pointing at us (one elsewhere goes first); its id is what events are checked against. */
+export async function ensureAppSubscriptions(ctx: ProviderCallContext, app: AppSubscriptionState): Promise<AppSubscriptionOutcome> {
+  const current = (await listPushSubscriptions(ctx))[0];
+  let id = current && current.callback_url === app.callbackUrl ? String(current.id) : null;
+  let created = 0;
+  if (!id) {
+    // Strava allows one subscription per app and checks our handshake before answering.
+    if (current) await deletePushSubscription(ctx, String(current.id));
+    id = (await createPushSubscription(ctx, { callbackUrl: app.callbackUrl, verifyToken: app.verifyToken })).id;
+    created = 1;
+  }
+  // Kept sealed only (webhook_secret), never in plaintext: it is all that tells a genuine event from a forged one.
+  return { created, renewed: 0, keep: { webhook_id: null, webhook_secret: id } };
 }

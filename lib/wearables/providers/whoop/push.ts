@@ -56,4 +56,4 @@ function parse(req: PushRequest): PushNotification[] {
   return [{ kind: 'data', externalUserId: String(userId), resource, objectId: String(id), dedupeKey: `whoop_v2:${type}:${String(id)}:${eventKey}` }];
 }
 
-export const whoopPush: PushSpec = { verify, parse };
+export const whoopPush: PushSpec = { signed: true, verify, parse };

@@ -7,7 +7,7 @@ import {
   mapSleepSeries, mapSleepSummary, mapWorkout, type GetmeasBody, type WithingsActivity, type WithingsIntradayEntry, type WithingsSleepSegment,
   type WithingsSleepSummary, type WithingsWorkout,
 } from './mapping';
-import { withingsPush } from './push';
+import { listNotifications, subscribeAll, withingsPush } from './push';
 
 export { subscribeNotifications, subscribeAll, listNotifications, revokeNotification, SUBSCRIBED_APPLIS, NOTIFY_APPLI, APPLI_RESOURCES } from './push';
 export { withingsSignature, statusFamily, envelopeError, isUnauthorizedEnvelope } from './api';
@@ -206,7 +206,15 @@ export const integration: ProviderIntegration = {
 
   // Withings answers a refused token with HTTP 200 and `{status: 401}`: refresh once and resend, as for an HTTP 401.
   unauthorizedBody: isUnauthorizedEnvelope,
+  /** Notify - List with the user's token: answered while our grant is live; `{status: 401}` and a refused refresh once it was revoked. */
+  async confirmAccess(ctx: ProviderCallContext) {
+    await listNotifications(ctx);
+  },
   push: withingsPush,
+  /** Withings subscribes per user, with the user's token, to every category we handle (push.ts subscribeAll). */
+  async subscribeUser(ctx: ProviderCallContext, callbackUrl: string) {
+    await subscribeAll(ctx, callbackUrl);
+  },
 };
 
 export default integration;

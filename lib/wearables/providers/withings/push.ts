@@ -116,6 +116,7 @@ export function parseNotification(req: PushRequest): PushNotification[] {
 }
 
 export const withingsPush: PushSpec = {
+  signed: false,
   // Withings checks the callback with a HEAD (a GET is answered the same way); any 2xx does.
   handshake(req) {
     return req.method === 'HEAD' || req.method === 'GET' ? { status: 200 } : null;
