@@ -74,13 +74,17 @@ const workflowStatus = async (workflowId: string) => {
   }
 };
 
+/** A new user's walk-in order and the X-Idempotency-Key its request (and every retry of it) is sent with. */
+async function newOrderUnderKey() {
+  const client = teamClient(app, tenant);
+  const userId = await createUser(client);
+  const tests = await labTestIds(client);
+  return { client, userId, body: orderBody(userId, tests.walk_in_test), key: { 'X-Idempotency-Key': uniqueId('order') } };
+}
+
 describe('lab order creation: the workflow is started, then the order stored', () => {
   it('a crash between leaves a workflow that gives up and no order; the retried request creates the order', async () => {
-    const client = teamClient(app, tenant);
-    const userId = await createUser(client);
-    const tests = await labTestIds(client);
-    const body = orderBody(userId, tests.walk_in_test);
-    const key = { 'X-Idempotency-Key': uniqueId('order') };
+    const { client, body, key } = await newOrderUnderKey();
     const api = await apiThatCrashesAt('lab-order.workflow-started', { LAB_ORDER_STORE_GRACE_MS: '2000' });
     await api.crash(({ team }) => team.post('/v3/order', body, key));
 
@@ -107,11 +111,7 @@ describe('lab order creation: the workflow is started, then the order stored', (
 
 describe('lab order creation: the order is stored, then the request fails', () => {
   it('the retry with the same key answers the stored order: one order for the user, the id and body a success gives', async () => {
-    const client = teamClient(app, tenant);
-    const userId = await createUser(client);
-    const tests = await labTestIds(client);
-    const body = orderBody(userId, tests.walk_in_test);
-    const key = { 'X-Idempotency-Key': uniqueId('order') };
+    const { client, userId, body, key } = await newOrderUnderKey();
     // The api fails right after the order's insert, as a lost connection would: the client sees a 500.
     const api = await apiThatCrashesAt('lab-order.stored:error');
     const failed = await api.team.post('/v3/order', body, key);
