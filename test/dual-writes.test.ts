@@ -31,7 +31,10 @@ afterEach(async () => {
 });
 afterAll(() => app.close());
 
-/** An api process on this file's deployment with `failpoint` armed; `crash` sends the request that reaches it. */
+/**
+ * An api process on this file's deployment with `failpoint` armed; `crash` sends the request that reaches it (a
+ * `name:error` failpoint does not kill the process: send the request through `team` and see it fail).
+ */
 async function apiThatCrashesAt(failpoint: string, env: Record<string, string> = {}) {
   const port = await freePort();
   const child = spawn(process.execPath, [path.join(__dirname, '..', 'dist', 'api', 'main.js')], {
@@ -71,13 +74,17 @@ const workflowStatus = async (workflowId: string) => {
   }
 };
 
+/** A new user's walk-in order and the X-Idempotency-Key its request (and every retry of it) is sent with. */
+async function newOrderUnderKey() {
+  const client = teamClient(app, tenant);
+  const userId = await createUser(client);
+  const tests = await labTestIds(client);
+  return { client, userId, body: orderBody(userId, tests.walk_in_test), key: { 'X-Idempotency-Key': uniqueId('order') } };
+}
+
 describe('lab order creation: the workflow is started, then the order stored', () => {
   it('a crash between leaves a workflow that gives up and no order; the retried request creates the order', async () => {
-    const client = teamClient(app, tenant);
-    const userId = await createUser(client);
-    const tests = await labTestIds(client);
-    const body = orderBody(userId, tests.walk_in_test);
-    const key = { 'X-Idempotency-Key': uniqueId('order') };
+    const { client, body, key } = await newOrderUnderKey();
     const api = await apiThatCrashesAt('lab-order.workflow-started', { LAB_ORDER_STORE_GRACE_MS: '2000' });
     await api.crash(({ team }) => team.post('/v3/order', body, key));
 
@@ -99,6 +106,37 @@ describe('lab order creation: the workflow is started, then the order stored', (
     expect(retried.status).toBe(200);
     expect(retried.body.order.id).toBe(orderId);
     await orderReaches(client, orderId, 'requisition_created', 60000);
+  }, 180000);
+});
+
+describe('lab order creation: the order is stored, then the request fails', () => {
+  it('the retry with the same key answers the stored order: one order for the user, the id and body a success gives', async () => {
+    const { client, userId, body, key } = await newOrderUnderKey();
+    // The api fails right after the order's insert, as a lost connection would: the client sees a 500.
+    const api = await apiThatCrashesAt('lab-order.stored:error');
+    const failed = await api.team.post('/v3/order', body, key);
+    expect(failed.status).toBe(500);
+    const ordersOfUser = async () => (await client.get(`/v3/orders?user_id=${userId}`)).body.orders as { id: string }[];
+    const [stored] = await ordersOfUser();
+    const claimed = await app.inspect.collection('idempotency_keys').findOne({ team_id: tenant.teamId, resource_id: stored.id });
+    expect(claimed).toMatchObject({ state: 'pending', claim: null });
+
+    // The retry comes at once (the failed request let go of its claim) and answers the stored order.
+    const retried = await client.post('/v3/order', body, key);
+    expect(retried.status).toBe(200);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+    const shown = (await client.get(`/v3/order/${stored.id}`)).body;
+    expect(retried.body).toEqual({ order: shown, status: 'success', message: 'Order created successfully' });
+    expect((await ordersOfUser()).map((o) => o.id)).toEqual([stored.id]);
+    // From then on the key replays that answer.
+    const replayed = await client.post('/v3/order', body, key);
+    expect(replayed.headers.get('idempotent-replayed')).toBe('true');
+    expect(replayed.body.order.id).toBe(stored.id);
+
+    // Its one workflow runs it.
+    runWorker();
+    await orderReaches(client, stored.id, 'requisition_created', 60000);
+    expect((await ordersOfUser()).map((o) => o.id)).toEqual([stored.id]);
   }, 180000);
 });
 

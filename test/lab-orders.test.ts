@@ -469,12 +469,13 @@ describe('crash repair', () => {
     expect(replay.body.order.id).toBe(crashed.resource_id);
   });
 
-  it("a stalled request whose claim was taken over can neither release nor complete its successor's claim", async () => {
+  it("a stalled request whose claim was taken over can neither release, let go of nor complete its successor's claim", async () => {
     const repo = app.deps.repos.idempotencyKeys;
     const crashed = await crashedClaim(uniqueId('idem-stale'), fullBody());
     expect(await repo.takeOver(crashed._id, crashed.claim, 'successor')).toBe(true);
     expect(await repo.takeOver(crashed._id, crashed.claim, 'another')).toBe(false); // the token it saw is gone
     expect(await repo.release(crashed._id, crashed.claim)).toBe(false);
+    expect(await repo.letGo(crashed._id, crashed.claim)).toBe(false);
     expect(await repo.complete(crashed._id, crashed.claim, 500, { detail: 'stale' })).toBe(false);
     const stored = await app.inspect.collection('idempotency_keys').findOne({ _id: crashed._id as never });
     expect(stored).toMatchObject({ claim: 'successor', state: 'pending' });

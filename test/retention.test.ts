@@ -42,6 +42,7 @@ describe('retention by TTL index', () => {
       ['audit_log', 'created_at'],
       ['users', 'erased_at'],
       ['connections', 'deregistered_at'],
+      ['connection_errors', 'deregistered_at'],
       ['webhook_dispatchers', 'active_until'],
     ];
     for (const [collection, field] of expected) expect([collection, await ttlOf(collection, field)]).toEqual([collection, 1]);
@@ -68,6 +69,7 @@ describe('retention by TTL index', () => {
       ['audit_log', { org_id: 'o', team_id: 't', action: 'webhook.create' }, 'created_at'],
       ['users', { team_id: 't', status: 'erased', client_user_key: '' }, 'erased_at'],
       ['connections', { team_id: 't', user_id: 'u', status: 'deregistered', connection_key: '' }, 'deregistered_at'],
+      ['connection_errors', { team_id: 't', user_id: 'u', error_details: { error_type: 'provider_credential_error' } }, 'deregistered_at'],
       ['webhook_dispatchers', {}, 'active_until'],
     ];
     for (const [collection, doc, field] of seed) {
@@ -76,6 +78,8 @@ describe('retention by TTL index', () => {
     // An active user and a live connection carry no erased_at / deregistered_at: they never expire.
     await db.collection('users').insertOne({ _id: `user-${randomUUID()}`, team_id: 't', status: 'active', client_user_key: randomUUID() } as never);
     await db.collection('connections').insertOne({ _id: `live-${randomUUID()}`, team_id: 't', user_id: 'u2', connection_key: 'oura', status: 'connected' } as never);
+    // The error of a live connection has no deregistered_at either: it stays while its connection does.
+    await db.collection('connection_errors').insertOne({ _id: `live-${randomUUID()}`, team_id: 't', user_id: 'u2', error_details: { error_type: 'provider_credential_error' } } as never);
     // Never finished, so never expires, however old.
     await db.collection('webhook_deliveries').insertOne({ _id: `pending-${randomUUID()}`, team_id: 't', destination_id: 'e', status: 'pending', created_at: past, finished_at: null } as never);
 
@@ -100,6 +104,7 @@ describe('retention by TTL index', () => {
       audit_log: ['new'],
       users: ['new', 'user'],
       connections: ['live', 'new'],
+      connection_errors: ['live', 'new'],
       webhook_dispatchers: ['new'],
     });
   }, 180_000);

@@ -483,6 +483,30 @@ describe('events and erasure', () => {
     expect(providers.providers[0]).toMatchObject({ slug: 'freestyle_libre', status: 'error', error_details: { error_type: 'provider_credential_error' } });
   });
 
+  it("a connection's error expires with it: it takes the connection's end date, also when recorded after the end", async () => {
+    const userId = await createUser(0);
+    await client.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre', sandbox_faults: [{ resource: 'glucose', permanent: true, error_type: 'provider_credential_error' }] });
+    await eventually(async () => eventsOf(userId, 'provider.connection.error').length === 1, 60000, 'connection error event');
+    const [connection] = await app.deps.repos.connections.listForUser(tenant.teamId, userId);
+    const errorOf = () => app.inspect.collection('connection_errors').findOne({ _id: connection._id as never });
+    // While the connection lives, so does its error (the TTL index skips a document without the date).
+    expect(await errorOf()).toMatchObject({ error_details: { error_type: 'provider_credential_error' } });
+    expect((await errorOf())!.deregistered_at).toBeUndefined();
+
+    expect((await client.del(`/v2/user/${userId}/freestyle_libre`)).status).toBe(200);
+    const endedAt = (await app.deps.repos.connections.find(connection._id))!.deregistered_at;
+    expect(endedAt).toBeInstanceOf(Date);
+    expect((await errorOf())!.deregistered_at).toEqual(endedAt);
+
+    // An error that an activity under way records after the end gets the same date: it cannot outlive the connection.
+    await app.deps.repos.connections.recordError(connection, { error_type: 'provider_unavailable', error_message: 'late', errored_at: new Date() });
+    expect(await errorOf()).toMatchObject({ error_details: { error_type: 'provider_unavailable' }, deregistered_at: endedAt });
+    // Once the connection is erased, a late error does not stay behind.
+    await app.deps.repos.connections.eraseAllForUser(tenant.teamId, userId);
+    await app.deps.repos.connections.recordError(connection, { error_type: 'provider_unavailable', error_message: 'later', errored_at: new Date() });
+    expect(await errorOf()).toBeNull();
+  });
+
   it("erases the user's connections and data when the deletion grace period ends", async () => {
     const shortGrace = await startTestApp({ USER_DELETION_GRACE_SECONDS: 2 });
     try {

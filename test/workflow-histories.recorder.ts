@@ -67,23 +67,6 @@ test('records a history of every workflow type', async () => {
   await save('lab-order-cancelled', 'labOrderWorkflow', workflowIds.labOrder(cancelled.id));
   await recordUnregisteredKit(api, tests.testkit);
 
-  // User deletion: erased after its (shortened) grace period, and undone within it.
-  const erased = await createUser(api);
-  expect((await api.del(`/v2/user/${erased}`)).status).toBe(200);
-  await app.deps.temporal.client.workflow.getHandle(workflowIds.userDeletion(erased)).result();
-  await save('user-deletion-erased', 'userDeletionWorkflow', workflowIds.userDeletion(erased));
-  const undoneApp = await startTestApp({ USER_DELETION_GRACE_SECONDS: 3600 });
-  try {
-    const undoneApi = teamClient(undoneApp, tenant);
-    const undone = await createUser(undoneApi);
-    expect((await undoneApi.del(`/v2/user/${undone}`)).status).toBe(200);
-    expect((await undoneApi.post(`/v2/user/undo_delete?user_id=${undone}`)).status).toBe(200);
-    await app.deps.temporal.client.workflow.getHandle(workflowIds.userDeletion(undone)).result();
-    await save('user-deletion-undone', 'userDeletionWorkflow', workflowIds.userDeletion(undone));
-  } finally {
-    await undoneApp.close();
-  }
-
   // A demo wearable connection, once its history is pulled (the workflow goes on running: a partial history replays too).
   const wearer = await createUser(api);
   expect((await api.post('/v2/link/connect/demo', { user_id: wearer, provider: 'oura' })).status).toBe(200);
@@ -118,6 +101,27 @@ test('records the stranded-work sweep', async () => {
   await eventually(async () => (await sweeps()) > before, 30_000, 'a sweep on the signal');
   await eventually(async () => ((await handle.fetchHistory()).events ?? []).at(-1)?.timerStartedEventAttributes, 30_000, 'waiting for the next');
   await save('stranded-work-sweep', 'strandedWorkSweepWorkflow', handle.workflowId);
+}, 120_000);
+
+/** A test of its own, so its histories can be recorded alone: `-t 'user deletion'` after the command above. */
+test('records the user deletion histories: erased after its grace period, and undone within it', async () => {
+  const tenant = await createTenant(app.deps, 'Histories of user deletion');
+  const api = teamClient(app, tenant);
+  const erased = await createUser(api);
+  expect((await api.del(`/v2/user/${erased}`)).status).toBe(200);
+  await app.deps.temporal.client.workflow.getHandle(workflowIds.userDeletion(erased)).result();
+  await save('user-deletion-erased', 'userDeletionWorkflow', workflowIds.userDeletion(erased));
+  const undoneApp = await startTestApp({ USER_DELETION_GRACE_SECONDS: 3600 });
+  try {
+    const undoneApi = teamClient(undoneApp, tenant);
+    const undone = await createUser(undoneApi);
+    expect((await undoneApi.del(`/v2/user/${undone}`)).status).toBe(200);
+    expect((await undoneApi.post(`/v2/user/undo_delete?user_id=${undone}`)).status).toBe(200);
+    await app.deps.temporal.client.workflow.getHandle(workflowIds.userDeletion(undone)).result();
+    await save('user-deletion-undone', 'userDeletionWorkflow', workflowIds.userDeletion(undone));
+  } finally {
+    await undoneApp.close();
+  }
 }, 120_000);
 
 /** Results from a lab's HL7 messages: a final report (the order's run), then its correction (a run of its own). */

@@ -4,7 +4,6 @@ import {
   defineQuery,
   defineUpdate,
   log,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -57,10 +56,10 @@ const stateOptions = {
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 5 },
 } as const;
-const recordedWrites = proxyActivities<UserDeletionActivities>(stateOptions);
+const { markUserPendingDeletion, restoreDeletedUser } = proxyActivities<UserDeletionActivities>(stateOptions);
 // The run's first step, a read, stays local: it comes before any write of the run, so a replay reads what a lost
-// task read. Runs started before the patch `deletion-writes-in-activities` also write through these.
-const local = proxyLocalActivities<UserDeletionActivities>(stateOptions);
+// task read.
+const { loadUserDeletionState } = proxyLocalActivities<UserDeletionActivities>(stateOptions);
 const { deregisterUserConnections, listUserDataDomains, eraseUserDataDomain } = proxyActivities<UserDeletionActivities>({
   startToCloseTimeout: '1 minute',
   // Our own transient faults only (database hiccups); business outcomes come back as values.
@@ -71,8 +70,7 @@ const erasedOptions = {
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 } as const;
-const recordedErased = proxyActivities<UserDeletionActivities>(erasedOptions);
-const localErased = proxyLocalActivities<UserDeletionActivities>(erasedOptions);
+const { markUserErased } = proxyActivities<UserDeletionActivities>(erasedOptions);
 
 /**
  * The single owner of a user's deletion state (id `user-deletion:<userId>`). The api never writes the
@@ -85,9 +83,6 @@ const localErased = proxyLocalActivities<UserDeletionActivities>(erasedOptions);
  */
 export async function userDeletionWorkflow(input: UserDeletionInput): Promise<UserDeletionResult> {
   const { teamId, userId } = input;
-  const writesRecorded = patched('deletion-writes-in-activities');
-  const { markUserPendingDeletion, restoreDeletedUser } = writesRecorded ? recordedWrites : local;
-  const { markUserErased } = writesRecorded ? recordedErased : localErased;
   let phase = 'loading' as UserDeletionPhase;
   let deletion: { id: string; eraseAfterMs: number; deregistered: boolean } | null = null;
   let restoredOnce = false;
@@ -101,7 +96,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
   };
 
   const loaded = serialized(async () => {
-    const current = await local.loadUserDeletionState({ teamId, userId });
+    const current = await loadUserDeletionState({ teamId, userId });
     if (current.status === 'active') phase = 'active';
     else if (current.status === 'pending_deletion') {
       // Left pending by an earlier run or release: this run times the same deletion.

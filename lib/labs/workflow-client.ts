@@ -78,6 +78,8 @@ export async function startAndStoreOrder(deps: LabOrderDeps, doc: LabOrderDoc, r
   }
   crashPoint('lab-order.workflow-started');
   const inserted = await repos.labOrders.insert(doc);
+  // Stored, not yet answered: a failure here must not let the retry (same idempotency key) make a second order.
+  crashPoint('lab-order.stored');
   if ('sample_taken' in inserted) {
     // This run will never see its order: end it now rather than let it wait for the document.
     await temporal.client.workflow.getHandle(workflowId).terminate('sample_id already registered').catch(() => undefined);

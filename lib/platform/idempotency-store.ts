@@ -8,7 +8,8 @@ import { isDuplicateKeyError } from './database/store-errors';
  * X-Idempotency-Key records (`idempotency_keys`), one per (team, route, key): claimed by a unique insert before the
  * request's work, then completed with the response it got (sealed: it may hold patient data). Every write after the
  * claim carries the claim's token in its filter, so a request whose claim was taken over (it stalled past the lease)
- * can neither complete nor release its successor's claim.
+ * can neither complete nor release its successor's claim. A failed request lets go of its claim but not of the key: the
+ * key keeps the resource id, and the retry takes the claim over (idempotency.ts).
  */
 export interface IdempotencyKeyDoc {
   /** sha256(team id, route, key). */
@@ -19,8 +20,8 @@ export interface IdempotencyKeyDoc {
   /** The id the request's resource gets: a request resumed after a crash reuses it. */
   resource_id: string;
   state: 'pending' | 'done';
-  /** The token of the request working under this key now. */
-  claim: string;
+  /** The token of the request working under this key now; null once a failed request let go of it (a retry resumes at once). */
+  claim: string | null;
   /** When that request claimed it (or took it over): its lease runs from here. */
   claimed_at: Date;
   response_status: number | null;
@@ -72,8 +73,8 @@ export class IdempotencyKeyRepository {
     }
   }
 
-  /** Takes over a pending claim whose lease ran out, in one conditional write on the token seen: one taker wins. */
-  async takeOver(id: string, seen: string, claim: string): Promise<boolean> {
+  /** Takes over a pending claim whose lease ran out or was let go, in one conditional write on the token seen: one taker wins. */
+  async takeOver(id: string, seen: string | null, claim: string): Promise<boolean> {
     const { matchedCount } = await this.keys.updateOne({ _id: id, claim: seen, state: 'pending' }, { $set: { claim, claimed_at: new Date() } });
     return matchedCount === 1;
   }
@@ -85,7 +86,13 @@ export class IdempotencyKeyRepository {
     return matchedCount === 1;
   }
 
-  /** Frees the key for a corrected retry, if `claim` still holds it. */
+  /** Lets go of the claim, keeping the key and its resource id for the retry to resume under, if `claim` still holds it. */
+  async letGo(id: string, claim: string): Promise<boolean> {
+    const { matchedCount } = await this.keys.updateOne({ _id: id, claim, state: 'pending' }, { $set: { claim: null } });
+    return matchedCount === 1;
+  }
+
+  /** Frees the key for a corrected retry, if `claim` still holds it (nothing was stored under it). */
   async release(id: string, claim: string): Promise<boolean> {
     return (await this.keys.deleteOne({ _id: id, claim })).deletedCount === 1;
   }

@@ -5,7 +5,8 @@ import type { IdempotencyKeyDoc, IdempotencyKeyRepository } from './idempotency-
 
 /**
  * How long a request holds its claim on a key: a duplicate within it is a 409; after it, the request is taken to have
- * died and one duplicate (one conditional write) takes over and finishes its work under the same resource id.
+ * died and one duplicate (one conditional write) takes over and finishes its work under the same resource id. A
+ * request that failed lets go of its claim at once (`claim: null`), so its retry takes over without waiting.
  */
 export const IDEMPOTENCY_LEASE_MS = 30_000;
 
@@ -17,9 +18,13 @@ export interface IdempotentOutcome {
 
 /**
  * Runs `create(resourceId)` at most once per (team, route, X-Idempotency-Key): the same key later replays the stored
- * status and body; a concurrent duplicate gets a 409; a key whose request crashed is resumed after the lease with the
- * same resource id (so it cannot create a second resource). Validation failures and server errors are not stored (the
- * key stays usable), as the reference API does.
+ * status and body; a concurrent duplicate gets a 409. The resource id is chosen and stored on the key before `create`
+ * runs, and the key keeps it through any failure: a key whose request crashed is resumed after the lease, and one whose
+ * request failed (a 5xx, maybe after its resource was stored) is resumed by the next retry at once, both under the same
+ * resource id. `create` must therefore be repeatable under one id: a repeat answers the resource stored before (lab
+ * orders: a unique `_id` insert), so a retry never makes a second resource. Only a validation failure (422) of a
+ * request's first attempt gives the key back for a corrected request, as the reference API does: validation runs
+ * before anything is stored.
  */
 export async function withIdempotencyKey(
   deps: { repos: { idempotencyKeys: IdempotencyKeyRepository } },
@@ -51,6 +56,7 @@ export async function withIdempotencyKey(
   };
   const claimed = await repo.claim(fresh);
   let resourceId = fresh.resource_id;
+  let resumed = false;
   if ('existing' in claimed) {
     const existing = claimed.existing;
     if (existing.request_sha256 !== requestSha) {
@@ -58,10 +64,11 @@ export async function withIdempotencyKey(
     }
     if (existing.state === 'done') return { status: existing.response_status!, body: existing.response_body, replayed: true };
     const inProgress = () => new ApiError(409, `A request with X-Idempotency-Key '${key}' is still in progress; retry after it completes.`);
-    if (Date.now() - existing.claimed_at.getTime() < IDEMPOTENCY_LEASE_MS) throw inProgress();
-    // The first request died mid-way: one duplicate takes its claim over and finishes its work under its id.
+    if (existing.claim !== null && Date.now() - existing.claimed_at.getTime() < IDEMPOTENCY_LEASE_MS) throw inProgress();
+    // The first request failed or died mid-way: one duplicate takes its claim over and finishes its work under its id.
     if (!(await repo.takeOver(id, existing.claim, claim))) throw inProgress();
     resourceId = existing.resource_id;
+    resumed = true;
   }
   try {
     const outcome = await create(resourceId);
@@ -70,8 +77,12 @@ export async function withIdempotencyKey(
   } catch (err) {
     if (err instanceof ApiError && err.status >= 400 && err.status < 500 && err.status !== 422) {
       await repo.complete(id, claim, err.status, { detail: err.detail });
-    } else {
+    } else if (err instanceof ApiError && err.status === 422 && !resumed) {
       await repo.release(id, claim);
+    } else {
+      // The resource may be stored (the failure came after its insert, or an earlier attempt stored it): the key keeps
+      // its id, and the retry resumes under it.
+      await repo.letGo(id, claim);
     }
     throw err;
   }

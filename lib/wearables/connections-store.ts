@@ -59,15 +59,18 @@ export interface ConnectionDoc {
 }
 
 /**
- * Why a connection broke (status `error`): a document of its own, `_id` = the connection id, written only by the
- * connection's workflow. Kept apart from the connection document, so the workflow and the api's deregistration
- * never write the same document.
+ * Why a connection broke (status `error`): a document of its own, `_id` = the connection id, its error written only by
+ * the connection's workflow (or a provider's deauthorization). Kept apart from the connection document, so the
+ * workflow and the api's deregistration never write the same document; the one field the deregistration writes here,
+ * `deregistered_at`, is the connection's, so the error expires with its connection.
  */
 export interface ConnectionErrorDoc {
   _id: string;
   team_id: string;
   user_id: string;
   error_details: ConnectionErrorDetails;
+  /** The connection's `deregistered_at` once it ended: the error goes with it, CONNECTION_HISTORY_RETENTION_DAYS after. */
+  deregistered_at?: Date;
 }
 
 /** The `connections` indexes: one live connection per (team, user, provider). */
@@ -79,7 +82,11 @@ export const CONNECTION_INDEXES: Record<'connections' | 'connection_errors', Ind
     // Only an ended connection carries `deregistered_at`: kept as history CONNECTION_HISTORY_RETENTION_DAYS.
     { key: { deregistered_at: 1 }, expireAfter: 'endedConnections' },
   ],
-  connection_errors: [{ key: { team_id: 1, user_id: 1 } }],
+  connection_errors: [
+    { key: { team_id: 1, user_id: 1 } },
+    // Only the error of an ended connection carries `deregistered_at` (its connection's): they expire together.
+    { key: { deregistered_at: 1 }, expireAfter: 'endedConnections' },
+  ],
 };
 
 /** Every query ConnectionRepository issues (test/indexes.test.ts checks each is served by CONNECTION_INDEXES). */
@@ -110,7 +117,7 @@ export class ConnectionRepository {
 
   async ensureIndexes(retention?: Retention): Promise<void> {
     await createIndexes(this.connections, CONNECTION_INDEXES.connections, retention);
-    await createIndexes(this.errors, CONNECTION_INDEXES.connection_errors);
+    await createIndexes(this.errors, CONNECTION_INDEXES.connection_errors, retention);
   }
 
   /** Inserts a live connection; `conflict` when the user already has one to this provider. */
@@ -155,6 +162,8 @@ export class ConnectionRepository {
       { _id: connectionId },
       { $set: { status: 'deregistered', connection_key: deregisteredKey(connectionId), deregistered_at: now, updated_at: now, ...marker } },
     );
+    // After the connection's write: an error recorded since reads the connection ended and marks itself (recordError).
+    await this.errors.updateOne({ _id: connectionId }, { $set: { deregistered_at: now } });
   }
 
   /** The live connections (any team) of the provider's user `externalUserId`: whom a push is about. */
@@ -172,9 +181,18 @@ export class ConnectionRepository {
     await this.connections.updateOne({ _id: connectionId, steps_pending_since: stepsPendingSince }, { $unset: { steps_pending_since: '' } });
   }
 
-  /** Marks the connection broken; written only by the connection's workflow (its single owner). Idempotent. */
+  /**
+   * Marks the connection broken; written only by the connection's workflow (its single owner). Idempotent. The error
+   * goes with its connection: one that ended before this write (its deregistration found no error to mark) gives the
+   * error its end date; one erased (or expired) takes the error with it. Read after the write, so whichever of the
+   * deregistration and this comes second marks the error.
+   */
   async recordError(connection: ConnectionDoc, details: ConnectionErrorDetails): Promise<void> {
-    await this.errors.replaceOne({ _id: connection._id }, { team_id: connection.team_id, user_id: connection.user_id, error_details: details }, { upsert: true });
+    const { _id, team_id, user_id } = connection;
+    await this.errors.updateOne({ _id }, { $set: { team_id, user_id, error_details: details } }, { upsert: true });
+    const current = await this.connections.findOne({ _id }, { projection: { deregistered_at: 1 } });
+    if (!current) await this.errors.deleteOne({ _id });
+    else if (current.deregistered_at) await this.errors.updateOne({ _id }, { $set: { deregistered_at: current.deregistered_at } });
   }
 
   /** The error of each connection that has one (one `_id $in` read). */
@@ -185,9 +203,10 @@ export class ConnectionRepository {
     return found;
   }
 
+  /** Connections first: an error recorded meanwhile then finds its connection gone and deletes itself (recordError). */
   async eraseAllForUser(teamId: string, userId: string): Promise<number> {
-    await this.errors.deleteMany({ team_id: teamId, user_id: userId });
     const res = await this.connections.deleteMany({ team_id: teamId, user_id: userId });
+    await this.errors.deleteMany({ team_id: teamId, user_id: userId });
     return res.deletedCount;
   }
 }
