@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { dataCipher, type Config } from '../lib/platform/config';
 import { connectMongo } from '../lib/platform/database/mongo';
-import { injectFault } from '../lib/platform/failpoints';
+import { armFailpoint } from '../lib/platform/failpoints';
 import { createRepositories } from '../lib/repositories';
 import { integrationFor } from '../lib/wearables/providers/registry';
 import { accessToken, resolveApp } from '../lib/wearables/providers/runtime';
@@ -89,7 +89,7 @@ describe('refresh tokens are never lost', () => {
     await expireSoon(connectionId);
     const token = await withWorkerDeps(stack.app.deps.config, async (deps) => {
       const app = (await resolveApp(deps, stack.tenant.teamId, 'whoop_v2'))!;
-      injectFault('provider-tokens.save-refreshed'); // the database refuses the first write after WHOOP rotated
+      armFailpoint('provider-tokens.save-refreshed', 'error'); // the database refuses the first write after WHOOP rotated
       return accessToken(deps, integration, app, connectionId);
     });
     expect(whoop.tokenEndpointCalls('refresh_token') - before.refreshes).toBe(1);

@@ -6,36 +6,28 @@
  * that failed would: the process lives on and the request answers 500. test/dual-writes.test.ts starts an api with each
  * of its names set; test/users-crash.test.ts and test/lab-orders-crash.test.ts a worker that dies between a write and
  * reporting it to Temporal.
+ * A test can also arm a point in its own process (armFailpoint), e.g. to fail one write of code it calls directly.
  * Never set in a deployment: unset, a crash point is one lookup in an empty map.
  */
-const armed = new Map<string, 'crash' | 'error'>(
+type Failure = { kind: 'crash' | 'error'; times: number };
+
+const armed = new Map<string, Failure>(
   (process.env.HB_FAILPOINTS ?? '')
     .split(',')
     .map((entry) => entry.trim())
     .filter(Boolean)
-    .map((entry): [string, 'crash' | 'error'] => (entry.endsWith(':error') ? [entry.slice(0, -':error'.length), 'error'] : [entry, 'crash'])),
+    .map((entry): [string, Failure] => (entry.endsWith(':error') ? [entry.slice(0, -':error'.length), { kind: 'error', times: Infinity }] : [entry, { kind: 'crash', times: Infinity }])),
 );
 
 export function crashPoint(name: string): void {
   const failure = armed.get(name);
-  if (failure === 'crash') process.kill(process.pid, 'SIGKILL');
-  if (failure === 'error') throw new Error(`failpoint ${name}`);
+  if (!failure) return;
+  if (failure.kind === 'crash') process.kill(process.pid, 'SIGKILL');
+  if (--failure.times <= 0) armed.delete(name);
+  throw new Error(`failpoint ${name} (a test made this step fail)`);
 }
 
-const faults = new Map<string, number>();
-
-/**
- * Test-only: the next `times` passes through `faultPoint(name)` in this process throw, as a write that failed (the
- * database away for a moment) would. Unarmed, a fault point is one lookup in an empty map.
- */
-export function injectFault(name: string, times = 1): void {
-  faults.set(name, times);
-}
-
-export function faultPoint(name: string): void {
-  const left = faults.get(name);
-  if (!left) return;
-  if (left <= 1) faults.delete(name);
-  else faults.set(name, left - 1);
-  throw new Error(`Injected fault at ${name} (a test made this write fail)`);
+/** Test-only, in the test's own process: the next `times` passes through `crashPoint(name)` throw (`error`). */
+export function armFailpoint(name: string, kind: 'error', times = 1): void {
+  armed.set(name, { kind, times });
 }

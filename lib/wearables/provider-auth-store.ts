@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
 import type { FieldCipher } from '../platform/field-encryption';
-import { faultPoint } from '../platform/failpoints';
+import { crashPoint } from '../platform/failpoints';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import type { TokenSet } from './providers/contract';
@@ -165,7 +165,7 @@ export class ProviderAuthRepository {
    * newer version first (a taker-over of a lapsed lease whose answer came back before ours).
    */
   async saveRefreshed(connectionId: string, version: number, tokens: TokenSet): Promise<boolean> {
-    faultPoint('provider-tokens.save-refreshed');
+    crashPoint('provider-tokens.save-refreshed');
     const sealed = this.tokenSeal.seal(connectionId, { access_token: tokens.access_token, refresh_token: tokens.refresh_token, extras: tokens.extras });
     const res = await this.tokens.updateOne(
       { _id: connectionId, version },
