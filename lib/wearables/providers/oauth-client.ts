@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ProviderFetchError } from '../provider-errors';
 import { OAuthError, type OAuthSettings, type TokenResponse, type TokenSet } from './contract';
-import { basicAuth, rebase } from './http';
+import { basicAuth, drawFromBudget, rebase, type RateLimitGate } from './http';
 
 /**
  * The OAuth 2 authorization-code client every real provider shares (RFC 6749, PKCE RFC 7636): the authorize URL,
@@ -35,11 +35,14 @@ export function authorizeUrl(settings: OAuthSettings, client: Omit<OAuthClientCr
   return url.toString();
 }
 
-export async function exchangeCode(settings: OAuthSettings, client: OAuthClientCredentials, code: string, opts: { baseUrl?: string; codeVerifier?: string; now?: Date }): Promise<TokenSet> {
+/** `gate`: the app's budget, drawn from before the token request is sent (runtime.ts appGate). */
+type TokenRequestOptions = { baseUrl?: string; now?: Date; gate?: Pick<RateLimitGate, 'take'> };
+
+export async function exchangeCode(settings: OAuthSettings, client: OAuthClientCredentials, code: string, opts: TokenRequestOptions & { codeVerifier?: string }): Promise<TokenSet> {
   return tokenRequest(settings, client, { grant_type: 'authorization_code', code, redirect_uri: client.redirectUri, ...(opts.codeVerifier ? { code_verifier: opts.codeVerifier } : {}) }, opts, null);
 }
 
-export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, refreshToken: string, opts: { baseUrl?: string; now?: Date }): Promise<TokenSet> {
+export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, refreshToken: string, opts: TokenRequestOptions): Promise<TokenSet> {
   return tokenRequest(settings, client, { grant_type: 'refresh_token', refresh_token: refreshToken }, opts, refreshToken);
 }
 
@@ -48,12 +51,14 @@ export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthC
  * a network error, a timeout or a 5xx is ProviderFetchError('provider_unavailable'): retried, never taken for a
  * revocation.
  */
-async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, grant: Record<string, string>, opts: { baseUrl?: string; now?: Date }, previousRefresh: string | null): Promise<TokenSet> {
+async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, grant: Record<string, string>, opts: TokenRequestOptions, previousRefresh: string | null): Promise<TokenSet> {
   const form: Record<string, string> = { ...settings.tokenParams, ...grant };
   const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
   if (settings.clientAuth === 'basic') headers.authorization = basicAuth(client.clientId, client.clientSecret);
   else Object.assign(form, { client_id: client.clientId, client_secret: client.clientSecret });
   const url = rebase(settings.tokenUrl, opts.baseUrl);
+  // Nothing is sent when the app's budget is spent: RateLimitedError, before the request (no grant is used up).
+  await drawFromBudget(opts.gate, 'POST');
   let res: Response;
   try {
     res = await fetch(url, { method: 'POST', headers, body: new URLSearchParams(form).toString(), signal: AbortSignal.timeout(30_000) });

@@ -4,6 +4,7 @@ import { ProviderFetchError } from '../provider-errors';
 import type { ConnectionDoc } from '../connections-store';
 import { OAuthError, type ProviderCallContext, type ProviderHttp, type ProviderIntegration } from './contract';
 import { createProviderHttp, type RateLimitGate } from './http';
+import { takeFromBudget } from './budget';
 import { refreshTokens } from './oauth-client';
 import { integrationFor } from './registry';
 
@@ -71,10 +72,14 @@ export async function appsOf(deps: RuntimeDeps, slug: string): Promise<ProviderA
   return apps;
 }
 
-/** The app-wide 429 block every request of the app honours (provider_apps, shared by every worker and the api). */
-export const appGate = (deps: RuntimeDeps, slug: string, clientId: string): RateLimitGate => ({
+/**
+ * The app-wide 429 block and request budget every request of the app honours (shared by every worker and the api);
+ * `bookAheadMs`: a sign-in books its requests in the budget's next slots (budget.ts takeFromBudget).
+ */
+export const appGate = (deps: RuntimeDeps, slug: string, clientId: string, bookAheadMs = 0): RateLimitGate => ({
   blockedUntil: () => deps.repos.providerAuth.blockedUntil(slug, clientId),
   block: (until, reason) => deps.repos.providerAuth.block(slug, clientId, until, reason),
+  take: (method, now) => takeFromBudget(deps.repos, slug, clientId, method, now, bookAheadMs),
 });
 
 /** The app a connection was made with (its `oauth_client_id`): the team's credentials if they still match, else the deployment's. */
@@ -112,7 +117,7 @@ export async function accessToken(deps: RuntimeDeps, integration: ProviderIntegr
     }
     let tokens;
     try {
-      tokens = await refreshTokens(integration.oauth, app, doc.refresh_token, { baseUrl: app.baseUrl, now: now() });
+      tokens = await refreshTokens(integration.oauth, app, doc.refresh_token, { baseUrl: app.baseUrl, now: now(), gate: appGate(deps, integration.slug, app.clientId) });
     } catch (err) {
       await store.releaseRefresh(connectionId, lease);
       if (!(err instanceof OAuthError)) throw err;
