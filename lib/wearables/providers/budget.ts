@@ -2,7 +2,6 @@ import type { Repositories } from '../../repositories';
 import type { BudgetSlot } from '../provider-budgets-store';
 import type { BudgetWindow, RequestBudget } from './contract';
 import type { BudgetRefusal } from './http';
-import { integrationFor } from './registry';
 
 /**
  * The request budget of one OAuth app (provider + client id): what its provider folder declares
@@ -36,7 +35,10 @@ export function budgetSlots(budget: RequestBudget, method: string, users: number
         return { window: windowKey(w), startsAt: new Date(start), endsAt: new Date(start + DAY_MS), cap: limit };
       }
       const slotMs = w.ms / SLOTS_PER_WINDOW;
-      const i = Math.floor(t / slotMs);
+      // Slots start at whole milliseconds (round(i × slotMs)): the one holding t by those bounds.
+      let i = Math.floor(t / slotMs);
+      if (t >= Math.round((i + 1) * slotMs)) i++;
+      else if (t < Math.round(i * slotMs)) i--;
       // The limit's shares spread over consecutive slots, so that any SHARES of them admit exactly the limit.
       const cap = Math.floor(((i + 1) * limit) / SHARES) - Math.floor((i * limit) / SHARES);
       return { window: windowKey(w), startsAt: new Date(Math.round(i * slotMs)), endsAt: new Date(Math.round((i + 1) * slotMs)), cap };
@@ -55,7 +57,7 @@ function refusalReason(budget: RequestBudget, clientId: string, spent: BudgetSlo
 /**
  * Draws one request of `method` from the app's budget: null when drawn (the request may go), else when to ask again.
  * The wait ends at the spent slot's end, plus a little spread so that the requests that waited do not all come back
- * in the same millisecond (up to a second; a minute after a day).
+ * in the same millisecond (up to a slot, at most a second; a minute after a day).
  *
  * `bookAheadMs` (the sign-in's requests, a user waiting in the browser): when the current slots are spent, the request
  * books a place in the next slots that have room, up to that far ahead, and goes at their start (`booked`). Background
@@ -63,14 +65,12 @@ function refusalReason(budget: RequestBudget, clientId: string, spent: BudgetSlo
  */
 export async function takeFromBudget(
   repos: Pick<Repositories, 'providerBudgets' | 'connections'>,
-  slug: string,
-  clientId: string,
+  app: { slug: string; clientId: string; budget: RequestBudget },
   method: string,
   now: Date,
   bookAheadMs = 0,
 ): Promise<BudgetRefusal | null> {
-  const budget = integrationFor(slug)?.budget;
-  if (!budget) return null;
+  const { slug, clientId, budget } = app;
   const users = budget.windows.some((w) => w.perUser) ? await repos.connections.countLiveForApp(slug, clientId) : 0;
   let at = now;
   for (;;) {
@@ -78,11 +78,12 @@ export async function takeFromBudget(
     const spent = await repos.providerBudgets.take(slug, clientId, slots);
     if (!spent) return at === now ? null : { retryAt: new Date(Math.max(...slots.map((s) => s.startsAt.getTime()))), reason: 'booked', booked: true };
     const next = spent.endsAt;
-    if (next.getTime() - now.getTime() <= bookAheadMs) {
+    if (bookAheadMs > 0 && next > at && next.getTime() - now.getTime() <= bookAheadMs) {
       at = next;
       continue;
     }
-    const spreadMs = Math.random() * (spent.endsAt.getTime() - spent.startsAt.getTime() >= DAY_MS ? 60_000 : 1_000);
+    const slotMs = spent.endsAt.getTime() - spent.startsAt.getTime();
+    const spreadMs = Math.random() * (slotMs >= DAY_MS ? 60_000 : Math.min(slotMs, 1_000));
     const retryAt = new Date(spent.endsAt.getTime() + spreadMs);
     return { retryAt, reason: refusalReason(budget, clientId, spent, users, retryAt) };
   }

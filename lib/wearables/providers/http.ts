@@ -55,16 +55,20 @@ const MAX_BUDGET_WAIT_MS = 20_000;
 export async function drawFromBudget(gate: Pick<RateLimitGate, 'take'> | undefined, method: string, now: () => Date = () => new Date()): Promise<void> {
   if (!gate?.take) return;
   const started = now().getTime();
-  for (;;) {
+  for (let refused = 1; ; refused++) {
     const refusal = await gate.take(method, now());
     if (!refusal) return;
-    if (refusal.booked) return void (await new Promise((resolve) => setTimeout(resolve, Math.max(0, refusal.retryAt.getTime() - now().getTime()))));
+    const untilRetry = Math.max(0, refusal.retryAt.getTime() - now().getTime());
+    if (refusal.booked) return void (await sleep(untilRetry));
     if (refusal.retryAt.getTime() - started > MAX_BUDGET_WAIT_MS) throw new RateLimitedError(refusal.retryAt, refusal.reason);
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, refusal.retryAt.getTime() - now().getTime())));
+    // Many requests waiting for one app come back spread out, the more so the longer they waited: a slot admits a
+    // few, and the rest asking again all at once would load the store for nothing.
+    await sleep(Math.max(untilRetry, 50) * (1 + Math.random() * Math.min(refused, 8)));
   }
 }
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** A 429 without any hint of when to come back waits this long. */
 const DEFAULT_RATE_LIMIT_WAIT_MS = 60_000;
 

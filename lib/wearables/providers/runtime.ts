@@ -79,7 +79,10 @@ export async function appsOf(deps: RuntimeDeps, slug: string): Promise<ProviderA
 export const appGate = (deps: RuntimeDeps, slug: string, clientId: string, bookAheadMs = 0): RateLimitGate => ({
   blockedUntil: () => deps.repos.providerAuth.blockedUntil(slug, clientId),
   block: (until, reason) => deps.repos.providerAuth.block(slug, clientId, until, reason),
-  take: (method, now) => takeFromBudget(deps.repos, slug, clientId, method, now, bookAheadMs),
+  take: async (method, now) => {
+    const budget = integrationFor(slug)?.budget;
+    return budget ? takeFromBudget(deps.repos, { slug, clientId, budget }, method, now, bookAheadMs) : null;
+  },
 });
 
 /** The app a connection was made with (its `oauth_client_id`): the team's credentials if they still match, else the deployment's. */
