@@ -15,7 +15,7 @@
 //      the WHOOP fake's per-app limit of 100 requests a minute (rolling; its 10,000 a day is off: it would bind first,
 //      after 100 minutes), for BENCH_PROVIDERS_WHOOP_SECONDS (240) from the first connection: 429s the fake answered
 //      (target 0), requests a minute against the 100 budget (target >= 90 %), the count of each minute and the busiest
-//      60 s of the run (the task queue's rate must hold throughout, not only in the first minute).
+//      60 s of the run (the app's budget must hold throughout, not only in the first minute).
 //
 //   BENCH_PROVIDERS_SCENARIOS=oura,whoop           which scenarios run
 //   BENCH_PROVIDERS_OURA_USERS=100
