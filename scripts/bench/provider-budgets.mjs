@@ -12,6 +12,7 @@
 //   BENCH_BUDGETS_SECONDS=150    the run
 import { distModule } from './environment.mjs';
 import { numberEnv } from './load.mjs';
+import { busiestWindow } from './providers-whoop.mjs';
 
 const LIMIT = 100;
 const WINDOW_MS = 60_000;
@@ -20,16 +21,6 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const settings = () => ({ users: numberEnv('BENCH_BUDGETS_USERS', 300, { integer: true, min: 1 }), seconds: numberEnv('BENCH_BUDGETS_SECONDS', 150, { min: 30 }) });
 export const budgetSettings = () => void settings();
-
-function busiestWindow(times, spanMs) {
-  let lo = 0;
-  let max = 0;
-  for (let hi = 0; hi < times.length; hi++) {
-    while (times[lo] <= times[hi] - spanMs) lo++;
-    max = Math.max(max, hi - lo + 1);
-  }
-  return max;
-}
 
 export async function budgetSuite(env, { log = console.log } = {}) {
   const s = settings();

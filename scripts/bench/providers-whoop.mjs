@@ -3,7 +3,8 @@
 import { httpClient } from './load.mjs';
 import { WHOOP, WHOOP_LIMIT, WHOOP_PROFILE_PATH, WHOOP_WINDOW_MS, connectAll, countStatuses, createUsers, providerFakes, pullStates, round, sleep } from './providers.mjs';
 
-function busiestWindow(times, spanMs, from = -Infinity) {
+/** The most of `times` (sorted) inside any `spanMs`, among the spans ending at or after `from`. */
+export function busiestWindow(times, spanMs, from = -Infinity) {
   let lo = 0;
   let max = 0;
   for (let hi = 0; hi < times.length; hi++) {
