@@ -26,7 +26,7 @@ export interface PageKit {
 
 /**
  * The activities of a real provider's connection (lib/wearables/providers/<slug>/), each one provider request: they run
- * on the provider's own task queue, whose rate is the provider's budget for our app (worker/worker.ts), and are
+ * on the provider's own task queue, each request drawing from its app's budget first (providers/budget.ts), and are
  * driven page by page by workflows/wearable-connection.ts. Also: revoking access when a connection ends, and the
  * providers' push subscriptions.
  */
@@ -34,7 +34,7 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
   const { repos } = deps;
   const { live, userClock, withStats, storePage, publishConnectionError, publishHistoricalDone, recordPullFailure } = kit;
 
-  /** The task queue a real provider's page activities run on (its rate is the provider's app budget, worker/worker.ts). */
+  /** The task queue a real provider's page activities run on (worker/worker.ts createProviderWorkers). */
   function plan(l: Live): PagedPlan | undefined {
     return l.adapter.integration ? { taskQueue: providerTaskQueue(deps.config.TEMPORAL_TASK_QUEUE, l.adapter.slug), resources: l.adapter.resources } : undefined;
   }
@@ -78,10 +78,10 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
     activities: {
       /**
        * One page of a real provider's history pull of one resource: the first call (no cursor) starts the attempt over
-       * the window the plan scheduled; each call sends exactly one request to the provider (so the provider's task-queue
-       * rate is its request rate), stores what came back and says where to go next. A 429 is a wait, not a failure: the
-       * pull shows `retrying` with `provider_rate_limit_exceeded` and the workflow sleeps until the time the provider
-       * named (every worker of the app is blocked until then, providers/http.ts).
+       * the window the plan scheduled; each call sends one request to the provider (and a token refresh when one is due),
+       * stores what came back and says where to go next. A spent budget (a day's quota) or a 429 is a wait, not a
+       * failure: the pull shows `retrying` with `provider_rate_limit_exceeded` and why (`error_message`), and the workflow
+       * sleeps until the reset (every worker of the app waits until then, providers/http.ts).
        */
       async pullHistoricalPage(input: { connectionId: string; resource: string; cursor: PageCursor | null; attempt: number; retriesLeft: boolean; retryingEnabled: boolean }): Promise<PageOutcome | 'retrying' | 'failure'> {
         const l = await live(input.connectionId);

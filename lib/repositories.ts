@@ -21,12 +21,15 @@ import { WorkerHeartbeatRepository } from './platform/worker-heartbeats-store';
 import { WebhookStore } from './events/store';
 import { PipelineRepository } from './events/destinations/pipeline/pipelines-store';
 import { ProviderAuthRepository } from './wearables/provider-auth-store';
+import { ProviderBudgetRepository } from './wearables/provider-budgets-store';
 
 export interface Repositories {
   tenancy: TenancyRepository;
   /** Teams' own OAuth applications at providers (secrets encrypted). */
   customCredentials: CustomCredentialsRepository;
   providerAuth: ProviderAuthRepository;
+  /** Requests each provider app has sent per window of its budget, shared by every process. */
+  providerBudgets: ProviderBudgetRepository;
   /** Management changes: who, what, when, with what outcome. */
   auditLog: AuditLogRepository;
   /** One-time links to the delivery-log page and the sessions they start. */
@@ -68,6 +71,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     users: new UserRepository(db),
     connections: new ConnectionRepository(db),
     providerAuth: new ProviderAuthRepository(db, cipher),
+    providerBudgets: new ProviderBudgetRepository(db),
     historicalPulls: new HistoricalPullRepository(db),
     linkTokens: new LinkTokenRepository(db),
     wearableData: new WearableDataRepository(db),

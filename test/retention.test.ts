@@ -9,7 +9,7 @@ import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './sup
  * and on DocumentDB). Here every retention is shortened to one second on a database of the test's own; what is
  * past it goes, what is not (younger documents, a pending delivery) stays.
  */
-const SHORT: Retention = { idempotencyKeys: 1, webhookHistory: 1, linkTokensAfterExpiry: 1, workerHeartbeats: 1, auditLog: 1, userTombstones: 1, endedConnections: 1, dispatcherMarks: 1 };
+const SHORT: Retention = { idempotencyKeys: 1, webhookHistory: 1, linkTokensAfterExpiry: 1, workerHeartbeats: 1, auditLog: 1, userTombstones: 1, endedConnections: 1, dispatcherMarks: 1, providerBudgetWindows: 1 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('retention by TTL index', () => {

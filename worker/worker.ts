@@ -2,7 +2,7 @@ import { DefaultLogger, NativeConnection, Runtime, Worker, type LogLevel, type L
 import { createActivities } from '../activities';
 import { createSenders } from '../activities/webhook-delivery';
 import { providerTaskQueue } from '../activities/wearables';
-import { APP_REQUESTS_PER_SECOND, realIntegrations } from '../lib/wearables/providers/registry';
+import { realIntegrations } from '../lib/wearables/providers/registry';
 import { activityMetrics } from './metrics-server';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import type { Config } from '../lib/platform/config';
@@ -69,7 +69,7 @@ export function sdkLogBridge(logger: Logger, now = () => Date.now()) {
 
 export interface WorkerHandle {
   worker: Worker;
-  /** One per real provider: its page activities, at the provider's app budget (providers/registry.ts). */
+  /** One per real provider: its page activities, on the provider's own task queue. */
   providerWorkers: Worker[];
   connection: NativeConnection;
   /** Closes the connections to webhook endpoints and pipeline brokers (after the worker has stopped: they keep the process alive). */
@@ -98,9 +98,11 @@ export async function createWorker(config: Config, repos: Repositories, logger: 
 }
 
 /**
- * A worker per real provider on the provider's own task queue, running only its page activities, with the task
- * queue's activity rate set to the provider's budget for our app (Temporal enforces it across every worker polling
- * that queue): 500 users connected at once queue for WHOOP's 100 requests a minute instead of drawing 429s.
+ * A worker per real provider on the provider's own task queue, running only its page activities, so that pages
+ * waiting for their app's budget never hold up the main queue's work. The queue has no activity rate: a rate is per
+ * queue, so per provider, and would make every app of a provider (the deployment's, each team's own) share one app's
+ * budget. Each request draws from its own app's budget in the store instead (lib/wearables/providers/budget.ts):
+ * 500 users connected at once wait for WHOOP's 100 requests a minute of their app instead of drawing 429s.
  */
 export async function createProviderWorkers(config: Config, connection: NativeConnection, activities: object): Promise<Worker[]> {
   return Promise.all(
@@ -110,7 +112,6 @@ export async function createProviderWorkers(config: Config, connection: NativeCo
         namespace: config.TEMPORAL_NAMESPACE,
         taskQueue: providerTaskQueue(config.TEMPORAL_TASK_QUEUE, integration.slug),
         activities,
-        maxTaskQueueActivitiesPerSecond: APP_REQUESTS_PER_SECOND[integration.slug] ?? 1,
         interceptors: { activity: [activityMetrics] },
         shutdownGraceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS / 2),
         shutdownForceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.8),

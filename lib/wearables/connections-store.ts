@@ -79,6 +79,7 @@ export const CONNECTION_INDEXES: Record<'connections' | 'connection_errors', Ind
     { key: { team_id: 1, user_id: 1, connection_key: 1 }, unique: true },
     { key: { steps_pending_since: 1 } },
     { key: { provider: 1, external_user_id: 1 } },
+    { key: { provider: 1, oauth_client_id: 1, connection_key: 1 } },
     // Only an ended connection carries `deregistered_at`: kept as history CONNECTION_HISTORY_RETENTION_DAYS.
     { key: { deregistered_at: 1 }, expireAfter: 'endedConnections' },
   ],
@@ -97,6 +98,7 @@ export const CONNECTION_QUERY_SHAPES: Record<'connections' | 'connection_errors'
     { name: "a user's live connection to a provider", filter: ['team_id', 'user_id', 'connection_key'] },
     { name: 'connections whose steps after a connect or deregister are unfinished (sweeper)', filter: ['steps_pending_since'] },
     { name: "a provider's connections of one of its users (a push names the user)", filter: ['provider', 'external_user_id'] },
+    { name: "count of an OAuth app's live connections (Polar's budget grows with its users)", filter: ['provider', 'oauth_client_id', 'connection_key'] },
   ],
 };
 
@@ -136,6 +138,11 @@ export class ConnectionRepository {
 
   findLive(teamId: string, userId: string, provider: string) {
     return this.connections.findOne({ team_id: teamId, user_id: userId, connection_key: provider });
+  }
+
+  /** How many live connections were made with one OAuth app (a live connection's key is its provider). */
+  countLiveForApp(provider: string, clientId: string): Promise<number> {
+    return this.connections.countDocuments({ provider, oauth_client_id: clientId, connection_key: provider });
   }
 
   /** By `_id`; the caller checks the owner. */

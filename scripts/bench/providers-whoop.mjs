@@ -3,7 +3,8 @@
 import { httpClient } from './load.mjs';
 import { WHOOP, WHOOP_LIMIT, WHOOP_PROFILE_PATH, WHOOP_WINDOW_MS, connectAll, countStatuses, createUsers, providerFakes, pullStates, round, sleep } from './providers.mjs';
 
-function busiestWindow(times, spanMs, from = -Infinity) {
+/** The most of `times` (sorted) inside any `spanMs`, among the spans ending at or after `from`. */
+export function busiestWindow(times, spanMs, from = -Infinity) {
   let lo = 0;
   let max = 0;
   for (let hi = 0; hi < times.length; hi++) {
@@ -87,7 +88,7 @@ export async function whoopScenario(env, s, log) {
       ratios: [
         { name: `WHOOP 429s from the fake (${s.whoopUsers} users, ${s.whoopSeconds} s)`, value: limited, target: 1, atMost: true, kind: 'target' },
         { name: `WHOOP requests a minute, % of the ${WHOOP_LIMIT} budget`, value: round((perMinute / WHOOP_LIMIT) * 100), target: 90, unit: '%', kind: 'target' },
-        { name: 'WHOOP busiest 60 s of the run (requests)', value: busiest, target: null, kind: 'info', note: `limit ${WHOOP_LIMIT}${s.whoopSeconds > 60 ? `; ending after the first minute ${busiestAfterFirstMinute}` : ''}; the task queue's rate ${round(budget * 60, 1)} a minute` },
+        { name: 'WHOOP busiest 60 s of the run (requests)', value: busiest, target: null, kind: 'info', note: `limit ${WHOOP_LIMIT}${s.whoopSeconds > 60 ? `; ending after the first minute ${busiestAfterFirstMinute}` : ''}; the app's budget lets ${round(budget * 60, 1)} a minute through` },
       ],
       notes: [
         `whoop: ${s.whoopUsers} users connected through the OAuth flow in ${round(connect.seconds)} s (${s.connectConcurrency} flows at a time); requests to the fake's data API by minute from the first connection: ${minutes.map((m) => `${m.requests}${m.seconds < 60 ? ` (${m.seconds} s)` : ''}${m.rateLimited ? ` [${m.rateLimited}x429]` : ''}`).join(', ')}; ` +

@@ -9,13 +9,13 @@
 //      `success`. Baseline in the same run: the same pages (the pull's request log at the fake: same paths, params and
 //      paging) fetched with plain `fetch` from a fresh fake with the same users, one page at a time per user as each
 //      connection's workflow asks them, every user at once (up to the worker's 100 activity slots), the fake's rate
-//      limit lifted. The pull cannot go faster than the app's Oura budget (APP_REQUESTS_PER_SECOND, the task queue's
-//      rate), so the ratio is mostly that budget; pages/s against the budget is reported beside it.
+//      limit lifted. The pull cannot go faster than the app's Oura budget (lib/wearables/providers/budget.ts, drawn
+//      before every request), so the ratio is mostly that budget; pages/s against the budget is reported beside it.
 //   2. whoop: BENCH_PROVIDERS_WHOOP_USERS (500) users connected at once (their history pulls start together) against
 //      the WHOOP fake's per-app limit of 100 requests a minute (rolling; its 10,000 a day is off: it would bind first,
 //      after 100 minutes), for BENCH_PROVIDERS_WHOOP_SECONDS (240) from the first connection: 429s the fake answered
 //      (target 0), requests a minute against the 100 budget (target >= 90 %), the count of each minute and the busiest
-//      60 s of the run (the task queue's rate must hold throughout, not only in the first minute).
+//      60 s of the run (the app's budget must hold throughout, not only in the first minute).
 //
 //   BENCH_PROVIDERS_SCENARIOS=oura,whoop           which scenarios run
 //   BENCH_PROVIDERS_OURA_USERS=100
@@ -95,17 +95,19 @@ export const providerFakes = () => fakes;
  */
 export async function startProviderFakes({ log = console.log, onCleanup = () => {} } = {}) {
   const s = settings();
-  const [{ startFakeOura }, { startFakeWhoop }, { providerEnvKey }, { APP_REQUESTS_PER_SECOND }] = await Promise.all([
+  const [{ startFakeOura }, { startFakeWhoop }, { providerEnvKey }, { realIntegrations }, { budgetRate }] = await Promise.all([
     distModule('test/support/fakes/oura.js'),
     distModule('test/support/fakes/whoop.js'),
     distModule('lib/platform/config.js'),
     distModule('lib/wearables/providers/registry.js'),
+    distModule('lib/wearables/providers/budget.js'),
   ]);
   const oura = await startFakeOura();
   for (const kind of OURA_DATE_ROUTES) oura.setPageSize(kind, s.ouraPageSize);
   oura.setPageSize('heartrate', s.ouraHeartRatePageSize);
   const whoop = await startFakeWhoop({ rateLimit: { limit: WHOOP_LIMIT, windowSeconds: WHOOP_WINDOW_MS / 1000, dailyLimit: null } });
-  fakes = { oura, whoop, budget: APP_REQUESTS_PER_SECOND };
+  // Requests a second each app's budget lets through (lib/wearables/providers/budget.ts).
+  fakes = { oura, whoop, budget: Object.fromEntries(realIntegrations().map((i) => [i.slug, budgetRate(i.budget)])) };
   onCleanup(async () => {
     await Promise.all([oura.close(), whoop.close()]);
     fakes = null;

@@ -6,6 +6,7 @@ import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib
 import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/wearables/data-store';
 import { LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES } from '../../lib/wearables/link-tokens-store';
 import { PROVIDER_AUTH_INDEXES, PROVIDER_AUTH_QUERY_SHAPES } from '../../lib/wearables/provider-auth-store';
+import { PROVIDER_BUDGET_INDEXES, PROVIDER_BUDGET_QUERY_SHAPES } from '../../lib/wearables/provider-budgets-store';
 import { INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES } from '../../lib/insurance/store';
 import type { IndexSpec, QueryShape } from '../../lib/platform/database/indexes';
 import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/platform/database/migrations';
@@ -52,6 +53,7 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES),
   ...fromRecords(LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES),
   ...fromRecords(PROVIDER_AUTH_INDEXES, PROVIDER_AUTH_QUERY_SHAPES),
+  ...fromRecords(PROVIDER_BUDGET_INDEXES, PROVIDER_BUDGET_QUERY_SHAPES),
   ...fromRecords(INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES),
   ...fromRecords(WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES),
   ...fromRecords(WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES),

@@ -40,6 +40,8 @@ export interface Retention {
   endedConnections: number;
   /** A destination dispatcher's document, after `active_until` (idle: when it went idle): an hour. */
   dispatcherMarks: number;
+  /** A provider app's budget window slot, after `ends_at`: an hour. */
+  providerBudgetWindows: number;
 }
 
 /** The configuration that sets retention (lib/platform/config.ts). */
@@ -63,6 +65,7 @@ export function retentionFrom(config: RetentionConfig): Retention {
     userTombstones: days(config.USER_TOMBSTONE_RETENTION_DAYS),
     endedConnections: days(config.CONNECTION_HISTORY_RETENTION_DAYS),
     dispatcherMarks: 3_600,
+    providerBudgetWindows: 3_600,
   };
 }
 

@@ -18,6 +18,12 @@ export interface ProviderIntegration {
   /** How far back a new connection's history pull goes, in days. */
   historyDays: number;
   /**
+   * What the provider allows one OAuth app (provider + client id), from its documentation: every request to the
+   * provider for that app (pages, push fetches, token requests, revocations, subscription calls, the sign-in's identity
+   * call) draws from it first, across every worker and the api (budget.ts, settled in provider_budget_windows).
+   */
+  budget: RequestBudget;
+  /**
    * The pull units, in order. Each is named after the main resource it produces (`sleep`, `activity`,
    * `workouts`, `heartrate`, `hrv`, `blood_oxygen`, `body`, `profile`, `glucose`, ...); a page of it may carry
    * other resources too (an Oura sleep carries `hypnogram` and `hrv` samples): ingest stores each under its own.
@@ -103,6 +109,29 @@ export interface ScopeRules {
   requireAnyOf: string[];
   /** ...with this advice on the outcome page: which box to tick on the provider's consent page. */
   consentAdvice: string;
+}
+
+/** An app's request budget at a provider: each window's limit holds at once (WHOOP: 100 a minute and 10,000 a day). */
+export interface RequestBudget {
+  /** The provider's name in what introspection and the logs say (`daily quota of the WHOOP app reached`). */
+  provider: string;
+  windows: BudgetWindow[];
+}
+
+/**
+ * At most `limit` requests of the app per `ms`. A window of a day is counted per UTC day (Strava's resets at midnight
+ * UTC; the others document no alignment); a shorter one is counted so that no span of its length, wherever the
+ * provider's window falls, holds more than the limit (budget.ts `budgetSlots`).
+ */
+export interface BudgetWindow {
+  /** `minute`, `15 minutes`, `day`...: the words after "a" / "per" in messages, and the window's key in the store. */
+  per: string;
+  ms: number;
+  /** Requests allowed per window; Polar's grow by `perUser` for each of the app's live connections. */
+  limit: number;
+  perUser?: number;
+  /** Only GET requests count (Strava's "non-upload" limit). */
+  readsOnly?: boolean;
 }
 
 export interface OAuthSettings {

@@ -21,21 +21,54 @@ export interface ProviderHttpOptions {
   accessToken?(): Promise<string>;
   /** After a 401: a fresh access token (a refresh, or the one another worker just got), or null when none can be had. */
   refreshAfterUnauthorized?(rejected: string): Promise<string | null>;
-  /** The app's shared rate-limit gate (token-store's, in MongoDB): checked before, told after a 429. */
+  /** The app's shared rate-limit gate (in MongoDB): its budget drawn from before every request, its 429 block checked before and set after a 429. */
   gate?: RateLimitGate;
   timeoutMs?: number;
   /** Injected clock (tests on a time-skipping server). */
   now?(): Date;
 }
 
-/** No request to a provider for an app before the instant its last 429 named, across every worker. */
+/** No request to a provider for an app before the instant its last 429 named, and none beyond its budget, across every worker. */
 export interface RateLimitGate {
   /** The instant requests may go again, or null when they may now. */
   blockedUntil(): Promise<Date | null>;
   block(until: Date, reason: string): Promise<void>;
+  /** Draws one request of `method` from the app's budget (budget.ts): null when drawn, else when to ask again and why. */
+  take?(method: string, now: Date): Promise<BudgetRefusal | null>;
+}
+
+export interface BudgetRefusal {
+  retryAt: Date;
+  reason: string;
+  /** Drawn from a later slot (a sign-in's booking, budget.ts): send at `retryAt` without drawing again. */
+  booked?: boolean;
+}
+
+/**
+ * How long a request the app's budget has no room for waits here for room (a slot of WHOOP's minute is ~1.6 s); a
+ * longer wait (a spent day, Strava's 24-second slots) is not made here: the request is not sent, and RateLimitedError
+ * hands the wait to the caller (a page activity returns `rate_limited`, its workflow waits on a timer).
+ */
+const MAX_BUDGET_WAIT_MS = 20_000;
+
+/** Draws one request from the app's budget before it is sent, waiting for room up to MAX_BUDGET_WAIT_MS; throws RateLimitedError beyond. */
+export async function drawFromBudget(gate: Pick<RateLimitGate, 'take'> | undefined, method: string, now: () => Date = () => new Date()): Promise<void> {
+  if (!gate?.take) return;
+  const started = now().getTime();
+  for (let refused = 1; ; refused++) {
+    const refusal = await gate.take(method, now());
+    if (!refusal) return;
+    const untilRetry = Math.max(0, refusal.retryAt.getTime() - now().getTime());
+    if (refusal.booked) return void (await sleep(untilRetry));
+    if (refusal.retryAt.getTime() - started > MAX_BUDGET_WAIT_MS) throw new RateLimitedError(refusal.retryAt, refusal.reason);
+    // Many requests waiting for one app come back spread out, the more so the longer they waited: a slot admits a
+    // few, and the rest asking again all at once would load the store for nothing.
+    await sleep(Math.max(untilRetry, 50) * (1 + Math.random() * Math.min(refused, 8)));
+  }
 }
 
 const DEFAULT_TIMEOUT_MS = 30_000;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** A 429 without any hint of when to come back waits this long. */
 const DEFAULT_RATE_LIMIT_WAIT_MS = 60_000;
 
@@ -44,6 +77,7 @@ export function createProviderHttp(options: ProviderHttpOptions): ProviderHttp {
   const now = options.now ?? (() => new Date());
 
   async function send(req: ProviderRequest, bearer: string | null): Promise<Response> {
+    await drawFromBudget(options.gate, req.method ?? 'GET', now);
     const url = new URL(rebase(req.url, options.baseUrl));
     for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { accept: 'application/json', ...req.headers };

@@ -32,6 +32,8 @@ export async function realAuthorizationUrl(deps: RuntimeDeps, token: LinkTokenDo
   return authorizeUrl(integration.oauth, app, state._id, { baseUrl: app.baseUrl, codeChallenge: pkce?.challenge });
 }
 
+const SIGN_IN_BOOK_AHEAD_MS = 15_000;
+
 /** The provider's answer at the callback, turned into the link's sign-in outcome. */
 export async function finishRealOAuth(deps: RuntimeDeps, state: OAuthStateDoc, answer: { code?: string; error?: string; error_description?: string; [param: string]: unknown }, name: string): Promise<LinkSignIn> {
   const integration = integrationFor(state.provider)!;
@@ -48,10 +50,13 @@ export async function finishRealOAuth(deps: RuntimeDeps, state: OAuthStateDoc, a
   const app = await resolveApp(deps, state.team_id, state.provider);
   if (!app || app.clientId !== state.client_id) return { accepted: false, errorType: 'provider_api_error', error: `The ${name} app this sign-in started with is no longer configured; start again.` };
   try {
-    const tokens = await exchangeCode(integration.oauth, { ...app, redirectUri: state.redirect_uri }, answer.code, { baseUrl: app.baseUrl, codeVerifier: state.code_verifier ?? undefined });
+    // The user waits in the browser: the sign-in's two requests book the app's next budget slots with room, up to
+    // SIGN_IN_BOOK_AHEAD_MS ahead, before the pages and pushes waiting for the same budget.
+    const gate = appGate(deps, integration.slug, app.clientId, SIGN_IN_BOOK_AHEAD_MS);
+    const tokens = await exchangeCode(integration.oauth, { ...app, redirectUri: state.redirect_uri }, answer.code, { baseUrl: app.baseUrl, codeVerifier: state.code_verifier ?? undefined, gate });
     // Who the user is at the provider, with the fresh token (no connection, so no stored tokens, exists yet).
     const client = { clientId: app.clientId, clientSecret: app.clientSecret };
-    const http = createProviderHttp({ integration, baseUrl: app.baseUrl, client, accessToken: async () => tokens.access_token, gate: appGate(deps, integration.slug, app.clientId) });
+    const http = createProviderHttp({ integration, baseUrl: app.baseUrl, client, accessToken: async () => tokens.access_token, gate });
     const ctx = { http, externalUserId: null, tokenExtras: tokens.extras, client };
     const { externalUserId } = integration.afterConnect ? await integration.afterConnect(ctx) : { externalUserId: null };
     return { accepted: true, adapter: 'oauth', oauth: { tokens: { ...tokens, scope: tokens.scope ?? granted?.join(',') ?? null }, externalUserId, clientId: app.clientId, grantedScopes: granted } };

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ProviderFetchError } from '../provider-errors';
 import { OAuthError, type OAuthSettings, type TokenResponse, type TokenSet } from './contract';
-import { basicAuth, rebase } from './http';
+import { basicAuth, drawFromBudget, rebase, type RateLimitGate } from './http';
 
 /**
  * The OAuth 2 authorization-code client every real provider shares (RFC 6749, PKCE RFC 7636): the authorize URL,
@@ -40,6 +40,8 @@ export interface TokenRequestOptions {
   now?: Date;
   /** PROVIDER_REQUEST_TIMEOUT_MS: past it the request counts as unanswered (ProviderFetchError provider_unavailable). */
   timeoutMs?: number;
+  /** The app's budget, drawn from before the token request is sent (runtime.ts appGate). */
+  gate?: Pick<RateLimitGate, 'take'>;
 }
 
 export async function exchangeCode(settings: OAuthSettings, client: OAuthClientCredentials, code: string, opts: TokenRequestOptions & { codeVerifier?: string }): Promise<TokenSet> {
@@ -61,6 +63,8 @@ async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCre
   if (settings.clientAuth === 'basic') headers.authorization = basicAuth(client.clientId, client.clientSecret);
   else Object.assign(form, { client_id: client.clientId, client_secret: client.clientSecret });
   const url = rebase(settings.tokenUrl, opts.baseUrl);
+  // Nothing is sent when the app's budget is spent: RateLimitedError, before the request (no grant is used up).
+  await drawFromBudget(opts.gate, 'POST');
   let res: Response;
   try {
     res = await fetch(url, { method: 'POST', headers, body: new URLSearchParams(form).toString(), signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });

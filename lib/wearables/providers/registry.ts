@@ -24,15 +24,3 @@ export const DEMO_ONLY_PROVIDERS = Object.keys(DEMO_ONLY_REASONS);
 export const integrationFor = (slug: string): ProviderIntegration | undefined => bySlug.get(slug);
 export const realIntegrations = (): ProviderIntegration[] => INTEGRATIONS;
 
-/**
- * Requests a second the provider allows one app (its documented limit, a little under): the rate of the provider's
- * activity task queue, so every worker together stays under it (Temporal enforces a task queue's rate across workers).
- */
-export const APP_REQUESTS_PER_SECOND: Record<string, number> = {
-  oura: (5000 / 300) * 0.95, // 5,000 per 5 minutes
-  whoop_v2: (100 / 60) * 0.95, // 100 a minute (and 10,000 a day)
-  polar: (500 / 900) * 0.95, // 500 + 20 per user per 15 minutes: the floor
-  strava: (100 / 900) * 0.95, // 100 reads per 15 minutes
-  dexcom_v3: (60000 / 3600) * 0.95, // 60,000 an hour
-  withings: (120 / 60) * 0.95, // 120 a minute (unverified)
-};

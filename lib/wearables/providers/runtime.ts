@@ -3,8 +3,9 @@ import { providerSetting, publicBaseUrl, type Config } from '../../platform/conf
 import type { Repositories } from '../../repositories';
 import { ProviderFetchError } from '../provider-errors';
 import type { ConnectionDoc } from '../connections-store';
-import { OAuthError, type ProviderCallContext, type ProviderHttp, type ProviderIntegration } from './contract';
+import { OAuthError, RateLimitedError, type ProviderCallContext, type ProviderHttp, type ProviderIntegration } from './contract';
 import { createProviderHttp, type RateLimitGate } from './http';
+import { takeFromBudget } from './budget';
 import { refreshTokens } from './oauth-client';
 import { integrationFor } from './registry';
 
@@ -75,10 +76,17 @@ export async function appsOf(deps: RuntimeDeps, slug: string): Promise<ProviderA
   return apps;
 }
 
-/** The app-wide 429 block every request of the app honours (provider_apps, shared by every worker and the api). */
-export const appGate = (deps: RuntimeDeps, slug: string, clientId: string): RateLimitGate => ({
+/**
+ * The app-wide 429 block and request budget every request of the app honours (shared by every worker and the api);
+ * `bookAheadMs`: a sign-in books its requests in the budget's next slots (budget.ts takeFromBudget).
+ */
+export const appGate = (deps: RuntimeDeps, slug: string, clientId: string, bookAheadMs = 0): RateLimitGate => ({
   blockedUntil: () => deps.repos.providerAuth.blockedUntil(slug, clientId),
   block: (until, reason) => deps.repos.providerAuth.block(slug, clientId, until, reason),
+  take: async (method, now) => {
+    const budget = integrationFor(slug)?.budget;
+    return budget ? takeFromBudget(deps.repos, { slug, clientId, budget }, method, now, bookAheadMs) : null;
+  },
 });
 
 /** The app a connection was made with (its `oauth_client_id`): the team's credentials if they still match, else the deployment's. */
@@ -132,6 +140,7 @@ const SAVE_REFRESHED_TRIES = 6;
  * - new tokens: stored before anything else, over the version they came from (ProviderAuthRepository.saveRefreshed),
  *   the save tried again while it fails, since a rotating provider has already spent the old refresh token;
  * - a refusal (`invalid_grant`): the lease goes back, the connection breaks (unless a refresh landed meanwhile);
+ * - the app's budget spent (RateLimitedError, nothing sent): the lease goes back;
  * - no answer (timeout, network, 5xx): the request may have rotated the token at the provider, so the lease is kept
  *   and the same refresh token is sent again (Withings keeps a rotated-out refresh token valid for 8 hours; for one
  *   already rotated away, WHOOP's or Oura's, the provider's answer to the retry decides). It is never released to a
@@ -149,8 +158,13 @@ async function refreshUnderLease(
   for (let attempt = 1; ; attempt++) {
     let tokens;
     try {
-      tokens = await refreshTokens(integration.oauth, app, claim.refreshToken, { baseUrl: app.baseUrl, now: now(), timeoutMs });
+      tokens = await refreshTokens(integration.oauth, app, claim.refreshToken, { baseUrl: app.baseUrl, now: now(), timeoutMs, gate: appGate(deps, integration.slug, app.clientId) });
     } catch (err) {
+      // The app's budget is spent: nothing was sent, so the lease goes back and the caller waits like for a 429.
+      if (err instanceof RateLimitedError) {
+        await store.releaseRefresh(claim.connectionId, claim.lease);
+        throw err;
+      }
       if (err instanceof OAuthError) {
         await store.releaseRefresh(claim.connectionId, claim.lease);
         const current = await store.get(claim.connectionId);

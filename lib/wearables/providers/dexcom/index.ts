@@ -136,6 +136,8 @@ export const integration: ProviderIntegration = {
     refreshable: true,
   },
   historyDays: 90,
+  // developer.dexcom.com v3 endpoint overview: 60,000 calls per app per hour.
+  budget: { provider: 'Dexcom', windows: [{ per: 'hour', ms: 3_600_000, limit: 60_000 }] },
   resources: ['glucose'],
 
   firstPage(resource: string, window: PullWindow): PageCursor | null {

@@ -220,6 +220,8 @@ export const integration: ProviderIntegration = {
     refreshable: true,
   },
   historyDays: 90,
+  // Oura's API FAQ: 5,000 requests per 5 minutes per app; no daily quota is documented.
+  budget: { provider: 'Oura', windows: [{ per: '5 minutes', ms: 300_000, limit: 5_000 }] },
   resources: [...RESOURCES],
 
   firstPage(resource: string, window: PullWindow): PageCursor | null {

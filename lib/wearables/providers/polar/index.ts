@@ -231,6 +231,14 @@ export const integration: ProviderIntegration = {
   // exercise listings only ever hold their last 28/30 days. Polar serves nothing uploaded before the user was
   // registered, so a new connection's history is what was uploaded since.
   historyDays: 90,
+  // AccessLink docs: per 15 minutes 500 + 20 × users, per 24 hours 5,000 + 100 × users (users registered with the client).
+  budget: {
+    provider: 'Polar',
+    windows: [
+      { per: '15 minutes', ms: 900_000, limit: 500, perUser: 20 },
+      { per: 'day', ms: 86_400_000, limit: 5_000, perUser: 100 },
+    ],
+  },
   resources: ['profile', 'body', 'activity', 'sleep', 'hrv', 'workouts', 'heartrate', 'blood_oxygen'],
   firstPage,
   async fetchPage(ctx, resource, cursor) {

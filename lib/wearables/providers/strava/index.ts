@@ -136,6 +136,17 @@ export const integration: ProviderIntegration = {
   },
   // The brief's window. (The reference service's own default for Strava is 14 days: real-api-facts.md §2.)
   historyDays: 90,
+  // developers.strava.com/docs/rate-limits: overall 200 per 15 minutes and 2,000 a day; of them "non-upload" (reads)
+  // 100 per 15 minutes and 1,000 a day; the day resets at midnight UTC (strava/rate-limit.ts).
+  budget: {
+    provider: 'Strava',
+    windows: [
+      { per: '15 minutes', ms: 900_000, limit: 100, readsOnly: true },
+      { per: 'day', ms: 86_400_000, limit: 1_000, readsOnly: true },
+      { per: '15 minutes', ms: 900_000, limit: 200 },
+      { per: 'day', ms: 86_400_000, limit: 2_000 },
+    ],
+  },
   resources: [...RESOURCES],
 
   firstPage(resource: string, window: PullWindow): PageCursor | null {

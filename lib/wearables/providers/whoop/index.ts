@@ -197,6 +197,8 @@ export const integration: ProviderIntegration = {
     refreshable: true,
   },
   historyDays: HISTORY_DAYS,
+  // developer.whoop.com/docs/developing/rate-limiting: 100 requests a minute and 10,000 a day per app.
+  budget: { provider: 'WHOOP', windows: [{ per: 'minute', ms: 60_000, limit: 100 }, { per: 'day', ms: 86_400_000, limit: 10_000 }] },
   resources: ['sleep', 'activity', 'workouts', 'body'],
 
   firstPage(resource: string, window: PullWindow): PageCursor | null {

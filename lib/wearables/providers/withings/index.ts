@@ -172,6 +172,8 @@ export const integration: ProviderIntegration = {
   },
   // Withings keeps the whole history; 90 days is our window for a new connection.
   historyDays: 90,
+  // Withings' notification page: 120 requests a minute per app.
+  budget: { provider: 'Withings', windows: [{ per: 'minute', ms: 60_000, limit: 120 }] },
   resources: RESOURCES,
   firstPage,
   fetchPage,
