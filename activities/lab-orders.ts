@@ -7,7 +7,7 @@ import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
 import { isoWithOffset } from '../lib/platform/time';
 import { crashPoint } from '../lib/platform/failpoints';
 import { highLevelOf } from '../lib/labs/statuses';
-import { type SimulationRequest } from '../workflows/lab-order';
+import type { SimulationRequest } from '../workflows/lab-order';
 import { ORDER_NEVER_STORED } from '../lib/labs/order-workflow-terms';
 import type { LabAdapter } from '../lib/labs/lab-adapter';
 import { Coalescer } from '../lib/platform/coalescer';

@@ -50,7 +50,7 @@ export function createWearableActivities(deps: WearableActivityDeps) {
     if (!connection || connection.status === 'deregistered') return null;
     const user = await repos.users.find(connection.team_id, connection.user_id);
     const adapter = deps.adapters.forConnection(connection);
-    if (!user || user.status !== 'active' || !adapter) return null;
+    if (user?.status !== 'active' || !adapter) return null;
     return { connection, user, adapter };
   }
 

@@ -21,7 +21,7 @@ async function main(): Promise<void> {
       process.exitCode = 1;
       return;
     }
-    let created;
+    let created: Awaited<ReturnType<typeof createOrgWithAdminKey>>;
     try {
       created = await createOrgWithAdminKey(repos, name);
     } catch (err) {

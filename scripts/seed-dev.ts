@@ -17,7 +17,7 @@ async function main(): Promise<void> {
     const saved = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as DevCredentials) : null;
     const { credentials, created } = await ensureDevTenant(repos, config, saved, process.env.TEMPORAL_UI_URL || null);
     mkdirSync(path.dirname(file), { recursive: true });
-    writeFileSync(file, JSON.stringify(credentials, null, 2) + '\n', { mode: 0o600 });
+    writeFileSync(file, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
     console.log(JSON.stringify({ created, file }));
   } finally {
     await mongo.close();

@@ -102,6 +102,21 @@ export async function build(log = console.log) {
 }
 
 /**
+ * The house style, checked (biome.json: Biome's formatter, 160 columns, and its linter): `npm test` runs it after the
+ * build and stops on a finding. `npx biome check --write .` fixes what it can.
+ */
+export async function lint(log = console.log) {
+  log('setup: checking format and lint (biome ci)...');
+  const started = Date.now();
+  try {
+    await run(process.execPath, [path.join(repoRoot, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '--error-on-warnings', '.']);
+  } catch {
+    throw new Error('The formatter or the linter found problems (listed above). Fix them with `npx biome check --write .` (and by hand for what it cannot fix), then run npm test again.');
+  }
+  log(`setup: style checked in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+/**
  * Node flags each entry runs with, wherever it runs (dev, tests, bench; docker-compose.yml and `npm run start:worker`
  * spell the same; node refuses them in NODE_OPTIONS). The worker collects garbage on its own thread: it shares its cores with the database and Temporal
  * (here, and on one docker-compose host), where V8's parallel collector threads waited for CPU that the other
@@ -162,7 +177,7 @@ export function devDataKeys(file) {
   const keys = `dev1:${randomBytes(32).toString('base64')}`;
   if (file) {
     mkdirSync(path.dirname(file), { recursive: true });
-    writeFileSync(file, keys + '\n', { mode: 0o600 });
+    writeFileSync(file, `${keys}\n`, { mode: 0o600 });
   }
   return keys;
 }

@@ -4,7 +4,7 @@
 // Safe to run while `npm run dev` is running: nothing is shared but the binaries.
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { devDataKeys, prepare, repoRoot, runOnNode24, startNode, stopChild } from './setup.mjs';
+import { devDataKeys, lint, prepare, repoRoot, runOnNode24, startNode, stopChild } from './setup.mjs';
 import { embeddedStoreAvailable, ensureBinaries, reapAbandonedStacks, startStack, stopStack, stopStacksWithin } from './stack.mjs';
 import { ensureChromium } from './stack/chromium.mjs';
 import { ensureKafka } from './stack/kafka.mjs';
@@ -47,6 +47,7 @@ async function main() {
     await ensureChromium({ log: say });
     await ensureTemporalTestServer({ log: say });
   });
+  await lint(log);
   await reapAbandonedStacks({ parentDir: path.dirname(stateDir), prefix: 'test-', log: (m) => console.log(m) });
   const stack = await startStack({ stateDir, ui: false, persist: false, supervise: true, log: (m) => console.log(m) });
   const env = {

@@ -40,7 +40,7 @@ describe('the dev supervisor', () => {
     expect(lines[error]).toMatch(/^\d\d:\d\d:\d\d ERROR \[demo\] demo failed once err=boom \(at .+:\d+:\d+\)$/);
     expect(lines[error + 1]).not.toMatch(/^\s+at /); // no stack lines: one event, one line
     const long = lines.find((l) => l.includes('a long line'))!;
-    expect(long).toMatch(/^\d\d:\d\d:\d\d WARN  \[demo\] a long line ids=x+…\(\+69700\)$/);
+    expect(long).toMatch(/^\d\d:\d\d:\d\d WARN {2}\[demo\] a long line ids=x+…\(\+69700\)$/);
     expect(long.length).toBeLessThan(400);
     expect(lines).toContain('[demo] a plain line');
     expect(lines).toContain('[demo] WARN a coloured plain line');

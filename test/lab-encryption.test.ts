@@ -4,7 +4,7 @@ import { dataCipher } from '../lib/platform/config';
 import { DecryptionError, FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { createRepositories, reencryptAll } from '../lib/repositories';
 import { LabOrderRepository, PATIENT_FIELDS, RESULT_FIELDS } from '../lib/labs/orders-store';
-import { type LabOrderDoc, type LabResultsDoc } from '../lib/labs/model';
+import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
 import { IdempotencyKeyRepository, type IdempotencyKeyDoc } from '../lib/platform/idempotency-store';
 import { eventData } from '../lib/events/model';
 import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';

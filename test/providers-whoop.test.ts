@@ -674,7 +674,7 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       expect(integration.push!.verify(recent, secrets, new Date())).toBe(true);
       const future = await delivered({ type: 'sleep.updated', id: sleep.id, userId, timestampMs: Date.now() + 6 * 60_000 });
       expect(integration.push!.verify(future, secrets, new Date())).toBe(false);
-      const { ['x-whoop-signature']: _sig, ...unsigned } = genuine.headers;
+      const { 'x-whoop-signature': _sig, ...unsigned } = genuine.headers;
       expect(integration.push!.verify({ ...genuine, headers: unsigned }, secrets, now)).toBe(false);
       // The timestamp is signed too: moving it breaks the signature.
       expect(integration.push!.verify({ ...genuine, headers: { ...genuine.headers, 'x-whoop-signature-timestamp': String(Number(genuine.headers['x-whoop-signature-timestamp']) + 1) } }, secrets, now)).toBe(false);

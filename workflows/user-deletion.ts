@@ -9,7 +9,7 @@ import {
   setHandler,
   uuid4,
 } from '@temporalio/workflow';
-import type { UserDeletionActivities } from '../activities/user-deletion';
+import type { RestoreResult, UserDeletionActivities } from '../activities/user-deletion';
 
 export interface UserDeletionInput {
   teamId: string;
@@ -117,7 +117,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
     serialized(async (): Promise<RequestDeletionOutcome> => {
       if (phase === 'grace' || phase === 'restoring' || phase === 'erasing') return { outcome: 'already_scheduled' };
       if (phase !== 'active') return { outcome: 'not_found' };
-      const now = new Date().getTime(); // workflow time here (deterministic on replay)
+      const now = Date.now(); // workflow time here (deterministic on replay)
       const next = { id: uuid4(), requestedAtMs: now, eraseAfterMs: now + graceSeconds * 1000 };
       const res = await markUserPendingDeletion({ teamId, userId, deletion: next });
       if (res.outcome !== 'marked') {
@@ -138,7 +138,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
       if (phase === 'erasing' || phase === 'erased') return { outcome: 'erased' };
       if (phase !== 'grace' || !deletion) return { outcome: 'not_found' };
       phase = 'restoring';
-      let res;
+      let res: RestoreResult;
       try {
         res = await restoreDeletedUser({ teamId, userId, deletionId: deletion.id });
       } catch (err) {
@@ -171,7 +171,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
         current.deregistered = true;
         continue;
       }
-      const left = current.eraseAfterMs - new Date().getTime(); // workflow time
+      const left = current.eraseAfterMs - Date.now(); // workflow time
       if (left > 0 && (await condition(() => phase !== 'grace', left))) continue;
       // Grace over: erasure begins unless an undo got in first (its outcome decides).
       const erase = await serialized(async () => {

@@ -53,7 +53,7 @@ const ZONES_BY_LOWER_CASE = new Map(Intl.supportedValuesOf('timeZone').map((z) =
 
 /** The IANA id as the caller meant it (`europe/berlin` → `Europe/Berlin`), or null if not one. */
 function canonicalTimeZone(tz: string): string | null {
-  if (!/^[A-Za-z][A-Za-z0-9_+\-]*(\/[A-Za-z0-9_+\-]+)*$/.test(tz)) return null;
+  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(tz)) return null;
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: tz });
   } catch {

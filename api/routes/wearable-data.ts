@@ -65,7 +65,7 @@ const SUMMARY_ANCHOR: Record<SummaryResource, string | null> = { activity: null,
  * interval vs blood pressure fields, the resource's unit, summary fields) and converts it. All problems are
  * reported at once, by index; nothing is stored when any item is invalid.
  */
-function checkIngestBatch(deps: AppDeps, body: IngestBody, teamId: string, userId: string) {
+function checkIngestBatch(deps: AppDeps, body: IngestBody, _teamId: string, userId: string) {
   const problems: FieldError[] = [];
   const at = (loc: (string | number)[], msg: string, type = 'value_error') => problems.push({ loc: ['body', ...loc], msg, type });
   const entry = deps.providers.find(body.provider);
@@ -240,7 +240,7 @@ export const wearableDataRoutes = [
     responses: { 200: { description: 'Samples', schema: TimeseriesList }, ...errors },
     async handler({ params, query, auth, deps }) {
       const resource = timeseriesResourceAtPath(params.resource);
-      if (!resource || !resource.flat) throw notFound(`Unknown timeseries resource '${params.resource}'${resource ? `; read it at /v2/timeseries/{user_id}/${params.resource}/grouped` : ''}.`);
+      if (!resource?.flat) throw notFound(`Unknown timeseries resource '${params.resource}'${resource ? `; read it at /v2/timeseries/{user_id}/${params.resource}/grouped` : ''}.`);
       await activeUser(deps, auth.teamId, params.user_id);
       const { from, to } = dateRange(query);
       const days = deps.repos.wearableData.readSamplesByDay({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined });

@@ -7,7 +7,7 @@ import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
 import { countOutcomes, DestinationView, dueFor, MAX_CONCURRENT_POSTS, rateLimitOf, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations/destination';
-import { type DeliveryChange, type SendFence, type SendWindow } from './store';
+import type { DeliveryChange, SendFence, SendWindow } from './store';
 import { routeOf } from './destinations/pipeline/model';
 import type { EventPublisher } from './publisher';
 import { attemptId, deliveryId, type AttemptDoc, type DeliveryDoc } from './model';

@@ -43,7 +43,7 @@ export function loadLabCatalogue(raw: unknown = labCatalogueJson): LabCatalogue 
       if (!m.expected_results) problems.push(`panel ${m.id} (${m.slug}) lists no expected_results`);
       for (const slug of m.expected_results ?? []) {
         const child = markersBySlug.get(`${m.lab_id}:${slug}`);
-        if (!child || child.type !== 'biomarker') problems.push(`panel ${m.id} (${m.slug}) names '${slug}', not a biomarker of lab ${m.lab_id}`);
+        if (child?.type !== 'biomarker') problems.push(`panel ${m.id} (${m.slug}) names '${slug}', not a biomarker of lab ${m.lab_id}`);
       }
     } else {
       if (!m.result_type) problems.push(`biomarker ${m.id} (${m.slug}) has no result_type`);

@@ -103,7 +103,7 @@ function hl7Time(value: string, what: string): Date | null {
 }
 
 /** Text with HL7 escapes (\F\ \S\ \T\ \R\ \E\ \.br\) decoded. */
-function unescape(text: string): string {
+function unescapeHl7(text: string): string {
   return text.replace(/\\(F|S|T|R|E|\.br)\\/g, (_, e: string) => ({ F: '|', S: '^', T: '&', R: '~', E: '\\', '.br': '\n' })[e]!);
 }
 
@@ -119,7 +119,7 @@ function observation(obx: Hl7Segment, notes: string[]): Hl7Observation {
   const local = [first, alternate].find((c) => c.system !== 'LN' && c.id)?.id ?? null;
   const status = obx.getComponent(11, 1);
   if (!OBX_STATUSES.has(status)) throw malformed(`${where}: result status (OBX-11) '${status}' is not F, C, P or X.`);
-  const value = (obx.getField(5)?.components[0] ?? []).map(unescape);
+  const value = (obx.getField(5)?.components[0] ?? []).map(unescapeHl7);
   if (status !== 'X' && value.every((v) => v === '')) throw malformed(`${where}: no value (OBX-5).`);
   const flags = obx.getField(8)?.components.map((c) => c[0]).filter(Boolean) ?? [];
   return {
@@ -187,7 +187,7 @@ export function parseOru(text: string): Hl7OruMessage {
       lastObx = observation(segment, []);
       current.observations.push(lastObx);
     } else if (segment.name === 'NTE') {
-      lastObx?.notes.push(unescape(segment.getField(3)?.toString() ?? ''));
+      lastObx?.notes.push(unescapeHl7(segment.getField(3)?.toString() ?? ''));
     } else if (segment.name === 'SPM') {
       if (!current) throw malformed('An SPM segment comes before any OBR segment.');
       current.specimenId = segment.getComponent(2, 1) || current.specimenId;

@@ -33,7 +33,7 @@ function checkCountry(code: string, loc: string[], errors: FieldError[]) {
 
 async function checkUser(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, userId: string, errors: FieldError[]) {
   const user = await deps.repos.users.find(teamId, userId);
-  if (!user || user.status !== 'active') {
+  if (user?.status !== 'active') {
     errors.push({ loc: ['body', 'user_id'], msg: `User ${userId} is not a user of your team (or is scheduled for deletion).`, type: 'value_error.user_not_found' });
   }
 }

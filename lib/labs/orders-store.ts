@@ -150,7 +150,7 @@ export class LabOrderRepository {
   }
 
 
-  async ensureIndexes(retention?: Retention): Promise<void> {
+  async ensureIndexes(_retention?: Retention): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
     await createIndexes(this.results, RESULTS_INDEXES);
     await createIndexes(this.counts.counts, ORDER_COUNT_INDEXES);

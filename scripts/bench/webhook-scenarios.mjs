@@ -10,7 +10,7 @@ import { CLIENT_USER_ID, EVENT_TYPE, PACED_TIMEOUT_MS, SETTLE_TIMEOUT_MS, USER_I
  * (plain POSTs, the raw database work, delivery throughput, paced latency), each recording its result in `ctx.results`.
  */
 export async function endpointScenarios(ctx, k) {
-  const { env, settings, config, repos, receiver, mgmt, post, deps, publishEvent, sample, pids, logLines, log, results, notes, sampleMemory, temporal, workflowIds } = ctx;
+  const { env, settings, config, repos, receiver, mgmt, post, deps, publishEvent, sample, pids, logLines, log, results, sampleMemory } = ctx;
   const n = k === 1 ? settings.events1 : settings.eventsMany;
   const team = await repos.tenancy.createTeam(env.tenant.orgId, `Bench webhooks ${k}`, 'sandbox', 'us');
   const hooksPath = `/v1/org/${env.tenant.orgId}/team/${team._id}/sandbox/webhook`;
@@ -328,7 +328,7 @@ export async function endpointScenarios(ctx, k) {
 
 /** The store's bookkeeping after the runs of one endpoint count, as a note (and on the throughput result). */
 export async function recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, tput, paced, starved }) {
-  const { env, settings, config, repos, receiver, mgmt, post, deps, publishEvent, sample, pids, logLines, log, results, notes, sampleMemory, temporal, workflowIds } = ctx;
+  const { env, log, notes, temporal, workflowIds } = ctx;
   // Bookkeeping after both runs, from the store's documents: one delivery document per (event, endpoint)
   // with its status and attempt counter, one attempt document per attempt. Every delivery should have
   // succeeded at its first attempt, with one attempt document and a counter of 1. A batch sent again (its

@@ -130,7 +130,7 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     const ctx = { env, settings, config, repos, receiver, mgmt, post, deps, publishEvent, sample, pids, logLines, log, results, notes, sampleMemory, temporal, workflowIds };
 
     for (const k of settings.endpointCounts) {
-      const { n, team, endpointIds, warmUp, runBaselineThroughput, runDbBaseline, runDeliveryThroughput, runPaced, drain } = await endpointScenarios(ctx, k);
+      const { team, endpointIds, warmUp, runBaselineThroughput, runDbBaseline, runDeliveryThroughput, runPaced, drain } = await endpointScenarios(ctx, k);
       await warmUp({ baseline: true });
       const baseTput = await runBaselineThroughput();
       const baseDb = await runDbBaseline();

@@ -3,7 +3,10 @@ type PlanNode = Record<string, unknown>;
 /** Visits every object of an `explain` answer (plan nodes of either store, and whatever they hold). */
 function eachNode(explain: unknown, visit: (node: PlanNode) => void): void {
   const walk = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(walk);
+    if (Array.isArray(node)) {
+      node.forEach(walk);
+      return;
+    }
     if (!node || typeof node !== 'object') return;
     visit(node as PlanNode);
     Object.values(node as PlanNode).forEach(walk);

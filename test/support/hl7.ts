@@ -41,7 +41,7 @@ export interface OruOptions {
   placerOrderNumber?: string;
 }
 
-export const hl7Time = (d: Date) => d.toISOString().replace(/[-:T]/g, '').slice(0, 14) + '+0000';
+export const hl7Time = (d: Date) => `${d.toISOString().replace(/[-:T]/g, '').slice(0, 14)}+0000`;
 
 /** A value the catalogue calls normal: the middle of the range, or plausibly inside a one-sided one. */
 function normalObx(m: LabMarker): { valueType: string; value: string } {

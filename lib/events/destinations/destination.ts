@@ -79,7 +79,7 @@ function holdBackAfterFailure(due: DeliveryDoc[], results: SendOutcome[], heldBa
     const first = d.user_id !== null ? failedUsers.get(d.user_id) : undefined;
     if (first) return heldBack(first);
     const r = results[i];
-    if (d.user_id !== null && (!r || !r.ok)) failedUsers.set(d.user_id, d);
+    if (d.user_id !== null && (!r?.ok)) failedUsers.set(d.user_id, d);
     return r;
   });
 }

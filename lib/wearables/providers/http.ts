@@ -149,7 +149,7 @@ export function createProviderHttp(options: ProviderHttpOptions): ProviderHttp {
         if (res.status === 401) throw new ProviderFetchError('provider_credential_error', `${slug} refused the access token twice on ${path}: ${detail}`);
         throw new ProviderFetchError('non_retriable_error', `${slug}: HTTP ${res.status} on ${path}: ${detail}`);
       }
-      let body: unknown = undefined;
+      let body: unknown ;
       if (text) {
         try {
           body = JSON.parse(text);

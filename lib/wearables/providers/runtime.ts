@@ -3,7 +3,7 @@ import { providerSetting, publicBaseUrl, type Config } from '../../platform/conf
 import type { Repositories } from '../../repositories';
 import { ProviderFetchError } from '../provider-errors';
 import type { ConnectionDoc } from '../connections-store';
-import { OAuthError, RateLimitedError, type ProviderCallContext, type ProviderHttp, type ProviderIntegration } from './contract';
+import { OAuthError, RateLimitedError, type ProviderCallContext, type ProviderHttp, type ProviderIntegration, type TokenSet } from './contract';
 import { createProviderHttp, type RateLimitGate } from './http';
 import { takeFromBudget } from './budget';
 import { refreshTokens } from './oauth-client';
@@ -156,7 +156,7 @@ async function refreshUnderLease(
   const store = deps.repos.providerAuth;
   const timeoutMs = deps.config.PROVIDER_REQUEST_TIMEOUT_MS;
   for (let attempt = 1; ; attempt++) {
-    let tokens;
+    let tokens: TokenSet;
     try {
       tokens = await refreshTokens(integration.oauth, app, claim.refreshToken, { baseUrl: app.baseUrl, now: now(), timeoutMs, gate: appGate(deps, integration.slug, app.clientId) });
     } catch (err) {

@@ -354,7 +354,7 @@ export class FakeProvider {
     this.requests.push(record);
     const type = headers['content-type'] ?? '';
     let form: Record<string, string> = {};
-    let json: unknown = undefined;
+    let json: unknown ;
     if (type.includes('application/x-www-form-urlencoded')) form = Object.fromEntries(new URLSearchParams(rawBody.toString()));
     else if (type.includes('json') && rawBody.length) {
       try {

@@ -334,7 +334,7 @@ export class FakeOura extends FakeProvider {
     target.searchParams.set('verification_token', token);
     target.searchParams.set('challenge', challenge);
     let status = 0;
-    let body: unknown = undefined;
+    let body: unknown ;
     try {
       const res = await fetch(target, { signal: AbortSignal.timeout(10_000) }); // Oura wants a reply within 10 s
       status = res.status;

@@ -989,7 +989,7 @@ export class FakePolar extends FakeProvider {
   private getPhysicalInfo(req: FakeRequest, user: PolarFakeUser): FakeReply {
     const found = this.transactionOf(req, user);
     const infoId = Number(req.query.physicalInfoId);
-    if (!found || !found.tx.entryIds.includes(infoId)) return { status: 204 };
+    if (!found?.tx.entryIds.includes(infoId)) return { status: 204 };
     const entry = this.physical.find((p) => p.info.id === infoId)!;
     this.count(user.id, 'physical_info', 1);
     return { status: 200, body: { ...entry.info, 'transaction-id': found.id } };

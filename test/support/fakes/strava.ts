@@ -394,7 +394,7 @@ export class FakeStrava extends FakeProvider {
     const keys = (req.query.keys ?? '').split(',').filter((k) => STREAM_TYPES.includes(k));
     if (!keys.length) return fault(400, 'Bad Request', 'Stream', 'keys', 'invalid');
     const a = /^\d+$/.test(req.query.id) ? this.activity(user.id, Number(req.query.id)) : undefined;
-    if (!a || !a.streams) return fault(404, 'Record Not Found', 'Activity', 'id', 'invalid'); // assumption: a manual activity has no stream set
+    if (!a?.streams) return fault(404, 'Record Not Found', 'Activity', 'id', 'invalid'); // assumption: a manual activity has no stream set
     const s = a.streams as unknown as Record<string, unknown[] | undefined>;
     const types = [...new Set([...keys, 'distance'])].filter((k) => s[k]); // the distance series always comes along
     const entry = (type: string) => ({ data: s[type], series_type: 'distance', original_size: a.streams!.time.length, resolution: 'high' });

@@ -257,7 +257,7 @@ export class FakeWhoop extends FakeProvider {
       if (unknown.length) return refuse('invalid_scope', `Unknown scope(s): ${unknown.join(' ')}`);
       if (!q.state || q.state.length < 8) return refuse('invalid_state', 'The state is missing or has fewer than 8 characters and is therefore considered too weak.');
     }
-    return this['consentPage'](req);
+    return this.consentPage(req);
   }
 
   private token(req: FakeRequest): FakeReply {
@@ -442,7 +442,7 @@ export class FakeWhoop extends FakeProvider {
       if ('reply' in auth) return { ...auth.reply, headers: { ...gate.headers, ...auth.reply.headers } };
       if (scope) {
         const token = this.accessTokens.get(/^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '');
-        if (!token || !token.scope.split(' ').includes(scope)) return { status: 401, headers: gate.headers, body: { error: 'insufficient_scope', message: `This request requires the ${scope} scope.` } };
+        if (!token?.scope.split(' ').includes(scope)) return { status: 401, headers: gate.headers, body: { error: 'insufficient_scope', message: `This request requires the ${scope} scope.` } };
       }
       const reply = handler(req, auth.user);
       return { ...reply, headers: { ...gate.headers, ...reply.headers } };
