@@ -258,7 +258,7 @@ async function tokensGone(c: Connected): Promise<void> {
 /** A deauthorization push ends the connection with `provider.connection.error` (`deregistered_per_provider`). */
 async function expectDeregisteredByProvider(c: Connected, slug: Slug): Promise<void> {
   const deregistered = () => eventsOf(c.userId).filter((e) => e.event_type === 'provider.connection.error' && e.data.error_type === 'deregistered_per_provider');
-  const error = await eventually(async () => deregistered()[0], 60_000, `${slug} connection error event`);
+  const error = await eventually(async () => deregistered()[0], 180_000, `${slug} connection error event`); // a check at the provider first, on its paced queue
   expect(error.data).toMatchObject({ user_id: c.userId, error_type: 'deregistered_per_provider' });
   expect(error.data.provider.slug).toBe(slug);
   await eventually(async () => (await stack.app.inspect.collection('connections').findOne({ _id: c.connectionId } as object))?.status === 'deregistered', 30_000, 'connection deregistered');
@@ -641,7 +641,7 @@ describe('Strava', () => {
     expect(await strava.deauthorizeFromSettings(fakeUser.id)).toMatchObject({ status: 200 });
     await expectDeregisteredByProvider(second, 'strava');
     await tokensGone(second);
-  }, 120_000);
+  }, 420_000);
 });
 
 // ---- Dexcom ---------------------------------------------------------------------------------------------------------
@@ -817,5 +817,5 @@ describe('Withings', () => {
     expect((await withings.sendPush(pushUrl('withings'), unlink)).status).toBe(200);
     await expectDeregisteredByProvider(second, 'withings');
     await tokensGone(second);
-  }, 120_000);
+  }, 420_000);
 });
