@@ -8,6 +8,8 @@ export interface OAuthGrant {
   tokens: TokenSet;
   externalUserId: string | null;
   clientId: string;
+  /** At a provider with regions (Dexcom): the region the user signed in at. */
+  region?: string | null;
 }
 
 /**

@@ -5,6 +5,7 @@ import type { ConnectionDoc } from '../connections-store';
 import { OAuthError, type ProviderCallContext, type ProviderHttp, type ProviderIntegration } from './contract';
 import { createProviderHttp, type RateLimitGate } from './http';
 import { refreshTokens } from './oauth-client';
+import { connectionRegion, oauthInRegion } from './regions';
 import { integrationFor } from './registry';
 
 /**
@@ -20,6 +21,8 @@ export interface ProviderApp {
   /** PROVIDER_<SLUG>_BASE_URL: every URL of the provider rebased onto it. */
   baseUrl?: string;
   source: 'team' | 'deployment';
+  /** A connection's region at a provider with regions (Dexcom): where its tokens and data are (appOfConnection). */
+  region?: string | null;
 }
 
 export type RuntimeDeps = { repos: Repositories; config: Config };
@@ -78,11 +81,12 @@ export const appGate = (deps: RuntimeDeps, slug: string, clientId: string): Rate
 });
 
 /** The app a connection was made with (its `oauth_client_id`): the team's credentials if they still match, else the deployment's. */
-export async function appOfConnection(deps: RuntimeDeps, connection: Pick<ConnectionDoc, 'team_id' | 'provider' | 'oauth_client_id'>): Promise<ProviderApp | null> {
+export async function appOfConnection(deps: RuntimeDeps, connection: Pick<ConnectionDoc, 'team_id' | 'provider' | 'oauth_client_id' | 'provider_region'>): Promise<ProviderApp | null> {
+  const inRegion = (app: ProviderApp) => ({ ...app, region: connectionRegion(integrationFor(connection.provider)!, connection.provider_region) });
   const app = await resolveApp(deps, connection.team_id, connection.provider);
-  if (app && (!connection.oauth_client_id || app.clientId === connection.oauth_client_id)) return app;
+  if (app && (!connection.oauth_client_id || app.clientId === connection.oauth_client_id)) return inRegion(app);
   const deployment = deploymentApp(deps.config, connection.provider);
-  return deployment && deployment.clientId === connection.oauth_client_id ? deployment : null;
+  return deployment && deployment.clientId === connection.oauth_client_id ? inRegion(deployment) : null;
 }
 
 /**
@@ -112,7 +116,7 @@ export async function accessToken(deps: RuntimeDeps, integration: ProviderIntegr
     }
     let tokens;
     try {
-      tokens = await refreshTokens(integration.oauth, app, doc.refresh_token, { baseUrl: app.baseUrl, now: now() });
+      tokens = await refreshTokens(oauthInRegion(integration, app.region ?? null), app, doc.refresh_token, { baseUrl: app.baseUrl, now: now() });
     } catch (err) {
       await store.releaseRefresh(connectionId, lease);
       if (!(err instanceof OAuthError)) throw err;
@@ -134,6 +138,7 @@ export function connectionContext(deps: RuntimeDeps, integration: ProviderIntegr
     tokenExtras: extras,
     client: { clientId: app.clientId, clientSecret: app.clientSecret },
     accessToken: () => accessToken(deps, integration, app, connection._id, undefined, now),
+    region: app.region ?? null,
   };
 }
 
