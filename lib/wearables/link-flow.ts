@@ -53,7 +53,10 @@ export async function realAppsOf(deps: Pick<ConnectionDeps, 'config' | 'repos'>,
   return new Set(slugs.filter((slug) => own.some((c) => c.provider === slug) || deploymentApp(deps.config, slug)));
 }
 
-/** The providers a token offers, in catalogue order: its `provider`, else its `filter_on_providers`, else all linkable. */
+/**
+ * The providers a token offers, in catalogue order: its `provider`, else its `filter_on_providers`, else all linkable;
+ * never a deprecated entry (`replaced_by`), in any environment.
+ */
 export async function offeredProviders(deps: Pick<ConnectionDeps, 'config' | 'providers' | 'repos'>, token: LinkTokenDoc) {
   const only = token.provider ? [token.provider] : token.filter_on_providers?.length ? token.filter_on_providers : null;
   const baseUrl = publicBaseUrl(deps.config);
@@ -64,7 +67,8 @@ export async function offeredProviders(deps: Pick<ConnectionDeps, 'config' | 'pr
   };
   const offered = deps.providers.entries.flatMap((entry, index) => {
     const method = linkMethod(deps, entry.slug, realApps);
-    if (!method || (only && !only.includes(entry.slug))) return [];
+    // A legacy twin (the password `whoop` beside `whoop_v2`) is never offered: a newcomer would pick it by its name.
+    if (!method || entry.replaced_by || (only && !only.includes(entry.slug))) return [];
     return [
       {
         id: index + 1,
