@@ -311,10 +311,27 @@ describe('the link-token API', () => {
       expect((await legacy.get('/v2/link/providers')).body).toEqual([]);
       const signIn = await legacy.post('/v2/link/provider/password/whoop', { username: 'someone', password: 'secret' });
       expect(signIn.body).toMatchObject({ state: 'error', error_type: 'invalid_token', error: 'This link does not offer whoop.', connected: false });
+
+      // Dexcom keeps each account on its region's server: the page asks where (the team's region proposed: the US
+      // here), and the sign-in address follows the answer.
+      const { page, errors, screenshot } = await openPage();
+      await page.goto(`${prod.url}/link?token=${encodeURIComponent(await token({ provider: 'dexcom_v3' }))}`);
+      await page.getByRole('heading', { name: 'Connect your health data' }).waitFor();
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { name: 'Connect Dexcom V3' }).waitFor();
+      const region = page.getByLabel('Where is your Dexcom V3 account?');
+      const proceed = page.getByRole('link', { name: 'Continue to Dexcom V3' });
+      await proceed.waitFor();
+      expect(await region.inputValue()).toBe('us');
+      expect(new URL((await proceed.getAttribute('href'))!).origin).toBe('https://api.dexcom.com');
+      await region.selectOption({ label: 'Japan' });
+      await eventually(async () => (await proceed.getAttribute('href'))?.startsWith('https://api.dexcom.jp/v2/oauth2/login?') || null, 10_000, 'the Japanese sign-in address');
+      await screenshot('link-oauth-region');
+      expect(errors).toEqual([]);
     } finally {
       await prod.close();
     }
-  });
+  }, 60_000);
 
   test('the OpenAPI document gives the link-token operations the x-vital-link-token scheme', async () => {
     const doc = (await httpClient(app.url).get('/openapi.json')).body;

@@ -44,7 +44,7 @@ describe('providers', () => {
     expect((await httpClient(app.url).get('/v2/providers/nope/logo.svg')).status).toBe(404);
   });
 
-  it("marks the legacy password twins deprecated and names the integrations that replace them", async () => {
+  it("marks the legacy password twins deprecated, naming the integrations that replace them; Polar's entry says it brings no history", async () => {
     const res = await api.get('/v2/providers/');
     const twins = res.body.filter((p: { deprecated: boolean }) => p.deprecated);
     expect(twins.map((p: { slug: string; replaced_by: string }) => [p.slug, p.replaced_by])).toEqual([
@@ -56,6 +56,8 @@ describe('providers', () => {
       [false, null],
       [false, null],
     ]);
+    // Polar shares nothing uploaded before the user connects: the catalogue says so where a customer reads it.
+    expect(res.body.find((p: { slug: string }) => p.slug === 'polar').description).toContain('A new connection starts with no history');
   });
 
   it('refuses to start on an invalid catalogue', () => {
