@@ -22,10 +22,10 @@ import time
 
 from vital.core.api_error import ApiError
 from vital.core.pydantic_utilities import parse_obj_as
-from vital.types.provider import Provider
 from vital.types import (
     ClientActivityResponse,
     ClientBodyResponse,
+    ClientFacingProviderDetailed,
     ClientFacingBloodOxygenTimeseries,
     ClientFacingGlucoseTimeseries,
     ClientFacingHeartRateTimeseries,
@@ -117,9 +117,12 @@ check("link-token API", link_token_api)
 
 def provider_catalogue():
     """GET /v2/providers with our extra fields (integration, deprecated, replaced_by) beside the SDK's own."""
-    listed = expect_list_of(client.providers.get_all(), Provider, "providers.get_all")
+    listed = expect_list_of(client.providers.get_all(), ClientFacingProviderDetailed, "providers.get_all")
     by_slug = {p.slug: p for p in listed}
     expect_that({"whoop", "whoop_v2", "dexcom", "dexcom_v3"} <= set(by_slug), f"twins missing: {sorted(by_slug)}"[:300])
+    # The model allows extra fields: ours arrive beside its own.
+    twin = by_slug["whoop"]
+    expect_that(getattr(twin, "deprecated", None) is True and getattr(twin, "replaced_by", None) == "whoop_v2", f"whoop not marked deprecated: {twin!r}"[:300])
     return listed
 
 
