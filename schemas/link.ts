@@ -7,6 +7,10 @@ const ProviderSlug = Type.String({ pattern: '^[a-z0-9_]+$', maxLength: 64 });
 
 export const LinkProviderParams = Type.Object({ provider: ProviderSlug }, { additionalProperties: false });
 export const LinkOAuthParams = Type.Object({ oauth_provider: ProviderSlug }, { additionalProperties: false });
+export const LinkOAuthQuery = Type.Object(
+  { region: Type.Optional(Type.String({ maxLength: 16, description: "At a provider with `regions` (Dexcom): where the user's account lives; default `default_region`." })) },
+  { additionalProperties: true },
+);
 
 export const LinkState = Type.Object(
   {
@@ -35,6 +39,12 @@ export const SourceLink = Type.Object(
     auth_type: Type.String(),
     link_method: StringEnum(['demo', 'oauth', 'password', 'email'], { description: 'Ours: how the link page connects it (demo: at once, sandbox only).' }),
     form_components: Nullable(Type.Object({}, { ...Open, description: 'The sign-in form fields of a password or email provider.' })),
+    regions: Type.Optional(
+      Type.Array(Type.Object({ id: Type.String(), label: Type.String() }), {
+        description: "Ours, at a provider that keeps each account in one region (Dexcom): where the user's account can live; pass the chosen `id` as `region` to GET /v2/link/provider/oauth/{oauth_provider}.",
+      }),
+    ),
+    default_region: Type.Optional(Type.String({ description: "Ours, with `regions`: the one proposed, from the team's region." })),
   },
   { ...Open, $id: 'SourceLink' },
 );

@@ -10,6 +10,8 @@ export const ProviderCatalogueEntry = Type.Object(
     slug: Type.String({ pattern: '^[a-z0-9_]+$' }),
     name: Type.String({ minLength: 1 }),
     description: Type.String({ minLength: 1 }),
+    /** A legacy entry kept for its existing connections: the integration that replaces it (another entry's slug). */
+    replaced_by: Type.Optional(Type.String({ pattern: '^[a-z0-9_]+$' })),
     auth_type: StringEnum(AuthTypes),
     source_type: StringEnum(SourceTypes),
     supported_resources: Type.Array(Type.String({ pattern: '^[a-z0-9_]+$' }), { uniqueItems: true }),
@@ -32,6 +34,13 @@ export const Provider = Type.Object(
           'Ours: how it connects for this team. `real`: a real integration with an OAuth app (the team\'s own, or the deployment\'s); `demo_only`: sandbox demo data; `unavailable`: no app configured in production; `app`: the customer\'s app or SDK sends the data; `credentials`: a password or email sign-in. Non-exhaustive.',
       }),
     ),
+    deprecated: Type.Optional(
+      Type.Boolean({
+        description:
+          'Ours: a legacy entry kept for the connections made with it (the password sign-ins `whoop` and `dexcom`). New users are not offered it: connect `replaced_by` instead.',
+      }),
+    ),
+    replaced_by: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Ours: the provider that replaces a deprecated one (`whoop_v2`, `dexcom_v3`), else null.' })),
     integration_note: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Ours: why a provider is demo-only, or what makes it connect for real.' })),
   },
   { $id: 'Provider' },

@@ -114,7 +114,10 @@ describe('the hosted link page', () => {
     // Every provider the catalogue lets a browser connect; the sandbox's demo providers marked.
     const listed = await listedProviders(page);
     expect(listed.slice(0, 3)).toEqual(['oura', 'fitbit', 'garmin']);
-    expect(listed).toEqual(expect.arrayContaining(['whoop', 'freestyle_libre', 'apple_health_kit', 'strava']));
+    expect(listed).toEqual(expect.arrayContaining(['whoop_v2', 'dexcom_v3', 'freestyle_libre', 'apple_health_kit', 'strava']));
+    // Not their legacy password twins, which a newcomer would pick by their names.
+    expect(listed).not.toContain('whoop');
+    expect(listed).not.toContain('dexcom');
     expect(listed).not.toContain('health_connect'); // an SDK source: connected by the app, not a browser
     await expect(page.locator('label[for=p-fitbit] .badge').textContent()).resolves.toBe('Demo');
     // Every visible input has a label.
@@ -183,12 +186,13 @@ describe('the hosted link page', () => {
 
   test("an OAuth provider without a real integration here: the page explains the step and sends the user to the provider's authorization URL; its failed callback leaves the link usable", async () => {
     const userId = await createUser();
-    const { link_token, link_web_url } = await linkToken(userId, { filter_on_providers: ['wahoo', 'whoop', 'oura'] });
+    const { link_token, link_web_url } = await linkToken(userId, { filter_on_providers: ['wahoo', 'whoop', 'oura', 'peloton'] });
     const { page, errors, screenshot } = await openPage();
     await page.goto(link_web_url);
     await page.getByRole('heading', { name: 'Connect your health data' }).waitFor();
-    // filter_on_providers, in catalogue order; no search box for three. (Oura has no OAuth app in this deployment: demo.)
-    expect(await listedProviders(page)).toEqual(['oura', 'whoop', 'wahoo']);
+    // filter_on_providers, in catalogue order, without the legacy `whoop`; no search box for three. (Oura has no OAuth
+    // app in this deployment: demo.)
+    expect(await listedProviders(page)).toEqual(['oura', 'peloton', 'wahoo']);
     expect(await page.locator('#search').isHidden()).toBe(true);
 
     await page.keyboard.press('ArrowDown');
@@ -222,13 +226,13 @@ describe('the hosted link page', () => {
 
   test("a password provider's labelled sign-in form: other credentials are refused with a clear message, the sandbox's demo credentials connect, and redirect_url is followed", async () => {
     const userId = await createUser();
-    const { link_web_url } = await linkToken(userId, { provider: 'whoop', redirect_url: `${rx.url}/done?app=1` });
+    const { link_web_url } = await linkToken(userId, { provider: 'peloton', redirect_url: `${rx.url}/done?app=1` });
     const { page, errors, screenshot } = await openPage();
     await page.goto(link_web_url);
     await page.getByRole('heading', { name: 'Connect your health data' }).waitFor();
-    expect(await listedProviders(page)).toEqual(['whoop']);
+    expect(await listedProviders(page)).toEqual(['peloton']);
     await page.keyboard.press('Enter');
-    await page.getByRole('heading', { name: 'Sign in to Whoop' }).waitFor();
+    await page.getByRole('heading', { name: 'Sign in to Peloton' }).waitFor();
     await expect(page.locator('#cred-hint').textContent()).resolves.toContain('username or email “demo” and password “demo”');
 
     await page.getByLabel('Username or email', { exact: true }).fill('someone@example.com');
@@ -242,9 +246,9 @@ describe('the hosted link page', () => {
     await page.getByLabel('Username or email', { exact: true }).fill('demo');
     await page.getByLabel('Password', { exact: true }).fill('demo');
     await page.getByRole('button', { name: 'Connect' }).click();
-    await page.waitForURL(`${rx.url}/done?app=1&state=success&provider=whoop`);
-    expect((await client.get(`/v2/user/providers/${userId}`)).body.providers.map((p: { slug: string }) => p.slug)).toEqual(['whoop']);
-    await eventually(async () => connectionEvents(userId).length === 1, 60_000, 'provider.connection.created for whoop');
+    await page.waitForURL(`${rx.url}/done?app=1&state=success&provider=peloton`);
+    expect((await client.get(`/v2/user/providers/${userId}`)).body.providers.map((p: { slug: string }) => p.slug)).toEqual(['peloton']);
+    await eventually(async () => connectionEvents(userId).length === 1, 60_000, 'provider.connection.created for peloton');
     expect(errors).toEqual([]);
   }, 90_000);
 });
@@ -280,12 +284,54 @@ describe('the link-token API', () => {
     const link = linkClient(link_token);
     expect((await link.get('/v2/link/providers')).body.map((p: { slug: string }) => p.slug)).toEqual(['oura']);
     expect((await link.post('/v2/link/provider/demo/fitbit')).body).toMatchObject({ state: 'error', error_type: 'invalid_token' });
-    const { link_token: other } = await linkToken(userId, { provider: 'whoop' });
-    const wrong = await linkClient(other).post('/v2/link/provider/password/whoop', { username: 'demo', password: 'nope' });
+    const { link_token: other } = await linkToken(userId, { provider: 'peloton' });
+    const wrong = await linkClient(other).post('/v2/link/provider/password/peloton', { username: 'demo', password: 'nope' });
     expect(wrong.body).toMatchObject({ state: 'error', error_type: 'provider_credential_error', connected: false });
     expect((await linkClient(other).get('/v2/link/state')).status).toBe(200);
     expect((await link.post('/v2/link/provider/demo/oura')).body).toMatchObject({ state: 'success', connected: true });
   });
+
+  test('in production too, a link offers the real WHOOP and Dexcom integrations and never their legacy password twins', async () => {
+    const prod = await startTestApp({
+      DEPLOYMENT_ENVIRONMENT: 'production',
+      ...({ PROVIDER_WHOOP_V2_CLIENT_ID: 'whoop-app', PROVIDER_WHOOP_V2_CLIENT_SECRET: 'whoop-secret', PROVIDER_DEXCOM_V3_CLIENT_ID: 'dexcom-app', PROVIDER_DEXCOM_V3_CLIENT_SECRET: 'dexcom-secret' } as object),
+    });
+    try {
+      const prodClient = teamClient(prod, await createTenant(prod.deps, 'Link page production'));
+      const userId = (await prodClient.post('/v2/user/', { client_user_id: uniqueId('prod-linker') })).body.user_id;
+      const token = async (extra: Record<string, unknown>) => (await prodClient.post('/v2/link/token', { user_id: userId, ...extra })).body.link_token as string;
+      const offered = (await httpClient(prod.url, { 'x-vital-link-token': await token({}) }).get('/v2/link/providers')).body as { slug: string; link_method: string }[];
+      const methods = Object.fromEntries(offered.map((p) => [p.slug, p.link_method]));
+      expect(methods).toMatchObject({ whoop_v2: 'oauth', dexcom_v3: 'oauth', peloton: 'password' });
+      expect(Object.keys(methods)).not.toContain('whoop');
+      expect(Object.keys(methods)).not.toContain('dexcom');
+
+      // A link made for the legacy WHOOP (an app that has not moved on yet) offers nothing to connect, and says so.
+      const legacy = httpClient(prod.url, { 'x-vital-link-token': await token({ provider: 'whoop' }) });
+      expect((await legacy.get('/v2/link/providers')).body).toEqual([]);
+      const signIn = await legacy.post('/v2/link/provider/password/whoop', { username: 'someone', password: 'secret' });
+      expect(signIn.body).toMatchObject({ state: 'error', error_type: 'invalid_token', error: 'This link does not offer whoop.', connected: false });
+
+      // Dexcom keeps each account on its region's server: the page asks where (the team's region proposed: the US
+      // here), and the sign-in address follows the answer.
+      const { page, errors, screenshot } = await openPage();
+      await page.goto(`${prod.url}/link?token=${encodeURIComponent(await token({ provider: 'dexcom_v3' }))}`);
+      await page.getByRole('heading', { name: 'Connect your health data' }).waitFor();
+      await page.keyboard.press('Enter');
+      await page.getByRole('heading', { name: 'Connect Dexcom V3' }).waitFor();
+      const region = page.getByLabel('Where is your Dexcom V3 account?');
+      const proceed = page.getByRole('link', { name: 'Continue to Dexcom V3' });
+      await proceed.waitFor();
+      expect(await region.inputValue()).toBe('us');
+      expect(new URL((await proceed.getAttribute('href'))!).origin).toBe('https://api.dexcom.com');
+      await region.selectOption({ label: 'Japan' });
+      await eventually(async () => (await proceed.getAttribute('href'))?.startsWith('https://api.dexcom.jp/v2/oauth2/login?') || null, 10_000, 'the Japanese sign-in address');
+      await screenshot('link-oauth-region');
+      expect(errors).toEqual([]);
+    } finally {
+      await prod.close();
+    }
+  }, 60_000);
 
   test('the OpenAPI document gives the link-token operations the x-vital-link-token scheme', async () => {
     const doc = (await httpClient(app.url).get('/openapi.json')).body;

@@ -5,7 +5,10 @@ import { integration, mgdlToMmol } from '../lib/wearables/providers/dexcom';
 import { mapEgv, mapEvent, parseDexcomTime, recordOffsetSeconds } from '../lib/wearables/providers/dexcom/mapping';
 import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode, refreshTokens } from '../lib/wearables/providers/oauth-client';
-import { FAKE_DEXCOM_CLIENT, startFakeDexcom, type DexcomFakeUser, type DexcomRecord, type FakeDexcom } from './support/fakes/dexcom';
+import { oauthInRegion } from '../lib/wearables/providers/regions';
+import { eventually } from './support/harness';
+import { FAKE_DEXCOM_CLIENT, startFakeDexcom, type DexcomFakeUser, type DexcomRecord, type DexcomRegion, type FakeDexcom } from './support/fakes/dexcom';
+import { connectThroughOAuth, createUser, startProviderStack, type ProviderStack } from './support/provider-stack';
 
 const SECOND = 1000;
 const HOUR = 3600 * SECOND;
@@ -494,3 +497,129 @@ describe('Dexcom errors', () => {
     expect(retried.data.samples.every((s: SampleInput) => s.resource === 'glucose')).toBe(true);
   });
 });
+
+// ---- Regions, on the real stack -------------------------------------------------------------------------------------
+
+describe('Dexcom regions: the account\'s server for sign-in, tokens and data', () => {
+  /** A deployment in the EU region: its team's links propose Dexcom's EU server. */
+  let stack: ProviderStack;
+
+  beforeAll(async () => {
+    stack = await startProviderStack('dexcom-regions', [{ slug: 'dexcom_v3', fake, ...FAKE_DEXCOM_CLIENT }], { DEPLOYMENT_REGION: 'eu' });
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  /** A Dexcom account of `region` with ten days of data, connected through the link page (`asked`: the region picked there). */
+  async function connectDexcomUser(region: DexcomRegion, asked?: string) {
+    const dexcomUser = fake.addUser({ region, dataStartMs: Date.now() - 10 * DAY });
+    const userId = await createUser(stack);
+    const done = await connectThroughOAuth(stack, userId, 'dexcom_v3', fake, { asUser: dexcomUser.id, region: asked });
+    const connection = await stack.app.inspect.collection('connections').findOne({ user_id: userId, provider: 'dexcom_v3' });
+    return { dexcomUser, userId, done, connection };
+  }
+
+  async function glucoseHistory(userId: string): Promise<string> {
+    return eventually(
+      async () => {
+        const res = await stack.client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=dexcom_v3`);
+        const status: string | undefined = res.body.data?.[0]?.provider?.dexcom_v3?.pulled?.glucose?.status;
+        return status === 'success' || status === 'failure' ? status : null;
+      },
+      180_000,
+      'the Dexcom history pulled',
+    );
+  }
+
+  async function glucoseSamples(userId: string): Promise<unknown[]> {
+    const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+    const res = await stack.client.get(`/v2/timeseries/${userId}/glucose?start_date=${day(Date.now() - 30 * DAY)}&end_date=${day(Date.now() + 2 * DAY)}&provider=dexcom_v3`);
+    expect(res.status).toBe(200);
+    return res.body;
+  }
+
+  test("the link offers Dexcom's three servers and proposes the team's region; an unknown region is a 422", async () => {
+    const userId = await createUser(stack);
+    const { link_token } = (await stack.client.post('/v2/link/token', { user_id: userId, provider: 'dexcom_v3' })).body;
+    const headers = { 'x-vital-link-token': link_token };
+    const offered = (await (await fetch(`${stack.app.url}/v2/link/providers`, { headers })).json()) as { regions: { id: string }[]; default_region: string }[];
+    expect(offered).toHaveLength(1);
+    expect(offered[0].regions.map((r) => r.id)).toEqual(['us', 'eu', 'jp']);
+    expect(offered[0].default_region).toBe('eu');
+
+    const refused = await fetch(`${stack.app.url}/v2/link/provider/oauth/dexcom_v3?region=mars`, { headers });
+    expect(refused.status).toBe(422);
+    expect(((await refused.json()) as { detail: unknown[] }).detail[0]).toMatchObject({ loc: ['query', 'region'], msg: expect.stringContaining('us, eu, jp') });
+    // The same link still works with a region Dexcom has.
+    expect((await fetch(`${stack.app.url}/v2/link/provider/oauth/dexcom_v3?region=jp`, { headers })).status).toBe(200);
+  });
+
+  test("an EU account connects with the team's default and is pulled and refreshed at api.dexcom.eu only", async () => {
+    const { dexcomUser, userId, done, connection } = await connectDexcomUser('eu');
+    expect(done.status).toBe(200);
+    expect(connection).toMatchObject({ status: 'connected', provider_region: 'eu' });
+    expect(await glucoseHistory(userId)).toBe('success');
+    expect(fake.servedCount(dexcomUser.id).egvs).toBeGreaterThan(8 * 288);
+    expect((await glucoseSamples(userId)).length).toBe(distinctServed(dexcomUser.id, 'egvs') + distinctServed(dexcomUser.id, 'calibrations'));
+
+    // The access token expires: the refresh, and the sync after it, go to the EU server too.
+    fake.expireAccessTokens(dexcomUser.id);
+    const refreshesBefore = fake.requestsTo('/v2/oauth2/token', dexcomUser.id).length;
+    expect((await stack.client.post(`/v2/user/refresh/${userId}`, {})).status).toBe(200);
+    await eventually(async () => fake.requestsTo('/v2/oauth2/token', dexcomUser.id).length > refreshesBefore && (await stack.app.deps.repos.providerAuth.get(String(connection!._id)))!.version > 1, 60_000, 'a refresh');
+    expect(fake.requestsTo('/v2/oauth2/token', dexcomUser.id).every((r) => r.status === 200)).toBe(true);
+    expect(fake.hostsOf(dexcomUser.id)).toEqual(['api.dexcom.eu']);
+  }, 300_000);
+
+  test('a Japanese account picks Japan on the link page and is pulled at api.dexcom.jp', async () => {
+    const { dexcomUser, userId, done, connection } = await connectDexcomUser('jp', 'jp');
+    expect(done.status).toBe(200);
+    expect(connection).toMatchObject({ status: 'connected', provider_region: 'jp' });
+    expect(await glucoseHistory(userId)).toBe('success');
+    expect(fake.servedCount(dexcomUser.id).egvs).toBeGreaterThan(8 * 288);
+    expect(fake.hostsOf(dexcomUser.id)).toEqual(['api.dexcom.jp']);
+  }, 300_000);
+
+  test("a US account picked as the US goes to api.dexcom.com; a connection stored before regions were kept stays there", async () => {
+    const { dexcomUser, userId, done, connection } = await connectDexcomUser('us', 'us');
+    expect(done.status).toBe(200);
+    expect(connection).toMatchObject({ provider_region: 'us' });
+    expect(await glucoseHistory(userId)).toBe('success');
+    expect(fake.hostsOf(dexcomUser.id)).toEqual(['api.dexcom.com']);
+
+    // Every Dexcom connection made before regions were kept was made at the US server: without a region, the US.
+    await stack.app.inspect.collection('connections').updateOne({ _id: connection!._id }, { $unset: { provider_region: '' } });
+    fake.resetServed(dexcomUser.id);
+    expect((await stack.client.post(`/v2/user/refresh/${userId}`, {})).status).toBe(200);
+    await eventually(async () => (fake.servedCount(dexcomUser.id).dataRange ?? 0) > 0, 60_000, 'a sync after the refresh');
+    expect(fake.hostsOf(dexcomUser.id)).toEqual(['api.dexcom.com']);
+    expect(fake.requests.filter((r) => r.userId === dexcomUser.id).every((r) => r.status === 200)).toBe(true);
+  }, 300_000);
+
+  test("an EU account signed in at the US server is refused there: nothing is connected and the link says so", async () => {
+    const { done, connection, dexcomUser } = await connectDexcomUser('eu', 'us');
+    expect(done.status).toBe(400);
+    expect(done.text).toMatch(/Dexcom V3 not connected/);
+    expect(connection).toBeNull();
+    expect(fake.requestsTo('/v2/oauth2/token', dexcomUser.id).map((r) => [fake.hostOf(r), r.status])).toEqual([['api.dexcom.com', 400]]);
+  }, 120_000);
+
+  test("without a proxy every URL names the region's own host: the sign-in page too, which no header can follow", () => {
+    const hosts = ['us', 'eu', 'jp'].map((region) => {
+      const settings = oauthInRegion(integration, region);
+      return [new URL(authorizeUrl(settings, { clientId: 'c', redirectUri: REDIRECT_URI }, 's', {})).origin, new URL(settings.tokenUrl).origin];
+    });
+    expect(hosts).toEqual([
+      ['https://api.dexcom.com', 'https://api.dexcom.com'],
+      ['https://api.dexcom.eu', 'https://api.dexcom.eu'],
+      ['https://api.dexcom.jp', 'https://api.dexcom.jp'],
+    ]);
+    expect(['us', 'eu'].map((teamRegion) => integration.regions!.defaultFor(teamRegion))).toEqual(['us', 'eu']);
+  });
+});
+
+/** How many records of a kind the fake served a user, each counted once (EGVs and calibrations land as glucose). */
+function distinctServed(userId: string, kind: 'egvs' | 'calibrations'): number {
+  return new Set(fake.servedRecords(userId, kind).map((r) => r.recordId)).size;
+}

@@ -14,7 +14,7 @@ import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode } from '../lib/wearables/providers/oauth-client';
 import { activateWebhook, createWebhook, deactivateWebhook, deleteWebhook, getWebhook, integration, polarOAuth, polarRateLimitResetAt, polarSignature } from '../lib/wearables/providers/polar';
 import { continuousHeartRateDays, expandSteps, mapExercise, mapSleep, mapSpo2 } from '../lib/wearables/providers/polar/mapping';
-import { FAKE_POLAR_CLIENT, startFakePolar, type FakePolar, type PolarFakeUser } from './support/fakes/polar';
+import { FAKE_POLAR_CLIENT, FakePolar, startFakePolar, type PolarFakeUser } from './support/fakes/polar';
 
 const REDIRECT_URI = 'https://app.example.test/v2/providers/polar/callback';
 const DAY = 86_400_000;
@@ -28,7 +28,9 @@ const received: { path: string; event?: string; verified: boolean; notifications
 const pushSecrets: PushSecrets = { clientSecret: FAKE_POLAR_CLIENT.clientSecret };
 
 beforeAll(async () => {
-  fake = await startFakePolar();
+  // Polar serves nothing uploaded before a user's registration, so a new connection has no history (tested below);
+  // these tests opt into one to exercise the pull, its windows and its mapping over 90 days.
+  fake = await startFakePolar({ preRegistrationHistory: true });
   // The app's push intake, reduced to what the integration decides: verify, then parse; 401 when not verified.
   receiver = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -691,8 +693,10 @@ describe('revoke and data uploaded before registration', () => {
     await expect(integration.revoke!(ctx)).resolves.toBeUndefined();
   });
 
-  test('with Polar\'s rule on, nothing uploaded before the registration is served', async () => {
-    fake.dataOnlyAfterRegistration = true;
+  test('as AccessLink (the fake\'s default): a new connection finds no history, then gets what is uploaded after its registration', async () => {
+    const byDefault = new FakePolar();
+    expect(byDefault.preRegistrationHistory).toBe(false);
+    fake.preRegistrationHistory = byDefault.preRegistrationHistory;
     try {
       const { ctx, user } = await connectNewUser({ zoneOffsetSeconds: TZ });
       const window = windowOf(30, TZ);
@@ -703,8 +707,18 @@ describe('revoke and data uploaded before registration', () => {
       // The physical information recorded at registration is new data: it is served.
       expect((await pull(ctx, 'body', window)).data.summaries).toHaveLength(1);
       expect(fake.servedCount(user.id).sleep ?? 0).toBe(0);
+
+      // Three days on, the days since the registration have been uploaded: those, and only those, are served.
+      const registeredAt = (fake.users.get(user.id) as PolarFakeUser).registeredAt!;
+      fake.now = () => Date.now() + 3 * DAY;
+      const later = windowOf(30, TZ, new Date(fake.now() + TZ * 1000).toISOString().slice(0, 10));
+      const { data } = await pull(ctx, 'activity', later);
+      const days = data.summaries.map((s) => s.calendar_date).sort();
+      expect(days.length).toBeGreaterThanOrEqual(2);
+      expect(days[0]).toBe(new Date(registeredAt + TZ * 1000).toISOString().slice(0, 10));
     } finally {
-      fake.dataOnlyAfterRegistration = false;
+      fake.preRegistrationHistory = true;
+      fake.now = () => Date.now();
     }
   });
 });

@@ -68,7 +68,8 @@ beforeAll(async () => {
   oura.setPageSize('heartrate', 1000);
   // Generous app limits: the rates of the providers' task queues pace the pulls, not the fakes' 429s.
   whoop = await startFakeWhoop({ rateLimit: { limit: 10_000, dailyLimit: null } });
-  polar = await startFakePolar();
+  // A history to compare with what lands: AccessLink serves none to a new connection (README, Polar), the fake can.
+  polar = await startFakePolar({ preRegistrationHistory: true });
   polar.rateLimits = { short: 100_000, long: 1_000_000 };
   strava = await startFakeStrava({ rateLimits: { overall: [10_000, 100_000], read: [10_000, 100_000] } });
   dexcom = await startFakeDexcom();

@@ -44,6 +44,22 @@ describe('providers', () => {
     expect((await httpClient(app.url).get('/v2/providers/nope/logo.svg')).status).toBe(404);
   });
 
+  it("marks the legacy password twins deprecated, naming the integrations that replace them; Polar's entry says it brings no history", async () => {
+    const res = await api.get('/v2/providers/');
+    const twins = res.body.filter((p: { deprecated: boolean }) => p.deprecated);
+    expect(twins.map((p: { slug: string; replaced_by: string }) => [p.slug, p.replaced_by])).toEqual([
+      ['whoop', 'whoop_v2'],
+      ['dexcom', 'dexcom_v3'],
+    ]);
+    const current = res.body.filter((p: { slug: string }) => ['whoop_v2', 'dexcom_v3'].includes(p.slug));
+    expect(current.map((p: { deprecated: boolean; replaced_by: string | null }) => [p.deprecated, p.replaced_by])).toEqual([
+      [false, null],
+      [false, null],
+    ]);
+    // Polar shares nothing uploaded before the user connects: the catalogue says so where a customer reads it.
+    expect(res.body.find((p: { slug: string }) => p.slug === 'polar').description).toContain('A new connection starts with no history');
+  });
+
   it('refuses to start on an invalid catalogue', () => {
     const broken = structuredClone(providers);
     broken[0].auth_type = 'carrier_pigeon';
@@ -53,5 +69,7 @@ describe('providers', () => {
     expect(() => loadProviderCatalogue(unknownResource)).toThrow(/unknown resources: telepathy/);
     const duplicate = [...structuredClone(providers), structuredClone(providers[0])];
     expect(() => loadProviderCatalogue(duplicate)).toThrow(/twice/);
+    const replacedByNothing = structuredClone(providers).map((p) => (p.slug === 'whoop' ? { ...p, replaced_by: 'whoop_v9' } : p));
+    expect(() => loadProviderCatalogue(replacedByNothing)).toThrow(/replaced_by 'whoop_v9'/);
   });
 });

@@ -9,7 +9,7 @@ export function linkApi(token) {
     state: () => send('GET', '/v2/link/state', headers),
     providers: () => send('GET', '/v2/link/providers', headers),
     connectDemo: (provider) => send('POST', `/v2/link/provider/demo/${slug(provider)}`, headers),
-    oauth: (provider) => send('GET', `/v2/link/provider/oauth/${slug(provider)}`, headers),
+    oauth: (provider, region) => send('GET', `/v2/link/provider/oauth/${slug(provider)}${region ? `?region=${encodeURIComponent(region)}` : ''}`, headers),
     signIn: (provider, method, fields) => send('POST', `/v2/link/provider/${method}/${slug(provider)}`, headers, fields),
   };
 }

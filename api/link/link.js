@@ -171,14 +171,31 @@ async function showOAuth(provider) {
   // A real integration (the deployment or the team has an OAuth app there) signs in for real, sandbox included.
   say('oauth-sandbox', state.environment === 'sandbox' && provider.integration !== 'real' ? `Sandbox: ${provider.name}'s sign-in cannot be reached from this test deployment, so this step ends in an error page. Providers marked Demo connect at once with sample data.` : '');
   say('oauth-error', '');
-  $('oauth-continue').hidden = true;
+  // A provider that keeps each account in one region (Dexcom): the user says which; the sign-in goes to its server.
+  const regions = provider.regions || [];
+  $('oauth-region-field').hidden = !regions.length;
+  $('oauth-region-label').textContent = `Where is your ${provider.name} account?`;
+  $('oauth-region').replaceChildren(...regions.map((r) => el('option', { value: r.id, text: r.label })));
+  if (regions.length) $('oauth-region').value = provider.default_region || regions[0].id;
+  $('oauth-region').onchange = () => signInUrl(provider, false);
   show('oauth');
+  await signInUrl(provider, true);
+}
+
+let signInRequest = 0;
+
+/** The provider's sign-in address (in the chosen region, if it has regions) behind the Continue button; the last asked wins. */
+async function signInUrl(provider, focus) {
+  const mine = ++signInRequest;
+  $('oauth-continue').hidden = true;
+  say('oauth-error', '');
   try {
-    const source = await api.oauth(provider.slug);
+    const source = await api.oauth(provider.slug, provider.regions?.length ? $('oauth-region').value : undefined);
+    if (mine !== signInRequest) return;
     $('oauth-continue').href = source.oauth_url;
     $('oauth-continue').textContent = `Continue to ${provider.name}`;
     $('oauth-continue').hidden = false;
-    $('oauth-continue').focus();
+    if (focus) $('oauth-continue').focus();
   } catch (err) {
     failure(err, 'oauth-error');
   }

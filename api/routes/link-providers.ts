@@ -1,10 +1,11 @@
-import { badRequest } from '../../lib/platform/errors';
+import { badRequest, ValidationError } from '../../lib/platform/errors';
+import { integrationFor } from '../../lib/wearables/providers/registry';
 import { isoWithOffset } from '../../lib/platform/time';
 import { createLinkAuth, type LinkCredentials } from '../../lib/wearables/link-auth';
 import { connectWithLinkToken, demoSignIn, linkBrand, oauthClient, offeredProviders } from '../../lib/wearables/link-flow';
 import { ErrorDetail } from '../../schemas/common';
 import { realAuthorizationUrl } from '../../lib/wearables/providers/link-oauth';
-import { EmailLinkBody, LinkOAuthParams, LinkProviderParams, LinkState, OAuthSource, PasswordLinkBody, ProviderLinkResponse, SourceLinkList } from '../../schemas/link';
+import { EmailLinkBody, LinkOAuthParams, LinkOAuthQuery, LinkProviderParams, LinkState, OAuthSource, PasswordLinkBody, ProviderLinkResponse, SourceLinkList } from '../../schemas/link';
 import { defineRoute } from '../route';
 
 /**
@@ -101,15 +102,25 @@ export const linkProviderRoutes = [
     tags,
     auth: 'link',
     params: LinkOAuthParams,
-    responses: { 200: { description: 'The provider with its oauth_url', schema: OAuthSource }, 400: { description: 'Not an OAuth provider this link offers', schema: ErrorDetail }, 401: refusals[401] },
-    async handler({ params, auth, deps }) {
+    query: LinkOAuthQuery,
+    responses: {
+      200: { description: 'The provider with its oauth_url', schema: OAuthSource },
+      400: { description: 'Not an OAuth provider this link offers', schema: ErrorDetail },
+      401: refusals[401],
+      422: { description: 'A `region` the provider does not have (or a provider without regions)', schema: ErrorDetail },
+    },
+    async handler({ params, query, auth, deps }) {
       const slug = params.oauth_provider;
       const offered = (await offeredProviders(deps, auth.token)).find((p) => p.slug === slug && p.link_method === 'oauth');
       if (!offered) throw badRequest(`This link does not offer ${slug} as an OAuth provider.`);
+      if (query.region !== undefined && !(offered.integration === 'real' && integrationFor(slug)?.regions?.hostFor(query.region))) {
+        const ids = offered.regions?.map((r) => r.id);
+        throw ValidationError.field(['query', 'region'], ids ? `${offered.name} has the regions ${ids.join(', ')}.` : `${offered.name} takes no region here.`);
+      }
       // A real integration: a single-use state of its own (PKCE where the provider takes it); otherwise the token's.
       const url =
         offered.integration === 'real'
-          ? await realAuthorizationUrl(deps, auth.token, slug)
+          ? await realAuthorizationUrl(deps, auth.token, slug, query.region)
           : createLinkAuth(deps).authorizationUrl({ provider: slug, ...(await oauthClient(deps, auth.token, slug)), state: auth.token._id });
       if (!url) throw badRequest(`${offered.name} sign-in is not available on this deployment (its authorization endpoint is not configured).`);
       return { body: { ...offered, oauth_url: url, source_type: deps.providers.find(slug)!.source_type, is_active: true } };

@@ -46,6 +46,8 @@ export interface ConnectionDoc {
   created_on: Date;
   updated_at: Date;
   external_user_id?: string | null;
+  /** `oauth` at a provider with regions (Dexcom): the region of the user's account there (`us`, `eu`, `jp`). */
+  provider_region?: string;
   /** Whether retriable pull failures are retried (connections made after HISTORICAL_PULL_RETRYING_SINCE). */
   retrying_enabled?: boolean;
   sandbox_faults?: SandboxFault[];

@@ -10,6 +10,8 @@ export interface OAuthGrant {
   clientId: string;
   /** The scopes the user granted, where the provider says (ProviderIntegration.grantedScopes); null: all asked for. */
   grantedScopes?: string[] | null;
+  /** At a provider with regions (Dexcom): the region the user signed in at. */
+  region?: string | null;
 }
 
 /**

@@ -7,6 +7,7 @@ import { providerLogoUrl } from './provider-catalogue';
 import { connectProvider, type ConnectionDeps } from './workflow-client';
 import { DEMO_ONLY_PROVIDERS, integrationFor, realIntegrations } from './providers/registry';
 import { deploymentApp } from './providers/runtime';
+import { teamDefaultRegion } from './providers/link-oauth';
 
 /**
  * The link flow behind the hosted link page (api/routes/link-page.ts) and POST /v2/link/start: which providers a
@@ -52,14 +53,22 @@ export async function realAppsOf(deps: Pick<ConnectionDeps, 'config' | 'repos'>,
   return new Set(slugs.filter((slug) => own.some((c) => c.provider === slug) || deploymentApp(deps.config, slug)));
 }
 
-/** The providers a token offers, in catalogue order: its `provider`, else its `filter_on_providers`, else all linkable. */
+/**
+ * The providers a token offers, in catalogue order: its `provider`, else its `filter_on_providers`, else all linkable;
+ * never a deprecated entry (`replaced_by`), in any environment.
+ */
 export async function offeredProviders(deps: Pick<ConnectionDeps, 'config' | 'providers' | 'repos'>, token: LinkTokenDoc) {
   const only = token.provider ? [token.provider] : token.filter_on_providers?.length ? token.filter_on_providers : null;
   const baseUrl = publicBaseUrl(deps.config);
   const realApps = await realAppsOf(deps, token.team_id);
-  return deps.providers.entries.flatMap((entry, index) => {
+  const regionsOf = async (slug: string) => {
+    const regions = realApps.has(slug) ? integrationFor(slug)?.regions : undefined;
+    return regions ? { regions: regions.choices, default_region: await teamDefaultRegion(deps, token.team_id, slug) } : {};
+  };
+  const offered = deps.providers.entries.flatMap((entry, index) => {
     const method = linkMethod(deps, entry.slug, realApps);
-    if (!method || (only && !only.includes(entry.slug))) return [];
+    // A legacy twin (the password `whoop` beside `whoop_v2`) is never offered: a newcomer would pick it by its name.
+    if (!method || entry.replaced_by || (only && !only.includes(entry.slug))) return [];
     return [
       {
         id: index + 1,
@@ -77,6 +86,8 @@ export async function offeredProviders(deps: Pick<ConnectionDeps, 'config' | 'pr
       },
     ];
   });
+  // A provider whose users' accounts live in one of several regions (Dexcom): the page asks which.
+  return Promise.all(offered.map(async (p) => ({ ...p, ...(await regionsOf(p.slug)) })));
 }
 
 function formComponents(deps: Pick<ConnectionDeps, 'config'>, method: LinkMethod) {

@@ -47,6 +47,8 @@ export interface OAuthStateDoc {
   client_id: string;
   redirect_uri: string;
   code_verifier: string | null;
+  /** At a provider with regions (Dexcom): the region the user signs in at. */
+  region?: string | null;
   expires_at: Date;
   created_at: Date;
 }

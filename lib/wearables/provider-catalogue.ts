@@ -24,6 +24,9 @@ export function loadProviderCatalogue(raw: unknown = providersJson, resources: s
     const unknown = entry.supported_resources.filter((r) => !known.has(r));
     if (unknown.length) throw new Error(`Provider '${entry.slug}' lists unknown resources: ${unknown.join(', ')}`);
   }
+  for (const entry of copy) {
+    if (entry.replaced_by && !slugs.has(entry.replaced_by)) throw new Error(`Provider '${entry.slug}' is replaced_by '${entry.replaced_by}', which the catalogue does not list`);
+  }
   const bySlug = new Map(copy.map((e) => [e.slug, e]));
   return {
     entries: copy,
@@ -38,6 +41,8 @@ export function loadProviderCatalogue(raw: unknown = providersJson, resources: s
           logo: providerLogoUrl(baseUrl, e.slug),
           auth_type: e.auth_type,
           supported_resources: e.supported_resources,
+          deprecated: !!e.replaced_by,
+          replaced_by: e.replaced_by ?? null,
         })),
   };
 }

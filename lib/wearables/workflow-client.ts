@@ -50,6 +50,7 @@ export async function connectProvider(
     external_user_id: req.oauth?.externalUserId ?? null,
     ...(req.oauth ? { oauth_client_id: req.oauth.clientId } : {}),
     ...(req.oauth?.grantedScopes ? { granted_scopes: req.oauth.grantedScopes } : {}),
+    ...(req.oauth?.region ? { provider_region: req.oauth.region } : {}),
     retrying_enabled: todayUtc(now) >= deps.config.HISTORICAL_PULL_RETRYING_SINCE,
     ...(req.faults?.length ? { sandbox_faults: req.faults } : {}),
     steps_pending_since: now,

@@ -25,6 +25,7 @@ from vital.core.pydantic_utilities import parse_obj_as
 from vital.types import (
     ClientActivityResponse,
     ClientBodyResponse,
+    ClientFacingProviderDetailed,
     ClientFacingBloodOxygenTimeseries,
     ClientFacingGlucoseTimeseries,
     ClientFacingHeartRateTimeseries,
@@ -104,7 +105,7 @@ def link_token_api():
     expect_that(source and source.oauth_url.startswith("https://"), f"no oauth_url: {source!r}"[:300])
     refused = check(
         "link.connect_password_provider (wrong password)",
-        lambda: client.link.connect_password_provider("whoop", username="demo", password="not-the-demo-password", vital_link_token=token),
+        lambda: client.link.connect_password_provider("peloton", username="demo", password="not-the-demo-password", vital_link_token=token),
         ProviderLinkResponse,
     )
     expect_that(refused and refused.state == "error" and not refused.connected, f"not refused: {refused!r}"[:300])
@@ -112,6 +113,20 @@ def link_token_api():
 
 
 check("link-token API", link_token_api)
+
+
+def provider_catalogue():
+    """GET /v2/providers with our extra fields (integration, deprecated, replaced_by) beside the SDK's own."""
+    listed = expect_list_of(client.providers.get_all(), ClientFacingProviderDetailed, "providers.get_all")
+    by_slug = {p.slug: p for p in listed}
+    expect_that({"whoop", "whoop_v2", "dexcom", "dexcom_v3"} <= set(by_slug), f"twins missing: {sorted(by_slug)}"[:300])
+    # The model allows extra fields: ours arrive beside its own.
+    twin = by_slug["whoop"]
+    expect_that(getattr(twin, "deprecated", None) is True and getattr(twin, "replaced_by", None) == "whoop_v2", f"whoop not marked deprecated: {twin!r}"[:300])
+    return listed
+
+
+check("providers.get_all", provider_catalogue, list)
 
 
 def connect_demo():

@@ -105,12 +105,14 @@ export async function createUser(stack: ProviderStack, fields: Record<string, un
 
 /**
  * Connects `userId` to `slug` through the real OAuth flow over HTTP, as a browser would: the link token, the
- * authorization URL our API returns, the fake's consent page approved (as `asUser` if given), our callback.
+ * authorization URL our API returns (in `region`, at a provider with regions), the fake's consent page approved (as
+ * `asUser` if given), our callback.
  * Returns the callback's final response (a redirect to redirect_url, or the outcome page).
  */
-export async function connectThroughOAuth(stack: { client: HttpClient; app: { url: string } }, userId: string, slug: string, fake: FakeProvider, opts: { asUser?: string; decision?: 'approve' | 'deny' } = {}): Promise<{ status: number; text: string; location: string | null }> {
+export async function connectThroughOAuth(stack: { client: HttpClient; app: { url: string } }, userId: string, slug: string, fake: FakeProvider, opts: { asUser?: string; decision?: 'approve' | 'deny'; region?: string } = {}): Promise<{ status: number; text: string; location: string | null }> {
   const { link_token } = (await stack.client.post('/v2/link/token', { user_id: userId, provider: slug })).body;
-  const oauth = await fetch(`${stack.app.url}/v2/link/provider/oauth/${slug}`, { headers: { 'x-vital-link-token': link_token } });
+  const region = opts.region ? `?region=${encodeURIComponent(opts.region)}` : '';
+  const oauth = await fetch(`${stack.app.url}/v2/link/provider/oauth/${slug}${region}`, { headers: { 'x-vital-link-token': link_token } });
   const { oauth_url } = (await oauth.json()) as { oauth_url: string };
   if (!oauth_url) throw new Error(`no oauth_url for ${slug}: ${oauth.status}`);
   if (opts.asUser) fake.nextConsentUser = opts.asUser;

@@ -81,6 +81,25 @@ export interface ProviderIntegration {
    * then takes the same path as for an HTTP 401 (refresh once, resend).
    */
   unauthorizedBody?(body: unknown): boolean;
+  /**
+   * A provider that keeps each user's account on the server of the user's region (Dexcom: the US; the EU and the rest
+   * of the world outside the US; Japan). The link page asks where the user's account lives (default from the team's
+   * region), the connection keeps the answer (`provider_region`), and every one of its requests (authorize, token,
+   * API, revoke) goes to that region's host. Absent: one host serves every user.
+   */
+  regions?: ProviderRegions;
+}
+
+export interface ProviderRegions {
+  /**
+   * The regions in the order the link page offers them. The first is the host every URL of `oauth` is written on, and
+   * the region of a connection stored before regions were kept.
+   */
+  choices: { id: string; label: string }[];
+  /** The region a new connection defaults to for a team of deployment region `teamRegion` (`us`, `eu`). */
+  defaultFor(teamRegion: string): string;
+  /** The origin of a region's server (scheme and host, e.g. `https://api.dexcom.eu`); null for an unknown region. */
+  hostFor(region: string): string | null;
 }
 
 export interface AppSubscriptionState {
@@ -209,6 +228,8 @@ export interface ProviderCallContext {
   client: { clientId: string; clientSecret: string };
   /** The user's current access token, for the calls that take it elsewhere than in a bearer header (Oura's revoke query). */
   accessToken?(): Promise<string>;
+  /** The connection's region at a provider with `regions` (null or absent: the first region). */
+  region?: string | null;
 }
 
 export interface ProviderRequest {

@@ -13,6 +13,13 @@ export function rebase(url: string, base: string | undefined): string {
   return `${to.protocol}//${to.host}${prefix}${from.pathname}${from.search}`;
 }
 
+/**
+ * A rebased request names the provider host it was meant for in `X-Forwarded-Host`: a proxy or fake standing in for
+ * several hosts of one provider (Dexcom's regions) tells them apart by it. The authorize page, opened by the user's
+ * browser, cannot carry it.
+ */
+export const forwardedHost = (url: string, base: string | undefined): Record<string, string> => (base ? { 'x-forwarded-host': new URL(url).host } : {});
+
 export interface ProviderHttpOptions {
   integration: Pick<ProviderIntegration, 'slug' | 'rateLimitResetAt' | 'unauthorizedBody'>;
   baseUrl?: string;
@@ -80,7 +87,7 @@ export function createProviderHttp(options: ProviderHttpOptions): ProviderHttp {
     await drawFromBudget(options.gate, req.method ?? 'GET', now);
     const url = new URL(rebase(req.url, options.baseUrl));
     for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = { accept: 'application/json', ...req.headers };
+    const headers: Record<string, string> = { accept: 'application/json', ...forwardedHost(req.url, options.baseUrl), ...req.headers };
     let body: string | undefined;
     if (req.form) {
       headers['content-type'] = 'application/x-www-form-urlencoded';

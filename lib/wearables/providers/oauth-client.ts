@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { ProviderFetchError } from '../provider-errors';
 import { OAuthError, type OAuthSettings, type TokenResponse, type TokenSet } from './contract';
-import { basicAuth, drawFromBudget, rebase, type RateLimitGate } from './http';
+import { basicAuth, drawFromBudget, forwardedHost, rebase, type RateLimitGate } from './http';
 
 /**
  * The OAuth 2 authorization-code client every real provider shares (RFC 6749, PKCE RFC 7636): the authorize URL,
@@ -59,7 +59,7 @@ export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthC
  */
 async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, grant: Record<string, string>, opts: TokenRequestOptions, previousRefresh: string | null): Promise<TokenSet> {
   const form: Record<string, string> = { ...settings.tokenParams, ...grant };
-  const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' };
+  const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json', ...forwardedHost(settings.tokenUrl, opts.baseUrl) };
   if (settings.clientAuth === 'basic') headers.authorization = basicAuth(client.clientId, client.clientSecret);
   else Object.assign(form, { client_id: client.clientId, client_secret: client.clientSecret });
   const url = rebase(settings.tokenUrl, opts.baseUrl);

@@ -7,6 +7,7 @@ import { OAuthError, RateLimitedError, type ProviderCallContext, type ProviderHt
 import { createProviderHttp, type RateLimitGate } from './http';
 import { takeFromBudget } from './budget';
 import { refreshTokens } from './oauth-client';
+import { connectionRegion, oauthInRegion } from './regions';
 import { integrationFor } from './registry';
 
 /**
@@ -22,6 +23,8 @@ export interface ProviderApp {
   /** PROVIDER_<SLUG>_BASE_URL: every URL of the provider rebased onto it. */
   baseUrl?: string;
   source: 'team' | 'deployment';
+  /** A connection's region at a provider with regions (Dexcom): where its tokens and data are (appOfConnection). */
+  region?: string | null;
 }
 
 export type RuntimeDeps = { repos: Repositories; config: Config };
@@ -90,11 +93,12 @@ export const appGate = (deps: RuntimeDeps, slug: string, clientId: string, bookA
 });
 
 /** The app a connection was made with (its `oauth_client_id`): the team's credentials if they still match, else the deployment's. */
-export async function appOfConnection(deps: RuntimeDeps, connection: Pick<ConnectionDoc, 'team_id' | 'provider' | 'oauth_client_id'>): Promise<ProviderApp | null> {
+export async function appOfConnection(deps: RuntimeDeps, connection: Pick<ConnectionDoc, 'team_id' | 'provider' | 'oauth_client_id' | 'provider_region'>): Promise<ProviderApp | null> {
+  const inRegion = (app: ProviderApp) => ({ ...app, region: connectionRegion(integrationFor(connection.provider)!, connection.provider_region) });
   const app = await resolveApp(deps, connection.team_id, connection.provider);
-  if (app && (!connection.oauth_client_id || app.clientId === connection.oauth_client_id)) return app;
+  if (app && (!connection.oauth_client_id || app.clientId === connection.oauth_client_id)) return inRegion(app);
   const deployment = deploymentApp(deps.config, connection.provider);
-  return deployment && deployment.clientId === connection.oauth_client_id ? deployment : null;
+  return deployment && deployment.clientId === connection.oauth_client_id ? inRegion(deployment) : null;
 }
 
 /**
@@ -158,7 +162,7 @@ async function refreshUnderLease(
   for (let attempt = 1; ; attempt++) {
     let tokens: TokenSet;
     try {
-      tokens = await refreshTokens(integration.oauth, app, claim.refreshToken, { baseUrl: app.baseUrl, now: now(), timeoutMs, gate: appGate(deps, integration.slug, app.clientId) });
+      tokens = await refreshTokens(oauthInRegion(integration, app.region ?? null), app, claim.refreshToken, { baseUrl: app.baseUrl, now: now(), timeoutMs, gate: appGate(deps, integration.slug, app.clientId) });
     } catch (err) {
       // The app's budget is spent: nothing was sent, so the lease goes back and the caller waits like for a 429.
       if (err instanceof RateLimitedError) {
@@ -199,6 +203,7 @@ export function connectionContext(deps: RuntimeDeps, integration: ProviderIntegr
     tokenExtras: extras,
     client: { clientId: app.clientId, clientSecret: app.clientSecret },
     accessToken: () => accessToken(deps, integration, app, connection._id, undefined, now),
+    region: app.region ?? null,
   };
 }
 

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { FakeProvider, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
+import { FakeProvider, seededRandom, type FakeReply, type FakeRequest, type FakeUser, type RecordedRequest } from './fake-provider';
 
 /**
  * A loopback fake of the Dexcom API v3 (developer.dexcom.com/docs/dexcomv3/endpoint-overview), after the official
@@ -20,10 +20,18 @@ import { FakeProvider, seededRandom, type FakeReply, type FakeRequest, type Fake
  *   night lows below 40 (value null, status `low`) and rare highs above 400, a warm-up gap at each 10-day sensor
  *   change, calibrations every third morning. Data reach the API `uploadDelaySeconds` late (US: ~1 h, Validic wiki).
  * - 429 when rate limited, without reset header (none is documented).
+ * - Regions: a Dexcom account lives on one server, api.dexcom.com (US), api.dexcom.eu (EU and elsewhere outside the
+ *   US) or api.dexcom.jp (Japan) (endpoint-overview). The fake stands in for all three and tells them apart by the
+ *   `X-Forwarded-Host` a rebased request carries (none: api.dexcom.com). A user's codes, tokens and data are known
+ *   only at their region's server: elsewhere a code or refresh token is `invalid_grant` and an access token a 401.
+ *   The login page cannot tell (the browser carries no such header): it signs in whoever `nextConsentUser` names.
  */
 export const FAKE_DEXCOM_CLIENT = { clientId: 'dexcom-fake-client-id', clientSecret: 'dexcom-fake-client-secret' };
 
 export type DexcomDisplayDevice = 'receiver' | 'iOS' | 'android';
+export type DexcomRegion = 'us' | 'eu' | 'jp';
+/** Dexcom's servers and the region of the accounts each keeps. */
+export const DEXCOM_HOSTS: Record<string, DexcomRegion> = { 'api.dexcom.com': 'us', 'api.dexcom.eu': 'eu', 'api.dexcom.jp': 'jp' };
 export type DexcomKind = 'egvs' | 'calibrations' | 'events';
 export type DexcomRecord = Record<string, unknown> & { recordId: string; systemTime: string; displayTime: string };
 
@@ -35,6 +43,8 @@ export interface DexcomFakeUser extends FakeUser {
   dataStartMs: number;
   /** Records reach the API this long after they are recorded (US ~3600 s). */
   uploadDelaySeconds: number;
+  /** The server the account lives on (default `us`). */
+  region: DexcomRegion;
 }
 
 export interface FakeDexcomOptions {
@@ -134,6 +144,7 @@ export class FakeDexcom extends FakeProvider {
       transmitterId: randomBytes(3).toString('hex').toUpperCase(),
       dataStartMs: Math.floor((Date.now() - 120 * DAY) / MINUTE) * MINUTE,
       uploadDelaySeconds: 3600,
+      region: 'us',
       ...user,
     }) as DexcomFakeUser;
     return full;
@@ -143,6 +154,27 @@ export class FakeDexcom extends FakeProvider {
     const user = this.users.get(id);
     if (!user) throw new Error(`No fake Dexcom user ${id}`);
     return user as DexcomFakeUser;
+  }
+
+  /** The Dexcom server a request was meant for: the host its `X-Forwarded-Host` names, else api.dexcom.com. */
+  hostOf(req: Pick<RecordedRequest, 'headers'>): string {
+    return req.headers['x-forwarded-host'] || 'api.dexcom.com';
+  }
+
+  /** The servers a user's requests (token requests included) were meant for. */
+  hostsOf(userId: string): string[] {
+    return [...new Set(this.requests.filter((r) => r.userId === userId).map((r) => this.hostOf(r)))];
+  }
+
+  /** The user of a bearer token, known only at the server of the user's region. */
+  override bearer(req: FakeRequest): { user: FakeUser } | { reply: FakeReply } {
+    const who = super.bearer(req);
+    if ('reply' in who || this.atHomeServer(req, who.user)) return who;
+    return { reply: { status: 401, body: { error: 'invalid_token', message: `Unknown access token at ${this.hostOf(req)}.` } } };
+  }
+
+  private atHomeServer(req: FakeRequest, user: FakeUser | undefined): boolean {
+    return !!user && DEXCOM_HOSTS[this.hostOf(req)] === (user as DexcomFakeUser).region;
   }
 
   /** Serves these records for `kind` instead of generated ones (null: back to generated). */
@@ -213,11 +245,19 @@ export class FakeDexcom extends FakeProvider {
     const client = this.tokenClient(req, 'body');
     if (!client) return { status: 401, body: { error: 'invalid_client', error_description: 'Invalid client credentials' } };
     const f = req.form;
+    const elsewhere = { status: 400, body: { error: 'invalid_grant', error_description: `Unknown ${f.grant_type === 'refresh_token' ? 'refresh token' : 'code'} at ${this.hostOf(req)}` } };
     if (f.grant_type === 'authorization_code') {
+      // Another region's server never issued the code (nor consumes it).
+      const grant = this.codes.get(f.code ?? '');
+      if (grant && !this.atHomeServer(req, this.users.get(grant.userId))) {
+        req.record.userId = grant.userId;
+        return elsewhere;
+      }
       const redeemed = this.redeemCode(f, client);
       if ('error' in redeemed) return { status: 400, body: { error: redeemed.error, error_description: redeemed.description } };
       const user = this.users.get(redeemed.grant.userId);
       if (!user || user.revoked) return { status: 400, body: { error: 'invalid_grant', error_description: 'User access removed' } };
+      req.record.userId = user.id;
       const { access, refresh } = this.issueTokens(user.id, { accessTtlSeconds: this.accessTtlSeconds, scope: 'offline_access' });
       redeemed.grant.issued.push(access.token, refresh!.token);
       return { status: 200, body: this.tokenBody(access.token, refresh!.token) };
@@ -226,6 +266,8 @@ export class FakeDexcom extends FakeProvider {
       const old = this.refreshTokens.get(f.refresh_token ?? '');
       const user = old ? this.users.get(old.userId) : undefined;
       if (!old || old.revoked || old.validUntil < Date.now() || !user || user.revoked) return { status: 400, body: { error: 'invalid_grant', error_description: 'Invalid refresh token' } };
+      req.record.userId = user.id;
+      if (!this.atHomeServer(req, user)) return elsewhere;
       const { access, refresh } = this.issueTokens(user.id, { accessTtlSeconds: this.accessTtlSeconds, scope: 'offline_access' });
       if (this.refreshRotation === 'invalidate-old') old.revoked = true;
       return { status: 200, body: this.tokenBody(access.token, refresh!.token) };

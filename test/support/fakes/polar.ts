@@ -33,10 +33,19 @@ import { FakeProvider, round, seededRandom, type FakeReply, type FakeRequest, ty
  * Data is generated per user and local day from `user.seed` (the same day looks the same whatever range asks for it)
  * in the user's `zoneOffsetSeconds`, and is served once "uploaded" (sleep ~15 min after waking, a day's activity and
  * heart rate an hour after it ends, an exercise 5 min after it ends). Polar serves only data uploaded after the user
- * registered with the client; so does the fake when `dataOnlyAfterRegistration` is set — off by default, so that a
- * test has history to pull.
+ * registered with the client ("only exercises that have been uploaded to Flow after the user is registered with your
+ * client will be returned", AccessLink docs), and so does the fake: a new connection finds no history. A test that
+ * exercises the pull over a history opts into `preRegistrationHistory`, which Polar never does.
  */
 export const FAKE_POLAR_CLIENT = { clientId: 'fake-polar-client-id', clientSecret: 'fake-polar-client-secret' };
+
+export interface FakePolarOptions {
+  port?: number;
+  clientId?: string;
+  clientSecret?: string;
+  /** Serve data uploaded before a user's registration too (see FakePolar.preRegistrationHistory). */
+  preRegistrationHistory?: boolean;
+}
 
 export interface PolarFakeUser extends FakeUser {
   /** Registered with the client (POST /v3/users), with this member-id, at this instant. */
@@ -127,8 +136,11 @@ interface PhysicalEntry {
 }
 
 export class FakePolar extends FakeProvider {
-  /** Serve only data "uploaded" after the user's registration, as Polar does (off: tests get history). */
-  dataOnlyAfterRegistration = false;
+  /**
+   * Also serve what was "uploaded" before the user's registration, which AccessLink never does: only for tests that
+   * exercise the pull over a history (default off, as Polar).
+   */
+  preRegistrationHistory: boolean;
   /** Override the dynamic limits (per 15 min / per 24 h). */
   rateLimits: { short?: number; long?: number } = {};
   /** The client's one webhook. */
@@ -148,7 +160,7 @@ export class FakePolar extends FakeProvider {
   private readonly transactions = new Map<number, { userId: string; entryIds: number[]; committed: boolean }>();
   private readonly usage = { shortStart: 0, short: 0, longStart: 0, long: 0 };
 
-  constructor(opts: { port?: number; clientId?: string; clientSecret?: string } = {}) {
+  constructor(opts: FakePolarOptions = {}) {
     super({
       slug: 'polar',
       name: 'Polar Flow',
@@ -157,6 +169,7 @@ export class FakePolar extends FakeProvider {
       authorizePath: '/oauth2/authorization',
       port: opts.port,
     });
+    this.preRegistrationHistory = opts.preRegistrationHistory ?? false;
     this.route('POST', '/v2/oauth2/token', (req) => this.token(req));
 
     // Users (user token).
@@ -435,7 +448,7 @@ export class FakePolar extends FakeProvider {
 
   private visible(user: PolarFakeUser, uploadMs: number): boolean {
     if (uploadMs > this.now()) return false;
-    return !this.dataOnlyAfterRegistration || (user.registeredAt !== undefined && uploadMs >= user.registeredAt);
+    return this.preRegistrationHistory || (user.registeredAt !== undefined && uploadMs >= user.registeredAt);
   }
 
   private todayOf(user: PolarFakeUser): string {
@@ -1086,6 +1099,6 @@ export class FakePolar extends FakeProvider {
   }
 }
 
-export async function startFakePolar(opts: { port?: number; clientId?: string; clientSecret?: string } = {}): Promise<FakePolar> {
+export async function startFakePolar(opts: FakePolarOptions = {}): Promise<FakePolar> {
   return new FakePolar(opts).start();
 }

@@ -38,6 +38,19 @@ export { mgdlToMmol, mmolToMgdl, MGDL_PER_MMOL } from './mapping';
  * which a sync simply picks up on its next run.
  */
 const API = 'https://api.dexcom.com';
+/**
+ * Dexcom's servers by the region of the user's account: the US at api.dexcom.com, the EU and the rest of the world
+ * outside the US at api.dexcom.eu, Japan at api.dexcom.jp (endpoint-overview). An account lives on one of them: the
+ * link page asks which, the connection keeps it, and its sign-in, tokens and data all go there.
+ */
+const HOSTS: Record<string, string> = { us: API, eu: 'https://api.dexcom.eu', jp: 'https://api.dexcom.jp' };
+const REGION_CHOICES = [
+  { id: 'us', label: 'United States' },
+  { id: 'eu', label: 'Europe and elsewhere outside the United States' },
+  { id: 'jp', label: 'Japan' },
+];
+/** The data host of a call: its connection's region (none stored: the US, where every connection was made before). */
+const apiOf = (ctx: ProviderCallContext) => HOSTS[ctx.region ?? 'us'] ?? API;
 const KINDS = ['egvs', 'calibrations', 'events'] as const;
 type Kind = (typeof KINDS)[number];
 const PATHS: Record<Kind, string> = { egvs: '/v3/users/self/egvs', calibrations: '/v3/users/self/calibrations', events: '/v3/users/self/events' };
@@ -84,7 +97,7 @@ function nextKind(cursor: Cursor, after: Kind | null): PageCursor | null {
 }
 
 async function fetchDataRange(ctx: ProviderCallContext): Promise<DexcomDataRange> {
-  const res = await ctx.http.request<DexcomDataRange>({ url: `${API}/v3/users/self/dataRange` });
+  const res = await ctx.http.request<DexcomDataRange>({ url: `${apiOf(ctx)}/v3/users/self/dataRange` });
   if (!res.body || typeof res.body !== 'object') throw new ProviderFetchError('provider_unavailable', 'dexcom_v3: dataRange answered without a body');
   return res.body;
 }
@@ -108,7 +121,7 @@ async function fetchChunk(ctx: ProviderCallContext, cursor: Cursor, kind: Kind):
   if (from === null || to === null || to <= from) return { data: empty(SOURCE_TYPES[kind]), next: nextKind(cursor, kind) };
   const chunkEnd = Math.min(to, from + DEXCOM_MAX_WINDOW_MS);
   const res = await ctx.http.request<DexcomRecordsResponse<DexcomEgv | DexcomCalibration | DexcomEvent>>({
-    url: `${API}${PATHS[kind]}`,
+    url: `${apiOf(ctx)}${PATHS[kind]}`,
     query: { startDate: formatDexcomQueryTime(from), endDate: formatDexcomQueryTime(chunkEnd - SECOND) },
   });
   const body = res.body;
@@ -139,6 +152,12 @@ export const integration: ProviderIntegration = {
   // developer.dexcom.com v3 endpoint overview: 60,000 calls per app per hour.
   budget: { provider: 'Dexcom', windows: [{ per: 'hour', ms: 3_600_000, limit: 60_000 }] },
   resources: ['glucose'],
+  regions: {
+    choices: REGION_CHOICES,
+    // This deployment's regions: a US team's users are mostly in the US, an EU team's in Europe.
+    defaultFor: (teamRegion: string) => (teamRegion === 'eu' ? 'eu' : 'us'),
+    hostFor: (region: string) => HOSTS[region] ?? null,
+  },
 
   firstPage(resource: string, window: PullWindow): PageCursor | null {
     if (resource !== 'glucose') return null;
