@@ -12,7 +12,6 @@ import { ORDER_NEVER_STORED } from '../lib/labs/order-workflow-terms';
 import type { LabAdapter } from '../lib/labs/lab-adapter';
 import { Coalescer } from '../lib/platform/coalescer';
 
-
 export type LabOrderActivityDeps = PublisherDeps & { publisher: EventPublisher } & OrderViewDeps & { lab: LabAdapter };
 
 /** Orders (or users) read in one query at most. */
@@ -31,17 +30,25 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
   const views = new OrderViews(deps);
   // Under load the first steps of many orders run at once in this worker (a local activity per workflow): their reads
   // of the order and of its user go out as one query per flush instead of a round trip each.
-  const orderReads = new Coalescer<string, LabOrderDoc | null>(async (ids) => {
-    const found = new Map((await orders.findByIds([...new Set(ids)])).map((d) => [d._id, d]));
-    return ids.map((id) => found.get(id) ?? null);
-  }, READ_BATCH, 2);
-  const clientUserIds = new Coalescer<{ teamId: string; userId: string }, string | null>(async (keys) => {
-    const found = new Map((await deps.repos.users.findByIds([...new Set(keys.map((k) => k.userId))])).map((u) => [u._id, u]));
-    return keys.map(({ teamId, userId }) => {
-      const user = found.get(userId);
-      return user && user.team_id === teamId ? (user.client_user_id ?? null) : null;
-    });
-  }, READ_BATCH, 2);
+  const orderReads = new Coalescer<string, LabOrderDoc | null>(
+    async (ids) => {
+      const found = new Map((await orders.findByIds([...new Set(ids)])).map((d) => [d._id, d]));
+      return ids.map((id) => found.get(id) ?? null);
+    },
+    READ_BATCH,
+    2,
+  );
+  const clientUserIds = new Coalescer<{ teamId: string; userId: string }, string | null>(
+    async (keys) => {
+      const found = new Map((await deps.repos.users.findByIds([...new Set(keys.map((k) => k.userId))])).map((u) => [u._id, u]));
+      return keys.map(({ teamId, userId }) => {
+        const user = found.get(userId);
+        return user && user.team_id === teamId ? (user.client_user_id ?? null) : null;
+      });
+    },
+    READ_BATCH,
+    2,
+  );
 
   /**
    * The order's document. The api inserts it right after starting the workflow, so the first look may come
@@ -79,7 +86,12 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
 
   /** Results as the lab reports them, interpreted by our rules (and never rated below the lab's own flag). */
   async function storeResults(doc: LabOrderDoc, simulation: SimulationRequest, status: LabResultsDoc['status']) {
-    const report = await deps.lab.fetchResults(doc, { interpretation: simulation.interpretation, hasMissingResults: simulation.hasMissingResults, status, reportId: simulation.reportId });
+    const report = await deps.lab.fetchResults(doc, {
+      interpretation: simulation.interpretation,
+      hasMissingResults: simulation.hasMissingResults,
+      status,
+      reportId: simulation.reportId,
+    });
     const { results, interpretation } = interpretReport(report, (id) => deps.labCatalogue.markerById(id));
     const now = new Date();
     const kept = await orders.saveResults({

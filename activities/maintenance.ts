@@ -30,7 +30,13 @@ export function createMaintenanceActivities(deps: ConnectionDeps & LabOrderDeps 
       for (const kit of kits) {
         const registrationId = kit.registration_id!;
         if (kit.low_level_status !== 'awaiting_registration') await deps.repos.labOrders.registrationSettled(kit._id, registrationId);
-        else await finishBoundRegistration(deps, kit, kit.user_id, registrationId).catch((err) => deps.logger.warn({ err, orderId: kit._id }, 'could not finish a bound kit registration (refused: its patient was taken off; otherwise the next sweep tries again)'));
+        else
+          await finishBoundRegistration(deps, kit, kit.user_id, registrationId).catch((err) =>
+            deps.logger.warn(
+              { err, orderId: kit._id },
+              'could not finish a bound kit registration (refused: its patient was taken off; otherwise the next sweep tries again)',
+            ),
+          );
       }
       if (kits.length) deps.logger.info({ finished: kits.length }, 'sweeper finished bound kit registrations');
       return { finished: kits.length };

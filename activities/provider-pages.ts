@@ -21,7 +21,12 @@ export interface PageKit {
   storePage(l: Live, data: ProviderData, announce: boolean): Promise<Stats>;
   publishConnectionError(l: Live, err: ProviderFetchError): Promise<void>;
   publishHistoricalDone(l: Live, resource: string, doc: HistoricalPullDoc): Promise<void>;
-  recordPullFailure(l: Live, started: HistoricalPullDoc, input: { resource: string; attempt: number; retriesLeft: boolean; retryingEnabled: boolean }, err: ProviderFetchError): Promise<'retrying' | 'failure'>;
+  recordPullFailure(
+    l: Live,
+    started: HistoricalPullDoc,
+    input: { resource: string; attempt: number; retriesLeft: boolean; retryingEnabled: boolean },
+    err: ProviderFetchError,
+  ): Promise<'retrying' | 'failure'>;
 }
 
 /**
@@ -36,14 +41,20 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
 
   /** The task queue a real provider's page activities run on (worker/worker.ts createProviderWorkers). */
   function plan(l: Live): PagedPlan | undefined {
-    return l.adapter.integration ? { taskQueue: providerTaskQueue(deps.config.TEMPORAL_TASK_QUEUE, l.adapter.slug), resources: l.adapter.resources } : undefined;
+    return l.adapter.integration
+      ? { taskQueue: providerTaskQueue(deps.config.TEMPORAL_TASK_QUEUE, l.adapter.slug), resources: l.adapter.resources }
+      : undefined;
   }
 
   /** The connection's provider calls: its app (team's or deployment's), its tokens kept fresh, the app's rate block. */
   async function callContext(l: Live) {
     const integration = l.adapter.integration!;
     const app = await appOfConnection(deps, l.connection);
-    if (!app) throw new ProviderFetchError('provider_credential_error', `The ${integration.slug} OAuth app this connection was made with is no longer configured (team custom credentials or PROVIDER_${integration.slug.toUpperCase()}_CLIENT_ID); reconnect the user.`);
+    if (!app)
+      throw new ProviderFetchError(
+        'provider_credential_error',
+        `The ${integration.slug} OAuth app this connection was made with is no longer configured (team custom credentials or PROVIDER_${integration.slug.toUpperCase()}_CLIENT_ID); reconnect the user.`,
+      );
     const tokens = await repos.providerAuth.get(l.connection._id);
     return connectionContext(deps, integration, app, l.connection, tokens?.extras ?? {});
   }
@@ -54,7 +65,10 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
       await subscribeUser(deps, await callContext(l), l.connection.provider);
     } catch (err) {
       if (!(err instanceof ProviderFetchError) && !(err instanceof RateLimitedError)) throw err;
-      deps.logger.warn({ connectionId: l.connection._id, provider: l.connection.provider, err: err.message }, 'push subscription for the user failed; syncs still fetch their data');
+      deps.logger.warn(
+        { connectionId: l.connection._id, provider: l.connection.provider, err: err.message },
+        'push subscription for the user failed; syncs still fetch their data',
+      );
     }
   }
 
@@ -83,7 +97,14 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
        * failure: the pull shows `retrying` with `provider_rate_limit_exceeded` and why (`error_message`), and the workflow
        * sleeps until the reset (every worker of the app waits until then, providers/http.ts).
        */
-      async pullHistoricalPage(input: { connectionId: string; resource: string; cursor: PageCursor | null; attempt: number; retriesLeft: boolean; retryingEnabled: boolean }): Promise<PageOutcome | 'retrying' | 'failure'> {
+      async pullHistoricalPage(input: {
+        connectionId: string;
+        resource: string;
+        cursor: PageCursor | null;
+        attempt: number;
+        retriesLeft: boolean;
+        retryingEnabled: boolean;
+      }): Promise<PageOutcome | 'retrying' | 'failure'> {
         const l = await live(input.connectionId);
         if (!l?.adapter.integration) return { status: 'stopped' };
         const integration = l.adapter.integration;
@@ -100,7 +121,12 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
           updated_at: new Date(),
         };
         const finish = async (): Promise<PageOutcome> => {
-          await repos.historicalPulls.save(attemptScheduledAt(), { ...doc, status: 'success', error_details: null, timeline: { ...doc.timeline, ended_at: new Date() } });
+          await repos.historicalPulls.save(attemptScheduledAt(), {
+            ...doc,
+            status: 'success',
+            error_details: null,
+            timeline: { ...doc.timeline, ended_at: new Date() },
+          });
           await publishHistoricalDone(l, input.resource, doc);
           return { status: 'done' };
         };
@@ -120,7 +146,11 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
         } catch (err) {
           if (err instanceof RateLimitedError) {
             const waitMs = Math.max(0, err.retryAt.getTime() - Date.now());
-            await repos.historicalPulls.save(attemptScheduledAt(), { ...doc, status: 'retrying', error_details: { error_type: 'provider_rate_limit_exceeded', error_message: err.message, errored_at: new Date() } });
+            await repos.historicalPulls.save(attemptScheduledAt(), {
+              ...doc,
+              status: 'retrying',
+              error_details: { error_type: 'provider_rate_limit_exceeded', error_message: err.message, errored_at: new Date() },
+            });
             deps.logger.info({ connectionId: connection._id, resource: input.resource, waitMs }, 'provider rate limit: waiting before the next page');
             return { status: 'rate_limited', waitMs };
           }
@@ -134,7 +164,12 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
        * stores and announces what is new or revised (`daily.data.*`). A failure is logged (and breaks the connection when
        * it is a credential failure); the next sync tries again.
        */
-      async syncPage(input: { connectionId: string; resource: string; cursor: PageCursor | null; window?: { startDate: string; endDate: string } }): Promise<PageOutcome> {
+      async syncPage(input: {
+        connectionId: string;
+        resource: string;
+        cursor: PageCursor | null;
+        window?: { startDate: string; endDate: string };
+      }): Promise<PageOutcome> {
         const l = await live(input.connectionId);
         if (!l?.adapter.integration) return { status: 'stopped' };
         const integration = l.adapter.integration;
@@ -151,7 +186,10 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
         const integration = l?.adapter.integration;
         if (!l || !integration?.fetchObject) return { status: 'stopped' };
         const { offset } = userClock(l.user);
-        return fetchAndAnnounce(l, input.resource, async () => ({ data: await integration.fetchObject!(await callContext(l), input.resource, input.objectId, offset), next: null }));
+        return fetchAndAnnounce(l, input.resource, async () => ({
+          data: await integration.fetchObject!(await callContext(l), input.resource, input.objectId, offset),
+          next: null,
+        }));
       },
 
       /**
@@ -172,16 +210,25 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
           if (err instanceof RateLimitedError) return { status: 'rate_limited', waitMs: Math.max(0, err.retryAt.getTime() - Date.now()) };
           if (!(err instanceof ProviderFetchError)) throw err;
           if (err.errorType === 'token_refresh_failed' || err.errorType === 'provider_credential_error') {
-            deps.logger.info({ connectionId: l.connection._id, provider: slug, from: input.from }, 'deauthorization confirmed: the provider refuses our grant; the connection ends');
+            deps.logger.info(
+              { connectionId: l.connection._id, provider: slug, from: input.from },
+              'deauthorization confirmed: the provider refuses our grant; the connection ends',
+            );
             await publishConnectionError(l, new ProviderFetchError('deregistered_per_provider', `The user removed access at ${slug}.`));
             await deregisterConnection(deps, l.connection);
             return { status: 'done' };
           }
           if (err.retriable) throw ApplicationFailure.retryable(err.message, 'ProviderUnavailable');
-          deps.logger.warn({ connectionId: l.connection._id, provider: slug, from: input.from, err: err.message }, 'deauthorization could not be confirmed (the provider answered neither yes nor no); the connection stays');
+          deps.logger.warn(
+            { connectionId: l.connection._id, provider: slug, from: input.from, err: err.message },
+            'deauthorization could not be confirmed (the provider answered neither yes nor no); the connection stays',
+          );
           return { status: 'failed' };
         }
-        deps.logger.warn({ connectionId: l.connection._id, provider: slug, from: input.from }, 'deauthorization NOT confirmed: the provider still accepts our grant for this user; the notification (forged or stale) was ignored');
+        deps.logger.warn(
+          { connectionId: l.connection._id, provider: slug, from: input.from },
+          'deauthorization NOT confirmed: the provider still accepts our grant for this user; the notification (forged or stale) was ignored',
+        );
         return { status: 'done' };
       },
 
@@ -209,7 +256,10 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
             } catch (err) {
               if (!(err instanceof ProviderFetchError) && !(err instanceof RateLimitedError)) throw err;
               retryRevocationIfTransient(err);
-              deps.logger.warn({ connectionId: input.connectionId, provider: tokens.provider, err: (err as Error).message }, 'provider revocation failed; the tokens are deleted all the same');
+              deps.logger.warn(
+                { connectionId: input.connectionId, provider: tokens.provider, err: (err as Error).message },
+                'provider revocation failed; the tokens are deleted all the same',
+              );
             }
           }
         }
@@ -246,7 +296,12 @@ function retryRevocationIfTransient(err: ProviderFetchError | RateLimitedError):
 }
 
 /** Where a paged pull goes next (workflows/wearable-connection.ts loops on it). */
-export type PageOutcome = { status: 'page'; next: PageCursor } | { status: 'done' } | { status: 'rate_limited'; waitMs: number } | { status: 'failed' } | { status: 'stopped' };
+export type PageOutcome =
+  | { status: 'page'; next: PageCursor }
+  | { status: 'done' }
+  | { status: 'rate_limited'; waitMs: number }
+  | { status: 'failed' }
+  | { status: 'stopped' };
 
 /** A real provider's connection: its pages run on the provider's task queue. */
 export interface PagedPlan {
@@ -262,4 +317,3 @@ export function pullWindow(startDate: string, endDate: string, offset: number): 
   const end = new Date(Date.parse(`${addDays(endDate, 1)}T00:00:00Z`) - offset * 1000);
   return { startDate, endDate, start, end, timezoneOffsetSeconds: offset };
 }
-

@@ -9,9 +9,7 @@ export type RestoreResult =
   | { outcome: 'client_user_id_taken'; holderUserId: string | null }
   | { outcome: 'not_pending' | 'team_deleting' };
 
-export type UserDeletionState =
-  | { status: 'active' | 'erased' | 'missing' }
-  | { status: 'pending_deletion'; deletion: { id: string; eraseAfterMs: number } };
+export type UserDeletionState = { status: 'active' | 'erased' | 'missing' } | { status: 'pending_deletion'; deletion: { id: string; eraseAfterMs: number } };
 
 export interface NewDeletion {
   id: string;

@@ -28,7 +28,6 @@ export interface WearableActivityDeps {
   adapters: AdapterRegistry;
 }
 
-
 /** When Temporal scheduled the running activity attempt: the fence of its pull-state writes (HistoricalPullRepository.save). */
 export const attemptScheduledAt = (): number => Context.current().info.currentAttemptScheduledTimestampMs;
 
@@ -85,7 +84,16 @@ export function createWearableActivities(deps: WearableActivityDeps) {
   async function fetchDays(l: Live, resource: string, days: string[], attempt: number, announce: boolean, offset: number) {
     const merged = { days: new Set<string>(), sent: 0, oldest: null as Date | null, newest: null as Date | null };
     for (const run of consecutiveRuns(days, DAYS_PER_FETCH)) {
-      const data = await l.adapter.fetch({ connection: l.connection, resource, startDate: run[0], endDate: run[run.length - 1], until: new Date(), timezoneOffsetSeconds: offset, attempt, purpose: announce ? 'sync' : 'history' });
+      const data = await l.adapter.fetch({
+        connection: l.connection,
+        resource,
+        startDate: run[0],
+        endDate: run[run.length - 1],
+        until: new Date(),
+        timezoneOffsetSeconds: offset,
+        attempt,
+        purpose: announce ? 'sync' : 'history',
+      });
       const result = await storePage(l, data, announce);
       for (const d of result.days) merged.days.add(d);
       merged.sent += result.sent;
@@ -120,7 +128,12 @@ export function createWearableActivities(deps: WearableActivityDeps) {
     return [...new Set(days)].filter((d) => d >= horizon).sort();
   }
 
-  function withStats(l: Live, doc: HistoricalPullDoc, got: { days: Set<string>; sent: number; oldest: Date | null; newest: Date | null }, ok: boolean): HistoricalPullDoc {
+  function withStats(
+    l: Live,
+    doc: HistoricalPullDoc,
+    got: { days: Set<string>; sent: number; oldest: Date | null; newest: Date | null },
+    ok: boolean,
+  ): HistoricalPullDoc {
     const now = new Date();
     return {
       ...doc,
@@ -135,7 +148,13 @@ export function createWearableActivities(deps: WearableActivityDeps) {
 
   async function storePage(l: Live, data: ProviderData, announce: boolean) {
     const result = await ingestProviderData(deps, { teamId: l.connection.team_id, user: l.user, provider: l.connection.provider, data, announce });
-    const sent = result.summaries.created + result.summaries.updated + result.samples.created + result.samples.updated + result.workout_streams.created + result.workout_streams.updated;
+    const sent =
+      result.summaries.created +
+      result.summaries.updated +
+      result.samples.created +
+      result.samples.updated +
+      result.workout_streams.created +
+      result.workout_streams.updated;
     return { days: new Set(result.days), sent, oldest: result.oldest, newest: result.newest };
   }
 
@@ -157,7 +176,12 @@ export function createWearableActivities(deps: WearableActivityDeps) {
   }
 
   /** A provider failure of one history attempt: `retrying` while retries are left, else `failure` (and a broken connection's event). */
-  async function recordPullFailure(l: Live, started: HistoricalPullDoc, input: { resource: string; attempt: number; retriesLeft: boolean; retryingEnabled: boolean }, err: ProviderFetchError): Promise<'retrying' | 'failure'> {
+  async function recordPullFailure(
+    l: Live,
+    started: HistoricalPullDoc,
+    input: { resource: string; attempt: number; retriesLeft: boolean; retryingEnabled: boolean },
+    err: ProviderFetchError,
+  ): Promise<'retrying' | 'failure'> {
     const errored_at = new Date();
     const retrying = err.retriable && input.retriesLeft;
     // A retriable failure that used up its quota is `retry_quota_exhausted`; connections made before the
@@ -172,7 +196,10 @@ export function createWearableActivities(deps: WearableActivityDeps) {
       timeline: { ...failed.timeline, ended_at: retrying ? null : errored_at },
     });
     if (err.breaksConnection) await publishConnectionError(l, err);
-    deps.logger.warn({ connectionId: l.connection._id, resource: input.resource, attempt: input.attempt, errorType }, retrying ? 'historical pull failed; retrying' : 'historical pull failed');
+    deps.logger.warn(
+      { connectionId: l.connection._id, resource: input.resource, attempt: input.attempt, errorType },
+      retrying ? 'historical pull failed; retrying' : 'historical pull failed',
+    );
     return retrying ? 'retrying' : 'failure';
   }
 
@@ -253,7 +280,13 @@ export function createWearableActivities(deps: WearableActivityDeps) {
      * workflow waits and calls again); otherwise a failure is final. Success publishes
      * `historical.data.<resource>.created`.
      */
-    async pullHistoricalResource(input: { connectionId: string; resource: string; attempt: number; retriesLeft: boolean; retryingEnabled: boolean }): Promise<'success' | 'retrying' | 'failure' | 'stopped'> {
+    async pullHistoricalResource(input: {
+      connectionId: string;
+      resource: string;
+      attempt: number;
+      retriesLeft: boolean;
+      retryingEnabled: boolean;
+    }): Promise<'success' | 'retrying' | 'failure' | 'stopped'> {
       const l = await live(input.connectionId);
       if (!l) return 'stopped';
       const { connection, user } = l;
@@ -272,7 +305,12 @@ export function createWearableActivities(deps: WearableActivityDeps) {
       try {
         const got = await fetchDays(l, input.resource, started.days_requested, input.attempt, false, offset);
         const done = withStats(l, started, got, true);
-        await repos.historicalPulls.save(attemptScheduledAt(), { ...done, status: 'success', error_details: null, timeline: { ...done.timeline, ended_at: new Date() } });
+        await repos.historicalPulls.save(attemptScheduledAt(), {
+          ...done,
+          status: 'success',
+          error_details: null,
+          timeline: { ...done.timeline, ended_at: new Date() },
+        });
         await publishHistoricalDone(l, input.resource, started);
         return 'success';
       } catch (err) {
@@ -314,7 +352,9 @@ export function createWearableActivities(deps: WearableActivityDeps) {
       const { offset, today } = userClock(user);
       for (const resource of l.adapter.resources) {
         const id = historicalPullId(connection.team_id, user._id, connection.provider, resource);
-        const days = [addDays(today, -1), today].filter((d) => (!user.ingestion_start || d >= user.ingestion_start) && (!user.ingestion_end || d <= user.ingestion_end));
+        const days = [addDays(today, -1), today].filter(
+          (d) => (!user.ingestion_start || d >= user.ingestion_start) && (!user.ingestion_end || d <= user.ingestion_end),
+        );
         let got = { days: new Set<string>(), sent: 0, oldest: null as Date | null, newest: null as Date | null };
         let ok = true;
         try {

@@ -111,7 +111,7 @@ async function runRoute(route: AnyRoute, ctx: Context, deps: AppDeps, authentica
     auth = await authenticate.management(ctx, validIds ? p.org_id : undefined, validIds ? p.team_id : undefined);
   }
   const query = validatePart('query', route.query, { ...ctx.query }, errors);
-  let body: unknown ;
+  let body: unknown;
   if (route.body) {
     const raw = await readJsonBody(ctx, deps.config.BODY_LIMIT_BYTES);
     if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {

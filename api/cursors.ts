@@ -24,7 +24,12 @@ export function decodeCursor<T extends Record<string, string | number>>(
   }
   const valid =
     typeof state === 'object' && state !== null && Object.entries(shape).every(([key, type]) => typeof (state as Record<string, unknown>)[key] === type);
-  if (!valid) throw ValidationError.field(['query', field], `'${cursor}' is not a cursor of this list: pass next_cursor from the previous page unchanged, or leave it out for the first page.`, 'value_error.cursor');
+  if (!valid)
+    throw ValidationError.field(
+      ['query', field],
+      `'${cursor}' is not a cursor of this list: pass next_cursor from the previous page unchanged, or leave it out for the first page.`,
+      'value_error.cursor',
+    );
   return state as T;
 }
 

@@ -28,7 +28,10 @@ async function main(): Promise<void> {
   const publisher = new EventPublisher({ config, repos, temporal, logger });
   const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue, payors, publisher };
   const server: Server = await listenApi(deps, config.API_PORT, config.API_HOST);
-  logger.info({ url: publicBaseUrl(config), environment: config.DEPLOYMENT_ENVIRONMENT, region: config.DEPLOYMENT_REGION, node: process.version }, 'api listening');
+  logger.info(
+    { url: publicBaseUrl(config), environment: config.DEPLOYMENT_ENVIRONMENT, region: config.DEPLOYMENT_REGION, node: process.version },
+    'api listening',
+  );
 
   let stopping = false;
   const stop = async (signal: string) => {

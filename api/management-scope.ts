@@ -15,7 +15,6 @@ export const managementErrors = {
 };
 export const otherDeployment = { 400: { description: 'Another environment or region than this deployment serves', schema: ErrorDetail } };
 
-
 export const teamNotFound = (teamId: string) => notFound(`Team ${teamId} not found in this organisation.`);
 
 /** The team, if it is in the org and the key may act on it (403 before 404 for scoped keys). */

@@ -101,7 +101,13 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       tags: route.tags,
       ...(route.deprecated ? { deprecated: true } : {}),
       security:
-        route.auth === 'team' ? [{ teamApiKey: [] }, { sdkApiKey: [] }] : route.auth === 'management' ? [{ managementKey: [] }, { legacyOrgKey: [] }, { consoleSession: [] }] : route.auth === 'link' ? [{ linkToken: [] }] : [],
+        route.auth === 'team'
+          ? [{ teamApiKey: [] }, { sdkApiKey: [] }]
+          : route.auth === 'management'
+            ? [{ managementKey: [] }, { legacyOrgKey: [] }, { consoleSession: [] }]
+            : route.auth === 'link'
+              ? [{ linkToken: [] }]
+              : [],
       parameters: [
         ...parameters('path', route.params, registry),
         ...parameters('query', route.query, registry),
@@ -110,7 +116,13 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       ...(route.body
         ? { requestBody: { required: bodyRequired(route.body), content: { 'application/json': { schema: registry.ref(route.body) } } } }
         : route.textBody
-          ? { requestBody: { required: true, description: route.textBody.description, content: Object.fromEntries(route.textBody.contentTypes.map((t) => [t, { schema: { type: 'string' } }])) } }
+          ? {
+              requestBody: {
+                required: true,
+                description: route.textBody.description,
+                content: Object.fromEntries(route.textBody.contentTypes.map((t) => [t, { schema: { type: 'string' } }])),
+              },
+            }
           : {}),
       responses,
     };
@@ -133,11 +145,25 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
       schemas: registry.components,
       securitySchemes: {
         teamApiKey: { type: 'apiKey', in: 'header', name: 'x-service-api-key' },
-        sdkApiKey: { type: 'apiKey', in: 'header', name: 'x-vital-api-key', description: "Alias of x-service-api-key: the header the original API's SDKs send their api_key in." },
+        sdkApiKey: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'x-vital-api-key',
+          description: "Alias of x-service-api-key: the header the original API's SDKs send their api_key in.",
+        },
         managementKey: { type: 'apiKey', in: 'header', name: 'X-Management-Key' },
         legacyOrgKey: { type: 'apiKey', in: 'header', name: 'X-Service-Org-Key', description: 'Deprecated alias of X-Management-Key.' },
-        linkToken: { type: 'apiKey', in: 'header', name: 'x-vital-link-token', description: 'A link token (POST /v2/link/token): the hosted link page acting for its user; unknown, expired or used: 401.' },
-        consoleSession: { type: 'http', scheme: 'bearer', description: 'A delivery-log page session (POST /v1/console/sessions): one team, as a team-scoped key.' },
+        linkToken: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'x-vital-link-token',
+          description: 'A link token (POST /v2/link/token): the hosted link page acting for its user; unknown, expired or used: 401.',
+        },
+        consoleSession: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'A delivery-log page session (POST /v1/console/sessions): one team, as a team-scoped key.',
+        },
       },
     },
   };

@@ -51,7 +51,11 @@ export function staticFolder(folder: string, what: string, urlPrefix: string, as
         responses: { 200: { description: 'Asset' }, 404: { description: 'Unknown asset', schema: ErrorDetail } },
         handler: ({ params }) => {
           if (!assets.includes(params.file)) throw notFound(`Unknown asset '${params.file}'.`);
-          return { body: read(params.file), contentType: TYPES[path.extname(params.file)], headers: { 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff' } };
+          return {
+            body: read(params.file),
+            contentType: TYPES[path.extname(params.file)],
+            headers: { 'Cache-Control': 'no-cache', 'X-Content-Type-Options': 'nosniff' },
+          };
         },
       }),
   };

@@ -9,10 +9,7 @@ export const DateString = (description?: string) => Type.String({ format: 'date'
 export const Timestamp = (description?: string) => Type.String({ format: 'date-time', description });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
-export const ErrorDetail = Type.Object(
-  { detail: Type.String() },
-  { $id: 'ErrorDetail', description: 'Generic error body.' },
-);
+export const ErrorDetail = Type.Object({ detail: Type.String() }, { $id: 'ErrorDetail', description: 'Generic error body.' });
 
 export const ValidationErrorItem = Type.Object({
   loc: Type.Array(Type.Union([Type.String(), Type.Integer()])),

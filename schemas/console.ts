@@ -5,7 +5,9 @@ import { Timestamp, Uuid } from './common';
 
 export const ConsoleLink = Type.Object(
   {
-    url: Type.String({ description: 'Opens the delivery-log page signed in to this team, once. The token is in the fragment (#link=…), which browsers never send.' }),
+    url: Type.String({
+      description: 'Opens the delivery-log page signed in to this team, once. The token is in the fragment (#link=…), which browsers never send.',
+    }),
     expires_at: Timestamp('The link works once, until then (15 minutes).'),
   },
   { $id: 'ConsoleLink' },
@@ -18,7 +20,9 @@ export const ConsoleSessionBody = Type.Object(
 
 export const ConsoleSession = Type.Object(
   {
-    token: Type.String({ description: 'Send as `Authorization: Bearer <token>` on the management API of this team (as a team-scoped key of the key that made the link).' }),
+    token: Type.String({
+      description: 'Send as `Authorization: Bearer <token>` on the management API of this team (as a team-scoped key of the key that made the link).',
+    }),
     expires_at: Timestamp('The session ends then (an hour after the link was used).'),
     org_id: Uuid(),
     team_id: Uuid(),

@@ -112,7 +112,6 @@ function dataEvents(): EventTypeEntry[] {
   return out;
 }
 
-
 /** The full order as returned by GET /v3/order/{order_id}. */
 const Order = ClientFacingOrder;
 const sampleAt = '2024-01-01T00:00:00+00:00';
@@ -139,7 +138,12 @@ const sampleOrder = {
   patient_address: sampleAddress,
   shipping_details: sampleAddress,
   details: { type: 'testkit', data: { id: '00000000-0000-4000-8000-0000000000d1', shipment: null, created_at: sampleAt, updated_at: sampleAt } },
-  lab_test: { id: '5b0f6c1e-2a41-4c8e-9d3b-7a1e0c2f4b11', name: 'Lipid Panel (at-home kit)', description: 'Lipid panel from a dried blood spot.', method: 'testkit' },
+  lab_test: {
+    id: '5b0f6c1e-2a41-4c8e-9d3b-7a1e0c2f4b11',
+    name: 'Lipid Panel (at-home kit)',
+    description: 'Lipid panel from a dried blood spot.',
+    method: 'testkit',
+  },
   sample_id: 'HB0000000001',
   health_insurance_id: null,
   notes: '',
@@ -162,13 +166,14 @@ export const EVENT_CATALOGUE: EventTypeEntry[] = [
   },
   {
     name: 'pipeline.test',
-    description: "Sent by POST .../pipeline/{pipeline_id}/test to exercise a pipeline (by its first route); carries no user data.",
+    description: 'Sent by POST .../pipeline/{pipeline_id}/test to exercise a pipeline (by its first route); carries no user data.',
     schema: open({ message: Type.String(), pipeline_id: Type.String() }, 'Test event.'),
     sample: { message: 'This is a test event from Healthbridge.' },
   },
   {
     name: 'webhook.disabled',
-    description: 'A webhook endpoint of the team was disabled: it answered 410 Gone, or failed for longer than WEBHOOK_DISABLE_AFTER_MS. Enable it with PATCH disabled=false, then recover.',
+    description:
+      'A webhook endpoint of the team was disabled: it answered 410 Gone, or failed for longer than WEBHOOK_DISABLE_AFTER_MS. Enable it with PATCH disabled=false, then recover.',
     schema: open(
       { webhook_id: Type.String(), reason: Type.String({ description: 'gone or failing' }), failing_since: Nullable(Timestamp()), disabled_at: Timestamp() },
       'The disabled endpoint.',
@@ -196,10 +201,7 @@ export const EVENT_CATALOGUE: EventTypeEntry[] = [
   {
     name: 'provider.connection.error',
     description: 'A connection needs attention (e.g. the user revoked access).',
-    schema: open(
-      { user_id: Type.String(), provider: Source, message: Type.String(), error_type: Type.String() },
-      'What went wrong.',
-    ),
+    schema: open({ user_id: Type.String(), provider: Source, message: Type.String(), error_type: Type.String() }, 'What went wrong.'),
     sample: { user_id: sampleUser, provider: sampleSource, message: 'Access revoked', error_type: 'token_revoked' },
   },
   { name: 'labtest.order.created', description: 'A lab order was created (status ordered).', schema: Order, sample: sampleOrder },

@@ -60,7 +60,11 @@ export const Relationship = Type.String({
 
 export const CreateInsuranceBody = Type.Object(
   {
-    payor_code: Type.String({ minLength: 1, maxLength: 50, description: 'A code of the payor catalogue (GET /v3/insurance/search/payor), e.g. MEDFED; or any code with `company`.' }),
+    payor_code: Type.String({
+      minLength: 1,
+      maxLength: 50,
+      description: 'A code of the payor catalogue (GET /v3/insurance/search/payor), e.g. MEDFED; or any code with `company`.',
+    }),
     member_id: Text(100),
     group_id: Type.Optional(Nullable(Type.String({ maxLength: 100 }))),
     relationship: Relationship,

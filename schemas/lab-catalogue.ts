@@ -45,7 +45,9 @@ export const LabMarker = Type.Object(
     a_la_carte_enabled: Type.Boolean(),
     common_tat_days: Type.Integer({ minimum: 0 }),
     worst_case_tat_days: Type.Integer({ minimum: 0 }),
-    reference_range: Nullable(Type.Object({ low: Nullable(Type.Number()), high: Nullable(Type.Number()), text: Type.String() }, { additionalProperties: false })),
+    reference_range: Nullable(
+      Type.Object({ low: Nullable(Type.Number()), high: Nullable(Type.Number()), text: Type.String() }, { additionalProperties: false }),
+    ),
     /** At or beyond these limits a value is critical. */
     critical_range: Nullable(Range),
     /** coded_value markers: the possible results, the normal one first. */

@@ -40,10 +40,7 @@ const addressFields = {
   phone_number: Type.Optional(Type.String({ pattern: '^\\+[1-9]\\d{6,14}$' })),
   access_notes: Type.Optional(Nullable(Type.String({ maxLength: 1000 }))),
 };
-export const PatientAddressBody = Type.Object(
-  { first_line: Type.String({ minLength: 1, maxLength: 100 }), ...addressFields },
-  { additionalProperties: false },
-);
+export const PatientAddressBody = Type.Object({ first_line: Type.String({ minLength: 1, maxLength: 100 }), ...addressFields }, { additionalProperties: false });
 /**
  * Registration takes either form the spec shows: first_line / second_line, or `street` + `street_number`
  * (one schema, not a union: ajv would strip one form's fields while trying the other; the api requires one).
@@ -108,7 +105,7 @@ export const RegisterTestkitBody = Type.Object(
   {
     user_id: Uuid('The patient: a user of your team.'),
     sample_id: Type.String({ minLength: 4, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: 'The barcode of the kit.' }),
-    lab_test_id: Type.Optional(Type.String({ minLength: 1, description: 'The kit\'s test; defaults to the first active test-kit test.' })),
+    lab_test_id: Type.Optional(Type.String({ minLength: 1, description: "The kit's test; defaults to the first active test-kit test." })),
     patient_details: PatientDetailsBody,
     patient_address: RegistrationAddressBody,
     physician: Type.Optional(Nullable(PhysicianBody)),
@@ -174,14 +171,18 @@ export const ListOrdersQuery = Type.Object(
     page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 }),
     size: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
     next_cursor: Type.Optional(
-      Type.String({ description: "The previous page's `next_cursor` (same filters): the page after it, without counting again (`total` is the first page's)." }),
+      Type.String({
+        description: "The previous page's `next_cursor` (same filters): the page after it, without counting again (`total` is the first page's).",
+      }),
     ),
     user_id: Type.Optional(Uuid()),
     status: Type.Optional(Type.Array(Type.String({ pattern: '^[a-z_]+$' }), { description: 'Low-level statuses.' })),
     interpretation: Type.Optional(StringEnum(['normal', 'abnormal', 'critical', 'unknown'] as const)),
     order_activation_types: Type.Optional(Type.Array(StringEnum(['current', 'scheduled'] as const))),
     start_date: Type.Optional(Type.Union([DateString(), Timestamp()], { description: 'Created at or after (date or date-time).' })),
-    end_date: Type.Optional(Type.Union([DateString(), Timestamp()], { description: 'Created at or before (date or date-time; a date includes the whole day).' })),
+    end_date: Type.Optional(
+      Type.Union([DateString(), Timestamp()], { description: 'Created at or before (date or date-time; a date includes the whole day).' }),
+    ),
     order_ids: Type.Optional(Type.Array(Uuid())),
     order_transaction_id: Type.Optional(Uuid()),
     order_direction: StringEnum(['asc', 'desc'] as const, { default: 'desc' }),
@@ -195,7 +196,11 @@ export const ListOrdersQuery = Type.Object(
       }),
     ),
     patient_name: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 200, description: "Orders whose patient's first and last names hold every word of this (case and accents aside; whole words)." }),
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: "Orders whose patient's first and last names hold every word of this (case and accents aside; whole words).",
+      }),
     ),
   },
   { additionalProperties: true },
@@ -245,10 +250,7 @@ export const ClientFacingOrder = open(
   { $id: 'ClientFacingOrder' },
 );
 
-export const PostOrderResponse = Type.Object(
-  { order: ClientFacingOrder, status: Type.String(), message: Type.String() },
-  { $id: 'PostOrderResponse' },
-);
+export const PostOrderResponse = Type.Object({ order: ClientFacingOrder, status: Type.String(), message: Type.String() }, { $id: 'PostOrderResponse' });
 export const PatchOrderResponse = Type.Object(
   {
     order: Type.Object({ id: Uuid(), team_id: Uuid(), user_id: Uuid(), activate_by: Nullable(DateString()), status: Type.String() }),
@@ -263,7 +265,9 @@ export const OrderList = Type.Object(
     total: Type.Integer(),
     page: Type.Integer(),
     size: Type.Integer(),
-    next_cursor: Nullable(Type.String({ description: 'Pass as `next_cursor` for the next page (faster than `page` deep into a list); null on the last page.' })),
+    next_cursor: Nullable(
+      Type.String({ description: 'Pass as `next_cursor` for the next page (faster than `page` deep into a list); null on the last page.' }),
+    ),
   },
   { $id: 'GetOrdersResponse' },
 );
@@ -320,6 +324,9 @@ export const LabResultsRaw = Type.Object(
 );
 
 export const SignedDocumentQuery = Type.Object(
-  { expires: Type.Integer({ minimum: 0, maximum: 99999999999, description: 'Expiry, Unix seconds.' }), signature: Type.String({ minLength: 1, maxLength: 128 }) },
+  {
+    expires: Type.Integer({ minimum: 0, maximum: 99999999999, description: 'Expiry, Unix seconds.' }),
+    signature: Type.String({ minLength: 1, maxLength: 128 }),
+  },
   { additionalProperties: true },
 );

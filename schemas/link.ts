@@ -8,7 +8,11 @@ const ProviderSlug = Type.String({ pattern: '^[a-z0-9_]+$', maxLength: 64 });
 export const LinkProviderParams = Type.Object({ provider: ProviderSlug }, { additionalProperties: false });
 export const LinkOAuthParams = Type.Object({ oauth_provider: ProviderSlug }, { additionalProperties: false });
 export const LinkOAuthQuery = Type.Object(
-  { region: Type.Optional(Type.String({ maxLength: 16, description: "At a provider with `regions` (Dexcom): where the user's account lives; default `default_region`." })) },
+  {
+    region: Type.Optional(
+      Type.String({ maxLength: 16, description: "At a provider with `regions` (Dexcom): where the user's account lives; default `default_region`." }),
+    ),
+  },
   { additionalProperties: true },
 );
 
@@ -41,7 +45,8 @@ export const SourceLink = Type.Object(
     form_components: Nullable(Type.Object({}, { ...Open, description: 'The sign-in form fields of a password or email provider.' })),
     regions: Type.Optional(
       Type.Array(Type.Object({ id: Type.String(), label: Type.String() }), {
-        description: "Ours, at a provider that keeps each account in one region (Dexcom): where the user's account can live; pass the chosen `id` as `region` to GET /v2/link/provider/oauth/{oauth_provider}.",
+        description:
+          "Ours, at a provider that keeps each account in one region (Dexcom): where the user's account can live; pass the chosen `id` as `region` to GET /v2/link/provider/oauth/{oauth_provider}.",
       }),
     ),
     default_region: Type.Optional(Type.String({ description: "Ours, with `regions`: the one proposed, from the team's region." })),
@@ -66,11 +71,19 @@ export const OAuthSource = Type.Object(
 );
 
 export const PasswordLinkBody = Type.Object(
-  { username: Type.String({ minLength: 1, maxLength: 256 }), password: Type.String({ minLength: 1, maxLength: 256 }), region: Type.Optional(Nullable(Type.String({ maxLength: 16 }))) },
+  {
+    username: Type.String({ minLength: 1, maxLength: 256 }),
+    password: Type.String({ minLength: 1, maxLength: 256 }),
+    region: Type.Optional(Nullable(Type.String({ maxLength: 16 }))),
+  },
   { additionalProperties: false, $id: 'IndividualProviderData' },
 );
 export const EmailLinkBody = Type.Object(
-  { email: Type.String({ minLength: 3, maxLength: 320 }), provider: Type.Optional(Nullable(ProviderSlug)), region: Type.Optional(Nullable(Type.String({ maxLength: 16 }))) },
+  {
+    email: Type.String({ minLength: 3, maxLength: 320 }),
+    provider: Type.Optional(Nullable(ProviderSlug)),
+    region: Type.Optional(Nullable(Type.String({ maxLength: 16 }))),
+  },
   { additionalProperties: false, $id: 'EmailProviderAuthLink' },
 );
 
@@ -80,7 +93,9 @@ export const ProviderLinkResponse = Type.Object(
     provider: Type.String(),
     connected: Type.Boolean(),
     redirect_url: Nullable(Type.String()),
-    error_type: Type.Optional(Type.String({ description: 'invalid_token, token_consumed, provider_credential_error, provider_api_error, duplicate_connection, …' })),
+    error_type: Type.Optional(
+      Type.String({ description: 'invalid_token, token_consumed, provider_credential_error, provider_api_error, duplicate_connection, …' }),
+    ),
     error: Type.Optional(Type.String()),
     provider_id: Type.Optional(Type.String()),
   },

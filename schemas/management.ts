@@ -13,7 +13,13 @@ export const Org = Type.Object({ id: Uuid(), name: Type.String(), created_at: Ti
 export const OrgPatchBody = Type.Object({ name: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false, $id: 'OrgPatchBody' });
 
 const HttpUrl = (description: string) =>
-  Type.String({ format: 'uri', pattern: '^[hH][tT][tT][pP][sS]?://', maxLength: 2048, description, 'x-messages': { pattern: 'Input should be an http(s) URL.' } });
+  Type.String({
+    format: 'uri',
+    pattern: '^[hH][tT][tT][pP][sS]?://',
+    maxLength: 2048,
+    description,
+    'x-messages': { pattern: 'Input should be an http(s) URL.' },
+  });
 const Email = (description: string) => Type.String({ format: 'email', maxLength: 320, description });
 const ShortText = (description: string, maxLength = 200) => Type.String({ minLength: 1, maxLength, description });
 
@@ -264,7 +270,8 @@ export const AuditLogEntry = Type.Object(
       management_key_id: Type.Union([Uuid(), Type.Null()], { description: 'null when a team API key acted (a lab sending results: lab_intake.hl7.refused).' }),
       team_api_key_id: Type.Optional(Uuid()),
       header: Type.String({
-        description: 'The header the key came in (X-Management-Key, or the deprecated X-Service-Org-Key), or Authorization for a delivery-log page session the key opened.',
+        description:
+          'The header the key came in (X-Management-Key, or the deprecated X-Service-Org-Key), or Authorization for a delivery-log page session the key opened.',
       }),
     }),
     request_id: Type.String(),

@@ -35,16 +35,15 @@ export const PipelineRoute = Type.Object(
 export const DestinationInput = Type.Object(
   {
     type: StringEnum([...DESTINATION_TYPES]),
-    url: Type.Optional(
-      printable(2048, 'RabbitMQ: `amqp://` or `amqps://` (TLS; required in production) `[user[:password]@]host[:port][/vhost]`.'),
-    ),
+    url: Type.Optional(printable(2048, 'RabbitMQ: `amqp://` or `amqps://` (TLS; required in production) `[user[:password]@]host[:port][/vhost]`.')),
     username: Type.Optional(printable(255, 'RabbitMQ: the user, when not in the URL.')),
     password: Type.Optional(Password),
     exchange: Type.Optional(
       Type.String({
         maxLength: 255,
         pattern: '^[a-zA-Z0-9_.:-]*$',
-        description: "RabbitMQ: the exchange, declared durable (default `healthbridge.events`); '' publishes to the default exchange (the routing key names the queue).",
+        description:
+          "RabbitMQ: the exchange, declared durable (default `healthbridge.events`); '' publishes to the default exchange (the routing key names the queue).",
       }),
     ),
     exchange_type: Type.Optional(StringEnum([...EXCHANGE_TYPES], { description: 'RabbitMQ: the exchange type (default topic).' })),
@@ -80,7 +79,10 @@ export const PipelineCreateBody = Type.Object(
     description: Type.String({ maxLength: 1000, default: '' }),
     destination: DestinationInput,
     routes: Routes,
-    ordered_per_user: Type.Boolean({ default: false, description: "Each user's events arrive in publish order; a failing event holds back only that user's later events." }),
+    ordered_per_user: Type.Boolean({
+      default: false,
+      description: "Each user's events arrive in publish order; a failing event holds back only that user's later events.",
+    }),
     disabled: Type.Boolean({ default: false }),
   },
   { additionalProperties: false, $id: 'PipelineCreateBody' },

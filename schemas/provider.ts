@@ -31,7 +31,7 @@ export const Provider = Type.Object(
     integration: Type.Optional(
       Type.String({
         description:
-          'Ours: how it connects for this team. `real`: a real integration with an OAuth app (the team\'s own, or the deployment\'s); `demo_only`: sandbox demo data; `unavailable`: no app configured in production; `app`: the customer\'s app or SDK sends the data; `credentials`: a password or email sign-in. Non-exhaustive.',
+          "Ours: how it connects for this team. `real`: a real integration with an OAuth app (the team's own, or the deployment's); `demo_only`: sandbox demo data; `unavailable`: no app configured in production; `app`: the customer's app or SDK sends the data; `credentials`: a password or email sign-in. Non-exhaustive.",
       }),
     ),
     deprecated: Type.Optional(
@@ -40,8 +40,12 @@ export const Provider = Type.Object(
           'Ours: a legacy entry kept for the connections made with it (the password sign-ins `whoop` and `dexcom`). New users are not offered it: connect `replaced_by` instead.',
       }),
     ),
-    replaced_by: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Ours: the provider that replaces a deprecated one (`whoop_v2`, `dexcom_v3`), else null.' })),
-    integration_note: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Ours: why a provider is demo-only, or what makes it connect for real.' })),
+    replaced_by: Type.Optional(
+      Type.Union([Type.String(), Type.Null()], { description: 'Ours: the provider that replaces a deprecated one (`whoop_v2`, `dexcom_v3`), else null.' }),
+    ),
+    integration_note: Type.Optional(
+      Type.Union([Type.String(), Type.Null()], { description: 'Ours: why a provider is demo-only, or what makes it connect for real.' }),
+    ),
   },
   { $id: 'Provider' },
 );
@@ -51,9 +55,7 @@ export const ProviderList = Type.Array(Provider, { $id: 'ProviderList' });
 
 export const ProviderListQuery = Type.Object(
   {
-    source_type: Type.Optional(
-      StringEnum(SourceTypes, { description: 'Only providers of this source type.' }),
-    ),
+    source_type: Type.Optional(StringEnum(SourceTypes, { description: 'Only providers of this source type.' })),
   },
   { additionalProperties: true },
 );

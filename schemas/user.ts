@@ -34,14 +34,17 @@ export type UserPatchBody = Static<typeof UserPatchBody>;
 
 export const UserIdParams = Type.Object({ user_id: Uuid('Service user id.') });
 export const ClientUserIdParams = Type.Object({ client_user_id: ClientUserId });
-export const UserListQuery = Type.Composite([
-  OffsetPageQuery,
-  Type.Object({
-    next_cursor: Type.Optional(
-      Type.String({ description: "The previous page's `next_cursor`: the page after it, without counting again (`total` is the first page's)." }),
-    ),
-  }),
-], { additionalProperties: true });
+export const UserListQuery = Type.Composite(
+  [
+    OffsetPageQuery,
+    Type.Object({
+      next_cursor: Type.Optional(
+        Type.String({ description: "The previous page's `next_cursor`: the page after it, without counting again (`total` is the first page's)." }),
+      ),
+    }),
+  ],
+  { additionalProperties: true },
+);
 export const UndoDeleteQuery = Type.Object(
   {
     user_id: Type.Optional(Uuid('The deleted user. Give exactly one of user_id and client_user_id.')),
@@ -65,12 +68,8 @@ export const User = Type.Object(
     client_user_id: Type.String(),
     created_on: Timestamp('ISO 8601 with offset.'),
     connected_sources: Type.Array(ConnectedSource),
-    fallback_time_zone: Nullable(
-      Type.Object({ id: Type.String(), source_slug: Type.String(), updated_at: Timestamp() }),
-    ),
-    fallback_birth_date: Nullable(
-      Type.Object({ value: DateString(), source_slug: Type.String(), updated_at: Timestamp() }),
-    ),
+    fallback_time_zone: Nullable(Type.Object({ id: Type.String(), source_slug: Type.String(), updated_at: Timestamp() })),
+    fallback_birth_date: Nullable(Type.Object({ value: DateString(), source_slug: Type.String(), updated_at: Timestamp() })),
     ingestion_start: Nullable(DateString()),
     ingestion_end: Nullable(DateString()),
   },
@@ -84,7 +83,9 @@ export const PaginatedUsers = Type.Object(
     total: Type.Integer(),
     offset: Type.Integer(),
     limit: Type.Integer(),
-    next_cursor: Nullable(Type.String({ description: 'Pass as `next_cursor` for the next page (faster than `offset` deep into a list); null on the last page.' })),
+    next_cursor: Nullable(
+      Type.String({ description: 'Pass as `next_cursor` for the next page (faster than `offset` deep into a list); null on the last page.' }),
+    ),
   },
   { $id: 'PaginatedUsersResponse' },
 );

@@ -300,10 +300,7 @@ export const ProfileSummary = Type.Object(
 );
 export type ProfileSummary = Static<typeof ProfileSummary>;
 
-const Energy = Type.Object(
-  { unit: Type.Optional(Type.Literal('kcal')), value: Type.Number() },
-  { ...Open, description: 'Energy; unit is always kcal.' },
-);
+const Energy = Type.Object({ unit: Type.Optional(Type.Literal('kcal')), value: Type.Number() }, { ...Open, description: 'Energy; unit is always kcal.' });
 const Macros = Type.Object(
   {
     carbs: OptNumber(),
@@ -353,11 +350,17 @@ export const MealSummary = Type.Object(
 );
 export type MealSummary = Static<typeof MealSummary>;
 
-export const ActivityResponse = Type.Object({ activity: Type.Array(ActivitySummary) }, { ...Open, $id: 'ClientActivityResponse', description: 'Activity summaries.' });
+export const ActivityResponse = Type.Object(
+  { activity: Type.Array(ActivitySummary) },
+  { ...Open, $id: 'ClientActivityResponse', description: 'Activity summaries.' },
+);
 export type ActivityResponse = Static<typeof ActivityResponse>;
 export const SleepResponse = Type.Object({ sleep: Type.Array(SleepSummary) }, { ...Open, $id: 'ClientSleepResponse', description: 'Sleep summaries.' });
 export type SleepResponse = Static<typeof SleepResponse>;
-export const WorkoutsResponse = Type.Object({ workouts: Type.Array(WorkoutSummary) }, { ...Open, $id: 'ClientWorkoutResponse', description: 'Workout summaries.' });
+export const WorkoutsResponse = Type.Object(
+  { workouts: Type.Array(WorkoutSummary) },
+  { ...Open, $id: 'ClientWorkoutResponse', description: 'Workout summaries.' },
+);
 export type WorkoutsResponse = Static<typeof WorkoutsResponse>;
 export const BodyResponse = Type.Object({ body: Type.Array(BodySummary) }, { ...Open, $id: 'ClientBodyResponse', description: 'Body summaries.' });
 export type BodyResponse = Static<typeof BodyResponse>;
@@ -462,12 +465,14 @@ export const SandboxFault = Type.Object(
       Type.Integer({
         minimum: 1,
         maximum: 600,
-        description: 'Every pull of it hangs this long, then fails on our side (no provider error): shows a pull that cannot make progress being given up (WEARABLE_PULL_GIVE_UP_SECONDS) and recorded as unexpected_error.',
+        description:
+          'Every pull of it hangs this long, then fails on our side (no provider error): shows a pull that cannot make progress being given up (WEARABLE_PULL_GIVE_UP_SECONDS) and recorded as unexpected_error.',
       }),
     ),
     error_type: Type.Optional(
       StringEnum([...RetriableErrorTypes, 'non_retriable_error', 'unexpected_error', 'token_refresh_failed', 'provider_credential_error'], {
-        description: 'Retriable types fail transiently; token_refresh_failed / provider_credential_error also break the connection (provider.connection.error).',
+        description:
+          'Retriable types fail transiently; token_refresh_failed / provider_credential_error also break the connection (provider.connection.error).',
       }),
     ),
   },
@@ -478,9 +483,7 @@ export const DemoConnectBody = Type.Object(
   {
     user_id: Uuid('Service user id.'),
     provider: StringEnum(DemoProviders),
-    sandbox_faults: Type.Optional(
-      Type.Array(SandboxFault, { maxItems: 50, description: 'Test hook (ours): make the demo adapter fail on demand.' }),
-    ),
+    sandbox_faults: Type.Optional(Type.Array(SandboxFault, { maxItems: 50, description: 'Test hook (ours): make the demo adapter fail on demand.' })),
   },
   { additionalProperties: false, $id: 'DemoConnectBody', description: 'Connect a demo provider (sandbox only).' },
 );
@@ -510,7 +513,6 @@ export const UserRefreshResponse = Type.Object(
 );
 export type UserRefreshResponse = Static<typeof UserRefreshResponse>;
 
-
 // ---------- introspection ----------
 
 export const HistoricalPullStats = Type.Object(
@@ -522,9 +524,7 @@ export const HistoricalPullStats = Type.Object(
     days_with_data: Type.Optional(Nullable(Type.Integer({ minimum: 0, default: 0 }))),
     release: Type.String({ description: 'Release of the service that ran the pull.' }),
     trace_id: OptString(),
-    error_details: OptString(
-      `A string, non-exhaustive. Retriable: ${RetriableErrorTypes.join(', ')}; non-retriable: ${NonRetriableErrorTypes.join(', ')}.`,
-    ),
+    error_details: OptString(`A string, non-exhaustive. Retriable: ${RetriableErrorTypes.join(', ')}; non-retriable: ${NonRetriableErrorTypes.join(', ')}.`),
   },
   { ...Open, $id: 'SingleHistoricalPullStatistics', description: 'One historical pull of one resource.' },
 );
@@ -596,17 +596,14 @@ export type ResourcesIntrospection = Static<typeof ResourcesIntrospection>;
 
 /** YYYY-MM-DD, or an ISO 8601 date-time (offset optional). */
 export const DATE_OR_DATETIME_PATTERN =
-  '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])' +
-  '([Tt ]([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d{1,9})?)?([Zz]|[+-]([01]\\d|2[0-3]):?[0-5]\\d)?)?$';
+  '^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])' + '([Tt ]([01]\\d|2[0-3]):[0-5]\\d(:[0-5]\\d(\\.\\d{1,9})?)?([Zz]|[+-]([01]\\d|2[0-3]):?[0-5]\\d)?)?$';
 const DateOrDateTime = (description: string) =>
   Type.String({
     pattern: DATE_OR_DATETIME_PATTERN,
     description,
     'x-messages': { pattern: 'Input should be a valid date (YYYY-mm-dd) or ISO 8601 date-time' },
   });
-const ProviderFilter = Type.Optional(
-  Type.String({ pattern: '^[a-z0-9_]*$', maxLength: 64, description: 'Only this provider (slug); empty for all.' }),
-);
+const ProviderFilter = Type.Optional(Type.String({ pattern: '^[a-z0-9_]*$', maxLength: 64, description: 'Only this provider (slug); empty for all.' }));
 const StartDate = DateOrDateTime('Inclusive; a date means 00:00:00.');
 const EndDate = Type.Optional(DateOrDateTime('Inclusive; a date means 23:59:59.'));
 const Cursor = (description: string) => Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description }));
@@ -624,7 +621,9 @@ export const ProfileQuery = Type.Object(
 export type ProfileQuery = Static<typeof ProfileQuery>;
 
 const GlucoseUnit = Type.Optional(
-  StringEnum(['mg/dL', 'mmol/L'], { description: 'Ours, glucose only: the unit samples are returned in (default: as the source reported them, e.g. mg/dL from Dexcom, mmol/L from Libre).' }),
+  StringEnum(['mg/dL', 'mmol/L'], {
+    description: 'Ours, glucose only: the unit samples are returned in (default: as the source reported them, e.g. mg/dL from Dexcom, mmol/L from Libre).',
+  }),
 );
 
 export const TimeseriesQuery = Type.Object(
@@ -684,7 +683,9 @@ export const IngestSample = Type.Object(
     diastolic: Type.Optional(Type.Number()),
     unit: Type.Optional(Type.String({ maxLength: 32, description: "Defaults to the resource's unit; another unit is refused." })),
     type: Type.Optional(Nullable(Type.String({ maxLength: 64 }))),
-    timezone_offset: Type.Optional(Nullable(Type.Integer({ minimum: -86400, maximum: 86400, description: 'Seconds east of UTC; null uses the user fallback time zone.' }))),
+    timezone_offset: Type.Optional(
+      Nullable(Type.Integer({ minimum: -86400, maximum: 86400, description: 'Seconds east of UTC; null uses the user fallback time zone.' })),
+    ),
   },
   { additionalProperties: false },
 );
@@ -692,7 +693,13 @@ export const IngestSample = Type.Object(
 export const IngestSummary = Type.Object(
   {
     resource: StringEnum(['activity', 'sleep', 'workouts', 'body', 'profile', 'meal'] as const),
-    id: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "Your app's id for it; a later item with the same id replaces it. Defaults to calendar_date (activity, body) or the start time." })),
+    id: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: "Your app's id for it; a later item with the same id replaces it. Defaults to calendar_date (activity, body) or the start time.",
+      }),
+    ),
     calendar_date: DateString('Local day of the summary, YYYY-mm-dd.'),
   },
   { additionalProperties: true, description: 'The summary fields of GET /v2/summary/{resource} (id, user_id, source and timestamps are added).' },
@@ -701,11 +708,22 @@ export const IngestSummary = Type.Object(
 export const IngestBody = Type.Object(
   {
     provider: Slug('An sdk or app provider, e.g. apple_health_kit, health_connect, manual.'),
-    source_type: Type.Optional(Type.String({ pattern: '^[a-z0-9_]+$', maxLength: 32, description: 'Device type (watch, phone, ring, app, manual_scan ...); part of the sample key.' })),
+    source_type: Type.Optional(
+      Type.String({ pattern: '^[a-z0-9_]+$', maxLength: 32, description: 'Device type (watch, phone, ring, app, manual_scan ...); part of the sample key.' }),
+    ),
     samples: Type.Optional(Type.Array(IngestSample, { maxItems: 5000 })),
     summaries: Type.Optional(Type.Array(IngestSummary, { maxItems: 1000 })),
     workout_streams: Type.Optional(
-      Type.Array(Type.Object({ workout_id: Type.String({ minLength: 1, maxLength: 200 }), stream: Type.Record(Type.String(), Type.Array(Nullable(Type.Number()), { maxItems: 100000 })) }, { additionalProperties: false }), { maxItems: 20 }),
+      Type.Array(
+        Type.Object(
+          {
+            workout_id: Type.String({ minLength: 1, maxLength: 200 }),
+            stream: Type.Record(Type.String(), Type.Array(Nullable(Type.Number()), { maxItems: 100000 })),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 20 },
+      ),
     ),
   },
   { additionalProperties: false, $id: 'IngestBody', description: 'Data pushed by an app for one user. Nothing is stored when any item is invalid.' },
@@ -714,6 +732,12 @@ export type IngestBody = Static<typeof IngestBody>;
 
 const Counts = Type.Object({ created: Type.Integer(), updated: Type.Integer(), unchanged: Type.Integer() });
 export const IngestResponse = Type.Object(
-  { summaries: Counts, samples: Counts, workout_streams: Counts, dropped: Type.Integer({ description: 'Items outside the user ingestion bounds.' }), events: Type.Integer() },
+  {
+    summaries: Counts,
+    samples: Counts,
+    workout_streams: Counts,
+    dropped: Type.Integer({ description: 'Items outside the user ingestion bounds.' }),
+    events: Type.Integer(),
+  },
   { ...Open, $id: 'IngestResponse', description: 'What the batch changed.' },
 );

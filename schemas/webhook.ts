@@ -86,7 +86,7 @@ export const WebhookCreateBody = Type.Object(
       default: false,
       description:
         "Each user's events arrive in publish order: one POST at a time per user, and a failing event holds back that user's later ones " +
-        '(other users go on). Costs throughput: a user\'s events wait for each other\'s round trip.',
+        "(other users go on). Costs throughput: a user's events wait for each other's round trip.",
     }),
     secret: Type.Optional(Type.String({ description: '`whsec_` + base64 of 24–64 bytes; generated when omitted.' })),
   },
@@ -189,7 +189,7 @@ export const WebhookAttempt = Type.Object(
     duration_ms: Type.Integer(),
     status_code: Nullable(Type.Integer()),
     error_class: Nullable(Type.String({ description: 'timeout, connection_error, refused_address, dns_error, http_<status>…' })),
-    error: Nullable(Type.String({ description: 'What went wrong when no answer says it: the connection error, the broker\'s refusal.' })),
+    error: Nullable(Type.String({ description: "What went wrong when no answer says it: the connection error, the broker's refusal." })),
     response_body: Nullable(Type.String({ description: 'First 4 KB of the answer.' })),
   },
   { $id: 'WebhookAttempt' },
@@ -222,7 +222,7 @@ export const WebhookDeliveryList = Type.Object(
 export const DeliveryListQuery = Type.Object(
   {
     status: Type.Optional(StringEnum(['pending', 'succeeded', 'failed', 'cancelled'])),
-    event_type: Type.Optional(Type.String({ description: "Only deliveries of this event type." })),
+    event_type: Type.Optional(Type.String({ description: 'Only deliveries of this event type.' })),
     user_id: Type.Optional(Type.String({ description: "Only deliveries of this user's events." })),
     since: Type.Optional(Timestamp()),
     until: Type.Optional(Timestamp()),
@@ -232,18 +232,13 @@ export const DeliveryListQuery = Type.Object(
   { additionalProperties: true },
 );
 
-export const RecoverBody = Type.Object(
-  { since: Timestamp(), until: Type.Optional(Timestamp()) },
-  { additionalProperties: false, $id: 'WebhookRecoverBody' },
-);
+export const RecoverBody = Type.Object({ since: Timestamp(), until: Type.Optional(Timestamp()) }, { additionalProperties: false, $id: 'WebhookRecoverBody' });
 export const RecoverAccepted = Type.Object({ resent: Type.Integer({ description: 'Failed deliveries queued again.' }) }, { $id: 'WebhookRecoverAccepted' });
 export const ResendAccepted = Type.Object({ event_id: Uuid(), webhook_id: Uuid() }, { $id: 'WebhookResendAccepted' });
 
 export const EventTypeList = Type.Object(
   {
-    data: Type.Array(
-      Type.Object({ name: Type.String(), description: Type.String(), schema: Type.Unknown({ description: 'JSON Schema of `data`.' }) }),
-    ),
+    data: Type.Array(Type.Object({ name: Type.String(), description: Type.String(), schema: Type.Unknown({ description: 'JSON Schema of `data`.' }) })),
   },
   { $id: 'EventTypeList' },
 );

@@ -109,14 +109,28 @@ async function main() {
   const startedAt = new Date().toISOString();
   const extraEnv = {};
   for (const suite of suites) Object.assign(extraEnv, await suite.beforeEnvironment?.({ log, onCleanup: (fn) => suiteCleanups.push(fn) }));
-  env = await startEnvironment({ runId, log, cpuProfileDir: profileDir, cpuProfileProcess: profileProcess, extraEnv, onCleanup: (fn) => (stopEnvironment = fn) });
+  env = await startEnvironment({
+    runId,
+    log,
+    cpuProfileDir: profileDir,
+    cpuProfileProcess: profileProcess,
+    extraEnv,
+    onCleanup: (fn) => (stopEnvironment = fn),
+  });
   log(`bench: api ${env.apiUrl}, constant route ${env.constantUrl}, database ${env.dbKind}`);
 
   // The machine's own speed, so figures from different machines can be compared: plain HTTP POSTs of a small JSON
   // body to a constant Koa route, from this process (the same load generator every suite uses).
   const { httpClient, measure } = await import('./bench/load.mjs');
   const reference = httpClient(env.constantUrl);
-  const machinePosts = await measure({ name: 'machine reference: plain POST to a constant Koa route', ...config, seconds: 2, warmupSeconds: 0.5, log, fn: () => reference.expect(200, 'POST', '/constant', { body: { event_type: 'bench.reference', data: { n: 1 } } }) });
+  const machinePosts = await measure({
+    name: 'machine reference: plain POST to a constant Koa route',
+    ...config,
+    seconds: 2,
+    warmupSeconds: 0.5,
+    log,
+    fn: () => reference.expect(200, 'POST', '/constant', { body: { event_type: 'bench.reference', data: { n: 1 } } }),
+  });
   reference.close();
   machine.plainPostsPerSecond = machinePosts.rps;
   log(`bench: this machine's plain POST rate: ${Math.round(machinePosts.rps)}/s (p99 ${machinePosts.p99Ms} ms), ${config.concurrency} concurrent`);

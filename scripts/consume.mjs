@@ -33,7 +33,12 @@ if (kind === 'rabbitmq') {
   const { queue } = await channel.assertQueue('', { exclusive: true });
   await channel.bindQueue(queue, exchange, args[0] ?? '#');
   console.log(`consume: reading exchange ${exchange} with routing key pattern ${args[0] ?? '#'} (Ctrl-C stops)`);
-  await channel.consume(queue, (m) => m && line({ routing_key: m.fields.routingKey, message_id: m.properties.messageId, ...m.properties.headers }, m.content, m.properties.contentEncoding), { noAck: true });
+  await channel.consume(
+    queue,
+    (m) =>
+      m && line({ routing_key: m.fields.routingKey, message_id: m.properties.messageId, ...m.properties.headers }, m.content, m.properties.contentEncoding),
+    { noAck: true },
+  );
   process.on('SIGINT', () => connection.close().finally(() => process.exit(0)));
 } else if (kind === 'kafka') {
   const bootstrap = process.env.KAFKA_BOOTSTRAP ?? known.kafkaBootstrap;

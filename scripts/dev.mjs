@@ -121,7 +121,13 @@ async function startFakeProviders() {
     env,
     lines: [
       '  Provider fakes (DEV_FAKE_PROVIDERS=1): Oura, WHOOP, Polar, Strava, Dexcom and Withings sign in for real against local fakes:',
-      ...urls.map(([k, v]) => `    ${k.replace(/^PROVIDER_|_BASE_URL$/g, '').toLowerCase().padEnd(10)} ${v}`),
+      ...urls.map(
+        ([k, v]) =>
+          `    ${k
+            .replace(/^PROVIDER_|_BASE_URL$/g, '')
+            .toLowerCase()
+            .padEnd(10)} ${v}`,
+      ),
       '    Connect one from the link page (POST /v2/link/token, open link_web_url); its consent page has Allow and Deny.',
     ],
   };
@@ -132,7 +138,10 @@ async function startFakeProviders() {
  * addresses go to .devstack/brokers.json for scripts/consume.mjs. Returns the lines the banner prints about them.
  */
 async function startDevBrokers() {
-  const wanted = (process.env.DEV_BROKERS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const wanted = (process.env.DEV_BROKERS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const unknown = wanted.filter((b) => b !== 'rabbitmq' && b !== 'kafka');
   if (unknown.length) throw new Error(`DEV_BROKERS: unknown broker(s) ${unknown.join(', ')}; known: rabbitmq, kafka`);
   if (!wanted.length) return () => ['  Pipelines:    DEV_BROKERS=rabbitmq,kafka npm run dev also starts a RabbitMQ and a Kafka to send events to.'];
@@ -157,10 +166,18 @@ async function startDevBrokers() {
       `-d '${JSON.stringify({ destination, routes: [{ event_type_prefix: '', target }] })}'`;
     const lines = ['  Pipelines (DEV_BROKERS):'];
     if (started.amqpUrl) {
-      lines.push(`    RabbitMQ   ${started.amqpUrl}`, `      send:    ${create({ type: 'rabbitmq', url: started.amqpUrl }, 'events')}`, '      read:    node scripts/consume.mjs rabbitmq');
+      lines.push(
+        `    RabbitMQ   ${started.amqpUrl}`,
+        `      send:    ${create({ type: 'rabbitmq', url: started.amqpUrl }, 'events')}`,
+        '      read:    node scripts/consume.mjs rabbitmq',
+      );
     }
     if (started.kafkaBootstrap) {
-      lines.push(`    Kafka      ${started.kafkaBootstrap}`, `      send:    ${create({ type: 'kafka', bootstrap_servers: [started.kafkaBootstrap] }, 'healthbridge-events')}`, '      read:    node scripts/consume.mjs kafka healthbridge-events');
+      lines.push(
+        `    Kafka      ${started.kafkaBootstrap}`,
+        `      send:    ${create({ type: 'kafka', bootstrap_servers: [started.kafkaBootstrap] }, 'healthbridge-events')}`,
+        '      read:    node scripts/consume.mjs kafka healthbridge-events',
+      );
     }
     return lines;
   };

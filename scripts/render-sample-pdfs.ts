@@ -115,7 +115,14 @@ const requisitionUnicode: RequisitionDocument = {
     first_name: '花子',
     last_name: '佐藤',
     email: 'hanako.sato@example.jp',
-    address: { first_line: '서울특별시 강남구 테헤란로 152 (김민준 방)', second_line: 'ул. Тверская, д. 7', city: 'Łódź', state: 'Łódzkie', zip: '90-001', country: 'Poland' },
+    address: {
+      first_line: '서울특별시 강남구 테헤란로 152 (김민준 방)',
+      second_line: 'ул. Тверская, д. 7',
+      city: 'Łódź',
+      state: 'Łódzkie',
+      zip: '90-001',
+      country: 'Poland',
+    },
   },
   physician: { first_name: 'Παναγιώτης', last_name: 'Παπαδόπουλος', npi: '1316938492' },
   tests: requisition.tests.slice(2),
@@ -124,13 +131,25 @@ const requisitionUnicode: RequisitionDocument = {
 /** The longest names the API accepts (50 characters each), to see that they wrap rather than overflow. */
 const requisitionLongNames: RequisitionDocument = {
   ...requisitionUnicode,
-  patient: { ...requisitionUnicode.patient, first_name: 'Zoë Ångström-Ñúñez Łucja Żółkiewska Nguyễn Thị Minh', last_name: 'Wolfeschlegelsteinhausenbergerdorff-Ångström-Ñúñez' },
+  patient: {
+    ...requisitionUnicode.patient,
+    first_name: 'Zoë Ångström-Ñúñez Łucja Żółkiewska Nguyễn Thị Minh',
+    last_name: 'Wolfeschlegelsteinhausenbergerdorff-Ångström-Ñúñez',
+  },
   physician: { first_name: 'Дмитрий Дмитриевич Александр-Константинович', last_name: '王小明 佐藤花子 김민준 Παπαδόπουλος Шостакович', npi: '1316938492' },
 };
 
 type Result = ResultsDocument['results'][number];
 const normal = (name: string, loinc: string, result: string, unit: string, referenceRange: string): Result => ({
-  name, loinc, result, unit, referenceRange, flag: 'normal', isAboveMax: false, isBelowMin: false, notes: null,
+  name,
+  loinc,
+  result,
+  unit,
+  referenceRange,
+  flag: 'normal',
+  isAboveMax: false,
+  isBelowMin: false,
+  notes: null,
 });
 const high = (r: Result, flag: 'abnormal' | 'critical' = 'abnormal'): Result => ({ ...r, flag, isAboveMax: true });
 const low = (r: Result, flag: 'abnormal' | 'critical' = 'abnormal'): Result => ({ ...r, flag, isBelowMin: true });
@@ -169,8 +188,14 @@ const chemistry: Result[] = [
       'resistant to ampicillin; correlate with clinical findings before starting therapy.',
   },
   {
-    ...normal('Pathologist comment', '', 'Specimen received slightly hemolysed; potassium may be falsely elevated. ' +
-      'A redraw is recommended to confirm the potassium result before any clinical action is taken.', '', ''),
+    ...normal(
+      'Pathologist comment',
+      '',
+      'Specimen received slightly hemolysed; potassium may be falsely elevated. ' +
+        'A redraw is recommended to confirm the potassium result before any clinical action is taken.',
+      '',
+      '',
+    ),
     loinc: null,
   },
 ];

@@ -53,9 +53,7 @@ export function run(cmd, args, opts = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { cwd: repoRoot, stdio: 'inherit', ...opts });
     child.once('error', (err) => reject(new Error(`${cmd} ${args.join(' ')} could not start: ${err.message}`)));
-    child.once('exit', (code, signal) =>
-      code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(' ')} failed (exit ${code ?? signal})`)),
-    );
+    child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`${cmd} ${args.join(' ')} failed (exit ${code ?? signal})`))));
   });
 }
 
@@ -111,7 +109,9 @@ export async function lint(log = console.log) {
   try {
     await run(process.execPath, [path.join(repoRoot, 'node_modules', '@biomejs', 'biome', 'bin', 'biome'), 'ci', '--error-on-warnings', '.']);
   } catch {
-    throw new Error('The formatter or the linter found problems (listed above). Fix them with `npx biome check --write .` (and by hand for what it cannot fix), then run npm test again.');
+    throw new Error(
+      'The formatter or the linter found problems (listed above). Fix them with `npx biome check --write .` (and by hand for what it cannot fix), then run npm test again.',
+    );
   }
   log(`setup: style checked in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }

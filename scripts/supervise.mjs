@@ -42,13 +42,23 @@ export function formatLogLine(line, name, { color = false } = {}) {
   for (const [key, value] of Object.entries(entry)) {
     if (HEAD_FIELDS.has(key) || value === undefined) continue;
     if ((key === 'err' || key === 'error') && value && typeof value === 'object' && typeof value.message === 'string') {
-      const where = typeof value.stack === 'string' ? value.stack.split('\n').find((l) => /^\s*at /.test(l))?.trim() : undefined;
+      const where =
+        typeof value.stack === 'string'
+          ? value.stack
+              .split('\n')
+              .find((l) => /^\s*at /.test(l))
+              ?.trim()
+          : undefined;
       fields.push(`${key}=${formatValue(cut(value.message.split('\n')[0], MAX_VALUE_CHARS))}${where ? ` (${cut(where, MAX_VALUE_CHARS)})` : ''}`);
       continue;
     }
     fields.push(`${key}=${cut(formatValue(value), MAX_VALUE_CHARS)}`);
   }
-  const head = `${time} ${shownLevel} [${name}] ${String(entry.msg ?? '').replace(ANSI, '').split('\n')[0]}`.trimEnd();
+  const head = `${time} ${shownLevel} [${name}] ${
+    String(entry.msg ?? '')
+      .replace(ANSI, '')
+      .split('\n')[0]
+  }`.trimEnd();
   return cut(fields.length ? `${head} ${fields.join(' ')}` : head, MAX_LINE_CHARS);
 }
 
@@ -88,7 +98,9 @@ export function supervise({ name, start, log, initialDelayMs = 1_000, maxDelayMs
       if (ranMs >= stableMs) delayMs = initialDelayMs;
       restarts += 1;
       const how = signal ? `signal ${signal}` : `code ${code}`;
-      log(`${name} (pid ${child.pid}) exited unexpectedly (${how}) after ${(ranMs / 1000).toFixed(1)} s; restarting in ${(delayMs / 1000).toFixed(1)} s (restart ${restarts})`);
+      log(
+        `${name} (pid ${child.pid}) exited unexpectedly (${how}) after ${(ranMs / 1000).toFixed(1)} s; restarting in ${(delayMs / 1000).toFixed(1)} s (restart ${restarts})`,
+      );
       timer = setTimeout(() => {
         timer = null;
         if (stopped) return;

@@ -118,16 +118,26 @@ function summary() {
   const lines = [];
   // The error's first lines (message, expected, received) up to its stack, on one line.
   const firstLines = (text) => {
-    const lines = String(text ?? '').replace(/\u001b\[[0-9;]*m/g, '').split('\n').map((l) => l.trim());
+    const lines = String(text ?? '')
+      .replace(/\u001b\[[0-9;]*m/g, '')
+      .split('\n')
+      .map((l) => l.trim());
     const end = lines.findIndex((l) => l.startsWith('at '));
-    return lines.slice(0, end < 0 ? undefined : end).filter(Boolean).slice(0, 4).join(' / ').slice(0, 400);
+    return lines
+      .slice(0, end < 0 ? undefined : end)
+      .filter(Boolean)
+      .slice(0, 4)
+      .join(' / ')
+      .slice(0, 400);
   };
   for (const { name, code, results } of outcomes) {
     if (!results) {
       lines.push(`${name}: exited with code ${code} before writing its results`);
       continue;
     }
-    lines.push(`${name}: ${results.numPassedTests.toLocaleString('en')} of ${results.numTotalTests.toLocaleString('en')} tests passed${results.numPendingTests ? `, ${results.numPendingTests.toLocaleString('en')} skipped` : ''}${results.numRuntimeErrorTestSuites ? `, ${results.numRuntimeErrorTestSuites} file(s) could not run` : ''}${code ? ` (exit code ${code})` : ''}`);
+    lines.push(
+      `${name}: ${results.numPassedTests.toLocaleString('en')} of ${results.numTotalTests.toLocaleString('en')} tests passed${results.numPendingTests ? `, ${results.numPendingTests.toLocaleString('en')} skipped` : ''}${results.numRuntimeErrorTestSuites ? `, ${results.numRuntimeErrorTestSuites} file(s) could not run` : ''}${code ? ` (exit code ${code})` : ''}`,
+    );
     for (const file of results.testResults) {
       const where = path.relative(repoRoot, file.name);
       const failed = file.assertionResults.filter((a) => a.status === 'failed');

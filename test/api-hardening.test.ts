@@ -111,7 +111,14 @@ describe('webhook custom headers', () => {
 
       expect((await mgmt.post(`${base}/${id}/test`, {})).status).toBe(202);
       const [req] = await rx.waitFor(1);
-      expect(req.headers).toMatchObject({ $x: 'dollar', 'a.b': 'dotted', 'x-price$': '1', 'x-two': 'two words\tand a tab', "x-!#%&'*+^_`|~": '3', 'x-empty': '' });
+      expect(req.headers).toMatchObject({
+        $x: 'dollar',
+        'a.b': 'dotted',
+        'x-price$': '1',
+        'x-two': 'two words\tand a tab',
+        "x-!#%&'*+^_`|~": '3',
+        'x-empty': '',
+      });
 
       // Replacing really replaces.
       expect((await mgmt.put(`${base}/${id}/headers`, { headers: {} })).body).toEqual({ headers: {} });
@@ -220,9 +227,13 @@ describe('text and nesting no schema speaks of', () => {
 
   test('bytes that are not UTF-8 are a 422 naming the field they are in (the body when no field holds them), never stored as U+FFFD', async () => {
     const clientUserId = uniqueId();
-    const inField = await postBytes('/v2/user/', Buffer.concat([Buffer.from(`{"client_user_id":"${clientUserId}`), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]), {
-      'x-service-api-key': tenant.teamKey,
-    });
+    const inField = await postBytes(
+      '/v2/user/',
+      Buffer.concat([Buffer.from(`{"client_user_id":"${clientUserId}`), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+      {
+        'x-service-api-key': tenant.teamKey,
+      },
+    );
     expect(inField.status).toBe(422);
     expect(inField.body.detail).toEqual([{ loc: ['body', 'client_user_id'], msg: expect.stringMatching(/UTF-8/), type: 'string_unicode' }]);
     expect(await app.inspect.collection('users').countDocuments({ team_id: tenant.teamId, client_user_id: { $regex: `^${clientUserId}` } })).toBe(0);
@@ -246,7 +257,9 @@ describe('text and nesting no schema speaks of', () => {
     const path = `/v1/org/${tenant.orgId}/team_custom_credentials/${environment}/${region}`;
     const inName = await mgmt.post(path, credentials('{"region\\udc00":"eu"}'), { 'content-type': 'application/json' });
     expect(inName.status).toBe(422);
-    expect(inName.body.detail).toEqual([{ loc: ['body', 'details', 'region\udc00'], msg: expect.stringMatching(/unpaired UTF-16 surrogate/), type: 'string_unicode' }]);
+    expect(inName.body.detail).toEqual([
+      { loc: ['body', 'details', 'region\udc00'], msg: expect.stringMatching(/unpaired UTF-16 surrogate/), type: 'string_unicode' },
+    ]);
     const tooDeep = await mgmt.post(path, credentials(JSON.stringify({ settings: nested(40, 1) })), { 'content-type': 'application/json' });
     expect(tooDeep.status).toBe(422);
     expect(tooDeep.body.detail).toEqual([{ loc: ['body', 'details', 'settings', ...Array(30).fill(0)], msg: expect.any(String), type: 'too_deep' }]);
@@ -363,10 +376,13 @@ describe('the OpenAPI document matches behaviour', () => {
     expect(required('/v2/user/', 'limit')).toBe(false);
     expect(required('/v2/user/', 'offset')).toBe(false);
     expect(required('/v3/orders', 'page')).toBe(false);
-    for (const [path, ops] of Object.entries<Record<string, { parameters: { required: boolean; in: string; schema: { default?: unknown }; name: string }[] }>>(doc.paths)) {
+    for (const [path, ops] of Object.entries<Record<string, { parameters: { required: boolean; in: string; schema: { default?: unknown }; name: string }[] }>>(
+      doc.paths,
+    )) {
       for (const [method, op] of Object.entries(ops)) {
         for (const p of op.parameters) {
-          if (p.in === 'query' && p.schema.default !== undefined) expect({ at: `${method} ${path} ${p.name}`, required: p.required }).toEqual({ at: `${method} ${path} ${p.name}`, required: false });
+          if (p.in === 'query' && p.schema.default !== undefined)
+            expect({ at: `${method} ${path} ${p.name}`, required: p.required }).toEqual({ at: `${method} ${path} ${p.name}`, required: false });
         }
       }
     }

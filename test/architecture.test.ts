@@ -75,7 +75,8 @@ describe('house rules the type checker cannot see', () => {
       if (!calls.length) continue;
       // Stores, the migration bookkeeping (lib/platform/database/migrations.ts, for the first real migration), and the
       // store toolkit's database handle, which hands each store its own collection (write-conflicts.ts).
-      const isStore = /^lib\/[\w-]+\/(.+-)?store\.ts$/.test(file) || file === 'lib/platform/database/migrations.ts' || file === 'lib/platform/database/write-conflicts.ts';
+      const isStore =
+        /^lib\/[\w-]+\/(.+-)?store\.ts$/.test(file) || file === 'lib/platform/database/migrations.ts' || file === 'lib/platform/database/write-conflicts.ts';
       if (!isStore) offenders.push(`${file}: touches a collection outside a store`);
       for (const arg of calls) {
         const name = /^['"`]([\w.-]+)['"`]$/.exec(arg)?.[1];
@@ -102,14 +103,18 @@ describe('house rules the type checker cannot see', () => {
 
   it('api/ and schemas/ import nothing from workflows/ (they reach workflows through the domains in lib/)', () => {
     const offenders = [...tree('api'), ...tree('schemas')].flatMap(({ file, text }) =>
-      imports(text).filter((i) => target(file, i.spec)?.startsWith('workflows/')).map((i) => `${file}: ${i.spec}`),
+      imports(text)
+        .filter((i) => target(file, i.spec)?.startsWith('workflows/'))
+        .map((i) => `${file}: ${i.spec}`),
     );
     expect(offenders).toEqual([]);
   });
 
   it("nothing under lib/ imports from api/, not even a type (domain functions take the dependencies they use, not the api's AppDeps)", () => {
     const offenders = tree('lib').flatMap(({ file, text }) =>
-      imports(text).filter((i) => target(file, i.spec)?.startsWith('api/')).map((i) => `${file}: ${i.spec}`),
+      imports(text)
+        .filter((i) => target(file, i.spec)?.startsWith('api/'))
+        .map((i) => `${file}: ${i.spec}`),
     );
     expect(offenders).toEqual([]);
   });
@@ -144,9 +149,7 @@ describe('house rules the type checker cannot see', () => {
         if (statSync(path.join(root, rel)).isDirectory()) return scripts(rel);
         return /\.(ts|mjs|cjs|js)$/.test(f) ? [{ file: rel, text: read(rel) }] : [];
       });
-    const long = [...product(), ...scripts('scripts')]
-      .map(({ file, text }) => ({ file, lines: text.split('\n').length }))
-      .filter((f) => f.lines > MAX_LINES);
+    const long = [...product(), ...scripts('scripts')].map(({ file, text }) => ({ file, lines: text.split('\n').length })).filter((f) => f.lines > MAX_LINES);
     expect(long).toEqual([]);
   });
 

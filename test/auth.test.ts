@@ -89,7 +89,10 @@ describe('management endpoints (X-Management-Key)', () => {
     const none = await httpClient(app.url).get(`/v1/org/${tenant.orgId}/team`);
     expect(none.status).toBe(401);
     expect(none.body.detail).toMatch(/X-Management-Key/);
-    for (const headers of [{ 'X-Management-Key': tenant.teamKey }, { 'x-service-api-key': tenant.teamKey }, { 'x-vital-api-key': tenant.teamKey }] as Record<string, string>[]) {
+    for (const headers of [{ 'X-Management-Key': tenant.teamKey }, { 'x-service-api-key': tenant.teamKey }, { 'x-vital-api-key': tenant.teamKey }] as Record<
+      string,
+      string
+    >[]) {
       const res = await httpClient(app.url, headers).get(`/v1/org/${tenant.orgId}/team`);
       expect(res.status).toBe(401);
       expect(res.body.detail).toMatch(/Team API keys are not accepted on the management API/);

@@ -47,7 +47,11 @@ describe('the brokers of the test stack', () => {
       await channel.consume(queue, (m) => m && received.push(m), { noAck: true });
       await eventually(async () => received.length === ids.length, 10_000, 'the published messages');
       expect(received.map((m) => m.properties.messageId)).toEqual(ids);
-      expect(received[0].properties).toMatchObject({ deliveryMode: 2, contentEncoding: 'gzip', headers: { event_type: 'labtest.order.updated', team_id: 'team-1', user_id: 'user-1' } });
+      expect(received[0].properties).toMatchObject({
+        deliveryMode: 2,
+        contentEncoding: 'gzip',
+        headers: { event_type: 'labtest.order.updated', team_id: 'team-1', user_id: 'user-1' },
+      });
       expect(JSON.parse(gunzipSync(received[0].content).toString()).event_type).toBe('labtest.order.updated');
       await channel.close();
     } finally {

@@ -3,8 +3,7 @@ import { Coalescer } from '../lib/platform/coalescer';
 /** A flush the test releases by hand, recording what each flush was given. */
 function gatedFlush() {
   const flushes: { items: number[]; release(): void }[] = [];
-  const flush = (items: number[]) =>
-    new Promise<number[]>((resolve) => flushes.push({ items, release: () => resolve(items.map((i) => i * 10)) }));
+  const flush = (items: number[]) => new Promise<number[]>((resolve) => flushes.push({ items, release: () => resolve(items.map((i) => i * 10)) }));
   return { flushes, flush };
 }
 
@@ -37,7 +36,10 @@ describe('Coalescer (group commit of concurrent writes)', () => {
     const calls = [coalescer.add([1, 2]), coalescer.add([3, 4]), coalescer.add([5])];
     await flushesStarted(flushes, 2);
     // maxItems 2 keeps each caller's items together; a third flush waits for one of the two in flight.
-    expect(flushes.map((f) => f.items)).toEqual([[1, 2], [3, 4]]);
+    expect(flushes.map((f) => f.items)).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
     let settled = false;
     const settling = coalescer.settled().then(() => (settled = true));
     flushes[1].release();
@@ -53,11 +55,15 @@ describe('Coalescer (group commit of concurrent writes)', () => {
 
   it('a failed flush fails its callers only', async () => {
     let calls = 0;
-    const coalescer = new Coalescer<number, number>(async (items) => {
-      calls++;
-      if (items.includes(1)) throw new Error('store down');
-      return items;
-    }, 1, 2);
+    const coalescer = new Coalescer<number, number>(
+      async (items) => {
+        calls++;
+        if (items.includes(1)) throw new Error('store down');
+        return items;
+      },
+      1,
+      2,
+    );
     const results = await Promise.allSettled([coalescer.add([1]), coalescer.add([2])]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
     expect(calls).toBe(2);

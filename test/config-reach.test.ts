@@ -43,7 +43,11 @@ test('a running connection follows WEARABLE_SYNC_INTERVAL_SECONDS after a worker
   const [connection] = await app.deps.repos.connections.listForUser(tenant.teamId, userId);
   const workflowId = workflowIds.wearableConnection(connection._id);
   // Its history pulled, it waits an hour for its first sync.
-  await eventually(async () => (await activitiesScheduled(workflowId, 'connectionSettings')) >= 1 && (await activitiesScheduled(workflowId, 'startHistoricalPull')) >= 1, 60_000, 'the connection running');
+  await eventually(
+    async () => (await activitiesScheduled(workflowId, 'connectionSettings')) >= 1 && (await activitiesScheduled(workflowId, 'startHistoricalPull')) >= 1,
+    60_000,
+    'the connection running',
+  );
   expect(await activitiesScheduled(workflowId, 'syncConnection')).toBe(0);
 
   // Restarted with a one-second interval; a refresh wakes the hour-long wait, and from then on it syncs every second.

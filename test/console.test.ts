@@ -6,7 +6,17 @@ import { publishEvent } from '../lib/events/publisher';
 import { ConsoleLink, ConsoleSession } from '../schemas/console';
 import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
 import { boundQueue, startTestBrokers, type TestBrokers } from './support/brokers';
-import { createTenant, eventually, expectSchema, httpClient, managementClient, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  expectSchema,
+  httpClient,
+  managementClient,
+  startTestApp,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+} from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 
 /**
@@ -56,7 +66,13 @@ beforeAll(async () => {
   await boundQueue(amqpConnection, exchange, 'wearables');
   const pipeline = await mgmt.post(`${teamPath}/pipeline`, {
     description: 'Data team (RabbitMQ)',
-    destination: { type: 'rabbitmq', url: `amqp://${amqpUrl.host}`, username: decodeURIComponent(amqpUrl.username), password: decodeURIComponent(amqpUrl.password), exchange },
+    destination: {
+      type: 'rabbitmq',
+      url: `amqp://${amqpUrl.host}`,
+      username: decodeURIComponent(amqpUrl.username),
+      password: decodeURIComponent(amqpUrl.password),
+      exchange,
+    },
     routes: [
       { event_type_prefix: 'daily.data.steps.', target: 'wearables' },
       { event_type_prefix: 'daily.data.sleep.', target: ARCHIVE_KEY },
@@ -64,12 +80,21 @@ beforeAll(async () => {
   });
   expect(pipeline.status).toBe(200);
   pipelineId = pipeline.body.id;
-  const publish = (eventType: string, userId: string) => publishEvent(app.deps, { teamId: tenant.teamId, eventType, data: { n: 1 }, userId, clientUserId: 'c-1' });
+  const publish = (eventType: string, userId: string) =>
+    publishEvent(app.deps, { teamId: tenant.teamId, eventType, data: { n: 1 }, userId, clientUserId: 'c-1' });
   await publish('daily.data.steps.created', USER_A);
   sleepEventId = (await publish('daily.data.sleep.created', USER_B)).id;
   failedEventId = (await publish('labtest.order.updated', USER_A)).id;
-  await eventually(async () => (await mgmt.get(`${teamPath}/webhook/${hookId}/deliveries?status=failed`)).body.data?.length === 1, 30_000, 'the refused event to fail');
-  await eventually(async () => (await mgmt.get(`${teamPath}/pipeline/${pipelineId}/deliveries?status=failed`)).body.data?.length === 1, 30_000, 'the unroutable event to fail');
+  await eventually(
+    async () => (await mgmt.get(`${teamPath}/webhook/${hookId}/deliveries?status=failed`)).body.data?.length === 1,
+    30_000,
+    'the refused event to fail',
+  );
+  await eventually(
+    async () => (await mgmt.get(`${teamPath}/pipeline/${pipelineId}/deliveries?status=failed`)).body.data?.length === 1,
+    30_000,
+    'the unroutable event to fail',
+  );
   browser = await launchBrowser();
 }, 300_000);
 afterAll(async () => {
@@ -114,7 +139,11 @@ describe('the page', () => {
     const res = await fetch(`${app.url}/console`);
     expect(res.headers.get('content-security-policy')).toMatch(/default-src 'self'/);
     expect(res.headers.get('content-security-policy')).toMatch(/frame-ancestors 'none'/);
-    const files = await Promise.all(['/console', ...['console.js', 'api.js', 'views.js', 'console.css'].map((f) => `/console/assets/${f}`)].map((p) => fetch(app.url + p).then((r) => r.text())));
+    const files = await Promise.all(
+      ['/console', ...['console.js', 'api.js', 'views.js', 'console.css'].map((f) => `/console/assets/${f}`)].map((p) =>
+        fetch(app.url + p).then((r) => r.text()),
+      ),
+    );
     for (const text of files) expect(text).not.toMatch(/https?:\/\/|\/\/[a-z0-9.-]+\.[a-z]{2,}\//i);
     expect((await fetch(`${app.url}/console/assets/secrets.json`)).status).toBe(404);
   });
@@ -165,7 +194,11 @@ describe('the page', () => {
     expect(rx.requests.filter((r) => r.headers['webhook-id'] === failedEventId)).toHaveLength(5);
     // The failed list refreshes without it, and says why it is empty.
     const listStatus = () => page.locator('#list-status').textContent();
-    await eventually(async () => /^No failed deliveries to Orders backend for user \S+\. The open event's delivery has succeeded since, so it left this list\./.test((await listStatus()) ?? ''));
+    await eventually(async () =>
+      /^No failed deliveries to Orders backend for user \S+\. The open event's delivery has succeeded since, so it left this list\./.test(
+        (await listStatus()) ?? '',
+      ),
+    );
     await w.screenshot('console-3-resent');
     await page.keyboard.press('Escape');
     expect(await page.locator('#detail').isHidden()).toBe(true);
@@ -197,7 +230,9 @@ describe('the page', () => {
     const attempts = page.locator('#detail .attempt');
     await eventually(async () => (await attempts.count()) === 5);
     expect(await attempts.first().textContent()).toMatch(/unroutable.*#4.*Data team \(RabbitMQ\)/);
-    expect(await page.locator('#detail table.mini').textContent()).toMatch(/Orders backend.*succeeded.*Data team \(RabbitMQ\).*failed|Data team \(RabbitMQ\).*failed.*Orders backend.*succeeded/);
+    expect(await page.locator('#detail table.mini').textContent()).toMatch(
+      /Orders backend.*succeeded.*Data team \(RabbitMQ\).*failed|Data team \(RabbitMQ\).*failed.*Orders backend.*succeeded/,
+    );
     await w.screenshot('console-7-pipeline-failed');
 
     // A queue for that routing key, then resend: the broker takes it, and the page says so.
@@ -258,7 +293,9 @@ describe('the page', () => {
 
     const url = await newLink();
     // Expired: its stored expiry moved into the past (no waiting).
-    await app.inspect.collection('console_sessions').updateOne({ kind: 'link', used_at: null, team_id: tenant.teamId }, { $set: { expires_at: new Date(Date.now() - 1000) } });
+    await app.inspect
+      .collection('console_sessions')
+      .updateOne({ kind: 'link', used_at: null, team_id: tenant.teamId }, { $set: { expires_at: new Date(Date.now() - 1000) } });
     const expired = await open(new URL(url).pathname + new URL(url).hash);
     await expect(refusal(expired)).resolves.toMatch(/expired/);
     expect(onlyRefusals(expired.errors)).toEqual([]);
@@ -291,13 +328,21 @@ describe('sign-in links and sessions (API)', () => {
 
     // Changes through a session are audited as the key that made the link; so are the link's making and use.
     expect((await bearer.patch(`${teamPath}/webhook/${hookId}`, { description: 'Orders backend' })).status).toBe(200);
-    const audit = (await mgmt.get(`/v1/org/${tenant.orgId}/audit_log?team_id=${tenant.teamId}`)).body.data as { action: string; actor: { header: string }; status: string }[];
+    const audit = (await mgmt.get(`/v1/org/${tenant.orgId}/audit_log?team_id=${tenant.teamId}`)).body.data as {
+      action: string;
+      actor: { header: string };
+      status: string;
+    }[];
     expect(audit.find((e) => e.action === 'webhook.update')).toMatchObject({ actor: { header: 'Authorization' }, status: 'succeeded' });
     expect(audit.filter((e) => e.action === 'console.link.use').map((e) => e.status)).toEqual(expect.arrayContaining(['succeeded', 'failed']));
     expect(audit.some((e) => e.action === 'console.link.create')).toBe(true);
 
     // A session ends when the key that opened it is deleted.
-    const scoped = await mgmt.post(`/v1/org/${tenant.orgId}/management_key`, { role: 'team_admin', label: 'console', team_role_bindings: [{ team_id: tenant.teamId }] });
+    const scoped = await mgmt.post(`/v1/org/${tenant.orgId}/management_key`, {
+      role: 'team_admin',
+      label: 'console',
+      team_role_bindings: [{ team_id: tenant.teamId }],
+    });
     const scopedLink = await httpClient(app.url, { 'X-Management-Key': scoped.body.value }).post(`${teamPath}/console/links`);
     const scopedSession = await anonymous().post('/v1/console/sessions', { link: tokenOf(scopedLink.body.url) });
     const scopedBearer = httpClient(app.url, { Authorization: `Bearer ${scopedSession.body.token}` });
@@ -310,7 +355,9 @@ describe('sign-in links and sessions (API)', () => {
     const session = await anonymous().post('/v1/console/sessions', { link: tokenOf(await newLink()) });
     const bearer = httpClient(app.url, { Authorization: `Bearer ${session.body.token}` });
     expect((await bearer.get(`${teamPath}/webhook`)).status).toBe(200);
-    await app.inspect.collection('console_sessions').updateOne({ _id: hashKey(session.body.token) } as never, { $set: { expires_at: new Date(Date.now() - 1000) } });
+    await app.inspect
+      .collection('console_sessions')
+      .updateOne({ _id: hashKey(session.body.token) } as never, { $set: { expires_at: new Date(Date.now() - 1000) } });
     expect((await bearer.get(`${teamPath}/webhook`)).status).toBe(401);
   });
 
@@ -325,10 +372,18 @@ describe('sign-in links and sessions (API)', () => {
   });
 
   test("a [since, until) window holds exactly the events created in it; an event's attempts are its own, to every destination", async () => {
-    const latest = await publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'daily.data.steps.created', data: { n: 2 }, userId: USER_A, clientUserId: 'c-1' });
+    const latest = await publishEvent(app.deps, {
+      teamId: tenant.teamId,
+      eventType: 'daily.data.steps.created',
+      data: { n: 2 },
+      userId: USER_A,
+      clientUserId: 'c-1',
+    });
     const at = latest.createdAt.getTime();
     const window = async (since: number, until: number) =>
-      (await mgmt.get(`${teamPath}/webhook/events?since=${new Date(since).toISOString()}&until=${new Date(until).toISOString()}`)).body.data.map((e: { id: string }) => e.id);
+      (await mgmt.get(`${teamPath}/webhook/events?since=${new Date(since).toISOString()}&until=${new Date(until).toISOString()}`)).body.data.map(
+        (e: { id: string }) => e.id,
+      );
     await expect(window(at, at + 1)).resolves.toEqual([latest.id]);
     await expect(window(at - 60_000, at)).resolves.not.toContain(latest.id); // until is exclusive
     await expect(window(at + 1, at + 60_000)).resolves.toEqual([]);
@@ -342,7 +397,9 @@ describe('sign-in links and sessions (API)', () => {
 
   test("a user's events when they are few among many (read off the user's index, not the walk) are exactly theirs", async () => {
     const others = Array.from({ length: 60 }, () => randomUUID());
-    await Promise.all(others.map((userId) => publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'provider.connection.created', data: {}, userId, clientUserId: null })));
+    await Promise.all(
+      others.map((userId) => publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'provider.connection.created', data: {}, userId, clientUserId: null })),
+    );
     const byUser = await mgmt.get(`${teamPath}/webhook/events?user_id=${USER_B}&limit=1`);
     expect(byUser.body.data.map((e: { id: string }) => e.id)).toEqual([sleepEventId]);
     expect(byUser.body.next_cursor).toBeNull();

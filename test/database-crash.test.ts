@@ -65,8 +65,16 @@ describe('the embedded database under kill -9', () => {
       await eventually(async () => acknowledged.size >= 200, 30_000, 'writes before the kill');
       const killed = currentPid(server);
       process.kill(killed, 'SIGKILL');
-      await eventually(async () => lines.some((l) => l.includes(`${label} (pid ${killed}) exited unexpectedly (signal SIGKILL)`)), 10_000, 'the exit to be seen');
-      await eventually(async () => currentPid(server) !== killed && lines.some((l) => l.includes(`${label} restarted (pid ${currentPid(server)})`)), 30_000, 'the restart');
+      await eventually(
+        async () => lines.some((l) => l.includes(`${label} (pid ${killed}) exited unexpectedly (signal SIGKILL)`)),
+        10_000,
+        'the exit to be seen',
+      );
+      await eventually(
+        async () => currentPid(server) !== killed && lines.some((l) => l.includes(`${label} restarted (pid ${currentPid(server)})`)),
+        30_000,
+        'the restart',
+      );
       const afterRestart = acknowledged.size;
       await eventually(async () => acknowledged.size >= afterRestart + 200, 60_000, 'writes after the restart');
     } finally {
@@ -113,7 +121,10 @@ describe('the embedded database under kill -9', () => {
   }, 120_000);
 
   it('restarts FerretDB killed during writes; every acknowledged write survives', async () => {
-    const goCollector = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').find((v) => v.startsWith('GOGC='));
+    const goCollector = (pid: number) =>
+      readFileSync(`/proc/${pid}/environ`, 'utf8')
+        .split('\0')
+        .find((v) => v.startsWith('GOGC='));
     const expected = `GOGC=${process.env.GOGC ?? '400'}`; // scripts/stack/lifecycle.mjs ferretdbEnv
     expect(goCollector(currentPid('mongo'))).toBe(expected);
     const { acknowledged, failures, stored } = await writeThroughKill('mongo', 'FerretDB');

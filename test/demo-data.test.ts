@@ -12,8 +12,12 @@ const FORBIDDEN = ['id', 'user_id', 'source', 'created_at', 'updated_at'];
 describe('demo data generator', () => {
   it('returns deeply-equal output for the same request, and different data for another seed', () => {
     // Neither the clock nor Math.random may be consulted.
-    const random = jest.spyOn(Math, 'random').mockImplementation(() => { throw new Error('Math.random used'); });
-    const now = jest.spyOn(Date, 'now').mockImplementation(() => { throw new Error('Date.now used'); });
+    const random = jest.spyOn(Math, 'random').mockImplementation(() => {
+      throw new Error('Math.random used');
+    });
+    const now = jest.spyOn(Date, 'now').mockImplementation(() => {
+      throw new Error('Date.now used');
+    });
     for (const resource of ['heartrate', 'activity', 'sleep', 'workouts', 'workout_stream', 'glucose', 'hypnogram', 'meal', 'body', 'profile']) {
       expect(gen(resource)).toEqual(gen(resource));
     }
@@ -39,9 +43,19 @@ describe('demo data generator', () => {
     }
   });
 
-  it("gives a day the same data whichever range asks for it", () => {
+  it('gives a day the same data whichever range asks for it', () => {
     const day = { startDate: '2026-01-15', endDate: '2026-01-15' };
-    for (const resource of ['heartrate', 'hrv', 'hypnogram', 'steps', 'glucose', 'blood_oxygen', 'respiratory_rate', 'body_temperature_delta', 'stress_level']) {
+    for (const resource of [
+      'heartrate',
+      'hrv',
+      'hypnogram',
+      'steps',
+      'glucose',
+      'blood_oxygen',
+      'respiratory_rate',
+      'body_temperature_delta',
+      'stress_level',
+    ]) {
       const fromMonth = gen(resource).samples.filter((s) => localDate(s.timestamp) === '2026-01-15');
       expect(fromMonth.length).toBeGreaterThan(0);
       expect(gen(resource, day).samples).toEqual(fromMonth);
@@ -55,7 +69,8 @@ describe('demo data generator', () => {
 
   it('records nothing at or after `until`, and a later `until` revises today', () => {
     const today = { startDate: '2026-01-14', endDate: '2026-01-15' };
-    const morning = '2026-01-15T10:00:00+01:00', evening = '2026-01-15T20:00:00+01:00';
+    const morning = '2026-01-15T10:00:00+01:00',
+      evening = '2026-01-15T20:00:00+01:00';
     for (const resource of ['heartrate', 'steps', 'hypnogram', 'glucose', 'hrv']) {
       const samples = gen(resource, { ...today, until: morning }).samples;
       const later = gen(resource, { ...today, until: evening }).samples;
@@ -85,7 +100,8 @@ describe('demo data generator', () => {
     const problems: string[] = []; // collected rather than asserted one by one: there are thousands of samples
     for (const r of TIMESERIES_RESOURCES) {
       const { samples } = gen(r.name);
-      const never = ['note', 'wheelchair_push', 'workout_swimming_stroke'], rare = ['fall', 'sleep_apnea_alert', 'heart_rate_alert', 'ige', 'igg'];
+      const never = ['note', 'wheelchair_push', 'workout_swimming_stroke'],
+        rare = ['fall', 'sleep_apnea_alert', 'heart_rate_alert', 'ige', 'igg'];
       if (!samples.length && ![...never, ...rare].includes(r.name)) problems.push(`${r.name}: no samples`);
       if (samples.length && never.includes(r.name)) problems.push(`${r.name}: samples of something this demo user never does`);
       for (const s of samples) {
@@ -153,7 +169,8 @@ describe('demo data generator', () => {
   });
 
   it('streams each workout under its summary source_key', () => {
-    const workouts = gen('workouts').summaries, streams = gen('workout_stream').workout_streams;
+    const workouts = gen('workouts').summaries,
+      streams = gen('workout_stream').workout_streams;
     expect(workouts.length).toBeGreaterThan(3);
     expect(streams.map((s) => s.workout_source_key)).toEqual(workouts.map((w) => w.source_key));
     for (const [i, { stream }] of streams.entries()) {
@@ -170,11 +187,14 @@ describe('demo data generator', () => {
     }
     // Heart rate during a workout is the stream's, higher than while asleep.
     const hr = gen('heartrate').samples;
-    const during = (from: string, to: string) => hr.filter((s: SampleInput) => s.timestamp >= new Date(from).toISOString() && s.timestamp < new Date(to).toISOString());
+    const during = (from: string, to: string) =>
+      hr.filter((s: SampleInput) => s.timestamp >= new Date(from).toISOString() && s.timestamp < new Date(to).toISOString());
     const w = workouts.find((x) => (x.fields.sport as { slug: string }).slug === 'running') ?? workouts[0];
     const sleep = gen('sleep').summaries[0].fields;
     const avg = (xs: SampleInput[]) => xs.reduce((a, s) => a + s.value!, 0) / xs.length;
-    expect(avg(during(w.fields.time_start as string, w.fields.time_end as string))).toBeGreaterThan(avg(during(sleep.bedtime_start as string, sleep.bedtime_stop as string)) + 20);
+    expect(avg(during(w.fields.time_start as string, w.fields.time_end as string))).toBeGreaterThan(
+      avg(during(sleep.bedtime_start as string, sleep.bedtime_stop as string)) + 20,
+    );
   });
 
   it('is fast: 30 days of heart rate', () => {

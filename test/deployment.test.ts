@@ -42,16 +42,13 @@ function environmentOf(service: ComposeService): Record<string, string> {
 /** The value compose uses when the shell sets nothing: `${VAR:-default}` gives the default. */
 const composeDefault = (value: string | undefined) => /^\$\{[A-Z_]+:-(.*)\}$/.exec(value ?? '')?.[1] ?? value;
 
-const commandOf = (service: ComposeService) =>
-  Array.isArray(service.command) ? service.command.join(' ') : String(service.command ?? '');
+const commandOf = (service: ComposeService) => (Array.isArray(service.command) ? service.command.join(' ') : String(service.command ?? ''));
 
 describe('docker-compose.yml', () => {
   const { api, worker } = compose.services;
 
   test('has the production topology', () => {
-    expect(Object.keys(compose.services)).toEqual(
-      expect.arrayContaining(['api', 'mongo', 'temporal', 'temporal-db', 'temporal-ui', 'worker']),
-    );
+    expect(Object.keys(compose.services)).toEqual(expect.arrayContaining(['api', 'mongo', 'temporal', 'temporal-db', 'temporal-ui', 'worker']));
   });
 
   test.each(['api', 'worker'])('the %s service sets only variables that lib/platform/config.ts reads', (name) => {
@@ -85,7 +82,10 @@ describe('docker-compose.yml', () => {
   });
 
   test('the documentdb profile runs PostgreSQL + DocumentDB behind FerretDB v2 in place of MongoDB', () => {
-    const { documentdb, ferretdb } = compose.services as Record<string, ComposeService & { profiles?: string[]; image?: string; depends_on?: Record<string, unknown> }>;
+    const { documentdb, ferretdb } = compose.services as Record<
+      string,
+      ComposeService & { profiles?: string[]; image?: string; depends_on?: Record<string, unknown> }
+    >;
     expect(documentdb.profiles).toEqual(['documentdb']);
     expect(ferretdb.profiles).toEqual(['documentdb']);
     expect(ferretdb.image).toBe('ghcr.io/ferretdb/ferretdb:2.7.0'); // the FerretDB of the embedded store (scripts/stack.mjs)

@@ -20,7 +20,11 @@ const alive = (pid: number) => {
 describe('the dev supervisor', () => {
   let driver: ChildProcess;
   let lines: string[] = [];
-  const childPids = () => lines.map((l) => /demo running child_pid=(\d+)/.exec(l)?.[1]).filter(Boolean).map(Number);
+  const childPids = () =>
+    lines
+      .map((l) => /demo running child_pid=(\d+)/.exec(l)?.[1])
+      .filter(Boolean)
+      .map(Number);
 
   beforeAll(() => {
     driver = spawn(process.execPath, [path.join(__dirname, 'support', 'supervise-driver.mjs')], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -54,7 +58,11 @@ describe('the dev supervisor', () => {
     const second = childPids()[1];
     expect(second).not.toBe(first);
     expect(lines).toContainEqual(
-      expect.stringMatching(new RegExp(`^dev: \\d\\d:\\d\\d:\\d\\d demo \\(pid ${first}\\) exited unexpectedly \\(signal SIGKILL\\) after [\\d.]+ s; restarting in 0\\.2 s \\(restart 1\\)$`)),
+      expect.stringMatching(
+        new RegExp(
+          `^dev: \\d\\d:\\d\\d:\\d\\d demo \\(pid ${first}\\) exited unexpectedly \\(signal SIGKILL\\) after [\\d.]+ s; restarting in 0\\.2 s \\(restart 1\\)$`,
+        ),
+      ),
     );
     expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^dev: \\d\\d:\\d\\d:\\d\\d demo restarted \\(pid ${second}\\)$`)));
 

@@ -63,7 +63,25 @@ describe('dispatcher runs and their send windows', () => {
     const store = app.deps.repos.webhookStore;
     const id = `${randomUUID()}:endpoint`;
     const now = new Date();
-    await store.deliveries.insertOne({ _id: id, team_id: 't', destination_id: 'endpoint', event_id: id.split(':')[0], event_type: 'x', user_id: null, status: 'pending', trigger: 'scheduled', next_attempt_at: now, attempts: 1, pass_attempts: 1, policy: { schedule_ms: [0, 1000], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 60_000 }, last_status_code: 500, last_error: 'HTTP 500', created_at: now, updated_at: now, finished_at: null });
+    await store.deliveries.insertOne({
+      _id: id,
+      team_id: 't',
+      destination_id: 'endpoint',
+      event_id: id.split(':')[0],
+      event_type: 'x',
+      user_id: null,
+      status: 'pending',
+      trigger: 'scheduled',
+      next_attempt_at: now,
+      attempts: 1,
+      pass_attempts: 1,
+      policy: { schedule_ms: [0, 1000], timeout_ms: 1000, throttle_floor_ms: 100, disable_after_ms: 60_000 },
+      last_status_code: 500,
+      last_error: 'HTTP 500',
+      created_at: now,
+      updated_at: now,
+      finished_at: null,
+    });
     // A run that read the delivery before its first attempt was recorded comes late: nothing changes.
     await store.changeDeliveries([{ ids: [id], attempts: 0, set: { status: 'succeeded', attempts: 1, next_attempt_at: null, finished_at: now } }]);
     expect(await store.deliveries.findOne({ _id: id })).toMatchObject({ status: 'pending', attempts: 1 });
@@ -86,7 +104,12 @@ describe('publish spans in the outbox', () => {
     expect(spans.length).toBeLessThanOrEqual(Math.ceil((Date.now() - started) / 1000) + 1);
     const open = await outbox.find({ _id: { $in: spans } }).toArray();
     expect(open.length).toBeGreaterThanOrEqual(1); // the last span lasts up to a second after it began
-    const created = (await app.inspect.collection('webhook_events').find({ _id: { $in: published.map((p) => p.id) as never[] } }).toArray()).map((e) => (e.created_at as Date).getTime());
+    const created = (
+      await app.inspect
+        .collection('webhook_events')
+        .find({ _id: { $in: published.map((p) => p.id) as never[] } })
+        .toArray()
+    ).map((e) => (e.created_at as Date).getTime());
     expect(created).toHaveLength(40);
     const last = open.at(-1)!;
     expect(created.some((t) => t >= last.events_from.getTime() && t < last.events_until.getTime())).toBe(true);

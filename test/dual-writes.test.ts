@@ -52,7 +52,10 @@ async function apiThatCrashesAt(failpoint: string, env: Record<string, string> =
      * Sends the request; the api dies of SIGKILL at the crash point, before answering (`mayAnswer`: a crash point
      * reached beside the answer, after what the request promises is stored, may come after it).
      */
-    async crash(request: (api: { team: ReturnType<typeof httpClient>; management: ReturnType<typeof httpClient> }) => Promise<unknown>, { mayAnswer = false } = {}) {
+    async crash(
+      request: (api: { team: ReturnType<typeof httpClient>; management: ReturnType<typeof httpClient> }) => Promise<unknown>,
+      { mayAnswer = false } = {},
+    ) {
       const sent = request(this);
       if (mayAnswer) await sent.catch(() => undefined);
       else await expect(sent).rejects.toThrow();
@@ -99,10 +102,14 @@ describe('lab order creation: the workflow is started, then the order stored', (
     expect((await client.get(`/v3/order/${orderId}`)).status).toBe(404);
 
     // The client's retry (same key) resumes the crashed request once its lease lapses, under the same order id.
-    const retried = await eventually(async () => {
-      const res = await client.post('/v3/order', body, key);
-      return res.status === 409 ? null : res;
-    }, 60000, 'the idempotency lease lapses');
+    const retried = await eventually(
+      async () => {
+        const res = await client.post('/v3/order', body, key);
+        return res.status === 409 ? null : res;
+      },
+      60000,
+      'the idempotency lease lapses',
+    );
     expect(retried.status).toBe(200);
     expect(retried.body.order.id).toBe(orderId);
     await orderReaches(client, orderId, 'requisition_created', 60000);
@@ -157,10 +164,14 @@ describe('wearable connect: the connection is stored, then its workflow started'
     expect((await client.get(`/v2/user/${userId}`)).body.connected_sources.map((c: { source: { slug: string } }) => c.source.slug)).toEqual(['fitbit']);
     expect(await workflowStatus(workflowIds.wearableConnection(connection._id))).toBe('RUNNING');
     // The workflow does its work: the history is being pulled.
-    await eventually(async () => {
-      const pulled = (await client.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.fitbit?.pulled ?? {};
-      return Object.values(pulled).some((p: any) => p.status === 'success');
-    }, 60000, 'a resource pulled');
+    await eventually(
+      async () => {
+        const pulled = (await client.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.fitbit?.pulled ?? {};
+        return Object.values(pulled).some((p: any) => p.status === 'success');
+      },
+      60000,
+      'a resource pulled',
+    );
   }, 180000);
 });
 
@@ -195,21 +206,25 @@ describe('webhook publish: the event is stored, then its deliveries queued and t
   it.each([
     ['webhook.events-stored', 0, false],
     ['webhook.deliveries-queued', 1, true],
-  ])('a crash at %s is repaired by the sweeper: the event is delivered', async (failpoint, deliveriesAtCrash, mayAnswer) => {
-    const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
-    const hook = (await managementClient(app, tenant).post(base, { url: `${rx.url}/${failpoint}` })).body;
-    const api = await apiThatCrashesAt(failpoint);
-    await api.crash(({ management }) => management.post(`${base}/${hook.id}/test`, {}), { mayAnswer });
+  ])(
+    'a crash at %s is repaired by the sweeper: the event is delivered',
+    async (failpoint, deliveriesAtCrash, mayAnswer) => {
+      const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`;
+      const hook = (await managementClient(app, tenant).post(base, { url: `${rx.url}/${failpoint}` })).body;
+      const api = await apiThatCrashesAt(failpoint);
+      await api.crash(({ management }) => management.post(`${base}/${hook.id}/test`, {}), { mayAnswer });
 
-    const event = await app.inspect.collection('webhook_events').findOne({ team_id: tenant.teamId, only_destination_id: hook.id });
-    expect(event).not.toBeNull();
-    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: hook.id })).toBe(deliveriesAtCrash);
+      const event = await app.inspect.collection('webhook_events').findOne({ team_id: tenant.teamId, only_destination_id: hook.id });
+      expect(event).not.toBeNull();
+      expect(await app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: hook.id })).toBe(deliveriesAtCrash);
 
-    runWorker();
-    // The team's other traffic (the wearable connection of a test above pulls on) reaches this endpoint too: wait for the test event.
-    const [received] = await rx.waitFor(1, 60000, (r) => r.path.endsWith(failpoint) && JSON.parse(r.body).event_type === 'webhook.test');
-    expect(JSON.parse(received.body)).toMatchObject({ event_type: 'webhook.test', data: { webhook_id: hook.id } });
-  }, 120000);
+      runWorker();
+      // The team's other traffic (the wearable connection of a test above pulls on) reaches this endpoint too: wait for the test event.
+      const [received] = await rx.waitFor(1, 60000, (r) => r.path.endsWith(failpoint) && JSON.parse(r.body).event_type === 'webhook.test');
+      expect(JSON.parse(received.body)).toMatchObject({ event_type: 'webhook.test', data: { webhook_id: hook.id } });
+    },
+    120000,
+  );
 });
 
 describe('kit registration: the patient is bound to the order, then its workflow told', () => {
@@ -218,7 +233,15 @@ describe('kit registration: the patient is bound to the order, then its workflow
     const client = teamClient(app, tenant);
     const userId = await createUser(client);
     const tests = await labTestIds(client);
-    const shipping = { receiver_name: 'Front Desk', first_line: '500 Market St', city: 'San Francisco', state: 'CA', zip: '94105', country: 'US', phone_number: '+14155550100' };
+    const shipping = {
+      receiver_name: 'Front Desk',
+      first_line: '500 Market St',
+      city: 'San Francisco',
+      state: 'CA',
+      zip: '94105',
+      country: 'US',
+      phone_number: '+14155550100',
+    };
     const kit = (await client.post('/v3/order/testkit', { user_id: userId, lab_test_id: tests.testkit, shipping_details: shipping })).body.order;
     await orderReaches(client, kit.id, 'awaiting_registration', 60000);
 

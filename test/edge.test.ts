@@ -73,7 +73,12 @@ describe('error contract', () => {
     const order = await api.post('/v3/order', { user_id: 'x', order_set: { lab_test_ids: ['ok', 'b\u0000ad'] }, patient_details: { first_name: 'An\na' } });
     expect(order.status).toBe(422);
     const locs = order.body.detail.filter((e: { type: string }) => e.type === 'string_pattern_mismatch').map((e: { loc: unknown }) => e.loc);
-    expect(locs).toEqual(expect.arrayContaining([['body', 'order_set', 'lab_test_ids', 1], ['body', 'patient_details', 'first_name']]));
+    expect(locs).toEqual(
+      expect.arrayContaining([
+        ['body', 'order_set', 'lab_test_ids', 1],
+        ['body', 'patient_details', 'first_name'],
+      ]),
+    );
     // Other text may hold line breaks: an id or name field only.
     expect((await api.post('/v2/user/', { client_user_id: `fine-${Date.now()}` })).status).toBe(200);
   });
@@ -209,7 +214,26 @@ describe('logs', () => {
         'redaction probe',
       );
       const probe = lines[lines.length - 1];
-      const leaks = [t.teamKey, t.managementKey, 'Jane', '1990-01-01', 'jane@example.com', '+15551234567', 'MBR-77120', 'GRP-5531', 'Okafor', 'cs-very-secret-9981', 'Deepnest', 'MBR-DEEP-1', 'at-provider-4411', 'rt-provider-5522', 'pkce-verifier-6633', 'polar-secret-7744', 'wh-8855', 'vt-9966'];
+      const leaks = [
+        t.teamKey,
+        t.managementKey,
+        'Jane',
+        '1990-01-01',
+        'jane@example.com',
+        '+15551234567',
+        'MBR-77120',
+        'GRP-5531',
+        'Okafor',
+        'cs-very-secret-9981',
+        'Deepnest',
+        'MBR-DEEP-1',
+        'at-provider-4411',
+        'rt-provider-5522',
+        'pkce-verifier-6633',
+        'polar-secret-7744',
+        'wh-8855',
+        'vt-9966',
+      ];
       for (const secret of leaks) {
         expect(probe).not.toContain(secret);
       }

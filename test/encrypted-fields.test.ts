@@ -129,8 +129,28 @@ describe('data key rotation of the deployment secrets and of stored lab intake m
     const [keyA, keyB] = [generateDataKey('A'), generateDataKey('B')];
     const underA = FieldCipher.fromSpec(keyA);
     const signing = await new SecretsRepository(own.db, underA).key('document-url-signing');
-    const report = { results: [], labFlags: {}, missing: [], dateCollected: new Date(0), dateReceived: new Date(0), sampleInformation: { s1: { note: 'hemolysed' } } };
-    const message = { _id: 'm1', team_id: 't', control_id: 'c1', message_sha256: 'x', order_id: 'o', state: 'pending' as const, claim: 'k', claimed_at: new Date(), report, ack: null, created_at: new Date(), applied_at: null };
+    const report = {
+      results: [],
+      labFlags: {},
+      missing: [],
+      dateCollected: new Date(0),
+      dateReceived: new Date(0),
+      sampleInformation: { s1: { note: 'hemolysed' } },
+    };
+    const message = {
+      _id: 'm1',
+      team_id: 't',
+      control_id: 'c1',
+      message_sha256: 'x',
+      order_id: 'o',
+      state: 'pending' as const,
+      claim: 'k',
+      claimed_at: new Date(),
+      report,
+      ack: null,
+      created_at: new Date(),
+      applied_at: null,
+    };
     await new Hl7IntakeRepository(own.db, underA).claim(message);
 
     const both = FieldCipher.fromSpec(`${keyB},${keyA}`);

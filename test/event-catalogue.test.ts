@@ -11,9 +11,12 @@ const sourceFiles = (dir: string): string[] =>
   );
 
 describe('event catalogue', () => {
-  it.each(EVENT_CATALOGUE.filter((e) => e.name !== 'webhook.test' && e.name !== 'pipeline.test').map((e) => [e.name, e]))('%s: the sample data matches its schema', (_name, entry) => {
-    expectSchema((entry as (typeof EVENT_CATALOGUE)[number]).schema, (entry as (typeof EVENT_CATALOGUE)[number]).sample);
-  });
+  it.each(EVENT_CATALOGUE.filter((e) => e.name !== 'webhook.test' && e.name !== 'pipeline.test').map((e) => [e.name, e]))(
+    '%s: the sample data matches its schema',
+    (_name, entry) => {
+      expectSchema((entry as (typeof EVENT_CATALOGUE)[number]).schema, (entry as (typeof EVENT_CATALOGUE)[number]).sample);
+    },
+  );
 
   it('lists every data event a provider can cause: daily.data.<resource>.created/updated and historical.data.<resource>.created', () => {
     const missing: string[] = [];

@@ -62,7 +62,9 @@ describe('declared query shapes have indexes', () => {
   });
 
   it('every collection in the table declares its query shapes and indexes', () => {
-    const incomplete = Object.entries(collections).filter(([, { shapes, indexes }]) => !shapes?.length || !indexes).map(([name]) => name);
+    const incomplete = Object.entries(collections)
+      .filter(([, { shapes, indexes }]) => !shapes?.length || !indexes)
+      .map(([name]) => name);
     expect(incomplete).toEqual([]);
   });
 

@@ -5,7 +5,19 @@ import { timeOrderedUuid } from '../lib/platform/keys';
 import { createLogger } from '../lib/platform/logger';
 import { InsuranceRepository, type InsuranceDoc } from '../lib/insurance/store';
 import { InsuranceRecord, PayorSearchResults } from '../schemas/insurance';
-import { createTenant, expectSchema, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
+import {
+  createTenant,
+  expectSchema,
+  managementClient,
+  startTestApp,
+  teamClient,
+  uniqueId,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+  ownDatabase,
+  type OwnDatabase,
+} from './support/harness';
 import { rawText } from './support/raw';
 
 let app: TestApp;
@@ -126,8 +138,14 @@ describe('validation', () => {
     const cases: [unknown, (string | number)[]][] = [
       ...['payor_code', 'member_id', 'relationship', 'insured'].map((f): [unknown, (string | number)[]] => [without(record(), f), ['body', f]]),
       ...Object.keys(insured).map((f): [unknown, (string | number)[]] => [record({ insured: without(insured, f) }), ['body', 'insured', f]]),
-      ...Object.keys(address).map((f): [unknown, (string | number)[]] => [record({ insured: { ...insured, address: without(address, f) } }), ['body', 'insured', 'address', f]]),
-      ...['first_name', 'last_name', 'address', 'phone_number'].map((f): [unknown, (string | number)[]] => [record({ relationship: 'Spouse', guarantor: without(guarantor, f) }), ['body', 'guarantor', f]]),
+      ...Object.keys(address).map((f): [unknown, (string | number)[]] => [
+        record({ insured: { ...insured, address: without(address, f) } }),
+        ['body', 'insured', 'address', f],
+      ]),
+      ...['first_name', 'last_name', 'address', 'phone_number'].map((f): [unknown, (string | number)[]] => [
+        record({ relationship: 'Spouse', guarantor: without(guarantor, f) }),
+        ['body', 'guarantor', f],
+      ]),
       [record({ company: { name: 'Acme' } }), ['body', 'company', 'address']],
       [record({ company: { address } }), ['body', 'company', 'name']],
       ...Object.keys(address).map((f): [unknown, (string | number)[]] => [
@@ -224,7 +242,17 @@ describe('in the logs', () => {
       expect((await c.get(`/v2/user/${userId}/insurance/latest`)).status).toBe(200);
       expect(lines.length).toBeGreaterThan(0);
       const text = lines.join('');
-      for (const plaintext of ['MBR-0042-7781', 'GRP-LOGGED-3', 'Marta', 'Quinlivan', '1984-03-02', 'marta.quinlivan@example.com', '+13125550142', '1 Main Street', 'Piet']) {
+      for (const plaintext of [
+        'MBR-0042-7781',
+        'GRP-LOGGED-3',
+        'Marta',
+        'Quinlivan',
+        '1984-03-02',
+        'marta.quinlivan@example.com',
+        '+13125550142',
+        '1 Main Street',
+        'Piet',
+      ]) {
         expect({ plaintext, found: text.includes(plaintext) }).toEqual({ plaintext, found: false });
       }
     } finally {
@@ -240,10 +268,26 @@ describe('at rest', () => {
     expect(created.status).toBe(200);
     const raw = await app.inspect.collection('insurance_records').findOne({ user_id: userId });
     const text = rawText(raw);
-    for (const plaintext of ['MBR-0042-7781', 'GRP-SECRET-9', 'Marta', 'Quinlivan', '1984-03-02', 'marta.quinlivan@example.com', '+13125550142', '1 Main Street', 'Piet']) {
+    for (const plaintext of [
+      'MBR-0042-7781',
+      'GRP-SECRET-9',
+      'Marta',
+      'Quinlivan',
+      '1984-03-02',
+      'marta.quinlivan@example.com',
+      '+13125550142',
+      '1 Main Street',
+      'Piet',
+    ]) {
       expect({ plaintext, found: text.includes(plaintext) }).toEqual({ plaintext, found: false });
     }
-    expect(raw).toMatchObject({ team_id: tenant.teamId, payor_code: 'MEDFED', is_primary: true, member_id: { key_id: expect.any(String) }, insured: { key_id: expect.any(String) } });
+    expect(raw).toMatchObject({
+      team_id: tenant.teamId,
+      payor_code: 'MEDFED',
+      is_primary: true,
+      member_id: { key_id: expect.any(String) },
+      insured: { key_id: expect.any(String) },
+    });
   });
 
   it('erases the records when the deletion grace period ends', async () => {

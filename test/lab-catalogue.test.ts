@@ -16,14 +16,34 @@ describe('lab catalogue (lib/catalogue/lab-catalogue.json)', () => {
     expect([...methods].sort()).toEqual(['at_home_phlebotomy', 'testkit', 'walk_in_test']);
     expect(catalogue.labTests.some((t) => t.status === 'inactive')).toBe(true);
     for (const method of ['testkit', 'walk_in_test', 'at_home_phlebotomy']) {
-      const vitaminD = catalogue.labTests.filter((t) => t.method === method && t.status === 'active' && slugsOf(catalogue.resultMarkersFor(t)).includes('vitamin_d_25oh'));
+      const vitaminD = catalogue.labTests.filter(
+        (t) => t.method === method && t.status === 'active' && slugsOf(catalogue.resultMarkersFor(t)).includes('vitamin_d_25oh'),
+      );
       expect(vitaminD.length).toBeGreaterThan(0);
     }
   });
 
   it('has the common panels at each lab, reporting the expected biomarkers', () => {
     const lipids = ['total_cholesterol', 'hdl_cholesterol', 'ldl_cholesterol', 'triglycerides', 'non_hdl_cholesterol'];
-    const cmp = ['glucose', 'bun', 'creatinine', 'egfr', 'sodium', 'potassium', 'chloride', 'carbon_dioxide', 'calcium', 'total_protein', 'albumin', 'globulin', 'ag_ratio', 'bilirubin_total', 'alkaline_phosphatase', 'ast', 'alt'];
+    const cmp = [
+      'glucose',
+      'bun',
+      'creatinine',
+      'egfr',
+      'sodium',
+      'potassium',
+      'chloride',
+      'carbon_dioxide',
+      'calcium',
+      'total_protein',
+      'albumin',
+      'globulin',
+      'ag_ratio',
+      'bilirubin_total',
+      'alkaline_phosphatase',
+      'ast',
+      'alt',
+    ];
     const cbc = ['wbc', 'rbc', 'hemoglobin', 'hematocrit', 'mcv', 'mch', 'mchc', 'rdw', 'platelets'];
     const reports = (labSlug: string, panel: string) => catalogue.resultMarkersFor({ marker_ids: [catalogue.markerBySlug(lab(labSlug).id, panel)!.id] });
 
@@ -79,7 +99,16 @@ describe('lab catalogue (lib/catalogue/lab-catalogue.json)', () => {
     const quest = lab('quest').id;
     const id = (slug: string) => catalogue.markerBySlug(quest, slug)!.id;
     const reported = catalogue.resultMarkersFor({ marker_ids: [id('hba1c'), id('lipid_panel'), id('triglycerides'), id('thyroid_panel')] });
-    expect(slugsOf(reported)).toEqual(['hba1c', 'total_cholesterol', 'hdl_cholesterol', 'ldl_cholesterol', 'triglycerides', 'non_hdl_cholesterol', 'tsh', 'free_t4']);
+    expect(slugsOf(reported)).toEqual([
+      'hba1c',
+      'total_cholesterol',
+      'hdl_cholesterol',
+      'ldl_cholesterol',
+      'triglycerides',
+      'non_hdl_cholesterol',
+      'tsh',
+      'free_t4',
+    ]);
     expect(reported.every((m) => m.type === 'biomarker' && m.lab_id === quest)).toBe(true);
     const wellness = catalogue.labTests.find((t) => t.slug === 'comprehensive-wellness-walk-in')!;
     const all = catalogue.resultMarkersFor(wellness);

@@ -7,7 +7,18 @@ import { LabOrderRepository, PATIENT_FIELDS, RESULT_FIELDS } from '../lib/labs/o
 import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
 import { IdempotencyKeyRepository, type IdempotencyKeyDoc } from '../lib/platform/idempotency-store';
 import { eventData } from '../lib/events/model';
-import { createTenant, eventually, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, ownDatabase, type OwnDatabase } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  startTestApp,
+  teamClient,
+  uniqueId,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+  ownDatabase,
+  type OwnDatabase,
+} from './support/harness';
 import { createUser, labTestIds, orderBody, orderReaches, registrationBody } from './support/lab';
 import { pdfText } from './support/pdf';
 import { rawText } from './support/raw';
@@ -52,7 +63,15 @@ function uniquePatient() {
       phone_number: `+1415${String(1_000_000 + Math.floor(Math.random() * 8_999_999))}`,
       email: `zq.${tag}@example.org`,
     },
-    patient_address: { receiver_name: `Receiver ${tag}`, first_line: `77 ${tag} Lane`, second_line: `Unit ${tag}`, city: `Town${tag}`, state: 'OR', zip: '97201', country: 'US' },
+    patient_address: {
+      receiver_name: `Receiver ${tag}`,
+      first_line: `77 ${tag} Lane`,
+      second_line: `Unit ${tag}`,
+      city: `Town${tag}`,
+      state: 'OR',
+      zip: '97201',
+      country: 'US',
+    },
     notes: `note ${tag}`,
     clinical_notes: `clinical ${tag}`,
   };
@@ -112,7 +131,13 @@ describe('patient data is encrypted at rest and shown as before', () => {
     expectNoPlaintext(stored, secretsOf(p));
     for (const field of ['patient_details', 'patient_address', 'consents', 'notes', 'clinical_notes']) expectEncrypted(stored![field], currentKey);
     expect(stored!.shipping_details).toBeNull(); // a walk-in test ships nothing
-    expect(stored).toMatchObject({ team_id: tenant.teamId, user_id: userId, sample_id: order.sample_id, method: 'walk_in_test', physician: { last_name: 'House' } });
+    expect(stored).toMatchObject({
+      team_id: tenant.teamId,
+      user_id: userId,
+      sample_id: order.sample_id,
+      method: 'walk_in_test',
+      physician: { last_name: 'House' },
+    });
 
     // The replayable response of the idempotency key holds the whole order: encrypted too; the replay shows it.
     const keyDoc = await rawCollection(app.inspect, 'idempotency_keys').findOne({ resource_id: order.id });
@@ -138,10 +163,20 @@ describe('patient data is encrypted at rest and shown as before', () => {
     const eventId = storedEvent!._id as unknown as string;
     expectEncrypted(storedEvent!.body, currentKey);
     expectNoPlaintext(storedEvent, secretsOf(p));
-    expect(eventData((await app.deps.repos.webhookStore.getEvent(eventId))!)).toMatchObject({ id: order.id, patient_details: p.patient_details, notes: p.notes });
+    expect(eventData((await app.deps.repos.webhookStore.getEvent(eventId))!)).toMatchObject({
+      id: order.id,
+      patient_details: p.patient_details,
+      notes: p.notes,
+    });
 
     const requisition = await pdf(`/v3/order/${order.id}/requisition/pdf`);
-    for (const needle of [p.patient_details.first_name, p.patient_details.last_name, p.patient_details.dob, p.patient_details.email, p.patient_address.first_line]) {
+    for (const needle of [
+      p.patient_details.first_name,
+      p.patient_details.last_name,
+      p.patient_details.dob,
+      p.patient_details.email,
+      p.patient_address.first_line,
+    ]) {
       expect(requisition).toContain(needle);
     }
 
@@ -161,19 +196,29 @@ describe('patient data is encrypted at rest and shown as before', () => {
 
   test('a registered test kit: patient and shipping address encrypted; the API shows both', async () => {
     const p = uniquePatient();
-    const res = await client.post('/v3/order/testkit/register', { ...registrationBody(userId), patient_details: p.patient_details, patient_address: p.patient_address });
+    const res = await client.post('/v3/order/testkit/register', {
+      ...registrationBody(userId),
+      patient_details: p.patient_details,
+      patient_address: p.patient_address,
+    });
     expect(res.status).toBe(200);
     const order = res.body.order;
     const stored = await raw(app.inspect, 'lab_orders', order.id);
-    expectNoPlaintext(stored, secretsOf(p).filter((s) => s !== p.notes && s !== p.clinical_notes));
-    for (const field of ['patient_details', 'patient_address', 'shipping_details', 'consents']) expectEncrypted(stored![field], dataCipher(app.deps.config).currentKeyId);
+    expectNoPlaintext(
+      stored,
+      secretsOf(p).filter((s) => s !== p.notes && s !== p.clinical_notes),
+    );
+    for (const field of ['patient_details', 'patient_address', 'shipping_details', 'consents'])
+      expectEncrypted(stored![field], dataCipher(app.deps.config).currentKeyId);
     const shown = (await client.get(`/v3/order/${order.id}`)).body;
     expect(shown.patient_details).toEqual(p.patient_details);
     expect(shown.shipping_details).toMatchObject({ first_line: p.patient_address.first_line, city: p.patient_address.city });
   });
 
   test('a value copied into another order does not decrypt (each is bound to its order and field)', async () => {
-    const [a, b] = await Promise.all([1, 2].map(async () => (await client.post('/v3/order', { ...orderBody(userId, tests.walk_in_test), ...uniquePatient() })).body.order));
+    const [a, b] = await Promise.all(
+      [1, 2].map(async () => (await client.post('/v3/order', { ...orderBody(userId, tests.walk_in_test), ...uniquePatient() })).body.order),
+    );
     const stolen = (await raw(app.inspect, 'lab_orders', a.id))!.patient_details;
     const copy = { ...(await raw(app.inspect, 'lab_orders', b.id))!, _id: randomUUID(), sample_id: uniqueId('copy'), patient_details: stolen };
     await rawCollection(app.inspect, 'lab_orders').insertOne(copy);
@@ -188,7 +233,12 @@ describe('orders stored in plaintext by an earlier version', () => {
     const order = (await client.post('/v3/order', { ...orderBody(userId, tests.walk_in_test), ...p })).body.order;
     await orderReaches(client, order.id, 'requisition_created');
     // The same order as the previous version stored it: every field plain (no workflow runs for it).
-    const legacy = { ...(await app.deps.repos.labOrders.findById(order.id))!, _id: randomUUID(), sample_id: uniqueId('legacy'), order_transaction_id: randomUUID() };
+    const legacy = {
+      ...(await app.deps.repos.labOrders.findById(order.id))!,
+      _id: randomUUID(),
+      sample_id: uniqueId('legacy'),
+      order_transaction_id: randomUUID(),
+    };
     await rawCollection(app.inspect, 'lab_orders').insertOne({ ...legacy });
     expect(rawText(await raw(app.inspect, 'lab_orders', legacy._id))).toContain(p.patient_details.last_name);
 

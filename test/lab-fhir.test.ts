@@ -49,7 +49,15 @@ const fhirOf = async (orderId: string) => {
   return res.body;
 };
 
-type Observation = { id: string; status: string; code: { coding: { system: string; code: string }[] }; valueQuantity?: { value: number; unit: string; system?: string; code?: string }; interpretation: { coding: { code: string }[] }[]; referenceRange?: unknown[]; dataAbsentReason?: unknown };
+type Observation = {
+  id: string;
+  status: string;
+  code: { coding: { system: string; code: string }[] };
+  valueQuantity?: { value: number; unit: string; system?: string; code?: string };
+  interpretation: { coding: { code: string }[] }[];
+  referenceRange?: unknown[];
+  dataAbsentReason?: unknown;
+};
 
 describe('results as FHIR R4', () => {
   it('a completed order: a valid DiagnosticReport with LOINC-coded Observations, UCUM quantities, ranges and interpretations', async () => {
@@ -94,14 +102,18 @@ describe('results as FHIR R4', () => {
     expect(report.conclusion).toMatch(/^Not reported: /);
   }, 60000);
 
-  it('results from a lab\'s HL7 message with a critical value: HH, valid FHIR; no results yet is a 404', async () => {
+  it("results from a lab's HL7 message with a critical value: HH, valid FHIR; no results yet is a 404", async () => {
     const cmp = app.deps.labCatalogue.markers.find((m) => m.type === 'panel' && m.slug === 'cmp' && m.lab_id === 2)!;
     const test = await client.post('/v3/lab_tests', { name: 'FHIR CMP', method: 'walk_in_test', description: 'CMP', marker_ids: [cmp.id] });
     const order = (await client.post('/v3/order', orderBody(userId, test.body.id))).body.order;
     await orderReaches(client, order.id, 'requisition_created');
     expect((await client.get(`/v3/order/${order.id}/result/fhir`)).status).toBe(404);
     const markers = app.deps.labCatalogue.resultMarkersFor({ marker_ids: [cmp.id] });
-    const message = oruMessage(order, { lab: app.deps.labCatalogue.labById(2)!, groups: [{ panel: cmp, markers }], overrides: { glucose: { value: '512', flags: 'HH' } } });
+    const message = oruMessage(order, {
+      lab: app.deps.labCatalogue.labById(2)!,
+      groups: [{ panel: cmp, markers }],
+      overrides: { glucose: { value: '512', flags: 'HH' } },
+    });
     const ack = await client.post('/v3/lab/intake/hl7', message, { 'content-type': 'application/hl7-v2' });
     expect(ackOf(ack.text).code).toBe('AA');
     await orderReaches(client, order.id, 'completed');

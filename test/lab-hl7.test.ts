@@ -2,7 +2,18 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { LabResultsRaw } from '../schemas/lab-order';
 import { AuditLogPage } from '../schemas/management';
 import type { LabMarker } from '../schemas/lab-catalogue';
-import { createTenant, eventually, expectSchema, managementClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  expectSchema,
+  managementClient,
+  startTestApp,
+  teamClient,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+  subscribeReceiver,
+} from './support/harness';
 import { createUser, lowOf, orderBody, orderReaches } from './support/lab';
 import { ackOf, mllp, oruMessage, type OruOptions } from './support/hl7';
 import { eraseUserOrders } from '../lib/labs/order-erasure';
@@ -42,7 +53,12 @@ const post = (message: string) => client.post('/v3/lab/intake/hl7', message, { '
 async function orderOf(markerIds: number[]) {
   const lab = catalogue().markerById(markerIds[0])!.lab_id;
   const method = lab === 1 ? 'testkit' : 'walk_in_test';
-  const test = await client.post('/v3/lab_tests', { name: `HL7 ${markerIds.join('+')} ${Math.random().toString(36).slice(2, 8)}`, method, description: 'HL7 intake', marker_ids: markerIds });
+  const test = await client.post('/v3/lab_tests', {
+    name: `HL7 ${markerIds.join('+')} ${Math.random().toString(36).slice(2, 8)}`,
+    method,
+    description: 'HL7 intake',
+    marker_ids: markerIds,
+  });
   if (test.status !== 200) throw new Error(`lab test: ${test.status} ${test.text}`);
   const order = (await client.post('/v3/order', orderBody(userId, test.body.id))).body.order;
   await orderReaches(client, order.id, 'requisition_created');
@@ -56,13 +72,25 @@ function panelMessage(order: { id: string; sample_id: string; user_id: string },
 async function refusals() {
   const page = (await mgmt.get(`/v1/org/${tenant.orgId}/audit_log?action=lab_intake.hl7.refused&limit=100`)).body;
   expectSchema(AuditLogPage, page);
-  return page.data as { target: { id: string }; actor: { team_api_key_id?: string; management_key_id: null }; error: { status: number; detail: string }; status: string; team_id: string }[];
+  return page.data as {
+    target: { id: string };
+    actor: { team_api_key_id?: string; management_key_id: null };
+    error: { status: number; detail: string };
+    status: string;
+    team_id: string;
+  }[];
 }
 
 function criticalEvents(orderId: string) {
   const verifier = new StandardWebhook(secret);
   return rx.requests
-    .map((r) => verifier.verify(r.body, r.headers as Record<string, string>) as { event_type: string; data: { order_id?: string; interpretation?: string; status?: string } })
+    .map(
+      (r) =>
+        verifier.verify(r.body, r.headers as Record<string, string>) as {
+          event_type: string;
+          data: { order_id?: string; interpretation?: string; status?: string };
+        },
+    )
     .filter((e) => e.event_type === 'labtest.result.critical' && e.data.order_id === orderId);
 }
 
@@ -87,7 +115,13 @@ describe('HL7 v2 result intake', () => {
         expect(result.metadata).toMatchObject({ status: 'final', interpretation: 'normal', specimen_number: order.sample_id });
         for (const [i, m] of expected.entries()) {
           const r = result.results[i];
-          expect(r).toMatchObject({ loinc: m.loinc ?? null, provider_id: m.provider_id, interpretation: 'normal', performing_laboratory: catalogue().labById(panel.lab_id)!.name, source_sample_id: order.sample_id });
+          expect(r).toMatchObject({
+            loinc: m.loinc ?? null,
+            provider_id: m.provider_id,
+            interpretation: 'normal',
+            performing_laboratory: catalogue().labById(panel.lab_id)!.name,
+            source_sample_id: order.sample_id,
+          });
           if (m.result_type === 'numeric') {
             const range = m.reference_range!;
             expect(r).toMatchObject({ type: 'numeric', unit: m.unit, reference_range: range.text, min_range_value: range.low, max_range_value: range.high });
@@ -109,10 +143,26 @@ describe('HL7 v2 result intake', () => {
     const cases: { name: string; message: string; reason: RegExp }[] = [
       { name: 'not HL7', message: 'hello, these are results', reason: /does not start with an MSH segment/ },
       { name: 'wrong type', message: good.replace('ORU^R01^ORU_R01|MSGGOOD1', 'ADT^A01^ADT_A01|MSGBAD-TYPE'), reason: /MSH-9.*ADT\^A01.*ORU\^R01/ },
-      { name: 'no OBR', message: good.split('\r').filter((s) => !/^(ORC|OBR|OBX|SPM)\|/.test(s)).join('\r').replace('MSGGOOD1', 'MSGBAD-NOOBR'), reason: /no OBR segment/ },
+      {
+        name: 'no OBR',
+        message: good
+          .split('\r')
+          .filter((s) => !/^(ORC|OBR|OBX|SPM)\|/.test(s))
+          .join('\r')
+          .replace('MSGGOOD1', 'MSGBAD-NOOBR'),
+        reason: /no OBR segment/,
+      },
       { name: 'bad segment', message: good.replace('MSGGOOD1', 'MSGBAD-SEG').replace('\rPID|', '\rP@|'), reason: /is not an HL7 segment/ },
-      { name: 'OBX before OBR', message: good.replace('MSGGOOD1', 'MSGBAD-ORDER').replace(/\rORC\|[^\r]*\rOBR\|[^\r]*/, ''), reason: /OBX segment comes before any OBR/ },
-      { name: 'non-numeric NM', message: good.replace('MSGGOOD1', 'MSGBAD-NM').replace(/(\rOBX\|1\|NM\|[^|]*\|1\|)[^|]*/, '$1high'), reason: /'high' is not a number/ },
+      {
+        name: 'OBX before OBR',
+        message: good.replace('MSGGOOD1', 'MSGBAD-ORDER').replace(/\rORC\|[^\r]*\rOBR\|[^\r]*/, ''),
+        reason: /OBX segment comes before any OBR/,
+      },
+      {
+        name: 'non-numeric NM',
+        message: good.replace('MSGGOOD1', 'MSGBAD-NM').replace(/(\rOBX\|1\|NM\|[^|]*\|1\|)[^|]*/, '$1high'),
+        reason: /'high' is not a number/,
+      },
     ];
     for (const c of cases) {
       const res = await post(c.message);
@@ -123,7 +173,12 @@ describe('HL7 v2 result intake', () => {
     const entries = await refusals();
     for (const controlId of ['MSGBAD-TYPE', 'MSGBAD-NOOBR', 'MSGBAD-SEG', 'MSGBAD-ORDER', 'MSGBAD-NM', '(no MSH-10)']) {
       const entry = entries.find((e) => e.target.id === controlId);
-      expect(entry).toMatchObject({ status: 'failed', team_id: tenant.teamId, actor: { management_key_id: null, team_api_key_id: expect.any(String) }, error: { status: 400 } });
+      expect(entry).toMatchObject({
+        status: 'failed',
+        team_id: tenant.teamId,
+        actor: { management_key_id: null, team_api_key_id: expect.any(String) },
+        error: { status: 400 },
+      });
       expect(entry!.error.detail).toMatch(/^AR: /);
     }
     // Nothing was applied: the order still waits for its results.
@@ -138,7 +193,9 @@ describe('HL7 v2 result intake', () => {
     expect(ackOf(unknown.text)).toMatchObject({ code: 'AE', controlId: 'MSGUNKNOWN' });
     expect(ackOf(unknown.text).text).toContain('is not an order of this team');
     const otherTeam = await createTenant(app.deps, 'Another lab customer');
-    const foreign = await teamClient(app, otherTeam).post('/v3/lab/intake/hl7', panelMessage(order, panel, { controlId: 'MSGFOREIGN' }), { 'content-type': 'text/plain' });
+    const foreign = await teamClient(app, otherTeam).post('/v3/lab/intake/hl7', panelMessage(order, panel, { controlId: 'MSGFOREIGN' }), {
+      'content-type': 'text/plain',
+    });
     expect(foreign.status).toBe(404);
     const specimen = await post(panelMessage(order, panel, { controlId: 'MSGSPECIMEN', specimenId: 'SOMEONE-ELSE' }));
     expect(specimen.status).toBe(422);
@@ -147,7 +204,9 @@ describe('HL7 v2 result intake', () => {
     expect(code.status).toBe(422);
     expect(ackOf(code.text).text).toContain('LOINC 99999-9');
     const entries = await refusals();
-    expect(entries.find((e) => e.target.id === 'MSGUNKNOWN')).toMatchObject({ error: { status: 404, detail: expect.stringMatching(/^AE: Order '0{8}-.*is not an order of this team/) } });
+    expect(entries.find((e) => e.target.id === 'MSGUNKNOWN')).toMatchObject({
+      error: { status: 404, detail: expect.stringMatching(/^AE: Order '0{8}-.*is not an order of this team/) },
+    });
     expect(entries.find((e) => e.target.id === 'MSGSPECIMEN')?.error.status).toBe(422);
     expect(entries.find((e) => e.target.id === 'MSGCODE')?.error.status).toBe(422);
     expect((await client.post('/v3/lab/intake/hl7', 'MSH|', { 'x-service-api-key': 'sk_us_wrong' })).status).toBe(401);
@@ -176,11 +235,18 @@ describe('HL7 v2 result intake', () => {
   it('a critical value (HH) makes the order critical and raises labtest.result.critical at the receiver', async () => {
     const cmp = panels().find((p) => p.slug === 'cmp')!;
     const order = await orderOf([cmp.id]);
-    const res = await post(panelMessage(order, cmp, { overrides: { potassium: { value: '7.2', flags: 'HH', note: 'Critical value called to Dr. House at 10:42 by J. Doe.' } } }));
+    const res = await post(
+      panelMessage(order, cmp, { overrides: { potassium: { value: '7.2', flags: 'HH', note: 'Critical value called to Dr. House at 10:42 by J. Doe.' } } }),
+    );
     expect(res.status).toBe(200);
     expect((await orderReaches(client, order.id, 'completed')).interpretation).toBe('critical');
     const result = (await client.get(`/v3/order/${order.id}/result`)).body;
-    expect(result.results.find((r: { slug: string }) => r.slug === 'potassium')).toMatchObject({ value: 7.2, interpretation: 'critical', is_above_max_range: true, notes: expect.stringContaining('Critical value called') });
+    expect(result.results.find((r: { slug: string }) => r.slug === 'potassium')).toMatchObject({
+      value: 7.2,
+      interpretation: 'critical',
+      is_above_max_range: true,
+      notes: expect.stringContaining('Critical value called'),
+    });
     const event = await eventually(async () => criticalEvents(order.id)[0], 20000, 'labtest.result.critical');
     expect(event.data).toMatchObject({ order_id: order.id, interpretation: 'critical', status: 'final' });
   }, 60000);
@@ -190,14 +256,21 @@ describe('HL7 v2 result intake', () => {
     const order = await orderOf([thyroid.id]);
     expect((await post(panelMessage(order, thyroid))).status).toBe(200);
     await orderReaches(client, order.id, 'completed');
-    const corrected = panelMessage(order, thyroid, { reportStatus: 'C', overrides: { tsh: { value: '7.9', flags: 'H', status: 'C', note: 'Corrected result: specimen re-assayed.' } } });
+    const corrected = panelMessage(order, thyroid, {
+      reportStatus: 'C',
+      overrides: { tsh: { value: '7.9', flags: 'H', status: 'C', note: 'Corrected result: specimen re-assayed.' } },
+    });
     const res = await post(corrected);
     expect(ackOf(res.text).code).toBe('AA');
     const done = await orderReaches(client, order.id, 'corrected');
     expect(done.events.map((e: { status: string }) => lowOf(e.status)).slice(-2)).toEqual(['completed', 'corrected']);
     expect(done.interpretation).toBe('abnormal');
     const result = (await client.get(`/v3/order/${order.id}/result`)).body;
-    expect(result.results.find((r: { slug: string }) => r.slug === 'tsh')).toMatchObject({ value: 7.9, interpretation: 'abnormal', notes: 'Corrected result: specimen re-assayed.' });
+    expect(result.results.find((r: { slug: string }) => r.slug === 'tsh')).toMatchObject({
+      value: 7.9,
+      interpretation: 'abnormal',
+      notes: 'Corrected result: specimen re-assayed.',
+    });
     // A final report cannot follow: the order is done.
     const late = await post(panelMessage(order, thyroid));
     expect(late.status).toBe(409);
@@ -245,7 +318,14 @@ describe('erased stays erased: nothing of an order whose patient data was erased
     const run = await temporal.workflow.execute(labOrderCorrectionWorkflow, {
       workflowId: `test-correction-${order.id}`,
       taskQueue,
-      args: [{ orderId: order.id, method, lastEventId: events.length, results: { finalStatus: 'corrected', delaySeconds: 0, interpretation: 'critical', hasMissingResults: false } }],
+      args: [
+        {
+          orderId: order.id,
+          method,
+          lastEventId: events.length,
+          results: { finalStatus: 'corrected', delaySeconds: 0, interpretation: 'critical', hasMissingResults: false },
+        },
+      ],
     });
     expect(run.final).toMatch(/corrected$/);
     expect(await app.deps.repos.labOrders.findResults(tenant.teamId, order.id)).toBeNull();
@@ -257,11 +337,32 @@ describe('erased stays erased: nothing of an order whose patient data was erased
     const { order } = await erasedCompletedOrder();
     const repo = app.deps.repos.labOrders;
     const now = new Date();
-    const results = { _id: order.id, team_id: tenant.teamId, user_id: order.user_id, status: 'corrected' as const, interpretation: 'normal' as const, date_collected: now, date_received: now, date_reported: now, results: [], missing_results: [], sample_information: {}, created_at: now, updated_at: now };
+    const results = {
+      _id: order.id,
+      team_id: tenant.teamId,
+      user_id: order.user_id,
+      status: 'corrected' as const,
+      interpretation: 'normal' as const,
+      date_collected: now,
+      date_received: now,
+      date_reported: now,
+      results: [],
+      missing_results: [],
+      sample_information: {},
+      created_at: now,
+      updated_at: now,
+    };
     expect(await repo.saveResults(results)).toBe(false);
     expect(await repo.findResults(tenant.teamId, order.id)).toBeNull();
     const erased = (await repo.findById(order.id))!;
-    expect(await repo.appendEvent(erased, { id: 99, created_at: now, status: `${erased.method}.completed.corrected`, status_detail: null }, 'completed', 'corrected')).toBeNull();
+    expect(
+      await repo.appendEvent(
+        erased,
+        { id: 99, created_at: now, status: `${erased.method}.completed.corrected`, status_detail: null },
+        'completed',
+        'corrected',
+      ),
+    ).toBeNull();
     expect((await repo.findById(order.id))!.events.some((e) => e.id === 99)).toBe(false);
 
     // Two overlapping attempts of the same append (a retried activity beside a slow first one): one event.

@@ -1,7 +1,17 @@
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { LabResultsRaw } from '../schemas/lab-order';
 import { courseTo, STATUS_SETS, type CollectionMethod } from '../lib/labs/statuses';
-import { createTenant, eventually, expectSchema, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  expectSchema,
+  startTestApp,
+  teamClient,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+  subscribeReceiver,
+} from './support/harness';
 import { createUser, daysFromToday, labTestIds, lowOf, orderBody, orderReaches, orderWorkflowIdle, registrationBody } from './support/lab';
 import { pdfText } from './support/pdf';
 import type { Receiver } from './support/receiver';
@@ -65,7 +75,13 @@ describe('sandbox simulation', () => {
           const dotted = `${STATUS_SETS[method][low]}.${method}.${low}`;
           const res = await simulate(order.id, dotted);
           expect(res.status).toBe(200);
-          expect(res.body).toEqual({ success: true, order_id: order.id, final_status: dotted, delay: expect.any(Number), detail: expect.stringContaining(dotted) });
+          expect(res.body).toEqual({
+            success: true,
+            order_id: order.id,
+            final_status: dotted,
+            delay: expect.any(Number),
+            detail: expect.stringContaining(dotted),
+          });
           const done = await orderReaches(client, order.id, low, 60000);
           const lows = done.events.map((e: { status: string }) => lowOf(e.status));
           expect(lows).toEqual(['ordered', 'requisition_created', ...courseTo(method, 'requisition_created', low)!]);
@@ -118,7 +134,13 @@ describe('results', () => {
     const results = await client.get(`/v3/order/${normal.id}/result`);
     expect(results.status).toBe(200);
     expectSchema(LabResultsRaw, results.body);
-    expect(results.body.metadata).toMatchObject({ status: 'final', interpretation: 'normal', specimen_number: done.sample_id, patient: "Ana-María O'Neil Smith", dob: '1988-04-12' });
+    expect(results.body.metadata).toMatchObject({
+      status: 'final',
+      interpretation: 'normal',
+      specimen_number: done.sample_id,
+      patient: "Ana-María O'Neil Smith",
+      dob: '1988-04-12',
+    });
     expect(results.body.results.length).toBeGreaterThan(0);
     for (const r of results.body.results) {
       expect(['numeric', 'range', 'comment', 'coded_value']).toContain(r.type);
@@ -128,7 +150,7 @@ describe('results', () => {
       else expect(r.value).toBe(-1);
     }
     expect((await client.get(`/v3/order/${normal.id}/result/metadata`)).body).toEqual(results.body.metadata);
-    expect(await (await orderEventually(normal.id, 'labtest.order.updated', 'completed'))).toBeTruthy();
+    expect(await await orderEventually(normal.id, 'labtest.order.updated', 'completed')).toBeTruthy();
 
     const abnormal = await dispatchedOrder('walk_in_test');
     await simulate(abnormal.id, 'completed.walk_in_test.completed', { interpretation: 'abnormal', has_missing_results: true });
@@ -144,14 +166,28 @@ describe('results', () => {
     const critical = await dispatchedOrder('at_home_phlebotomy');
     await simulate(critical.id, 'completed.at_home_phlebotomy.completed', { interpretation: 'critical' });
     expect((await orderReaches(client, critical.id, 'completed')).interpretation).toBe('critical');
-    const criticalEvent = await eventually(() => Promise.resolve(orderEvents(critical.id).find((e) => e.body.event_type === 'labtest.result.critical')), 20000, 'critical event');
-    expect(criticalEvent.body.data).toMatchObject({ order_id: critical.id, interpretation: 'critical', status: 'final', user_id: userId, team_id: tenant.teamId });
+    const criticalEvent = await eventually(
+      () => Promise.resolve(orderEvents(critical.id).find((e) => e.body.event_type === 'labtest.result.critical')),
+      20000,
+      'critical event',
+    );
+    expect(criticalEvent.body.data).toMatchObject({
+      order_id: critical.id,
+      interpretation: 'critical',
+      status: 'final',
+      user_id: userId,
+      team_id: tenant.teamId,
+    });
     expect((await client.get(`/v3/orders?user_id=${userId}&interpretation=critical`)).body.orders.map((o: { id: string }) => o.id)).toContain(critical.id);
     expect(orderEvents(abnormal.id).some((e) => e.body.event_type === 'labtest.result.critical')).toBe(false);
   }, 90000);
 
   const orderEventually = (orderId: string, type: string, low: string) =>
-    eventually(() => Promise.resolve(orderEvents(orderId).find((e) => e.body.event_type === type && lowOf(e.body.data.last_event.status) === low)), 20000, `${type} ${low}`);
+    eventually(
+      () => Promise.resolve(orderEvents(orderId).find((e) => e.body.event_type === type && lowOf(e.body.data.last_event.status) === low)),
+      20000,
+      `${type} ${low}`,
+    );
 });
 
 describe('webhooks of an order', () => {
@@ -161,10 +197,14 @@ describe('webhooks of an order', () => {
     // A liveness bound, not a speed check: once under CI load this order took over 30 s (the local activity timeout).
     await orderReaches(client, order.id, 'completed', 90000);
     const expected = ['ordered', 'awaiting_registration', 'requisition_created', 'testkit_registered', 'transit_lab', 'delivered_to_lab', 'completed'];
-    const events = await eventually(async () => {
-      const got = orderEvents(order.id).filter((e) => e.body.event_type.startsWith('labtest.order.'));
-      return new Set(got.map((e) => e.id)).size >= expected.length ? got : null;
-    }, 30000, 'all status webhooks');
+    const events = await eventually(
+      async () => {
+        const got = orderEvents(order.id).filter((e) => e.body.event_type.startsWith('labtest.order.'));
+        return new Set(got.map((e) => e.id)).size >= expected.length ? got : null;
+      },
+      30000,
+      'all status webhooks',
+    );
     const unique = [...new Map(events.map((e) => [e.id, e])).values()];
     expect(unique.map((e) => e.body.event_type)).toEqual(['labtest.order.created', ...expected.slice(1).map(() => 'labtest.order.updated')]);
     expect(unique.map((e) => lowOf(e.body.data.last_event.status))).toEqual(expected);
@@ -212,7 +252,7 @@ describe('scheduled orders', () => {
 });
 
 describe('documents', () => {
-  it('serves a requisition PDF with the order\'s data, by API key and by signed link', async () => {
+  it("serves a requisition PDF with the order's data, by API key and by signed link", async () => {
     const order = await dispatchedOrder('walk_in_test');
     const res = await fetch(`${app.url}/v3/order/${order.id}/requisition/pdf`, { headers: { 'x-service-api-key': tenant.teamKey } });
     expect(res.status).toBe(200);
@@ -289,7 +329,7 @@ describe('order transactions and redraws', () => {
 });
 
 describe('user deletion', () => {
-  it('erases the patient data of the user\'s orders and keeps the order record', async () => {
+  it("erases the patient data of the user's orders and keeps the order record", async () => {
     const doomed = await createUser(client);
     const done = (await client.post('/v3/order', orderBody(doomed, tests.walk_in_test))).body.order;
     await orderReaches(client, done.id, 'requisition_created');
@@ -300,10 +340,14 @@ describe('user deletion', () => {
     try {
       expect((await teamClient(erasing, tenant).del(`/v2/user/${doomed}`)).status).toBe(200);
       for (const id of [done.id, waiting.id]) {
-        const doc = await eventually(async () => {
-          const d = await app.deps.repos.labOrders.findById(id);
-          return d?.patient_data_erased_at ? d : null;
-        }, 30000, 'erasure');
+        const doc = await eventually(
+          async () => {
+            const d = await app.deps.repos.labOrders.findById(id);
+            return d?.patient_data_erased_at ? d : null;
+          },
+          30000,
+          'erasure',
+        );
         expect(doc).toMatchObject({ patient_details: null, patient_address: null, shipping_details: null, health_insurance_id: null, consents: [] });
         expect(doc.sample_id).toBeTruthy();
         expect(doc.events.length).toBeGreaterThan(0);

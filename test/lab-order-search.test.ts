@@ -32,7 +32,10 @@ const letters = () => Array.from(randomBytes(8), (b) => String.fromCharCode(97 +
 const capitalised = (s: string) => s[0].toUpperCase() + s.slice(1);
 
 async function orderFor(userId: string, firstName: string, lastName: string, team = client) {
-  const res = await team.post('/v3/order', orderBody(userId, tests.walk_in_test, { patient_details: { ...patientDetails, first_name: firstName, last_name: lastName } }));
+  const res = await team.post(
+    '/v3/order',
+    orderBody(userId, tests.walk_in_test, { patient_details: { ...patientDetails, first_name: firstName, last_name: lastName } }),
+  );
   if (res.status !== 200) throw new Error(`order: ${res.status} ${res.text}`);
   return res.body.order as { id: string; sample_id: string; user_id: string };
 }
@@ -110,7 +113,11 @@ describe('GET /v3/orders?search_input= and ?patient_name=', () => {
     while (pages[pages.length - 1].next_cursor) {
       pages.push((await client.get(`/v3/orders?${q({ search_input: surname, size: '2', next_cursor: pages[pages.length - 1].next_cursor })}`)).body);
     }
-    expect(pages.map((p) => [p.page, p.total, p.orders.length])).toEqual([[1, 5, 2], [2, 5, 2], [3, 5, 1]]);
+    expect(pages.map((p) => [p.page, p.total, p.orders.length])).toEqual([
+      [1, 5, 2],
+      [2, 5, 2],
+      [3, 5, 1],
+    ]);
     expect(pages.flatMap((p) => p.orders.map((o: { id: string }) => o.id))).toEqual(newestFirst);
     expect(await found(q({ patient_name: surname, size: '2', page: '2' }))).toEqual(newestFirst.slice(2, 4));
     expect(await found(q({ patient_name: `${surname} cy`, order_direction: 'asc' }))).toEqual([created[2]]);

@@ -18,7 +18,8 @@ let worker: ChildProcess | null = null;
 let app: TestApp;
 let rx: Receiver;
 
-const startWorker = (env: Record<string, string> = {}) => startCrashWorker(deployment, { WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000', ...env });
+const startWorker = (env: Record<string, string> = {}) =>
+  startCrashWorker(deployment, { WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000', ...env });
 const kill = stopWorker;
 
 beforeAll(async () => {
@@ -35,13 +36,18 @@ test('SIGKILL of the worker during timers and simulations loses nothing and emit
   const client = teamClient(app, tenant);
   rx = await startReceiver();
   const mgmt = managementClient(app, tenant);
-  await mgmt.post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, { url: rx.url, filter_types: ['labtest.order.*'] });
+  await mgmt.post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, {
+    url: rx.url,
+    filter_types: ['labtest.order.*'],
+  });
   const tests = await labTestIds(client);
   const userId = await createUser(client);
 
   worker = startWorker();
   // Waiting on their activate_by timers (tomorrow: ~8.6 s on the test stack).
-  const scheduled = await Promise.all([1, 2, 3].map(async () => (await client.post('/v3/order', orderBody(userId, tests.walk_in_test, { activate_by: daysFromToday(1) }))).body.order));
+  const scheduled = await Promise.all(
+    [1, 2, 3].map(async () => (await client.post('/v3/order', orderBody(userId, tests.walk_in_test, { activate_by: daysFromToday(1) }))).body.order),
+  );
   // Mid-simulation: a kit walked to completion one status a second.
   const walking = await Promise.all([1, 2, 3].map(async () => (await client.post('/v3/order', orderBody(userId, tests.testkit))).body.order));
   for (const o of walking) await orderReaches(client, o.id, 'requisition_created');
@@ -66,14 +72,18 @@ test('SIGKILL of the worker during timers and simulations loses nothing and emit
   // Every status reached the receiver, each under one webhook-id (retries may repeat an id, never a status).
   const all = [...scheduled, ...walking];
   const expectedEvents = scheduled.length * 2 + walking.length * course.length;
-  const statusEvents = await eventually(async () => {
-    const byWebhookId = new Map<string, { order: string; eventId: number }>();
-    for (const r of rx.requests) {
-      const body = JSON.parse(r.body);
-      byWebhookId.set(String(r.headers['webhook-id']), { order: body.data.id, eventId: body.data.last_event.id });
-    }
-    return byWebhookId.size >= expectedEvents ? byWebhookId : null;
-  }, 60000, 'every status webhook');
+  const statusEvents = await eventually(
+    async () => {
+      const byWebhookId = new Map<string, { order: string; eventId: number }>();
+      for (const r of rx.requests) {
+        const body = JSON.parse(r.body);
+        byWebhookId.set(String(r.headers['webhook-id']), { order: body.data.id, eventId: body.data.last_event.id });
+      }
+      return byWebhookId.size >= expectedEvents ? byWebhookId : null;
+    },
+    60000,
+    'every status webhook',
+  );
   const perStatus = new Map<string, number>();
   for (const { order, eventId } of statusEvents.values()) perStatus.set(`${order}:${eventId}`, (perStatus.get(`${order}:${eventId}`) ?? 0) + 1);
   expect([...perStatus.values()].every((n) => n === 1)).toBe(true);

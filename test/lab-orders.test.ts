@@ -67,7 +67,14 @@ describe('POST /v3/order', () => {
     const res = await client.post('/v3/order', {
       user_id: '00000000-0000-4000-8000-000000000000',
       order_set: { lab_test_ids: ['no-such-test'] },
-      patient_details: { first_name: 'R2-D2 <script>', last_name: 'x'.repeat(51), dob: '2023-02-30', gender: 'female', phone_number: '4155552671', email: 'not-an-email' },
+      patient_details: {
+        first_name: 'R2-D2 <script>',
+        last_name: 'x'.repeat(51),
+        dob: '2023-02-30',
+        gender: 'female',
+        phone_number: '4155552671',
+        email: 'not-an-email',
+      },
       patient_address: { ...orderBody(userId, tests.testkit).patient_address, country: 'USA' },
       activate_by: '2001-01-01',
     });
@@ -125,7 +132,9 @@ describe('POST /v3/order', () => {
 
   it('gives concurrent duplicates of one key a clear 409 or the same order, never a second order', async () => {
     const key = uniqueId('idem');
-    const responses = await Promise.all(Array.from({ length: 6 }, () => client.post('/v3/order', orderBody(userId, tests.walk_in_test), { 'X-Idempotency-Key': key })));
+    const responses = await Promise.all(
+      Array.from({ length: 6 }, () => client.post('/v3/order', orderBody(userId, tests.walk_in_test), { 'X-Idempotency-Key': key })),
+    );
     const ok = responses.filter((r) => r.status === 200);
     const busy = responses.filter((r) => r.status === 409);
     expect(ok.length + busy.length).toBe(responses.length);
@@ -174,7 +183,7 @@ describe('POST /v3/order/testkit/register', () => {
 });
 
 describe('GET /v3/order/{id} and /v3/orders', () => {
-  it('404s an unknown order and another team\'s order', async () => {
+  it("404s an unknown order and another team's order", async () => {
     const mine = (await client.post('/v3/order', orderBody(userId, tests.walk_in_test))).body.order;
     const other = teamClient(app, await createTenant(app.deps, 'Nosy team'));
     expect((await other.get(`/v3/order/${mine.id}`)).status).toBe(404);
@@ -201,7 +210,9 @@ describe('GET /v3/order/{id} and /v3/orders', () => {
     const current = await client.get(`/v3/orders?user_id=${user}&order_activation_types=current`);
     expect(current.body.orders.map((o: { id: string }) => o.id)).toEqual([now.id]);
     // Stored as a Date (its UTC midnight), so the activation filters compare dates; the API shows the calendar day.
-    expect((await app.inspect.collection('lab_orders').findOne({ _id: later.id as never }))?.activate_by).toEqual(new Date(`${daysFromToday(40)}T00:00:00.000Z`));
+    expect((await app.inspect.collection('lab_orders').findOne({ _id: later.id as never }))?.activate_by).toEqual(
+      new Date(`${daysFromToday(40)}T00:00:00.000Z`),
+    );
     expect(later.activate_by).toBe(daysFromToday(40));
     const byStatus = await client.get(`/v3/orders?user_id=${user}&status=requisition_created`);
     expect(byStatus.body.orders.map((o: { id: string }) => o.id)).toEqual([now.id]);
@@ -246,7 +257,11 @@ describe('GET /v3/orders pages', () => {
       walked.push(...body.orders.map((o: { id: string }) => o.id));
     }
     expect(walked).toEqual(newestFirst);
-    expect(pages.map((p) => [p.page, p.total, p.orders.length])).toEqual([[1, 7, 3], [2, 7, 3], [3, 7, 1]]);
+    expect(pages.map((p) => [p.page, p.total, p.orders.length])).toEqual([
+      [1, 7, 3],
+      [2, 7, 3],
+      [3, 7, 1],
+    ]);
     expect(pages[2].next_cursor).toBeNull();
 
     // Oldest first, by cursor too.
@@ -276,7 +291,14 @@ describe('GET /v3/orders pages', () => {
     try {
       const repo = createRepositories(own.db, dataCipher(app.deps.config)).labOrders;
       await createIndexes(own.db.collection('lab_orders'), LAB_ORDER_INDEXES.lab_orders);
-      const clone = (teamId: string, i: number) => ({ ...template, _id: timeOrderedUuid(), team_id: teamId, sample_id: `PLAN${String(i).padStart(10, '0')}`, order_transaction_id: randomUUID(), details_id: randomUUID() });
+      const clone = (teamId: string, i: number) => ({
+        ...template,
+        _id: timeOrderedUuid(),
+        team_id: teamId,
+        sample_id: `PLAN${String(i).padStart(10, '0')}`,
+        order_transaction_id: randomUUID(),
+        details_id: randomUUID(),
+      });
       const crowd = Array.from({ length: 2000 }, (_, i) => clone('another-team', i));
       const ours = Array.from({ length: 20 }, (_, i) => clone(tenant.teamId, i));
       for (const docs of [crowd, ours]) for (let i = 0; i < docs.length; i += 200) await Promise.all(docs.slice(i, i + 200).map((doc) => repo.insert(doc)));
@@ -291,7 +313,11 @@ describe('GET /v3/orders pages', () => {
       ];
       for (const c of cases) {
         const plan = await repo.listQuery(c.filter, c.page).explain('queryPlanner');
-        expect({ case: c, used: indexesUsed(plan), bounded: indexBoundFields(plan) }).toEqual({ case: c, used: [c.index], bounded: expect.arrayContaining(['team_id', '_id']) });
+        expect({ case: c, used: indexesUsed(plan), bounded: indexBoundFields(plan) }).toEqual({
+          case: c,
+          used: [c.index],
+          bounded: expect.arrayContaining(['team_id', '_id']),
+        });
         const walk = await repo.listQuery(c.filter, c.page, true).explain('queryPlanner');
         expect({ case: c, used: indexesUsed(walk), sorted: sortsInMemory(walk) }).toEqual({ case: c, used: ['_id_'], sorted: false });
       }
@@ -311,7 +337,7 @@ describe('GET /v3/orders pages', () => {
 });
 
 describe('PATCH /v3/order/{id} (activate_by)', () => {
-  it('follows the spec\'s rules, each refusal a 400 naming the rule', async () => {
+  it("follows the spec's rules, each refusal a 400 naming the rule", async () => {
     const immediate = (await client.post('/v3/order', orderBody(userId, tests.walk_in_test))).body.order;
     const res1 = await client.patch(`/v3/order/${immediate.id}`, { activate_by: daysFromToday(30) });
     expect(res1.status).toBe(400);
@@ -409,7 +435,14 @@ describe('crash repair', () => {
       temporal.client.workflow.start(labOrderWorkflow, {
         workflowId: workflowIds.labOrder(orderId),
         taskQueue: temporal.taskQueue,
-        args: [{ orderId, order: { method: 'walk_in_test', lowLevelStatus: 'ordered', eventIds: [1], activateBy: null, createdWithActivateBy: false }, activationTimeScale: 1, storeGraceMs: 300 }],
+        args: [
+          {
+            orderId,
+            order: { method: 'walk_in_test', lowLevelStatus: 'ordered', eventIds: [1], activateBy: null, createdWithActivateBy: false },
+            activationTimeScale: 1,
+            storeGraceMs: 300,
+          },
+        ],
         workflowIdConflictPolicy: 'USE_EXISTING',
         workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
       });
@@ -444,7 +477,12 @@ describe('crash repair', () => {
     return doc;
   }
   // Every defaulted field given, so the validated body (what the key's hash covers) is the body sent.
-  const fullBody = () => ({ ...orderBody(userId, tests.walk_in_test), consents: [{ consentType: 'terms-of-use', version: '1.0' }], priority: false, billing_type: 'client_bill' });
+  const fullBody = () => ({
+    ...orderBody(userId, tests.walk_in_test),
+    consents: [{ consentType: 'terms-of-use', version: '1.0' }],
+    priority: false,
+    billing_type: 'client_bill',
+  });
 
   it('a retried request whose first attempt died mid-way finishes under the same order id', async () => {
     const key = uniqueId('idem-crashed');

@@ -1,6 +1,16 @@
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { PostOrderResponse } from '../schemas/lab-order';
-import { createTenant, eventually, expectSchema, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  expectSchema,
+  startTestApp,
+  teamClient,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+  subscribeReceiver,
+} from './support/harness';
 import { createUser, labTestIds, lowOf, orderReaches, registrationBody } from './support/lab';
 import type { Receiver } from './support/receiver';
 
@@ -40,7 +50,12 @@ const shipping = {
   country: 'US',
   phone_number: '+14155550100',
 };
-const kitBody = (userId: string, extra: Record<string, unknown> = {}) => ({ user_id: userId, lab_test_id: tests.testkit, shipping_details: shipping, ...extra });
+const kitBody = (userId: string, extra: Record<string, unknown> = {}) => ({
+  user_id: userId,
+  lab_test_id: tests.testkit,
+  shipping_details: shipping,
+  ...extra,
+});
 
 /** The order's status webhooks, verified, one per webhook-id, in event order. */
 function statusEvents(orderId: string) {
@@ -57,10 +72,14 @@ async function shippedKit(userId: string) {
   expectSchema(PostOrderResponse, res.body);
   const order = res.body.order;
   // The kit ships at once: the lab's shipment (tracking numbers) appears while the order awaits registration.
-  return eventually(async () => {
-    const now = (await client.get(`/v3/order/${order.id}`)).body;
-    return now.details.data.shipment ? now : null;
-  }, 30000, 'the kit shipped');
+  return eventually(
+    async () => {
+      const now = (await client.get(`/v3/order/${order.id}`)).body;
+      return now.details.data.shipment ? now : null;
+    },
+    30000,
+    'the kit shipped',
+  );
 }
 
 describe('POST /v3/order/testkit', () => {
@@ -76,7 +95,13 @@ describe('POST /v3/order/testkit', () => {
       requisition_form_url: null,
       passthrough: 'crm-42',
       details: { type: 'testkit', data: { shipment: { outbound_tracking_number: expect.stringMatching(/^9400\d+$/), outbound_courier: 'usps' } } },
-      shipping_details: { receiver_name: 'Front Desk', first_line: '500 Market St', second_line: 'Floor 2', country: 'United States', phone_number: '+14155550100' },
+      shipping_details: {
+        receiver_name: 'Front Desk',
+        first_line: '500 Market St',
+        second_line: 'Floor 2',
+        country: 'United States',
+        phone_number: '+14155550100',
+      },
     });
     expect(kit.events.map((e: { status: string }) => e.status)).toEqual(['received.testkit.ordered', 'received.testkit.awaiting_registration']);
     expect(kit.sample_id).toMatch(/^HB\d{10}$/);
@@ -88,7 +113,12 @@ describe('POST /v3/order/testkit', () => {
     const registered = await client.post('/v3/order/testkit/register', registrationBody(patient, kit.sample_id));
     expect(registered.status).toBe(200);
     expectSchema(PostOrderResponse, registered.body);
-    expect(registered.body.order).toMatchObject({ id: kit.id, user_id: patient, sample_id: kit.sample_id, patient_details: { first_name: "Ana-María O'Neil", last_name: 'Smith' } });
+    expect(registered.body.order).toMatchObject({
+      id: kit.id,
+      user_id: patient,
+      sample_id: kit.sample_id,
+      patient_details: { first_name: "Ana-María O'Neil", last_name: 'Smith' },
+    });
     expect(lowOf(registered.body.order.last_event.status)).toBe('testkit_registered');
     expect(registered.body.order.requisition_form_url).toEqual(expect.stringContaining('/requisition/pdf/signed'));
     // The kit is registered once; its patient is found by name now.
@@ -109,10 +139,14 @@ describe('POST /v3/order/testkit', () => {
     expect((await client.get(`/v3/order/${kit.id}/result`)).status).toBe(200);
 
     // Every status once, as webhooks: created at `ordered`, then updated; the ones after registration name the patient.
-    const events = await eventually(async () => {
-      const got = statusEvents(kit.id);
-      return got.length >= 7 ? got : null;
-    }, 30000, 'all status webhooks');
+    const events = await eventually(
+      async () => {
+        const got = statusEvents(kit.id);
+        return got.length >= 7 ? got : null;
+      },
+      30000,
+      'all status webhooks',
+    );
     expect(events.map((e) => e.body.event_type)).toEqual(['labtest.order.created', ...Array(6).fill('labtest.order.updated')]);
     expect(events.map((e) => lowOf(e.body.data.last_event.status))).toEqual(done.events.map((e: { status: string }) => lowOf(e.status)));
     expect(events.map((e) => e.body.user_id)).toEqual([buyer, buyer, patient, patient, patient, patient, patient]);
@@ -154,7 +188,11 @@ describe('POST /v3/order/testkit', () => {
     ];
     for (const [body, loc] of cases) {
       const res = await client.post('/v3/order/testkit', JSON.parse(JSON.stringify(body)));
-      expect({ loc, status: res.status, locs: res.body.detail?.map?.((d: { loc: unknown }) => d.loc) }).toEqual({ loc, status: 422, locs: expect.arrayContaining([loc]) });
+      expect({ loc, status: res.status, locs: res.body.detail?.map?.((d: { loc: unknown }) => d.loc) }).toEqual({
+        loc,
+        status: 422,
+        locs: expect.arrayContaining([loc]),
+      });
     }
   });
 });

@@ -25,7 +25,13 @@ describe('lab test catalogue endpoints', () => {
     expect(new Set(seen).size).toBe(seen.length);
     expect(all.headers.get('deprecation')).toBe('true');
     const first = all.body[0];
-    expect(first).toMatchObject({ id: expect.any(String), slug: expect.any(String), method: expect.any(String), status: 'active', lab: { slug: expect.any(String) } });
+    expect(first).toMatchObject({
+      id: expect.any(String),
+      slug: expect.any(String),
+      method: expect.any(String),
+      status: 'active',
+      lab: { slug: expect.any(String) },
+    });
     expect(first.markers[0]).toMatchObject({ id: expect.any(Number), type: expect.stringMatching(/biomarker|panel/) });
     expect((await client.get('/v3/lab_test?next_cursor=garbage')).status).toBe(422);
   });

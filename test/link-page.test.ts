@@ -5,7 +5,20 @@ import { addDays, todayUtc } from '../lib/platform/time';
 import { ProviderLinkResponse, SourceLinkList } from '../schemas/link';
 import { UserProvidersResponse } from '../schemas/wearables';
 import { launchBrowser, watchedPage, type WatchedPage } from './support/browser';
-import { createTenant, eventually, expectSchema, httpClient, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  expectSchema,
+  httpClient,
+  managementClient,
+  startTestApp,
+  teamClient,
+  uniqueId,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+  subscribeReceiver,
+} from './support/harness';
 import type { Receiver } from './support/receiver';
 
 /**
@@ -73,7 +86,8 @@ async function openPage(): Promise<WatchedPage & { hosts: Set<string> }> {
 const checkedProvider = (page: Page) => page.locator('input[name=provider]:checked').inputValue();
 const focusedProvider = (page: Page) => page.locator('input:focus').inputValue();
 const listedProviders = (page: Page) => page.locator('input[name=provider]').evaluateAll((inputs: any[]) => inputs.map((i) => i.value as string));
-const styleOf = (locator: Locator, property: string) => locator.evaluate((el: any, p: string) => (globalThis as any).getComputedStyle(el)[p] as string, property);
+const styleOf = (locator: Locator, property: string) =>
+  locator.evaluate((el: any, p: string) => (globalThis as any).getComputedStyle(el)[p] as string, property);
 
 /** The user's provider.connection.created events (verified signatures). */
 function connectionEvents(userId: string) {
@@ -87,7 +101,11 @@ function connectionEvents(userId: string) {
 /** WCAG contrast ratio of two `rgb(r, g, b)` colours. */
 function contrast(a: string, b: string): number {
   const lum = (rgb: string) => {
-    const [r, g, bl] = rgb.match(/\d+/g)!.slice(0, 3).map((c) => Number(c) / 255).map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4));
+    const [r, g, bl] = rgb
+      .match(/\d+/g)!
+      .slice(0, 3)
+      .map((c) => Number(c) / 255)
+      .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4));
     return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
   };
   const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
@@ -207,12 +225,20 @@ describe('the hosted link page', () => {
     await screenshot('link-oauth');
 
     // Wahoo's sign-in page cannot be reached from here: a stand-in answers at its address so the browser lands.
-    await page.route('https://api.wahooligan.com/**', (route) => route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><html lang="en"><title>Wahoo sign-in</title></html>' }));
+    await page.route('https://api.wahooligan.com/**', (route) =>
+      route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><html lang="en"><title>Wahoo sign-in</title></html>' }),
+    );
     await page.keyboard.press('Enter');
     await page.waitForURL(/^https:\/\/api\.wahooligan\.com\/oauth\/authorize\?/);
     const authorize = new URL(page.url());
     const callback = `${app.url}/v2/link/oauth/callback/wahoo`;
-    expect(Object.fromEntries(authorize.searchParams)).toEqual({ response_type: 'code', client_id: 'healthbridge-sandbox', redirect_uri: callback, state: hashKey(link_token), scope: 'user_read workouts_read' });
+    expect(Object.fromEntries(authorize.searchParams)).toEqual({
+      response_type: 'code',
+      client_id: 'healthbridge-sandbox',
+      redirect_uri: callback,
+      state: hashKey(link_token),
+      scope: 'user_read workouts_read',
+    });
 
     // The provider sends the user back with a code: this deployment cannot exchange it (no internet), and says so.
     const back = await page.goto(`${callback}?state=${authorize.searchParams.get('state')}&code=authcode-1`);
@@ -294,13 +320,22 @@ describe('the link-token API', () => {
   test('in production too, a link offers the real WHOOP and Dexcom integrations and never their legacy password twins', async () => {
     const prod = await startTestApp({
       DEPLOYMENT_ENVIRONMENT: 'production',
-      ...({ PROVIDER_WHOOP_V2_CLIENT_ID: 'whoop-app', PROVIDER_WHOOP_V2_CLIENT_SECRET: 'whoop-secret', PROVIDER_DEXCOM_V3_CLIENT_ID: 'dexcom-app', PROVIDER_DEXCOM_V3_CLIENT_SECRET: 'dexcom-secret' } as object),
+      ...({
+        PROVIDER_WHOOP_V2_CLIENT_ID: 'whoop-app',
+        PROVIDER_WHOOP_V2_CLIENT_SECRET: 'whoop-secret',
+        PROVIDER_DEXCOM_V3_CLIENT_ID: 'dexcom-app',
+        PROVIDER_DEXCOM_V3_CLIENT_SECRET: 'dexcom-secret',
+      } as object),
     });
     try {
       const prodClient = teamClient(prod, await createTenant(prod.deps, 'Link page production'));
       const userId = (await prodClient.post('/v2/user/', { client_user_id: uniqueId('prod-linker') })).body.user_id;
-      const token = async (extra: Record<string, unknown>) => (await prodClient.post('/v2/link/token', { user_id: userId, ...extra })).body.link_token as string;
-      const offered = (await httpClient(prod.url, { 'x-vital-link-token': await token({}) }).get('/v2/link/providers')).body as { slug: string; link_method: string }[];
+      const token = async (extra: Record<string, unknown>) =>
+        (await prodClient.post('/v2/link/token', { user_id: userId, ...extra })).body.link_token as string;
+      const offered = (await httpClient(prod.url, { 'x-vital-link-token': await token({}) }).get('/v2/link/providers')).body as {
+        slug: string;
+        link_method: string;
+      }[];
       const methods = Object.fromEntries(offered.map((p) => [p.slug, p.link_method]));
       expect(methods).toMatchObject({ whoop_v2: 'oauth', dexcom_v3: 'oauth', peloton: 'password' });
       expect(Object.keys(methods)).not.toContain('whoop');
@@ -325,7 +360,11 @@ describe('the link-token API', () => {
       expect(await region.inputValue()).toBe('us');
       expect(new URL((await proceed.getAttribute('href'))!).origin).toBe('https://api.dexcom.com');
       await region.selectOption({ label: 'Japan' });
-      await eventually(async () => (await proceed.getAttribute('href'))?.startsWith('https://api.dexcom.jp/v2/oauth2/login?') || null, 10_000, 'the Japanese sign-in address');
+      await eventually(
+        async () => (await proceed.getAttribute('href'))?.startsWith('https://api.dexcom.jp/v2/oauth2/login?') || null,
+        10_000,
+        'the Japanese sign-in address',
+      );
       await screenshot('link-oauth-region');
       expect(errors).toEqual([]);
     } finally {
@@ -336,7 +375,12 @@ describe('the link-token API', () => {
   test('the OpenAPI document gives the link-token operations the x-vital-link-token scheme', async () => {
     const doc = (await httpClient(app.url).get('/openapi.json')).body;
     expect(doc.components.securitySchemes.linkToken).toEqual(expect.objectContaining({ type: 'apiKey', in: 'header', name: 'x-vital-link-token' }));
-    for (const [path, method] of [['/v2/link/providers', 'get'], ['/v2/link/state', 'get'], ['/v2/link/provider/password/{provider}', 'post'], ['/v2/link/provider/demo/{provider}', 'post']]) {
+    for (const [path, method] of [
+      ['/v2/link/providers', 'get'],
+      ['/v2/link/state', 'get'],
+      ['/v2/link/provider/password/{provider}', 'post'],
+      ['/v2/link/provider/demo/{provider}', 'post'],
+    ]) {
       expect(doc.paths[path][method].security).toEqual([{ linkToken: [] }]);
     }
   });

@@ -14,11 +14,19 @@ describe('logged errors', () => {
     const { logger, lines } = capture();
     const insertedIds = Object.fromEntries(Array.from({ length: 5_000 }, (_, i) => [i, `id-${i}-${'x'.repeat(8)}`]));
     const writeErrors = Array.from({ length: 50 }, (_, i) => ({ index: i, code: 11000, errmsg: `E11000 duplicate key ${i}` }));
-    const err = new MongoBulkWriteError({ message: 'E11000 duplicate key error', code: 11000, writeErrors } as never, { insertedCount: 0, insertedIds } as never);
+    const err = new MongoBulkWriteError(
+      { message: 'E11000 duplicate key error', code: 11000, writeErrors } as never,
+      { insertedCount: 0, insertedIds } as never,
+    );
     logger.error({ err }, 'bulk insert failed');
     const line = JSON.stringify(lines[0]);
     expect(line.length).toBeLessThan(10_000);
-    expect(lines[0].err).toMatchObject({ type: 'MongoBulkWriteError', message: expect.stringContaining('E11000'), code: 11000, stack: expect.stringContaining('at ') });
+    expect(lines[0].err).toMatchObject({
+      type: 'MongoBulkWriteError',
+      message: expect.stringContaining('E11000'),
+      code: 11000,
+      stack: expect.stringContaining('at '),
+    });
     expect(line).not.toContain('id-4999');
   });
 

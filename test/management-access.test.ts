@@ -1,5 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { createTenant, httpClient, managementClient, startTestApp, uniqueId, type HttpClient, type HttpResult, type Tenant, type TestApp } from './support/harness';
+import {
+  createTenant,
+  httpClient,
+  managementClient,
+  startTestApp,
+  uniqueId,
+  type HttpClient,
+  type HttpResult,
+  type Tenant,
+  type TestApp,
+} from './support/harness';
 import { startReceiver, type Receiver } from './support/receiver';
 
 /**
@@ -66,7 +76,12 @@ async function teamApiKeyOn(team: string): Promise<string> {
   return res.body.id;
 }
 async function credentialsOn(team: string): Promise<void> {
-  const res = await org.post(o(`/team_custom_credentials/${env}/${region}`), { team_id: team, provider: 'oura', client_id: 'cid', client_secret: `cs_${randomUUID()}` });
+  const res = await org.post(o(`/team_custom_credentials/${env}/${region}`), {
+    team_id: team,
+    provider: 'oura',
+    client_id: 'cid',
+    client_secret: `cs_${randomUUID()}`,
+  });
   expect(res.status).toBe(200);
 }
 async function scopedKey(teams: string[]): Promise<string> {
@@ -97,8 +112,18 @@ const operations: Operation[] = [
   { name: 'DELETE team', scope: 'org', ok: 204, disposableTeam: true, run: (c, team) => c.del(o(`/team/${team}`)) },
   { name: 'PATCH team feature_flags', scope: 'org', ok: 200, run: (c, team) => c.patch(o(`/team/${team}/feature_flags`), { insurance: false }) },
   { name: 'GET management keys', scope: 'org', ok: 200, run: (c) => c.get(o('/management_key')) },
-  { name: 'POST management key', scope: 'org', ok: 200, run: (c, team) => c.post(o('/management_key'), { role: 'team_admin', label: 'm', team_role_bindings: [{ team_id: team }] }) },
-  { name: 'PATCH management key', scope: 'org', ok: 200, run: async (c, team) => c.patch(o(`/management_key/${await scopedKey([team])}`), { label: 'renamed' }) },
+  {
+    name: 'POST management key',
+    scope: 'org',
+    ok: 200,
+    run: (c, team) => c.post(o('/management_key'), { role: 'team_admin', label: 'm', team_role_bindings: [{ team_id: team }] }),
+  },
+  {
+    name: 'PATCH management key',
+    scope: 'org',
+    ok: 200,
+    run: async (c, team) => c.patch(o(`/management_key/${await scopedKey([team])}`), { label: 'renamed' }),
+  },
   { name: 'DELETE management key', scope: 'org', ok: 204, run: async (c, team) => c.del(o(`/management_key/${await scopedKey([team])}`)) },
   { name: 'GET audit log', scope: 'org', ok: 200, run: (c) => c.get(o('/audit_log')) },
   // One team
@@ -114,8 +139,20 @@ const operations: Operation[] = [
         brand_information: { company_name: 'Matrix Health', brand_color: '#112233' },
       }),
   },
-  { name: 'GET team API keys', scope: 'team', deployment: 'env/region', ok: 200, run: (c, team, at) => c.get(o(`/team_api_keys/${at.environment}/${at.region}?team_id=${team}`)) },
-  { name: 'POST team API key', scope: 'team', deployment: 'env/region', ok: 200, run: (c, team, at) => c.post(o(`/team_api_keys/${at.environment}/${at.region}`), { team_id: team, label: 'k' }) },
+  {
+    name: 'GET team API keys',
+    scope: 'team',
+    deployment: 'env/region',
+    ok: 200,
+    run: (c, team, at) => c.get(o(`/team_api_keys/${at.environment}/${at.region}?team_id=${team}`)),
+  },
+  {
+    name: 'POST team API key',
+    scope: 'team',
+    deployment: 'env/region',
+    ok: 200,
+    run: (c, team, at) => c.post(o(`/team_api_keys/${at.environment}/${at.region}`), { team_id: team, label: 'k' }),
+  },
   {
     name: 'DELETE team API key',
     scope: 'team',
@@ -123,13 +160,25 @@ const operations: Operation[] = [
     ok: 204,
     run: async (c, team, at) => c.del(o(`/team_api_keys/${at.environment}/${at.region}?api_key_id=${await teamApiKeyOn(team)}`)),
   },
-  { name: 'GET custom credentials', scope: 'team', deployment: 'env/region', ok: 200, run: (c, team, at) => c.get(o(`/team_custom_credentials/${at.environment}/${at.region}?team_id=${team}`)) },
+  {
+    name: 'GET custom credentials',
+    scope: 'team',
+    deployment: 'env/region',
+    ok: 200,
+    run: (c, team, at) => c.get(o(`/team_custom_credentials/${at.environment}/${at.region}?team_id=${team}`)),
+  },
   {
     name: 'POST custom credentials',
     scope: 'team',
     deployment: 'env/region',
     ok: 200,
-    run: (c, team, at) => c.post(o(`/team_custom_credentials/${at.environment}/${at.region}`), { team_id: team, provider: 'oura', client_id: 'cid', client_secret: 'cs_matrix_secret' }),
+    run: (c, team, at) =>
+      c.post(o(`/team_custom_credentials/${at.environment}/${at.region}`), {
+        team_id: team,
+        provider: 'oura',
+        client_id: 'cid',
+        client_secret: 'cs_matrix_secret',
+      }),
   },
   {
     name: 'DELETE custom credentials',
@@ -143,10 +192,34 @@ const operations: Operation[] = [
   },
   { name: 'GET webhooks', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.get(hooks(team, at.environment)) },
   { name: 'POST webhook', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.post(hooks(team, at.environment), { url: `${rx.url}/created` }) },
-  { name: 'GET webhook', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}`) },
-  { name: 'PATCH webhook', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.patch(`${hooks(team, at.environment)}/${await webhookOn(team)}`, { description: 'x' }) },
-  { name: 'DELETE webhook', scope: 'team', deployment: 'env', ok: 204, run: async (c, team, at) => c.del(`${hooks(team, at.environment)}/${await webhookOn(team)}`) },
-  { name: 'GET webhook headers', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}/headers`) },
+  {
+    name: 'GET webhook',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}`),
+  },
+  {
+    name: 'PATCH webhook',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.patch(`${hooks(team, at.environment)}/${await webhookOn(team)}`, { description: 'x' }),
+  },
+  {
+    name: 'DELETE webhook',
+    scope: 'team',
+    deployment: 'env',
+    ok: 204,
+    run: async (c, team, at) => c.del(`${hooks(team, at.environment)}/${await webhookOn(team)}`),
+  },
+  {
+    name: 'GET webhook headers',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}/headers`),
+  },
   {
     name: 'PUT webhook headers',
     scope: 'team',
@@ -154,11 +227,41 @@ const operations: Operation[] = [
     ok: 200,
     run: async (c, team, at) => c.put(`${hooks(team, at.environment)}/${await webhookOn(team)}/headers`, { headers: { 'X-Matrix': 'v' } }),
   },
-  { name: 'GET webhook secret', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}/secret`) },
-  { name: 'POST webhook secret rotate', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.post(`${hooks(team, at.environment)}/${await webhookOn(team)}/secret/rotate`) },
-  { name: 'POST webhook test', scope: 'team', deployment: 'env', ok: 202, run: async (c, team, at) => c.post(`${hooks(team, at.environment)}/${await webhookOn(team)}/test`, {}) },
-  { name: 'GET webhook attempts', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}/attempts`) },
-  { name: 'GET webhook deliveries', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}/deliveries`) },
+  {
+    name: 'GET webhook secret',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}/secret`),
+  },
+  {
+    name: 'POST webhook secret rotate',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.post(`${hooks(team, at.environment)}/${await webhookOn(team)}/secret/rotate`),
+  },
+  {
+    name: 'POST webhook test',
+    scope: 'team',
+    deployment: 'env',
+    ok: 202,
+    run: async (c, team, at) => c.post(`${hooks(team, at.environment)}/${await webhookOn(team)}/test`, {}),
+  },
+  {
+    name: 'GET webhook attempts',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}/attempts`),
+  },
+  {
+    name: 'GET webhook deliveries',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${hooks(team, at.environment)}/${await webhookOn(team)}/deliveries`),
+  },
   {
     name: 'POST webhook event resend',
     scope: 'team',
@@ -174,18 +277,67 @@ const operations: Operation[] = [
     scope: 'team',
     deployment: 'env',
     ok: 202,
-    run: async (c, team, at) => c.post(`${hooks(team, at.environment)}/${await webhookOn(team)}/recover`, { since: new Date(Date.now() - 60_000).toISOString() }),
+    run: async (c, team, at) =>
+      c.post(`${hooks(team, at.environment)}/${await webhookOn(team)}/recover`, { since: new Date(Date.now() - 60_000).toISOString() }),
   },
   { name: 'GET pipelines', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.get(pipes(team, at.environment)) },
   { name: 'POST pipeline', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.post(pipes(team, at.environment), pipelineBody) },
-  { name: 'GET pipeline', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}`) },
-  { name: 'PATCH pipeline', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.patch(`${pipes(team, at.environment)}/${await pipelineOn(team)}`, { description: 'x' }) },
-  { name: 'DELETE pipeline', scope: 'team', deployment: 'env', ok: 204, run: async (c, team, at) => c.del(`${pipes(team, at.environment)}/${await pipelineOn(team)}`) },
-  { name: 'POST pipeline disable', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/disable`) },
-  { name: 'POST pipeline enable', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/enable`) },
-  { name: 'POST pipeline test', scope: 'team', deployment: 'env', ok: 202, run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/test`, {}) },
-  { name: 'GET pipeline attempts', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}/attempts`) },
-  { name: 'GET pipeline deliveries', scope: 'team', deployment: 'env', ok: 200, run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}/deliveries`) },
+  {
+    name: 'GET pipeline',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}`),
+  },
+  {
+    name: 'PATCH pipeline',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.patch(`${pipes(team, at.environment)}/${await pipelineOn(team)}`, { description: 'x' }),
+  },
+  {
+    name: 'DELETE pipeline',
+    scope: 'team',
+    deployment: 'env',
+    ok: 204,
+    run: async (c, team, at) => c.del(`${pipes(team, at.environment)}/${await pipelineOn(team)}`),
+  },
+  {
+    name: 'POST pipeline disable',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/disable`),
+  },
+  {
+    name: 'POST pipeline enable',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/enable`),
+  },
+  {
+    name: 'POST pipeline test',
+    scope: 'team',
+    deployment: 'env',
+    ok: 202,
+    run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/test`, {}),
+  },
+  {
+    name: 'GET pipeline attempts',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}/attempts`),
+  },
+  {
+    name: 'GET pipeline deliveries',
+    scope: 'team',
+    deployment: 'env',
+    ok: 200,
+    run: async (c, team, at) => c.get(`${pipes(team, at.environment)}/${await pipelineOn(team)}/deliveries`),
+  },
   {
     name: 'POST pipeline event resend',
     scope: 'team',
@@ -202,7 +354,8 @@ const operations: Operation[] = [
     scope: 'team',
     deployment: 'env',
     ok: 202,
-    run: async (c, team, at) => c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/recover`, { since: new Date(Date.now() - 60_000).toISOString() }),
+    run: async (c, team, at) =>
+      c.post(`${pipes(team, at.environment)}/${await pipelineOn(team)}/recover`, { since: new Date(Date.now() - 60_000).toISOString() }),
   },
   { name: 'GET webhook event types', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.get(`${hooks(team, at.environment)}/event_types`) },
   { name: 'GET webhook events', scope: 'team', deployment: 'env', ok: 200, run: (c, team, at) => c.get(`${hooks(team, at.environment)}/events`) },
@@ -251,7 +404,9 @@ describe.each(operations)('$name', (op) => {
       const outside = await op.run(scoped, teamB, here());
       expect({ op: op.name, ...summary(outside) }).toEqual({ op: op.name, status: 403, detail: `This team management key is not bound to team ${teamB}.` });
 
-      const twoTeams = keyClient((await org.post(o('/management_key'), { role: 'team_admin', label: 'ab', team_role_bindings: [{ team_id: teamA }, { team_id: teamB }] })).body.value);
+      const twoTeams = keyClient(
+        (await org.post(o('/management_key'), { role: 'team_admin', label: 'ab', team_role_bindings: [{ team_id: teamA }, { team_id: teamB }] })).body.value,
+      );
       expect({ op: op.name, status: (await op.run(twoTeams, teamB, here())).status }).toEqual({ op: op.name, status: op.ok });
       expect({ op: op.name, status: (await op.run(twoTeams, teamC, here())).status }).toEqual({ op: op.name, status: 403 });
     }
@@ -268,10 +423,22 @@ describe.each(operations)('$name', (op) => {
     it('refuses another environment or region of this deployment with 400 naming the one served', async () => {
       const otherEnv = env === 'sandbox' ? 'production' : 'sandbox';
       const otherRegion = region === 'us' ? 'eu' : 'us';
-      const elsewhere: Deployment[] = op.deployment === 'env' ? [{ environment: otherEnv, region }] : [{ environment: otherEnv, region }, { environment: env, region: otherRegion }, { environment: otherEnv, region: otherRegion }];
+      const elsewhere: Deployment[] =
+        op.deployment === 'env'
+          ? [{ environment: otherEnv, region }]
+          : [
+              { environment: otherEnv, region },
+              { environment: env, region: otherRegion },
+              { environment: otherEnv, region: otherRegion },
+            ];
       for (const at of elsewhere) {
         const res = await op.run(org, teamA, at);
-        expect({ op: op.name, at, ...summary(res) }).toEqual({ op: op.name, at, status: 400, detail: expect.stringMatching(new RegExp(`serves (the )?${env}`)) });
+        expect({ op: op.name, at, ...summary(res) }).toEqual({
+          op: op.name,
+          at,
+          status: 400,
+          detail: expect.stringMatching(new RegExp(`serves (the )?${env}`)),
+        });
       }
     });
   }

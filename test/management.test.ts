@@ -146,7 +146,10 @@ describe('teams', () => {
         mgmt.patch(org(tenant, `/team/${team.id}`), { lab_tests_patient_sms_communication_enabled: false }),
       ]);
       expect([renamed.status, sms.status]).toEqual([200, 200]);
-      expect((await mgmt.get(org(tenant, `/team/${team.id}`))).body).toMatchObject({ name: `Renamed ${round}`, lab_tests_patient_sms_communication_enabled: false });
+      expect((await mgmt.get(org(tenant, `/team/${team.id}`))).body).toMatchObject({
+        name: `Renamed ${round}`,
+        lab_tests_patient_sms_communication_enabled: false,
+      });
     }
   });
 
@@ -155,7 +158,11 @@ describe('teams', () => {
     const noLogo = await mgmt.post(org(tenant, '/team'), { name: 'Branded', brand_information: brand });
     expect(noLogo.status).toBe(422);
     expect(noLogo.body.detail).toEqual([expect.objectContaining({ loc: ['body', 'logo_url'] })]);
-    const badColour = await mgmt.post(org(tenant, '/team'), { name: 'Branded', brand_information: { ...brand, brand_color: 'red' }, logo_url: 'https://acme.example/logo.png' });
+    const badColour = await mgmt.post(org(tenant, '/team'), {
+      name: 'Branded',
+      brand_information: { ...brand, brand_color: 'red' },
+      logo_url: 'https://acme.example/logo.png',
+    });
     expect(badColour.status).toBe(422);
     expect(badColour.body.detail[0].loc).toEqual(['body', 'brand_information', 'brand_color']);
 
@@ -179,7 +186,12 @@ describe('teams', () => {
     const patched = await mgmt.patch(org(tenant, `/team/${team.id}`), { lab_tests_patient_email_communication_enabled: false });
     expect(patched.status).toBe(200);
     expectSchema(Team, patched.body);
-    expect(patched.body).toMatchObject({ name: team.name, brand_information: brand, lab_tests_patient_sms_communication_enabled: false, lab_tests_patient_email_communication_enabled: false });
+    expect(patched.body).toMatchObject({
+      name: team.name,
+      brand_information: brand,
+      lab_tests_patient_sms_communication_enabled: false,
+      lab_tests_patient_email_communication_enabled: false,
+    });
     const logoGone = await mgmt.patch(org(tenant, `/team/${team.id}`), { logo_url: null });
     expect(logoGone.status).toBe(422);
     expect(logoGone.body.detail[0].loc).toEqual(['body', 'logo_url']);
@@ -208,9 +220,15 @@ describe('teams', () => {
 
     // Also in the team PATCH (where the insurance 403 points), org keys only; recorded as a flag change of its own.
     expect((await scoped.patch(org(tenant, `/team/${team.id}`), { feature_flags: { insurance: false } })).status).toBe(403);
-    const both = await mgmt.patch(org(tenant, `/team/${team.id}`), { name: 'Flagged', feature_flags: { insurance: false } }, { 'x-request-id': `flags-${team.id}` });
+    const both = await mgmt.patch(
+      org(tenant, `/team/${team.id}`),
+      { name: 'Flagged', feature_flags: { insurance: false } },
+      { 'x-request-id': `flags-${team.id}` },
+    );
     expect(both.body).toMatchObject({ name: 'Flagged', feature_flags: { insurance: false } });
-    const entries = (await mgmt.get(org(tenant, `/audit_log?team_id=${team.id}`))).body.data.filter((e: { request_id: string }) => e.request_id === `flags-${team.id}`);
+    const entries = (await mgmt.get(org(tenant, `/audit_log?team_id=${team.id}`))).body.data.filter(
+      (e: { request_id: string }) => e.request_id === `flags-${team.id}`,
+    );
     expect(entries.map((e: { action: string }) => e.action).sort()).toEqual(['team.feature_flags.update', 'team.update']);
     expect(entries[0].changes.sort()).toEqual(['feature_flags.insurance', 'name']);
     await mgmt.patch(org(tenant, `/team/${team.id}`), { feature_flags: { insurance: true } });
@@ -231,7 +249,12 @@ describe('teams', () => {
     const data = httpClient(app.url, { 'x-service-api-key': key.value });
     const user = (await data.post('/v2/user/', { client_user_id: uniqueId() })).body;
     const hook = (await admin.post(org(t, `/team/${team.id}/sandbox/webhook`), { url: 'http://127.0.0.1:9/hook' })).body;
-    await admin.post(org(t, '/team_custom_credentials/sandbox/us'), { team_id: team.id, provider: 'oura', client_id: 'cid', client_secret: 'a-long-client-secret' });
+    await admin.post(org(t, '/team_custom_credentials/sandbox/us'), {
+      team_id: team.id,
+      provider: 'oura',
+      client_id: 'cid',
+      client_secret: 'a-long-client-secret',
+    });
     const scoped = await teamAdminKey(admin, t, [team.id, other.id]);
 
     const refused = await admin.del(org(t, `/team/${team.id}`));
@@ -328,7 +351,12 @@ describe('team deletion racing what hangs off the team', () => {
         admin.del(org(t, `/team/${team.id}`)),
         after(delayMs, () => admin.post(org(t, '/team_api_keys/sandbox/us'), { team_id: team.id })),
         after(delayMs, () =>
-          admin.post(org(t, '/team_custom_credentials/sandbox/us'), { team_id: team.id, provider: 'oura', client_id: 'cid', client_secret: 'a-long-client-secret' }),
+          admin.post(org(t, '/team_custom_credentials/sandbox/us'), {
+            team_id: team.id,
+            provider: 'oura',
+            client_id: 'cid',
+            client_secret: 'a-long-client-secret',
+          }),
         ),
         after(delayMs, () => admin.post(org(t, '/management_key'), { role: 'team_admin', label: 'racer', team_role_bindings: [{ team_id: team.id }] })),
         after(delayMs + 1, () => admin.post(org(t, `/team/${team.id}/sandbox/webhook`), { url: 'http://127.0.0.1:9/racer' })),
@@ -410,7 +438,9 @@ describe('team API keys', () => {
     const apiTwo = await startTestApp();
     try {
       expect(apiTwo.deps.config.AUTH_CACHE_TTL_MS).toBe(0);
-      const created = (await managementClient(apiOne, tenant).post(org(tenant, '/team_api_keys/sandbox/us'), { team_id: tenant.teamId, label: 'two-processes' })).body;
+      const created = (
+        await managementClient(apiOne, tenant).post(org(tenant, '/team_api_keys/sandbox/us'), { team_id: tenant.teamId, label: 'two-processes' })
+      ).body;
       const onTwo = httpClient(apiTwo.url, { 'x-service-api-key': created.value });
       expect((await onTwo.get('/v2/user/')).status).toBe(200);
       expect((await onTwo.get('/v2/user/')).status).toBe(200);
@@ -527,7 +557,11 @@ describe('management keys', () => {
   });
 
   it('concurrent creations all succeed with distinct values', async () => {
-    const results = await Promise.all(Array.from({ length: 4 }, (_, i) => mgmt.post(org(tenant, '/management_key'), { role: 'team_admin', label: `p${i}`, team_role_bindings: [{ team_id: tenant.teamId }] })));
+    const results = await Promise.all(
+      Array.from({ length: 4 }, (_, i) =>
+        mgmt.post(org(tenant, '/management_key'), { role: 'team_admin', label: `p${i}`, team_role_bindings: [{ team_id: tenant.teamId }] }),
+      ),
+    );
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
     expect(new Set(results.map((r) => r.body.value)).size).toBe(4);
     for (const r of results) expect((await keyClient(r.body.value).get(org(tenant, `/team/${tenant.teamId}`))).status).toBe(200);
@@ -684,7 +718,17 @@ describe('the deprecated X-Service-Org-Key header', () => {
 });
 
 describe('audit log', () => {
-  type Entry = { id: string; action: string; team_id: string | null; status: string; request_id: string; target: { id: string }; actor: { management_key_id: string; header: string }; error: { status: number } | null; changes: string[] };
+  type Entry = {
+    id: string;
+    action: string;
+    team_id: string | null;
+    status: string;
+    request_id: string;
+    target: { id: string };
+    actor: { management_key_id: string; header: string };
+    error: { status: number } | null;
+    changes: string[];
+  };
 
   async function readAll(client: HttpClient, t: Tenant, query = '', limit = 100): Promise<Entry[]> {
     const all: Entry[] = [];
@@ -715,7 +759,11 @@ describe('audit log', () => {
     await admin.patch(org(t, `/management_key/${key.id}`), { label: 'renamed' }, rid('key-patch'));
     const apiKey = (await admin.post(org(t, '/team_api_keys/sandbox/us'), { team_id: team.id }, rid('api-key-create'))).body;
     await admin.del(org(t, `/team_api_keys/sandbox/us?api_key_id=${apiKey.id}`), rid('api-key-delete'));
-    await admin.post(org(t, '/team_custom_credentials/sandbox/us'), { team_id: team.id, provider: 'oura', client_id: 'c', client_secret: 'secret-value-1234' }, rid('creds-set'));
+    await admin.post(
+      org(t, '/team_custom_credentials/sandbox/us'),
+      { team_id: team.id, provider: 'oura', client_id: 'c', client_secret: 'secret-value-1234' },
+      rid('creds-set'),
+    );
     await admin.del(org(t, `/team_custom_credentials/sandbox/us?team_id=${team.id}&provider=oura`), rid('creds-delete'));
     await admin.del(org(t, `/management_key/${key.id}`), rid('key-delete'));
     const refused = await admin.del(org(t, `/management_key/${adminKeyId}`), rid('last-admin'));
@@ -729,7 +777,22 @@ describe('audit log', () => {
     const entries = await readAll(admin, t);
     const byRequest = Object.fromEntries(entries.map((e) => [e.request_id.replace(`-${t.orgId}`, ''), e]));
     expect(Object.keys(byRequest).sort()).toEqual(
-      ['org', 'team-create', 'team-patch', 'flags', 'key-create', 'key-patch', 'api-key-create', 'api-key-delete', 'creds-set', 'creds-delete', 'key-delete', 'last-admin', 'team-delete', 'org-deprecated'].sort(),
+      [
+        'org',
+        'team-create',
+        'team-patch',
+        'flags',
+        'key-create',
+        'key-patch',
+        'api-key-create',
+        'api-key-delete',
+        'creds-set',
+        'creds-delete',
+        'key-delete',
+        'last-admin',
+        'team-delete',
+        'org-deprecated',
+      ].sort(),
     );
     expect(entries).toHaveLength(14);
     expect(Object.fromEntries(Object.entries(byRequest).map(([name, e]) => [name, e.action]))).toEqual({
@@ -751,7 +814,9 @@ describe('audit log', () => {
     for (const e of entries) expect(e.actor.management_key_id).toBe(adminKeyId);
     expect(byRequest['org-deprecated'].actor.header).toBe('X-Service-Org-Key');
     expect(byRequest.org.actor.header).toBe('X-Management-Key');
-    expect(entries.filter((e) => e.status !== 'succeeded').map((e) => [e.request_id, e.status, e.error?.status])).toEqual([[`last-admin-${t.orgId}`, 'failed', 409]]);
+    expect(entries.filter((e) => e.status !== 'succeeded').map((e) => [e.request_id, e.status, e.error?.status])).toEqual([
+      [`last-admin-${t.orgId}`, 'failed', 409],
+    ]);
     expect(byRequest['team-create']).toMatchObject({ team_id: team.id, target: { type: 'team', id: team.id } });
     expect(byRequest['team-patch'].changes.sort()).toEqual(['name', 'reject_duplicate_connection']);
     expect(byRequest['api-key-delete'].target.id).toBe(apiKey.id);
@@ -765,7 +830,10 @@ describe('audit log', () => {
     expect(teamEntries.map((e) => e.request_id.replace(`-${t.orgId}`, '')).sort()).toEqual(
       ['team-create', 'team-patch', 'flags', 'api-key-create', 'api-key-delete', 'creds-set', 'creds-delete', 'team-delete'].sort(),
     );
-    expect((await readAll(admin, t, '&action=management_key.delete')).map((e) => e.request_id.replace(`-${t.orgId}`, ''))).toEqual(['last-admin', 'key-delete']);
+    expect((await readAll(admin, t, '&action=management_key.delete')).map((e) => e.request_id.replace(`-${t.orgId}`, ''))).toEqual([
+      'last-admin',
+      'key-delete',
+    ]);
     expect((await readAll(admin, t, `&team_id=${team.id}&action=team.update`)).map((e) => e.id)).toEqual([byRequest['team-patch'].id]);
 
     // Paged three at a time: the same entries in the same order, none twice.
@@ -776,7 +844,7 @@ describe('audit log', () => {
     expect(badCursor.body.detail[0].loc).toEqual(['query', 'next_cursor']);
 
     // Other orgs' entries never show.
-    expect((await readAll(mgmt, tenant, `&team_id=${team.id}`))).toEqual([]);
+    expect(await readAll(mgmt, tenant, `&team_id=${team.id}`)).toEqual([]);
   });
 
   it('is written before the change (pending) and completed after it', async () => {

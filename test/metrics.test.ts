@@ -56,14 +56,21 @@ describe('the api', () => {
 
     const after = await scrape();
     expect(sample(after, 'healthbridge_http_requests_total', route) - providersBefore).toBe(3);
-    expect(sample(after, 'healthbridge_http_request_duration_seconds_count', route) - (sample(before, 'healthbridge_http_request_duration_seconds_count', route) || 0)).toBe(3);
+    expect(
+      sample(after, 'healthbridge_http_request_duration_seconds_count', route) -
+        (sample(before, 'healthbridge_http_request_duration_seconds_count', route) || 0),
+    ).toBe(3);
     // The user's own path is counted under its template, never its id.
     expect(sample(after, 'healthbridge_http_requests_total', { method: 'GET', route: '/v2/user/{user_id}', status: '200' })).toBeGreaterThanOrEqual(1);
     expect(sample(after, 'healthbridge_http_requests_total', { route: 'unmatched', status: '404' })).toBeGreaterThanOrEqual(1);
     // The deletion's workflow, started through Temporal (update-with-start), by type.
-    expect(sample(after, 'healthbridge_temporal_calls_total', { call: 'startUpdateWithStart', workflow: 'userDeletionWorkflow', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
+    expect(
+      sample(after, 'healthbridge_temporal_calls_total', { call: 'startUpdateWithStart', workflow: 'userDeletionWorkflow', outcome: 'ok' }),
+    ).toBeGreaterThanOrEqual(1);
     expect(sample(after, 'healthbridge_temporal_call_duration_seconds_count', { call: 'startUpdateWithStart' })).toBeGreaterThanOrEqual(1);
-    expect(sample(after, 'healthbridge_database_command_duration_seconds_count', { command: 'find', outcome: 'ok' })).toBeGreaterThan(sample(before, 'healthbridge_database_command_duration_seconds_count', { command: 'find', outcome: 'ok' }) || 0);
+    expect(sample(after, 'healthbridge_database_command_duration_seconds_count', { command: 'find', outcome: 'ok' })).toBeGreaterThan(
+      sample(before, 'healthbridge_database_command_duration_seconds_count', { command: 'find', outcome: 'ok' }) || 0,
+    );
     for (const secret of [user.user_id, tenant.teamId, tenant.orgId, tenant.teamKey, user.client_user_id]) expect(after).not.toContain(secret);
   });
 
@@ -109,12 +116,16 @@ describe('the worker', () => {
     for (let i = 0; i < 5; i++) await publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { i } });
     await rx.waitFor(5, 60_000);
     const scrape = async () => (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    const text = await eventually(async () => {
-      const t = await scrape().catch(() => '');
-      // The delivery run's activity completes once nothing more is due (it lingers briefly first).
-      const delivered = sample(t, 'healthbridge_deliveries_total', { destination: 'webhook', outcome: 'succeeded' }) >= 5;
-      return delivered && sample(t, 'healthbridge_activity_executions_total', { activity: 'deliverDueWebhooks', outcome: 'completed' }) >= 1 ? t : null;
-    }, 30_000, 'the deliveries and their activity in the worker metrics');
+    const text = await eventually(
+      async () => {
+        const t = await scrape().catch(() => '');
+        // The delivery run's activity completes once nothing more is due (it lingers briefly first).
+        const delivered = sample(t, 'healthbridge_deliveries_total', { destination: 'webhook', outcome: 'succeeded' }) >= 5;
+        return delivered && sample(t, 'healthbridge_activity_executions_total', { activity: 'deliverDueWebhooks', outcome: 'completed' }) >= 1 ? t : null;
+      },
+      30_000,
+      'the deliveries and their activity in the worker metrics',
+    );
     expect(sample(text, 'healthbridge_delivery_attempts_total', { destination: 'webhook', result: 'ok' })).toBeGreaterThanOrEqual(5);
     expect(sample(text, 'healthbridge_activity_executions_total', { activity: 'deliverDueWebhooks', outcome: 'completed' })).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'healthbridge_activity_duration_seconds_count', { activity: 'deliverDueWebhooks' })).toBeGreaterThanOrEqual(1);
@@ -155,7 +166,9 @@ describe('the worker', () => {
       ]);
       const tenant = await createTenant(app.deps, 'Dashboard');
       const mgmt = managementClient(app, tenant);
-      expect((await mgmt.post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, { url: rx.url })).status).toBe(200);
+      expect((await mgmt.post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, { url: rx.url })).status).toBe(
+        200,
+      );
       // Traffic while it scrapes every 2 s (requests to the api, deliveries by the worker), until every panel that
       // traffic feeds has series (a rate needs two scrapes of a series: a loaded machine scrapes late).
       let trafficOn = true;
@@ -167,7 +180,10 @@ describe('the worker', () => {
           await new Promise((r) => setTimeout(r, 400));
         }
       })();
-      const empty = async () => (await Promise.all(targets.filter((t) => mustShow.includes(t.title)).map(async (t) => (withValues(await query(t.expr)).length ? null : t.title)))).filter(Boolean);
+      const empty = async () =>
+        (
+          await Promise.all(targets.filter((t) => mustShow.includes(t.title)).map(async (t) => (withValues(await query(t.expr)).length ? null : t.title)))
+        ).filter(Boolean);
       // At least 30 s of scrapes, so the preview's charts have lines to draw (a rate starts at the second scrape);
       // then waits up to 60 s more; if some stay empty, the tests below name them.
       const history = () => Date.now() - prometheus.startedAt > 30_000;

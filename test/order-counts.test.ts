@@ -134,7 +134,7 @@ describe('order count checkpoints', () => {
 });
 
 describe('GET /v3/orders total', () => {
-  it('is the exact number of the team\'s orders, also after an order stored with an old id', async () => {
+  it("is the exact number of the team's orders, also after an order stored with an old id", async () => {
     const page = async () => (await client.get('/v3/orders?page=1&size=2')).body;
     const first = await page();
     expect(first.total).toBe(await exactCount(teamId));

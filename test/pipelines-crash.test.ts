@@ -53,7 +53,10 @@ beforeAll(async () => {
 afterAll(async () => {
   if (worker) {
     // Left running only if a test failed first: SIGTERM, then SIGKILL after 15 s.
-    const exited = await Promise.race([stopWorker(worker, 'SIGTERM').then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 15_000).unref())]);
+    const exited = await Promise.race([
+      stopWorker(worker, 'SIGTERM').then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 15_000).unref()),
+    ]);
     if (!exited) await stopWorker(worker, 'SIGKILL');
   }
   await consumer?.disconnect().catch(() => undefined);
@@ -70,7 +73,7 @@ interface Received {
   seq: number;
 }
 
-test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicates keep their event id; Kafka keeps each user\'s order', async () => {
+test("SIGKILL of the worker mid-stream loses nothing at either broker; duplicates keep their event id; Kafka keeps each user's order", async () => {
   const base = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/pipeline`;
   const create = async (body: Record<string, unknown>) => {
     const res = await mgmt.post(base, body);
@@ -84,7 +87,11 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   await admin.connect();
   await admin.createTopics({ topics: [{ topic, numPartitions: 4 }], waitForLeaders: true });
   await admin.disconnect();
-  const kafkaPipeline = await create({ destination: { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] }, routes: [{ event_type_prefix: '', target: topic }], ordered_per_user: true });
+  const kafkaPipeline = await create({
+    destination: { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] },
+    routes: [{ event_type_prefix: '', target: topic }],
+    ordered_per_user: true,
+  });
   const fromKafka: (Received & { partition: number; key: string | undefined })[] = [];
   consumer = kafka.consumer({ groupId: `pipelines-crash-${randomUUID()}`, sessionTimeout: 6_000, heartbeatInterval: 1_000 });
   await consumer.connect();
@@ -126,7 +133,9 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   const stream = (async () => {
     for (let seq = 0; seq < ROUNDS; seq++) {
       const ids = await Promise.all(
-        users.map((user) => publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'daily.data.steps.created', data: { seq }, userId: user, clientUserId: `client-${user}` })),
+        users.map((user) =>
+          publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'daily.data.steps.created', data: { seq }, userId: user, clientUserId: `client-${user}` }),
+        ),
       );
       ids.forEach((e, i) => sent.push({ id: e.id, user: users[i], seq }));
       // The first rounds wait for the worker to start delivering, so the kill falls inside the stream.
@@ -142,11 +151,15 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   // Kill once both brokers have a good part of the stream and both pipelines have batches in flight: pending
   // deliveries behind an open send window (lib/events/dispatcher.ts), which a later run must leave until it lapses.
   const behindWindow = async (pipelineId: string) => {
-    const state = await app.inspect.collection<{ _id: string; sending?: Record<string, { picked_at: Date; until: Date }> }>('webhook_dispatchers').findOne({ _id: pipelineId });
+    const state = await app.inspect
+      .collection<{ _id: string; sending?: Record<string, { picked_at: Date; until: Date }> }>('webhook_dispatchers')
+      .findOne({ _id: pipelineId });
     const open = Object.values(state?.sending ?? {}).filter((w) => w.until.getTime() > Date.now());
     if (!open.length) return 0;
     const pickedAt = new Date(Math.max(...open.map((w) => w.picked_at.getTime())));
-    return app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: pipelineId, status: 'pending', next_attempt_at: { $lte: pickedAt } } as never);
+    return app.inspect
+      .collection('webhook_deliveries')
+      .countDocuments({ destination_id: pipelineId, status: 'pending', next_attempt_at: { $lte: pickedAt } } as never);
   };
   const threshold = total / 5;
   const killDeadline = Date.now() + 60_000;
@@ -198,7 +211,10 @@ test('SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
     return [...expected].every((id) => seen.has(id));
   };
   await eventually(
-    async () => (await deliveries.countDocuments({ destination_id: { $in: pipelineIds }, status: { $ne: 'succeeded' } } as never)) === 0 && arrived(fromKafka) && arrived(fromRabbit),
+    async () =>
+      (await deliveries.countDocuments({ destination_id: { $in: pipelineIds }, status: { $ne: 'succeeded' } } as never)) === 0 &&
+      arrived(fromKafka) &&
+      arrived(fromRabbit),
     150_000,
     'every event at both brokers',
   );

@@ -88,7 +88,11 @@ describe('pipelines: routing to RabbitMQ by event-type prefix', () => {
     const lab = await publish('labtest.order.updated', user, { order_id: 'o-1' });
     const steps = await publish('daily.data.steps.created', user, { n: 1 });
     const none = await publish('provider.connection.created', user, {});
-    await eventually(async () => labs.some((m) => m.properties.messageId === lab.id) && wearables.some((m) => m.properties.messageId === steps.id), 30_000, 'routed messages');
+    await eventually(
+      async () => labs.some((m) => m.properties.messageId === lab.id) && wearables.some((m) => m.properties.messageId === steps.id),
+      30_000,
+      'routed messages',
+    );
     const m = labs.find((x) => x.properties.messageId === lab.id)!;
     expect(m.properties).toMatchObject({
       deliveryMode: 2,
@@ -97,12 +101,20 @@ describe('pipelines: routing to RabbitMQ by event-type prefix', () => {
       headers: { event_type: 'labtest.order.updated', team_id: tenant.teamId, user_id: user },
     });
     expect(m.properties.contentEncoding).toBeUndefined(); // small: not compressed
-    expect(amqpBody(m)).toEqual({ event_type: 'labtest.order.updated', data: { order_id: 'o-1' }, team_id: tenant.teamId, user_id: user, client_user_id: `client-${user}` });
+    expect(amqpBody(m)).toEqual({
+      event_type: 'labtest.order.updated',
+      data: { order_id: 'o-1' },
+      team_id: tenant.teamId,
+      user_id: user,
+      client_user_id: `client-${user}`,
+    });
     const noneDelivery = await app.inspect.collection('webhook_deliveries').findOne({ _id: `${none.id}:${pipeline.id}` } as never);
     expect(noneDelivery).toBeNull();
     const attempts = await mgmt.get(`${base}/${pipeline.id}/attempts?event_id=${lab.id}`);
     expect(attempts.status).toBe(200);
-    expect(attempts.body.data).toEqual([expect.objectContaining({ event_id: lab.id, webhook_id: pipeline.id, attempt: 1, status_code: null, error_class: null })]);
+    expect(attempts.body.data).toEqual([
+      expect.objectContaining({ event_id: lab.id, webhook_id: pipeline.id, attempt: 1, status_code: null, error_class: null }),
+    ]);
   });
 
   test('an event over 1 KiB is gzipped with content-encoding: gzip; the message id is the event id', async () => {
@@ -129,10 +141,14 @@ describe('pipelines: routing to RabbitMQ by event-type prefix', () => {
       routes: [{ event_type_prefix: '', target: `nobody-${randomUUID()}` }],
     });
     const e = await publish('provider.connection.created', randomUUID());
-    const attempts = await eventually(async () => {
-      const res = await mgmt.get(`${base}/${other.id}/attempts?event_id=${e.id}`);
-      return res.body.data.length ? res.body.data : null;
-    }, 30_000, 'an attempt');
+    const attempts = await eventually(
+      async () => {
+        const res = await mgmt.get(`${base}/${other.id}/attempts?event_id=${e.id}`);
+        return res.body.data.length ? res.body.data : null;
+      },
+      30_000,
+      'an attempt',
+    );
     expect(attempts[0]).toMatchObject({ error_class: 'unroutable' });
     expect(await mgmt.del(`${base}/${other.id}`)).toMatchObject({ status: 204 });
   });
@@ -154,7 +170,8 @@ describe('pipelines: Kafka', () => {
     const users = [randomUUID(), randomUUID(), randomUUID()];
     const sent: { id: string; user: string; seq: number }[] = [];
     for (let seq = 0; seq < 20; seq++) {
-      for (const user of users) sent.push({ id: (await publish('daily.data.steps.created', user, { seq, pad: seq === 5 ? 'y'.repeat(2000) : '' })).id, user, seq });
+      for (const user of users)
+        sent.push({ id: (await publish('daily.data.steps.created', user, { seq, pad: seq === 5 ? 'y'.repeat(2000) : '' })).id, user, seq });
     }
     const got = new Map<string, { seq: number; id: string; partition: number }[]>();
     const consumer = kafka.consumer({ groupId: `pipelines-${randomUUID()}`, sessionTimeout: 6_000, heartbeatInterval: 1_000 });
@@ -166,7 +183,12 @@ describe('pipelines: Kafka', () => {
         const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]));
         const body = bodyOf({ content: message.value!, encoding: headers['content-encoding'] });
         expect(message.key!.toString()).toBe(body.user_id);
-        expect(headers).toMatchObject({ event_type: 'daily.data.steps.created', team_id: tenant.teamId, user_id: body.user_id, 'content-type': 'application/json' });
+        expect(headers).toMatchObject({
+          event_type: 'daily.data.steps.created',
+          team_id: tenant.teamId,
+          user_id: body.user_id,
+          'content-type': 'application/json',
+        });
         got.set(body.user_id, [...(got.get(body.user_id) ?? []), { seq: body.data.seq, id: headers['message-id'], partition }]);
       },
     });
@@ -202,7 +224,11 @@ describe('pipelines: Kafka with SASL', () => {
     await consumer.subscribe({ topic, fromBeginning: true });
     await consumer.run({ eachMessage: async ({ message }) => void received.push(String(message.headers?.['message-id'])) });
     await eventually(async () => received.includes(event.id), 60_000, 'the message through SASL');
-    const refused = await eventually(async () => (await mgmt.get(`${base}/${bad.id}/attempts?event_id=${event.id}`)).body.data[0], 30_000, 'the refused attempt');
+    const refused = await eventually(
+      async () => (await mgmt.get(`${base}/${bad.id}/attempts?event_id=${event.id}`)).body.data[0],
+      30_000,
+      'the refused attempt',
+    );
     expect(refused).toMatchObject({ error_class: 'auth_error' });
     for (const p of [good, bad]) expect((await mgmt.del(`${base}/${p.id}`)).status).toBe(204);
   }, 90_000);
@@ -215,7 +241,14 @@ describe('pipelines: the resource', () => {
       destination: { type: 'rabbitmq', url: url.replace('amqp://', `amqp://${username}:${encodeURIComponent(password)}@`) },
       routes: [{ event_type_prefix: '', target: 'all' }],
     });
-    expect(created.destination).toEqual({ type: 'rabbitmq', url: `${url}`, username, exchange: 'healthbridge.events', exchange_type: 'topic', has_password: true });
+    expect(created.destination).toEqual({
+      type: 'rabbitmq',
+      url: `${url}`,
+      username,
+      exchange: 'healthbridge.events',
+      exchange_type: 'topic',
+      has_password: true,
+    });
     expect(JSON.stringify(created)).not.toContain(password);
     const raw = await app.inspect.collection('pipelines').findOne({ _id: created.id } as never);
     expect(raw).not.toBeNull();
@@ -238,7 +271,12 @@ describe('pipelines: the resource', () => {
   test.each([
     ['a private broker address', { type: 'rabbitmq', url: 'amqp://10.1.2.3:5672' }, ['body', 'destination', 'url'], /private network/],
     ['a cloud metadata address', { type: 'rabbitmq', url: 'amqp://169.254.169.254' }, ['body', 'destination', 'url'], /metadata/],
-    ['a private Kafka server', { type: 'kafka', bootstrap_servers: ['127.0.0.1:9092', '192.168.1.5:9092'] }, ['body', 'destination', 'bootstrap_servers', 1], /private network/],
+    [
+      'a private Kafka server',
+      { type: 'kafka', bootstrap_servers: ['127.0.0.1:9092', '192.168.1.5:9092'] },
+      ['body', 'destination', 'bootstrap_servers', 1],
+      /private network/,
+    ],
     ['a non-amqp url', { type: 'rabbitmq', url: 'http://example.com' }, ['body', 'destination', 'url'], /amqp or amqps/],
     ['a missing url', { type: 'rabbitmq' }, ['body', 'destination', 'url'], /needs its url/],
     ['a field of the other type', { type: 'kafka', bootstrap_servers: ['127.0.0.1:9092'], exchange: 'x' }, ['body', 'destination', 'exchange'], /not a field/],
@@ -252,19 +290,34 @@ describe('pipelines: the resource', () => {
   test('a pipeline whose broker fails for the (shortened) window is disabled, and the team is told by a pipeline.disabled event', async () => {
     const slowApp = await startTestApp({ ...RETRY, WEBHOOK_RETRY_SCHEDULE_MS: Array(30).fill(150).join(','), WEBHOOK_DISABLE_AFTER_MS: 1000 });
     try {
-      const dead = await createPipeline({ destination: { type: 'rabbitmq', url: 'amqp://127.0.0.1:1' }, routes: [{ event_type_prefix: 'labtest.', target: 'x' }] });
+      const dead = await createPipeline({
+        destination: { type: 'rabbitmq', url: 'amqp://127.0.0.1:1' },
+        routes: [{ event_type_prefix: 'labtest.', target: 'x' }],
+      });
       await publishEvent(slowApp.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: {} });
-      const disabled = await eventually(async () => {
-        const got = await mgmt.get(`${base}/${dead.id}`);
-        return got.body.disabled && got.body;
-      }, 20_000, 'the pipeline disabled');
+      const disabled = await eventually(
+        async () => {
+          const got = await mgmt.get(`${base}/${dead.id}`);
+          return got.body.disabled && got.body;
+        },
+        20_000,
+        'the pipeline disabled',
+      );
       expect(disabled).toMatchObject({ disabled_reason: 'failing', failing_since: expect.any(String) });
       const events = base.replace(/pipeline$/, 'webhook/events?event_type=pipeline.disabled');
-      const told = await eventually(async () => (await mgmt.get(events)).body.data.find((e: { data: { pipeline_id: string } }) => e.data.pipeline_id === dead.id), 20_000, 'the event');
+      const told = await eventually(
+        async () => (await mgmt.get(events)).body.data.find((e: { data: { pipeline_id: string } }) => e.data.pipeline_id === dead.id),
+        20_000,
+        'the event',
+      );
       expect(told.data.reason).toBe('failing');
       expect(new Date(told.data.failing_since).getTime()).toBe(new Date(disabled.failing_since).getTime());
       const attempts = await mgmt.get(`${base}/${dead.id}/attempts`);
-      expect(attempts.body.data[0]).toMatchObject({ error_class: 'broker_error', status_code: null, error: expect.stringMatching(/RabbitMQ: could not connect: .*ECONNREFUSED/) });
+      expect(attempts.body.data[0]).toMatchObject({
+        error_class: 'broker_error',
+        status_code: null,
+        error: expect.stringMatching(/RabbitMQ: could not connect: .*ECONNREFUSED/),
+      });
       expect((await mgmt.del(`${base}/${dead.id}`)).status).toBe(204);
     } finally {
       await slowApp.close();
@@ -275,14 +328,22 @@ describe('pipelines: the resource', () => {
     const quickApp = await startTestApp({ ...RETRY, WEBHOOK_RETRY_SCHEDULE_MS: '0,100' });
     try {
       const exchange = `replay-${randomUUID()}`;
-      const pipeline = await createPipeline({ destination: { type: 'rabbitmq', ...amqpParts(), exchange }, routes: [{ event_type_prefix: 'labtest.', target: 'late' }] });
+      const pipeline = await createPipeline({
+        destination: { type: 'rabbitmq', ...amqpParts(), exchange },
+        routes: [{ event_type_prefix: 'labtest.', target: 'late' }],
+      });
       const since = new Date(Date.now() - 1000).toISOString();
       const events = [];
-      for (let i = 0; i < 3; i++) events.push(await publishEvent(quickApp.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { i }, userId: randomUUID() }));
-      await eventually(async () => {
-        const res = await mgmt.get(`${base}/${pipeline.id}/deliveries?status=failed`);
-        return res.body.data.length === 3;
-      }, 30_000, 'three failed deliveries');
+      for (let i = 0; i < 3; i++)
+        events.push(await publishEvent(quickApp.deps, { teamId: tenant.teamId, eventType: 'labtest.order.updated', data: { i }, userId: randomUUID() }));
+      await eventually(
+        async () => {
+          const res = await mgmt.get(`${base}/${pipeline.id}/deliveries?status=failed`);
+          return res.body.data.length === 3;
+        },
+        30_000,
+        'three failed deliveries',
+      );
       const { messages } = await queueOf(exchange, 'late');
       const replay = await mgmt.post(`${base}/${pipeline.id}/recover`, { since });
       expect(replay).toMatchObject({ status: 202, body: { resent: 3 } });
@@ -303,7 +364,8 @@ describe('pipelines: the resource', () => {
     const open = await startTestApp({ PIPELINE_BROKER_ALLOWLIST: '10.20.0.0/16, 169.254.0.0/16, 10.30.0.5:5672' });
     try {
       const client = managementClient(open, tenant);
-      const create = (url: string) => client.post(base, { destination: { type: 'rabbitmq', url }, routes: [{ event_type_prefix: 'labtest.', target: 'labs' }] });
+      const create = (url: string) =>
+        client.post(base, { destination: { type: 'rabbitmq', url }, routes: [{ event_type_prefix: 'labtest.', target: 'labs' }] });
       const inside = await create('amqp://10.20.3.4:5672');
       expect(inside.status).toBe(200);
       expect((await client.del(`${base}/${inside.body.id}`)).status).toBe(204);
@@ -324,7 +386,13 @@ describe('pipelines: the resource', () => {
 
   test('refuses a Kafka topic name in a route and an empty route list with field locations', async () => {
     const kafkaDest = { type: 'kafka', bootstrap_servers: [brokers.kafkaBootstrap] };
-    const badTopic = await mgmt.post(base, { destination: kafkaDest, routes: [{ event_type_prefix: 'a.', target: 'ok' }, { event_type_prefix: '', target: 'not a topic!' }] });
+    const badTopic = await mgmt.post(base, {
+      destination: kafkaDest,
+      routes: [
+        { event_type_prefix: 'a.', target: 'ok' },
+        { event_type_prefix: '', target: 'not a topic!' },
+      ],
+    });
     expect(badTopic.status).toBe(422);
     expect(badTopic.body.detail[0].loc).toEqual(['body', 'routes', 1, 'target']);
     const none = await mgmt.post(base, { destination: kafkaDest, routes: [] });
@@ -334,7 +402,7 @@ describe('pipelines: the resource', () => {
 });
 
 describe('pipelines: a broker stopped for 30 s, and erasure', () => {
-  test('RabbitMQ stopped while events flow: nothing lost, each user in order, no duplicate; an erased user\'s pending messages are not sent', async () => {
+  test("RabbitMQ stopped while events flow: nothing lost, each user in order, no duplicate; an erased user's pending messages are not sent", async () => {
     const exchange = `outage-${randomUUID()}`;
     const { messages, queue } = await queueOf(exchange, 'all');
     const pipeline = await createPipeline({
@@ -380,10 +448,14 @@ describe('pipelines: a broker stopped for 30 s, and erasure', () => {
         expect(seqs).toEqual(Array.from({ length: 18 }, (_, i) => i));
       }
       expect(messages.filter((m) => m.properties.headers?.user_id === erased)).toEqual([]);
-      const healthy = await eventually(async () => {
-        const res = await mgmt.get(`${base}/${pipeline.id}`);
-        return res.body.failing_since === null ? res.body : null;
-      }, 30_000, 'the failure clock reset');
+      const healthy = await eventually(
+        async () => {
+          const res = await mgmt.get(`${base}/${pipeline.id}`);
+          return res.body.failing_since === null ? res.body : null;
+        },
+        30_000,
+        'the failure clock reset',
+      );
       expect(healthy.disabled).toBe(false);
     } finally {
       await again.close().catch(() => undefined);

@@ -44,12 +44,27 @@ describe('an app at its window', () => {
   const burst = async (clientId: string, withBudget: boolean) => {
     const user = fake.addUser();
     const { access } = fake.issueTokens(user.id, { accessTtlSeconds: 3600, scope: 'read:profile' });
-    const gate = { ...appGate(app.deps, 'whoop_v2', clientId), take: (method: string, now: Date) => takeFromBudget(app.deps.repos, { slug: 'whoop_v2', clientId, budget }, method, now) };
-    const http = createProviderHttp({ integration: whoop, baseUrl: fake.url, client: { clientId, clientSecret: 'x' }, accessToken: async () => access.token, ...(withBudget ? { gate } : {}) });
+    const gate = {
+      ...appGate(app.deps, 'whoop_v2', clientId),
+      take: (method: string, now: Date) => takeFromBudget(app.deps.repos, { slug: 'whoop_v2', clientId, budget }, method, now),
+    };
+    const http = createProviderHttp({
+      integration: whoop,
+      baseUrl: fake.url,
+      client: { clientId, clientSecret: 'x' },
+      accessToken: async () => access.token,
+      ...(withBudget ? { gate } : {}),
+    });
     const refusedBefore = fake.rateLimitedResponses;
     const started = Date.now();
-    const results = await Promise.allSettled(Array.from({ length: 30 }, () => http.request({ url: 'https://api.prod.whoop.com/developer/v2/user/profile/basic' })));
-    return { ok: results.filter((r) => r.status === 'fulfilled').length, refused: fake.rateLimitedResponses - refusedBefore, seconds: (Date.now() - started) / 1000 };
+    const results = await Promise.allSettled(
+      Array.from({ length: 30 }, () => http.request({ url: 'https://api.prod.whoop.com/developer/v2/user/profile/basic' })),
+    );
+    return {
+      ok: results.filter((r) => r.status === 'fulfilled').length,
+      refused: fake.rateLimitedResponses - refusedBefore,
+      seconds: (Date.now() - started) / 1000,
+    };
   };
 
   test('30 requests at once against 20 per 4 seconds: each waits for room in the budget, and none draws a 429', async () => {
@@ -91,7 +106,9 @@ describe('one budget per app', () => {
     const dayRefusal = await takeFromBudget(app.deps.repos, { slug: 'whoop_v2', clientId: a, budget: whoop.budget }, 'GET', later);
     const midnight = Math.ceil(now.getTime() / DAY_MS) * DAY_MS;
     expect(dayRefusal?.retryAt.getTime()).toBeGreaterThanOrEqual(midnight);
-    expect(dayRefusal?.reason).toMatch(new RegExp(`^daily quota of the WHOOP app ${a} reached \\(10000 requests a day\\); resumes at ${new Date(midnight).toISOString().slice(0, 13)}`));
+    expect(dayRefusal?.reason).toMatch(
+      new RegExp(`^daily quota of the WHOOP app ${a} reached \\(10000 requests a day\\); resumes at ${new Date(midnight).toISOString().slice(0, 13)}`),
+    );
     expect(await takeFromBudget(app.deps.repos, { slug: 'whoop_v2', clientId: b, budget: whoop.budget }, 'GET', later)).toBeNull();
     // The refused draw of the minute was given back: A's minute slot after the day's refusal still counts what was sent.
     expect(await app.deps.repos.providerBudgets.used('whoop_v2', a, budgetSlots(whoop.budget, 'GET', 0, later)[0])).toBe(0);
@@ -122,7 +139,10 @@ describe('token refreshes and revocations draw from the budget', () => {
     const code = new URL(answer.headers.get('location')!).searchParams.get('code')!;
     const tokens = await exchangeCode(whoop.oauth, client, code, { baseUrl: fake.url });
     const connectionId = uniqueId('conn');
-    await app.deps.repos.providerAuth.saveInitial({ connectionId, teamId: uniqueId('team'), userId: uniqueId('user'), provider: 'whoop_v2' }, { ...tokens, expires_at: new Date(Date.now() - 1000) });
+    await app.deps.repos.providerAuth.saveInitial(
+      { connectionId, teamId: uniqueId('team'), userId: uniqueId('user'), provider: 'whoop_v2' },
+      { ...tokens, expires_at: new Date(Date.now() - 1000) },
+    );
     return { connectionId, user };
   }
   const usedToday = (clientId: string) => app.deps.repos.providerBudgets.used('whoop_v2', clientId, daySlot(new Date()));
@@ -149,7 +169,10 @@ describe('token refreshes and revocations draw from the budget', () => {
     const user = fake.addUser();
     const { access } = fake.issueTokens(user.id, { accessTtlSeconds: 3600 });
     const connectionId = uniqueId('conn');
-    await app.deps.repos.providerAuth.saveInitial({ connectionId, teamId: uniqueId('team'), userId: uniqueId('user'), provider: 'whoop_v2' }, { access_token: access.token, refresh_token: null, expires_at: null, scope: null, extras: {} });
+    await app.deps.repos.providerAuth.saveInitial(
+      { connectionId, teamId: uniqueId('team'), userId: uniqueId('user'), provider: 'whoop_v2' },
+      { access_token: access.token, refresh_token: null, expires_at: null, scope: null, extras: {} },
+    );
     const before = await usedToday(own.clientId);
     await whoop.revoke!(connectionContext(app.deps, whoop, own, { _id: connectionId, external_user_id: null }, {}));
     expect(fake.revokedThroughApi).toContain(user.id);
@@ -160,8 +183,13 @@ describe('token refreshes and revocations draw from the budget', () => {
     const other = fake.addUser();
     const { access: otherAccess } = fake.issueTokens(other.id, { accessTtlSeconds: 3600 });
     const otherId = uniqueId('conn');
-    await app.deps.repos.providerAuth.saveInitial({ connectionId: otherId, teamId: uniqueId('team'), userId: uniqueId('user'), provider: 'whoop_v2' }, { access_token: otherAccess.token, refresh_token: null, expires_at: null, scope: null, extras: {} });
-    await expect(whoop.revoke!(connectionContext(app.deps, whoop, spent, { _id: otherId, external_user_id: null }, {}))).rejects.toThrow(/daily quota of the WHOOP app/);
+    await app.deps.repos.providerAuth.saveInitial(
+      { connectionId: otherId, teamId: uniqueId('team'), userId: uniqueId('user'), provider: 'whoop_v2' },
+      { access_token: otherAccess.token, refresh_token: null, expires_at: null, scope: null, extras: {} },
+    );
+    await expect(whoop.revoke!(connectionContext(app.deps, whoop, spent, { _id: otherId, external_user_id: null }, {}))).rejects.toThrow(
+      /daily quota of the WHOOP app/,
+    );
     expect(fake.revokedThroughApi).not.toContain(other.id);
   });
 });

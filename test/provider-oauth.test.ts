@@ -51,7 +51,9 @@ test('a provider without PKCE gets no challenge, and a reused code is an OAuthEr
 });
 
 test('PROVIDER_<SLUG>_BASE_URL replaces scheme, host and port and keeps path and query; a base with a path prefixes it', () => {
-  expect(rebase('https://api.ouraring.com/v2/usercollection/sleep?start_date=1', 'http://127.0.0.1:9400')).toBe('http://127.0.0.1:9400/v2/usercollection/sleep?start_date=1');
+  expect(rebase('https://api.ouraring.com/v2/usercollection/sleep?start_date=1', 'http://127.0.0.1:9400')).toBe(
+    'http://127.0.0.1:9400/v2/usercollection/sleep?start_date=1',
+  );
   expect(rebase('https://cloud.ouraring.com/oauth/authorize', 'https://proxy.example/oura/')).toBe('https://proxy.example/oura/oauth/authorize');
   expect(rebase('https://api.ouraring.com/oauth/token', undefined)).toBe('https://api.ouraring.com/oauth/token');
 });

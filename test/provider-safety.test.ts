@@ -32,15 +32,12 @@ beforeAll(async () => {
   withings = await startFakeWithings();
   strava = await startFakeStrava({ rateLimits: { overall: [10_000, 100_000], read: [10_000, 100_000] } });
   oura = await startFakeOura();
-  stack = await startProviderStack(
-    'safety',
-    [
-      { slug: 'whoop_v2', fake: whoop, clientId: whoop.options.clientId, clientSecret: whoop.options.clientSecret },
-      { slug: 'withings', fake: withings, clientId: withings.options.clientId, clientSecret: withings.options.clientSecret },
-      { slug: 'strava', fake: strava, clientId: strava.options.clientId, clientSecret: strava.options.clientSecret },
-      { slug: 'oura', fake: oura, clientId: oura.options.clientId, clientSecret: oura.options.clientSecret },
-    ],
-  );
+  stack = await startProviderStack('safety', [
+    { slug: 'whoop_v2', fake: whoop, clientId: whoop.options.clientId, clientSecret: whoop.options.clientSecret },
+    { slug: 'withings', fake: withings, clientId: withings.options.clientId, clientSecret: withings.options.clientSecret },
+    { slug: 'strava', fake: strava, clientId: strava.options.clientId, clientSecret: strava.options.clientSecret },
+    { slug: 'oura', fake: oura, clientId: oura.options.clientId, clientSecret: oura.options.clientSecret },
+  ]);
   // A worker that syncs once per run: every sync is the last before its workflow continues as new.
   await stack.restartWorker({ WEARABLE_SYNCS_PER_RUN: '1' });
 }, 60_000);
@@ -63,10 +60,16 @@ async function connected(slug: string, fake: Parameters<typeof connectThroughOAu
 
 /** Every pull unit of the connection's history ended (success or failure). */
 const historyFinished = (userId: string, slug: string) =>
-  eventually(async () => {
-    const pulled = Object.values((await stack.client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=${slug}`)).body.data[0]?.provider?.[slug]?.pulled ?? {}) as { status: string }[];
-    return pulled.length > 0 && pulled.every((p) => p.status === 'success' || p.status === 'failure');
-  }, 300_000, `${slug} history pulled`);
+  eventually(
+    async () => {
+      const pulled = Object.values(
+        (await stack.client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=${slug}`)).body.data[0]?.provider?.[slug]?.pulled ?? {},
+      ) as { status: string }[];
+      return pulled.length > 0 && pulled.every((p) => p.status === 'success' || p.status === 'failure');
+    },
+    300_000,
+    `${slug} history pulled`,
+  );
 
 /** A worker's repositories on a database connection of its own, as another process has them. */
 async function withWorkerDeps<T>(config: Config, run: (deps: { repos: ReturnType<typeof createRepositories>; config: Config }) => Promise<T>): Promise<T> {
@@ -78,7 +81,8 @@ async function withWorkerDeps<T>(config: Config, run: (deps: { repos: ReturnType
   }
 }
 
-const expireSoon = (connectionId: string) => stack.app.inspect.collection('provider_tokens').updateOne({ _id: connectionId as never }, { $set: { expires_at: new Date(Date.now() + 1000) } });
+const expireSoon = (connectionId: string) =>
+  stack.app.inspect.collection('provider_tokens').updateOne({ _id: connectionId as never }, { $set: { expires_at: new Date(Date.now() + 1000) } });
 
 describe('refresh tokens are never lost', () => {
   test('WHOOP rotates and our first save of the new tokens fails: the save is tried again, the new refresh token is kept, and the connection stays healthy', async () => {
@@ -119,7 +123,10 @@ describe('refresh tokens are never lost', () => {
     const token = await withWorkerDeps(config, async (deps) => {
       const app = (await resolveApp(deps, stack.tenant.teamId, 'withings'))!;
       // A second worker wanting a token meanwhile does not send the old refresh token beside ours: it waits.
-      const [first, second] = await Promise.all([accessToken(deps, integration, app, connectionId), sleep(300).then(() => accessToken(deps, integration, app, connectionId))]);
+      const [first, second] = await Promise.all([
+        accessToken(deps, integration, app, connectionId),
+        sleep(300).then(() => accessToken(deps, integration, app, connectionId)),
+      ]);
       expect(second).toBe(first);
       return first;
     });
@@ -131,7 +138,11 @@ describe('refresh tokens are never lost', () => {
     expect(stored.version).toBe(original.version + 1);
     expect(stored.refresh_token).not.toBe(original.refresh_token);
     // The stored tokens work at Withings: Notify - List answers with status 0.
-    const listed = await fetch(new URL('/notify', withings.url), { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-www-form-urlencoded' }, body: 'action=list' });
+    const listed = await fetch(new URL('/notify', withings.url), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'action=list',
+    });
     expect(((await listed.json()) as { status: number }).status).toBe(0);
   }, 180_000);
 });
@@ -142,25 +153,42 @@ describe('every app of a provider passes its push handshake', () => {
     const tenant = stack.tenant;
     for (const provider of ['oura', 'strava']) {
       await stack.app.deps.repos.customCredentials.put({
-        org_id: tenant.orgId, team_id: tenant.teamId, provider, environment: stack.app.deps.config.DEPLOYMENT_ENVIRONMENT, region: stack.app.deps.config.DEPLOYMENT_REGION,
-        client_id: uniqueId(`${provider}-own-app`), client_secret: uniqueId('secret'), details: null, redirect_url_override: null,
+        org_id: tenant.orgId,
+        team_id: tenant.teamId,
+        provider,
+        environment: stack.app.deps.config.DEPLOYMENT_ENVIRONMENT,
+        region: stack.app.deps.config.DEPLOYMENT_REGION,
+        client_id: uniqueId(`${provider}-own-app`),
+        client_secret: uniqueId('secret'),
+        details: null,
+        redirect_url_override: null,
       });
     }
     const own = async (provider: string) => (await stack.app.deps.repos.customCredentials.findForTeam(tenant.teamId, provider))!.client_id;
     const tokens = {
-      oura: [await stack.app.deps.repos.providerAuth.verifyToken('oura', oura.options.clientId), await stack.app.deps.repos.providerAuth.verifyToken('oura', await own('oura'))],
-      strava: [await stack.app.deps.repos.providerAuth.verifyToken('strava', strava.options.clientId), await stack.app.deps.repos.providerAuth.verifyToken('strava', await own('strava'))],
+      oura: [
+        await stack.app.deps.repos.providerAuth.verifyToken('oura', oura.options.clientId),
+        await stack.app.deps.repos.providerAuth.verifyToken('oura', await own('oura')),
+      ],
+      strava: [
+        await stack.app.deps.repos.providerAuth.verifyToken('strava', strava.options.clientId),
+        await stack.app.deps.repos.providerAuth.verifyToken('strava', await own('strava')),
+      ],
     };
     for (const [i, token] of tokens.oura.entries()) {
       const res = await fetch(`${pushUrl('oura')}?${new URLSearchParams({ verification_token: token, challenge: `oura-challenge-${i}` })}`);
       expect([res.status, await res.json()]).toEqual([200, { challenge: `oura-challenge-${i}` }]);
     }
     for (const [i, token] of tokens.strava.entries()) {
-      const res = await fetch(`${pushUrl('strava')}?${new URLSearchParams({ 'hub.mode': 'subscribe', 'hub.verify_token': token, 'hub.challenge': `strava-challenge-${i}` })}`);
+      const res = await fetch(
+        `${pushUrl('strava')}?${new URLSearchParams({ 'hub.mode': 'subscribe', 'hub.verify_token': token, 'hub.challenge': `strava-challenge-${i}` })}`,
+      );
       expect([res.status, await res.json()]).toEqual([200, { 'hub.challenge': `strava-challenge-${i}` }]);
     }
     expect((await fetch(`${pushUrl('oura')}?${new URLSearchParams({ verification_token: 'not-ours', challenge: 'x' })}`)).status).toBe(401);
-    expect((await fetch(`${pushUrl('strava')}?${new URLSearchParams({ 'hub.mode': 'subscribe', 'hub.verify_token': 'not-ours', 'hub.challenge': 'x' })}`)).status).toBe(403);
+    expect(
+      (await fetch(`${pushUrl('strava')}?${new URLSearchParams({ 'hub.mode': 'subscribe', 'hub.verify_token': 'not-ours', 'hub.challenge': 'x' })}`)).status,
+    ).toBe(403);
     for (const provider of ['oura', 'strava']) await stack.app.deps.repos.customCredentials.delete(tenant.teamId, provider);
   }, 60_000);
 });
@@ -177,7 +205,11 @@ describe("Strava's granted scopes", () => {
     });
     const stored = await stack.app.inspect.collection('connections').findOne({ user_id: userId });
     expect(stored?.granted_scopes).toEqual(['read', 'activity:read']);
-    const created = await eventually(async () => stack.events().find((e) => e.user_id === userId && e.event_type === 'provider.connection.created'), 60_000, 'connection event');
+    const created = await eventually(
+      async () => stack.events().find((e) => e.user_id === userId && e.event_type === 'provider.connection.created'),
+      60_000,
+      'connection event',
+    );
     expect(created.data.resource_availability.workouts.scope_requirements.user_denied.optional).toEqual(['activity:read_all']);
 
     const none = strava.addUser({ dataStartMs: Date.now() }).id;
@@ -197,7 +229,9 @@ describe('unsigned pushes are coalesced', () => {
     const withingsUser = withings.addUser().id;
     const { connectionId } = await connected('withings', withings, withingsUser);
     const now = Math.floor(Date.now() / 1000);
-    const posts = Array.from({ length: 200 }, (_, i) => withings.sendPush(pushUrl('withings'), { userid: withingsUser, appli: 44, startdate: now - 86_400 - i * 60, enddate: now - i * 60 }));
+    const posts = Array.from({ length: 200 }, (_, i) =>
+      withings.sendPush(pushUrl('withings'), { userid: withingsUser, appli: 44, startdate: now - 86_400 - i * 60, enddate: now - i * 60 }),
+    );
     expect((await Promise.all(posts)).every((r) => r.status === 200)).toBe(true);
     const state = async () => {
       try {
@@ -207,10 +241,14 @@ describe('unsigned pushes are coalesced', () => {
         throw err;
       }
     };
-    const settled = await eventually(async () => {
-      const s = await state();
-      return s && s.pending === 0 && s.handled >= 1 ? s : null;
-    }, 120_000, 'hints handled');
+    const settled = await eventually(
+      async () => {
+        const s = await state();
+        return s && s.pending === 0 && s.handled >= 1 ? s : null;
+      },
+      120_000,
+      'hints handled',
+    );
     await sleep(1000);
     // Windows of one resource merge while they wait: a handful of fetches, far fewer than the 200 notifications.
     expect(settled.handled).toBeLessThan(10);
@@ -235,7 +273,9 @@ describe('a stop during the last sync before continue-as-new', () => {
     expect((await stack.client.del(`/v2/user/${userId}/whoop_v2`)).status).toBe(200);
     await eventually(async () => whoop.revokedThroughApi.includes(whoopUser), 30_000, 'the revocation at WHOOP');
     // It ended in the run that got the stop, not carried on into a new one.
-    expect(await stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connectionId), run, { followRuns: false }).result()).toEqual({ stopped: true });
+    expect(await stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connectionId), run, { followRuns: false }).result()).toEqual({
+      stopped: true,
+    });
     expect((await handle.describe()).runId).toBe(run);
   }, 180_000);
 });

@@ -1,6 +1,14 @@
 import { ProviderFetchError } from '../lib/wearables/adapters';
 import type { SampleInput } from '../lib/wearables/model';
-import { OAuthError, RateLimitedError, type PageCursor, type ProviderCallContext, type ProviderPage, type PullWindow, type TokenSet } from '../lib/wearables/providers/contract';
+import {
+  OAuthError,
+  RateLimitedError,
+  type PageCursor,
+  type ProviderCallContext,
+  type ProviderPage,
+  type PullWindow,
+  type TokenSet,
+} from '../lib/wearables/providers/contract';
 import { integration, mgdlToMmol } from '../lib/wearables/providers/dexcom';
 import { mapEgv, mapEvent, parseDexcomTime, recordOffsetSeconds } from '../lib/wearables/providers/dexcom/mapping';
 import { createProviderHttp } from '../lib/wearables/providers/http';
@@ -35,7 +43,9 @@ async function consent(decision: 'approve' | 'deny', state = 'state-123'): Promi
   const page = await fetch(url);
   expect(page.status).toBe(200);
   const html = await page.text();
-  const fields = Object.fromEntries([...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [unescapeHtml(m[1]), unescapeHtml(m[2])]));
+  const fields = Object.fromEntries(
+    [...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [unescapeHtml(m[1]), unescapeHtml(m[2])]),
+  );
   expect(fields.scope).toBe('offline_access');
   const answer = await fetch(new URL(new URL(url).pathname, fake.url), {
     method: 'POST',
@@ -56,7 +66,14 @@ async function connect(user: DexcomFakeUser): Promise<TokenSet> {
 }
 
 function ctxFor(accessToken: string, opts: { now?: () => Date; refresh?: (rejected: string) => Promise<string | null> } = {}): ProviderCallContext {
-  const http = createProviderHttp({ integration, baseUrl: fake.url, client: FAKE_DEXCOM_CLIENT, accessToken: async () => accessToken, refreshAfterUnauthorized: opts.refresh, now: opts.now });
+  const http = createProviderHttp({
+    integration,
+    baseUrl: fake.url,
+    client: FAKE_DEXCOM_CLIENT,
+    accessToken: async () => accessToken,
+    refreshAfterUnauthorized: opts.refresh,
+    now: opts.now,
+  });
   return { http, externalUserId: null, tokenExtras: {}, client: FAKE_DEXCOM_CLIENT };
 }
 
@@ -65,7 +82,13 @@ function windowEndingToday(days: number, offsetSeconds: number): PullWindow {
   const localToday = new Date(Date.now() + offsetSeconds * SECOND).toISOString().slice(0, 10);
   const end = Date.parse(`${localToday}T00:00:00Z`) + DAY - offsetSeconds * SECOND;
   const start = end - days * DAY;
-  return { startDate: new Date(start + offsetSeconds * SECOND).toISOString().slice(0, 10), endDate: localToday, start: new Date(start), end: new Date(end), timezoneOffsetSeconds: offsetSeconds };
+  return {
+    startDate: new Date(start + offsetSeconds * SECOND).toISOString().slice(0, 10),
+    endDate: localToday,
+    start: new Date(start),
+    end: new Date(end),
+    timezoneOffsetSeconds: offsetSeconds,
+  };
 }
 
 interface PulledPage extends ProviderPage {
@@ -128,12 +151,15 @@ describe('Dexcom OAuth', () => {
     const first = await exchangeCode(integration.oauth, client, code, { baseUrl: fake.url });
     await expect(exchangeCode(integration.oauth, client, code, { baseUrl: fake.url })).rejects.toMatchObject({ error: 'invalid_grant' });
     // Reusing the code revoked what it had issued.
-    await expect(integration.fetchPage(ctxFor(first.access_token), 'glucose', integration.firstPage('glucose', windowEndingToday(1, 0))!)).rejects.toMatchObject({ errorType: 'provider_credential_error' });
+    await expect(
+      integration.fetchPage(ctxFor(first.access_token), 'glucose', integration.firstPage('glucose', windowEndingToday(1, 0))!),
+    ).rejects.toMatchObject({ errorType: 'provider_credential_error' });
   });
 
   it('the fake login page refuses a scope other than offline_access (Dexcom accepts only that)', async () => {
     const url = new URL('/v2/oauth2/login', fake.url);
-    for (const [k, v] of Object.entries({ client_id: FAKE_DEXCOM_CLIENT.clientId, redirect_uri: REDIRECT_URI, response_type: 'code', scope: 'egv' })) url.searchParams.set(k, v);
+    for (const [k, v] of Object.entries({ client_id: FAKE_DEXCOM_CLIENT.clientId, redirect_uri: REDIRECT_URI, response_type: 'code', scope: 'egv' }))
+      url.searchParams.set(k, v);
     const res = await fetch(url);
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: string }).error).toBe('invalid_scope');
@@ -160,14 +186,21 @@ describe('Dexcom OAuth', () => {
       const code = await (async () => {
         rotating.nextConsentUser = user.id;
         const url = authorizeUrl(integration.oauth, { clientId: FAKE_DEXCOM_CLIENT.clientId, redirectUri: REDIRECT_URI }, 'st', { baseUrl: rotating.url });
-        const res = await fetch(new URL('/v2/oauth2/login', rotating.url), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ ...Object.fromEntries(new URL(url).searchParams), decision: 'approve' }).toString(), redirect: 'manual' });
+        const res = await fetch(new URL('/v2/oauth2/login', rotating.url), {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ ...Object.fromEntries(new URL(url).searchParams), decision: 'approve' }).toString(),
+          redirect: 'manual',
+        });
         return new URL(res.headers.get('location')!).searchParams.get('code')!;
       })();
       const tokens = await exchangeCode(integration.oauth, { ...FAKE_DEXCOM_CLIENT, redirectUri: REDIRECT_URI }, code, { baseUrl: rotating.url });
       const refreshed = await refreshTokens(integration.oauth, FAKE_DEXCOM_CLIENT, tokens.refresh_token!, { baseUrl: rotating.url });
       expect(rotating.refreshTokenState(tokens.refresh_token!)).toBe('revoked');
       await expect(refreshTokens(integration.oauth, FAKE_DEXCOM_CLIENT, tokens.refresh_token!, { baseUrl: rotating.url })).rejects.toBeInstanceOf(OAuthError);
-      await expect(refreshTokens(integration.oauth, FAKE_DEXCOM_CLIENT, refreshed.refresh_token!, { baseUrl: rotating.url })).resolves.toMatchObject({ access_token: expect.any(String) });
+      await expect(refreshTokens(integration.oauth, FAKE_DEXCOM_CLIENT, refreshed.refresh_token!, { baseUrl: rotating.url })).resolves.toMatchObject({
+        access_token: expect.any(String),
+      });
     } finally {
       await rotating.close();
     }
@@ -177,7 +210,9 @@ describe('Dexcom OAuth', () => {
     const user = fake.addUser();
     const tokens = await connect(user);
     fake.revokeUser(user.id);
-    await expect(refreshTokens(integration.oauth, FAKE_DEXCOM_CLIENT, tokens.refresh_token!, { baseUrl: fake.url })).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(refreshTokens(integration.oauth, FAKE_DEXCOM_CLIENT, tokens.refresh_token!, { baseUrl: fake.url })).rejects.toMatchObject({
+      error: 'invalid_grant',
+    });
     await expect(integration.afterConnect!(ctxFor(tokens.access_token))).rejects.toMatchObject({ errorType: 'provider_credential_error' });
   });
 
@@ -254,7 +289,10 @@ describe('Dexcom pull', () => {
     expect(served.egvs).toBeGreaterThan(85 * 288);
     const egvSamples = samplesOf(pages, '/v3/users/self/egvs');
     expect(egvSamples).toHaveLength(served.egvs);
-    for (const p of dataPages) expect(p.data.source_type).toBe({ '/v3/users/self/egvs': 'automatic', '/v3/users/self/calibrations': 'fingerprick', '/v3/users/self/events': 'app' }[p.request.path]);
+    for (const p of dataPages)
+      expect(p.data.source_type).toBe(
+        { '/v3/users/self/egvs': 'automatic', '/v3/users/self/calibrations': 'fingerprick', '/v3/users/self/events': 'app' }[p.request.path],
+      );
 
     // Receiver records carry no offset: systemTime is UTC and the timestamp is exactly it, never shifted; the offset
     // (+1 h) is displayTime − systemTime. Built as one expected list and compared once (26k samples).
@@ -296,7 +334,12 @@ describe('Dexcom pull', () => {
     expect(events).toHaveLength(carbs.length + insulin.length);
     expect(served['events:deleted']).toBeGreaterThan(0);
     expect(served.events).toBe(carbs.length + insulin.length + served['events:deleted']);
-    const deletedAt = new Set(fake.servedRecords(user.id, 'events').filter((r) => r.eventStatus === 'deleted').map((r) => instantOf(r.systemTime)));
+    const deletedAt = new Set(
+      fake
+        .servedRecords(user.id, 'events')
+        .filter((r) => r.eventStatus === 'deleted')
+        .map((r) => instantOf(r.systemTime)),
+    );
     expect(carbs.some((s) => deletedAt.has(Date.parse(s.timestamp)))).toBe(false);
     expect(carbs.every((s) => s.unit === 'g' && s.value! >= 20 && s.value! <= 100 && s.type === null)).toBe(true);
     expect(insulin.every((s) => s.unit === 'IU' && (s.type === 'fast_acting' || s.type === 'long_acting'))).toBe(true);
@@ -357,7 +400,20 @@ describe('Dexcom pull', () => {
     const window = windowEndingToday(60, 0);
     // Older than the upload delay: shift the window back a day.
     const w: PullWindow = { ...window, start: new Date(window.start.getTime() - 2 * DAY), end: new Date(window.end.getTime() - 2 * DAY) };
-    const at = (ms: number, value: number): DexcomRecord => ({ recordId: `r-${ms}`, systemTime: new Date(ms).toISOString().slice(0, 19), displayTime: new Date(ms + HOUR).toISOString().slice(0, 19), value, status: 'ok', trend: 'flat', trendRate: 0, unit: 'mg/dL', rateUnit: 'mg/dL/min', displayDevice: 'receiver', transmitterGeneration: 'g7', transmitterTicks: 1 });
+    const at = (ms: number, value: number): DexcomRecord => ({
+      recordId: `r-${ms}`,
+      systemTime: new Date(ms).toISOString().slice(0, 19),
+      displayTime: new Date(ms + HOUR).toISOString().slice(0, 19),
+      value,
+      status: 'ok',
+      trend: 'flat',
+      trendRate: 0,
+      unit: 'mg/dL',
+      rateUnit: 'mg/dL/min',
+      displayDevice: 'receiver',
+      transmitterGeneration: 'g7',
+      transmitterTicks: 1,
+    });
     const s = w.start.getTime();
     const e = w.end.getTime();
     fake.setRecords(user.id, 'egvs', [at(s - SECOND, 90), at(s, 100), at(s + 30 * DAY - SECOND, 110), at(s + 30 * DAY, 120), at(e - SECOND, 130), at(e, 140)]);
@@ -375,7 +431,10 @@ describe('Dexcom pull', () => {
 // ---- Mapping traps ---------------------------------------------------------------------------------------------------
 
 describe('Dexcom mapping', () => {
-  const egv = (over: Record<string, unknown>) => ({ recordId: 'x', systemTime: '2026-04-30T15:00:00', displayTime: '2026-04-30T17:00:00', value: 120, status: 'ok', unit: 'mg/dL', ...over }) as Parameters<typeof mapEgv>[0];
+  const egv = (over: Record<string, unknown>) =>
+    ({ recordId: 'x', systemTime: '2026-04-30T15:00:00', displayTime: '2026-04-30T17:00:00', value: 120, status: 'ok', unit: 'mg/dL', ...over }) as Parameters<
+      typeof mapEgv
+    >[0];
 
   it('mgdlToMmol divides by 18.0182 and rounds to one decimal', () => {
     expect(mgdlToMmol(180)).toBe(10);
@@ -386,7 +445,14 @@ describe('Dexcom mapping', () => {
   });
 
   it('a receiver EGV: UTC timestamp from systemTime, offset = displayTime − systemTime (rounded to the quarter hour), applied once', () => {
-    expect(mapEgv(egv({}))).toEqual({ resource: 'glucose', timestamp: '2026-04-30T15:00:00.000Z', value: 120, unit: 'mg/dL', type: null, timezone_offset: 7200 });
+    expect(mapEgv(egv({}))).toEqual({
+      resource: 'glucose',
+      timestamp: '2026-04-30T15:00:00.000Z',
+      value: 120,
+      unit: 'mg/dL',
+      type: null,
+      timezone_offset: 7200,
+    });
     // A display clock 47 s fast is still UTC+2.
     expect(mapEgv(egv({ displayTime: '2026-04-30T17:00:47' }))!.timezone_offset).toBe(7200);
     // India (+05:30) and a negative zone.
@@ -416,9 +482,25 @@ describe('Dexcom mapping', () => {
   });
 
   it('events: carbs → carbohydrates g, insulin → insulin_injection IU with a type, bloodGlucose → glucose; the rest and deleted ones skipped', () => {
-    const ev = (over: Record<string, unknown>) => mapEvent({ recordId: 'e', systemTime: '2022-02-06T09:12:35+00:00', displayTime: '2022-02-06T01:12:35-08:00', eventStatus: 'created', eventType: 'carbs', eventSubType: null, value: '45', unit: 'grams', ...over } as Parameters<typeof mapEvent>[0]);
+    const ev = (over: Record<string, unknown>) =>
+      mapEvent({
+        recordId: 'e',
+        systemTime: '2022-02-06T09:12:35+00:00',
+        displayTime: '2022-02-06T01:12:35-08:00',
+        eventStatus: 'created',
+        eventType: 'carbs',
+        eventSubType: null,
+        value: '45',
+        unit: 'grams',
+        ...over,
+      } as Parameters<typeof mapEvent>[0]);
     expect(ev({})).toEqual({ resource: 'carbohydrates', timestamp: '2022-02-06T09:12:35.000Z', timezone_offset: -28800, value: 45, unit: 'g', type: null });
-    expect(ev({ eventType: 'insulin', eventSubType: 'fastActing', value: 4.5, unit: 'units' })).toMatchObject({ resource: 'insulin_injection', value: 4.5, unit: 'IU', type: 'fast_acting' });
+    expect(ev({ eventType: 'insulin', eventSubType: 'fastActing', value: 4.5, unit: 'units' })).toMatchObject({
+      resource: 'insulin_injection',
+      value: 4.5,
+      unit: 'IU',
+      type: 'fast_acting',
+    });
     expect(ev({ eventType: 'insulin', eventSubType: 'longActing', value: '20', unit: 'units' })).toMatchObject({ type: 'long_acting', value: 20 });
     expect(ev({ eventType: 'insulin', eventSubType: null, value: '3', unit: 'units' })).toMatchObject({ type: 'unknown' });
     expect(ev({ eventType: 'bloodGlucose', value: '112', unit: 'mg/dL' })).toMatchObject({ resource: 'glucose', value: 112, unit: 'mg/dL' });
@@ -434,16 +516,29 @@ describe('Dexcom mapping', () => {
     const { http } = ctxFor(tokens.access_token);
     const to = Date.now() - 2 * HOUR;
     const q = { startDate: new Date(to - 2 * HOUR).toISOString().slice(0, 19), endDate: new Date(to).toISOString().slice(0, 19) };
-    const egvs = (await http.request<{ recordType: string; recordVersion: string; userId: string; records: DexcomRecord[] }>({ url: 'https://api.dexcom.com/v3/users/self/egvs', query: q })).body;
+    const egvs = (
+      await http.request<{ recordType: string; recordVersion: string; userId: string; records: DexcomRecord[] }>({
+        url: 'https://api.dexcom.com/v3/users/self/egvs',
+        query: q,
+      })
+    ).body;
     expect(egvs).toMatchObject({ recordType: 'egv', recordVersion: '3.0', userId: user.id });
     expect(egvs.records).toHaveLength(24);
-    expect(egvs.records[0]).toMatchObject({ recordId: expect.stringMatching(/^[0-9a-f-]{36}$/), unit: 'mg/dL', rateUnit: 'mg/dL/min', displayDevice: 'receiver', transmitterGeneration: 'g7', trend: expect.any(String) });
+    expect(egvs.records[0]).toMatchObject({
+      recordId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      unit: 'mg/dL',
+      rateUnit: 'mg/dL/min',
+      displayDevice: 'receiver',
+      transmitterGeneration: 'g7',
+      trend: expect.any(String),
+    });
     expect(instantOf(egvs.records[1].systemTime) - instantOf(egvs.records[0].systemTime)).toBe(5 * 60 * SECOND);
     expect(Date.parse(`${egvs.records[0].displayTime}Z`) - instantOf(egvs.records[0].systemTime)).toBe(HOUR);
     // The same window twice: the same records (deterministic).
     const again = (await http.request<{ records: DexcomRecord[] }>({ url: 'https://api.dexcom.com/v3/users/self/egvs', query: q })).body;
     expect(again.records).toEqual(egvs.records);
-    const devices = (await http.request<{ recordType: string; records: Record<string, unknown>[] }>({ url: 'https://api.dexcom.com/v3/users/self/devices' })).body;
+    const devices = (await http.request<{ recordType: string; records: Record<string, unknown>[] }>({ url: 'https://api.dexcom.com/v3/users/self/devices' }))
+      .body;
     expect(devices.recordType).toBe('device');
     expect(devices.records[0]).toMatchObject({ transmitterGeneration: 'g7', displayApp: 'Dexcom G7' });
   });
@@ -460,10 +555,16 @@ describe('Dexcom errors', () => {
   it('a window over 30 days, a time with an offset or milliseconds, a missing endDate: 400 → non_retriable_error', async () => {
     const { http } = ctxFor(tokens.access_token);
     const url = 'https://api.dexcom.com/v3/users/self/egvs';
-    await expect(http.request({ url, query: { startDate: '2026-01-01T00:00:00', endDate: '2026-01-31T00:00:01' } })).rejects.toMatchObject({ errorType: 'non_retriable_error' });
+    await expect(http.request({ url, query: { startDate: '2026-01-01T00:00:00', endDate: '2026-01-31T00:00:01' } })).rejects.toMatchObject({
+      errorType: 'non_retriable_error',
+    });
     await expect(http.request({ url, query: { startDate: '2026-01-01T00:00:00', endDate: '2026-01-31T00:00:00' } })).resolves.toMatchObject({ status: 200 });
-    await expect(http.request({ url, query: { startDate: '2026-01-01T00:00:00Z', endDate: '2026-01-02T00:00:00Z' } })).rejects.toMatchObject({ errorType: 'non_retriable_error' });
-    await expect(http.request({ url, query: { startDate: '2026-01-01T00:00:00.000', endDate: '2026-01-02T00:00:00.000' } })).rejects.toMatchObject({ errorType: 'non_retriable_error' });
+    await expect(http.request({ url, query: { startDate: '2026-01-01T00:00:00Z', endDate: '2026-01-02T00:00:00Z' } })).rejects.toMatchObject({
+      errorType: 'non_retriable_error',
+    });
+    await expect(http.request({ url, query: { startDate: '2026-01-01T00:00:00.000', endDate: '2026-01-02T00:00:00.000' } })).rejects.toMatchObject({
+      errorType: 'non_retriable_error',
+    });
     await expect(http.request({ url, query: { startDate: '2026-01-01T00:00:00' } })).rejects.toMatchObject({ errorType: 'non_retriable_error' });
   });
 
@@ -500,7 +601,7 @@ describe('Dexcom errors', () => {
 
 // ---- Regions, on the real stack -------------------------------------------------------------------------------------
 
-describe('Dexcom regions: the account\'s server for sign-in, tokens and data', () => {
+describe("Dexcom regions: the account's server for sign-in, tokens and data", () => {
   /** A deployment in the EU region: its team's links propose Dexcom's EU server. */
   let stack: ProviderStack;
 
@@ -534,7 +635,9 @@ describe('Dexcom regions: the account\'s server for sign-in, tokens and data', (
 
   async function glucoseSamples(userId: string): Promise<unknown[]> {
     const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
-    const res = await stack.client.get(`/v2/timeseries/${userId}/glucose?start_date=${day(Date.now() - 30 * DAY)}&end_date=${day(Date.now() + 2 * DAY)}&provider=dexcom_v3`);
+    const res = await stack.client.get(
+      `/v2/timeseries/${userId}/glucose?start_date=${day(Date.now() - 30 * DAY)}&end_date=${day(Date.now() + 2 * DAY)}&provider=dexcom_v3`,
+    );
     expect(res.status).toBe(200);
     return res.body;
   }
@@ -567,7 +670,13 @@ describe('Dexcom regions: the account\'s server for sign-in, tokens and data', (
     fake.expireAccessTokens(dexcomUser.id);
     const refreshesBefore = fake.requestsTo('/v2/oauth2/token', dexcomUser.id).length;
     expect((await stack.client.post(`/v2/user/refresh/${userId}`, {})).status).toBe(200);
-    await eventually(async () => fake.requestsTo('/v2/oauth2/token', dexcomUser.id).length > refreshesBefore && (await stack.app.deps.repos.providerAuth.get(String(connection!._id)))!.version > 1, 60_000, 'a refresh');
+    await eventually(
+      async () =>
+        fake.requestsTo('/v2/oauth2/token', dexcomUser.id).length > refreshesBefore &&
+        (await stack.app.deps.repos.providerAuth.get(String(connection!._id)))!.version > 1,
+      60_000,
+      'a refresh',
+    );
     expect(fake.requestsTo('/v2/oauth2/token', dexcomUser.id).every((r) => r.status === 200)).toBe(true);
     expect(fake.hostsOf(dexcomUser.id)).toEqual(['api.dexcom.eu']);
   }, 300_000);
@@ -581,7 +690,7 @@ describe('Dexcom regions: the account\'s server for sign-in, tokens and data', (
     expect(fake.hostsOf(dexcomUser.id)).toEqual(['api.dexcom.jp']);
   }, 300_000);
 
-  test("a US account picked as the US goes to api.dexcom.com; a connection stored before regions were kept stays there", async () => {
+  test('a US account picked as the US goes to api.dexcom.com; a connection stored before regions were kept stays there', async () => {
     const { dexcomUser, userId, done, connection } = await connectDexcomUser('us', 'us');
     expect(done.status).toBe(200);
     expect(connection).toMatchObject({ provider_region: 'us' });
@@ -597,7 +706,7 @@ describe('Dexcom regions: the account\'s server for sign-in, tokens and data', (
     expect(fake.requests.filter((r) => r.userId === dexcomUser.id).every((r) => r.status === 200)).toBe(true);
   }, 300_000);
 
-  test("an EU account signed in at the US server is refused there: nothing is connected and the link says so", async () => {
+  test('an EU account signed in at the US server is refused there: nothing is connected and the link says so', async () => {
     const { done, connection, dexcomUser } = await connectDexcomUser('eu', 'us');
     expect(done.status).toBe(400);
     expect(done.text).toMatch(/Dexcom V3 not connected/);

@@ -2,7 +2,17 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ProviderFetchError } from '../lib/wearables/adapters';
 import type { SampleInput, SummaryInput } from '../lib/wearables/model';
-import { OAuthError, RateLimitedError, type PageCursor, type ProviderCallContext, type PullWindow, type PushNotification, type PushRequest, type PushSecrets, type TokenSet } from '../lib/wearables/providers/contract';
+import {
+  OAuthError,
+  RateLimitedError,
+  type PageCursor,
+  type ProviderCallContext,
+  type PullWindow,
+  type PushNotification,
+  type PushRequest,
+  type PushSecrets,
+  type TokenSet,
+} from '../lib/wearables/providers/contract';
 import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode, refreshTokens } from '../lib/wearables/providers/oauth-client';
 import { createSubscription, integration, listSubscriptions, ouraSignature, renewSubscription } from '../lib/wearables/providers/oura';
@@ -38,7 +48,13 @@ const unescapeHtml = (s: string) => s.replace(/&(amp|lt|gt|quot|#39);/g, (_, e: 
 function windowOf(days: number, tz: number): PullWindow {
   const endDate = localDate(Date.now() - DAY, tz);
   const startDate = addDays(endDate, -(days - 1));
-  return { startDate, endDate, start: new Date(localMidnight(startDate, tz)), end: new Date(localMidnight(addDays(endDate, 1), tz)), timezoneOffsetSeconds: tz };
+  return {
+    startDate,
+    endDate,
+    start: new Date(localMidnight(startDate, tz)),
+    end: new Date(localMidnight(addDays(endDate, 1), tz)),
+    timezoneOffsetSeconds: tz,
+  };
 }
 
 /** Walks the consent page like a browser: GET the authorize URL, POST its form with the pressed button, read the 302. */
@@ -49,8 +65,15 @@ async function consent(decision: 'approve' | 'deny', scopes = integration.oauth.
   expect(page.status).toBe(200);
   const html = await page.text();
   const action = /<form method="post" action="([^"]+)"/.exec(html)![1];
-  const fields = Object.fromEntries([...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [unescapeHtml(m[1]), unescapeHtml(m[2])]));
-  const res = await fetch(`${fake.url}${action}`, { method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ ...fields, decision }).toString() });
+  const fields = Object.fromEntries(
+    [...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m) => [unescapeHtml(m[1]), unescapeHtml(m[2])]),
+  );
+  const res = await fetch(`${fake.url}${action}`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ ...fields, decision }).toString(),
+  });
   expect(res.status).toBe(302);
   return new URL(res.headers.get('location')!);
 }
@@ -139,10 +162,14 @@ describe('oura OAuth', () => {
     fake.nextConsentUser = user.id;
     const code = (await consent('approve')).searchParams.get('code')!;
     await exchangeCode(integration.oauth, { ...CLIENT, redirectUri: REDIRECT }, code, { baseUrl: fake.url });
-    await expect(exchangeCode(integration.oauth, { ...CLIENT, redirectUri: REDIRECT }, code, { baseUrl: fake.url })).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(exchangeCode(integration.oauth, { ...CLIENT, redirectUri: REDIRECT }, code, { baseUrl: fake.url })).rejects.toMatchObject({
+      error: 'invalid_grant',
+    });
     fake.nextConsentUser = user.id;
     const second = (await consent('approve')).searchParams.get('code')!;
-    await expect(exchangeCode(integration.oauth, { ...CLIENT, clientSecret: 'wrong', redirectUri: REDIRECT }, second, { baseUrl: fake.url })).rejects.toMatchObject({ error: 'invalid_client' });
+    await expect(
+      exchangeCode(integration.oauth, { ...CLIENT, clientSecret: 'wrong', redirectUri: REDIRECT }, second, { baseUrl: fake.url }),
+    ).rejects.toMatchObject({ error: 'invalid_client' });
   });
 
   it('rotates refresh tokens: the new pair works, the used refresh token is refused afterwards', async () => {
@@ -158,7 +185,12 @@ describe('oura OAuth', () => {
     const third = await refreshTokens(integration.oauth, CLIENT, second.refresh_token!, { baseUrl: fake.url });
     const page = await integration.fetchPage(contextOf(third), 'profile', integration.firstPage('profile', windowOf(1, PLUS_ONE))!);
     expect(page.data.summaries[0].resource).toBe('profile');
-    expect(fake.tokenState(user.id).refresh.filter((t) => t.active).map((t) => t.token)).toEqual([third.refresh_token]);
+    expect(
+      fake
+        .tokenState(user.id)
+        .refresh.filter((t) => t.active)
+        .map((t) => t.token),
+    ).toEqual([third.refresh_token]);
   });
 
   it('afterConnect answers personal_info.id, the id pushes name', async () => {
@@ -196,7 +228,12 @@ describe('oura 90-day pull', () => {
     expect(pulled.summaries).toHaveLength(sleeps.length);
     expect(new Set(pulled.summaries.map((s) => s.source_key))).toEqual(new Set(sleeps.map((s) => s.id)));
     expect(pulled.summaries.every((s) => s.calendar_date >= window.startDate && s.calendar_date <= window.endDate)).toBe(true);
-    expect(fake.documents(userId, 'sleep', window.startDate, window.endDate).map((d) => d.id).sort()).toEqual(sleeps.map((s) => s.id).sort());
+    expect(
+      fake
+        .documents(userId, 'sleep', window.startDate, window.endDate)
+        .map((d) => d.id)
+        .sort(),
+    ).toEqual(sleeps.map((s) => s.id).sort());
 
     const scores = new Map(fake.documents(userId, 'daily_sleep', window.startDate, window.endDate).map((d) => [d.day, d.score]));
     for (const doc of sleeps) {
@@ -304,12 +341,25 @@ describe('oura 90-day pull', () => {
     const docs = fake.servedDocuments(userId, 'workout', rangeOf(window)) as unknown as OuraWorkout[];
     expect(docs.length).toBeGreaterThan(20);
     // Every workout of the window (what the fake has, not only what it happened to serve) landed once.
-    expect(docs.map((d) => d.id).sort()).toEqual(fake.documents(userId, 'workout', window.startDate, window.endDate).map((d) => d.id).sort());
+    expect(docs.map((d) => d.id).sort()).toEqual(
+      fake
+        .documents(userId, 'workout', window.startDate, window.endDate)
+        .map((d) => d.id)
+        .sort(),
+    );
     expect(pulled.summaries.map((s) => s.source_key).sort()).toEqual(docs.map((d) => d.id).sort());
     for (const doc of docs) {
       const s = pulled.summaries.find((x) => x.source_key === doc.id)!;
       expect(s.time).toBe(new Date(Date.parse(doc.start_datetime)).toISOString());
-      expect(s.fields).toMatchObject({ time_start: doc.start_datetime, time_end: doc.end_datetime, timezone_offset: 3600, calories: doc.calories, distance: doc.distance ?? null, provider_id: doc.id, calendar_date: doc.day });
+      expect(s.fields).toMatchObject({
+        time_start: doc.start_datetime,
+        time_end: doc.end_datetime,
+        timezone_offset: 3600,
+        calories: doc.calories,
+        distance: doc.distance ?? null,
+        provider_id: doc.id,
+        calendar_date: doc.day,
+      });
       const sport = s.fields.sport as { slug: string; id: number };
       expect(sport.slug).toBe(doc.activity === 'strength_training' ? 'strength_training' : doc.activity);
       if (doc.activity === 'running') expect(sport.id).toBe(1);
@@ -371,15 +421,29 @@ describe('oura 90-day pull', () => {
     expect(one.summaries).toEqual([pulled.summaries.find((s) => s.source_key === night.id)]);
     expect(one.summaries[0].fields.score).toBe(daily.score);
     const viaDaily = await integration.fetchObject!(ctx, 'sleep', `daily_sleep:${daily.id}`, PLUS_ONE);
-    expect(viaDaily.summaries.map((s) => s.source_key).sort()).toEqual(pulled.summaries.filter((s) => s.calendar_date === night.day).map((s) => s.source_key).sort());
+    expect(viaDaily.summaries.map((s) => s.source_key).sort()).toEqual(
+      pulled.summaries
+        .filter((s) => s.calendar_date === night.day)
+        .map((s) => s.source_key)
+        .sort(),
+    );
     expect(viaDaily.summaries.find((s) => s.source_key === night.id)!.fields.score).toBe(daily.score);
 
     const workout = fake.documents(userId, 'workout', window.startDate, window.endDate)[0];
-    expect((await integration.fetchObject!(ctx, 'workouts', workout.id, PLUS_ONE)).summaries[0]).toMatchObject({ source_key: workout.id, resource: 'workouts' });
+    expect((await integration.fetchObject!(ctx, 'workouts', workout.id, PLUS_ONE)).summaries[0]).toMatchObject({
+      source_key: workout.id,
+      resource: 'workouts',
+    });
     const activity = fake.documents(userId, 'daily_activity', w.startDate, w.endDate)[0];
-    expect((await integration.fetchObject!(ctx, 'activity', activity.id, PLUS_ONE)).summaries[0]).toMatchObject({ source_key: activity.day, resource: 'activity' });
+    expect((await integration.fetchObject!(ctx, 'activity', activity.id, PLUS_ONE)).summaries[0]).toMatchObject({
+      source_key: activity.day,
+      resource: 'activity',
+    });
     const spo2 = fake.documents(userId, 'daily_spo2', window.startDate, window.endDate).find((d) => d.spo2_percentage)!;
-    expect((await integration.fetchObject!(ctx, 'blood_oxygen', spo2.id, PLUS_ONE)).samples[0]).toMatchObject({ resource: 'blood_oxygen', value: (spo2.spo2_percentage as { average: number }).average });
+    expect((await integration.fetchObject!(ctx, 'blood_oxygen', spo2.id, PLUS_ONE)).samples[0]).toMatchObject({
+      resource: 'blood_oxygen',
+      value: (spo2.spo2_percentage as { average: number }).average,
+    });
 
     fake.remove(userId, 'workout', workout.id);
     const gone = await integration.fetchObject!(ctx, 'workouts', workout.id, PLUS_ONE);
@@ -420,7 +484,8 @@ describe('oura errors', () => {
     try {
       const res = await fetch(`${fake.url}/v2/usercollection/personal_info`);
       expect(res.status).toBe(429);
-      for (const h of ['retry-after', 'x-ratelimit-limit', 'x-ratelimit-window', 'x-ratelimit-reset', 'x-ratelimit-tier']) expect(res.headers.get(h)).toBeTruthy();
+      for (const h of ['retry-after', 'x-ratelimit-limit', 'x-ratelimit-window', 'x-ratelimit-reset', 'x-ratelimit-tier'])
+        expect(res.headers.get(h)).toBeTruthy();
       expect(res.headers.get('x-ratelimit-window')).toBe('300');
       const err = await integration.fetchPage(ctx, 'profile', integration.firstPage('profile', window)!).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RateLimitedError);
@@ -431,21 +496,27 @@ describe('oura errors', () => {
 
   it('rateLimitResetAt reads X-RateLimit-Reset (epoch seconds), else X-RateLimit-Window', () => {
     const now = new Date('2026-11-01T10:00:00Z');
-    expect(integration.rateLimitResetAt!(new Headers({ 'x-ratelimit-reset': String(Date.parse('2026-11-01T10:03:20Z') / 1000) }), now)!.toISOString()).toBe('2026-11-01T10:03:20.000Z');
+    expect(integration.rateLimitResetAt!(new Headers({ 'x-ratelimit-reset': String(Date.parse('2026-11-01T10:03:20Z') / 1000) }), now)!.toISOString()).toBe(
+      '2026-11-01T10:03:20.000Z',
+    );
     expect(integration.rateLimitResetAt!(new Headers({ 'x-ratelimit-window': '300' }), now)!.toISOString()).toBe('2026-11-01T10:05:00.000Z');
     expect(integration.rateLimitResetAt!(new Headers({}), now)).toBeNull();
   });
 
   it('a 5xx is provider_unavailable; a refused token is provider_credential_error; a missing scope non_retriable', async () => {
     fake.failServerError({ path: '/v2/usercollection/daily_spo2' });
-    await expect(integration.fetchPage(ctx, 'blood_oxygen', integration.firstPage('blood_oxygen', window)!)).rejects.toMatchObject({ errorType: 'provider_unavailable' });
+    await expect(integration.fetchPage(ctx, 'blood_oxygen', integration.firstPage('blood_oxygen', window)!)).rejects.toMatchObject({
+      errorType: 'provider_unavailable',
+    });
     const stranger = contextOf({ access_token: 'at_not_issued' });
     const denied = await integration.fetchPage(stranger, 'sleep', integration.firstPage('sleep', window)!).catch((e: unknown) => e);
     expect(denied).toBeInstanceOf(ProviderFetchError);
     expect((denied as ProviderFetchError).errorType).toBe('provider_credential_error');
     const narrow = fake.addUser({ zoneOffsetSeconds: PLUS_ONE });
     const narrowCtx = contextOf(await connect(narrow.id, ['daily']));
-    await expect(integration.fetchPage(narrowCtx, 'heartrate', integration.firstPage('heartrate', window)!)).rejects.toMatchObject({ errorType: 'non_retriable_error' });
+    await expect(integration.fetchPage(narrowCtx, 'heartrate', integration.firstPage('heartrate', window)!)).rejects.toMatchObject({
+      errorType: 'non_retriable_error',
+    });
     // personal_info's id needs no scope: afterConnect still works.
     await expect(integration.afterConnect!(narrowCtx)).resolves.toEqual({ externalUserId: narrow.id });
   });
@@ -458,7 +529,10 @@ describe('oura errors', () => {
     expect((await fetch(`${fake.url}/v2/usercollection/heartrate?${long}`, { headers: auth })).status).toBe(400);
     const reversed = await fetch(`${fake.url}/v2/usercollection/sleep?start_date=2026-10-10&end_date=2026-10-01`, { headers: auth });
     expect(reversed.status).toBe(422);
-    expect(((await reversed.json()) as { detail: unknown[] }).detail[0]).toMatchObject({ loc: ['query', 'start_date'], msg: 'Start date must be before end date' });
+    expect(((await reversed.json()) as { detail: unknown[] }).detail[0]).toMatchObject({
+      loc: ['query', 'start_date'],
+      msg: 'Start date must be before end date',
+    });
   });
 
   it('an empty window asks nothing', () => {
@@ -491,18 +565,51 @@ describe('oura offsets', () => {
 
   it('the brief example: bedtime_start 2026-11-01T23:10:00+01:00 is 22:10 UTC, never shifted twice', () => {
     const doc: OuraSleep = {
-      id: 'sleep-1', day: '2026-11-02', bedtime_start: '2026-11-01T23:10:00+01:00', bedtime_end: '2026-11-02T07:05:30+01:00', time_in_bed: 28530,
-      total_sleep_duration: 25000, awake_time: 3530, deep_sleep_duration: 5000, light_sleep_duration: 14000, rem_sleep_duration: 6000,
-      average_hrv: 47, lowest_heart_rate: 51, average_heart_rate: 56.625, efficiency: 88, latency: 600, average_breath: 14.5,
-      low_battery_alert: false, period: 0, type: 'long_sleep', sleep_phase_5_min: '4422', readiness: { contributors: {}, score: 80, temperature_deviation: -0.12 },
+      id: 'sleep-1',
+      day: '2026-11-02',
+      bedtime_start: '2026-11-01T23:10:00+01:00',
+      bedtime_end: '2026-11-02T07:05:30+01:00',
+      time_in_bed: 28530,
+      total_sleep_duration: 25000,
+      awake_time: 3530,
+      deep_sleep_duration: 5000,
+      light_sleep_duration: 14000,
+      rem_sleep_duration: 6000,
+      average_hrv: 47,
+      lowest_heart_rate: 51,
+      average_heart_rate: 56.625,
+      efficiency: 88,
+      latency: 600,
+      average_breath: 14.5,
+      low_battery_alert: false,
+      period: 0,
+      type: 'long_sleep',
+      sleep_phase_5_min: '4422',
+      readiness: { contributors: {}, score: 80, temperature_deviation: -0.12 },
       heart_rate: { interval: 300, items: [60, null, 58], timestamp: '2026-11-01T23:10:00.000+01:00' },
       hrv: { interval: 300, items: [40, 45, null], timestamp: '2026-11-01T23:10:00.000+01:00' },
     };
     const mapped = mapSleep(doc, 81)!;
     expect(mapped.summary.time).toBe('2026-11-01T22:10:00.000Z');
-    expect(mapped.summary.fields).toMatchObject({ bedtime_start: '2026-11-01T23:10:00+01:00', bedtime_stop: '2026-11-02T07:05:30+01:00', timezone_offset: 3600, calendar_date: '2026-11-02', score: 81, average_hrv: 47, hr_average: 57, hr_lowest: 51, temperature_delta: -0.12 });
-    expect(of(mapped.samples, 'heartrate').map((s) => [s.timestamp, s.value])).toEqual([['2026-11-01T22:10:00.000Z', 60], ['2026-11-01T22:20:00.000Z', 58]]);
-    expect(of(mapped.samples, 'hrv').map((s) => [s.timestamp, s.value, s.unit])).toEqual([['2026-11-01T22:10:00.000Z', 40, 'rmssd'], ['2026-11-01T22:15:00.000Z', 45, 'rmssd']]);
+    expect(mapped.summary.fields).toMatchObject({
+      bedtime_start: '2026-11-01T23:10:00+01:00',
+      bedtime_stop: '2026-11-02T07:05:30+01:00',
+      timezone_offset: 3600,
+      calendar_date: '2026-11-02',
+      score: 81,
+      average_hrv: 47,
+      hr_average: 57,
+      hr_lowest: 51,
+      temperature_delta: -0.12,
+    });
+    expect(of(mapped.samples, 'heartrate').map((s) => [s.timestamp, s.value])).toEqual([
+      ['2026-11-01T22:10:00.000Z', 60],
+      ['2026-11-01T22:20:00.000Z', 58],
+    ]);
+    expect(of(mapped.samples, 'hrv').map((s) => [s.timestamp, s.value, s.unit])).toEqual([
+      ['2026-11-01T22:10:00.000Z', 40, 'rmssd'],
+      ['2026-11-01T22:15:00.000Z', 45, 'rmssd'],
+    ]);
     expect(of(mapped.samples, 'hypnogram').map((s) => s.value)).toEqual([4, 4, 2, 2]);
     // Deleted and rejected periods are not sleep.
     expect(mapSleep({ ...doc, type: 'deleted' }, 81)).toBeNull();
@@ -511,21 +618,62 @@ describe('oura offsets', () => {
   });
 
   it('each document is read in its own offset (a cassette workout in +00:00 between +02:00 ones)', () => {
-    const w = mapWorkout({ id: '6fcc2eed', activity: 'walking', calories: 87.868, day: '2024-10-09', distance: 269.87872314453125, end_datetime: '2024-10-09T17:33:00+00:00', intensity: 'easy', label: null, source: 'confirmed', start_datetime: '2024-10-09T16:49:00+00:00' })!;
-    expect(w).toMatchObject({ time: '2024-10-09T16:49:00.000Z', fields: { timezone_offset: 0, time_start: '2024-10-09T16:49:00+00:00', sport: { id: 3, slug: 'walking' }, title: 'Walking' } });
-    const other = mapWorkout({ id: 'x', activity: 'underwaterHockey', day: '2024-10-09', end_datetime: '2024-10-09T09:18:00+02:00', intensity: 'easy', source: 'manual', start_datetime: '2024-10-09T09:07:00+02:00' })!;
-    expect(other).toMatchObject({ time: '2024-10-09T07:07:00.000Z', fields: { timezone_offset: 7200, sport: { id: 0, slug: 'other' }, title: 'Underwater hockey' } });
+    const w = mapWorkout({
+      id: '6fcc2eed',
+      activity: 'walking',
+      calories: 87.868,
+      day: '2024-10-09',
+      distance: 269.87872314453125,
+      end_datetime: '2024-10-09T17:33:00+00:00',
+      intensity: 'easy',
+      label: null,
+      source: 'confirmed',
+      start_datetime: '2024-10-09T16:49:00+00:00',
+    })!;
+    expect(w).toMatchObject({
+      time: '2024-10-09T16:49:00.000Z',
+      fields: { timezone_offset: 0, time_start: '2024-10-09T16:49:00+00:00', sport: { id: 3, slug: 'walking' }, title: 'Walking' },
+    });
+    const other = mapWorkout({
+      id: 'x',
+      activity: 'underwaterHockey',
+      day: '2024-10-09',
+      end_datetime: '2024-10-09T09:18:00+02:00',
+      intensity: 'easy',
+      source: 'manual',
+      start_datetime: '2024-10-09T09:07:00+02:00',
+    })!;
+    expect(other).toMatchObject({
+      time: '2024-10-09T07:07:00.000Z',
+      fields: { timezone_offset: 7200, sport: { id: 0, slug: 'other' }, title: 'Underwater hockey' },
+    });
   });
 
   it('the cassette personal_info (height 1.8 m) and activity day (04:00+01:00) map to our units', () => {
-    const [profile, body] = mapPersonalInfo({ id: '8b97e1b67-144-5e9a8c067-e62331-968-b', age: 42, weight: 90.2, height: 1.8, biological_sex: 'male', email: 'foo@bar.ai' }, '2024-12-14', 3600);
+    const [profile, body] = mapPersonalInfo(
+      { id: '8b97e1b67-144-5e9a8c067-e62331-968-b', age: 42, weight: 90.2, height: 1.8, biological_sex: 'male', email: 'foo@bar.ai' },
+      '2024-12-14',
+      3600,
+    );
     expect(profile.fields).toMatchObject({ height: 180, sex: 'male' });
     expect(body.fields).toMatchObject({ weight: 90.2, body_mass_index: 27.8 });
     const a = mapDailyActivity({
-      id: '3e8de08b', day: '2024-11-11', timestamp: '2024-11-11T04:00:00+01:00', steps: 15185, active_calories: 1153, total_calories: 3502, equivalent_walking_distance: 17850,
-      high_activity_time: 2460, medium_activity_time: 4860, low_activity_time: 18060, met: { interval: 60, items: [], timestamp: '2024-11-11T04:00:00.000+01:00' },
+      id: '3e8de08b',
+      day: '2024-11-11',
+      timestamp: '2024-11-11T04:00:00+01:00',
+      steps: 15185,
+      active_calories: 1153,
+      total_calories: 3502,
+      equivalent_walking_distance: 17850,
+      high_activity_time: 2460,
+      medium_activity_time: 4860,
+      low_activity_time: 18060,
+      met: { interval: 60, items: [], timestamp: '2024-11-11T04:00:00.000+01:00' },
     } as unknown as OuraDailyActivity)!;
-    expect(a.summary).toMatchObject({ time: '2024-11-10T23:00:00.000Z', fields: { steps: 15185, distance: 17850, high: 41, medium: 81, low: 301, calories_total: 3502, timezone_offset: 3600 } });
+    expect(a.summary).toMatchObject({
+      time: '2024-11-10T23:00:00.000Z',
+      fields: { steps: 15185, distance: 17850, high: 41, medium: 81, low: 301, calories_total: 3502, timezone_offset: 3600 },
+    });
     expect(of(a.samples, 'calories_basal')[0]).toMatchObject({ value: 3502 - 1153, start: '2024-11-11T03:00:00.000Z', end: '2024-11-12T03:00:00.000Z' });
   });
 });
@@ -546,7 +694,12 @@ describe('oura webhooks', () => {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         const url = new URL(req.url ?? '/', 'http://receiver');
-        const push: PushRequest = { method: req.method ?? 'GET', query: Object.fromEntries(url.searchParams), headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])), rawBody: Buffer.concat(chunks) };
+        const push: PushRequest = {
+          method: req.method ?? 'GET',
+          query: Object.fromEntries(url.searchParams),
+          headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])),
+          rawBody: Buffer.concat(chunks),
+        };
         if (push.method === 'GET') {
           const reply = integration.push!.handshake!(push, secrets);
           res.writeHead(reply?.status ?? 404, { 'content-type': 'application/json' });
@@ -584,7 +737,9 @@ describe('oura webhooks', () => {
   });
 
   it('a callback that does not know the verification token fails the subscription; the handshake answers only the right token', async () => {
-    await expect(createSubscription(ctx, { callbackUrl: callback, verificationToken: 'not-ours', eventType: 'update', dataType: 'workout' })).rejects.toBeInstanceOf(ProviderFetchError);
+    await expect(
+      createSubscription(ctx, { callbackUrl: callback, verificationToken: 'not-ours', eventType: 'update', dataType: 'workout' }),
+    ).rejects.toBeInstanceOf(ProviderFetchError);
     const right = await fake.verify(callback, secrets.verifyToken!);
     expect(right).toMatchObject({ status: 200, ok: true });
     expect(right.body).toEqual({ challenge: right.challenge });
@@ -599,7 +754,14 @@ describe('oura webhooks', () => {
     expect(results.map((r) => r.status)).toEqual([200]);
     expect(results[0].headers['x-oura-signature']).toMatch(/^[0-9A-F]{64}$/);
     const sent = JSON.parse(results[0].body);
-    expect(received).toEqual([{ status: 200, notifications: [{ kind: 'data', externalUserId: user.id, resource: 'sleep', objectId: 'sleep-doc-1', dedupeKey: `oura:sleep:sleep-doc-1:create:${sent.event_time}` }] }]);
+    expect(received).toEqual([
+      {
+        status: 200,
+        notifications: [
+          { kind: 'data', externalUserId: user.id, resource: 'sleep', objectId: 'sleep-doc-1', dedupeKey: `oura:sleep:sleep-doc-1:create:${sent.event_time}` },
+        ],
+      },
+    ]);
 
     await fake.notify({ dataType: 'daily_sleep', objectId: 'score-1', userId: user.id });
     expect(received.at(-1)!.notifications[0]).toMatchObject({ resource: 'sleep', objectId: 'daily_sleep:score-1' });
@@ -624,14 +786,25 @@ describe('oura webhooks', () => {
 
     const now = new Date();
     const stamp = String(Math.floor(now.getTime() / 1000));
-    const body = Buffer.from(JSON.stringify({ event_type: 'update', data_type: 'workout', object_id: 'w-9', event_time: '2026-11-02T08:00:00+00:00', user_id: 'u-1' }));
-    const signed = (b: Buffer, sig = ouraSignature(CLIENT.clientSecret, stamp, body)): PushRequest => ({ method: 'POST', query: {}, headers: { 'x-oura-signature': sig, 'x-oura-timestamp': stamp }, rawBody: b });
+    const body = Buffer.from(
+      JSON.stringify({ event_type: 'update', data_type: 'workout', object_id: 'w-9', event_time: '2026-11-02T08:00:00+00:00', user_id: 'u-1' }),
+    );
+    const signed = (b: Buffer, sig = ouraSignature(CLIENT.clientSecret, stamp, body)): PushRequest => ({
+      method: 'POST',
+      query: {},
+      headers: { 'x-oura-signature': sig, 'x-oura-timestamp': stamp },
+      rawBody: b,
+    });
     expect(integration.push!.verify(signed(body), secrets, now)).toBe(true);
     expect(integration.push!.verify(signed(body, ouraSignature(CLIENT.clientSecret, stamp, body).toLowerCase()), secrets, now)).toBe(true);
     expect(integration.push!.verify(signed(Buffer.from(body.toString().replace('w-9', 'w-8'))), secrets, now)).toBe(false);
     expect(integration.push!.verify(signed(body), secrets, new Date(now.getTime() + 6 * 60_000))).toBe(false);
-    expect(integration.push!.parse(signed(body))).toEqual([{ kind: 'data', externalUserId: 'u-1', resource: 'workouts', objectId: 'w-9', dedupeKey: 'oura:workout:w-9:update:2026-11-02T08:00:00+00:00' }]);
-    expect(integration.push!.parse(signed(Buffer.from(JSON.stringify({ event_type: 'create', data_type: 'tag', object_id: 't', event_time: 'x', user_id: 'u' }))))).toEqual([]);
+    expect(integration.push!.parse(signed(body))).toEqual([
+      { kind: 'data', externalUserId: 'u-1', resource: 'workouts', objectId: 'w-9', dedupeKey: 'oura:workout:w-9:update:2026-11-02T08:00:00+00:00' },
+    ]);
+    expect(
+      integration.push!.parse(signed(Buffer.from(JSON.stringify({ event_type: 'create', data_type: 'tag', object_id: 't', event_time: 'x', user_id: 'u' })))),
+    ).toEqual([]);
   });
 
   it('a verified push leads to the object: parse → fetchObject lands the pushed workout', async () => {

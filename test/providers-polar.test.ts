@@ -9,10 +9,30 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ProviderFetchError } from '../lib/wearables/adapters';
 import type { ProviderData, SampleInput } from '../lib/wearables/model';
-import { OAuthError, RateLimitedError, type PageCursor, type ProviderCallContext, type PushNotification, type PushRequest, type PushSecrets, type PullWindow, type TokenSet } from '../lib/wearables/providers/contract';
+import {
+  OAuthError,
+  RateLimitedError,
+  type PageCursor,
+  type ProviderCallContext,
+  type PushNotification,
+  type PushRequest,
+  type PushSecrets,
+  type PullWindow,
+  type TokenSet,
+} from '../lib/wearables/providers/contract';
 import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode } from '../lib/wearables/providers/oauth-client';
-import { activateWebhook, createWebhook, deactivateWebhook, deleteWebhook, getWebhook, integration, polarOAuth, polarRateLimitResetAt, polarSignature } from '../lib/wearables/providers/polar';
+import {
+  activateWebhook,
+  createWebhook,
+  deactivateWebhook,
+  deleteWebhook,
+  getWebhook,
+  integration,
+  polarOAuth,
+  polarRateLimitResetAt,
+  polarSignature,
+} from '../lib/wearables/providers/polar';
 import { continuousHeartRateDays, expandSteps, mapExercise, mapSleep, mapSpo2 } from '../lib/wearables/providers/polar/mapping';
 import { FAKE_POLAR_CLIENT, FakePolar, startFakePolar, type PolarFakeUser } from './support/fakes/polar';
 
@@ -63,7 +83,13 @@ afterAll(async () => {
 
 // ---- Helpers -----------------------------------------------------------------------------------------------------
 
-const unescapeHtml = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+const unescapeHtml = (s: string) =>
+  s
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 
 /** A browser on the consent page: GET the authorize URL, POST the form with the decision, read the 302's query. */
 async function consent(decision: 'approve' | 'deny', userId?: string): Promise<{ authorize: URL; redirect: URL }> {
@@ -75,7 +101,12 @@ async function consent(decision: 'approve' | 'deny', userId?: string): Promise<{
   const form = new URLSearchParams();
   for (const m of html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) form.set(unescapeHtml(m[1]), unescapeHtml(m[2]));
   form.set('decision', decision);
-  const answer = await fetch(new URL(authorize.pathname, fake.url), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form.toString(), redirect: 'manual' });
+  const answer = await fetch(new URL(authorize.pathname, fake.url), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: form.toString(),
+    redirect: 'manual',
+  });
   expect(answer.status).toBe(302);
   return { authorize, redirect: new URL(answer.headers.get('location')!) };
 }
@@ -103,7 +134,13 @@ const addDays = (date: string, n: number) => new Date(Date.parse(`${date}T00:00:
 
 function windowOf(days: number, tz: number, endDate = localToday(tz)): PullWindow {
   const startDate = addDays(endDate, -(days - 1));
-  return { startDate, endDate, start: new Date(Date.parse(`${startDate}T00:00:00Z`) - tz * 1000), end: new Date(Date.parse(`${endDate}T00:00:00Z`) + DAY - tz * 1000), timezoneOffsetSeconds: tz };
+  return {
+    startDate,
+    endDate,
+    start: new Date(Date.parse(`${startDate}T00:00:00Z`) - tz * 1000),
+    end: new Date(Date.parse(`${endDate}T00:00:00Z`) + DAY - tz * 1000),
+    timezoneOffsetSeconds: tz,
+  };
 }
 
 /** Every page of one pull unit over a window: the merged data and the cursors walked. */
@@ -159,14 +196,20 @@ describe('OAuth against the fake', () => {
     expect(tokens.extras.x_user_id).toBe(Number(user.id));
     expect(tokens.expires_at!.getTime() - before).toBeGreaterThan(364 * DAY);
     const tokenRequest = fake.requestsTo('/v2/oauth2/token').at(-1)!;
-    expect(tokenRequest.headers.authorization).toBe(`Basic ${Buffer.from(`${FAKE_POLAR_CLIENT.clientId}:${FAKE_POLAR_CLIENT.clientSecret}`).toString('base64')}`);
+    expect(tokenRequest.headers.authorization).toBe(
+      `Basic ${Buffer.from(`${FAKE_POLAR_CLIENT.clientId}:${FAKE_POLAR_CLIENT.clientSecret}`).toString('base64')}`,
+    );
     expect(tokenRequest.body).not.toContain('client_secret');
     expect(polarOAuth.refreshable).toBe(false);
   });
 
   test('a wrong client secret is refused', async () => {
     const { redirect } = await consent('approve');
-    const err = await rejection(exchangeCode(polarOAuth, { ...FAKE_POLAR_CLIENT, clientSecret: 'nope', redirectUri: REDIRECT_URI }, redirect.searchParams.get('code')!, { baseUrl: fake.url }));
+    const err = await rejection(
+      exchangeCode(polarOAuth, { ...FAKE_POLAR_CLIENT, clientSecret: 'nope', redirectUri: REDIRECT_URI }, redirect.searchParams.get('code')!, {
+        baseUrl: fake.url,
+      }),
+    );
     expect(err).toBeInstanceOf(OAuthError);
     expect((err as OAuthError).error).toBe('invalid_client');
   });
@@ -245,7 +288,11 @@ describe('history pull over the provider window', () => {
   });
 
   test('range endpoints are asked in chunks of at most 28 days covering the window exactly once', () => {
-    for (const [resource, path] of [['activity', '/v3/users/activities'], ['heartrate', '/v3/users/continuous-heart-rate'], ['blood_oxygen', '/v3/users/biosensing/spo2']] as const) {
+    for (const [resource, path] of [
+      ['activity', '/v3/users/activities'],
+      ['heartrate', '/v3/users/continuous-heart-rate'],
+      ['blood_oxygen', '/v3/users/biosensing/spo2'],
+    ] as const) {
       const requests = fake.requestsTo(path, user.id);
       expect(requests).toHaveLength(4); // 28 + 28 + 28 + 6 days
       expect(pulled[resource].cursors).toHaveLength(4);
@@ -273,9 +320,17 @@ describe('history pull over the provider window', () => {
       const raw = fake.activityFor(user.id, s.calendar_date)!;
       expect(s.source_key).toBe(s.calendar_date);
       expect(s.time).toBe(utcOfWall(`${s.calendar_date}T00:00:00`, TZ));
-      expect(s.fields).toMatchObject({ steps: raw.steps, calories_total: raw.calories, calories_active: raw.active_calories, distance: raw.distance_from_steps, timezone_offset: TZ, calendar_date: s.calendar_date });
+      expect(s.fields).toMatchObject({
+        steps: raw.steps,
+        calories_total: raw.calories,
+        calories_active: raw.active_calories,
+        distance: raw.distance_from_steps,
+        timezone_offset: TZ,
+        calendar_date: s.calendar_date,
+      });
       // The day's step samples (repeats re-expanded) add up to the day's steps.
-      const dayStart = Date.parse(s.time), dayEnd = dayStart + DAY;
+      const dayStart = Date.parse(s.time),
+        dayEnd = dayStart + DAY;
       const mine = steps.filter((x) => Date.parse(x.timestamp) >= dayStart && Date.parse(x.timestamp) < dayEnd);
       expect(mine.reduce((n, x) => n + x.value!, 0)).toBe(raw.steps);
       expect(mine.every((x) => x.unit === 'count' && Date.parse(x.end!) - Date.parse(x.start!) === 300_000 && x.timezone_offset === TZ)).toBe(true);
@@ -283,10 +338,15 @@ describe('history pull over the provider window', () => {
       const zones = raw.samples!.activity_zones!.samples!;
       const minutes: Record<string, number> = {};
       zones.forEach((z, i) => {
-        const from = Date.parse(`${z.timestamp}Z`), to = i + 1 < zones.length ? Date.parse(`${zones[i + 1].timestamp}Z`) : Date.parse(`${s.calendar_date}T00:00:00Z`) + DAY;
+        const from = Date.parse(`${z.timestamp}Z`),
+          to = i + 1 < zones.length ? Date.parse(`${zones[i + 1].timestamp}Z`) : Date.parse(`${s.calendar_date}T00:00:00Z`) + DAY;
         minutes[z.zone!] = (minutes[z.zone!] ?? 0) + (to - from) / 60_000;
       });
-      expect(s.fields).toMatchObject({ low: Math.round(minutes.LIGHT ?? 0), medium: Math.round(minutes.MODERATE ?? 0), high: Math.round(minutes.VIGOROUS ?? 0) });
+      expect(s.fields).toMatchObject({
+        low: Math.round(minutes.LIGHT ?? 0),
+        medium: Math.round(minutes.MODERATE ?? 0),
+        high: Math.round(minutes.VIGOROUS ?? 0),
+      });
     }
     expect(of(pulled.activity.data, 'calories_active')).toHaveLength(summaries.length);
     expect(of(pulled.activity.data, 'distance').every((x) => x.unit === 'm')).toBe(true);
@@ -306,8 +366,16 @@ describe('history pull over the provider window', () => {
       expect(s.time).toBe(new Date(Date.parse(raw.sleep_start_time!)).toISOString());
       expect(s.fields.timezone_offset).toBe(TZ);
       const stages = fake.sleepStageSecondsFor(user.id, s.calendar_date);
-      expect(s.fields).toMatchObject({ deep: stages[4], light: stages[2] + stages[3], rem: stages[1], awake: stages[0], total: stages[1] + stages[2] + stages[3] + stages[4] + stages[5], score: raw.sleep_score });
-      const from = Date.parse(s.time), to = Date.parse(String(s.fields.bedtime_stop));
+      expect(s.fields).toMatchObject({
+        deep: stages[4],
+        light: stages[2] + stages[3],
+        rem: stages[1],
+        awake: stages[0],
+        total: stages[1] + stages[2] + stages[3] + stages[4] + stages[5],
+        score: raw.sleep_score,
+      });
+      const from = Date.parse(s.time),
+        to = Date.parse(String(s.fields.bedtime_stop));
       const mine = hypnogram.filter((h) => Date.parse(h.start!) >= from && Date.parse(h.end!) <= to);
       const seconds = (stage: number) => mine.filter((h) => h.value === stage).reduce((n, h) => n + (Date.parse(h.end!) - Date.parse(h.start!)) / 1000, 0);
       expect([seconds(1), seconds(2), seconds(3), seconds(4), seconds(-1)]).toEqual([stages[4], stages[2] + stages[3], stages[1], stages[0], stages[5]]);
@@ -327,7 +395,10 @@ describe('history pull over the provider window', () => {
     expect(hrv.every((x) => x.unit === 'rmssd' && x.timezone_offset === TZ)).toBe(true);
     const date = addDays(window.endDate, -3);
     const raw = fake.rechargeFor(user.id, date)!;
-    const expected = Object.entries(raw.hrv_samples!).map(([key, value]) => ({ timestamp: utcOfWall(`${key >= '12:00' ? addDays(date, -1) : date}T${key}:00`, TZ), value }));
+    const expected = Object.entries(raw.hrv_samples!).map(([key, value]) => ({
+      timestamp: utcOfWall(`${key >= '12:00' ? addDays(date, -1) : date}T${key}:00`, TZ),
+      value,
+    }));
     for (const e of expected) expect(hrv).toContainEqual(expect.objectContaining({ resource: 'hrv', timestamp: e.timestamp, value: e.value }));
     // The samples are the RMSSD values themselves: their mean is Polar's heart_rate_variability_avg (RMSSD).
     const mean = expected.reduce((n, e) => n + e.value, 0) / expected.length;
@@ -353,9 +424,19 @@ describe('history pull over the provider window', () => {
       expect(w.time).toBe(new Date(wall - 120 * 60_000).toISOString());
       expect(w.time).not.toBe(new Date(wall + 120 * 60_000).toISOString()); // the open-wearables #1679 bug
       expect(w.fields.time_start).toBe(`${raw.start_time}+02:00`);
-      expect(w.fields).toMatchObject({ provider_id: raw.id, timezone_offset: TZ, average_hr: raw.heart_rate!.average, max_hr: raw.heart_rate!.maximum, calories: raw.calories, distance: raw.distance });
+      expect(w.fields).toMatchObject({
+        provider_id: raw.id,
+        timezone_offset: TZ,
+        average_hr: raw.heart_rate!.average,
+        max_hr: raw.heart_rate!.maximum,
+        calories: raw.calories,
+        distance: raw.distance,
+      });
       const stream = pulled.workouts.data.workout_streams.find((s) => s.workout_source_key === w.source_key)!;
-      const hr = raw.samples!.find((s) => s['sample-type'] === '0')!.data!.split(',').map(Number);
+      const hr = raw
+        .samples!.find((s) => s['sample-type'] === '0')!
+        .data!.split(',')
+        .map(Number);
       expect(stream.stream.heartrate).toEqual(hr);
       expect(stream.stream.time[0]).toBe(Date.parse(w.time) / 1000);
       expect(stream.stream.time[1] - stream.stream.time[0]).toBe(5);
@@ -370,7 +451,9 @@ describe('history pull over the provider window', () => {
     const date = addDays(window.endDate, -5);
     const raw = fake.heartRateFor(user.id, date)!;
     const first = raw.heart_rate_samples![0];
-    expect(hr).toContainEqual(expect.objectContaining({ timestamp: utcOfWall(`${date}T${first.sample_time}`, TZ), value: first.heart_rate, unit: 'bpm', timezone_offset: TZ }));
+    expect(hr).toContainEqual(
+      expect.objectContaining({ timestamp: utcOfWall(`${date}T${first.sample_time}`, TZ), value: first.heart_rate, unit: 'bpm', timezone_offset: TZ }),
+    );
   });
 
   test('blood oxygen: passed SpO2 tests only, at their own offset', () => {
@@ -384,7 +467,16 @@ describe('history pull over the provider window', () => {
   test('profile and body: user info, and the physical-information transaction (create, list, get, commit)', async () => {
     const info = await ctx.http.request<{ height: number; birthdate: string; gender: string }>({ url: `https://www.polaraccesslink.com/v3/users/${user.id}` });
     expect(pulled.profile.data.summaries).toEqual([
-      expect.objectContaining({ resource: 'profile', source_key: 'profile', fields: { height: Math.round(info.body.height), birth_date: info.body.birthdate, gender: info.body.gender.toLowerCase(), sex: info.body.gender.toLowerCase() } }),
+      expect.objectContaining({
+        resource: 'profile',
+        source_key: 'profile',
+        fields: {
+          height: Math.round(info.body.height),
+          birth_date: info.body.birthdate,
+          gender: info.body.gender.toLowerCase(),
+          sex: info.body.gender.toLowerCase(),
+        },
+      }),
     ]);
 
     const body = pulled.body.data.summaries;
@@ -406,7 +498,12 @@ describe('mapping traps', () => {
   test('exercise start: local time minus start_time_utc_offset minutes, applied once, for any sign', () => {
     const east = mapExercise({ id: 'E1', start_time: '2026-07-01T10:00:00', start_time_utc_offset: 120, duration: 'PT1H30M', distance: 1000 }).summaries[0];
     expect(east.time).toBe('2026-07-01T08:00:00.000Z');
-    expect(east.fields).toMatchObject({ time_start: '2026-07-01T10:00:00+02:00', time_end: '2026-07-01T11:30:00+02:00', timezone_offset: 7200, calendar_date: '2026-07-01' });
+    expect(east.fields).toMatchObject({
+      time_start: '2026-07-01T10:00:00+02:00',
+      time_end: '2026-07-01T11:30:00+02:00',
+      timezone_offset: 7200,
+      calendar_date: '2026-07-01',
+    });
     const west = mapExercise({ id: 'W1', start_time: '2026-07-01T22:30:00', start_time_utc_offset: -300, duration: 'PT45M' }).summaries[0];
     expect(west.time).toBe('2026-07-02T03:30:00.000Z');
     expect(west.fields).toMatchObject({ time_start: '2026-07-01T22:30:00-05:00', calendar_date: '2026-07-01', timezone_offset: -18000 });
@@ -419,7 +516,17 @@ describe('mapping traps', () => {
   test('an exercise served by the fake with a chosen offset lands at the right instant, by listing and by id', async () => {
     const { ctx, user } = await connectNewUser({ zoneOffsetSeconds: -4 * 3600 });
     const date = addDays(localToday(-4 * 3600), -1);
-    fake.addExercise(user.id, { id: 'OFFSET1', upload_time: new Date(Date.now() - 3600_000).toISOString(), start_time: `${date}T06:15:00`, start_time_utc_offset: -240, duration: 'PT40M', sport: 'RUNNING', calories: 400, distance: 7000, heart_rate: { average: 140, maximum: 170 } });
+    fake.addExercise(user.id, {
+      id: 'OFFSET1',
+      upload_time: new Date(Date.now() - 3600_000).toISOString(),
+      start_time: `${date}T06:15:00`,
+      start_time_utc_offset: -240,
+      duration: 'PT40M',
+      sport: 'RUNNING',
+      calories: 400,
+      distance: 7000,
+      heart_rate: { average: 140, maximum: 170 },
+    });
     const listed = (await pull(ctx, 'workouts', windowOf(1, -4 * 3600, date))).data.summaries.find((s) => s.source_key === 'OFFSET1')!;
     expect(listed.time).toBe(`${date}T10:15:00.000Z`);
     expect(listed.fields.time_start).toBe(`${date}T06:15:00-04:00`);
@@ -460,7 +567,15 @@ describe('mapping traps', () => {
 
   test('steps: filtered repeats re-expanded; the last run recovered from total_steps; zero intervals dropped', () => {
     const samples = expandSteps(
-      { interval_ms: 60_000, total_steps: 10 + 10 + 10 + 0 + 7 + 7 + 7, samples: [{ steps: 10, timestamp: '2026-03-01T08:00' }, { steps: 0, timestamp: '2026-03-01T08:03' }, { steps: 7, timestamp: '2026-03-01T08:04' }] },
+      {
+        interval_ms: 60_000,
+        total_steps: 10 + 10 + 10 + 0 + 7 + 7 + 7,
+        samples: [
+          { steps: 10, timestamp: '2026-03-01T08:00' },
+          { steps: 0, timestamp: '2026-03-01T08:03' },
+          { steps: 7, timestamp: '2026-03-01T08:04' },
+        ],
+      },
       Date.parse('2026-03-02T00:00:00Z'),
       3600,
     );
@@ -475,13 +590,24 @@ describe('mapping traps', () => {
   });
 
   test('sleep hypnogram keys cross midnight in the sleep offset; the first stage starts at sleep start', () => {
-    const data = mapSleep({ date: '2026-03-02', sleep_start_time: '2026-03-01T23:50:30-03:00', sleep_end_time: '2026-03-02T00:20:00-03:00', light_sleep: 1170, hypnogram: { '23:50': 2, '00:05': 4, '00:10': 0 } });
+    const data = mapSleep({
+      date: '2026-03-02',
+      sleep_start_time: '2026-03-01T23:50:30-03:00',
+      sleep_end_time: '2026-03-02T00:20:00-03:00',
+      light_sleep: 1170,
+      hypnogram: { '23:50': 2, '00:05': 4, '00:10': 0 },
+    });
     expect(data.samples.map((s) => [s.start, s.end, s.value, s.timezone_offset])).toEqual([
       ['2026-03-02T02:50:30.000Z', '2026-03-02T03:05:00.000Z', 2, -10800],
       ['2026-03-02T03:05:00.000Z', '2026-03-02T03:10:00.000Z', 1, -10800],
       ['2026-03-02T03:10:00.000Z', '2026-03-02T03:20:00.000Z', 4, -10800],
     ]);
-    expect(data.summaries[0]).toMatchObject({ source_key: '2026-03-02', calendar_date: '2026-03-02', time: '2026-03-02T02:50:30.000Z', fields: { bedtime_start: '2026-03-01T23:50:30-03:00', duration: 1770 } });
+    expect(data.summaries[0]).toMatchObject({
+      source_key: '2026-03-02',
+      calendar_date: '2026-03-02',
+      time: '2026-03-02T02:50:30.000Z',
+      fields: { bedtime_start: '2026-03-01T23:50:30-03:00', duration: 1770 },
+    });
   });
 
   test('continuous heart-rate answers in the documented single-day shape, a list or wrapped in heart_rates', () => {
@@ -497,7 +623,9 @@ describe('mapping traps', () => {
       { test_time: 1_697_787_256, time_zone_offset: 180, test_status: 'SPO2_TEST_PASSED', blood_oxygen_percent: 95, heart_rate_variability_ms: 100 },
       { test_time: 1_697_787_999, time_zone_offset: 180, test_status: 'SPO2_TEST_INCONCLUSIVE_TOO_LOW_OVERALL_QUALITY', blood_oxygen_percent: 80 },
     ]);
-    expect(samples).toEqual([{ resource: 'blood_oxygen', timestamp: new Date(1_697_787_256_000).toISOString(), value: 95, unit: '%', type: null, timezone_offset: 10800 }]);
+    expect(samples).toEqual([
+      { resource: 'blood_oxygen', timestamp: new Date(1_697_787_256_000).toISOString(), value: 95, unit: '%', type: null, timezone_offset: 10800 },
+    ]);
   });
 });
 
@@ -563,10 +691,20 @@ describe('errors and rate limits', () => {
     expect((err as ProviderFetchError).errorType).toBe('provider_unavailable');
 
     const today = localToday(0);
-    const tooLong = await rejection(integration.fetchPage(ctx, 'activity', { from: addDays(today, -28), to: today, start: addDays(today, -28), end: today, tz: 0 }));
+    const tooLong = await rejection(
+      integration.fetchPage(ctx, 'activity', { from: addDays(today, -28), to: today, start: addDays(today, -28), end: today, tz: 0 }),
+    );
     expect((tooLong as ProviderFetchError).errorType).toBe('non_retriable_error');
     expect((tooLong as Error).message).toContain('28 days');
-    const tooOld = await rejection(integration.fetchPage(ctx, 'activity', { from: addDays(today, -400), to: addDays(today, -390), start: addDays(today, -400), end: addDays(today, -390), tz: 0 }));
+    const tooOld = await rejection(
+      integration.fetchPage(ctx, 'activity', {
+        from: addDays(today, -400),
+        to: addDays(today, -390),
+        start: addDays(today, -400),
+        end: addDays(today, -390),
+        tz: 0,
+      }),
+    );
     expect((tooOld as Error).message).toContain('365');
   });
 });
@@ -620,7 +758,9 @@ describe('webhooks', () => {
     expect((await fake.sendPush(null, { event: 'EXERCISE', userId: user.id, entityId: exercise.id! })).status).toBe(200);
     const [push] = received.slice(seen);
     expect(push.verified).toBe(true);
-    expect(push.notifications).toEqual([{ kind: 'data', externalUserId: user.id, resource: 'workouts', objectId: exercise.id, dedupeKey: expect.stringContaining(exercise.id!) }]);
+    expect(push.notifications).toEqual([
+      { kind: 'data', externalUserId: user.id, resource: 'workouts', objectId: exercise.id, dedupeKey: expect.stringContaining(exercise.id!) },
+    ]);
     const data = await integration.fetchObject!(ctx, 'workouts', exercise.id!, TZ);
     expect(data.summaries.map((s) => s.source_key)).toEqual([exercise.id]);
     expect(data.workout_streams).toHaveLength(1);
@@ -629,12 +769,21 @@ describe('webhooks', () => {
   test('parse: each event names its user and the pull unit and day to fetch; SleepWise is ignored', async () => {
     const parse = (spec: Parameters<FakePolar['signedPush']>[0]) => {
       const { body, headers } = fake.signedPush(spec);
-      const req: PushRequest = { method: 'POST', query: {}, headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v])), rawBody: Buffer.from(body) };
+      const req: PushRequest = {
+        method: 'POST',
+        query: {},
+        headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v])),
+        rawBody: Buffer.from(body),
+      };
       expect(integration.push!.verify(req, pushSecrets, new Date())).toBe(true);
       return integration.push!.parse(req);
     };
-    expect(parse({ event: 'CONTINUOUS_HEART_RATE', userId: user.id, date: '2026-01-02' })).toEqual([expect.objectContaining({ kind: 'data', externalUserId: user.id, resource: 'heartrate', window: { startDate: '2026-01-02', endDate: '2026-01-02' } })]);
-    expect(parse({ event: 'ACTIVITY_SUMMARY', userId: user.id, date: '2026-01-02' })).toEqual([expect.objectContaining({ resource: 'activity', window: { startDate: '2026-01-02', endDate: '2026-01-02' } })]);
+    expect(parse({ event: 'CONTINUOUS_HEART_RATE', userId: user.id, date: '2026-01-02' })).toEqual([
+      expect.objectContaining({ kind: 'data', externalUserId: user.id, resource: 'heartrate', window: { startDate: '2026-01-02', endDate: '2026-01-02' } }),
+    ]);
+    expect(parse({ event: 'ACTIVITY_SUMMARY', userId: user.id, date: '2026-01-02' })).toEqual([
+      expect.objectContaining({ resource: 'activity', window: { startDate: '2026-01-02', endDate: '2026-01-02' } }),
+    ]);
     expect(parse({ event: 'SLEEP_WISE_ALERTNESS', userId: user.id, from: '2026-01-01', to: '2026-01-02' })).toEqual([]);
     expect(parse({ event: 'PING' })).toEqual([{ kind: 'ping' }]);
     const a = parse({ event: 'SLEEP', userId: user.id, date: '2026-01-02' });
@@ -644,7 +793,11 @@ describe('webhooks', () => {
   test('forged, tampered, unsigned, mismatched and stale pushes are refused', async () => {
     const spec = { event: 'EXERCISE' as const, userId: user.id, entityId: 'ABC123' };
     const verify = (body: string, headers: Record<string, string>, now = new Date()) =>
-      integration.push!.verify({ method: 'POST', query: {}, headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v])), rawBody: Buffer.from(body) }, pushSecrets, now);
+      integration.push!.verify(
+        { method: 'POST', query: {}, headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v])), rawBody: Buffer.from(body) },
+        pushSecrets,
+        now,
+      );
     const good = fake.signedPush(spec);
     expect(verify(good.body, good.headers)).toBe(true);
 
@@ -654,7 +807,18 @@ describe('webhooks', () => {
     const unsigned = Object.fromEntries(Object.entries(good.headers).filter(([k]) => k !== 'Polar-Webhook-Signature'));
     expect(verify(good.body, unsigned)).toBe(false);
     expect(verify(good.body, { ...good.headers, 'Polar-Webhook-Event': 'SLEEP' })).toBe(false);
-    expect(integration.push!.verify({ method: 'POST', query: {}, headers: { 'polar-webhook-signature': polarSignature(pushSecrets.webhookSecret!, good.body) }, rawBody: Buffer.from(good.body) }, { clientSecret: 'x' }, new Date())).toBe(false); // no key stored
+    expect(
+      integration.push!.verify(
+        {
+          method: 'POST',
+          query: {},
+          headers: { 'polar-webhook-signature': polarSignature(pushSecrets.webhookSecret!, good.body) },
+          rawBody: Buffer.from(good.body),
+        },
+        { clientSecret: 'x' },
+        new Date(),
+      ),
+    ).toBe(false); // no key stored
 
     const stale = fake.signedPush(spec, { timestamp: new Date(Date.now() - 6 * 60_000).toISOString() });
     expect(verify(stale.body, stale.headers)).toBe(false);
@@ -693,7 +857,7 @@ describe('revoke and data uploaded before registration', () => {
     await expect(integration.revoke!(ctx)).resolves.toBeUndefined();
   });
 
-  test('as AccessLink (the fake\'s default): a new connection finds no history, then gets what is uploaded after its registration', async () => {
+  test("as AccessLink (the fake's default): a new connection finds no history, then gets what is uploaded after its registration", async () => {
     const byDefault = new FakePolar();
     expect(byDefault.preRegistrationHistory).toBe(false);
     fake.preRegistrationHistory = byDefault.preRegistrationHistory;

@@ -74,7 +74,14 @@ beforeAll(async () => {
   strava = await startFakeStrava({ rateLimits: { overall: [10_000, 100_000], read: [10_000, 100_000] } });
   dexcom = await startFakeDexcom();
   withings = await startFakeWithings();
-  const fakes: [Slug, FakeProvider][] = [['oura', oura], ['whoop_v2', whoop], ['polar', polar], ['strava', strava], ['dexcom_v3', dexcom], ['withings', withings]];
+  const fakes: [Slug, FakeProvider][] = [
+    ['oura', oura],
+    ['whoop_v2', whoop],
+    ['polar', polar],
+    ['strava', strava],
+    ['dexcom_v3', dexcom],
+    ['withings', withings],
+  ];
   stack = await startProviderStack(
     'pulls',
     fakes.map(([slug, fake]) => ({ slug, fake, clientId: fake.options.clientId, clientSecret: fake.options.clientSecret })),
@@ -84,7 +91,11 @@ beforeAll(async () => {
   connecting.polar = connect('polar', polar, polar.addUser({ zoneOffsetSeconds: ZONES.polar.offset }));
   // Six days of activities: Strava's history costs a request per activity's streams, at ~10 s a request.
   connecting.strava = connect('strava', strava, strava.addUser({ zoneOffsetSeconds: ZONES.strava.offset, dataStartMs: Date.now() - 6 * DAY_MS }));
-  connecting.dexcom_v3 = connect('dexcom_v3', dexcom, dexcom.addUser({ zoneOffsetSeconds: ZONES.dexcom_v3.offset, displayDevice: 'receiver' } as Partial<DexcomFakeUser>));
+  connecting.dexcom_v3 = connect(
+    'dexcom_v3',
+    dexcom,
+    dexcom.addUser({ zoneOffsetSeconds: ZONES.dexcom_v3.offset, displayDevice: 'receiver' } as Partial<DexcomFakeUser>),
+  );
   connecting.withings = connect('withings', withings, withings.addUser({ zoneOffsetSeconds: ZONES.withings.offset }));
   // Each test awaits its own; a failed connect fails that provider's tests, not the file.
   for (const p of Object.values(connecting)) p.catch(() => undefined);
@@ -145,7 +156,9 @@ async function grouped(c: Connected, resource: string, slug: Slug, extra = ''): 
   const out: any[] = [];
   let cursor: string | null = null;
   do {
-    const res: { status: number; body: any } = await stack.client.get(`/v2/timeseries/${c.userId}/${resource}/grouped?${wide()}&provider=${slug}${extra}${cursor ? `&next_cursor=${cursor}` : ''}`);
+    const res: { status: number; body: any } = await stack.client.get(
+      `/v2/timeseries/${c.userId}/${resource}/grouped?${wide()}&provider=${slug}${extra}${cursor ? `&next_cursor=${cursor}` : ''}`,
+    );
     expect(res.status).toBe(200);
     for (const group of res.body.groups[slug] ?? []) out.push(...group.data);
     cursor = res.body.next_cursor;
@@ -171,10 +184,14 @@ const eventsOf = (userId: string) => stack.events().filter((e) => e.user_id === 
 /** The history is announced by signed events (stack.events() verifies each signature): one per pull unit. */
 async function expectHistoricalEvents(c: Connected, slug: Slug): Promise<void> {
   const units = PULL_UNITS[slug];
-  const events = await eventually(async () => {
-    const got = eventsOf(c.userId).filter((e) => e.event_type.startsWith('historical.data.'));
-    return got.length >= units.length ? got : null;
-  }, 60_000, `${slug} historical events`);
+  const events = await eventually(
+    async () => {
+      const got = eventsOf(c.userId).filter((e) => e.event_type.startsWith('historical.data.'));
+      return got.length >= units.length ? got : null;
+    },
+    60_000,
+    `${slug} historical events`,
+  );
   expect(events.map((e) => e.event_type).sort()).toEqual(units.map((r) => `historical.data.${r}.created`).sort());
   for (const e of events) expect(e.data).toMatchObject({ user_id: c.userId, provider: slug, is_final: true });
   expect(eventsOf(c.userId).filter((e) => e.event_type === 'provider.connection.created')).toHaveLength(1);
@@ -206,10 +223,14 @@ async function pushWorkflows(slug: Slug, c: Connected): Promise<{ workflowId: st
 
 /** Waits until exactly `n` push workflows of the connection exist and all completed (visibility lags a little). */
 async function pushesCompleted(slug: Slug, c: Connected, n: number): Promise<void> {
-  await eventually(async () => {
-    const wfs = await pushWorkflows(slug, c);
-    return wfs.length >= n && wfs.every((w) => w.status === 'COMPLETED') ? wfs : null;
-  }, 180_000, `${n} ${slug} push workflows completed`);
+  await eventually(
+    async () => {
+      const wfs = await pushWorkflows(slug, c);
+      return wfs.length >= n && wfs.every((w) => w.status === 'COMPLETED') ? wfs : null;
+    },
+    180_000,
+    `${n} ${slug} push workflows completed`,
+  );
   await sleep(1000);
   expect(await pushWorkflows(slug, c)).toHaveLength(n);
 }
@@ -227,10 +248,14 @@ async function hintsHandled(c: Connected, n: number): Promise<void> {
       throw err;
     }
   };
-  await eventually(async () => {
-    const s = await state();
-    return s.handled >= n && s.pending === 0 ? s : null;
-  }, 180_000, `${n} pushed hints handled`);
+  await eventually(
+    async () => {
+      const s = await state();
+      return s.handled >= n && s.pending === 0 ? s : null;
+    },
+    180_000,
+    `${n} pushed hints handled`,
+  );
   await sleep(1000);
   expect(await state()).toEqual({ pending: 0, handled: n });
 }
@@ -245,7 +270,7 @@ async function dataEvents(c: Connected, resource: string, about: (data: any) => 
 
 /** Deleting the connection ends it: the provider revokes our access, and our tokens are forgotten. */
 async function deleteConnection(c: Connected, slug: Slug): Promise<void> {
-  expect((await stack.app.inspect.collection('provider_tokens').countDocuments({ _id: c.connectionId } as object))).toBe(1);
+  expect(await stack.app.inspect.collection('provider_tokens').countDocuments({ _id: c.connectionId } as object)).toBe(1);
   const res = await stack.client.del(`/v2/user/${c.userId}/${slug}`);
   expect(res.status).toBe(200);
   const live = (await stack.client.get(`/v2/user/providers/${c.userId}`)).body.providers;
@@ -253,16 +278,25 @@ async function deleteConnection(c: Connected, slug: Slug): Promise<void> {
 }
 
 async function tokensGone(c: Connected): Promise<void> {
-  await eventually(async () => (await stack.app.inspect.collection('provider_tokens').countDocuments({ _id: c.connectionId } as object)) === 0, 60_000, 'provider_tokens deleted');
+  await eventually(
+    async () => (await stack.app.inspect.collection('provider_tokens').countDocuments({ _id: c.connectionId } as object)) === 0,
+    60_000,
+    'provider_tokens deleted',
+  );
 }
 
 /** A deauthorization push ends the connection with `provider.connection.error` (`deregistered_per_provider`). */
 async function expectDeregisteredByProvider(c: Connected, slug: Slug): Promise<void> {
-  const deregistered = () => eventsOf(c.userId).filter((e) => e.event_type === 'provider.connection.error' && e.data.error_type === 'deregistered_per_provider');
+  const deregistered = () =>
+    eventsOf(c.userId).filter((e) => e.event_type === 'provider.connection.error' && e.data.error_type === 'deregistered_per_provider');
   const error = await eventually(async () => deregistered()[0], 180_000, `${slug} connection error event`); // a check at the provider first, on its paced queue
   expect(error.data).toMatchObject({ user_id: c.userId, error_type: 'deregistered_per_provider' });
   expect(error.data.provider.slug).toBe(slug);
-  await eventually(async () => (await stack.app.inspect.collection('connections').findOne({ _id: c.connectionId } as object))?.status === 'deregistered', 30_000, 'connection deregistered');
+  await eventually(
+    async () => (await stack.app.inspect.collection('connections').findOne({ _id: c.connectionId } as object))?.status === 'deregistered',
+    30_000,
+    'connection deregistered',
+  );
   expect((await stack.client.get(`/v2/user/providers/${c.userId}`)).body.providers).toEqual([]);
   expect(deregistered()).toHaveLength(1);
 }
@@ -422,8 +456,12 @@ describe('WHOOP', () => {
     const u = c.fakeUser.id;
     const sleepRecord = whoop.records(u, 'sleep', new Date(Date.now() - 10 * DAY_MS), new Date()).find((s) => !s.nap) as WhoopSleep;
     const before = { requests: whoop.apiRequests, workflows: (await pushWorkflows('whoop_v2', c)).length };
-    expect((await whoop.sendPush(pushUrl('whoop_v2'), { type: 'sleep.updated', id: sleepRecord.id, userId: u, secret: 'not-the-client-secret' })).status).toBe(401);
-    expect((await whoop.sendPush(pushUrl('whoop_v2'), { type: 'sleep.updated', id: sleepRecord.id, userId: u, timestampMs: Date.now() - 10 * 60_000 })).status).toBe(401);
+    expect((await whoop.sendPush(pushUrl('whoop_v2'), { type: 'sleep.updated', id: sleepRecord.id, userId: u, secret: 'not-the-client-secret' })).status).toBe(
+      401,
+    );
+    expect(
+      (await whoop.sendPush(pushUrl('whoop_v2'), { type: 'sleep.updated', id: sleepRecord.id, userId: u, timestampMs: Date.now() - 10 * 60_000 })).status,
+    ).toBe(401);
     await sleep(2000);
     expect(whoop.apiRequests).toBe(before.requests);
     expect(await pushWorkflows('whoop_v2', c)).toHaveLength(before.workflows);
@@ -493,13 +531,28 @@ describe('Polar', () => {
   test('an EXERCISE push delivered twice fetches the exercise once and announces it once', async () => {
     // The `provider-subscriptions` schedule created Polar's webhook through its API (worker boot) and stored the
     // signature secret Polar returned once; the fake signs with that same secret.
-    await eventually(async () => polar.webhook?.url === pushUrl('polar') && (await storedApp('polar', polar.options.clientId))?.webhook_secret === polar.webhook.secret, 60_000, 'Polar webhook');
+    await eventually(
+      async () => polar.webhook?.url === pushUrl('polar') && (await storedApp('polar', polar.options.clientId))?.webhook_secret === polar.webhook.secret,
+      60_000,
+      'Polar webhook',
+    );
     const u = c.fakeUser.id;
     const start = new Date(Date.now() + off * 1000 - 3 * 3600_000).toISOString().slice(0, 19);
     const id = 'PUSHED1';
-    polar.addExercise(u, { id, upload_time: new Date(Date.now() - 60_000).toISOString(), start_time: start, start_time_utc_offset: off / 60, duration: 'PT45M', sport: 'RUNNING', calories: 456, distance: 7000, heart_rate: { average: 141, maximum: 170 } });
+    polar.addExercise(u, {
+      id,
+      upload_time: new Date(Date.now() - 60_000).toISOString(),
+      start_time: start,
+      start_time_utc_offset: off / 60,
+      duration: 'PT45M',
+      sport: 'RUNNING',
+      calories: 456,
+      distance: 7000,
+      heart_rate: { average: 141, maximum: 170 },
+    });
     const timestamp = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    for (let i = 0; i < 2; i++) expect((await polar.sendPush(pushUrl('polar'), { event: 'EXERCISE', userId: u, entityId: id }, { timestamp })).status).toBe(200);
+    for (let i = 0; i < 2; i++)
+      expect((await polar.sendPush(pushUrl('polar'), { event: 'EXERCISE', userId: u, entityId: id }, { timestamp })).status).toBe(200);
     await pushesCompleted('polar', c, 1);
     expect(polar.requestsTo(`/v3/exercises/${id}`, u)).toHaveLength(1);
     const stored = (await summaries(c, 'workouts', 'polar')).filter((w) => w.provider_id === id);
@@ -524,7 +577,11 @@ describe('Polar', () => {
   test('deleting the connection deregisters the user at Polar (which revokes the token) and forgets the tokens', async () => {
     const token = polar.tokensOf(c.fakeUser.id).active[0];
     await deleteConnection(c, 'polar');
-    await eventually(async () => polar.requestsTo(`/v3/users/${c.fakeUser.id}`).some((r) => r.method === 'DELETE' && r.status === 204), 60_000, 'Polar deregistration');
+    await eventually(
+      async () => polar.requestsTo(`/v3/users/${c.fakeUser.id}`).some((r) => r.method === 'DELETE' && r.status === 204),
+      60_000,
+      'Polar deregistration',
+    );
     expect(polar.tokensOf(c.fakeUser.id).revoked).toContain(token);
     await tokensGone(c);
   }, 120_000);
@@ -572,7 +629,13 @@ describe('Strava', () => {
   test('an activity create pushed twice is fetched once (and its streams once), an update once more; one event each', async () => {
     // The `provider-subscriptions` schedule made Strava's push subscription through its API (answering its
     // hub.challenge) and stored its id, which is what every event must name.
-    await eventually(async () => strava.subscription?.callbackUrl === pushUrl('strava') && (await storedApp('strava', strava.options.clientId))?.webhook_secret === String(strava.subscription.id), 60_000, 'Strava subscription');
+    await eventually(
+      async () =>
+        strava.subscription?.callbackUrl === pushUrl('strava') &&
+        (await storedApp('strava', strava.options.clientId))?.webhook_secret === String(strava.subscription.id),
+      60_000,
+      'Strava subscription',
+    );
     const u = c.fakeUser.id;
     const detail = strava.addActivity(u, { start: new Date(Date.now() - 3 * 3600_000), sportType: 'Run', durationMinutes: 40, heartrate: true });
     const id = Number(detail.id);
@@ -588,7 +651,13 @@ describe('Strava', () => {
     expect((await stack.client.get(`/v2/timeseries/workouts/${stored.id}/stream`)).status).toBe(200);
 
     strava.activity(u, id)!.detail.name = 'Renamed after the run';
-    const updated = strava.event({ object_type: 'activity', object_id: id, aspect_type: 'update', owner_id: Number(u), updates: { title: 'Renamed after the run' } });
+    const updated = strava.event({
+      object_type: 'activity',
+      object_id: id,
+      aspect_type: 'update',
+      owner_id: Number(u),
+      updates: { title: 'Renamed after the run' },
+    });
     for (let i = 0; i < 2; i++) expect((await strava.sendPush(pushUrl('strava'), updated)).status).toBe(200);
     await hintsHandled(c, 3);
     expect(strava.requestsTo(`/api/v3/activities/${id}`)).toHaveLength(3);
@@ -605,7 +674,13 @@ describe('Strava', () => {
     const right = (await storedApp('strava', strava.options.clientId))!.webhook_secret;
     expect(String(forged.subscription_id)).not.toBe(right);
     expect((await strava.sendPush(pushUrl('strava'), forged)).status).toBe(200);
-    const old = strava.event({ object_type: 'activity', object_id: id, aspect_type: 'update', owner_id: Number(u), event_time: Math.floor(Date.now() / 1000) - 2 * 3600 });
+    const old = strava.event({
+      object_type: 'activity',
+      object_id: id,
+      aspect_type: 'update',
+      owner_id: Number(u),
+      event_time: Math.floor(Date.now() / 1000) - 2 * 3600,
+    });
     expect((await strava.sendPush(pushUrl('strava'), old)).status).toBe(200);
     await sleep(2000);
     expect(strava.requestsTo(/^\/api\/v3\/(activities|athlete)/)).toHaveLength(before);
@@ -635,7 +710,9 @@ describe('Strava', () => {
     expect((await strava.sendPush(pushUrl('strava'), forged)).status).toBe(200);
     await hintsHandled(second, 1);
     expect(strava.requestsTo('/api/v3/athlete', fakeUser.id).at(-1)?.status).toBe(200); // the check, with the athlete's token
-    expect((await stack.client.get(`/v2/user/providers/${second.userId}`)).body.providers.map((p: { slug: string; status: string }) => [p.slug, p.status])).toEqual([['strava', 'connected']]);
+    expect(
+      (await stack.client.get(`/v2/user/providers/${second.userId}`)).body.providers.map((p: { slug: string; status: string }) => [p.slug, p.status]),
+    ).toEqual([['strava', 'connected']]);
     expect(revocations()).toBe(before);
     expect(eventsOf(second.userId).filter((e) => e.event_type === 'provider.connection.error')).toEqual([]);
     // The athlete really removes our app: Strava revokes the tokens and sends the same kind of event.
@@ -765,16 +842,22 @@ describe('Withings', () => {
     const today = todayUtc();
     const changedDay = addDays(today, -10);
     // Withings data as the fake holds it, with one day's steps revised (as after a late sync of the tracker).
-    const activities = withings.activitiesFor(u, addDays(today, -120), addDays(today, -1)).map((a) => (a.date === changedDay ? { ...a, steps: a.steps + 1234 } : a));
+    const activities = withings
+      .activitiesFor(u, addDays(today, -120), addDays(today, -1))
+      .map((a) => (a.date === changedDay ? { ...a, steps: a.steps + 1234 } : a));
     const steps = activities.find((a) => a.date === changedDay)!.steps;
     withings.setData(u, { activities });
     const noon = Math.floor(Date.parse(`${changedDay}T12:00:00Z`) / 1000) - off;
     const isActivityCall = (body: string) => new URLSearchParams(body).get('action') === 'getactivity';
     const before = withings.requestsTo('/v2/measure', u).filter((r) => isActivityCall(r.body)).length;
-    for (let i = 0; i < 2; i++) expect((await withings.sendPush(pushUrl('withings'), { userid: u, appli: 16, startdate: noon - 3600, enddate: noon })).status).toBe(200);
+    for (let i = 0; i < 2; i++)
+      expect((await withings.sendPush(pushUrl('withings'), { userid: u, appli: 16, startdate: noon - 3600, enddate: noon })).status).toBe(200);
     // appli 16 names activity, workouts and intraday (heartrate) over the notified days, widened by a day each side.
     await hintsHandled(c, 3);
-    const calls = withings.requestsTo('/v2/measure', u).filter((r) => isActivityCall(r.body)).slice(before);
+    const calls = withings
+      .requestsTo('/v2/measure', u)
+      .filter((r) => isActivityCall(r.body))
+      .slice(before);
     expect(calls).toHaveLength(1);
     expect(new URLSearchParams(calls[0].body).get('startdateymd')).toBe(addDays(changedDay, -1));
     expect(new URLSearchParams(calls[0].body).get('enddateymd')).toBe(addDays(changedDay, 1));
@@ -785,10 +868,23 @@ describe('Withings', () => {
 
   test('Withings signs nothing: a body that is no notification, or one for a user we do not know, is answered 200 and fetches nothing', async () => {
     const before = withings.requests.length;
-    const json = await fetch(pushUrl('withings'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ userid: c.fakeUser.id, appli: 16 }) });
+    const json = await fetch(pushUrl('withings'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ userid: c.fakeUser.id, appli: 16 }),
+    });
     expect(json.status).toBe(200);
     expect((await withings.sendPush(pushUrl('withings'), { userid: 'not-a-number', appli: 16 })).status).toBe(200);
-    expect((await withings.sendPush(pushUrl('withings'), { userid: 12345, appli: 16, startdate: Math.floor(Date.now() / 1000) - 3600, enddate: Math.floor(Date.now() / 1000) })).status).toBe(200);
+    expect(
+      (
+        await withings.sendPush(pushUrl('withings'), {
+          userid: 12345,
+          appli: 16,
+          startdate: Math.floor(Date.now() / 1000) - 3600,
+          enddate: Math.floor(Date.now() / 1000),
+        })
+      ).status,
+    ).toBe(200);
     await sleep(2000);
     expect(withings.requests.length).toBe(before);
     await hintsHandled(c, 3);
@@ -806,10 +902,15 @@ describe('Withings', () => {
     const second = await connect('withings', withings, fakeUser);
     const unlink = { userid: fakeUser.id, appli: 46, action: 'unlink', date: todayUtc() };
     // Unsigned, from anyone, even without a content type: a hint, checked with the user's token (Notify - List).
-    const forged = await fetch(pushUrl('withings'), { method: 'POST', body: Buffer.from(new URLSearchParams(Object.entries(unlink).map(([k, v]): [string, string] => [k, String(v)])).toString()) });
+    const forged = await fetch(pushUrl('withings'), {
+      method: 'POST',
+      body: Buffer.from(new URLSearchParams(Object.entries(unlink).map(([k, v]): [string, string] => [k, String(v)])).toString()),
+    });
     expect(forged.status).toBe(200);
     await hintsHandled(second, 1);
-    expect((await stack.client.get(`/v2/user/providers/${second.userId}`)).body.providers.map((p: { slug: string; status: string }) => [p.slug, p.status])).toEqual([['withings', 'connected']]);
+    expect(
+      (await stack.client.get(`/v2/user/providers/${second.userId}`)).body.providers.map((p: { slug: string; status: string }) => [p.slug, p.status]),
+    ).toEqual([['withings', 'connected']]);
     expect(withings.revocations).not.toContain(fakeUser.id);
     expect(eventsOf(second.userId).filter((e) => e.event_type === 'provider.connection.error')).toEqual([]);
     expect(await stack.app.inspect.collection('provider_tokens').countDocuments({ _id: second.connectionId } as object)).toBe(1);

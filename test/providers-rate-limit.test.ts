@@ -58,9 +58,13 @@ test('a 429 with Retry-After: 30 gets no request before 30 s; the pull shows ret
   const [next] = requestsAfter();
   expect(next.path).toBe('/v2/usercollection/daily_activity');
   expect(next.at - limited.at).toBeGreaterThanOrEqual(30_000);
-  const done = await eventually(async () => {
-    const p = await pull();
-    return Object.values(p).length === 6 && Object.values(p).every((s: any) => s.status === 'success') ? p : null;
-  }, 60_000, 'the history finished');
+  const done = await eventually(
+    async () => {
+      const p = await pull();
+      return Object.values(p).length === 6 && Object.values(p).every((s: any) => s.status === 'success') ? p : null;
+    },
+    60_000,
+    'the history finished',
+  );
   expect(done.activity.error_details ?? null).toBeNull();
 }, 180_000);

@@ -64,12 +64,17 @@ async function connectedWhoopUser(): Promise<{ userId: string; whoopUser: string
 }
 
 const historyDone = (userId: string, slug: string, resources: number) =>
-  eventually(async () => {
-    const p = await pulled(userId, slug);
-    const statuses = Object.values(p).map((s: any) => s.status);
-    return statuses.length === resources && statuses.every((s) => s === 'success' || s === 'failure') ? p : null;
-  }, 120_000, `${slug} history pulled`);
-const pulled = async (userId: string, slug: string) => (await stack.client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=${slug}`)).body.data[0]?.provider?.[slug]?.pulled ?? {};
+  eventually(
+    async () => {
+      const p = await pulled(userId, slug);
+      const statuses = Object.values(p).map((s: any) => s.status);
+      return statuses.length === resources && statuses.every((s) => s === 'success' || s === 'failure') ? p : null;
+    },
+    120_000,
+    `${slug} history pulled`,
+  );
+const pulled = async (userId: string, slug: string) =>
+  (await stack.client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=${slug}`)).body.data[0]?.provider?.[slug]?.pulled ?? {};
 
 describe('Oura', () => {
   test('connects through the OAuth flow, pulls 90 days page by page, and lands exactly what the fake served, announced by signed events', async () => {
@@ -82,7 +87,14 @@ describe('Oura', () => {
     expect(connected.map((p: { slug: string }) => p.slug)).toEqual(['oura']);
 
     const statuses = await historyDone(userId, 'oura', 6);
-    expect(Object.fromEntries(Object.entries(statuses).map(([r, s]: [string, any]) => [r, s.status]))).toEqual({ profile: 'success', activity: 'success', sleep: 'success', workouts: 'success', heartrate: 'success', blood_oxygen: 'success' });
+    expect(Object.fromEntries(Object.entries(statuses).map(([r, s]: [string, any]) => [r, s.status]))).toEqual({
+      profile: 'success',
+      activity: 'success',
+      sleep: 'success',
+      workouts: 'success',
+      heartrate: 'success',
+      blood_oxygen: 'success',
+    });
 
     const today = todayUtc();
     const range = { startDate: addDays(today, -90), endDate: today };
@@ -104,10 +116,14 @@ describe('Oura', () => {
     expect(heartrate).toHaveLength(served.heartrate + served['sleep.heart_rate']);
 
     // Announced by signed webhook events: the connection, and each resource's history.
-    const events = await eventually(async () => {
-      const got = stack.events().filter((e) => e.user_id === userId);
-      return got.filter((e) => e.event_type.startsWith('historical.data.')).length >= 6 ? got : null;
-    }, 60_000, 'historical events');
+    const events = await eventually(
+      async () => {
+        const got = stack.events().filter((e) => e.user_id === userId);
+        return got.filter((e) => e.event_type.startsWith('historical.data.')).length >= 6 ? got : null;
+      },
+      60_000,
+      'historical events',
+    );
     expect(events.filter((e) => e.event_type === 'provider.connection.created')).toHaveLength(1);
     expect(new Set(events.filter((e) => e.event_type.startsWith('historical.data.')).map((e) => e.event_type))).toEqual(
       new Set(['profile', 'activity', 'sleep', 'workouts', 'heartrate', 'blood_oxygen'].map((r) => `historical.data.${r}.created`)),
@@ -166,7 +182,11 @@ describe('a connection that stops on finding its user hidden, before the deletio
     // The deletion's first write alone (its deregistration not yet come), then a sync: the workflow finds the user
     // hidden and stops.
     const now = new Date();
-    await stack.app.deps.repos.users.markPendingDeletion(stack.tenant.teamId, userId, { id: 'test-deletion', requested_at: now, erase_after: new Date(now.getTime() + 3_600_000) });
+    await stack.app.deps.repos.users.markPendingDeletion(stack.tenant.teamId, userId, {
+      id: 'test-deletion',
+      requested_at: now,
+      erase_after: new Date(now.getTime() + 3_600_000),
+    });
     const handle = stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connection._id));
     await handle.signal(refreshConnectionSignal);
     expect(await handle.result()).toEqual({ stopped: true });
@@ -184,7 +204,8 @@ describe('a stop while a page is in flight', () => {
     const [connection] = await stack.app.deps.repos.connections.listForUser(stack.tenant.teamId, userId);
     const handle = stack.app.deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connection._id));
     const history = async () => (await handle.fetchHistory()).events ?? [];
-    const isPage = (e: { activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null }) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'pullHistoricalPage';
+    const isPage = (e: { activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null }) =>
+      e.activityTaskScheduledEventAttributes?.activityType?.name === 'pullHistoricalPage';
     // The first page is done and the next scheduled: Strava's queue lets one page through every ~9.5 s for the app.
     await eventually(async () => (await history()).filter(isPage).length >= 2, 90_000, 'a second page scheduled');
     const dataRequests = () => strava.requestsTo(/^\/api\/v3\//, athlete.id).length;
@@ -196,7 +217,13 @@ describe('a stop while a page is in flight', () => {
     const at = (e: (typeof events)[number]) => Number(e.eventId);
     const signal = events.find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'stopConnection')!;
     const closedBefore = (id: number, before: number) =>
-      events.some((e) => at(e) < before && [e.activityTaskCompletedEventAttributes, e.activityTaskFailedEventAttributes, e.activityTaskCanceledEventAttributes].some((a) => Number(a?.scheduledEventId) === id));
+      events.some(
+        (e) =>
+          at(e) < before &&
+          [e.activityTaskCompletedEventAttributes, e.activityTaskFailedEventAttributes, e.activityTaskCanceledEventAttributes].some(
+            (a) => Number(a?.scheduledEventId) === id,
+          ),
+      );
     const inFlight = events.filter((e) => isPage(e) && at(e) < at(signal) && !closedBefore(at(e), at(signal)));
     expect(inFlight).toHaveLength(1); // the pull is paging when the stop comes
     const page = at(inFlight[0]);
@@ -267,7 +294,9 @@ describe('Oura on the link page', () => {
   test('a reused authorization callback (the same code and state twice) connects once and then says the sign-in was used', async () => {
     const userId = await createUser(stack);
     const { link_token } = (await stack.client.post('/v2/link/token', { user_id: userId, provider: 'oura' })).body;
-    const { oauth_url } = (await (await fetch(`${stack.app.url}/v2/link/provider/oauth/oura`, { headers: { 'x-vital-link-token': link_token } })).json()) as { oauth_url: string };
+    const { oauth_url } = (await (await fetch(`${stack.app.url}/v2/link/provider/oauth/oura`, { headers: { 'x-vital-link-token': link_token } })).json()) as {
+      oauth_url: string;
+    };
     const consent = new URL(oauth_url);
     expect(consent.searchParams.get('state')).toMatch(/^[A-Za-z0-9_-]{32}$/); // a state of its own, not the link token
     const answer = await fetch(new URL(oura.options.authorizePath, oura.url), {
@@ -314,8 +343,16 @@ describe('WHOOP tokens', () => {
       // Without the lease, the same race loses the user at WHOOP: the second use of a refresh token is refused. (Shown
       // on another WHOOP user's tokens, issued as the token endpoint issues them, so this connection is untouched.)
       const other = whoop.addUser().id;
-      const spare = (whoop as unknown as { issue(u: string, scope: string, family: string, refresh: boolean): { body: { refresh_token: string } } }).issue(other, 'offline read:sleep', 'spare', true).body.refresh_token;
-      const [a, b] = await Promise.allSettled([refreshTokens(integration.oauth, app, spare, { baseUrl: app.baseUrl }), refreshTokens(integration.oauth, app, spare, { baseUrl: app.baseUrl })]);
+      const spare = (whoop as unknown as { issue(u: string, scope: string, family: string, refresh: boolean): { body: { refresh_token: string } } }).issue(
+        other,
+        'offline read:sleep',
+        'spare',
+        true,
+      ).body.refresh_token;
+      const [a, b] = await Promise.allSettled([
+        refreshTokens(integration.oauth, app, spare, { baseUrl: app.baseUrl }),
+        refreshTokens(integration.oauth, app, spare, { baseUrl: app.baseUrl }),
+      ]);
       expect([a.status, b.status].sort()).toEqual(['fulfilled', 'rejected']);
       expect(((a.status === 'rejected' ? a : b) as PromiseRejectedResult).reason).toBeInstanceOf(OAuthError);
     } finally {
@@ -328,10 +365,14 @@ describe('WHOOP tokens', () => {
     const { userId, whoopUser } = await connectedWhoopUser();
     whoop.revokeUser(whoopUser);
     expect((await stack.client.post(`/v2/user/refresh/${userId}`, {})).status).toBe(200);
-    const [event] = await eventually(async () => {
-      const got = eventsOf(userId, 'provider.connection.error');
-      return got.length ? got : null;
-    }, 60_000, 'provider.connection.error');
+    const [event] = await eventually(
+      async () => {
+        const got = eventsOf(userId, 'provider.connection.error');
+        return got.length ? got : null;
+      },
+      60_000,
+      'provider.connection.error',
+    );
     expect(event.data).toMatchObject({ error_type: 'token_refresh_failed', provider: { slug: 'whoop_v2' } });
     const providers = (await stack.client.get(`/v2/user/providers/${userId}`)).body.providers;
     expect(providers[0]).toMatchObject({ slug: 'whoop_v2', status: 'error' });
@@ -344,7 +385,11 @@ describe('WHOOP tokens', () => {
     whoop.fail({ path: '/oauth/oauth2/token', status: 503, times: 1 });
     expect((await stack.client.post(`/v2/user/refresh/${userId}`, {})).status).toBe(200);
     // The first refresh met the 503; the next one (the next page, sync or retry) gets new tokens.
-    await eventually(async () => whoop.tokenEndpointCalls('refresh_token') - before >= 1 && (await stack.app.deps.repos.providerAuth.get(connectionId))!.version > 1, 60_000, 'a successful refresh');
+    await eventually(
+      async () => whoop.tokenEndpointCalls('refresh_token') - before >= 1 && (await stack.app.deps.repos.providerAuth.get(connectionId))!.version > 1,
+      60_000,
+      'a successful refresh',
+    );
     expect(eventsOf(userId, 'provider.connection.error')).toEqual([]);
     expect((await stack.client.get(`/v2/user/providers/${userId}`)).body.providers[0].status).toBe('connected');
   }, 180_000);

@@ -2,7 +2,17 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ProviderFetchError } from '../lib/wearables/provider-errors';
 import type { ProviderData, SampleInput, SummaryInput } from '../lib/wearables/model';
-import { OAuthError, RateLimitedError, type PageCursor, type ProviderCallContext, type PullWindow, type PushNotification, type PushRequest, type PushSecrets, type TokenSet } from '../lib/wearables/providers/contract';
+import {
+  OAuthError,
+  RateLimitedError,
+  type PageCursor,
+  type ProviderCallContext,
+  type PullWindow,
+  type PushNotification,
+  type PushRequest,
+  type PushSecrets,
+  type TokenSet,
+} from '../lib/wearables/providers/contract';
 import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode, refreshTokens } from '../lib/wearables/providers/oauth-client';
 import { integration } from '../lib/wearables/providers/strava';
@@ -23,7 +33,12 @@ async function consent(fake: FakeStrava, decision: 'approve' | 'deny', userId?: 
   expect(page.status).toBe(200);
   expect(await page.text()).toContain('name="decision"');
   const form = new URLSearchParams({ ...Object.fromEntries(url.searchParams), decision });
-  const res = await fetch(`${fake.url}/oauth/authorize`, { method: 'POST', body: form, headers: { 'content-type': 'application/x-www-form-urlencoded' }, redirect: 'manual' });
+  const res = await fetch(`${fake.url}/oauth/authorize`, {
+    method: 'POST',
+    body: form,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    redirect: 'manual',
+  });
   expect(res.status).toBe(302);
   return new URL(res.headers.get('location')!);
 }
@@ -33,7 +48,11 @@ async function connect(fake: FakeStrava, userId: string): Promise<TokenSet> {
   return exchangeCode(integration.oauth, { ...client, redirectUri: REDIRECT_URI }, back.searchParams.get('code')!, { baseUrl: fake.url });
 }
 
-function contextFor(fake: FakeStrava, tokens: { access_token: string; extras?: Record<string, unknown> }, externalUserId: string | null = null): ProviderCallContext {
+function contextFor(
+  fake: FakeStrava,
+  tokens: { access_token: string; extras?: Record<string, unknown> },
+  externalUserId: string | null = null,
+): ProviderCallContext {
   const http = createProviderHttp({ integration, baseUrl: fake.url, client, accessToken: async () => tokens.access_token });
   return { http, externalUserId, tokenExtras: tokens.extras ?? {}, client };
 }
@@ -43,7 +62,13 @@ function windowOf(days: number, offsetSeconds: number, endDaysAgo = 0): PullWind
   const localToday = new Date(Date.now() + offsetSeconds * 1000).toISOString().slice(0, 10);
   const endDate = new Date(Date.parse(localToday) - endDaysAgo * DAY_MS).toISOString().slice(0, 10);
   const startDate = new Date(Date.parse(endDate) - (days - 1) * DAY_MS).toISOString().slice(0, 10);
-  return { startDate, endDate, start: new Date(Date.parse(startDate) - offsetSeconds * 1000), end: new Date(Date.parse(endDate) + DAY_MS - offsetSeconds * 1000), timezoneOffsetSeconds: offsetSeconds };
+  return {
+    startDate,
+    endDate,
+    start: new Date(Date.parse(startDate) - offsetSeconds * 1000),
+    end: new Date(Date.parse(endDate) + DAY_MS - offsetSeconds * 1000),
+    timezoneOffsetSeconds: offsetSeconds,
+  };
 }
 
 /** Pulls a unit to its end, checking that every page is exactly one request to the fake. */
@@ -66,7 +91,8 @@ async function pull(fake: FakeStrava, ctx: ProviderCallContext, resource: string
 }
 
 const isoLocal = (ms: number, off: number) => {
-  const abs = Math.abs(off), pad = (n: number) => String(n).padStart(2, '0');
+  const abs = Math.abs(off),
+    pad = (n: number) => String(n).padStart(2, '0');
   return `${new Date(ms + off * 1000).toISOString().slice(0, 19)}${off < 0 ? '-' : '+'}${pad(Math.floor(abs / 3600))}:${pad(Math.floor((abs % 3600) / 60))}`;
 };
 const byKey = (summaries: SummaryInput[]) => new Map(summaries.map((s) => [s.source_key, s]));
@@ -111,7 +137,10 @@ describe('strava OAuth', () => {
     const back = await consent(fake, 'approve', fake.addUser().id);
     const code = back.searchParams.get('code')!;
     await exchangeCode(integration.oauth, { ...client, redirectUri: REDIRECT_URI }, code, { baseUrl: fake.url });
-    await expect(exchangeCode(integration.oauth, { ...client, redirectUri: REDIRECT_URI }, code, { baseUrl: fake.url })).rejects.toMatchObject({ constructor: OAuthError, error: 'invalid_grant' });
+    await expect(exchangeCode(integration.oauth, { ...client, redirectUri: REDIRECT_URI }, code, { baseUrl: fake.url })).rejects.toMatchObject({
+      constructor: OAuthError,
+      error: 'invalid_grant',
+    });
   });
 
   it('refresh: the same tokens while the access token has over an hour left; then a new pair, the old refresh token refused at once, the old access token still valid', async () => {
@@ -125,7 +154,10 @@ describe('strava OAuth', () => {
     expect(rotated.access_token).not.toBe(tokens.access_token);
     expect(rotated.refresh_token).not.toBe(tokens.refresh_token);
     expect(Math.abs(rotated.expires_at!.getTime() - (Date.now() + 21_600_000))).toBeLessThan(10_000);
-    await expect(refreshTokens(integration.oauth, client, tokens.refresh_token!, { baseUrl: fake.url })).rejects.toMatchObject({ constructor: OAuthError, error: 'invalid_grant' });
+    await expect(refreshTokens(integration.oauth, client, tokens.refresh_token!, { baseUrl: fake.url })).rejects.toMatchObject({
+      constructor: OAuthError,
+      error: 'invalid_grant',
+    });
     // "both the newer and older access tokens can be used until they expire"
     const old = await integration.fetchPage(contextFor(fake, tokens), 'profile', integration.firstPage('profile', windowOf(1, 0))!);
     expect(old.data.summaries[0].resource).toBe('profile');
@@ -160,7 +192,11 @@ describe('strava pulls', () => {
     const { data } = await pull(fake, ctx, 'profile', window);
     const user = fake.users.get(userId)!;
     const profile = data.summaries.find((s) => s.resource === 'profile')!;
-    expect(profile).toMatchObject({ source_key: 'profile', calendar_date: window.endDate, fields: { sex: user.sex === 'M' ? 'male' : 'female', height: null } });
+    expect(profile).toMatchObject({
+      source_key: 'profile',
+      calendar_date: window.endDate,
+      fields: { sex: user.sex === 'M' ? 'male' : 'female', height: null },
+    });
     const body = data.summaries.find((s) => s.resource === 'body')!;
     const updated = new Date(user.updatedAt as string);
     expect(body.fields.weight).toBe(user.weight);
@@ -176,7 +212,12 @@ describe('strava pulls', () => {
     expect(served.length).toBeGreaterThan(30);
     expect(cursors).toHaveLength(1); // fewer than 200: one short page ends the pull
     const list = fake.requestsTo('/api/v3/athlete/activities', userId).at(-1)!;
-    expect(list.query).toEqual({ after: String(Math.floor(window.start.getTime() / 1000) - 1), before: String(window.end.getTime() / 1000), page: '1', per_page: '200' });
+    expect(list.query).toEqual({
+      after: String(Math.floor(window.start.getTime() / 1000) - 1),
+      before: String(window.end.getTime() / 1000),
+      page: '1',
+      per_page: '200',
+    });
     expect(fake.servedCount(userId).activities).toBe(served.length);
     expect(data.summaries).toHaveLength(served.length);
     const keyed = byKey(data.summaries);
@@ -187,16 +228,33 @@ describe('strava pulls', () => {
       expect(s.time).toBe(new Date(a.startMs).toISOString());
       expect(s.calendar_date).toBe(new Date(a.startMs + OFFSET * 1000).toISOString().slice(0, 10));
       expect(s.fields).toMatchObject({
-        provider_id: String(a.id), title: d.name, timezone_offset: OFFSET, time_start: isoLocal(a.startMs, OFFSET), time_end: isoLocal(a.endMs, OFFSET),
-        distance: d.distance, moving_time: d.moving_time, average_speed: d.average_speed, max_speed: d.max_speed, total_elevation_gain: d.total_elevation_gain,
-        average_hr: d.average_heartrate === undefined ? null : Math.round(d.average_heartrate as number), max_hr: d.max_heartrate ?? null, steps: null,
-        average_watts: d.average_watts ?? null, device_watts: d.device_watts ? d.average_watts : null, weighted_average_watts: d.weighted_average_watts ?? null,
+        provider_id: String(a.id),
+        title: d.name,
+        timezone_offset: OFFSET,
+        time_start: isoLocal(a.startMs, OFFSET),
+        time_end: isoLocal(a.endMs, OFFSET),
+        distance: d.distance,
+        moving_time: d.moving_time,
+        average_speed: d.average_speed,
+        max_speed: d.max_speed,
+        total_elevation_gain: d.total_elevation_gain,
+        average_hr: d.average_heartrate === undefined ? null : Math.round(d.average_heartrate as number),
+        max_hr: d.max_heartrate ?? null,
+        steps: null,
+        average_watts: d.average_watts ?? null,
+        device_watts: d.device_watts ? d.average_watts : null,
+        weighted_average_watts: d.weighted_average_watts ?? null,
         // SummaryActivity has no `calories`: rides' kilojoules of work stand in (≈ kcal at 24% efficiency).
         calories: d.kilojoules ? Math.round(((d.kilojoules as number) / (4.184 * 0.24)) * 10) / 10 : null,
       });
       expect((s.fields.time_start as string).endsWith('+01:00')).toBe(true);
       const duration = data.samples.find((x) => x.resource === 'workout_duration' && x.start === s.time)!;
-      expect(duration).toMatchObject({ unit: 'min', value: Math.round(((a.endMs - a.startMs) / 60_000) * 10) / 10, end: new Date(a.endMs).toISOString(), timezone_offset: OFFSET });
+      expect(duration).toMatchObject({
+        unit: 'min',
+        value: Math.round(((a.endMs - a.startMs) / 60_000) * 10) / 10,
+        end: new Date(a.endMs).toISOString(),
+        timezone_offset: OFFSET,
+      });
     }
     const sports = new Set(data.summaries.map((s) => (s.fields.sport as { slug: string }).slug));
     expect(sports.has('running')).toBe(true);
@@ -214,7 +272,9 @@ describe('strava pulls', () => {
     expect(cursors.length).toBe(served.length + Math.floor(served.length / 30) + 1);
     const streamRequest = fake.requestsTo(/\/api\/v3\/activities\/\d+\/streams$/, userId).at(-1)!;
     expect(streamRequest.query.key_by_type).toBe('true');
-    expect(streamRequest.query.keys.split(',')).toEqual(expect.arrayContaining(['time', 'heartrate', 'latlng', 'altitude', 'velocity_smooth', 'cadence', 'watts', 'distance']));
+    expect(streamRequest.query.keys.split(',')).toEqual(
+      expect.arrayContaining(['time', 'heartrate', 'latlng', 'altitude', 'velocity_smooth', 'cadence', 'watts', 'distance']),
+    );
     expect(data.workout_streams).toHaveLength(served.length);
     const points = data.workout_streams.reduce((n, w) => n + w.stream.time.length, 0);
     expect(points).toBe(fake.servedCount(userId).stream_points);
@@ -240,24 +300,68 @@ describe('strava pulls', () => {
 
   it("applies utc_offset once: never start_date_local as an instant, never the timezone label's standard offset", async () => {
     // The swagger's own example: 12:15:09Z is 05:15:09 local under "(GMT-08:00) America/Los_Angeles" with utc_offset -25200 (PDT).
-    const swagger = { id: 154504250376823, name: 'Happy Friday', distance: 24931.4, moving_time: 4500, elapsed_time: 4500, total_elevation_gain: 0, type: 'Ride', sport_type: 'MountainBikeRide', start_date: '2018-05-02T12:15:09Z', start_date_local: '2018-05-02T05:15:09Z', timezone: '(GMT-08:00) America/Los_Angeles', utc_offset: -25200, average_speed: 5.54, max_speed: 11, average_watts: 175.3, weighted_average_watts: 210, kilojoules: 788.7, device_watts: true, has_heartrate: true, average_heartrate: 140.3, max_heartrate: 178, max_watts: 406 };
+    const swagger = {
+      id: 154504250376823,
+      name: 'Happy Friday',
+      distance: 24931.4,
+      moving_time: 4500,
+      elapsed_time: 4500,
+      total_elevation_gain: 0,
+      type: 'Ride',
+      sport_type: 'MountainBikeRide',
+      start_date: '2018-05-02T12:15:09Z',
+      start_date_local: '2018-05-02T05:15:09Z',
+      timezone: '(GMT-08:00) America/Los_Angeles',
+      utc_offset: -25200,
+      average_speed: 5.54,
+      max_speed: 11,
+      average_watts: 175.3,
+      weighted_average_watts: 210,
+      kilojoules: 788.7,
+      device_watts: true,
+      has_heartrate: true,
+      average_heartrate: 140.3,
+      max_heartrate: 178,
+      max_watts: 406,
+    };
     const mapped = mapActivity(swagger, 3600)!;
     expect(mapped.summary).toMatchObject({ source_key: '154504250376823', calendar_date: '2018-05-02', time: '2018-05-02T12:15:09.000Z' });
-    expect(mapped.summary.fields).toMatchObject({ time_start: '2018-05-02T05:15:09-07:00', time_end: '2018-05-02T06:30:09-07:00', timezone_offset: -25200, sport: { slug: 'mountain_biking' }, device_watts: 175.3, average_hr: 140 });
+    expect(mapped.summary.fields).toMatchObject({
+      time_start: '2018-05-02T05:15:09-07:00',
+      time_end: '2018-05-02T06:30:09-07:00',
+      timezone_offset: -25200,
+      sport: { slug: 'mountain_biking' },
+      device_watts: 175.3,
+      average_hr: 140,
+    });
     const { utc_offset: _dropped, ...withoutOffset } = swagger;
     expect(mapActivity(withoutOffset, 3600)!.summary.fields.timezone_offset).toBe(-25200);
 
     // Through the API: an activity late in the UTC evening is the next local day at +02:00, and a DST one.
     // Counted in the user's calendar, as the window is: from 23:00 UTC the user's today (+01:00) is UTC's tomorrow.
     const eightDaysAgo = windowOf(1, OFFSET, 8).startDate;
-    const la = fake.addActivity(userId, { start: `${eightDaysAgo}T12:15:09Z`, utcOffset: -25200, timezone: '(GMT-08:00) America/Los_Angeles', sportType: 'Ride', heartrate: true });
+    const la = fake.addActivity(userId, {
+      start: `${eightDaysAgo}T12:15:09Z`,
+      utcOffset: -25200,
+      timezone: '(GMT-08:00) America/Los_Angeles',
+      sportType: 'Ride',
+      heartrate: true,
+    });
     const late = fake.addActivity(userId, { start: `${eightDaysAgo}T23:30:00Z`, utcOffset: 7200, timezone: '(GMT+01:00) Europe/Berlin', sportType: 'Run' });
     const win = windowOf(3, OFFSET, 6);
     const { data } = await pull(fake, ctx, 'workouts', win);
     const keyed = byKey(data.summaries);
-    expect(keyed.get(String(la.id))).toMatchObject({ time: `${eightDaysAgo}T12:15:09.000Z`, calendar_date: eightDaysAgo, fields: { time_start: `${eightDaysAgo}T05:15:09-07:00`, timezone_offset: -25200 } });
+    expect(keyed.get(String(la.id))).toMatchObject({
+      time: `${eightDaysAgo}T12:15:09.000Z`,
+      calendar_date: eightDaysAgo,
+      fields: { time_start: `${eightDaysAgo}T05:15:09-07:00`, timezone_offset: -25200 },
+    });
     const nextDay = new Date(Date.parse(eightDaysAgo) + DAY_MS).toISOString().slice(0, 10);
-    expect(keyed.get(String(late.id))).toMatchObject({ time: `${eightDaysAgo}T23:30:00.000Z`, calendar_date: nextDay, fields: { time_start: `${nextDay}T01:30:00+02:00`, timezone_offset: 7200 } });
+    expect(keyed.get(String(late.id))).toMatchObject({
+      time: `${eightDaysAgo}T23:30:00.000Z`,
+      calendar_date: nextDay,
+      fields: { time_start: `${nextDay}T01:30:00+02:00`, timezone_offset: 7200 },
+    });
     const streams = await pull(fake, ctx, 'workout_stream', win);
     const laStream = streams.data.workout_streams.find((w) => w.workout_source_key === String(la.id))!;
     expect(laStream.stream.time[0]).toBe(Date.parse(`${eightDaysAgo}T12:15:09Z`) / 1000);
@@ -279,7 +383,9 @@ describe('strava pulls', () => {
   });
 
   it('fetchObject after a push: the same workout (same source_key) in one request, its streams in two, a deleted activity maps to nothing', async () => {
-    const [a] = fake.activitiesOf(userId, workouts.cursors[0].after as number, workouts.cursors[0].before as number).filter((x) => x.detail.sport_type === 'Run');
+    const [a] = fake
+      .activitiesOf(userId, workouts.cursors[0].after as number, workouts.cursors[0].before as number)
+      .filter((x) => x.detail.sport_type === 'Run');
     let before = fake.requests.length;
     const detail = await integration.fetchObject!(ctx, 'workouts', String(a.id), OFFSET);
     expect(fake.requests.length - before).toBe(1);
@@ -329,7 +435,8 @@ describe('strava rate limits', () => {
 
   it('reads the next quarter hour, or midnight UTC when a daily allowance is spent, from the headers', () => {
     const now = new Date('2026-03-10T10:07:31Z');
-    const headers = (read: string, overall = '10,100') => new Headers({ 'X-RateLimit-Limit': '200,2000', 'X-RateLimit-Usage': overall, 'X-ReadRateLimit-Limit': '100,1000', 'X-ReadRateLimit-Usage': read });
+    const headers = (read: string, overall = '10,100') =>
+      new Headers({ 'X-RateLimit-Limit': '200,2000', 'X-RateLimit-Usage': overall, 'X-ReadRateLimit-Limit': '100,1000', 'X-ReadRateLimit-Usage': read });
     expect(stravaRateLimitResetAt(headers('101,500'), now).toISOString()).toBe('2026-03-10T10:15:00.000Z');
     expect(stravaRateLimitResetAt(headers('20,1000'), now).toISOString()).toBe('2026-03-11T00:00:00.000Z');
     expect(stravaRateLimitResetAt(headers('20,300', '150,2001'), now).toISOString()).toBe('2026-03-11T00:00:00.000Z');
@@ -370,7 +477,12 @@ async function startReceiver(secrets: PushSecrets): Promise<{ url: string; serve
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const url = new URL(req.url ?? '/', 'http://receiver');
-    return { method: req.method ?? 'GET', query: Object.fromEntries(url.searchParams), headers: req.headers as Record<string, string>, rawBody: Buffer.concat(chunks) };
+    return {
+      method: req.method ?? 'GET',
+      query: Object.fromEntries(url.searchParams),
+      headers: req.headers as Record<string, string>,
+      rawBody: Buffer.concat(chunks),
+    };
   };
   const server = createServer((req, res) => {
     void toRequest(req).then((pushReq) => {
@@ -417,7 +529,9 @@ describe('strava webhooks', () => {
     expect(id).toBe(String(fake.subscription!.id));
     secrets.webhookSecret = id; // what verify compares subscription_id with
     expect(await listPushSubscriptions(ctx)).toEqual([expect.objectContaining({ id: Number(id), callback_url: receiver.url })]);
-    await expect(createPushSubscription(ctx, { callbackUrl: receiver.url, verifyToken: secrets.verifyToken! })).rejects.toMatchObject({ errorType: 'non_retriable_error' });
+    await expect(createPushSubscription(ctx, { callbackUrl: receiver.url, verifyToken: secrets.verifyToken! })).rejects.toMatchObject({
+      errorType: 'non_retriable_error',
+    });
     expect(integration.push!.handshake!({ method: 'GET', query: {}, headers: {}, rawBody: Buffer.alloc(0) }, secrets)).toBeNull();
   });
 
@@ -432,7 +546,9 @@ describe('strava webhooks', () => {
     ]);
     expect(first[0]).not.toEqual(first[1]);
     expect(retry).toEqual(first);
-    await fake.notify(fake.event({ object_type: 'activity', object_id: 1360128428, aspect_type: 'update', owner_id: Number(userId), updates: { title: 'Messy' } }));
+    await fake.notify(
+      fake.event({ object_type: 'activity', object_id: 1360128428, aspect_type: 'update', owner_id: Number(userId), updates: { title: 'Messy' } }),
+    );
     await fake.notify(fake.event({ object_type: 'activity', object_id: 1360128428, aspect_type: 'delete', owner_id: Number(userId) }));
     const [update, deletion] = receiver.received.splice(0);
     expect(update).toEqual([expect.objectContaining({ kind: 'data', resource: 'workouts', objectId: '1360128428' })]);
@@ -485,7 +601,9 @@ describe('strava revoke', () => {
     expect(call.status).toBe(200);
     const state = fake.tokenState(user.id);
     expect([...state.access, ...state.refresh].every((t) => !t.valid)).toBe(true);
-    await expect(integration.fetchPage(ctx, 'profile', integration.firstPage('profile', windowOf(1, 0))!)).rejects.toMatchObject({ errorType: 'provider_credential_error' });
+    await expect(integration.fetchPage(ctx, 'profile', integration.firstPage('profile', windowOf(1, 0))!)).rejects.toMatchObject({
+      errorType: 'provider_credential_error',
+    });
     await expect(refreshTokens(integration.oauth, client, tokens.refresh_token!, { baseUrl: fake.url })).rejects.toBeInstanceOf(OAuthError);
     await expect(integration.revoke!(ctx)).resolves.toBeUndefined();
   });

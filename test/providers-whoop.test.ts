@@ -3,7 +3,16 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ProviderData, SampleInput, SummaryInput } from '../lib/wearables/model';
 import { ProviderFetchError } from '../lib/wearables/provider-errors';
-import { OAuthError, RateLimitedError, type OAuthSettings, type PageCursor, type ProviderCallContext, type PushRequest, type PullWindow, type TokenSet } from '../lib/wearables/providers/contract';
+import {
+  OAuthError,
+  RateLimitedError,
+  type OAuthSettings,
+  type PageCursor,
+  type ProviderCallContext,
+  type PushRequest,
+  type PullWindow,
+  type TokenSet,
+} from '../lib/wearables/providers/contract';
 import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode, refreshTokens } from '../lib/wearables/providers/oauth-client';
 import type { WhoopCycle, WhoopSleep, WhoopWorkout } from '../lib/wearables/providers/whoop/api-types';
@@ -22,16 +31,30 @@ const DAY = 86_400_000;
 const NEW_YORK_SUMMER = -4 * 3600;
 const KOLKATA = 5.5 * 3600;
 
-const unescapeHtml = (s: string) => s.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+const unescapeHtml = (s: string) =>
+  s
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 
 /** Opens the authorize URL like a browser, submits the consent form, answers the redirect target. */
-async function consent(fake: FakeWhoop, settings: OAuthSettings = integration.oauth, decision: 'approve' | 'deny' = 'approve', state = 'state-0123456789'): Promise<URL> {
+async function consent(
+  fake: FakeWhoop,
+  settings: OAuthSettings = integration.oauth,
+  decision: 'approve' | 'deny' = 'approve',
+  state = 'state-0123456789',
+): Promise<URL> {
   const page = await fetch(authorizeUrl(settings, CLIENT, state, { baseUrl: fake.url }), { redirect: 'manual' });
   if (page.status === 302) return new URL(page.headers.get('location')!);
   expect(page.status).toBe(200);
   const html = await page.text();
   const action = /<form method="post" action="([^"]+)"/.exec(html)![1];
-  const fields = [...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m): [string, string] => [unescapeHtml(m[1]), unescapeHtml(m[2])]);
+  const fields = [...html.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)].map((m): [string, string] => [
+    unescapeHtml(m[1]),
+    unescapeHtml(m[2]),
+  ]);
   const answer = await fetch(new URL(unescapeHtml(action), fake.url), {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
@@ -70,7 +93,12 @@ function windowOf(days: number, tz: number, now = Date.now()): PullWindow {
 }
 
 /** Pulls a unit page by page, checking each page is one request and each cursor small and flat. */
-async function pull(fake: FakeWhoop, ctx: ProviderCallContext, resource: string, window: PullWindow): Promise<{ data: ProviderData; pages: number; paths: string[] }> {
+async function pull(
+  fake: FakeWhoop,
+  ctx: ProviderCallContext,
+  resource: string,
+  window: PullWindow,
+): Promise<{ data: ProviderData; pages: number; paths: string[] }> {
   const data: ProviderData = { source_type: '', summaries: [], samples: [], workout_streams: [] };
   const paths: string[] = [];
   let cursor: PageCursor | null = integration.firstPage(resource, window);
@@ -137,7 +165,15 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
     test('the authorize URL asks for every read scope and offline, space-separated, with the client in the token body', async () => {
       const url = new URL(authorizeUrl(integration.oauth, CLIENT, 'state-0123456789', {}));
       expect(`${url.origin}${url.pathname}`).toBe('https://api.prod.whoop.com/oauth/oauth2/auth');
-      expect(url.searchParams.get('scope')!.split(' ').sort()).toEqual(['offline', 'read:body_measurement', 'read:cycles', 'read:profile', 'read:recovery', 'read:sleep', 'read:workout']);
+      expect(url.searchParams.get('scope')!.split(' ').sort()).toEqual([
+        'offline',
+        'read:body_measurement',
+        'read:cycles',
+        'read:profile',
+        'read:recovery',
+        'read:sleep',
+        'read:workout',
+      ]);
       expect(integration.oauth.tokenUrl).toBe('https://api.prod.whoop.com/oauth/oauth2/token');
       expect(integration.oauth.clientAuth).toBe('body');
       expect(integration.historyDays).toBe(90);
@@ -205,7 +241,9 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       const tokens = await connect(fake, user.id);
       const calls = fake.tokenEndpointCalls('refresh_token');
       const reuses = fake.refreshTokenReuses;
-      const results = await Promise.allSettled([0, 1].map(() => refreshTokens(integration.oauth, FAKE_WHOOP_CLIENT, tokens.refresh_token!, { baseUrl: fake.url })));
+      const results = await Promise.allSettled(
+        [0, 1].map(() => refreshTokens(integration.oauth, FAKE_WHOOP_CLIENT, tokens.refresh_token!, { baseUrl: fake.url })),
+      );
       expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
       const lost = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
       expect(lost.reason).toMatchObject({ error: 'invalid_grant' });
@@ -370,7 +408,13 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       nights.forEach((night, i) => {
         const id = randomUUID();
         const start = Date.parse(night.end!) + 8 * 3_600_000;
-        fake.putRecord(busy, 'sleep', { ...night, id, cycle_id: 7_000_000 + i, start: new Date(start).toISOString(), end: new Date(start + 3 * 3_600_000).toISOString() });
+        fake.putRecord(busy, 'sleep', {
+          ...night,
+          id,
+          cycle_id: 7_000_000 + i,
+          start: new Date(start).toISOString(),
+          end: new Date(start + 3 * 3_600_000).toISOString(),
+        });
         const recovery = fake.recoveryOfSleep(busy, night.id)!;
         fake.putRecord(busy, 'recovery', { ...recovery, cycle_id: 7_000_000 + i, sleep_id: id, score: { ...recovery.score!, hrv_rmssd_milli: 200 + i } });
       });
@@ -402,7 +446,10 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       // The recovery.updated push names the sleep; the fetch joins the recovery.
       const before = fake.requests.length;
       const scored = await integration.fetchObject!(ctx, 'sleep', target.id, 0);
-      expect(fake.requests.slice(before).map((r) => r.path)).toEqual([`/developer/v2/activity/sleep/${target.id}`, `/developer/v2/cycle/${target.cycle_id}/recovery`]);
+      expect(fake.requests.slice(before).map((r) => r.path)).toEqual([
+        `/developer/v2/activity/sleep/${target.id}`,
+        `/developer/v2/cycle/${target.cycle_id}/recovery`,
+      ]);
       expect(scored.summaries).toHaveLength(1);
       const s = scored.summaries[0];
       expect(s.source_key).toBe(target.id);
@@ -421,7 +468,14 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       fake.setScoreState(userId, 'workout', workout.id, 'UNSCORABLE');
       fake.setScoreState(userId, 'cycle', cycle.id, 'UNSCORABLE');
       const workouts = byKey((await pull(fake, ctx, 'workouts', w)).data.summaries, 'workouts');
-      expect(workouts.get(workout.id)!.fields).toMatchObject({ calories: null, average_hr: null, max_hr: null, hr_zones: null, distance: null, time_start: wallClock(workout.start, workout.timezone_offset) });
+      expect(workouts.get(workout.id)!.fields).toMatchObject({
+        calories: null,
+        average_hr: null,
+        max_hr: null,
+        hr_zones: null,
+        distance: null,
+        time_start: wallClock(workout.start, workout.timezone_offset),
+      });
       const activity = (await pull(fake, ctx, 'activity', w)).data.summaries;
       const unscored = activity.filter((a) => a.fields.calories_total === null);
       expect(unscored.map((a) => a.source_key)).toEqual([cycleDay(cycle)]);
@@ -476,28 +530,96 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       const ctx = contextFor(fake, tokens.access_token);
       // api-evangelist/whoop-co examples/whoop-list-sleep-example.json and whoop-get-recovery-example.json
       const sleep: WhoopSleep = {
-        id: 'ecfc6a15-4661-442f-a9a4-f160dd7afae8', cycle_id: 93845, user_id: Number(user.id), created_at: '2026-05-25T07:14:01.137Z', updated_at: '2026-05-25T07:14:01.137Z',
-        start: '2026-05-24T23:18:00.000Z', end: '2026-05-25T06:51:00.000Z', timezone_offset: '-04:00', nap: false, score_state: 'SCORED',
+        id: 'ecfc6a15-4661-442f-a9a4-f160dd7afae8',
+        cycle_id: 93845,
+        user_id: Number(user.id),
+        created_at: '2026-05-25T07:14:01.137Z',
+        updated_at: '2026-05-25T07:14:01.137Z',
+        start: '2026-05-24T23:18:00.000Z',
+        end: '2026-05-25T06:51:00.000Z',
+        timezone_offset: '-04:00',
+        nap: false,
+        score_state: 'SCORED',
         score: {
-          stage_summary: { total_in_bed_time_milli: 27180000, total_awake_time_milli: 1380000, total_no_data_time_milli: 0, total_light_sleep_time_milli: 13560000, total_slow_wave_sleep_time_milli: 6120000, total_rem_sleep_time_milli: 6120000, sleep_cycle_count: 4, disturbance_count: 6 },
+          stage_summary: {
+            total_in_bed_time_milli: 27180000,
+            total_awake_time_milli: 1380000,
+            total_no_data_time_milli: 0,
+            total_light_sleep_time_milli: 13560000,
+            total_slow_wave_sleep_time_milli: 6120000,
+            total_rem_sleep_time_milli: 6120000,
+            sleep_cycle_count: 4,
+            disturbance_count: 6,
+          },
           sleep_needed: { baseline_milli: 27395716, need_from_sleep_debt_milli: 1200000, need_from_recent_strain_milli: 850000, need_from_recent_nap_milli: 0 },
-          respiratory_rate: 15.86, sleep_performance_percentage: 94.1, sleep_consistency_percentage: 78.0, sleep_efficiency_percentage: 94.9,
+          respiratory_rate: 15.86,
+          sleep_performance_percentage: 94.1,
+          sleep_consistency_percentage: 78.0,
+          sleep_efficiency_percentage: 94.9,
         },
       };
-      const cycle: WhoopCycle = { id: 93845, user_id: Number(user.id), created_at: '2026-05-24T23:20:00.000Z', updated_at: '2026-05-25T23:00:00.000Z', start: '2026-05-24T23:18:00.000Z', end: '2026-05-25T23:40:00.000Z', timezone_offset: '-04:00', score_state: 'SCORED', score: { strain: 12.2, kilojoule: 8288.297, average_heart_rate: 68, max_heart_rate: 141 } };
+      const cycle: WhoopCycle = {
+        id: 93845,
+        user_id: Number(user.id),
+        created_at: '2026-05-24T23:20:00.000Z',
+        updated_at: '2026-05-25T23:00:00.000Z',
+        start: '2026-05-24T23:18:00.000Z',
+        end: '2026-05-25T23:40:00.000Z',
+        timezone_offset: '-04:00',
+        score_state: 'SCORED',
+        score: { strain: 12.2, kilojoule: 8288.297, average_heart_rate: 68, max_heart_rate: 141 },
+      };
       fake.putRecord(user.id, 'sleep', sleep);
       fake.putRecord(user.id, 'cycle', cycle);
-      fake.putRecord(user.id, 'recovery', { cycle_id: 93845, sleep_id: sleep.id, user_id: Number(user.id), created_at: '2026-05-25T07:14:02.000Z', updated_at: '2026-05-25T07:14:02.000Z', score_state: 'SCORED', score: { user_calibrating: false, recovery_score: 72.5, resting_heart_rate: 51.2, hrv_rmssd_milli: 68.4, spo2_percentage: 96.7, skin_temp_celsius: 33.4 } });
+      fake.putRecord(user.id, 'recovery', {
+        cycle_id: 93845,
+        sleep_id: sleep.id,
+        user_id: Number(user.id),
+        created_at: '2026-05-25T07:14:02.000Z',
+        updated_at: '2026-05-25T07:14:02.000Z',
+        score_state: 'SCORED',
+        score: {
+          user_calibrating: false,
+          recovery_score: 72.5,
+          resting_heart_rate: 51.2,
+          hrv_rmssd_milli: 68.4,
+          spo2_percentage: 96.7,
+          skin_temp_celsius: 33.4,
+        },
+      });
 
       const data = await integration.fetchObject!(ctx, 'sleep', sleep.id, 3600); // a fallback offset the record's own must win over
       const s = data.summaries[0];
       expect(s).toMatchObject({ resource: 'sleep', source_key: sleep.id, calendar_date: '2026-05-25', time: '2026-05-24T23:18:00.000Z' });
       expect(s.fields).toMatchObject({
-        bedtime_start: '2026-05-24T19:18:00-04:00', bedtime_stop: '2026-05-25T02:51:00-04:00', timezone_offset: -14400, date: '2026-05-25T00:00:00+00:00',
-        duration: 27180, total: 25800, awake: 1380, light: 13560, deep: 6120, rem: 6120, score: 94, efficiency: 94.9, respiratory_rate: 15.86,
-        average_hrv: 68.4, hr_resting: 51, recovery_readiness_score: 72.5, skin_temperature: 33.4, type: 'long_sleep', state: 'confirmed',
+        bedtime_start: '2026-05-24T19:18:00-04:00',
+        bedtime_stop: '2026-05-25T02:51:00-04:00',
+        timezone_offset: -14400,
+        date: '2026-05-25T00:00:00+00:00',
+        duration: 27180,
+        total: 25800,
+        awake: 1380,
+        light: 13560,
+        deep: 6120,
+        rem: 6120,
+        score: 94,
+        efficiency: 94.9,
+        respiratory_rate: 15.86,
+        average_hrv: 68.4,
+        hr_resting: 51,
+        recovery_readiness_score: 72.5,
+        skin_temperature: 33.4,
+        type: 'long_sleep',
+        state: 'confirmed',
       });
-      expect(data.samples.find((x) => x.resource === 'hrv')).toEqual({ resource: 'hrv', timestamp: '2026-05-25T06:51:00.000Z', unit: 'rmssd', type: null, timezone_offset: -14400, value: 68.4 });
+      expect(data.samples.find((x) => x.resource === 'hrv')).toEqual({
+        resource: 'hrv',
+        timestamp: '2026-05-25T06:51:00.000Z',
+        unit: 'rmssd',
+        type: null,
+        timezone_offset: -14400,
+        value: 68.4,
+      });
       expect(data.samples.find((x) => x.resource === 'blood_oxygen')).toMatchObject({ value: 96.7, unit: '%' });
 
       const day = await integration.fetchObject!(ctx, 'activity', String(cycle.id), 0);
@@ -505,16 +627,49 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       expect(day.summaries[0].fields).toMatchObject({ calories_total: 1981, timezone_offset: -14400 });
 
       const workout: WhoopWorkout = {
-        id: '0b7c4a8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b', user_id: Number(user.id), created_at: '2026-05-24T09:42:11.137Z', updated_at: '2026-05-24T10:11:24.502Z',
-        start: '2026-05-24T08:30:00.000Z', end: '2026-05-24T09:32:14.000Z', timezone_offset: '-04:00', sport_name: 'running', score_state: 'SCORED',
-        score: { strain: 12.4163, average_heart_rate: 152, max_heart_rate: 178, kilojoule: 1832.74, percent_recorded: 100, distance_meter: 8123.4, altitude_gain_meter: 64.2, altitude_change_meter: -1.8, zone_durations: { zone_zero_milli: 0, zone_one_milli: 240000, zone_two_milli: 540000, zone_three_milli: 1500000, zone_four_milli: 1380000, zone_five_milli: 60000 } },
+        id: '0b7c4a8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b',
+        user_id: Number(user.id),
+        created_at: '2026-05-24T09:42:11.137Z',
+        updated_at: '2026-05-24T10:11:24.502Z',
+        start: '2026-05-24T08:30:00.000Z',
+        end: '2026-05-24T09:32:14.000Z',
+        timezone_offset: '-04:00',
+        sport_name: 'running',
+        score_state: 'SCORED',
+        score: {
+          strain: 12.4163,
+          average_heart_rate: 152,
+          max_heart_rate: 178,
+          kilojoule: 1832.74,
+          percent_recorded: 100,
+          distance_meter: 8123.4,
+          altitude_gain_meter: 64.2,
+          altitude_change_meter: -1.8,
+          zone_durations: {
+            zone_zero_milli: 0,
+            zone_one_milli: 240000,
+            zone_two_milli: 540000,
+            zone_three_milli: 1500000,
+            zone_four_milli: 1380000,
+            zone_five_milli: 60000,
+          },
+        },
       };
       fake.putRecord(user.id, 'workout', workout);
       const w = (await integration.fetchObject!(ctx, 'workouts', workout.id, 0)).summaries[0];
       expect(w).toMatchObject({ source_key: workout.id, calendar_date: '2026-05-24', time: '2026-05-24T08:30:00.000Z' });
       expect(w.fields).toMatchObject({
-        title: 'Running', time_start: '2026-05-24T04:30:00-04:00', time_end: '2026-05-24T05:32:14-04:00', sport: { id: 0, name: 'Running', slug: 'running' },
-        average_hr: 152, max_hr: 178, calories: 438, distance: 8123.4, total_elevation_gain: 64.2, hr_zones: [0, 240, 540, 1500, 1380, 60], provider_id: workout.id,
+        title: 'Running',
+        time_start: '2026-05-24T04:30:00-04:00',
+        time_end: '2026-05-24T05:32:14-04:00',
+        sport: { id: 0, name: 'Running', slug: 'running' },
+        average_hr: 152,
+        max_hr: 178,
+        calories: 438,
+        distance: 8123.4,
+        total_elevation_gain: 64.2,
+        hr_zones: [0, 240, 540, 1500, 1380, 60],
+        provider_id: workout.id,
       });
     });
 
@@ -522,7 +677,30 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       expect(offsetSeconds('Z', 3600)).toBe(0);
       expect(offsetSeconds('+05:30', 0)).toBe(KOLKATA);
       expect(offsetSeconds('garbage', 7200)).toBe(7200);
-      const base: WhoopSleep = { id: 'a', cycle_id: 1, user_id: 1, created_at: '', updated_at: '', start: '2026-01-01T22:00:00.000Z', end: '2026-01-02T06:00:00.000Z', timezone_offset: 'Z', nap: false, score_state: 'SCORED', score: { stage_summary: { total_in_bed_time_milli: 28_800_000, total_awake_time_milli: 1_800_000, total_no_data_time_milli: 0, total_light_sleep_time_milli: 14_400_000, total_slow_wave_sleep_time_milli: 5_400_000, total_rem_sleep_time_milli: 7_200_000, sleep_cycle_count: 4, disturbance_count: 3 } } as WhoopSleep['score'] };
+      const base: WhoopSleep = {
+        id: 'a',
+        cycle_id: 1,
+        user_id: 1,
+        created_at: '',
+        updated_at: '',
+        start: '2026-01-01T22:00:00.000Z',
+        end: '2026-01-02T06:00:00.000Z',
+        timezone_offset: 'Z',
+        nap: false,
+        score_state: 'SCORED',
+        score: {
+          stage_summary: {
+            total_in_bed_time_milli: 28_800_000,
+            total_awake_time_milli: 1_800_000,
+            total_no_data_time_milli: 0,
+            total_light_sleep_time_milli: 14_400_000,
+            total_slow_wave_sleep_time_milli: 5_400_000,
+            total_rem_sleep_time_milli: 7_200_000,
+            sleep_cycle_count: 4,
+            disturbance_count: 3,
+          },
+        } as WhoopSleep['score'],
+      };
       expect(mapSleep({ ...base, score_state: 'UNSCORABLE', score: undefined }, null, 3600).summaries).toEqual([]);
       expect(mapSleep(base, null, 3600).summaries[0].fields.bedtime_start).toBe('2026-01-01T22:00:00+00:00');
       const fallback = mapSleep({ ...base, timezone_offset: '' }, null, 3600).summaries[0];
@@ -562,7 +740,16 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
         await integration.afterConnect!(ctxA);
         expect(limited.rateLimitedResponses).toBe(0);
         const fixedNow = new Date();
-        const ctxC = { ...ctxB, http: createProviderHttp({ integration, baseUrl: limited.url, client: FAKE_WHOOP_CLIENT, accessToken: async () => (await connect(limited, limited.addUser().id)).access_token, now: () => fixedNow }) };
+        const ctxC = {
+          ...ctxB,
+          http: createProviderHttp({
+            integration,
+            baseUrl: limited.url,
+            client: FAKE_WHOOP_CLIENT,
+            accessToken: async () => (await connect(limited, limited.addUser().id)).access_token,
+            now: () => fixedNow,
+          }),
+        };
         const err = await integration.fetchPage(ctxC, 'workouts', cursor).catch((e: unknown) => e);
         expect(err).toBeInstanceOf(RateLimitedError);
         const last = limited.requests.at(-1)!;
@@ -583,7 +770,13 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       const token = (await connect(fake, user.id)).access_token;
       const now = new Date('2026-11-01T12:00:00Z');
       fake.fail({ path: '/developer/v2/activity/workout', status: 429, headers: fake.rateLimitHeaders(17) });
-      const err = await integration.fetchPage(contextFor(fake, token, () => now), 'workouts', integration.firstPage('workouts', windowOf(3, 0))!).catch((e: unknown) => e);
+      const err = await integration
+        .fetchPage(
+          contextFor(fake, token, () => now),
+          'workouts',
+          integration.firstPage('workouts', windowOf(3, 0))!,
+        )
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RateLimitedError);
       expect((err as RateLimitedError).retryAt.toISOString()).toBe('2026-11-01T12:00:17.000Z');
       const headers = new Headers({ 'X-RateLimit-Reset': '3' });
@@ -634,7 +827,15 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       expect(req.headers['x-whoop-signature-timestamp']).toMatch(/^\d{13}$/);
       expect(integration.push!.verify(req, { clientSecret: FAKE_WHOOP_CLIENT.clientSecret }, new Date())).toBe(true);
       const notes = integration.push!.parse(req);
-      expect(notes).toEqual([{ kind: 'data', externalUserId: userId, resource: 'sleep', objectId: sleep.id, dedupeKey: `whoop_v2:sleep.updated:${sleep.id}:e369c784-5100-49e8-8098-75d35c47b31b` }]);
+      expect(notes).toEqual([
+        {
+          kind: 'data',
+          externalUserId: userId,
+          resource: 'sleep',
+          objectId: sleep.id,
+          dedupeKey: `whoop_v2:sleep.updated:${sleep.id}:e369c784-5100-49e8-8098-75d35c47b31b`,
+        },
+      ]);
       const note = notes[0] as { resource: string; objectId: string };
       const data = await integration.fetchObject!(ctx, note.resource, note.objectId, 0);
       expect(data.summaries.map((s) => s.source_key)).toEqual([sleep.id]);
@@ -677,7 +878,13 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       const { 'x-whoop-signature': _sig, ...unsigned } = genuine.headers;
       expect(integration.push!.verify({ ...genuine, headers: unsigned }, secrets, now)).toBe(false);
       // The timestamp is signed too: moving it breaks the signature.
-      expect(integration.push!.verify({ ...genuine, headers: { ...genuine.headers, 'x-whoop-signature-timestamp': String(Number(genuine.headers['x-whoop-signature-timestamp']) + 1) } }, secrets, now)).toBe(false);
+      expect(
+        integration.push!.verify(
+          { ...genuine, headers: { ...genuine.headers, 'x-whoop-signature-timestamp': String(Number(genuine.headers['x-whoop-signature-timestamp']) + 1) } },
+          secrets,
+          now,
+        ),
+      ).toBe(false);
       expect(integration.push!.verify(genuine, { clientSecret: 'another-app' }, now)).toBe(false);
     });
   });
@@ -691,7 +898,9 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
     expect(fake.revokedThroughApi).toContain(user.id);
     await expect(integration.afterConnect!(ctx)).rejects.toMatchObject({ errorType: 'provider_credential_error' });
     expect(fake.refreshTokenValid(tokens.refresh_token!)).toBe(false);
-    await expect(refreshTokens(integration.oauth, FAKE_WHOOP_CLIENT, tokens.refresh_token!, { baseUrl: fake.url })).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(refreshTokens(integration.oauth, FAKE_WHOOP_CLIENT, tokens.refresh_token!, { baseUrl: fake.url })).rejects.toMatchObject({
+      error: 'invalid_grant',
+    });
     // Consenting again connects again.
     const again = await connect(fake, user.id);
     expect((await integration.afterConnect!(contextFor(fake, again.access_token))).externalUserId).toBe(user.id);

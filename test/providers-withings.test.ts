@@ -3,14 +3,29 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ProviderFetchError } from '../lib/wearables/adapters';
 import type { ProviderData, SampleInput, SummaryInput } from '../lib/wearables/model';
-import { OAuthError, RateLimitedError, type PageCursor, type ProviderCallContext, type PullWindow, type PushRequest, type TokenSet } from '../lib/wearables/providers/contract';
+import {
+  OAuthError,
+  RateLimitedError,
+  type PageCursor,
+  type ProviderCallContext,
+  type PullWindow,
+  type PushRequest,
+  type TokenSet,
+} from '../lib/wearables/providers/contract';
 import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode, refreshTokens } from '../lib/wearables/providers/oauth-client';
 import { integration, listNotifications, subscribeAll, subscribeNotifications, withingsSignature } from '../lib/wearables/providers/withings';
 import { envelopeError, isUnauthorizedEnvelope, statusFamily, unwrapTokenEnvelope } from '../lib/wearables/providers/withings/api';
 import { mapMeasureGroups, mapSleepSeries, mapSleepSummary, scaleMeasure } from '../lib/wearables/providers/withings/mapping';
 import { parseNotification } from '../lib/wearables/providers/withings/push';
-import { FAKE_WITHINGS_CLIENT, startFakeWithings, type FakeMeasureGroup, type FakeSleepSummary, type FakeWorkout, type WithingsFake } from './support/fakes/withings';
+import {
+  FAKE_WITHINGS_CLIENT,
+  startFakeWithings,
+  type FakeMeasureGroup,
+  type FakeSleepSummary,
+  type FakeWorkout,
+  type WithingsFake,
+} from './support/fakes/withings';
 
 const REDIRECT_URI = 'https://app.example.test/v2/link/callback/withings';
 const client = { ...FAKE_WITHINGS_CLIENT, redirectUri: REDIRECT_URI };
@@ -35,7 +50,12 @@ async function consent(decision: 'approve' | 'deny', state = 'st4te'): Promise<U
   const form = new URLSearchParams();
   for (const m of html.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)) form.set(m[1], m[2].replace(/&amp;/g, '&').replace(/&quot;/g, '"'));
   form.set('decision', decision);
-  const res = await fetch(new URL(action, fake.url), { method: 'POST', body: form, headers: { 'content-type': 'application/x-www-form-urlencoded' }, redirect: 'manual' });
+  const res = await fetch(new URL(action, fake.url), {
+    method: 'POST',
+    body: form,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    redirect: 'manual',
+  });
   expect(res.status).toBe(302);
   const location = new URL(res.headers.get('location')!);
   expect(`${location.origin}${location.pathname}`).toBe(REDIRECT_URI);
@@ -229,7 +249,10 @@ describe('withings OAuth', () => {
   });
 
   it('unwrapTokenResponse: a refused grant is invalid_grant, a rate limit or a server fault is provider_unavailable', () => {
-    expect(unwrapTokenEnvelope({ status: 0, body: { userid: 363, access_token: 'a', refresh_token: 'r', expires_in: 10800 } })).toMatchObject({ userid: '363', access_token: 'a' });
+    expect(unwrapTokenEnvelope({ status: 0, body: { userid: 363, access_token: 'a', refresh_token: 'r', expires_in: 10800 } })).toMatchObject({
+      userid: '363',
+      access_token: 'a',
+    });
     expect(() => unwrapTokenEnvelope({ status: 503, body: {}, error: 'Invalid Params: invalid refresh_token' })).toThrow(OAuthError);
     expect(() => unwrapTokenEnvelope({ status: 401, body: {}, error: 'invalid_token' })).toThrow(OAuthError);
     for (const status of [601, 522, 2556]) {
@@ -286,9 +309,18 @@ describe('withings 90-day pull', () => {
     expect(s.calendar_date).toBe(day.date);
     expect(s.time).toBe(new Date(Date.parse(`${day.date}T00:00:00Z`) - offset * 1000).toISOString()); // local midnight, as UTC
     expect(s.fields).toMatchObject({
-      date: `${day.date}T00:00:00+00:00`, calendar_date: day.date, time_zone: 'Etc/GMT-2', timezone_offset: offset, steps: day.steps,
-      calories_active: day.calories, calories_total: day.totalcalories, distance: day.distance, floors_climbed: day.elevation,
-      low: Math.round(day.soft / 60), medium: Math.round(day.moderate / 60), high: Math.round(day.intense / 60),
+      date: `${day.date}T00:00:00+00:00`,
+      calendar_date: day.date,
+      time_zone: 'Etc/GMT-2',
+      timezone_offset: offset,
+      steps: day.steps,
+      calories_active: day.calories,
+      calories_total: day.totalcalories,
+      distance: day.distance,
+      floors_climbed: day.elevation,
+      low: Math.round(day.soft / 60),
+      medium: Math.round(day.moderate / 60),
+      high: Math.round(day.intense / 60),
       heart_rate: { avg_bpm: day.hr_average, min_bpm: day.hr_min, max_bpm: day.hr_max, resting_bpm: null },
     });
     const req = new URLSearchParams(fake.requestsTo('/v2/measure', conn.userId).at(-1)!.body);
@@ -324,7 +356,12 @@ describe('withings 90-day pull', () => {
     expect(s.fields.body_mass_index).toBe(Math.round((weight.value / 1000 / (heightCm / 100) ** 2) * 10) / 10);
     const bp = groups.find((x) => x.measures.some((m) => m.type === 10))!;
     const bpSample = ofResource(got.samples, 'blood_pressure').find((x) => x.timestamp === new Date(bp.date * 1000).toISOString())!;
-    expect(bpSample).toMatchObject({ unit: 'mmHg', systolic: bp.measures.find((m) => m.type === 10)!.value, diastolic: bp.measures.find((m) => m.type === 9)!.value, timezone_offset: offset });
+    expect(bpSample).toMatchObject({
+      unit: 'mmHg',
+      systolic: bp.measures.find((m) => m.type === 10)!.value,
+      diastolic: bp.measures.find((m) => m.type === 9)!.value,
+      timezone_offset: offset,
+    });
     expect(bpSample.value).toBeUndefined();
     for (const x of ofResource(got.samples, 'blood_oxygen')) expect(x.value).toBeGreaterThan(90);
   });
@@ -340,8 +377,14 @@ describe('withings 90-day pull', () => {
     const local = new Date((w.startdate + offset) * 1000).toISOString().slice(0, 19);
     expect(s.fields.time_start).toBe(`${local}+02:00`);
     expect(s.fields).toMatchObject({
-      provider_id: String(w.id), average_hr: w.data.hr_average, max_hr: w.data.hr_max, calories: w.data.calories, distance: w.data.distance,
-      moving_time: w.enddate - w.startdate - w.data.pause_duration, steps: w.data.steps, timezone_offset: offset,
+      provider_id: String(w.id),
+      average_hr: w.data.hr_average,
+      max_hr: w.data.hr_max,
+      calories: w.data.calories,
+      distance: w.data.distance,
+      moving_time: w.enddate - w.startdate - w.data.pause_duration,
+      steps: w.data.steps,
+      timezone_offset: offset,
       hr_zones: [w.data.hr_zone_0, w.data.hr_zone_1, w.data.hr_zone_2, w.data.hr_zone_3],
     });
     expect((s.fields.sport as { id: number }).id).toBe(w.category);
@@ -358,14 +401,18 @@ describe('withings 90-day pull', () => {
     expect(ofResource(got.samples, 'respiratory_rate')).toHaveLength(served.sleep_rr);
     expect(ofResource(got.samples, 'hrv')).toHaveLength(served.sleep_rmssd);
     expect(served.sleep_sdnn_1).toBeUndefined(); // never asked for
-    const seriesCalls = fake.requestsTo('/v2/sleep', conn.userId).map((r) => new URLSearchParams(r.body)).filter((f) => f.get('action') === 'get');
+    const seriesCalls = fake
+      .requestsTo('/v2/sleep', conn.userId)
+      .map((r) => new URLSearchParams(r.body))
+      .filter((f) => f.get('action') === 'get');
     expect(seriesCalls).toHaveLength(90);
     for (const f of seriesCalls) {
       expect(Number(f.get('enddate')) - Number(f.get('startdate'))).toBeLessThan(86_400);
       expect(f.get('data_fields')!.split(',')).not.toContain('sdnn_1');
     }
     // Every segment of every night in the window was served once (none lost between two noon-to-noon calls).
-    const first = nights[0], last = nights.at(-1)!;
+    const first = nights[0],
+      last = nights.at(-1)!;
     const segments = fake.sleepSegmentsFor(conn.userId, first.startdate, last.enddate);
     expect(served.sleep_segments).toBe(segments.length);
 
@@ -374,10 +421,21 @@ describe('withings 90-day pull', () => {
     expect(s.calendar_date).toBe(night.date);
     expect(s.time).toBe(new Date(night.startdate * 1000).toISOString());
     expect(s.fields).toMatchObject({
-      timezone_offset: offset, duration: night.enddate - night.startdate, total: night.data.total_sleep_time, deep: night.data.deepsleepduration,
-      light: night.data.lightsleepduration, rem: night.data.remsleepduration, awake: night.data.wakeupduration, hr_lowest: night.data.hr_min,
-      hr_average: night.data.hr_average, respiratory_rate: night.data.rr_average, latency: night.data.sleep_latency, score: night.data.sleep_score,
-      efficiency: Math.round(night.data.sleep_efficiency * 1000) / 10, type: 'long_sleep', state: 'confirmed',
+      timezone_offset: offset,
+      duration: night.enddate - night.startdate,
+      total: night.data.total_sleep_time,
+      deep: night.data.deepsleepduration,
+      light: night.data.lightsleepduration,
+      rem: night.data.remsleepduration,
+      awake: night.data.wakeupduration,
+      hr_lowest: night.data.hr_min,
+      hr_average: night.data.hr_average,
+      respiratory_rate: night.data.rr_average,
+      latency: night.data.sleep_latency,
+      score: night.data.sleep_score,
+      efficiency: Math.round(night.data.sleep_efficiency * 1000) / 10,
+      type: 'long_sleep',
+      state: 'confirmed',
       average_hrv: Math.round(((night.data.rmssd_start_avg + night.data.rmssd_end_avg) / 2) * 10) / 10,
     });
     const seg = segments.find((x) => x.startdate >= night.startdate && Object.keys(x.rmssd).length)!;
@@ -391,7 +449,10 @@ describe('withings 90-day pull', () => {
     const got = await pull(conn.ctx, 'heartrate', window);
     const served = fake.servedCount(conn.userId);
     expect(got.pages).toBe(90);
-    const calls = fake.requestsTo('/v2/measure', conn.userId).map((r) => new URLSearchParams(r.body)).filter((f) => f.get('action') === 'getintradayactivity');
+    const calls = fake
+      .requestsTo('/v2/measure', conn.userId)
+      .map((r) => new URLSearchParams(r.body))
+      .filter((f) => f.get('action') === 'getintradayactivity');
     expect(calls).toHaveLength(90);
     for (const f of calls) expect(Number(f.get('enddate')) - Number(f.get('startdate'))).toBe(86_399);
     expect(Number(calls[0].get('startdate'))).toBe(window.start.getTime() / 1000);
@@ -439,7 +500,16 @@ describe('withings mapping traps', () => {
       {
         timezone: 'Europe/Paris',
         measuregrps: [
-          { grpid: 12, date: 1594245600, category: 1, measures: [{ value: 65750, type: 1, unit: -3 }, { value: 2275, type: 6, unit: -2 }, { value: 4731, type: 76, unit: -2 }] },
+          {
+            grpid: 12,
+            date: 1594245600,
+            category: 1,
+            measures: [
+              { value: 65750, type: 1, unit: -3 },
+              { value: 2275, type: 6, unit: -2 },
+              { value: 4731, type: 76, unit: -2 },
+            ],
+          },
           { grpid: 13, date: 1594245700, category: 2, measures: [{ value: 60000, type: 1, unit: -3 }] }, // an objective, not a measure
         ],
       },
@@ -455,15 +525,40 @@ describe('withings mapping traps', () => {
     const summer = Date.parse('2026-07-01T21:30:00Z') / 1000;
     const winter = Date.parse('2026-01-14T22:10:00Z') / 1000;
     const night = (id: number, start: number, date: string): FakeSleepSummary => ({
-      id, timezone: 'Europe/Paris', model: 32, model_id: 63, startdate: start, enddate: start + 8 * 3600, date, created: start + 9 * 3600,
-      modified: start + 9 * 3600, hash_deviceid: 'x', completed: true,
-      data: { total_sleep_time: 25200, lightsleepduration: 14000, deepsleepduration: 5200, remsleepduration: 6000, wakeupduration: 1800, sleep_efficiency: 0.875, rmssd_start_avg: 40, rmssd_end_avg: 50 },
+      id,
+      timezone: 'Europe/Paris',
+      model: 32,
+      model_id: 63,
+      startdate: start,
+      enddate: start + 8 * 3600,
+      date,
+      created: start + 9 * 3600,
+      modified: start + 9 * 3600,
+      hash_deviceid: 'x',
+      completed: true,
+      data: {
+        total_sleep_time: 25200,
+        lightsleepduration: 14000,
+        deepsleepduration: 5200,
+        remsleepduration: 6000,
+        wakeupduration: 1800,
+        sleep_efficiency: 0.875,
+        rmssd_start_avg: 40,
+        rmssd_end_avg: 50,
+      },
     });
     fake.setData(conn.userId, { sleepSummaries: [night(1, summer, '2026-07-02'), night(2, winter, '2026-01-15')], sleepSegments: [] });
     const got = await pull(conn.ctx, 'sleep', windowOf('2026-01-15', '2026-07-02', 0));
     const s1 = got.summaries.find((s) => s.source_key === '1')!;
     expect(s1.time).toBe('2026-07-01T21:30:00.000Z');
-    expect(s1.fields).toMatchObject({ bedtime_start: '2026-07-01T23:30:00+02:00', bedtime_stop: '2026-07-02T07:30:00+02:00', timezone_offset: 7200, calendar_date: '2026-07-02', efficiency: 87.5, average_hrv: 45 });
+    expect(s1.fields).toMatchObject({
+      bedtime_start: '2026-07-01T23:30:00+02:00',
+      bedtime_stop: '2026-07-02T07:30:00+02:00',
+      timezone_offset: 7200,
+      calendar_date: '2026-07-02',
+      efficiency: 87.5,
+      average_hrv: 45,
+    });
     const s2 = got.summaries.find((s) => s.source_key === '2')!;
     expect(s2.time).toBe('2026-01-14T22:10:00.000Z');
     expect(s2.fields).toMatchObject({ bedtime_start: '2026-01-14T23:10:00+01:00', timezone_offset: 3600 });
@@ -472,18 +567,40 @@ describe('withings mapping traps', () => {
   it('workouts: the record zone applied once (America/New_York)', async () => {
     const conn = await connect({ zoneOffsetSeconds: 0 });
     const start = Date.parse('2026-03-20T22:15:00Z') / 1000;
-    const w: FakeWorkout = { id: 987, category: 2, timezone: 'America/New_York', model: 93, attrib: 7, startdate: start, enddate: start + 3000, date: '2026-03-20', modified: start + 4000, deviceid: 'd', data: { distance: 8000, pause_duration: 200, calories: 500 } };
+    const w: FakeWorkout = {
+      id: 987,
+      category: 2,
+      timezone: 'America/New_York',
+      model: 93,
+      attrib: 7,
+      startdate: start,
+      enddate: start + 3000,
+      date: '2026-03-20',
+      modified: start + 4000,
+      deviceid: 'd',
+      data: { distance: 8000, pause_duration: 200, calories: 500 },
+    };
     fake.setData(conn.userId, { workouts: [w] });
     const got = await pull(conn.ctx, 'workouts', windowOf('2026-03-20', '2026-03-20', 0));
     expect(got.summaries).toHaveLength(1);
     expect(got.summaries[0].time).toBe('2026-03-20T22:15:00.000Z');
-    expect(got.summaries[0].fields).toMatchObject({ time_start: '2026-03-20T18:15:00-04:00', time_end: '2026-03-20T19:05:00-04:00', timezone_offset: -14400, calendar_date: '2026-03-20', moving_time: 2800, average_speed: 2.86, sport: { id: 2, name: 'Run', slug: 'run' } });
+    expect(got.summaries[0].fields).toMatchObject({
+      time_start: '2026-03-20T18:15:00-04:00',
+      time_end: '2026-03-20T19:05:00-04:00',
+      timezone_offset: -14400,
+      calendar_date: '2026-03-20',
+      moving_time: 2800,
+      average_speed: 2.86,
+      sport: { id: 2, name: 'Run', slug: 'run' },
+    });
   });
 
   it('HRV is the rmssd series, never sdnn_1, even when both are present', () => {
     const samples = mapSleepSeries([{ startdate: 100, enddate: 700, state: 2, hr: { '100': 50 }, rmssd: { '100': 42.5 }, sdnn_1: { '100': 70.1 } }]);
     expect(ofResource(samples, 'hrv')).toEqual([expect.objectContaining({ value: 42.5, unit: 'rmssd' })]);
-    expect(ofResource(samples, 'hypnogram')).toEqual([expect.objectContaining({ value: 1, unit: 'stage', start: '1970-01-01T00:01:40.000Z', end: '1970-01-01T00:11:40.000Z' })]);
+    expect(ofResource(samples, 'hypnogram')).toEqual([
+      expect.objectContaining({ value: 1, unit: 'stage', start: '1970-01-01T00:01:40.000Z', end: '1970-01-01T00:11:40.000Z' }),
+    ]);
     const s = mapSleepSummary({ id: 5, startdate: 0, enddate: 3600, data: { rmssd_start_avg: 30, rmssd_end_avg: 36 } as never }, 0);
     expect(s.fields.average_hrv).toBe(33);
   });
@@ -491,8 +608,18 @@ describe('withings mapping traps', () => {
   it('body measures: a re-delivered (modified) group keeps its source_key', async () => {
     const conn = await connect({ zoneOffsetSeconds: 0 });
     const g = (value: number, modified: number): FakeMeasureGroup => ({
-      grpid: 4716596696, attrib: 0, date: Date.parse('2026-02-02T07:00:00Z') / 1000, created: 1, modified, category: 1, deviceid: 'd', hash_deviceid: 'd',
-      measures: [{ value, type: 1, unit: -2, algo: 0, fm: 3 }], model: 'Body+', model_id: 5, comment: null,
+      grpid: 4716596696,
+      attrib: 0,
+      date: Date.parse('2026-02-02T07:00:00Z') / 1000,
+      created: 1,
+      modified,
+      category: 1,
+      deviceid: 'd',
+      hash_deviceid: 'd',
+      measures: [{ value, type: 1, unit: -2, algo: 0, fm: 3 }],
+      model: 'Body+',
+      model_id: 5,
+      comment: null,
     });
     fake.setData(conn.userId, { measuregrps: [g(8010, 1)] });
     const a = await pull(conn.ctx, 'body', windowOf('2026-02-02', '2026-02-02', 0));
@@ -540,7 +667,9 @@ describe('withings errors', () => {
     fake.rateLimitPerMinute = 0;
     try {
       const t0 = Date.now();
-      const err = await integration.fetchPage(conn.ctx, 'sleep', integration.firstPage('sleep', windowOf('2026-01-01', '2026-01-02', 0))!).catch((e: unknown) => e);
+      const err = await integration
+        .fetchPage(conn.ctx, 'sleep', integration.firstPage('sleep', windowOf('2026-01-01', '2026-01-02', 0))!)
+        .catch((e: unknown) => e);
       expect(err).toBeInstanceOf(RateLimitedError);
       expect((err as RateLimitedError).retryAt.getTime() - t0).toBeGreaterThanOrEqual(59_000);
     } finally {
@@ -556,9 +685,13 @@ describe('withings errors', () => {
     fake.fail({ path: '/v2/measure', status: 200, body: { status: 2556, body: {}, error: 'An error occurred' } });
     await expect(integration.fetchPage(conn.ctx, 'activity', cursor())).rejects.toMatchObject({ errorType: 'provider_unavailable' });
     // The fake's own parameter check: a getactivity without its dates is "Invalid Params".
-    await expect(integration.fetchPage(conn.ctx, 'activity', { startdateymd: '2026-01-05', enddateymd: '2026-01-01', offset: 0, tz: 0 })).rejects.toMatchObject({ errorType: 'non_retriable_error' });
+    await expect(integration.fetchPage(conn.ctx, 'activity', { startdateymd: '2026-01-05', enddateymd: '2026-01-01', offset: 0, tz: 0 })).rejects.toMatchObject(
+      { errorType: 'non_retriable_error' },
+    );
     fake.fail({ path: '/measure', status: 200, body: { status: 2554, body: {}, error: 'Not implemented' } });
-    await expect(integration.fetchPage(conn.ctx, 'profile', integration.firstPage('profile', windowOf('2026-01-01', '2026-01-01', 0))!)).rejects.toMatchObject({ errorType: 'non_retriable_error' });
+    await expect(integration.fetchPage(conn.ctx, 'profile', integration.firstPage('profile', windowOf('2026-01-01', '2026-01-01', 0))!)).rejects.toMatchObject({
+      errorType: 'non_retriable_error',
+    });
     fake.fail({ path: '/v2/measure', status: 200, body: 'not json' });
     await expect(integration.fetchPage(conn.ctx, 'activity', cursor())).rejects.toMatchObject({ errorType: 'provider_unavailable' });
   });
@@ -566,10 +699,19 @@ describe('withings errors', () => {
   it('the fake answers only the first 24 h of a longer intraday or sleep range, as Withings does', async () => {
     const from = Math.floor(Date.now() / 1000) - 5 * 86_400;
     const call = async (path: string, form: Record<string, string>) => {
-      const res = await fetch(`${fake.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${conn.tokens.access_token}`, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form) });
+      const res = await fetch(`${fake.url}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${conn.tokens.access_token}`, 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams(form),
+      });
       return (await res.json()) as { status: number; body: { series: Record<string, unknown> | { startdate: number }[] } };
     };
-    const intraday = await call('/v2/measure', { action: 'getintradayactivity', startdate: String(from), enddate: String(from + 3 * 86_400), data_fields: 'heart_rate' });
+    const intraday = await call('/v2/measure', {
+      action: 'getintradayactivity',
+      startdate: String(from),
+      enddate: String(from + 3 * 86_400),
+      data_fields: 'heart_rate',
+    });
     expect(intraday.status).toBe(0);
     const stamps = Object.keys(intraday.body.series).map(Number);
     expect(stamps.length).toBeGreaterThan(100);
@@ -581,11 +723,28 @@ describe('withings errors', () => {
 
   it('the status table: families as documented', () => {
     expect([0, 100, 200, 201, 214, 401, 503, 522, 524, 601, 2554, 9999].map((s) => (s === 0 ? 'ok' : statusFamily(s)))).toEqual([
-      'ok', 'authentication_failed', 'authentication_failed', 'invalid_params', 'unauthorized', 'authentication_failed', 'invalid_params', 'timeout', 'bad_state',
-      'too_many_requests', 'not_implemented', 'an_error_occurred',
+      'ok',
+      'authentication_failed',
+      'authentication_failed',
+      'invalid_params',
+      'unauthorized',
+      'authentication_failed',
+      'invalid_params',
+      'timeout',
+      'bad_state',
+      'too_many_requests',
+      'not_implemented',
+      'an_error_occurred',
     ]);
     expect(envelopeError(601, undefined, 'x', new Date(1000))).toEqual(expect.objectContaining({ retryAt: new Date(61_000) }));
-    expect([{ status: 401, body: {} }, { status: 100 }, { status: 0, body: {} }, { status: 601 }, null, 'x'].map(isUnauthorizedEnvelope)).toEqual([true, true, false, false, false, false]);
+    expect([{ status: 401, body: {} }, { status: 100 }, { status: 0, body: {} }, { status: 601 }, null, 'x'].map(isUnauthorizedEnvelope)).toEqual([
+      true,
+      true,
+      false,
+      false,
+      false,
+      false,
+    ]);
   });
 });
 
@@ -609,7 +768,12 @@ describe('withings notifications', () => {
 
       cb.setStatus(200);
       expect(await subscribeAll(conn.ctx, cb.url)).toEqual([1, 2, 4, 16, 46]); // 44 was there already
-      expect(fake.subscriptionsOf(conn.userId).map((s) => s.appli).sort((a, b) => a - b)).toEqual([1, 2, 4, 16, 44, 46]);
+      expect(
+        fake
+          .subscriptionsOf(conn.userId)
+          .map((s) => s.appli)
+          .sort((a, b) => a - b),
+      ).toEqual([1, 2, 4, 16, 44, 46]);
       expect(await subscribeAll(conn.ctx, cb.url)).toEqual([]);
     } finally {
       await cb.close();
@@ -621,7 +785,8 @@ describe('withings notifications', () => {
     const cb = await startCallback(200);
     try {
       await subscribeNotifications(conn.ctx, { callbackUrl: cb.url, appli: 16 });
-      const start = Date.parse('2026-03-10T06:00:00Z') / 1000, end = Date.parse('2026-03-10T23:59:00Z') / 1000;
+      const start = Date.parse('2026-03-10T06:00:00Z') / 1000,
+        end = Date.parse('2026-03-10T23:59:00Z') / 1000;
       const delivered = await fake.notifySubscribers(conn.userId, 16, { startdate: start, enddate: end });
       expect(delivered).toEqual([{ url: cb.url, status: 200 }]);
       const push = cb.requests.at(-1)!;
@@ -630,7 +795,13 @@ describe('withings notifications', () => {
       expect(integration.push!.verify(push, { clientSecret: FAKE_WITHINGS_CLIENT.clientSecret }, new Date())).toBe(true);
       const parsed = integration.push!.parse(push);
       expect(parsed).toEqual(
-        ['activity', 'workouts', 'heartrate'].map((resource) => ({ kind: 'data', externalUserId: conn.userId, resource, window: { startDate: '2026-03-09', endDate: '2026-03-11' }, dedupeKey: expect.any(String) })),
+        ['activity', 'workouts', 'heartrate'].map((resource) => ({
+          kind: 'data',
+          externalUserId: conn.userId,
+          resource,
+          window: { startDate: '2026-03-09', endDate: '2026-03-11' },
+          dedupeKey: expect.any(String),
+        })),
       );
       expect(new Set(parsed.map((p) => (p as { dedupeKey: string }).dedupeKey)).size).toBe(3);
       // The same notification twice has the same dedupe keys.
@@ -639,7 +810,9 @@ describe('withings notifications', () => {
       await fake.sendPush(cb.url, { userid: conn.userId, appli: 44, startdate: start, enddate: end });
       expect(integration.push!.parse(cb.requests.at(-1)!)).toEqual([expect.objectContaining({ kind: 'data', resource: 'sleep', externalUserId: conn.userId })]);
       await fake.sendPush(cb.url, { userid: conn.userId, appli: 1, startdate: start, enddate: start });
-      expect(integration.push!.parse(cb.requests.at(-1)!)).toEqual([expect.objectContaining({ resource: 'body', window: { startDate: '2026-03-09', endDate: '2026-03-11' } })]);
+      expect(integration.push!.parse(cb.requests.at(-1)!)).toEqual([
+        expect.objectContaining({ resource: 'body', window: { startDate: '2026-03-09', endDate: '2026-03-11' } }),
+      ]);
       await fake.sendPush(cb.url, { userid: conn.userId, appli: 50, date: '2026-03-10' });
       expect(integration.push!.parse(cb.requests.at(-1)!)).toEqual([]); // bed in: nothing to fetch
     } finally {
@@ -648,7 +821,12 @@ describe('withings notifications', () => {
   });
 
   it('a malformed or foreign body is refused by verify; a forged well-formed one only makes us fetch', () => {
-    const req = (body: string, type = 'application/x-www-form-urlencoded'): PushRequest => ({ method: 'POST', query: {}, headers: { 'content-type': type }, rawBody: Buffer.from(body) });
+    const req = (body: string, type = 'application/x-www-form-urlencoded'): PushRequest => ({
+      method: 'POST',
+      query: {},
+      headers: { 'content-type': type },
+      rawBody: Buffer.from(body),
+    });
     const spec = integration.push!;
     expect(spec.verify(req(''), { clientSecret: 's' }, new Date())).toBe(false);
     expect(spec.verify(req('userid=abc&appli=1'), { clientSecret: 's' }, new Date())).toBe(false);
@@ -669,7 +847,9 @@ describe('withings notifications', () => {
       const push = cb.requests.at(-1)!;
       expect(new URLSearchParams(push.rawBody.toString()).get('action')).toBe('unlink');
       expect(integration.push!.parse(push)).toEqual([{ kind: 'deauthorized', externalUserId: conn.userId, dedupeKey: expect.any(String) }]);
-      await expect(integration.fetchPage(conn.ctx, 'activity', integration.firstPage('activity', windowOf('2026-01-01', '2026-01-01', 0))!)).rejects.toMatchObject({ errorType: 'provider_credential_error' });
+      await expect(
+        integration.fetchPage(conn.ctx, 'activity', integration.firstPage('activity', windowOf('2026-01-01', '2026-01-01', 0))!),
+      ).rejects.toMatchObject({ errorType: 'provider_credential_error' });
     } finally {
       await cb.close();
     }
@@ -689,15 +869,23 @@ describe('withings revoke', () => {
       const calls = fake.requests.slice(before);
       expect(calls.map((r) => `${r.path} ${new URLSearchParams(r.body).get('action')}`)).toEqual(['/v2/signature getnonce', '/v2/oauth2 revoke']);
       const nonceCall = new URLSearchParams(calls[0].body);
-      expect(nonceCall.get('signature')).toBe(createHmac('sha256', FAKE_WITHINGS_CLIENT.clientSecret).update(`getnonce,${FAKE_WITHINGS_CLIENT.clientId},${nonceCall.get('timestamp')}`).digest('hex'));
+      expect(nonceCall.get('signature')).toBe(
+        createHmac('sha256', FAKE_WITHINGS_CLIENT.clientSecret)
+          .update(`getnonce,${FAKE_WITHINGS_CLIENT.clientId},${nonceCall.get('timestamp')}`)
+          .digest('hex'),
+      );
       const revokeCall = new URLSearchParams(calls[1].body);
       expect(revokeCall.get('userid')).toBe(conn.userId);
-      expect(revokeCall.get('signature')).toBe(withingsSignature(FAKE_WITHINGS_CLIENT.clientSecret, { action: 'revoke', client_id: FAKE_WITHINGS_CLIENT.clientId, nonce: revokeCall.get('nonce')! }));
+      expect(revokeCall.get('signature')).toBe(
+        withingsSignature(FAKE_WITHINGS_CLIENT.clientSecret, { action: 'revoke', client_id: FAKE_WITHINGS_CLIENT.clientId, nonce: revokeCall.get('nonce')! }),
+      );
       expect(calls.every((r) => r.headers.authorization === undefined)).toBe(true);
       expect(fake.revocations).toContain(conn.userId);
       expect(fake.subscriptionsOf(conn.userId)).toEqual([]);
       expect(fake.accessTokenState(conn.tokens.access_token).valid).toBe(false);
-      await expect(refreshTokens(integration.oauth, client, conn.tokens.refresh_token!, { baseUrl: fake.url })).rejects.toMatchObject({ error: 'invalid_grant' });
+      await expect(refreshTokens(integration.oauth, client, conn.tokens.refresh_token!, { baseUrl: fake.url })).rejects.toMatchObject({
+        error: 'invalid_grant',
+      });
     } finally {
       await cb.close();
     }

@@ -59,7 +59,14 @@ describe('every query the api and the worker issued during the suite is served b
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['event_id'], sort: [] })).toBe(false);
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['team_id', 'destination_id'], sort: ['updated_at'] })).toBe(false);
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: [], sort: [] })).toBe(false);
-    expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['destination_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'] })).toBe(true);
+    expect(
+      servedByDeclaredIndex({
+        collection: 'webhook_deliveries',
+        op: 'find',
+        filter: ['destination_id', 'status', 'next_attempt_at'],
+        sort: ['next_attempt_at'],
+      }),
+    ).toBe(true);
     // A filter naming `_id` is served by the `_id` index only without a sort on another field.
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['_id'], sort: [] })).toBe(true);
     expect(servedByDeclaredIndex({ collection: 'webhook_deliveries', op: 'find', filter: ['_id', 'team_id'], sort: ['updated_at'] })).toBe(false);
@@ -71,7 +78,14 @@ describe('every query the api and the worker issued during the suite is served b
   });
 
   test('the recorder sees the sort the driver sends (a Map) in its order', () => {
-    const command = { find: 'lab_orders', filter: { team_id: 't', _id: { $lt: 'x' } }, sort: new Map([['created_at', -1], ['_id', -1]]) };
+    const command = {
+      find: 'lab_orders',
+      filter: { team_id: 't', _id: { $lt: 'x' } },
+      sort: new Map([
+        ['created_at', -1],
+        ['_id', -1],
+      ]),
+    };
     expect(shapesOf(command)).toEqual([{ collection: 'lab_orders', op: 'find', filter: ['_id', 'team_id'], sort: ['created_at', '_id'] }]);
   });
 });

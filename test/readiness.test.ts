@@ -30,7 +30,10 @@ describe('GET /ready and the worker', () => {
       await eventually(async () => (await client.get('/ready')).status === 503, 60_000, 'not ready after the worker died');
       const detectedMs = Date.now() - killedAt;
       expect(detectedMs).toBeLessThanOrEqual(WORKER_HEARTBEAT_STALE_MS + 2_000);
-      expect((await client.get('/ready')).body).toEqual({ status: 'not_ready', checks: { mongodb: true, temporal: true, worker: false, search_attributes: true } });
+      expect((await client.get('/ready')).body).toEqual({
+        status: 'not_ready',
+        checks: { mongodb: true, temporal: true, worker: false, search_attributes: true },
+      });
       // Temporal alone still lists the dead poller (it did for ~300 s): the heartbeat is what noticed.
       expect((await temporalReadiness(app.deps.temporal)).worker).toBe(true);
     } finally {
@@ -51,7 +54,11 @@ describe('GET /ready and the search attributes', () => {
       const namespace = `hb-no-attributes-${randomUUID().slice(0, 8)}`;
       await app.deps.temporal.connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
       const bare = { ...app.deps.temporal, namespace };
-      await eventually(async () => (await app.deps.temporal.connection.workflowService.describeNamespace({ namespace }).catch(() => null)) !== null, 30_000, 'the namespace');
+      await eventually(
+        async () => (await app.deps.temporal.connection.workflowService.describeNamespace({ namespace }).catch(() => null)) !== null,
+        30_000,
+        'the namespace',
+      );
       expect(await searchAttributesRegistered(bare, names)).toBe(false);
       expect(await searchAttributesRegistered(bare, [])).toBe(true); // the check itself answers for this namespace
     } finally {

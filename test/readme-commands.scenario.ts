@@ -43,7 +43,20 @@ function freshCopy(): string {
 /** What a newcomer's shell has: the machine's variables, none of this test run's. */
 function newcomerEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  const machine = ['HOME', 'USER', 'LANG', 'TMPDIR', 'HEALTHBRIDGE_CACHE_DIR', 'XDG_CACHE_HOME', 'JAVA_HOME', 'GOPATH', 'GOMODCACHE', 'GOCACHE', 'GOPROXY', 'GOFLAGS'];
+  const machine = [
+    'HOME',
+    'USER',
+    'LANG',
+    'TMPDIR',
+    'HEALTHBRIDGE_CACHE_DIR',
+    'XDG_CACHE_HOME',
+    'JAVA_HOME',
+    'GOPATH',
+    'GOMODCACHE',
+    'GOCACHE',
+    'GOPROXY',
+    'GOFLAGS',
+  ];
   for (const key of machine) if (process.env[key] !== undefined) env[key] = process.env[key];
   // npm puts this repository's node_modules/.bin on PATH for `npm test`; a newcomer's shell has no such entry.
   env.PATH = (process.env.PATH ?? '')

@@ -56,7 +56,13 @@ beforeAll(async () => {
   const { info } = stack;
   deployment = { MONGO_DB: 'recovery', TEMPORAL_TASK_QUEUE: 'hb-recovery' };
   const servers = { MONGO_URL: info.mongoUrl, TEMPORAL_ADDRESS: info.temporalAddress };
-  workerEnv = { ...servers, SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS), WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000', LOG_LEVEL: 'error' };
+  workerEnv = {
+    ...servers,
+    SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+    WEBHOOK_SWEEP_INTERVAL_MS: '1000',
+    WEBHOOK_SWEEP_GRACE_MS: '2000',
+    LOG_LEVEL: 'error',
+  };
   app = await startTestApp({ ...deployment, ...servers });
   raw = await MongoClient.connect(info.mongoUrl, { serverSelectionTimeoutMS: 1_000 });
   rx = await startReceiver();
@@ -81,13 +87,21 @@ async function killServer(name: 'temporal' | 'postgres', label: string): Promise
   const { lines, currentPid } = stack;
   const pid = currentPid(name);
   process.kill(pid, 'SIGKILL');
-  await eventually(async () => lines.some((l) => l.includes(`${label} (pid ${pid}) exited unexpectedly (signal SIGKILL)`)), 10_000, `${label}'s exit to be seen`);
+  await eventually(
+    async () => lines.some((l) => l.includes(`${label} (pid ${pid}) exited unexpectedly (signal SIGKILL)`)),
+    10_000,
+    `${label}'s exit to be seen`,
+  );
   return pid;
 }
 
 async function restarted(name: 'temporal' | 'postgres', label: string, killed: number): Promise<void> {
   const { lines, currentPid } = stack;
-  await eventually(async () => currentPid(name) !== killed && lines.some((l) => l.includes(`${label} restarted (pid ${currentPid(name)})`)), 60_000, `${label} restarted`);
+  await eventually(
+    async () => currentPid(name) !== killed && lines.some((l) => l.includes(`${label} restarted (pid ${currentPid(name)})`)),
+    60_000,
+    `${label} restarted`,
+  );
 }
 
 const pullsOf = async (client: HttpClient, userId: string): Promise<Record<string, { status: string }>> =>
@@ -107,7 +121,8 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
   const start = addDays(todayUtc(), -HISTORY_DAYS);
   const users: string[] = [];
   for (let i = 0; i < USERS; i++) {
-    const userId = (await client.post('/v2/user/', { client_user_id: `recovery-${i}-${randomUUID()}`, ingestion_start: start, fallback_time_zone: 'UTC' })).body.user_id;
+    const userId = (await client.post('/v2/user/', { client_user_id: `recovery-${i}-${randomUUID()}`, ingestion_start: start, fallback_time_zone: 'UTC' })).body
+      .user_id;
     expect((await client.post('/v2/link/connect/demo', { user_id: userId, provider: 'fitbit' })).status).toBe(200);
     users.push(userId);
   }
@@ -116,7 +131,11 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
   for (let i = 0; i < ORDERS; i++) orders.push((await client.post('/v3/order', orderBody(patient, tests.testkit))).body.order.id);
   for (const id of orders) await orderReaches(client, id, 'requisition_created', 60_000);
   for (const id of orders) expect((await client.post(`/v3/order/${id}/test?final_status=completed.testkit.completed&delay=1`, {})).status).toBe(200);
-  await eventually(async () => Object.values(await pullsOf(client, users[0])).some((p) => p.status === 'in_progress' || p.status === 'success'), 60_000, 'pulls under way');
+  await eventually(
+    async () => Object.values(await pullsOf(client, users[0])).some((p) => p.status === 'in_progress' || p.status === 'success'),
+    60_000,
+    'pulls under way',
+  );
 
   // 1. The worker, mid-pull and mid-walk; started again a second later.
   await stopWorker(worker, 'SIGKILL');
@@ -142,15 +161,24 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
   await restarted('postgres', 'PostgreSQL', databaseKilled);
 
   for (const answer of [...duringTemporal, ...duringDatabase]) {
-    expect({ ...answer, ms: answer.ms < PROMPT_MS }).toEqual({ what: answer.what, status: 503, retryAfter: answer.what === 'GET /ready' ? null : '5', ms: true });
+    expect({ ...answer, ms: answer.ms < PROMPT_MS }).toEqual({
+      what: answer.what,
+      status: 503,
+      retryAfter: answer.what === 'GET /ready' ? null : '5',
+      ms: true,
+    });
   }
 
   // Everything completes with no manual step: every resource of every connection pulled...
   for (const userId of users) {
-    const pulled = await eventually(async () => {
-      const p = await pullsOf(client, userId);
-      return Object.keys(p).length === 12 && Object.values(p).every((s) => s.status === 'success') ? p : null;
-    }, 240_000, `the history of user ${userId}`);
+    const pulled = await eventually(
+      async () => {
+        const p = await pullsOf(client, userId);
+        return Object.keys(p).length === 12 && Object.values(p).every((s) => s.status === 'success') ? p : null;
+      },
+      240_000,
+      `the history of user ${userId}`,
+    );
     expect(Object.keys(pulled)).toHaveLength(12);
   }
   // ...every order walked to completion, each status once...
@@ -161,16 +189,23 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
   }
   // ...and every event of the team fanned out and delivered to the endpoint.
   const db = raw.db('recovery');
-  const delivered = await eventually(async () => {
-    const [outbox, undelivered] = await Promise.all([
-      db.collection('webhook_outbox').countDocuments({}), // publish spans not fanned out (a killed process's, until the sweeper repairs them)
-      db.collection('webhook_deliveries').countDocuments({ team_id: tenant.teamId, status: { $ne: 'succeeded' } }),
-    ]);
-    if (outbox || undelivered) return null;
-    const events = await db.collection('webhook_events').find({ team_id: tenant.teamId }, { projection: { _id: 1 } }).toArray();
-    const received = new Set(rx.requests.map((r) => String(r.headers['webhook-id'])));
-    return events.every((e) => received.has(String(e._id))) ? events.length : null;
-  }, 180_000, 'every event delivered');
+  const delivered = await eventually(
+    async () => {
+      const [outbox, undelivered] = await Promise.all([
+        db.collection('webhook_outbox').countDocuments({}), // publish spans not fanned out (a killed process's, until the sweeper repairs them)
+        db.collection('webhook_deliveries').countDocuments({ team_id: tenant.teamId, status: { $ne: 'succeeded' } }),
+      ]);
+      if (outbox || undelivered) return null;
+      const events = await db
+        .collection('webhook_events')
+        .find({ team_id: tenant.teamId }, { projection: { _id: 1 } })
+        .toArray();
+      const received = new Set(rx.requests.map((r) => String(r.headers['webhook-id'])));
+      return events.every((e) => received.has(String(e._id))) ? events.length : null;
+    },
+    180_000,
+    'every event delivered',
+  );
   expect(delivered).toBeGreaterThan(USERS * 13 + ORDERS * course.length - 1);
 
   // SIGTERM stops the worker within its shutdown timeout.

@@ -9,7 +9,17 @@ import { ownDatabase, startTestApp, type OwnDatabase, type TestApp } from './sup
  * and on DocumentDB). Here every retention is shortened to one second on a database of the test's own; what is
  * past it goes, what is not (younger documents, a pending delivery) stays.
  */
-const SHORT: Retention = { idempotencyKeys: 1, webhookHistory: 1, linkTokensAfterExpiry: 1, workerHeartbeats: 1, auditLog: 1, userTombstones: 1, endedConnections: 1, dispatcherMarks: 1, providerBudgetWindows: 1 };
+const SHORT: Retention = {
+  idempotencyKeys: 1,
+  webhookHistory: 1,
+  linkTokensAfterExpiry: 1,
+  workerHeartbeats: 1,
+  auditLog: 1,
+  userTombstones: 1,
+  endedConnections: 1,
+  dispatcherMarks: 1,
+  providerBudgetWindows: 1,
+};
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('retention by TTL index', () => {
@@ -77,15 +87,29 @@ describe('retention by TTL index', () => {
     }
     // An active user and a live connection carry no erased_at / deregistered_at: they never expire.
     await db.collection('users').insertOne({ _id: `user-${randomUUID()}`, team_id: 't', status: 'active', client_user_key: randomUUID() } as never);
-    await db.collection('connections').insertOne({ _id: `live-${randomUUID()}`, team_id: 't', user_id: 'u2', connection_key: 'oura', status: 'connected' } as never);
+    await db
+      .collection('connections')
+      .insertOne({ _id: `live-${randomUUID()}`, team_id: 't', user_id: 'u2', connection_key: 'oura', status: 'connected' } as never);
     // The error of a live connection has no deregistered_at either: it stays while its connection does.
-    await db.collection('connection_errors').insertOne({ _id: `live-${randomUUID()}`, team_id: 't', user_id: 'u2', error_details: { error_type: 'provider_credential_error' } } as never);
+    await db
+      .collection('connection_errors')
+      .insertOne({ _id: `live-${randomUUID()}`, team_id: 't', user_id: 'u2', error_details: { error_type: 'provider_credential_error' } } as never);
     // Never finished, so never expires, however old.
-    await db.collection('webhook_deliveries').insertOne({ _id: `pending-${randomUUID()}`, team_id: 't', destination_id: 'e', status: 'pending', created_at: past, finished_at: null } as never);
+    await db
+      .collection('webhook_deliveries')
+      .insertOne({ _id: `pending-${randomUUID()}`, team_id: 't', destination_id: 'e', status: 'pending', created_at: past, finished_at: null } as never);
 
     const remaining = async () => {
       const out: Record<string, string[]> = {};
-      for (const [collection] of seed) out[collection] = (await db.collection(collection).find({}, { projection: { _id: 1 } }).toArray()).map((d) => String(d._id).split('-')[0]).sort();
+      for (const [collection] of seed)
+        out[collection] = (
+          await db
+            .collection(collection)
+            .find({}, { projection: { _id: 1 } })
+            .toArray()
+        )
+          .map((d) => String(d._id).split('-')[0])
+          .sort();
       return out;
     };
     const deadline = Date.now() + 150_000; // a TTL pass runs every 60 s

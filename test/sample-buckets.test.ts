@@ -50,7 +50,7 @@ const replaceIfChanged = (stored: SampleDoc, incoming: SampleDoc) => (stored.val
 const read = (userId: string) =>
   repo.findSamples({ teamId: 'team', userId, resource: 'heartrate', from: new Date(`${DAY}T00:00:00Z`), to: new Date(`${DAY}T23:59:59.999Z`) });
 
-test('a day of minute samples is one document of columns; a later value replaces its timestamp\'s; a repeat changes nothing', async () => {
+test("a day of minute samples is one document of columns; a later value replaces its timestamp's; a repeat changes nothing", async () => {
   const day = Array.from({ length: 1440 }, (_, m) => sample('u-day', m, 60 + (m % 40)));
   const first = await repo.writeSamples(day, replaceIfChanged);
   expect(first.filter((w) => w.outcome === 'created')).toHaveLength(1440);
@@ -72,12 +72,22 @@ test('a day of minute samples is one document of columns; a later value replaces
   expect(bucket.offsets).toEqual(day.map((_, m) => m * 60_000));
   expect(bucket.value).toEqual(day.map((s, m) => (m === 600 ? 150 : s.value)));
   expect({ unit: bucket.unit, timezone_offset: bucket.timezone_offset, type: bucket.type }).toEqual({ unit: 'bpm', timezone_offset: 0, type: undefined });
-  expect([(bucket.ingest_key as string[])[600], (bucket.change as string[])[600], (bucket.ingest_key as string[])[599], (bucket.change as string[])[599]]).toEqual(['k2', 'updated', 'k1', 'created']);
+  expect([
+    (bucket.ingest_key as string[])[600],
+    (bucket.change as string[])[600],
+    (bucket.ingest_key as string[])[599],
+    (bucket.change as string[])[599],
+  ]).toEqual(['k2', 'updated', 'k1', 'created']);
   expect(bucket.version).toBe(2);
 });
 
 test('20 writers of one day bucket at once: every sample lands (each write is conditional on the version it read)', async () => {
-  const writers = Array.from({ length: 20 }, (_, w) => repo.writeSamples(Array.from({ length: 10 }, (_, i) => sample('u-race', w * 10 + i, 70 + w)), replaceIfChanged));
+  const writers = Array.from({ length: 20 }, (_, w) =>
+    repo.writeSamples(
+      Array.from({ length: 10 }, (_, i) => sample('u-race', w * 10 + i, 70 + w)),
+      replaceIfChanged,
+    ),
+  );
   const results = await Promise.all(writers);
   expect(results.flat().filter((w) => w.outcome === 'created')).toHaveLength(200);
   expect(await read('u-race')).toHaveLength(200);
@@ -88,7 +98,10 @@ test('20 writers of one day bucket at once: every sample lands (each write is co
 
 test('two writers of one timestamp at once: one value wins, stored whole, and each writer was told what it did', async () => {
   await repo.writeSamples([sample('u-same', 5, 50)], replaceIfChanged);
-  const [a, b] = await Promise.all([repo.writeSamples([sample('u-same', 5, 51)], replaceIfChanged), repo.writeSamples([sample('u-same', 5, 52)], replaceIfChanged)]);
+  const [a, b] = await Promise.all([
+    repo.writeSamples([sample('u-same', 5, 51)], replaceIfChanged),
+    repo.writeSamples([sample('u-same', 5, 52)], replaceIfChanged),
+  ]);
   expect([a[0].outcome, b[0].outcome]).toEqual(['updated', 'updated']);
   const [stored] = await read('u-same');
   expect([51, 52]).toContain(stored.value);
@@ -136,7 +149,12 @@ test('a field all samples share is stored once, a rare one is a column only whil
   const pressure = [0, 1].map((m) => ({ ...sample('u-bp', m, 0), value: undefined, systolic: 120 + m, diastolic: 80, unit: 'mmHg' }));
   await repo.writeSamples(pressure, replaceIfChanged);
   bucket = (await repo.buckets.findOne({ user_id: 'u-bp' }))!;
-  expect({ value: bucket.value, systolic: bucket.systolic, diastolic: bucket.diastolic, unit: bucket.unit }).toEqual({ value: undefined, systolic: [120, 121], diastolic: 80, unit: 'mmHg' });
+  expect({ value: bucket.value, systolic: bucket.systolic, diastolic: bucket.diastolic, unit: bucket.unit }).toEqual({
+    value: undefined,
+    systolic: [120, 121],
+    diastolic: 80,
+    unit: 'mmHg',
+  });
   const [first] = await read('u-bp');
   expect(first).toMatchObject({ systolic: 120, diastolic: 80, unit: 'mmHg' });
   expect(first.value).toBeUndefined();
@@ -159,4 +177,3 @@ test('a retried batch recognises its own writes: its samples come back unchanged
   ]);
   expect((await repo.buckets.findOne({ user_id: 'u-retry' }))!.version).toBe(2); // retries wrote nothing
 });
-

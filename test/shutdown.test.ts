@@ -46,7 +46,13 @@ describe('graceful shutdown', () => {
       // Send half of the request, signal, then the rest: the request must still be answered.
       const response = new Promise<{ status: number; text: string }>((resolve, reject) => {
         const req = http.request(
-          { host: '127.0.0.1', port, method: 'POST', path: '/v2/user/', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-service-api-key': tenant.teamKey } },
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            path: '/v2/user/',
+            headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-service-api-key': tenant.teamKey },
+          },
           (res) => {
             let text = '';
             res.on('data', (d) => (text += d));

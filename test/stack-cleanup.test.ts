@@ -32,10 +32,14 @@ describe('servers left by a killed run', () => {
     const killed = start('run-killed');
     const live = start('run-live');
     const pidsOf = async (run: ReturnType<typeof start>) =>
-      eventually(async () => {
-        const ready = run.lines.find((l) => l.startsWith('ready '));
-        return ready ? (Object.values(JSON.parse(ready.slice('ready '.length)).pids) as number[]) : null;
-      }, 60_000, 'a private stack');
+      eventually(
+        async () => {
+          const ready = run.lines.find((l) => l.startsWith('ready '));
+          return ready ? (Object.values(JSON.parse(ready.slice('ready '.length)).pids) as number[]) : null;
+        },
+        60_000,
+        'a private stack',
+      );
     const killedServers = await pidsOf(killed);
     const liveServers = await pidsOf(live);
     try {

@@ -65,10 +65,18 @@ describe('the database under the suite', () => {
     const walk = await pageQuery(log, { team_id: 'busy' }, -1, null, 20).hint({ _id: 1 }).explain('queryPlanner');
     expect({ used: indexesUsed(walk), sorted: sortsInMemory(walk) }).toEqual({ used: ['_id_'], sorted: false });
     const busy = await logPage(log, { team_id: 'busy' }, -1, null, 20);
-    expect(busy.items.map((d) => d.n)).toEqual(newestFirst('busy').slice(0, 20).map((d) => d.n));
+    expect(busy.items.map((d) => d.n)).toEqual(
+      newestFirst('busy')
+        .slice(0, 20)
+        .map((d) => d.n),
+    );
     expect(busy.more).toBe(true);
     const next = await logPage(log, { team_id: 'busy' }, -1, busy.items[19]._id, 20);
-    expect(next.items.map((d) => d.n)).toEqual(newestFirst('busy').slice(20, 40).map((d) => d.n));
+    expect(next.items.map((d) => d.n)).toEqual(
+      newestFirst('busy')
+        .slice(20, 40)
+        .map((d) => d.n),
+    );
 
     // A sparse log whose walk runs out of its budget (1 ms here: the store stops it, code 50) is read off the
     // list's index instead: the same page.
@@ -115,7 +123,10 @@ describe('the database under the suite', () => {
     const org = await repos.tenancy.createOrg('Wanted');
     const { value } = await repos.tenancy.createManagementKey(org._id, 'wanted', 'org_admin', []);
     expect(await repos.tenancy.verifyManagementKey(value)).toMatchObject({ org_id: org._id, label: 'wanted' });
-    const plan = await own.db.collection('orgs').find({ 'management_keys.key_hash': hashKey(value) }).explain('queryPlanner');
+    const plan = await own.db
+      .collection('orgs')
+      .find({ 'management_keys.key_hash': hashKey(value) })
+      .explain('queryPlanner');
     expect(indexesUsed(plan)).toEqual(['management_keys.key_hash_1']);
   });
 });

@@ -32,7 +32,12 @@ test('an Update to a closed workflow is named gone too; destinationChanged then 
   const destinationId = randomUUID();
   const workflowId = workflowIds.destinationDispatch(destinationId);
   const { client, taskQueue } = app.deps.temporal;
-  const handle = await client.workflow.signalWithStart(destinationDispatchWorkflow, { workflowId, taskQueue, args: [{ destinationId }], signal: wakeDispatcherSignal });
+  const handle = await client.workflow.signalWithStart(destinationDispatchWorkflow, {
+    workflowId,
+    taskQueue,
+    args: [{ destinationId }],
+    signal: wakeDispatcherSignal,
+  });
   await handle.result();
   const err = await updateOf(workflowId).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(Error);

@@ -61,12 +61,29 @@ describe('user deletion: the 7-day grace period', () => {
 
   it("erases the user's data once the 7 days are over, not before, and undo then says so", async () => {
     const connectionId = uniqueId('conn');
-    const user = (await api.post('/v2/user/', { client_user_id: uniqueId(), fallback_birth_date: '1970-01-01' })).body as { user_id: string; client_user_id: string };
+    const user = (await api.post('/v2/user/', { client_user_id: uniqueId(), fallback_birth_date: '1970-01-01' })).body as {
+      user_id: string;
+      client_user_id: string;
+    };
     const now = new Date();
     await stack.app.deps.repos.connections.connections.insertOne({
-      _id: connectionId, team_id: tenant.teamId, user_id: user.user_id, provider: 'fitbit', connection_key: 'fitbit', adapter: 'demo', status: 'connected', created_on: now, updated_at: now,
+      _id: connectionId,
+      team_id: tenant.teamId,
+      user_id: user.user_id,
+      provider: 'fitbit',
+      connection_key: 'fitbit',
+      adapter: 'demo',
+      status: 'connected',
+      created_on: now,
+      updated_at: now,
     });
-    const event = await publishEvent(stack.app.deps, { teamId: tenant.teamId, eventType: 'provider.connection.created', data: { user_id: user.user_id }, userId: user.user_id, clientUserId: user.client_user_id });
+    const event = await publishEvent(stack.app.deps, {
+      teamId: tenant.teamId,
+      eventType: 'provider.connection.created',
+      data: { user_id: user.user_id },
+      userId: user.user_id,
+      clientUserId: user.client_user_id,
+    });
     const deletedAt = await stack.serverNow();
     expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);
     const deletion = workflow(`user-deletion:${user.user_id}`);
@@ -76,7 +93,10 @@ describe('user deletion: the 7-day grace period', () => {
     expect(await stack.app.deps.repos.webhookStore.getEvent(event.id)).not.toBeNull();
 
     await stack.skip(3 * MINUTE);
-    expect(await stack.result(deletion.workflowId)).toEqual({ outcome: 'erased', erased: { connections: 1, wearable_data: 0, lab_orders: 0, insurance: 0, events: 1 } });
+    expect(await stack.result(deletion.workflowId)).toEqual({
+      outcome: 'erased',
+      erased: { connections: 1, wearable_data: 0, lab_orders: 0, insurance: 0, events: 1 },
+    });
     expect((await stack.serverNow()) - deletedAt).toBeGreaterThanOrEqual(7 * DAY);
     const doc = await stack.app.deps.repos.users.find(tenant.teamId, user.user_id);
     expect(doc).toMatchObject({ status: 'erased' });
@@ -112,10 +132,14 @@ describe('lab orders: activate_by', () => {
     expect((await api.get(`/v3/order/${order.id}`)).body.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered']);
 
     await stack.skip(2 * MINUTE);
-    const dispatched = await eventually(async () => {
-      const res = await api.get(`/v3/order/${order.id}`);
-      return lowOf(res.body.last_event.status) === 'requisition_created' && res.body;
-    }, 30_000, `order ${order.id} dispatched`);
+    const dispatched = await eventually(
+      async () => {
+        const res = await api.get(`/v3/order/${order.id}`);
+        return lowOf(res.body.last_event.status) === 'requisition_created' && res.body;
+      },
+      30_000,
+      `order ${order.id} dispatched`,
+    );
     expect(dispatched.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'requisition_created']);
     expect(Date.parse(dispatched.last_event.created_at)).toBeGreaterThanOrEqual(due);
     expect(lowOf(await orderWorkflow.query(labOrderStatusQuery))).toBe('requisition_created');
@@ -140,7 +164,8 @@ describe('webhooks: the retry schedule and auto-disable', () => {
     await eventually(async () => rx.requests.some((r) => r.headers['webhook-id'] === event.id), 30_000, `the first attempt of ${event.id}`);
     return event;
   };
-  const delivery = (endpointId: string, eventId: string) => stack.app.inspect.collection('webhook_deliveries').findOne({ destination_id: endpointId, event_id: eventId });
+  const delivery = (endpointId: string, eventId: string) =>
+    stack.app.inspect.collection('webhook_deliveries').findOne({ destination_id: endpointId, event_id: eventId });
 
   it('a failing event is attempted on the configured schedule (0, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h; ±20%), then fails', async () => {
     const schedule = stack.app.deps.config.WEBHOOK_RETRY_SCHEDULE_MS.split(',').map(Number);
@@ -150,10 +175,14 @@ describe('webhooks: the retry schedule and auto-disable', () => {
 
     // The whole schedule at its longest (+20% jitter), and an hour: every attempt has been made and recorded.
     await stack.skip(schedule.reduce((sum, ms) => sum + ms * 1.2, HOUR));
-    const failed = await eventually(async () => {
-      const d = await delivery(endpointId, event.id);
-      return d?.status === 'failed' && d;
-    }, 30_000, `delivery of ${event.id} to fail`);
+    const failed = await eventually(
+      async () => {
+        const d = await delivery(endpointId, event.id);
+        return d?.status === 'failed' && d;
+      },
+      30_000,
+      `delivery of ${event.id} to fail`,
+    );
     expect(failed.attempts).toBe(schedule.length);
     expect(rx.requests).toHaveLength(schedule.length);
     expect(new Set(rx.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set([event.id]));
@@ -195,16 +224,27 @@ describe('webhooks: the retry schedule and auto-disable', () => {
     // Its retries (5 s, 5 min, 30 min, 2 h) carry on past the 5 days: the first failing attempt after them disables the endpoint.
     // At their longest (+20% jitter) they take 3 h 6 min; an hour more, then wait for the answer to be recorded.
     await stack.skip(schedule.slice(1, 5).reduce((sum, ms) => sum + ms * 1.2, HOUR));
-    const disabled = await eventually(async () => {
-      const body = (await mgmt.get(`${base()}/${endpointId}`)).body;
-      return body.disabled_reason === 'failing' && body;
-    }, 30_000, 'the endpoint to be disabled');
+    const disabled = await eventually(
+      async () => {
+        const body = (await mgmt.get(`${base()}/${endpointId}`)).body;
+        return body.disabled_reason === 'failing' && body;
+      },
+      30_000,
+      'the endpoint to be disabled',
+    );
     expect(disabled.disabled_reason).toBe('failing');
     const lastAttempt = rx.requests[rx.requests.length - 1].at;
     expect(lastAttempt - failingSince).toBeGreaterThanOrEqual(5 * DAY);
 
-    const body = await eventually(async () => watcher.requests.map((r) => JSON.parse(r.body)).find((b) => b.data.webhook_id === endpointId), 30_000, "webhook.disabled at the team's other endpoint");
-    expect(body).toMatchObject({ event_type: 'webhook.disabled', data: { webhook_id: endpointId, reason: 'failing', failing_since: new Date(failingSince).toISOString() } });
+    const body = await eventually(
+      async () => watcher.requests.map((r) => JSON.parse(r.body)).find((b) => b.data.webhook_id === endpointId),
+      30_000,
+      "webhook.disabled at the team's other endpoint",
+    );
+    expect(body).toMatchObject({
+      event_type: 'webhook.disabled',
+      data: { webhook_id: endpointId, reason: 'failing', failing_since: new Date(failingSince).toISOString() },
+    });
 
     // The dispatcher ends once the endpoint's pending deliveries are drained: no attempt after that.
     const sent = rx.requests.length;

@@ -135,7 +135,9 @@ test('a streamed read is byte for byte the whole array: two sources merged by ti
   const to = FIRST_DAY + 100 * DAY_MS + 17.75 * 3_600_000;
   commands.length = 0;
   const logged = logLines.length;
-  const res = await fetch(`${app.url}/v2/timeseries/${userId}/heartrate?start_date=${encodeURIComponent(iso(from))}&end_date=${encodeURIComponent(iso(to))}`, { headers: { 'x-service-api-key': teamKey } });
+  const res = await fetch(`${app.url}/v2/timeseries/${userId}/heartrate?start_date=${encodeURIComponent(iso(from))}&end_date=${encodeURIComponent(iso(to))}`, {
+    headers: { 'x-service-api-key': teamKey },
+  });
   const text = await res.text();
   // Its access log line comes once the last byte is written, so its latency covers the whole stream.
   const accessLine = async () => logLines.slice(logged).find((l) => l.msg === 'request' && l.path === `/v2/timeseries/${userId}/heartrate`);
@@ -198,7 +200,10 @@ test('a client that goes away mid-stream leaves no cursor open: the api kills it
 
 test('a HEAD request, whose body is never read, closes its cursor too', async () => {
   commands.length = 0;
-  const res = await fetch(`${app.url}/v2/timeseries/${userId}/heartrate?start_date=2025-01-01&end_date=2025-04-30`, { method: 'HEAD', headers: { 'x-service-api-key': teamKey } });
+  const res = await fetch(`${app.url}/v2/timeseries/${userId}/heartrate?start_date=2025-01-01&end_date=2025-04-30`, {
+    method: 'HEAD',
+    headers: { 'x-service-api-key': teamKey },
+  });
   expect(res.status).toBe(200);
   expect(await res.text()).toBe('');
   const cursorId = await latestCursorId();
@@ -238,6 +243,8 @@ test('a database error after the first byte cuts the response off: the client ne
   expect(() => JSON.parse(outcome.text)).toThrow();
   expect(logLines.some((l) => l.msg === 'response cut off after it started' && l.level === 50)).toBe(true);
   // The api goes on serving reads.
-  const after = await fetch(`${app.url}/v2/timeseries/${userId}/heartrate?start_date=2025-01-02&end_date=2025-01-02`, { headers: { 'x-service-api-key': teamKey } });
+  const after = await fetch(`${app.url}/v2/timeseries/${userId}/heartrate?start_date=2025-01-02&end_date=2025-01-02`, {
+    headers: { 'x-service-api-key': teamKey },
+  });
   expect(JSON.parse(await after.text())).toHaveLength(1440);
 });

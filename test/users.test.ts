@@ -316,10 +316,14 @@ describe('deleting a user', () => {
     const listed = await api.get('/v2/user/?limit=500');
     expect(listed.body.users.map((u: User) => u.user_id)).not.toContain(user.user_id);
 
-    await eventually(async () => {
-      const conns = await app.deps.repos.connections.listForUser(tenant.teamId, user.user_id);
-      return conns.length === 1 && conns[0].status === 'deregistered';
-    }, 30000, 'connections deregistered');
+    await eventually(
+      async () => {
+        const conns = await app.deps.repos.connections.listForUser(tenant.teamId, user.user_id);
+        return conns.length === 1 && conns[0].status === 'deregistered';
+      },
+      30000,
+      'connections deregistered',
+    );
 
     const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
     expect((await handle.describe()).status.name).toBe('RUNNING');
@@ -363,7 +367,7 @@ describe('deleting a user', () => {
     expect((await api.get(`/v2/user/${user.user_id}`)).status).toBe(200);
   });
 
-  it('a late attempt of a deletion\'s write does not hide the user again once an undo restored it', async () => {
+  it("a late attempt of a deletion's write does not hide the user again once an undo restored it", async () => {
     const user = await createUser();
     const handle = app.deps.temporal.client.workflow.getHandle(`user-deletion:${user.user_id}`);
     expect((await api.del(`/v2/user/${user.user_id}`)).status).toBe(200);
@@ -436,9 +440,7 @@ describe('DELETE racing undo_delete on the same user', () => {
 
   /** Rounds of DELETE, then undo 0–150 ms later, on each of 10 users at once; every response is collected. */
   async function race(c: HttpClient) {
-    const users = await Promise.all(
-      Array.from({ length: USERS }, async () => (await c.post('/v2/user/', { client_user_id: uniqueId('race') })).body as User),
-    );
+    const users = await Promise.all(Array.from({ length: USERS }, async () => (await c.post('/v2/user/', { client_user_id: uniqueId('race') })).body as User));
     const statuses: { user: string; op: string; status: number; detail: unknown }[] = [];
     await Promise.all(
       users.map(async (user) => {
@@ -522,7 +524,13 @@ describe('erased stays erased: wearable data racing the erasure', () => {
         workout_streams: [],
       });
       const ingest = async (minute: number) =>
-        ingestProviderData(app.deps, { teamId: tenant.teamId, user: (await app.deps.repos.users.find(tenant.teamId, userId))!, provider: 'oura', data: batch(minute), announce: true });
+        ingestProviderData(app.deps, {
+          teamId: tenant.teamId,
+          user: (await app.deps.repos.users.find(tenant.teamId, userId))!,
+          provider: 'oura',
+          data: batch(minute),
+          announce: true,
+        });
       const samples = () => app.inspect.collection('sample_buckets').countDocuments({ user_id: userId });
 
       // Pending deletion, erasure not begun: data is still taken (the erasure removes it with the rest).

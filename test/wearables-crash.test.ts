@@ -45,18 +45,39 @@ test('SIGKILL of the worker mid-pull loses nothing and duplicates nothing', asyn
   expect(before).toContain('scheduled'); // killed before the history was done
   worker = startWorker(deployment);
 
-  const done = await eventually(async () => {
-    const p = await pulls();
-    return Object.keys(p).length === 12 && Object.values(p).every((s: any) => s.status === 'success') ? p : null;
-  }, 150000, 'history pulled after the restart');
-  expect(Object.keys(done).sort()).toEqual(['activity', 'body', 'calories_active', 'distance', 'fat', 'heartrate', 'meal', 'profile', 'sleep', 'steps', 'weight', 'workouts']);
+  const done = await eventually(
+    async () => {
+      const p = await pulls();
+      return Object.keys(p).length === 12 && Object.values(p).every((s: any) => s.status === 'success') ? p : null;
+    },
+    150000,
+    'history pulled after the restart',
+  );
+  expect(Object.keys(done).sort()).toEqual([
+    'activity',
+    'body',
+    'calories_active',
+    'distance',
+    'fat',
+    'heartrate',
+    'meal',
+    'profile',
+    'sleep',
+    'steps',
+    'weight',
+    'workouts',
+  ]);
 
   // Each completion announced under one webhook-id (a redelivery may repeat an id, never an event).
-  const announced = await eventually(async () => {
-    const ids = new Map<string, string>();
-    for (const r of rx.requests) ids.set(String(r.headers['webhook-id']), JSON.parse(r.body).event_type);
-    return ids.size >= 13 ? ids : null;
-  }, 60000, 'historical events');
+  const announced = await eventually(
+    async () => {
+      const ids = new Map<string, string>();
+      for (const r of rx.requests) ids.set(String(r.headers['webhook-id']), JSON.parse(r.body).event_type);
+      return ids.size >= 13 ? ids : null;
+    },
+    60000,
+    'historical events',
+  );
   const types = [...announced.values()].sort();
   expect(types).toEqual([...new Set(types)]);
   expect(types.filter((t) => t.startsWith('historical.data.'))).toHaveLength(12);
@@ -64,9 +85,19 @@ test('SIGKILL of the worker mid-pull loses nothing and duplicates nothing', asyn
   // The stored samples of the finished days are exactly the provider's.
   const yesterday = addDays(today, -1);
   for (const resource of ['heartrate', 'steps', 'weight']) {
-    const expected = generateDemoData({ seed: `${userId}:fitbit`, provider: 'fitbit', resource, startDate: start, endDate: yesterday, timezoneOffsetSeconds: 0 }).samples.length;
+    const expected = generateDemoData({
+      seed: `${userId}:fitbit`,
+      provider: 'fitbit',
+      resource,
+      startDate: start,
+      endDate: yesterday,
+      timezoneOffsetSeconds: 0,
+    }).samples.length;
     // Day buckets (one per day and source), one entry of `offsets` per sample timestamp.
-    const buckets = await app.inspect.collection('sample_buckets').find({ user_id: userId, resource, day: { $gte: new Date(`${start}T00:00:00Z`), $lt: new Date(`${today}T00:00:00Z`) } }).toArray();
+    const buckets = await app.inspect
+      .collection('sample_buckets')
+      .find({ user_id: userId, resource, day: { $gte: new Date(`${start}T00:00:00Z`), $lt: new Date(`${today}T00:00:00Z`) } })
+      .toArray();
     const stored = buckets.reduce((n, b) => n + b.offsets.length, 0);
     expect({ resource, stored }).toEqual({ resource, stored: expected });
   }

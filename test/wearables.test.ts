@@ -10,7 +10,18 @@ import {
   TimeseriesList,
   UserProvidersResponse,
 } from '../schemas/wearables';
-import { createTenant, eventually, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp, subscribeReceiver } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  expectSchema,
+  startTestApp,
+  teamClient,
+  uniqueId,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+  subscribeReceiver,
+} from './support/harness';
 import type { Receiver } from './support/receiver';
 import { privateDeployment, startWorker, stopWorker } from './support/worker';
 
@@ -39,7 +50,12 @@ afterAll(async () => {
 
 /** A user whose history window is the last `days` days (ingestion bounds keep pulls small). */
 async function createUser(days = 2, extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await client.post('/v2/user/', { client_user_id: uniqueId('wearer'), ingestion_start: addDays(today, -days), fallback_time_zone: 'UTC', ...extra });
+  const res = await client.post('/v2/user/', {
+    client_user_id: uniqueId('wearer'),
+    ingestion_start: addDays(today, -days),
+    fallback_time_zone: 'UTC',
+    ...extra,
+  });
   expect(res.status).toBe(200);
   return res.body.user_id;
 }
@@ -53,17 +69,33 @@ function eventsOf(userId: string, type?: string | RegExp) {
 }
 
 async function pullsDone(userId: string, provider: string, count: number) {
-  return eventually(async () => {
-    const res = await client.get(`/v2/introspect/historical_pull?user_id=${userId}`);
-    const pulled = res.body.data[0]?.provider?.[provider]?.pulled ?? {};
-    const statuses = Object.values(pulled).map((s: any) => s.status);
-    return statuses.length === count && statuses.every((s) => s === 'success' || s === 'failure') ? res.body : null;
-  }, 90000, `${provider} history pulled`);
+  return eventually(
+    async () => {
+      const res = await client.get(`/v2/introspect/historical_pull?user_id=${userId}`);
+      const pulled = res.body.data[0]?.provider?.[provider]?.pulled ?? {};
+      const statuses = Object.values(pulled).map((s: any) => s.status);
+      return statuses.length === count && statuses.every((s) => s === 'success' || s === 'failure') ? res.body : null;
+    },
+    90000,
+    `${provider} history pulled`,
+  );
 }
 
 describe('a demo connection', () => {
   let userId: string;
-  const resources = ['profile', 'activity', 'sleep', 'workouts', 'heartrate', 'hrv', 'blood_oxygen', 'steps', 'calories_active', 'respiratory_rate', 'hypnogram'];
+  const resources = [
+    'profile',
+    'activity',
+    'sleep',
+    'workouts',
+    'heartrate',
+    'hrv',
+    'blood_oxygen',
+    'steps',
+    'calories_active',
+    'respiratory_rate',
+    'hypnogram',
+  ];
 
   beforeAll(async () => {
     userId = await createUser(2);
@@ -147,7 +179,9 @@ describe('a demo connection', () => {
     const providers = await client.get(`/v2/user/providers/${userId}`);
     expectSchema(UserProvidersResponse, providers.body);
     expect(providers.body.providers).toEqual([expect.objectContaining({ slug: 'oura', status: 'connected' })]);
-    expect((await client.get(`/v2/user/${userId}`)).body.connected_sources).toEqual([expect.objectContaining({ source: expect.objectContaining({ slug: 'oura' }) })]);
+    expect((await client.get(`/v2/user/${userId}`)).body.connected_sources).toEqual([
+      expect.objectContaining({ source: expect.objectContaining({ slug: 'oura' }) }),
+    ]);
     const again = await client.post('/v2/link/connect/demo', { user_id: userId, provider: 'oura' });
     expect(again.status).toBe(400);
     expect(again.body.detail).toMatch(/already connected to oura/);
@@ -155,7 +189,10 @@ describe('a demo connection', () => {
     // Lose yesterday's data; the next sync fetches yesterday and today again and announces what it restores.
     const yesterday = addDays(today, -1);
     // Samples live in day buckets, as columns parallel to `offsets` (ms into the day): drop those of 00:00-06:00.
-    for (const bucket of await app.inspect.collection('sample_buckets').find({ user_id: userId, resource: 'heartrate', day: new Date(`${yesterday}T00:00:00Z`) }).toArray()) {
+    for (const bucket of await app.inspect
+      .collection('sample_buckets')
+      .find({ user_id: userId, resource: 'heartrate', day: new Date(`${yesterday}T00:00:00Z`) })
+      .toArray()) {
       const kept = (bucket.offsets as number[]).map((offset) => offset >= 6 * 3_600_000);
       expect(kept).toContain(false);
       const columns = Object.entries(bucket).filter(([, column]) => Array.isArray(column));
@@ -168,7 +205,11 @@ describe('a demo connection', () => {
     const planted = new Date();
     const refresh = await client.post(`/v2/user/refresh/${userId}`);
     expect(refresh.body).toMatchObject({ success: true, in_progress_sources: ['oura'] });
-    await eventually(async () => eventsOf(userId, 'daily.data.heartrate.created').length > 0 && eventsOf(userId, 'daily.data.activity.created').length > 0, 60000, 'sync events');
+    await eventually(
+      async () => eventsOf(userId, 'daily.data.heartrate.created').length > 0 && eventsOf(userId, 'daily.data.activity.created').length > 0,
+      60000,
+      'sync events',
+    );
     const restored = eventsOf(userId, 'daily.data.heartrate.created').flatMap((e) => e.body.data.data);
     expect(restored.filter((s: any) => s.timestamp.startsWith(yesterday) && s.timestamp < `${yesterday}T06`)).toHaveLength(72);
     const [hrEvent] = eventsOf(userId, 'daily.data.heartrate.created');
@@ -178,11 +219,15 @@ describe('a demo connection', () => {
     expect(activity?.body.data).toMatchObject({ user_id: userId, calendar_date: yesterday });
     expect(activity?.body.data.steps).toEqual(expect.any(Number));
     // The sync keeps data_days bounded to the history window: the old day is gone, the recent ones stay.
-    await eventually(async () => {
-      const pulls = await app.inspect.collection('historical_pulls').find({ user_id: userId }).toArray();
-      // Rewritten by this sync (demo data may leave a resource without any day: workouts are random).
-      return pulls.length === resources.length && pulls.every((p) => p.updated_at > planted && !p.data_days.includes('2000-01-01'));
-    }, 30000, 'data_days bounded by the sync');
+    await eventually(
+      async () => {
+        const pulls = await app.inspect.collection('historical_pulls').find({ user_id: userId }).toArray();
+        // Rewritten by this sync (demo data may leave a resource without any day: workouts are random).
+        return pulls.length === resources.length && pulls.every((p) => p.updated_at > planted && !p.data_days.includes('2000-01-01'));
+      },
+      30000,
+      'data_days bounded by the sync',
+    );
   });
 
   it('deregisters, and a reconnect pulls only the days without data', async () => {
@@ -196,11 +241,15 @@ describe('a demo connection', () => {
     // Widen the window by two days: the reconnect asks the provider for those two days only.
     expect((await client.patch(`/v2/user/${userId}`, { ingestion_start: addDays(today, -4) })).status).toBe(204);
     expect((await client.post('/v2/link/connect/demo', { user_id: userId, provider: 'oura' })).status).toBe(200);
-    const body = await eventually(async () => {
-      const res = await client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=oura`);
-      const hr = res.body.data[0].provider.oura.pulled.heartrate;
-      return hr.status === 'success' && hr.days_requested === 2 ? res.body : null;
-    }, 90000, 'gap pulled');
+    const body = await eventually(
+      async () => {
+        const res = await client.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=oura`);
+        const hr = res.body.data[0].provider.oura.pulled.heartrate;
+        return hr.status === 'success' && hr.days_requested === 2 ? res.body : null;
+      },
+      90000,
+      'gap pulled',
+    );
     const hr = body.data[0].provider.oura.pulled.heartrate;
     expect(hr.range_start.slice(0, 10)).toBe(addDays(today, -4));
     expect(hr.range_end.slice(0, 10)).toBe(addDays(today, -3));
@@ -218,7 +267,12 @@ describe('SDK ingestion', () => {
     const batch = {
       provider: 'apple_health_kit',
       source_type: 'watch',
-      samples: [heartrate(1, 61), heartrate(2, 62), { resource: 'heartrate', timestamp: at(3), value: 63, timezone_offset: null }, { resource: 'steps', timestamp: at(4), start: at(4), end: at(5), value: 900 }],
+      samples: [
+        heartrate(1, 61),
+        heartrate(2, 62),
+        { resource: 'heartrate', timestamp: at(3), value: 63, timezone_offset: null },
+        { resource: 'steps', timestamp: at(4), start: at(4), end: at(5), value: 900 },
+      ],
       summaries: [{ resource: 'activity', calendar_date: addDays(today, -1), steps: 900, calories_total: 2100 }],
     };
     const first = await client.post(`/v2/ingest/${userId}`, batch);
@@ -256,7 +310,12 @@ describe('SDK ingestion', () => {
     const userId = await createUser(3);
     const res = await client.post(`/v2/ingest/${userId}`, {
       provider: 'apple_health_kit',
-      samples: [heartrate(1, 60), { resource: 'heartrate', timestamp: at(2) }, { resource: 'teleportation', timestamp: at(3), value: 1 }, { resource: 'steps', timestamp: at(4), value: 5 }],
+      samples: [
+        heartrate(1, 60),
+        { resource: 'heartrate', timestamp: at(2) },
+        { resource: 'teleportation', timestamp: at(3), value: 1 },
+        { resource: 'steps', timestamp: at(4), value: 5 },
+      ],
       summaries: [{ resource: 'sleep', calendar_date: addDays(today, -1) }],
     });
     expect(res.status).toBe(422);
@@ -272,7 +331,11 @@ describe('SDK ingestion', () => {
     const userId = await createUser(1, { ingestion_end: addDays(today, -1) });
     const res = await client.post(`/v2/ingest/${userId}`, {
       provider: 'apple_health_kit',
-      samples: [heartrate(1, 60), { resource: 'heartrate', timestamp: `${addDays(today, -5)}T01:00:00Z`, value: 60 }, { resource: 'heartrate', timestamp: `${today}T00:30:00Z`, value: 60 }],
+      samples: [
+        heartrate(1, 60),
+        { resource: 'heartrate', timestamp: `${addDays(today, -5)}T01:00:00Z`, value: 60 },
+        { resource: 'heartrate', timestamp: `${today}T00:30:00Z`, value: 60 },
+      ],
     });
     expect(res.body).toMatchObject({ samples: { created: 1 }, dropped: 2 });
   });
@@ -302,7 +365,11 @@ describe('historical pull failures', () => {
   let fast: Awaited<ReturnType<typeof ownDeploymentWith>>;
   let c: HttpClient;
   beforeAll(async () => {
-    fast = await ownDeploymentWith('pull-retries', { HISTORICAL_PULL_RETRY_INITIAL_SECONDS: 1.5, HISTORICAL_PULL_RETRY_MAX_SECONDS: 3, HISTORICAL_PULL_RETRY_QUOTA: 3 });
+    fast = await ownDeploymentWith('pull-retries', {
+      HISTORICAL_PULL_RETRY_INITIAL_SECONDS: 1.5,
+      HISTORICAL_PULL_RETRY_MAX_SECONDS: 3,
+      HISTORICAL_PULL_RETRY_QUOTA: 3,
+    });
     c = fast.client;
   }, 60_000);
   afterAll(() => fast.close());
@@ -320,14 +387,18 @@ describe('historical pull failures', () => {
     });
     expect(connect.status).toBe(200);
     const seen = new Set<string>();
-    const pulled = await eventually(async () => {
-      const res = await c.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=fitbit`);
-      const p = res.body.data[0]?.provider?.fitbit?.pulled;
-      if (p?.profile) seen.add(`profile:${p.profile.status}`);
-      if (p?.activity) seen.add(`activity:${p.activity.status}`);
-      const settled = p && Object.values(p).every((s: any) => s.status === 'success' || s.status === 'failure');
-      return settled && p.activity.status === 'failure' ? p : null;
-    }, 90000, 'pulls settled');
+    const pulled = await eventually(
+      async () => {
+        const res = await c.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=fitbit`);
+        const p = res.body.data[0]?.provider?.fitbit?.pulled;
+        if (p?.profile) seen.add(`profile:${p.profile.status}`);
+        if (p?.activity) seen.add(`activity:${p.activity.status}`);
+        const settled = p && Object.values(p).every((s: any) => s.status === 'success' || s.status === 'failure');
+        return settled && p.activity.status === 'failure' ? p : null;
+      },
+      90000,
+      'pulls settled',
+    );
     expect(seen).toContain('profile:retrying');
     expect(seen).toContain('activity:retrying');
     expect(pulled.profile).toMatchObject({ status: 'success', attempts: 3, error_details: null });
@@ -342,12 +413,20 @@ describe('historical pull failures', () => {
     try {
       const bc = bounded.client;
       const userId = (await bc.post('/v2/user/', { client_user_id: uniqueId('stalled'), ingestion_start: today })).body.user_id;
-      const connect = await bc.post('/v2/link/connect/demo', { user_id: userId, provider: 'fitbit', sandbox_faults: [{ resource: 'sleep', stall_seconds: 120 }] });
+      const connect = await bc.post('/v2/link/connect/demo', {
+        user_id: userId,
+        provider: 'fitbit',
+        sandbox_faults: [{ resource: 'sleep', stall_seconds: 120 }],
+      });
       expect(connect.status).toBe(200);
-      const pulled = await eventually(async () => {
-        const p = (await bc.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=fitbit`)).body.data[0]?.provider?.fitbit?.pulled;
-        return p && Object.keys(p).length === 12 && Object.values(p).every((s: any) => s.status === 'success' || s.status === 'failure') ? p : null;
-      }, 90000, 'pulls settled');
+      const pulled = await eventually(
+        async () => {
+          const p = (await bc.get(`/v2/introspect/historical_pull?user_id=${userId}&provider=fitbit`)).body.data[0]?.provider?.fitbit?.pulled;
+          return p && Object.keys(p).length === 12 && Object.values(p).every((s: any) => s.status === 'success' || s.status === 'failure') ? p : null;
+        },
+        90000,
+        'pulls settled',
+      );
       // Recorded as failed by us, long before the stalled call (120 s) or a heartbeat timeout loop would end it.
       expect(pulled.sleep).toMatchObject({ status: 'failure', error_details: 'unexpected_error' });
       expect(pulled.sleep.timeline.ended_at).not.toBeNull();
@@ -362,11 +441,19 @@ describe('historical pull failures', () => {
     try {
       const oc = teamClient(old, tenant);
       const userId = (await oc.post('/v2/user/', { client_user_id: uniqueId('old'), ingestion_start: today })).body.user_id;
-      await oc.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre', sandbox_faults: [{ resource: 'glucose', transient_failures: 1 }] });
-      const pulled = await eventually(async () => {
-        const p = (await oc.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.freestyle_libre?.pulled;
-        return p?.glucose?.status === 'failure' ? p : null;
-      }, 60000, 'glucose failed');
+      await oc.post('/v2/link/connect/demo', {
+        user_id: userId,
+        provider: 'freestyle_libre',
+        sandbox_faults: [{ resource: 'glucose', transient_failures: 1 }],
+      });
+      const pulled = await eventually(
+        async () => {
+          const p = (await oc.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.freestyle_libre?.pulled;
+          return p?.glucose?.status === 'failure' ? p : null;
+        },
+        60000,
+        'glucose failed',
+      );
       expect(pulled.glucose).toMatchObject({ attempts: 1, error_details: 'provider_unavailable' });
     } finally {
       await old.close();
@@ -379,7 +466,9 @@ describe('the sync loop', () => {
     const quick = await ownDeploymentWith('sync-loop', { WEARABLE_SYNC_INTERVAL_SECONDS: 1, WEARABLE_SYNCS_PER_RUN: 2 });
     const { rx: ownRx, secret: ownSecret } = await subscribeReceiver(quick.app, quick.tenant, ['historical.*']);
     const historicalEvents = (userId: string) =>
-      ownRx.requests.map((r) => new StandardWebhook(ownSecret).verify(r.body, r.headers as Record<string, string>) as { event_type: string; data: { user_id?: string } }).filter((e) => e.data.user_id === userId);
+      ownRx.requests
+        .map((r) => new StandardWebhook(ownSecret).verify(r.body, r.headers as Record<string, string>) as { event_type: string; data: { user_id?: string } })
+        .filter((e) => e.data.user_id === userId);
     try {
       const qc = quick.client;
       const userId = (await qc.post('/v2/user/', { client_user_id: uniqueId('looping'), ingestion_start: today })).body.user_id;
@@ -389,15 +478,23 @@ describe('the sync loop', () => {
       const workflowId = `wearable-connection:${connection!._id}`;
       const client = quick.app.deps.temporal.client.workflow;
       const runs = new Set<string>();
-      await eventually(async () => {
-        runs.add((await client.getHandle(workflowId).describe()).runId);
-        return runs.size >= 3;
-      }, 90000, 'two continue-as-new');
+      await eventually(
+        async () => {
+          runs.add((await client.getHandle(workflowId).describe()).runId);
+          return runs.size >= 3;
+        },
+        90000,
+        'two continue-as-new',
+      );
       const [firstRun] = runs;
       expect((await client.getHandle(workflowId, firstRun).describe()).status.name).toBe('CONTINUED_AS_NEW');
 
       // The history was pulled once, by the first run; later runs only sync.
-      await eventually(async () => historicalEvents(userId).filter((e) => e.event_type === 'historical.data.glucose.created').length === 1, 30000, 'historical event');
+      await eventually(
+        async () => historicalEvents(userId).filter((e) => e.event_type === 'historical.data.glucose.created').length === 1,
+        30000,
+        'historical event',
+      );
       const pulled = (await qc.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0].provider.freestyle_libre.pulled;
       expect(pulled.glucose).toMatchObject({ status: 'success', attempts: 1 });
       expect(historicalEvents(userId).filter((e) => /^historical\.data\./.test(e.event_type))).toHaveLength(1);
@@ -457,7 +554,17 @@ describe('events and erasure', () => {
     const stream = { time: [1_700_000_000, 1_700_000_005, 1_700_000_010], heartrate: [120, 125, 131], distance: [0, 14.2, 29.0] };
     const res = await client.post(`/v2/ingest/${userId}`, {
       provider: 'apple_health_kit',
-      summaries: [{ resource: 'workouts', id: 'run-1', calendar_date: yesterday, time_start: at(7), time_end: at(8), provider_id: 'run-1', sport: { id: 1, name: 'Running', slug: 'running' } }],
+      summaries: [
+        {
+          resource: 'workouts',
+          id: 'run-1',
+          calendar_date: yesterday,
+          time_start: at(7),
+          time_end: at(8),
+          provider_id: 'run-1',
+          sport: { id: 1, name: 'Running', slug: 'running' },
+        },
+      ],
       workout_streams: [{ workout_id: 'run-1', stream }],
     });
     expect(res.body.workout_streams).toEqual({ created: 1, updated: 0, unchanged: 0 });
@@ -475,9 +582,17 @@ describe('events and erasure', () => {
 
   it('marks a connection whose credentials fail as error and publishes provider.connection.error', async () => {
     const userId = await createUser(0);
-    await client.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre', sandbox_faults: [{ resource: 'glucose', permanent: true, error_type: 'provider_credential_error' }] });
+    await client.post('/v2/link/connect/demo', {
+      user_id: userId,
+      provider: 'freestyle_libre',
+      sandbox_faults: [{ resource: 'glucose', permanent: true, error_type: 'provider_credential_error' }],
+    });
     await eventually(async () => eventsOf(userId, 'provider.connection.error').length === 1, 60000, 'connection error event');
-    expect(eventsOf(userId, 'provider.connection.error')[0].body.data).toMatchObject({ user_id: userId, error_type: 'provider_credential_error', provider: { slug: 'freestyle_libre' } });
+    expect(eventsOf(userId, 'provider.connection.error')[0].body.data).toMatchObject({
+      user_id: userId,
+      error_type: 'provider_credential_error',
+      provider: { slug: 'freestyle_libre' },
+    });
     const providers = (await client.get(`/v2/user/providers/${userId}`)).body;
     expectSchema(UserProvidersResponse, providers);
     expect(providers.providers[0]).toMatchObject({ slug: 'freestyle_libre', status: 'error', error_details: { error_type: 'provider_credential_error' } });
@@ -485,7 +600,11 @@ describe('events and erasure', () => {
 
   it("a connection's error expires with it: it takes the connection's end date, also when recorded after the end", async () => {
     const userId = await createUser(0);
-    await client.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre', sandbox_faults: [{ resource: 'glucose', permanent: true, error_type: 'provider_credential_error' }] });
+    await client.post('/v2/link/connect/demo', {
+      user_id: userId,
+      provider: 'freestyle_libre',
+      sandbox_faults: [{ resource: 'glucose', permanent: true, error_type: 'provider_credential_error' }],
+    });
     await eventually(async () => eventsOf(userId, 'provider.connection.error').length === 1, 60000, 'connection error event');
     const [connection] = await app.deps.repos.connections.listForUser(tenant.teamId, userId);
     const errorOf = () => app.inspect.collection('connection_errors').findOne({ _id: connection._id as never });
@@ -512,9 +631,18 @@ describe('events and erasure', () => {
     try {
       const c = teamClient(shortGrace, tenant);
       const userId = (await c.post('/v2/user/', { client_user_id: uniqueId('leaving'), ingestion_start: today })).body.user_id;
-      await c.post(`/v2/ingest/${userId}`, { provider: 'apple_health_kit', samples: [{ resource: 'heartrate', timestamp: `${today}T00:00:00Z`, value: 60 }], summaries: [{ resource: 'activity', calendar_date: today, steps: 10 }] });
+      await c.post(`/v2/ingest/${userId}`, {
+        provider: 'apple_health_kit',
+        samples: [{ resource: 'heartrate', timestamp: `${today}T00:00:00Z`, value: 60 }],
+        summaries: [{ resource: 'activity', calendar_date: today, steps: 10 }],
+      });
       await c.post('/v2/link/connect/demo', { user_id: userId, provider: 'freestyle_libre' });
-      await eventually(async () => (await c.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.freestyle_libre?.pulled?.glucose?.status === 'success', 60000, 'glucose pulled');
+      await eventually(
+        async () =>
+          (await c.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.freestyle_libre?.pulled?.glucose?.status === 'success',
+        60000,
+        'glucose pulled',
+      );
       expect((await c.del(`/v2/user/${userId}`)).status).toBe(200);
       const result = await shortGrace.deps.temporal.client.workflow.getHandle(`user-deletion:${userId}`).result();
       expect(result.erased.connections).toBe(2);

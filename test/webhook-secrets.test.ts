@@ -80,7 +80,14 @@ describe('configuration of the data encryption keys', () => {
   test('production refuses to start without DATA_ENCRYPTION_KEYS; a malformed key is refused without echoing it', () => {
     expect(() => loadConfig({ DEPLOYMENT_ENVIRONMENT: 'production' })).toThrow(/DATA_ENCRYPTION_KEYS: required in production/);
     expect(() => loadConfig({ DEPLOYMENT_ENVIRONMENT: 'production' })).toThrow(ConfigError);
-    expect(() => loadConfig({ DEPLOYMENT_ENVIRONMENT: 'production', DATA_ENCRYPTION_KEYS: generateDataKey('k1'), PUBLIC_BASE_URL: 'https://api.example.com', METRICS_TOKEN: 'metrics-token' })).not.toThrow();
+    expect(() =>
+      loadConfig({
+        DEPLOYMENT_ENVIRONMENT: 'production',
+        DATA_ENCRYPTION_KEYS: generateDataKey('k1'),
+        PUBLIC_BASE_URL: 'https://api.example.com',
+        METRICS_TOKEN: 'metrics-token',
+      }),
+    ).not.toThrow();
 
     const short = `k1:${randomBytes(16).toString('base64')}`;
     let message = '';
@@ -170,7 +177,9 @@ describe('secret rotation keeps every secret inside its overlap and caps the rat
 
     const limited = await mgmt.post(`${base}/${hook.id}/secret/rotate`, {});
     expect(limited.status).toBe(429);
-    expect(limited.body.detail).toMatch(new RegExp(`rotated ${ROTATIONS_PER_DAY} times in the last 24 hours.*next rotation is allowed at \\d{4}-\\d\\d-\\d\\dT`));
+    expect(limited.body.detail).toMatch(
+      new RegExp(`rotated ${ROTATIONS_PER_DAY} times in the last 24 hours.*next rotation is allowed at \\d{4}-\\d\\d-\\d\\dT`),
+    );
     const retryAfter = Number(limited.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThan(DAY_MS / 1000 - 600);
     expect(retryAfter).toBeLessThanOrEqual(DAY_MS / 1000);
@@ -311,8 +320,7 @@ describe('stored secrets across data key rotation and versions (own database)', 
     const repository = repo(oldKey);
     const hook = endpoint(generateSecret(), t0);
     await repository.createEndpoint(hook);
-    const rotate = (at: Date, overlapMs = DAY_MS) =>
-      repository.rotateSecret(hook.team_id, hook._id, generateSecret(), { overlapMs, maxPerWindow: 3, now: at });
+    const rotate = (at: Date, overlapMs = DAY_MS) => repository.rotateSecret(hook.team_id, hook._id, generateSecret(), { overlapMs, maxPerWindow: 3, now: at });
     const hours = (h: number) => new Date(t0.getTime() + h * 3600_000);
 
     for (const h of [1, 2, 3]) expect(await rotate(hours(h))).toHaveProperty('endpoint');
@@ -338,7 +346,10 @@ describe('stored secrets across data key rotation and versions (own database)', 
 /** Runs a compiled script with the test stack's environment plus `env`; resolves with its stdout. */
 function runScript(entry: string, env: Record<string, string>): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.resolve(__dirname, '..', 'dist', entry)], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [path.resolve(__dirname, '..', 'dist', entry)], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));

@@ -76,7 +76,9 @@ test('every webhook management change is audited (key, action, team, target, out
   await mgmt.get(`${base}/event_types`, rid('read'));
   expect((await mgmt.post(base, { url: `${rx.url}/x`, secret: 'whsec_short' }, rid('invalid'))).status).toBe(422);
   const otherEnv = app.deps.config.DEPLOYMENT_ENVIRONMENT === 'sandbox' ? 'production' : 'sandbox';
-  expect((await mgmt.post(base.replace(`/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/`, `/${otherEnv}/`), { url: `${rx.url}/x` }, rid('other-env'))).status).toBe(400);
+  expect((await mgmt.post(base.replace(`/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/`, `/${otherEnv}/`), { url: `${rx.url}/x` }, rid('other-env'))).status).toBe(
+    400,
+  );
 
   const entries = await auditLog();
   const byRequest = Object.fromEntries(entries.map((e) => [e.request_id.replace(`-${tenant.orgId}`, ''), e]));
@@ -103,7 +105,12 @@ test('every webhook management change is audited (key, action, team, target, out
   expect(byRequest.resend.target).toEqual({ type: 'webhook_event', id: `${id}:${eventId}` });
   expect(byRequest['resend-unknown'].target).toEqual({ type: 'webhook_event', id: `${id}:${unknownEvent}` });
 
-  expect(entries.filter((e) => e.status !== 'succeeded').map((e) => [e.request_id.replace(`-${tenant.orgId}`, ''), e.status, e.error?.status]).sort()).toEqual([
+  expect(
+    entries
+      .filter((e) => e.status !== 'succeeded')
+      .map((e) => [e.request_id.replace(`-${tenant.orgId}`, ''), e.status, e.error?.status])
+      .sort(),
+  ).toEqual([
     ['delete-again', 'failed', 404],
     ['resend-unknown', 'failed', 404],
   ]);

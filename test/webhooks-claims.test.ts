@@ -72,9 +72,13 @@ test('a stalled dispatcher and the run that replaced it never send the same deli
   const deliveries = await deliveriesOf();
   expect(deliveries.map((d) => d.attempts)).toEqual(all.map(() => 1));
   // The stalled run, superseded, ended: no send window of it is left to hold the endpoint's deliveries back.
-  await eventually(async () => {
-    const state = await app.inspect.collection<{ _id: string; sending?: Record<string, unknown> }>('webhook_dispatchers').findOne({ _id: endpointId });
-    return Object.keys(state?.sending ?? {}).length === 0;
-  }, 30_000, 'the stalled run to close its send window');
+  await eventually(
+    async () => {
+      const state = await app.inspect.collection<{ _id: string; sending?: Record<string, unknown> }>('webhook_dispatchers').findOne({ _id: endpointId });
+      return Object.keys(state?.sending ?? {}).length === 0;
+    },
+    30_000,
+    'the stalled run to close its send window',
+  );
   expect(await app.inspect.collection('webhook_attempts').countDocuments({ destination_id: endpointId })).toBe(all.length);
 }, 240_000);

@@ -19,7 +19,8 @@ let worker: ChildProcess | null = null;
 let app: TestApp;
 let rx: Receiver;
 
-const startWorker = () => startCrashWorker(deployment, { LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
+const startWorker = () =>
+  startCrashWorker(deployment, { LOG_LEVEL: process.env.CRASH_WORKER_LOG_LEVEL ?? 'error', WEBHOOK_SWEEP_INTERVAL_MS: '1000', WEBHOOK_SWEEP_GRACE_MS: '2000' });
 const kill = stopWorker;
 
 beforeAll(async () => {
@@ -126,7 +127,11 @@ describe('the sweeper repairs what a crash left behind', () => {
     await eventually(async () => !(await w.activeDispatchers([endpointId])).has(endpointId), 30000, 'dispatcher idle');
     // ...and its delivery run has handed back to the workflow (nothing in flight would mark it active again).
     const dispatcher = app.deps.temporal.client.workflow.getHandle(workflowIds.destinationDispatch(endpointId));
-    await eventually(async () => ((await dispatcher.describe().catch(() => null))?.raw.pendingActivities ?? []).length === 0, 30000, 'the delivery run handed back');
+    await eventually(
+      async () => ((await dispatcher.describe().catch(() => null))?.raw.pendingActivities ?? []).length === 0,
+      30000,
+      'the delivery run handed back',
+    );
     // As if a worker died mid-activity: the mark says "delivering" for another minute, so publishers skip
     // the wake signal; the sweeper wakes endpoints with overdue deliveries whatever the mark says.
     await w.markDispatcherActive(endpointId, new Date(Date.now() + 60_000));

@@ -15,7 +15,17 @@ import { timeOrderedUuid, uuidV7Millis } from '../lib/platform/keys';
 import { checkWebhookUrl } from '../lib/platform/url-safety';
 import { verifyWebhookSignature } from '../lib/events/destinations/webhook/signing';
 import { EventTypeList, Webhook, WebhookAttemptList, WebhookList } from '../schemas/webhook';
-import { createTenant, eventually, expectSchema, managementClient, publisherOverStore, startTestApp, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  expectSchema,
+  managementClient,
+  publisherOverStore,
+  startTestApp,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+} from './support/harness';
 import { startReceiver, type ReceivedRequest, type Receiver } from './support/receiver';
 
 /**
@@ -72,15 +82,22 @@ const publish = (eventType: string, data: Record<string, unknown> = { n: 1 }, ex
  * The observable signal "nothing more will arrive" tests wait on, instead of sleeping.
  */
 const finished = (eventIds: string[], endpointIds: string[]) =>
-  eventually(async () => {
-    const created = await app.inspect.collection<EventDoc>('webhook_events').find({ _id: { $in: eventIds } }).toArray();
-    const covering = created.map((e) => ({ events_from: { $lte: e.created_at }, events_until: { $gt: e.created_at } }));
-    const [fanningOut, pending] = await Promise.all([
-      covering.length ? app.inspect.collection('webhook_outbox').countDocuments({ $or: covering }) : 0,
-      app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: { $in: endpointIds }, status: 'pending' }),
-    ]);
-    return created.length === eventIds.length && fanningOut === 0 && pending === 0;
-  }, 30_000, 'the fan-out and deliveries to finish');
+  eventually(
+    async () => {
+      const created = await app.inspect
+        .collection<EventDoc>('webhook_events')
+        .find({ _id: { $in: eventIds } })
+        .toArray();
+      const covering = created.map((e) => ({ events_from: { $lte: e.created_at }, events_until: { $gt: e.created_at } }));
+      const [fanningOut, pending] = await Promise.all([
+        covering.length ? app.inspect.collection('webhook_outbox').countDocuments({ $or: covering }) : 0,
+        app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: { $in: endpointIds }, status: 'pending' }),
+      ]);
+      return created.length === eventIds.length && fanningOut === 0 && pending === 0;
+    },
+    30_000,
+    'the fan-out and deliveries to finish',
+  );
 
 const verifyWith = (secret: string, r: ReceivedRequest) =>
   new StandardWebhook(secret).verify(r.body, r.headers as Record<string, string>) as Record<string, unknown>;
@@ -154,7 +171,10 @@ describe('publishing and signed delivery', () => {
     await all.waitFor(3);
     await prefix.waitFor(2);
     await exact.waitFor(1);
-    await finished([created.id, updated.id, connection.id], hooks.map((h) => h.id));
+    await finished(
+      [created.id, updated.id, connection.id],
+      hooks.map((h) => h.id),
+    );
     const ids = (r: Receiver) => r.requests.map((q) => q.headers['webhook-id']).sort();
     expect(ids(exact)).toEqual([created.id]);
     expect(ids(prefix)).toEqual([created.id, updated.id].sort());
@@ -215,7 +235,14 @@ describe('endpoint management', () => {
     expect(res.status).toBe(200);
     expectSchema(EventTypeList, res.body);
     const names = res.body.data.map((e: { name: string }) => e.name);
-    for (const n of ['webhook.test', 'provider.connection.created', 'labtest.order.created', 'labtest.order.updated', 'daily.data.glucose.created', 'daily.data.activity.updated']) {
+    for (const n of [
+      'webhook.test',
+      'provider.connection.created',
+      'labtest.order.created',
+      'labtest.order.updated',
+      'daily.data.glucose.created',
+      'daily.data.activity.updated',
+    ]) {
       expect(names).toContain(n);
     }
   });
@@ -349,7 +376,11 @@ describe('retries and endpoint health', () => {
       for (const user of [userA, userB]) await publish('labtest.order.updated', { seq }, { userId: user });
     }
     await rx.waitFor(12, 20_000);
-    const seqsOf = (user: string) => rx.requests.map((r) => JSON.parse(r.body)).filter((b) => b.user_id === user).map((b) => b.data.seq);
+    const seqsOf = (user: string) =>
+      rx.requests
+        .map((r) => JSON.parse(r.body))
+        .filter((b) => b.user_id === user)
+        .map((b) => b.data.seq);
     expect(seqsOf(userA)).toEqual([0, 0, 0, 1, 2, 3, 4]); // two failures of its first event held back the rest
     expect(seqsOf(userB)).toEqual([0, 1, 2, 3, 4]);
     await mgmt.del(`${base}/${hook.id}`);
@@ -533,25 +564,44 @@ describe('delivery log', () => {
       { coll: store.deliveries, filter: { team_id: teamId, destination_id: 'e' }, index: 'team_id_1_destination_id_1__id_-1' },
       { coll: store.deliveries, filter: { team_id: teamId, destination_id: 'e', status: 'failed' }, index: 'team_id_1_destination_id_1_status_1__id_-1' },
       { coll: store.attempts, filter: { team_id: teamId, event_id: 'v' }, index: 'team_id_1_event_id_1__id_-1' },
-      { coll: store.attempts, filter: { team_id: teamId, destination_id: 'e', event_id: eventId, _id: ofEvent }, index: ['team_id_1_event_id_1__id_-1', 'team_id_1_destination_id_1__id_-1'] },
+      {
+        coll: store.attempts,
+        filter: { team_id: teamId, destination_id: 'e', event_id: eventId, _id: ofEvent },
+        index: ['team_id_1_event_id_1__id_-1', 'team_id_1_destination_id_1__id_-1'],
+      },
     ];
     const chosen = [];
     for (const c of cases) {
       for (const after of [null, someId]) {
         const plan = await pageQuery(c.coll, c.filter, -1, after, 50).explain('queryPlanner');
         const used = indexesUsed(plan);
-        chosen.push({ filter: c.filter, after, used: Array.isArray(c.index) && used.length === 1 && c.index.includes(used[0]) ? c.index : used, bounded: indexBoundFields(plan).includes('_id') });
+        chosen.push({
+          filter: c.filter,
+          after,
+          used: Array.isArray(c.index) && used.length === 1 && c.index.includes(used[0]) ? c.index : used,
+          bounded: indexBoundFields(plan).includes('_id'),
+        });
       }
     }
-    expect(chosen).toEqual(cases.flatMap((c) => [null, someId].map((after) => ({ filter: c.filter, after, used: Array.isArray(c.index) ? c.index : [c.index], bounded: true }))));
+    expect(chosen).toEqual(
+      cases.flatMap((c) => [null, someId].map((after) => ({ filter: c.filter, after, used: Array.isArray(c.index) ? c.index : [c.index], bounded: true }))),
+    );
   });
 
   test("the dispatcher's due query, with a batch in flight and behind a fence, is read from the pending-only index (explain on the real store)", async () => {
     const store = app.deps.repos.webhookStore;
     const inFlight = new Map(Array.from({ length: 300 }, (_, i) => [`${randomUUID()}:e${i}`, i % 2 === 0] as const));
     const fence = { after: new Date(Date.now() - 60_000), until: new Date(Date.now() + 60_000) };
-    for (const [flight, fenced] of [[new Map(), null], [inFlight, null], [inFlight, fence]] as const) {
-      const plan = await store.deliveries.find(dueFilter('e', new Date(), flight, fenced)).sort({ next_attempt_at: 1 }).limit(501).explain('queryPlanner');
+    for (const [flight, fenced] of [
+      [new Map(), null],
+      [inFlight, null],
+      [inFlight, fence],
+    ] as const) {
+      const plan = await store.deliveries
+        .find(dueFilter('e', new Date(), flight, fenced))
+        .sort({ next_attempt_at: 1 })
+        .limit(501)
+        .explain('queryPlanner');
       expect(indexesUsed(plan)).toEqual(['destination_id_1_status_1_next_attempt_at_1']);
     }
   });
@@ -630,10 +680,14 @@ describe('user erasure', () => {
     expect(await userData(gone)).toEqual({ events: 0, deliveries: 0, attempts: 0 });
     // Nothing comes back later either (no retry of an erased delivery, no late recording): once the endpoint's
     // dispatcher has marked itself idle it has recorded every batch it sent and found nothing more due.
-    await eventually(async () => {
-      const dispatcher = await app.inspect.collection('webhook_dispatchers').findOne({ _id: hook.id as never });
-      return dispatcher !== null && dispatcher.active_until.getTime() <= Date.now();
-    }, 30_000, 'the dispatcher to finish its batch and go idle');
+    await eventually(
+      async () => {
+        const dispatcher = await app.inspect.collection('webhook_dispatchers').findOne({ _id: hook.id as never });
+        return dispatcher !== null && dispatcher.active_until.getTime() <= Date.now();
+      },
+      30_000,
+      'the dispatcher to finish its batch and go idle',
+    );
     expect(await userData(gone)).toEqual({ events: 0, deliveries: 0, attempts: 0 });
     expect(rx.requests).toHaveLength(1);
     await mgmt.del(`${base}/${hook.id}`);
@@ -689,7 +743,7 @@ describe('publish answers once its events are stored; their deliveries follow, i
   }
   const deliveriesOf = (eventId: string) => app.inspect.collection('webhook_deliveries').countDocuments({ event_id: eventId });
 
-  test("a publish returns before its deliveries are queued; the next flush waits for them, and queues its own after", async () => {
+  test('a publish returns before its deliveries are queued; the next flush waits for them, and queues its own after', async () => {
     const rx = await receiver();
     const hook = await createWebhook(rx.url);
     let release!: () => void;
@@ -754,7 +808,9 @@ describe('outcomes of many deliveries at once', () => {
     const deliveries = events.map((e) => newDelivery(e, endpointId, deliveryPolicyFrom(app.deps.config), at));
     await store.insertDeliveries(deliveries);
     // One change per delivery (as 150 endpoints' batches group-committed together would give): 150 statements.
-    await store.changeDeliveries(deliveries.map((d, i) => ({ ids: [d._id], set: { status: 'failed', last_status_code: 400 + (i % 100), next_attempt_at: null } })));
+    await store.changeDeliveries(
+      deliveries.map((d, i) => ({ ids: [d._id], set: { status: 'failed', last_status_code: 400 + (i % 100), next_attempt_at: null } })),
+    );
     const stored = await app.inspect.collection('webhook_deliveries').find({ destination_id: endpointId }).toArray();
     expect(stored).toHaveLength(150);
     expect(stored.every((d) => d.status === 'failed' && d.last_status_code === 400 + (events.findIndex((e) => e._id === d.event_id) % 100))).toBe(true);
@@ -770,7 +826,11 @@ describe('delivery records', () => {
     const a = await publish('labtest.order.created', { which: 'A' });
     const b = await publish('labtest.order.created', { which: 'B' });
     const list = async (status?: string) =>
-      (await mgmt.get(`${base}/${hook.id}/deliveries${status ? `?status=${status}` : ''}`)).body.data as { event_id: string; status: string; attempts: number }[];
+      (await mgmt.get(`${base}/${hook.id}/deliveries${status ? `?status=${status}` : ''}`)).body.data as {
+        event_id: string;
+        status: string;
+        attempts: number;
+      }[];
     await eventually(async () => (await list('failed')).some((d) => d.event_id === a.id), 20000, 'A failed for good');
     const all = await list();
     expect(all.find((d) => d.event_id === b.id)).toMatchObject({ status: 'succeeded', attempts: 1 });
@@ -800,10 +860,14 @@ describe('deleting a destination', () => {
     const waiting = { _id: id };
 
     expect((await mgmt.del(`${base}/${hook.id}`)).status).toBe(204);
-    const after = await eventually(async () => {
-      const doc = await app.inspect.collection('webhook_deliveries').findOne({ _id: waiting._id as never });
-      return doc?.status !== 'pending' && doc;
-    }, 30_000, 'the waiting delivery ended');
+    const after = await eventually(
+      async () => {
+        const doc = await app.inspect.collection('webhook_deliveries').findOne({ _id: waiting._id as never });
+        return doc?.status !== 'pending' && doc;
+      },
+      30_000,
+      'the waiting delivery ended',
+    );
     expect(after).toMatchObject({ status: 'cancelled', last_error: 'endpoint_deleted' });
     expect(rx.requests).toHaveLength(1);
   });

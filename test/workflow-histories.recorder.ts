@@ -27,7 +27,15 @@ const save = (name: string, workflowType: string, workflowId: string) => saveHis
 
 /** A kit ordered unregistered (patch `unregistered-testkit`): shipped, registered by its sample id, completed. */
 async function recordUnregisteredKit(api: ReturnType<typeof teamClient>, labTestId: string): Promise<void> {
-  const shipping = { receiver_name: 'Front Desk', first_line: '500 Market St', city: 'San Francisco', state: 'CA', zip: '94105', country: 'US', phone_number: '+14155550100' };
+  const shipping = {
+    receiver_name: 'Front Desk',
+    first_line: '500 Market St',
+    city: 'San Francisco',
+    state: 'CA',
+    zip: '94105',
+    country: 'US',
+    phone_number: '+14155550100',
+  };
   const kit = (await api.post('/v3/order/testkit', { user_id: await createUser(api), lab_test_id: labTestId, shipping_details: shipping })).body.order;
   await eventually(async () => (await api.get(`/v3/order/${kit.id}`)).body.details.data.shipment, 60_000, 'the kit shipped');
   expect((await api.post('/v3/order/testkit/register', registrationBody(await createUser(api), kit.sample_id))).status).toBe(200);
@@ -71,11 +79,15 @@ test('records a history of every workflow type', async () => {
   const wearer = await createUser(api);
   expect((await api.post('/v2/link/connect/demo', { user_id: wearer, provider: 'oura' })).status).toBe(200);
   const connection = await eventually(async () => (await app.deps.repos.connections.listForUser(tenant.teamId, wearer))[0], 30_000, 'the connection');
-  await eventually(async () => {
-    const res = await api.get(`/v2/introspect/historical_pull?user_id=${wearer}`);
-    const pulled = Object.values(res.body.data?.[0]?.provider?.oura?.pulled ?? {}) as { status: string }[];
-    return pulled.length > 0 && pulled.every((s) => s.status === 'success' || s.status === 'failure');
-  }, 90_000, 'the history pulled');
+  await eventually(
+    async () => {
+      const res = await api.get(`/v2/introspect/historical_pull?user_id=${wearer}`);
+      const pulled = Object.values(res.body.data?.[0]?.provider?.oura?.pulled ?? {}) as { status: string }[];
+      return pulled.length > 0 && pulled.every((s) => s.status === 'success' || s.status === 'failure');
+    },
+    90_000,
+    'the history pulled',
+  );
   await save('wearable-connection-demo', 'wearableConnectionWorkflow', workflowIds.wearableConnection(connection._id));
 
   // A webhook endpoint's dispatcher after deliveries.
@@ -94,7 +106,8 @@ test('records a history of every workflow type', async () => {
 /** The stranded-work sweep of the suite's worker (started at its boot): sweeps on its timer, and one on a signal. */
 test('records the stranded-work sweep', async () => {
   const handle = app.deps.temporal.client.workflow.getHandle(workflowIds.strandedWorkSweep(app.deps.config.TEMPORAL_TASK_QUEUE));
-  const sweeps = async () => ((await handle.fetchHistory()).events ?? []).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'sweepWebhooks').length;
+  const sweeps = async () =>
+    ((await handle.fetchHistory()).events ?? []).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'sweepWebhooks').length;
   await eventually(async () => (await sweeps()) >= 2, 60_000, 'two sweeps');
   await handle.signal(sweepNowSignal, {});
   const before = await sweeps();

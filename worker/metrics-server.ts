@@ -49,7 +49,11 @@ export async function startWorkerMetricsServer(config: Config, logger: Logger, s
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) =>
-      reject(new Error(`The worker's metrics port ${config.WORKER_METRICS_HOST}:${config.WORKER_METRICS_PORT} is not free (${err.code}); set WORKER_METRICS_PORT (0: any free port).`)),
+      reject(
+        new Error(
+          `The worker's metrics port ${config.WORKER_METRICS_HOST}:${config.WORKER_METRICS_PORT} is not free (${err.code}); set WORKER_METRICS_PORT (0: any free port).`,
+        ),
+      ),
     );
     server.listen(config.WORKER_METRICS_PORT, config.WORKER_METRICS_HOST, resolve);
   });

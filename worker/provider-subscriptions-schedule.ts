@@ -19,7 +19,12 @@ export async function startProviderSubscriptionsSchedule(temporal: TemporalDeps,
     await temporal.client.schedule.create({
       scheduleId,
       spec: { intervals: [{ every: EVERY }] },
-      action: { type: 'startWorkflow', workflowType: providerSubscriptionsWorkflow, taskQueue: temporal.taskQueue, workflowId: workflowIds.providerSubscriptionsRun(temporal.taskQueue) },
+      action: {
+        type: 'startWorkflow',
+        workflowType: providerSubscriptionsWorkflow,
+        taskQueue: temporal.taskQueue,
+        workflowId: workflowIds.providerSubscriptionsRun(temporal.taskQueue),
+      },
       policies: { overlap: ScheduleOverlapPolicy.SKIP },
     });
     logger.info({ scheduleId, every: EVERY }, 'provider subscriptions schedule created');

@@ -76,7 +76,13 @@ export interface WorkerHandle {
   closeSenders(): Promise<void>;
 }
 
-export async function createWorker(config: Config, repos: Repositories, logger: Logger, temporal: TemporalDeps, sdkMetricsPort: number | null = null): Promise<WorkerHandle> {
+export async function createWorker(
+  config: Config,
+  repos: Repositories,
+  logger: Logger,
+  temporal: TemporalDeps,
+  sdkMetricsPort: number | null = null,
+): Promise<WorkerHandle> {
   installRuntimeLogger(logger, sdkMetricsPort);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const senders = createSenders(config);

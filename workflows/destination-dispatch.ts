@@ -1,4 +1,14 @@
-import { allHandlersFinished, condition, continueAsNew, defineSignal, defineUpdate, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineSignal,
+  defineUpdate,
+  proxyActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { WebhookDeliveryActivities } from '../activities/webhook-delivery';
 
 export interface DestinationDispatchInput {
@@ -68,7 +78,8 @@ export async function destinationDispatchWorkflow(input: DestinationDispatchInpu
   const runCommands = async () => {
     while (commands.length) {
       const entry = commands[0];
-      entry.changed = entry.command.kind === 'destination_changed' ? 0 : await applyDispatcherCommand({ destinationId: input.destinationId, command: entry.command });
+      entry.changed =
+        entry.command.kind === 'destination_changed' ? 0 : await applyDispatcherCommand({ destinationId: input.destinationId, command: entry.command });
       commands.shift();
       woken = true; // a resend or recover queued deliveries: look at once
     }

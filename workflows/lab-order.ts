@@ -195,14 +195,11 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
       },
     },
   );
-  setHandler(
-    erasePatientDataUpdate,
-    async () => {
-      erasureRequested = true;
-      await condition(() => erased);
-      return { erased: true as const };
-    },
-  );
+  setHandler(erasePatientDataUpdate, async () => {
+    erasureRequested = true;
+    await condition(() => erased);
+    return { erased: true as const };
+  });
   setHandler(
     registerTestkitUpdate,
     async ({ userId, registrationId }) => {
@@ -246,7 +243,11 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   } catch (err) {
     if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === ORDER_NEVER_STORED)) throw err;
     // Failed (not completed), so a resumed request may start this id again (ALLOW_DUPLICATE_FAILED_ONLY).
-    throw ApplicationFailure.create({ type: ORDER_NEVER_STORED, message: `Order ${orderId} was never stored; the request that started this run failed`, nonRetryable: true });
+    throw ApplicationFailure.create({
+      type: ORDER_NEVER_STORED,
+      message: `Order ${orderId} was never stored; the request that started this run failed`,
+      nonRetryable: true,
+    });
   }
   for (const eventId of laterEvents) {
     await serialized(() => writes.publishOrderEvent({ orderId, eventId }));

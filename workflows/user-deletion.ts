@@ -1,14 +1,4 @@
-import {
-  allHandlersFinished,
-  condition,
-  defineQuery,
-  defineUpdate,
-  log,
-  proxyActivities,
-  proxyLocalActivities,
-  setHandler,
-  uuid4,
-} from '@temporalio/workflow';
+import { allHandlersFinished, condition, defineQuery, defineUpdate, log, proxyActivities, proxyLocalActivities, setHandler, uuid4 } from '@temporalio/workflow';
 import type { RestoreResult, UserDeletionActivities } from '../activities/user-deletion';
 
 export interface UserDeletionInput {
@@ -42,9 +32,7 @@ export const requestUserDeletionUpdate = defineUpdate<RequestDeletionOutcome, [R
 export const undoUserDeletionUpdate = defineUpdate<UndoDeletionOutcome, []>('undoUserDeletion');
 export const userDeletionPhaseQuery = defineQuery<UserDeletionPhase>('userDeletionPhase');
 /** The deletion this run owns (its id is what the user document carries while pending). */
-export const userDeletionStateQuery = defineQuery<{ phase: UserDeletionPhase; deletionId: string | null; eraseAfter: string | null }>(
-  'userDeletionState',
-);
+export const userDeletionStateQuery = defineQuery<{ phase: UserDeletionPhase; deletionId: string | null; eraseAfter: string | null }>('userDeletionState');
 
 // The writes of the user document are activities, not local activities: Temporal schedules each one from a
 // command it has recorded, so no write can come from a workflow task that was then lost. A local activity's can:

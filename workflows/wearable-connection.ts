@@ -1,4 +1,16 @@
-import { ActivityCancellationType, ActivityFailure, CancellationScope, condition, continueAsNew, defineQuery, defineSignal, isCancellation, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  CancellationScope,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { PageOutcome, WearableActivities } from '../activities/wearables';
 import type { PageCursor } from '../lib/wearables/providers/contract';
 
@@ -48,7 +60,6 @@ const activityOptions = {
 const acts = proxyActivities<WearableActivities>(activityOptions);
 
 const DEFAULT_GIVE_UP_AFTER_MS = 3_600_000;
-
 
 /**
  * One provider connection (id `wearable-connection:<connectionId>`), the single owner of its pull state:
@@ -125,10 +136,12 @@ async function pageUnlessStopped<T>(stopped: () => boolean, page: () => Promise<
   const pageScope = new CancellationScope();
   const watch = new CancellationScope();
   const running = pageScope.run(page);
-  watch.run(() => condition(stopped)).then(
-    () => pageScope.cancel(),
-    () => undefined, // the page ended first: its watch was cancelled
-  );
+  watch
+    .run(() => condition(stopped))
+    .then(
+      () => pageScope.cancel(),
+      () => undefined, // the page ended first: its watch was cancelled
+    );
   try {
     return await running;
   } catch (err) {
@@ -151,7 +164,9 @@ async function pullResourcePages(connectionId: string, taskQueue: string, resour
     const retriesLeft = retry.enabled && attempt < retry.quota;
     let outcome: Awaited<ReturnType<WearableActivities['pullHistoricalPage']>>;
     try {
-      const result = await pageUnlessStopped(stopped, () => pages.pullHistoricalPage({ connectionId, resource, cursor, attempt, retriesLeft, retryingEnabled: retry.enabled }));
+      const result = await pageUnlessStopped(stopped, () =>
+        pages.pullHistoricalPage({ connectionId, resource, cursor, attempt, retriesLeft, retryingEnabled: retry.enabled }),
+      );
       if (result === 'stopped') return;
       outcome = result;
     } catch (err) {
@@ -173,11 +188,17 @@ async function pullResourcePages(connectionId: string, taskQueue: string, resour
 }
 
 /** Follows a sync's pages (a stop ends it) or a push's (`stopped` null) to the end; a 429 waits until the time the provider named. */
-async function followPages(taskQueue: string, stopped: (() => boolean) | null, request: (cursor: PageCursor | null) => Parameters<WearableActivities['syncPage']>[0]): Promise<void> {
+async function followPages(
+  taskQueue: string,
+  stopped: (() => boolean) | null,
+  request: (cursor: PageCursor | null) => Parameters<WearableActivities['syncPage']>[0],
+): Promise<void> {
   const pages = pageActivities(taskQueue);
   let cursor: PageCursor | null = null;
   for (;;) {
-    const outcome: PageOutcome | 'stopped' = stopped ? await pageUnlessStopped(stopped, () => pages.syncPage(request(cursor))) : await pages.syncPage(request(cursor));
+    const outcome: PageOutcome | 'stopped' = stopped
+      ? await pageUnlessStopped(stopped, () => pages.syncPage(request(cursor)))
+      : await pages.syncPage(request(cursor));
     if (outcome === 'stopped') return;
     if (outcome.status === 'page') cursor = outcome.next;
     else if (outcome.status === 'rate_limited') {
@@ -266,7 +287,10 @@ export async function providerHintsWorkflow(input: ProviderHintsInput): Promise<
     if (hint.window) {
       const key = `${hint.resource}:window`;
       const was = pending.get(key);
-      const merged = was?.kind === 'data' && was.window ? { startDate: minDate(was.window.startDate, hint.window.startDate), endDate: maxDate(was.window.endDate, hint.window.endDate) } : hint.window;
+      const merged =
+        was?.kind === 'data' && was.window
+          ? { startDate: minDate(was.window.startDate, hint.window.startDate), endDate: maxDate(was.window.endDate, hint.window.endDate) }
+          : hint.window;
       pending.set(key, { ...hint, window: merged });
       return;
     }

@@ -31,7 +31,10 @@ class KeyCache<T> {
   private entries = new Map<string, { value: T; expires: number }>();
   /** Revoked keys, kept one TTL: a lookup that read the key just before its deletion must not cache it again. */
   private revoked = new Map<string, number>();
-  constructor(private ttlMs: number, private maxEntries = 10_000) {}
+  constructor(
+    private ttlMs: number,
+    private maxEntries = 10_000,
+  ) {}
   get(key: string): T | undefined {
     const hit = this.entries.get(key);
     if (!hit) return undefined;

@@ -33,7 +33,11 @@ export async function readJsonBody(ctx: Context, limit: number): Promise<unknown
   try {
     text = strictUtf8.decode(bytes);
   } catch {
-    throw ValidationError.field(notUtf8Location(bytes.toString('utf8')), 'Input should be valid UTF-8: the request body holds bytes that are not', 'string_unicode');
+    throw ValidationError.field(
+      notUtf8Location(bytes.toString('utf8')),
+      'Input should be valid UTF-8: the request body holds bytes that are not',
+      'string_unicode',
+    );
   }
   if (text.trim() === '') return {};
   // Parsed as JSON whatever the Content-Type says: clients often omit it, and the API speaks only JSON.
@@ -54,7 +58,8 @@ function notUtf8Location(lenient: string): (string | number)[] {
   }
   for (const { value, path, field } of walkInput(parsed)) {
     const name = path.at(-1);
-    if ((typeof value === 'string' && value.includes('\ufffd')) || (typeof name === 'string' && name === field && name.includes('\ufffd'))) return ['body', ...path];
+    if ((typeof value === 'string' && value.includes('\ufffd')) || (typeof name === 'string' && name === field && name.includes('\ufffd')))
+      return ['body', ...path];
   }
   return ['body'];
 }

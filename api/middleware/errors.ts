@@ -35,7 +35,9 @@ export function errorRenderer() {
         ctx.state.log.warn({ err: errorSummary(err), dependency }, 'dependency unavailable');
         ctx.status = 503;
         ctx.set('Retry-After', String(DEPENDENCY_RETRY_AFTER_SECONDS));
-        ctx.body = { detail: `The ${dependency === 'database' ? 'database' : 'workflow service (Temporal)'} is unavailable right now; retry after ${DEPENDENCY_RETRY_AFTER_SECONDS} s.` };
+        ctx.body = {
+          detail: `The ${dependency === 'database' ? 'database' : 'workflow service (Temporal)'} is unavailable right now; retry after ${DEPENDENCY_RETRY_AFTER_SECONDS} s.`,
+        };
       } else {
         ctx.state.log.error({ err: errorSummary(err) }, 'unhandled error');
         ctx.status = 500;
@@ -54,7 +56,13 @@ export function errorRenderer() {
 export function errorSummary(err: unknown, depth = 0): Record<string, unknown> {
   if (typeof err !== 'object' || err === null) return { type: typeof err };
   const e = err as { name?: unknown; code?: unknown; codeName?: unknown; stack?: unknown; cause?: unknown };
-  const frames = typeof e.stack === 'string' ? e.stack.split('\n').filter((l) => /^\s+at /.test(l)).map((l) => l.trim()) : [];
+  const frames =
+    typeof e.stack === 'string'
+      ? e.stack
+          .split('\n')
+          .filter((l) => /^\s+at /.test(l))
+          .map((l) => l.trim())
+      : [];
   return {
     type: err.constructor?.name ?? 'Object',
     ...(typeof e.name === 'string' ? { name: e.name } : {}),

@@ -11,7 +11,7 @@ export const auditLogRoutes = [
     path: '/v1/org/{org_id}/audit_log',
     summary: 'List audit log',
     description:
-      "Every change made through the management API (organisation, teams, feature flags, management keys, team API keys, custom " +
+      'Every change made through the management API (organisation, teams, feature flags, management keys, team API keys, custom ' +
       'credentials), newest first: who (management key id), what (action, target, team), when, the request id and the outcome. ' +
       'Needs an org management key. Filter by `team_id` and `action`; page with `next_cursor`.',
     tags: ['Management: organisation'],

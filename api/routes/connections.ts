@@ -38,7 +38,6 @@ const errors = {
   422: { description: 'Validation error', schema: HTTPValidationError },
 };
 
-
 /** Connects a sandbox demo provider; 400 when not sandbox, not a demo provider, or already connected. */
 async function connectDemo(deps: AppDeps, teamId: string, userId: string, provider: string, faults?: DemoConnectBody['sandbox_faults']) {
   if (deps.config.DEPLOYMENT_ENVIRONMENT !== 'sandbox') throw badRequest('Demo providers can only be connected in sandbox deployments.');
@@ -84,7 +83,13 @@ function resourceStats(doc: HistoricalPullDoc) {
 /** One page of a team's pull states, grouped user → provider → resource. */
 async function introspect<T>(deps: AppDeps, teamId: string, query: Static<typeof IntrospectQuery>, view: (docs: HistoricalPullDoc[], provider: string) => T) {
   const after = query.next_cursor ?? query.cursor;
-  const page = await deps.repos.historicalPulls.page({ teamId, userId: query.user_id, provider: query.provider || undefined, afterUserId: after, userLimit: query.user_limit });
+  const page = await deps.repos.historicalPulls.page({
+    teamId,
+    userId: query.user_id,
+    provider: query.provider || undefined,
+    afterUserId: after,
+    userLimit: query.user_limit,
+  });
   const byUser = new Map<string, Map<string, HistoricalPullDoc[]>>();
   for (const doc of page.docs) {
     const providers = byUser.get(doc.user_id) ?? new Map<string, HistoricalPullDoc[]>();
@@ -104,7 +109,8 @@ export const connectionRoutes = [
     method: 'post',
     path: '/v2/link/token',
     summary: 'Create a link token',
-    description: 'A one-time token (valid 10 minutes) for connecting one user to a provider: `link_web_url` is the hosted link page (GET /link), which uses it through the link-token API (x-vital-link-token); POST /v2/link/start uses it too.',
+    description:
+      'A one-time token (valid 10 minutes) for connecting one user to a provider: `link_web_url` is the hosted link page (GET /link), which uses it through the link-token API (x-vital-link-token); POST /v2/link/start uses it too.',
     tags: linkTags,
     auth: 'team',
     body: LinkTokenBody,
@@ -137,7 +143,10 @@ export const connectionRoutes = [
     tags: linkTags,
     auth: 'team',
     body: Type.Object({ token: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
-    responses: { 200: { description: 'Whether the token can still be used', schema: Type.Object({ valid: Type.Boolean() }, { additionalProperties: true }) }, 422: errors[422] },
+    responses: {
+      200: { description: 'Whether the token can still be used', schema: Type.Object({ valid: Type.Boolean() }, { additionalProperties: true }) },
+      422: errors[422],
+    },
     async handler({ body, auth, deps }) {
       const checked = await deps.repos.linkTokens.check(body.token);
       const doc = checked.doc;
@@ -154,9 +163,15 @@ export const connectionRoutes = [
       'Uses a link token (once) to connect its user to `provider`, as the hosted link page does (GET /link). This deployment has no internet access, so only the sandbox demo providers connect here; others answer `state: error` with `provider_api_error`.',
     tags: linkTags,
     auth: 'team',
-    body: Type.Object({ link_token: Type.String({ minLength: 1, maxLength: 256 }), provider: Type.String({ pattern: '^[a-z0-9_]+$', maxLength: 64 }) }, { additionalProperties: false }),
+    body: Type.Object(
+      { link_token: Type.String({ minLength: 1, maxLength: 256 }), provider: Type.String({ pattern: '^[a-z0-9_]+$', maxLength: 64 }) },
+      { additionalProperties: false },
+    ),
     responses: {
-      200: { description: 'Link outcome (ProviderLinkResponse)', schema: Type.Object({ state: Type.String(), provider: Type.String() }, { additionalProperties: true }) },
+      200: {
+        description: 'Link outcome (ProviderLinkResponse)',
+        schema: Type.Object({ state: Type.String(), provider: Type.String() }, { additionalProperties: true }),
+      },
       401: { description: 'Invalid, expired or used link token', schema: ErrorDetail },
       422: errors[422],
     },
@@ -177,7 +192,11 @@ export const connectionRoutes = [
     tags: linkTags,
     auth: 'team',
     body: DemoConnectBody,
-    responses: { 200: { description: 'Connected', schema: DemoConnectResponse }, 400: { description: 'Not sandbox, or already connected', schema: ErrorDetail }, ...errors },
+    responses: {
+      200: { description: 'Connected', schema: DemoConnectResponse },
+      400: { description: 'Not sandbox, or already connected', schema: ErrorDetail },
+      ...errors,
+    },
     async handler({ body, auth, deps }) {
       await activeUser(deps, auth.teamId, body.user_id);
       await connectDemo(deps, auth.teamId, body.user_id, body.provider, body.sandbox_faults);
@@ -245,7 +264,7 @@ export const connectionRoutes = [
       const failed: string[] = [];
       for (const c of await deps.repos.connections.listLiveForUser(auth.teamId, params.user_id)) {
         if (adapters.forConnection(c)?.mode !== 'pull') continue;
-        (await signalConnection(deps, c._id, 'refresh') ? inProgress : failed).push(c.provider);
+        ((await signalConnection(deps, c._id, 'refresh')) ? inProgress : failed).push(c.provider);
       }
       return { body: { success: true, user_id: params.user_id, refreshed_sources: [], in_progress_sources: inProgress, failed_sources: failed } };
     },
@@ -255,7 +274,8 @@ export const connectionRoutes = [
     method: 'get',
     path: '/v2/introspect/historical_pull',
     summary: 'Historical pull status',
-    description: 'Per user, provider and resource: scheduled, in_progress, success, retrying or failure, with the pulled range and error details. Paged by users.',
+    description:
+      'Per user, provider and resource: scheduled, in_progress, success, retrying or failure, with the pulled range and error details. Paged by users.',
     tags: ['Introspection'],
     auth: 'team',
     query: IntrospectQuery,
@@ -285,4 +305,3 @@ export const connectionRoutes = [
     },
   }),
 ];
-

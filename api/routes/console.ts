@@ -89,7 +89,13 @@ export const consoleRoutes = [
       const { session } = used;
       return {
         status: 201,
-        body: { token: used.token, expires_at: isoWithOffset(session.expires_at), org_id: session.org_id, team_id: session.team_id, environment: session.environment },
+        body: {
+          token: used.token,
+          expires_at: isoWithOffset(session.expires_at),
+          org_id: session.org_id,
+          team_id: session.team_id,
+          environment: session.environment,
+        },
       };
     },
   }),

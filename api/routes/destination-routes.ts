@@ -70,23 +70,38 @@ export function destinationRoutes<Doc extends { _id: string; team_id: string; di
     /** Stores a new destination of the team (audited); a team whose DELETE has begun takes none (addToLiveTeam: 404). */
     async create(asker: Asker, teamId: string, doc: Doc, fields: string[]): Promise<Doc> {
       const { deps, auth } = asker;
-      return audited(asker, kind.target(`${kind.audit}.create`, teamId, doc._id), async () => {
-        const created = await deps.repos.tenancy.addToLiveTeam(auth.orgId, teamId, () => kind.insert(deps, doc), () => kind.remove(deps, teamId, doc._id));
-        if (!created) throw teamNotFound(teamId);
-        return created;
-      }, fields);
+      return audited(
+        asker,
+        kind.target(`${kind.audit}.create`, teamId, doc._id),
+        async () => {
+          const created = await deps.repos.tenancy.addToLiveTeam(
+            auth.orgId,
+            teamId,
+            () => kind.insert(deps, doc),
+            () => kind.remove(deps, teamId, doc._id),
+          );
+          if (!created) throw teamNotFound(teamId);
+          return created;
+        },
+        fields,
+      );
     },
     /**
      * Changes a destination (audited) and tells its dispatcher: answered once no delivery run that read it before the
      * change is sending (lib/events/dispatcher-commands.ts, destinationChanged).
      */
     async change(asker: Asker, teamId: string, id: string, action: AuditTarget['action'], fields: string[], set: Partial<Doc>): Promise<Doc> {
-      return audited(asker, kind.target(action, teamId, id), async () => {
-        const updated = await kind.update(asker.deps, teamId, id, set);
-        if (!updated) throw notFound(`${noun} ${id} not found.`);
-        await destinationChanged(asker.deps.temporal, id);
-        return updated;
-      }, fields);
+      return audited(
+        asker,
+        kind.target(action, teamId, id),
+        async () => {
+          const updated = await kind.update(asker.deps, teamId, id, set);
+          if (!updated) throw notFound(`${noun} ${id} not found.`);
+          await destinationChanged(asker.deps.temporal, id);
+          return updated;
+        },
+        fields,
+      );
     },
     list: defineRoute({
       operationId: `list${noun}s`,
@@ -172,7 +187,13 @@ export function destinationRoutes<Doc extends { _id: string; team_id: string; di
         const teamId = await scope(deps, auth, params as Path);
         const id = idOf(params);
         await kind.inTeam(deps, teamId, id);
-        const page = await listAttempts(deps.repos.webhookStore, teamId, { destinationId: id, eventId: query.event_id }, afterCursor(query.next_cursor), query.limit);
+        const page = await listAttempts(
+          deps.repos.webhookStore,
+          teamId,
+          { destinationId: id, eventId: query.event_id },
+          afterCursor(query.next_cursor),
+          query.limit,
+        );
         return { body: cursorPageBody(page, toAttempt) };
       },
     }),

@@ -27,6 +27,28 @@ import { webhookRoutes } from './webhooks';
  */
 export function routeTable(_deps: AppDeps): AnyRoute[] {
   const routes: AnyRoute[] = [];
-  routes.push(...systemRoutes(() => routes), ...connectionRoutes, ...linkProviderRoutes, ...linkPageRoutes, ...insuranceRoutes, ...userRoutes, ...providerRoutes, ...wearableDataRoutes, ...managementRoutes, ...managementKeyRoutes, ...teamCustomCredentialsRoutes, ...auditLogRoutes, ...webhookDeliveryLogRoutes, ...webhookRoutes, ...pipelineDestinationLogRoutes, ...pipelineRoutes, ...labTestRoutes, ...labOrderRoutes, ...labResultsFhirRoutes, ...labIntakeRoutes, ...consoleRoutes);
+  routes.push(
+    ...systemRoutes(() => routes),
+    ...connectionRoutes,
+    ...linkProviderRoutes,
+    ...linkPageRoutes,
+    ...insuranceRoutes,
+    ...userRoutes,
+    ...providerRoutes,
+    ...wearableDataRoutes,
+    ...managementRoutes,
+    ...managementKeyRoutes,
+    ...teamCustomCredentialsRoutes,
+    ...auditLogRoutes,
+    ...webhookDeliveryLogRoutes,
+    ...webhookRoutes,
+    ...pipelineDestinationLogRoutes,
+    ...pipelineRoutes,
+    ...labTestRoutes,
+    ...labOrderRoutes,
+    ...labResultsFhirRoutes,
+    ...labIntakeRoutes,
+    ...consoleRoutes,
+  );
   return routes;
 }

@@ -138,7 +138,7 @@ export const insuranceRoutes = [
     method: 'get',
     path: '/v3/insurance/search/payor',
     summary: 'Search payors',
-    description: "Payors whose name or alias contains `insurance_name` (any case), or whose id at a clearing house (`provider`) is `provider_payor_id`.",
+    description: 'Payors whose name or alias contains `insurance_name` (any case), or whose id at a clearing house (`provider`) is `provider_payor_id`.',
     tags,
     auth: 'team',
     query: PayorSearchQuery,

@@ -28,18 +28,12 @@ import { dottedStatus } from '../../lib/labs/statuses';
 import { defineRoute, type Reply } from '../route';
 import type { AppDeps } from '../deps';
 import { createOrder, orderRedraw, orderUnregisteredTestkit, registerTestkit } from '../../lib/labs/order-creation';
-import {
-  cancelOrder,
-  findOrder,
-  orderViews,
-  rescheduleOrder,
-  simulateOrder,
-} from '../../lib/labs/workflow-client';
+import { cancelOrder, findOrder, orderViews, rescheduleOrder, simulateOrder } from '../../lib/labs/workflow-client';
 import type { IdempotentOutcome } from '../../lib/platform/idempotency';
 
 const tags = ['Lab orders'];
 const errors = {
-  400: { description: 'Not allowed in the order\'s current status (the message names the rule)', schema: ErrorDetail },
+  400: { description: "Not allowed in the order's current status (the message names the rule)", schema: ErrorDetail },
   404: { description: 'Unknown order', schema: ErrorDetail },
   422: { description: 'Validation error', schema: HTTPValidationError },
 };
@@ -58,7 +52,8 @@ const idempotentReply = (o: IdempotentOutcome): Reply => ({ status: o.status, bo
 const dateBound = (value: string | undefined, endOfDay: boolean, field: string): Date | undefined => {
   if (!value) return undefined;
   const d = new Date(/^\d{4}-\d{2}-\d{2}$/.test(value) ? `${value}T${endOfDay ? '23:59:59.999' : '00:00:00'}Z` : value);
-  if (Number.isNaN(d.getTime())) throw ValidationError.field(['query', field], `'${value}' is not a date (YYYY-mm-dd) or ISO 8601 date-time.`, 'datetime_parsing');
+  if (Number.isNaN(d.getTime()))
+    throw ValidationError.field(['query', field], `'${value}' is not a date (YYYY-mm-dd) or ISO 8601 date-time.`, 'datetime_parsing');
   return d;
 };
 
@@ -98,7 +93,7 @@ export const labOrderRoutes = [
     summary: 'Order an unregistered test kit',
     description:
       'Ships a test kit to `shipping_details` without a patient: the order waits in `received.testkit.awaiting_registration` (no requisition, ' +
-      'no results) until `POST /v3/order/testkit/register` names its `sample_id` (the kit\'s barcode, on the order), which binds the patient ' +
+      "no results) until `POST /v3/order/testkit/register` names its `sample_id` (the kit's barcode, on the order), which binds the patient " +
       '(and its `user_id`) to this order; it then moves on to `received.testkit.testkit_registered` as any registered kit. ' +
       'Webhooks as for other orders. `X-Idempotency-Key` as on POST /v3/order.',
     tags,
@@ -115,7 +110,7 @@ export const labOrderRoutes = [
     path: '/v3/order/testkit/register',
     summary: 'Register a test kit',
     description:
-      'Registers the kit with barcode `sample_id` to a user: the new order\'s events run up to `received.testkit.testkit_registered`. ' +
+      "Registers the kit with barcode `sample_id` to a user: the new order's events run up to `received.testkit.testkit_registered`. " +
       'A kit ordered with POST /v3/order/testkit (awaiting registration) gets this patient on its own order instead. ' +
       'A sample_id can be registered once (also when two registrations race). The street / street_number address form is accepted.',
     tags,
@@ -136,9 +131,9 @@ export const labOrderRoutes = [
     path: '/v3/orders',
     summary: 'List orders',
     description:
-      'Your team\'s orders, newest first, from the order store (not Temporal). Filters: user_id, status (low-level, repeatable), ' +
+      "Your team's orders, newest first, from the order store (not Temporal). Filters: user_id, status (low-level, repeatable), " +
       'interpretation, order_activation_types (current | scheduled), start_date / end_date (created), order_ids, order_transaction_id, ' +
-      'patient_name (every word of it, whole words, case and accents aside), search_input (an order, sample or user id, or the patient\'s name). ' +
+      "patient_name (every word of it, whole words, case and accents aside), search_input (an order, sample or user id, or the patient's name). " +
       'Names are encrypted at rest: they are matched through a keyed blind index of their words (README "Lab testing"). ' +
       'Pages by `page`/`size`, or follow `next_cursor`. Orders are listed in id order, which is creation order: ids are time-ordered ' +
       'UUIDs (v7); orders that earlier versions stored with random (v4) ids keep them and sort among the others by id.',
@@ -150,7 +145,11 @@ export const labOrderRoutes = [
       const activation = query.order_activation_types?.length === 1 ? query.order_activation_types[0] : undefined;
       const cursor = decodeCursor<OrderListCursor>(query.next_cursor, { after: 'string', total: 'number', page: 'number' });
       const page = cursor?.page ?? query.page;
-      const { orders, more, total: counted } = await deps.repos.labOrders.list(
+      const {
+        orders,
+        more,
+        total: counted,
+      } = await deps.repos.labOrders.list(
         {
           teamId: auth.teamId,
           userId: query.user_id,
@@ -164,7 +163,10 @@ export const labOrderRoutes = [
           orderIds: query.order_ids,
           orderTransactionId: query.order_transaction_id,
           patientNameTokens: await patientNameTokens(deps, auth.teamId, query.patient_name),
-          search: query.search_input === undefined ? undefined : { text: query.search_input, nameTokens: await deps.repos.labOrders.names.searchTokens(auth.teamId, query.search_input) },
+          search:
+            query.search_input === undefined
+              ? undefined
+              : { text: query.search_input, nameTokens: await deps.repos.labOrders.names.searchTokens(auth.teamId, query.search_input) },
           direction: query.order_direction === 'asc' ? 1 : -1,
         },
         // The spec's `page` skips along the index; a cursor starts right after its order and reuses the first count.
@@ -172,8 +174,8 @@ export const labOrderRoutes = [
         cursor && query.search_input !== undefined
           ? { skip: (page - 1) * query.size, size: query.size, countTotal: false, knownTotal: cursor.total }
           : cursor
-          ? { after: cursor.after, skip: 0, size: query.size, countTotal: false, knownTotal: cursor.total }
-          : { skip: (query.page - 1) * query.size, size: query.size, countTotal: true },
+            ? { after: cursor.after, skip: 0, size: query.size, countTotal: false, knownTotal: cursor.total }
+            : { skip: (query.page - 1) * query.size, size: query.size, countTotal: true },
       );
       const total = counted ?? cursor!.total;
       const last = orders[orders.length - 1];
@@ -223,7 +225,7 @@ export const labOrderRoutes = [
     method: 'post',
     path: '/v3/order/{order_id}/cancel',
     summary: 'Cancel an order',
-    description: 'Allowed before a kit ships or a sample is processed (the reference\'s cancellable statuses); otherwise a 400 naming the current status.',
+    description: "Allowed before a kit ships or a sample is processed (the reference's cancellable statuses); otherwise a 400 naming the current status.",
     tags,
     auth: 'team',
     params: OrderIdParams,
@@ -268,7 +270,8 @@ export const labOrderRoutes = [
     method: 'post',
     path: '/v3/order/{order_id}/redraw',
     summary: 'Order a redraw',
-    description: 'After a sample failure (sample_error, redraw_available): a new order with origin `redraw` in the same order transaction; at most one per transaction.',
+    description:
+      'After a sample failure (sample_error, redraw_available): a new order with origin `redraw` in the same order transaction; at most one per transaction.',
     tags,
     auth: 'team',
     params: OrderIdParams,
@@ -314,7 +317,11 @@ export const labOrderRoutes = [
     responses: { 200: pdf('The laboratory report'), 404: { description: 'Unknown order, or no results yet', schema: ErrorDetail } },
     async handler({ params, auth, deps }) {
       const doc = await findOrder(deps, auth.teamId, params.order_id);
-      return { body: await renderResultsReport(deps, doc), contentType: 'application/pdf', headers: { 'Content-Disposition': `inline; filename="results-${doc._id}.pdf"` } };
+      return {
+        body: await renderResultsReport(deps, doc),
+        contentType: 'application/pdf',
+        headers: { 'Content-Disposition': `inline; filename="results-${doc._id}.pdf"` },
+      };
     },
   }),
   defineRoute({
@@ -328,7 +335,11 @@ export const labOrderRoutes = [
     responses: { 200: pdf('The requisition form'), 404: errors[404] },
     async handler({ params, auth, deps }) {
       const doc = await findOrder(deps, auth.teamId, params.order_id);
-      return { body: await renderRequisition(deps, doc), contentType: 'application/pdf', headers: { 'Content-Disposition': `inline; filename="requisition-${doc._id}.pdf"` } };
+      return {
+        body: await renderRequisition(deps, doc),
+        contentType: 'application/pdf',
+        headers: { 'Content-Disposition': `inline; filename="requisition-${doc._id}.pdf"` },
+      };
     },
   }),
   defineRoute({

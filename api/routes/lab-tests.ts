@@ -66,7 +66,11 @@ const LabTest = Type.Object(
   { ...open, $id: 'ClientFacingLabTest' },
 );
 
-const slugOf = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+const slugOf = (name: string) =>
+  name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 
 type Filters = Static<typeof LabTestListQuery>;
 
@@ -99,7 +103,11 @@ const encodeLabTestCursor = (t: AnyLabTest, key: string) => encodeCursor({ key, 
 function afterCursor(tests: AnyLabTest[], cursor: string, key: string, dir: 1 | -1): AnyLabTest[] {
   const position = decodeCursor<{ key: string; after: string }>(cursor, { key: 'string', after: 'string' }) as LabTestCursor;
   if (position.key !== key || !['number', 'string'].includes(typeof position.value)) {
-    throw ValidationError.field(['query', 'next_cursor'], 'next_cursor is not a cursor of this listing (was order_key changed?). Start again without it.', 'value_error.cursor');
+    throw ValidationError.field(
+      ['query', 'next_cursor'],
+      'next_cursor is not a cursor of this listing (was order_key changed?). Start again without it.',
+      'value_error.cursor',
+    );
   }
   const { value, after: id } = position;
   return tests.filter((t) => {
@@ -120,7 +128,7 @@ export const labTestRoutes = [
     method: 'get',
     path: '/v3/lab_test',
     summary: 'List lab tests (paginated)',
-    description: 'The catalogue\'s tests and your own. Page with `lab_test_limit` and the `next_cursor` of the previous page (null on the last).',
+    description: "The catalogue's tests and your own. Page with `lab_test_limit` and the `next_cursor` of the previous page (null on the last).",
     tags,
     auth: 'team',
     query: LabTestPageQuery,
@@ -244,12 +252,22 @@ export const labTestRoutes = [
       const cat = deps.labCatalogue;
       const markers = body.marker_ids.map((id) => cat.markerById(id));
       const unknown = body.marker_ids.filter((_, i) => !markers[i]);
-      if (unknown.length) throw ValidationError.field(['body', 'marker_ids'], `Unknown marker id(s): ${unknown.join(', ')}. List markers with GET /v3/lab_tests/markers.`, 'value_error.marker');
+      if (unknown.length)
+        throw ValidationError.field(
+          ['body', 'marker_ids'],
+          `Unknown marker id(s): ${unknown.join(', ')}. List markers with GET /v3/lab_tests/markers.`,
+          'value_error.marker',
+        );
       const lab = body.lab_slug ? cat.labBySlug(body.lab_slug) : cat.labById(markers[0]!.lab_id);
       if (!lab) throw ValidationError.field(['body', 'lab_slug'], `Unknown lab '${body.lab_slug}'. List labs with GET /v3/lab_tests/labs.`, 'value_error.lab');
-      if (markers.some((m) => m!.lab_id !== lab.id)) throw ValidationError.field(['body', 'marker_ids'], `All markers must belong to ${lab.name} (lab ${lab.id}).`, 'value_error.marker_lab');
+      if (markers.some((m) => m!.lab_id !== lab.id))
+        throw ValidationError.field(['body', 'marker_ids'], `All markers must belong to ${lab.name} (lab ${lab.id}).`, 'value_error.marker_lab');
       if (!lab.collection_methods.includes(body.method)) {
-        throw ValidationError.field(['body', 'method'], `${lab.name} does not offer ${body.method}; it offers ${lab.collection_methods.join(', ')}.`, 'value_error.method');
+        throw ValidationError.field(
+          ['body', 'method'],
+          `${lab.name} does not offer ${body.method}; it offers ${lab.collection_methods.join(', ')}.`,
+          'value_error.method',
+        );
       }
       const now = new Date();
       const priced = markers.reduce((sum, m) => sum + Number(m!.price), 0);
@@ -284,7 +302,12 @@ export const labTestRoutes = [
     auth: 'team',
     params: LabTestParams,
     body: PatchLabTestBody,
-    responses: { 200: { description: 'Updated', schema: LabTest }, 400: { description: 'Catalogue tests cannot be changed', schema: ErrorDetail }, 404: errors[404], 422: errors[422] },
+    responses: {
+      200: { description: 'Updated', schema: LabTest },
+      400: { description: 'Catalogue tests cannot be changed', schema: ErrorDetail },
+      404: errors[404],
+      422: errors[422],
+    },
     async handler({ params, body, auth, deps }) {
       const test = await ownTest(deps, auth.teamId, params.lab_test_id);
       if (!test.team_owned) throw badRequest(`Lab test ${test.id} is part of the shared catalogue; only your own tests can be changed.`);

@@ -18,7 +18,13 @@ const linkFolder = staticFolder('link', 'The link page', '/link', ['link.css', '
 const tags = ['Link'];
 const REFUSAL_STATUS: Record<LinkTokenRefusal, number> = { invalid_token: 404, token_expired: 410, token_consumed: 410 };
 /** How an OAuth step's failure is answered when there is no redirect_url to send it to. */
-const ERROR_STATUS: Record<string, number> = { provider_api_error: 502, user_cancelled: 400, provider_credential_error: 400, required_scopes_not_granted: 403, duplicate_connection: 409 };
+const ERROR_STATUS: Record<string, number> = {
+  provider_api_error: 502,
+  user_cancelled: 400,
+  provider_credential_error: 400,
+  required_scopes_not_granted: 403,
+  duplicate_connection: 409,
+};
 
 const messagePage = (status: number, title: string, message: string): Reply => ({
   status,
@@ -28,7 +34,11 @@ const messagePage = (status: number, title: string, message: string): Reply => (
 });
 
 const refusalPage = (refused: LinkTokenRefusal) =>
-  messagePage(REFUSAL_STATUS[refused], refused === 'invalid_token' ? 'Link not valid' : refused === 'token_expired' ? 'Link expired' : 'Link already used', LINK_TOKEN_REFUSALS[refused]);
+  messagePage(
+    REFUSAL_STATUS[refused],
+    refused === 'invalid_token' ? 'Link not valid' : refused === 'token_expired' ? 'Link expired' : 'Link already used',
+    LINK_TOKEN_REFUSALS[refused],
+  );
 
 /** The link's outcome: to the token's redirect_url (`?state=…&provider=…`, the original's OAuth convention), else a page. */
 function finish(deps: AppDeps, result: ProviderLinkResponse): Reply {
@@ -67,7 +77,8 @@ export const linkPageRoutes = [
     query: Type.Object({ token: Type.Optional(Type.String({ maxLength: 256 })) }, { additionalProperties: true }),
     responses: { 200: { description: 'HTML', contentType: 'text/html' } },
     async handler({ query, deps }) {
-      if (!query.token) return messagePage(400, 'Link incomplete', 'This address has no link token. Open the whole link the app gave you, or ask it for a new one.');
+      if (!query.token)
+        return messagePage(400, 'Link incomplete', 'This address has no link token. Open the whole link the app gave you, or ask it for a new one.');
       const checked = await deps.repos.linkTokens.check(query.token);
       if ('refused' in checked) return refusalPage(checked.refused);
       return { body: linkFolder.read('index.html'), contentType: 'text/html; charset=utf-8', headers: STATIC_PAGE_HEADERS };
@@ -87,7 +98,11 @@ export const linkPageRoutes = [
     auth: 'none',
     params: LinkOAuthParams,
     query: OAuthCallbackQuery,
-    responses: { 200: { description: 'Outcome page', contentType: 'text/html' }, 307: { description: "To the token's redirect_url" }, 404: { description: 'Unknown link', contentType: 'text/html' } },
+    responses: {
+      200: { description: 'Outcome page', contentType: 'text/html' },
+      307: { description: "To the token's redirect_url" },
+      404: { description: 'Unknown link', contentType: 'text/html' },
+    },
     async handler({ params, query, deps }) {
       const provider = params.oauth_provider;
       const name = deps.providers.find(provider)?.name ?? provider;
@@ -111,7 +126,11 @@ export const linkPageRoutes = [
       const result = await connectWithLinkToken(deps, checked.doc, provider, async () =>
         query.code && !query.error
           ? linkAuth.exchangeCode({ provider, code: query.code, redirectUri })
-          : { accepted: false, errorType: query.error === 'access_denied' ? 'user_cancelled' : 'provider_api_error', error: `${provider} did not grant access (${query.error ?? 'no code'}).` },
+          : {
+              accepted: false,
+              errorType: query.error === 'access_denied' ? 'user_cancelled' : 'provider_api_error',
+              error: `${provider} did not grant access (${query.error ?? 'no code'}).`,
+            },
       );
       return finish(deps, result);
     },

@@ -5,7 +5,17 @@ import { createLinkAuth, type LinkCredentials } from '../../lib/wearables/link-a
 import { connectWithLinkToken, demoSignIn, linkBrand, oauthClient, offeredProviders } from '../../lib/wearables/link-flow';
 import { ErrorDetail } from '../../schemas/common';
 import { realAuthorizationUrl } from '../../lib/wearables/providers/link-oauth';
-import { EmailLinkBody, LinkOAuthParams, LinkOAuthQuery, LinkProviderParams, LinkState, OAuthSource, PasswordLinkBody, ProviderLinkResponse, SourceLinkList } from '../../schemas/link';
+import {
+  EmailLinkBody,
+  LinkOAuthParams,
+  LinkOAuthQuery,
+  LinkProviderParams,
+  LinkState,
+  OAuthSource,
+  PasswordLinkBody,
+  ProviderLinkResponse,
+  SourceLinkList,
+} from '../../schemas/link';
 import { defineRoute } from '../route';
 
 /**
@@ -82,7 +92,7 @@ export const linkProviderRoutes = [
     method: 'post',
     path: '/v2/link/provider/demo/{provider}',
     summary: 'Connect a demo provider with a link token (sandbox)',
-    description: 'The link page\'s demo connect: as POST /v2/link/connect/demo, for the token\'s user, using the token once.',
+    description: "The link page's demo connect: as POST /v2/link/connect/demo, for the token's user, using the token once.",
     tags,
     auth: 'link',
     params: LinkProviderParams,

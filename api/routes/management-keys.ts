@@ -98,8 +98,7 @@ export const managementKeyRoutes = [
     method: 'delete',
     path: '/v1/org/{org_id}/team_api_keys/{environment}/{region}',
     summary: 'Delete team API keys',
-    description:
-      'Revoked keys stop working at once, on every api process (unless the deployment opts into caching verified keys with AUTH_CACHE_TTL_MS > 0).',
+    description: 'Revoked keys stop working at once, on every api process (unless the deployment opts into caching verified keys with AUTH_CACHE_TTL_MS > 0).',
     tags: keyTags,
     auth: 'management',
     params: OrgEnvRegionParams,

@@ -1,11 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { notFound, ValidationError } from '../../lib/platform/errors';
-import {
-  TEAM_SETTING_DEFAULTS,
-  type TeamChanges,
-  type TeamDoc,
-  type TeamSettings,
-} from '../../lib/tenancy/model';
+import { TEAM_SETTING_DEFAULTS, type TeamChanges, type TeamDoc, type TeamSettings } from '../../lib/tenancy/model';
 import { isoWithOffset } from '../../lib/platform/time';
 import {
   Org,
@@ -29,7 +24,11 @@ const errors = managementErrors;
 
 /** The settings among a request's fields (a name or region is not one). */
 function settingsOf(body: Partial<TeamSettings>): Partial<TeamSettings> {
-  return Object.fromEntries(Object.keys(TEAM_SETTING_DEFAULTS).filter((k) => k in body).map((k) => [k, body[k as keyof TeamSettings]]));
+  return Object.fromEntries(
+    Object.keys(TEAM_SETTING_DEFAULTS)
+      .filter((k) => k in body)
+      .map((k) => [k, body[k as keyof TeamSettings]]),
+  );
 }
 
 /** A company name is shown with its logo: a team with brand information has a `logo_url`. */
@@ -78,11 +77,16 @@ export const managementRoutes = [
     responses: { 200: { description: 'The organisation', schema: Org }, ...errors },
     async handler({ auth, body, deps, requestId, log }) {
       auth.assertOrgAdmin('Changing the organisation');
-      const org = await audited({ deps, auth, requestId, log }, { action: 'org.update', type: 'org', id: auth.orgId, teamId: null }, async () => {
-        const renamed = await deps.repos.tenancy.renameOrg(auth.orgId, body.name);
-        if (!renamed) throw notFound('Organisation not found.');
-        return renamed;
-      }, ['name']);
+      const org = await audited(
+        { deps, auth, requestId, log },
+        { action: 'org.update', type: 'org', id: auth.orgId, teamId: null },
+        async () => {
+          const renamed = await deps.repos.tenancy.renameOrg(auth.orgId, body.name);
+          if (!renamed) throw notFound('Organisation not found.');
+          return renamed;
+        },
+        ['name'],
+      );
       return { body: { id: org._id, name: org.name, created_at: isoWithOffset(org.created_at) } };
     },
   }),

@@ -6,7 +6,17 @@ import { assertRoutes, destinationFromRequest, pipelineInTeam, pipelineTarget, t
 import { publishEvent } from '../../lib/events/publisher';
 import { ErrorDetail } from '../../schemas/common';
 import { findEventType } from '../../schemas/event-catalogue';
-import { Pipeline, PipelineCreateBody, PipelineEnvParams, PipelineEventParams, PipelineList, PipelineParams, PipelinePatchBody, PipelineResendAccepted, PipelineTestBody } from '../../schemas/pipeline';
+import {
+  Pipeline,
+  PipelineCreateBody,
+  PipelineEnvParams,
+  PipelineEventParams,
+  PipelineList,
+  PipelineParams,
+  PipelinePatchBody,
+  PipelineResendAccepted,
+  PipelineTestBody,
+} from '../../schemas/pipeline';
 import { EventAccepted } from '../../schemas/webhook';
 import { PIPELINE_ROUTES_BASE as base, PIPELINE_TAGS as tags, webhookErrors as errors, webhookTeam as scope } from '../management-scope';
 import { defineRoute } from '../route';
@@ -69,9 +79,13 @@ const pipeline = destinationRoutes<PipelineDoc>({
     },
     attempts: {
       summary: 'List delivery attempts to a pipeline',
-      description: 'Each publish to the broker: error_class is broker_error, broker_nack, unroutable (no queue bound), held_back, auth_error, refused_address, dns_error or timeout.',
+      description:
+        'Each publish to the broker: error_class is broker_error, broker_nack, unroutable (no queue bound), held_back, auth_error, refused_address, dns_error or timeout.',
     },
-    resend: { summary: 'Resend an event to a pipeline', description: 'One manual attempt (not rescheduled on failure) with the same message id, by the route that takes the event.' },
+    resend: {
+      summary: 'Resend an event to a pipeline',
+      description: 'One manual attempt (not rescheduled on failure) with the same message id, by the route that takes the event.',
+    },
     recover: {
       operationId: 'recoverPipeline',
       summary: 'Replay failed deliveries of a time range',
@@ -95,7 +109,7 @@ export const pipelineRoutes = [
     path: base,
     summary: 'Create pipeline',
     description:
-      'Sends the team\'s events to its own RabbitMQ (AMQP 0-9-1: publisher confirms, persistent messages, a durable exchange) or Kafka ' +
+      "Sends the team's events to its own RabbitMQ (AMQP 0-9-1: publisher confirms, persistent messages, a durable exchange) or Kafka " +
       '(idempotent producer, key = user_id) broker. An event takes the first route whose event_type_prefix starts its type; an event no route ' +
       'takes is not sent to this pipeline. Broker addresses follow the webhook URL rules (private addresses refused unless in ' +
       'PIPELINE_BROKER_ALLOWLIST; TLS in production). The password is stored encrypted and never returned.',
@@ -153,7 +167,8 @@ export const pipelineRoutes = [
         Object.assign(set, await destinationFromRequest(deps, body.destination, kept));
       }
       if (body.routes) set.routes = body.routes;
-      if (body.routes || body.destination) assertRoutes(set.routes ?? current.routes, set.destination ?? current.destination, body.routes ? ['body', 'routes'] : ['body', 'destination']);
+      if (body.routes || body.destination)
+        assertRoutes(set.routes ?? current.routes, set.destination ?? current.destination, body.routes ? ['body', 'routes'] : ['body', 'destination']);
       const doc = await pipeline.change({ deps, auth, requestId, log }, teamId, params.pipeline_id, 'pipeline.update', Object.keys(body), set);
       return { body: toPipeline(doc) };
     },

@@ -34,8 +34,22 @@ function integrationOf(deps: { config: { DEPLOYMENT_ENVIRONMENT: string }; provi
   const authType = deps.providers.find(slug)?.auth_type;
   const sandbox = deps.config.DEPLOYMENT_ENVIRONMENT === 'sandbox';
   const demoable = demoCapable(slug);
-  const integration = realApps.has(slug) ? 'real' : demoable ? (sandbox ? 'demo_only' : 'unavailable') : authType === 'sdk' || authType === 'app' ? 'app' : authType === 'oauth' ? 'unavailable' : 'credentials';
-  const note = DEMO_ONLY_REASONS[slug] ?? (integrationFor(slug) && !realApps.has(slug) ? `Connects for real once an OAuth app is set (team custom credentials, or ${providerEnvKey(slug, 'CLIENT_ID')} and ${providerEnvKey(slug, 'CLIENT_SECRET')}).` : null);
+  const integration = realApps.has(slug)
+    ? 'real'
+    : demoable
+      ? sandbox
+        ? 'demo_only'
+        : 'unavailable'
+      : authType === 'sdk' || authType === 'app'
+        ? 'app'
+        : authType === 'oauth'
+          ? 'unavailable'
+          : 'credentials';
+  const note =
+    DEMO_ONLY_REASONS[slug] ??
+    (integrationFor(slug) && !realApps.has(slug)
+      ? `Connects for real once an OAuth app is set (team custom credentials, or ${providerEnvKey(slug, 'CLIENT_ID')} and ${providerEnvKey(slug, 'CLIENT_SECRET')}).`
+      : null);
   return { integration, integration_note: note };
 }
 
@@ -64,7 +78,7 @@ export const providerRoutes = [
     path: '/v2/providers/{provider}/webhook',
     summary: "A provider's push subscription handshake",
     description:
-      "Where real providers verify our push endpoint (README \"Connecting real providers\"): Oura's `verification_token` + `challenge`, Strava's " +
+      'Where real providers verify our push endpoint (README "Connecting real providers"): Oura\'s `verification_token` + `challenge`, Strava\'s ' +
       "`hub.challenge`, Withings' HEAD check. Answers the challenge when the token is this deployment's.",
     tags,
     auth: 'none',
@@ -89,7 +103,11 @@ export const providerRoutes = [
     auth: 'none',
     params: PushParams,
     textBody: { contentTypes: ['application/json', 'application/x-www-form-urlencoded'], description: "The provider's notification, as it sent it." },
-    responses: { 200: { description: 'Accepted' }, 401: { description: 'Bad or missing signature, or a stale timestamp', schema: ErrorDetail }, 404: { description: 'No push intake for this provider', schema: ErrorDetail } },
+    responses: {
+      200: { description: 'Accepted' },
+      401: { description: 'Bad or missing signature, or a stale timestamp', schema: ErrorDetail },
+      404: { description: 'No push intake for this provider', schema: ErrorDetail },
+    },
     async handler({ params, ctx, deps }) {
       const raw = Buffer.from(await readTextBody(ctx, deps.config.BODY_LIMIT_BYTES), 'utf8');
       const reply = await receivePush(deps, params.provider, pushRequest(ctx, raw));

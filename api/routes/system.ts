@@ -86,7 +86,10 @@ export function systemRoutes(allRoutes: () => AnyRoute[]) {
         const [mongodb, temporal, heartbeat, searchAttributes] = await Promise.all([
           within(pingMongo(deps.db), false),
           within(temporalReadiness(deps.temporal), { server: false, worker: false }),
-          within(deps.repos.workers.anyAliveSince(deps.temporal.taskQueue, new Date(Date.now() - WORKER_HEARTBEAT_STALE_MS)).catch(() => false), false),
+          within(
+            deps.repos.workers.anyAliveSince(deps.temporal.taskQueue, new Date(Date.now() - WORKER_HEARTBEAT_STALE_MS)).catch(() => false),
+            false,
+          ),
           within(searchAttributesRegistered(deps.temporal, WORKFLOW_SEARCH_ATTRIBUTES), false),
         ]);
         const checks = { mongodb, temporal: temporal.server, worker: temporal.worker && heartbeat, search_attributes: searchAttributes };
@@ -105,7 +108,10 @@ export function systemRoutes(allRoutes: () => AnyRoute[]) {
         '`Authorization: Bearer <token>`. Labels never carry ids, keys or personal data.',
       tags,
       auth: 'none',
-      responses: { 200: { description: 'Metrics', contentType: 'text/plain' }, 401: { description: 'METRICS_TOKEN is set and was not sent', schema: ErrorDetail } },
+      responses: {
+        200: { description: 'Metrics', contentType: 'text/plain' },
+        401: { description: 'METRICS_TOKEN is set and was not sent', schema: ErrorDetail },
+      },
       async handler({ deps, ctx }) {
         const token = deps.config.METRICS_TOKEN;
         if (token && !bearerMatches(ctx.get('authorization'), token)) {

@@ -81,16 +81,16 @@ export const teamCustomCredentialsRoutes = [
             body.team_id,
             (team) =>
               deps.repos.customCredentials.put({
-              org_id: team.org_id,
-              team_id: team._id,
-              provider: body.provider,
-              environment: team.environment,
-              region: team.region,
-              client_id: body.client_id,
-              client_secret: body.client_secret,
-              details: body.details ?? null,
-              redirect_url_override: body.redirect_url_override ?? null,
-            }),
+                org_id: team.org_id,
+                team_id: team._id,
+                provider: body.provider,
+                environment: team.environment,
+                region: team.region,
+                client_id: body.client_id,
+                client_secret: body.client_secret,
+                details: body.details ?? null,
+                redirect_url_override: body.redirect_url_override ?? null,
+              }),
             (put) => deps.repos.customCredentials.delete(put.team_id, put.provider),
           );
           if (!stored) throw teamNotFound(body.team_id);
@@ -120,7 +120,8 @@ export const teamCustomCredentialsRoutes = [
         { action: 'team_custom_credentials.delete', type: 'team_custom_credentials', id: `${query.team_id}:${query.provider}`, teamId: query.team_id },
         async () => {
           if (!(await deps.repos.tenancy.findLiveTeam(auth.orgId, query.team_id))) throw teamNotFound(query.team_id);
-          if (!(await deps.repos.customCredentials.delete(query.team_id, query.provider))) throw notFound(`Team ${query.team_id} has no custom credentials for ${query.provider}.`);
+          if (!(await deps.repos.customCredentials.delete(query.team_id, query.provider)))
+            throw notFound(`Team ${query.team_id} has no custom credentials for ${query.provider}.`);
         },
       );
       return { status: 204 };

@@ -122,8 +122,7 @@ export const userRoutes = [
     method: 'post',
     path: '/v2/user/',
     summary: 'Create user',
-    description:
-      'Creates an end user. Safely repeatable: if the client_user_id exists, the 400 body names the existing user_id and created_on.',
+    description: 'Creates an end user. Safely repeatable: if the client_user_id exists, the 400 body names the existing user_id and created_on.',
     tags,
     auth: 'team',
     body: UserCreateBody,
@@ -144,9 +143,7 @@ export const userRoutes = [
         created_on: now,
         updated_at: now,
         fallback_time_zone: timeZone ? { id: timeZone, source_slug: MANUAL_SOURCE, updated_at: now } : null,
-        fallback_birth_date: body.fallback_birth_date
-          ? { value: body.fallback_birth_date, source_slug: MANUAL_SOURCE, updated_at: now }
-          : null,
+        fallback_birth_date: body.fallback_birth_date ? { value: body.fallback_birth_date, source_slug: MANUAL_SOURCE, updated_at: now } : null,
         ingestion_start: body.ingestion_start ?? null,
         ingestion_end: body.ingestion_end ?? null,
         connected_sources: [],
@@ -175,7 +172,11 @@ export const userRoutes = [
     responses: { 200: { description: 'A page of users', schema: PaginatedUsers }, 422: errors[422] },
     async handler({ query, auth, deps }) {
       const cursor = decodeCursor<UserListCursor>(query.next_cursor, { after: 'string', total: 'number', offset: 'number' });
-      const { users, more, total: counted } = await deps.repos.users.listActive(
+      const {
+        users,
+        more,
+        total: counted,
+      } = await deps.repos.users.listActive(
         auth.teamId,
         cursor
           ? { after: cursor.after, offset: 0, limit: query.limit, countTotal: false, knownTotal: cursor.total }
@@ -274,9 +275,7 @@ export const userRoutes = [
         changes.fallback_time_zone = timeZone ? { id: timeZone, source_slug: MANUAL_SOURCE, updated_at: now } : null;
       }
       if (body.fallback_birth_date !== undefined) {
-        changes.fallback_birth_date = body.fallback_birth_date
-          ? { value: body.fallback_birth_date, source_slug: MANUAL_SOURCE, updated_at: now }
-          : null;
+        changes.fallback_birth_date = body.fallback_birth_date ? { value: body.fallback_birth_date, source_slug: MANUAL_SOURCE, updated_at: now } : null;
       }
       if (body.ingestion_start !== undefined) changes.ingestion_start = body.ingestion_start;
       if (body.ingestion_end !== undefined) changes.ingestion_end = body.ingestion_end;

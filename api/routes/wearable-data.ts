@@ -40,7 +40,6 @@ const errors = {
 /** Samples per page of the grouped timeseries endpoints. */
 const GROUPED_PAGE = 5000;
 
-
 /** `start_date`/`end_date` as instants: a date alone means 00:00:00 / 23:59:59.999 UTC; no end means now. */
 function dateRange(query: { start_date: string; end_date?: string }): { from: Date; to: Date } {
   const instant = (value: string, endOfDay: boolean) => {
@@ -56,9 +55,23 @@ function dateRange(query: { start_date: string; end_date?: string }): { from: Da
 }
 
 /** The client-facing schema of each summary resource (what SDK-pushed summaries must satisfy too). */
-const SUMMARY_SCHEMAS = { activity: ActivitySummary, sleep: SleepSummary, workouts: WorkoutSummary, body: BodySummary, profile: ProfileSummary, meal: MealSummary } as const;
+const SUMMARY_SCHEMAS = {
+  activity: ActivitySummary,
+  sleep: SleepSummary,
+  workouts: WorkoutSummary,
+  body: BodySummary,
+  profile: ProfileSummary,
+  meal: MealSummary,
+} as const;
 /** Which field anchors a summary in time, and is its default id. */
-const SUMMARY_ANCHOR: Record<SummaryResource, string | null> = { activity: null, body: null, profile: null, sleep: 'bedtime_start', workouts: 'time_start', meal: 'timestamp' };
+const SUMMARY_ANCHOR: Record<SummaryResource, string | null> = {
+  activity: null,
+  body: null,
+  profile: null,
+  sleep: 'bedtime_start',
+  workouts: 'time_start',
+  meal: 'timestamp',
+};
 
 /**
  * Checks every item of an ingestion batch beyond its JSON Schema (resource supported by the provider, value vs
@@ -70,7 +83,11 @@ function checkIngestBatch(deps: AppDeps, body: IngestBody, _teamId: string, user
   const at = (loc: (string | number)[], msg: string, type = 'value_error') => problems.push({ loc: ['body', ...loc], msg, type });
   const entry = deps.providers.find(body.provider);
   if (!entry) at(['provider'], `Unknown provider '${body.provider}' (GET /v2/providers lists them).`);
-  else if (entry.auth_type !== 'sdk' && entry.auth_type !== 'app') at(['provider'], `${body.provider} is a ${entry.auth_type} provider: its data is pulled, not pushed. Push data for sdk or app providers (e.g. apple_health_kit, health_connect, manual).`);
+  else if (entry.auth_type !== 'sdk' && entry.auth_type !== 'app')
+    at(
+      ['provider'],
+      `${body.provider} is a ${entry.auth_type} provider: its data is pulled, not pushed. Push data for sdk or app providers (e.g. apple_health_kit, health_connect, manual).`,
+    );
   const supported = new Set(entry?.supported_resources ?? []);
   const samples: SampleInput[] = [];
   (body.samples ?? []).forEach((item, i) => {
@@ -83,7 +100,8 @@ function checkIngestBatch(deps: AppDeps, body: IngestBody, _teamId: string, user
       if (item.diastolic === undefined) at(['samples', i, 'diastolic'], 'Field required for blood_pressure.', 'missing');
     } else if (item.value === undefined) at(['samples', i, 'value'], 'Field required.', 'missing');
     if (resource.interval) {
-      if (!item.start || !item.end) at(['samples', i, item.start ? 'end' : 'start'], `${item.resource} samples cover an interval: start and end are required.`, 'missing');
+      if (!item.start || !item.end)
+        at(['samples', i, item.start ? 'end' : 'start'], `${item.resource} samples cover an interval: start and end are required.`, 'missing');
       else if (Date.parse(item.end) < Date.parse(item.start)) at(['samples', i, 'end'], 'end must not be before start.');
     }
     samples.push({ ...item, unit: resource.unit, timestamp: resource.interval && item.start ? item.start : item.timestamp });
@@ -94,20 +112,36 @@ function checkIngestBatch(deps: AppDeps, body: IngestBody, _teamId: string, user
     if (entry && !supported.has(resource)) return at(['summaries', i, 'resource'], `${body.provider} does not provide ${resource}.`);
     const anchor = SUMMARY_ANCHOR[resource];
     const time = anchor ? (fields[anchor] as string | undefined) : `${calendar_date}T00:00:00Z`;
-    const candidate = { date: `${calendar_date}T00:00:00+00:00`, ...fields, calendar_date, id: 'x', user_id: userId, source: { provider: body.provider }, created_at: new Date().toISOString(), updated_at: new Date().toISOString() };
+    const candidate = {
+      date: `${calendar_date}T00:00:00+00:00`,
+      ...fields,
+      calendar_date,
+      id: 'x',
+      user_id: userId,
+      source: { provider: body.provider },
+      created_at: new Date().toISOString(),
+      updated_at: new Date().toISOString(),
+    };
     const validate = validatorFor(SUMMARY_SCHEMAS[resource]);
-    if (!validate(candidate)) return problems.push(...toFieldErrors('body', validate.errors).map((e) => ({ ...e, loc: ['body', 'summaries', i, ...e.loc.slice(1)] })));
+    if (!validate(candidate))
+      return problems.push(...toFieldErrors('body', validate.errors).map((e) => ({ ...e, loc: ['body', 'summaries', i, ...e.loc.slice(1)] })));
     if (!time || Number.isNaN(Date.parse(time))) return at(['summaries', i, anchor ?? 'calendar_date'], 'A valid date-time is required here.', 'missing');
-    summaries.push({ resource, source_key: id ?? (anchor ? time : resource === 'profile' ? 'profile' : calendar_date), calendar_date, time, fields: { date: candidate.date, ...fields, calendar_date } });
+    summaries.push({
+      resource,
+      source_key: id ?? (anchor ? time : resource === 'profile' ? 'profile' : calendar_date),
+      calendar_date,
+      time,
+      fields: { date: candidate.date, ...fields, calendar_date },
+    });
   });
   const workoutStreams = (body.workout_streams ?? []).map((s, i) => {
-    if (!Array.isArray(s.stream.time) || s.stream.time.some((t) => typeof t !== 'number')) at(['workout_streams', i, 'stream', 'time'], 'time (unix seconds, no nulls) is required.', 'missing');
+    if (!Array.isArray(s.stream.time) || s.stream.time.some((t) => typeof t !== 'number'))
+      at(['workout_streams', i, 'stream', 'time'], 'time (unix seconds, no nulls) is required.', 'missing');
     return { workout_source_key: s.workout_id, stream: s.stream as unknown as WorkoutStream };
   });
   if (problems.length) throw new ValidationError(problems);
   return { source_type: body.source_type ?? 'unknown', summaries, samples, workout_streams: workoutStreams };
 }
-
 
 export const wearableDataRoutes = [
   defineRoute({
@@ -132,7 +166,9 @@ export const wearableDataRoutes = [
         await connectProvider(deps, { teamId: auth.teamId, userId: user._id, provider: body.provider, adapter: 'sdk' });
       }
       const result = await ingestProviderData(deps, { teamId: auth.teamId, user, provider: body.provider, data, announce: true });
-      return { body: { summaries: result.summaries, samples: result.samples, workout_streams: result.workout_streams, dropped: result.dropped, events: result.events } };
+      return {
+        body: { summaries: result.summaries, samples: result.samples, workout_streams: result.workout_streams, dropped: result.dropped, events: result.events },
+      };
     },
   }),
   defineRoute({
@@ -178,7 +214,8 @@ export const wearableDataRoutes = [
     method: 'get',
     path: '/v2/timeseries/workouts/{workout_id}/stream',
     summary: "A workout's stream",
-    description: 'Parallel arrays (time in unix seconds, heartrate, velocity_smooth, distance, lat, lng …); announced by the shallow daily.data.workout_stream.* event.',
+    description:
+      'Parallel arrays (time in unix seconds, heartrate, velocity_smooth, distance, lat, lng …); announced by the shallow daily.data.workout_stream.* event.',
     tags: ['Timeseries'],
     auth: 'team',
     params: WorkoutIdParams,
@@ -207,7 +244,16 @@ export const wearableDataRoutes = [
       const { from, to } = dateRange(query);
       const position = decodeCursor<{ at: number; after: string }>(query.next_cursor ?? query.cursor, { at: 'number', after: 'string' });
       const after = position ? { timestamp: new Date(position.at), id: position.after } : undefined;
-      const docs = await deps.repos.wearableData.findSamples({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined, after, limit: GROUPED_PAGE + 1 });
+      const docs = await deps.repos.wearableData.findSamples({
+        teamId: auth.teamId,
+        userId: params.user_id,
+        resource: resource.name,
+        from,
+        to,
+        provider: query.provider || undefined,
+        after,
+        limit: GROUPED_PAGE + 1,
+      });
       const page = docs.slice(0, GROUPED_PAGE);
       const last = page[page.length - 1];
       const next = docs.length > GROUPED_PAGE ? encodeCursor({ at: last.timestamp.getTime(), after: last._id }) : null;
@@ -232,7 +278,8 @@ export const wearableDataRoutes = [
     method: 'get',
     path: '/v2/timeseries/{user_id}/{resource}',
     summary: 'Timeseries samples',
-    description: 'All samples of the resource in the range, oldest first (body_weight and body_fat read weight and fat). Streamed (chunked, no Content-Length): a database failure after the first byte cuts the response off, so a body that does not parse as JSON is incomplete.',
+    description:
+      'All samples of the resource in the range, oldest first (body_weight and body_fat read weight and fat). Streamed (chunked, no Content-Length): a database failure after the first byte cuts the response off, so a body that does not parse as JSON is incomplete.',
     tags: ['Timeseries'],
     auth: 'team',
     params: Type.Object({ user_id: Type.String({ format: 'uuid' }), resource: Type.String({ maxLength: 64 }) }),
@@ -240,10 +287,20 @@ export const wearableDataRoutes = [
     responses: { 200: { description: 'Samples', schema: TimeseriesList }, ...errors },
     async handler({ params, query, auth, deps }) {
       const resource = timeseriesResourceAtPath(params.resource);
-      if (!resource?.flat) throw notFound(`Unknown timeseries resource '${params.resource}'${resource ? `; read it at /v2/timeseries/{user_id}/${params.resource}/grouped` : ''}.`);
+      if (!resource?.flat)
+        throw notFound(
+          `Unknown timeseries resource '${params.resource}'${resource ? `; read it at /v2/timeseries/{user_id}/${params.resource}/grouped` : ''}.`,
+        );
       await activeUser(deps, auth.teamId, params.user_id);
       const { from, to } = dateRange(query);
-      const days = deps.repos.wearableData.readSamplesByDay({ teamId: auth.teamId, userId: params.user_id, resource: resource.name, from, to, provider: query.provider || undefined });
+      const days = deps.repos.wearableData.readSamplesByDay({
+        teamId: auth.teamId,
+        userId: params.user_id,
+        resource: resource.name,
+        from,
+        to,
+        provider: query.provider || undefined,
+      });
       // Streamed, a day at a time: a year of minute samples is 525,600 (api/json-stream.ts).
       return { body: await jsonArrayStream(days, (doc) => sampleView(doc, query.unit)), contentType: 'application/json' };
     },

@@ -49,7 +49,12 @@ export const webhookDeliveryLogRoutes = [
       const page = await listEvents(
         deps.repos.webhookStore,
         teamId,
-        { eventType: query.event_type, userId: query.user_id, since: query.since ? new Date(query.since) : undefined, until: query.until ? new Date(query.until) : undefined },
+        {
+          eventType: query.event_type,
+          userId: query.user_id,
+          since: query.since ? new Date(query.since) : undefined,
+          until: query.until ? new Date(query.until) : undefined,
+        },
         afterCursor(query.next_cursor),
         query.limit,
       );

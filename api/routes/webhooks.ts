@@ -82,10 +82,14 @@ const webhook = destinationRoutes<EndpointDoc>({
     delete: 'Pending deliveries to it are cancelled.',
     deliveries: {
       summary: 'List deliveries to a webhook',
-      description: 'Pending (queued or waiting to retry) and finished deliveries, newest first; filter by status, event_type, user_id and a [since, until) window.',
+      description:
+        'Pending (queued or waiting to retry) and finished deliveries, newest first; filter by status, event_type, user_id and a [since, until) window.',
     },
     attempts: { summary: 'List delivery attempts to a webhook' },
-    resend: { summary: 'Resend an event to a webhook', description: 'One manual attempt (not rescheduled on failure), with the same webhook-id as the original delivery.' },
+    resend: {
+      summary: 'Resend an event to a webhook',
+      description: 'One manual attempt (not rescheduled on failure), with the same webhook-id as the original delivery.',
+    },
     recover: {
       operationId: 'recoverWebhook',
       summary: 'Recover failed deliveries',
@@ -147,7 +151,8 @@ export const webhookRoutes = [
     method: 'patch',
     path: `${base}/{webhook_id}`,
     summary: 'Update webhook',
-    description: 'Re-enabling (disabled=false) resets the failure clock. Every delivery sent after this answers uses the change (it waits for a delivery run in flight to finish).',
+    description:
+      'Re-enabling (disabled=false) resets the failure clock. Every delivery sent after this answers uses the change (it waits for a delivery run in flight to finish).',
     tags,
     auth: 'management',
     params: WebhookParams,
@@ -198,7 +203,14 @@ export const webhookRoutes = [
       const teamId = await scope(deps, auth, params);
       const endpoint = await endpointInTeam(deps, teamId, params.webhook_id);
       assertHeaderSet(body.headers);
-      const doc = await webhook.change({ deps, auth, requestId, log }, teamId, params.webhook_id, 'webhook.headers.update', changedHeaders(endpoint.headers, body.headers), { headers: body.headers });
+      const doc = await webhook.change(
+        { deps, auth, requestId, log },
+        teamId,
+        params.webhook_id,
+        'webhook.headers.update',
+        changedHeaders(endpoint.headers, body.headers),
+        { headers: body.headers },
+      );
       return { body: { headers: doc!.headers } };
     },
   }),

@@ -42,7 +42,10 @@ export async function listEvents(
   if (q.userId) filter.user_id = q.userId;
   if (q.since || q.until) Object.assign(filter, { created_at: createdWithin(q), _id: idsWithin(q) });
   const stored = filter as Filter<StoredEventDoc>;
-  const page = q.userId && !(await isDenseList(store.events, { team_id: teamId, user_id: q.userId })) ? await pageById(store.events, stored, -1, after, limit) : await logPage(store.events, stored, -1, after, limit);
+  const page =
+    q.userId && !(await isDenseList(store.events, { team_id: teamId, user_id: q.userId }))
+      ? await pageById(store.events, stored, -1, after, limit)
+      : await logPage(store.events, stored, -1, after, limit);
   return { items: page.items.map((e) => store.openEvent(e)), more: page.more };
 }
 
@@ -134,4 +137,3 @@ export const toAttempt = (a: AttemptDoc) => ({
   error: a.error ?? null,
   response_body: a.response_body,
 });
-

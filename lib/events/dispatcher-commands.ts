@@ -18,7 +18,10 @@ const withStart = (temporal: TemporalDeps, destinationId: string) =>
  * deliveries it changed.
  */
 export async function runDispatcherCommand(temporal: TemporalDeps, destinationId: string, command: DispatcherCommand): Promise<number> {
-  return temporal.client.workflow.executeUpdateWithStart(runDispatcherCommandUpdate, { args: [command], startWorkflowOperation: withStart(temporal, destinationId) });
+  return temporal.client.workflow.executeUpdateWithStart(runDispatcherCommandUpdate, {
+    args: [command],
+    startWorkflowOperation: withStart(temporal, destinationId),
+  });
 }
 
 /**
@@ -40,7 +43,9 @@ export async function queueDispatcherCommand(temporal: TemporalDeps, destination
  */
 export async function destinationChanged(temporal: TemporalDeps, destinationId: string): Promise<void> {
   try {
-    await temporal.client.workflow.getHandle(workflowIds.destinationDispatch(destinationId)).executeUpdate(runDispatcherCommandUpdate, { args: [{ kind: 'destination_changed' }] });
+    await temporal.client.workflow
+      .getHandle(workflowIds.destinationDispatch(destinationId))
+      .executeUpdate(runDispatcherCommandUpdate, { args: [{ kind: 'destination_changed' }] });
   } catch (err) {
     if (!isWorkflowGone(err)) throw err;
   }

@@ -6,7 +6,17 @@ import type { Config } from '../platform/config';
 import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { deliveryPolicyFrom, newDelivery } from './fan-out';
-import { countOutcomes, DestinationView, dueFor, MAX_CONCURRENT_POSTS, rateLimitOf, recordHealth, sendBatchTo, type Senders, type SendOutcome } from './destinations/destination';
+import {
+  countOutcomes,
+  DestinationView,
+  dueFor,
+  MAX_CONCURRENT_POSTS,
+  rateLimitOf,
+  recordHealth,
+  sendBatchTo,
+  type Senders,
+  type SendOutcome,
+} from './destinations/destination';
 import type { DeliveryChange, SendFence, SendWindow } from './store';
 import { routeOf } from './destinations/pipeline/model';
 import type { EventPublisher } from './publisher';
@@ -198,7 +208,8 @@ export class DestinationDispatcher {
     const { repos, config } = this.deps;
     const store = repos.webhookStore;
     const destination = await view.get();
-    if (!destination || destination.doc.disabled) return { stop: destination ? 'failed' : 'cancelled', sent: 0, more: false, waitMs: 0, gone: false, recording: null };
+    if (!destination || destination.doc.disabled)
+      return { stop: destination ? 'failed' : 'cancelled', sent: 0, more: false, waitMs: 0, gone: false, recording: null };
     const rateLimit = rateLimitOf(destination);
 
     const startedAt = Date.now();
@@ -214,7 +225,10 @@ export class DestinationDispatcher {
     // The window and the events' bodies are written and read at once (neither needs the other): one round trip less.
     const longestTimeout = Math.max(0, ...picked.map((d) => d.policy.timeout_ms));
     const until = new Date(Date.now() + Math.ceil(picked.length / MAX_CONCURRENT_POSTS) * longestTimeout + SEND_WINDOW_MARGIN_MS);
-    const [holds, eventList] = await Promise.all([store.openSendWindow(destinationId, run.id, { picked_at: pickedAt, until }), store.getEvents(picked.map((d) => d.event_id))]);
+    const [holds, eventList] = await Promise.all([
+      store.openSendWindow(destinationId, run.id, { picked_at: pickedAt, until }),
+      store.getEvents(picked.map((d) => d.event_id)),
+    ]);
     if (!holds) throw new SupersededError(destinationId);
     run.windowOpen = true;
     // A missing event was erased: its delivery goes too, unsent.
@@ -255,7 +269,15 @@ export class DestinationDispatcher {
     const store = this.deps.repos.webhookStore;
     const now = new Date();
     const manual = { ...deliveryPolicyFrom(this.deps.config), schedule_ms: [0] };
-    const again: Partial<DeliveryDoc> = { status: 'pending', trigger: 'manual', next_attempt_at: now, pass_attempts: 0, policy: manual, finished_at: null, updated_at: now };
+    const again: Partial<DeliveryDoc> = {
+      status: 'pending',
+      trigger: 'manual',
+      next_attempt_at: now,
+      pass_attempts: 0,
+      policy: manual,
+      finished_at: null,
+      updated_at: now,
+    };
     switch (command.kind) {
       case 'destination_changed':
         return 0; // the workflow answers it between runs; no delivery changes
@@ -267,14 +289,20 @@ export class DestinationDispatcher {
         const events = (await store.getEvents(command.eventIds)).filter((e) => e.team_id === command.teamId && (!pipeline || routeOf(pipeline, e)));
         const ids = events.map((e) => deliveryId(e._id, destinationId));
         // A delivery that never existed (the filter did not match then) is created; the others start a new pass.
-        await store.insertDeliveries(events.map((e) => newDelivery(e, destinationId, manual, now, 'manual', pipeline ? routeOf(pipeline, e)!.target : undefined)));
+        await store.insertDeliveries(
+          events.map((e) => newDelivery(e, destinationId, manual, now, 'manual', pipeline ? routeOf(pipeline, e)!.target : undefined)),
+        );
         await store.changeDeliveries([{ ids, set: again }]);
         return ids.length;
       }
       case 'recover': {
         const window = { since: new Date(command.since), until: command.until ? new Date(command.until) : undefined };
         let changed = 0;
-        for (let page = await store.failedDeliveryIds(command.teamId, destinationId, window, DRAIN_PAGE); page.length; page = await store.failedDeliveryIds(command.teamId, destinationId, window, DRAIN_PAGE)) {
+        for (
+          let page = await store.failedDeliveryIds(command.teamId, destinationId, window, DRAIN_PAGE);
+          page.length;
+          page = await store.failedDeliveryIds(command.teamId, destinationId, window, DRAIN_PAGE)
+        ) {
           await store.changeDeliveries([{ ids: page, set: again }]);
           changed += page.length;
         }

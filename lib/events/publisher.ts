@@ -122,7 +122,13 @@ export class EventPublisher {
     if (typeof input.data !== 'object' || input.data === null || Array.isArray(input.data)) {
       return Promise.reject(new InvalidEventError('Event data must be a JSON object.'));
     }
-    const envelope = { event_type: input.eventType, data: input.data, team_id: input.teamId, user_id: input.userId ?? null, client_user_id: input.clientUserId ?? null };
+    const envelope = {
+      event_type: input.eventType,
+      data: input.data,
+      team_id: input.teamId,
+      user_id: input.userId ?? null,
+      client_user_id: input.clientUserId ?? null,
+    };
     const id = timeOrderedUuid();
     const doc: EventDoc = {
       _id: id,
@@ -166,7 +172,9 @@ export class EventPublisher {
         });
       crashPoint('webhook.deliveries-queued');
       // Waking the dispatchers waits for nothing here (a lost wake is repaired by the sweeper).
-      this.inTail(this.wakeDestinations(destinationIds).catch((err) => this.deps.logger.warn({ err }, 'publish: waking dispatchers failed; the sweeper will wake them')));
+      this.inTail(
+        this.wakeDestinations(destinationIds).catch((err) => this.deps.logger.warn({ err }, 'publish: waking dispatchers failed; the sweeper will wake them')),
+      );
     });
     this.fanOuts = fanOut.catch(() => undefined);
     this.inTail(
@@ -205,7 +213,11 @@ export class EventPublisher {
     const repeated = docs.filter((d) => refused.has(d._id));
     const earlier = new Map<string, EventDoc>();
     for (const group of groupBy(repeated, (d) => d.team_id)) {
-      for (const e of await store.findEventsByKeys(group[0].team_id, group.map((d) => d.idempotency_key))) earlier.set(keyOf(e), e);
+      for (const e of await store.findEventsByKeys(
+        group[0].team_id,
+        group.map((d) => d.idempotency_key),
+      ))
+        earlier.set(keyOf(e), e);
     }
     return { events: docs.flatMap((d) => (refused.has(d._id) ? (earlier.get(keyOf(d)) ?? []) : [d])), earlier };
   }
@@ -235,7 +247,14 @@ export class EventPublisher {
     if (open && !open.closed && now < open.doc.events_until.getTime() && earliest >= open.doc.events_from.getTime()) return open;
     if (open) this.close(open);
     const doc: OutboxDoc = { _id: randomUUID(), events_from: new Date(earliest), events_until: new Date(now + OUTBOX_SPAN_MS), created_at: new Date(now) };
-    const span: OutboxSpan = { doc, stored: this.deps.repos.webhookStore.insertOutbox(doc), users: 0, closed: false, done: false, timer: setTimeout(() => this.close(span), OUTBOX_SPAN_MS) };
+    const span: OutboxSpan = {
+      doc,
+      stored: this.deps.repos.webhookStore.insertOutbox(doc),
+      users: 0,
+      closed: false,
+      done: false,
+      timer: setTimeout(() => this.close(span), OUTBOX_SPAN_MS),
+    };
     span.timer.unref();
     span.stored.catch(() => this.close(span, { failed: true }));
     this.span = span;

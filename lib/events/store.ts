@@ -107,11 +107,31 @@ export const WEBHOOK_STORE_QUERY_SHAPES: Record<string, QueryShape[]> = {
     { name: 'due deliveries of an endpoint (dispatcher)', filter: ['destination_id', 'status', 'next_attempt_at'], sort: ['next_attempt_at'], equals: PENDING },
     { name: 'pending deliveries of an endpoint (drain)', filter: ['destination_id', 'status'], equals: PENDING },
     { name: 'overdue deliveries (sweeper)', filter: ['status', 'next_attempt_at'], equals: PENDING },
-    { name: 'the soonest due of all pending deliveries, and their count (worker metrics)', filter: ['status', 'next_attempt_at'], sort: ['next_attempt_at'], equals: PENDING },
-    { name: 'pending deliveries in publish order (ordered destinations)', filter: ['team_id', 'destination_id', 'status', '_id'], sort: ['_id'], residual: ['user_id $nin'] },
-    { name: 'deliveries by status (delivery log, recover)', filter: ['team_id', 'destination_id', 'status', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
+    {
+      name: 'the soonest due of all pending deliveries, and their count (worker metrics)',
+      filter: ['status', 'next_attempt_at'],
+      sort: ['next_attempt_at'],
+      equals: PENDING,
+    },
+    {
+      name: 'pending deliveries in publish order (ordered destinations)',
+      filter: ['team_id', 'destination_id', 'status', '_id'],
+      sort: ['_id'],
+      residual: ['user_id $nin'],
+    },
+    {
+      name: 'deliveries by status (delivery log, recover)',
+      filter: ['team_id', 'destination_id', 'status', '_id'],
+      sort: ['_id'],
+      residual: ['created_at window', 'event_type', 'user_id'],
+    },
     { name: 'failed deliveries (recover count)', filter: ['team_id', 'destination_id', 'status'], residual: ['created_at window'] },
-    { name: 'deliveries (delivery log)', filter: ['team_id', 'destination_id', '_id'], sort: ['_id'], residual: ['created_at window', 'event_type', 'user_id'] },
+    {
+      name: 'deliveries (delivery log)',
+      filter: ['team_id', 'destination_id', '_id'],
+      sort: ['_id'],
+      residual: ['created_at window', 'event_type', 'user_id'],
+    },
     { name: "an event's deliveries (delivery log: ids start with the event's)", filter: ['_id'], sort: ['_id'], residual: ['team_id'] },
     { name: 'erase a user', filter: ['team_id', 'user_id'], residual: ['destination_id'] },
   ],
@@ -143,7 +163,11 @@ export const createdWithin = (q: { since?: Date; until?: Date }) => ({ ...(q.sin
 
 /** The dispatcher's due query (WebhookStore.dueDeliveries), sorted by `next_attempt_at`. */
 export function dueFilter(destinationId: string, at: Date, inFlight: ReadonlyMap<string, boolean>, fence: SendFence | null): Filter<DeliveryDoc> {
-  const filter: Filter<DeliveryDoc> = { destination_id: destinationId, status: 'pending', next_attempt_at: { $lte: at, ...(fence ? { $gt: fence.after } : {}) } };
+  const filter: Filter<DeliveryDoc> = {
+    destination_id: destinationId,
+    status: 'pending',
+    next_attempt_at: { $lte: at, ...(fence ? { $gt: fence.after } : {}) },
+  };
   if (inFlight.size) filter._id = { $nin: [...inFlight.keys()] };
   return filter;
 }
@@ -196,7 +220,10 @@ export class WebhookStore {
 
   /** Inserts new events; returns the ids of those whose key the team had already published (idempotent repeats). */
   insertEvents(docs: EventDoc[]): Promise<Set<string>> {
-    return insertIgnoringDuplicates(this.events, docs.map((doc) => this.sealedBody.seal(doc._id, doc)));
+    return insertIgnoringDuplicates(
+      this.events,
+      docs.map((doc) => this.sealedBody.seal(doc._id, doc)),
+    );
   }
 
   /** The stored events of one team with these producer keys. */
@@ -242,7 +269,11 @@ export class WebhookStore {
 
   /** Publish spans that ended before `before` and are still there: their publisher died or failed. */
   staleOutbox(before: Date, limit: number) {
-    return this.outbox.find({ events_until: { $lt: before } }).sort({ events_until: 1 }).limit(limit).toArray();
+    return this.outbox
+      .find({ events_until: { $lt: before } })
+      .sort({ events_until: 1 })
+      .limit(limit)
+      .toArray();
   }
 
   /** Events created in [from, until) (an unfinished publish span's, with any other process's of that time). */
@@ -261,8 +292,18 @@ export class WebhookStore {
    * The endpoint's pending deliveries due at `at`, soonest first: not those `inFlight` (the previous batch, its
    * recording not yet landed), nor, while a `fence` stands, those an earlier run may be sending.
    */
-  dueDeliveries(destinationId: string, at: Date, limit: number, inFlight: ReadonlyMap<string, boolean> = new Map(), fence: SendFence | null = null): Promise<DeliveryDoc[]> {
-    return this.deliveries.find(dueFilter(destinationId, at, inFlight, fence), { batchSize: limit }).sort({ next_attempt_at: 1 }).limit(limit).toArray();
+  dueDeliveries(
+    destinationId: string,
+    at: Date,
+    limit: number,
+    inFlight: ReadonlyMap<string, boolean> = new Map(),
+    fence: SendFence | null = null,
+  ): Promise<DeliveryDoc[]> {
+    return this.deliveries
+      .find(dueFilter(destinationId, at, inFlight, fence), { batchSize: limit })
+      .sort({ next_attempt_at: 1 })
+      .limit(limit)
+      .toArray();
   }
 
   /**
@@ -287,7 +328,11 @@ export class WebhookStore {
     for (let page = 0; page < ORDERED_SCAN_PAGES; page++) {
       const filter: Filter<DeliveryDoc> = { team_id: teamId, destination_id: destinationId, status: 'pending' };
       if (heldBack.size) filter.user_id = { $nin: [...heldBack].slice(0, MAX_EXCLUDED_USERS) };
-      const docs = await this.deliveries.find(keysetFilter(filter, 1, after), { batchSize: pageSize }).sort({ _id: 1 }).limit(pageSize).toArray();
+      const docs = await this.deliveries
+        .find(keysetFilter(filter, 1, after), { batchSize: pageSize })
+        .sort({ _id: 1 })
+        .limit(pageSize)
+        .toArray();
       for (const d of docs) {
         if (inFlight.get(d._id) || (d.user_id !== null && heldBack.has(d.user_id))) continue;
         const due = d.next_attempt_at !== null && d.next_attempt_at <= at && !inFlight.has(d._id) && !(fence && d.next_attempt_at <= fence.after);
@@ -307,15 +352,26 @@ export class WebhookStore {
    * pending); past a `fence`, the soonest after it.
    */
   async nextDueAt(destinationId?: string, fence: SendFence | null = null): Promise<Date | null> {
-    const filter = { ...(destinationId ? { destination_id: destinationId } : {}), status: 'pending' as const, next_attempt_at: fence ? { $gt: fence.after } : { $ne: null } };
-    const doc = await this.deliveries.find(filter, { projection: { next_attempt_at: 1 } }).sort({ next_attempt_at: 1 }).limit(1).next();
+    const filter = {
+      ...(destinationId ? { destination_id: destinationId } : {}),
+      status: 'pending' as const,
+      next_attempt_at: fence ? { $gt: fence.after } : { $ne: null },
+    };
+    const doc = await this.deliveries
+      .find(filter, { projection: { next_attempt_at: 1 } })
+      .sort({ next_attempt_at: 1 })
+      .limit(1)
+      .next();
     return doc?.next_attempt_at ?? null;
   }
   /** Pending deliveries of every destination, counted up to `cap` (the worker's metrics: a scrape never walks a huge backlog). */
   pendingDeliveryCount = (cap = 100_000) => this.deliveries.countDocuments({ status: 'pending' }, { limit: cap });
 
   async pendingIds(destinationId: string, limit: number): Promise<string[]> {
-    const docs = await this.deliveries.find({ destination_id: destinationId, status: 'pending' }, { projection: { _id: 1 } }).limit(limit).toArray();
+    const docs = await this.deliveries
+      .find({ destination_id: destinationId, status: 'pending' }, { projection: { _id: 1 } })
+      .limit(limit)
+      .toArray();
     return docs.map((d) => d._id);
   }
 
@@ -386,11 +442,16 @@ export class WebhookStore {
    * runs still open at `now` (a run Temporal gave up on may still be sending those batches).
    */
   async startRun(destinationId: string, run: string, activeUntil: Date, now = new Date()): Promise<SendWindow[]> {
-    const doc = await this.dispatchers.findOneAndUpdate({ _id: destinationId }, { $set: { run, active_until: activeUntil } }, { upsert: true, returnDocument: 'after' });
+    const doc = await this.dispatchers.findOneAndUpdate(
+      { _id: destinationId },
+      { $set: { run, active_until: activeUntil } },
+      { upsert: true, returnDocument: 'after' },
+    );
     const windows = Object.entries(doc?.sending ?? {}).filter(([other]) => other !== run);
     const lapsed = windows.filter(([, w]) => w.until <= now).map(([other]) => other);
     // Windows of runs that died are dropped once they lapse (a run that ends removes its own).
-    if (lapsed.length) await this.dispatchers.updateOne({ _id: destinationId }, { $unset: Object.fromEntries(lapsed.map((other) => [`sending.${other}`, ''])) });
+    if (lapsed.length)
+      await this.dispatchers.updateOne({ _id: destinationId }, { $unset: Object.fromEntries(lapsed.map((other) => [`sending.${other}`, ''])) });
     return windows.filter(([, w]) => w.until > now).map(([, w]) => w);
   }
 
@@ -409,7 +470,11 @@ export class WebhookStore {
    */
   async resumeRun(destinationId: string, run: string, activeUntil: Date): Promise<boolean> {
     try {
-      await this.dispatchers.updateOne({ _id: destinationId, $or: [{ run }, { run: { $exists: false } }] }, { $set: { run, active_until: activeUntil } }, { upsert: true });
+      await this.dispatchers.updateOne(
+        { _id: destinationId, $or: [{ run }, { run: { $exists: false } }] },
+        { $set: { run, active_until: activeUntil } },
+        { upsert: true },
+      );
       return true;
     } catch (err) {
       if (isDuplicateKeyError(err)) return false; // the document holds another run

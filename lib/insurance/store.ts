@@ -52,11 +52,7 @@ export class InsuranceRepository {
 
   /** The most recently created record of this primacy, decrypted. */
   async latest(teamId: string, userId: string, isPrimary: boolean): Promise<InsuranceDoc | null> {
-    const [doc] = await this.records
-      .find({ team_id: teamId, user_id: userId, is_primary: isPrimary })
-      .sort({ created_at: -1, _id: -1 })
-      .limit(1)
-      .toArray();
+    const [doc] = await this.records.find({ team_id: teamId, user_id: userId, is_primary: isPrimary }).sort({ created_at: -1, _id: -1 }).limit(1).toArray();
     return doc ? (this.personal.open(doc) as InsuranceDoc) : null;
   }
 

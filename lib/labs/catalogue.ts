@@ -47,7 +47,8 @@ export function loadLabCatalogue(raw: unknown = labCatalogueJson): LabCatalogue 
       }
     } else {
       if (!m.result_type) problems.push(`biomarker ${m.id} (${m.slug}) has no result_type`);
-      if (m.result_type === 'numeric' && (!m.unit || !m.reference_range)) problems.push(`numeric biomarker ${m.id} (${m.slug}) needs a unit and a reference_range`);
+      if (m.result_type === 'numeric' && (!m.unit || !m.reference_range))
+        problems.push(`numeric biomarker ${m.id} (${m.slug}) needs a unit and a reference_range`);
       if (m.result_type === 'coded_value' && !m.coded_values) problems.push(`coded biomarker ${m.id} (${m.slug}) lists no coded_values`);
       // Results are flagged against these ranges, so a slip here would misreport patients' results.
       const rangeProblem = rangeInconsistency(m);

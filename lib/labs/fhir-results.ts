@@ -110,7 +110,10 @@ function missingObservation(m: MissingResultDoc, id: string, subject: object) {
     category: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/observation-category', code: 'laboratory', display: 'Laboratory' }] }],
     code: codeOf(m),
     subject,
-    dataAbsentReason: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/data-absent-reason', code: 'error', display: 'Error' }], text: m.inferred_failure_type },
+    dataAbsentReason: {
+      coding: [{ system: 'http://terminology.hl7.org/CodeSystem/data-absent-reason', code: 'error', display: 'Error' }],
+      text: m.inferred_failure_type,
+    },
     ...(m.note ? { note: [{ text: m.note }] } : {}),
   };
 }

@@ -35,7 +35,9 @@ export interface Hl7IntakeMessageDoc {
 const SEALED = ['report'] as const;
 type StoredIntakeMessage = Sealed<Hl7IntakeMessageDoc, (typeof SEALED)[number]>;
 
-export const HL7_INTAKE_INDEXES: Record<'lab_intake_messages', IndexSpec[]> = { lab_intake_messages: [{ key: { created_at: 1 }, expireAfter: 'idempotencyKeys' }] };
+export const HL7_INTAKE_INDEXES: Record<'lab_intake_messages', IndexSpec[]> = {
+  lab_intake_messages: [{ key: { created_at: 1 }, expireAfter: 'idempotencyKeys' }],
+};
 export const HL7_INTAKE_QUERY_SHAPES: Record<'lab_intake_messages', QueryShape[]> = {
   lab_intake_messages: [
     { name: 'a message by id (claim, read)', filter: ['_id'] },

@@ -81,7 +81,8 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
     });
     if ('existing' in claim) {
       const existing = claim.existing;
-      if (existing.message_sha256 !== sha) throw new Hl7Refusal('AE', 409, `MSH-10 '${controlId}' was already used for a different message; a new message needs a new control id.`);
+      if (existing.message_sha256 !== sha)
+        throw new Hl7Refusal('AE', 409, `MSH-10 '${controlId}' was already used for a different message; a new message needs a new control id.`);
       if (existing.state === 'applied') return { status: 200, ackCode: 'AA', ack: existing.ack!, replayed: true };
       const inProgress = () => new Hl7Refusal('AE', 409, `Message '${controlId}' is still being applied; send it again shortly.`);
       if (Date.now() - existing.claimed_at.getTime() < IDEMPOTENCY_LEASE_MS) throw inProgress();
@@ -91,7 +92,12 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
     }
     const { interpretation } = interpretReport(report, (markerId) => deps.labCatalogue.markerById(markerId));
     try {
-      await feedLabResults(deps, order, { finalStatus, delaySeconds: 0, interpretation, hasMissingResults: report.missing.length > 0, reportId: id }, `hl7:${id}`);
+      await feedLabResults(
+        deps,
+        order,
+        { finalStatus, delaySeconds: 0, interpretation, hasMissingResults: report.missing.length > 0, reportId: id },
+        `hl7:${id}`,
+      );
     } catch (err) {
       if (err instanceof ApiError && err.status < 500) throw new Hl7Refusal('AE', 409, `Order ${order._id} cannot take these results: ${err.detail}`);
       throw err;

@@ -121,7 +121,11 @@ function observation(obx: Hl7Segment, notes: string[]): Hl7Observation {
   if (!OBX_STATUSES.has(status)) throw malformed(`${where}: result status (OBX-11) '${status}' is not F, C, P or X.`);
   const value = (obx.getField(5)?.components[0] ?? []).map(unescapeHl7);
   if (status !== 'X' && value.every((v) => v === '')) throw malformed(`${where}: no value (OBX-5).`);
-  const flags = obx.getField(8)?.components.map((c) => c[0]).filter(Boolean) ?? [];
+  const flags =
+    obx
+      .getField(8)
+      ?.components.map((c) => c[0])
+      .filter(Boolean) ?? [];
   return {
     setId,
     valueType,

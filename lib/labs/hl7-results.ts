@@ -26,7 +26,9 @@ function parseRange(text: string | null): { low: number | null; high: number | n
   const bound = /^\s*([<>])=?\s*(\d+(?:\.\d+)?)\s*$/.exec(text);
   if (!bound) return null;
   // `>39` means normal from 40 (integers), as the catalogue writes it; `>=` includes the bound.
-  return bound[1] === '>' ? { low: Number(bound[2]) + (text.includes('=') ? 0 : 1), high: null } : { low: null, high: Number(bound[2]) - (text.includes('=') ? 0 : 1) };
+  return bound[1] === '>'
+    ? { low: Number(bound[2]) + (text.includes('=') ? 0 : 1), high: null }
+    : { low: null, high: Number(bound[2]) - (text.includes('=') ? 0 : 1) };
 }
 
 const simplify = (s: string) => s.toLowerCase().replace(/[^a-z0-9]/g, '');
@@ -81,11 +83,20 @@ export function orderReport(message: Hl7OruMessage, order: LabOrderDoc, catalogu
   for (const obx of observations) {
     const marker = markers.find((m) => (obx.loinc && m.loinc === obx.loinc) || (obx.localCode && m.provider_id === obx.localCode));
     if (!marker) {
-      throw unprocessable(`OBX ${obx.setId}: ${obx.loinc ? `LOINC ${obx.loinc}` : `code ${obx.localCode}`} (${obx.name}) is not a result of the tests of order ${order._id}.`);
+      throw unprocessable(
+        `OBX ${obx.setId}: ${obx.loinc ? `LOINC ${obx.loinc}` : `code ${obx.localCode}`} (${obx.name}) is not a result of the tests of order ${order._id}.`,
+      );
     }
     if (seen.has(marker.id)) throw unprocessable(`OBX ${obx.setId}: ${marker.slug} is reported twice (also OBX ${seen.get(marker.id)!.setId}).`);
     seen.set(marker.id, obx);
-    const base = { name: marker.name, slug: marker.slug, loinc: marker.loinc ?? null, loinc_slug: marker.loinc_slug ?? null, provider_id: marker.provider_id ?? null, source_markers: sourceMarkers(marker) };
+    const base = {
+      name: marker.name,
+      slug: marker.slug,
+      loinc: marker.loinc ?? null,
+      loinc_slug: marker.loinc_slug ?? null,
+      provider_id: marker.provider_id ?? null,
+      source_markers: sourceMarkers(marker),
+    };
     if (obx.status === 'X') {
       missing.push({ ...base, inferred_failure_type: 'unknown_failure', note: obx.notes.join('\n') || 'The laboratory could not obtain this result.' });
       continue;
@@ -144,7 +155,12 @@ export function orderReport(message: Hl7OruMessage, order: LabOrderDoc, catalogu
           date_received: isoWithOffset(receivedAt),
           date_reported: isoWithOffset(reportedAt),
           performing_laboratories: lab ? { [lab.slug]: { name: message.sendingFacility || lab.name } } : {},
-          clinical_information: { fasting: order.lab_test.fasting, notes: null, information: `Specimen: ${order.lab_test.sample_type.replace(/_/g, ' ')}`, total_volume: null },
+          clinical_information: {
+            fasting: order.lab_test.fasting,
+            notes: null,
+            information: `Specimen: ${order.lab_test.sample_type.replace(/_/g, ' ')}`,
+            total_volume: null,
+          },
         },
       },
     },

@@ -186,4 +186,3 @@ export interface MissingResultDoc {
   provider_id: string | null;
   source_markers: BiomarkerResultDoc['source_markers'];
 }
-

@@ -57,7 +57,11 @@ export class PatientNameIndexStore {
     const projection = { team_id: 1, patient_details: 1, patient_name_index_key: 1 };
     let changed = 0;
     for (let after = ''; ; ) {
-      const page = await this.orders.find({ _id: { $gt: after } }, { projection }).sort({ _id: 1 }).limit(PASS_PAGE).toArray();
+      const page = await this.orders
+        .find({ _id: { $gt: after } }, { projection })
+        .sort({ _id: 1 })
+        .limit(PASS_PAGE)
+        .toArray();
       for (const doc of page) {
         if (doc.patient_name_index_key === current) continue;
         const { patient_details: details } = this.patientData.open({ _id: doc._id, patient_details: doc.patient_details ?? null });

@@ -113,7 +113,11 @@ export class OrderCountStore {
     const minted = uuidV7Millis(orderId);
     if (minted !== null && Date.now() - minted < this.settings.settleMs / 2) return;
     const drop = () =>
-      this.counts.updateOne({ _id: teamId }, { $inc: { epoch: 1 }, $unset: { below: '', count: '', recounted_at: '' }, $set: { updated_at: new Date() } }, { upsert: true });
+      this.counts.updateOne(
+        { _id: teamId },
+        { $inc: { epoch: 1 }, $unset: { below: '', count: '', recounted_at: '' }, $set: { updated_at: new Date() } },
+        { upsert: true },
+      );
     await drop().catch((err) => (isDuplicateKeyError(err) ? drop() : Promise.reject(err)));
   }
 }

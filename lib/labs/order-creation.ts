@@ -26,21 +26,39 @@ async function storeNewOrder(deps: LabOrderDeps, build: (sampleId: string) => Pr
   }
 }
 
-export function createOrder(deps: LabOrderDeps, teamId: string, body: CreateOrderBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+export function createOrder(
+  deps: LabOrderDeps,
+  teamId: string,
+  body: CreateOrderBody,
+  idempotencyKey: string | undefined,
+  requestId: string,
+): Promise<IdempotentOutcome> {
   return withIdempotencyKey(deps, teamId, 'POST /v3/order', idempotencyKey, body, async (orderId) => {
     const doc = await storeNewOrder(deps, (sampleId) => orderFromCreateRequest(deps, teamId, body, orderId, sampleId), requestId);
     return { status: 200, body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Order created successfully' } };
   });
 }
 
-export function orderUnregisteredTestkit(deps: LabOrderDeps, teamId: string, body: UnregisteredTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+export function orderUnregisteredTestkit(
+  deps: LabOrderDeps,
+  teamId: string,
+  body: UnregisteredTestkitBody,
+  idempotencyKey: string | undefined,
+  requestId: string,
+): Promise<IdempotentOutcome> {
   return withIdempotencyKey(deps, teamId, 'POST /v3/order/testkit', idempotencyKey, body, async (orderId) => {
     const doc = await storeNewOrder(deps, (sampleId) => orderFromUnregisteredTestkit(deps, teamId, body, orderId, sampleId), requestId);
     return { status: 200, body: { order: await orderViews(deps).present(doc), status: 'success', message: 'Order created successfully' } };
   });
 }
 
-export function registerTestkit(deps: LabOrderDeps, teamId: string, body: RegisterTestkitBody, idempotencyKey: string | undefined, requestId: string): Promise<IdempotentOutcome> {
+export function registerTestkit(
+  deps: LabOrderDeps,
+  teamId: string,
+  body: RegisterTestkitBody,
+  idempotencyKey: string | undefined,
+  requestId: string,
+): Promise<IdempotentOutcome> {
   return withIdempotencyKey(deps, teamId, 'POST /v3/order/testkit/register', idempotencyKey, body, async (orderId) => {
     const doc = await orderFromRegistration(deps, teamId, body, orderId);
     // A kit ordered unregistered (POST /v3/order/testkit) has its order: the registration binds to it.
@@ -51,7 +69,9 @@ export function registerTestkit(deps: LabOrderDeps, teamId: string, body: Regist
     }
     const stored = await startAndStoreOrder(deps, doc, requestId);
     if (!('stored' in stored)) {
-      throw badRequest(`sample_id '${body.sample_id}' is already registered${stored.sample_taken ? ` (order ${stored.sample_taken._id})` : ''}; each kit can be registered once.`);
+      throw badRequest(
+        `sample_id '${body.sample_id}' is already registered${stored.sample_taken ? ` (order ${stored.sample_taken._id})` : ''}; each kit can be registered once.`,
+      );
     }
     return { status: 200, body: { order: await orderViews(deps).present(stored.stored), status: 'success', message: 'Test kit registered successfully' } };
   });
@@ -63,11 +83,21 @@ export function registerTestkit(deps: LabOrderDeps, teamId: string, body: Regist
  * order was cancelled meanwhile, and then the patient is taken off again). `registrationId` is the request's
  * resource id, the same for a retry under one X-Idempotency-Key, which resumes where the first attempt stopped.
  */
-async function bindKitRegistration(deps: LabOrderDeps, kit: LabOrderDoc, registration: LabOrderDoc, labTestId: string | undefined, registrationId: string): Promise<LabOrderDoc> {
+async function bindKitRegistration(
+  deps: LabOrderDeps,
+  kit: LabOrderDoc,
+  registration: LabOrderDoc,
+  labTestId: string | undefined,
+  registrationId: string,
+): Promise<LabOrderDoc> {
   const orders = deps.repos.labOrders;
   if (kit.registration_id === registrationId && kit.low_level_status !== 'awaiting_registration') return kit; // done before
   if (labTestId && !kit.lab_test_ids.includes(labTestId)) {
-    throw ValidationError.field(['body', 'lab_test_id'], `Kit '${kit.sample_id}' is for lab test '${kit.lab_test.id}', not '${labTestId}'; leave lab_test_id out.`, 'value_error.lab_test_id');
+    throw ValidationError.field(
+      ['body', 'lab_test_id'],
+      `Kit '${kit.sample_id}' is for lab test '${kit.lab_test.id}', not '${labTestId}'; leave lab_test_id out.`,
+      'value_error.lab_test_id',
+    );
   }
   const { user_id, patient_details, patient_address, physician, consents, health_insurance_id } = registration;
   if (!(await orders.bindRegistration(kit, registrationId, { user_id, patient_details, patient_address, physician, consents, health_insurance_id }))) {

@@ -20,7 +20,8 @@ function checkPatient(body: Pick<CreateOrderBody, 'patient_details' | 'patient_a
   const today = todayUtc();
   const dob = body.patient_details.dob;
   if (dob > today) errors.push({ loc: ['body', 'patient_details', 'dob'], msg: `dob ${dob} is in the future.`, type: 'value_error.date_in_future' });
-  else if (dob < OLDEST_DOB) errors.push({ loc: ['body', 'patient_details', 'dob'], msg: `dob ${dob} is before ${OLDEST_DOB}; check the date.`, type: 'value_error.date' });
+  else if (dob < OLDEST_DOB)
+    errors.push({ loc: ['body', 'patient_details', 'dob'], msg: `dob ${dob} is before ${OLDEST_DOB}; check the date.`, type: 'value_error.date' });
   checkCountry(body.patient_address.country, ['body', 'patient_address', 'country'], errors);
 }
 
@@ -34,24 +35,43 @@ function checkCountry(code: string, loc: string[], errors: FieldError[]) {
 async function checkUser(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, userId: string, errors: FieldError[]) {
   const user = await deps.repos.users.find(teamId, userId);
   if (user?.status !== 'active') {
-    errors.push({ loc: ['body', 'user_id'], msg: `User ${userId} is not a user of your team (or is scheduled for deletion).`, type: 'value_error.user_not_found' });
+    errors.push({
+      loc: ['body', 'user_id'],
+      msg: `User ${userId} is not a user of your team (or is scheduled for deletion).`,
+      type: 'value_error.user_not_found',
+    });
   }
 }
 
 /** The order set's tests: each must exist for the team and be active; together they need one lab and method. */
-async function resolveTests(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, ids: string[], loc: (string | number)[], errors: FieldError[]): Promise<AnyLabTest[]> {
+async function resolveTests(
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  teamId: string,
+  ids: string[],
+  loc: (string | number)[],
+  errors: FieldError[],
+): Promise<AnyLabTest[]> {
   const tests: AnyLabTest[] = [];
   for (const [i, id] of ids.entries()) {
     const test = await findLabTest(deps.labCatalogue, deps.repos, teamId, id);
     const at = ids.length > 1 || loc[loc.length - 1] === 'lab_test_ids' ? [...loc, i] : loc;
     if (!test) errors.push({ loc: at, msg: `Unknown lab test '${id}'. List tests with GET /v3/lab_test.`, type: 'value_error.lab_test_not_found' });
-    else if (test.status !== 'active') errors.push({ loc: at, msg: `Lab test '${id}' (${test.name}) is ${test.status}; only active tests can be ordered.`, type: 'value_error.lab_test_inactive' });
+    else if (test.status !== 'active')
+      errors.push({
+        loc: at,
+        msg: `Lab test '${id}' (${test.name}) is ${test.status}; only active tests can be ordered.`,
+        type: 'value_error.lab_test_inactive',
+      });
     else tests.push(test);
   }
   const [first, ...rest] = tests;
   for (const t of rest) {
     if (t.lab_id !== first.lab_id || t.method !== first.method) {
-      errors.push({ loc, msg: `All tests of one order must be from one lab with one collection method; '${t.name}' differs from '${first.name}'.`, type: 'value_error.order_set' });
+      errors.push({
+        loc,
+        msg: `All tests of one order must be from one lab with one collection method; '${t.name}' differs from '${first.name}'.`,
+        type: 'value_error.order_set',
+      });
       break;
     }
   }
@@ -73,7 +93,12 @@ function addressDoc(a: CreateOrderBody['patient_address'] | RegisterTestkitBody[
   };
 }
 
-function baseDoc(teamId: string, orderId: string, tests: AnyLabTest[], now: Date): Pick<LabOrderDoc, '_id' | 'team_id' | 'method' | 'lab_test' | 'lab_test_ids' | 'marker_ids' | 'details_id' | 'created_at' | 'updated_at'> {
+function baseDoc(
+  teamId: string,
+  orderId: string,
+  tests: AnyLabTest[],
+  now: Date,
+): Pick<LabOrderDoc, '_id' | 'team_id' | 'method' | 'lab_test' | 'lab_test_ids' | 'marker_ids' | 'details_id' | 'created_at' | 'updated_at'> {
   return {
     _id: orderId,
     team_id: teamId,
@@ -87,17 +112,34 @@ function baseDoc(teamId: string, orderId: string, tests: AnyLabTest[], now: Date
   };
 }
 
-function events(method: CollectionMethod, lows: string[], now: Date): Pick<LabOrderDoc, 'events' | 'status' | 'low_level_status' | 'low_level_status_created_at'> {
-  const list: OrderEventDoc[] = lows.map((low, i) => ({ id: i + 1, created_at: new Date(now.getTime() + i), status: dottedStatus(method, low), status_detail: null }));
+function events(
+  method: CollectionMethod,
+  lows: string[],
+  now: Date,
+): Pick<LabOrderDoc, 'events' | 'status' | 'low_level_status' | 'low_level_status_created_at'> {
+  const list: OrderEventDoc[] = lows.map((low, i) => ({
+    id: i + 1,
+    created_at: new Date(now.getTime() + i),
+    status: dottedStatus(method, low),
+    status_detail: null,
+  }));
   const low = lows[lows.length - 1];
   return { events: list, status: highLevelOf(method, low), low_level_status: low, low_level_status_created_at: list[list.length - 1].created_at };
 }
 
 /** POST /v3/order: the validated order document (status ordered), or a 422 naming every problem. */
-export async function orderFromCreateRequest(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, body: CreateOrderBody, orderId: string, sampleId: string, parent?: LabOrderDoc): Promise<LabOrderDoc> {
+export async function orderFromCreateRequest(
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  teamId: string,
+  body: CreateOrderBody,
+  orderId: string,
+  sampleId: string,
+  parent?: LabOrderDoc,
+): Promise<LabOrderDoc> {
   const errors: FieldError[] = [];
   const ids = body.order_set?.lab_test_ids ?? (body.lab_test_id ? [body.lab_test_id] : []);
-  if (!ids.length) errors.push({ loc: ['body', 'order_set', 'lab_test_ids'], msg: 'Field required: the lab tests to order (order_set.lab_test_ids).', type: 'missing' });
+  if (!ids.length)
+    errors.push({ loc: ['body', 'order_set', 'lab_test_ids'], msg: 'Field required: the lab tests to order (order_set.lab_test_ids).', type: 'missing' });
   await checkUser(deps, teamId, body.user_id, errors);
   checkPatient(body, errors);
   if (body.activate_by && body.activate_by < todayUtc()) {
@@ -105,7 +147,11 @@ export async function orderFromCreateRequest(deps: Pick<OrderViewDeps, 'repos' |
   }
   const tests = await resolveTests(deps, teamId, ids, body.order_set ? ['body', 'order_set', 'lab_test_ids'] : ['body', 'lab_test_id'], errors);
   if (tests.length && body.collection_method && body.collection_method !== tests[0].method) {
-    errors.push({ loc: ['body', 'collection_method'], msg: `collection_method ${body.collection_method} does not match the lab test's method ${tests[0].method}.`, type: 'value_error.collection_method' });
+    errors.push({
+      loc: ['body', 'collection_method'],
+      msg: `collection_method ${body.collection_method} does not match the lab test's method ${tests[0].method}.`,
+      type: 'value_error.collection_method',
+    });
   }
   if (errors.length) throw new ValidationError(errors);
   const now = new Date();
@@ -143,7 +189,12 @@ export async function orderFromCreateRequest(deps: Pick<OrderViewDeps, 'repos' |
 }
 
 /** POST /v3/order/testkit/register: an order whose events run up to testkit_registered. */
-export async function orderFromRegistration(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, body: RegisterTestkitBody, orderId: string): Promise<LabOrderDoc> {
+export async function orderFromRegistration(
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  teamId: string,
+  body: RegisterTestkitBody,
+  orderId: string,
+): Promise<LabOrderDoc> {
   const errors: FieldError[] = [];
   await checkUser(deps, teamId, body.user_id, errors);
   checkPatient(body as Pick<CreateOrderBody, 'patient_details' | 'patient_address'>, errors);
@@ -178,10 +229,19 @@ export async function orderFromRegistration(deps: Pick<OrderViewDeps, 'repos' | 
 }
 
 /** The one test of a kit order: an active test-kit test (422 at `lab_test_id` otherwise). */
-async function resolveKitTest(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, testId: string, errors: FieldError[]): Promise<AnyLabTest[]> {
+async function resolveKitTest(
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  teamId: string,
+  testId: string,
+  errors: FieldError[],
+): Promise<AnyLabTest[]> {
   const tests = await resolveTests(deps, teamId, [testId], ['body', 'lab_test_id'], errors);
   if (tests.length && tests[0].method !== 'testkit') {
-    errors.push({ loc: ['body', 'lab_test_id'], msg: `Lab test '${testId}' is a ${tests[0].method} test; only test-kit tests are allowed here.`, type: 'value_error.lab_test_method' });
+    errors.push({
+      loc: ['body', 'lab_test_id'],
+      msg: `Lab test '${testId}' is a ${tests[0].method} test; only test-kit tests are allowed here.`,
+      type: 'value_error.lab_test_method',
+    });
   }
   return tests;
 }
@@ -190,7 +250,13 @@ async function resolveKitTest(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'
  * POST /v3/order/testkit: a kit ordered without a patient (reference: "registrable testkit"). Its events run to
  * awaiting_registration; its workflow ships it and waits for `POST /v3/order/testkit/register` with its sample id.
  */
-export async function orderFromUnregisteredTestkit(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, body: UnregisteredTestkitBody, orderId: string, sampleId: string): Promise<LabOrderDoc> {
+export async function orderFromUnregisteredTestkit(
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  teamId: string,
+  body: UnregisteredTestkitBody,
+  orderId: string,
+  sampleId: string,
+): Promise<LabOrderDoc> {
   const errors: FieldError[] = [];
   await checkUser(deps, teamId, body.user_id, errors);
   checkCountry(body.shipping_details.country, ['body', 'shipping_details', 'country'], errors);
@@ -213,7 +279,15 @@ export async function orderFromUnregisteredTestkit(deps: Pick<OrderViewDeps, 're
 }
 
 /** What an order without a patient holds of one (an unregistered kit). */
-const unboundPatient = () => ({ patient_details: null, patient_address: null, physician: null, consents: [], health_insurance_id: null, notes: null, clinical_notes: null });
+const unboundPatient = () => ({
+  patient_details: null,
+  patient_address: null,
+  physician: null,
+  consents: [],
+  health_insurance_id: null,
+  notes: null,
+  clinical_notes: null,
+});
 
 /** The fields every new initial order (not a redraw) created at once (no activate_by) starts with. */
 function initialOrderFields() {

@@ -73,7 +73,13 @@ export class OrderViews {
     const shared = [...new Set(docs.filter(hasSiblings).map((d) => d.order_transaction_id))];
     const siblings = shared.length ? await this.deps.repos.labOrders.transactionsOrders(teamId, shared) : [];
     const key = await this.deps.repos.secrets.key(DOCUMENT_URL_KEY);
-    return docs.map((d) => this.render(d, siblings.filter((s) => s.order_transaction_id === d.order_transaction_id), key));
+    return docs.map((d) =>
+      this.render(
+        d,
+        siblings.filter((s) => s.order_transaction_id === d.order_transaction_id),
+        key,
+      ),
+    );
   }
 
   render(doc: LabOrderDoc, siblings: TransactionMember[], urlKey: Buffer, uptoEventId?: number) {
@@ -116,9 +122,7 @@ export class OrderViews {
       last_event: eventView(last),
       physician: doc.physician,
       health_insurance_id: doc.health_insurance_id,
-      requisition_form_url: dispatched
-        ? signedDocumentUrl(publicBaseUrl(config), requisitionPath(doc._id), urlKey, config.REQUISITION_URL_TTL_SECONDS)
-        : null,
+      requisition_form_url: dispatched ? signedDocumentUrl(publicBaseUrl(config), requisitionPath(doc._id), urlKey, config.REQUISITION_URL_TTL_SECONDS) : null,
       priority: doc.priority,
       shipping_details: address(doc.shipping_details),
       activate_by: doc.activate_by,

@@ -68,12 +68,22 @@ export type RegistrationFields = Pick<LabOrderDoc, 'user_id' | 'patient_details'
 /** What an order transaction shows of each of its orders. */
 export type TransactionMember = Pick<
   LabOrderDoc,
-  '_id' | 'method' | 'order_transaction_id' | 'origin' | 'parent_id' | 'status' | 'low_level_status' | 'low_level_status_created_at' | 'created_at' | 'updated_at'
+  | '_id'
+  | 'method'
+  | 'order_transaction_id'
+  | 'origin'
+  | 'parent_id'
+  | 'status'
+  | 'low_level_status'
+  | 'low_level_status_created_at'
+  | 'created_at'
+  | 'updated_at'
 >;
 const TRANSACTION_MEMBER_FIELDS = Object.fromEntries(
-  ['method', 'order_transaction_id', 'origin', 'parent_id', 'status', 'low_level_status', 'low_level_status_created_at', 'created_at', 'updated_at'].map((f) => [f, 1]),
+  ['method', 'order_transaction_id', 'origin', 'parent_id', 'status', 'low_level_status', 'low_level_status_created_at', 'created_at', 'updated_at'].map(
+    (f) => [f, 1],
+  ),
 );
-
 
 /**
  * Lists page in `_id` order: new orders get time-ordered ids (UUIDv7), and on DocumentDB an index serves a sort
@@ -105,7 +115,12 @@ export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'list: by interpretation', filter: ['team_id', 'interpretation', '_id'], sort: ['_id'], residual: ['activate_by'] },
   { name: 'list: count of matches', filter: ['team_id'], residual: ['the other list filters'] },
   { name: "list: count of a team's orders past its checkpoint (order-counts-store.ts)", filter: ['team_id', '_id'] },
-  { name: 'list: by patient name ($all of its tokens)', filter: ['team_id', 'patient_name_tokens', '_id'], sort: ['_id'], residual: ['the other list filters'] },
+  {
+    name: 'list: by patient name ($all of its tokens)',
+    filter: ['team_id', 'patient_name_tokens', '_id'],
+    sort: ['_id'],
+    residual: ['the other list filters'],
+  },
   // search_input: one query, an $or whose every branch is served by an index of its own (checked with explain).
   { name: 'search_input branch: order id', filter: ['team_id', '_id'] },
   { name: 'search_input branch: sample id', filter: ['team_id', 'sample_id'] },
@@ -148,7 +163,6 @@ export class LabOrderRepository {
     this.names = new PatientNameIndexStore(this.orders, this.patientData, new SecretsRepository(db, cipher));
     this.counts = new OrderCountStore(db, this.orders, countSettings);
   }
-
 
   async ensureIndexes(_retention?: Retention): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
@@ -231,20 +245,32 @@ export class LabOrderRepository {
       docs = await pageOf(total);
     } else {
       // A full count: the page goes beside it, its plan judged by whether the matches are dense (isDenseList).
-      [total, docs] = await Promise.all([this.orders.countDocuments(filter), isDenseList(this.orders, filter).then((walkId) => this.listQuery(f, page, walkId).toArray())]);
+      [total, docs] = await Promise.all([
+        this.orders.countDocuments(filter),
+        isDenseList(this.orders, filter).then((walkId) => this.listQuery(f, page, walkId).toArray()),
+      ]);
     }
     return { orders: docs.slice(0, page.size).map((d) => this.opened(d)), more: docs.length > page.size, total };
   }
 
   /** The page query of `list` (one more than the page, to know if another follows); tests `explain` it. */
   listQuery(f: OrderListFilter, page: { after?: string; skip: number; size: number }, walkId = false) {
-    const query = this.orders.find(keysetFilter(listFilter(f), f.direction, page.after)).sort({ _id: f.direction }).skip(page.skip).limit(page.size + 1);
+    const query = this.orders
+      .find(keysetFilter(listFilter(f), f.direction, page.after))
+      .sort({ _id: f.direction })
+      .skip(page.skip)
+      .limit(page.size + 1);
     return walkId ? query.hint({ _id: 1 }) : query;
   }
 
   /** A `search_input` page's queries, one per alternative (searchFilters), up to the page's end; tests `explain` them. */
   searchQueries(f: OrderListFilter, page: { skip: number; size: number }) {
-    return searchFilters(f).map((filter) => this.orders.find(filter).sort({ _id: f.direction }).limit(page.skip + page.size + 1));
+    return searchFilters(f).map((filter) =>
+      this.orders
+        .find(filter)
+        .sort({ _id: f.direction })
+        .limit(page.skip + page.size + 1),
+    );
   }
 
   /** A `search_input` page: the alternatives' matches merged in `_id` order, paged by skip (they are few). */
@@ -326,7 +352,14 @@ export class LabOrderRepository {
 
   /** Undoes `bindRegistration` when the order's workflow refused the registration (e.g. cancelled meanwhile). */
   async releaseRegistration(order: LabOrderDoc, registrationId: string): Promise<void> {
-    const unbound: RegistrationFields = { user_id: order.user_id, patient_details: null, patient_address: null, physician: null, consents: [], health_insurance_id: null };
+    const unbound: RegistrationFields = {
+      user_id: order.user_id,
+      patient_details: null,
+      patient_address: null,
+      physician: null,
+      consents: [],
+      health_insurance_id: null,
+    };
     await this.orders.updateOne(
       { _id: order._id, registration_id: registrationId },
       { $set: { ...unbound, patient_name_tokens: [], registration_id: null }, $unset: { registration_pending_since: '' } },
@@ -338,7 +371,13 @@ export class LabOrderRepository {
    * event is not there yet (a retried activity overlapping a slow first attempt appends once) and the order's
    * patient data is not erased. Null: the order is erased (nothing written, nothing more to say about it).
    */
-  async appendEvent(current: LabOrderDoc, event: OrderEventDoc, high: HighLevelStatus, low: string, changes: Partial<LabOrderDoc> = {}): Promise<LabOrderDoc | null> {
+  async appendEvent(
+    current: LabOrderDoc,
+    event: OrderEventDoc,
+    high: HighLevelStatus,
+    low: string,
+    changes: Partial<LabOrderDoc> = {},
+  ): Promise<LabOrderDoc | null> {
     const set = { ...changes, status: high, low_level_status: low, low_level_status_created_at: event.created_at, updated_at: event.created_at };
     const written = await this.updateOrder(current._id, { $push: { events: event }, $set: set }, { ...NOT_ERASED, 'events.id': { $ne: event.id } });
     if (!written) {

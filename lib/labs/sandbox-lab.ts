@@ -170,7 +170,12 @@ export function createSandboxLab(catalogue: LabCatalogue): LabAdapter {
             date_received: isoWithOffset(now),
             date_reported: isoWithOffset(now),
             performing_laboratories: lab ? { [lab.slug]: { name: lab.name } } : {},
-            clinical_information: { fasting: order.lab_test.fasting, notes: null, information: `Specimen: ${order.lab_test.sample_type.replace(/_/g, ' ')}`, total_volume: null },
+            clinical_information: {
+              fasting: order.lab_test.fasting,
+              notes: null,
+              information: `Specimen: ${order.lab_test.sample_type.replace(/_/g, ' ')}`,
+              total_volume: null,
+            },
           },
         },
       };

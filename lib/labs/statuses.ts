@@ -127,7 +127,17 @@ interface Course {
 
 const COURSES: Record<CollectionMethod, Course> = {
   testkit: {
-    main: ['ordered', 'requisition_created', 'transit_customer', 'out_for_delivery', 'with_customer', 'transit_lab', 'delivered_to_lab', 'completed', 'corrected'],
+    main: [
+      'ordered',
+      'requisition_created',
+      'transit_customer',
+      'out_for_delivery',
+      'with_customer',
+      'transit_lab',
+      'delivered_to_lab',
+      'completed',
+      'corrected',
+    ],
     branches: [
       { after: 'transit_customer', tail: ['problem_in_transit_customer', 'failure_to_deliver_to_customer'] },
       { after: 'transit_lab', tail: ['problem_in_transit_lab', 'failure_to_deliver_to_lab'] },

@@ -22,10 +22,7 @@ export interface TeamLabTestDoc {
   updated_at: Date;
 }
 
-const INDEXES: IndexSpec[] = [
-  { key: { team_id: 1, slug: 1 }, unique: true },
-  { key: { team_id: 1, created_at: 1 } },
-];
+const INDEXES: IndexSpec[] = [{ key: { team_id: 1, slug: 1 }, unique: true }, { key: { team_id: 1, created_at: 1 } }];
 export const LAB_TEST_QUERY_SHAPES: QueryShape[] = [
   { name: 'test by id', filter: ['_id'] },
   { name: "a team's tests, oldest first", filter: ['team_id'], sort: ['created_at'] },

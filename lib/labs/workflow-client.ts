@@ -1,9 +1,5 @@
 import { randomInt } from 'node:crypto';
-import {
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowUpdateFailedError,
-  WorkflowUpdateRPCTimeoutOrCancelledError,
-} from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../platform/errors';
 import { isWorkflowGone } from '../platform/temporal';
@@ -42,7 +38,11 @@ export interface LabOrderDeps extends OrderViewDeps {
  * gives up (fails) after LAB_ORDER_STORE_GRACE_MS, and no order anyone can see. A retry with the same idempotency
  * key stores the order under the same id, joining that run or, once it has failed, starting a new one.
  */
-export async function startAndStoreOrder(deps: LabOrderDeps, doc: LabOrderDoc, requestId: string): Promise<{ stored: LabOrderDoc } | { sample_taken: LabOrderDoc | null }> {
+export async function startAndStoreOrder(
+  deps: LabOrderDeps,
+  doc: LabOrderDoc,
+  requestId: string,
+): Promise<{ stored: LabOrderDoc } | { sample_taken: LabOrderDoc | null }> {
   const { temporal, repos, config } = deps;
   const workflowId = workflowIds.labOrder(doc._id);
   try {
@@ -82,7 +82,10 @@ export async function startAndStoreOrder(deps: LabOrderDeps, doc: LabOrderDoc, r
   crashPoint('lab-order.stored');
   if ('sample_taken' in inserted) {
     // This run will never see its order: end it now rather than let it wait for the document.
-    await temporal.client.workflow.getHandle(workflowId).terminate('sample_id already registered').catch(() => undefined);
+    await temporal.client.workflow
+      .getHandle(workflowId)
+      .terminate('sample_id already registered')
+      .catch(() => undefined);
     return inserted;
   }
   return { stored: 'inserted' in inserted ? inserted.inserted : inserted.exists };
@@ -102,7 +105,11 @@ export async function findOrder(deps: LabOrderDeps, teamId: string, orderId: str
 }
 
 /** Runs a Temporal Update on the order's workflow and renders its refusals as the spec's 400s. */
-async function updateOrder<R>(deps: LabOrderDeps, doc: LabOrderDoc, run: (handle: ReturnType<TemporalDeps['client']['workflow']['getHandle']>) => Promise<R>): Promise<R> {
+async function updateOrder<R>(
+  deps: LabOrderDeps,
+  doc: LabOrderDoc,
+  run: (handle: ReturnType<TemporalDeps['client']['workflow']['getHandle']>) => Promise<R>,
+): Promise<R> {
   const handle = deps.temporal.client.workflow.getHandle(workflowIds.labOrder(doc._id));
   try {
     return await run(handle);
@@ -170,7 +177,8 @@ export async function feedLabResults(deps: LabOrderDeps, doc: LabOrderDoc, reque
     ],
   });
   await correction.catch((err) => {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new ApiError(409, 'The order is being updated by the lab right now; send the message again shortly.');
+    if (err instanceof WorkflowExecutionAlreadyStartedError)
+      throw new ApiError(409, 'The order is being updated by the lab right now; send the message again shortly.');
     throw err;
   });
   return { course: [dottedStatus(doc.method, 'corrected')] };

@@ -21,9 +21,20 @@ export const providerSetting = (config: Config, slug: string, what: 'CLIENT_ID' 
 
 const providerAppSchema = Object.fromEntries(
   REAL_PROVIDER_SLUGS.flatMap((slug) => [
-    [providerEnvKey(slug, 'CLIENT_ID'), Type.Optional(Type.String({ minLength: 1, description: `The deployment's ${slug} OAuth client id (teams' own credentials take precedence).` }))],
+    [
+      providerEnvKey(slug, 'CLIENT_ID'),
+      Type.Optional(Type.String({ minLength: 1, description: `The deployment's ${slug} OAuth client id (teams' own credentials take precedence).` })),
+    ],
     [providerEnvKey(slug, 'CLIENT_SECRET'), Type.Optional(Type.String({ minLength: 1, description: `The deployment's ${slug} OAuth client secret.` }))],
-    [providerEnvKey(slug, 'BASE_URL'), Type.Optional(Type.String({ format: 'uri', description: `Replaces scheme, host and port of every ${slug} URL (authorize, token, API, revoke); paths are kept. For a proxy, or the local fakes.` }))],
+    [
+      providerEnvKey(slug, 'BASE_URL'),
+      Type.Optional(
+        Type.String({
+          format: 'uri',
+          description: `Replaces scheme, host and port of every ${slug} URL (authorize, token, API, revoke); paths are kept. For a proxy, or the local fakes.`,
+        }),
+      ),
+    ],
   ]),
 ) as Record<`PROVIDER_${string}`, TOptional<TString>>;
 
@@ -41,7 +52,8 @@ export const ConfigSchema = Type.Object({
   API_KEEP_ALIVE_TIMEOUT_MS: Type.Integer({
     minimum: 1000,
     default: 65_000,
-    description: 'How long the API keeps an idle client connection open; above the idle timeout of any proxy in front of it (60 s on common load balancers), so the proxy, not the API, closes first.',
+    description:
+      'How long the API keeps an idle client connection open; above the idle timeout of any proxy in front of it (60 s on common load balancers), so the proxy, not the API, closes first.',
   }),
   PUBLIC_BASE_URL: Type.Optional(
     Type.String({
@@ -50,7 +62,10 @@ export const ConfigSchema = Type.Object({
         'Externally visible base URL: every URL the service returns starts with it (link pages, sign-in links, requisition forms, provider logos and callbacks). Required in production; in sandbox the default is http://API_HOST:API_PORT.',
     }),
   ),
-  MONGO_URL: Type.String({ default: 'mongodb://127.0.0.1:27017/', description: 'MongoDB connection string (MongoDB 7, or FerretDB v2 on PostgreSQL + DocumentDB).' }),
+  MONGO_URL: Type.String({
+    default: 'mongodb://127.0.0.1:27017/',
+    description: 'MongoDB connection string (MongoDB 7, or FerretDB v2 on PostgreSQL + DocumentDB).',
+  }),
   MONGO_DB: Type.String({ minLength: 1, default: 'healthbridge', description: 'Database name.' }),
   MONGO_QUERY_SHAPE_LOG: Type.Optional(
     Type.String({
@@ -71,7 +86,7 @@ export const ConfigSchema = Type.Object({
   USER_DELETION_GRACE_SECONDS: Type.Integer({
     minimum: 1,
     default: 604800,
-    description: 'Grace period between DELETE /v2/user/{id} and erasure of the user\'s data (7 days).',
+    description: "Grace period between DELETE /v2/user/{id} and erasure of the user's data (7 days).",
   }),
   AUTH_CACHE_TTL_MS: Type.Integer({
     minimum: 0,
@@ -164,7 +179,8 @@ export const ConfigSchema = Type.Object({
   WEBHOOK_SWEEP_INTERVAL_MS: Type.Optional(
     Type.Integer({
       minimum: 100,
-      description: 'How often the stranded-work sweep runs, repairing what a crash left behind (events not fanned out, overdue deliveries, connections\' unfinished steps, kit registrations). Unset: the longer of WEBHOOK_SWEEP_GRACE_MS and CONNECTION_STEPS_GRACE_MS.',
+      description:
+        "How often the stranded-work sweep runs, repairing what a crash left behind (events not fanned out, overdue deliveries, connections' unfinished steps, kit registrations). Unset: the longer of WEBHOOK_SWEEP_GRACE_MS and CONNECTION_STEPS_GRACE_MS.",
     }),
   ),
   WEBHOOK_SWEEP_GRACE_MS: Type.Integer({
@@ -175,12 +191,13 @@ export const ConfigSchema = Type.Object({
   CONNECTION_STEPS_GRACE_MS: Type.Integer({
     minimum: 0,
     default: 60000,
-    description: 'Age after which the stranded-work sweep finishes the second step of a two-step write whose api crashed in between: a connect or deregister (connected_sources, the workflow start or stop) and a kit registration (the order workflow told).',
+    description:
+      'Age after which the stranded-work sweep finishes the second step of a two-step write whose api crashed in between: a connect or deregister (connected_sources, the workflow start or stop) and a kit registration (the order workflow told).',
   }),
   LAB_ORDER_STORE_GRACE_MS: Type.Integer({
     minimum: 1000,
     default: 120000,
-    description: 'How long a new lab order\'s workflow waits for the api to store the order before it gives up (the request crashed in between).',
+    description: "How long a new lab order's workflow waits for the api to store the order before it gives up (the request crashed in between).",
   }),
   REQUISITION_URL_TTL_SECONDS: Type.Integer({
     minimum: 1,
@@ -191,7 +208,7 @@ export const ConfigSchema = Type.Object({
     exclusiveMinimum: 0,
     maximum: 1,
     default: 1,
-    description: 'Multiplies the wait until an order\'s activate_by date (1 in production; tests shorten days to seconds).',
+    description: "Multiplies the wait until an order's activate_by date (1 in production; tests shorten days to seconds).",
   }),
   WEBHOOK_RETENTION_DAYS: Type.Number({
     exclusiveMinimum: 0,
@@ -239,7 +256,8 @@ export const ConfigSchema = Type.Object({
   HISTORICAL_PULL_GIVE_UP_SECONDS: Type.Number({
     exclusiveMinimum: 0,
     default: 3600,
-    description: "How long a resource's historical pull may keep failing on our side (database or Temporal down, a stalled adapter) before it is recorded as failed (unexpected_error) and the connection goes on.",
+    description:
+      "How long a resource's historical pull may keep failing on our side (database or Temporal down, a stalled adapter) before it is recorded as failed (unexpected_error) and the connection goes on.",
   }),
   WEARABLE_SYNC_INTERVAL_SECONDS: Type.Number({
     exclusiveMinimum: 0,
@@ -256,17 +274,19 @@ export const ConfigSchema = Type.Object({
   PROVIDER_TOKEN_REFRESH_SKEW_SECONDS: Type.Integer({
     minimum: 0,
     default: 300,
-    description: "A provider access token is refreshed this long before it expires (one refresh per connection at a time, across workers).",
+    description: 'A provider access token is refreshed this long before it expires (one refresh per connection at a time, across workers).',
   }),
   PROVIDER_REQUEST_TIMEOUT_MS: Type.Integer({
     minimum: 100,
     default: 30000,
-    description: 'How long one request to a provider (API or token endpoint) may take before it counts as unanswered (a refresh then keeps its claim and is tried again with the same refresh token).',
+    description:
+      'How long one request to a provider (API or token endpoint) may take before it counts as unanswered (a refresh then keeps its claim and is tried again with the same refresh token).',
   }),
   PROVIDER_SUBSCRIPTION_RENEW_DAYS: Type.Number({
     exclusiveMinimum: 0,
     default: 7,
-    description: "Provider push subscriptions that expire (Oura's) are renewed this long before expiration_time by the provider-subscriptions Temporal Schedule.",
+    description:
+      "Provider push subscriptions that expire (Oura's) are renewed this long before expiration_time by the provider-subscriptions Temporal Schedule.",
   }),
   ...providerAppSchema,
 });

@@ -31,7 +31,6 @@ export const unauthorized = (detail: string) => new ApiError(401, detail);
 export const forbidden = (detail: string) => new ApiError(403, detail);
 export const notFound = (detail: string) => new ApiError(404, detail);
 
-
 /** Seconds a client should wait before retrying a request refused because a dependency is down. */
 export const DEPENDENCY_RETRY_AFTER_SECONDS = 5;
 

@@ -16,7 +16,9 @@ const armed = new Map<string, Failure>(
     .split(',')
     .map((entry) => entry.trim())
     .filter(Boolean)
-    .map((entry): [string, Failure] => (entry.endsWith(':error') ? [entry.slice(0, -':error'.length), { kind: 'error', times: Infinity }] : [entry, { kind: 'crash', times: Infinity }])),
+    .map((entry): [string, Failure] =>
+      entry.endsWith(':error') ? [entry.slice(0, -':error'.length), { kind: 'error', times: Infinity }] : [entry, { kind: 'crash', times: Infinity }],
+    ),
 );
 
 export function crashPoint(name: string): void {

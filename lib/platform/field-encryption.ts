@@ -58,8 +58,7 @@ export function generateDataKey(id = `k${new Date().toISOString().slice(0, 10).r
   return `${id}:${randomBytes(32).toString('base64')}`;
 }
 
-const bytesOf = (b: Binary | Uint8Array): Buffer =>
-  b instanceof Binary ? Buffer.from(b.buffer.buffer, b.buffer.byteOffset, b.position) : Buffer.from(b);
+const bytesOf = (b: Binary | Uint8Array): Buffer => (b instanceof Binary ? Buffer.from(b.buffer.buffer, b.buffer.byteOffset, b.position) : Buffer.from(b));
 
 export class FieldCipher {
   private readonly keys: Map<string, Buffer>;

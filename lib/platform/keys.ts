@@ -68,6 +68,5 @@ export function uuidV7Millis(id: string): number | null {
   return parseInt(id.slice(0, 8) + id.slice(9, 13), 16);
 }
 
-export const teamKeyPrefix = (environment: string, region: string) =>
-  `${environment === 'production' ? 'pk' : 'sk'}_${region}_`;
+export const teamKeyPrefix = (environment: string, region: string) => `${environment === 'production' ? 'pk' : 'sk'}_${region}_`;
 export const MANAGEMENT_KEY_PREFIX = 'mg_';

@@ -1,4 +1,12 @@
-import { Client, Connection, WorkflowNotFoundError, WorkflowUpdateFailedError, defaultGrpcRetryOptions, isGrpcServiceError, makeGrpcRetryInterceptor } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  defaultGrpcRetryOptions,
+  isGrpcServiceError,
+  makeGrpcRetryInterceptor,
+} from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporalCallMetrics } from './metrics';
 

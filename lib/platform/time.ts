@@ -66,7 +66,8 @@ export function offsetSuffix(offsetSeconds: number): string {
 }
 
 /** The instant as local wall-clock time at an offset, to the second: `YYYY-MM-DDTHH:MM:SS±HH:MM`, e.g. `2026-11-01T23:10:00+01:00`. */
-export const isoLocal = (instantMs: number, offsetSeconds: number): string => `${new Date(instantMs + offsetSeconds * 1000).toISOString().slice(0, 19)}${offsetSuffix(offsetSeconds)}`;
+export const isoLocal = (instantMs: number, offsetSeconds: number): string =>
+  `${new Date(instantMs + offsetSeconds * 1000).toISOString().slice(0, 19)}${offsetSuffix(offsetSeconds)}`;
 
 /** Every date from `start` to `end`, both included (empty when start > end). */
 export function datesBetween(start: string, end: string): string[] {

@@ -17,11 +17,7 @@ export interface UrlPolicy {
   allowedSubnets?: BlockList;
 }
 
-export function urlPolicyFromConfig(config: {
-  DEPLOYMENT_ENVIRONMENT: string;
-  WEBHOOK_ALLOW_LOOPBACK?: boolean;
-  WEBHOOK_URL_ALLOWLIST: string;
-}): UrlPolicy {
+export function urlPolicyFromConfig(config: { DEPLOYMENT_ENVIRONMENT: string; WEBHOOK_ALLOW_LOOPBACK?: boolean; WEBHOOK_URL_ALLOWLIST: string }): UrlPolicy {
   const production = config.DEPLOYMENT_ENVIRONMENT === 'production';
   return {
     requireHttps: production,
@@ -147,9 +143,7 @@ export function isAllowlisted(url: URL, policy: UrlPolicy): boolean {
 }
 
 function resolveAll(host: string): Promise<LookupAddress[]> {
-  return new Promise((resolve, reject) =>
-    dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))),
-  );
+  return new Promise((resolve, reject) => dnsLookup(host, { all: true, verbatim: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))));
 }
 
 /**
@@ -160,7 +154,8 @@ function resolveAll(host: string): Promise<LookupAddress[]> {
  * `/`), any `@` before the path (credentials, even empty: `http://a@b` goes to b), and fragments (never sent).
  */
 export function normalizeWebhookUrl(raw: string): { url: string } | { reason: string } {
-  if (/[\u0000-\u0020\u007f]/.test(raw)) return { reason: 'The URL contains whitespace or control characters (a space, tab or newline); percent-encode or remove them.' };
+  if (/[\u0000-\u0020\u007f]/.test(raw))
+    return { reason: 'The URL contains whitespace or control characters (a space, tab or newline); percent-encode or remove them.' };
   if (raw.includes('\\')) return { reason: 'The URL contains a backslash, which URL parsers read differently; use / or %5C.' };
   let url: URL;
   try {
@@ -225,7 +220,9 @@ async function checkAddresses(url: URL, policy: UrlPolicy): Promise<string | nul
 export function brokerPolicyFromConfig(config: Parameters<typeof urlPolicyFromConfig>[0] & { PIPELINE_BROKER_ALLOWLIST: string }): UrlPolicy {
   const allowedSubnets = new BlockList();
   const allowlist: string[] = [];
-  for (const entry of config.PIPELINE_BROKER_ALLOWLIST.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)) {
+  for (const entry of config.PIPELINE_BROKER_ALLOWLIST.split(',')
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean)) {
     const cidr = /^(.+)\/(\d{1,3})$/.exec(entry);
     if (cidr && isIP(cidr[1])) allowedSubnets.addSubnet(cidr[1], Number(cidr[2]), isIP(cidr[1]) === 6 ? 'ipv6' : 'ipv4');
     else allowlist.push(entry);

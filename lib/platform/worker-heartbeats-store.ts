@@ -22,7 +22,10 @@ export interface WorkerHeartbeatDoc {
   last_seen_at: Date;
 }
 
-export const WORKER_HEARTBEAT_INDEXES: IndexSpec[] = [{ key: { task_queue: 1, last_seen_at: 1 } }, { key: { last_seen_at: 1 }, expireAfter: 'workerHeartbeats' }];
+export const WORKER_HEARTBEAT_INDEXES: IndexSpec[] = [
+  { key: { task_queue: 1, last_seen_at: 1 } },
+  { key: { last_seen_at: 1 }, expireAfter: 'workerHeartbeats' },
+];
 export const WORKER_HEARTBEAT_QUERY_SHAPES: QueryShape[] = [
   { name: 'a fresh heartbeat on a task queue (readiness)', filter: ['task_queue', 'last_seen_at'] },
   { name: 'one worker beats or leaves', filter: ['_id'] },

@@ -10,7 +10,17 @@ import { timeOrderedUuid } from '../platform/keys';
 /** What one change acts on (a request that changes several things, e.g. deletes several keys, names each). */
 export interface AuditTarget {
   action: AuditAction;
-  type: 'org' | 'team' | 'management_key' | 'team_api_key' | 'team_custom_credentials' | 'webhook' | 'webhook_event' | 'pipeline' | 'pipeline_event' | 'console_link';
+  type:
+    | 'org'
+    | 'team'
+    | 'management_key'
+    | 'team_api_key'
+    | 'team_custom_credentials'
+    | 'webhook'
+    | 'webhook_event'
+    | 'pipeline'
+    | 'pipeline_event'
+    | 'console_link';
   id: string;
   teamId: string | null;
 }

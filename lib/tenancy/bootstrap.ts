@@ -30,10 +30,7 @@ export async function ensureDevTenant(
 ): Promise<{ credentials: DevCredentials; created: boolean }> {
   const base_url = publicBaseUrl(config);
   if (saved) {
-    const [teamKey, mgmtKey] = await Promise.all([
-      repos.tenancy.verifyTeamApiKey(saved.team_api_key),
-      repos.tenancy.verifyManagementKey(saved.management_key),
-    ]);
+    const [teamKey, mgmtKey] = await Promise.all([repos.tenancy.verifyTeamApiKey(saved.team_api_key), repos.tenancy.verifyManagementKey(saved.management_key)]);
     if (teamKey && mgmtKey && teamKey.team_id === saved.team_id && mgmtKey.org_id === saved.org_id) {
       return { credentials: { ...saved, base_url, temporal_ui_url: temporalUiUrl }, created: false };
     }

@@ -87,13 +87,23 @@ export class ConsoleSessionRepository {
    * session: the operator asks for a new link.
    */
   async useLink(token: string, now = new Date()): Promise<{ token: string; session: ConsoleSessionDoc } | { refused: ConsoleLinkRefusal }> {
-    const link = await this.sessions.findOneAndUpdate({ _id: hashKey(token), kind: 'link', used_at: null, expires_at: { $gt: now } }, { $set: { used_at: now } });
+    const link = await this.sessions.findOneAndUpdate(
+      { _id: hashKey(token), kind: 'link', used_at: null, expires_at: { $gt: now } },
+      { $set: { used_at: now } },
+    );
     if (!link) {
       const seen = await this.findLink(token);
       return { refused: !seen ? 'unknown' : seen.used_at ? 'used' : 'expired' };
     }
     const minted = mintKey(CONSOLE_SESSION_PREFIX);
-    const session: ConsoleSessionDoc = { ...link, _id: minted.hash, kind: 'session', used_at: null, expires_at: new Date(now.getTime() + CONSOLE_SESSION_TTL_MS), created_at: now };
+    const session: ConsoleSessionDoc = {
+      ...link,
+      _id: minted.hash,
+      kind: 'session',
+      used_at: null,
+      expires_at: new Date(now.getTime() + CONSOLE_SESSION_TTL_MS),
+      created_at: now,
+    };
     await this.sessions.insertOne(session);
     return { token: minted.value, session };
   }

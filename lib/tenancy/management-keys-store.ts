@@ -50,10 +50,9 @@ export class ManagementKeyStore {
       if ('refused' in decision) return decision;
       if (decision.keys.length > MAX_MANAGEMENT_KEYS_PER_ORG && decision.keys.length > ring.keys.length) return { refused: 'too_many_keys' };
       const stored: StoredManagementKey[] = decision.keys.map(({ org_id: _org, ...key }) => key);
-      const { matchedCount } = await this.orgs.updateOne(
-        { _id: orgId, management_keys_version: ring.version } as Filter<StoredOrg>,
-        { $set: { management_keys: stored, management_keys_version: (ring.version ?? 0) + 1 } },
-      );
+      const { matchedCount } = await this.orgs.updateOne({ _id: orgId, management_keys_version: ring.version } as Filter<StoredOrg>, {
+        $set: { management_keys: stored, management_keys_version: (ring.version ?? 0) + 1 },
+      });
       if (matchedCount) return decision.result;
       if (attempt === 20) throw new ApiError(503, "The organisation's keys kept changing under this request; retry it.", { 'Retry-After': '1' });
     }
@@ -123,7 +122,10 @@ export class ManagementKeyStore {
       const next = changed ? keys.map((k) => (k._id === keyId ? changed : k)) : keys.filter((k) => k._id !== keyId);
       if (!next.some((k) => k.role === 'org_admin')) return { refused: 'last_org_admin' };
       if (changed) {
-        const unknown = await this.unknownTeams(orgId, changed.team_ids.filter((id) => !target.team_ids.includes(id)));
+        const unknown = await this.unknownTeams(
+          orgId,
+          changed.team_ids.filter((id) => !target.team_ids.includes(id)),
+        );
         if (unknown.length) return { refused: { unknown_team_ids: unknown } };
       }
       return { keys: next, result: { key: changed ?? target } };

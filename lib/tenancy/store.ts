@@ -64,7 +64,7 @@ export const TENANCY_QUERY_SHAPES: Record<TenancyCollection, QueryShape[]> = {
     },
     { name: "an org's teams", filter: ['org_id'], sort: ['created_at', '_id'] },
     // Read off the org's index with the `_id`s checked in its keys; an org has few teams.
-    { name: "a team admin's teams", filter: ['org_id'], sort: ['created_at', '_id'], residual: ['_id in the key\'s teams'] },
+    { name: "a team admin's teams", filter: ['org_id'], sort: ['created_at', '_id'], residual: ["_id in the key's teams"] },
   ],
   team_api_keys: [
     { name: 'key by hash (authentication)', filter: ['key_hash'] },
@@ -129,7 +129,11 @@ export class TenancyRepository {
 
   /** One field set by one kind of request: concurrent renames end with one of the names, nothing to lock. */
   renameOrg(orgId: string, name: string) {
-    return this.orgs.findOneAndUpdate({ _id: orgId }, { $set: { name } }, { returnDocument: 'after', projection: { management_keys: 0, management_keys_version: 0 } });
+    return this.orgs.findOneAndUpdate(
+      { _id: orgId },
+      { $set: { name } },
+      { returnDocument: 'after', projection: { management_keys: 0, management_keys_version: 0 } },
+    );
   }
 
   /** Claims the one-time production bootstrap (a fixed `_id` makes concurrent runs race safely). */
@@ -225,12 +229,7 @@ export class TenancyRepository {
    * One conditional write: the filter holds the version read and "not being deleted", so a change or a DELETE
    * that landed in between makes this one read the team again and decide again (rule 3).
    */
-  async updateTeam(
-    orgId: string | null,
-    teamId: string,
-    changes: TeamChanges,
-    check: (merged: TeamDoc) => void = () => undefined,
-  ): Promise<TeamDoc | null> {
+  async updateTeam(orgId: string | null, teamId: string, changes: TeamChanges, check: (merged: TeamDoc) => void = () => undefined): Promise<TeamDoc | null> {
     for (let attempt = 1; ; attempt++) {
       const team = await this.findTeamById(teamId);
       if (!team || (orgId !== null && team.org_id !== orgId)) return null;
@@ -240,10 +239,9 @@ export class TenancyRepository {
       const set = { ...fields, ...(flags ? { feature_flags: { ...team.feature_flags, ...flags } } : {}), updated_at: new Date(), version };
       const merged = { ...team, ...set };
       check(merged);
-      const { matchedCount } = await this.teams.updateOne(
-        { _id: teamId, version: team.version ?? null, deletion_started_at: null } as Filter<StoredTeam>,
-        { $set: set },
-      );
+      const { matchedCount } = await this.teams.updateOne({ _id: teamId, version: team.version ?? null, deletion_started_at: null } as Filter<StoredTeam>, {
+        $set: set,
+      });
       if (matchedCount) return merged;
       if (attempt === 20) throw new ApiError(503, 'The team kept changing under this request; retry it.', { 'Retry-After': '1' });
     }
@@ -279,7 +277,9 @@ export class TenancyRepository {
       if (heldFor > 0) {
         if (Date.now() > waitUntil) {
           const retryAfter = String(Math.ceil(heldFor / 1000));
-          throw new ApiError(503, `Another DELETE of team ${teamId} is under way (or crashed: its claim lapses in ${retryAfter} s); retry it then.`, { 'Retry-After': retryAfter });
+          throw new ApiError(503, `Another DELETE of team ${teamId} is under way (or crashed: its claim lapses in ${retryAfter} s); retry it then.`, {
+            'Retry-After': retryAfter,
+          });
         }
         await sleep(50);
         continue;

@@ -49,7 +49,9 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
       },
       // Each connection's workflow revoked its provider access when it stopped; tokens left (a provider that refused) go here.
       erase: async ({ teamId, userId }) =>
-        (await repos.connections.eraseAllForUser(teamId, userId)) + (await repos.linkTokens.eraseAllForUser(teamId, userId)) + (await repos.providerAuth.eraseAllForUser(teamId, userId)),
+        (await repos.connections.eraseAllForUser(teamId, userId)) +
+        (await repos.linkTokens.eraseAllForUser(teamId, userId)) +
+        (await repos.providerAuth.eraseAllForUser(teamId, userId)),
     },
     {
       // Lab orders keep their audit trail (ids, tests, sample id, physician, status history) and lose the

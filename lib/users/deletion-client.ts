@@ -3,12 +3,7 @@ import { ApplicationFailure, type UpdateDefinition } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../platform/errors';
 import type { UserDoc } from './store';
 import { workflowIds } from '../../workflows/ids';
-import {
-  requestUserDeletionUpdate,
-  undoUserDeletionUpdate,
-  userDeletionWorkflow,
-  type UserDeletionInput,
-} from '../../workflows/user-deletion';
+import { requestUserDeletionUpdate, undoUserDeletionUpdate, userDeletionWorkflow, type UserDeletionInput } from '../../workflows/user-deletion';
 import type { Config } from '../platform/config';
 import type { Logger } from '../platform/logger';
 import type { TemporalDeps } from '../platform/temporal';
@@ -40,16 +35,17 @@ async function toDeletionWorkflow<Ret, Args extends unknown[]>(
   const { temporal } = deps;
   const input: UserDeletionInput = { teamId: user.team_id, userId: user._id };
   // An operation is single-use: a fresh one for each attempt.
-  const startWorkflowOperation = () => new WithStartWorkflowOperation(userDeletionWorkflow, {
-    workflowId: workflowIds.userDeletion(user._id),
-    taskQueue: temporal.taskQueue,
-    args: [input],
-    // The open run owns the user's deletion state; a closed one is followed by a new run.
-    workflowIdConflictPolicy: 'USE_EXISTING',
-    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-    // Operators can match a workflow in the Temporal UI to the api's request log line.
-    memo: { request_id: requestId, team_id: user.team_id },
-  });
+  const startWorkflowOperation = () =>
+    new WithStartWorkflowOperation(userDeletionWorkflow, {
+      workflowId: workflowIds.userDeletion(user._id),
+      taskQueue: temporal.taskQueue,
+      args: [input],
+      // The open run owns the user's deletion state; a closed one is followed by a new run.
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      // Operators can match a workflow in the Temporal UI to the api's request log line.
+      memo: { request_id: requestId, team_id: user.team_id },
+    });
   for (let attempt = 1; ; attempt++) {
     try {
       return await temporal.client.workflow.executeUpdateWithStart(update, { args, startWorkflowOperation: startWorkflowOperation() });
@@ -61,7 +57,10 @@ async function toDeletionWorkflow<Ret, Args extends unknown[]>(
       if (err instanceof WorkflowUpdateFailedError) {
         // Our own fault persisted through the workflow's retries (e.g. the database was unavailable).
         const cause = err.cause as (Error & { type?: string }) | undefined;
-        deps.logger.warn({ workflowId: workflowIds.userDeletion(user._id), cause: cause?.name, causeType: cause?.type, causeMessage: cause?.message }, 'user deletion update failed');
+        deps.logger.warn(
+          { workflowId: workflowIds.userDeletion(user._id), cause: cause?.name, causeType: cause?.type, causeMessage: cause?.message },
+          'user deletion update failed',
+        );
         throw new ApiError(503, 'The change could not be applied right now; it is safe to retry.', { 'Retry-After': '1' });
       }
       throw err;
@@ -112,8 +111,7 @@ export async function undoUserDeletion(
   const { repos } = deps;
   const user = by.user_id
     ? await repos.users.find(teamId, by.user_id)
-    : ((await repos.users.findPendingByClientUserId(teamId, by.client_user_id!)) ??
-      (await repos.users.findLatestByClientUserId(teamId, by.client_user_id!)));
+    : ((await repos.users.findPendingByClientUserId(teamId, by.client_user_id!)) ?? (await repos.users.findLatestByClientUserId(teamId, by.client_user_id!)));
   const who = by.user_id ? `User ${by.user_id}` : `The user with client_user_id '${by.client_user_id}'`;
   if (!user) throw notFound(`${who} was not found.`);
   const notScheduled = () => badRequest(`${who} is not scheduled for deletion; nothing to undo.`);

@@ -38,9 +38,7 @@ export interface UserDoc {
   erased_client_user_id_sha256?: string;
 }
 
-export type UserChanges = Partial<
-  Pick<UserDoc, 'client_user_id' | 'fallback_time_zone' | 'fallback_birth_date' | 'ingestion_start' | 'ingestion_end'>
->;
+export type UserChanges = Partial<Pick<UserDoc, 'client_user_id' | 'fallback_time_zone' | 'fallback_birth_date' | 'ingestion_start' | 'ingestion_end'>>;
 
 export type RestoreOutcome =
   | { outcome: 'restored'; user: UserDoc }
@@ -137,10 +135,7 @@ export class UserRepository {
 
   /** The most recently deleted, still restorable user with that client_user_id. */
   findPendingByClientUserId(teamId: string, clientUserId: string) {
-    return this.users.findOne(
-      { team_id: teamId, client_user_id: clientUserId, status: 'pending_deletion' },
-      { sort: { 'deletion.requested_at': -1 } },
-    );
+    return this.users.findOne({ team_id: teamId, client_user_id: clientUserId, status: 'pending_deletion' }, { sort: { 'deletion.requested_at': -1 } });
   }
 
   /** The newest user that has or had this client_user_id (erased users included). */
@@ -162,14 +157,21 @@ export class UserRepository {
   ): Promise<{ users: UserDoc[]; more: boolean; total: number | null }> {
     // With a count, the page goes beside it: its plan needs only whether the matches are dense (isDenseList).
     const [total, docs] = page.countTotal
-      ? await Promise.all([this.countActive(teamId), isDenseList(this.users, activeIn(teamId)).then((walkId) => this.listActiveQuery(teamId, page, walkId).toArray())])
+      ? await Promise.all([
+          this.countActive(teamId),
+          isDenseList(this.users, activeIn(teamId)).then((walkId) => this.listActiveQuery(teamId, page, walkId).toArray()),
+        ])
       : [null, await this.listActiveQuery(teamId, page, await walksIdIndex(this.users, page.knownTotal)).toArray()];
     return { users: docs.slice(0, page.limit), more: docs.length > page.limit, total };
   }
 
   /** The page query of `listActive` (one more than the page, to know if another follows); tests `explain` it. */
   listActiveQuery(teamId: string, page: { after?: string; offset: number; limit: number }, walkId = false) {
-    const query = this.users.find(keysetFilter(activeIn(teamId), 1, page.after)).sort({ _id: 1 }).skip(page.offset).limit(page.limit + 1);
+    const query = this.users
+      .find(keysetFilter(activeIn(teamId), 1, page.after))
+      .sort({ _id: 1 })
+      .skip(page.offset)
+      .limit(page.limit + 1);
     return walkId ? query.hint({ _id: 1 }) : query;
   }
 
@@ -178,11 +180,7 @@ export class UserRepository {
   }
 
   /** Applies changes to an active user. `conflict` when the new client_user_id is taken. */
-  async patchActive(
-    teamId: string,
-    userId: string,
-    changes: UserChanges,
-  ): Promise<{ updated: UserDoc } | { conflict: UserDoc } | null> {
+  async patchActive(teamId: string, userId: string, changes: UserChanges): Promise<{ updated: UserDoc } | { conflict: UserDoc } | null> {
     const set: Record<string, unknown> = { ...changes, updated_at: new Date() };
     if (changes.client_user_id !== undefined) set.client_user_key = changes.client_user_id;
     try {
@@ -248,7 +246,10 @@ export class UserRepository {
    * writer that finds the mark after its write removes what it wrote (`takesData`). Idempotent.
    */
   async markErasing(teamId: string, userId: string): Promise<void> {
-    await this.users.updateOne({ _id: userId, team_id: teamId, status: 'pending_deletion', 'deletion.erasing_at': { $exists: false } }, { $set: { 'deletion.erasing_at': new Date() } });
+    await this.users.updateOne(
+      { _id: userId, team_id: teamId, status: 'pending_deletion', 'deletion.erasing_at': { $exists: false } },
+      { $set: { 'deletion.erasing_at': new Date() } },
+    );
   }
 
   /**

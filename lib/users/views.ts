@@ -17,12 +17,8 @@ export function toUser(doc: UserDoc): User {
       source: c.source,
       provider: c.source,
     })),
-    fallback_time_zone: doc.fallback_time_zone
-      ? { ...doc.fallback_time_zone, updated_at: isoWithOffset(doc.fallback_time_zone.updated_at) }
-      : null,
-    fallback_birth_date: doc.fallback_birth_date
-      ? { ...doc.fallback_birth_date, updated_at: isoWithOffset(doc.fallback_birth_date.updated_at) }
-      : null,
+    fallback_time_zone: doc.fallback_time_zone ? { ...doc.fallback_time_zone, updated_at: isoWithOffset(doc.fallback_time_zone.updated_at) } : null,
+    fallback_birth_date: doc.fallback_birth_date ? { ...doc.fallback_birth_date, updated_at: isoWithOffset(doc.fallback_birth_date.updated_at) } : null,
     ingestion_start: doc.ingestion_start ?? null,
     ingestion_end: doc.ingestion_end ?? null,
   };

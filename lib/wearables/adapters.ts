@@ -45,7 +45,20 @@ export interface ProviderAdapter {
 const DEMO_RESOURCES: Record<string, string[]> = {
   oura: ['profile', 'activity', 'sleep', 'workouts', 'heartrate', 'hrv', 'blood_oxygen', 'steps', 'calories_active', 'respiratory_rate', 'hypnogram'],
   fitbit: ['profile', 'activity', 'sleep', 'body', 'workouts', 'meal', 'heartrate', 'steps', 'calories_active', 'distance', 'weight', 'fat'],
-  apple_health_kit: ['profile', 'activity', 'sleep', 'body', 'workouts', 'workout_stream', 'heartrate', 'hrv', 'steps', 'calories_active', 'distance', 'blood_oxygen'],
+  apple_health_kit: [
+    'profile',
+    'activity',
+    'sleep',
+    'body',
+    'workouts',
+    'workout_stream',
+    'heartrate',
+    'hrv',
+    'steps',
+    'calories_active',
+    'distance',
+    'blood_oxygen',
+  ],
   freestyle_libre: ['glucose'],
 };
 export const DEMO_PROVIDERS = Object.keys(DEMO_RESOURCES);
@@ -88,13 +101,22 @@ async function injectSandboxFault(req: FetchRequest): Promise<void> {
   }
   if (fault.permanent) throw new ProviderFetchError(fault.error_type ?? 'non_retriable_error', `Sandbox fault: ${req.resource} always fails.`);
   if (req.attempt <= (fault.transient_failures ?? 0)) {
-    throw new ProviderFetchError(fault.error_type ?? 'provider_unavailable', `Sandbox fault: ${req.resource} attempt ${req.attempt} of ${fault.transient_failures} failing attempts.`);
+    throw new ProviderFetchError(
+      fault.error_type ?? 'provider_unavailable',
+      `Sandbox fault: ${req.resource} attempt ${req.attempt} of ${fault.transient_failures} failing attempts.`,
+    );
   }
 }
 
 /** SDK / app providers: the customer's app pushes data (POST /v2/ingest/...); nothing to pull. */
 function pushAdapter(slug: string, supported: string[]): ProviderAdapter {
-  return { slug, mode: 'push', resources: supported, historyDays: 0, fetch: async () => ({ source_type: 'unknown', summaries: [], samples: [], workout_streams: [] }) };
+  return {
+    slug,
+    mode: 'push',
+    resources: supported,
+    historyDays: 0,
+    fetch: async () => ({ source_type: 'unknown', summaries: [], samples: [], workout_streams: [] }),
+  };
 }
 
 /** A real provider: its pages are fetched by the page activities (activities/wearables.ts), never through `fetch`. */
@@ -127,4 +149,3 @@ export function createAdapterRegistry(providers: ProviderCatalogue): AdapterRegi
     },
   };
 }
-

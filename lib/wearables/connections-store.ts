@@ -177,12 +177,18 @@ export class ConnectionRepository {
 
   /** The live connections (any team) of the provider's user `externalUserId`: whom a push is about. */
   liveByExternalUser(provider: string, externalUserId: string): Promise<ConnectionDoc[]> {
-    return this.connections.find({ provider, external_user_id: externalUserId, status: { $ne: 'deregistered' } }).limit(100).toArray();
+    return this.connections
+      .find({ provider, external_user_id: externalUserId, status: { $ne: 'deregistered' } })
+      .limit(100)
+      .toArray();
   }
 
   /** Connections whose pending steps are older than `cutoff`: their api crashed before finishing them. */
   withStepsPendingBefore(cutoff: Date, limit: number): Promise<ConnectionDoc[]> {
-    return this.connections.find({ steps_pending_since: { $lt: cutoff } }).limit(limit).toArray();
+    return this.connections
+      .find({ steps_pending_since: { $lt: cutoff } })
+      .limit(limit)
+      .toArray();
   }
 
   /** Clears the marker the steps were run for; a newer one (a later deregister) stays for its own steps. */

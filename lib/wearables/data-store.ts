@@ -85,7 +85,12 @@ export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'sample_buckets' |
     { name: "erase a user's summaries", filter: ['team_id', 'user_id'] },
   ],
   sample_buckets: [
-    { name: "a user's day buckets of one resource in a day range (flat and grouped reads)", filter: ['team_id', 'user_id', 'resource', 'day'], sort: ['day'], residual: ['provider'] },
+    {
+      name: "a user's day buckets of one resource in a day range (flat and grouped reads)",
+      filter: ['team_id', 'user_id', 'resource', 'day'],
+      sort: ['day'],
+      residual: ['provider'],
+    },
     { name: 'buckets by id (ingestion reads the days it writes, and writes them conditional on the version read)', filter: ['_id'], residual: ['version'] },
     { name: "erase a user's buckets", filter: ['team_id', 'user_id'] },
   ],

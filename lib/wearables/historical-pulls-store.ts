@@ -56,7 +56,12 @@ export const HISTORICAL_PULL_QUERY_SHAPES: Record<'historical_pulls', QueryShape
   historical_pulls: [
     { name: "a team's pull states, page of users (introspection)", filter: ['team_id', 'user_id'], sort: ['user_id', 'provider', 'resource'] },
     { name: 'a pull state by id; its write fenced by the writing attempt (conditional upsert)', filter: ['_id'], residual: ['fence'] },
-    { name: "a team's pull states from the first user (introspection)", filter: ['team_id'], sort: ['user_id', 'provider', 'resource'], residual: ['provider'] },
+    {
+      name: "a team's pull states from the first user (introspection)",
+      filter: ['team_id'],
+      sort: ['user_id', 'provider', 'resource'],
+      residual: ['provider'],
+    },
   ],
 };
 

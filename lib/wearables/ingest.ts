@@ -52,7 +52,6 @@ export interface IngestResult {
 export const summaryId = (teamId: string, userId: string, provider: string, resource: string, sourceKey: string) =>
   nameBasedUuid('summary', teamId, userId, provider, resource, sourceKey);
 
-
 const DAILY = new Set(['activity', 'body', 'profile']);
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 /** Share of WEBHOOK_MAX_EVENT_BYTES a timeseries event's samples may fill (the rest is envelope and headroom). */
@@ -83,9 +82,7 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
   const inBounds = (day: string) => (!bounds.start || day >= bounds.start) && (!bounds.end || day <= bounds.end);
 
   const summaries = req.data.summaries.filter((s) => inBounds(s.calendar_date));
-  const samples = req.data.samples
-    .map((s) => withOffset(s, zone))
-    .filter((s) => inBounds(localDate(new Date(s.timestamp), s.timezone_offset ?? 0)));
+  const samples = req.data.samples.map((s) => withOffset(s, zone)).filter((s) => inBounds(localDate(new Date(s.timestamp), s.timezone_offset ?? 0)));
   const streams = req.data.workout_streams;
   const dropped = req.data.summaries.length - summaries.length + req.data.samples.length - samples.length;
   const sourceType = req.data.source_type || 'unknown';
@@ -144,7 +141,16 @@ function withOffset(s: SampleInput, zone: string | null): SampleInput {
   return { ...s, timezone_offset: zoneOffsetSeconds(zone, new Date(s.timestamp)) };
 }
 
-function toSummaryDoc(teamId: string, user: UserDoc, provider: string, sourceType: string, s: SummaryInput, ingestKey: string, now: Date, zone: string | null): SummaryDoc {
+function toSummaryDoc(
+  teamId: string,
+  user: UserDoc,
+  provider: string,
+  sourceType: string,
+  s: SummaryInput,
+  ingestKey: string,
+  now: Date,
+  zone: string | null,
+): SummaryDoc {
   // Daily summaries are anchored at their calendar date (UTC midnight), so date-range reads select them by day.
   const time = DAILY.has(s.resource) ? new Date(`${s.calendar_date}T00:00:00Z`) : new Date(s.time);
   const fields = { ...s.fields };
@@ -213,7 +219,9 @@ function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (value instanceof Date) return JSON.stringify(value.toISOString());
   if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : 1));
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : 1));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
   }
   return JSON.stringify(value);
@@ -310,7 +318,14 @@ function sampleEvents(docs: SampleDoc[], deps: IngestDeps, source: SourceView, u
 }
 
 /** Stores each workout stream (whole, replaced when it changed) and announces it shallowly. */
-async function saveStreams(deps: IngestDeps, req: IngestRequest, sourceType: string, batchSummaries: SummaryDoc[], source: SourceView, events: { count: number }): Promise<Counts> {
+async function saveStreams(
+  deps: IngestDeps,
+  req: IngestRequest,
+  sourceType: string,
+  batchSummaries: SummaryDoc[],
+  source: SourceView,
+  events: { count: number },
+): Promise<Counts> {
   const counts: Counts = { created: 0, updated: 0, unchanged: 0 };
   if (!req.data.workout_streams.length) return counts;
   const { teamId, user, provider } = req;
@@ -330,7 +345,8 @@ async function saveStreams(deps: IngestDeps, req: IngestRequest, sourceType: str
     // Announced before it is saved: a crash in between finds the stream still changed and publishes again
     // under the same key (a repeat the publisher answers with the stored event), so no announcement is lost.
     if (req.announce) {
-      const workout = batchSummaries.find((s) => s._id === workoutId) ?? (await deps.repos.wearableData.getByIds(deps.repos.wearableData.summaries, [workoutId]))[0];
+      const workout =
+        batchSummaries.find((s) => s._id === workoutId) ?? (await deps.repos.wearableData.getByIds(deps.repos.wearableData.summaries, [workoutId]))[0];
       const event = await deps.publisher.publish({
         teamId,
         userId: user._id,

@@ -64,7 +64,13 @@ export function createLinkAuth({ config, providers }: { config: Pick<Config, 'DE
       const endpoint = AUTHORIZATION_ENDPOINTS[provider];
       if (!endpoint) return null;
       const url = new URL(endpoint.url);
-      url.search = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: redirectUri, state, ...(endpoint.scope ? { scope: endpoint.scope } : {}) }).toString();
+      url.search = new URLSearchParams({
+        response_type: 'code',
+        client_id: clientId,
+        redirect_uri: redirectUri,
+        state,
+        ...(endpoint.scope ? { scope: endpoint.scope } : {}),
+      }).toString();
       return url.toString();
     },
     async exchangeCode({ provider }) {
@@ -72,10 +78,20 @@ export function createLinkAuth({ config, providers }: { config: Pick<Config, 'DE
     },
     async signIn({ provider, credentials }) {
       if (!sandbox) return noInternet(provider);
-      const demo = credentials.email !== undefined ? credentials.email.trim().toLowerCase() === SANDBOX_CREDENTIALS.email : credentials.username?.trim() === SANDBOX_CREDENTIALS.username && credentials.password === SANDBOX_CREDENTIALS.password;
+      const demo =
+        credentials.email !== undefined
+          ? credentials.email.trim().toLowerCase() === SANDBOX_CREDENTIALS.email
+          : credentials.username?.trim() === SANDBOX_CREDENTIALS.username && credentials.password === SANDBOX_CREDENTIALS.password;
       if (!demo) {
-        const expected = credentials.email !== undefined ? `the email “${SANDBOX_CREDENTIALS.email}”` : `username “${SANDBOX_CREDENTIALS.username}” and password “${SANDBOX_CREDENTIALS.password}”`;
-        return { accepted: false, errorType: 'provider_credential_error', error: `${providers.find(provider)?.name ?? provider} did not accept these credentials. In the sandbox, sign in with ${expected}.` };
+        const expected =
+          credentials.email !== undefined
+            ? `the email “${SANDBOX_CREDENTIALS.email}”`
+            : `username “${SANDBOX_CREDENTIALS.username}” and password “${SANDBOX_CREDENTIALS.password}”`;
+        return {
+          accepted: false,
+          errorType: 'provider_credential_error',
+          error: `${providers.find(provider)?.name ?? provider} did not accept these credentials. In the sandbox, sign in with ${expected}.`,
+        };
       }
       // The sandbox connection's data is the demo adapter's synthetic data (adapters.ts).
       return { accepted: true, adapter: 'demo' };

@@ -132,7 +132,11 @@ export const demoSignIn = (deps: Pick<ConnectionDeps, 'config'>, provider: strin
   Promise.resolve(
     sandbox(deps) && demoCapable(provider)
       ? { accepted: true, adapter: 'demo' }
-      : { accepted: false, errorType: 'provider_api_error', error: `${provider} cannot be connected with demo data here; sandbox demo providers: ${DEMO_PROVIDERS.join(', ')}.` },
+      : {
+          accepted: false,
+          errorType: 'provider_api_error',
+          error: `${provider} cannot be connected with demo data here; sandbox demo providers: ${DEMO_PROVIDERS.join(', ')}.`,
+        },
   );
 
 /**
@@ -140,14 +144,21 @@ export const demoSignIn = (deps: Pick<ConnectionDeps, 'config'>, provider: strin
  * (LinkTokenRepository.consume), so of two tabs connecting with one token, one connects and the other is told the
  * token was used. Nothing is claimed before the provider accepts (a mistyped password leaves the link usable).
  */
-export async function connectWithLinkToken(deps: ConnectionDeps, token: LinkTokenDoc, provider: string, signIn: () => Promise<LinkSignIn>): Promise<ProviderLinkResponse> {
+export async function connectWithLinkToken(
+  deps: ConnectionDeps,
+  token: LinkTokenDoc,
+  provider: string,
+  signIn: () => Promise<LinkSignIn>,
+): Promise<ProviderLinkResponse> {
   const outcome = { provider, redirect_url: token.redirect_url };
   const refused = (error_type: string, error: string): ProviderLinkResponse => ({ state: 'error', connected: false, ...outcome, error_type, error });
   if (!(await offeredProviders(deps, token)).some((p) => p.slug === provider)) return refused('invalid_token', `This link does not offer ${provider}.`);
   await activeUser(deps, token.team_id, token.user_id);
   if (await deps.repos.connections.findLive(token.team_id, token.user_id, provider)) {
     // A connection made with this very token (its claim comes first) is a reuse, not a duplicate.
-    return (await deps.repos.linkTokens.isConsumed(token._id)) ? refused('token_consumed', USED) : refused('duplicate_connection', `The user is already connected to ${provider}.`);
+    return (await deps.repos.linkTokens.isConsumed(token._id))
+      ? refused('token_consumed', USED)
+      : refused('duplicate_connection', `The user is already connected to ${provider}.`);
   }
   const signedIn = await signIn();
   if (!signedIn.accepted) return refused(signedIn.errorType, signedIn.error);

@@ -28,9 +28,7 @@ export const LINK_TOKEN_INDEXES: Record<'link_tokens', IndexSpec[]> = {
   link_tokens: [{ key: { team_id: 1, user_id: 1 } }, { key: { expires_at: 1 }, expireAfter: 'linkTokensAfterExpiry' }],
 };
 export const LINK_TOKEN_QUERY_SHAPES: Record<'link_tokens', QueryShape[]> = {
-  link_tokens: [
-    { name: "erase a user's link tokens", filter: ['team_id', 'user_id'] },
-  ],
+  link_tokens: [{ name: "erase a user's link tokens", filter: ['team_id', 'user_id'] }],
 };
 
 export class LinkTokenRepository {

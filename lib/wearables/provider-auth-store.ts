@@ -111,7 +111,12 @@ export class ProviderAuthRepository {
   // ---- OAuth states ---------------------------------------------------------------------------------------
 
   async createState(doc: Omit<OAuthStateDoc, '_id' | 'expires_at' | 'created_at'>, now = new Date()): Promise<OAuthStateDoc> {
-    const full: OAuthStateDoc = { ...doc, _id: randomBytes(24).toString('base64url'), created_at: now, expires_at: new Date(now.getTime() + OAUTH_STATE_TTL_MS) };
+    const full: OAuthStateDoc = {
+      ...doc,
+      _id: randomBytes(24).toString('base64url'),
+      created_at: now,
+      expires_at: new Date(now.getTime() + OAUTH_STATE_TTL_MS),
+    };
     await this.states.insertOne(this.stateSeal.seal(full._id, full));
     return full;
   }
@@ -128,7 +133,15 @@ export class ProviderAuthRepository {
 
   /** The connection's first tokens (a unique insert: the connection was just created). */
   async saveInitial(ref: { connectionId: string; teamId: string; userId: string; provider: string }, tokens: TokenSet): Promise<void> {
-    const doc: ProviderTokenDoc = { _id: ref.connectionId, team_id: ref.teamId, user_id: ref.userId, provider: ref.provider, ...tokens, version: 1, updated_at: new Date() };
+    const doc: ProviderTokenDoc = {
+      _id: ref.connectionId,
+      team_id: ref.teamId,
+      user_id: ref.userId,
+      provider: ref.provider,
+      ...tokens,
+      version: 1,
+      updated_at: new Date(),
+    };
     await this.tokens.replaceOne({ _id: ref.connectionId }, this.tokenSeal.seal(doc._id, doc), { upsert: true });
   }
 
@@ -171,7 +184,10 @@ export class ProviderAuthRepository {
     const sealed = this.tokenSeal.seal(connectionId, { access_token: tokens.access_token, refresh_token: tokens.refresh_token, extras: tokens.extras });
     const res = await this.tokens.updateOne(
       { _id: connectionId, version },
-      { $set: { ...sealed, expires_at: tokens.expires_at, scope: tokens.scope, version: version + 1, updated_at: new Date() }, $unset: { refresh_lease: '', refresh_lease_until: '', refresh_unanswered_at: '' } },
+      {
+        $set: { ...sealed, expires_at: tokens.expires_at, scope: tokens.scope, version: version + 1, updated_at: new Date() },
+        $unset: { refresh_lease: '', refresh_lease_until: '', refresh_unanswered_at: '' },
+      },
     );
     return res.modifiedCount === 1;
   }
@@ -215,7 +231,11 @@ export class ProviderAuthRepository {
   /** Sets fields of the app's push configuration (secrets sealed). */
   async updateApp(provider: string, clientId: string, fields: Partial<Omit<ProviderAppDoc, '_id' | 'provider' | 'client_id' | 'updated_at'>>): Promise<void> {
     const _id = ProviderAuthRepository.appId(provider, clientId);
-    await this.apps.updateOne({ _id }, { $set: { ...this.appSeal.seal(_id, fields), updated_at: new Date() }, $setOnInsert: { provider, client_id: clientId } }, { upsert: true });
+    await this.apps.updateOne(
+      { _id },
+      { $set: { ...this.appSeal.seal(_id, fields), updated_at: new Date() }, $setOnInsert: { provider, client_id: clientId } },
+      { upsert: true },
+    );
   }
 
   /** The app's verify token, made once (a unique value per app; a racing second writer keeps the first). */
@@ -224,7 +244,13 @@ export class ProviderAuthRepository {
     if (existing?.verify_token) return existing.verify_token;
     const _id = ProviderAuthRepository.appId(provider, clientId);
     const token = randomBytes(18).toString('base64url');
-    await this.apps.updateOne({ _id, verify_token: { $exists: false } }, { $set: { ...this.appSeal.seal(_id, { verify_token: token }), updated_at: new Date() }, $setOnInsert: { provider, client_id: clientId } }, { upsert: true }).catch(() => undefined);
+    await this.apps
+      .updateOne(
+        { _id, verify_token: { $exists: false } },
+        { $set: { ...this.appSeal.seal(_id, { verify_token: token }), updated_at: new Date() }, $setOnInsert: { provider, client_id: clientId } },
+        { upsert: true },
+      )
+      .catch(() => undefined);
     return (await this.getApp(provider, clientId))?.verify_token ?? token;
   }
 

@@ -48,7 +48,8 @@ export class ProviderBudgetRepository {
     await createIndexes(this.windows, PROVIDER_BUDGET_INDEXES.provider_budget_windows, retention);
   }
 
-  static slotId = (provider: string, clientId: string, slot: Pick<BudgetSlot, 'window' | 'startsAt'>) => `${provider}:${clientId}:${slot.window}:${slot.startsAt.getTime()}`;
+  static slotId = (provider: string, clientId: string, slot: Pick<BudgetSlot, 'window' | 'startsAt'>) =>
+    `${provider}:${clientId}:${slot.window}:${slot.startsAt.getTime()}`;
 
   /**
    * Takes `requests` from every slot, all or none: null when taken, else the first slot that had no room (the ones
@@ -59,7 +60,8 @@ export class ProviderBudgetRepository {
     const taken: BudgetSlot[] = [];
     for (const slot of slots) {
       if (!(await this.takeOne(provider, clientId, slot, requests))) {
-        for (const back of taken) await this.windows.updateOne({ _id: ProviderBudgetRepository.slotId(provider, clientId, back) }, { $inc: { count: -requests } });
+        for (const back of taken)
+          await this.windows.updateOne({ _id: ProviderBudgetRepository.slotId(provider, clientId, back) }, { $inc: { count: -requests } });
         return slot;
       }
       taken.push(slot);
@@ -71,7 +73,10 @@ export class ProviderBudgetRepository {
     if (requests > slot.cap) return false;
     const _id = ProviderBudgetRepository.slotId(provider, clientId, slot);
     const filter = { _id, count: { $lte: slot.cap - requests } };
-    const update = { $inc: { count: requests }, $setOnInsert: { provider, client_id: clientId, window: slot.window, starts_at: slot.startsAt, ends_at: slot.endsAt } };
+    const update = {
+      $inc: { count: requests },
+      $setOnInsert: { provider, client_id: clientId, window: slot.window, starts_at: slot.startsAt, ends_at: slot.endsAt },
+    };
     try {
       const res = await this.windows.updateOne(filter, update, { upsert: true });
       return res.modifiedCount === 1 || res.upsertedCount === 1;

@@ -25,7 +25,8 @@ export function loadProviderCatalogue(raw: unknown = providersJson, resources: s
     if (unknown.length) throw new Error(`Provider '${entry.slug}' lists unknown resources: ${unknown.join(', ')}`);
   }
   for (const entry of copy) {
-    if (entry.replaced_by && !slugs.has(entry.replaced_by)) throw new Error(`Provider '${entry.slug}' is replaced_by '${entry.replaced_by}', which the catalogue does not list`);
+    if (entry.replaced_by && !slugs.has(entry.replaced_by))
+      throw new Error(`Provider '${entry.slug}' is replaced_by '${entry.replaced_by}', which the catalogue does not list`);
   }
   const bySlug = new Map(copy.map((e) => [e.slug, e]));
   return {
@@ -51,7 +52,10 @@ export const providerLogoUrl = (baseUrl: string, slug: string) => `${baseUrl}/v2
 
 /** A generated monogram (initials on a colour derived from the slug): no third-party artwork shipped. */
 export function monogramSvg(entry: Pick<ProviderCatalogueEntry, 'slug' | 'name'>): string {
-  const words = entry.name.replace(/[^A-Za-z0-9 ]/g, ' ').split(/\s+/).filter(Boolean);
+  const words = entry.name
+    .replace(/[^A-Za-z0-9 ]/g, ' ')
+    .split(/\s+/)
+    .filter(Boolean);
   const initials = (words.length > 1 ? words[0][0] + words[1][0] : entry.name.slice(0, 2)).toUpperCase();
   const hue = parseInt(createHash('sha256').update(entry.slug).digest('hex').slice(0, 4), 16) % 360;
   return [

@@ -130,23 +130,57 @@ class BucketSample implements SampleReading {
     /** The sample's timestamp, ms since the epoch. */
     readonly timeMs: number,
   ) {}
-  get _id() { return this.prefix + this.timeMs; }
-  get team_id() { return this.bucket.team_id; }
-  get user_id() { return this.bucket.user_id; }
-  get resource() { return this.bucket.resource; }
-  get provider() { return this.bucket.provider; }
-  get source_type() { return this.bucket.source_type; }
-  get timestamp() { return new Date(this.timeMs); }
-  get start() { return at(this.bucket.start, this.index) ?? undefined; }
-  get end() { return at(this.bucket.end, this.index) ?? undefined; }
-  get value() { return at(this.bucket.value, this.index) ?? undefined; }
-  get systolic() { return at(this.bucket.systolic, this.index) ?? undefined; }
-  get diastolic() { return at(this.bucket.diastolic, this.index) ?? undefined; }
-  get unit() { return at(this.bucket.unit, this.index) as string; }
-  get type() { return at(this.bucket.type, this.index); }
-  get timezone_offset() { return at(this.bucket.timezone_offset, this.index); }
-  get created_at() { return this.bucket.created_at; }
-  get updated_at() { return this.bucket.updated_at; }
+  get _id() {
+    return this.prefix + this.timeMs;
+  }
+  get team_id() {
+    return this.bucket.team_id;
+  }
+  get user_id() {
+    return this.bucket.user_id;
+  }
+  get resource() {
+    return this.bucket.resource;
+  }
+  get provider() {
+    return this.bucket.provider;
+  }
+  get source_type() {
+    return this.bucket.source_type;
+  }
+  get timestamp() {
+    return new Date(this.timeMs);
+  }
+  get start() {
+    return at(this.bucket.start, this.index) ?? undefined;
+  }
+  get end() {
+    return at(this.bucket.end, this.index) ?? undefined;
+  }
+  get value() {
+    return at(this.bucket.value, this.index) ?? undefined;
+  }
+  get systolic() {
+    return at(this.bucket.systolic, this.index) ?? undefined;
+  }
+  get diastolic() {
+    return at(this.bucket.diastolic, this.index) ?? undefined;
+  }
+  get unit() {
+    return at(this.bucket.unit, this.index) as string;
+  }
+  get type() {
+    return at(this.bucket.type, this.index);
+  }
+  get timezone_offset() {
+    return at(this.bucket.timezone_offset, this.index);
+  }
+  get created_at() {
+    return this.bucket.created_at;
+  }
+  get updated_at() {
+    return this.bucket.updated_at;
+  }
 }
 
 /** What a read asks for: a user's samples of one resource in [from, to], after a cursor position if given. */
@@ -244,7 +278,18 @@ export class SampleBuckets {
         continue;
       }
       const { _id, team_id, user_id, resource, provider, source_type, timestamp } = sample;
-      const current: SampleDoc = { ...previous, _id, team_id, user_id, resource, provider, source_type, timestamp, created_at: bucket!.created_at, updated_at: bucket!.updated_at };
+      const current: SampleDoc = {
+        ...previous,
+        _id,
+        team_id,
+        user_id,
+        resource,
+        provider,
+        source_type,
+        timestamp,
+        created_at: bucket!.created_at,
+        updated_at: bucket!.updated_at,
+      };
       const next = decide(current, sample);
       if (!next) {
         writes.push({ sample: current, outcome: 'unchanged', stored: current });
@@ -262,7 +307,19 @@ export class SampleBuckets {
     const first: SampleDoc = incoming.values().next().value!;
     const now = new Date();
     const { set } = columnsUpdate(held);
-    const bucket = { _id: id, team_id: first.team_id, user_id: first.user_id, resource: first.resource, provider: first.provider, source_type: first.source_type, day: bucketDay(first.timestamp), ...set, version: 1, created_at: now, updated_at: now };
+    const bucket = {
+      _id: id,
+      team_id: first.team_id,
+      user_id: first.user_id,
+      resource: first.resource,
+      provider: first.provider,
+      source_type: first.source_type,
+      day: bucketDay(first.timestamp),
+      ...set,
+      version: 1,
+      created_at: now,
+      updated_at: now,
+    };
     try {
       await retryTransient(() => this.collection.insertOne(bucket as SampleBucketDoc));
       return true;
@@ -305,7 +362,12 @@ export class SampleBuckets {
    */
   async *readByDay(q: SampleQuery): AsyncGenerator<SampleReading[]> {
     const from = q.after && q.after.timestamp > q.from ? q.after.timestamp : q.from;
-    const filter: Filter<SampleBucketDoc> = { team_id: q.teamId, user_id: q.userId, resource: q.resource, day: { $gte: bucketDay(from), $lte: bucketDay(q.to) } };
+    const filter: Filter<SampleBucketDoc> = {
+      team_id: q.teamId,
+      user_id: q.userId,
+      resource: q.resource,
+      day: { $gte: bucketDay(from), $lte: bucketDay(q.to) },
+    };
     if (q.provider) filter.provider = q.provider;
     const cursor = this.collection.find(filter, { projection: { ingest_key: 0, change: 0 }, batchSize: READ_BATCH_BUCKETS }).sort({ day: 1 });
     try {

@@ -116,7 +116,9 @@ export async function deregisterConnection(deps: ConnectionDeps, connection: Con
 /** Signals a connection's workflow; a workflow already gone is fine (nothing left to stop or sync). */
 export async function signalConnection(deps: Pick<ConnectionDeps, 'temporal'>, connectionId: string, what: 'stop' | 'refresh'): Promise<boolean> {
   try {
-    await deps.temporal.client.workflow.getHandle(workflowIds.wearableConnection(connectionId)).signal(what === 'stop' ? stopConnectionSignal : refreshConnectionSignal);
+    await deps.temporal.client.workflow
+      .getHandle(workflowIds.wearableConnection(connectionId))
+      .signal(what === 'stop' ? stopConnectionSignal : refreshConnectionSignal);
     return true;
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return false;

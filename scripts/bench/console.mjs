@@ -34,8 +34,14 @@ const PAGE = 50; // the page's page size (console.js PAGE)
 const FIRST_PAGE_TARGET_MS = 100;
 // Event types and their shares of the log (a wearables team's): the first and the last are filtered on.
 const TYPES = [
-  ['daily.data.steps.created', 0.3], ['daily.data.heartrate.created', 0.25], ['daily.data.sleep.created', 0.15], ['daily.data.activity.created', 0.12],
-  ['daily.data.workouts.created', 0.08], ['provider.connection.created', 0.05], ['historical.data.steps.created', 0.045], ['provider.connection.error', 0.005],
+  ['daily.data.steps.created', 0.3],
+  ['daily.data.heartrate.created', 0.25],
+  ['daily.data.sleep.created', 0.15],
+  ['daily.data.activity.created', 0.12],
+  ['daily.data.workouts.created', 0.08],
+  ['provider.connection.created', 0.05],
+  ['historical.data.steps.created', 0.045],
+  ['provider.connection.error', 0.005],
 ];
 const FAILED_SHARE = 0.05; // deliveries that failed (four attempts, a 500 each); the rest succeeded at once
 
@@ -68,22 +74,62 @@ async function seed(ctx, count, log) {
       const userId = pick(users);
       const id = timeOrderedUuid(ms);
       const at = new Date(ms);
-      const data = { date: at.toISOString().slice(0, 10), source: 'fitbit', value: Math.round(Math.random() * 12_000), unit: 'count', provider_id: randomUUID() };
+      const data = {
+        date: at.toISOString().slice(0, 10),
+        source: 'fitbit',
+        value: Math.round(Math.random() * 12_000),
+        unit: 'count',
+        provider_id: randomUUID(),
+      };
       const envelope = { event_type: type, data, team_id: teamId, user_id: userId, client_user_id: `client-${userId.slice(0, 8)}` };
-      events.push({ _id: id, team_id: teamId, idempotency_key: id, event_type: type, user_id: userId, client_user_id: envelope.client_user_id, body: envelopeOf(envelope), created_at: at, only_destination_id: null });
+      events.push({
+        _id: id,
+        team_id: teamId,
+        idempotency_key: id,
+        event_type: type,
+        user_id: userId,
+        client_user_id: envelope.client_user_id,
+        body: envelopeOf(envelope),
+        created_at: at,
+        only_destination_id: null,
+      });
       const failed = Math.random() < FAILED_SHARE;
       const tries = failed ? 4 : 1;
       const did = deliveryId(id, endpointId);
       const finished = new Date(ms + tries * 1500);
       deliveries.push({
-        _id: did, team_id: teamId, destination_id: endpointId, event_id: id, event_type: type, user_id: userId,
-        status: failed ? 'failed' : 'succeeded', trigger: 'scheduled', next_attempt_at: null, attempts: tries, pass_attempts: tries, policy,
-        last_status_code: failed ? 500 : 200, last_error: null, created_at: at, updated_at: finished, finished_at: finished,
+        _id: did,
+        team_id: teamId,
+        destination_id: endpointId,
+        event_id: id,
+        event_type: type,
+        user_id: userId,
+        status: failed ? 'failed' : 'succeeded',
+        trigger: 'scheduled',
+        next_attempt_at: null,
+        attempts: tries,
+        pass_attempts: tries,
+        policy,
+        last_status_code: failed ? 500 : 200,
+        last_error: null,
+        created_at: at,
+        updated_at: finished,
+        finished_at: finished,
       });
       for (let n = 1; n <= tries; n++) {
         attempts.push({
-          _id: attemptId(did, n), team_id: teamId, event_id: id, destination_id: endpointId, user_id: userId, attempt: n, trigger: 'scheduled',
-          timestamp: new Date(ms + n * 1500), duration_ms: 20 + Math.floor(Math.random() * 80), status_code: failed ? 500 : 200, error_class: null, error: null,
+          _id: attemptId(did, n),
+          team_id: teamId,
+          event_id: id,
+          destination_id: endpointId,
+          user_id: userId,
+          attempt: n,
+          trigger: 'scheduled',
+          timestamp: new Date(ms + n * 1500),
+          duration_ms: 20 + Math.floor(Math.random() * 80),
+          status_code: failed ? 500 : 200,
+          error_class: null,
+          error: null,
           response_body: failed ? '{"error":"orders database is read-only"}' : 'ok',
         });
       }
@@ -96,7 +142,9 @@ async function seed(ctx, count, log) {
     const done = Math.min(count, first + BATCH);
     if (done % 10_000 === 0 || done === count) {
       const s = (performance.now() - started) / 1000;
-      log(`bench: console: seeded ${seeded.length} events (+${done} of ${count} in ${s.toFixed(0)} s, ${Math.round(done / s)} events/s with their deliveries and attempts)`);
+      log(
+        `bench: console: seeded ${seeded.length} events (+${done} of ${count} in ${s.toFixed(0)} s, ${Math.round(done / s)} events/s with their deliveries and attempts)`,
+      );
     }
   }
   seeded.sort((a, b) => (a.id < b.id ? -1 : 1));
@@ -107,7 +155,11 @@ async function seed(ctx, count, log) {
  * as delivery-log.ts reads a user's events: counted up to 5% of the log, the planner's plan below that.
  */
 async function rawLogPage(coll, filter, after, user) {
-  const query = () => coll.find({ ...filter, _id: { ...(filter._id ?? {}), $lt: after ?? '~' } }).sort({ _id: -1 }).limit(PAGE + 1);
+  const query = () =>
+    coll
+      .find({ ...filter, _id: { ...(filter._id ?? {}), $lt: after ?? '~' } })
+      .sort({ _id: -1 })
+      .limit(PAGE + 1);
   if (user) {
     const dense = Math.max(1, Math.ceil(0.05 * (await coll.estimatedDocumentCount())));
     if ((await coll.countDocuments({ team_id: filter.team_id, user_id: user }, { limit: dense })) < dense) return query().toArray();
@@ -134,9 +186,24 @@ function pageCalls(ctx) {
   const none = () => null;
   return [
     { name: 'events: first page', args: none, api: () => `${base}/events${qs()}`, raw: () => [events, team] },
-    { name: `events: type ${common} (${commonShare * 100}%)`, args: none, api: () => `${base}/events${qs({ event_type: common })}`, raw: () => [events, { ...team, event_type: common }] },
-    { name: `events: type ${rare} (${rareShare * 100}%)`, args: none, api: () => `${base}/events${qs({ event_type: rare })}`, raw: () => [events, { ...team, event_type: rare }] },
-    { name: `events: one user (of ${USERS})`, args: () => pick(users), api: (u) => `${base}/events${qs({ user_id: u })}`, raw: (u) => [events, { ...team, user_id: u }, { user: u }] },
+    {
+      name: `events: type ${common} (${commonShare * 100}%)`,
+      args: none,
+      api: () => `${base}/events${qs({ event_type: common })}`,
+      raw: () => [events, { ...team, event_type: common }],
+    },
+    {
+      name: `events: type ${rare} (${rareShare * 100}%)`,
+      args: none,
+      api: () => `${base}/events${qs({ event_type: rare })}`,
+      raw: () => [events, { ...team, event_type: rare }],
+    },
+    {
+      name: `events: one user (of ${USERS})`,
+      args: () => pick(users),
+      api: (u) => `${base}/events${qs({ user_id: u })}`,
+      raw: (u) => [events, { ...team, user_id: u }, { user: u }],
+    },
     {
       name: 'events: a one-hour window',
       args: () => {
@@ -179,7 +246,10 @@ async function measureCalls(ctx, calls, samples, log) {
   const [orgs, teams, endpoints] = ['orgs', 'teams', 'webhook_endpoints'].map((c) => db.collection(c));
   /** The reads every management request makes before its list: its key (by hash), the team, for a list of its deliveries the endpoint. */
   const scope = async (endpoint) => {
-    const [org, team] = await Promise.all([orgs.findOne({ 'management_keys.key_hash': keyHash }, { projection: { management_keys: 1 } }), teams.findOne({ _id: teamId })]);
+    const [org, team] = await Promise.all([
+      orgs.findOne({ 'management_keys.key_hash': keyHash }, { projection: { management_keys: 1 } }),
+      teams.findOne({ _id: teamId }),
+    ]);
     if (!org || !team) throw new Error('raw: key or team not found');
     if (endpoint && !(await endpoints.findOne({ _id: endpointId, team_id: teamId }))) throw new Error('raw: endpoint not found');
   };
@@ -235,7 +305,14 @@ async function timePage(ctx, log) {
 /** The suite: seed to each size, measure every call; the page in Chromium once at the last size. */
 export async function consoleSuite(env, { log = console.log } = {}) {
   const { sizes, samples } = consoleSettings();
-  const [{ loadConfig }, { envelopeOf, attemptId, deliveryId }, { deliveryPolicyFrom }, { timeOrderedUuid, hashKey, uuidV7Millis }, { encodeCursor }, { idsWithin, idPrefixAt }] = await Promise.all([
+  const [
+    { loadConfig },
+    { envelopeOf, attemptId, deliveryId },
+    { deliveryPolicyFrom },
+    { timeOrderedUuid, hashKey, uuidV7Millis },
+    { encodeCursor },
+    { idsWithin, idPrefixAt },
+  ] = await Promise.all([
     distModule('lib/platform/config.js'),
     distModule('lib/events/model.js'),
     distModule('lib/events/fan-out.js'),
@@ -251,10 +328,25 @@ export async function consoleSuite(env, { log = console.log } = {}) {
     const hooks = `/v1/org/${env.tenant.orgId}/team/${team._id}/sandbox/webhook`;
     const hook = await client.expect(200, 'POST', hooks, { body: { url: `${env.constantUrl}/constant`, description: 'Orders backend' }, json: true });
     const ctx = {
-      db: env.db, client, store: repos.webhookStore, orgId: env.tenant.orgId, teamId: team._id, endpointId: hook.json.id, keyHash: hashKey(key.value),
+      db: env.db,
+      client,
+      store: repos.webhookStore,
+      orgId: env.tenant.orgId,
+      teamId: team._id,
+      endpointId: hook.json.id,
+      keyHash: hashKey(key.value),
       users: Array.from({ length: USERS }, () => randomUUID()),
       policy: deliveryPolicyFrom(loadConfig({ ...process.env, ...env.childEnv })),
-      timeOrderedUuid, envelopeOf, attemptId, deliveryId, encodeCursor, idsWithin, idPrefixAt, uuidV7Millis, seeded: [], failedEvents: [],
+      timeOrderedUuid,
+      envelopeOf,
+      attemptId,
+      deliveryId,
+      encodeCursor,
+      idsWithin,
+      idPrefixAt,
+      uuidV7Millis,
+      seeded: [],
+      failedEvents: [],
     };
     const calls = pageCalls(ctx);
     const bySize = [];
@@ -280,15 +372,30 @@ function report(bySize, pageMs) {
   const ratios = [
     {
       name: `console: events first page p95 at ${b}`,
-      value: last.calls[0].api.p95Ms, target: FIRST_PAGE_TARGET_MS, atMost: true, unit: ' ms',
+      value: last.calls[0].api.p95Ms,
+      target: FIRST_PAGE_TARGET_MS,
+      atMost: true,
+      unit: ' ms',
     },
     { name: `console: the page in Chromium at ${b} (link to table drawn)`, value: pageMs, target: null, unit: ' ms', kind: 'info', note: 'once, cold' },
   ];
   for (const [i, call] of last.calls.entries()) {
     const growth = round(call.api.p95Ms / first.calls[i].api.p95Ms, 2);
     const overRaw = round(call.api.p95Ms / call.raw.p95Ms, 2);
-    ratios.push({ name: `console: ${call.name}: p95 ${b} / ${a}`, value: growth, target: null, kind: 'info', note: `raw ${round(call.raw.p95Ms / first.calls[i].raw.p95Ms, 2)}` });
-    ratios.push({ name: `console: ${call.name}: api / raw p95 at ${b}`, value: overRaw, target: null, kind: 'info', note: 'API overhead over the same queries' });
+    ratios.push({
+      name: `console: ${call.name}: p95 ${b} / ${a}`,
+      value: growth,
+      target: null,
+      kind: 'info',
+      note: `raw ${round(call.raw.p95Ms / first.calls[i].raw.p95Ms, 2)}`,
+    });
+    ratios.push({
+      name: `console: ${call.name}: api / raw p95 at ${b}`,
+      value: overRaw,
+      target: null,
+      kind: 'info',
+      note: 'API overhead over the same queries',
+    });
   }
   const cells = (c) => [c.api.p50Ms, c.api.p95Ms, c.raw.p50Ms, c.raw.p95Ms].map((x) => String(x).padStart(7)).join(' ');
   const width = Math.max(...last.calls.map((c) => c.name.length));

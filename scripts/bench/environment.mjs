@@ -92,7 +92,15 @@ async function databaseKind(db, external) {
  * childEnv (the servers' environment), stackPids ({ mongo, temporal } of a private stack),
  * onWorkerLog(fn) (each parsed worker log line; returns an unsubscribe function), cleanup }.
  */
-export async function startEnvironment({ runId, log = console.log, cpuProfileDir = null, cpuProfileProcess = 'api', workerLogLevel = 'warn', extraEnv = {}, onCleanup = () => {} }) {
+export async function startEnvironment({
+  runId,
+  log = console.log,
+  cpuProfileDir = null,
+  cpuProfileProcess = 'api',
+  workerLogLevel = 'warn',
+  extraEnv = {},
+  onCleanup = () => {},
+}) {
   const stateDir = path.join(repoRoot, '.devstack', `bench-${runId}`);
   const env = { runId, stateDir, children: {}, workerLogLevel, dbName: `hb_bench_${runId.replace(/-/g, '_')}` };
   const workerLogListeners = new Set();

@@ -37,7 +37,10 @@ export function labOrderSettings() {
       .split(',')
       .map((v) => Number(v.trim()))
       .map((n) => {
-        if (!Number.isInteger(n) || n < 200) throw new Error(`BENCH_LAB_ORDERS: '${process.env.BENCH_LAB_ORDERS}' must be ascending whole numbers of at least 200, comma-separated (e.g. 10000,100000)`);
+        if (!Number.isInteger(n) || n < 200)
+          throw new Error(
+            `BENCH_LAB_ORDERS: '${process.env.BENCH_LAB_ORDERS}' must be ascending whole numbers of at least 200, comma-separated (e.g. 10000,100000)`,
+          );
         return n;
       })
       .sort((a, b) => a - b),
@@ -80,7 +83,8 @@ function planSummary(explain) {
   const walk = (n) => {
     if (Array.isArray(n)) return n.forEach(walk);
     if (!n || typeof n !== 'object') return;
-    if (typeof n['Node Type'] === 'string' && n['Node Type'] !== 'Custom Scan') nodes.push(n['Index Name'] ? `${n['Node Type']} (${n['Index Name']})` : n['Node Type']);
+    if (typeof n['Node Type'] === 'string' && n['Node Type'] !== 'Custom Scan')
+      nodes.push(n['Index Name'] ? `${n['Node Type']} (${n['Index Name']})` : n['Node Type']);
     if (typeof n.stage === 'string') nodes.push(n.indexName ? `${n.stage} (${n.indexName})` : n.stage);
     Object.values(n).forEach(walk);
   };
@@ -139,7 +143,14 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     await createIndexes(scratch, LAB_ORDER_INDEXES.lab_orders);
     const results = {};
     // Where the time goes: CPU of each process during the creation scenarios.
-    const pids = { bench: process.pid, api: env.children.api.pid, worker: env.children.worker.pid, ferretdb: env.stackPids?.mongo, postgres: env.stackPids?.postgres, temporal: env.stackPids?.temporal };
+    const pids = {
+      bench: process.pid,
+      api: env.children.api.pid,
+      worker: env.children.worker.pid,
+      ferretdb: env.stackPids?.mongo,
+      postgres: env.stackPids?.postgres,
+      temporal: env.stackPids?.temporal,
+    };
     const createOpts = { ...opts, warmupSeconds: Math.max(opts.warmupSeconds ?? 0, CREATE_WARMUP_SECONDS) };
     const rawCreate = (name, taskQueue) =>
       measure({
@@ -170,7 +181,11 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     const createCpu = cpuMeter(pids);
     results.create = await measure({ name: 'order create (POST /v3/order)', ...createOpts, log, fn: () => api.expect(200, 'POST', '/v3/order', { body }) });
     results.create.cpu = createCpu();
-    const cpuLine = (cpu) => Object.entries(cpu).filter(([k]) => k !== 'wallSeconds').map(([k, v]) => `${k} ${v.pctOfOneCore}%`).join(', ');
+    const cpuLine = (cpu) =>
+      Object.entries(cpu)
+        .filter(([k]) => k !== 'wallSeconds')
+        .map(([k, v]) => `${k} ${v.pctOfOneCore}%`)
+        .join(', ');
     log(`bench: CPU during the raw baseline (% of one core): ${cpuLine(results.rawCreate.cpu)}`);
     log(`bench: CPU during order creation (% of one core): ${cpuLine(results.create.cpu)}`);
 
@@ -191,12 +206,21 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
     for (const size of settings.sizes) {
       log(`bench: storing orders for the list scenarios: ${stored} -> ${size}...`);
       for (let i = stored; i < size; i += 500) {
-        const chunk = Array.from({ length: Math.min(500, size - i) }, (_, j) => cloneOrder(plainTemplate, listTeam._id, i + j, new Date(start + (i + j) * 1000)));
+        const chunk = Array.from({ length: Math.min(500, size - i) }, (_, j) =>
+          cloneOrder(plainTemplate, listTeam._id, i + j, new Date(start + (i + j) * 1000)),
+        );
         await Promise.all(chunk.map((doc) => env.repos.labOrders.insert(doc)));
         if ((i / 500) % 20 === 19) log(`bench:   ${i + chunk.length} / ${size}`);
       }
       stored = size;
-      const middle = (await orders.find({ team_id: listTeam._id, _id: { $lt: '~' } }, { projection: { _id: 1 } }).sort({ _id: -1 }).skip(Math.floor(size / 2)).limit(1).toArray())[0]._id;
+      const middle = (
+        await orders
+          .find({ team_id: listTeam._id, _id: { $lt: '~' } }, { projection: { _id: 1 } })
+          .sort({ _id: -1 })
+          .skip(Math.floor(size / 2))
+          .limit(1)
+          .toArray()
+      )[0]._id;
       const cursor = Buffer.from(JSON.stringify({ after: middle, total: size, page: 2 })).toString('base64url');
       const rawList = await measure({
         name: `raw list: count, then first page of 50 by the _id walk (${size} orders)`,
@@ -206,7 +230,12 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
           const filter = { team_id: listTeam._id };
           const total = await orders.countDocuments(filter);
           await orders.estimatedDocumentCount();
-          const page = await orders.find({ ...filter, _id: { $lt: '~' } }).sort({ _id: -1 }).limit(51).hint({ _id: 1 }).toArray();
+          const page = await orders
+            .find({ ...filter, _id: { $lt: '~' } })
+            .sort({ _id: -1 })
+            .limit(51)
+            .hint({ _id: 1 })
+            .toArray();
           if (page.length !== 51 || total !== size) throw new Error(`raw list: ${page.length} of ${total}`);
         },
       });
@@ -216,11 +245,20 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
         ...listOpts,
         fn: async () => {
           await orders.estimatedDocumentCount();
-          const page = await orders.find({ team_id: listTeam._id, _id: { $lt: middle } }).sort({ _id: -1 }).limit(51).hint({ _id: 1 }).toArray();
+          const page = await orders
+            .find({ team_id: listTeam._id, _id: { $lt: middle } })
+            .sort({ _id: -1 })
+            .limit(51)
+            .hint({ _id: 1 })
+            .toArray();
           if (page.length !== 51) throw new Error(`raw cursor page: ${page.length}`);
         },
       });
-      const cursorPage = await measure({ name: `GET /v3/orders?next_cursor= mid-list (${size} orders)`, ...listOpts, fn: () => lister.expect(200, 'GET', `/v3/orders?size=50&next_cursor=${cursor}`) });
+      const cursorPage = await measure({
+        name: `GET /v3/orders?next_cursor= mid-list (${size} orders)`,
+        ...listOpts,
+        fn: () => lister.expect(200, 'GET', `/v3/orders?size=50&next_cursor=${cursor}`),
+      });
       const listByStatus = await measure({
         name: `GET /v3/orders?status=ordered&interpretation=unknown (${size} orders)`,
         ...listOpts,
@@ -243,17 +281,36 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
       const latencyRatio = (of, to, key) => (of[key] && to[key] ? Math.round((to[key] / of[key]) * 100) / 100 : null);
       const largest = size === settings.sizes[settings.sizes.length - 1];
       listRatios.push(
-        { name: `order list first page / raw driver page + count, p99 latency (${size} orders)`, value: latencyRatio(list, rawList, 'p99Ms'), target: largest ? 0.85 : null },
+        {
+          name: `order list first page / raw driver page + count, p99 latency (${size} orders)`,
+          value: latencyRatio(list, rawList, 'p99Ms'),
+          target: largest ? 0.85 : null,
+        },
         { name: `order list first page / raw driver page + count, median latency (${size} orders)`, value: latencyRatio(list, rawList, 'p50Ms'), target: null },
-        { name: `order list cursor page / raw driver page by _id, median latency (${size} orders)`, value: latencyRatio(cursorPage, rawCursorPage, 'p50Ms'), target: 0.5 },
+        {
+          name: `order list cursor page / raw driver page by _id, median latency (${size} orders)`,
+          value: latencyRatio(cursorPage, rawCursorPage, 'p50Ms'),
+          target: 0.5,
+        },
       );
     }
     const [small, large] = [listResults.slice(0, 5), listResults.slice(-5)];
     if (settings.sizes.length > 1) {
       const growth = (a, b) => (a.p99Ms && b.p99Ms ? Math.round((b.p99Ms / a.p99Ms) * 10) / 10 : null);
       listRatios.push(
-        { kind: 'target', name: `order list first page p99 growth ${settings.sizes[0]} -> ${stored} orders (raw driver: ${growth(small[0], large[0])}x)`, value: growth(small[1], large[1]), target: 2, atMost: true, unit: 'x' },
-        { name: `order list cursor page p99 growth ${settings.sizes[0]} -> ${stored} orders (raw driver: ${growth(small[2], large[2])}x)`, value: growth(small[3], large[3]), target: null },
+        {
+          kind: 'target',
+          name: `order list first page p99 growth ${settings.sizes[0]} -> ${stored} orders (raw driver: ${growth(small[0], large[0])}x)`,
+          value: growth(small[1], large[1]),
+          target: 2,
+          atMost: true,
+          unit: 'x',
+        },
+        {
+          name: `order list cursor page p99 growth ${settings.sizes[0]} -> ${stored} orders (raw driver: ${growth(small[2], large[2])}x)`,
+          value: growth(small[3], large[3]),
+          target: null,
+        },
       );
     }
     lister.close();
@@ -261,7 +318,14 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
       results: [results.rawStart, results.rawCreate, results.create, ...listResults],
       ratios: [
         { name: 'order create / raw read + insert + trivial workflow', of: results.create, to: results.rawCreate, target: 0.5 },
-        { kind: 'target', name: `order create p99 at ${results.create.concurrency ?? 'the bench'} concurrent`, value: results.create.p99Ms, target: 1000, atMost: true, unit: ' ms' },
+        {
+          kind: 'target',
+          name: `order create p99 at ${results.create.concurrency ?? 'the bench'} concurrent`,
+          value: results.create.p99Ms,
+          target: 1000,
+          atMost: true,
+          unit: ' ms',
+        },
         { name: 'order create / raw read + insert + start only', of: results.create, to: results.rawStart, target: null, note: 'against the bare start rate' },
         ...listRatios,
       ],

@@ -83,11 +83,11 @@ async function startKafka() {
   await joined;
 }
 
-
 answerParent(runs, (r) =>
   r
     ? { messages: r.messages, unique: r.first.size, duplicates: r.duplicates, outOfOrder: r.outOfOrder, firstAt: r.firstAt, lastAt: r.lastAt, bytes: r.bytes }
-    : { messages: 0, unique: 0, duplicates: 0, outOfOrder: 0, firstAt: null, lastAt: null, bytes: 0 });
+    : { messages: 0, unique: 0, duplicates: 0, outOfOrder: 0, firstAt: null, lastAt: null, bytes: 0 },
+);
 
 let stopping = false;
 const stop = async () => {

@@ -17,7 +17,20 @@ import { CLIENT_USER_ID, EVENT_TYPE, closedLoop, dispatcherBatches, round, sleep
 
 const FILL_PUBLISHERS = 256;
 const RECORDING = ['insertAttempts', 'changeDeliveries', 'recordHealth'];
-const STORE_CALLS = ['dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'openSendWindow', 'insertAttempts', 'changeDeliveries', 'startRun', 'resumeRun', 'endRun', 'markDispatcherIdle', 'nextDueAt'];
+const STORE_CALLS = [
+  'dueDeliveries',
+  'dueInUserOrder',
+  'getEvents',
+  'deleteDeliveries',
+  'openSendWindow',
+  'insertAttempts',
+  'changeDeliveries',
+  'startRun',
+  'resumeRun',
+  'endRun',
+  'markDispatcherIdle',
+  'nextDueAt',
+];
 
 /** `obj` with the methods `names` timed into `calls` ({ name, start, ms, items }; items: the result's or the array argument's length). */
 function timed(obj, names, calls) {
@@ -61,10 +74,29 @@ export async function diagnosisScenarios(ctx) {
 
   const record = (r) => (results.push(r), r);
   const base = (name, n, stats, seconds, extra) => ({
-    name, suite: 'pipelines', kind: 'webhook', shape: 'throughput', endpoints: 1, events: n, expectedDeliveries: n, delivered: stats.unique,
-    complete: stats.unique >= n, seconds: round(seconds, 2), eventsPerSec: seconds ? round(stats.unique / seconds, 1) : null,
-    deliveriesPerSec: seconds ? round(stats.unique / seconds, 1) : null, rps: seconds ? round(stats.unique / seconds, 1) : 0, ok: stats.unique,
-    p50Ms: null, p90Ms: null, p99Ms: null, maxMs: null, meanMs: null, duplicates: stats.duplicates, outOfOrder: stats.outOfOrder, errors: 0, ...extra,
+    name,
+    suite: 'pipelines',
+    kind: 'webhook',
+    shape: 'throughput',
+    endpoints: 1,
+    events: n,
+    expectedDeliveries: n,
+    delivered: stats.unique,
+    complete: stats.unique >= n,
+    seconds: round(seconds, 2),
+    eventsPerSec: seconds ? round(stats.unique / seconds, 1) : null,
+    deliveriesPerSec: seconds ? round(stats.unique / seconds, 1) : null,
+    rps: seconds ? round(stats.unique / seconds, 1) : 0,
+    ok: stats.unique,
+    p50Ms: null,
+    p90Ms: null,
+    p99Ms: null,
+    maxMs: null,
+    meanMs: null,
+    duplicates: stats.duplicates,
+    outOfOrder: stats.outOfOrder,
+    errors: 0,
+    ...extra,
   });
 
   /** The worker's dispatcher on a backlog of `n`. */
@@ -101,7 +133,12 @@ export async function diagnosisScenarios(ctx) {
     await sleep(1000);
     await fill(teamId, run, n);
     const calls = [];
-    const repos = { ...env.repos, webhookStore: timed(env.repos.webhookStore, STORE_CALLS, calls), pipelines: timed(env.repos.pipelines, ['getPipeline', 'recordHealth'], calls), webhooks: timed(env.repos.webhooks, ['getEndpoint'], calls) };
+    const repos = {
+      ...env.repos,
+      webhookStore: timed(env.repos.webhookStore, STORE_CALLS, calls),
+      pipelines: timed(env.repos.pipelines, ['getPipeline', 'recordHealth'], calls),
+      webhooks: timed(env.repos.webhooks, ['getEndpoint'], calls),
+    };
     const sender = new PipelineSender(brokerPolicyFromConfig(config));
     const senders = { webhook: null, pipeline: timed(sender, ['send'], calls) };
     const dispatcher = new DestinationDispatcher({ repos, config, logger: createLogger('warn', 'bench-dispatcher') }, senders);
@@ -136,12 +173,31 @@ export async function diagnosisScenarios(ctx) {
       p.totalMs += c.ms;
       p.items += c.items;
     }
-    for (const p of Object.values(phases)) Object.assign(p, { perBatchMs: batches ? round(p.totalMs / batches, 1) : null, meanMs: round(p.totalMs / p.calls, 1), meanItems: round(p.items / p.calls, 0), totalMs: round(p.totalMs, 0) });
+    for (const p of Object.values(phases))
+      Object.assign(p, {
+        perBatchMs: batches ? round(p.totalMs / batches, 1) : null,
+        meanMs: round(p.totalMs / p.calls, 1),
+        meanItems: round(p.items / p.calls, 0),
+        totalMs: round(p.totalMs, 0),
+      });
     const seconds = stats.lastAt !== null ? (stats.lastAt - at0) / 1000 : null;
-    const r = record(base(name, n, stats, seconds, { cycleMs: batches ? round((lastSendEnd - t0) / batches, 1) : null, wallMs: round(wallMs, 0), batches, sentHere, activities, phases, cpu: cpuUsed }));
+    const r = record(
+      base(name, n, stats, seconds, {
+        cycleMs: batches ? round((lastSendEnd - t0) / batches, 1) : null,
+        wallMs: round(wallMs, 0),
+        batches,
+        sentHere,
+        activities,
+        phases,
+        cpu: cpuUsed,
+      }),
+    );
     log(
       `bench: ${name}: ${stats.unique}/${n} received in ${r.seconds} s = ${r.eventsPerSec} events/s; ${batches} batches (${sentHere} messages sent here), ` +
-        `cycle ${r.cycleMs} ms a batch; per batch: ${Object.entries(phases).filter(([, p]) => p.totalMs > 0).map(([k, p]) => `${k} ${p.perBatchMs} ms`).join(', ')}`,
+        `cycle ${r.cycleMs} ms a batch; per batch: ${Object.entries(phases)
+          .filter(([, p]) => p.totalMs > 0)
+          .map(([k, p]) => `${k} ${p.perBatchMs} ms`)
+          .join(', ')}`,
     );
     await consumer.ask('forget', run);
     return r;
@@ -157,7 +213,15 @@ export async function diagnosisScenarios(ctx) {
     const name = `raw driver, the database work of ${n} deliveries (baseline)`;
     log(`bench: ${name} ... batches of ${config.WEBHOOK_BATCH_SIZE}`);
     const r = await rawDeliveryWork(env, {
-      events: n, endpoints: 1, batchSize: config.WEBHOOK_BATCH_SIZE, teamId, eventType: EVENT_TYPE, userId: null, clientUserId: CLIENT_USER_ID, makeData, config,
+      events: n,
+      endpoints: 1,
+      batchSize: config.WEBHOOK_BATCH_SIZE,
+      teamId,
+      eventType: EVENT_TYPE,
+      userId: null,
+      clientUserId: CLIENT_USER_ID,
+      makeData,
+      config,
     });
     log(`bench: ${name}: ${r.eventsPerSec} events/s`);
     return record({ ...base(name, n, { unique: r.delivered, duplicates: 0, outOfOrder: 0 }, r.seconds, { opMs: r.opMs }), eventsPerSec: r.eventsPerSec });

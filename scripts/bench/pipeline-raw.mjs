@@ -81,7 +81,12 @@ export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, en
           key: m.userId ?? m.eventId,
           value: content,
           timestamp: String(m.createdAt.getTime()),
-          headers: { 'message-id': m.eventId, ...headersOf(m), 'content-type': 'application/json', ...(contentEncoding ? { 'content-encoding': contentEncoding } : {}) },
+          headers: {
+            'message-id': m.eventId,
+            ...headersOf(m),
+            'content-type': 'application/json',
+            ...(contentEncoding ? { 'content-encoding': contentEncoding } : {}),
+          },
         });
       }
       await producer.sendBatch({ acks: -1, timeout: 15_000, topicMessages: [{ topic, messages }] });

@@ -42,13 +42,30 @@ import { distModule } from './environment.mjs';
 import { httpClient, numberEnv } from './load.mjs';
 import { diagnosisScenarios, phaseNote } from './pipeline-diagnosis.mjs';
 import { rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
-import { CLIENT_USER_ID, EVENT_TYPE, PACED_TIMEOUT_MS, SETTLE_TIMEOUT_MS, closedLoop, cpuMeter, dispatcherBatches, logLineCounter, pacedLoop, percentiles, round, sleep, waitDelivered } from './webhook-measures.mjs';
+import {
+  CLIENT_USER_ID,
+  EVENT_TYPE,
+  PACED_TIMEOUT_MS,
+  SETTLE_TIMEOUT_MS,
+  closedLoop,
+  cpuMeter,
+  dispatcherBatches,
+  logLineCounter,
+  pacedLoop,
+  percentiles,
+  round,
+  sleep,
+  waitDelivered,
+} from './webhook-measures.mjs';
 
 const EXCHANGE = 'bench.pipelines';
 const WARMUP_EVENTS = 20;
 const list = (name, fallback, allowed) => {
   const raw = process.env[name] || fallback;
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (!items.length || items.some((s) => !allowed.includes(s))) throw new Error(`${name}=${raw} must be a comma-separated list of ${allowed.join(', ')}`);
   return [...new Set(items)];
 };
@@ -72,7 +89,10 @@ export function pipelineSettings() {
 
 /** The consumer process; resolves once its queues and topics are consumed. `ask(cmd, run)` as the webhook receiver's. */
 async function startConsumer(config) {
-  const child = fork(path.join(repoRoot, 'scripts', 'bench', 'pipeline-consumer.mjs'), [JSON.stringify(config)], { cwd: repoRoot, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(path.join(repoRoot, 'scripts', 'bench', 'pipeline-consumer.mjs'), [JSON.stringify(config)], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const pending = new Map();
   let nextId = 0;
   try {
@@ -105,7 +125,16 @@ async function startConsumer(config) {
 
 export async function pipelineSuite(env, { log = console.log } = {}) {
   const settings = pipelineSettings();
-  const [{ EventPublisher, publishEvent }, { loadConfig }, { connectTemporal }, { createLogger }, catalogue, { encodeBody }, { envelopeOf }, { timeOrderedUuid }] = await Promise.all([
+  const [
+    { EventPublisher, publishEvent },
+    { loadConfig },
+    { connectTemporal },
+    { createLogger },
+    catalogue,
+    { encodeBody },
+    { envelopeOf },
+    { timeOrderedUuid },
+  ] = await Promise.all([
     distModule('lib/events/publisher.js'),
     distModule('lib/platform/config.js'),
     distModule('lib/platform/temporal.js'),
@@ -142,13 +171,22 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
     await admin.createTopics({ topics: targets.map((topic) => ({ topic, numPartitions: settings.partitions })), waitForLeaders: true });
     await admin.disconnect();
     const consumer = await startConsumer({
-      amqpUrl: rabbitmq.url, exchange: EXCHANGE, queues: targets.map((t) => ({ queue: t, key: t })), kafkaBootstrap: kafka.bootstrap, topics: targets,
+      amqpUrl: rabbitmq.url,
+      exchange: EXCHANGE,
+      queues: targets.map((t) => ({ queue: t, key: t })),
+      kafkaBootstrap: kafka.bootstrap,
+      topics: targets,
     });
     cleanups.push(() => consumer.stop());
 
     const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
     cleanups.push(() => temporal.connection.close());
-    const publisher = new EventPublisher({ config, repos: env.repos, temporal: { client: temporal.client, taskQueue: temporal.taskQueue }, logger: createLogger('warn', 'bench-publisher') });
+    const publisher = new EventPublisher({
+      config,
+      repos: env.repos,
+      temporal: { client: temporal.client, taskQueue: temporal.taskQueue },
+      logger: createLogger('warn', 'bench-publisher'),
+    });
     cleanups.push(() => publisher.settle());
     const logLines = logLineCounter(env);
     cleanups.push(() => logLines.close());
@@ -156,8 +194,14 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
     const mgmt = httpClient(env.apiUrl, { headers: { 'x-management-key': mgmtKey.value } });
     cleanups.push(() => mgmt.close());
     const pids = {
-      consumer: consumer.pid, worker: env.children.worker.pid, api: env.children.api.pid, ferretdb: env.stackPids?.mongo,
-      postgres: env.stackPids?.postgres, temporal: env.stackPids?.temporal, rabbitmq: rabbitmq.pid, kafka: kafka.pid,
+      consumer: consumer.pid,
+      worker: env.children.worker.pid,
+      api: env.children.api.pid,
+      ferretdb: env.stackPids?.mongo,
+      postgres: env.stackPids?.postgres,
+      temporal: env.stackPids?.temporal,
+      rabbitmq: rabbitmq.pid,
+      kafka: kafka.pid,
     };
     // The bench process's own CPU (cpuMeter counts a process's children with it, and the servers are this one's), and
     // the whole machine's from /proc/stat ('all': exact, where a process's figure misses children that exited, e.g.
@@ -187,7 +231,11 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
     const dataOf = (run, seq) => ({ ...sample, bench_run: run, seq, sent_at: Date.now() });
     const settle = async (teamId) => {
       const deadline = Date.now() + SETTLE_TIMEOUT_MS;
-      while (Date.now() < deadline && (await env.db.collection('webhook_deliveries').findOne({ team_id: teamId, status: 'pending' }, { projection: { _id: 1 } }))) await sleep(500);
+      while (
+        Date.now() < deadline &&
+        (await env.db.collection('webhook_deliveries').findOne({ team_id: teamId, status: 'pending' }, { projection: { _id: 1 } }))
+      )
+        await sleep(500);
     };
     const received = (run, expected, deadline, name, progress = () => '') =>
       waitDelivered({ receiver: consumer, run, expected, deadline, label: name, log, progress, sampleMemory: () => undefined });
@@ -199,22 +247,52 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       log(`bench: ${name} ... ${n} messages, confirmed batches of ${batchSize}`);
       const makeMessage = (seq) => {
         const userId = userOf(seq);
-        const body = envelopeOf({ event_type: EVENT_TYPE, data: dataOf(run, seq), team_id: env.tenant.teamId, user_id: userId, client_user_id: CLIENT_USER_ID });
+        const body = envelopeOf({
+          event_type: EVENT_TYPE,
+          data: dataOf(run, seq),
+          team_id: env.tenant.teamId,
+          user_id: userId,
+          client_user_id: CLIENT_USER_ID,
+        });
         return { eventId: timeOrderedUuid(), eventType: EVENT_TYPE, teamId: env.tenant.teamId, userId, body, createdAt: new Date() };
       };
       const cpu = meter();
       const common = { n, batchSize, makeMessage, encodeBody };
-      const r = broker === 'rabbitmq'
-        ? await rawRabbitmq({ ...common, url: rabbitmq.url, exchange: EXCHANGE, key: 'bench.raw' })
-        : await rawKafka({ ...common, bootstrap: kafka.bootstrap, topic: 'bench.raw' });
+      const r =
+        broker === 'rabbitmq'
+          ? await rawRabbitmq({ ...common, url: rabbitmq.url, exchange: EXCHANGE, key: 'bench.raw' })
+          : await rawKafka({ ...common, bootstrap: kafka.bootstrap, topic: 'bench.raw' });
       const cpuUsed = cpu();
       const stats = await received(run, () => n, Date.now() + 60_000, name);
       const e2eSeconds = stats.lastAt !== null ? (stats.lastAt - r.t0) / 1000 : null;
       const result = {
-        name, suite: 'pipelines', kind: 'webhook', shape: 'throughput', broker, endpoints: 1, events: n, expectedDeliveries: n, delivered: stats.unique,
-        complete: stats.unique >= n, seconds: r.seconds, eventsPerSec: r.eventsPerSec, deliveriesPerSec: r.eventsPerSec, rps: r.eventsPerSec, ok: n,
-        p50Ms: null, p90Ms: null, p99Ms: null, maxMs: null, meanMs: null, duplicates: stats.duplicates, errors: r.returned, outOfOrder: stats.outOfOrder,
-        receivedPerSec: e2eSeconds ? round(stats.unique / e2eSeconds, 1) : null, batchMs: r.batch, bytesPerMessage: stats.unique ? round(stats.bytes / stats.messages, 0) : null, cpu: cpuUsed,
+        name,
+        suite: 'pipelines',
+        kind: 'webhook',
+        shape: 'throughput',
+        broker,
+        endpoints: 1,
+        events: n,
+        expectedDeliveries: n,
+        delivered: stats.unique,
+        complete: stats.unique >= n,
+        seconds: r.seconds,
+        eventsPerSec: r.eventsPerSec,
+        deliveriesPerSec: r.eventsPerSec,
+        rps: r.eventsPerSec,
+        ok: n,
+        p50Ms: null,
+        p90Ms: null,
+        p99Ms: null,
+        maxMs: null,
+        meanMs: null,
+        duplicates: stats.duplicates,
+        errors: r.returned,
+        outOfOrder: stats.outOfOrder,
+        receivedPerSec: e2eSeconds ? round(stats.unique / e2eSeconds, 1) : null,
+        batchMs: r.batch,
+        bytesPerMessage: stats.unique ? round(stats.bytes / stats.messages, 0) : null,
+        cpu: cpuUsed,
       };
       log(
         `bench: ${name}: ${n} confirmed in ${r.seconds} s = ${r.eventsPerSec} events/s (batch p50 ${r.batch.p50Ms} ms p99 ${r.batch.p99Ms} ms); ` +
@@ -229,19 +307,32 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
     const createPipeline = async (broker, ordered) => {
       const team = await env.repos.tenancy.createTeam(env.tenant.orgId, `Bench pipeline ${broker} ${modeOf(ordered)}`, 'sandbox', 'us');
       const target = `bench.${modeOf(ordered)}`;
-      const destination = broker === 'rabbitmq'
-        ? { type: 'rabbitmq', url: `amqp://127.0.0.1:${rabbitmq.port}`, username: RABBITMQ_USER, password: RABBITMQ_PASSWORD, exchange: EXCHANGE, exchange_type: 'topic' }
-        : { type: 'kafka', bootstrap_servers: [kafka.bootstrap] };
+      const destination =
+        broker === 'rabbitmq'
+          ? {
+              type: 'rabbitmq',
+              url: `amqp://127.0.0.1:${rabbitmq.port}`,
+              username: RABBITMQ_USER,
+              password: RABBITMQ_PASSWORD,
+              exchange: EXCHANGE,
+              exchange_type: 'topic',
+            }
+          : { type: 'kafka', bootstrap_servers: [kafka.bootstrap] };
       const res = await mgmt.expect(200, 'POST', `/v1/org/${env.tenant.orgId}/team/${team._id}/sandbox/pipeline`, {
-        body: { description: `bench ${broker} ${modeOf(ordered)}`, destination, routes: [{ event_type_prefix: '', target }], ordered_per_user: ordered }, json: true,
+        body: { description: `bench ${broker} ${modeOf(ordered)}`, destination, routes: [{ event_type_prefix: '', target }], ordered_per_user: ordered },
+        json: true,
       });
       log(`bench: ${label(broker, ordered)}: team ${team._id}, pipeline ${res.json.id} -> ${target}`);
       return { teamId: team._id, pipelineId: res.json.id };
     };
     const publishWith = (through, teamId, run, seq) =>
-      publishEvent({ publisher: through }, { teamId, eventType: EVENT_TYPE, data: dataOf(run, seq), userId: userOf(seq), clientUserId: CLIENT_USER_ID, idempotencyKey: `${run}-${seq}` });
+      publishEvent(
+        { publisher: through },
+        { teamId, eventType: EVENT_TYPE, data: dataOf(run, seq), userId: userOf(seq), clientUserId: CLIENT_USER_ID, idempotencyKey: `${run}-${seq}` },
+      );
     const publishOne = (teamId, run, seq) => publishWith(publisher, teamId, run, seq);
-    const failedAttempts = (teamId, since) => env.db.collection('webhook_attempts').countDocuments({ team_id: teamId, timestamp: { $gte: new Date(since) }, error_class: { $ne: null } });
+    const failedAttempts = (teamId, since) =>
+      env.db.collection('webhook_attempts').countDocuments({ team_id: teamId, timestamp: { $gte: new Date(since) }, error_class: { $ne: null } });
 
     const finish = async ({ name, run, broker, ordered, shape, teamId, load, t0, stats, extra }) => {
       await settle(teamId);
@@ -251,11 +342,35 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       const events = load.ok + load.errors;
       const seconds = stats.lastAt !== null ? (stats.lastAt - t0) / 1000 : null;
       const result = {
-        name, suite: 'pipelines', kind: 'webhook', shape, broker, ordered, endpoints: 1, events, expectedDeliveries: load.ok, delivered: stats.unique,
-        complete: stats.unique >= load.ok, seconds: round(seconds, 2), eventsPerSec: seconds ? round(stats.unique / seconds, 1) : null,
-        deliveriesPerSec: seconds ? round(stats.unique / seconds, 1) : null, rps: seconds ? round(stats.unique / seconds, 1) : 0, ok: stats.unique,
-        p50Ms: lat.p50Ms, p90Ms: lat.p90Ms, p99Ms: lat.p99Ms, maxMs: lat.maxMs, meanMs: lat.meanMs, duplicates: stats.duplicates, outOfOrder: stats.outOfOrder,
-        errors: load.errors, firstError: load.firstError, failedAttempts: await failedAttempts(teamId, t0), sendCallMs: percentiles(load.latencies), worker, ...extra,
+        name,
+        suite: 'pipelines',
+        kind: 'webhook',
+        shape,
+        broker,
+        ordered,
+        endpoints: 1,
+        events,
+        expectedDeliveries: load.ok,
+        delivered: stats.unique,
+        complete: stats.unique >= load.ok,
+        seconds: round(seconds, 2),
+        eventsPerSec: seconds ? round(stats.unique / seconds, 1) : null,
+        deliveriesPerSec: seconds ? round(stats.unique / seconds, 1) : null,
+        rps: seconds ? round(stats.unique / seconds, 1) : 0,
+        ok: stats.unique,
+        p50Ms: lat.p50Ms,
+        p90Ms: lat.p90Ms,
+        p99Ms: lat.p99Ms,
+        maxMs: lat.maxMs,
+        meanMs: lat.meanMs,
+        duplicates: stats.duplicates,
+        outOfOrder: stats.outOfOrder,
+        errors: load.errors,
+        firstError: load.firstError,
+        failedAttempts: await failedAttempts(teamId, t0),
+        sendCallMs: percentiles(load.latencies),
+        worker,
+        ...extra,
       };
       log(
         `bench: ${name}: ${stats.unique}/${load.ok} received in ${result.seconds} s = ${result.eventsPerSec} events/s, latency p50 ${lat.p50Ms} ms p99 ${lat.p99Ms} ms, ` +
@@ -282,11 +397,25 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         await publishOne(teamId, run, seq);
         published++;
       }).then((l) => ((publishedAt = Date.now()), (load = l)));
-      const stats = await received(run, () => (load ? load.ok : n), t0 + settings.timeoutSeconds * 1000, name, () => (load ? '' : `published ${published}/${n}, `));
+      const stats = await received(
+        run,
+        () => (load ? load.ok : n),
+        t0 + settings.timeoutSeconds * 1000,
+        name,
+        () => (load ? '' : `published ${published}/${n}, `),
+      );
       await loadPromise;
       const cpuUsed = cpu();
       return finish({
-        name, run, broker, ordered, shape: 'throughput', teamId, load, t0, stats,
+        name,
+        run,
+        broker,
+        ordered,
+        shape: 'throughput',
+        teamId,
+        load,
+        t0,
+        stats,
         extra: { publishSeconds: round((publishedAt - t0) / 1000, 2), publishPerSec: round(load.ok / ((publishedAt - t0) / 1000), 1), cpu: cpuUsed },
       });
     };
@@ -305,11 +434,28 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         await publishOne(teamId, run, seq);
         sent++;
       }).then((l) => (load = l));
-      const stats = await received(run, () => (load ? load.ok : total), t0 + settings.pacedSeconds * 1000 + PACED_TIMEOUT_MS, name, () => (load ? '' : `published ${sent}/${total}, `));
+      const stats = await received(
+        run,
+        () => (load ? load.ok : total),
+        t0 + settings.pacedSeconds * 1000 + PACED_TIMEOUT_MS,
+        name,
+        () => (load ? '' : `published ${sent}/${total}, `),
+      );
       await loadPromise;
       const span = stats.lastAt !== null ? stats.lastAt - stats.firstAt : Infinity;
       const saturated = span > 1.2 * settings.pacedSeconds * 1000 || stats.unique < load.ok;
-      return finish({ name: saturated ? `${name} (saturated)` : name, run, broker, ordered, shape: 'latency', teamId, load, t0, stats, extra: { rate: settings.rate, saturated, cpu: cpu() } });
+      return finish({
+        name: saturated ? `${name} (saturated)` : name,
+        run,
+        broker,
+        ordered,
+        shape: 'latency',
+        teamId,
+        load,
+        t0,
+        stats,
+        extra: { rate: settings.rate, saturated, cpu: cpu() },
+      });
     };
 
     const warmUp = async (broker, ordered, teamId) => {
@@ -322,7 +468,21 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
     };
 
     const diagnosis = settings.backlog
-      ? await diagnosisScenarios({ env, config, consumer, publisher, publishWith, received, settle, meter, logLines, log, results, EventPublisher, createLogger })
+      ? await diagnosisScenarios({
+          env,
+          config,
+          consumer,
+          publisher,
+          publishWith,
+          received,
+          settle,
+          meter,
+          logLines,
+          log,
+          results,
+          EventPublisher,
+          createLogger,
+        })
       : null;
     if (diagnosis) cleanups.push(() => diagnosis.close());
     const rawDb = diagnosis ? await diagnosis.runDbBaseline(n, env.tenant.teamId, (seq) => dataOf('raw-db', seq)) : null;
@@ -335,19 +495,46 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         const paced = await runPaced(broker, ordered, teamId);
         const what = `${broker}, ${modeOf(ordered)}`;
         ratios.push({ name: `pipeline / raw producer, ${what} (events/s)`, of: tput, to: raw, target: 0.5 });
-        if (rawDb) ratios.push({ name: `pipeline / raw driver database work, ${what} (events/s)`, of: tput, to: rawDb, target: null, note: 'publish included' });
+        if (rawDb)
+          ratios.push({ name: `pipeline / raw driver database work, ${what} (events/s)`, of: tput, to: rawDb, target: null, note: 'publish included' });
         if (diagnosis) {
           const backlog = await diagnosis.runBacklog(what, teamId, pipelineId, n);
           await diagnosis.runPhases(what, teamId, pipelineId, settings.phaseEvents);
-          ratios.push({ name: `dispatcher alone (backlog) / raw producer, ${what} (events/s)`, of: backlog, to: raw, target: null, note: 'no publisher in front' });
-          ratios.push({ name: `dispatcher alone (backlog) / raw driver database work (events/s)`, of: backlog, to: rawDb, target: null, note: 'the overhead over the database work' });
+          ratios.push({
+            name: `dispatcher alone (backlog) / raw producer, ${what} (events/s)`,
+            of: backlog,
+            to: raw,
+            target: null,
+            note: 'no publisher in front',
+          });
+          ratios.push({
+            name: `dispatcher alone (backlog) / raw driver database work (events/s)`,
+            of: backlog,
+            to: rawDb,
+            target: null,
+            note: 'the overhead over the database work',
+          });
         }
-        if (broker === 'kafka') ratios.push({ kind: 'target', name: `pipeline events/s end to end, ${what}`, value: tput.eventsPerSec, target: 2000, unit: '/s' });
+        if (broker === 'kafka')
+          ratios.push({ kind: 'target', name: `pipeline events/s end to end, ${what}`, value: tput.eventsPerSec, target: 2000, unit: '/s' });
         for (const p of [50, 99]) {
-          ratios.push({ kind: 'info', name: `first-event latency p${p}, ${what} (paced ${settings.rate}/s${paced.saturated ? ', saturated' : ''})`, value: paced[`p${p}Ms`], target: null, unit: ' ms', note: 'publish call -> consumer' });
+          ratios.push({
+            kind: 'info',
+            name: `first-event latency p${p}, ${what} (paced ${settings.rate}/s${paced.saturated ? ', saturated' : ''})`,
+            value: paced[`p${p}Ms`],
+            target: null,
+            unit: ' ms',
+            note: 'publish call -> consumer',
+          });
         }
         if (ordered) {
-          ratios.push({ kind: 'target', name: `messages out of user order, ${what} (both runs)`, value: tput.outOfOrder + paced.outOfOrder, target: 1, atMost: true });
+          ratios.push({
+            kind: 'target',
+            name: `messages out of user order, ${what} (both runs)`,
+            value: tput.outOfOrder + paced.outOfOrder,
+            target: 1,
+            atMost: true,
+          });
         }
       }
     }
@@ -369,7 +556,10 @@ function pipelineNotes(results) {
   const lines = ['pipelines: where the time goes (cpu % of one core):'];
   for (const r of results) {
     const parts = [];
-    if (r.batchMs) parts.push(`raw: ${r.batchMs.batches} batches, each publish + confirm p50 ${r.batchMs.p50Ms} ms p99 ${r.batchMs.p99Ms} ms; received end to end at ${r.receivedPerSec}/s; ${r.bytesPerMessage} bytes a message`);
+    if (r.batchMs)
+      parts.push(
+        `raw: ${r.batchMs.batches} batches, each publish + confirm p50 ${r.batchMs.p50Ms} ms p99 ${r.batchMs.p99Ms} ms; received end to end at ${r.receivedPerSec}/s; ${r.bytesPerMessage} bytes a message`,
+      );
     const b = r.worker;
     if (b?.batches) {
       parts.push(
@@ -378,7 +568,10 @@ function pipelineNotes(results) {
           (r.failedAttempts !== undefined ? `; ${r.failedAttempts} failed attempts` : ''),
       );
     }
-    if (r.publishSeconds !== undefined) parts.push(`publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`);
+    if (r.publishSeconds !== undefined)
+      parts.push(
+        `publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`,
+      );
     if (r.cpu) {
       const cpu = Object.entries(r.cpu)
         .filter(([k, v]) => k !== 'wallSeconds' && v && v.cpuSeconds > 0.05)

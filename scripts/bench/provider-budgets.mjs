@@ -19,7 +19,10 @@ const WINDOW_MS = 60_000;
 const round = (x, d = 1) => Math.round(x * 10 ** d) / 10 ** d;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const settings = () => ({ users: numberEnv('BENCH_BUDGETS_USERS', 300, { integer: true, min: 1 }), seconds: numberEnv('BENCH_BUDGETS_SECONDS', 150, { min: 30 }) });
+const settings = () => ({
+  users: numberEnv('BENCH_BUDGETS_USERS', 300, { integer: true, min: 1 }),
+  seconds: numberEnv('BENCH_BUDGETS_SECONDS', 150, { min: 30 }),
+});
 export const budgetSettings = () => void settings();
 
 export async function budgetSuite(env, { log = console.log } = {}) {
@@ -49,7 +52,13 @@ export async function budgetSuite(env, { log = console.log } = {}) {
   const user = async (app) => {
     const u = app.fake.addUser();
     const { access } = app.fake.issueTokens(u.id, { accessTtlSeconds: 86_400, scope: 'read:sleep' });
-    const http = createProviderHttp({ integration: whoop, baseUrl: app.fake.url, client: { clientId: app.clientId, clientSecret: 'x' }, accessToken: async () => access.token, gate: app.gate });
+    const http = createProviderHttp({
+      integration: whoop,
+      baseUrl: app.fake.url,
+      client: { clientId: app.clientId, clientSecret: 'x' },
+      accessToken: async () => access.token,
+      gate: app.gate,
+    });
     while (Date.now() < end) {
       try {
         await http.request({ url: 'https://api.prod.whoop.com/developer/v2/activity/sleep', query: { limit: 25 } });
@@ -74,14 +83,32 @@ export async function budgetSuite(env, { log = console.log } = {}) {
     const perMinute = (times.length / seconds) * 60;
     const busiest = busiestWindow(times, WINDOW_MS);
     const refused = app.fake.rateLimitedResponses;
-    log(`bench: provider-budgets: app ${app.name}: ${times.length} requests in ${round(seconds)} s = ${round(perMinute)} a minute (${round((perMinute / LIMIT) * 100)} % of ${LIMIT}), busiest 60 s ${busiest}, ${refused} answered 429, ${app.waits} long waits`);
+    log(
+      `bench: provider-budgets: app ${app.name}: ${times.length} requests in ${round(seconds)} s = ${round(perMinute)} a minute (${round((perMinute / LIMIT) * 100)} % of ${LIMIT}), busiest 60 s ${busiest}, ${refused} answered 429, ${app.waits} long waits`,
+    );
     ratios.push(
-      { name: `WHOOP app ${app.name}: requests a minute, % of its ${LIMIT} budget (${s.users} users)`, value: round((perMinute / LIMIT) * 100), target: 90, unit: '%', kind: 'target' },
+      {
+        name: `WHOOP app ${app.name}: requests a minute, % of its ${LIMIT} budget (${s.users} users)`,
+        value: round((perMinute / LIMIT) * 100),
+        target: 90,
+        unit: '%',
+        kind: 'target',
+      },
       { name: `WHOOP app ${app.name}: 429s from its fake`, value: refused, target: 1, atMost: true, kind: 'target' },
       { name: `WHOOP app ${app.name}: busiest 60 s (requests)`, value: busiest, target: null, kind: 'info', note: `limit ${LIMIT}` },
     );
-    details[app.name] = { users: s.users, seconds: round(seconds, 2), requests: times.length, perMinute: round(perMinute, 1), busiest60s: busiest, rateLimited: refused, longWaits: app.waits };
+    details[app.name] = {
+      users: s.users,
+      seconds: round(seconds, 2),
+      requests: times.length,
+      perMinute: round(perMinute, 1),
+      busiest60s: busiest,
+      rateLimited: refused,
+      longWaits: app.waits,
+    };
   }
-  notes.push('provider-budgets: every request drew from its app budget in the bench database (one process; Temporal not involved): see the header of scripts/bench/provider-budgets.mjs');
+  notes.push(
+    'provider-budgets: every request drew from its app budget in the bench database (one process; Temporal not involved): see the header of scripts/bench/provider-budgets.mjs',
+  );
   return { results: [], ratios, notes, details };
 }

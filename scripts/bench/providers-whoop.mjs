@@ -1,7 +1,19 @@
 // The providers suite's WHOOP scenario (scripts/bench/providers.mjs): 500 users connected at once pull under WHOOP's
 // 100-requests-a-minute budget for our app; reported: the fake's 429 answers and the budget used, minute by minute.
 import { httpClient } from './load.mjs';
-import { WHOOP, WHOOP_LIMIT, WHOOP_PROFILE_PATH, WHOOP_WINDOW_MS, connectAll, countStatuses, createUsers, providerFakes, pullStates, round, sleep } from './providers.mjs';
+import {
+  WHOOP,
+  WHOOP_LIMIT,
+  WHOOP_PROFILE_PATH,
+  WHOOP_WINDOW_MS,
+  connectAll,
+  countStatuses,
+  createUsers,
+  providerFakes,
+  pullStates,
+  round,
+  sleep,
+} from './providers.mjs';
 
 /** The most of `times` (sorted) inside any `spanMs`, among the spans ending at or after `from`. */
 export function busiestWindow(times, spanMs, from = -Infinity) {
@@ -34,12 +46,16 @@ export async function whoopScenario(env, s, log) {
     const limited0 = whoop.rateLimitedResponses;
     const t0 = Date.now();
     const end = t0 + s.whoopSeconds * 1000;
-    log(`bench: providers: whoop: connecting ${s.whoopUsers} users at once (${s.connectConcurrency} OAuth flows at a time), then running to ${s.whoopSeconds} s from the first connection`);
+    log(
+      `bench: providers: whoop: connecting ${s.whoopUsers} users at once (${s.connectConcurrency} OAuth flows at a time), then running to ${s.whoopSeconds} s from the first connection`,
+    );
     const pageRequests = () => whoop.requests.slice(logFrom).filter((r) => r.path.startsWith('/developer/') && r.path !== WHOOP_PROFILE_PATH);
     const progress = setInterval(() => {
       const reqs = pageRequests();
       const minute = reqs.filter((r) => r.at > Date.now() - WHOOP_WINDOW_MS).length;
-      log(`bench: providers: whoop: ${round((Date.now() - t0) / 1000, 0)} s: ${reqs.length} page requests, ${minute} in the last 60 s, ${whoop.rateLimitedResponses - limited0} answered 429`);
+      log(
+        `bench: providers: whoop: ${round((Date.now() - t0) / 1000, 0)} s: ${reqs.length} page requests, ${minute} in the last 60 s, ${whoop.rateLimitedResponses - limited0} answered 429`,
+      );
     }, 30_000);
     let connect;
     try {
@@ -56,7 +72,12 @@ export async function whoopScenario(env, s, log) {
     for (let m = 0; m * WHOOP_WINDOW_MS < s.whoopSeconds * 1000; m++) {
       const from = t0 + m * WHOOP_WINDOW_MS;
       const to = Math.min(end, from + WHOOP_WINDOW_MS);
-      minutes.push({ minute: m + 1, seconds: (to - from) / 1000, requests: reqs.filter((r) => r.at >= from && r.at < to).length, rateLimited: reqs.filter((r) => r.at >= from && r.at < to && r.status === 429).length });
+      minutes.push({
+        minute: m + 1,
+        seconds: (to - from) / 1000,
+        requests: reqs.filter((r) => r.at >= from && r.at < to).length,
+        rateLimited: reqs.filter((r) => r.at >= from && r.at < to && r.status === 429).length,
+      });
     }
     const full = minutes.filter((m) => m.seconds === WHOOP_WINDOW_MS / 1000);
     const perMinute = (reqs.length / s.whoopSeconds) * 60;
@@ -71,8 +92,11 @@ export async function whoopScenario(env, s, log) {
     const statuses = countStatuses(states, users);
     const profileCalls = whoop.requests.slice(logFrom).filter((r) => r.path === WHOOP_PROFILE_PATH).length;
     const tokenCalls = whoop.requests.slice(logFrom).filter((r) => r.path === '/oauth/oauth2/token').length;
-    log(`bench: providers: whoop: ${reqs.length} page requests in ${s.whoopSeconds} s (${round(perMinute)} a minute, ${round((perMinute / WHOOP_LIMIT) * 100)} % of ${WHOOP_LIMIT}), ${limited} answered 429; per minute ${minutes.map((m) => m.requests).join(', ')}; busiest 60 s ${busiest}`);
-    if (whoop.rateLimitedResponses - limited0 !== limited) log(`bench: providers: whoop: the fake counted ${whoop.rateLimitedResponses - limited0} 429s in all (incl. after the window)`);
+    log(
+      `bench: providers: whoop: ${reqs.length} page requests in ${s.whoopSeconds} s (${round(perMinute)} a minute, ${round((perMinute / WHOOP_LIMIT) * 100)} % of ${WHOOP_LIMIT}), ${limited} answered 429; per minute ${minutes.map((m) => m.requests).join(', ')}; busiest 60 s ${busiest}`,
+    );
+    if (whoop.rateLimitedResponses - limited0 !== limited)
+      log(`bench: providers: whoop: the fake counted ${whoop.rateLimitedResponses - limited0} 429s in all (incl. after the window)`);
 
     const result = {
       name: `WHOOP pull, ${s.whoopUsers} users at once, ${s.whoopSeconds} s (requests/s to the fake)`,
@@ -87,15 +111,37 @@ export async function whoopScenario(env, s, log) {
       results: [result],
       ratios: [
         { name: `WHOOP 429s from the fake (${s.whoopUsers} users, ${s.whoopSeconds} s)`, value: limited, target: 1, atMost: true, kind: 'target' },
-        { name: `WHOOP requests a minute, % of the ${WHOOP_LIMIT} budget`, value: round((perMinute / WHOOP_LIMIT) * 100), target: 90, unit: '%', kind: 'target' },
-        { name: 'WHOOP busiest 60 s of the run (requests)', value: busiest, target: null, kind: 'info', note: `limit ${WHOOP_LIMIT}${s.whoopSeconds > 60 ? `; ending after the first minute ${busiestAfterFirstMinute}` : ''}; the app's budget lets ${round(budget * 60, 1)} a minute through` },
+        {
+          name: `WHOOP requests a minute, % of the ${WHOOP_LIMIT} budget`,
+          value: round((perMinute / WHOOP_LIMIT) * 100),
+          target: 90,
+          unit: '%',
+          kind: 'target',
+        },
+        {
+          name: 'WHOOP busiest 60 s of the run (requests)',
+          value: busiest,
+          target: null,
+          kind: 'info',
+          note: `limit ${WHOOP_LIMIT}${s.whoopSeconds > 60 ? `; ending after the first minute ${busiestAfterFirstMinute}` : ''}; the app's budget lets ${round(budget * 60, 1)} a minute through`,
+        },
       ],
       notes: [
         `whoop: ${s.whoopUsers} users connected through the OAuth flow in ${round(connect.seconds)} s (${s.connectConcurrency} flows at a time); requests to the fake's data API by minute from the first connection: ${minutes.map((m) => `${m.requests}${m.seconds < 60 ? ` (${m.seconds} s)` : ''}${m.rateLimited ? ` [${m.rateLimited}x429]` : ''}`).join(', ')}; ` +
           `${round(perMinute)} a minute over the run, ${steadyPerMinute === null ? '-' : round(steadyPerMinute)} a minute after the last connection; statuses ${JSON.stringify(byStatus)}`,
         `whoop: the fake's 10,000 requests a day are off (dailyLimit: null): at ${round(budget * 60)} a minute they would bind after ~${round(10_000 / (budget * 60), 0)} minutes (a 90-day history is ~20 requests a user: ${s.whoopUsers} users ~${s.whoopUsers * 20}); the task queue paces only the per-minute budget, the daily one would show as 429s whose reset the pulls wait for`,
         `whoop: the ${profileCalls} callback profile requests (afterConnect in the api, outside the task-queue budget) were answered beside the fake's limiter` +
-          `${busiestWindow(whoop.requests.slice(logFrom).filter((r) => r.path === WHOOP_PROFILE_PATH).map((r) => r.at), WHOOP_WINDOW_MS) > WHOOP_LIMIT ? ` (counted, they alone exceed ${WHOOP_LIMIT} in 60 s)` : ''}; ${tokenCalls} token requests (not rate limited); pulls after the run: ${JSON.stringify(statuses)}`,
+          `${
+            busiestWindow(
+              whoop.requests
+                .slice(logFrom)
+                .filter((r) => r.path === WHOOP_PROFILE_PATH)
+                .map((r) => r.at),
+              WHOOP_WINDOW_MS,
+            ) > WHOOP_LIMIT
+              ? ` (counted, they alone exceed ${WHOOP_LIMIT} in 60 s)`
+              : ''
+          }; ${tokenCalls} token requests (not rate limited); pulls after the run: ${JSON.stringify(statuses)}`,
       ],
       details: {
         users: s.whoopUsers,
@@ -120,4 +166,3 @@ export async function whoopScenario(env, s, log) {
     client.close();
   }
 }
-

@@ -34,7 +34,10 @@ import { whoopScenario } from './providers-whoop.mjs';
 const SCENARIOS = ['oura', 'whoop'];
 
 const settings = () => {
-  const scenarios = (process.env.BENCH_PROVIDERS_SCENARIOS || SCENARIOS.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
+  const scenarios = (process.env.BENCH_PROVIDERS_SCENARIOS || SCENARIOS.join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (!scenarios.length || scenarios.some((s) => !SCENARIOS.includes(s))) {
     throw new Error(`BENCH_PROVIDERS_SCENARIOS=${process.env.BENCH_PROVIDERS_SCENARIOS} must be a comma-separated list of ${SCENARIOS.join(', ')}`);
   }
@@ -114,7 +117,10 @@ export async function startProviderFakes({ log = console.log, onCleanup = () => 
   });
   log(`bench: providers: Oura fake ${oura.url}, WHOOP fake ${whoop.url} (${WHOOP_LIMIT} requests per ${WHOOP_WINDOW_MS / 1000} s, no daily limit)`);
   const env = {};
-  for (const [slug, fake] of [[OURA, oura], [WHOOP, whoop]]) {
+  for (const [slug, fake] of [
+    [OURA, oura],
+    [WHOOP, whoop],
+  ]) {
     env[providerEnvKey(slug, 'BASE_URL')] = fake.url;
     env[providerEnvKey(slug, 'CLIENT_ID')] = fake.options.clientId;
     env[providerEnvKey(slug, 'CLIENT_SECRET')] = fake.options.clientSecret;
@@ -128,7 +134,10 @@ export async function createUsers(env, client, prefix, count, concurrency, log) 
   const ids = new Array(count);
   let done = 0;
   await pool([...Array(count).keys()], concurrency, async (i) => {
-    const res = await client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `${prefix}-${env.runId}-${i}`, fallback_time_zone: 'UTC' }, json: true });
+    const res = await client.expect(200, 'POST', '/v2/user/', {
+      body: { client_user_id: `${prefix}-${env.runId}-${i}`, fallback_time_zone: 'UTC' },
+      json: true,
+    });
     ids[i] = res.json.user_id;
     if (++done % 100 === 0) log(`bench: providers: ${done}/${count} ${prefix} users created`);
   });
@@ -171,7 +180,12 @@ async function connectThroughOAuth(env, userId, slug, fake) {
   const done = await fetch(callback, { redirect: 'manual', signal: signal() });
   const text = await done.text();
   if (done.status !== 200 || !text.includes(' connected') || text.includes('not connected')) {
-    throw new Error(`our ${slug} callback answered ${done.status}: ${text.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').slice(0, 300)}`);
+    throw new Error(
+      `our ${slug} callback answered ${done.status}: ${text
+        .replace(/<[^>]+>/g, ' ')
+        .replace(/\s+/g, ' ')
+        .slice(0, 300)}`,
+    );
   }
   return fakeUserId;
 }
@@ -182,7 +196,8 @@ export async function connectAll(env, users, slug, fake, concurrency, log) {
   const started = performance.now();
   await pool(users, concurrency, async (userId, i) => {
     fakeIds[i] = await connectThroughOAuth(env, userId, slug, fake);
-    if (++done % 50 === 0 || done === users.length) log(`bench: providers: ${done}/${users.length} users connected to ${slug} (${round((performance.now() - started) / 1000)} s)`);
+    if (++done % 50 === 0 || done === users.length)
+      log(`bench: providers: ${done}/${users.length} users connected to ${slug} (${round((performance.now() - started) / 1000)} s)`);
   });
   return { fakeIds, seconds: (performance.now() - started) / 1000 };
 }
@@ -192,7 +207,12 @@ export async function pullStates(client, slug) {
   const byUser = new Map();
   let cursor = null;
   do {
-    const res = await client.expect(200, 'GET', `/v2/introspect/historical_pull?provider=${slug}&user_limit=1000${cursor ? `&next_cursor=${encodeURIComponent(cursor)}` : ''}`, { json: true });
+    const res = await client.expect(
+      200,
+      'GET',
+      `/v2/introspect/historical_pull?provider=${slug}&user_limit=1000${cursor ? `&next_cursor=${encodeURIComponent(cursor)}` : ''}`,
+      { json: true },
+    );
     for (const u of res.json.data) byUser.set(u.user_id, u.provider?.[slug]?.pulled ?? {});
     cursor = res.json.next_cursor ?? null;
   } while (cursor);
@@ -233,7 +253,9 @@ async function ouraScenario(env, s, log) {
     log(`bench: providers: oura: creating ${s.ouraUsers} users...`);
     const users = await createUsers(env, client, 'bench-oura', s.ouraUsers, 8, log);
     const logFrom = oura.requests.length;
-    log(`bench: providers: oura: connecting ${s.ouraUsers} users through the OAuth flow (${s.connectConcurrency} at a time); each connection starts its 90-day pull`);
+    log(
+      `bench: providers: oura: connecting ${s.ouraUsers} users through the OAuth flow (${s.connectConcurrency} at a time); each connection starts its 90-day pull`,
+    );
     const connect = await connectAll(env, users, OURA, oura, s.connectConcurrency, log);
 
     const expected = s.ouraUsers * 6;
@@ -251,7 +273,9 @@ async function ouraScenario(env, s, log) {
         const pages = ouraPageRequests(oura, connect.fakeIds, logFrom);
         const first = pages[0]?.at;
         const rate = first ? pages.length / Math.max(1, (Date.now() - first) / 1000) : 0;
-        log(`bench: providers: oura pull: ${statuses.success ?? 0}/${expected} resources success${statuses.failure ? `, ${statuses.failure} failed` : ''}, ${pages.length} pages fetched, ${round(rate)} pages/s (budget ${round(budget)})`);
+        log(
+          `bench: providers: oura pull: ${statuses.success ?? 0}/${expected} resources success${statuses.failure ? `, ${statuses.failure} failed` : ''}, ${pages.length} pages fetched, ${round(rate)} pages/s (budget ${round(budget)})`,
+        );
       }
       if (terminal >= expected || now > deadline) break;
       await sleep(POLL_MS);
@@ -286,7 +310,9 @@ async function ouraScenario(env, s, log) {
       p99Ms: null,
       errors: (statuses.failure ?? 0) + rateLimited,
     };
-    log(`bench: providers: oura pull: ${pages} pages for ${s.ouraUsers} users in ${pull.seconds} s (first page request to the last resource's ended_at): ${pull.rps} pages/s`);
+    log(
+      `bench: providers: oura pull: ${pages} pages for ${s.ouraUsers} users in ${pull.seconds} s (first page request to the last resource's ended_at): ${pull.rps} pages/s`,
+    );
 
     // Baseline: the same pages from a fresh fake (cold, as the pull found its fake) holding the same users, plain fetch.
     const { startFakeOura } = await distModule('test/support/fakes/oura.js');
@@ -303,7 +329,9 @@ async function ouraScenario(env, s, log) {
         tokens.set(id, replayFake.issueTokens(id, { accessTtlSeconds: 86_400, refresh: false, scope }).access.token);
       }
       const concurrency = Math.min(connect.fakeIds.length, WORKER_ACTIVITY_SLOTS);
-      log(`bench: providers: oura baseline: the same ${pages} pages with plain fetch, ${concurrency} users' pages at once (each user's one at a time, in the pull's order)...`);
+      log(
+        `bench: providers: oura baseline: the same ${pages} pages with plain fetch, ${concurrency} users' pages at once (each user's one at a time, in the pull's order)...`,
+      );
       const latencies = [];
       let errors = 0;
       let firstError = null;
@@ -312,7 +340,9 @@ async function ouraScenario(env, s, log) {
         for (const r of chains.get(id)) {
           const t0 = performance.now();
           try {
-            const res = await fetch(`${replayFake.url}${r.path}?${new URLSearchParams(r.query)}`, { headers: { accept: 'application/json', authorization: `Bearer ${tokens.get(id)}` } });
+            const res = await fetch(`${replayFake.url}${r.path}?${new URLSearchParams(r.query)}`, {
+              headers: { accept: 'application/json', authorization: `Bearer ${tokens.get(id)}` },
+            });
             const body = await res.json();
             if (res.status !== 200) throw new Error(`${r.path} answered ${res.status}: ${JSON.stringify(body).slice(0, 200)}`);
             latencies.push(performance.now() - t0);
@@ -334,15 +364,30 @@ async function ouraScenario(env, s, log) {
         errors,
         firstError,
       };
-      log(`bench: providers: oura baseline: ${raw.ok} pages in ${raw.seconds} s: ${raw.rps} pages/s, p50 ${raw.p50Ms} ms, p99 ${raw.p99Ms} ms, ${errors} errors${firstError ? ` (first: ${firstError})` : ''}`);
+      log(
+        `bench: providers: oura baseline: ${raw.ok} pages in ${raw.seconds} s: ${raw.rps} pages/s, p50 ${raw.p50Ms} ms, p99 ${raw.p99Ms} ms, ${errors} errors${firstError ? ` (first: ${firstError})` : ''}`,
+      );
 
       const floorSeconds = pages / budget;
       const repeats = okRequests.length - pages;
       return {
         results: [pull, raw],
         ratios: [
-          { name: 'Oura 90-day pull / raw fetch of the same pages', of: pull, to: raw, target: null, note: `the pull is paced at Oura's budget, ${round(budget, 2)} requests/s` },
-          { name: 'Oura pull pages/s, % of the app budget', value: round((pull.rps / budget) * 100), target: null, unit: '%', kind: 'info', note: `${round(budget, 2)} requests/s: 5,000 per 5 min less 5 %` },
+          {
+            name: 'Oura 90-day pull / raw fetch of the same pages',
+            of: pull,
+            to: raw,
+            target: null,
+            note: `the pull is paced at Oura's budget, ${round(budget, 2)} requests/s`,
+          },
+          {
+            name: 'Oura pull pages/s, % of the app budget',
+            value: round((pull.rps / budget) * 100),
+            target: null,
+            unit: '%',
+            kind: 'info',
+            note: `${round(budget, 2)} requests/s: 5,000 per 5 min less 5 %`,
+          },
         ],
         notes: [
           `oura: ${s.ouraUsers} users connected through the OAuth flow in ${round(connect.seconds)} s; their 90-day pulls (${pages} pages, ${round(pages / s.ouraUsers)} a user at ${s.ouraPageSize} documents / ${s.ouraHeartRatePageSize} heart-rate rows a page) took ${pull.seconds} s from the first page request to the last resource done: ${pull.rps} pages/s, ${round(s.ouraUsers / pullSeconds, 3)} users/s` +
@@ -386,7 +431,10 @@ export async function providerSuite(env, { log = console.log } = {}) {
   const s = settings();
   if (!fakes) throw new Error('the providers suite needs its fakes started before the environment (startProviderFakes)');
   const out = { results: [], ratios: [], notes: [], details: {} };
-  for (const [name, scenario] of [['oura', ouraScenario], ['whoop', whoopScenario]]) {
+  for (const [name, scenario] of [
+    ['oura', ouraScenario],
+    ['whoop', whoopScenario],
+  ]) {
     if (!s.scenarios.includes(name)) continue;
     const got = await scenario(env, s, log);
     out.results.push(...got.results);

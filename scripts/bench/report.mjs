@@ -19,9 +19,7 @@ function table(headers, rows, alignRight) {
 export function computeRatios(ratios) {
   return ratios.map(({ name, of, to, target, note, atMost, unit, kind, ...rest }) => {
     const own = 'value' in rest;
-    const value = own
-      ? rest.value
-      : of.rps > 0 && to.rps > 0 ? Math.round((of.rps / to.rps) * 1000) / 1000 : null;
+    const value = own ? rest.value : of.rps > 0 && to.rps > 0 ? Math.round((of.rps / to.rps) * 1000) / 1000 : null;
     const met = value !== null && (atMost ? value <= target : value >= target);
     const mark = target === null ? 'info' : value === null ? 'n/a' : met ? 'PASS' : 'BELOW';
     return {
@@ -48,11 +46,18 @@ function webhookTable(results) {
     String(r.duplicates),
     String(r.errors),
   ]);
-  return table(
-    ['webhook scenario', 'delivered', 's', 'events/s', 'deliv/s', 'p50 ms', 'p99 ms', 'max ms', 'dups', 'errors'],
-    rows,
-    [false, true, true, true, true, true, true, true, true, true],
-  );
+  return table(['webhook scenario', 'delivered', 's', 'events/s', 'deliv/s', 'p50 ms', 'p99 ms', 'max ms', 'dups', 'errors'], rows, [
+    false,
+    true,
+    true,
+    true,
+    true,
+    true,
+    true,
+    true,
+    true,
+    true,
+  ]);
 }
 
 function ratioLine(r, nameWidth) {
@@ -131,12 +136,17 @@ export function summarizeCpuProfile(dir, top = 15) {
     add(byFunction, `${functionName || '(anonymous)'} ${short}${url ? `:${lineNumber + 1}` : ''}`, us);
     const inModules = where.includes('/node_modules/') ? where.slice(where.lastIndexOf('/node_modules/') + 14) : null;
     const pkg = inModules
-      ? inModules.split('/').slice(0, inModules.startsWith('@') ? 2 : 1).join('/')
+      ? inModules
+          .split('/')
+          .slice(0, inModules.startsWith('@') ? 2 : 1)
+          .join('/')
       : where.includes('/dist/')
         ? `dist/${where.split('/dist/').at(-1).split('/').slice(0, 2).join('/')}`
         : where.startsWith('node:')
           ? 'node internals'
-          : functionName.startsWith('(') ? functionName : '(native / gc / other)';
+          : functionName.startsWith('(')
+            ? functionName
+            : '(native / gc / other)';
     add(byPackage, pkg, us);
   }
   const topOf = (map) =>

@@ -64,7 +64,18 @@ function readResult(name, times) {
   const sorted = [...times].sort((a, b) => a - b);
   const total = sorted.reduce((a, b) => a + b, 0);
   const r = (x) => Math.round(x * 100) / 100;
-  return { name, concurrency: 1, ok: sorted.length, rps: r((sorted.length * 1000) / total), p50Ms: r(sorted[Math.floor((sorted.length - 1) / 2)]), p90Ms: r(sorted.at(-1)), p99Ms: r(sorted.at(-1)), meanMs: r(total / sorted.length), maxMs: r(sorted.at(-1)), errors: 0 };
+  return {
+    name,
+    concurrency: 1,
+    ok: sorted.length,
+    rps: r((sorted.length * 1000) / total),
+    p50Ms: r(sorted[Math.floor((sorted.length - 1) / 2)]),
+    p90Ms: r(sorted.at(-1)),
+    p99Ms: r(sorted.at(-1)),
+    meanMs: r(total / sorted.length),
+    maxMs: r(sorted.at(-1)),
+    errors: 0,
+  };
 }
 
 /**
@@ -77,7 +88,8 @@ async function inMemoryReadChild([teamId, userId, from, to]) {
   const { sampleView } = await distModule('lib/wearables/views.js');
   const mongo = await connectMongo(process.env.MONGO_URL, process.env.MONGO_DB);
   const repo = new WearableDataRepository(mongo.db);
-  const read = async (fromMs, toMs) => JSON.stringify((await repo.findSamples({ teamId, userId, resource: 'heartrate', from: new Date(fromMs), to: new Date(toMs) })).map(sampleView));
+  const read = async (fromMs, toMs) =>
+    JSON.stringify((await repo.findSamples({ teamId, userId, resource: 'heartrate', from: new Date(fromMs), to: new Date(toMs) })).map(sampleView));
   await read(Number(from), Number(from) + DAY - 1); // warm-up: a day
   const idle = memoryMb(process.pid);
   const started = performance.now();
@@ -90,10 +102,15 @@ async function inMemoryReadChild([teamId, userId, from, to]) {
 
 function runInMemoryRead(childEnv, args) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), 'in-memory-read', ...args.map(String)], { env: { ...process.env, ...childEnv }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), 'in-memory-read', ...args.map(String)], {
+      env: { ...process.env, ...childEnv },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
-    child.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1))) : reject(new Error(`the in-memory read exited with ${code}`))));
+    child.once('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out.trim().split('\n').at(-1))) : reject(new Error(`the in-memory read exited with ${code}`)),
+    );
   });
 }
 
@@ -103,11 +120,17 @@ export async function timeseriesMemorySuite(env, { log = console.log } = {}) {
   const teamKey = env.tenant.teamKey;
   const today = Math.floor(Date.now() / DAY) * DAY;
   const firstDay = today - STORED_DAYS * DAY;
-  const created = await fetch(`${env.apiUrl}/v2/user/`, { method: 'POST', headers: { 'x-service-api-key': teamKey, 'content-type': 'application/json' }, body: JSON.stringify({ client_user_id: `bench-timeseries-${env.runId}` }) });
+  const created = await fetch(`${env.apiUrl}/v2/user/`, {
+    method: 'POST',
+    headers: { 'x-service-api-key': teamKey, 'content-type': 'application/json' },
+    body: JSON.stringify({ client_user_id: `bench-timeseries-${env.runId}` }),
+  });
   if (created.status !== 200) throw new Error(`creating the bench user: ${created.status} ${await created.text()}`);
   const userId = (await created.json()).user_id;
 
-  log(`bench: timeseries-memory: storing ${STORED_DAYS} day buckets of ${PER_DAY} samples (${fmtInt(STORED_DAYS * PER_DAY)}) for one user (raw insertMany, not measured)...`);
+  log(
+    `bench: timeseries-memory: storing ${STORED_DAYS} day buckets of ${PER_DAY} samples (${fmtInt(STORED_DAYS * PER_DAY)}) for one user (raw insertMany, not measured)...`,
+  );
   for (let d = 0; d < STORED_DAYS; d += 50) {
     const docs = Array.from({ length: Math.min(50, STORED_DAYS - d) }, (_, i) => heartRateBucket(teamId, userId, firstDay + (d + i) * DAY, PER_DAY));
     await env.db.collection('sample_buckets').insertMany(docs, { ordered: false });
@@ -130,10 +153,16 @@ export async function timeseriesMemorySuite(env, { log = console.log } = {}) {
     const api = startNode('api/main.js', { ...env.childEnv, API_PORT: String(port), PUBLIC_BASE_URL: apiUrl }, `api (${fmtInt(samples)} samples)`);
     try {
       await waitForHttp(`${apiUrl}/health`, { timeoutMs: 60_000 });
-      const warm = await timedRead(apiUrl, `/v2/timeseries/${userId}/heartrate?start_date=${new Date(from).toISOString().slice(0, 10)}&end_date=${new Date(from).toISOString().slice(0, 10)}`, teamKey);
+      const warm = await timedRead(
+        apiUrl,
+        `/v2/timeseries/${userId}/heartrate?start_date=${new Date(from).toISOString().slice(0, 10)}&end_date=${new Date(from).toISOString().slice(0, 10)}`,
+        teamKey,
+      );
       if (!warm.head.startsWith('[{"timestamp"')) throw new Error(`warm-up read: ${warm.head}`);
       const idle = memoryMb(api.pid);
-      log(`bench: timeseries-memory: ${fmtInt(samples)} samples: fresh api (pid ${api.pid}), idle RSS ${idle.rss} MB after a one-day read; ${s.reads} reads...`);
+      log(
+        `bench: timeseries-memory: ${fmtInt(samples)} samples: fresh api (pid ${api.pid}), idle RSS ${idle.rss} MB after a one-day read; ${s.reads} reads...`,
+      );
       const times = [];
       let bytes = 0;
       for (let i = 0; i < s.reads; i++) {
@@ -144,14 +173,19 @@ export async function timeseriesMemorySuite(env, { log = console.log } = {}) {
       }
       const peak = memoryMb(api.pid);
       const api1 = readResult(`GET /v2/timeseries/{user}/heartrate, ${days} days (${fmtInt(samples)} samples, ${(bytes / 2 ** 20).toFixed(1)} MB)`, times);
-      log(`bench: timeseries-memory: ${fmtInt(samples)} samples: p50 ${api1.p50Ms} ms, api peak RSS ${peak.hwm} MB (${(peak.hwm - idle.rss).toFixed(1)} MB above idle)`);
+      log(
+        `bench: timeseries-memory: ${fmtInt(samples)} samples: p50 ${api1.p50Ms} ms, api peak RSS ${peak.hwm} MB (${(peak.hwm - idle.rss).toFixed(1)} MB above idle)`,
+      );
 
       const rawTimes = [];
       for (let i = 0; i < s.reads; i++) {
         const started = performance.now();
         const buckets = await env.db
           .collection('sample_buckets')
-          .find({ team_id: teamId, user_id: userId, resource: 'heartrate', day: { $gte: new Date(from), $lte: new Date(Math.floor(to / DAY) * DAY) } }, { projection: { ingest_key: 0, change: 0 } })
+          .find(
+            { team_id: teamId, user_id: userId, resource: 'heartrate', day: { $gte: new Date(from), $lte: new Date(Math.floor(to / DAY) * DAY) } },
+            { projection: { ingest_key: 0, change: 0 } },
+          )
           .sort({ day: 1 })
           .toArray();
         const json = samplesJson(buckets, from, to);
@@ -161,12 +195,28 @@ export async function timeseriesMemorySuite(env, { log = console.log } = {}) {
       const raw = readResult(`raw driver: the same ${days} buckets turned into the same JSON`, rawTimes);
       const inMemory = await runInMemoryRead(env.childEnv, [teamId, userId, from, to]);
       if (inMemory.bytes !== bytes) throw new Error(`in-memory read: ${inMemory.bytes} bytes, the api's ${bytes}`);
-      const size = { samples, bytes, idleRssMb: idle.rss, peakRssMb: peak.hwm, aboveIdleMb: Math.round((peak.hwm - idle.rss) * 10) / 10, apiP50Ms: api1.p50Ms, rawP50Ms: raw.p50Ms, inMemory: { ...inMemory, aboveIdleMb: Math.round((inMemory.hwm - inMemory.idleRss) * 10) / 10 } };
+      const size = {
+        samples,
+        bytes,
+        idleRssMb: idle.rss,
+        peakRssMb: peak.hwm,
+        aboveIdleMb: Math.round((peak.hwm - idle.rss) * 10) / 10,
+        apiP50Ms: api1.p50Ms,
+        rawP50Ms: raw.p50Ms,
+        inMemory: { ...inMemory, aboveIdleMb: Math.round((inMemory.hwm - inMemory.idleRss) * 10) / 10 },
+      };
       sizes.push(size);
       results.push(api1, raw);
       ratios.push(
         { name: `${fmtInt(samples)} samples: streamed read / raw driver + JSON (time)`, of: api1, to: raw, target: null },
-        { name: `${fmtInt(samples)} samples: api peak RSS above idle`, value: size.aboveIdleMb, unit: ' MB', target: null, kind: 'info', note: `idle ${idle.rss} MB, peak ${peak.hwm} MB` },
+        {
+          name: `${fmtInt(samples)} samples: api peak RSS above idle`,
+          value: size.aboveIdleMb,
+          unit: ' MB',
+          target: null,
+          kind: 'info',
+          note: `idle ${idle.rss} MB, peak ${peak.hwm} MB`,
+        },
       );
       notes.push(
         `${fmtInt(samples)} samples (${(bytes / 2 ** 20).toFixed(1)} MB): api peak ${size.aboveIdleMb} MB above idle (${idle.rss} -> ${peak.hwm} MB), p50 ${api1.p50Ms} ms vs raw driver + JSON ${raw.p50Ms} ms; ` +
@@ -177,7 +227,14 @@ export async function timeseriesMemorySuite(env, { log = console.log } = {}) {
     }
   }
   const [small, , large] = sizes;
-  ratios.push({ name: `peak above idle, ${fmtInt(large.samples)} vs ${fmtInt(small.samples)} samples (flat: about 1)`, value: Math.round((large.aboveIdleMb / Math.max(small.aboveIdleMb, 0.1)) * 10) / 10, unit: 'x', target: null, kind: 'info', note: `${large.aboveIdleMb} vs ${small.aboveIdleMb} MB` });
+  ratios.push({
+    name: `peak above idle, ${fmtInt(large.samples)} vs ${fmtInt(small.samples)} samples (flat: about 1)`,
+    value: Math.round((large.aboveIdleMb / Math.max(small.aboveIdleMb, 0.1)) * 10) / 10,
+    unit: 'x',
+    target: null,
+    kind: 'info',
+    note: `${large.aboveIdleMb} vs ${small.aboveIdleMb} MB`,
+  });
   return { results, ratios, notes, details: { sizes } };
 }
 

@@ -70,9 +70,7 @@ export async function createUserPool(env, count = POOL_SIZE, log = console.log) 
 
 /** GET /v2/user/{user_id}, a random user of the pool per request. */
 export function userRead(env, pool, opts = {}) {
-  return withClient(teamClient(env), (client) =>
-    measure({ name: 'user read', ...opts, fn: () => client.expect(200, 'GET', `/v2/user/${pick(pool)}`) }),
-  );
+  return withClient(teamClient(env), (client) => measure({ name: 'user read', ...opts, fn: () => client.expect(200, 'GET', `/v2/user/${pick(pool)}`) }));
 }
 
 /** POST /v2/user/ with a fresh client_user_id each. */

@@ -68,7 +68,7 @@ export function heartRateBucket(teamId, userId, dayStart, perDay) {
 }
 
 /** Entry `i` of a bucket column: one value for every sample, or an array of one per sample. */
-const columnAt = (column, i) => (Array.isArray(column) ? column[i] : column ?? null);
+const columnAt = (column, i) => (Array.isArray(column) ? column[i] : (column ?? null));
 
 /** What a reader does with buckets: the samples of [from, to] in time order, as the API's JSON (sampleView). */
 export function samplesJson(buckets, from, to) {
@@ -78,7 +78,13 @@ export function samplesJson(buckets, from, to) {
     for (let i = 0; i < b.offsets.length; i++) {
       const t = base + b.offsets[i];
       if (t < from || t > to) continue;
-      out.push({ timestamp: new Date(t).toISOString().replace('Z', '+00:00'), timezone_offset: columnAt(b.timezone_offset, i), type: columnAt(b.type, i), unit: columnAt(b.unit, i), value: columnAt(b.value, i) });
+      out.push({
+        timestamp: new Date(t).toISOString().replace('Z', '+00:00'),
+        timezone_offset: columnAt(b.timezone_offset, i),
+        type: columnAt(b.type, i),
+        unit: columnAt(b.unit, i),
+        value: columnAt(b.value, i),
+      });
     }
   }
   return JSON.stringify(out); // buckets in day order, offsets ascending: already in time order
@@ -122,7 +128,10 @@ export async function wearableSuite(env, { log = console.log } = {}) {
         const buckets = await env.db
           .collection('sample_buckets')
           // As the repository reads: without the ingest marks, which reads do not return.
-          .find({ team_id: teamId, user_id: pick(), resource: 'heartrate', day: { $gte: new Date(start), $lte: new Date(today) } }, { projection: { ingest_key: 0, change: 0 } })
+          .find(
+            { team_id: teamId, user_id: pick(), resource: 'heartrate', day: { $gte: new Date(start), $lte: new Date(today) } },
+            { projection: { ingest_key: 0, change: 0 } },
+          )
           .sort({ day: 1 })
           .toArray();
         return samplesJson(buckets, start, to);
@@ -136,7 +145,11 @@ export async function wearableSuite(env, { log = console.log } = {}) {
       concurrency: s.concurrency,
       log,
       fn: ({ seq }) => {
-        const samples = Array.from({ length: s.batch }, (_, i) => ({ resource: 'heartrate', timestamp: new Date(base + (seq * s.batch + i) * MINUTE).toISOString(), value: 60 + (i % 40) }));
+        const samples = Array.from({ length: s.batch }, (_, i) => ({
+          resource: 'heartrate',
+          timestamp: new Date(base + (seq * s.batch + i) * MINUTE).toISOString(),
+          value: 60 + (i % 40),
+        }));
         return client.expect(200, 'POST', `/v2/ingest/${ingestUser}`, { body: { provider: 'apple_health_kit', source_type: 'watch', samples } });
       },
     });
@@ -161,7 +174,14 @@ export async function wearableSuite(env, { log = console.log } = {}) {
                 $push: { offsets: { $each: columns.offsets }, value: { $each: columns.value } },
                 $set: { unit: 'bpm', timezone_offset: 0, ...INGEST_MARK },
                 $inc: { version: 1 },
-                $setOnInsert: { team_id: teamId, user_id: rawUser, resource: 'heartrate', provider: 'apple_health_kit', source_type: 'watch', day: new Date(day) },
+                $setOnInsert: {
+                  team_id: teamId,
+                  user_id: rawUser,
+                  resource: 'heartrate',
+                  provider: 'apple_health_kit',
+                  source_type: 'watch',
+                  day: new Date(day),
+                },
               },
               { upsert: true },
             ),

@@ -33,13 +33,15 @@ const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFin
  * over batches).
  */
 export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamId, eventType, userId, clientUserId, makeData, config }) {
-  const [{ createIndexes }, { WEBHOOK_STORE_INDEXES }, { envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }, { timeOrderedUuid }] = await Promise.all([
-    distModule('lib/platform/database/indexes.js'),
-    distModule('lib/events/store.js'),
-    distModule('lib/events/model.js'),
-    distModule('lib/events/fan-out.js'),
-    distModule('lib/platform/keys.js'),
-  ]);
+  const [{ createIndexes }, { WEBHOOK_STORE_INDEXES }, { envelopeOf, attemptId }, { newDelivery, deliveryPolicyFrom }, { timeOrderedUuid }] = await Promise.all(
+    [
+      distModule('lib/platform/database/indexes.js'),
+      distModule('lib/events/store.js'),
+      distModule('lib/events/model.js'),
+      distModule('lib/events/fan-out.js'),
+      distModule('lib/platform/keys.js'),
+    ],
+  );
   const db = env.db;
   const names = { events: 'webhook_events', deliveries: 'webhook_deliveries', attempts: 'webhook_attempts', dispatchers: 'webhook_dispatchers' };
   const coll = Object.fromEntries(Object.entries(names).map(([k, name]) => [k, db.collection(`${SCRATCH_PREFIX}${name}`)]));
@@ -67,7 +69,11 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
   const dispatch = async (endpointId, limit) => {
     const now = new Date();
     const due = await timed('findDue', () =>
-      coll.deliveries.find({ destination_id: endpointId, status: 'pending', next_attempt_at: { $lte: now } }).sort({ next_attempt_at: 1 }).limit(limit).toArray(),
+      coll.deliveries
+        .find({ destination_id: endpointId, status: 'pending', next_attempt_at: { $lte: now } })
+        .sort({ next_attempt_at: 1 })
+        .limit(limit)
+        .toArray(),
     );
     if (!due.length) return 0;
     // The send window that keeps a superseded run and its replacement from sending the same delivery twice.
@@ -96,7 +102,18 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
     await timed('updateDeliveries', () =>
       coll.deliveries.updateMany(
         { _id: { $in: due.map((d) => d._id) }, status: 'pending', attempts: 0 },
-        { $set: { status: 'succeeded', next_attempt_at: null, finished_at: at, updated_at: at, last_status_code: 200, last_error: null, attempts: 1, pass_attempts: 1 } },
+        {
+          $set: {
+            status: 'succeeded',
+            next_attempt_at: null,
+            finished_at: at,
+            updated_at: at,
+            last_status_code: 200,
+            last_error: null,
+            attempts: 1,
+            pass_attempts: 1,
+          },
+        },
       ),
     );
     batches++;

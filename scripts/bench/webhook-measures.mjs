@@ -336,11 +336,17 @@ export function whereTheTimeGoes(results) {
       const total = Object.values(r.dbOpMs).reduce((x, v) => x + v, 0);
       parts.push(
         `database work in ${r.dbBatches} dispatcher batches of up to ${r.batchSize}, ms summed per operation (% of ${total} ms): ` +
-          Object.entries(r.dbOpMs).map(([op, ms]) => `${op} ${ms} (${total ? Math.round((ms / total) * 100) : 0}%)`).join(', '),
+          Object.entries(r.dbOpMs)
+            .map(([op, ms]) => `${op} ${ms} (${total ? Math.round((ms / total) * 100) : 0}%)`)
+            .join(', '),
       );
     }
-    if (r.publishSeconds !== undefined) parts.push(`publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`);
-    if (r.firstArrivalMs !== undefined) parts.push(`first arrival ${r.firstArrivalMs} ms after the first publish, last ${r.afterLastPublishMs} ms after the last`);
+    if (r.publishSeconds !== undefined)
+      parts.push(
+        `publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`,
+      );
+    if (r.firstArrivalMs !== undefined)
+      parts.push(`first arrival ${r.firstArrivalMs} ms after the first publish, last ${r.afterLastPublishMs} ms after the last`);
     if (r.cpu) {
       const cpu = Object.entries(r.cpu)
         .filter(([k, v]) => k !== 'wallSeconds' && v && v.cpuSeconds > 0.05)

@@ -59,11 +59,11 @@ server.keepAliveTimeout = 120_000;
 server.headersTimeout = 125_000;
 server.requestTimeout = 0;
 
-
 answerParent(runs, (r) =>
   r
     ? { requests: r.requests, unique: r.first.size, duplicates: r.duplicates, noId: r.noId, firstAt: r.firstAt, lastAt: r.lastAt }
-    : { requests: 0, unique: 0, duplicates: 0, noId: 0, firstAt: null, lastAt: null });
+    : { requests: 0, unique: 0, duplicates: 0, noId: 0, firstAt: null, lastAt: null },
+);
 
 serveForParent(server);
 server.listen(0, '127.0.0.1');

@@ -3,7 +3,23 @@
 
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { rawDeliveryWork } from './webhook-db-baseline.mjs';
-import { CLIENT_USER_ID, EVENT_TYPE, PACED_TIMEOUT_MS, SETTLE_TIMEOUT_MS, USER_ID, closedLoop, cpuMeter, dispatcherBatches, dispatcherRetries, pacedLoop, percentiles, plural, round, sleep, waitDelivered } from './webhook-measures.mjs';
+import {
+  CLIENT_USER_ID,
+  EVENT_TYPE,
+  PACED_TIMEOUT_MS,
+  SETTLE_TIMEOUT_MS,
+  USER_ID,
+  closedLoop,
+  cpuMeter,
+  dispatcherBatches,
+  dispatcherRetries,
+  pacedLoop,
+  percentiles,
+  plural,
+  round,
+  sleep,
+  waitDelivered,
+} from './webhook-measures.mjs';
 
 /**
  * The scenarios of one endpoint count `k`: a team with `k` endpoints at the receiver, and the runs measured against it
@@ -55,8 +71,7 @@ export async function endpointScenarios(ctx, k) {
   };
   // The last batch's attempts and delivery updates are written after the receiver has seen its POSTs: wait
   // until none of the team's deliveries is pending before reading the figures from the store.
-  const queueEmpty = async () =>
-    !(await env.db.collection('webhook_deliveries').findOne({ team_id: team._id, status: 'pending' }, { projection: { _id: 1 } }));
+  const queueEmpty = async () => !(await env.db.collection('webhook_deliveries').findOne({ team_id: team._id, status: 'pending' }, { projection: { _id: 1 } }));
   const settle = async () => {
     const deadline = Date.now() + SETTLE_TIMEOUT_MS;
     while (Date.now() < deadline && !(await queueEmpty())) await sleep(1000);
@@ -87,7 +102,12 @@ export async function endpointScenarios(ctx, k) {
     }
     late.forEach((r, i) => {
       const waited = round((Date.now() - (r.gaveUpAt ?? started)) / 1000, 1);
-      r.eventually = { delivered: stats[i].unique, duplicates: stats[i].duplicates, complete: stats[i].unique >= r.expectedDeliveries - r.errors * k, afterDrainSeconds: waited };
+      r.eventually = {
+        delivered: stats[i].unique,
+        duplicates: stats[i].duplicates,
+        complete: stats[i].unique >= r.expectedDeliveries - r.errors * k,
+        afterDrainSeconds: waited,
+      };
       delete r.gaveUpAt;
       log(
         `bench: ${r.name}: ${r.eventually.complete ? 'all' : 'still only'} ${stats[i].unique}/${r.expectedDeliveries} delivered after ` +
@@ -163,8 +183,14 @@ export async function endpointScenarios(ctx, k) {
       return post.expect(200, 'POST', paths[i % k], { headers, body });
     });
     const stats = await waitDelivered({
-      receiver, run, expected: () => (n * k) - load.errors, deadline: t0 + settings.timeoutSeconds * 1000, label: name, log,
-      progress: () => '', sampleMemory,
+      receiver,
+      run,
+      expected: () => n * k - load.errors,
+      deadline: t0 + settings.timeoutSeconds * 1000,
+      label: name,
+      log,
+      progress: () => '',
+      sampleMemory,
     });
     return finish({ name, run, kind: 'throughput', events: n, load, t0, stats, extra: { cpu: cpu() } });
   };
@@ -178,7 +204,14 @@ export async function endpointScenarios(ctx, k) {
     let r;
     try {
       r = await rawDeliveryWork(env, {
-        events: n, endpoints: k, batchSize, teamId: team._id, eventType: EVENT_TYPE, userId: USER_ID, clientUserId: CLIENT_USER_ID, config,
+        events: n,
+        endpoints: k,
+        batchSize,
+        teamId: team._id,
+        eventType: EVENT_TYPE,
+        userId: USER_ID,
+        clientUserId: CLIENT_USER_ID,
+        config,
         makeData: (seq) => ({ ...sample, bench_run: 'raw-db', seq, sent_at: Date.now() }),
       });
     } catch (err) {
@@ -217,7 +250,9 @@ export async function endpointScenarios(ctx, k) {
     if (!r.failed) {
       log(
         `bench: ${name}: ${r.delivered} deliveries in ${r.seconds} s = ${r.eventsPerSec} events/s (${r.deliveriesPerSec} deliveries/s); ` +
-          `ms per operation kind, summed: ${Object.entries(r.opMs).map(([op, ms]) => `${op} ${ms}`).join(', ')}`,
+          `ms per operation kind, summed: ${Object.entries(r.opMs)
+            .map(([op, ms]) => `${op} ${ms}`)
+            .join(', ')}`,
       );
     }
     results.push(result);
@@ -234,14 +269,24 @@ export async function endpointScenarios(ctx, k) {
     if (!events) return 0;
     const run = `${baseline ? 'base-' : ''}warm-${k}`;
     const t0 = Date.now();
-    const load = await closedLoop(events, baseline ? settings.baselineConcurrency : settings.publishers, (seq) => (baseline ? baselineEvent(run, seq) : publishOne(run, seq)));
+    const load = await closedLoop(events, baseline ? settings.baselineConcurrency : settings.publishers, (seq) =>
+      baseline ? baselineEvent(run, seq) : publishOne(run, seq),
+    );
     const stats = await waitDelivered({
-      receiver, run, deadline: t0 + settings.timeoutSeconds * 1000, label: `warm-up, ${plural(k)}`, log, sampleMemory,
-      expected: () => load.ok * k, progress: () => '',
+      receiver,
+      run,
+      deadline: t0 + settings.timeoutSeconds * 1000,
+      label: `warm-up, ${plural(k)}`,
+      log,
+      sampleMemory,
+      expected: () => load.ok * k,
+      progress: () => '',
     });
     if (!baseline) await settle();
     await receiver.ask('forget', run);
-    log(`bench: warm-up${baseline ? ' (plain POSTs)' : ''}, ${plural(k)}: ${stats.unique}/${load.ok * k} delivered in ${round((Date.now() - t0) / 1000, 1)} s (not measured)`);
+    log(
+      `bench: warm-up${baseline ? ' (plain POSTs)' : ''}, ${plural(k)}: ${stats.unique}/${load.ok * k} delivered in ${round((Date.now() - t0) / 1000, 1)} s (not measured)`,
+    );
     return baseline ? 0 : load.ok;
   };
 
@@ -264,7 +309,12 @@ export async function endpointScenarios(ctx, k) {
     let load = null;
     loadPromise.then((l) => (load = l));
     const stats = await waitDelivered({
-      receiver, run, deadline: t0 + settings.timeoutSeconds * 1000, label: name, log, sampleMemory,
+      receiver,
+      run,
+      deadline: t0 + settings.timeoutSeconds * 1000,
+      label: name,
+      log,
+      sampleMemory,
       expected: () => (load ? load.ok * k : n * k),
       progress: () => (load ? '' : `published ${published}/${n}, `),
     });
@@ -274,7 +324,13 @@ export async function endpointScenarios(ctx, k) {
     const wallMs = stats.lastAt !== null ? stats.lastAt - t0 : Date.now() - t0;
     const worker = await dispatcherBatches(env.db, team._id, t0, wallMs, logLines.take());
     return finish({
-      name, run, kind: 'throughput', events: n, load, t0, stats,
+      name,
+      run,
+      kind: 'throughput',
+      events: n,
+      load,
+      t0,
+      stats,
       extra: {
         publishSeconds: round((publishedAt - t0) / 1000, 2),
         publishPerSec: round(load.ok / ((publishedAt - t0) / 1000), 1),
@@ -303,7 +359,12 @@ export async function endpointScenarios(ctx, k) {
     });
     loadPromise.then((l) => (load = l));
     const stats = await waitDelivered({
-      receiver, run, deadline: t0 + settings.pacedSeconds * 1000 + PACED_TIMEOUT_MS, label: name, log, sampleMemory,
+      receiver,
+      run,
+      deadline: t0 + settings.pacedSeconds * 1000 + PACED_TIMEOUT_MS,
+      label: name,
+      log,
+      sampleMemory,
       expected: () => (load ? load.ok * k : total * k),
       progress: () => (load ? '' : `${baseline ? 'sent' : 'published'} ${sent}/${total}, `),
     });
@@ -311,14 +372,21 @@ export async function endpointScenarios(ctx, k) {
     const events = load.ok + load.errors;
     if (!baseline) await settle();
     const cpuUsed = cpu();
-    const worker = baseline ? null : await dispatcherBatches(env.db, team._id, t0, stats.lastAt !== null ? stats.lastAt - t0 : Date.now() - t0, logLines.take());
+    const worker = baseline
+      ? null
+      : await dispatcherBatches(env.db, team._id, t0, stats.lastAt !== null ? stats.lastAt - t0 : Date.now() - t0, logLines.take());
     // Saturated: deliveries fell behind the offered rate (first to last arrival took over 1.2 x the pacing
     // window, i.e. under ~83% of the offered rate), so the latency includes queueing.
     const span = stats.lastAt !== null ? stats.lastAt - stats.firstAt : Infinity;
     const saturated = span > 1.2 * settings.pacedSeconds * 1000 || stats.unique < load.ok * k;
     return finish({
       name: saturated ? `${name} (saturated)` : name,
-      run, kind: 'latency', events, load, t0, stats,
+      run,
+      kind: 'latency',
+      events,
+      load,
+      t0,
+      stats,
       extra: { rate: round(rate, 1), saturated, ...(worker ? { worker } : {}), cpu: cpuUsed },
     });
   };
@@ -336,8 +404,14 @@ export async function recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, t
   // are dropped: it shows as a counter above the attempt documents, and at the receiver as duplicates.
   const w = env.db;
   const [deliveryDocs, attemptDocs] = await Promise.all([
-    w.collection('webhook_deliveries').find({ team_id: team._id }, { projection: { status: 1, attempts: 1 } }).toArray(),
-    w.collection('webhook_attempts').find({ team_id: team._id }, { projection: { event_id: 1, destination_id: 1, status_code: 1 } }).toArray(),
+    w
+      .collection('webhook_deliveries')
+      .find({ team_id: team._id }, { projection: { status: 1, attempts: 1 } })
+      .toArray(),
+    w
+      .collection('webhook_attempts')
+      .find({ team_id: team._id }, { projection: { event_id: 1, destination_id: 1, status_code: 1 } })
+      .toArray(),
   ]);
   const byStatus = { pending: 0, succeeded: 0, failed: 0, cancelled: 0 };
   for (const d of deliveryDocs) byStatus[d.status] = (byStatus[d.status] ?? 0) + 1;
@@ -364,7 +438,10 @@ export async function recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, t
   const published = warmedUp + [tput, paced, starved].filter(Boolean).reduce((sum, r) => sum + r.events - r.errors, 0);
   let temporalRetries = null;
   try {
-    temporalRetries = await dispatcherRetries(temporal.client, endpointIds.map((id) => workflowIds.destinationDispatch(id)));
+    temporalRetries = await dispatcherRetries(
+      temporal.client,
+      endpointIds.map((id) => workflowIds.destinationDispatch(id)),
+    );
   } catch (err) {
     log(`bench: webhooks: could not read the dispatcher histories: ${err.message}`);
   }
@@ -380,20 +457,27 @@ export async function recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, t
     temporalRetries,
   };
   tput.bookkeeping = bookkeeping;
-  const reasons = temporalRetries ? Object.entries(temporalRetries.reasons).map(([m, c]) => `${c}x ${m}`).join('; ') : '';
+  const reasons = temporalRetries
+    ? Object.entries(temporalRetries.reasons)
+        .map(([m, c]) => `${c}x ${m}`)
+        .join('; ')
+    : '';
   const retryText = temporalRetries
     ? `${temporalRetries.activities} dispatcher activities finished, ${temporalRetries.retried} of them retries` +
       (temporalRetries.running ? `, ${temporalRetries.running} still running (${temporalRetries.runningRetried} of them retries)` : '') +
       (reasons ? ` (${reasons})` : '')
     : 'dispatcher histories not read';
-  const statusText = `${deliveryDocs.length} delivery documents (${Object.entries(byStatus).map(([st, c]) => `${c} ${st}`).join(', ')})`;
+  const statusText = `${deliveryDocs.length} delivery documents (${Object.entries(byStatus)
+    .map(([st, c]) => `${c} ${st}`)
+    .join(', ')})`;
   const resentText = resent.deliveries
     ? `${resent.deliveries} deliveries with more than one attempt document (${resent.extraAttempts} extra)`
     : 'no delivery has more than one attempt document';
-  const counterText = counterMismatches || counters.succeededWithoutAttempt
-    ? `attempt counter above the attempt documents on ${counters.aboveDocuments} deliveries (recorded twice: sent again), ` +
-      `below on ${counters.belowDocuments}; ${counters.succeededWithoutAttempt} succeeded deliveries without any attempt document (record lost)`
-    : 'every attempt counter matches its attempt documents';
+  const counterText =
+    counterMismatches || counters.succeededWithoutAttempt
+      ? `attempt counter above the attempt documents on ${counters.aboveDocuments} deliveries (recorded twice: sent again), ` +
+        `below on ${counters.belowDocuments}; ${counters.succeededWithoutAttempt} succeeded deliveries without any attempt document (record lost)`
+      : 'every attempt counter matches its attempt documents';
   log(
     `bench: webhooks ${plural(k)}: ${published} events published, ${statusText}, ${attempts} attempt documents ` +
       `(${failedAttempts} failed), ${resentText}; ${counterText}; ${retryText}`,

@@ -100,7 +100,12 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
     cleanups.push(() => temporal.connection.close());
     // One publisher for the suite, as the api has one per process (group commit of concurrent publishes).
-    const publisher = new EventPublisher({ config, repos, temporal: { client: temporal.client, taskQueue: temporal.taskQueue }, logger: createLogger('warn', 'bench-publisher') });
+    const publisher = new EventPublisher({
+      config,
+      repos,
+      temporal: { client: temporal.client, taskQueue: temporal.taskQueue },
+      logger: createLogger('warn', 'bench-publisher'),
+    });
     cleanups.push(() => publisher.settle()); // runs before the Temporal connection closes (cleanups run in reverse)
     const deps = { publisher };
     const logLines = logLineCounter(env);
@@ -127,7 +132,26 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     );
 
     /** What the scenarios of each endpoint count share (webhook-scenarios.mjs). */
-    const ctx = { env, settings, config, repos, receiver, mgmt, post, deps, publishEvent, sample, pids, logLines, log, results, notes, sampleMemory, temporal, workflowIds };
+    const ctx = {
+      env,
+      settings,
+      config,
+      repos,
+      receiver,
+      mgmt,
+      post,
+      deps,
+      publishEvent,
+      sample,
+      pids,
+      logLines,
+      log,
+      results,
+      notes,
+      sampleMemory,
+      temporal,
+      workflowIds,
+    };
 
     for (const k of settings.endpointCounts) {
       const { team, endpointIds, warmUp, runBaselineThroughput, runDbBaseline, runDeliveryThroughput, runPaced, drain } = await endpointScenarios(ctx, k);
@@ -158,7 +182,13 @@ export async function webhookSuite(env, { log = console.log } = {}) {
 
       await recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, tput, paced, starved });
 
-      ratios.push({ name: `webhook delivery / plain POST, ${plural(k)} (deliveries/s)`, of: tput, to: baseTput, target: k === 1 ? 0.4 : null, note: 'pipeline cost over raw HTTP' });
+      ratios.push({
+        name: `webhook delivery / plain POST, ${plural(k)} (deliveries/s)`,
+        of: tput,
+        to: baseTput,
+        target: k === 1 ? 0.4 : null,
+        note: 'pipeline cost over raw HTTP',
+      });
       ratios.push({
         name: `webhook delivery / raw driver database work, ${plural(k)} (events/s)`,
         of: tput,
@@ -169,7 +199,14 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       if (k === 1) {
         ratios.push({ kind: 'target', name: `delivered events/s, ${plural(k)}`, value: tput.eventsPerSec, target: 1000, unit: '/s' });
       }
-      ratios.push({ kind: 'target', name: `first-attempt latency p99 ms, ${plural(k)} (paced ${round(rate, 0)}/s${paced.saturated ? ', saturated' : ''})`, value: paced.p99Ms, target: 1000, atMost: true, unit: ' ms' });
+      ratios.push({
+        kind: 'target',
+        name: `first-attempt latency p99 ms, ${plural(k)} (paced ${round(rate, 0)}/s${paced.saturated ? ', saturated' : ''})`,
+        value: paced.p99Ms,
+        target: 1000,
+        atMost: true,
+        unit: ' ms',
+      });
       ratios.push({
         name: `latency p50 over plain POST, ${plural(k)} (paced, ms)`,
         value: paced.p50Ms !== null && basePaced.p50Ms !== null ? round(paced.p50Ms - basePaced.p50Ms, 1) : null,
@@ -183,12 +220,17 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     // Where the time goes, and the worker's memory.
     const mem = procStatus(workerPid);
     const workerMemory = { vmHwmMb: mem?.hwmMb ?? null, vmRssMb: mem?.rssMb ?? null, sampledRssPeakMb: workerRssPeakMb || null };
-    notes.push(...whereTheTimeGoes(results), `worker peak memory: VmHWM ${workerMemory.vmHwmMb} MB (RSS now ${workerMemory.vmRssMb} MB, sampled peak during the runs ${workerMemory.sampledRssPeakMb} MB)`);
+    notes.push(
+      ...whereTheTimeGoes(results),
+      `worker peak memory: VmHWM ${workerMemory.vmHwmMb} MB (RSS now ${workerMemory.vmRssMb} MB, sampled peak during the runs ${workerMemory.sampledRssPeakMb} MB)`,
+    );
     for (const r of results.filter((x) => x.eventually)) {
       const e = r.eventually;
       notes.push(
         `late: ${r.name}: ${r.delivered}/${r.expectedDeliveries} delivered within its timeout; ` +
-          (e.complete ? `the rest arrived within ${e.afterDrainSeconds} s more` : `still ${r.expectedDeliveries - e.delivered} missing ${e.afterDrainSeconds} s later`),
+          (e.complete
+            ? `the rest arrived within ${e.afterDrainSeconds} s more`
+            : `still ${r.expectedDeliveries - e.delivered} missing ${e.afterDrainSeconds} s later`),
       );
     }
     const dupsOf = (r) => r.eventually?.duplicates ?? r.duplicates;

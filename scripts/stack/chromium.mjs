@@ -14,7 +14,8 @@ export const CHROMIUM_BIN = CHROMIUM_LAUNCH.executablePath;
 export async function ensureChromium({ log = console.log } = {}) {
   if (fs.existsSync(CHROMIUM_BIN)) return { bin: CHROMIUM_BIN };
   const fix = 'sudo apt-get install -y --no-install-recommends chromium';
-  if (!which('apt-get')) throw new Error(`setup chromium: ${CHROMIUM_BIN} is missing and this machine has no apt-get; install Debian's chromium package (${fix}).`);
+  if (!which('apt-get'))
+    throw new Error(`setup chromium: ${CHROMIUM_BIN} is missing and this machine has no apt-get; install Debian's chromium package (${fix}).`);
   if (process.getuid?.() !== 0) throw new Error(`setup chromium: ${CHROMIUM_BIN} is missing (the browser tests need it); install it once as root: ${fix}`);
   const prefix = 'setup chromium';
   const started = Date.now();

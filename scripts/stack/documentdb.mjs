@@ -78,7 +78,9 @@ export async function ensureDocumentdb(log) {
       const versions = JSON.parse(
         execFileSync('chroot', [paths.root, 'dpkg-query', '-W', '-f', '"${Package}": "${Version}",', ...Object.keys(DEBIAN_PINS), 'libc6'], {
           encoding: 'utf8',
-        }).replace(/^/, '{').replace(/,$/, '}'),
+        })
+          .replace(/^/, '{')
+          .replace(/,$/, '}'),
       );
       fs.writeFileSync(path.join(tmp, 'versions.pending.json'), `${JSON.stringify(versions, null, 2)}\n`);
       await createTemplateCluster(paths, log);

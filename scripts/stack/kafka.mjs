@@ -26,7 +26,12 @@ const LOG4J_VERSION = '2.25.5';
 const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
 const MIN_JAVA = 17;
 export const KAFKA_BUILD = `kafka_${KAFKA_SCALA}-${KAFKA_VERSION}-log4j${LOG4J_VERSION}`;
-const REQUIRED_JARS = [`kafka_${KAFKA_SCALA}-${KAFKA_VERSION}.jar`, `kafka-clients-${KAFKA_VERSION}.jar`, `log4j-slf4j-impl-${LOG4J_VERSION}.jar`, `log4j-core-${LOG4J_VERSION}.jar`];
+const REQUIRED_JARS = [
+  `kafka_${KAFKA_SCALA}-${KAFKA_VERSION}.jar`,
+  `kafka-clients-${KAFKA_VERSION}.jar`,
+  `log4j-slf4j-impl-${LOG4J_VERSION}.jar`,
+  `log4j-core-${LOG4J_VERSION}.jar`,
+];
 /** Heap of the test broker: enough for benchmarks with ~1 KB messages (RSS ~350-400 MB). */
 const KAFKA_HEAP = '256m';
 
@@ -96,7 +101,15 @@ export async function ensureKafka({ log = console.log } = {}) {
       const libs = path.join(tmp, 'kafka', 'libs');
       // A private local repository (removed afterwards): the cache holds only the jars. ~/.m2/settings.xml
       // (mirrors, proxies) still applies.
-      const args = ['-B', '-q', '-Dstyle.color=never', `-Dmaven.repo.local=${path.join(tmp, 'm2')}`, `${DEPENDENCY_PLUGIN}:copy-dependencies`, '-DincludeScope=runtime', `-DoutputDirectory=${libs}`];
+      const args = [
+        '-B',
+        '-q',
+        '-Dstyle.color=never',
+        `-Dmaven.repo.local=${path.join(tmp, 'm2')}`,
+        `${DEPENDENCY_PLUGIN}:copy-dependencies`,
+        '-DincludeScope=runtime',
+        `-DoutputDirectory=${libs}`,
+      ];
       try {
         await runLogged('build kafka', mvn, args, { cwd: tmp, quiet: true }, log);
       } catch (err) {
@@ -128,7 +141,11 @@ function randomClusterId() {
 function serverProperties({ dataDir, port, controllerPort, autoCreateTopics, sasl }) {
   // An optional second listener that takes SASL/PLAIN logins (`sasl: { port, users: { name: password } }`).
   const saslListener = sasl ? `,SASL_PLAINTEXT://127.0.0.1:${sasl.port}` : '';
-  const jaasUsers = sasl ? Object.entries(sasl.users).map(([user, password]) => `user_${user}="${password}"`).join(' ') : '';
+  const jaasUsers = sasl
+    ? Object.entries(sasl.users)
+        .map(([user, password]) => `user_${user}="${password}"`)
+        .join(' ')
+    : '';
   return `# Written by scripts/stack/kafka.mjs at every start (ports may change; the data in log.dirs stays).
 process.roles=broker,controller
 node.id=1
@@ -136,9 +153,13 @@ controller.quorum.voters=1@127.0.0.1:${controllerPort}
 listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}${saslListener}
 advertised.listeners=PLAINTEXT://127.0.0.1:${port}${saslListener}
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
-${sasl ? `sasl.enabled.mechanisms=PLAIN
+${
+  sasl
+    ? `sasl.enabled.mechanisms=PLAIN
 listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required ${jaasUsers};
-` : ''}controller.listener.names=CONTROLLER
+`
+    : ''
+}controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs=${dataDir}
 # Topics are created explicitly (as on most managed clusters), so a missing topic is an error, not a new topic.
@@ -249,10 +270,13 @@ async function reapPrevious(stateDir, log, { force = false } = {}) {
     return;
   }
   const same = prev.pid && exists(prev.pid) && procStartTime(prev.pid) === prev.start;
-  if (same && !isAlive(prev.pid)) await waitGone(prev.pid, 5000); // killed, still exiting
+  if (same && !isAlive(prev.pid))
+    await waitGone(prev.pid, 5000); // killed, still exiting
   else if (same && commandLine(prev.pid).includes('kafka.Kafka')) {
     if (!force && prev.owner !== process.pid && isAlive(prev.owner)) {
-      throw new Error(`kafka: ${stateDir} is in use by a broker (pid ${prev.pid}) of a running process (pid ${prev.owner}); stop it first, or use another state folder.`);
+      throw new Error(
+        `kafka: ${stateDir} is in use by a broker (pid ${prev.pid}) of a running process (pid ${prev.owner}); stop it first, or use another state folder.`,
+      );
     }
     log(`stack: killing the Kafka broker (pid ${prev.pid}) left running on ${stateDir}`);
     signalGroup(prev.pid, 'SIGKILL');
@@ -279,7 +303,9 @@ export async function startKafka({ stateDir, port, controllerPort, autoCreateTop
   fs.mkdirSync(stateDir, { recursive: true });
   await reapPrevious(stateDir, log);
   port = port || (await freePort());
-  if (!controllerPort) do controllerPort = await freePort(); while (controllerPort === port);
+  if (!controllerPort)
+    do controllerPort = await freePort();
+    while (controllerPort === port);
   if (port === controllerPort) throw new Error(`startKafka: port and controllerPort are both ${port}`);
   await assertPortFree(port, 'Kafka');
   await assertPortFree(controllerPort, "Kafka's controller");

@@ -10,7 +10,22 @@ import { stopLeftoverKafka } from './kafka.mjs';
 import { stopLeftoverRabbitmq } from './rabbitmq.mjs';
 import { stopLeftoverPrometheus } from './prometheus.mjs';
 import { POSTGRES_SOCKET_PORT, postgresCommand, preparePostgresData } from './postgres.mjs';
-import { assertPortFree, freePort, isAlive, mongoHello, postgresReady, postgresSocketDir, procStartTime, readStackFile, signalGroup, spawnServer, stopPids, temporalHealthy, waitReady, writeStackFile } from './processes.mjs';
+import {
+  assertPortFree,
+  freePort,
+  isAlive,
+  mongoHello,
+  postgresReady,
+  postgresSocketDir,
+  procStartTime,
+  readStackFile,
+  signalGroup,
+  spawnServer,
+  stopPids,
+  temporalHealthy,
+  waitReady,
+  writeStackFile,
+} from './processes.mjs';
 
 // ---------------------------------------------------------------------------------------------
 // Stack
@@ -50,9 +65,7 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
   if (previous) {
     // ...unless the process that started them is still running (e.g. a second `npm run dev`).
     if (previous.owner && previous.owner !== process.pid && isAlive(previous.owner)) {
-      throw new Error(
-        `stack: ${stateDir} is in use by a running process (pid ${previous.owner}); stop it first, or use another state folder.`,
-      );
+      throw new Error(`stack: ${stateDir} is in use by a running process (pid ${previous.owner}); stop it first, or use another state folder.`);
     }
     await stopPids(previous.pids, log, previous);
     removeSocketDir(previous);
@@ -142,7 +155,14 @@ export async function startStack({ stateDir, ports = {}, ui = true, persist = tr
         pending.push(
           ready('postgres').then(() => {
             log(`stack: starting FerretDB ${FERRETDB_VERSION} (MongoDB wire protocol) on 127.0.0.1:${port} ...`);
-            launch('mongo', { label: 'FerretDB', bin: bins.ferretdbBin, args: ferretArgs, env: ferretdbEnv(), logFile: path.join(logsDir, 'ferretdb.log'), ...mongoProbe });
+            launch('mongo', {
+              label: 'FerretDB',
+              bin: bins.ferretdbBin,
+              args: ferretArgs,
+              env: ferretdbEnv(),
+              logFile: path.join(logsDir, 'ferretdb.log'),
+              ...mongoProbe,
+            });
             return ready('mongo');
           }),
         );

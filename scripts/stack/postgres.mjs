@@ -28,7 +28,19 @@ export async function createTemplateCluster(paths, log) {
   await runLogged(
     prefix,
     'chroot',
-    ['--userspec=postgres:postgres', paths.root, `/usr/lib/postgresql/${POSTGRES_MAJOR}/bin/initdb`, '-D', inRoot, '-A', 'trust', '-U', 'postgres', '--locale=C', '--encoding=UTF8'],
+    [
+      '--userspec=postgres:postgres',
+      paths.root,
+      `/usr/lib/postgresql/${POSTGRES_MAJOR}/bin/initdb`,
+      '-D',
+      inRoot,
+      '-A',
+      'trust',
+      '-U',
+      'postgres',
+      '--locale=C',
+      '--encoding=UTF8',
+    ],
     { env: { LC_ALL: 'C' }, quiet: true },
     log,
   );
@@ -47,7 +59,21 @@ export async function createTemplateCluster(paths, log) {
     await runLogged(
       prefix,
       paths.loader,
-      ['--library-path', paths.libraryPath, paths.bin('psql'), '-h', socketDir, '-p', String(POSTGRES_SOCKET_PORT), '-U', 'postgres', '-v', 'ON_ERROR_STOP=1', '-c', 'CREATE EXTENSION documentdb CASCADE'],
+      [
+        '--library-path',
+        paths.libraryPath,
+        paths.bin('psql'),
+        '-h',
+        socketDir,
+        '-p',
+        String(POSTGRES_SOCKET_PORT),
+        '-U',
+        'postgres',
+        '-v',
+        'ON_ERROR_STOP=1',
+        '-c',
+        'CREATE EXTENSION documentdb CASCADE',
+      ],
       { quiet: true },
       log,
     );

@@ -295,11 +295,8 @@ function bsonDoc(elements) {
 
 export function temporalHealthy(temporalBin, port) {
   return new Promise((resolve) => {
-    execFile(
-      temporalBin,
-      ['operator', 'cluster', 'health', '--address', `127.0.0.1:${port}`],
-      { timeout: 5000, encoding: 'utf8' },
-      (err, stdout) => resolve(!err && stdout.includes('SERVING')),
+    execFile(temporalBin, ['operator', 'cluster', 'health', '--address', `127.0.0.1:${port}`], { timeout: 5000, encoding: 'utf8' }, (err, stdout) =>
+      resolve(!err && stdout.includes('SERVING')),
     );
   });
 }

@@ -15,10 +15,16 @@ const binaryOf = (dir) => path.join(dir, 'root/usr/bin/prometheus');
 
 /** Prometheus in the cache (once: `apt-get download`, `dpkg-deb -x`; no service installed). Returns { bin, version }. */
 export async function ensurePrometheus({ log = console.log } = {}) {
-  const done = () => ({ bin: binaryOf(prometheusCachePath()), version: `Prometheus ${PROMETHEUS_DEBIAN_VERSION.replace(/\+.*$/, '')} (Debian ${PROMETHEUS_DEBIAN_VERSION})` });
+  const done = () => ({
+    bin: binaryOf(prometheusCachePath()),
+    version: `Prometheus ${PROMETHEUS_DEBIAN_VERSION.replace(/\+.*$/, '')} (Debian ${PROMETHEUS_DEBIAN_VERSION})`,
+  });
   if (fs.existsSync(binaryOf(prometheusCachePath()))) return done();
   const missing = ['apt-get', 'dpkg-deb'].filter((tool) => !which(tool));
-  if (missing.length) throw new Error(`stack: Prometheus is not in the cache (${prometheusCachePath()}) and installing it needs Debian's apt-get and dpkg-deb (missing: ${missing.join(', ')}).`);
+  if (missing.length)
+    throw new Error(
+      `stack: Prometheus is not in the cache (${prometheusCachePath()}) and installing it needs Debian's apt-get and dpkg-deb (missing: ${missing.join(', ')}).`,
+    );
   return withBuildLock('prometheus', log, async () => {
     if (fs.existsSync(binaryOf(prometheusCachePath()))) return done();
     const prefix = 'setup prometheus';
@@ -53,16 +59,28 @@ export async function startPrometheus({ stateDir, port, targets, scrapeIntervalS
   port = port || (await freePort());
   const config = path.join(stateDir, 'prometheus.yml');
   const jobs = targets.map(
-    (t) => `  - job_name: ${JSON.stringify(t.job)}\n    static_configs: [{ targets: [${JSON.stringify(t.address)}] }]${t.bearerToken ? `\n    authorization: { credentials: ${JSON.stringify(t.bearerToken)} }` : ''}`,
+    (t) =>
+      `  - job_name: ${JSON.stringify(t.job)}\n    static_configs: [{ targets: [${JSON.stringify(t.address)}] }]${t.bearerToken ? `\n    authorization: { credentials: ${JSON.stringify(t.bearerToken)} }` : ''}`,
   );
   // A scrape may take the whole interval (a test process busy with other work answers late; a missed scrape leaves a gap).
   const every = `${scrapeIntervalSeconds}s`;
-  fs.writeFileSync(config, `global: { scrape_interval: ${every}, scrape_timeout: ${every}, evaluation_interval: ${every} }\nscrape_configs:\n${jobs.join('\n')}\n`);
+  fs.writeFileSync(
+    config,
+    `global: { scrape_interval: ${every}, scrape_timeout: ${every}, evaluation_interval: ${every} }\nscrape_configs:\n${jobs.join('\n')}\n`,
+  );
   const logFile = path.join(stateDir, 'prometheus.log');
   log(`stack: starting ${version} on 127.0.0.1:${port} ...`);
-  const server = spawnServer(bin, [`--config.file=${config}`, `--storage.tsdb.path=${path.join(stateDir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`], logFile);
+  const server = spawnServer(
+    bin,
+    [`--config.file=${config}`, `--storage.tsdb.path=${path.join(stateDir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
+    logFile,
+  );
   const url = `http://127.0.0.1:${port}`;
-  const ready = () => fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(1000) }).then((r) => r.ok, () => false);
+  const ready = () =>
+    fetch(`${url}/-/ready`, { signal: AbortSignal.timeout(1000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
   const ms = await waitReady({ label: 'Prometheus', server, logFile, probe: ready, interval: 100 });
   log(`stack: Prometheus ready on ${url} (${seconds(ms)})`);
   const pid = server.child.pid;

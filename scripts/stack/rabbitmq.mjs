@@ -16,7 +16,25 @@ import { assertPortFree, freePort, isAlive, procStartTime, signalGroup, spawnSer
 export const RABBITMQ_DEBIAN_VERSION = '3.10.8-1.1+deb12u1';
 export const ERLANG_DEBIAN_VERSION = '1:25.2.3+dfsg-1+deb12u4';
 // rabbitmq-server's Erlang dependencies, with their own (erlang-os-mon: snmp; erlang-inets: ftp, tftp).
-const ERLANG_PACKAGES = ['base', 'asn1', 'crypto', 'eldap', 'ftp', 'inets', 'mnesia', 'os-mon', 'parsetools', 'public-key', 'runtime-tools', 'snmp', 'ssl', 'syntax-tools', 'tftp', 'tools', 'xmerl'].map((p) => `erlang-${p}`);
+const ERLANG_PACKAGES = [
+  'base',
+  'asn1',
+  'crypto',
+  'eldap',
+  'ftp',
+  'inets',
+  'mnesia',
+  'os-mon',
+  'parsetools',
+  'public-key',
+  'runtime-tools',
+  'snmp',
+  'ssl',
+  'syntax-tools',
+  'tftp',
+  'tools',
+  'xmerl',
+].map((p) => `erlang-${p}`);
 const RABBITMQ_BUILD = `${RABBITMQ_DEBIAN_VERSION}-otp${ERLANG_DEBIAN_VERSION.replace(/^\d+:/, '')}`;
 export const RABBITMQ_USER = 'healthbridge';
 export const RABBITMQ_PASSWORD = 'healthbridge';
@@ -54,7 +72,9 @@ export async function ensureRabbitmq({ log = console.log } = {}) {
   if (fs.existsSync(rabbitmqPaths(rabbitmqCachePath()).versionsFile)) return done();
   const missing = ['apt-get', 'dpkg-deb'].filter((tool) => !which(tool));
   if (missing.length) {
-    throw new Error(`stack: RabbitMQ is not in the cache (${rabbitmqCachePath()}) and installing it needs Debian bookworm's apt-get and dpkg-deb (missing: ${missing.join(', ')}). Run on Debian bookworm, or use a broker of your own.`);
+    throw new Error(
+      `stack: RabbitMQ is not in the cache (${rabbitmqCachePath()}) and installing it needs Debian bookworm's apt-get and dpkg-deb (missing: ${missing.join(', ')}). Run on Debian bookworm, or use a broker of your own.`,
+    );
   }
   return withBuildLock('rabbitmq', log, async () => {
     if (fs.existsSync(rabbitmqPaths(rabbitmqCachePath()).versionsFile)) return done();
@@ -65,7 +85,9 @@ export async function ensureRabbitmq({ log = console.log } = {}) {
       const paths = rabbitmqPaths(tmp);
       const debs = path.join(tmp, 'debs');
       fs.mkdirSync(debs);
-      log(`[${prefix}] RabbitMQ ${RABBITMQ_DEBIAN_VERSION} + Erlang ${ERLANG_DEBIAN_VERSION} from Debian bookworm into ${rabbitmqCachePath()} (once per cache, a few seconds)...`);
+      log(
+        `[${prefix}] RabbitMQ ${RABBITMQ_DEBIAN_VERSION} + Erlang ${ERLANG_DEBIAN_VERSION} from Debian bookworm into ${rabbitmqCachePath()} (once per cache, a few seconds)...`,
+      );
       await downloadPackages(debs, log);
       const versions = {};
       for (const deb of fs.readdirSync(debs).sort()) {
@@ -89,7 +111,9 @@ export async function ensureRabbitmq({ log = console.log } = {}) {
       try {
         otp = execFileSync(erl, ['-noshell', '-eval', probe], { encoding: 'utf8', env: erlangEnv(paths, { HOME: tmp, ERL_CRASH_DUMP: '/dev/null' }) }).trim();
       } catch (err) {
-        throw new Error(`[${prefix}] the unpacked Erlang runtime does not start (${err.message.trim()}); a library of the host may be missing: \`ldd ${paths.root}/usr/lib/erlang/erts-*/bin/beam.smp\`.`);
+        throw new Error(
+          `[${prefix}] the unpacked Erlang runtime does not start (${err.message.trim()}); a library of the host may be missing: \`ldd ${paths.root}/usr/lib/erlang/erts-*/bin/beam.smp\`.`,
+        );
       }
       [versions.otp, versions.erts] = otp.split(' ');
       fs.writeFileSync(paths.versionsFile, `${JSON.stringify(versions, null, 2)}\n`); // last: marks a complete installation
@@ -109,8 +133,17 @@ export async function ensureRabbitmq({ log = console.log } = {}) {
  */
 function prunePlugins(root) {
   const lib = path.join(root, 'usr/lib/rabbitmq/lib');
-  const plugins = path.join(lib, fs.readdirSync(lib).find((d) => d.startsWith('rabbitmq_server-')), 'plugins');
-  const byApp = new Map(fs.readdirSync(plugins, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => [d.name.replace(/-[\d.]+$/, ''), d.name]));
+  const plugins = path.join(
+    lib,
+    fs.readdirSync(lib).find((d) => d.startsWith('rabbitmq_server-')),
+    'plugins',
+  );
+  const byApp = new Map(
+    fs
+      .readdirSync(plugins, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => [d.name.replace(/-[\d.]+$/, ''), d.name]),
+  );
   const keep = new Set();
   const visit = (app) => {
     if (keep.has(app) || !byApp.has(app)) return; // OTP's own applications are not in this folder
@@ -219,7 +252,11 @@ export async function startRabbitmq({ stateDir, port, user = RABBITMQ_USER, pass
     } catch (err) {
       await stop().catch(() => {});
       // The tail is mostly Erlang's crash report; RabbitMQ's own reason is in its first error lines.
-      const lines = fs.readFileSync(logFile, 'utf8').slice(logStart).split('\n').filter((l) => / \[error\] /.test(l));
+      const lines = fs
+        .readFileSync(logFile, 'utf8')
+        .slice(logStart)
+        .split('\n')
+        .filter((l) => / \[error\] /.test(l));
       const errors = lines.map((l) => l.replace(/^.*? \[error\] <[\d.]+> ?/, '')).filter((l) => l.trim() && !/^=+$/.test(l));
       const reportAt = errors.findIndex((l) => /^\s*(supervisor|crasher):/.test(l));
       if (errors.length) err.message += `\nRabbitMQ's errors:\n${errors.slice(0, reportAt > 0 ? Math.min(reportAt, 10) : 10).join('\n')}`;
@@ -323,7 +360,10 @@ const tcpAnswers = (port) =>
   new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port, timeout: 1000 });
     const done = (ok) => (socket.destroy(), resolve(ok));
-    socket.on('connect', () => done(true)).on('error', () => done(false)).on('timeout', () => done(false));
+    socket
+      .on('connect', () => done(true))
+      .on('error', () => done(false))
+      .on('timeout', () => done(false));
   });
 
 /**
@@ -376,7 +416,12 @@ export function amqpReady(port, user = RABBITMQ_USER, password = RABBITMQ_PASSWO
         } else if (id === '10.50') {
           const code = payload.readUInt16BE(4);
           const text = payload.toString('utf8', 7, 7 + payload[6]).replace(/\.+$/, '');
-          if (code === 403) done(new Error(`stack: RabbitMQ on 127.0.0.1:${port} refused user ${user}: ${text}. Its data folder was made with other credentials: remove it, or pass those.`));
+          if (code === 403)
+            done(
+              new Error(
+                `stack: RabbitMQ on 127.0.0.1:${port} refused user ${user}: ${text}. Its data folder was made with other credentials: remove it, or pass those.`,
+              ),
+            );
           else done(false);
         }
       }

@@ -50,7 +50,9 @@ export async function ensureTemporalTestServer({ log = console.log } = {}) {
   return withBuildLock('temporal-test-server', log, async () => {
     if (fs.existsSync(launcherOf(dir))) return result();
     const started = Date.now();
-    log(`[build temporal-test-server] fetching Temporal's time-skipping test server ${TEMPORAL_TEST_SERVER_VERSION} and its dependencies from Maven Central (~40 MB) ...`);
+    log(
+      `[build temporal-test-server] fetching Temporal's time-skipping test server ${TEMPORAL_TEST_SERVER_VERSION} and its dependencies from Maven Central (~40 MB) ...`,
+    );
     const tmp = fs.mkdtempSync(path.join(cacheDir(), '.build-temporal-test-server-'));
     try {
       const pom = `<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
@@ -65,14 +67,23 @@ export async function ensureTemporalTestServer({ log = console.log } = {}) {
       const out = path.join(tmp, 'server');
       const libs = path.join(out, 'libs');
       // A private local repository (removed afterwards): the cache holds only the jars.
-      const args = ['-B', '-q', '-Dstyle.color=never', `-Dmaven.repo.local=${path.join(tmp, 'm2')}`, `${DEPENDENCY_PLUGIN}:copy-dependencies`, '-DincludeScope=runtime', `-DoutputDirectory=${libs}`];
+      const args = [
+        '-B',
+        '-q',
+        '-Dstyle.color=never',
+        `-Dmaven.repo.local=${path.join(tmp, 'm2')}`,
+        `${DEPENDENCY_PLUGIN}:copy-dependencies`,
+        '-DincludeScope=runtime',
+        `-DoutputDirectory=${libs}`,
+      ];
       try {
         await runLogged('build temporal-test-server', mvn, args, { cwd: tmp, quiet: true }, log);
       } catch (err) {
         throw new Error(`${err.message}\nMaven could not fetch the jars: Maven Central (or the mirror in ~/.m2/settings.xml) must be reachable.`);
       }
       const jars = fs.readdirSync(libs).filter((f) => f.endsWith('.jar'));
-      if (!jars.includes(`temporal-test-server-${TEMPORAL_TEST_SERVER_VERSION}.jar`)) throw new Error(`[build temporal-test-server] Maven finished but the server's jar is not in ${libs}`);
+      if (!jars.includes(`temporal-test-server-${TEMPORAL_TEST_SERVER_VERSION}.jar`))
+        throw new Error(`[build temporal-test-server] Maven finished but the server's jar is not in ${libs}`);
       // exec: the SDK stops the server by killing the process it started, which must be the JVM itself.
       // SerialGC and a small heap: a few workflows at a time on a 2-core machine.
       fs.writeFileSync(

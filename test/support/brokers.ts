@@ -27,7 +27,9 @@ export async function startTestBrokers(name: string, env: Record<string, string>
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const lines = collectLines(driver);
-  const exited = new Promise<never>((_, reject) => driver.once('exit', (code) => reject(new Error(`the broker driver exited (${code}):\n${lines.join('\n')}`))));
+  const exited = new Promise<never>((_, reject) =>
+    driver.once('exit', (code) => reject(new Error(`the broker driver exited (${code}):\n${lines.join('\n')}`))),
+  );
   exited.catch(() => undefined); // also after `ready`: stop() looks for its 'stopped'
   const ready = await Promise.race([
     eventually(
@@ -46,7 +48,11 @@ export async function startTestBrokers(name: string, env: Record<string, string>
     async command(command) {
       const seen = lines.length;
       driver.stdin!.write(`${command}\n`);
-      const answer = await eventually(async () => lines.slice(seen).find((l) => l === `done ${command}` || l.startsWith(`failed ${command}`)), 120_000, command);
+      const answer = await eventually(
+        async () => lines.slice(seen).find((l) => l === `done ${command}` || l.startsWith(`failed ${command}`)),
+        120_000,
+        command,
+      );
       if (answer !== `done ${command}`) throw new Error(`${answer}\n${lines.slice(seen).join('\n')}`);
     },
     async stop() {
@@ -66,7 +72,11 @@ export async function startTestBrokers(name: string, env: Record<string, string>
 }
 
 /** A durable queue bound to `exchange` (a topic exchange, declared if missing) with `routingKey`, and the messages it receives. */
-export async function boundQueue(connection: amqp.ChannelModel, exchange: string, routingKey: string): Promise<{ messages: amqp.ConsumeMessage[]; queue: string }> {
+export async function boundQueue(
+  connection: amqp.ChannelModel,
+  exchange: string,
+  routingKey: string,
+): Promise<{ messages: amqp.ConsumeMessage[]; queue: string }> {
   const channel = await connection.createChannel();
   await channel.assertExchange(exchange, 'topic', { durable: true });
   const { queue } = await channel.assertQueue(`${routingKey}-${randomUUID()}`, { durable: true });

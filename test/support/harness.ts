@@ -52,7 +52,17 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
   const repos = createRepositories(mongo.db, dataCipher(config));
   await ensureIndexes(repos, retentionFrom(config));
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE, { failFast: true });
-  const deps: AppDeps = { config, logger, db: mongo.db, repos, temporal, providers: loadProviderCatalogue(), labCatalogue: loadLabCatalogue(), payors: loadPayorCatalogue(), publisher: new EventPublisher({ config, repos, temporal, logger }) };
+  const deps: AppDeps = {
+    config,
+    logger,
+    db: mongo.db,
+    repos,
+    temporal,
+    providers: loadProviderCatalogue(),
+    labCatalogue: loadLabCatalogue(),
+    payors: loadPayorCatalogue(),
+    publisher: new EventPublisher({ config, repos, temporal, logger }),
+  };
   const server: Server = await listenApi(deps, 0, '127.0.0.1');
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   deps.config = { ...config, PUBLIC_BASE_URL: url };

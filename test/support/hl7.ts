@@ -73,7 +73,9 @@ export function oruMessage(order: Hl7Order, options: OruOptions): string {
   ];
   let obx = 0;
   options.groups.forEach((group, g) => {
-    const service = group.panel ? (PANEL_LOINC[group.panel.slug] ?? `${group.panel.provider_id}^${group.panel.name}^L`) : identifier(group.markers[0]).split('^').slice(0, 3).join('^');
+    const service = group.panel
+      ? (PANEL_LOINC[group.panel.slug] ?? `${group.panel.provider_id}^${group.panel.name}^L`)
+      : identifier(group.markers[0]).split('^').slice(0, 3).join('^');
     segments.push(`ORC|RE|${placer}|${accession}||CM`);
     segments.push(
       `OBR|${g + 1}|${placer}|${accession}|${service}|||${hl7Time(collected)}|||||||${hl7Time(received)}||1234567893^House^Gregory^^^^^^NPI||||||${hl7Time(now)}|||${status}`,
@@ -101,6 +103,10 @@ export const mllp = (message: string) => `\u000b${message}\u001c\r`;
 
 /** MSA-1 and MSA-3 of an ACK. */
 export function ackOf(text: string): { code: string; controlId: string; text: string } {
-  const msa = text.split(/\r/).find((s) => s.startsWith('MSA|'))?.split('|') ?? [];
+  const msa =
+    text
+      .split(/\r/)
+      .find((s) => s.startsWith('MSA|'))
+      ?.split('|') ?? [];
   return { code: msa[1] ?? '', controlId: msa[2] ?? '', text: msa[3] ?? '' };
 }

@@ -81,10 +81,14 @@ export function orderReaches(client: HttpClient, orderId: string, low: string, t
  */
 export async function orderWorkflowIdle(app: TestApp, orderId: string): Promise<{ openTimers: number }> {
   const handle = app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(orderId));
-  await eventually(async () => {
-    const { raw } = await handle.describe();
-    return !raw.pendingWorkflowTask && (raw.pendingActivities ?? []).length === 0;
-  }, 30000, `order ${orderId}'s workflow to be idle`);
+  await eventually(
+    async () => {
+      const { raw } = await handle.describe();
+      return !raw.pendingWorkflowTask && (raw.pendingActivities ?? []).length === 0;
+    },
+    30000,
+    `order ${orderId}'s workflow to be idle`,
+  );
   const started = new Set<string>();
   const closed = new Set<string>();
   for (const e of (await handle.fetchHistory()).events ?? []) {

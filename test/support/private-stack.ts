@@ -28,7 +28,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * TEMPORAL_ADDRESS out of it to get that server of its own) and waits until its servers answer.
  */
 export async function startPrivateStack(stateDir: string, env: NodeJS.ProcessEnv, label: string): Promise<PrivateStack> {
-  const driver = spawn(process.execPath, [path.join(__dirname, 'stack-driver.mjs')], { env: { ...env, STACK_STATE_DIR: stateDir }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const driver = spawn(process.execPath, [path.join(__dirname, 'stack-driver.mjs')], {
+    env: { ...env, STACK_STATE_DIR: stateDir },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const lines = collectLines(driver);
   const stop = async () => {
     if (driver.exitCode !== null) return;

@@ -3,7 +3,11 @@
 // answers; SIGTERM stops it and exits.
 import { startPrometheus } from '../../scripts/stack/prometheus.mjs';
 
-const prometheus = await startPrometheus({ stateDir: process.env.PROMETHEUS_STATE_DIR, targets: JSON.parse(process.env.PROMETHEUS_TARGETS), log: (l) => console.log(l) });
+const prometheus = await startPrometheus({
+  stateDir: process.env.PROMETHEUS_STATE_DIR,
+  targets: JSON.parse(process.env.PROMETHEUS_TARGETS),
+  log: (l) => console.log(l),
+});
 console.log(`ready ${prometheus.url}`);
 const keepAlive = setInterval(() => undefined, 60_000);
 for (const signal of ['SIGINT', 'SIGTERM']) {

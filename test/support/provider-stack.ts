@@ -109,7 +109,13 @@ export async function createUser(stack: ProviderStack, fields: Record<string, un
  * `asUser` if given), our callback.
  * Returns the callback's final response (a redirect to redirect_url, or the outcome page).
  */
-export async function connectThroughOAuth(stack: { client: HttpClient; app: { url: string } }, userId: string, slug: string, fake: FakeProvider, opts: { asUser?: string; decision?: 'approve' | 'deny'; region?: string } = {}): Promise<{ status: number; text: string; location: string | null }> {
+export async function connectThroughOAuth(
+  stack: { client: HttpClient; app: { url: string } },
+  userId: string,
+  slug: string,
+  fake: FakeProvider,
+  opts: { asUser?: string; decision?: 'approve' | 'deny'; region?: string } = {},
+): Promise<{ status: number; text: string; location: string | null }> {
   const { link_token } = (await stack.client.post('/v2/link/token', { user_id: userId, provider: slug })).body;
   const region = opts.region ? `?region=${encodeURIComponent(opts.region)}` : '';
   const oauth = await fetch(`${stack.app.url}/v2/link/provider/oauth/${slug}${region}`, { headers: { 'x-vital-link-token': link_token } });

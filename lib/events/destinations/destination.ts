@@ -61,7 +61,14 @@ export class DestinationView {
  * batch (`inFlight`: still pending until its recording lands; true where the destination took it), nor those
  * behind a `fence` (an earlier run may be sending them).
  */
-export function dueFor(repos: Repositories, destination: Destination, at: Date, limit: number, inFlight: ReadonlyMap<string, boolean>, fence: SendFence | null): Promise<DeliveryDoc[]> {
+export function dueFor(
+  repos: Repositories,
+  destination: Destination,
+  at: Date,
+  limit: number,
+  inFlight: ReadonlyMap<string, boolean>,
+  fence: SendFence | null,
+): Promise<DeliveryDoc[]> {
   const store = repos.webhookStore;
   const { team_id: teamId, _id: id } = destination.doc;
   return orderedPerUser(destination) ? store.dueInUserOrder(teamId, id, at, limit, inFlight, fence) : store.dueDeliveries(id, at, limit, inFlight, fence);
@@ -79,7 +86,7 @@ function holdBackAfterFailure(due: DeliveryDoc[], results: SendOutcome[], heldBa
     const first = d.user_id !== null ? failedUsers.get(d.user_id) : undefined;
     if (first) return heldBack(first);
     const r = results[i];
-    if (d.user_id !== null && (!r?.ok)) failedUsers.set(d.user_id, d);
+    if (d.user_id !== null && !r?.ok) failedUsers.set(d.user_id, d);
     return r;
   });
 }
@@ -188,7 +195,10 @@ export async function recordHealth(
       ? await repos.webhooks.disableEndpoint(id, 'failing', (e) => e.failing_since !== null && o.at.getTime() - e.failing_since.getTime() >= o.disableAfterMs)
       : await repos.pipelines.disableFailing(id, failingSince);
   if (disabled) {
-    logger.warn({ [destination.kind === 'webhook' ? 'destinationId' : 'pipelineId']: id, failingSince }, `${destination.kind === 'webhook' ? 'webhook endpoint' : 'pipeline'} failing for too long: disabled`);
+    logger.warn(
+      { [destination.kind === 'webhook' ? 'destinationId' : 'pipelineId']: id, failingSince },
+      `${destination.kind === 'webhook' ? 'webhook endpoint' : 'pipeline'} failing for too long: disabled`,
+    );
     await announceDisabled(deps, destination, 'failing', failingSince);
   }
   return disabled;
@@ -199,7 +209,12 @@ export async function recordHealth(
  * event per disabling: keyed by the destination and the failure run (or the 410), so a retried write publishes
  * nothing twice. Best effort: the destination is disabled whether or not this lands.
  */
-async function announceDisabled(deps: { publisher: Pick<EventPublisher, 'publish'>; logger: Logger }, destination: Destination, reason: 'gone' | 'failing', since: Date): Promise<void> {
+async function announceDisabled(
+  deps: { publisher: Pick<EventPublisher, 'publish'>; logger: Logger },
+  destination: Destination,
+  reason: 'gone' | 'failing',
+  since: Date,
+): Promise<void> {
   const { doc } = destination;
   destinationsDisabled.inc({ destination: destination.kind, reason });
   const idField = destination.kind === 'webhook' ? 'webhook_id' : 'pipeline_id';

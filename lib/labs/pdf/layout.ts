@@ -14,7 +14,16 @@ export const CONTENT_WIDTH = PAGE.width - 2 * PAGE.margin;
 /** Room kept at the bottom of every page for the footer. */
 const FOOTER_SPACE = 44;
 const CONTENT_BOTTOM = PAGE.height - PAGE.margin - FOOTER_SPACE;
-export const COLORS = { ink: '#1a1a1a', muted: '#5f6368', rule: '#c8ccd0', band: '#0b3d5c', critical: '#b00020', abnormal: '#8a4b00', normal: '#1e6b3a', shade: '#f2f4f6' };
+export const COLORS = {
+  ink: '#1a1a1a',
+  muted: '#5f6368',
+  rule: '#c8ccd0',
+  band: '#0b3d5c',
+  critical: '#b00020',
+  abnormal: '#8a4b00',
+  normal: '#1e6b3a',
+  shade: '#f2f4f6',
+};
 
 export function createPdf(meta: { title: string; author: string; subject: string; createdAt: Date }): Pdf {
   const doc = new PDFDocument({
@@ -62,7 +71,10 @@ export function headerBand(doc: Pdf, h: { labName: string; labLines: string[]; t
 }
 
 /** The identifier the lab matches specimen and paper by, large and monospaced, with status badges beside it. */
-export function idStrip(doc: Pdf, s: { label: string; id: string | null; placeholder: string; badges: { label: string; value: string; color: string }[] }): void {
+export function idStrip(
+  doc: Pdf,
+  s: { label: string; id: string | null; placeholder: string; badges: { label: string; value: string; color: string }[] },
+): void {
   const y = doc.y;
   const height = 46;
   doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, height).lineWidth(0.8).strokeColor(COLORS.rule).stroke().restore();
@@ -77,7 +89,11 @@ export function idStrip(doc: Pdf, s: { label: string; id: string | null; placeho
     const labelWidth = widthOf(useFace(doc, 'regular', 7), badge.label.toUpperCase());
     const width = Math.max(widthOf(useFace(doc, 'bold', 11), badge.value), labelWidth, 40) + 16;
     const left = right - width;
-    doc.save().roundedRect(left, y + 17, width, 20, 3).fill(badge.color).restore();
+    doc
+      .save()
+      .roundedRect(left, y + 17, width, 20, 3)
+      .fill(badge.color)
+      .restore();
     write(doc.fillColor('#ffffff'), badge.value, left, y + 23, { width, align: 'center', lineBreak: false });
     write(useFace(doc, 'regular', 7).fillColor(COLORS.muted), badge.label.toUpperCase(), left, y + 7, { width, align: 'center', lineBreak: false });
     right = left - 8;
@@ -92,7 +108,14 @@ export function sectionTitle(doc: Pdf, text: string): void {
   const y = doc.y;
   write(useFace(doc, 'bold', 9.5).fillColor(COLORS.band), text.toUpperCase(), PAGE.margin, y, { characterSpacing: 0.6, lineBreak: false });
   const ruleY = y + 14;
-  doc.save().moveTo(PAGE.margin, ruleY).lineTo(PAGE.margin + CONTENT_WIDTH, ruleY).lineWidth(0.7).strokeColor(COLORS.band).stroke().restore();
+  doc
+    .save()
+    .moveTo(PAGE.margin, ruleY)
+    .lineTo(PAGE.margin + CONTENT_WIDTH, ruleY)
+    .lineWidth(0.7)
+    .strokeColor(COLORS.band)
+    .stroke()
+    .restore();
   doc.fillColor(COLORS.ink);
   doc.x = PAGE.margin;
   doc.y = ruleY + 6;
@@ -115,7 +138,14 @@ export function fieldGrid(doc: Pdf, fields: Field[], columns = 3): void {
       const x = PAGE.margin + c * colWidth;
       write(useFace(doc, 'regular', 7).fillColor(COLORS.muted), label.toUpperCase(), x, y, { width: valueWidth, lineBreak: false });
       if (value === null) {
-        doc.save().moveTo(x, y + 20).lineTo(x + colWidth - 16, y + 20).lineWidth(0.5).strokeColor(COLORS.muted).stroke().restore();
+        doc
+          .save()
+          .moveTo(x, y + 20)
+          .lineTo(x + colWidth - 16, y + 20)
+          .lineWidth(0.5)
+          .strokeColor(COLORS.muted)
+          .stroke()
+          .restore();
         return;
       }
       write(useFace(doc, 'regular', 9.5).fillColor(COLORS.ink), value || '—', x, y + 10, { width: valueWidth });
@@ -160,7 +190,9 @@ const cellWidth = (row: Row, column: Column, width: number) => width - 2 * CELL_
 
 function rowHeight(doc: Pdf, row: Row, columns: Column[], widths: number[]): { cells: number; total: number } {
   const size = rowFontSize(row);
-  const cells = Math.max(...row.cells.map((text, i) => heightOf(useFace(doc, rowFace(row, columns[i]), size), text || ' ', { width: cellWidth(row, columns[i], widths[i]) })));
+  const cells = Math.max(
+    ...row.cells.map((text, i) => heightOf(useFace(doc, rowFace(row, columns[i]), size), text || ' ', { width: cellWidth(row, columns[i], widths[i]) })),
+  );
   const note = row.note ? heightOf(useFace(doc, 'regular', NOTE_SIZE), row.note, { width: NOTE_WIDTH }) + 2 : 0;
   return { cells, total: cells + note + 2 * ROW_PAD };
 }
@@ -244,7 +276,10 @@ function splitWords(doc: Pdf, text: string, width: number, maxHeight: number): [
 
 /** The row again with its name marked "(continued)": a group over its details, a note carried to a new page. */
 function continued(row: Row, columns: Column[], otherCells: 'keep' | 'blank'): Row {
-  const nameColumn = Math.max(0, columns.findIndex((c) => c.nests));
+  const nameColumn = Math.max(
+    0,
+    columns.findIndex((c) => c.nests),
+  );
   const cells = row.cells.map((text, i) => (i === nameColumn ? `${text} (continued)` : otherCells === 'keep' ? text : ''));
   return { ...row, cells };
 }
@@ -256,16 +291,26 @@ function drawRow(doc: Pdf, row: Row, columns: Column[], widths: number[], cellsH
   let x = PAGE.margin;
   row.cells.forEach((text, i) => {
     const column = columns[i];
-    write(useFace(doc, rowFace(row, column), size).fillColor(color), text || '', x + CELL_PAD + indentOf(row, column), y, { width: cellWidth(row, column, widths[i]), align: column.align ?? 'left' });
+    write(useFace(doc, rowFace(row, column), size).fillColor(color), text || '', x + CELL_PAD + indentOf(row, column), y, {
+      width: cellWidth(row, column, widths[i]),
+      align: column.align ?? 'left',
+    });
     x += widths[i];
   });
   if (row.note) {
     write(useFace(doc, 'regular', NOTE_SIZE).fillColor(COLORS.ink), row.note, PAGE.margin + NOTE_INDENT, y + cellsHeight + 2, { width: NOTE_WIDTH });
   }
-  const ruleY = doc.y = y - ROW_PAD + total;
+  const ruleY = (doc.y = y - ROW_PAD + total);
   // Markers under a test read as one block: only the block gets a rule below it.
   if (!detailFollows) {
-    doc.save().moveTo(PAGE.margin, ruleY).lineTo(PAGE.margin + CONTENT_WIDTH, ruleY).lineWidth(0.4).strokeColor(COLORS.rule).stroke().restore();
+    doc
+      .save()
+      .moveTo(PAGE.margin, ruleY)
+      .lineTo(PAGE.margin + CONTENT_WIDTH, ruleY)
+      .lineWidth(0.4)
+      .strokeColor(COLORS.rule)
+      .stroke()
+      .restore();
   }
 }
 
@@ -305,14 +350,25 @@ export function footer(doc: Pdf, lines: string[]): void {
   const top = PAGE.height - PAGE.margin - 22;
   for (let i = range.start; i < range.start + range.count; i++) {
     doc.switchToPage(i);
-    doc.save().moveTo(PAGE.margin, top - 5).lineTo(PAGE.margin + CONTENT_WIDTH, top - 5).lineWidth(0.4).strokeColor(COLORS.rule).stroke().restore();
+    doc
+      .save()
+      .moveTo(PAGE.margin, top - 5)
+      .lineTo(PAGE.margin + CONTENT_WIDTH, top - 5)
+      .lineWidth(0.4)
+      .strokeColor(COLORS.rule)
+      .stroke()
+      .restore();
     // Text below the bottom margin would make pdfkit start a page: lift the margin while drawing the footer.
     const bottom = doc.page.margins.bottom;
     doc.page.margins.bottom = 0;
     useFace(doc, 'regular', FOOTER_SIZE).fillColor(COLORS.muted);
     lines.slice(0, 2).forEach((line, n) => write(doc, fit(doc, line, CONTENT_WIDTH * 0.8), PAGE.margin, top + n * 10, { lineBreak: false }));
     useFace(doc, 'bold', 8).fillColor(COLORS.ink);
-    write(doc, `Page ${i - range.start + 1} of ${range.count}`, PAGE.margin + CONTENT_WIDTH * 0.8, top, { width: CONTENT_WIDTH * 0.2, align: 'right', lineBreak: false });
+    write(doc, `Page ${i - range.start + 1} of ${range.count}`, PAGE.margin + CONTENT_WIDTH * 0.8, top, {
+      width: CONTENT_WIDTH * 0.2,
+      align: 'right',
+      lineBreak: false,
+    });
     doc.page.margins.bottom = bottom;
   }
   doc.fillColor(COLORS.ink);

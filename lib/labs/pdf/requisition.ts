@@ -1,5 +1,24 @@
 import { useFace, write } from './fonts';
-import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, fit, footer, footerName, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Pdf } from './layout';
+import {
+  banner,
+  capitalise,
+  COLORS,
+  CONTENT_WIDTH,
+  createPdf,
+  ensureSpace,
+  fieldGrid,
+  fit,
+  footer,
+  footerName,
+  formatDateTime,
+  headerBand,
+  idStrip,
+  PAGE,
+  pdfBytes,
+  sectionTitle,
+  table,
+  type Pdf,
+} from './layout';
 
 export interface PdfAddress {
   first_line: string;
@@ -31,7 +50,11 @@ export interface RequisitionDocument {
   generatedAt: Date;
 }
 
-const METHOD_NAMES: Record<string, string> = { testkit: 'At-home test kit', walk_in_test: 'Patient service center draw', at_home_phlebotomy: 'At-home phlebotomy' };
+const METHOD_NAMES: Record<string, string> = {
+  testkit: 'At-home test kit',
+  walk_in_test: 'Patient service center draw',
+  at_home_phlebotomy: 'At-home phlebotomy',
+};
 const BILLING_NAMES: Record<string, string> = {
   client_bill: 'Client bill',
   commercial_insurance: 'Commercial insurance',
@@ -42,13 +65,17 @@ const ERASED = '—';
 /** Parts left empty or erased are dropped rather than printed as stray commas; nothing left prints as '—'. */
 const present = (s: string | null | undefined): s is string => !!s && s.trim() !== '' && s !== ERASED;
 const joined = (parts: (string | null | undefined)[], separator: string) => parts.filter(present).join(separator) || ERASED;
-const addressLines = (a: PdfAddress) =>
-  joined([a.first_line, a.second_line, joined([joined([a.city, a.state], ', '), a.zip], ' '), a.country], '\n');
+const addressLines = (a: PdfAddress) => joined([a.first_line, a.second_line, joined([joined([a.city, a.state], ', '), a.zip], ' '), a.country], '\n');
 const sampleTypeName = (t: string) => capitalise(t.replace(/_/g, ' '));
 
 /** The requisition a lab receives with the specimen: who, what to test, who ordered it, how it is billed. */
 export function renderRequisitionPdf(r: RequisitionDocument): Promise<Buffer> {
-  const doc = createPdf({ title: `Laboratory requisition ${r.requisitionNumber}`, author: r.lab.name, subject: `Order ${r.orderId}`, createdAt: r.generatedAt });
+  const doc = createPdf({
+    title: `Laboratory requisition ${r.requisitionNumber}`,
+    author: r.lab.name,
+    subject: `Order ${r.orderId}`,
+    createdAt: r.generatedAt,
+  });
   headerBand(doc, {
     labName: r.lab.name,
     labLines: [r.lab.address, `CLIA ${r.lab.clia}`],
@@ -138,10 +165,17 @@ function attestation(doc: Pdf, r: RequisitionDocument): void {
   const lineY = doc.y + 26;
   const signatureWidth = CONTENT_WIDTH * 0.6;
   const dateLeft = PAGE.margin + signatureWidth + 30;
-  doc.save().moveTo(PAGE.margin, lineY).lineTo(PAGE.margin + signatureWidth, lineY).moveTo(dateLeft, lineY).lineTo(PAGE.margin + CONTENT_WIDTH, lineY);
+  doc
+    .save()
+    .moveTo(PAGE.margin, lineY)
+    .lineTo(PAGE.margin + signatureWidth, lineY)
+    .moveTo(dateLeft, lineY)
+    .lineTo(PAGE.margin + CONTENT_WIDTH, lineY);
   doc.lineWidth(0.6).strokeColor(COLORS.ink).stroke().restore();
   useFace(doc, 'regular', 7).fillColor(COLORS.muted);
-  const signatureLabel = r.physician ? `Ordering physician signature: ${r.physician.first_name} ${r.physician.last_name}, NPI ${r.physician.npi}` : `Authorised signature, ${r.orderingOrganisation}`;
+  const signatureLabel = r.physician
+    ? `Ordering physician signature: ${r.physician.first_name} ${r.physician.last_name}, NPI ${r.physician.npi}`
+    : `Authorised signature, ${r.orderingOrganisation}`;
   write(doc, fit(doc, signatureLabel, signatureWidth), PAGE.margin, lineY + 4, { lineBreak: false });
   write(doc, 'Date', dateLeft, lineY + 4, { lineBreak: false });
   doc.fillColor(COLORS.ink);

@@ -1,5 +1,25 @@
 import { heightOf, useFace, widthOf, write } from './fonts';
-import { banner, capitalise, COLORS, CONTENT_WIDTH, createPdf, ensureSpace, fieldGrid, footer, footerName, formatDateTime, headerBand, idStrip, PAGE, pdfBytes, sectionTitle, table, type Column, type Pdf, type Row } from './layout';
+import {
+  banner,
+  capitalise,
+  COLORS,
+  CONTENT_WIDTH,
+  createPdf,
+  ensureSpace,
+  fieldGrid,
+  footer,
+  footerName,
+  formatDateTime,
+  headerBand,
+  idStrip,
+  PAGE,
+  pdfBytes,
+  sectionTitle,
+  table,
+  type Column,
+  type Pdf,
+  type Row,
+} from './layout';
 
 export interface ResultsDocument {
   orderId: string;
@@ -42,7 +62,11 @@ function flagOf(r: Result): string {
 const BANNERS = {
   normal: { title: 'All results within reference ranges', text: 'No result is outside its reference range.', color: COLORS.normal },
   abnormal: { title: 'Abnormal results', text: 'One or more results are outside their reference range (flagged H, L or A).', color: COLORS.abnormal },
-  critical: { title: 'CRITICAL RESULTS', text: 'One or more results are at a critical value (flagged HH, LL or AA) and need prompt clinical attention.', color: COLORS.critical },
+  critical: {
+    title: 'CRITICAL RESULTS',
+    text: 'One or more results are at a critical value (flagged HH, LL or AA) and need prompt clinical attention.',
+    color: COLORS.critical,
+  },
 };
 
 const COLUMNS: Column[] = [
@@ -117,7 +141,12 @@ export function renderResultsPdf(r: ResultsDocument): Promise<Buffer> {
   interpretationBanner(doc, r);
 
   sectionTitle(doc, `Results (${r.results.length})`);
-  table(doc, COLUMNS, r.results.map((x) => resultRow(doc, x)), 'Results');
+  table(
+    doc,
+    COLUMNS,
+    r.results.map((x) => resultRow(doc, x)),
+    'Results',
+  );
 
   if (r.missingResults.length) {
     sectionTitle(doc, 'Tests not resulted');

@@ -73,7 +73,11 @@ export class EncryptedFields<T extends { _id: string }, F extends keyof T & stri
     const projection = Object.fromEntries(this.fields.map((f) => [f, 1]));
     let changed = 0;
     for (let after = ''; ; ) {
-      const page = await raw.find({ _id: { $gt: after } }, { projection }).sort({ _id: 1 }).limit(PASS_PAGE).toArray();
+      const page = await raw
+        .find({ _id: { $gt: after } }, { projection })
+        .sort({ _id: 1 })
+        .limit(PASS_PAGE)
+        .toArray();
       for (const listed of page) {
         for (let doc = listed as Stored | null; doc && this.stale(doc); doc = (await raw.findOne({ _id: listed._id }, { projection })) as Stored | null) {
           const _id = doc._id;

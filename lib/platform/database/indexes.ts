@@ -111,7 +111,11 @@ export function coveredBy(shape: QueryShape, indexes: IndexSpec[]): boolean {
  * exists with another retention, or without one, `collMod` changes it in place (MongoDB and DocumentDB both can).
  * An index that exists with another partial filter (or none) is dropped and built again with the declared one.
  */
-export async function createIndexes(collection: Collection<any> | Collection<Document>, indexes: IndexSpec[], retention: Retention = DEFAULT_RETENTION): Promise<void> {
+export async function createIndexes(
+  collection: Collection<any> | Collection<Document>,
+  indexes: IndexSpec[],
+  retention: Retention = DEFAULT_RETENTION,
+): Promise<void> {
   for (const index of indexes) {
     const expireAfterSeconds = index.expireAfter ? retention[index.expireAfter] : undefined;
     const create = () =>

@@ -24,7 +24,10 @@ export function filterAlternatives(filter: Document | undefined): string[][] {
     if (key === '$and' && Array.isArray(value)) {
       for (const part of value) alternatives = cross(alternatives, filterAlternatives(part));
     } else if ((key === '$or' || key === '$nor') && Array.isArray(value)) {
-      alternatives = cross(alternatives, value.flatMap((branch: Document) => filterAlternatives(branch)));
+      alternatives = cross(
+        alternatives,
+        value.flatMap((branch: Document) => filterAlternatives(branch)),
+      );
     } else if (!key.startsWith('$')) {
       alternatives = alternatives.map((fields) => [...fields, key]);
     }

@@ -59,5 +59,8 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   if (e.name !== 'MongoServerError' || typeof e.code !== 'number') return false;
   if (UNAVAILABLE_CODES.has(e.code)) return true;
   // FerretDB v2 answers InternalError (1) for everything its PostgreSQL did, a lost PostgreSQL included: only the text tells.
-  return e.code === 1 && /connect|connection|no such file|broken pipe|write failed|reset by peer|unexpected EOF|shutting down|starting up|terminat/i.test(String(e.message));
+  return (
+    e.code === 1 &&
+    /connect|connection|no such file|broken pipe|write failed|reset by peer|unexpected EOF|shutting down|starting up|terminat/i.test(String(e.message))
+  );
 }

@@ -100,7 +100,13 @@ export function createProviderHttp(options: ProviderHttpOptions): ProviderHttp {
     if (auth === 'bearer' && bearer) headers.authorization = `Bearer ${bearer}`;
     if (auth === 'client-basic') headers.authorization = basicAuth(options.client.clientId, options.client.clientSecret);
     try {
-      return await fetch(url, { method: req.method ?? 'GET', headers, body, signal: AbortSignal.timeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS), redirect: 'manual' });
+      return await fetch(url, {
+        method: req.method ?? 'GET',
+        headers,
+        body,
+        signal: AbortSignal.timeout(options.timeoutMs ?? DEFAULT_TIMEOUT_MS),
+        redirect: 'manual',
+      });
     } catch (err) {
       const what = (err as Error).name === 'TimeoutError' ? 'timed out' : `failed (${(err as Error).message})`;
       throw new ProviderFetchError('provider_unavailable', `${slug}: ${req.method ?? 'GET'} ${url.pathname} ${what}`);
@@ -156,7 +162,7 @@ export function createProviderHttp(options: ProviderHttpOptions): ProviderHttp {
         if (res.status === 401) throw new ProviderFetchError('provider_credential_error', `${slug} refused the access token twice on ${path}: ${detail}`);
         throw new ProviderFetchError('non_retriable_error', `${slug}: HTTP ${res.status} on ${path}: ${detail}`);
       }
-      let body: unknown ;
+      let body: unknown;
       if (text) {
         try {
           body = JSON.parse(text);

@@ -20,7 +20,12 @@ export function pkcePair(): { verifier: string; challenge: string } {
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 }
 
-export function authorizeUrl(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'clientSecret'>, state: string, opts: { baseUrl?: string; codeChallenge?: string }): string {
+export function authorizeUrl(
+  settings: OAuthSettings,
+  client: Omit<OAuthClientCredentials, 'clientSecret'>,
+  state: string,
+  opts: { baseUrl?: string; codeChallenge?: string },
+): string {
   const url = new URL(rebase(settings.authorizeUrl, opts.baseUrl));
   const params: Record<string, string> = {
     response_type: 'code',
@@ -44,11 +49,27 @@ export interface TokenRequestOptions {
   gate?: Pick<RateLimitGate, 'take'>;
 }
 
-export async function exchangeCode(settings: OAuthSettings, client: OAuthClientCredentials, code: string, opts: TokenRequestOptions & { codeVerifier?: string }): Promise<TokenSet> {
-  return tokenRequest(settings, client, { grant_type: 'authorization_code', code, redirect_uri: client.redirectUri, ...(opts.codeVerifier ? { code_verifier: opts.codeVerifier } : {}) }, opts, null);
+export async function exchangeCode(
+  settings: OAuthSettings,
+  client: OAuthClientCredentials,
+  code: string,
+  opts: TokenRequestOptions & { codeVerifier?: string },
+): Promise<TokenSet> {
+  return tokenRequest(
+    settings,
+    client,
+    { grant_type: 'authorization_code', code, redirect_uri: client.redirectUri, ...(opts.codeVerifier ? { code_verifier: opts.codeVerifier } : {}) },
+    opts,
+    null,
+  );
 }
 
-export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, refreshToken: string, opts: TokenRequestOptions): Promise<TokenSet> {
+export async function refreshTokens(
+  settings: OAuthSettings,
+  client: Omit<OAuthClientCredentials, 'redirectUri'>,
+  refreshToken: string,
+  opts: TokenRequestOptions,
+): Promise<TokenSet> {
   return tokenRequest(settings, client, { grant_type: 'refresh_token', refresh_token: refreshToken }, opts, refreshToken);
 }
 
@@ -57,9 +78,19 @@ export async function refreshTokens(settings: OAuthSettings, client: Omit<OAuthC
  * a network error, a timeout or a 5xx is ProviderFetchError('provider_unavailable'): retried, never taken for a
  * revocation.
  */
-async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCredentials, 'redirectUri'>, grant: Record<string, string>, opts: TokenRequestOptions, previousRefresh: string | null): Promise<TokenSet> {
+async function tokenRequest(
+  settings: OAuthSettings,
+  client: Omit<OAuthClientCredentials, 'redirectUri'>,
+  grant: Record<string, string>,
+  opts: TokenRequestOptions,
+  previousRefresh: string | null,
+): Promise<TokenSet> {
   const form: Record<string, string> = { ...settings.tokenParams, ...grant };
-  const headers: Record<string, string> = { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json', ...forwardedHost(settings.tokenUrl, opts.baseUrl) };
+  const headers: Record<string, string> = {
+    'content-type': 'application/x-www-form-urlencoded',
+    accept: 'application/json',
+    ...forwardedHost(settings.tokenUrl, opts.baseUrl),
+  };
   if (settings.clientAuth === 'basic') headers.authorization = basicAuth(client.clientId, client.clientSecret);
   else Object.assign(form, { client_id: client.clientId, client_secret: client.clientSecret });
   const url = rebase(settings.tokenUrl, opts.baseUrl);
@@ -81,10 +112,14 @@ async function tokenRequest(settings: OAuthSettings, client: Omit<OAuthClientCre
   }
   if (!res.ok) {
     const body = (json ?? {}) as { error?: string; error_description?: string; message?: string };
-    throw new OAuthError(body.error ?? 'invalid_grant', `Token endpoint refused the ${grant.grant_type} grant (${res.status} ${body.error ?? ''}${body.error_description ? `: ${body.error_description}` : body.message ? `: ${body.message}` : ''})`);
+    throw new OAuthError(
+      body.error ?? 'invalid_grant',
+      `Token endpoint refused the ${grant.grant_type} grant (${res.status} ${body.error ?? ''}${body.error_description ? `: ${body.error_description}` : body.message ? `: ${body.message}` : ''})`,
+    );
   }
   const tokens: TokenResponse = settings.unwrapTokenResponse ? settings.unwrapTokenResponse(json) : (json as TokenResponse);
-  if (!tokens || typeof tokens.access_token !== 'string' || !tokens.access_token) throw new ProviderFetchError('provider_unavailable', 'Token endpoint answered without an access_token');
+  if (!tokens || typeof tokens.access_token !== 'string' || !tokens.access_token)
+    throw new ProviderFetchError('provider_unavailable', 'Token endpoint answered without an access_token');
   const { access_token, refresh_token, expires_in, scope, token_type: _type, ...extras } = tokens;
   const now = opts.now ?? new Date();
   return {

@@ -31,11 +31,19 @@ export async function receivePush(deps: PushDeps, slug: string, req: PushRequest
     const replies = secrets.map((s) => push.handshake?.(req, s) ?? null).filter((r) => r !== null);
     const reply = replies.find((r) => r.status < 300) ?? replies[0];
     if (reply) return { status: reply.status, body: reply.body ?? {} };
-    return { status: secrets.length ? 404 : 503, body: { detail: secrets.length ? 'Not a handshake this deployment recognises.' : `No ${slug} app is configured on this deployment.` } };
+    return {
+      status: secrets.length ? 404 : 503,
+      body: { detail: secrets.length ? 'Not a handshake this deployment recognises.' : `No ${slug} app is configured on this deployment.` },
+    };
   }
   const now = new Date();
   if (!secrets.some((s) => push.verify(req, s, now))) {
-    deps.logger.warn({ provider: slug, from: req.remoteAddress }, push.signed ? 'provider push refused: bad or missing signature, or stale timestamp' : 'provider push ignored: not a notification of ours (unsigned; answered 200 all the same)');
+    deps.logger.warn(
+      { provider: slug, from: req.remoteAddress },
+      push.signed
+        ? 'provider push refused: bad or missing signature, or stale timestamp'
+        : 'provider push ignored: not a notification of ours (unsigned; answered 200 all the same)',
+    );
     if (!push.signed) return { status: 200, body: {} };
     return { status: 401, body: { detail: `The ${slug} push signature or timestamp did not verify; nothing was stored.` } };
   }
@@ -46,8 +54,15 @@ export async function receivePush(deps: PushDeps, slug: string, req: PushRequest
     for (const connection of connections) {
       const memo = { team_id: connection.team_id, user_id: connection.user_id, provider: slug };
       if (!push.signed || note.kind === 'deauthorized') {
-        if (note.kind === 'deauthorized') deps.logger.info({ provider: slug, connectionId: connection._id, from: req.remoteAddress }, 'provider push says the user removed our access; confirming with the provider');
-        const hint: PushHint = note.kind === 'deauthorized' ? { kind: 'deauthorized', from: req.remoteAddress, dedupeKey: note.dedupeKey } : { kind: 'data', resource: note.resource, objectId: note.objectId, window: note.window, dedupeKey: note.dedupeKey };
+        if (note.kind === 'deauthorized')
+          deps.logger.info(
+            { provider: slug, connectionId: connection._id, from: req.remoteAddress },
+            'provider push says the user removed our access; confirming with the provider',
+          );
+        const hint: PushHint =
+          note.kind === 'deauthorized'
+            ? { kind: 'deauthorized', from: req.remoteAddress, dedupeKey: note.dedupeKey }
+            : { kind: 'data', resource: note.resource, objectId: note.objectId, window: note.window, dedupeKey: note.dedupeKey };
         await deps.temporal.client.workflow.signalWithStart(providerHintsWorkflow, {
           workflowId: workflowIds.providerHints(connection._id),
           taskQueue: deps.temporal.taskQueue,

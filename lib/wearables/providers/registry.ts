@@ -23,4 +23,3 @@ export const DEMO_ONLY_PROVIDERS = Object.keys(DEMO_ONLY_REASONS);
 
 export const integrationFor = (slug: string): ProviderIntegration | undefined => bySlug.get(slug);
 export const realIntegrations = (): ProviderIntegration[] => INTEGRATIONS;
-

@@ -93,7 +93,10 @@ export const appGate = (deps: RuntimeDeps, slug: string, clientId: string, bookA
 });
 
 /** The app a connection was made with (its `oauth_client_id`): the team's credentials if they still match, else the deployment's. */
-export async function appOfConnection(deps: RuntimeDeps, connection: Pick<ConnectionDoc, 'team_id' | 'provider' | 'oauth_client_id' | 'provider_region'>): Promise<ProviderApp | null> {
+export async function appOfConnection(
+  deps: RuntimeDeps,
+  connection: Pick<ConnectionDoc, 'team_id' | 'provider' | 'oauth_client_id' | 'provider_region'>,
+): Promise<ProviderApp | null> {
   const inRegion = (app: ProviderApp) => ({ ...app, region: connectionRegion(integrationFor(connection.provider)!, connection.provider_region) });
   const app = await resolveApp(deps, connection.team_id, connection.provider);
   if (app && (!connection.oauth_client_id || app.clientId === connection.oauth_client_id)) return inRegion(app);
@@ -108,16 +111,28 @@ export async function appOfConnection(deps: RuntimeDeps, connection: Pick<Connec
  * winner's token. A refresh the provider refuses (`invalid_grant`) is `token_refresh_failed` (the connection breaks);
  * a network error or 5xx is `provider_unavailable` (retried, never a revocation).
  */
-export async function accessToken(deps: RuntimeDeps, integration: ProviderIntegration, app: ProviderApp, connectionId: string, rejected?: string, now: () => Date = () => new Date()): Promise<string> {
+export async function accessToken(
+  deps: RuntimeDeps,
+  integration: ProviderIntegration,
+  app: ProviderApp,
+  connectionId: string,
+  rejected?: string,
+  now: () => Date = () => new Date(),
+): Promise<string> {
   const store = deps.repos.providerAuth;
   const skewMs = deps.config.PROVIDER_TOKEN_REFRESH_SKEW_SECONDS * 1000;
   for (let waited = 0; waited < 120; waited++) {
     const doc = await store.get(connectionId);
-    if (!doc) throw new ProviderFetchError('provider_credential_error', `No ${integration.slug} tokens are stored for connection ${connectionId}; reconnect the user.`);
+    if (!doc)
+      throw new ProviderFetchError('provider_credential_error', `No ${integration.slug} tokens are stored for connection ${connectionId}; reconnect the user.`);
     const stale = rejected !== undefined ? doc.access_token === rejected : doc.expires_at !== null && doc.expires_at.getTime() - skewMs <= now().getTime();
     if (!stale) return doc.access_token;
     if (!integration.oauth.refreshable || !doc.refresh_token) {
-      if (rejected !== undefined) throw new ProviderFetchError('token_refresh_failed', `${integration.slug} refused the access token and issues no refresh token; the user must reconnect.`);
+      if (rejected !== undefined)
+        throw new ProviderFetchError(
+          'token_refresh_failed',
+          `${integration.slug} refused the access token and issues no refresh token; the user must reconnect.`,
+        );
       return doc.access_token;
     }
     const lease = await store.claimRefresh(connectionId, doc.version, now());
@@ -130,7 +145,10 @@ export async function accessToken(deps: RuntimeDeps, integration: ProviderIntegr
     if (refreshed !== 'superseded') return refreshed;
     // Another refresh stored a newer version first: read what it stored.
   }
-  throw new ProviderFetchError('resource_contention', `The ${integration.slug} token refresh of connection ${connectionId} did not settle; trying again later.`);
+  throw new ProviderFetchError(
+    'resource_contention',
+    `The ${integration.slug} token refresh of connection ${connectionId} did not settle; trying again later.`,
+  );
 }
 
 /** Tries of one refresh token while its answers are lost, then how long the claim is kept before anyone tries it again. */
@@ -162,7 +180,12 @@ async function refreshUnderLease(
   for (let attempt = 1; ; attempt++) {
     let tokens: TokenSet;
     try {
-      tokens = await refreshTokens(oauthInRegion(integration, app.region ?? null), app, claim.refreshToken, { baseUrl: app.baseUrl, now: now(), timeoutMs, gate: appGate(deps, integration.slug, app.clientId) });
+      tokens = await refreshTokens(oauthInRegion(integration, app.region ?? null), app, claim.refreshToken, {
+        baseUrl: app.baseUrl,
+        now: now(),
+        timeoutMs,
+        gate: appGate(deps, integration.slug, app.clientId),
+      });
     } catch (err) {
       // The app's budget is spent: nothing was sent, so the lease goes back and the caller waits like for a 429.
       if (err instanceof RateLimitedError) {
@@ -173,7 +196,10 @@ async function refreshUnderLease(
         await store.releaseRefresh(claim.connectionId, claim.lease);
         const current = await store.get(claim.connectionId);
         if (current && current.version !== claim.version) return 'superseded';
-        throw new ProviderFetchError('token_refresh_failed', `${integration.slug} refused to refresh the connection's token (${err.error}); the user must reconnect.`);
+        throw new ProviderFetchError(
+          'token_refresh_failed',
+          `${integration.slug} refused to refresh the connection's token (${err.error}); the user must reconnect.`,
+        );
       }
       if (attempt >= UNANSWERED_REFRESH_TRIES) {
         await store.holdRefresh(claim.connectionId, claim.lease, new Date(now().getTime() + UNANSWERED_REFRESH_HOLD_MS));
@@ -196,7 +222,14 @@ async function refreshUnderLease(
 }
 
 /** The HTTP client of one connection's calls (bearer token kept fresh, app-wide 429 block shared by every worker). */
-export function connectionContext(deps: RuntimeDeps, integration: ProviderIntegration, app: ProviderApp, connection: Pick<ConnectionDoc, '_id' | 'external_user_id'>, extras: Record<string, unknown>, now: () => Date = () => new Date()): ProviderCallContext {
+export function connectionContext(
+  deps: RuntimeDeps,
+  integration: ProviderIntegration,
+  app: ProviderApp,
+  connection: Pick<ConnectionDoc, '_id' | 'external_user_id'>,
+  extras: Record<string, unknown>,
+  now: () => Date = () => new Date(),
+): ProviderCallContext {
   return {
     http: connectionHttp(deps, integration, app, connection._id, now),
     externalUserId: connection.external_user_id ?? null,
@@ -207,7 +240,13 @@ export function connectionContext(deps: RuntimeDeps, integration: ProviderIntegr
   };
 }
 
-export function connectionHttp(deps: RuntimeDeps, integration: ProviderIntegration, app: ProviderApp, connectionId: string | null, now: () => Date = () => new Date()): ProviderHttp {
+export function connectionHttp(
+  deps: RuntimeDeps,
+  integration: ProviderIntegration,
+  app: ProviderApp,
+  connectionId: string | null,
+  now: () => Date = () => new Date(),
+): ProviderHttp {
   return createProviderHttp({
     integration,
     baseUrl: app.baseUrl,

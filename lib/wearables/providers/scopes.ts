@@ -7,7 +7,11 @@ import type { ProviderIntegration } from './contract';
  * (`optional`: a unit that still reads, but not everything, e.g. Strava without `activity:read_all` sees no private
  * activities). Providers without scope rules, and connections made before they were recorded: everything available.
  */
-export function resourceAvailability(integration: ProviderIntegration | undefined, resources: readonly string[], granted: readonly string[] | null | undefined) {
+export function resourceAvailability(
+  integration: ProviderIntegration | undefined,
+  resources: readonly string[],
+  granted: readonly string[] | null | undefined,
+) {
   const rules = integration?.grantedScopes;
   return Object.fromEntries(
     resources.map((resource) => {

@@ -50,7 +50,10 @@ export async function ensureSubscriptions(deps: SubscriptionDeps, now = new Date
         if (done.keep) await deps.repos.providerAuth.updateApp(app.provider, app.clientId, done.keep);
       } catch (err) {
         outcome.error = (err as Error).message;
-        deps.logger.warn({ provider: app.provider, clientId: app.clientId, err: outcome.error }, 'provider subscriptions could not be ensured; the next scheduled run tries again');
+        deps.logger.warn(
+          { provider: app.provider, clientId: app.clientId, err: outcome.error },
+          'provider subscriptions could not be ensured; the next scheduled run tries again',
+        );
       }
       outcomes.push(outcome);
     }

@@ -122,7 +122,8 @@ export class FakeDexcom extends FakeProvider {
     // scope=offline_access, both required). The base consent page is private: reached through a cast.
     const consentPage = (this as unknown as { consentPage(req: FakeRequest): FakeReply }).consentPage.bind(this);
     this.route('GET', '/v2/oauth2/login', (req) => {
-      if (req.query.response_type !== 'code') return { status: 400, body: { error: 'unsupported_response_type', error_description: 'response_type must be code' } };
+      if (req.query.response_type !== 'code')
+        return { status: 400, body: { error: 'unsupported_response_type', error_description: 'response_type must be code' } };
       if (req.query.scope !== 'offline_access') return { status: 400, body: { error: 'invalid_scope', error_description: 'scope must be offline_access' } };
       return consentPage(req);
     });
@@ -245,7 +246,10 @@ export class FakeDexcom extends FakeProvider {
     const client = this.tokenClient(req, 'body');
     if (!client) return { status: 401, body: { error: 'invalid_client', error_description: 'Invalid client credentials' } };
     const f = req.form;
-    const elsewhere = { status: 400, body: { error: 'invalid_grant', error_description: `Unknown ${f.grant_type === 'refresh_token' ? 'refresh token' : 'code'} at ${this.hostOf(req)}` } };
+    const elsewhere = {
+      status: 400,
+      body: { error: 'invalid_grant', error_description: `Unknown ${f.grant_type === 'refresh_token' ? 'refresh token' : 'code'} at ${this.hostOf(req)}` },
+    };
     if (f.grant_type === 'authorization_code') {
       // Another region's server never issued the code (nor consumes it).
       const grant = this.codes.get(f.code ?? '');
@@ -265,7 +269,8 @@ export class FakeDexcom extends FakeProvider {
     if (f.grant_type === 'refresh_token') {
       const old = this.refreshTokens.get(f.refresh_token ?? '');
       const user = old ? this.users.get(old.userId) : undefined;
-      if (!old || old.revoked || old.validUntil < Date.now() || !user || user.revoked) return { status: 400, body: { error: 'invalid_grant', error_description: 'Invalid refresh token' } };
+      if (!old || old.revoked || old.validUntil < Date.now() || !user || user.revoked)
+        return { status: 400, body: { error: 'invalid_grant', error_description: 'Invalid refresh token' } };
       req.record.userId = user.id;
       if (!this.atHomeServer(req, user)) return elsewhere;
       const { access, refresh } = this.issueTokens(user.id, { accessTtlSeconds: this.accessTtlSeconds, scope: 'offline_access' });
@@ -278,7 +283,15 @@ export class FakeDexcom extends FakeProvider {
   private tokenBody(access: string, refresh: string) {
     // Shape of the swaggerV3 token examples (access_token, expires_in, token_type, refresh_token plus the Keycloak-ish
     // refresh_expires_in / not-before-policy / session_state).
-    return { access_token: access, expires_in: this.accessTtlSeconds, token_type: 'Bearer', refresh_token: refresh, refresh_expires_in: 0, 'not-before-policy': 0, session_state: randomUUID() };
+    return {
+      access_token: access,
+      expires_in: this.accessTtlSeconds,
+      token_type: 'Bearer',
+      refresh_token: refresh,
+      refresh_expires_in: 0,
+      'not-before-policy': 0,
+      session_state: randomUUID(),
+    };
   }
 
   // ---- Data -------------------------------------------------------------------------------------------------
@@ -294,7 +307,10 @@ export class FakeDexcom extends FakeProvider {
     if ('reply' in who) return who.reply;
     const user = who.user as DexcomFakeUser;
     const { startDate, endDate } = req.query;
-    for (const [name, v] of [['startDate', startDate], ['endDate', endDate]] as const) {
+    for (const [name, v] of [
+      ['startDate', startDate],
+      ['endDate', endDate],
+    ] as const) {
       if (!v) return badRequest(`${name} is required`);
       if (!QUERY_TIME.test(v)) return badRequest(`${name} must be YYYY-MM-DDThh:mm:ss (UTC, no offset, no milliseconds): ${v}`);
     }
@@ -330,7 +346,10 @@ export class FakeDexcom extends FakeProvider {
       const moment = (r: DexcomRecord | null) => ({ systemTime: r?.systemTime ?? null, displayTime: r?.displayTime ?? null });
       return { start: moment(first), end: moment(last) };
     };
-    return { status: 200, body: { recordType: 'dataRange', recordVersion: '3.0', userId: user.id, calibrations: span('calibrations'), egvs: span('egvs'), events: span('events') } };
+    return {
+      status: 200,
+      body: { recordType: 'dataRange', recordVersion: '3.0', userId: user.id, calibrations: span('calibrations'), egvs: span('egvs'), events: span('events') },
+    };
   }
 
   /** The first and last record of a kind (after `after`), looking a few days in from each end of the data. */
@@ -370,7 +389,14 @@ export class FakeDexcom extends FakeProvider {
             displayApp: user.transmitterGeneration === 'g7' ? 'Dexcom G7' : 'G6',
             alertSchedules: [
               {
-                alertScheduleSettings: { alertScheduleName: 'Default', isEnabled: true, isDefaultSchedule: true, startTime: '00:00', endTime: '00:00', daysOfWeek: ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday'] },
+                alertScheduleSettings: {
+                  alertScheduleName: 'Default',
+                  isEnabled: true,
+                  isDefaultSchedule: true,
+                  startTime: '00:00',
+                  endTime: '00:00',
+                  daysOfWeek: ['sunday', 'monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday'],
+                },
                 alertSettings: [
                   { alertName: 'high', value: 250, unit: 'mg/dL', snooze: 30, enabled: true },
                   { alertName: 'low', value: 70, unit: 'mg/dL', snooze: 30, enabled: true },
@@ -407,7 +433,11 @@ export class FakeDexcom extends FakeProvider {
   private constants(user: DexcomFakeUser): { base: number; noiseSeed: number; phase: number } {
     let c = this.userConstants.get(user.seed);
     if (!c) {
-      c = { base: 95 + unit(`${user.seed}:base`) * 30, noiseSeed: Math.floor(unit(`${user.seed}:noise`) * 2 ** 31), phase: Math.floor(unit(`${user.seed}:phase`) * 300) * SECOND };
+      c = {
+        base: 95 + unit(`${user.seed}:base`) * 30,
+        noiseSeed: Math.floor(unit(`${user.seed}:noise`) * 2 ** 31),
+        phase: Math.floor(unit(`${user.seed}:phase`) * 300) * SECOND,
+      };
       this.userConstants.set(user.seed, c);
     }
     return c;
@@ -507,14 +537,28 @@ export class FakeDexcom extends FakeProvider {
       const t = Math.floor(this.localAt(user, day, 7 + unit(`${user.seed}:cal:${day}`) * 0.5) / SECOND) * SECOND;
       if (t < from || t > to || this.warmingUp(user, t)) continue;
       const value = Math.max(40, Math.round(this.glucoseAt(user, t) + (unit(`${user.seed}:calnoise:${day}`) - 0.5) * 12));
-      out.push({ ...this.recordBase(user, 'calibration', t, [day]), unit: 'mg/dL', value, transmitterTicks: Math.floor((t - user.dataStartMs) / SECOND) % (SENSOR_DAYS * 86400) });
+      out.push({
+        ...this.recordBase(user, 'calibration', t, [day]),
+        unit: 'mg/dL',
+        value,
+        transmitterTicks: Math.floor((t - user.dataStartMs) / SECOND) % (SENSOR_DAYS * 86400),
+      });
     }
     return out;
   }
 
   private events(user: DexcomFakeUser, from: number, to: number): DexcomRecord[] {
     const out: DexcomRecord[] = [];
-    const event = (t: number, tag: string, day: number, eventType: string, eventSubType: string | null, value: number, eventUnit: string, eventStatus = 'created') => {
+    const event = (
+      t: number,
+      tag: string,
+      day: number,
+      eventType: string,
+      eventSubType: string | null,
+      value: number,
+      eventUnit: string,
+      eventStatus = 'created',
+    ) => {
       if (t < from || t > to) return;
       // getEventsV3 types `value` as a string.
       out.push({ ...this.recordBase(user, 'event', t, [day, tag]), eventStatus, eventType, eventSubType, value: String(value), unit: eventUnit });
@@ -524,9 +568,18 @@ export class FakeDexcom extends FakeProvider {
       for (const [i, m] of p.meals.entries()) {
         event(m.at, `carbs${i}`, day, 'carbs', null, m.carbs, 'grams');
         // The dinner bolus is missed on a hyper day.
-        if (!(i === 2 && p.hyperFactor > 1)) event(m.at + 2 * MINUTE, `bolus${i}`, day, 'insulin', 'fastActing', Math.max(1, Math.round((m.carbs / 10) * 2) / 2), 'units');
+        if (!(i === 2 && p.hyperFactor > 1))
+          event(m.at + 2 * MINUTE, `bolus${i}`, day, 'insulin', 'fastActing', Math.max(1, Math.round((m.carbs / 10) * 2) / 2), 'units');
       }
-      event(Math.floor(this.localAt(user, day, 22) / SECOND) * SECOND, 'basal', day, 'insulin', 'longActing', 18 + Math.round(unit(`${user.seed}:basal:${day}`) * 6), 'units');
+      event(
+        Math.floor(this.localAt(user, day, 22) / SECOND) * SECOND,
+        'basal',
+        day,
+        'insulin',
+        'longActing',
+        18 + Math.round(unit(`${user.seed}:basal:${day}`) * 6),
+        'units',
+      );
       if (p.deletedEntryAt !== null) event(p.deletedEntryAt, 'deleted', day, 'carbs', null, 20, 'grams', 'deleted');
     }
     return out.sort((a, b) => systemInstant(a.systemTime) - systemInstant(b.systemTime));

@@ -204,7 +204,13 @@ export class FakeProvider {
 
   /** Issues an access token (and a refresh token unless `refresh` is false) for `userId`. */
   issueTokens(userId: string, opts: { accessTtlSeconds: number; refresh?: boolean; scope?: string }): { access: AccessToken; refresh: RefreshToken | null } {
-    const access: AccessToken = { token: `at_${randomBytes(16).toString('hex')}`, userId, expiresAt: Date.now() + opts.accessTtlSeconds * 1000, revoked: false, scope: opts.scope ?? '' };
+    const access: AccessToken = {
+      token: `at_${randomBytes(16).toString('hex')}`,
+      userId,
+      expiresAt: Date.now() + opts.accessTtlSeconds * 1000,
+      revoked: false,
+      scope: opts.scope ?? '',
+    };
     this.accessTokens.set(access.token, access);
     let refresh: RefreshToken | null = null;
     if (opts.refresh !== false) {
@@ -230,7 +236,8 @@ export class FakeProvider {
     }
     if (grant.expiresAt < Date.now()) return { error: 'invalid_grant', description: 'Authorization code expired.' };
     if (grant.clientId !== clientId) return { error: 'invalid_client', description: 'Code issued to another client.' };
-    if (form.redirect_uri !== undefined && form.redirect_uri !== grant.redirectUri) return { error: 'invalid_grant', description: 'redirect_uri does not match the authorization request.' };
+    if (form.redirect_uri !== undefined && form.redirect_uri !== grant.redirectUri)
+      return { error: 'invalid_grant', description: 'redirect_uri does not match the authorization request.' };
     if (grant.codeChallenge) {
       const verifier = form.code_verifier ?? '';
       const challenge = createHash('sha256').update(verifier).digest('base64url');
@@ -297,7 +304,8 @@ export class FakeProvider {
 
   protected consentPage(req: FakeRequest): FakeReply {
     const q = req.query;
-    if (q.client_id !== this.options.clientId) return { status: 400, body: { error: 'invalid_client', message: `Unknown client_id ${q.client_id ?? '(none)'}` } };
+    if (q.client_id !== this.options.clientId)
+      return { status: 400, body: { error: 'invalid_client', message: `Unknown client_id ${q.client_id ?? '(none)'}` } };
     if (!q.redirect_uri) return { status: 400, body: { error: 'invalid_request', message: 'redirect_uri is required' } };
     const hidden = Object.entries(q)
       .map(([k, v]) => `<input type="hidden" name="${escapeHtml(k)}" value="${escapeHtml(v)}">`)
@@ -350,11 +358,18 @@ export class FakeProvider {
     const rawBody = Buffer.concat(chunks);
     const url = new URL(req.url ?? '/', 'http://fake');
     const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : (v ?? '')]));
-    const record: RecordedRequest = { method: req.method ?? 'GET', path: url.pathname, query: Object.fromEntries(url.searchParams), headers, body: rawBody.toString(), at: Date.now() };
+    const record: RecordedRequest = {
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      headers,
+      body: rawBody.toString(),
+      at: Date.now(),
+    };
     this.requests.push(record);
     const type = headers['content-type'] ?? '';
     let form: Record<string, string> = {};
-    let json: unknown ;
+    let json: unknown;
     if (type.includes('application/x-www-form-urlencoded')) form = Object.fromEntries(new URLSearchParams(rawBody.toString()));
     else if (type.includes('json') && rawBody.length) {
       try {
@@ -365,7 +380,8 @@ export class FakeProvider {
     }
     const fake: FakeRequest = { method: record.method, path: record.path, query: record.query, headers, rawBody, form, json, record };
     let reply: FakeReply;
-    const matches = (f: { method?: string; path?: string | RegExp }) => (!f.method || f.method === record.method) && (!f.path || (typeof f.path === 'string' ? f.path === record.path : f.path.test(record.path)));
+    const matches = (f: { method?: string; path?: string | RegExp }) =>
+      (!f.method || f.method === record.method) && (!f.path || (typeof f.path === 'string' ? f.path === record.path : f.path.test(record.path)));
     const fault = this.faults.find(matches);
     if (fault) {
       fault.times = (fault.times ?? 1) - 1;
@@ -374,7 +390,9 @@ export class FakeProvider {
     } else {
       const handler = this.routes.get(`${record.method} ${record.path}`) ?? this.matchPattern(record.method, record.path, fake);
       try {
-        reply = handler ? await handler(fake) : { status: 404, body: { error: 'not_found', message: `${this.options.name} fake has no ${record.method} ${record.path}` } };
+        reply = handler
+          ? await handler(fake)
+          : { status: 404, body: { error: 'not_found', message: `${this.options.name} fake has no ${record.method} ${record.path}` } };
       } catch (err) {
         reply = { status: 500, body: { error: 'fake_error', message: (err as Error).message } };
       }

@@ -56,7 +56,31 @@ const DATE_FILTERS: Record<DocKind, (day: string, start: string, end: string) =>
 
 const HEART_RATE_MAX_SPAN_MS = 30 * 86_400_000;
 const SUBSCRIPTION_LIFETIME_MS = 90 * 86_400_000;
-const DATA_TYPES = ['tag', 'enhanced_tag', 'workout', 'session', 'sleep', 'daily_sleep', 'daily_readiness', 'daily_activity', 'daily_spo2', 'sleep_time', 'rest_mode_period', 'ring_configuration', 'daily_stress', 'daily_cycle_phases', 'activation_status', 'daily_cardiovascular_age', 'daily_resilience', 'vo2_max', 'period_start', 'pregnancy', 'fertile_window', 'ovulation_confirmed', 'blood_glucose'];
+const DATA_TYPES = [
+  'tag',
+  'enhanced_tag',
+  'workout',
+  'session',
+  'sleep',
+  'daily_sleep',
+  'daily_readiness',
+  'daily_activity',
+  'daily_spo2',
+  'sleep_time',
+  'rest_mode_period',
+  'ring_configuration',
+  'daily_stress',
+  'daily_cycle_phases',
+  'activation_status',
+  'daily_cardiovascular_age',
+  'daily_resilience',
+  'vo2_max',
+  'period_start',
+  'pregnancy',
+  'fertile_window',
+  'ovulation_confirmed',
+  'blood_glucose',
+];
 const EVENT_TYPES = ['create', 'update', 'delete'];
 
 export interface OuraSubscription {
@@ -104,10 +128,30 @@ function parseInstant(v: string | undefined): number | null {
   const ms = Date.parse(v);
   return Number.isFinite(ms) ? ms : null;
 }
-const validation = (loc: string[], msg: string, input: unknown, type = 'value_error'): FakeReply => ({ status: 422, body: { detail: [{ type, loc, msg, input }] } });
+const validation = (loc: string[], msg: string, input: unknown, type = 'value_error'): FakeReply => ({
+  status: 422,
+  body: { detail: [{ type, loc, msg, input }] },
+});
 
-interface Person { age: number; sex: 'male' | 'female'; heightM: number; weightKg: number; restingHr: number; hrv: number; bedtimeMin: number; sleepHours: number; steps: number }
-const ACTIVITIES: [activity: string, kmh: number | null][] = [['walking', 5.2], ['running', 10.5], ['cycling', 22], ['hiking', 4.5], ['yoga', null], ['strength_training', null]];
+interface Person {
+  age: number;
+  sex: 'male' | 'female';
+  heightM: number;
+  weightKg: number;
+  restingHr: number;
+  hrv: number;
+  bedtimeMin: number;
+  sleepHours: number;
+  steps: number;
+}
+const ACTIVITIES: [activity: string, kmh: number | null][] = [
+  ['walking', 5.2],
+  ['running', 10.5],
+  ['cycling', 22],
+  ['hiking', 4.5],
+  ['yoga', null],
+  ['strength_training', null],
+];
 
 export class FakeOura extends FakeProvider {
   /** `expires_in` of access tokens (1.37: "typically 24 hours"). */
@@ -146,23 +190,31 @@ export class FakeOura extends FakeProvider {
       this.api('GET', `/v2/usercollection/${kind}/{document_id}`, (req) => this.documentRoute(req, kind));
     }
     this.api('GET', '/v2/usercollection/heartrate', (req) => this.heartRateRoute(req));
-    this.api('GET', '/v2/webhook/subscription', (req) => this.app(req, () => ({ status: 200, body: [...this.subscriptions.values()].map(publicSubscription) })));
+    this.api('GET', '/v2/webhook/subscription', (req) =>
+      this.app(req, () => ({ status: 200, body: [...this.subscriptions.values()].map(publicSubscription) })),
+    );
     this.api('POST', '/v2/webhook/subscription', (req) => this.app(req, () => this.createSubscription(req)));
-    this.api('GET', '/v2/webhook/subscription/{id}', (req) => this.app(req, () => {
-      const sub = this.subscriptions.get(req.query.id);
-      return sub ? { status: 200, body: publicSubscription(sub) } : { status: 403, body: { detail: 'Forbidden' } }; // get_webhook_subscription_forbidden.json
-    }));
+    this.api('GET', '/v2/webhook/subscription/{id}', (req) =>
+      this.app(req, () => {
+        const sub = this.subscriptions.get(req.query.id);
+        return sub ? { status: 200, body: publicSubscription(sub) } : { status: 403, body: { detail: 'Forbidden' } }; // get_webhook_subscription_forbidden.json
+      }),
+    );
     this.api('PUT', '/v2/webhook/subscription/{id}', (req) => this.app(req, () => this.updateSubscription(req)));
-    this.api('DELETE', '/v2/webhook/subscription/{id}', (req) => this.app(req, () => {
-      if (!this.subscriptions.delete(req.query.id)) return { status: 404, body: { detail: `No webhook id ${req.query.id} found.` } };
-      return { status: 204 };
-    }));
-    this.api('PUT', '/v2/webhook/subscription/renew/{id}', (req) => this.app(req, () => {
-      const sub = this.subscriptions.get(req.query.id);
-      if (!sub) return { status: 404, body: { detail: `Subscription with id ${req.query.id} not found.` } };
-      sub.expiration_time = new Date(Date.now() + SUBSCRIPTION_LIFETIME_MS).toISOString();
-      return { status: 200, body: publicSubscription(sub) };
-    }));
+    this.api('DELETE', '/v2/webhook/subscription/{id}', (req) =>
+      this.app(req, () => {
+        if (!this.subscriptions.delete(req.query.id)) return { status: 404, body: { detail: `No webhook id ${req.query.id} found.` } };
+        return { status: 204 };
+      }),
+    );
+    this.api('PUT', '/v2/webhook/subscription/renew/{id}', (req) =>
+      this.app(req, () => {
+        const sub = this.subscriptions.get(req.query.id);
+        if (!sub) return { status: 404, body: { detail: `Subscription with id ${req.query.id} not found.` } };
+        sub.expiration_time = new Date(Date.now() + SUBSCRIPTION_LIFETIME_MS).toISOString();
+        return { status: 200, body: publicSubscription(sub) };
+      }),
+    );
   }
 
   protected override newUserId(): string {
@@ -243,12 +295,19 @@ export class FakeOura extends FakeProvider {
     const counts: Record<string, number> = { personal_info: this.personalInfoServed.get(userId) ?? 0 };
     for (const kind of ['sleep', 'daily_sleep', 'daily_activity', 'workout', 'daily_spo2', 'heartrate'] as OuraListKind[]) counts[kind] = docs(kind).length;
     const sleeps = docs('sleep') as Doc[];
-    const items = (s: unknown) => (s && typeof s === 'object' && Array.isArray((s as { items?: unknown }).items) ? ((s as { items: unknown[] }).items.filter((v) => typeof v === 'number').length) : 0);
+    const items = (s: unknown) =>
+      s && typeof s === 'object' && Array.isArray((s as { items?: unknown }).items)
+        ? (s as { items: unknown[] }).items.filter((v) => typeof v === 'number').length
+        : 0;
     counts['sleep.heart_rate'] = sleeps.reduce((n, s) => n + items(s.heart_rate), 0);
     counts['sleep.hrv'] = sleeps.reduce((n, s) => n + items(s.hrv), 0);
     counts['sleep.hypnogram'] = sleeps.reduce((n, s) => n + String(s.sleep_phase_5_min ?? '').length, 0);
-    counts['sleep.temperature'] = sleeps.filter((s) => typeof (s.readiness as { temperature_deviation?: unknown } | null)?.temperature_deviation === 'number').length;
-    counts['daily_spo2.average'] = (docs('daily_spo2') as Doc[]).filter((d) => typeof (d.spo2_percentage as { average?: unknown } | null)?.average === 'number').length;
+    counts['sleep.temperature'] = sleeps.filter(
+      (s) => typeof (s.readiness as { temperature_deviation?: unknown } | null)?.temperature_deviation === 'number',
+    ).length;
+    counts['daily_spo2.average'] = (docs('daily_spo2') as Doc[]).filter(
+      (d) => typeof (d.spo2_percentage as { average?: unknown } | null)?.average === 'number',
+    ).length;
     return counts;
   }
 
@@ -278,7 +337,9 @@ export class FakeOura extends FakeProvider {
    * Answers the next `times` requests to `path` (default: any /v2 path) with Oura's 429 and its five headers.
    * `withoutRetryAfter` leaves out Retry-After (the reset header then says when).
    */
-  failRateLimited(opts: { path?: string | RegExp; times?: number; retryAfterSeconds?: number; resetInSeconds?: number; tier?: string; withoutRetryAfter?: boolean } = {}): { resetAt: Date } {
+  failRateLimited(
+    opts: { path?: string | RegExp; times?: number; retryAfterSeconds?: number; resetInSeconds?: number; tier?: string; withoutRetryAfter?: boolean } = {},
+  ): { resetAt: Date } {
     const resetIn = opts.resetInSeconds ?? opts.retryAfterSeconds ?? 60;
     const resetAt = new Date((Math.floor(Date.now() / 1000) + resetIn) * 1000);
     const headers = this.rateLimitHeaders(resetAt, opts.tier ?? 'application', opts.withoutRetryAfter ? null : (opts.retryAfterSeconds ?? resetIn));
@@ -293,7 +354,10 @@ export class FakeOura extends FakeProvider {
 
   /** The signature Oura sends in `x-oura-signature`: UPPERCASE hex HMAC-SHA256(client_secret, timestamp + body). */
   sign(timestamp: string, body: string, secret = this.options.clientSecret): string {
-    return createHmac('sha256', secret).update(timestamp + body).digest('hex').toUpperCase();
+    return createHmac('sha256', secret)
+      .update(timestamp + body)
+      .digest('hex')
+      .toUpperCase();
   }
 
   /**
@@ -301,8 +365,18 @@ export class FakeOura extends FakeProvider {
    * `x-oura-timestamp` (Unix seconds) and `x-oura-signature`. `timestampSeconds` and `secret` forge stale or
    * wrongly signed pushes; `signature: null` leaves the header out.
    */
-  async sendPush(url: string, event: { dataType: string; eventType?: string; objectId: string; userId: string; eventTime?: string }, opts: { timestampSeconds?: number; secret?: string; signature?: string | null } = {}): Promise<OuraPushResult> {
-    const body = JSON.stringify({ event_type: event.eventType ?? 'create', data_type: event.dataType, object_id: event.objectId, event_time: event.eventTime ?? `${new Date().toISOString().slice(0, 19)}+00:00`, user_id: event.userId });
+  async sendPush(
+    url: string,
+    event: { dataType: string; eventType?: string; objectId: string; userId: string; eventTime?: string },
+    opts: { timestampSeconds?: number; secret?: string; signature?: string | null } = {},
+  ): Promise<OuraPushResult> {
+    const body = JSON.stringify({
+      event_type: event.eventType ?? 'create',
+      data_type: event.dataType,
+      object_id: event.objectId,
+      event_time: event.eventTime ?? `${new Date().toISOString().slice(0, 19)}+00:00`,
+      user_id: event.userId,
+    });
     const timestamp = String(opts.timestampSeconds ?? Math.floor(Date.now() / 1000));
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-oura-timestamp': timestamp };
     const signature = opts.signature === undefined ? this.sign(timestamp, body, opts.secret) : opts.signature;
@@ -334,7 +408,7 @@ export class FakeOura extends FakeProvider {
     target.searchParams.set('verification_token', token);
     target.searchParams.set('challenge', challenge);
     let status = 0;
-    let body: unknown ;
+    let body: unknown;
     try {
       const res = await fetch(target, { signal: AbortSignal.timeout(10_000) }); // Oura wants a reply within 10 s
       status = res.status;
@@ -355,7 +429,9 @@ export class FakeOura extends FakeProvider {
   tokenState(userId: string): { access: { token: string; active: boolean; scope: string }[]; refresh: { token: string; active: boolean }[] } {
     const now = Date.now();
     return {
-      access: [...this.accessTokens.values()].filter((t) => t.userId === userId).map((t) => ({ token: t.token, active: !t.revoked && t.expiresAt > now, scope: t.scope })),
+      access: [...this.accessTokens.values()]
+        .filter((t) => t.userId === userId)
+        .map((t) => ({ token: t.token, active: !t.revoked && t.expiresAt > now, scope: t.scope })),
       refresh: [...this.refreshTokens.values()].filter((t) => t.userId === userId).map((t) => ({ token: t.token, active: !t.revoked && t.validUntil > now })),
     };
   }
@@ -390,7 +466,11 @@ export class FakeOura extends FakeProvider {
     const { access, refresh } = this.issueTokens(userId, { accessTtlSeconds: this.accessTtlSeconds, scope });
     issued.push(access.token, refresh!.token);
     this.refreshScopes.set(refresh!.token, scope);
-    return { status: 200, headers: { 'cache-control': 'no-store' }, body: { token_type: 'bearer', access_token: access.token, expires_in: this.accessTtlSeconds, refresh_token: refresh!.token, scope } };
+    return {
+      status: 200,
+      headers: { 'cache-control': 'no-store' },
+      body: { token_type: 'bearer', access_token: access.token, expires_in: this.accessTtlSeconds, refresh_token: refresh!.token, scope },
+    };
   }
 
   /** `POST /oauth/revoke?access_token=…` revokes the grant: every token of that user (RFC 7009: 200 even if unknown). */
@@ -414,7 +494,11 @@ export class FakeOura extends FakeProvider {
       if (now - this.window.startedAt >= this.rateLimit.windowSeconds * 1000) this.window = { startedAt: now, count: 0 };
       if (++this.window.count > this.rateLimit.limit) {
         const resetAt = new Date(Math.ceil((this.window.startedAt + this.rateLimit.windowSeconds * 1000) / 1000) * 1000);
-        return { status: 429, headers: this.rateLimitHeaders(resetAt, 'application', Math.max(1, Math.ceil((resetAt.getTime() - now) / 1000))), body: { detail: 'Rate limit exceeded.' } };
+        return {
+          status: 429,
+          headers: this.rateLimitHeaders(resetAt, 'application', Math.max(1, Math.ceil((resetAt.getTime() - now) / 1000))),
+          body: { detail: 'Rate limit exceeded.' },
+        };
       }
       return handler(req);
     });
@@ -489,7 +573,8 @@ export class FakeOura extends FakeProvider {
     if (start === null) return validation(['query', 'start_datetime'], 'Input should be a valid datetime', startRaw);
     if (end === null) return validation(['query', 'end_datetime'], 'Input should be a valid datetime', endRaw);
     if (start >= end) return validation(['query', 'start_datetime'], 'Start datetime must be before end datetime', startRaw);
-    if (end - start > HEART_RATE_MAX_SPAN_MS) return { status: 400, body: { detail: 'The time range between start_datetime and end_datetime cannot exceed 30 days.' } };
+    if (end - start > HEART_RATE_MAX_SPAN_MS)
+      return { status: 400, body: { detail: 'The time range between start_datetime and end_datetime cannot exceed 30 days.' } };
     const rows = this.heartRateRows(auth.user.id, start, end);
     return this.pageReply(auth.user.id, 'heartrate', rows, page.offset, startRaw, endRaw, (r) => r.timestamp);
   }
@@ -510,7 +595,15 @@ export class FakeOura extends FakeProvider {
     return { start: q[startKey] || undefined, end: q[endKey] || undefined, offset: 0 };
   }
 
-  private pageReply<T extends Doc | HeartRateRow>(userId: string, kind: OuraListKind, all: T[], offset: number, start: string | undefined, end: string | undefined, idOf: (d: T) => string): FakeReply {
+  private pageReply<T extends Doc | HeartRateRow>(
+    userId: string,
+    kind: OuraListKind,
+    all: T[],
+    offset: number,
+    start: string | undefined,
+    end: string | undefined,
+    idOf: (d: T) => string,
+  ): FakeReply {
     const size = this.pageSizes[kind];
     const data = all.slice(offset, offset + size);
     this.record(userId, kind, data, idOf);
@@ -543,7 +636,8 @@ export class FakeOura extends FakeProvider {
   // ---- Webhook subscriptions ---------------------------------------------------------------------------------------
 
   private app(req: FakeRequest, then: () => FakeReply | Promise<FakeReply>): FakeReply | Promise<FakeReply> {
-    if (req.headers['x-client-id'] !== this.options.clientId || req.headers['x-client-secret'] !== this.options.clientSecret) return { status: 403, body: { detail: 'Forbidden' } };
+    if (req.headers['x-client-id'] !== this.options.clientId || req.headers['x-client-secret'] !== this.options.clientSecret)
+      return { status: 403, body: { detail: 'Forbidden' } };
     return then();
   }
 
@@ -552,10 +646,13 @@ export class FakeOura extends FakeProvider {
     for (const field of ['callback_url', 'verification_token', 'event_type', 'data_type']) {
       if (typeof b[field] !== 'string' || !b[field]) return validation(['body', field], 'Field required', b[field], 'missing');
     }
-    if (!EVENT_TYPES.includes(b.event_type as string)) return { status: 422, body: { detail: [{ type: 'enum', loc: ['body', 'event_type'], msg: 'Invalid event_type value' }] } };
-    if (!DATA_TYPES.includes(b.data_type as string)) return { status: 422, body: { detail: [{ type: 'enum', loc: ['body', 'data_type'], msg: 'Invalid data_type value' }] } }; // create_webhook_subscription_invalid.json
+    if (!EVENT_TYPES.includes(b.event_type as string))
+      return { status: 422, body: { detail: [{ type: 'enum', loc: ['body', 'event_type'], msg: 'Invalid event_type value' }] } };
+    if (!DATA_TYPES.includes(b.data_type as string))
+      return { status: 422, body: { detail: [{ type: 'enum', loc: ['body', 'data_type'], msg: 'Invalid data_type value' }] } }; // create_webhook_subscription_invalid.json
     const duplicate = [...this.subscriptions.values()].find((s) => s.event_type === b.event_type && s.data_type === b.data_type);
-    if (duplicate) return { status: 409, body: { detail: `A subscription for ${String(b.event_type)} ${String(b.data_type)} already exists (${duplicate.id}).` } };
+    if (duplicate)
+      return { status: 409, body: { detail: `A subscription for ${String(b.event_type)} ${String(b.data_type)} already exists (${duplicate.id}).` } };
     const check = await this.verify(b.callback_url as string, b.verification_token as string);
     if (!check.ok) return { status: 400, body: { detail: `Verification of ${String(b.callback_url)} failed (status ${check.status}).` } };
     const sub: OuraSubscription = {
@@ -574,10 +671,19 @@ export class FakeOura extends FakeProvider {
     const sub = this.subscriptions.get(req.query.id);
     if (!sub) return { status: 404, body: { detail: `No webhook id ${req.query.id} found.` } };
     const b = (req.json ?? {}) as Record<string, unknown>;
-    if (typeof b.verification_token !== 'string' || !b.verification_token) return validation(['body', 'verification_token'], 'Field required', b.verification_token, 'missing');
-    if (b.event_type != null && !EVENT_TYPES.includes(b.event_type as string)) return { status: 422, body: { detail: [{ type: 'enum', loc: ['body', 'event_type'], msg: 'Invalid event_type value' }] } };
-    if (b.data_type != null && !DATA_TYPES.includes(b.data_type as string)) return { status: 422, body: { detail: [{ type: 'enum', loc: ['body', 'data_type'], msg: 'Invalid data_type value' }] } };
-    const next = { ...sub, verification_token: b.verification_token, callback_url: (b.callback_url as string) ?? sub.callback_url, event_type: (b.event_type as string) ?? sub.event_type, data_type: (b.data_type as string) ?? sub.data_type };
+    if (typeof b.verification_token !== 'string' || !b.verification_token)
+      return validation(['body', 'verification_token'], 'Field required', b.verification_token, 'missing');
+    if (b.event_type != null && !EVENT_TYPES.includes(b.event_type as string))
+      return { status: 422, body: { detail: [{ type: 'enum', loc: ['body', 'event_type'], msg: 'Invalid event_type value' }] } };
+    if (b.data_type != null && !DATA_TYPES.includes(b.data_type as string))
+      return { status: 422, body: { detail: [{ type: 'enum', loc: ['body', 'data_type'], msg: 'Invalid data_type value' }] } };
+    const next = {
+      ...sub,
+      verification_token: b.verification_token,
+      callback_url: (b.callback_url as string) ?? sub.callback_url,
+      event_type: (b.event_type as string) ?? sub.event_type,
+      data_type: (b.data_type as string) ?? sub.data_type,
+    };
     const check = await this.verify(next.callback_url, next.verification_token);
     if (!check.ok) return { status: 400, body: { detail: `Verification of ${next.callback_url} failed (status ${check.status}).` } };
     this.subscriptions.set(sub.id, next);
@@ -603,8 +709,15 @@ export class FakeOura extends FakeProvider {
       const sex = r() < 0.5 ? 'female' : 'male';
       const heightM = round(gauss(r, sex === 'female' ? 1.66 : 1.79, 0.06), 2);
       return {
-        age: 22 + Math.floor(r() * 40), sex, heightM, weightKg: round(uniform(r, 20.5, 27.5) * heightM ** 2, 1), restingHr: Math.round(uniform(r, 48, 62)),
-        hrv: uniform(r, 30, 75), bedtimeMin: uniform(r, 22 * 60, 24 * 60 + 20), sleepHours: uniform(r, 6.5, 8.3), steps: uniform(r, 5000, 11000),
+        age: 22 + Math.floor(r() * 40),
+        sex,
+        heightM,
+        weightKg: round(uniform(r, 20.5, 27.5) * heightM ** 2, 1),
+        restingHr: Math.round(uniform(r, 48, 62)),
+        hrv: uniform(r, 30, 75),
+        bedtimeMin: uniform(r, 22 * 60, 24 * 60 + 20),
+        sleepHours: uniform(r, 6.5, 8.3),
+        steps: uniform(r, 5000, 11000),
       };
     });
   }
@@ -672,7 +785,9 @@ export class FakeOura extends FakeProvider {
     const stageHr: Record<string, number> = { '1': 2, '2': 5, '3': 8, '4': 12 };
     const stageHrv: Record<string, number> = { '1': 14, '2': 0, '3': -6, '4': -10 };
     const hr = withSeries ? Array.from({ length: full }, (_, i) => (r() < 0.03 ? null : Math.round(p.restingHr + stageHr[phases[i]] + gauss(r, 0, 2)))) : null;
-    const hrv = withSeries ? Array.from({ length: full }, (_, i) => (r() < 0.03 ? null : Math.max(8, Math.round(p.hrv + stageHrv[phases[i]] + gauss(r, 0, 7))))) : null;
+    const hrv = withSeries
+      ? Array.from({ length: full }, (_, i) => (r() < 0.03 ? null : Math.max(8, Math.round(p.hrv + stageHrv[phases[i]] + gauss(r, 0, 7)))))
+      : null;
     const present = (xs: (number | null)[] | null) => (xs ?? []).filter((v): v is number => v !== null);
     const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
     const total = secs['1'] + secs['2'] + secs['3'];
@@ -700,7 +815,16 @@ export class FakeOura extends FakeProvider {
       movement_30_sec: null,
       period,
       readiness: {
-        contributors: { activity_balance: Math.round(uniform(r, 60, 100)), body_temperature: Math.round(uniform(r, 80, 100)), hrv_balance: Math.round(uniform(r, 40, 100)), previous_day_activity: Math.round(uniform(r, 60, 100)), previous_night: Math.round(uniform(r, 40, 100)), recovery_index: Math.round(uniform(r, 20, 100)), resting_heart_rate: Math.round(uniform(r, 50, 100)), sleep_balance: Math.round(uniform(r, 40, 100)) },
+        contributors: {
+          activity_balance: Math.round(uniform(r, 60, 100)),
+          body_temperature: Math.round(uniform(r, 80, 100)),
+          hrv_balance: Math.round(uniform(r, 40, 100)),
+          previous_day_activity: Math.round(uniform(r, 60, 100)),
+          previous_night: Math.round(uniform(r, 40, 100)),
+          recovery_index: Math.round(uniform(r, 20, 100)),
+          resting_heart_rate: Math.round(uniform(r, 50, 100)),
+          sleep_balance: Math.round(uniform(r, 40, 100)),
+        },
         score: Math.round(uniform(r, 55, 95)),
         temperature_deviation: temperature,
         temperature_trend_deviation: type === 'long_sleep' ? round(gauss(r, 0, 0.1), 2) : null,
@@ -772,7 +896,14 @@ export class FakeOura extends FakeProvider {
         score: Math.round(uniform(r, 55, 99)),
         active_calories: active,
         average_met_minutes: round(uniform(r, 1.3, 2.2), 3),
-        contributors: { meet_daily_targets: Math.round(uniform(r, 40, 100)), move_every_hour: Math.round(uniform(r, 60, 100)), recovery_time: Math.round(uniform(r, 60, 100)), stay_active: Math.round(uniform(r, 40, 100)), training_frequency: Math.round(uniform(r, 40, 100)), training_volume: Math.round(uniform(r, 40, 100)) },
+        contributors: {
+          meet_daily_targets: Math.round(uniform(r, 40, 100)),
+          move_every_hour: Math.round(uniform(r, 60, 100)),
+          recovery_time: Math.round(uniform(r, 60, 100)),
+          stay_active: Math.round(uniform(r, 40, 100)),
+          training_frequency: Math.round(uniform(r, 40, 100)),
+          training_volume: Math.round(uniform(r, 40, 100)),
+        },
         equivalent_walking_distance: distance,
         high_activity_met_minutes: highMin * 8,
         high_activity_time: highMin * 60,
@@ -816,7 +947,7 @@ export class FakeOura extends FakeProvider {
           activity,
           calories: round(minutes * uniform(r, 4, 11), 3),
           day,
-          distance: kmh === null || r() < 0.2 ? null : round((kmh * 1000 * minutes) / 60 * uniform(r, 0.85, 1.1), 4),
+          distance: kmh === null || r() < 0.2 ? null : round(((kmh * 1000 * minutes) / 60) * uniform(r, 0.85, 1.1), 4),
           end_datetime: localized(end, tz),
           intensity: (['easy', 'moderate', 'hard'] as const)[Math.floor(r() * 3)],
           label: r() < 0.2 ? `My ${activity.replace('_', ' ')}` : null,
@@ -838,7 +969,10 @@ export class FakeOura extends FakeProvider {
       const tz = user.zoneOffsetSeconds;
       const p = this.person(user);
       const r = seededRandom(`${user.seed}:heartrate:${day}`);
-      const sleeps = [...this.sleepsOf(user, day), ...this.sleepsOf(user, addDays(day, 1))].map((s) => [Date.parse(s.bedtime_start as string), Date.parse(s.bedtime_end as string)]);
+      const sleeps = [...this.sleepsOf(user, day), ...this.sleepsOf(user, addDays(day, 1))].map((s) => [
+        Date.parse(s.bedtime_start as string),
+        Date.parse(s.bedtime_end as string),
+      ]);
       const workouts = this.workoutsOf(user, day).map((w) => [Date.parse(w.start_datetime as string), Date.parse(w.end_datetime as string)]);
       const midnight = localMidnight(day, tz);
       const first = midnight + Math.floor(r() * 300) * 1000;
@@ -857,7 +991,13 @@ export class FakeOura extends FakeProvider {
 }
 
 const sortKey = (d: Doc) => String(d.bedtime_start ?? d.start_datetime ?? d.timestamp ?? d.id);
-const publicSubscription = (s: OuraSubscription) => ({ id: s.id, callback_url: s.callback_url, event_type: s.event_type, data_type: s.data_type, expiration_time: s.expiration_time });
+const publicSubscription = (s: OuraSubscription) => ({
+  id: s.id,
+  callback_url: s.callback_url,
+  event_type: s.event_type,
+  data_type: s.data_type,
+  expiration_time: s.expiration_time,
+});
 
 export async function startFakeOura(opts: { port?: number; clientId?: string; clientSecret?: string } = {}): Promise<FakeOura> {
   return new FakeOura(opts).start();

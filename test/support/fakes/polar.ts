@@ -83,7 +83,14 @@ const SHORT_WINDOW_MS = 15 * MIN;
 const LONG_WINDOW_MS = DAY;
 /** Sleep heart rate above the deep-sleep level, per Polar hypnogram code. */
 const STAGE_HR_BUMP: Record<number, number> = { 0: 12, 1: 8, 2: 4, 3: 3, 4: 0, 5: 4 };
-const WEBHOOK_EVENTS: PolarWebhookEvent[] = ['EXERCISE', 'SLEEP', 'CONTINUOUS_HEART_RATE', 'SLEEP_WISE_CIRCADIAN_BEDTIME', 'SLEEP_WISE_ALERTNESS', 'ACTIVITY_SUMMARY'];
+const WEBHOOK_EVENTS: PolarWebhookEvent[] = [
+  'EXERCISE',
+  'SLEEP',
+  'CONTINUOUS_HEART_RATE',
+  'SLEEP_WISE_CIRCADIAN_BEDTIME',
+  'SLEEP_WISE_ALERTNESS',
+  'ACTIVITY_SUMMARY',
+];
 
 // ---- Own date helpers (independent of the module's, so a bug there cannot hide behind the same bug here) ----------
 const dayWall = (date: string) => Date.parse(`${date}T00:00:00Z`);
@@ -95,7 +102,10 @@ const hhmmss = (wall: number) => new Date(wall).toISOString().slice(11, 19);
 const two = (n: number) => String(n).padStart(2, '0');
 const offsetText = (tz: number) => `${tz < 0 ? '-' : '+'}${two(Math.floor(Math.abs(tz) / 3600))}:${two(Math.floor((Math.abs(tz) % 3600) / 60))}`;
 const isoDur = (seconds: number) => {
-  const s = Math.round(seconds), h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  const s = Math.round(seconds),
+    h = Math.floor(s / 3600),
+    m = Math.floor((s % 3600) / 60),
+    r = s % 60;
   return `PT${h ? `${h}H` : ''}${m ? `${m}M` : ''}${r || (!h && !m) ? `${r}S` : ''}`;
 };
 const isDate = (s: string | undefined): s is string => !!s && /^\d{4}-\d{2}-\d{2}$/.test(s) && !Number.isNaN(dayWall(s)) && dateOf(dayWall(s)) === s;
@@ -184,7 +194,8 @@ export class FakePolar extends FakeProvider {
     // Daily activity (the documented range path has a trailing slash: both are served).
     for (const path of ['/v3/users/activities', '/v3/users/activities/']) this.userApi('GET', path, (req, user) => this.listActivities(req, user, false));
     this.userApi('GET', '/v3/users/activities/{date}', (req, user) => this.activityByDate(req, user, false));
-    for (const path of ['/v3/users/activities/samples', '/v3/users/activities/samples/']) this.userApi('GET', path, (req, user) => this.listActivities(req, user, true));
+    for (const path of ['/v3/users/activities/samples', '/v3/users/activities/samples/'])
+      this.userApi('GET', path, (req, user) => this.listActivities(req, user, true));
     this.userApi('GET', '/v3/users/activities/samples/{date}', (req, user) => this.activityByDate(req, user, true));
 
     // Continuous heart rate.
@@ -276,7 +287,11 @@ export class FakePolar extends FakeProvider {
       path: opts.path,
       times: opts.times ?? 1,
       status: 429,
-      headers: { 'RateLimit-Usage': `${short}, ${long}`, 'RateLimit-Limit': `${shortLimit}, ${longLimit}`, 'RateLimit-Reset': `${opts.shortResetSeconds ?? 600}, ${opts.longResetSeconds ?? 80_000}` },
+      headers: {
+        'RateLimit-Usage': `${short}, ${long}`,
+        'RateLimit-Limit': `${shortLimit}, ${longLimit}`,
+        'RateLimit-Reset': `${opts.shortResetSeconds ?? 600}, ${opts.longResetSeconds ?? 80_000}`,
+      },
       body: { timestamp: new Date().toISOString(), status: 429, errorType: 'TOO_MANY_REQUESTS', message: 'Rate limit exceeded', corrId: randomUUID() },
     });
   }
@@ -284,7 +299,10 @@ export class FakePolar extends FakeProvider {
   /** Active and revoked access tokens of a user (Polar issues no refresh tokens). */
   tokensOf(userId: string): { active: string[]; revoked: string[] } {
     const mine = [...this.accessTokens.values()].filter((t) => t.userId === userId);
-    return { active: mine.filter((t) => !t.revoked && t.expiresAt > Date.now()).map((t) => t.token), revoked: mine.filter((t) => t.revoked).map((t) => t.token) };
+    return {
+      active: mine.filter((t) => !t.revoked && t.expiresAt > Date.now()).map((t) => t.token),
+      revoked: mine.filter((t) => t.revoked).map((t) => t.token),
+    };
   }
 
   /** The body and headers of a push, signed as Polar signs it (hex HMAC-SHA256 of the body with the webhook's key). */
@@ -309,13 +327,23 @@ export class FakePolar extends FakeProvider {
         break;
       default: {
         const path = spec.event === 'SLEEP_WISE_ALERTNESS' ? 'alertness' : 'circadian_bedtime';
-        payload = { event: spec.event, user_id: Number(spec.userId), from: spec.from, to: spec.to, timestamp, url: `${API}/v3/users/sleepwise/${path}/date?from=${spec.from}&to=${spec.to}` };
+        payload = {
+          event: spec.event,
+          user_id: Number(spec.userId),
+          from: spec.from,
+          to: spec.to,
+          timestamp,
+          url: `${API}/v3/users/sleepwise/${path}/date?from=${spec.from}&to=${spec.to}`,
+        };
       }
     }
     const secret = opts.secret ?? this.webhook?.secret;
     if (!secret) throw new Error('FakePolar.signedPush: no webhook has been created, and no secret was given');
     const body = JSON.stringify(payload);
-    return { body, headers: { 'Content-Type': 'application/json', 'Polar-Webhook-Signature': FakeProvider.hmacHex(secret, body), 'Polar-Webhook-Event': spec.event } };
+    return {
+      body,
+      headers: { 'Content-Type': 'application/json', 'Polar-Webhook-Signature': FakeProvider.hmacHex(secret, body), 'Polar-Webhook-Event': spec.event },
+    };
   }
 
   /** POSTs a signed push to `url` (default: the webhook's URL); answers the receiver's status. */
@@ -419,7 +447,12 @@ export class FakePolar extends FakeProvider {
   }
 
   /** A route of the Users API: the user's bearer token, and (unless said otherwise) a registered user. */
-  private userApi(method: string, path: string, handler: (req: FakeRequest, user: PolarFakeUser) => FakeReply | Promise<FakeReply>, opts: { registered?: boolean } = {}): void {
+  private userApi(
+    method: string,
+    path: string,
+    handler: (req: FakeRequest, user: PolarFakeUser) => FakeReply | Promise<FakeReply>,
+    opts: { registered?: boolean } = {},
+  ): void {
     this.route(
       method,
       path,
@@ -441,7 +474,11 @@ export class FakePolar extends FakeProvider {
       path,
       this.withMeter((req) => {
         if (this.tokenClient(req, 'basic')) return handler(req);
-        return { status: 401, headers: { 'WWW-Authenticate': 'Basic realm="AccessLink"' }, body: { error: 'unauthorized', message: 'Client credentials required.' } };
+        return {
+          status: 401,
+          headers: { 'WWW-Authenticate': 'Basic realm="AccessLink"' },
+          body: { error: 'unauthorized', message: 'Client credentials required.' },
+        };
       }),
     );
   }
@@ -490,7 +527,8 @@ export class FakePolar extends FakeProvider {
   private tokenReply(req: FakeRequest): FakeReply {
     const client = this.tokenClient(req, 'basic');
     if (!client) return { status: 401, body: { error: 'invalid_client', error_description: 'HTTP Basic client authentication required.' } };
-    if (req.form.grant_type !== 'authorization_code') return { status: 400, body: { error: 'unsupported_grant_type', error_description: 'Only authorization_code is supported.' } };
+    if (req.form.grant_type !== 'authorization_code')
+      return { status: 400, body: { error: 'unsupported_grant_type', error_description: 'Only authorization_code is supported.' } };
     const pending = this.codes.get(req.form.code ?? '');
     const reused = pending?.used === true;
     const out = this.redeemCode(req.form, client);
@@ -526,7 +564,8 @@ export class FakePolar extends FakeProvider {
     const memberId = (req.json as { 'member-id'?: unknown } | undefined)?.['member-id'];
     if (typeof memberId !== 'string' || !memberId) return polarError(400, 'BAD_REQUEST', 'member-id is required.');
     if (user.registered) return polarError(409, 'CONFLICT', 'User already registered to partner.');
-    if ([...this.users.values()].some((u) => (u as PolarFakeUser).registered && (u as PolarFakeUser).memberId === memberId)) return polarError(409, 'CONFLICT', 'Duplicated member-id.');
+    if ([...this.users.values()].some((u) => (u as PolarFakeUser).registered && (u as PolarFakeUser).memberId === memberId))
+      return polarError(409, 'CONFLICT', 'Duplicated member-id.');
     this.registerUser(user.id, memberId);
     return { status: 200, body: this.userBody(user) };
   }
@@ -626,12 +665,20 @@ export class FakePolar extends FakeProvider {
 
   private countNights(user: PolarFakeUser, nights: PolarSleep[]): void {
     this.count(user.id, 'sleep', nights.length);
-    this.count(user.id, 'hypnogram_entries', nights.reduce((n, x) => n + Object.keys(x.hypnogram ?? {}).length, 0));
+    this.count(
+      user.id,
+      'hypnogram_entries',
+      nights.reduce((n, x) => n + Object.keys(x.hypnogram ?? {}).length, 0),
+    );
   }
 
   private availableSleep(user: PolarFakeUser): FakeReply {
     const today = this.todayOf(user);
-    const available = this.nightsOf(user, plusDays(today, -27), today).map((n) => ({ date: n.date, start_time: n.sleep_start_time, end_time: n.sleep_end_time }));
+    const available = this.nightsOf(user, plusDays(today, -27), today).map((n) => ({
+      date: n.date,
+      start_time: n.sleep_start_time,
+      end_time: n.sleep_end_time,
+    }));
     return { status: 200, body: { available } };
   }
 
@@ -674,8 +721,16 @@ export class FakePolar extends FakeProvider {
 
   private countRecharges(user: PolarFakeUser, recharges: PolarNightlyRecharge[]): void {
     this.count(user.id, 'nightly_recharge', recharges.length);
-    this.count(user.id, 'hrv_samples', recharges.reduce((n, x) => n + Object.keys(x.hrv_samples ?? {}).length, 0));
-    this.count(user.id, 'breathing_samples', recharges.reduce((n, x) => n + Object.keys(x.breathing_samples ?? {}).length, 0));
+    this.count(
+      user.id,
+      'hrv_samples',
+      recharges.reduce((n, x) => n + Object.keys(x.hrv_samples ?? {}).length, 0),
+    );
+    this.count(
+      user.id,
+      'breathing_samples',
+      recharges.reduce((n, x) => n + Object.keys(x.breathing_samples ?? {}).length, 0),
+    );
   }
 
   private listRecharges(user: PolarFakeUser): FakeReply {
@@ -711,8 +766,14 @@ export class FakePolar extends FakeProvider {
     const rate = 5;
     const n = Math.ceil(durationS / rate);
     const target = p.restingHr + (p.maxHr - p.restingHr) * kind.hr;
-    const hr: number[] = [], speed: number[] = [], altitude: number[] = [], distance: number[] = [], cadence: number[] = [], power: number[] = [];
-    let alt = uniform(r, 20, 120), dist = 0;
+    const hr: number[] = [],
+      speed: number[] = [],
+      altitude: number[] = [],
+      distance: number[] = [],
+      cadence: number[] = [],
+      power: number[] = [];
+    let alt = uniform(r, 20, 120),
+      dist = 0;
     const cruise = uniform(r, kind.speed[0], kind.speed[1]);
     for (let i = 0; i < n; i++) {
       const warm = Math.min(1, (i * rate) / 300);
@@ -727,7 +788,8 @@ export class FakePolar extends FakeProvider {
       if (kind.sport === 'CYCLING') power.push(Math.round(uniform(r, 150, 250)));
     }
     const zones = [1, 2, 3, 4, 5].map((index) => {
-      const lower = Math.round(p.maxHr * (0.4 + index * 0.1)), upper = Math.round(p.maxHr * (0.5 + index * 0.1));
+      const lower = Math.round(p.maxHr * (0.4 + index * 0.1)),
+        upper = Math.round(p.maxHr * (0.5 + index * 0.1));
       const seconds = hr.filter((b) => b >= lower && (b < upper || index === 5)).length * rate;
       return { index, 'lower-limit': lower, 'upper-limit': upper, 'in-zone': isoDur(seconds) };
     });
@@ -772,7 +834,12 @@ export class FakePolar extends FakeProvider {
       if (!g || !this.visible(user, g.uploadMs) || now - g.uploadMs > 30 * DAY) continue;
       if ((from && d < from) || (to && d > to)) continue;
       const { heart_rate_zones, ...rest } = g.exercise;
-      out.push({ ...rest, ...(flags.zones ? { heart_rate_zones } : {}), ...(flags.samples ? { samples: g.samples } : {}), ...(flags.route ? { route: [] } : {}) });
+      out.push({
+        ...rest,
+        ...(flags.zones ? { heart_rate_zones } : {}),
+        ...(flags.samples ? { samples: g.samples } : {}),
+        ...(flags.route ? { route: [] } : {}),
+      });
     }
     for (const e of this.addedExercises.get(user.id) ?? []) {
       const uploaded = e.upload_time ? Date.parse(e.upload_time) : now;
@@ -790,7 +857,11 @@ export class FakePolar extends FakeProvider {
 
   private countExercises(user: PolarFakeUser, exercises: PolarExercise[]): void {
     this.count(user.id, 'exercises', exercises.length);
-    this.count(user.id, 'exercise_sample_series', exercises.reduce((n, e) => n + (e.samples?.length ?? 0), 0));
+    this.count(
+      user.id,
+      'exercise_sample_series',
+      exercises.reduce((n, e) => n + (e.samples?.length ?? 0), 0),
+    );
   }
 
   private listExercises(req: FakeRequest, user: PolarFakeUser): FakeReply {
@@ -815,11 +886,13 @@ export class FakePolar extends FakeProvider {
     const slotMs = 5 * MIN;
     const slots: number[] = [];
     for (let i = 0; i < 288; i++) {
-      const minute = i * 5, at = midnight + i * slotMs;
+      const minute = i * 5,
+        at = midnight + i * slotMs;
       let v: number;
       if (minute < 390 || minute >= 1380) v = 0;
       else if (workout && at >= workout.startWall && at < workout.endWall && workout.exercise.sport !== 'CYCLING') v = Math.round(uniform(r, 500, 820));
-      else if (i > 0 && r() < 0.3) v = slots[i - 1]; // runs of equal counts: Polar filters their repeats out
+      else if (i > 0 && r() < 0.3)
+        v = slots[i - 1]; // runs of equal counts: Polar filters their repeats out
       else if (r() < 0.25) v = 0;
       else v = Math.round(uniform(r, 5, 420));
       slots.push(v);
@@ -850,7 +923,9 @@ export class FakePolar extends FakeProvider {
       };
     }
     if (include.zones) {
-      samples.activity_zones = { samples: slots.flatMap((_, i) => (i === 0 || zoneOf(i) !== zoneOf(i - 1) ? [{ zone: zoneOf(i), timestamp: wallText(midnight + i * slotMs) }] : [])) };
+      samples.activity_zones = {
+        samples: slots.flatMap((_, i) => (i === 0 || zoneOf(i) !== zoneOf(i - 1) ? [{ zone: zoneOf(i), timestamp: wallText(midnight + i * slotMs) }] : [])),
+      };
     }
     if (include.stamps) samples.inactivity_stamps = [{ stamp: wallText(midnight + 15 * 3_600_000 + Math.floor(r() * 120) * MIN, false) }];
     return { ...summary, samples };
@@ -861,24 +936,36 @@ export class FakePolar extends FakeProvider {
     const today = this.todayOf(user);
     const { from, to } = req.query;
     if (from === undefined && to === undefined && !opts.required) return { from: plusDays(today, -27), to: today };
-    if (!isDate(from) || (to !== undefined && !isDate(to)) || (opts.required && to === undefined)) return { error: polarError(400, 'BAD_REQUEST', 'Invalid request: from (and to) must be dates YYYY-MM-DD.') };
+    if (!isDate(from) || (to !== undefined && !isDate(to)) || (opts.required && to === undefined))
+      return { error: polarError(400, 'BAD_REQUEST', 'Invalid request: from (and to) must be dates YYYY-MM-DD.') };
     const end = to ?? today;
     if (end < from) return { error: polarError(400, 'BAD_REQUEST', 'Invalid request: to is before from.') };
-    if (opts.maxAgeDays !== undefined && from < plusDays(today, -opts.maxAgeDays)) return { error: polarError(400, 'BAD_REQUEST', `Invalid or too old date. Cannot be older than ${opts.maxAgeDays} days.`) };
+    if (opts.maxAgeDays !== undefined && from < plusDays(today, -opts.maxAgeDays))
+      return { error: polarError(400, 'BAD_REQUEST', `Invalid or too old date. Cannot be older than ${opts.maxAgeDays} days.`) };
     if (datesFrom(from, end).length > 28) return { error: polarError(400, 'BAD_REQUEST', 'Maximum range between from date and to date is 28 days.') };
     return { from, to: end };
   }
 
   private countActivities(user: PolarFakeUser, days: PolarActivity[]): void {
     this.count(user.id, 'activity', days.length);
-    this.count(user.id, 'steps_samples', days.reduce((n, d) => n + (d.samples?.steps?.samples?.length ?? 0), 0));
-    this.count(user.id, 'zone_samples', days.reduce((n, d) => n + (d.samples?.activity_zones?.samples?.length ?? 0), 0));
+    this.count(
+      user.id,
+      'steps_samples',
+      days.reduce((n, d) => n + (d.samples?.steps?.samples?.length ?? 0), 0),
+    );
+    this.count(
+      user.id,
+      'zone_samples',
+      days.reduce((n, d) => n + (d.samples?.activity_zones?.samples?.length ?? 0), 0),
+    );
   }
 
   private listActivities(req: FakeRequest, user: PolarFakeUser, samplesOnly: boolean): FakeReply {
     const range = this.range(req, user, { required: false, maxAgeDays: 365 });
     if ('error' in range) return range.error;
-    const include = samplesOnly ? { steps: true, zones: true, stamps: true } : { steps: req.query.steps === 'true', zones: req.query.activity_zones === 'true', stamps: req.query.inactivity_stamps === 'true' };
+    const include = samplesOnly
+      ? { steps: true, zones: true, stamps: true }
+      : { steps: req.query.steps === 'true', zones: req.query.activity_zones === 'true', stamps: req.query.inactivity_stamps === 'true' };
     const days = datesFrom(range.from, range.to)
       .filter((d) => this.visible(user, this.dayUpload(user, d)))
       .map((d) => this.generateActivity(user, d, include));
@@ -888,9 +975,12 @@ export class FakePolar extends FakeProvider {
 
   private activityByDate(req: FakeRequest, user: PolarFakeUser, samplesOnly: boolean): FakeReply {
     const date = req.query.date;
-    if (!isDate(date) || date < plusDays(this.todayOf(user), -365)) return polarError(400, 'BAD_REQUEST', 'Invalid or too old date. Cannot be older than 365 days.');
+    if (!isDate(date) || date < plusDays(this.todayOf(user), -365))
+      return polarError(400, 'BAD_REQUEST', 'Invalid or too old date. Cannot be older than 365 days.');
     if (!this.visible(user, this.dayUpload(user, date))) return { status: 204 };
-    const include = samplesOnly ? { steps: true, zones: true, stamps: true } : { steps: req.query.steps === 'true', zones: req.query.activity_zones === 'true', stamps: req.query.inactivity_stamps === 'true' };
+    const include = samplesOnly
+      ? { steps: true, zones: true, stamps: true }
+      : { steps: req.query.steps === 'true', zones: req.query.activity_zones === 'true', stamps: req.query.inactivity_stamps === 'true' };
     const day = this.generateActivity(user, date, include);
     this.countActivities(user, [day]);
     return { status: 200, body: samplesOnly ? day.samples : day };
@@ -910,14 +1000,21 @@ export class FakePolar extends FakeProvider {
       // "Heart rate samples from training sessions are not available through this resource."
       if (workout && at >= workout.startWall && at < workout.endWall) continue;
       const hour = t / 3_600_000;
-      heart_rate_samples.push({ heart_rate: Math.round(hour < 6.5 ? uniform(r, p.restingHr - 2, p.restingHr + 6) : uniform(r, p.restingHr + 10, p.restingHr + 40)), sample_time: hhmmss(at) });
+      heart_rate_samples.push({
+        heart_rate: Math.round(hour < 6.5 ? uniform(r, p.restingHr - 2, p.restingHr + 6) : uniform(r, p.restingHr + 10, p.restingHr + 40)),
+        sample_time: hhmmss(at),
+      });
     }
     return { polar_user: `${API}/v3/users/${user.id}`, date, heart_rate_samples };
   }
 
   private heartRateDays(user: PolarFakeUser, from: string, to: string): PolarContinuousHeartRateDay[] {
     const days = datesFrom(from, to).flatMap((d) => this.heartRateFor(user.id, d) ?? []);
-    this.count(user.id, 'heartrate', days.reduce((n, d) => n + (d.heart_rate_samples?.length ?? 0), 0));
+    this.count(
+      user.id,
+      'heartrate',
+      days.reduce((n, d) => n + (d.heart_rate_samples?.length ?? 0), 0),
+    );
     return days;
   }
 
@@ -948,20 +1045,22 @@ export class FakePolar extends FakeProvider {
       const testTime = Math.round((wall - tz * 1000) / 1000);
       if (!this.visible(user, testTime * 1000 + 10 * MIN)) return [];
       const passed = r() < 0.8;
-      return [{
-        source_device_id: 'A1B2C3D4',
-        test_time: testTime,
-        time_zone_offset: tz / 60,
-        test_status: passed ? 'SPO2_TEST_PASSED' : 'SPO2_TEST_INCONCLUSIVE_TOO_LOW_QUALITY_IN_SAMPLES',
-        blood_oxygen_percent: Math.round(uniform(r, 94, 99)),
-        spo2_class: 'SPO2_CLASS_NORMAL',
-        spo2_value_deviation_from_baseline: 'DEVIATION_USUAL',
-        spo2_quality_average_percent: round(uniform(r, passed ? 70 : 20, passed ? 99 : 50), 1),
-        average_heart_rate_bpm: Math.round(uniform(r, 55, 75)),
-        heart_rate_variability_ms: round(uniform(r, 20, 90), 1),
-        spo2_hrv_deviation_from_baseline: 'DEVIATION_USUAL',
-        altitude_meters: round(uniform(r, 0, 300), 1),
-      }];
+      return [
+        {
+          source_device_id: 'A1B2C3D4',
+          test_time: testTime,
+          time_zone_offset: tz / 60,
+          test_status: passed ? 'SPO2_TEST_PASSED' : 'SPO2_TEST_INCONCLUSIVE_TOO_LOW_QUALITY_IN_SAMPLES',
+          blood_oxygen_percent: Math.round(uniform(r, 94, 99)),
+          spo2_class: 'SPO2_CLASS_NORMAL',
+          spo2_value_deviation_from_baseline: 'DEVIATION_USUAL',
+          spo2_quality_average_percent: round(uniform(r, passed ? 70 : 20, passed ? 99 : 50), 1),
+          average_heart_rate_bpm: Math.round(uniform(r, 55, 75)),
+          heart_rate_variability_ms: round(uniform(r, 20, 90), 1),
+          spo2_hrv_deviation_from_baseline: 'DEVIATION_USUAL',
+          altitude_meters: round(uniform(r, 0, 300), 1),
+        },
+      ];
     });
   }
 
@@ -1023,7 +1122,11 @@ export class FakePolar extends FakeProvider {
     const body = JSON.stringify({ timestamp: new Date(this.now()).toISOString().replace(/\.\d{3}Z$/, 'Z'), event: 'PING' });
     let status = 0;
     try {
-      const headers = { 'Content-Type': 'application/json', 'Polar-Webhook-Event': 'PING', 'Polar-Webhook-Signature': createHmac('sha256', secret).update(body).digest('hex') };
+      const headers = {
+        'Content-Type': 'application/json',
+        'Polar-Webhook-Event': 'PING',
+        'Polar-Webhook-Signature': createHmac('sha256', secret).update(body).digest('hex'),
+      };
       const res = await fetch(url, { method: 'POST', headers, body, signal: AbortSignal.timeout(10_000) });
       status = res.status;
       await res.text();
@@ -1042,7 +1145,8 @@ export class FakePolar extends FakeProvider {
     if (events !== undefined && (!Array.isArray(events) || !events.length || !events.every(known))) {
       return { error: polarError(400, 'BAD_REQUEST', `events must be a non-empty list of ${WEBHOOK_EVENTS.join(', ')}.`) };
     }
-    if (url !== undefined && (typeof url !== 'string' || !/^https?:\/\//.test(url))) return { error: polarError(400, 'BAD_REQUEST', 'url must be an absolute URL.') };
+    if (url !== undefined && (typeof url !== 'string' || !/^https?:\/\//.test(url)))
+      return { error: polarError(400, 'BAD_REQUEST', 'url must be an absolute URL.') };
     if (!partial && (events === undefined || url === undefined)) return { error: polarError(400, 'BAD_REQUEST', 'events and url are required.') };
     return { events: events as PolarWebhookEvent[] | undefined, url: url as string | undefined };
   }
@@ -1054,7 +1158,8 @@ export class FakePolar extends FakeProvider {
     const secret = randomUUID();
     // "When creating webhook the AccessLink sends a ping message to the url ... must be answered with 200 OK or
     // otherwise the webhook is not created."
-    if (!(await this.ping(parsed.url!, secret))) return polarError(400, 'BAD_REQUEST', 'Webhook cannot be created: the ping to the url was not answered 200 OK.');
+    if (!(await this.ping(parsed.url!, secret)))
+      return polarError(400, 'BAD_REQUEST', 'Webhook cannot be created: the ping to the url was not answered 200 OK.');
     this.webhook = { id: createHash('sha256').update(secret).digest('hex').slice(0, 6), events: parsed.events!, url: parsed.url!, secret, active: true };
     return { status: 201, body: { data: { id: this.webhook.id, events: this.webhook.events, url: this.webhook.url, signature_secret_key: secret } } };
   }
@@ -1070,7 +1175,8 @@ export class FakePolar extends FakeProvider {
 
   private async activateWebhook(): Promise<FakeReply> {
     if (!this.webhook) return { status: 204 };
-    if (!(await this.ping(this.webhook.url, this.webhook.secret))) return polarError(400, 'BAD_REQUEST', 'Webhook cannot be activated: the ping was not answered 200 OK.');
+    if (!(await this.ping(this.webhook.url, this.webhook.secret)))
+      return polarError(400, 'BAD_REQUEST', 'Webhook cannot be activated: the ping was not answered 200 OK.');
     this.webhook.active = true;
     return { status: 200 };
   }

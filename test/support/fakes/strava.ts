@@ -82,8 +82,16 @@ export interface AddActivityOptions {
 }
 
 type Pair = [number, number];
-interface Served { athlete: number; listed: Set<number>; details: Set<number>; streams: Map<number, { points: number; heartrate: number }> }
-const fault = (status: number, message: string, resource: string, field: string, code: string): FakeReply => ({ status, body: { message, errors: [{ resource, field, code }] } });
+interface Served {
+  athlete: number;
+  listed: Set<number>;
+  details: Set<number>;
+  streams: Map<number, { points: number; heartrate: number }>;
+}
+const fault = (status: number, message: string, resource: string, field: string, code: string): FakeReply => ({
+  status,
+  body: { message, errors: [{ resource, field, code }] },
+});
 
 export class FakeStrava extends FakeProvider {
   /** The app's one push subscription (developers.strava.com/docs/webhooks). */
@@ -107,10 +115,26 @@ export class FakeStrava extends FakeProvider {
     this.route('POST', '/oauth/token', (req) => this.token(req));
     this.route('POST', '/oauth/deauthorize', (req) => this.deauthorize(req));
     this.route('POST', '/oauth/revoke', (req) => this.revoke(req));
-    this.route('GET', '/api/v3/athlete', this.api((req, user) => this.athlete(req, user)));
-    this.route('GET', '/api/v3/athlete/activities', this.api((req, user) => this.listActivities(req, user)));
-    this.route('GET', '/api/v3/activities/{id}', this.api((req, user) => this.getActivity(req, user)));
-    this.route('GET', '/api/v3/activities/{id}/streams', this.api((req, user) => this.getStreams(req, user)));
+    this.route(
+      'GET',
+      '/api/v3/athlete',
+      this.api((req, user) => this.athlete(req, user)),
+    );
+    this.route(
+      'GET',
+      '/api/v3/athlete/activities',
+      this.api((req, user) => this.listActivities(req, user)),
+    );
+    this.route(
+      'GET',
+      '/api/v3/activities/{id}',
+      this.api((req, user) => this.getActivity(req, user)),
+    );
+    this.route(
+      'GET',
+      '/api/v3/activities/{id}/streams',
+      this.api((req, user) => this.getStreams(req, user)),
+    );
     this.route('POST', '/api/v3/push_subscriptions', (req) => this.createSubscription(req));
     this.route('GET', '/api/v3/push_subscriptions', (req) => this.listSubscriptions(req));
     this.route('DELETE', '/api/v3/push_subscriptions/{id}', (req) => this.deleteSubscription(req));
@@ -133,10 +157,17 @@ export class FakeStrava extends FakeProvider {
     const r = seededRandom(`${u.seed}:athlete`);
     const sex = r() < 0.5 ? 'F' : 'M';
     const defaults: Record<string, unknown> = {
-      firstname: sex === 'F' ? 'Marianne' : 'Jonas', lastname: 'Teutenberg', sex, weight: Math.round((sex === 'F' ? 52 + r() * 20 : 64 + r() * 24) * 10) / 10,
-      restingHr: 48 + Math.floor(r() * 16), maxHr: 178 + Math.floor(r() * 18), home: HOMES[Math.floor(r() * HOMES.length)],
+      firstname: sex === 'F' ? 'Marianne' : 'Jonas',
+      lastname: 'Teutenberg',
+      sex,
+      weight: Math.round((sex === 'F' ? 52 + r() * 20 : 64 + r() * 24) * 10) / 10,
+      restingHr: 48 + Math.floor(r() * 16),
+      maxHr: 178 + Math.floor(r() * 18),
+      home: HOMES[Math.floor(r() * HOMES.length)],
       timezoneName: ZONE_NAMES[u.zoneOffsetSeconds] ?? `Etc/GMT${u.zoneOffsetSeconds > 0 ? '-' : '+'}${Math.abs(u.zoneOffsetSeconds) / 3600}`,
-      standardOffsetSeconds: u.zoneOffsetSeconds, dataStartMs: Date.now() - 365 * DAY_S * 1000, createdAt: new Date(Date.now() - 400 * DAY_S * 1000).toISOString(),
+      standardOffsetSeconds: u.zoneOffsetSeconds,
+      dataStartMs: Date.now() - 365 * DAY_S * 1000,
+      createdAt: new Date(Date.now() - 400 * DAY_S * 1000).toISOString(),
       updatedAt: new Date(Date.now() - 20 * DAY_S * 1000).toISOString(),
     };
     for (const [k, v] of Object.entries(defaults)) if (u[k] === undefined) u[k] = v;
@@ -147,10 +178,21 @@ export class FakeStrava extends FakeProvider {
   addActivity(userId: string, opts: AddActivityOptions = {}): Record<string, unknown> {
     const user = this.user(userId);
     const start = opts.start ? new Date(opts.start).getTime() : Date.now() - 2 * 3600_000;
-    const profile = PROFILES.find(([, p]) => p.sportType === (opts.sportType ?? 'Run'))?.[1] ?? { ...PROFILES[0][1], sportType: opts.sportType!, type: opts.sportType! };
+    const profile = PROFILES.find(([, p]) => p.sportType === (opts.sportType ?? 'Run'))?.[1] ?? {
+      ...PROFILES[0][1],
+      sportType: opts.sportType!,
+      type: opts.sportType!,
+    };
     const id = this.nextAddedId++;
     const r = seededRandom(`${user.seed}:added:${id}`);
-    const activity = buildActivity(user, id, start, { ...profile, minutes: opts.durationMinutes ? [opts.durationMinutes, opts.durationMinutes] : profile.minutes }, r, { utcOffset: opts.utcOffset, timezone: opts.timezone, manual: opts.manual, heartrate: opts.heartrate });
+    const activity = buildActivity(
+      user,
+      id,
+      start,
+      { ...profile, minutes: opts.durationMinutes ? [opts.durationMinutes, opts.durationMinutes] : profile.minutes },
+      r,
+      { utcOffset: opts.utcOffset, timezone: opts.timezone, manual: opts.manual, heartrate: opts.heartrate },
+    );
     Object.assign(activity.detail, opts.overrides);
     this.added.set(id, activity);
     return activity.detail;
@@ -164,7 +206,8 @@ export class FakeStrava extends FakeProvider {
   /** The activities of a user whose start lies in (after, before) seconds, completed by now, oldest first. */
   activitiesOf(userId: string, after: number | null = null, before: number | null = null): FakeActivity[] {
     const user = this.user(userId);
-    const now = Date.now(), off = user.zoneOffsetSeconds * 1000;
+    const now = Date.now(),
+      off = user.zoneOffsetSeconds * 1000;
     const firstDay = Math.floor(((user.dataStartMs as number) + off) / (DAY_S * 1000));
     const today = Math.floor((now + off) / (DAY_S * 1000));
     const from = Math.max(firstDay, after === null ? firstDay : Math.floor((after * 1000 + off) / (DAY_S * 1000)) - 1);
@@ -173,7 +216,9 @@ export class FakeStrava extends FakeProvider {
     for (let day = from; day <= to; day++) all.push(...this.day(user, day));
     for (const a of this.added.values()) if (a.userId === user.id) all.push(a);
     return all
-      .filter((a) => !this.deleted.has(a.id) && a.endMs <= now && (after === null || a.startMs > after * 1000) && (before === null || a.startMs < before * 1000))
+      .filter(
+        (a) => !this.deleted.has(a.id) && a.endMs <= now && (after === null || a.startMs > after * 1000) && (before === null || a.startMs < before * 1000),
+      )
       .sort((a, b) => a.startMs - b.startMs);
   }
 
@@ -261,7 +306,9 @@ export class FakeStrava extends FakeProvider {
   }
 
   private rollWindows(): void {
-    const now = Date.now(), quarter = Math.floor(now / QUARTER_MS), day = Math.floor(now / (DAY_S * 1000));
+    const now = Date.now(),
+      quarter = Math.floor(now / QUARTER_MS),
+      day = Math.floor(now / (DAY_S * 1000));
     if (day !== this.usage.day) [this.usage.day, this.usage.overall[1], this.usage.read[1]] = [day, 0, 0];
     if (quarter !== this.usage.quarter) [this.usage.quarter, this.usage.overall[0], this.usage.read[0]] = [quarter, 0, 0];
   }
@@ -269,10 +316,16 @@ export class FakeStrava extends FakeProvider {
   /** Counts one API request (every request counts, refused ones too) and answers the headers and whether it is over. */
   private countRequest(): { headers: Record<string, string>; over: boolean } {
     this.rollWindows();
-    const u = this.usage, l = this.rateLimits;
+    const u = this.usage,
+      l = this.rateLimits;
     u.overall = [u.overall[0] + 1, u.overall[1] + 1];
     u.read = [u.read[0] + 1, u.read[1] + 1];
-    const headers = { 'X-RateLimit-Limit': l.overall.join(','), 'X-RateLimit-Usage': u.overall.join(','), 'X-ReadRateLimit-Limit': l.read.join(','), 'X-ReadRateLimit-Usage': u.read.join(',') };
+    const headers = {
+      'X-RateLimit-Limit': l.overall.join(','),
+      'X-RateLimit-Usage': u.overall.join(','),
+      'X-ReadRateLimit-Limit': l.read.join(','),
+      'X-ReadRateLimit-Usage': u.read.join(','),
+    };
     const over = u.overall[0] > l.overall[0] || u.overall[1] > l.overall[1] || u.read[0] > l.read[0] || u.read[1] > l.read[1];
     return { headers, over };
   }
@@ -281,7 +334,8 @@ export class FakeStrava extends FakeProvider {
   private api(handler: (req: FakeRequest, user: FakeUser) => FakeReply | Promise<FakeReply>): FakeHandler {
     return async (req) => {
       const { headers, over } = this.countRequest();
-      if (over) return { status: 429, headers, body: { message: 'Rate Limit Exceeded', errors: [{ resource: 'Application', field: 'rate limit', code: 'exceeded' }] } };
+      if (over)
+        return { status: 429, headers, body: { message: 'Rate Limit Exceeded', errors: [{ resource: 'Application', field: 'rate limit', code: 'exceeded' }] } };
       const auth = this.bearer(req);
       if ('reply' in auth) return { ...fault(401, 'Authorization Error', 'Athlete', 'access_token', 'invalid'), headers };
       const reply = await handler(req, auth.user);
@@ -302,23 +356,49 @@ export class FakeStrava extends FakeProvider {
       const { access, refresh } = this.issueTokens(grant.userId, { accessTtlSeconds: ACCESS_TTL_S, scope: grant.scope });
       grant.issued.push(access.token, refresh!.token);
       this.refreshScopes.set(refresh!.token, grant.scope);
-      return { body: { token_type: 'Bearer', expires_at: Math.floor(access.expiresAt / 1000), expires_in: ACCESS_TTL_S, refresh_token: refresh!.token, access_token: access.token, athlete: summaryAthlete(this.user(grant.userId)) } };
+      return {
+        body: {
+          token_type: 'Bearer',
+          expires_at: Math.floor(access.expiresAt / 1000),
+          expires_in: ACCESS_TTL_S,
+          refresh_token: refresh!.token,
+          access_token: access.token,
+          athlete: summaryAthlete(this.user(grant.userId)),
+        },
+      };
     }
     if (f.grant_type === 'refresh_token') {
       const rt = this.refreshTokens.get(f.refresh_token ?? '');
       const now = Date.now();
-      if (!rt || rt.revoked || rt.validUntil < now || this.users.get(rt.userId)?.revoked) return fault(400, 'Bad Request', 'RefreshToken', 'refresh_token', 'invalid');
+      if (!rt || rt.revoked || rt.validUntil < now || this.users.get(rt.userId)?.revoked)
+        return fault(400, 'Bad Request', 'RefreshToken', 'refresh_token', 'invalid');
       const latest = [...this.accessTokens.values()].filter((t) => t.userId === rt.userId && !t.revoked).sort((a, b) => b.expiresAt - a.expiresAt)[0];
       if (latest && latest.expiresAt - now > 3600_000 && !this.alwaysRotate) {
         // "If the application has an access token for the user that expires in more than one hour, the existing access token will be returned."
-        return { body: { token_type: 'Bearer', access_token: latest.token, expires_at: Math.floor(latest.expiresAt / 1000), expires_in: Math.floor((latest.expiresAt - now) / 1000), refresh_token: rt.token } };
+        return {
+          body: {
+            token_type: 'Bearer',
+            access_token: latest.token,
+            expires_at: Math.floor(latest.expiresAt / 1000),
+            expires_in: Math.floor((latest.expiresAt - now) / 1000),
+            refresh_token: rt.token,
+          },
+        };
       }
       const scope = this.refreshScopes.get(rt.token) ?? '';
       const { access, refresh } = this.issueTokens(rt.userId, { accessTtlSeconds: ACCESS_TTL_S, scope });
       this.refreshScopes.set(refresh!.token, scope);
       rt.revoked = true; // "Once a new refresh token is returned, the older refresh token is invalidated immediately."
       rt.validUntil = now;
-      return { body: { token_type: 'Bearer', access_token: access.token, expires_at: Math.floor(access.expiresAt / 1000), expires_in: ACCESS_TTL_S, refresh_token: refresh!.token } };
+      return {
+        body: {
+          token_type: 'Bearer',
+          access_token: access.token,
+          expires_at: Math.floor(access.expiresAt / 1000),
+          expires_in: ACCESS_TTL_S,
+          refresh_token: refresh!.token,
+        },
+      };
     }
     return fault(400, 'Bad Request', 'Application', 'grant_type', 'invalid');
   }
@@ -346,7 +426,9 @@ export class FakeStrava extends FakeProvider {
   tokenState(userId: string): { access: { token: string; expiresAt: number; valid: boolean }[]; refresh: { token: string; valid: boolean }[] } {
     const now = Date.now();
     return {
-      access: [...this.accessTokens.values()].filter((t) => t.userId === userId).map((t) => ({ token: t.token, expiresAt: t.expiresAt, valid: !t.revoked && t.expiresAt > now })),
+      access: [...this.accessTokens.values()]
+        .filter((t) => t.userId === userId)
+        .map((t) => ({ token: t.token, expiresAt: t.expiresAt, valid: !t.revoked && t.expiresAt > now })),
       refresh: [...this.refreshTokens.values()].filter((t) => t.userId === userId).map((t) => ({ token: t.token, valid: !t.revoked && t.validUntil > now })),
     };
   }
@@ -406,7 +488,8 @@ export class FakeStrava extends FakeProvider {
   // ---- Webhooks -------------------------------------------------------------------------------------------------
 
   private appClient(req: FakeRequest): boolean {
-    const id = req.form.client_id ?? req.query.client_id, secret = req.form.client_secret ?? req.query.client_secret;
+    const id = req.form.client_id ?? req.query.client_id,
+      secret = req.form.client_secret ?? req.query.client_secret;
     return id === this.options.clientId && secret === this.options.clientSecret;
   }
 
@@ -437,7 +520,20 @@ export class FakeStrava extends FakeProvider {
   private listSubscriptions(req: FakeRequest): FakeReply {
     if (!this.appClient(req)) return fault(401, 'Authorization Error', 'Application', 'client_id', 'invalid');
     const s = this.subscription;
-    return { body: s ? [{ id: s.id, resource_state: 2, application_id: Number(this.options.clientId), callback_url: s.callbackUrl, created_at: s.createdAt, updated_at: s.createdAt }] : [] };
+    return {
+      body: s
+        ? [
+            {
+              id: s.id,
+              resource_state: 2,
+              application_id: Number(this.options.clientId),
+              callback_url: s.callbackUrl,
+              created_at: s.createdAt,
+              updated_at: s.createdAt,
+            },
+          ]
+        : [],
+    };
   }
 
   private deleteSubscription(req: FakeRequest): FakeReply {
@@ -472,8 +568,14 @@ export class FakeStrava extends FakeProvider {
   }
 }
 
-export async function startFakeStrava(opts: { port?: number; clientId?: string; clientSecret?: string; rateLimits?: { overall?: Pair; read?: Pair } } = {}): Promise<FakeStrava> {
-  const fake = new FakeStrava({ port: opts.port, clientId: opts.clientId ?? FAKE_STRAVA_CLIENT.clientId, clientSecret: opts.clientSecret ?? FAKE_STRAVA_CLIENT.clientSecret });
+export async function startFakeStrava(
+  opts: { port?: number; clientId?: string; clientSecret?: string; rateLimits?: { overall?: Pair; read?: Pair } } = {},
+): Promise<FakeStrava> {
+  const fake = new FakeStrava({
+    port: opts.port,
+    clientId: opts.clientId ?? FAKE_STRAVA_CLIENT.clientId,
+    clientSecret: opts.clientSecret ?? FAKE_STRAVA_CLIENT.clientSecret,
+  });
   if (opts.rateLimits) fake.setRateLimits(opts.rateLimits);
   return fake.start();
 }
@@ -483,32 +585,190 @@ export async function startFakeStrava(opts: { port?: number; clientId?: string; 
 const bearerToken = (req: FakeRequest) => /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
 const scopesOf = (scope: string | undefined) => (scope ?? '').split(/[ ,]/).filter(Boolean);
 const userTag = (user: FakeUser) => createHash('sha256').update(user.id).digest().readUInt16BE(0) % 10_000;
-const HOMES: [number, number][] = [[37.8346, -122.252], [51.5072, -0.1276], [52.52, 13.405], [40.7128, -74.006], [48.8566, 2.3522]];
-const ZONE_NAMES: Record<number, string> = { 0: 'Europe/London', 3600: 'Europe/Berlin', 7200: 'Europe/Athens', [-18000]: 'America/New_York', [-28800]: 'America/Los_Angeles', [-25200]: 'America/Denver', 32400: 'Asia/Tokyo' };
+const HOMES: [number, number][] = [
+  [37.8346, -122.252],
+  [51.5072, -0.1276],
+  [52.52, 13.405],
+  [40.7128, -74.006],
+  [48.8566, 2.3522],
+];
+const ZONE_NAMES: Record<number, string> = {
+  0: 'Europe/London',
+  3600: 'Europe/Berlin',
+  7200: 'Europe/Athens',
+  [-18000]: 'America/New_York',
+  [-28800]: 'America/Los_Angeles',
+  [-25200]: 'America/Denver',
+  32400: 'Asia/Tokyo',
+};
 
 function summaryAthlete(u: FakeUser): Record<string, unknown> {
   return {
-    id: Number(u.id), username: `athlete${u.id}`, resource_state: 2, firstname: u.firstname, lastname: u.lastname, bio: null, city: 'San Francisco', state: 'CA', country: 'US',
-    sex: u.sex, premium: true, summit: true, created_at: u.createdAt, updated_at: u.updatedAt, badge_type_id: 1, weight: u.weight,
-    profile_medium: 'https://dgalywyr863hv.cloudfront.net/pictures/athletes/medium.jpg', profile: 'https://dgalywyr863hv.cloudfront.net/pictures/athletes/large.jpg', friend: null, follower: null,
+    id: Number(u.id),
+    username: `athlete${u.id}`,
+    resource_state: 2,
+    firstname: u.firstname,
+    lastname: u.lastname,
+    bio: null,
+    city: 'San Francisco',
+    state: 'CA',
+    country: 'US',
+    sex: u.sex,
+    premium: true,
+    summit: true,
+    created_at: u.createdAt,
+    updated_at: u.updatedAt,
+    badge_type_id: 1,
+    weight: u.weight,
+    profile_medium: 'https://dgalywyr863hv.cloudfront.net/pictures/athletes/medium.jpg',
+    profile: 'https://dgalywyr863hv.cloudfront.net/pictures/athletes/large.jpg',
+    friend: null,
+    follower: null,
   };
 }
 function detailedAthlete(u: FakeUser): Record<string, unknown> {
-  return { ...summaryAthlete(u), resource_state: 3, follower_count: 5, friend_count: 5, mutual_friend_count: 0, athlete_type: 1, date_preference: '%m/%d/%Y', measurement_preference: 'meters', clubs: [], ftp: null, bikes: [], shoes: [] };
+  return {
+    ...summaryAthlete(u),
+    resource_state: 3,
+    follower_count: 5,
+    friend_count: 5,
+    mutual_friend_count: 0,
+    athlete_type: 1,
+    date_preference: '%m/%d/%Y',
+    measurement_preference: 'meters',
+    clubs: [],
+    ftp: null,
+    bikes: [],
+    shoes: [],
+  };
 }
 
 // ---- Activities (swagger DetailedActivity / SummaryActivity examples) ----------------------------------------------
 
-interface Profile { sportType: string; type: string; speed: Pair | null; minutes: Pair; cadence: number | null; hr: number; gps: boolean; power: 'meter' | 'estimated' | null; met: number; device: string; trainer?: boolean }
+interface Profile {
+  sportType: string;
+  type: string;
+  speed: Pair | null;
+  minutes: Pair;
+  cadence: number | null;
+  hr: number;
+  gps: boolean;
+  power: 'meter' | 'estimated' | null;
+  met: number;
+  device: string;
+  trainer?: boolean;
+}
 const PROFILES: [number, Profile][] = [
-  [34, { sportType: 'Run', type: 'Run', speed: [2.6, 3.6], minutes: [25, 70], cadence: 84, hr: 0.78, gps: true, power: null, met: 9.8, device: 'Garmin Forerunner 265' }],
-  [20, { sportType: 'Ride', type: 'Ride', speed: [6, 8.5], minutes: [45, 140], cadence: 88, hr: 0.68, gps: true, power: 'meter', met: 7.5, device: 'Garmin Edge 840' }],
-  [12, { sportType: 'Walk', type: 'Walk', speed: [1.2, 1.6], minutes: [20, 60], cadence: 56, hr: 0.45, gps: true, power: null, met: 3.8, device: 'Strava iPhone App' }],
-  [6, { sportType: 'TrailRun', type: 'Run', speed: [2.0, 3.0], minutes: [40, 100], cadence: 82, hr: 0.8, gps: true, power: null, met: 10, device: 'Garmin fenix 7' }],
-  [8, { sportType: 'VirtualRide', type: 'VirtualRide', speed: [7, 9.5], minutes: [30, 75], cadence: 90, hr: 0.72, gps: false, power: 'meter', met: 8, device: 'Zwift', trainer: true }],
-  [6, { sportType: 'Hike', type: 'Hike', speed: [0.9, 1.4], minutes: [60, 180], cadence: 50, hr: 0.55, gps: true, power: null, met: 6, device: 'Garmin fenix 7' }],
-  [8, { sportType: 'WeightTraining', type: 'WeightTraining', speed: null, minutes: [30, 60], cadence: null, hr: 0.55, gps: false, power: null, met: 5, device: 'Apple Watch Ultra' }],
-  [6, { sportType: 'MountainBikeRide', type: 'Ride', speed: [3.5, 5.5], minutes: [45, 120], cadence: 78, hr: 0.75, gps: true, power: 'estimated', met: 8.5, device: 'Garmin Edge 840' }],
+  [
+    34,
+    {
+      sportType: 'Run',
+      type: 'Run',
+      speed: [2.6, 3.6],
+      minutes: [25, 70],
+      cadence: 84,
+      hr: 0.78,
+      gps: true,
+      power: null,
+      met: 9.8,
+      device: 'Garmin Forerunner 265',
+    },
+  ],
+  [
+    20,
+    {
+      sportType: 'Ride',
+      type: 'Ride',
+      speed: [6, 8.5],
+      minutes: [45, 140],
+      cadence: 88,
+      hr: 0.68,
+      gps: true,
+      power: 'meter',
+      met: 7.5,
+      device: 'Garmin Edge 840',
+    },
+  ],
+  [
+    12,
+    {
+      sportType: 'Walk',
+      type: 'Walk',
+      speed: [1.2, 1.6],
+      minutes: [20, 60],
+      cadence: 56,
+      hr: 0.45,
+      gps: true,
+      power: null,
+      met: 3.8,
+      device: 'Strava iPhone App',
+    },
+  ],
+  [
+    6,
+    {
+      sportType: 'TrailRun',
+      type: 'Run',
+      speed: [2.0, 3.0],
+      minutes: [40, 100],
+      cadence: 82,
+      hr: 0.8,
+      gps: true,
+      power: null,
+      met: 10,
+      device: 'Garmin fenix 7',
+    },
+  ],
+  [
+    8,
+    {
+      sportType: 'VirtualRide',
+      type: 'VirtualRide',
+      speed: [7, 9.5],
+      minutes: [30, 75],
+      cadence: 90,
+      hr: 0.72,
+      gps: false,
+      power: 'meter',
+      met: 8,
+      device: 'Zwift',
+      trainer: true,
+    },
+  ],
+  [
+    6,
+    { sportType: 'Hike', type: 'Hike', speed: [0.9, 1.4], minutes: [60, 180], cadence: 50, hr: 0.55, gps: true, power: null, met: 6, device: 'Garmin fenix 7' },
+  ],
+  [
+    8,
+    {
+      sportType: 'WeightTraining',
+      type: 'WeightTraining',
+      speed: null,
+      minutes: [30, 60],
+      cadence: null,
+      hr: 0.55,
+      gps: false,
+      power: null,
+      met: 5,
+      device: 'Apple Watch Ultra',
+    },
+  ],
+  [
+    6,
+    {
+      sportType: 'MountainBikeRide',
+      type: 'Ride',
+      speed: [3.5, 5.5],
+      minutes: [45, 120],
+      cadence: 78,
+      hr: 0.75,
+      gps: true,
+      power: 'estimated',
+      met: 8.5,
+      device: 'Garmin Edge 840',
+    },
+  ],
 ];
 function pickProfile(r: () => number): Profile {
   let x = r() * PROFILES.reduce((s, [w]) => s + w, 0);
@@ -524,15 +784,19 @@ const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
 
 /** "(GMT-08:00) America/Los_Angeles": the zone's standard offset, as Strava writes it. */
 function zoneLabel(offsetSeconds: number, name: string): string {
-  const abs = Math.abs(offsetSeconds), pad = (n: number) => String(n).padStart(2, '0');
+  const abs = Math.abs(offsetSeconds),
+    pad = (n: number) => String(n).padStart(2, '0');
   return `(GMT${offsetSeconds < 0 ? '-' : '+'}${pad(Math.floor(abs / 3600))}:${pad(Math.floor((abs % 3600) / 60))}) ${name}`;
 }
 
 /** Google's encoded polyline (Strava's `map.polyline` / `summary_polyline`). */
 function encodePolyline(points: [number, number][]): string {
-  let out = '', lastLat = 0, lastLng = 0;
+  let out = '',
+    lastLat = 0,
+    lastLng = 0;
   const enc = (v: number) => {
-    let x = v < 0 ? ~(v << 1) : v << 1, s = '';
+    let x = v < 0 ? ~(v << 1) : v << 1,
+      s = '';
     while (x >= 0x20) {
       s += String.fromCharCode((0x20 | (x & 0x1f)) + 63);
       x >>= 5;
@@ -540,7 +804,8 @@ function encodePolyline(points: [number, number][]): string {
     return s + String.fromCharCode(x + 63);
   };
   for (const [lat, lng] of points) {
-    const la = Math.round(lat * 1e5), ln = Math.round(lng * 1e5);
+    const la = Math.round(lat * 1e5),
+      ln = Math.round(lng * 1e5);
     out += enc(la - lastLat) + enc(ln - lastLng);
     [lastLat, lastLng] = [la, ln];
   }
@@ -551,18 +816,28 @@ function encodePolyline(points: [number, number][]): string {
 function buildStreams(user: FakeUser, p: Profile, r: () => number, heartrate?: boolean): { streams: StravaStreams; movingS: number; watts: number | null } {
   const durationS = Math.round(uniform(r, p.minutes) * 60);
   const pause = p.gps && r() < 0.5 ? { at: Math.round(durationS * uniform(r, [0.4, 0.6])), len: Math.round(uniform(r, [60, 240])) } : null;
-  const base = p.speed ? uniform(r, p.speed) : 0, watts = p.power ? Math.round(uniform(r, [150, 260])) : null;
-  const rest = user.restingHr as number, max = user.maxHr as number, target = rest + (max - rest) * p.hr;
+  const base = p.speed ? uniform(r, p.speed) : 0,
+    watts = p.power ? Math.round(uniform(r, [150, 260])) : null;
+  const rest = user.restingHr as number,
+    max = user.maxHr as number,
+    target = rest + (max - rest) * p.hr;
   const seededHr = p.sportType === 'WeightTraining' || r() < 0.9;
   const hasHr = heartrate ?? seededHr;
-  const home = user.home as Pair, radius = Math.max(1, (base * durationS) / (2 * Math.PI)), altBase = uniform(r, [15, 400]);
+  const home = user.home as Pair,
+    radius = Math.max(1, (base * durationS) / (2 * Math.PI)),
+    altBase = uniform(r, [15, 400]);
   const s: StravaStreams = { time: [], distance: [], velocity_smooth: [] };
   if (p.gps) s.latlng = [];
   if (p.speed) s.altitude = [];
   if (hasHr) s.heartrate = [];
   if (p.cadence) s.cadence = [];
   if (p.power === 'meter') s.watts = [];
-  let t = 0, prev = 0, dist = 0, drift = 0, bpm = rest + 20, noise = 0;
+  let t = 0,
+    prev = 0,
+    dist = 0,
+    drift = 0,
+    bpm = rest + 20,
+    noise = 0;
   while (t <= durationS) {
     const dt = t - prev;
     drift = 0.97 * drift + 0.02 * noise1(r);
@@ -573,7 +848,8 @@ function buildStreams(user: FakeUser, p: Profile, r: () => number, heartrate?: b
     s.time.push(pause && t >= pause.at ? t + pause.len : t);
     s.distance.push(round(dist, 1));
     s.velocity_smooth!.push(round(v, 2));
-    const angle = dist / radius, lat = home[0] + (radius * Math.sin(angle)) / 111_320;
+    const angle = dist / radius,
+      lat = home[0] + (radius * Math.sin(angle)) / 111_320;
     s.latlng?.push([round(lat, 6), round(home[1] + (radius * (1 - Math.cos(angle))) / (111_320 * Math.cos((lat * Math.PI) / 180)), 6)]);
     s.altitude?.push(round(altBase + 15 * Math.sin((2 * Math.PI * dist) / 3000) + 4 * Math.sin(dist / 400), 1));
     s.heartrate?.push(Math.round(Math.min(max, Math.max(60, bpm + noise))));
@@ -586,7 +862,14 @@ function buildStreams(user: FakeUser, p: Profile, r: () => number, heartrate?: b
   return { streams: s, movingS: prev, watts };
 }
 
-function buildActivity(user: FakeUser, id: number, startMs: number, p: Profile, r: () => number, opts: { utcOffset?: number; timezone?: string; manual?: boolean; heartrate?: boolean }): FakeActivity {
+function buildActivity(
+  user: FakeUser,
+  id: number,
+  startMs: number,
+  p: Profile,
+  r: () => number,
+  opts: { utcOffset?: number; timezone?: string; manual?: boolean; heartrate?: boolean },
+): FakeActivity {
   const { streams, movingS, watts } = buildStreams(user, p, r, opts.heartrate);
   const elapsed = streams.time[streams.time.length - 1];
   const offset = opts.utcOffset ?? user.zoneOffsetSeconds;
@@ -601,38 +884,115 @@ function buildActivity(user: FakeUser, id: number, startMs: number, p: Profile, 
   const latlng = streams.latlng ?? [];
   const hour = new Date(startMs + offset * 1000).getUTCHours();
   const detail: Record<string, unknown> = {
-    id, resource_state: 3, external_id: `garmin_ping_${id}`, upload_id: id + 1_000_000_000, upload_id_str: String(id + 1_000_000_000),
+    id,
+    resource_state: 3,
+    external_id: `garmin_ping_${id}`,
+    upload_id: id + 1_000_000_000,
+    upload_id_str: String(id + 1_000_000_000),
     athlete: { id: Number(user.id), resource_state: 1 },
     name: `${hour < 12 ? 'Morning' : hour < 17 ? 'Afternoon' : 'Evening'} ${p.type === 'WeightTraining' ? 'Weight Training' : p.sportType.replace(/([a-z])([A-Z])/g, '$1 $2')}`,
-    distance: round(distance, 1), moving_time: movingS, elapsed_time: elapsed,
-    total_elevation_gain: round(alt.slice(1).reduce((sum, a, i) => sum + Math.max(0, a - alt[i]), 0), 1),
-    type: p.type, sport_type: p.sportType, workout_type: null,
-    start_date: isoSeconds(startMs), start_date_local: isoSeconds(startMs + offset * 1000),
-    timezone: opts.timezone ?? zoneLabel(user.standardOffsetSeconds as number, user.timezoneName as string), utc_offset: offset,
-    start_latlng: latlng[0] ?? [], end_latlng: latlng[latlng.length - 1] ?? [],
-    location_city: null, location_state: null, location_country: 'United States',
-    achievement_count: 0, kudos_count: Math.floor(r() * 12), comment_count: 0, athlete_count: 1, photo_count: 0,
+    distance: round(distance, 1),
+    moving_time: movingS,
+    elapsed_time: elapsed,
+    total_elevation_gain: round(
+      alt.slice(1).reduce((sum, a, i) => sum + Math.max(0, a - alt[i]), 0),
+      1,
+    ),
+    type: p.type,
+    sport_type: p.sportType,
+    workout_type: null,
+    start_date: isoSeconds(startMs),
+    start_date_local: isoSeconds(startMs + offset * 1000),
+    timezone: opts.timezone ?? zoneLabel(user.standardOffsetSeconds as number, user.timezoneName as string),
+    utc_offset: offset,
+    start_latlng: latlng[0] ?? [],
+    end_latlng: latlng[latlng.length - 1] ?? [],
+    location_city: null,
+    location_state: null,
+    location_country: 'United States',
+    achievement_count: 0,
+    kudos_count: Math.floor(r() * 12),
+    comment_count: 0,
+    athlete_count: 1,
+    photo_count: 0,
     map: { id: `a${id}`, polyline: encodePolyline(latlng), summary_polyline: encodePolyline(latlng.filter((_, i) => i % 10 === 0)), resource_state: 3 },
-    trainer: Boolean(p.trainer), commute: false, manual: Boolean(opts.manual), private: false, visibility: 'everyone', flagged: false, gear_id: null, from_accepted_tag: false,
-    average_speed: p.speed ? round(distance / movingS, 3) : 0, max_speed: round(Math.max(0, ...(streams.velocity_smooth ?? [0])), 1),
+    trainer: Boolean(p.trainer),
+    commute: false,
+    manual: Boolean(opts.manual),
+    private: false,
+    visibility: 'everyone',
+    flagged: false,
+    gear_id: null,
+    from_accepted_tag: false,
+    average_speed: p.speed ? round(distance / movingS, 3) : 0,
+    max_speed: round(Math.max(0, ...(streams.velocity_smooth ?? [0])), 1),
     ...(streams.cadence ? { average_cadence: round(mean(streams.cadence), 1) } : {}),
     ...(averageWatts !== null ? { average_watts: averageWatts, kilojoules, device_watts: p.power === 'meter' } : {}),
     ...(w.length ? { weighted_average_watts: Math.round(mean(w.map((x) => x ** 4)) ** 0.25), max_watts: Math.max(...w) } : {}),
     has_heartrate: hr.length > 0,
     ...(hr.length ? { average_heartrate: round(mean(hr), 1), max_heartrate: Math.max(...hr) } : {}),
-    heartrate_opt_out: false, display_hide_heartrate_option: hr.length > 0,
+    heartrate_opt_out: false,
+    display_hide_heartrate_option: hr.length > 0,
     ...(alt.length ? { elev_high: Math.max(...alt), elev_low: Math.min(...alt) } : {}),
-    pr_count: 0, total_photo_count: 0, has_kudoed: false, suffer_score: hr.length ? Math.round(elapsed / 60) : null,
-    description: '', calories, perceived_exertion: null, prefer_perceived_exertion: null, segment_efforts: [], splits_metric: [], splits_standard: [], laps: [], best_efforts: [],
-    gear: null, partner_brand_tag: null, photos: { primary: null, count: 0 }, highlighted_kudosers: [], hide_from_home: false, device_name: opts.manual ? null : p.device,
-    embed_token: createHash('sha1').update(String(id)).digest('hex'), segment_leaderboard_opt_out: false, leaderboard_opt_out: false,
+    pr_count: 0,
+    total_photo_count: 0,
+    has_kudoed: false,
+    suffer_score: hr.length ? Math.round(elapsed / 60) : null,
+    description: '',
+    calories,
+    perceived_exertion: null,
+    prefer_perceived_exertion: null,
+    segment_efforts: [],
+    splits_metric: [],
+    splits_standard: [],
+    laps: [],
+    best_efforts: [],
+    gear: null,
+    partner_brand_tag: null,
+    photos: { primary: null, count: 0 },
+    highlighted_kudosers: [],
+    hide_from_home: false,
+    device_name: opts.manual ? null : p.device,
+    embed_token: createHash('sha1').update(String(id)).digest('hex'),
+    segment_leaderboard_opt_out: false,
+    leaderboard_opt_out: false,
   };
-  if (opts.manual) for (const k of ['average_heartrate', 'max_heartrate', 'average_cadence', 'elev_high', 'elev_low', 'average_watts', 'kilojoules', 'device_watts', 'weighted_average_watts', 'max_watts']) delete detail[k];
+  if (opts.manual)
+    for (const k of [
+      'average_heartrate',
+      'max_heartrate',
+      'average_cadence',
+      'elev_high',
+      'elev_low',
+      'average_watts',
+      'kilojoules',
+      'device_watts',
+      'weighted_average_watts',
+      'max_watts',
+    ])
+      delete detail[k];
   return { id, userId: user.id, startMs, endMs: startMs + elapsed * 1000, detail, streams: opts.manual ? null : streams };
 }
 
 /** DetailedActivity → SummaryActivity: resource_state 2, no detail-only fields, the map's summary polyline only. */
-const DETAIL_ONLY = ['description', 'calories', 'perceived_exertion', 'prefer_perceived_exertion', 'segment_efforts', 'splits_metric', 'splits_standard', 'laps', 'best_efforts', 'gear', 'partner_brand_tag', 'photos', 'highlighted_kudosers', 'embed_token', 'segment_leaderboard_opt_out', 'leaderboard_opt_out'];
+const DETAIL_ONLY = [
+  'description',
+  'calories',
+  'perceived_exertion',
+  'prefer_perceived_exertion',
+  'segment_efforts',
+  'splits_metric',
+  'splits_standard',
+  'laps',
+  'best_efforts',
+  'gear',
+  'partner_brand_tag',
+  'photos',
+  'highlighted_kudosers',
+  'embed_token',
+  'segment_leaderboard_opt_out',
+  'leaderboard_opt_out',
+];
 function summaryOf(detail: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...detail, resource_state: 2 };
   for (const k of DETAIL_ONLY) delete out[k];

@@ -255,7 +255,8 @@ export class FakeWhoop extends FakeProvider {
       if (q.response_type !== 'code') return refuse('unsupported_response_type', 'Only the authorization code flow is supported.');
       const unknown = (q.scope ?? '').split(' ').filter((s) => s && !(WHOOP_SCOPES as readonly string[]).includes(s));
       if (unknown.length) return refuse('invalid_scope', `Unknown scope(s): ${unknown.join(' ')}`);
-      if (!q.state || q.state.length < 8) return refuse('invalid_state', 'The state is missing or has fewer than 8 characters and is therefore considered too weak.');
+      if (!q.state || q.state.length < 8)
+        return refuse('invalid_state', 'The state is missing or has fewer than 8 characters and is therefore considered too weak.');
     }
     return this.consentPage(req);
   }
@@ -263,7 +264,10 @@ export class FakeWhoop extends FakeProvider {
   private token(req: FakeRequest): FakeReply {
     const grantType = req.form.grant_type ?? '';
     this.tokenCalls[grantType] = (this.tokenCalls[grantType] ?? 0) + 1;
-    const oauthError = (status: number, error: string, description: string): FakeReply => ({ status, body: { error, error_description: description, status_code: status } });
+    const oauthError = (status: number, error: string, description: string): FakeReply => ({
+      status,
+      body: { error, error_description: description, status_code: status },
+    });
     // WHOOP apps authenticate with client_secret_post: id and secret in the form body.
     const clientId = this.tokenClient(req, 'body');
     if (!clientId) return oauthError(401, 'invalid_client', 'Client authentication failed (client_id and client_secret are expected in the request body).');
@@ -282,7 +286,11 @@ export class FakeWhoop extends FakeProvider {
       const presented = req.form.refresh_token ?? '';
       const rt = this.refreshTokens.get(presented);
       const meta = this.refreshMeta.get(presented);
-      const invalid = oauthError(400, 'invalid_grant', 'The provided authorization grant (e.g., authorization code, resource owner credentials) or refresh token is invalid, expired, revoked, does not match the redirection URI used in the authorization request, or was issued to another client.');
+      const invalid = oauthError(
+        400,
+        'invalid_grant',
+        'The provided authorization grant (e.g., authorization code, resource owner credentials) or refresh token is invalid, expired, revoked, does not match the redirection URI used in the authorization request, or was issued to another client.',
+      );
       if (!rt || !meta || rt.revoked) return invalid;
       if (meta.rotatedAt !== null || rt.validUntil <= Date.now()) {
         this.refreshTokenReuses++;
@@ -404,7 +412,10 @@ export class FakeWhoop extends FakeProvider {
     const shortLeft = Math.max(0, limit - short.count);
     const longLeft = dailyLimit === null ? Infinity : Math.max(0, dailyLimit - long.count);
     // The limit the client is closest to: the one with fewer requests left (the refusing one on a 429).
-    const closest = refusedBy === 'long' || (refusedBy === null && longLeft < shortLeft) ? { max: dailyLimit as number, left: longLeft, resetMs: long.resetMs } : { max: limit, left: shortLeft, resetMs: short.resetMs };
+    const closest =
+      refusedBy === 'long' || (refusedBy === null && longLeft < shortLeft)
+        ? { max: dailyLimit as number, left: longLeft, resetMs: long.resetMs }
+        : { max: limit, left: shortLeft, resetMs: short.resetMs };
     const policy = [`${limit};window=${this.limits.windowSeconds}`, ...(dailyLimit === null ? [] : [`${dailyLimit};window=${this.limits.daySeconds}`])];
     const headers = {
       'X-RateLimit-Limit': [String(closest.max), ...policy].join(', '),
@@ -416,13 +427,19 @@ export class FakeWhoop extends FakeProvider {
 
   /** WHOOP's headers of a refused request whose window frees in `resetSeconds`, for `fail({status: 429, headers})`. */
   rateLimitHeaders(resetSeconds: number): Record<string, string> {
-    const policy = [`${this.limits.limit};window=${this.limits.windowSeconds}`, ...(this.limits.dailyLimit === null ? [] : [`${this.limits.dailyLimit};window=${this.limits.daySeconds}`])];
+    const policy = [
+      `${this.limits.limit};window=${this.limits.windowSeconds}`,
+      ...(this.limits.dailyLimit === null ? [] : [`${this.limits.dailyLimit};window=${this.limits.daySeconds}`]),
+    ];
     return { 'X-RateLimit-Limit': [String(this.limits.limit), ...policy].join(', '), 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': String(resetSeconds) };
   }
 
   /** Requests admitted in the current short window (rolling: the last `windowSeconds`). */
   requestsInWindow(now = Date.now()): number {
-    if (this.limits.mode === 'fixed') return Math.floor(now / (this.limits.windowSeconds * SECOND)) * this.limits.windowSeconds * SECOND === this.fixed.windowStart ? this.fixed.windowCount : 0;
+    if (this.limits.mode === 'fixed')
+      return Math.floor(now / (this.limits.windowSeconds * SECOND)) * this.limits.windowSeconds * SECOND === this.fixed.windowStart
+        ? this.fixed.windowCount
+        : 0;
     const from = now - this.limits.windowSeconds * SECOND;
     return this.hits.slice(this.hitsFrom).filter((t) => t > from).length;
   }
@@ -442,7 +459,8 @@ export class FakeWhoop extends FakeProvider {
       if ('reply' in auth) return { ...auth.reply, headers: { ...gate.headers, ...auth.reply.headers } };
       if (scope) {
         const token = this.accessTokens.get(/^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '');
-        if (!token?.scope.split(' ').includes(scope)) return { status: 401, headers: gate.headers, body: { error: 'insufficient_scope', message: `This request requires the ${scope} scope.` } };
+        if (!token?.scope.split(' ').includes(scope))
+          return { status: 401, headers: gate.headers, body: { error: 'insufficient_scope', message: `This request requires the ${scope} scope.` } };
       }
       const reply = handler(req, auth.user);
       return { ...reply, headers: { ...gate.headers, ...reply.headers } };
@@ -453,7 +471,8 @@ export class FakeWhoop extends FakeProvider {
     const q = req.query;
     let limit = DEFAULT_LIMIT;
     if (q.limit !== undefined) {
-      if (!/^\d+$/.test(q.limit) || Number(q.limit) < 1 || Number(q.limit) > MAX_LIMIT) return badRequest(`limit must be an integer from 1 to ${MAX_LIMIT}; got ${q.limit}`);
+      if (!/^\d+$/.test(q.limit) || Number(q.limit) < 1 || Number(q.limit) > MAX_LIMIT)
+        return badRequest(`limit must be an integer from 1 to ${MAX_LIMIT}; got ${q.limit}`);
       limit = Number(q.limit);
     }
     const now = Date.now();
@@ -579,7 +598,13 @@ export class FakeWhoop extends FakeProvider {
   setScoreState(userId: string, kind: WhoopRecordKind, id: string | number, state: WhoopScoreState): void {
     const d = this.userData(this.user(userId));
     const record =
-      kind === 'sleep' ? d.sleeps.get(String(id)) : kind === 'workout' ? d.workouts.get(String(id)) : kind === 'cycle' ? d.cycles.get(Number(id)) : [...d.recoveries.values()].find((r) => r.sleep_id === String(id));
+      kind === 'sleep'
+        ? d.sleeps.get(String(id))
+        : kind === 'workout'
+          ? d.workouts.get(String(id))
+          : kind === 'cycle'
+            ? d.cycles.get(Number(id))
+            : [...d.recoveries.values()].find((r) => r.sleep_id === String(id));
     if (!record) throw new Error(`fake WHOOP: no ${kind} ${id} of user ${userId} (list its window first)`);
     const key = `${kind}:${recordId(kind, record)}`;
     const target = record as { score_state: WhoopScoreState; score?: unknown; updated_at: string };
@@ -742,7 +767,12 @@ export class FakeWhoop extends FakeProvider {
       end: iso(nextSleepStart),
       timezone_offset: tzd,
       score_state: 'SCORED',
-      score: { strain, kilojoule: round(uniform(r, 6500, 8500) + strain * 260, 3), average_heart_rate: Math.round(uniform(r, 58, 74)), max_heart_rate: Math.round(uniform(r, 125, 188)) },
+      score: {
+        strain,
+        kilojoule: round(uniform(r, 6500, 8500) + strain * 260, 3),
+        average_heart_rate: Math.round(uniform(r, 58, 74)),
+        max_heart_rate: Math.round(uniform(r, 125, 188)),
+      },
     };
     if (keep('cycle', cycleId) && !d.cycles.has(cycleId)) d.cycles.set(cycleId, cycle);
 
@@ -890,7 +920,12 @@ export class FakeWhoop extends FakeProvider {
     event: { type: WhoopWebhookType; id: string; userId: string; traceId?: string; timestampMs?: number; secret?: string },
   ): Promise<{ status: number; text: string; body: string; headers: Record<string, string> }> {
     const user = this.users.get(event.userId);
-    const body = JSON.stringify({ user_id: user ? whoopUserId(user) : Number(event.userId), id: event.id, type: event.type, trace_id: event.traceId ?? uuidOf('trace', event.type, event.id, Date.now(), Math.random()) });
+    const body = JSON.stringify({
+      user_id: user ? whoopUserId(user) : Number(event.userId),
+      id: event.id,
+      type: event.type,
+      trace_id: event.traceId ?? uuidOf('trace', event.type, event.id, Date.now(), Math.random()),
+    });
     const timestamp = String(event.timestampMs ?? Date.now());
     const headers = {
       'content-type': 'application/json',

@@ -31,32 +31,103 @@ const KNOWN_SCOPES = new Set(['user.info', 'user.metrics', 'user.activity', 'use
 
 // ---- Withings payload shapes (as the api-reference names them) ----------------------------------------------------
 
-export interface FakeMeasure { value: number; type: number; unit: number; algo: number; fm: number }
+export interface FakeMeasure {
+  value: number;
+  type: number;
+  unit: number;
+  algo: number;
+  fm: number;
+}
 export interface FakeMeasureGroup {
-  grpid: number; attrib: number; date: number; created: number; modified: number; category: number;
-  deviceid: string; hash_deviceid: string; measures: FakeMeasure[]; model: string; model_id: number; comment: null;
+  grpid: number;
+  attrib: number;
+  date: number;
+  created: number;
+  modified: number;
+  category: number;
+  deviceid: string;
+  hash_deviceid: string;
+  measures: FakeMeasure[];
+  model: string;
+  model_id: number;
+  comment: null;
 }
 export interface FakeActivity {
-  date: string; timezone: string; deviceid: string; hash_deviceid: string; brand: number; is_tracker: boolean; modified: number;
-  steps: number; distance: number; elevation: number; soft: number; moderate: number; intense: number; active: number;
-  calories: number; totalcalories: number; hr_average: number; hr_min: number; hr_max: number;
-  hr_zone_0: number; hr_zone_1: number; hr_zone_2: number; hr_zone_3: number;
+  date: string;
+  timezone: string;
+  deviceid: string;
+  hash_deviceid: string;
+  brand: number;
+  is_tracker: boolean;
+  modified: number;
+  steps: number;
+  distance: number;
+  elevation: number;
+  soft: number;
+  moderate: number;
+  intense: number;
+  active: number;
+  calories: number;
+  totalcalories: number;
+  hr_average: number;
+  hr_min: number;
+  hr_max: number;
+  hr_zone_0: number;
+  hr_zone_1: number;
+  hr_zone_2: number;
+  hr_zone_3: number;
 }
 export interface FakeWorkout {
-  id: number; category: number; timezone: string; model: number; attrib: number; startdate: number; enddate: number; date: string;
-  modified: number; deviceid: string; data: Record<string, number>;
+  id: number;
+  category: number;
+  timezone: string;
+  model: number;
+  attrib: number;
+  startdate: number;
+  enddate: number;
+  date: string;
+  modified: number;
+  deviceid: string;
+  data: Record<string, number>;
 }
 export interface FakeSleepSummary {
-  id: number; timezone: string; model: number; model_id: number; startdate: number; enddate: number; date: string; created: number;
-  modified: number; hash_deviceid: string; completed: boolean; data: Record<string, number>;
+  id: number;
+  timezone: string;
+  model: number;
+  model_id: number;
+  startdate: number;
+  enddate: number;
+  date: string;
+  created: number;
+  modified: number;
+  hash_deviceid: string;
+  completed: boolean;
+  data: Record<string, number>;
 }
 export interface FakeSleepSegment {
-  startdate: number; enddate: number; state: number; model: string; model_id: number; hash_deviceid: string;
-  hr: Record<string, number>; rr: Record<string, number>; snoring: Record<string, number>; sdnn_1: Record<string, number>; rmssd: Record<string, number>;
+  startdate: number;
+  enddate: number;
+  state: number;
+  model: string;
+  model_id: number;
+  hash_deviceid: string;
+  hr: Record<string, number>;
+  rr: Record<string, number>;
+  snoring: Record<string, number>;
+  sdnn_1: Record<string, number>;
+  rmssd: Record<string, number>;
 }
 export interface FakeIntradayEntry {
-  deviceid: string; model: string; model_id: number; steps?: number; elevation?: number; calories?: number; distance?: number;
-  duration?: number; heart_rate?: number; spo2_auto?: number;
+  deviceid: string;
+  model: string;
+  model_id: number;
+  steps?: number;
+  elevation?: number;
+  calories?: number;
+  distance?: number;
+  duration?: number;
+  heart_rate?: number;
+  spo2_auto?: number;
 }
 
 /** Data a test sets for a user: each kind given replaces the generated data of that kind entirely. */
@@ -70,7 +141,13 @@ export interface WithingsUserData {
   intraday?: Record<string, FakeIntradayEntry>;
 }
 
-export interface NotifySubscription { userId: string; appli: number; callbackurl: string; comment: string; failures: number }
+export interface NotifySubscription {
+  userId: string;
+  appli: number;
+  callbackurl: string;
+  comment: string;
+  failures: number;
+}
 
 export interface WithingsFakeOptions {
   port?: number;
@@ -84,7 +161,16 @@ const zoneFormatters = new Map<string, Intl.DateTimeFormat>();
 function zoneOffset(tz: string, epochS: number): number {
   let f = zoneFormatters.get(tz);
   if (!f) {
-    f = new Intl.DateTimeFormat('en-US', { timeZone: tz, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: tz,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+    });
     zoneFormatters.set(tz, f);
   }
   const parts = Object.fromEntries(f.formatToParts(new Date(epochS * 1000)).map((p) => [p.type, p.value]));
@@ -132,7 +218,14 @@ export class WithingsFake extends FakeProvider {
   private skewSeconds = 0;
 
   constructor(opts: Required<Pick<WithingsFakeOptions, 'clientId' | 'clientSecret'>> & { port?: number }) {
-    super({ slug: 'withings', name: 'Withings', clientId: opts.clientId, clientSecret: opts.clientSecret, authorizePath: '/oauth2_user/authorize2', port: opts.port });
+    super({
+      slug: 'withings',
+      name: 'Withings',
+      clientId: opts.clientId,
+      clientSecret: opts.clientSecret,
+      authorizePath: '/oauth2_user/authorize2',
+      port: opts.port,
+    });
     this.route('POST', '/v2/oauth2', (req) => this.rpc(req, false, (f) => this.oauth2(req, f)));
     this.route('POST', '/v2/signature', (req) => this.rpc(req, false, (f) => this.signatureService(f)));
     this.route('POST', '/measure', (req) => this.rpc(req, true, (f, user) => this.measureService(f, user!)));
@@ -203,7 +296,10 @@ export class WithingsFake extends FakeProvider {
    * POSTs a notification to `url` exactly as Withings sends one: application/x-www-form-urlencoded, unsigned, fields
    * `userid, appli, startdate, enddate` (+ `date`, `action`, `deviceid` when given).
    */
-  async sendPush(url: string, fields: { userid: string | number; appli: number; startdate?: number; enddate?: number; date?: string; action?: string; deviceid?: string }): Promise<{ status: number; text: string }> {
+  async sendPush(
+    url: string,
+    fields: { userid: string | number; appli: number; startdate?: number; enddate?: number; date?: string; action?: string; deviceid?: string },
+  ): Promise<{ status: number; text: string }> {
     const form = new URLSearchParams();
     for (const [k, v] of Object.entries(fields)) if (v !== undefined) form.set(k, String(v));
     return this.push(url, form.toString(), { 'content-type': 'application/x-www-form-urlencoded' });
@@ -213,14 +309,23 @@ export class WithingsFake extends FakeProvider {
    * Notifies every subscription of the user for `appli`, as Withings does after a sync: a delivery that is not a 2xx
    * within 2 s is a failure, and four failures in a row remove the subscription.
    */
-  async notifySubscribers(userId: string, appli: number, fields: { startdate?: number; enddate?: number; date?: string; action?: string } = {}): Promise<{ url: string; status: number }[]> {
+  async notifySubscribers(
+    userId: string,
+    appli: number,
+    fields: { startdate?: number; enddate?: number; date?: string; action?: string } = {},
+  ): Promise<{ url: string; status: number }[]> {
     const out: { url: string; status: number }[] = [];
     for (const sub of this.subscriptionsOf(userId).filter((s) => s.appli === appli)) {
       let status = 0;
       try {
         const form = new URLSearchParams({ userid: userId, appli: String(appli) });
         for (const [k, v] of Object.entries(fields)) if (v !== undefined) form.set(k, String(v));
-        const res = await fetch(sub.callbackurl, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form.toString(), signal: AbortSignal.timeout(2000) });
+        const res = await fetch(sub.callbackurl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: form.toString(),
+          signal: AbortSignal.timeout(2000),
+        });
         status = res.status;
         await res.text();
       } catch {
@@ -246,7 +351,11 @@ export class WithingsFake extends FakeProvider {
     return { status: 200, body: status === 0 ? { status, body } : { status, body: {}, error } };
   }
 
-  private async rpc(req: FakeRequest, bearer: boolean, handle: (form: Record<string, string>, user?: FakeUser) => FakeReply | Promise<FakeReply>): Promise<FakeReply> {
+  private async rpc(
+    req: FakeRequest,
+    bearer: boolean,
+    handle: (form: Record<string, string>, user?: FakeUser) => FakeReply | Promise<FakeReply>,
+  ): Promise<FakeReply> {
     const form = { ...req.query, ...req.form };
     if (this.rateLimitPerMinute !== null) {
       const minute = Math.floor(this.nowS() / 60);
@@ -304,9 +413,13 @@ export class WithingsFake extends FakeProvider {
       // The base class gives codes 10 minutes; Withings gives 30 seconds.
       if (!grant.used && Date.now() > grant.expiresAt - 10 * 60_000 + this.codeTtlSeconds * 1000) return this.invalid('invalid code');
       const scopes = (grant.scope ?? '').split(',');
-      if (!grant.scope || scopes.some((s) => !KNOWN_SCOPES.has(s))) return this.invalid(`invalid scope "${grant.scope}" (a comma-separated list of ${[...KNOWN_SCOPES].join(', ')})`);
+      if (!grant.scope || scopes.some((s) => !KNOWN_SCOPES.has(s)))
+        return this.invalid(`invalid scope "${grant.scope}" (a comma-separated list of ${[...KNOWN_SCOPES].join(', ')})`);
       const redeemed = this.redeemCode(f, f.client_id);
-      if ('error' in redeemed) return this.invalid(redeemed.error === 'invalid_client' ? 'invalid client_id' : redeemed.description.startsWith('redirect_uri') ? 'invalid redirect_uri' : 'invalid code');
+      if ('error' in redeemed)
+        return this.invalid(
+          redeemed.error === 'invalid_client' ? 'invalid client_id' : redeemed.description.startsWith('redirect_uri') ? 'invalid redirect_uri' : 'invalid code',
+        );
       const body = this.tokenBody(redeemed.grant.userId, redeemed.grant.scope, now);
       redeemed.grant.issued.push(body.access_token, body.refresh_token);
       return this.envelope(0, body);
@@ -398,7 +511,13 @@ export class WithingsFake extends FakeProvider {
       this.count(user.id, 'measures', g.measures.length);
       for (const m of g.measures) this.count(user.id, `meastype_${m.type}`);
     }
-    return this.envelope(0, { updatetime: now, timezone: zoneOfUser(user), measuregrps: page.items, more: page.more ? 1 : 0, offset: page.more ? page.next : 0 });
+    return this.envelope(0, {
+      updatetime: now,
+      timezone: zoneOfUser(user),
+      measuregrps: page.items,
+      more: page.more ? 1 : 0,
+      offset: page.more ? page.next : 0,
+    });
   }
 
   // ---- Measure v2 -------------------------------------------------------------------------------------------------
@@ -408,7 +527,11 @@ export class WithingsFake extends FakeProvider {
       const range = this.ymdRange(f);
       if ('reply' in range) return range.reply;
       const items = this.activitiesFor(user.id, range.start, range.end).filter((a) => range.lastupdate === null || a.modified >= range.lastupdate);
-      const page = this.page(items.map((a) => pickFields(a, f.data_fields, ACTIVITY_META)), Number(f.offset ?? 0), this.pageSize.activities);
+      const page = this.page(
+        items.map((a) => pickFields(a, f.data_fields, ACTIVITY_META)),
+        Number(f.offset ?? 0),
+        this.pageSize.activities,
+      );
       this.count(user.id, 'activities', page.items.length);
       return this.envelope(0, { activities: page.items, more: page.more, offset: page.more ? page.next : 0 });
     }
@@ -468,7 +591,14 @@ export class WithingsFake extends FakeProvider {
       const end = Math.min(Number(f.enddate), start + DAY); // only the first 24 h are returned
       const wanted = new Set((f.data_fields ?? '').split(',').filter(Boolean));
       const series = this.sleepSegmentsFor(user.id, start, end).map((s) => {
-        const out: Record<string, unknown> = { startdate: s.startdate, enddate: s.enddate, state: s.state, model: s.model, model_id: s.model_id, hash_deviceid: s.hash_deviceid };
+        const out: Record<string, unknown> = {
+          startdate: s.startdate,
+          enddate: s.enddate,
+          state: s.state,
+          model: s.model,
+          model_id: s.model_id,
+          hash_deviceid: s.hash_deviceid,
+        };
         for (const k of ['hr', 'rr', 'snoring', 'sdnn_1', 'rmssd'] as const) {
           if (!wanted.has(k)) continue;
           out[k] = s[k];
@@ -499,12 +629,18 @@ export class WithingsFake extends FakeProvider {
         } catch {
           status = 0;
         }
-        if (status < 200 || status >= 300) return this.envelope(293, {}, `Invalid Params: the callback URL answered the HEAD request with ${status || 'no response'}`);
-        if (!mine.some((s) => s.appli === appli && s.callbackurl === f.callbackurl)) this.subscriptions.push({ userId: user.id, appli, callbackurl: f.callbackurl, comment: f.comment ?? '', failures: 0 });
+        if (status < 200 || status >= 300)
+          return this.envelope(293, {}, `Invalid Params: the callback URL answered the HEAD request with ${status || 'no response'}`);
+        if (!mine.some((s) => s.appli === appli && s.callbackurl === f.callbackurl))
+          this.subscriptions.push({ userId: user.id, appli, callbackurl: f.callbackurl, comment: f.comment ?? '', failures: 0 });
         return this.envelope(0, {});
       }
       case 'list':
-        return this.envelope(0, { profiles: mine.filter((s) => appli === undefined || s.appli === appli).map((s) => ({ appli: s.appli, callbackurl: s.callbackurl, comment: s.comment, expires: 2_147_483_647 })) });
+        return this.envelope(0, {
+          profiles: mine
+            .filter((s) => appli === undefined || s.appli === appli)
+            .map((s) => ({ appli: s.appli, callbackurl: s.callbackurl, comment: s.comment, expires: 2_147_483_647 })),
+        });
       case 'get': {
         const s = mine.find((x) => x.appli === (appli ?? 1) && x.callbackurl === f.callbackurl);
         return s ? this.envelope(0, { appli: s.appli, callbackurl: s.callbackurl, comment: s.comment }) : this.invalid('no such subscription');
@@ -575,7 +711,9 @@ export class WithingsFake extends FakeProvider {
     const now = this.nowS();
     const all = explicit ?? [
       this.heightGroup(user),
-      ...this.daysAround(user, Math.max(fromS, now - 800 * DAY), Math.min(toS, now)).flatMap((d) => this.memo(`${userId}:meas:${d}`, () => this.generateMeasures(user, d))),
+      ...this.daysAround(user, Math.max(fromS, now - 800 * DAY), Math.min(toS, now)).flatMap((d) =>
+        this.memo(`${userId}:meas:${d}`, () => this.generateMeasures(user, d)),
+      ),
     ];
     return all.filter((g) => g.date >= fromS && g.date <= toS && g.date <= now).sort((a, b) => a.date - b.date || a.grpid - b.grpid);
   }
@@ -623,10 +761,12 @@ export class WithingsFake extends FakeProvider {
     const user = this.user(userId);
     const explicit = this.explicit.get(userId)?.sleepSegments;
     const now = this.nowS();
-    const all = explicit ?? this.daysAround(user, fromS, Math.min(toS, now)).flatMap((d) => {
-      const night = this.night(user, d);
-      return night.summary.modified <= now ? night.segments : [];
-    });
+    const all =
+      explicit ??
+      this.daysAround(user, fromS, Math.min(toS, now)).flatMap((d) => {
+        const night = this.night(user, d);
+        return night.summary.modified <= now ? night.segments : [];
+      });
     return all.filter((s) => s.startdate >= fromS && s.startdate <= toS).sort((a, b) => a.startdate - b.startdate);
   }
 
@@ -636,8 +776,15 @@ export class WithingsFake extends FakeProvider {
     const explicit = this.explicit.get(userId)?.intraday;
     const now = this.nowS();
     const out: Record<string, FakeIntradayEntry> = {};
-    const source = explicit ?? Object.assign({}, ...this.daysAround(user, fromS, Math.min(toS, now)).map((d) => this.memo(`${userId}:intra:${d}`, () => this.generateIntraday(user, d))));
-    for (const ts of Object.keys(source).map(Number).sort((a, b) => a - b)) {
+    const source =
+      explicit ??
+      Object.assign(
+        {},
+        ...this.daysAround(user, fromS, Math.min(toS, now)).map((d) => this.memo(`${userId}:intra:${d}`, () => this.generateIntraday(user, d))),
+      );
+    for (const ts of Object.keys(source)
+      .map(Number)
+      .sort((a, b) => a - b)) {
       const e = source[String(ts)];
       if (ts >= fromS && ts <= toS && ts + (e.duration ?? 0) <= now) out[String(ts)] = e;
     }
@@ -671,36 +818,88 @@ export class WithingsFake extends FakeProvider {
     const p = this.person(user);
     const date = 1_700_000_000 + (numericId(user.seed, 'created') % (30 * DAY));
     return {
-      grpid: numericId(user.seed, 'height'), attrib: 2, date, created: date, modified: date, category: 1, deviceid: '', hash_deviceid: '',
-      measures: [{ value: p.heightCm, type: 4, unit: -2, algo: 0, fm: 0 }], model: '', model_id: 0, comment: null,
+      grpid: numericId(user.seed, 'height'),
+      attrib: 2,
+      date,
+      created: date,
+      modified: date,
+      category: 1,
+      deviceid: '',
+      hash_deviceid: '',
+      measures: [{ value: p.heightCm, type: 4, unit: -2, algo: 0, fm: 0 }],
+      model: '',
+      model_id: 0,
+      comment: null,
     };
   }
 
   private generateMeasures(user: FakeUser, day: string): FakeMeasureGroup[] {
-    const tz = zoneOfUser(user), p = this.person(user), r = this.rng(user, 'measures', day);
+    const tz = zoneOfUser(user),
+      p = this.person(user),
+      r = this.rng(user, 'measures', day);
     const midnight = midnightOf(tz, day);
     const dayIndex = Math.floor(Date.parse(`${day}T00:00:00Z`) / 1000 / DAY);
     const groups: FakeMeasureGroup[] = [];
     const group = (kind: string, date: number, measures: [number, number, number][], model: string, modelId: number, device: string): FakeMeasureGroup => ({
-      grpid: numericId(user.seed, kind, day), attrib: 0, date, created: date + 40, modified: date + 40, category: 1, deviceid: device, hash_deviceid: device,
-      measures: measures.map(([type, value, unit]) => ({ value, type, unit, algo: 0, fm: 3 })), model, model_id: modelId, comment: null,
+      grpid: numericId(user.seed, kind, day),
+      attrib: 0,
+      date,
+      created: date + 40,
+      modified: date + 40,
+      category: 1,
+      deviceid: device,
+      hash_deviceid: device,
+      measures: measures.map(([type, value, unit]) => ({ value, type, unit, algo: 0, fm: 3 })),
+      model,
+      model_id: modelId,
+      comment: null,
     });
     if (r() < 0.75) {
       const weight = p.weightKg + 0.8 * Math.sin(dayIndex / 9) + (r() - 0.5) * 0.6;
       const fat = p.fatPct + 0.5 * Math.sin(dayIndex / 13) + (r() - 0.5) * 0.4;
       const fatMass = (weight * fat) / 100;
       const date = midnight + 7 * HOUR + Math.floor(r() * 60) * MIN;
-      groups.push(group('body', date, [
-        [1, Math.round(weight * 1000), -3], [6, Math.round(fat * 1000), -3], [8, Math.round(fatMass * 1000), -3], [5, Math.round((weight - fatMass) * 1000), -3],
-        [76, Math.round(weight * 0.72 * 100), -2], [77, Math.round(weight * 0.55 * 100), -2], [88, Math.round(weight * 0.04 * 100), -2], [170, Math.round(60 + r() * 40), -1],
-      ], 'Body Cardio', 6, p.scaleid));
+      groups.push(
+        group(
+          'body',
+          date,
+          [
+            [1, Math.round(weight * 1000), -3],
+            [6, Math.round(fat * 1000), -3],
+            [8, Math.round(fatMass * 1000), -3],
+            [5, Math.round((weight - fatMass) * 1000), -3],
+            [76, Math.round(weight * 0.72 * 100), -2],
+            [77, Math.round(weight * 0.55 * 100), -2],
+            [88, Math.round(weight * 0.04 * 100), -2],
+            [170, Math.round(60 + r() * 40), -1],
+          ],
+          'Body Cardio',
+          6,
+          p.scaleid,
+        ),
+      );
     }
     if (r() < 0.4) {
       const date = midnight + 20 * HOUR + Math.floor(r() * 60) * MIN;
-      groups.push(group('bp', date, [[9, Math.round(68 + r() * 18), 0], [10, Math.round(108 + r() * 24), 0], [11, Math.round(p.restingHr + 5 + r() * 15), 0]], 'BPM Connect', 45, `${p.scaleid}bp`));
+      groups.push(
+        group(
+          'bp',
+          date,
+          [
+            [9, Math.round(68 + r() * 18), 0],
+            [10, Math.round(108 + r() * 24), 0],
+            [11, Math.round(p.restingHr + 5 + r() * 15), 0],
+          ],
+          'BPM Connect',
+          45,
+          `${p.scaleid}bp`,
+        ),
+      );
     }
-    if (r() < 0.25) groups.push(group('spo2', midnight + 12 * HOUR + Math.floor(r() * 120) * MIN, [[54, Math.round(950 + r() * 45), -1]], 'ScanWatch', 93, p.deviceid));
-    if (r() < 0.15) groups.push(group('temp', midnight + 9 * HOUR + Math.floor(r() * 120) * MIN, [[71, Math.round(36_300 + r() * 800), -3]], 'Thermo', 70, `${p.scaleid}th`));
+    if (r() < 0.25)
+      groups.push(group('spo2', midnight + 12 * HOUR + Math.floor(r() * 120) * MIN, [[54, Math.round(950 + r() * 45), -1]], 'ScanWatch', 93, p.deviceid));
+    if (r() < 0.15)
+      groups.push(group('temp', midnight + 9 * HOUR + Math.floor(r() * 120) * MIN, [[71, Math.round(36_300 + r() * 800), -3]], 'Thermo', 70, `${p.scaleid}th`));
     if (r() < 0.1) groups.push(group('vo2', midnight + 18 * HOUR, [[123, Math.round(380 + r() * 100), -1]], 'ScanWatch', 93, p.deviceid));
     return groups;
   }
@@ -708,13 +907,27 @@ export class WithingsFake extends FakeProvider {
   /** The night that ends on local `day`: its summary and its state segments with hr/rr/rmssd/sdnn_1 every 10 minutes. */
   private night(user: FakeUser, day: string): { summary: FakeSleepSummary; segments: FakeSleepSegment[] } {
     return this.memo(`${user.id}:night:${day}`, () => {
-      const tz = zoneOfUser(user), p = this.person(user), r = this.rng(user, 'sleep', day);
+      const tz = zoneOfUser(user),
+        p = this.person(user),
+        r = this.rng(user, 'sleep', day);
       const midnight = midnightOf(tz, day);
       const start = midnight - (30 + Math.floor(r() * 75)) * MIN; // 22:45 – 23:30 the evening before
       const end = midnight + 6 * HOUR + (30 + Math.floor(r() * 70)) * MIN;
       const segments: FakeSleepSegment[] = [];
       const seg = (s: number, e: number, state: number) =>
-        segments.push({ startdate: s, enddate: e, state, model: 'ScanWatch', model_id: 93, hash_deviceid: p.deviceid, hr: {}, rr: {}, snoring: {}, sdnn_1: {}, rmssd: {} });
+        segments.push({
+          startdate: s,
+          enddate: e,
+          state,
+          model: 'ScanWatch',
+          model_id: 93,
+          hash_deviceid: p.deviceid,
+          hr: {},
+          rr: {},
+          snoring: {},
+          sdnn_1: {},
+          rmssd: {},
+        });
       let t = start;
       const latency = (5 + Math.floor(r() * 20)) * MIN;
       seg(t, t + latency, 0);
@@ -732,7 +945,8 @@ export class WithingsFake extends FakeProvider {
       const hrvBase = 35 + (numericId(user.seed, 'hrv') % 30);
       for (let ts = start; ts < end; ts += 10 * MIN) {
         const s = segments.find((x) => ts >= x.startdate && ts < x.enddate)!;
-        const deep = s.state === 2, awake = s.state === 0;
+        const deep = s.state === 2,
+          awake = s.state === 0;
         s.hr[String(ts)] = Math.round(p.restingHr - 4 + (awake ? 10 : deep ? 0 : 4) + r() * 4);
         s.rr[String(ts)] = Math.round(13 + (deep ? -1 : 0) + r() * 3);
         const rmssd = round(hrvBase + (deep ? 12 : awake ? -10 : 0) + (r() - 0.5) * 10, 1);
@@ -741,37 +955,74 @@ export class WithingsFake extends FakeProvider {
         if (!awake && r() < 0.1) s.snoring[String(ts)] = Math.round(r() * 60);
       }
       const dur = (state: number) => segments.filter((s) => s.state === state).reduce((a, s) => a + s.enddate - s.startdate, 0);
-      const light = dur(1), deep = dur(2), rem = dur(3), awake = dur(0);
+      const light = dur(1),
+        deep = dur(2),
+        rem = dur(3),
+        awake = dur(0);
       const points = (k: 'hr' | 'rr' | 'rmssd') => segments.flatMap((s) => Object.entries(s[k]).map(([ts, v]) => [Number(ts), v] as const));
-      const hrs = points('hr').map(([, v]) => v), rrs = points('rr').map(([, v]) => v);
+      const hrs = points('hr').map(([, v]) => v),
+        rrs = points('rr').map(([, v]) => v);
       const sleepStart = start + latency;
       const rmssdAt = (from: number, to: number) => {
-        const xs = points('rmssd').filter(([ts]) => ts >= from && ts < to).map(([, v]) => v);
+        const xs = points('rmssd')
+          .filter(([ts]) => ts >= from && ts < to)
+          .map(([, v]) => v);
         return xs.length ? round(xs.reduce((a, b) => a + b, 0) / xs.length, 1) : null;
       };
       const avg = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / xs.length);
       const data: Record<string, number> = {
-        total_timeinbed: end - start, total_sleep_time: light + deep + rem, lightsleepduration: light, deepsleepduration: deep, remsleepduration: rem,
-        wakeupduration: awake, sleep_efficiency: round((light + deep + rem) / (end - start), 2), sleep_latency: latency, wakeup_latency: 5 * MIN,
-        wakeupcount: segments.filter((s, k) => s.state === 0 && k > 0).length, waso: awake - latency - 5 * MIN,
-        nb_rem_episodes: segments.filter((s) => s.state === 3).length, out_of_bed_count: 0, durationtosleep: latency, durationtowakeup: 5 * MIN,
-        hr_average: avg(hrs), hr_min: Math.min(...hrs), hr_max: Math.max(...hrs), rr_average: avg(rrs), rr_min: Math.min(...rrs), rr_max: Math.max(...rrs),
-        breathing_disturbances_intensity: Math.round(r() * 20), snoring: segments.reduce((a, s) => a + Object.values(s.snoring).reduce((x, y) => x + y, 0), 0),
-        snoringepisodecount: segments.reduce((a, s) => a + Object.keys(s.snoring).length, 0), sleep_score: Math.round(55 + r() * 40),
+        total_timeinbed: end - start,
+        total_sleep_time: light + deep + rem,
+        lightsleepduration: light,
+        deepsleepduration: deep,
+        remsleepduration: rem,
+        wakeupduration: awake,
+        sleep_efficiency: round((light + deep + rem) / (end - start), 2),
+        sleep_latency: latency,
+        wakeup_latency: 5 * MIN,
+        wakeupcount: segments.filter((s, k) => s.state === 0 && k > 0).length,
+        waso: awake - latency - 5 * MIN,
+        nb_rem_episodes: segments.filter((s) => s.state === 3).length,
+        out_of_bed_count: 0,
+        durationtosleep: latency,
+        durationtowakeup: 5 * MIN,
+        hr_average: avg(hrs),
+        hr_min: Math.min(...hrs),
+        hr_max: Math.max(...hrs),
+        rr_average: avg(rrs),
+        rr_min: Math.min(...rrs),
+        rr_max: Math.max(...rrs),
+        breathing_disturbances_intensity: Math.round(r() * 20),
+        snoring: segments.reduce((a, s) => a + Object.values(s.snoring).reduce((x, y) => x + y, 0), 0),
+        snoringepisodecount: segments.reduce((a, s) => a + Object.keys(s.snoring).length, 0),
+        sleep_score: Math.round(55 + r() * 40),
       };
-      const startAvg = rmssdAt(sleepStart, sleepStart + HOUR), endAvg = rmssdAt(end - HOUR, end);
+      const startAvg = rmssdAt(sleepStart, sleepStart + HOUR),
+        endAvg = rmssdAt(end - HOUR, end);
       if (startAvg !== null) data.rmssd_start_avg = startAvg;
       if (endAvg !== null) data.rmssd_end_avg = endAvg;
       const summary: FakeSleepSummary = {
-        id: numericId(user.seed, 'sleep', day) % 2_000_000_000, timezone: tz, model: 16, model_id: 93, startdate: start, enddate: end, date: day,
-        created: end + 10 * MIN, modified: end + 10 * MIN, hash_deviceid: p.deviceid, completed: true, data,
+        id: numericId(user.seed, 'sleep', day) % 2_000_000_000,
+        timezone: tz,
+        model: 16,
+        model_id: 93,
+        startdate: start,
+        enddate: end,
+        date: day,
+        created: end + 10 * MIN,
+        modified: end + 10 * MIN,
+        hash_deviceid: p.deviceid,
+        completed: true,
+        data,
       };
       return { summary, segments };
     });
   }
 
   private generateIntraday(user: FakeUser, day: string): Record<string, FakeIntradayEntry> {
-    const tz = zoneOfUser(user), p = this.person(user), r = this.rng(user, 'intraday', day);
+    const tz = zoneOfUser(user),
+      p = this.person(user),
+      r = this.rng(user, 'intraday', day);
     const midnight = midnightOf(tz, day);
     const out: Record<string, FakeIntradayEntry> = {};
     const at = (ts: number) => (out[String(ts)] ??= { deviceid: p.deviceid, model: 'ScanWatch', model_id: 93 });
@@ -800,13 +1051,17 @@ export class WithingsFake extends FakeProvider {
   }
 
   private generateActivity(user: FakeUser, day: string): FakeActivity | null {
-    const tz = zoneOfUser(user), p = this.person(user), r = this.rng(user, 'activity', day);
+    const tz = zoneOfUser(user),
+      p = this.person(user),
+      r = this.rng(user, 'activity', day);
     const midnight = midnightOf(tz, day);
     const entries = Object.values(this.intradayFor(user.id, midnight, midnight + DAY - 1));
     if (!entries.length) return null;
     const sum = (k: 'steps' | 'distance' | 'calories' | 'elevation') => entries.reduce((a, e) => a + (e[k] ?? 0), 0);
     const hrs = entries.map((e) => e.heart_rate).filter((x): x is number => typeof x === 'number');
-    let soft = 0, moderate = 0, intense = 0;
+    let soft = 0,
+      moderate = 0,
+      intense = 0;
     for (const e of entries) {
       if (e.steps === undefined) continue;
       if (e.steps > 1000) intense += e.duration ?? 0;
@@ -816,16 +1071,36 @@ export class WithingsFake extends FakeProvider {
     const zone = (lo: number, hi: number) => hrs.filter((h) => h >= lo && h < hi).length * 10 * MIN;
     const calories = round(sum('calories'), 2);
     return {
-      date: day, timezone: tz, deviceid: p.deviceid, hash_deviceid: p.deviceid, brand: 1, is_tracker: true, modified: Math.min(midnight + DAY, this.nowS()) + Math.floor(r() * 300),
-      steps: sum('steps'), distance: round(sum('distance'), 2), elevation: sum('elevation'), soft, moderate, intense, active: moderate + intense,
-      calories, totalcalories: round(calories + p.basalKcal, 2),
-      hr_average: hrs.length ? Math.round(hrs.reduce((a, b) => a + b, 0) / hrs.length) : 0, hr_min: hrs.length ? Math.min(...hrs) : 0, hr_max: hrs.length ? Math.max(...hrs) : 0,
-      hr_zone_0: zone(0, 90), hr_zone_1: zone(90, 110), hr_zone_2: zone(110, 130), hr_zone_3: zone(130, 999),
+      date: day,
+      timezone: tz,
+      deviceid: p.deviceid,
+      hash_deviceid: p.deviceid,
+      brand: 1,
+      is_tracker: true,
+      modified: Math.min(midnight + DAY, this.nowS()) + Math.floor(r() * 300),
+      steps: sum('steps'),
+      distance: round(sum('distance'), 2),
+      elevation: sum('elevation'),
+      soft,
+      moderate,
+      intense,
+      active: moderate + intense,
+      calories,
+      totalcalories: round(calories + p.basalKcal, 2),
+      hr_average: hrs.length ? Math.round(hrs.reduce((a, b) => a + b, 0) / hrs.length) : 0,
+      hr_min: hrs.length ? Math.min(...hrs) : 0,
+      hr_max: hrs.length ? Math.max(...hrs) : 0,
+      hr_zone_0: zone(0, 90),
+      hr_zone_1: zone(90, 110),
+      hr_zone_2: zone(110, 130),
+      hr_zone_3: zone(130, 999),
     };
   }
 
   private generateWorkout(user: FakeUser, day: string): FakeWorkout | null {
-    const tz = zoneOfUser(user), p = this.person(user), r = this.rng(user, 'workout', day);
+    const tz = zoneOfUser(user),
+      p = this.person(user),
+      r = this.rng(user, 'workout', day);
     if (r() >= 0.4) return null;
     const categories = [1, 2, 6, 16, 28, 7];
     const category = categories[Math.floor(r() * categories.length)];
@@ -837,13 +1112,37 @@ export class WithingsFake extends FakeProvider {
     const hrAvg = Math.round(p.restingHr + 50 + r() * 40);
     const third = Math.floor((end - start) / 4);
     return {
-      id: numericId(user.seed, 'workout', day) % 2_000_000_000, category, timezone: tz, model: 93, attrib: 7, startdate: start, enddate: end, date: day,
-      modified: end + 15 * MIN, deviceid: p.deviceid,
+      id: numericId(user.seed, 'workout', day) % 2_000_000_000,
+      category,
+      timezone: tz,
+      model: 93,
+      attrib: 7,
+      startdate: start,
+      enddate: end,
+      date: day,
+      modified: end + 15 * MIN,
+      deviceid: p.deviceid,
       data: {
-        calories: Math.round((moving / 60) * (5 + r() * 6)), intensity: 0, manual_distance: 0, manual_calories: 0, hr_average: hrAvg, hr_min: hrAvg - 30,
-        hr_max: hrAvg + 25, hr_zone_0: third, hr_zone_1: third, hr_zone_2: third, hr_zone_3: end - start - 3 * third, pause_duration: pause, algo_pause_duration: 0,
-        spo2_average: 97, steps: category === 1 || category === 2 ? Math.round(moving * (category === 2 ? 2.7 : 1.8)) : 0, distance: Math.round(moving * speed),
-        elevation: Math.floor(r() * 6), pool_laps: 0, strokes: 0, pool_length: 0,
+        calories: Math.round((moving / 60) * (5 + r() * 6)),
+        intensity: 0,
+        manual_distance: 0,
+        manual_calories: 0,
+        hr_average: hrAvg,
+        hr_min: hrAvg - 30,
+        hr_max: hrAvg + 25,
+        hr_zone_0: third,
+        hr_zone_1: third,
+        hr_zone_2: third,
+        hr_zone_3: end - start - 3 * third,
+        pause_duration: pause,
+        algo_pause_duration: 0,
+        spo2_average: 97,
+        steps: category === 1 || category === 2 ? Math.round(moving * (category === 2 ? 2.7 : 1.8)) : 0,
+        distance: Math.round(moving * speed),
+        elevation: Math.floor(r() * 6),
+        pool_laps: 0,
+        strokes: 0,
+        pool_length: 0,
       },
     };
   }
@@ -858,11 +1157,16 @@ function pickFields<T extends object>(record: T, dataFields: string | undefined,
 }
 
 function safeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a), y = Buffer.from(b);
+  const x = Buffer.from(a),
+    y = Buffer.from(b);
   return x.length === y.length && timingSafeEqual(x, y);
 }
 
 export async function startFakeWithings(opts: WithingsFakeOptions = {}): Promise<WithingsFake> {
-  const fake = new WithingsFake({ clientId: opts.clientId ?? FAKE_WITHINGS_CLIENT.clientId, clientSecret: opts.clientSecret ?? FAKE_WITHINGS_CLIENT.clientSecret, port: opts.port });
+  const fake = new WithingsFake({
+    clientId: opts.clientId ?? FAKE_WITHINGS_CLIENT.clientId,
+    clientSecret: opts.clientSecret ?? FAKE_WITHINGS_CLIENT.clientSecret,
+    port: opts.port,
+  });
   return fake.start();
 }

@@ -58,7 +58,15 @@ const failed = (errorClass: string, error: string, durationMs: number): AttemptR
   durationMs,
   retryAfter: undefined,
 });
-const accepted = (durationMs: number, note: string | null = null): AttemptResult => ({ ok: true, statusCode: null, errorClass: null, error: null, responseBody: note, durationMs, retryAfter: undefined });
+const accepted = (durationMs: number, note: string | null = null): AttemptResult => ({
+  ok: true,
+  statusCode: null,
+  errorClass: null,
+  error: null,
+  responseBody: note,
+  durationMs,
+  retryAfter: undefined,
+});
 
 function errorClassOf(err: unknown): string {
   const e = err as NodeJS.ErrnoException & { cause?: NodeJS.ErrnoException; type?: string };
@@ -155,7 +163,11 @@ class RabbitmqLink implements Link {
                   if (err) return resolve(failed('broker_nack', `RabbitMQ refused the message: ${String((err as Error)?.message ?? err)}`, ms));
                   if (this.returned.delete(m.eventId)) {
                     return resolve(
-                      failed('unroutable', `No queue is bound to exchange '${this.destination.exchange}' with routing key '${m.target}'; bind one, the message is retried`, ms),
+                      failed(
+                        'unroutable',
+                        `No queue is bound to exchange '${this.destination.exchange}' with routing key '${m.target}'; bind one, the message is retried`,
+                        ms,
+                      ),
                     );
                   }
                   resolve(accepted(ms));
@@ -189,7 +201,9 @@ class KafkaLink implements Link {
       clientId: `healthbridge-${pipeline._id}`,
       brokers: destination.bootstrap_servers,
       ssl: destination.tls,
-      sasl: destination.sasl ? ({ mechanism: destination.sasl.mechanism, username: destination.sasl.username, password: pipeline.credentials?.password ?? '' } as never) : undefined,
+      sasl: destination.sasl
+        ? ({ mechanism: destination.sasl.mechanism, username: destination.sasl.username, password: pipeline.credentials?.password ?? '' } as never)
+        : undefined,
       logLevel: logLevel.NOTHING,
       connectionTimeout: CONNECT_TIMEOUT_MS,
       requestTimeout: timeoutMs,
@@ -203,7 +217,9 @@ class KafkaLink implements Link {
           return socket;
         }
         const options = { host, port, ...guardedSocketOptions(host, port, policy) };
-        const socket = ssl ? tls.connect({ ...options, ...(!net.isIP(host) ? { servername: host } : {}), ...(ssl as tls.ConnectionOptions) }, onConnect) : net.connect(options, onConnect);
+        const socket = ssl
+          ? tls.connect({ ...options, ...(!net.isIP(host) ? { servername: host } : {}), ...(ssl as tls.ConnectionOptions) }, onConnect)
+          : net.connect(options, onConnect);
         socket.setKeepAlive(true, 60_000);
         return socket;
       },
@@ -230,7 +246,12 @@ class KafkaLink implements Link {
           key: m.userId ?? m.eventId,
           value: content,
           timestamp: String(m.createdAt.getTime()),
-          headers: { 'message-id': m.eventId, ...headersOf(m), 'content-type': 'application/json', ...(contentEncoding ? { 'content-encoding': contentEncoding } : {}) },
+          headers: {
+            'message-id': m.eventId,
+            ...headersOf(m),
+            'content-type': 'application/json',
+            ...(contentEncoding ? { 'content-encoding': contentEncoding } : {}),
+          },
         };
       }),
     }));

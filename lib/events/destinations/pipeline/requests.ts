@@ -31,7 +31,8 @@ export async function destinationFromRequest(
   const production = deps.config.DEPLOYMENT_ENVIRONMENT === 'production';
   const policy = brokerPolicyFromConfig(deps.config);
   const other = input.type === 'rabbitmq' ? FIELDS_OF.kafka : FIELDS_OF.rabbitmq;
-  for (const field of other) if (input[field] !== undefined) throw refuse(at(field), `${field} is not a field of a ${input.type} destination.`, 'value_error.extra');
+  for (const field of other)
+    if (input[field] !== undefined) throw refuse(at(field), `${field} is not a field of a ${input.type} destination.`, 'value_error.extra');
   const assertAddress = async (loc: (string | number)[], host: string, port: number) => {
     const reason = await checkBrokerAddress(host, port, policy);
     if (reason) throw refuse(loc, `Broker address refused: ${reason} (PIPELINE_BROKER_ALLOWLIST admits private brokers).`, 'value_error.address_refused');
@@ -45,7 +46,8 @@ export async function destinationFromRequest(
     } catch {
       throw refuse(at('url'), 'The url is not a valid amqp:// or amqps:// URL.');
     }
-    if (url.protocol !== 'amqp:' && url.protocol !== 'amqps:') throw refuse(at('url'), `The url scheme must be amqp or amqps (got ${url.protocol.replace(':', '')}).`);
+    if (url.protocol !== 'amqp:' && url.protocol !== 'amqps:')
+      throw refuse(at('url'), `The url scheme must be amqp or amqps (got ${url.protocol.replace(':', '')}).`);
     if (production && url.protocol !== 'amqps:') throw refuse(at('url'), 'Production brokers are reached over TLS: use amqps://.');
     if (url.search || url.hash) throw refuse(at('url'), 'The url takes no query or fragment; set exchange and exchange_type as fields.');
     const userInUrl = decodeURIComponent(url.username);
@@ -89,7 +91,8 @@ export async function destinationFromRequest(
 export function assertRoutes(routes: PipelineRoute[], destination: PipelineDestination, loc: (string | number)[] = ['body', 'routes']): void {
   if (destination.type !== 'kafka') return;
   routes.forEach((r, i) => {
-    if (!KAFKA_TOPIC.test(r.target)) throw refuse([...loc, i, 'target'], `'${r.target}' is not a Kafka topic name (letters, digits, '.', '_', '-'; at most 249).`);
+    if (!KAFKA_TOPIC.test(r.target))
+      throw refuse([...loc, i, 'target'], `'${r.target}' is not a Kafka topic name (letters, digits, '.', '_', '-'; at most 249).`);
   });
 }
 
@@ -97,7 +100,14 @@ export function toPipeline(d: PipelineDoc): Pipeline {
   const { destination: dest } = d;
   const destination =
     dest.type === 'rabbitmq'
-      ? { type: dest.type, url: dest.url, username: dest.username, exchange: dest.exchange, exchange_type: dest.exchange_type, has_password: d.credentials !== null }
+      ? {
+          type: dest.type,
+          url: dest.url,
+          username: dest.username,
+          exchange: dest.exchange,
+          exchange_type: dest.exchange_type,
+          has_password: d.credentials !== null,
+        }
       : { type: dest.type, bootstrap_servers: dest.bootstrap_servers, tls: dest.tls, sasl: dest.sasl, has_password: d.credentials !== null };
   return {
     id: d._id,
@@ -120,4 +130,9 @@ export async function pipelineInTeam(deps: { repos: Repositories }, teamId: stri
 }
 
 /** The audit target of a change to one pipeline. */
-export const pipelineTarget = (action: AuditTarget['action'], teamId: string, pipelineId: string): AuditTarget => ({ action, type: 'pipeline', id: pipelineId, teamId });
+export const pipelineTarget = (action: AuditTarget['action'], teamId: string, pipelineId: string): AuditTarget => ({
+  action,
+  type: 'pipeline',
+  id: pipelineId,
+  teamId,
+});

@@ -120,7 +120,8 @@ export class WebhookRepository {
   private decrypted(doc: StoredEndpoint | null): EndpointDoc | null {
     if (!doc) return null;
     const secrets = doc.secrets.map((s) => {
-      if (!FieldCipher.isEncrypted(s.key)) throw new Error(`Webhook endpoint ${doc._id}: a secret is not stored encrypted (the 'webhook-secrets-encrypted' migration did not run?)`);
+      if (!FieldCipher.isEncrypted(s.key))
+        throw new Error(`Webhook endpoint ${doc._id}: a secret is not stored encrypted (the 'webhook-secrets-encrypted' migration did not run?)`);
       return { ...s, key: this.cipher.decryptString(s.key, secretContext(doc._id)) };
     });
     return { ...doc, secrets, headers: headersOf(doc.headers ?? {}) };
@@ -152,7 +153,11 @@ export class WebhookRepository {
 
   /** The stored form of a change: secrets encrypted, headers as pairs. */
   private stored(id: string, set: Partial<EndpointDoc>): Partial<StoredEndpoint> {
-    const stored: Partial<StoredEndpoint> = { ...set, secrets: set.secrets && this.encryptSecrets(id, set.secrets), headers: set.headers && storedHeaders(set.headers) };
+    const stored: Partial<StoredEndpoint> = {
+      ...set,
+      secrets: set.secrets && this.encryptSecrets(id, set.secrets),
+      headers: set.headers && storedHeaders(set.headers),
+    };
     if (!set.secrets) delete stored.secrets;
     if (!set.headers) delete stored.headers;
     return stored;

@@ -68,7 +68,12 @@ export async function resendEvent(deps: { repos: Repositories; temporal: Tempora
 }
 
 /** Resends every failed delivery of the destination created in [since, until); returns how many were failed when asked. */
-export async function recoverFailed(deps: { repos: Repositories; temporal: TemporalDeps }, destination: DeliveryDestination, since: Date, until?: Date): Promise<number> {
+export async function recoverFailed(
+  deps: { repos: Repositories; temporal: TemporalDeps },
+  destination: DeliveryDestination,
+  since: Date,
+  until?: Date,
+): Promise<number> {
   assertEnabled(destination);
   const failed = await deps.repos.webhookStore.countFailed(destination.team_id, destination._id, { since, until });
   const command = { kind: 'recover' as const, teamId: destination.team_id, since: since.toISOString(), until: until?.toISOString() ?? null };
@@ -83,4 +88,9 @@ function assertEnabled(destination: DeliveryDestination): void {
 }
 
 /** The audit target of a change to one webhook endpoint (its team is the entry's team). */
-export const webhookTarget = (action: AuditTarget['action'], teamId: string, webhookId: string): AuditTarget => ({ action, type: 'webhook', id: webhookId, teamId });
+export const webhookTarget = (action: AuditTarget['action'], teamId: string, webhookId: string): AuditTarget => ({
+  action,
+  type: 'webhook',
+  id: webhookId,
+  teamId,
+});

@@ -158,4 +158,3 @@ function post(target: PostTarget, body: string, headers: Record<string, string>,
     }
   });
 }
-

@@ -6,14 +6,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
  * receivers written for either verify unchanged.
  */
 export const SECRET_PREFIX = 'whsec_';
-export const SIGNATURE_HEADERS = [
-  'webhook-id',
-  'webhook-timestamp',
-  'webhook-signature',
-  'svix-id',
-  'svix-timestamp',
-  'svix-signature',
-] as const;
+export const SIGNATURE_HEADERS = ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'svix-id', 'svix-timestamp', 'svix-signature'] as const;
 
 /** A new secret: `whsec_` + base64 of 32 random bytes (the spec allows 24–64). */
 export function generateSecret(bytes = 32): string {

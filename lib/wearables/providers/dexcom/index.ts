@@ -75,13 +75,15 @@ type Cursor = { step: 'range' | Kind; from: number | null; windowStart: number; 
 function readCursor(c: PageCursor): Cursor {
   const num = (k: string) => (typeof c[k] === 'number' ? (c[k] as number) : null);
   const step = c.step;
-  if (step !== 'range' && !(KINDS as readonly unknown[]).includes(step)) throw new ProviderFetchError('non_retriable_error', `dexcom_v3: unknown cursor step ${String(step)}`);
+  if (step !== 'range' && !(KINDS as readonly unknown[]).includes(step))
+    throw new ProviderFetchError('non_retriable_error', `dexcom_v3: unknown cursor step ${String(step)}`);
   const cursor = { step, from: num('from'), windowStart: num('windowStart') ?? NaN, windowEnd: num('windowEnd') ?? NaN } as Cursor;
   for (const kind of KINDS) {
     cursor[`${kind}From`] = num(`${kind}From`);
     cursor[`${kind}To`] = num(`${kind}To`);
   }
-  if (!Number.isFinite(cursor.windowStart) || !Number.isFinite(cursor.windowEnd)) throw new ProviderFetchError('non_retriable_error', 'dexcom_v3: cursor without a window');
+  if (!Number.isFinite(cursor.windowStart) || !Number.isFinite(cursor.windowEnd))
+    throw new ProviderFetchError('non_retriable_error', 'dexcom_v3: cursor without a window');
   return cursor;
 }
 
@@ -128,7 +130,12 @@ async function fetchChunk(ctx: ProviderCallContext, cursor: Cursor, kind: Kind):
   if (body !== undefined && (typeof body !== 'object' || body === null || (body.records !== undefined && !Array.isArray(body.records)))) {
     throw new ProviderFetchError('provider_unavailable', `dexcom_v3: ${PATHS[kind]} answered a body without a records array`);
   }
-  const samples = kind === 'egvs' ? mapEgvs(body as DexcomRecordsResponse<DexcomEgv>) : kind === 'calibrations' ? mapCalibrations(body as DexcomRecordsResponse<DexcomCalibration>) : mapEvents(body as DexcomRecordsResponse<DexcomEvent>);
+  const samples =
+    kind === 'egvs'
+      ? mapEgvs(body as DexcomRecordsResponse<DexcomEgv>)
+      : kind === 'calibrations'
+        ? mapCalibrations(body as DexcomRecordsResponse<DexcomCalibration>)
+        : mapEvents(body as DexcomRecordsResponse<DexcomEvent>);
   const next = chunkEnd < to ? { ...cursor, step: kind, from: chunkEnd } : nextKind(cursor, kind);
   return { data: { ...empty(SOURCE_TYPES[kind]), samples }, next };
 }

@@ -167,10 +167,29 @@ export interface OuraDailySpo2 {
 
 /** `ExtApiV2DataType` (1.29): what a webhook subscription and a push name. */
 export const OURA_DATA_TYPES = [
-  'tag', 'enhanced_tag', 'workout', 'session', 'sleep', 'daily_sleep', 'daily_readiness', 'daily_activity', 'daily_spo2',
-  'sleep_time', 'rest_mode_period', 'ring_configuration', 'daily_stress', 'daily_cycle_phases', 'activation_status',
-  'daily_cardiovascular_age', 'daily_resilience', 'vo2_max', 'period_start', 'pregnancy', 'fertile_window',
-  'ovulation_confirmed', 'blood_glucose',
+  'tag',
+  'enhanced_tag',
+  'workout',
+  'session',
+  'sleep',
+  'daily_sleep',
+  'daily_readiness',
+  'daily_activity',
+  'daily_spo2',
+  'sleep_time',
+  'rest_mode_period',
+  'ring_configuration',
+  'daily_stress',
+  'daily_cycle_phases',
+  'activation_status',
+  'daily_cardiovascular_age',
+  'daily_resilience',
+  'vo2_max',
+  'period_start',
+  'pregnancy',
+  'fertile_window',
+  'ovulation_confirmed',
+  'blood_glucose',
 ] as const;
 export type OuraDataType = (typeof OURA_DATA_TYPES)[number];
 

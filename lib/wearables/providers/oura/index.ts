@@ -82,7 +82,13 @@ function readDateCursor(c: PageCursor, unit: DateUnit): DateCursor {
   return { from, last, token: str(c, 'token'), tz: numOf(c, 'tz') ?? 0, phase, scores: str(c, 'scores') ?? '' };
 }
 
-const flat = (c: DateCursor): PageCursor => ({ from: c.from, last: c.last, token: c.token, tz: c.tz, ...(c.phase ? { phase: c.phase, scores: c.scores } : {}) });
+const flat = (c: DateCursor): PageCursor => ({
+  from: c.from,
+  last: c.last,
+  token: c.token,
+  tz: c.tz,
+  ...(c.phase ? { phase: c.phase, scores: c.scores } : {}),
+});
 
 const chunkEnd = (c: { from: string; last: string }) => {
   const end = addDays(c.from, OURA_CHUNK_DAYS - 1);
@@ -96,19 +102,39 @@ function nextChunk(c: DateCursor): PageCursor | null {
   return flat({ ...c, from: addDays(end, 1), token: null, phase: c.phase ? 'daily_sleep' : null, scores: '' });
 }
 
-const parseScores = (s: string) => new Map(s.split(';').filter(Boolean).map((e) => { const [d, v] = e.split('='); return [d, Number(v)] as const; }).filter(([, v]) => Number.isFinite(v)));
+const parseScores = (s: string) =>
+  new Map(
+    s
+      .split(';')
+      .filter(Boolean)
+      .map((e) => {
+        const [d, v] = e.split('=');
+        return [d, Number(v)] as const;
+      })
+      .filter(([, v]) => Number.isFinite(v)),
+  );
 
 // ---- Requests -----------------------------------------------------------------------------------------------------
 
 function listOf<T>(body: unknown, path: string): OuraList<T> {
   const b = body as Partial<OuraList<T>> | undefined;
-  if (!b || typeof b !== 'object' || !Array.isArray(b.data)) throw new ProviderFetchError('provider_unavailable', `oura: ${path} answered without a data array`);
+  if (!b || typeof b !== 'object' || !Array.isArray(b.data))
+    throw new ProviderFetchError('provider_unavailable', `oura: ${path} answered without a data array`);
   return { data: b.data, next_token: typeof b.next_token === 'string' && b.next_token ? b.next_token : null };
 }
 
 /** One page of a date-filtered route over the chunk [from, to], asked one day wider on each side (see above). */
-async function fetchDays<T extends { day: string }>(ctx: ProviderCallContext, route: string, from: string, to: string, token: string | null): Promise<OuraList<T>> {
-  const res = await ctx.http.request({ url: `${COLLECTION}/${route}`, query: { start_date: addDays(from, -1), end_date: addDays(to, 1), next_token: token ?? undefined } });
+async function fetchDays<T extends { day: string }>(
+  ctx: ProviderCallContext,
+  route: string,
+  from: string,
+  to: string,
+  token: string | null,
+): Promise<OuraList<T>> {
+  const res = await ctx.http.request({
+    url: `${COLLECTION}/${route}`,
+    query: { start_date: addDays(from, -1), end_date: addDays(to, 1), next_token: token ?? undefined },
+  });
   const list = listOf<T>(res.body, `/v2/usercollection/${route}`);
   return { data: list.data.filter((d) => d && typeof d.day === 'string' && d.day >= from && d.day <= to), next_token: list.next_token };
 }
@@ -117,7 +143,8 @@ async function fetchDays<T extends { day: string }>(ctx: ProviderCallContext, ro
 async function fetchDocument<T>(ctx: ProviderCallContext, route: string, id: string): Promise<T | null> {
   const res = await ctx.http.request<T>({ url: `${COLLECTION}/${route}/${encodeURIComponent(id)}`, accept: [404] });
   if (res.status === 404) return null;
-  if (!res.body || typeof res.body !== 'object') throw new ProviderFetchError('provider_unavailable', `oura: /v2/usercollection/${route}/{id} answered without a document`);
+  if (!res.body || typeof res.body !== 'object')
+    throw new ProviderFetchError('provider_unavailable', `oura: /v2/usercollection/${route}/{id} answered without a document`);
   return res.body;
 }
 
@@ -139,7 +166,10 @@ async function fetchDateUnitPage(ctx: ProviderCallContext, unit: DateUnit, c: Da
     const list = await fetchDays<OuraDailySleep>(ctx, 'daily_sleep', c.from, to, c.token);
     const scores = list.data.filter((d) => typeof d.score === 'number').map((d) => `${d.day}=${d.score}`);
     const merged = [c.scores, ...scores].filter(Boolean).join(';');
-    return { data: empty(), next: flat(list.next_token ? { ...c, token: list.next_token, scores: merged } : { ...c, phase: 'sleep', token: null, scores: merged }) };
+    return {
+      data: empty(),
+      next: flat(list.next_token ? { ...c, token: list.next_token, scores: merged } : { ...c, phase: 'sleep', token: null, scores: merged }),
+    };
   }
   let page: ProviderData;
   let token: string | null;
@@ -153,19 +183,28 @@ async function fetchDateUnitPage(ctx: ProviderCallContext, unit: DateUnit, c: Da
     case 'activity': {
       const list = await fetchDays<OuraDailyActivity>(ctx, 'daily_activity', c.from, to, c.token);
       const mapped = list.data.map(mapDailyActivity).filter((m) => m !== null);
-      page = data(mapped.map((m) => m.summary), mapped.flatMap((m) => m.samples));
+      page = data(
+        mapped.map((m) => m.summary),
+        mapped.flatMap((m) => m.samples),
+      );
       token = list.next_token ?? null;
       break;
     }
     case 'workouts': {
       const list = await fetchDays<OuraWorkout>(ctx, 'workout', c.from, to, c.token);
-      page = data(list.data.map(mapWorkout).filter((w) => w !== null), []);
+      page = data(
+        list.data.map(mapWorkout).filter((w) => w !== null),
+        [],
+      );
       token = list.next_token ?? null;
       break;
     }
     case 'blood_oxygen': {
       const list = await fetchDays<OuraDailySpo2>(ctx, 'daily_spo2', c.from, to, c.token);
-      page = data([], list.data.map((d) => mapDailySpo2(d, c.tz)).filter((s) => s !== null));
+      page = data(
+        [],
+        list.data.map((d) => mapDailySpo2(d, c.tz)).filter((s) => s !== null),
+      );
       token = list.next_token ?? null;
       break;
     }
@@ -181,16 +220,23 @@ async function fetchHeartRatePage(ctx: ProviderCallContext, cursor: PageCursor):
   const end = Math.min(to, from + OURA_CHUNK_DAYS * DAY_MS);
   const token = str(cursor, 'token');
   // The spec's example sends local times with their offset (`2021-11-01T00:00:00-08:00`).
-  const res = await ctx.http.request({ url: `${COLLECTION}/heartrate`, query: { start_datetime: isoLocal(from, tz), end_datetime: isoLocal(end, tz), next_token: token ?? undefined } });
+  const res = await ctx.http.request({
+    url: `${COLLECTION}/heartrate`,
+    query: { start_datetime: isoLocal(from, tz), end_datetime: isoLocal(end, tz), next_token: token ?? undefined },
+  });
   const list = listOf<OuraHeartRateRow>(res.body, '/v2/usercollection/heartrate');
-  const samples = mapHeartRateRows(list.data).filter((s) => { const t = Date.parse(s.timestamp); return t >= from && t < end; });
+  const samples = mapHeartRateRows(list.data).filter((s) => {
+    const t = Date.parse(s.timestamp);
+    return t >= from && t < end;
+  });
   const next = list.next_token ? { from, to, tz, token: list.next_token } : end < to ? { from: end, to, tz, token: null } : null;
   return { data: data([], samples), next };
 }
 
 async function fetchPersonalInfo(ctx: ProviderCallContext): Promise<OuraPersonalInfo> {
   const res = await ctx.http.request<OuraPersonalInfo>({ url: `${COLLECTION}/personal_info` });
-  if (!res.body || typeof res.body !== 'object') throw new ProviderFetchError('provider_unavailable', 'oura: /v2/usercollection/personal_info answered without a document');
+  if (!res.body || typeof res.body !== 'object')
+    throw new ProviderFetchError('provider_unavailable', 'oura: /v2/usercollection/personal_info answered without a document');
   return res.body;
 }
 

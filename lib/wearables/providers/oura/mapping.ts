@@ -92,7 +92,16 @@ export function hypnogramSamples(sleep: OuraSleep): SampleInput[] {
     const to = Math.min(from + PHASE_SECONDS * 1000, end.instantMs);
     if (!PHASES.has(phase) || to <= from) return;
     const timestamp = utcIso(from);
-    out.push({ resource: 'hypnogram', timestamp, start: timestamp, end: utcIso(to), value: Number(phase), unit, type: null, timezone_offset: start.offsetSeconds });
+    out.push({
+      resource: 'hypnogram',
+      timestamp,
+      start: timestamp,
+      end: utcIso(to),
+      value: Number(phase),
+      unit,
+      type: null,
+      timezone_offset: start.offsetSeconds,
+    });
   });
   return out;
 }
@@ -150,14 +159,19 @@ export function mapSleep(sleep: OuraSleep, dailyScore: number | null): MappedSle
       respiratory_rate: num(sleep.average_breath),
     },
   };
-  const samples = [
-    ...seriesSamples(sleep.heart_rate, 'heartrate', offset),
-    ...seriesSamples(sleep.hrv, 'hrv', offset),
-    ...hypnogramSamples(sleep),
-  ];
+  const samples = [...seriesSamples(sleep.heart_rate, 'heartrate', offset), ...seriesSamples(sleep.hrv, 'hrv', offset), ...hypnogramSamples(sleep)];
   if (temperatureDelta !== null) {
     const timestamp = utcIso(start.instantMs);
-    samples.push({ resource: 'body_temperature_delta', timestamp, start: timestamp, end: utcIso(end.instantMs), value: temperatureDelta, unit: unitOf('body_temperature_delta'), type: null, timezone_offset: offset });
+    samples.push({
+      resource: 'body_temperature_delta',
+      timestamp,
+      start: timestamp,
+      end: utcIso(end.instantMs),
+      value: temperatureDelta,
+      unit: unitOf('body_temperature_delta'),
+      type: null,
+      timezone_offset: offset,
+    });
   }
   return { summary, samples };
 }
@@ -205,7 +219,8 @@ export function mapDailyActivity(activity: OuraDailyActivity): { summary: Summar
     const timestamp = utcIso(stamp.instantMs);
     const end = utcIso(stamp.instantMs + DAY_MS);
     const interval = (resource: string, value: number | null) => {
-      if (value !== null && value >= 0) samples.push({ resource, timestamp, start: timestamp, end, value, unit: unitOf(resource), type: null, timezone_offset: offset });
+      if (value !== null && value >= 0)
+        samples.push({ resource, timestamp, start: timestamp, end, value, unit: unitOf(resource), type: null, timezone_offset: offset });
     };
     interval('steps', int(activity.steps));
     interval('calories_active', active);
@@ -270,7 +285,14 @@ export function mapHeartRateRows(rows: OuraHeartRateRow[]): SampleInput[] {
 export function mapDailySpo2(spo2: OuraDailySpo2, offsetSeconds: number): SampleInput | null {
   const average = num(spo2.spo2_percentage?.average);
   if (average === null || typeof spo2.day !== 'string') return null;
-  return { resource: 'blood_oxygen', timestamp: utcIso(localMidnightMs(spo2.day, offsetSeconds)), value: average, unit: unitOf('blood_oxygen'), type: null, timezone_offset: offsetSeconds };
+  return {
+    resource: 'blood_oxygen',
+    timestamp: utcIso(localMidnightMs(spo2.day, offsetSeconds)),
+    value: average,
+    unit: unitOf('blood_oxygen'),
+    type: null,
+    timezone_offset: offsetSeconds,
+  };
 }
 
 // ---- Personal info ------------------------------------------------------------------------------------------------

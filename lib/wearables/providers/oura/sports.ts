@@ -66,6 +66,10 @@ export function sportOf(activity: string | null | undefined): Sport {
 
 /** `strength_training` / `strengthTraining` → `Strength training`: a title for an activity we have no sport for. */
 export function humanizeActivity(activity: string): string {
-  const words = activity.replace(/([a-z])([A-Z])/g, '$1 $2').replace(/[_-]+/g, ' ').trim().toLowerCase();
+  const words = activity
+    .replace(/([a-z])([A-Z])/g, '$1 $2')
+    .replace(/[_-]+/g, ' ')
+    .trim()
+    .toLowerCase();
   return words ? words[0].toUpperCase() + words.slice(1) : 'Workout';
 }

@@ -37,4 +37,5 @@ export const utcIso = (instantMs: number) => new Date(instantMs).toISOString();
 /** The instant of local midnight starting `date` at `offsetSeconds`. */
 export const localMidnightMs = (date: string, offsetSeconds: number) => Date.parse(`${date}T00:00:00Z`) - offsetSeconds * 1000;
 
-export const isDate = (value: unknown): value is string => typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && Number.isFinite(Date.parse(`${value}T00:00:00Z`));
+export const isDate = (value: unknown): value is string =>
+  typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) && Number.isFinite(Date.parse(`${value}T00:00:00Z`));

@@ -81,7 +81,10 @@ function parseSeries(s: PolarExerciseSample): (number | null)[] {
 export function exerciseStream(e: PolarExercise, startUtcMs: number): WorkoutStream | null {
   const series = (e.samples ?? [])
     .map((s) => ({ map: STREAM_OF[String(s['sample-type'] ?? '')], rate: num(s['recording-rate']), values: parseSeries(s) }))
-    .filter((s): s is { map: { key: keyof Omit<WorkoutStream, 'time'>; scale?: number }; rate: number; values: (number | null)[] } => !!s.map && s.rate !== null && s.rate > 0 && s.values.length > 0);
+    .filter(
+      (s): s is { map: { key: keyof Omit<WorkoutStream, 'time'>; scale?: number }; rate: number; values: (number | null)[] } =>
+        !!s.map && s.rate !== null && s.rate > 0 && s.values.length > 0,
+    );
   if (!series.length) return null;
   const rate = Math.min(...series.map((s) => s.rate));
   const length = Math.max(...series.map((s) => Math.ceil((s.values.length * s.rate) / rate)));
@@ -112,7 +115,9 @@ export function mapExercise(e: PolarExercise): ProviderData {
   const calendarDate = wallDate(utcMs + offsetSec * 1000);
   const stream = exerciseStream(e, utcMs);
   const present = (xs: (number | null)[] | undefined) => (xs ?? []).filter((x): x is number => x !== null);
-  const speeds = present(stream?.velocity_smooth), altitude = present(stream?.altitude), watts = present(stream?.power);
+  const speeds = present(stream?.velocity_smooth),
+    altitude = present(stream?.altitude),
+    watts = present(stream?.power);
   const distance = num(e.distance);
   const zones = [...(e.heart_rate_zones ?? [])].sort((a, b) => (a.index ?? 0) - (b.index ?? 0)).map((z) => Math.round(durationSeconds(z['in-zone']) || 0));
   const avgWatts = watts.length ? Math.round(sum(watts) / watts.length) : null;

@@ -16,10 +16,32 @@ import { addDays, daysBetween } from '../../../platform/time';
 import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderData } from '../../model';
 import type { OAuthSettings, PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
-import { continuousHeartRateDays, emptyData, exerciseStart, mapActivity, mapContinuousHeartRate, mapExercise, mapNightlyRecharge, mapPhysicalInformation, mapSleep, mapSpo2, mapUser, mergeData } from './mapping';
+import {
+  continuousHeartRateDays,
+  emptyData,
+  exerciseStart,
+  mapActivity,
+  mapContinuousHeartRate,
+  mapExercise,
+  mapNightlyRecharge,
+  mapPhysicalInformation,
+  mapSleep,
+  mapSpo2,
+  mapUser,
+  mergeData,
+} from './mapping';
 import { polarPush } from './push';
 import { wallDate } from './time';
-import type { PolarActivity, PolarExercise, PolarNightlyRecharge, PolarPhysicalInformation, PolarSleep, PolarSpo2TestResult, PolarTransactionLocation, PolarUser } from './types';
+import type {
+  PolarActivity,
+  PolarExercise,
+  PolarNightlyRecharge,
+  PolarPhysicalInformation,
+  PolarSleep,
+  PolarSpo2TestResult,
+  PolarTransactionLocation,
+  PolarUser,
+} from './types';
 import { POLAR_API, ensureAppSubscriptions } from './webhooks';
 
 export { createWebhook, getWebhook, activateWebhook, deactivateWebhook, deleteWebhook, POLAR_WEBHOOK_EVENTS } from './webhooks';
@@ -70,7 +92,11 @@ const url = (path: string) => `${POLAR_API}${path}`;
 
 async function fetchActivity(ctx: ProviderCallContext, c: PageCursor): Promise<ProviderPage> {
   // steps + activity_zones: the day's step samples and the zone changes (low/medium/high minutes) in the same answer.
-  const res = await ctx.http.request<PolarActivity[]>({ url: url('/v3/users/activities'), query: { from: str(c, 'from'), to: str(c, 'to'), steps: true, activity_zones: true }, accept: [204] });
+  const res = await ctx.http.request<PolarActivity[]>({
+    url: url('/v3/users/activities'),
+    query: { from: str(c, 'from'), to: str(c, 'to'), steps: true, activity_zones: true },
+    accept: [204],
+  });
   const days = Array.isArray(res.body) ? res.body : [];
   return page(mergeData(days.map((d) => mapActivity(d, int(c, 'tz')))), nextChunk(c));
 }
@@ -83,7 +109,11 @@ async function fetchHeartRate(ctx: ProviderCallContext, c: PageCursor): Promise<
 }
 
 async function fetchSpo2(ctx: ProviderCallContext, c: PageCursor): Promise<ProviderPage> {
-  const res = await ctx.http.request<PolarSpo2TestResult[]>({ url: url('/v3/users/biosensing/spo2'), query: { from: str(c, 'from'), to: str(c, 'to') }, accept: [204] });
+  const res = await ctx.http.request<PolarSpo2TestResult[]>({
+    url: url('/v3/users/biosensing/spo2'),
+    query: { from: str(c, 'from'), to: str(c, 'to') },
+    accept: [204],
+  });
   const data = emptyData();
   data.samples.push(...mapSpo2(Array.isArray(res.body) ? res.body : []));
   return page(data, nextChunk(c));
@@ -141,7 +171,13 @@ async function fetchPhysicalInfo(ctx: ProviderCallContext, c: PageCursor): Promi
     case 'create': {
       const res = await ctx.http.request<PolarTransactionLocation>({ method: 'POST', url: url(base), accept: [204] });
       if (res.status === 204) return page(emptyData(), null);
-      const id = res.body?.['transaction-id'] ?? Number(String(res.body?.['resource-uri'] ?? '').split('/').pop());
+      const id =
+        res.body?.['transaction-id'] ??
+        Number(
+          String(res.body?.['resource-uri'] ?? '')
+            .split('/')
+            .pop(),
+        );
       if (!id) throw new ProviderFetchError('provider_unavailable', `polar: POST ${base} answered ${res.status} without a transaction id`);
       return page(emptyData(), { step: 'list', tx: String(id), tz });
     }
@@ -192,7 +228,10 @@ function firstPage(resource: string, window: PullWindow): PageCursor | null {
     case 'heartrate':
     case 'blood_oxygen': {
       // The window's end is today or earlier: a `from` more than 365 days before it would be refused (activities).
-      const from = resource === 'activity' && daysBetween(window.startDate, window.endDate) >= POLAR_ACTIVITY_MAX_AGE_DAYS ? addDays(window.endDate, -(POLAR_ACTIVITY_MAX_AGE_DAYS - 1)) : window.startDate;
+      const from =
+        resource === 'activity' && daysBetween(window.startDate, window.endDate) >= POLAR_ACTIVITY_MAX_AGE_DAYS
+          ? addDays(window.endDate, -(POLAR_ACTIVITY_MAX_AGE_DAYS - 1))
+          : window.startDate;
       return { ...base, from, to: minDate(addDays(from, POLAR_MAX_RANGE_DAYS - 1), window.endDate) };
     }
     case 'sleep':
@@ -220,7 +259,12 @@ export function polarRateLimitResetAt(headers: Headers, now: Date): Date | null 
   const [, longUsage] = pair('ratelimit-usage');
   const [, longLimit] = pair('ratelimit-limit');
   const longExceeded = Number.isFinite(longUsage) && Number.isFinite(longLimit) && longUsage >= longLimit;
-  const seconds = longExceeded && Number.isFinite(longReset) ? Math.max(longReset, Number.isFinite(shortReset) ? shortReset : 0) : Number.isFinite(shortReset) ? shortReset : longReset;
+  const seconds =
+    longExceeded && Number.isFinite(longReset)
+      ? Math.max(longReset, Number.isFinite(shortReset) ? shortReset : 0)
+      : Number.isFinite(shortReset)
+        ? shortReset
+        : longReset;
   return new Date(now.getTime() + Math.max(0, seconds) * 1000);
 }
 
@@ -271,7 +315,11 @@ export const integration: ProviderIntegration = {
   /** An EXERCISE push names the exercise by its hashed id: GET /v3/exercises/{id} (404 = gone: nothing). */
   async fetchObject(ctx, resource, objectId) {
     if (resource !== 'workouts') throw new ProviderFetchError('non_retriable_error', `polar pushes name no ${resource} objects by id`);
-    const res = await ctx.http.request<PolarExercise>({ url: url(`/v3/exercises/${encodeURIComponent(objectId)}`), query: { samples: true, zones: true }, accept: [204, 404] });
+    const res = await ctx.http.request<PolarExercise>({
+      url: url(`/v3/exercises/${encodeURIComponent(objectId)}`),
+      query: { samples: true, zones: true },
+      accept: [204, 404],
+    });
     return res.status === 200 && res.body ? mapExercise(res.body) : emptyData();
   },
 

@@ -13,7 +13,16 @@ import { DAY_MS, isoLocal } from '../../../platform/time';
 import type { ProviderData, SampleInput, SummaryInput } from '../../model';
 import { emptyData, interval, num, point, round, sum, utcMidnightOf } from './samples';
 import { clockMs, dateWall, isoUtc, parseWall, parseZoned, wallDate } from './time';
-import type { PolarActivity, PolarContinuousHeartRateDay, PolarNightlyRecharge, PolarPhysicalInformation, PolarSleep, PolarSpo2TestResult, PolarSteps, PolarUser } from './types';
+import type {
+  PolarActivity,
+  PolarContinuousHeartRateDay,
+  PolarNightlyRecharge,
+  PolarPhysicalInformation,
+  PolarSleep,
+  PolarSpo2TestResult,
+  PolarSteps,
+  PolarUser,
+} from './types';
 
 export { POLAR_SOURCE_TYPE, emptyData } from './samples';
 export { exerciseStart, exerciseStream, mapExercise, sportOf } from './exercise';
@@ -77,7 +86,9 @@ export function mapSleep(night: PolarSleep): ProviderData {
   });
   for (const s of spans) out.samples.push(interval('hypnogram', s.from - offset * 1000, s.to - offset * 1000, s.stage, offset));
 
-  const light = num(night.light_sleep) ?? 0, deep = num(night.deep_sleep) ?? 0, rem = num(night.rem_sleep) ?? 0;
+  const light = num(night.light_sleep) ?? 0,
+    deep = num(night.deep_sleep) ?? 0,
+    rem = num(night.rem_sleep) ?? 0;
   const unknown = num(night.unrecognized_sleep_stage) ?? 0;
   const duration = Math.round((end.utcMs - start.utcMs) / 1000);
   const total = light + deep + rem + unknown; // unrecognised is still sleep, of an unknown stage
@@ -182,7 +193,9 @@ export function expandSteps(steps: PolarSteps, dayEndWall: number, offsetSec: nu
       from += intervalMs;
     }
   }
-  return spans.filter((s) => s.steps > 0 && s.to > s.from).map((s) => interval('steps', s.from - offsetSec * 1000, s.to - offsetSec * 1000, s.steps, offsetSec));
+  return spans
+    .filter((s) => s.steps > 0 && s.to > s.from)
+    .map((s) => interval('steps', s.from - offsetSec * 1000, s.to - offsetSec * 1000, s.steps, offsetSec));
 }
 
 /** Minutes per activity zone from the zone-change samples: each zone lasts until the next change or the day's end. */
@@ -299,7 +312,8 @@ export function mapPhysicalInformation(info: PolarPhysicalInformation, fallbackO
   const at = info.created ? Date.parse(info.created) : Number.NaN;
   if (Number.isNaN(at)) return out;
   const date = wallDate(at + fallbackOffsetSec * 1000);
-  const weight = num(info.weight), height = num(info.height);
+  const weight = num(info.weight),
+    height = num(info.height);
   out.summaries.push({
     resource: 'body',
     source_key: date,

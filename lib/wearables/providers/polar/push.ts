@@ -27,7 +27,8 @@ function payloadOf(req: PushRequest): PolarWebhookPayload | null {
 /** hex HMAC-SHA256(secret, body): how Polar signs (docs "Verifying payload signature"). */
 export const polarSignature = (secret: string, body: Buffer | string) => hmacSha256(secret, [body], 'hex');
 
-const isPing = (req: PushRequest, body: PolarWebhookPayload) => body.event === 'PING' && (pushHeader(req, EVENT_HEADER) ?? 'PING') === 'PING' && body.user_id === undefined;
+const isPing = (req: PushRequest, body: PolarWebhookPayload) =>
+  body.event === 'PING' && (pushHeader(req, EVENT_HEADER) ?? 'PING') === 'PING' && body.user_id === undefined;
 
 export function verifyPolarPush(req: PushRequest, secrets: PushSecrets, now: Date): boolean {
   const body = payloadOf(req);

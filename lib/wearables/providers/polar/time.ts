@@ -54,6 +54,8 @@ export function durationSeconds(s: string | null | undefined): number {
 /** Seconds as an ISO 8601 duration (`PT1H2M3S`), whole seconds. */
 export function isoDuration(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));
-  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), r = s % 60;
+  const h = Math.floor(s / 3600),
+    m = Math.floor((s % 3600) / 60),
+    r = s % 60;
   return `PT${h ? `${h}H` : ''}${m ? `${m}M` : ''}${r || (!h && !m) ? `${r}S` : ''}`;
 }

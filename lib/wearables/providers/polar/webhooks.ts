@@ -38,13 +38,23 @@ export async function createWebhook(ctx: Ctx, opts: { url: string; events?: Pola
     json: { events: opts.events ?? POLAR_WEBHOOK_EVENTS, url: opts.url },
   });
   const data = res.body?.data;
-  if (!data?.id || !data.signature_secret_key) throw new ProviderFetchError('provider_unavailable', `polar: POST /v3/webhooks answered ${res.status} without a webhook id and signature key`);
-  return { id: data.id, events: data.events ?? opts.events ?? POLAR_WEBHOOK_EVENTS, url: data.url ?? opts.url, signature_secret_key: data.signature_secret_key };
+  if (!data?.id || !data.signature_secret_key)
+    throw new ProviderFetchError('provider_unavailable', `polar: POST /v3/webhooks answered ${res.status} without a webhook id and signature key`);
+  return {
+    id: data.id,
+    events: data.events ?? opts.events ?? POLAR_WEBHOOK_EVENTS,
+    url: data.url ?? opts.url,
+    signature_secret_key: data.signature_secret_key,
+  };
 }
 
 /** GET /v3/webhooks → the client's webhook (`data` is a list of at most one), or null when it has none. */
 export async function getWebhook(ctx: Ctx): Promise<PolarWebhookInfo | null> {
-  const res = await ctx.http.request<{ data?: PolarWebhookInfo[] | PolarWebhookInfo }>({ url: `${POLAR_API}/v3/webhooks`, auth: 'client-basic', accept: [204] });
+  const res = await ctx.http.request<{ data?: PolarWebhookInfo[] | PolarWebhookInfo }>({
+    url: `${POLAR_API}/v3/webhooks`,
+    auth: 'client-basic',
+    accept: [204],
+  });
   const data = res.body?.data;
   const hook = Array.isArray(data) ? data[0] : data;
   return hook?.id ? { id: hook.id, events: hook.events ?? [], url: hook.url, active: hook.active !== false } : null;

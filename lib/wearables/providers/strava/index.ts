@@ -77,7 +77,8 @@ export function decodeQueue(queue: string): StreamOwner[] {
     .filter(Boolean)
     .map((item) => {
       const [id, start, offset] = item.split(':');
-      if (!/^\d+$/.test(id) || !Number.isFinite(Number(start)) || !Number.isFinite(Number(offset))) throw new ProviderFetchError('non_retriable_error', `strava: bad stream queue item ${item}`);
+      if (!/^\d+$/.test(id) || !Number.isFinite(Number(start)) || !Number.isFinite(Number(offset)))
+        throw new ProviderFetchError('non_retriable_error', `strava: bad stream queue item ${item}`);
       return { activityId: id, startMs: Number(start) * 1000, offsetSeconds: Number(offset) };
     });
 }
@@ -177,7 +178,8 @@ export const integration: ProviderIntegration = {
       const today = new Date(Date.now() + timezoneOffsetSeconds * 1000).toISOString().slice(0, 10);
       return mapAthlete(await fetchAthlete(ctx), { date: today, offsetSeconds: timezoneOffsetSeconds });
     }
-    if (resource !== 'workouts' && resource !== 'workout_stream') throw new ProviderFetchError('non_retriable_error', `strava cannot fetch a ${resource} by id`);
+    if (resource !== 'workouts' && resource !== 'workout_stream')
+      throw new ProviderFetchError('non_retriable_error', `strava cannot fetch a ${resource} by id`);
     const activity = await fetchActivity(ctx, objectId);
     if (!activity) return emptyData();
     if (resource === 'workouts') return mapActivities([activity], timezoneOffsetSeconds);
@@ -190,7 +192,8 @@ export const integration: ProviderIntegration = {
   async afterConnect(ctx: ProviderCallContext) {
     const fromToken = (ctx.tokenExtras.athlete as { id?: unknown } | undefined)?.id;
     const id = typeof fromToken === 'number' || typeof fromToken === 'string' ? fromToken : (await fetchAthlete(ctx)).id;
-    if (id === undefined || id === null || !/^\d+$/.test(String(id))) throw new ProviderFetchError('unexpected_error', 'strava: the connected athlete has no id');
+    if (id === undefined || id === null || !/^\d+$/.test(String(id)))
+      throw new ProviderFetchError('unexpected_error', 'strava: the connected athlete has no id');
     return { externalUserId: String(id) };
   },
 
@@ -204,7 +207,12 @@ export const integration: ProviderIntegration = {
     try {
       const token = ctx.accessToken ? await ctx.accessToken() : null;
       if (token) {
-        await ctx.http.request({ method: 'POST', url: 'https://www.strava.com/oauth/revoke', auth: 'none', form: { token, token_type_hint: 'access_token', client_id: ctx.client.clientId, client_secret: ctx.client.clientSecret } });
+        await ctx.http.request({
+          method: 'POST',
+          url: 'https://www.strava.com/oauth/revoke',
+          auth: 'none',
+          form: { token, token_type_hint: 'access_token', client_id: ctx.client.clientId, client_secret: ctx.client.clientSecret },
+        });
       } else {
         await ctx.http.request({ method: 'POST', url: 'https://www.strava.com/oauth/deauthorize' });
       }
@@ -225,14 +233,21 @@ export const integration: ProviderIntegration = {
    * `activity:read_all` private activities are not returned; without any activity scope there is nothing to read.
    */
   grantedScopes: {
-    fromCallback: (query) => (typeof query.scope === 'string' ? query.scope.split(',').map((s) => s.trim()).filter(Boolean) : null),
+    fromCallback: (query) =>
+      typeof query.scope === 'string'
+        ? query.scope
+            .split(',')
+            .map((s) => s.trim())
+            .filter(Boolean)
+        : null,
     resources: {
       workouts: { anyOf: ['activity:read', 'activity:read_all'], full: ['activity:read_all'] },
       workout_stream: { anyOf: ['activity:read', 'activity:read_all'], full: ['activity:read_all'] },
       profile: { anyOf: ['read', 'profile:read_all'], full: ['profile:read_all'] },
     },
     requireAnyOf: ['activity:read', 'activity:read_all'],
-    consentAdvice: "On Strava's consent page, keep \"View data about your activities\" ticked (and \"View data about your private activities\" for private ones), then authorize again.",
+    consentAdvice:
+      'On Strava\'s consent page, keep "View data about your activities" ticked (and "View data about your private activities" for private ones), then authorize again.',
   },
 
   push: stravaPush,

@@ -29,7 +29,13 @@ const unitOf = (resource: string): string => {
   if (!unit) throw new Error(`resources.ts has no timeseries resource ${resource}`);
   return unit;
 };
-const UNITS = { heartrate: unitOf('heartrate'), distance: unitOf('distance'), calories_active: unitOf('calories_active'), workout_distance: unitOf('workout_distance'), workout_duration: unitOf('workout_duration') };
+const UNITS = {
+  heartrate: unitOf('heartrate'),
+  distance: unitOf('distance'),
+  calories_active: unitOf('calories_active'),
+  workout_distance: unitOf('workout_distance'),
+  workout_duration: unitOf('workout_duration'),
+};
 
 export const emptyData = (): ProviderData => ({ source_type: STRAVA_SOURCE_TYPE, summaries: [], samples: [], workout_streams: [] });
 
@@ -119,8 +125,18 @@ export function mapActivity(a: StravaActivity, fallbackOffsetSeconds: number): {
     map: a.map ? { polyline: a.map.polyline ?? null, summary_polyline: a.map.summary_polyline ?? null } : null,
   };
   const summary: SummaryInput = { resource: 'workouts', source_key: sourceKey, calendar_date: calendarDate, time: new Date(startMs).toISOString(), fields };
-  const start = new Date(startMs).toISOString(), end = new Date(endMs).toISOString();
-  const interval = (resource: keyof typeof UNITS, value: number): SampleInput => ({ resource, timestamp: start, start, end, value, unit: UNITS[resource], type: null, timezone_offset: offsetSeconds });
+  const start = new Date(startMs).toISOString(),
+    end = new Date(endMs).toISOString();
+  const interval = (resource: keyof typeof UNITS, value: number): SampleInput => ({
+    resource,
+    timestamp: start,
+    start,
+    end,
+    value,
+    unit: UNITS[resource],
+    type: null,
+    timezone_offset: offsetSeconds,
+  });
   const samples: SampleInput[] = [];
   if (endMs > startMs) samples.push(interval('workout_duration', round1((endMs - startMs) / 60_000)));
   if (distance !== null && distance > 0) samples.push(interval('workout_distance', distance), interval('distance', distance));
@@ -177,7 +193,14 @@ export function mapStreams(owner: StreamOwner, set: StravaStreamSet | null | und
   out.workout_streams.push(input);
   stream.heartrate?.forEach((bpm, i) => {
     if (bpm === null || bpm <= 0) return;
-    out.samples.push({ resource: 'heartrate', timestamp: new Date((startSeconds + offsets[i]) * 1000).toISOString(), unit: UNITS.heartrate, type: null, timezone_offset: owner.offsetSeconds, value: bpm });
+    out.samples.push({
+      resource: 'heartrate',
+      timestamp: new Date((startSeconds + offsets[i]) * 1000).toISOString(),
+      unit: UNITS.heartrate,
+      type: null,
+      timezone_offset: owner.offsetSeconds,
+      value: bpm,
+    });
   });
   return out;
 }

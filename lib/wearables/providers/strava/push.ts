@@ -45,7 +45,15 @@ export function parseStravaEvent(rawBody: Buffer): StravaWebhookEvent | null {
   if (!isId(e.object_id) || !isId(e.owner_id) || !isId(e.subscription_id) || typeof e.event_time !== 'number' || !Number.isFinite(e.event_time)) return null;
   if (e.updates !== undefined && e.updates !== null && (typeof e.updates !== 'object' || Array.isArray(e.updates))) return null;
   const updates = Object.fromEntries(Object.entries((e.updates ?? {}) as Record<string, unknown>).map(([k, v]) => [k, String(v)]));
-  return { object_type: e.object_type as StravaWebhookEvent['object_type'], object_id: e.object_id, aspect_type: e.aspect_type as StravaWebhookEvent['aspect_type'], updates, owner_id: e.owner_id, subscription_id: e.subscription_id, event_time: e.event_time };
+  return {
+    object_type: e.object_type as StravaWebhookEvent['object_type'],
+    object_id: e.object_id,
+    aspect_type: e.aspect_type as StravaWebhookEvent['aspect_type'],
+    updates,
+    owner_id: e.owner_id,
+    subscription_id: e.subscription_id,
+    event_time: e.event_time,
+  };
 }
 
 export const stravaPush: PushSpec = {
@@ -79,7 +87,13 @@ export const stravaPush: PushSpec = {
     if (!e) return [];
     const externalUserId = String(e.owner_id);
     const key = `strava:${e.subscription_id}:${e.object_type}:${e.object_id}:${e.aspect_type}:${e.event_time}`;
-    const data = (resource: string): PushNotification => ({ kind: 'data', externalUserId, resource, objectId: String(e.object_id), dedupeKey: `${key}:${resource}` });
+    const data = (resource: string): PushNotification => ({
+      kind: 'data',
+      externalUserId,
+      resource,
+      objectId: String(e.object_id),
+      dedupeKey: `${key}:${resource}`,
+    });
     if (e.object_type === 'athlete') return e.updates?.authorized === 'false' ? [{ kind: 'deauthorized', externalUserId, dedupeKey: key }] : [data('profile')];
     if (e.aspect_type === 'create') return [data('workouts'), data('workout_stream')];
     if (e.aspect_type === 'update') return [data('workouts')];
@@ -115,7 +129,13 @@ export async function listPushSubscriptions(ctx: ProviderCallContext): Promise<S
 
 /** Deletes a subscription (204; changelog Nov 9, 2023: DELETE takes the credentials as query parameters). A 404 means already gone. */
 export async function deletePushSubscription(ctx: ProviderCallContext, id: string): Promise<void> {
-  await ctx.http.request({ method: 'DELETE', url: `${PUSH_SUBSCRIPTIONS_URL}/${encodeURIComponent(id)}`, auth: 'none', query: appCredentials(ctx), accept: [404] });
+  await ctx.http.request({
+    method: 'DELETE',
+    url: `${PUSH_SUBSCRIPTIONS_URL}/${encodeURIComponent(id)}`,
+    auth: 'none',
+    query: appCredentials(ctx),
+    accept: [404],
+  });
 }
 
 /** The app's one subscription, pointing at us (one elsewhere goes first); its id is what events are checked against. */

@@ -3,7 +3,18 @@ import type { ProviderData, SampleInput, SummaryInput } from '../../model';
 import { ProviderFetchError } from '../../provider-errors';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import type { WhoopBasicProfile, WhoopBodyMeasurement, WhoopCycle, WhoopPage, WhoopRecovery, WhoopSleep, WhoopWorkout } from './api-types';
-import { WHOOP_SOURCE_TYPE, decodeRecoveries, encodeRecoveries, localDate, mapBodyMeasurement, mapCycle, mapSleep, mapWorkout, recoveryFacts, type RecoveryFacts } from './mapping';
+import {
+  WHOOP_SOURCE_TYPE,
+  decodeRecoveries,
+  encodeRecoveries,
+  localDate,
+  mapBodyMeasurement,
+  mapCycle,
+  mapSleep,
+  mapWorkout,
+  recoveryFacts,
+  type RecoveryFacts,
+} from './mapping';
 import { whoopPush } from './push';
 
 /**
@@ -116,8 +127,17 @@ function firstSleepChunk(start: number, windowEnd: number, tz: number): SleepCur
 // ---- Requests ---------------------------------------------------------------------------------------------------
 
 /** One page of a collection. */
-async function page<T>(ctx: ProviderCallContext, path: string, start: number, end: number, token: string | null): Promise<{ records: T[]; next: string | null }> {
-  const res = await ctx.http.request<WhoopPage<T>>({ url: `${API}${path}`, query: { limit: PAGE_LIMIT, start: iso(start), end: iso(end), nextToken: token ?? undefined } });
+async function page<T>(
+  ctx: ProviderCallContext,
+  path: string,
+  start: number,
+  end: number,
+  token: string | null,
+): Promise<{ records: T[]; next: string | null }> {
+  const res = await ctx.http.request<WhoopPage<T>>({
+    url: `${API}${path}`,
+    query: { limit: PAGE_LIMIT, start: iso(start), end: iso(end), nextToken: token ?? undefined },
+  });
   const body = res.body;
   if (!body || !Array.isArray(body.records)) throw new ProviderFetchError('provider_unavailable', `whoop_v2: ${path} answered without a records array`);
   const next = typeof body.next_token === 'string' && body.next_token ? body.next_token : null;
@@ -127,7 +147,13 @@ async function page<T>(ctx: ProviderCallContext, path: string, start: number, en
 
 async function fetchSleepPage(ctx: ProviderCallContext, cursor: SleepCursor): Promise<ProviderPage> {
   if (cursor.phase === 'recovery') {
-    const { records, next } = await page<WhoopRecovery>(ctx, PATHS.recoveries, cursor.start - RECOVERY_MARGIN_MS, cursor.end + RECOVERY_MARGIN_MS, cursor.token);
+    const { records, next } = await page<WhoopRecovery>(
+      ctx,
+      PATHS.recoveries,
+      cursor.start - RECOVERY_MARGIN_MS,
+      cursor.end + RECOVERY_MARGIN_MS,
+      cursor.token,
+    );
     const bySleep = decodeRecoveries(cursor.rec);
     for (const r of records) {
       const facts = r && typeof r.sleep_id === 'string' ? recoveryFacts(r) : null;
@@ -149,7 +175,12 @@ async function fetchSleepPage(ctx: ProviderCallContext, cursor: SleepCursor): Pr
   return { data, next: cursor.end < cursor.windowEnd ? flat(firstSleepChunk(cursor.end, cursor.windowEnd, cursor.tz)) : null };
 }
 
-async function fetchListPage<T>(ctx: ProviderCallContext, path: string, raw: PageCursor, map: (record: T, tz: number) => SummaryInput[]): Promise<ProviderPage> {
+async function fetchListPage<T>(
+  ctx: ProviderCallContext,
+  path: string,
+  raw: PageCursor,
+  map: (record: T, tz: number) => SummaryInput[],
+): Promise<ProviderPage> {
   const cursor = listCursor(raw);
   const { records, next } = await page<T>(ctx, path, cursor.start, cursor.end, cursor.token);
   return { data: dataOf(records.flatMap((r) => (r ? map(r, cursor.tz) : []))), next: next ? flat({ ...cursor, token: next }) : null };
@@ -198,7 +229,13 @@ export const integration: ProviderIntegration = {
   },
   historyDays: HISTORY_DAYS,
   // developer.whoop.com/docs/developing/rate-limiting: 100 requests a minute and 10,000 a day per app.
-  budget: { provider: 'WHOOP', windows: [{ per: 'minute', ms: 60_000, limit: 100 }, { per: 'day', ms: 86_400_000, limit: 10_000 }] },
+  budget: {
+    provider: 'WHOOP',
+    windows: [
+      { per: 'minute', ms: 60_000, limit: 100 },
+      { per: 'day', ms: 86_400_000, limit: 10_000 },
+    ],
+  },
   resources: ['sleep', 'activity', 'workouts', 'body'],
 
   firstPage(resource: string, window: PullWindow): PageCursor | null {

@@ -120,7 +120,12 @@ export function mapSleep(s: WhoopSleep, recovery: RecoveryFacts | null, fallback
   // WHOOP scores it (its sleep.updated push, or the next sync); an unscorable one never becomes a sleep summary.
   if (!score?.stage_summary) return { summaries: [], samples: [] };
   const stages = score.stage_summary;
-  const [light, deep, rem, awake] = [stages?.total_light_sleep_time_milli, stages?.total_slow_wave_sleep_time_milli, stages?.total_rem_sleep_time_milli, stages?.total_awake_time_milli].map(seconds);
+  const [light, deep, rem, awake] = [
+    stages?.total_light_sleep_time_milli,
+    stages?.total_slow_wave_sleep_time_milli,
+    stages?.total_rem_sleep_time_milli,
+    stages?.total_awake_time_milli,
+  ].map(seconds);
   const total = light !== null && deep !== null && rem !== null ? light + deep + rem : null;
   const summary: SummaryInput = {
     resource: 'sleep',
@@ -165,7 +170,16 @@ export function mapSleep(s: WhoopSleep, recovery: RecoveryFacts | null, fallback
   point('respiratory_rate', num(score?.respiratory_rate));
   if (recovery?.skinTempCelsius != null) {
     const from = new Date(start).toISOString();
-    samples.push({ resource: 'body_temperature', timestamp: from, start: from, end: at, unit: UNITS.body_temperature, type: 'skin', timezone_offset: tz, value: recovery.skinTempCelsius });
+    samples.push({
+      resource: 'body_temperature',
+      timestamp: from,
+      start: from,
+      end: at,
+      unit: UNITS.body_temperature,
+      type: 'skin',
+      timezone_offset: tz,
+      value: recovery.skinTempCelsius,
+    });
   }
   return { summaries: [summary], samples };
 }
@@ -208,7 +222,9 @@ export function mapCycle(c: WhoopCycle, fallbackOffset: number): SummaryInput[] 
         medium: null,
         high: null,
         floors_climbed: null,
-        heart_rate: score ? { avg_bpm: round(num(score.average_heart_rate)), min_bpm: null, max_bpm: round(num(score.max_heart_rate)), resting_bpm: null } : null,
+        heart_rate: score
+          ? { avg_bpm: round(num(score.average_heart_rate)), min_bpm: null, max_bpm: round(num(score.max_heart_rate)), resting_bpm: null }
+          : null,
       },
     },
   ];
@@ -243,7 +259,9 @@ export function mapWorkout(w: WhoopWorkout, fallbackOffset: number): SummaryInpu
         provider_id: w.id,
         average_hr: round(num(score?.average_heart_rate)),
         max_hr: round(num(score?.max_heart_rate)),
-        hr_zones: z ? [z.zone_zero_milli, z.zone_one_milli, z.zone_two_milli, z.zone_three_milli, z.zone_four_milli, z.zone_five_milli].map((ms) => seconds(ms) ?? 0) : null,
+        hr_zones: z
+          ? [z.zone_zero_milli, z.zone_one_milli, z.zone_two_milli, z.zone_three_milli, z.zone_four_milli, z.zone_five_milli].map((ms) => seconds(ms) ?? 0)
+          : null,
         calories: kcal(score?.kilojoule),
         distance: num(score?.distance_meter),
         total_elevation_gain: num(score?.altitude_gain_meter),
@@ -280,7 +298,13 @@ export function mapBodyMeasurement(b: WhoopBodyMeasurement, asOfDate: string, of
     });
   }
   if (height !== null) {
-    out.push({ resource: 'profile', source_key: 'profile', calendar_date: asOfDate, time, fields: { height: Math.round(height * 100), birth_date: null, gender: null, sex: null, wheelchair_use: null } });
+    out.push({
+      resource: 'profile',
+      source_key: 'profile',
+      calendar_date: asOfDate,
+      time,
+      fields: { height: Math.round(height * 100), birth_date: null, gender: null, sex: null, wheelchair_use: null },
+    });
   }
   return out;
 }

@@ -33,27 +33,90 @@ export const RATE_LIMIT_WINDOW_MS = 60_000;
  * openapi/_original/withings-data-api-openapi.yml, tag response_status), range by range. Withings shares only the
  * family, never the exact meaning of a code.
  */
-export type StatusFamily = 'authentication_failed' | 'invalid_params' | 'unauthorized' | 'an_error_occurred' | 'timeout' | 'bad_state' | 'not_implemented' | 'too_many_requests';
+export type StatusFamily =
+  | 'authentication_failed'
+  | 'invalid_params'
+  | 'unauthorized'
+  | 'an_error_occurred'
+  | 'timeout'
+  | 'bad_state'
+  | 'not_implemented'
+  | 'too_many_requests';
 const STATUS_TABLE: [number, number, StatusFamily][] = [
-  [100, 102, 'authentication_failed'], [200, 200, 'authentication_failed'], [201, 213, 'invalid_params'], [214, 214, 'unauthorized'],
-  [215, 215, 'an_error_occurred'], [216, 218, 'invalid_params'], [219, 219, 'an_error_occurred'], [220, 221, 'invalid_params'],
-  [222, 222, 'an_error_occurred'], [223, 223, 'invalid_params'], [224, 224, 'an_error_occurred'], [225, 225, 'invalid_params'],
-  [226, 226, 'an_error_occurred'], [227, 230, 'invalid_params'], [231, 233, 'an_error_occurred'], [234, 236, 'invalid_params'],
-  [237, 237, 'an_error_occurred'], [238, 238, 'invalid_params'], [240, 252, 'invalid_params'], [253, 253, 'an_error_occurred'],
-  [254, 254, 'invalid_params'], [255, 259, 'an_error_occurred'], [260, 267, 'invalid_params'], [268, 270, 'an_error_occurred'],
-  [271, 272, 'invalid_params'], [273, 274, 'an_error_occurred'], [275, 276, 'invalid_params'], [277, 277, 'unauthorized'],
-  [278, 282, 'an_error_occurred'], [283, 288, 'invalid_params'], [289, 289, 'an_error_occurred'], [290, 290, 'invalid_params'],
-  [291, 292, 'an_error_occurred'], [293, 295, 'invalid_params'], [296, 296, 'an_error_occurred'], [297, 297, 'invalid_params'],
-  [298, 298, 'an_error_occurred'], [300, 304, 'invalid_params'], [305, 320, 'an_error_occurred'], [321, 321, 'invalid_params'],
-  [322, 322, 'an_error_occurred'], [323, 353, 'invalid_params'], [370, 375, 'an_error_occurred'], [380, 382, 'invalid_params'],
-  [383, 383, 'an_error_occurred'], [391, 391, 'an_error_occurred'], [400, 400, 'invalid_params'], [401, 401, 'authentication_failed'],
-  [402, 402, 'an_error_occurred'], [501, 511, 'invalid_params'], [516, 521, 'an_error_occurred'], [522, 522, 'timeout'],
-  [523, 523, 'invalid_params'], [524, 524, 'bad_state'], [525, 531, 'an_error_occurred'], [532, 532, 'invalid_params'],
-  [533, 533, 'an_error_occurred'], [601, 601, 'too_many_requests'], [602, 602, 'an_error_occurred'], [700, 700, 'an_error_occurred'],
-  [1051, 1054, 'an_error_occurred'], [2551, 2552, 'an_error_occurred'], [2553, 2553, 'unauthorized'], [2554, 2554, 'not_implemented'],
-  [2555, 2555, 'unauthorized'], [2556, 2559, 'an_error_occurred'], [3000, 3016, 'an_error_occurred'], [3017, 3019, 'invalid_params'],
-  [3020, 3024, 'an_error_occurred'], [5000, 5006, 'an_error_occurred'], [6000, 6000, 'an_error_occurred'], [6010, 6011, 'an_error_occurred'],
-  [9000, 9000, 'an_error_occurred'], [10000, 10000, 'an_error_occurred'],
+  [100, 102, 'authentication_failed'],
+  [200, 200, 'authentication_failed'],
+  [201, 213, 'invalid_params'],
+  [214, 214, 'unauthorized'],
+  [215, 215, 'an_error_occurred'],
+  [216, 218, 'invalid_params'],
+  [219, 219, 'an_error_occurred'],
+  [220, 221, 'invalid_params'],
+  [222, 222, 'an_error_occurred'],
+  [223, 223, 'invalid_params'],
+  [224, 224, 'an_error_occurred'],
+  [225, 225, 'invalid_params'],
+  [226, 226, 'an_error_occurred'],
+  [227, 230, 'invalid_params'],
+  [231, 233, 'an_error_occurred'],
+  [234, 236, 'invalid_params'],
+  [237, 237, 'an_error_occurred'],
+  [238, 238, 'invalid_params'],
+  [240, 252, 'invalid_params'],
+  [253, 253, 'an_error_occurred'],
+  [254, 254, 'invalid_params'],
+  [255, 259, 'an_error_occurred'],
+  [260, 267, 'invalid_params'],
+  [268, 270, 'an_error_occurred'],
+  [271, 272, 'invalid_params'],
+  [273, 274, 'an_error_occurred'],
+  [275, 276, 'invalid_params'],
+  [277, 277, 'unauthorized'],
+  [278, 282, 'an_error_occurred'],
+  [283, 288, 'invalid_params'],
+  [289, 289, 'an_error_occurred'],
+  [290, 290, 'invalid_params'],
+  [291, 292, 'an_error_occurred'],
+  [293, 295, 'invalid_params'],
+  [296, 296, 'an_error_occurred'],
+  [297, 297, 'invalid_params'],
+  [298, 298, 'an_error_occurred'],
+  [300, 304, 'invalid_params'],
+  [305, 320, 'an_error_occurred'],
+  [321, 321, 'invalid_params'],
+  [322, 322, 'an_error_occurred'],
+  [323, 353, 'invalid_params'],
+  [370, 375, 'an_error_occurred'],
+  [380, 382, 'invalid_params'],
+  [383, 383, 'an_error_occurred'],
+  [391, 391, 'an_error_occurred'],
+  [400, 400, 'invalid_params'],
+  [401, 401, 'authentication_failed'],
+  [402, 402, 'an_error_occurred'],
+  [501, 511, 'invalid_params'],
+  [516, 521, 'an_error_occurred'],
+  [522, 522, 'timeout'],
+  [523, 523, 'invalid_params'],
+  [524, 524, 'bad_state'],
+  [525, 531, 'an_error_occurred'],
+  [532, 532, 'invalid_params'],
+  [533, 533, 'an_error_occurred'],
+  [601, 601, 'too_many_requests'],
+  [602, 602, 'an_error_occurred'],
+  [700, 700, 'an_error_occurred'],
+  [1051, 1054, 'an_error_occurred'],
+  [2551, 2552, 'an_error_occurred'],
+  [2553, 2553, 'unauthorized'],
+  [2554, 2554, 'not_implemented'],
+  [2555, 2555, 'unauthorized'],
+  [2556, 2559, 'an_error_occurred'],
+  [3000, 3016, 'an_error_occurred'],
+  [3017, 3019, 'invalid_params'],
+  [3020, 3024, 'an_error_occurred'],
+  [5000, 5006, 'an_error_occurred'],
+  [6000, 6000, 'an_error_occurred'],
+  [6010, 6011, 'an_error_occurred'],
+  [9000, 9000, 'an_error_occurred'],
+  [10000, 10000, 'an_error_occurred'],
 ];
 
 /** The family of a non-zero status; a code outside the table is treated as "An error occurred". */
@@ -95,7 +158,12 @@ export function isUnauthorizedEnvelope(body: unknown): boolean {
 }
 
 /** One Withings RPC call (one HTTP request): the unwrapped `body`, or the envelope's error thrown. */
-export async function callWithings<T>(http: ProviderHttp, url: string, form: Record<string, string | number | undefined>, auth: 'bearer' | 'none' = 'bearer'): Promise<T> {
+export async function callWithings<T>(
+  http: ProviderHttp,
+  url: string,
+  form: Record<string, string | number | undefined>,
+  auth: 'bearer' | 'none' = 'bearer',
+): Promise<T> {
   const res = await http.request<WithingsEnvelope<T>>({ method: 'POST', url, form, auth });
   const envelope = res.body;
   const what = `${new URL(url).pathname} action=${form.action}`;
@@ -116,7 +184,8 @@ export async function callWithings<T>(http: ProviderHttp, url: string, form: Rec
  */
 export function unwrapTokenEnvelope(json: unknown): { access_token: string; [k: string]: unknown } {
   const envelope = (json ?? {}) as WithingsEnvelope<Record<string, unknown>>;
-  if (typeof envelope.status !== 'number') throw new ProviderFetchError('provider_unavailable', 'withings: the token endpoint answered without a {status, body} envelope');
+  if (typeof envelope.status !== 'number')
+    throw new ProviderFetchError('provider_unavailable', 'withings: the token endpoint answered without a {status, body} envelope');
   if (envelope.status !== 0) {
     const family = statusFamily(envelope.status);
     const detail = `withings token endpoint: status ${envelope.status}${envelope.error ? ` (${envelope.error})` : ''}`;
@@ -147,7 +216,12 @@ export function withingsSignature(clientSecret: string, params: Record<string, s
 /** A fresh nonce (valid 30 minutes, single use) from Signature v2 - Getnonce. */
 export async function getNonce(ctx: ProviderCallContext, now: Date = new Date()): Promise<string> {
   const signed = { action: 'getnonce', client_id: ctx.client.clientId, timestamp: Math.floor(now.getTime() / 1000) };
-  const body = await callWithings<{ nonce?: string }>(ctx.http, URLS.signature, { ...signed, signature: withingsSignature(ctx.client.clientSecret, signed) }, 'none');
+  const body = await callWithings<{ nonce?: string }>(
+    ctx.http,
+    URLS.signature,
+    { ...signed, signature: withingsSignature(ctx.client.clientSecret, signed) },
+    'none',
+  );
   if (!body.nonce) throw new ProviderFetchError('provider_unavailable', 'withings: getnonce answered without a nonce');
   return body.nonce;
 }

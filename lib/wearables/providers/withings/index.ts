@@ -3,9 +3,24 @@ import type { ProviderData } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import { RATE_LIMIT_WINDOW_MS, URLS, callSigned, callWithings, isUnauthorizedEnvelope, unwrapTokenEnvelope } from './api';
 import {
-  BODY_MEASTYPES, MEASTYPE, SLEEP_SERIES_FIELDS, SLEEP_SUMMARY_FIELDS, latestHeightMetres, mapActivity, mapIntraday, mapMeasureGroups, mapProfile,
-  mapSleepSeries, mapSleepSummary, mapWorkout, type GetmeasBody, type WithingsActivity, type WithingsIntradayEntry, type WithingsSleepSegment,
-  type WithingsSleepSummary, type WithingsWorkout,
+  BODY_MEASTYPES,
+  MEASTYPE,
+  SLEEP_SERIES_FIELDS,
+  SLEEP_SUMMARY_FIELDS,
+  latestHeightMetres,
+  mapActivity,
+  mapIntraday,
+  mapMeasureGroups,
+  mapProfile,
+  mapSleepSeries,
+  mapSleepSummary,
+  mapWorkout,
+  type GetmeasBody,
+  type WithingsActivity,
+  type WithingsIntradayEntry,
+  type WithingsSleepSegment,
+  type WithingsSleepSummary,
+  type WithingsWorkout,
 } from './mapping';
 import { listNotifications, subscribeAll, withingsPush } from './push';
 
@@ -24,7 +39,8 @@ const DAY_S = 86_400;
 /** A sleep night belongs to the day it ends on: Sleep v2 - Get is asked noon → noon so one request holds one night. */
 const NOON_S = 12 * 3600;
 
-const ACTIVITY_FIELDS = 'steps,distance,elevation,soft,moderate,intense,active,calories,totalcalories,hr_average,hr_min,hr_max,hr_zone_0,hr_zone_1,hr_zone_2,hr_zone_3';
+const ACTIVITY_FIELDS =
+  'steps,distance,elevation,soft,moderate,intense,active,calories,totalcalories,hr_average,hr_min,hr_max,hr_zone_0,hr_zone_1,hr_zone_2,hr_zone_3';
 const WORKOUT_FIELDS =
   'calories,intensity,manual_distance,manual_calories,hr_average,hr_min,hr_max,hr_zone_0,hr_zone_1,hr_zone_2,hr_zone_3,pause_duration,algo_pause_duration,spo2_average,steps,distance,elevation,pool_laps,strokes,pool_length';
 const INTRADAY_FIELDS = 'steps,elevation,calories,distance,duration,heart_rate,spo2_auto';
@@ -38,7 +54,8 @@ const empty = (resource: string): ProviderData => ({ source_type: SOURCE_TYPE[re
 const str = (c: PageCursor, k: string): string => String(c[k]);
 const int = (c: PageCursor, k: string): number => Number(c[k] ?? 0);
 /** `more` is 0/1 on getmeas and a boolean on the v2 services. */
-const hasMore = (body: { more?: number | boolean; offset?: number }, offset: number) => Boolean(body.more) && typeof body.offset === 'number' && body.offset > offset;
+const hasMore = (body: { more?: number | boolean; offset?: number }, offset: number) =>
+  Boolean(body.more) && typeof body.offset === 'number' && body.offset > offset;
 
 function firstPage(resource: string, window: PullWindow): PageCursor | null {
   const from = Math.floor(window.start.getTime() / 1000);
@@ -115,7 +132,8 @@ async function fetchPage(ctx: ProviderCallContext, resource: string, c: PageCurs
       return { data, next: hasMore(body, offset) ? { ...c, offset: body.offset! } : null };
     }
     case 'sleep': {
-      const from = int(c, 'from'), to = int(c, 'to');
+      const from = int(c, 'from'),
+        to = int(c, 'to');
       if (c.phase === 'summary') {
         const body = await callWithings<{ series?: WithingsSleepSummary[]; more?: boolean; offset?: number }>(ctx.http, URLS.sleepV2, {
           action: 'getsummary',
@@ -140,7 +158,8 @@ async function fetchPage(ctx: ProviderCallContext, resource: string, c: PageCurs
       return { data, next: chunk + DAY_S < to - NOON_S ? { ...c, chunk: chunk + DAY_S } : null };
     }
     case 'heartrate': {
-      const chunk = int(c, 'chunk'), to = int(c, 'to');
+      const chunk = int(c, 'chunk'),
+        to = int(c, 'to');
       const end = Math.min(chunk + DAY_S, to);
       const body = await callWithings<{ series?: Record<string, WithingsIntradayEntry> }>(ctx.http, URLS.measureV2, {
         action: 'getintradayactivity',

@@ -79,7 +79,32 @@ export interface WithingsWorkout {
   date?: string;
   modified?: number;
   deviceid?: string | null;
-  data?: Partial<Record<'calories' | 'intensity' | 'manual_intensity' | 'manual_distance' | 'manual_calories' | 'hr_average' | 'hr_min' | 'hr_max' | 'hr_zone_0' | 'hr_zone_1' | 'hr_zone_2' | 'hr_zone_3' | 'pause_duration' | 'algo_pause_duration' | 'spo2_average' | 'steps' | 'distance' | 'elevation' | 'pool_laps' | 'strokes' | 'pool_length', number | null>>;
+  data?: Partial<
+    Record<
+      | 'calories'
+      | 'intensity'
+      | 'manual_intensity'
+      | 'manual_distance'
+      | 'manual_calories'
+      | 'hr_average'
+      | 'hr_min'
+      | 'hr_max'
+      | 'hr_zone_0'
+      | 'hr_zone_1'
+      | 'hr_zone_2'
+      | 'hr_zone_3'
+      | 'pause_duration'
+      | 'algo_pause_duration'
+      | 'spo2_average'
+      | 'steps'
+      | 'distance'
+      | 'elevation'
+      | 'pool_laps'
+      | 'strokes'
+      | 'pool_length',
+      number | null
+    >
+  >;
 }
 export interface WithingsIntradayEntry {
   deviceid?: string;
@@ -159,7 +184,10 @@ export function latestHeightMetres(groups: WithingsMeasureGroup[]): number | nul
  * samples of every group (weight, fat, lean_body_mass, body_mass_index, blood_pressure, heartrate, blood_oxygen,
  * body_temperature, vo2_max). Times are the group's `date` (UTC); the offset is that of the body's `timezone` there.
  */
-export function mapMeasureGroups(body: GetmeasBody, opts: { heightMetres: number | null; fallbackOffset: number }): { summaries: SummaryInput[]; samples: SampleInput[] } {
+export function mapMeasureGroups(
+  body: GetmeasBody,
+  opts: { heightMetres: number | null; fallbackOffset: number },
+): { summaries: SummaryInput[]; samples: SampleInput[] } {
   const summaries: SummaryInput[] = [];
   const samples: SampleInput[] = [];
   for (const g of body.measuregrps ?? []) {
@@ -176,8 +204,18 @@ export function mapMeasureGroups(body: GetmeasBody, opts: { heightMetres: number
     if (v(MEASTYPE.fatRatio) !== null) samples.push(point('fat', g.date, v(MEASTYPE.fatRatio)!, offset));
     if (v(MEASTYPE.fatFreeMass) !== null) samples.push(point('lean_body_mass', g.date, v(MEASTYPE.fatFreeMass)!, offset));
     if (bmi !== null) samples.push(point('body_mass_index', g.date, bmi, offset));
-    const sys = v(MEASTYPE.systolic), dia = v(MEASTYPE.diastolic);
-    if (sys !== null && dia !== null) samples.push({ resource: 'blood_pressure', timestamp: utcIso(g.date), unit: unitOf('blood_pressure'), type: null, timezone_offset: offset, systolic: sys, diastolic: dia });
+    const sys = v(MEASTYPE.systolic),
+      dia = v(MEASTYPE.diastolic);
+    if (sys !== null && dia !== null)
+      samples.push({
+        resource: 'blood_pressure',
+        timestamp: utcIso(g.date),
+        unit: unitOf('blood_pressure'),
+        type: null,
+        timezone_offset: offset,
+        systolic: sys,
+        diastolic: dia,
+      });
     if (v(MEASTYPE.heartPulse) !== null) samples.push(point('heartrate', g.date, v(MEASTYPE.heartPulse)!, offset));
     if (v(MEASTYPE.spo2) !== null) samples.push(point('blood_oxygen', g.date, v(MEASTYPE.spo2)!, offset));
     // Body temperature is an interval resource here; a thermometer reading is an instant: start = end.
@@ -365,4 +403,12 @@ export function mapWorkout(w: WithingsWorkout, fallbackOffset: number): SummaryI
 }
 
 // Sleep (getsummary, get) is mapped in sleep.ts.
-export { mapSleepSeries, mapSleepSummary, SLEEP_SERIES_FIELDS, SLEEP_STATE_TO_STAGE, SLEEP_SUMMARY_FIELDS, type WithingsSleepSegment, type WithingsSleepSummary } from './sleep';
+export {
+  mapSleepSeries,
+  mapSleepSummary,
+  SLEEP_SERIES_FIELDS,
+  SLEEP_STATE_TO_STAGE,
+  SLEEP_SUMMARY_FIELDS,
+  type WithingsSleepSegment,
+  type WithingsSleepSummary,
+} from './sleep';

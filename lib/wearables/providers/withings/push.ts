@@ -91,7 +91,7 @@ function dateField(value: string | undefined): string | null {
  */
 export function notificationWindow(form: Record<string, string>): { startDate: string; endDate: string } | undefined {
   const start = /^\d+$/.test(form.startdate ?? '') ? utcDate(Number(form.startdate)) : dateField(form.date);
-  const end = /^\d+$/.test(form.enddate ?? '') ? utcDate(Number(form.enddate)) : dateField(form.date) ?? start;
+  const end = /^\d+$/.test(form.enddate ?? '') ? utcDate(Number(form.enddate)) : (dateField(form.date) ?? start);
   if (!start || !end) return undefined;
   const [from, to] = start <= end ? [start, end] : [end, start];
   return { startDate: addDays(from, -1), endDate: addDays(to, 1) };
@@ -112,7 +112,13 @@ export function parseNotification(req: PushRequest): PushNotification[] {
   const resources = APPLI_RESOURCES[appli];
   if (!resources) return []; // bed in/out and categories we do not subscribe to carry nothing to fetch
   const window = notificationWindow(form);
-  return resources.map((resource) => ({ kind: 'data' as const, externalUserId: userid, resource, ...(window ? { window } : {}), dedupeKey: `${dedupe}:${resource}` }));
+  return resources.map((resource) => ({
+    kind: 'data' as const,
+    externalUserId: userid,
+    resource,
+    ...(window ? { window } : {}),
+    dedupeKey: `${dedupe}:${resource}`,
+  }));
 }
 
 export const withingsPush: PushSpec = {

@@ -39,10 +39,32 @@ export interface WithingsSleepSegment {
 
 /** The data_fields the sleep pull asks getsummary for (sleep_summary_object). sdnn_1 is SDNN: never asked for, never used. */
 export const SLEEP_SUMMARY_FIELDS = [
-  'total_timeinbed', 'total_sleep_time', 'asleepduration', 'lightsleepduration', 'remsleepduration', 'deepsleepduration',
-  'sleep_efficiency', 'sleep_latency', 'wakeup_latency', 'wakeupduration', 'wakeupcount', 'waso', 'nb_rem_episodes',
-  'out_of_bed_count', 'hr_average', 'hr_min', 'hr_max', 'rr_average', 'rr_min', 'rr_max', 'breathing_disturbances_intensity',
-  'snoring', 'snoringepisodecount', 'sleep_score', 'rmssd_start_avg', 'rmssd_end_avg',
+  'total_timeinbed',
+  'total_sleep_time',
+  'asleepduration',
+  'lightsleepduration',
+  'remsleepduration',
+  'deepsleepduration',
+  'sleep_efficiency',
+  'sleep_latency',
+  'wakeup_latency',
+  'wakeupduration',
+  'wakeupcount',
+  'waso',
+  'nb_rem_episodes',
+  'out_of_bed_count',
+  'hr_average',
+  'hr_min',
+  'hr_max',
+  'rr_average',
+  'rr_min',
+  'rr_max',
+  'breathing_disturbances_intensity',
+  'snoring',
+  'snoringepisodecount',
+  'sleep_score',
+  'rmssd_start_avg',
+  'rmssd_end_avg',
 ];
 
 /** A night of at least this long is a `long_sleep`; shorter ones are `short_sleep` (Withings has no nap flag). */
@@ -114,12 +136,16 @@ export function mapSleepSeries(segments: WithingsSleepSegment[] | undefined): Sa
   const seen = new Set<string>();
   const add = (s: SampleInput) => {
     const key = `${s.resource}@${s.timestamp}`;
-    if (!seen.has(key)) (seen.add(key), out.push(s));
+    if (!seen.has(key)) seen.add(key), out.push(s);
   };
   for (const seg of segments ?? []) {
     const stage = SLEEP_STATE_TO_STAGE[seg.state];
     if (stage !== undefined && seg.enddate > seg.startdate) add(interval('hypnogram', seg.startdate, seg.enddate, stage, null));
-    for (const [resource, series] of [['heartrate', seg.hr], ['respiratory_rate', seg.rr], ['hrv', seg.rmssd]] as const) {
+    for (const [resource, series] of [
+      ['heartrate', seg.hr],
+      ['respiratory_rate', seg.rr],
+      ['hrv', seg.rmssd],
+    ] as const) {
       for (const [ts, value] of Object.entries(series ?? {})) {
         if (num(value) !== null && Number.isFinite(Number(ts))) add(point(resource, Number(ts), value, null));
       }
@@ -127,4 +153,3 @@ export function mapSleepSeries(segments: WithingsSleepSegment[] | undefined): Sa
   }
   return out;
 }
-
