@@ -320,6 +320,7 @@ describe('the link-token API', () => {
   test('in production too, a link offers the real WHOOP and Dexcom integrations and never their legacy password twins', async () => {
     const prod = await startTestApp({
       DEPLOYMENT_ENVIRONMENT: 'production',
+      METRICS_TOKEN: 'link-page-metrics',
       ...({
         PROVIDER_WHOOP_V2_CLIENT_ID: 'whoop-app',
         PROVIDER_WHOOP_V2_CLIENT_SECRET: 'whoop-secret',

@@ -225,7 +225,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   };
 
   // new Date() is workflow time here (deterministic on replay).
-  const msUntilActivation = (date: string) => (Date.parse(`${date}T00:00:00Z`) - Date.now()) * input.activationTimeScale;
+  const msUntilActivation = (date: string) => (Date.parse(`${date}T00:00:00Z`) - new Date().getTime()) * input.activationTimeScale;
 
   // Announce what the api stored (created, then any registration events); publishing is idempotent by event.
   // An order due now is announced, sent to the lab and recorded as requisition_created in one step.

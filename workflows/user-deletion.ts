@@ -105,7 +105,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
     serialized(async (): Promise<RequestDeletionOutcome> => {
       if (phase === 'grace' || phase === 'restoring' || phase === 'erasing') return { outcome: 'already_scheduled' };
       if (phase !== 'active') return { outcome: 'not_found' };
-      const now = Date.now(); // workflow time here (deterministic on replay)
+      const now = new Date().getTime(); // workflow time here (deterministic on replay)
       const next = { id: uuid4(), requestedAtMs: now, eraseAfterMs: now + graceSeconds * 1000 };
       const res = await markUserPendingDeletion({ teamId, userId, deletion: next });
       if (res.outcome !== 'marked') {
@@ -159,7 +159,7 @@ export async function userDeletionWorkflow(input: UserDeletionInput): Promise<Us
         current.deregistered = true;
         continue;
       }
-      const left = current.eraseAfterMs - Date.now(); // workflow time
+      const left = current.eraseAfterMs - new Date().getTime(); // workflow time
       if (left > 0 && (await condition(() => phase !== 'grace', left))) continue;
       // Grace over: erasure begins unless an undo got in first (its outcome decides).
       const erase = await serialized(async () => {
