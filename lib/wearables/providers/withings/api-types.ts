@@ -1,5 +1,5 @@
 /**
- * Withings payload shapes, field names, units and codes as in the api-reference (developer.withings.com; copy at
+ * Withings payload shapes, with the field names and units of the api-reference (developer.withings.com; copy at
  * api-evangelist/withings openapi/_original/withings-data-api-openapi.yml: measuregrp_object, measure_object,
  * activity_object, workout_object, sleep_summary_object, Sleep v2 - Get, Measure v2 - Getintradayactivity).
  */

@@ -5,10 +5,9 @@ import type { GetmeasBody, WithingsActivity, WithingsIntradayEntry, WithingsMeas
 import { localDate, localMidnightEpoch, offsetSecondsAt, utcIso, utcMidnightOf } from './time';
 
 /**
- * Pure mapping of Withings payloads (./api-types.ts) into our summaries and samples. Field names, units and codes are those of the
- * api-reference (developer.withings.com; copy at api-evangelist/withings openapi/_original/withings-data-api-openapi.yml:
- * measuregrp_object, measure_object, activity_object, workout_object, sleep_summary_object, Sleep v2 - Get, Measure v2 -
- * Getintradayactivity) and the AE examples (examples/withings-measure-example.json, -activity-, -sleep-summary-).
+ * Pure mapping of Withings payloads (./api-types.ts, which names the api-reference objects they follow) into our
+ * summaries and samples. Codes and units are those of the api-reference and the AE examples
+ * (examples/withings-measure-example.json, -activity-, -sleep-summary-).
  */
 
 // ---- Measure types (Measure - Getmeas `meastype` table) -----------------------------------------------------------
