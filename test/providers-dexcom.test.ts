@@ -10,7 +10,8 @@ import {
   type TokenSet,
 } from '../lib/wearables/providers/contract';
 import { integration, mgdlToMmol } from '../lib/wearables/providers/dexcom';
-import { mapEgv, mapEvent, parseDexcomTime, recordOffsetSeconds } from '../lib/wearables/providers/dexcom/mapping';
+import { mapEgv, mapEvent } from '../lib/wearables/providers/dexcom/mapping';
+import { parseDexcomTime, recordOffsetSeconds } from '../lib/wearables/providers/dexcom/time';
 import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode, refreshTokens } from '../lib/wearables/providers/oauth-client';
 import { oauthInRegion } from '../lib/wearables/providers/regions';

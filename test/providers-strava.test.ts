@@ -17,7 +17,7 @@ import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode, refreshTokens } from '../lib/wearables/providers/oauth-client';
 import { integration } from '../lib/wearables/providers/strava';
 import { mapActivity } from '../lib/wearables/providers/strava/mapping';
-import { createPushSubscription, deletePushSubscription, listPushSubscriptions } from '../lib/wearables/providers/strava/push';
+import { createPushSubscription, deletePushSubscription, listPushSubscriptions } from '../lib/wearables/providers/strava/subscriptions';
 import { nextQuarterHour, nextUtcMidnight, stravaRateLimitResetAt } from '../lib/wearables/providers/strava/rate-limit';
 import { FAKE_STRAVA_CLIENT, startFakeStrava, type FakeStrava } from './support/fakes/strava';
 

@@ -15,7 +15,7 @@ import {
 import { createProviderHttp } from '../lib/wearables/providers/http';
 import { authorizeUrl, exchangeCode, refreshTokens } from '../lib/wearables/providers/oauth-client';
 import { integration, listNotifications, subscribeAll, subscribeNotifications, withingsSignature } from '../lib/wearables/providers/withings';
-import { envelopeError, isUnauthorizedEnvelope, statusFamily, unwrapTokenEnvelope } from '../lib/wearables/providers/withings/api';
+import { envelopeError, isUnauthorizedEnvelope, statusFamily, unwrapTokenEnvelope } from '../lib/wearables/providers/withings/client';
 import { mapMeasureGroups, mapSleepSeries, mapSleepSummary, scaleMeasure } from '../lib/wearables/providers/withings/mapping';
 import { parseNotification } from '../lib/wearables/providers/withings/push';
 import {

@@ -11,7 +11,7 @@ import type {
   PolarSpo2TestResult,
   PolarUser,
   PolarWebhookEvent,
-} from '../../../lib/wearables/providers/polar/types';
+} from '../../../lib/wearables/providers/polar/api-types';
 import { FakeProvider, round, seededRandom, type FakeReply, type FakeRequest, type FakeUser } from './fake-provider';
 
 /**

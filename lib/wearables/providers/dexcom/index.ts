@@ -1,18 +1,9 @@
 import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderData } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
-import {
-  dataRangeSpan,
-  formatDexcomQueryTime,
-  mapCalibrations,
-  mapEgvs,
-  mapEvents,
-  type DexcomCalibration,
-  type DexcomDataRange,
-  type DexcomEgv,
-  type DexcomEvent,
-  type DexcomRecordsResponse,
-} from './mapping';
+import type { DexcomCalibration, DexcomDataRange, DexcomEgv, DexcomEvent, DexcomRecordsResponse } from './api-types';
+import { dataRangeSpan, mapCalibrations, mapEgvs, mapEvents } from './mapping';
+import { formatDexcomQueryTime } from './time';
 
 export { mgdlToMmol, mmolToMgdl, MGDL_PER_MMOL } from './mapping';
 

@@ -10,7 +10,7 @@ import { isoLocal } from '../../../platform/time';
 import type { ProviderData, WorkoutStream } from '../../model';
 import { emptyData, interval, num, round, sum } from './samples';
 import { durationSeconds, hasZone, isoUtc, parseWall, wallDate } from './time';
-import type { PolarExercise, PolarExerciseSample } from './types';
+import type { PolarExercise, PolarExerciseSample } from './api-types';
 
 interface Sport {
   id: number;

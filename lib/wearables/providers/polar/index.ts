@@ -41,10 +41,10 @@ import type {
   PolarSpo2TestResult,
   PolarTransactionLocation,
   PolarUser,
-} from './types';
-import { POLAR_API, ensureAppSubscriptions } from './webhooks';
+} from './api-types';
+import { POLAR_API, ensureAppSubscriptions } from './subscriptions';
 
-export { createWebhook, getWebhook, activateWebhook, deactivateWebhook, deleteWebhook, POLAR_WEBHOOK_EVENTS } from './webhooks';
+export { createWebhook, getWebhook, activateWebhook, deactivateWebhook, deleteWebhook, POLAR_WEBHOOK_EVENTS } from './subscriptions';
 export { polarSignature } from './push';
 
 export const POLAR_SLUG = 'polar';

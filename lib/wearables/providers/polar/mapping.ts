@@ -1,5 +1,5 @@
 /**
- * Pure mapping of Polar AccessLink v3 payloads (./types.ts) into our summaries and samples (lib/wearables/model.ts),
+ * Pure mapping of Polar AccessLink v3 payloads (./api-types.ts) into our summaries and samples (lib/wearables/model.ts),
  * with the units of lib/wearables/resources.ts. Sources: the docs page copied at newpush/coach docs/apis/polar.md
  * (field meanings, units, enumerations) and the official spec tryAGI/Polar src/libs/Polar/openapi.yaml.
  *
@@ -22,7 +22,7 @@ import type {
   PolarSpo2TestResult,
   PolarSteps,
   PolarUser,
-} from './types';
+} from './api-types';
 
 export { POLAR_SOURCE_TYPE, emptyData } from './samples';
 export { exerciseStart, exerciseStream, mapExercise, sportOf } from './exercise';

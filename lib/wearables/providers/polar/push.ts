@@ -10,7 +10,7 @@
  */
 import type { PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
 import { freshWithin, hmacSha256, pushHeader, sameText } from '../push-kit';
-import type { PolarWebhookPayload } from './types';
+import type { PolarWebhookPayload } from './api-types';
 
 export const SIGNATURE_HEADER = 'polar-webhook-signature';
 export const EVENT_HEADER = 'polar-webhook-event';

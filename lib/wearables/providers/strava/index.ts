@@ -3,7 +3,8 @@ import type { ProviderData } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
 import type { StravaActivity, StravaAthlete, StravaStreamSet } from './api-types';
 import { activityTiming, emptyData, mapActivities, mapAthlete, mapStreams, type StreamOwner } from './mapping';
-import { ensureAppSubscriptions, stravaPush } from './push';
+import { stravaPush } from './push';
+import { ensureAppSubscriptions } from './subscriptions';
 import { stravaRateLimitResetAt } from './rate-limit';
 
 /**

@@ -1,28 +1,25 @@
-import { ProviderFetchError } from '../../provider-errors';
-import type { AppSubscriptionOutcome, AppSubscriptionState, ProviderCallContext, PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
+import type { PushNotification, PushRequest, PushSecrets, PushSpec } from '../contract';
 import { sameText } from '../push-kit';
-import type { StravaPushSubscription, StravaWebhookEvent } from './api-types';
+import type { StravaWebhookEvent } from './api-types';
 
 /**
  * Strava's webhook events (developers.strava.com/docs/webhooks).
  *
- * - One subscription per application, managed with the app's client id and secret (createPushSubscription,
- *   listPushSubscriptions, deletePushSubscription below). Creating one makes Strava GET the callback with
- *   `hub.mode=subscribe&hub.challenge=…&hub.verify_token=…`; the callback must answer 200 with
- *   `{"hub.challenge": …}` within two seconds (`handshake`).
+ * - One subscription per application, managed with the app's client id and secret (subscriptions.ts). Creating one
+ *   makes Strava GET the callback with `hub.mode=subscribe&hub.challenge=…&hub.verify_token=…`; the callback must
+ *   answer 200 with `{"hub.challenge": …}` within two seconds (`handshake`).
  * - Events are POSTs of `{object_type, object_id, aspect_type, updates, owner_id, subscription_id, event_time}`,
  *   to be acknowledged with a 200 within two seconds; Strava retries "up to a total of three attempts".
  * - Strava signs nothing (no signature header; the hookdeck skill and open-wearables' handler, which only checks a
  *   timestamp, agree). What `verify` can check is that the event names OUR subscription: the lead passes the
- *   subscription id that createPushSubscription returned as `PushSecrets.webhookSecret`. Without it every event is
- *   refused (fail closed). The subscription id is not a secret from Strava's side, so an event is only ever a hint:
+ *   subscription id that createPushSubscription (subscriptions.ts) returned as `PushSecrets.webhookSecret`. Without
+ *   it every event is refused (fail closed). The subscription id is not a secret from Strava's side, so an event is only ever a hint:
  *   `parse` names what to fetch and the data comes from the API with the user's token.
  * - Age: `event_time` is unsigned (a forger sets it freely), and a genuine retry arrives minutes after the event (a
  *   third attempt; one report has retries ~2 minutes apart, github grisxa/brevet-top-strava-webhook). Rejecting at 5
  *   minutes would drop genuine retries, so an event is refused only when it is over an hour old (an obvious replay) or
  *   more than 5 minutes in the future (clock skew bound).
  */
-export const PUSH_SUBSCRIPTIONS_URL = 'https://www.strava.com/api/v3/push_subscriptions';
 const MAX_EVENT_AGE_SECONDS = 3600;
 const MAX_FUTURE_SKEW_SECONDS = 300;
 
@@ -100,55 +97,3 @@ export const stravaPush: PushSpec = {
     return [];
   },
 };
-
-const appCredentials = (ctx: ProviderCallContext) => ({ client_id: ctx.client.clientId, client_secret: ctx.client.clientSecret });
-
-/**
- * Creates the app's one subscription (form fields client_id, client_secret, callback_url, verify_token). Strava
- * validates the callback with the hub.challenge GET during this request and answers `{"id": …}`; a second
- * subscription, or a callback that fails the challenge, is a 400 (ProviderFetchError non_retriable_error).
- * The returned id is what `verify` expects as PushSecrets.webhookSecret.
- */
-export async function createPushSubscription(ctx: ProviderCallContext, opts: { callbackUrl: string; verifyToken: string }): Promise<{ id: string }> {
-  const res = await ctx.http.request<{ id?: unknown }>({
-    method: 'POST',
-    url: PUSH_SUBSCRIPTIONS_URL,
-    auth: 'none',
-    form: { ...appCredentials(ctx), callback_url: opts.callbackUrl, verify_token: opts.verifyToken },
-  });
-  const id = res.body?.id;
-  if (typeof id !== 'number' && typeof id !== 'string') throw new ProviderFetchError('unexpected_error', 'strava: push subscription created without an id');
-  return { id: String(id) };
-}
-
-/** The app's subscriptions (zero or one): GET /push_subscriptions?client_id&client_secret. */
-export async function listPushSubscriptions(ctx: ProviderCallContext): Promise<StravaPushSubscription[]> {
-  const res = await ctx.http.request<StravaPushSubscription[]>({ url: PUSH_SUBSCRIPTIONS_URL, auth: 'none', query: appCredentials(ctx) });
-  return Array.isArray(res.body) ? res.body : [];
-}
-
-/** Deletes a subscription (204; changelog Nov 9, 2023: DELETE takes the credentials as query parameters). A 404 means already gone. */
-export async function deletePushSubscription(ctx: ProviderCallContext, id: string): Promise<void> {
-  await ctx.http.request({
-    method: 'DELETE',
-    url: `${PUSH_SUBSCRIPTIONS_URL}/${encodeURIComponent(id)}`,
-    auth: 'none',
-    query: appCredentials(ctx),
-    accept: [404],
-  });
-}
-
-/** The app's one subscription, pointing at us (one elsewhere goes first); its id is what events are checked against. */
-export async function ensureAppSubscriptions(ctx: ProviderCallContext, app: AppSubscriptionState): Promise<AppSubscriptionOutcome> {
-  const current = (await listPushSubscriptions(ctx))[0];
-  let id = current && current.callback_url === app.callbackUrl ? String(current.id) : null;
-  let created = 0;
-  if (!id) {
-    // Strava allows one subscription per app and checks our handshake before answering.
-    if (current) await deletePushSubscription(ctx, String(current.id));
-    id = (await createPushSubscription(ctx, { callbackUrl: app.callbackUrl, verifyToken: app.verifyToken })).id;
-    created = 1;
-  }
-  // Kept sealed only (webhook_secret), never in plaintext: it is all that tells a genuine event from a forged one.
-  return { created, renewed: 0, keep: { webhook_id: null, webhook_secret: id } };
-}

@@ -1,7 +1,8 @@
 import { ProviderFetchError } from '../../provider-errors';
 import type { ProviderData } from '../../model';
 import type { PageCursor, ProviderCallContext, ProviderIntegration, ProviderPage, PullWindow } from '../contract';
-import { RATE_LIMIT_WINDOW_MS, URLS, callSigned, callWithings, isUnauthorizedEnvelope, unwrapTokenEnvelope } from './api';
+import type { GetmeasBody, WithingsActivity, WithingsIntradayEntry, WithingsSleepSegment, WithingsSleepSummary, WithingsWorkout } from './api-types';
+import { RATE_LIMIT_WINDOW_MS, URLS, callSigned, callWithings, isUnauthorizedEnvelope, unwrapTokenEnvelope } from './client';
 import {
   BODY_MEASTYPES,
   MEASTYPE,
@@ -15,17 +16,13 @@ import {
   mapSleepSeries,
   mapSleepSummary,
   mapWorkout,
-  type GetmeasBody,
-  type WithingsActivity,
-  type WithingsIntradayEntry,
-  type WithingsSleepSegment,
-  type WithingsSleepSummary,
-  type WithingsWorkout,
 } from './mapping';
-import { listNotifications, subscribeAll, withingsPush } from './push';
+import { withingsPush } from './push';
+import { listNotifications, subscribeAll } from './subscriptions';
 
-export { subscribeNotifications, subscribeAll, listNotifications, revokeNotification, SUBSCRIBED_APPLIS, NOTIFY_APPLI, APPLI_RESOURCES } from './push';
-export { withingsSignature, statusFamily, envelopeError, isUnauthorizedEnvelope } from './api';
+export { NOTIFY_APPLI, APPLI_RESOURCES } from './push';
+export { subscribeNotifications, subscribeAll, listNotifications, revokeNotification, SUBSCRIBED_APPLIS } from './subscriptions';
+export { withingsSignature, statusFamily, envelopeError, isUnauthorizedEnvelope } from './client';
 
 /**
  * Withings Public Health Data API (base https://wbsapi.withings.net; RPC style: every call a POST form with an `action`,
@@ -232,7 +229,7 @@ export const integration: ProviderIntegration = {
     await listNotifications(ctx);
   },
   push: withingsPush,
-  /** Withings subscribes per user, with the user's token, to every category we handle (push.ts subscribeAll). */
+  /** Withings subscribes per user, with the user's token, to every category we handle (subscriptions.ts subscribeAll). */
   async subscribeUser(ctx: ProviderCallContext, callbackUrl: string) {
     await subscribeAll(ctx, callbackUrl);
   },

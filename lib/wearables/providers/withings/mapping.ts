@@ -1,125 +1,14 @@
 import { isoLocal } from '../../../platform/time';
 import { NO_WORKOUT_METRICS, type SampleInput, type SummaryInput } from '../../model';
 import { timeseriesResource } from '../../resources';
+import type { GetmeasBody, WithingsActivity, WithingsIntradayEntry, WithingsMeasure, WithingsMeasureGroup, WithingsWorkout } from './api-types';
 import { localDate, localMidnightEpoch, offsetSecondsAt, utcIso, utcMidnightOf } from './time';
 
 /**
- * Pure mapping of Withings payloads into our summaries and samples. Field names, units and codes are those of the
- * api-reference (developer.withings.com; copy at api-evangelist/withings openapi/_original/withings-data-api-openapi.yml:
- * measuregrp_object, measure_object, activity_object, workout_object, sleep_summary_object, Sleep v2 - Get, Measure v2 -
- * Getintradayactivity) and the AE examples (examples/withings-measure-example.json, -activity-, -sleep-summary-).
+ * Pure mapping of Withings payloads (./api-types.ts, which names the api-reference objects they follow) into our
+ * summaries and samples. Codes and units are those of the api-reference and the AE examples
+ * (examples/withings-measure-example.json, -activity-, -sleep-summary-).
  */
-
-// ---- Payload shapes -----------------------------------------------------------------------------------------------
-
-export interface WithingsMeasure {
-  value: number;
-  type: number;
-  /** Power of ten: real value = value × 10^unit. */
-  unit: number;
-  algo?: number;
-  fm?: number;
-  position?: number;
-}
-export interface WithingsMeasureGroup {
-  grpid: number;
-  attrib?: number;
-  /** Epoch seconds when the measures were taken. */
-  date: number;
-  created?: number;
-  modified?: number;
-  category?: number;
-  deviceid?: string | null;
-  hash_deviceid?: string | null;
-  measures: WithingsMeasure[];
-  model?: string;
-  model_id?: number;
-  comment?: string | null;
-}
-export interface GetmeasBody {
-  updatetime?: number | string;
-  timezone?: string;
-  measuregrps?: WithingsMeasureGroup[];
-  more?: number | boolean;
-  offset?: number;
-}
-export interface WithingsActivity {
-  date: string;
-  timezone?: string;
-  deviceid?: string | null;
-  hash_deviceid?: string | null;
-  brand?: number;
-  is_tracker?: boolean;
-  modified?: number;
-  steps?: number;
-  distance?: number;
-  elevation?: number;
-  soft?: number;
-  moderate?: number;
-  intense?: number;
-  active?: number;
-  calories?: number;
-  totalcalories?: number;
-  hr_average?: number;
-  hr_min?: number;
-  hr_max?: number;
-  hr_zone_0?: number;
-  hr_zone_1?: number;
-  hr_zone_2?: number;
-  hr_zone_3?: number;
-}
-export interface WithingsWorkout {
-  id: number;
-  category: number;
-  timezone?: string;
-  model?: number;
-  attrib?: number;
-  startdate: number;
-  enddate: number;
-  date?: string;
-  modified?: number;
-  deviceid?: string | null;
-  data?: Partial<
-    Record<
-      | 'calories'
-      | 'intensity'
-      | 'manual_intensity'
-      | 'manual_distance'
-      | 'manual_calories'
-      | 'hr_average'
-      | 'hr_min'
-      | 'hr_max'
-      | 'hr_zone_0'
-      | 'hr_zone_1'
-      | 'hr_zone_2'
-      | 'hr_zone_3'
-      | 'pause_duration'
-      | 'algo_pause_duration'
-      | 'spo2_average'
-      | 'steps'
-      | 'distance'
-      | 'elevation'
-      | 'pool_laps'
-      | 'strokes'
-      | 'pool_length',
-      number | null
-    >
-  >;
-}
-export interface WithingsIntradayEntry {
-  deviceid?: string;
-  model?: string;
-  model_id?: number;
-  steps?: number;
-  elevation?: number;
-  calories?: number;
-  distance?: number;
-  stroke?: number;
-  pool_lap?: number;
-  duration?: number;
-  heart_rate?: number;
-  spo2_auto?: number;
-}
 
 // ---- Measure types (Measure - Getmeas `meastype` table) -----------------------------------------------------------
 
@@ -409,6 +298,4 @@ export {
   SLEEP_SERIES_FIELDS,
   SLEEP_STATE_TO_STAGE,
   SLEEP_SUMMARY_FIELDS,
-  type WithingsSleepSegment,
-  type WithingsSleepSummary,
 } from './sleep';

@@ -1,12 +1,12 @@
-import type { ProviderCallContext, PushNotification, PushRequest, PushSpec } from '../contract';
-import { URLS, callWithings } from './api';
+import type { PushNotification, PushRequest, PushSpec } from '../contract';
 import { addDays } from '../../../platform/time';
 import { utcDate } from './time';
 
 /**
  * Withings notifications (developer.withings.com …/data-api/notifications: notification-subscribe, notification-content;
  * api-reference Notify - Subscribe/List/Get/Revoke).
- * - Per user: `POST /notify action=subscribe&callbackurl&appli` with that user's access token, once per appli.
+ * - Per user: `POST /notify action=subscribe&callbackurl&appli` with that user's access token, once per appli
+ *   (subscriptions.ts).
  * - At subscribe time Withings sends a HEAD to the callback URL and needs a 2xx, or the subscription fails.
  * - A notification is an application/x-www-form-urlencoded POST with `userid, appli, startdate, enddate` (epochs), or
  *   `date` for event-like ones, and `action` (delete | unlink | update) for appli 46 profile changes. It is UNSIGNED:
@@ -15,10 +15,8 @@ import { utcDate } from './time';
  * - The receiver must answer 200 within 2 s; four failures in a row remove the subscription (data-update-notifications).
  */
 
-/** Notification categories (`appli`) we subscribe to: 1 weight & body composition, 2 temperature, 4 blood pressure /
- *  heart rate / SpO2, 16 activity (steps, intraday, workouts), 44 sleep, 46 user profile changes (unlink, delete). */
+/** Notification categories (`appli`) by name; the ones we subscribe to are subscriptions.ts SUBSCRIBED_APPLIS. */
 export const NOTIFY_APPLI = { weight: 1, temperature: 2, bloodPressure: 4, activity: 16, sleep: 44, user: 46, bedIn: 50, bedOut: 51 } as const;
-export const SUBSCRIBED_APPLIS: number[] = [1, 2, 4, 16, 44, 46];
 
 /** The pull units a data notification makes us fetch. */
 export const APPLI_RESOURCES: Record<number, string[]> = {
@@ -28,45 +26,6 @@ export const APPLI_RESOURCES: Record<number, string[]> = {
   16: ['activity', 'workouts', 'heartrate'],
   44: ['sleep'],
 };
-
-/** Subscribes the user of `ctx` to one notification category (Withings first HEADs `callbackUrl`). */
-export async function subscribeNotifications(ctx: ProviderCallContext, opts: { callbackUrl: string; appli: number; comment?: string }): Promise<void> {
-  await callWithings(ctx.http, URLS.notify, { action: 'subscribe', callbackurl: opts.callbackUrl, appli: opts.appli, comment: opts.comment });
-}
-
-/**
- * Subscribes the user to every category we handle (SUBSCRIBED_APPLIS), one Notify - Subscribe each; a category already
- * subscribed with this URL is skipped (Notify - List first). Call after the connection is stored, with the deployment's
- * public push URL (…/v2/providers/withings/webhook). OAuth2 - Revoke removes them all.
- */
-export async function subscribeAll(ctx: ProviderCallContext, callbackUrl: string): Promise<number[]> {
-  const existing = new Set((await listNotifications(ctx)).filter((p) => p.callbackurl === callbackUrl).map((p) => p.appli));
-  const added: number[] = [];
-  for (const appli of SUBSCRIBED_APPLIS) {
-    if (existing.has(appli)) continue;
-    await subscribeNotifications(ctx, { callbackUrl, appli });
-    added.push(appli);
-  }
-  return added;
-}
-
-export interface NotifyProfile {
-  appli: number;
-  callbackurl: string;
-  comment?: string;
-  expires?: number;
-}
-
-/** The user's notification subscriptions (Notify - List), optionally of one appli. */
-export async function listNotifications(ctx: ProviderCallContext, appli?: number): Promise<NotifyProfile[]> {
-  const body = await callWithings<{ profiles?: NotifyProfile[] }>(ctx.http, URLS.notify, { action: 'list', appli });
-  return body.profiles ?? [];
-}
-
-/** Removes one subscription of the user (Notify - Revoke). */
-export async function revokeNotification(ctx: ProviderCallContext, opts: { callbackUrl: string; appli: number }): Promise<void> {
-  await callWithings(ctx.http, URLS.notify, { action: 'revoke', callbackurl: opts.callbackUrl, appli: opts.appli });
-}
 
 /** The form fields of a notification, or null when it is not one (no numeric userid and appli). */
 export function notificationFields(req: PushRequest): Record<string, string> | null {

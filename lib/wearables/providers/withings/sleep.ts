@@ -1,39 +1,10 @@
 import { isoLocal } from '../../../platform/time';
 import type { SampleInput, SummaryInput } from '../../model';
+import type { WithingsSleepSegment, WithingsSleepSummary } from './api-types';
 import { interval, num, point, round } from './mapping';
 import { localDate, offsetSecondsAt, utcIso, utcMidnightOf } from './time';
 
 /** Pure mapping of Withings' sleep payloads (Sleep v2 - Getsummary and Get); the rest is in mapping.ts. */
-
-export interface WithingsSleepSummary {
-  id: number;
-  timezone?: string;
-  model?: number;
-  model_id?: number;
-  startdate: number;
-  enddate: number;
-  date?: string;
-  created?: number;
-  modified?: number;
-  hash_deviceid?: string | null;
-  completed?: boolean;
-  data?: Partial<Record<string, number | null>>;
-}
-export interface WithingsSleepSegment {
-  startdate: number;
-  enddate: number;
-  /** 0 awake, 1 light, 2 deep, 3 REM, 4 manual, 5 unspecified, 15 out of bed (Sleep v2 - Get). */
-  state: number;
-  model?: string | number;
-  model_id?: number;
-  hash_deviceid?: string | null;
-  hr?: Record<string, number>;
-  rr?: Record<string, number>;
-  snoring?: Record<string, number>;
-  sdnn_1?: Record<string, number>;
-  rmssd?: Record<string, number>;
-  hrv_quality?: Record<string, number>;
-}
 
 // ---- Sleep (getsummary, get) --------------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@
  */
 import { ProviderFetchError } from '../../provider-errors';
 import type { AppSubscriptionOutcome, AppSubscriptionState, ProviderCallContext } from '../contract';
-import type { PolarWebhookEvent } from './types';
+import type { PolarWebhookEvent } from './api-types';
 
 export const POLAR_API = 'https://www.polaraccesslink.com';
 
