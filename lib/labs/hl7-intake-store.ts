@@ -5,6 +5,8 @@ import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fie
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 import type { LabReport } from './lab-adapter';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { Lease } from '../platform/database/leases';
+import { IDEMPOTENCY_LEASE_MS } from '../platform/idempotency-store';
 
 /**
  * HL7 result messages a team's lab sent (`lab_intake_messages`), one per MSH-10 control id: claimed by a
@@ -22,7 +24,7 @@ export interface Hl7IntakeMessageDoc {
   state: 'pending' | 'applied';
   /** The token of the delivery applying it now; every later write names it (a stalled one cannot write over its successor). */
   claim: string;
-  /** When that delivery claimed it (or took it over): its lease runs from here. */
+  /** When that delivery claimed it (or took it over): its lease (IDEMPOTENCY_LEASE_MS, like a request's) runs from here. */
   claimed_at: Date;
   /** What the order's workflow reads (lib/labs/hl7-lab.ts). */
   report: LabReport;
@@ -41,7 +43,7 @@ export const HL7_INTAKE_INDEXES: Record<'lab_intake_messages', IndexSpec[]> = {
 export const HL7_INTAKE_QUERY_SHAPES: Record<'lab_intake_messages', QueryShape[]> = {
   lab_intake_messages: [
     { name: 'a message by id (claim, read)', filter: ['_id'] },
-    { name: 'take over or mark applied under a claim (conditional writes)', filter: ['_id'], residual: ['claim', 'state'] },
+    { name: 'take over or mark applied under a claim (conditional writes)', filter: ['_id'], residual: ['claim', 'claimed_at', 'state'] },
     { name: 'reencrypt: every document, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
 };
@@ -51,10 +53,12 @@ export const intakeMessageId = (teamId: string, controlId: string) => createHash
 export class Hl7IntakeRepository {
   readonly messages: Collection<StoredIntakeMessage>;
   private readonly sealed: EncryptedFields<Hl7IntakeMessageDoc, (typeof SEALED)[number]>;
+  private readonly lease: Lease<StoredIntakeMessage>;
 
   constructor(db: Db, cipher: FieldCipher) {
     this.messages = db.collection('lab_intake_messages');
     this.sealed = new EncryptedFields(cipher, this.messages.collectionName, SEALED);
+    this.lease = new Lease(this.messages, { token: 'claim', since: 'claimed_at', ms: IDEMPOTENCY_LEASE_MS, released: 'null' });
   }
 
   async ensureIndexes(retention?: Retention): Promise<void> {
@@ -84,15 +88,17 @@ export class Hl7IntakeRepository {
     return doc && (this.sealed.open(doc) as Hl7IntakeMessageDoc);
   }
 
-  /** Takes over a pending message whose delivery's lease ran out, in one conditional write on the token seen: one taker wins. */
-  async takeOver(id: string, seen: string, claim: string): Promise<boolean> {
-    const { matchedCount } = await this.messages.updateOne({ _id: id, claim: seen, state: 'pending' }, { $set: { claim, claimed_at: new Date() } });
-    return matchedCount === 1;
+  /** Takes over a pending message whose delivery's lease ran out, in one conditional write: one taker wins; false while it is live. */
+  async takeOver(id: string, claim: string): Promise<boolean> {
+    return (await this.lease.claim({ _id: id, state: 'pending' }, { token: claim })) !== null;
   }
 
   /** The order's workflow has taken the results: a resend gets this ACK again. Only under the delivery's own claim. */
   async markApplied(id: string, claim: string, ack: string): Promise<boolean> {
-    const { matchedCount } = await this.messages.updateOne({ _id: id, claim }, { $set: { state: 'applied', ack, applied_at: new Date() } });
+    const { matchedCount } = await this.messages.updateOne(
+      { _id: id, ...this.lease.heldBy(claim) },
+      { $set: { state: 'applied', ack, applied_at: new Date() } },
+    );
     return matchedCount === 1;
   }
 }

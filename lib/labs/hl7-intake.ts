@@ -1,5 +1,4 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { IDEMPOTENCY_LEASE_MS } from '../platform/idempotency';
 import { ApiError } from '../platform/errors';
 import { timeOrderedUuid } from '../platform/keys';
 import type { Logger } from '../platform/logger';
@@ -85,10 +84,9 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
         throw new Hl7Refusal('AE', 409, `MSH-10 '${controlId}' was already used for a different message; a new message needs a new control id.`);
       if (existing.state === 'applied') return { status: 200, ackCode: 'AA', ack: existing.ack!, replayed: true };
       const inProgress = () => new Hl7Refusal('AE', 409, `Message '${controlId}' is still being applied; send it again shortly.`);
-      if (Date.now() - existing.claimed_at.getTime() < IDEMPOTENCY_LEASE_MS) throw inProgress();
-      // The first delivery stopped part-way: one resend takes it over and applies it (the workflow takes the same
-      // message once, by its id).
-      if (!(await deps.repos.hl7Intake.takeOver(id, existing.claim, token))) throw inProgress();
+      // Unless the first delivery is still applying it (its lease is live), it stopped part-way: one resend takes it
+      // over and applies it (the workflow takes the same message once, by its id).
+      if (!(await deps.repos.hl7Intake.takeOver(id, token))) throw inProgress();
     }
     const { interpretation } = interpretReport(report, (markerId) => deps.labCatalogue.markerById(markerId));
     try {

@@ -3,6 +3,14 @@ import type { FieldCipher } from './field-encryption';
 import { EncryptedFields, type Sealed } from './database/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from './database/indexes';
 import { isDuplicateKeyError } from './database/store-errors';
+import { Lease } from './database/leases';
+
+/**
+ * How long a request holds its claim on a key: a duplicate within it is a 409; after it, the request is taken to have
+ * died and one duplicate (one conditional write) takes over and finishes its work under the same resource id. A
+ * request that failed lets go of its claim at once (`claim: null`), so its retry takes over without waiting.
+ */
+export const IDEMPOTENCY_LEASE_MS = 30_000;
 
 /**
  * X-Idempotency-Key records (`idempotency_keys`), one per (team, route, key): claimed by a unique insert before the
@@ -37,7 +45,7 @@ export const IDEMPOTENCY_INDEXES: Record<'idempotency_keys', IndexSpec[]> = { id
 export const IDEMPOTENCY_QUERY_SHAPES: Record<'idempotency_keys', QueryShape[]> = {
   idempotency_keys: [
     { name: 'key by id (claim, read)', filter: ['_id'] },
-    { name: 'take over, complete or release under a claim (conditional writes)', filter: ['_id'], residual: ['claim', 'state'] },
+    { name: 'take over, complete or release under a claim (conditional writes)', filter: ['_id'], residual: ['claim', 'claimed_at', 'state'] },
     { name: 'reencrypt: every key, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
 };
@@ -45,10 +53,12 @@ export const IDEMPOTENCY_QUERY_SHAPES: Record<'idempotency_keys', QueryShape[]> 
 export class IdempotencyKeyRepository {
   readonly keys: Collection<StoredIdempotencyKey>;
   private readonly responses: EncryptedFields<IdempotencyKeyDoc, (typeof SEALED)[number]>;
+  private readonly lease: Lease<StoredIdempotencyKey>;
 
   constructor(db: Db, cipher: FieldCipher) {
     this.keys = db.collection('idempotency_keys');
     this.responses = new EncryptedFields(cipher, this.keys.collectionName, SEALED);
+    this.lease = new Lease(this.keys, { token: 'claim', since: 'claimed_at', ms: IDEMPOTENCY_LEASE_MS, released: 'null' });
   }
 
   async ensureIndexes(retention?: Retention): Promise<void> {
@@ -73,27 +83,25 @@ export class IdempotencyKeyRepository {
     }
   }
 
-  /** Takes over a pending claim whose lease ran out or was let go, in one conditional write on the token seen: one taker wins. */
-  async takeOver(id: string, seen: string | null, claim: string): Promise<boolean> {
-    const { matchedCount } = await this.keys.updateOne({ _id: id, claim: seen, state: 'pending' }, { $set: { claim, claimed_at: new Date() } });
-    return matchedCount === 1;
+  /** Takes over a pending key whose claim ran out or was let go, in one conditional write: one taker wins; false while a claim is live. */
+  async takeOver(id: string, claim: string): Promise<boolean> {
+    return (await this.lease.claim({ _id: id, state: 'pending' }, { token: claim })) !== null;
   }
 
   /** Stores the response, if `claim` still holds the key. */
   async complete(id: string, claim: string, status: number, body: unknown): Promise<boolean> {
     const done: Partial<IdempotencyKeyDoc> = { state: 'done', response_status: status, response_body: body, completed_at: new Date() };
-    const { matchedCount } = await this.keys.updateOne({ _id: id, claim }, { $set: this.responses.seal(id, done) });
+    const { matchedCount } = await this.keys.updateOne({ _id: id, ...this.lease.heldBy(claim) }, { $set: this.responses.seal(id, done) });
     return matchedCount === 1;
   }
 
   /** Lets go of the claim, keeping the key and its resource id for the retry to resume under, if `claim` still holds it. */
   async letGo(id: string, claim: string): Promise<boolean> {
-    const { matchedCount } = await this.keys.updateOne({ _id: id, claim, state: 'pending' }, { $set: { claim: null } });
-    return matchedCount === 1;
+    return this.lease.release({ _id: id, state: 'pending' }, claim);
   }
 
   /** Frees the key for a corrected retry, if `claim` still holds it (nothing was stored under it). */
   async release(id: string, claim: string): Promise<boolean> {
-    return (await this.keys.deleteOne({ _id: id, claim })).deletedCount === 1;
+    return (await this.keys.deleteOne({ _id: id, ...this.lease.heldBy(claim) })).deletedCount === 1;
   }
 }

@@ -3,12 +3,7 @@ import { ApiError, badRequest } from './errors';
 import { timeOrderedUuid } from './keys';
 import type { IdempotencyKeyDoc, IdempotencyKeyRepository } from './idempotency-store';
 
-/**
- * How long a request holds its claim on a key: a duplicate within it is a 409; after it, the request is taken to have
- * died and one duplicate (one conditional write) takes over and finishes its work under the same resource id. A
- * request that failed lets go of its claim at once (`claim: null`), so its retry takes over without waiting.
- */
-export const IDEMPOTENCY_LEASE_MS = 30_000;
+export { IDEMPOTENCY_LEASE_MS } from './idempotency-store';
 
 export interface IdempotentOutcome {
   status: number;
@@ -64,9 +59,9 @@ export async function withIdempotencyKey(
     }
     if (existing.state === 'done') return { status: existing.response_status!, body: existing.response_body, replayed: true };
     const inProgress = () => new ApiError(409, `A request with X-Idempotency-Key '${key}' is still in progress; retry after it completes.`);
-    if (existing.claim !== null && Date.now() - existing.claimed_at.getTime() < IDEMPOTENCY_LEASE_MS) throw inProgress();
-    // The first request failed or died mid-way: one duplicate takes its claim over and finishes its work under its id.
-    if (!(await repo.takeOver(id, existing.claim, claim))) throw inProgress();
+    // Its claim still live: in progress. Else the first request failed or died mid-way: one duplicate takes its claim
+    // over (IDEMPOTENCY_LEASE_MS) and finishes its work under its id.
+    if (!(await repo.takeOver(id, claim))) throw inProgress();
     resourceId = existing.resource_id;
     resumed = true;
   }

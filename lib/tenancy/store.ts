@@ -4,6 +4,7 @@ import { ApiError } from '../platform/errors';
 import { hashKey, mintKey, sameHash, teamKeyPrefix } from '../platform/keys';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
+import { Lease } from '../platform/database/leases';
 import { ManagementKeyStore } from './management-keys-store';
 import {
   FEATURE_FLAG_DEFAULTS,
@@ -60,7 +61,7 @@ export const TENANCY_QUERY_SHAPES: Record<TenancyCollection, QueryShape[]> = {
     {
       name: 'team by id (find, every change: its version, deletion mark or deletion claim in the filter, delete)',
       filter: ['_id'],
-      residual: ['org_id', 'version', 'deletion_started_at', 'deletion_claim'],
+      residual: ['org_id', 'version', 'deletion_started_at', 'deletion_claim', 'deletion_claim_until'],
     },
     { name: "an org's teams", filter: ['org_id'], sort: ['created_at', '_id'] },
     // Read off the org's index with the `_id`s checked in its keys; an org has few teams.
@@ -99,10 +100,13 @@ export class TenancyRepository {
 
   /** The org's management keys, in the org's document. */
   private readonly managementKeys: ManagementKeyStore;
+  /** A DELETE's claim on a team. */
+  private readonly deletionClaim: Lease<StoredTeam>;
 
   constructor(db: Db) {
     this.orgs = db.collection('orgs');
     this.teams = db.collection('teams');
+    this.deletionClaim = new Lease(this.teams, { token: 'deletion_claim', until: 'deletion_claim_until', ms: TEAM_DELETION_CLAIM_MS, released: 'null' });
     this.teamApiKeys = db.collection('team_api_keys');
     this.system = db.collection('system');
     this.managementKeys = new ManagementKeyStore(this.orgs, (orgId, teamIds) => this.listTeams(orgId, teamIds));
@@ -253,8 +257,8 @@ export class TenancyRepository {
   }
 
   /**
-   * Step 1 of deleting a team. Claims the team for this DELETE and marks it, in one write conditional on the
-   * claim it found (none, or one that lapsed: a crashed DELETE's), then asks `blockers` what must go before the
+   * Step 1 of deleting a team. Claims the team for this DELETE and marks it, in one write that matches only
+   * while no live claim holds it (none, or one that lapsed: a crashed DELETE's), then asks `blockers` what must go before the
    * team may (e.g. its users). Anything it returns refuses the deletion and the mark is removed again, in a write
    * conditional on this claim. A DELETE finding another's live claim waits briefly for it to end, then answers 503.
    * The claim (returned) goes into the filter of the deletion's last write (`deleteMarkedTeam`).
@@ -285,15 +289,11 @@ export class TenancyRepository {
         continue;
       }
       const marked = { ...team, deletion_started_at: team.deletion_started_at ?? new Date() };
-      const { matchedCount } = await this.teams.updateOne({ _id: teamId, deletion_claim: team.deletion_claim ?? null } as Filter<StoredTeam>, {
-        $set: { deletion_started_at: marked.deletion_started_at, deletion_claim: claim, deletion_claim_until: new Date(Date.now() + TEAM_DELETION_CLAIM_MS) },
-      });
-      if (!matchedCount) continue;
+      // Another DELETE claimed it since the read: the next round sees its claim and waits for it.
+      if (!(await this.deletionClaim.claim({ _id: teamId }, { token: claim, also: { $set: { deletion_started_at: marked.deletion_started_at } } }))) continue;
       const blocked = await blockers();
       if (!blocked.length) return { team: marked, claim };
-      await this.teams.updateOne({ _id: teamId, deletion_claim: claim } as Filter<StoredTeam>, {
-        $set: { deletion_started_at: null, deletion_claim: null, deletion_claim_until: null },
-      });
+      await this.deletionClaim.release({ _id: teamId }, claim, { also: { $set: { deletion_started_at: null } } });
       return { blocked };
     }
   }
@@ -312,7 +312,7 @@ export class TenancyRepository {
    * false when another DELETE took the team over (this one's claim lapsed), which then finishes it.
    */
   async deleteMarkedTeam(teamId: string, claim: string): Promise<boolean> {
-    const { deletedCount } = await this.teams.deleteOne({ _id: teamId, deletion_claim: claim } as Filter<StoredTeam>);
+    const { deletedCount } = await this.teams.deleteOne({ _id: teamId, ...this.deletionClaim.heldBy(claim) });
     return deletedCount === 1;
   }
 
@@ -321,10 +321,7 @@ export class TenancyRepository {
    * claim lapsed while it stalled), which then finishes the deletion and this one stops.
    */
   async renewDeletionClaim(teamId: string, claim: string): Promise<boolean> {
-    const { matchedCount } = await this.teams.updateOne({ _id: teamId, deletion_claim: claim } as Filter<StoredTeam>, {
-      $set: { deletion_claim_until: new Date(Date.now() + TEAM_DELETION_CLAIM_MS) },
-    });
-    return matchedCount === 1;
+    return this.deletionClaim.extend({ _id: teamId }, claim);
   }
 
   // ---------------------------------------------------------------- team API keys (stored only as SHA-256 hashes)

@@ -4,6 +4,7 @@ import type { FieldCipher } from '../platform/field-encryption';
 import { crashPoint } from '../platform/failpoints';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
+import { Lease } from '../platform/database/leases';
 import type { TokenSet } from './providers/contract';
 
 /**
@@ -93,9 +94,11 @@ export class ProviderAuthRepository {
   private readonly tokenSeal: EncryptedFields<ProviderTokenDoc, (typeof TOKEN_FIELDS)[number]>;
   private readonly stateSeal: EncryptedFields<OAuthStateDoc, (typeof STATE_FIELDS)[number]>;
   private readonly appSeal: EncryptedFields<ProviderAppDoc, (typeof APP_FIELDS)[number]>;
+  private readonly refreshLease: Lease<Sealed<ProviderTokenDoc, (typeof TOKEN_FIELDS)[number]>>;
 
   constructor(db: Db, cipher: FieldCipher) {
     this.tokens = db.collection('provider_tokens');
+    this.refreshLease = new Lease(this.tokens, { token: 'refresh_lease', until: 'refresh_lease_until', ms: REFRESH_LEASE_MS, released: 'unset' });
     this.states = db.collection('oauth_states');
     this.apps = db.collection('provider_apps');
     this.tokenSeal = new EncryptedFields(cipher, 'provider_tokens', TOKEN_FIELDS);
@@ -156,13 +159,8 @@ export class ProviderAuthRepository {
    * gave up after its request went unanswered) may be taken over: the taker sends the same refresh token, the stored
    * one. Returns the lease, or null.
    */
-  async claimRefresh(connectionId: string, version: number, now = new Date()): Promise<string | null> {
-    const lease = randomBytes(12).toString('hex');
-    const res = await this.tokens.updateOne(
-      { _id: connectionId, version, $or: [{ refresh_lease_until: { $exists: false } }, { refresh_lease_until: { $lte: now } }] },
-      { $set: { refresh_lease: lease, refresh_lease_until: new Date(now.getTime() + REFRESH_LEASE_MS) } },
-    );
-    return res.modifiedCount === 1 ? lease : null;
+  claimRefresh(connectionId: string, version: number, now = new Date()): Promise<string | null> {
+    return this.refreshLease.claim({ _id: connectionId, version }, { now });
   }
 
   /**
@@ -170,7 +168,7 @@ export class ProviderAuthRepository {
    * nobody else sends the refresh token until `until`; then whoever takes the lease over sends the same one again.
    */
   async holdRefresh(connectionId: string, lease: string, until: Date): Promise<void> {
-    await this.tokens.updateOne({ _id: connectionId, refresh_lease: lease }, { $set: { refresh_lease_until: until, refresh_unanswered_at: new Date() } });
+    await this.refreshLease.extend({ _id: connectionId }, lease, { until, also: { $set: { refresh_unanswered_at: new Date() } } });
   }
 
   /**
@@ -186,7 +184,7 @@ export class ProviderAuthRepository {
       { _id: connectionId, version },
       {
         $set: { ...sealed, expires_at: tokens.expires_at, scope: tokens.scope, version: version + 1, updated_at: new Date() },
-        $unset: { refresh_lease: '', refresh_lease_until: '', refresh_unanswered_at: '' },
+        $unset: { ...this.refreshLease.released().$unset, refresh_unanswered_at: '' },
       },
     );
     return res.modifiedCount === 1;
@@ -194,7 +192,7 @@ export class ProviderAuthRepository {
 
   /** Gives a lease back after a refresh the provider refused (its answer is known: nothing was rotated). */
   async releaseRefresh(connectionId: string, lease: string): Promise<void> {
-    await this.tokens.updateOne({ _id: connectionId, refresh_lease: lease }, { $unset: { refresh_lease: '', refresh_lease_until: '' } });
+    await this.refreshLease.release({ _id: connectionId }, lease);
   }
 
   async delete(connectionId: string): Promise<void> {
