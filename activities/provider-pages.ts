@@ -269,7 +269,17 @@ export function createProviderPageActivities(deps: WearableActivityDeps, kit: Pa
 
       /** The providers' push subscriptions: created where missing, renewed before they expire (providers/subscriptions.ts). */
       async ensureProviderSubscriptions(): Promise<SubscriptionOutcome[]> {
-        return ensureSubscriptions(deps);
+        const outcomes = await ensureSubscriptions(deps);
+        // An app whose budget was spent is tried again when it has room (the run's retry), not at the next run.
+        const retryAt = outcomes.flatMap((o) => (o.retryAt ? [o.retryAt.getTime()] : []));
+        if (retryAt.length) {
+          throw ApplicationFailure.create({
+            message: 'a provider app had no request budget left for its subscriptions',
+            type: 'ProviderSubscriptionsRateLimited',
+            nextRetryDelay: Math.max(Math.min(...retryAt) - Date.now(), 1000),
+          });
+        }
+        return outcomes;
       },
     },
   };

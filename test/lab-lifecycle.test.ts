@@ -275,13 +275,14 @@ describe('documents', () => {
   });
 
   it('refuses an expired signed link', async () => {
-    const shortLived = await startTestApp({ REQUISITION_URL_TTL_SECONDS: 1 });
+    // Expiry is to the second: a 1-second link minted late in a second had as little as a millisecond (a flaky first fetch).
+    const shortLived = await startTestApp({ REQUISITION_URL_TTL_SECONDS: 3 });
     try {
       const c = teamClient(shortLived, tenant);
       const order = await dispatchedOrder('walk_in_test');
       const url = (await c.get(`/v3/order/${order.id}`)).body.requisition_form_url;
       expect((await fetch(url)).status).toBe(200);
-      await new Promise((r) => setTimeout(r, 2100));
+      await new Promise((r) => setTimeout(r, 4100));
       const expired = await fetch(url);
       expect(expired.status).toBe(403);
       expect(((await expired.json()) as { detail: string }).detail).toMatch(/expired/);

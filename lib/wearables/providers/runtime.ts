@@ -246,6 +246,8 @@ export function connectionHttp(
   app: ProviderApp,
   connectionId: string | null,
   now: () => Date = () => new Date(),
+  /** Book the app's next budget slots up to this far ahead (appGate): for rare calls that must not starve behind pages. */
+  bookAheadMs = 0,
 ): ProviderHttp {
   return createProviderHttp({
     integration,
@@ -257,7 +259,7 @@ export function connectionHttp(
           refreshAfterUnauthorized: (rejected: string) => accessToken(deps, integration, app, connectionId, rejected, now),
         }
       : {}),
-    gate: appGate(deps, integration.slug, app.clientId),
+    gate: appGate(deps, integration.slug, app.clientId, bookAheadMs),
     timeoutMs: deps.config.PROVIDER_REQUEST_TIMEOUT_MS,
     now,
   });

@@ -1,7 +1,7 @@
 import type { Logger } from '../../platform/logger';
 import type { ProviderCallContext } from './contract';
 import { DAY_MS } from '../../platform/time';
-import type { ProviderIntegration } from './contract';
+import { RateLimitedError, type ProviderIntegration } from './contract';
 import { integrationFor, realIntegrations } from './registry';
 import { appsOf, connectionHttp, pushUrl, type ProviderApp, type RuntimeDeps } from './runtime';
 
@@ -22,10 +22,18 @@ export interface SubscriptionOutcome {
   created: number;
   renewed: number;
   error?: string;
+  /** The app's request budget was spent: when to try its subscriptions again (not 12 hours later, at the next run). */
+  retryAt?: Date;
 }
 
+/**
+ * Subscription calls are rare and a missing subscription loses every push: they book the app's budget up to this far
+ * ahead instead of waiting behind the pages of a backfill (Strava's slots are ~24 s).
+ */
+const SUBSCRIPTION_BOOK_AHEAD_MS = 60_000;
+
 const appContext = (deps: SubscriptionDeps, integration: ProviderIntegration, app: ProviderApp): ProviderCallContext => ({
-  http: connectionHttp(deps, integration, app, null),
+  http: connectionHttp(deps, integration, app, null, undefined, SUBSCRIPTION_BOOK_AHEAD_MS),
   externalUserId: null,
   tokenExtras: {},
   client: { clientId: app.clientId, clientSecret: app.clientSecret },
@@ -50,6 +58,7 @@ export async function ensureSubscriptions(deps: SubscriptionDeps, now = new Date
         if (done.keep) await deps.repos.providerAuth.updateApp(app.provider, app.clientId, done.keep);
       } catch (err) {
         outcome.error = (err as Error).message;
+        if (err instanceof RateLimitedError) outcome.retryAt = err.retryAt;
         deps.logger.warn(
           { provider: app.provider, clientId: app.clientId, err: outcome.error },
           'provider subscriptions could not be ensured; the next scheduled run tries again',
