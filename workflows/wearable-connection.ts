@@ -112,7 +112,7 @@ export async function wearableConnectionWorkflow(input: WearableConnectionInput)
 }
 
 /**
- * Page activities of a real provider, on its own task queue (whose rate is the provider's budget for our app). A
+ * Page activities of a real provider, on its own task queue (each request drawing from its app's budget). A
  * cancelled page is waited for until the server confirms it: one still queued ends at once, one running finishes.
  */
 const pageActivities = (taskQueue: string, scheduleToCloseMs?: number) =>
@@ -127,8 +127,8 @@ const pageActivities = (taskQueue: string, scheduleToCloseMs?: number) =>
 const never = () => false;
 
 /**
- * One page activity of a connection that a stop may end. The provider's queue holds pages to the provider's rate
- * (Strava's: one every ~9.5 s for the whole app), so with many users a page can wait there for minutes: a stop cancels
+ * One page activity of a connection that a stop may end. A page can wait a long time for its app's budget (Strava's:
+ * about one read every ~10 s for the whole app), so with many users a page can wait for minutes: a stop cancels
  * it in the queue, and the connection revokes its access without waiting its turn. A page already running finishes
  * first (pageActivities), so nothing is fetched or stored after the workflow moved on.
  */

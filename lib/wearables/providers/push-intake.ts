@@ -2,13 +2,12 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { workflowIds } from '../../../workflows/ids';
 import { providerHintsWorkflow, providerPushWorkflow, pushHintSignal, type PushHint } from '../../../workflows/wearable-connection';
 import type { Logger } from '../../platform/logger';
-import type { EventPublisher } from '../../events/publisher';
 import type { ConnectionDeps } from '../workflow-client';
 import type { PushRequest, PushSecrets } from './contract';
 import { integrationFor } from './registry';
 import { appsOf, providerTaskQueue } from './runtime';
 
-export type PushDeps = ConnectionDeps & { publisher: EventPublisher; logger: Logger };
+export type PushDeps = ConnectionDeps & { logger: Logger };
 
 /**
  * The push intake (GET|HEAD|POST /v2/providers/{provider}/webhook). A provider's handshake is answered for whichever of

@@ -29,7 +29,7 @@ export interface ProviderApp {
 
 export type RuntimeDeps = { repos: Repositories; config: Config };
 
-/** The task queue of a provider's page activities (one per provider: its rate is the provider's app budget). */
+/** The task queue of a provider's page activities (one per provider; each request draws from its app's budget, providers/budget.ts). */
 export const providerTaskQueue = (mainQueue: string, slug: string) => `${mainQueue}-provider-${slug}`;
 
 export const oauthCallbackUrl = (config: Config, slug: string) => `${publicBaseUrl(config)}/v2/link/oauth/callback/${slug}`;
@@ -162,7 +162,7 @@ const SAVE_REFRESHED_TRIES = 6;
  * - new tokens: stored before anything else, over the version they came from (ProviderAuthRepository.saveRefreshed),
  *   the save tried again while it fails, since a rotating provider has already spent the old refresh token;
  * - a refusal (`invalid_grant`): the lease goes back, the connection breaks (unless a refresh landed meanwhile);
- * - the app's budget spent (RateLimitedError, nothing sent): the lease goes back;
+ * - the app's budget spent (RateLimitedError, nothing sent): the lease goes back (kept, after an unanswered try);
  * - no answer (timeout, network, 5xx): the request may have rotated the token at the provider, so the lease is kept
  *   and the same refresh token is sent again (Withings keeps a rotated-out refresh token valid for 8 hours; for one
  *   already rotated away, WHOOP's or Oura's, the provider's answer to the retry decides). It is never released to a
@@ -187,9 +187,11 @@ async function refreshUnderLease(
         gate: appGate(deps, integration.slug, app.clientId),
       });
     } catch (err) {
-      // The app's budget is spent: nothing was sent, so the lease goes back and the caller waits like for a 429.
+      // The app's budget is spent: nothing was sent this time, and the caller waits like for a 429. The lease goes back,
+      // unless an earlier try went unanswered: then it is kept until the budget has room, as for any unanswered try.
       if (err instanceof RateLimitedError) {
-        await store.releaseRefresh(claim.connectionId, claim.lease);
+        if (attempt === 1) await store.releaseRefresh(claim.connectionId, claim.lease);
+        else await store.holdRefresh(claim.connectionId, claim.lease, err.retryAt);
         throw err;
       }
       if (err instanceof OAuthError) {
