@@ -789,6 +789,20 @@ describe('fake laboratory: results (ORU^R01) to an MLLP listener', () => {
     expect(problem.getSegment('SPM')!.getComponent(21, 2)).toBe('Quantity not sufficient');
   });
 
+  it('results of an order the lab holds default to its interface (2.3 for an ORM), patient and ORC-2 as ordered', async () => {
+    const lab = await fakeLab({ charset: '8859/1' });
+    await send(client(plain(lab.port)), orm23('HBV1O', 'HBV1', replace('|P|2.3', '|P|2.3|||||||8859/1')));
+    const { port, messages } = await listener();
+    await lab.sendResults({ host: '127.0.0.1', port }, { placerNumber: 'HBV1', tests: [{ code: '322000', name: 'CMP', status: 'P', observations: [] }] });
+    const text = messages[0].toString('latin1');
+    expect(fieldOf(text, 'MSH', 12)).toBe('2.3');
+    expect(fieldOf(text, 'MSH', 18)).toBe('8859/1');
+    expect(fieldOf(text, 'ORC', 2)).toBe('HBV1^HB');
+    expect(fieldOf(text, 'ORC', 3)).toBe(lab.orders().get('HBV1')!.fillerNumber);
+    expect(fieldOf(text, 'PID', 5)).toBe("O'Brien^Zoe");
+    expect(fieldOf(text, 'PID', 7)).toBe('19800115');
+  });
+
   it('the same result twice (same control id and time) is the same bytes; no ACK in time rejects', async () => {
     const lab = await fakeLab();
     const { port, messages } = await listener();

@@ -115,6 +115,8 @@ export interface FakeLab {
   close(): Promise<void>;
 }
 
+const RESULT_CHARSETS = ['UNICODE UTF-8', '8859/1', 'ASCII'] as const;
+
 interface Answer {
   type: string;
   code: string;
@@ -396,6 +398,9 @@ export async function startFakeLab(options: FakeLabOptions = {}): Promise<FakeLa
       const built = buildResultMessage(
         {
           ...result,
+          // As the order came: results of a 2.3 order in 2.3, in the lab's agreed character set.
+          profile: result.profile ?? (held?.type === 'ORM^O01' ? 'ORU_2.3' : 'LRI_2.5.1'),
+          charset: result.charset ?? (RESULT_CHARSETS.find((c) => c === defaultCharset) || undefined),
           patient: result.patient ?? held?.patient,
           placerField: result.placerField ?? held?.placerField,
         },
