@@ -242,8 +242,11 @@ function specimenLabel(doc: Pdf, r: RequisitionDocument, x: number, y: number): 
   const inner = LABEL.width - 2 * LABEL.pad;
   const left = x + LABEL.pad;
   const p = r.patient;
-  useFace(doc, 'regular', 9.5).fillColor(COLORS.ink);
-  write(doc, fit(doc, joined([p.last_name, p.first_name], ', '), inner), left, y + 6, { lineBreak: false });
+  // A long name is set smaller before it is shortened: the more of it a label shows, the better it identifies.
+  const name = joined([p.last_name, p.first_name], ', ');
+  let nameSize = 9.5;
+  while (nameSize > 7 && widthOf(useFace(doc, 'regular', nameSize), name) > inner) nameSize -= 0.5;
+  write(doc.fillColor(COLORS.ink), fit(doc, name, inner), left, y + 6, { lineBreak: false });
   useFace(doc, 'regular', 8);
   write(doc, `DOB ${p.dob}`, left, y + 19, { lineBreak: false });
   const account = fit(doc, accountLine(r), inner - widthOf(doc, `DOB ${p.dob}`) - 12);
