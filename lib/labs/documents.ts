@@ -1,5 +1,6 @@
 import { notFound } from '../platform/errors';
-import { renderRequisitionPdf } from './pdf/requisition';
+import { renderRequisitionPdf, type RequisitionLabAccount } from './pdf/requisition';
+import { placerNumberOf } from './placer-number';
 import { renderResultsPdf } from './pdf/results';
 import type { Repositories } from '../repositories';
 import type { LabOrderDoc } from './model';
@@ -94,7 +95,11 @@ export async function renderResultsReport(deps: DocumentDeps, order: LabOrderDoc
   });
 }
 
-export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc): Promise<Buffer> {
+/**
+ * The order's requisition. `labAccount` is the order's lab account (null: the sandbox lab, which has none); the
+ * placer number is the order's stored one, or derived for orders older than the field.
+ */
+export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc, labAccount: RequisitionLabAccount | null = null): Promise<Buffer> {
   const { labCatalogue, repos } = deps;
   const team = await repos.tenancy.findTeamById(order.team_id);
   const p = order.patient_details;
@@ -111,8 +116,8 @@ export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc):
   });
   return renderRequisitionPdf({
     orderId: order._id,
-    requisitionNumber: order._id.slice(0, 8).toUpperCase(),
-    accountNumber: ACCOUNT_NUMBER,
+    placerNumber: (order as Partial<{ placer_number: string }>).placer_number ?? placerNumberOf(order._id),
+    labAccount,
     sampleId: order.sample_id,
     orderedAt: order.created_at,
     activateBy: order.activate_by,
