@@ -8,6 +8,7 @@ import { escapeHl7, unescapeHl7 } from '../lib/labs/hl7/escapes';
 import {
   HEALTHBRIDGE_ASSIGNING_AUTHORITY,
   OrderNotRenderable,
+  orderControlId,
   renderCancelMessage,
   renderOrderMessage,
   type OrderMessageInput,
@@ -119,7 +120,17 @@ const CMP = '1f2e3d4c-5b6a-4978-8a6b-5c4d3e2f1a55'; // Quest, marker 2040
 const CBC = '6d5c4b3a-2e1f-4a0b-9c8d-7e6f5a4b3c66'; // Quest, marker 2041
 
 function input(o: LabOrderDoc, a: LabAccountDoc, extra: Partial<OrderMessageInput> = {}): OrderMessageInput {
-  return { order: o, account: a, catalogue, controlId: `${placerNumberOf(o._id)}O`, now: NOW, icdCodes: [], aoeAnswers: [], insurance: null, ...extra };
+  return {
+    order: o,
+    account: a,
+    catalogue,
+    controlId: orderControlId(placerNumberOf(o._id), 'order'),
+    now: NOW,
+    icdCodes: [],
+    aoeAnswers: [],
+    insurance: null,
+    ...extra,
+  };
 }
 
 const insurance: InsuranceRecord = {
@@ -327,7 +338,7 @@ describe('order messages: LOI OML^O21 2.5.1', () => {
     const in1 = seg(message, 'IN1');
     expect([field(in1, 2), field(in1, 3), field(in1, 4), field(in1, 8), field(in1, 16), field(in1, 17), field(in1, 18)]).toEqual([
       'AETNA',
-      'AETNA',
+      `AETNA^^^HEALTHBRIDGE&${OID}&ISO`,
       'Aetna',
       'GRP-7',
       'Smith^Bo^^^^^L',
@@ -360,7 +371,10 @@ describe('order messages: LOI OML^O21 2.5.1', () => {
 
   it('cancels with ORC-1 = CA, the same control-id scheme and placer number, without billing or clinical segments', () => {
     const o = order([METABOLIC_CBC], { billing_type: 'commercial_insurance', clinical_notes: 'x' });
-    const cancel = renderCancelMessage({ ...input(o, account(), { icdCodes: ['E11.9'], insurance }), controlId: `${placerNumberOf(o._id)}C` });
+    const cancel = renderCancelMessage({
+      ...input(o, account(), { icdCodes: ['E11.9'], insurance }),
+      controlId: orderControlId(placerNumberOf(o._id), 'cancel'),
+    });
     const { message } = received(cancel.bytes);
     expect(names(message)).toEqual(['MSH', 'PID', 'PV1', 'ORC', 'TQ1', 'OBR', 'ORC', 'TQ1', 'OBR']);
     expect(field(message.header, 10)).toBe(`${placerNumberOf(o._id)}C`);
@@ -404,7 +418,7 @@ describe('order messages: ORM^O01 2.3', () => {
     const placer = placerNumberOf(o._id);
     expect(field(seg(message, 'PID'), 3)).toBe(`${o.user_id}^^^HEALTHBRIDGE^MR`);
     expect(field(seg(message, 'PID'), 5)).toBe('Smith^Ana');
-    expect(field(seg(message, 'PID'), 13)).toBe('+14155552671^PRN^PH~^NET^Internet^ana@example.com');
+    expect(field(seg(message, 'PID'), 13)).toBe('(415)555-2671^PRN^PH^^1^415^5552671~^NET^Internet^ana@example.com');
     const orc = seg(message, 'ORC');
     expect([field(orc, 1), field(orc, 2), field(orc, 7), field(orc, 12)]).toEqual(['NW', placer, '^^^^^S', '1234567893^Feller^Hans^^^^^^NPI']);
     expect([field(seg(message, 'OBR'), 2), field(seg(message, 'OBR'), 4), field(seg(message, 'OBR'), 27)]).toEqual([
