@@ -2,7 +2,7 @@ import { Hl7Message, type Hl7Segment } from '@medplum/core';
 import iconv from 'iconv-lite';
 import type { InsuranceRecord } from '../schemas/insurance';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
-import { buildAcknowledgement, controlIdOfAck, MalformedAcknowledgement, parseAcknowledgement } from '../lib/labs/hl7/acknowledgement';
+import { buildAcknowledgement, controlIdOfAck, encodeAcknowledgement, MalformedAcknowledgement, parseAcknowledgement } from '../lib/labs/hl7/acknowledgement';
 import { CharsetUnrepresentable, charsetOfMsh18, decodeHl7, decodeHl7Message, encodeHl7, UnsupportedCharset } from '../lib/labs/hl7/charsets';
 import { escapeHl7, unescapeHl7 } from '../lib/labs/hl7/escapes';
 import {
@@ -345,7 +345,7 @@ describe('order messages: LOI OML^O21 2.5.1', () => {
       'SPO^Spouse^HL70063',
       '19850102',
     ]);
-    expect(field(in1, 5)).toBe('151 Farmington Avenue^^Hartford^CT^06156^USA^H');
+    expect(field(in1, 5)).toBe('151 Farmington Avenue^^Hartford^CT^06156^USA^B');
     expect(unescapeHl7(field(in1, 36))).toBe('W123|456');
     const gt1 = seg(message, 'GT1');
     expect([field(gt1, 3), field(gt1, 6), field(gt1, 11)]).toEqual(['Smith^Bo^^^^^L', '^PRN^PH^^1^415^5550000', 'SPO^Spouse^HL70063']);
@@ -550,6 +550,7 @@ describe('acknowledgements', () => {
       text: 'Specimen already in process|tested',
     });
     expect(parseAcknowledgement(`${header('ORL^O22^ORL_O22')}\rMSA|AA|HB1O\rORC|OK|HB1|\rOBR|1|HB1|F-77`).fillerNumber).toBe('F-77');
+    expect(parseAcknowledgement(`${header('ORR^O02', '2.3')}\rMSA|AA|HB1C|OK\rORC|UC|HB1|F-77|||||||||||||^Already tested`).text).toBe('Already tested');
   });
 
   it('finds MSA-2 in raw bytes whatever the charset', () => {
@@ -579,7 +580,12 @@ describe('acknowledgements', () => {
     expect(field(seg(message, 'MSA'), 2)).toBe('M-42');
     expect(field(seg(message, 'ERR'), 3)).toBe('207^Application internal error^HL70357');
     expect(parseAcknowledgement(ack)).toMatchObject({ controlId: 'M-42', code: 'AE', text: 'Order HB1 | unknown' });
-    expect(encodeHl7(ack, field(message.header, 18))).toBeInstanceOf(Buffer);
+    // Written in the message's charset; what that charset cannot carry in our own text becomes '?', never a failed ACK.
+    const latin1Ack = buildAcknowledgement(incoming, 'AE', 'Müller ≠ 李');
+    expect(encodeAcknowledgement(latin1Ack, 'UNICODE UTF-8').includes(Buffer.from([0x4d, 0xfc, 0x6c, 0x6c, 0x65, 0x72, 0x20, 0x3f, 0x20, 0x3f]))).toBe(true);
+    expect(decodeHl7(encodeAcknowledgement(buildAcknowledgement(incoming.replace('8859/1', ''), 'AE', '李'), 'UNICODE UTF-8'), 'UNICODE UTF-8')).toContain(
+      'MSA|AE|M-42|李',
+    );
 
     const legacy = buildAcknowledgement(incoming.replace('2.5.1', '2.3'), 'AR', 'bad & worse');
     expect(legacy).toContain('\rERR|^^^207&bad \\T\\ worse&HL70357');
