@@ -218,6 +218,9 @@ describe('charsets', () => {
     expect(decodeHl7(noMsh18, '8859/1')).toContain('Müller');
     // Declared ASCII with 8-bit bytes: read as Latin-1, never as U+FFFD.
     expect(decodeHl7(noMsh18, 'ASCII')).toContain('Müller');
+    // …and with an account expecting UTF-8, bytes that are not UTF-8 and no MSH-18 to say otherwise are Latin-1.
+    expect(decodeHl7(noMsh18, 'UNICODE UTF-8')).toContain('Müller');
+    expect(decodeHl7(Buffer.from('MSH|^~\\&|L|F|H|F|1||ORU^R01|1|P|2.3\rPID|1||1||Müller'), 'UNICODE UTF-8')).toContain('Müller');
     const utf8 = Buffer.from('\ufeffMSH|^~\\&|LAB|F|HB|F|20260101||ORU^R01|1|P|2.5.1||||||UNICODE UTF-8\rPID|1||1||李^小龍', 'utf8');
     expect(decodeHl7(utf8, 'ASCII')).toMatch(/^MSH.*\rPID\|1\|\|1\|\|李\^小龍$/);
     const utf16 = iconv.encode('MSH|^~\\&|LAB|F|HB|F|20260101||ORU^R01|1|P|2.5.1||||||UNICODE UTF-16\rPID|1||1||Ἀλέξανδρος', 'utf16');
