@@ -10,6 +10,7 @@ import { InsuranceRepository } from './insurance/store';
 import { LinkTokenRepository } from './wearables/link-tokens-store';
 import { LabOrderRepository } from './labs/orders-store';
 import { LabTestRepository } from './labs/tests-store';
+import { LabAccountRepository } from './labs/lab-accounts-store';
 import { Hl7IntakeRepository } from './labs/hl7-intake-store';
 import { IdempotencyKeyRepository } from './platform/idempotency-store';
 import { SecretsRepository } from './platform/secrets-store';
@@ -50,6 +51,8 @@ export interface Repositories {
   pipelines: PipelineRepository;
   labOrders: LabOrderRepository;
   labTests: LabTestRepository;
+  /** Organisations' accounts with laboratories (MLLP endpoints; TLS keys encrypted). */
+  labAccounts: LabAccountRepository;
   /** X-Idempotency-Key claims and the responses they replay. */
   idempotencyKeys: IdempotencyKeyRepository;
   /** HL7 result messages labs sent, one per control id (resends apply once). */
@@ -80,6 +83,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     pipelines: new PipelineRepository(db, cipher),
     labOrders: new LabOrderRepository(db, cipher),
     labTests: new LabTestRepository(db),
+    labAccounts: new LabAccountRepository(db, cipher),
     idempotencyKeys: new IdempotencyKeyRepository(db, cipher),
     hl7Intake: new Hl7IntakeRepository(db, cipher),
     insurance: new InsuranceRepository(db, cipher),

@@ -235,6 +235,10 @@ export const AUDIT_ACTIONS = [
   'team_api_key.delete',
   'team_custom_credentials.set',
   'team_custom_credentials.delete',
+  // Lab accounts (api/routes/lab-accounts.ts).
+  'lab_account.create',
+  'lab_account.update',
+  'lab_account.delete',
   // Webhook endpoint management (api/routes/webhooks.ts): changes only, never reads.
   'webhook.create',
   'webhook.update',

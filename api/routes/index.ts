@@ -4,6 +4,7 @@ import { auditLogRoutes } from './audit-log';
 import { connectionRoutes } from './connections';
 import { consoleRoutes } from './console';
 import { insuranceRoutes } from './insurance';
+import { labAccountRoutes } from './lab-accounts';
 import { labIntakeRoutes } from './lab-intake';
 import { labOrderRoutes } from './lab-orders';
 import { labResultsFhirRoutes } from './lab-results-fhir';
@@ -39,6 +40,7 @@ export function routeTable(_deps: AppDeps): AnyRoute[] {
     ...managementRoutes,
     ...managementKeyRoutes,
     ...teamCustomCredentialsRoutes,
+    ...labAccountRoutes,
     ...auditLogRoutes,
     ...webhookDeliveryLogRoutes,
     ...webhookRoutes,

@@ -13,6 +13,8 @@ export interface TeamLabTestDoc {
   sample_type: string;
   lab_id: number;
   marker_ids: number[];
+  /** The organisation's lab account its orders go to (lab-accounts.ts); null (or absent, before accounts existed): the sandbox lab. */
+  lab_account_id?: string | null;
   fasting: boolean;
   status: 'active' | 'inactive';
   price: number;
@@ -22,10 +24,11 @@ export interface TeamLabTestDoc {
   updated_at: Date;
 }
 
-const INDEXES: IndexSpec[] = [{ key: { team_id: 1, slug: 1 }, unique: true }, { key: { team_id: 1, created_at: 1 } }];
+const INDEXES: IndexSpec[] = [{ key: { team_id: 1, slug: 1 }, unique: true }, { key: { team_id: 1, created_at: 1 } }, { key: { lab_account_id: 1 } }];
 export const LAB_TEST_QUERY_SHAPES: QueryShape[] = [
   { name: 'test by id', filter: ['_id'] },
   { name: "a team's tests, oldest first", filter: ['team_id'], sort: ['created_at'] },
+  { name: 'tests naming a lab account (its deletion)', filter: ['lab_account_id'] },
 ];
 export const LAB_TEST_INDEXES = { lab_tests: INDEXES };
 
@@ -57,6 +60,14 @@ export class LabTestRepository {
 
   listForTeam(teamId: string): Promise<TeamLabTestDoc[]> {
     return this.tests.find({ team_id: teamId }).sort({ created_at: 1 }).toArray();
+  }
+
+  /** Up to `limit` tests (of any team) that name the lab account. */
+  namingLabAccount(labAccountId: string, limit: number): Promise<Pick<TeamLabTestDoc, '_id' | 'team_id'>[]> {
+    return this.tests
+      .find({ lab_account_id: labAccountId }, { projection: { _id: 1, team_id: 1 } })
+      .limit(limit)
+      .toArray();
   }
 
   /**

@@ -16,6 +16,7 @@ export interface AuditTarget {
     | 'management_key'
     | 'team_api_key'
     | 'team_custom_credentials'
+    | 'lab_account'
     | 'webhook'
     | 'webhook_event'
     | 'pipeline'

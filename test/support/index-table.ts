@@ -18,6 +18,7 @@ import { ORDER_COUNT_QUERY_SHAPES } from '../../lib/labs/order-counts-store';
 import { IDEMPOTENCY_INDEXES, IDEMPOTENCY_QUERY_SHAPES } from '../../lib/platform/idempotency-store';
 import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/labs/tests-store';
 import { HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES } from '../../lib/labs/hl7-intake-store';
+import { LAB_ACCOUNT_INDEXES, LAB_ACCOUNT_QUERY_SHAPES } from '../../lib/labs/lab-accounts-store';
 import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../../lib/platform/secrets-store';
 import { PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES } from '../../lib/events/destinations/pipeline/pipelines-store';
 import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../../lib/events/store';
@@ -60,4 +61,5 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES),
   ...fromRecords(MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES),
   ...fromRecords(HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES),
+  ...fromRecords(LAB_ACCOUNT_INDEXES, LAB_ACCOUNT_QUERY_SHAPES),
 };
