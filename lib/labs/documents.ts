@@ -96,12 +96,17 @@ export async function renderResultsReport(deps: DocumentDeps, order: LabOrderDoc
 }
 
 /**
- * The order's requisition. `labAccount` is the order's lab account (null: the sandbox lab, which has none); the
- * placer number is the order's stored one, or derived for orders older than the field.
+ * The order's requisition, with its lab account's number and label placement (an order of the sandbox lab has no
+ * account; nor has one whose account was deleted since, which prints as the sandbox's). The placer number is the
+ * order's stored one, or derived for orders older than the field.
  */
-export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc, labAccount: RequisitionLabAccount | null = null): Promise<Buffer> {
+export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc): Promise<Buffer> {
   const { labCatalogue, repos } = deps;
-  const team = await repos.tenancy.findTeamById(order.team_id);
+  const [team, account] = await Promise.all([
+    repos.tenancy.findTeamById(order.team_id),
+    order.lab_account_id ? repos.labAccounts.findById(order.lab_account_id) : null,
+  ]);
+  const labAccount: RequisitionLabAccount | null = account && { name: account.name, account_number: account.account_number, labels: account.labels };
   const p = order.patient_details;
   const a = order.patient_address;
   const tests = order.lab_test_ids.map((id, i) => {
@@ -116,7 +121,7 @@ export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc, 
   });
   return renderRequisitionPdf({
     orderId: order._id,
-    placerNumber: (order as Partial<{ placer_number: string }>).placer_number ?? placerNumberOf(order._id),
+    placerNumber: order.placer_number ?? placerNumberOf(order._id),
     labAccount,
     sampleId: order.sample_id,
     orderedAt: order.created_at,
