@@ -33,6 +33,8 @@ export interface OrderSnapshot {
   eventIds: number[];
   activateBy: string | null;
   createdWithActivateBy: boolean;
+  /** The order's lab account (contract C2); null: the sandbox lab. Absent in runs started before lab accounts. */
+  labAccountId: string | null;
 }
 
 export interface LabOrderInput {
