@@ -12,6 +12,7 @@ import { LabOrderRepository } from './labs/orders-store';
 import { LabTestRepository } from './labs/tests-store';
 import { LabAccountRepository } from './labs/lab-accounts-store';
 import { Hl7IntakeRepository } from './labs/hl7-intake-store';
+import { LabOutboundRepository } from './labs/lab-outbound-store';
 import { IdempotencyKeyRepository } from './platform/idempotency-store';
 import { SecretsRepository } from './platform/secrets-store';
 import { TenancyRepository } from './tenancy/store';
@@ -57,6 +58,8 @@ export interface Repositories {
   idempotencyKeys: IdempotencyKeyRepository;
   /** HL7 result messages labs sent, one per control id (resends apply once). */
   hl7Intake: Hl7IntakeRepository;
+  /** HL7 messages sent to laboratories, one per control id (stored before the first send). */
+  labOutbound: LabOutboundRepository;
   /** Insurance records (closed beta), their personal fields encrypted. */
   insurance: InsuranceRepository;
   secrets: SecretsRepository;
@@ -86,6 +89,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     labAccounts: new LabAccountRepository(db, cipher),
     idempotencyKeys: new IdempotencyKeyRepository(db, cipher),
     hl7Intake: new Hl7IntakeRepository(db, cipher),
+    labOutbound: new LabOutboundRepository(db, cipher),
     insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db, cipher),
     workers: new WorkerHeartbeatRepository(db),

@@ -9,6 +9,8 @@ export interface OrderEventDoc {
   /** `<high>.<method>.<low>`. */
   status: string;
   status_detail: string | null;
+  /** A real lab's own words on this change, when it gave any (its ERR text when it refused the order). */
+  detail?: string;
 }
 
 export interface PatientDetailsDoc {

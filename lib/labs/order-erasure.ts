@@ -16,6 +16,7 @@ export async function eraseUserOrders(deps: { repos: Repositories; temporal: Tem
     } catch (err) {
       if (!isWorkflowGone(err)) throw err;
       await deps.repos.labOrders.erasePatientData(order._id);
+      await deps.repos.labOutbound.eraseForOrder(order._id);
     }
   }
   return orders.length;

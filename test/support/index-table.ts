@@ -19,6 +19,7 @@ import { IDEMPOTENCY_INDEXES, IDEMPOTENCY_QUERY_SHAPES } from '../../lib/platfor
 import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/labs/tests-store';
 import { HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES } from '../../lib/labs/hl7-intake-store';
 import { LAB_ACCOUNT_INDEXES, LAB_ACCOUNT_QUERY_SHAPES } from '../../lib/labs/lab-accounts-store';
+import { LAB_OUTBOUND_INDEXES, LAB_OUTBOUND_QUERY_SHAPES } from '../../lib/labs/lab-outbound-store';
 import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../../lib/platform/secrets-store';
 import { PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES } from '../../lib/events/destinations/pipeline/pipelines-store';
 import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../../lib/events/store';
@@ -62,4 +63,5 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES),
   ...fromRecords(HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES),
   ...fromRecords(LAB_ACCOUNT_INDEXES, LAB_ACCOUNT_QUERY_SHAPES),
+  ...fromRecords(LAB_OUTBOUND_INDEXES, LAB_OUTBOUND_QUERY_SHAPES),
 };
