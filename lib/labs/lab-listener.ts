@@ -32,6 +32,8 @@ export interface LabListenerOptions {
   host?: string;
   /** PEM texts of the listener's certificate and key: TLS, with client certificates requested. */
   tls?: { cert: string; key: string } | null;
+  /** How long the allow-list is kept (default ACCOUNT_CACHE_MS; tests that change an account's results_from use 0). */
+  accountCacheMs?: number;
 }
 
 export interface LabListener {
@@ -70,7 +72,7 @@ export async function startLabListener(deps: LabListenerDeps, options: LabListen
   const log = logger.child({ component: 'lab-mllp-listener' });
   let cache: { at: number; accounts: Promise<LabAccountDoc[]> } | null = null;
   const accounts = (): Promise<LabAccountDoc[]> => {
-    if (!cache || Date.now() - cache.at > ACCOUNT_CACHE_MS) {
+    if (!cache || Date.now() - cache.at >= (options.accountCacheMs ?? ACCOUNT_CACHE_MS)) {
       const read = repos.labAccounts
         .listAll()
         .then((all) => all.filter((a) => a.environment === config.DEPLOYMENT_ENVIRONMENT && a.region === config.DEPLOYMENT_REGION));

@@ -89,6 +89,10 @@ async function recorded(deps: LabOrderDeps, orderId: string, low: string, heartb
 
 type Outcome = LabInboundMessageDoc['applied_to'][number];
 
+/** How a request names its order, for people: "placer number X, filler number Y". */
+const numbersOf = (r: Hl7ObservationRequest) =>
+  [r.placerOrderNumber && `placer number ${r.placerOrderNumber}`, r.fillerOrderNumber && `filler number ${r.fillerOrderNumber}`].filter(Boolean).join(', ');
+
 /**
  * One order's share of a message: its plan handed to the order's workflow, once. A repeat (the activity retried, a
  * duplicate) is recognised by the results already carrying this report, or by the status no longer being reachable
@@ -144,7 +148,7 @@ export async function applyInboundMessage(deps: LabResultsDeps, messageId: strin
   }
   const underReview = [...unmatched, ...refused.flatMap((r) => r.requests)];
   const detail = [
-    ...(unmatched.length ? [`No order of this organisation has placer number ${[...new Set(unmatched.map((r) => r.placerOrderNumber))].join(', ')}.`] : []),
+    ...(unmatched.length ? [`No order of this organisation matches ${unmatched.map(numbersOf).join('; ')}.`] : []),
     ...refused.map((r) => r.reason),
   ].join(' ');
   const now = new Date();
@@ -160,7 +164,7 @@ export async function applyInboundMessage(deps: LabResultsDeps, messageId: strin
     reason: unmatched.length ? 'no_matching_order' : 'not_applicable',
     detail,
     request_indexes: underReview.map((r) => message.requests.indexOf(r)),
-    placer_numbers: [...new Set(underReview.map((r) => r.placerOrderNumber))],
+    placer_numbers: [...new Set(underReview.map((r) => r.placerOrderNumber).filter(Boolean))],
     filler_numbers: [...new Set(underReview.map((r) => r.fillerOrderNumber).filter((f): f is string => Boolean(f)))],
     services: underReview.map((r) => r.service),
     patient: patientOf(stored.text),
