@@ -6,6 +6,9 @@ import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registr
 import { startReceiver } from './support/receiver';
 import { oruMessage } from './support/hl7';
 import { saveHistory } from './support/histories';
+import { contentHashOf } from '../lib/labs/lab-inbound-store';
+import { signalLabResults } from '../lib/labs/lab-results-client';
+import { timeOrderedUuid } from '../lib/platform/keys';
 
 /**
  * Records the histories test/workflow-replay.test.ts replays: each workflow type run on the test stack through
@@ -155,4 +158,45 @@ test('records a lab correction after completion (HL7 intake)', async () => {
   expect((await api.post('/v3/lab/intake/hl7', correction, hl7)).status).toBe(200);
   await orderReaches(api, order.id, 'corrected');
   await save('lab-order-hl7-correction', 'labOrderCorrectionWorkflow', workflowIds.labOrder(order.id));
+}, 120_000);
+
+/** A lab account's results applier (MLLP listener): a stored final report applied to its order. Alone: `-t 'results applier'`. */
+test('records a lab results applier (MLLP)', async () => {
+  const tenant = await createTenant(app.deps, 'Histories lab results');
+  const api = teamClient(app, tenant);
+  const tests = await labTestIds(api);
+  const order = (await api.post('/v3/order', orderBody(await createUser(api), tests.walk_in_test))).body.order;
+  await orderReaches(api, order.id, 'requisition_created');
+  const doc = (await app.deps.repos.labOrders.findById(order.id))!;
+  const markers = app.deps.labCatalogue.resultMarkersFor(doc);
+  const lab = app.deps.labCatalogue.labById(doc.lab_test.lab_id)!;
+  const text = oruMessage(order, { lab, groups: [{ panel: null, markers }], placerOrderNumber: doc.placer_number }).replace(/\r?$/, '');
+  const accountId = timeOrderedUuid();
+  const messageId = timeOrderedUuid();
+  const hash = contentHashOf(text);
+  await app.deps.repos.labInbound.store({
+    _id: messageId,
+    account_id: accountId,
+    org_id: tenant.orgId,
+    lab_slug: lab.slug,
+    control_id: messageId,
+    content_sha256: hash,
+    control_key: `${accountId}\u0000${messageId}`,
+    content_key: `${accountId}\u0000${hash}`,
+    peer: { address: '127.0.0.1', certificate: null },
+    charset: 'utf8',
+    raw: Buffer.from(text).toString('base64'),
+    text,
+    state: 'received',
+    ack_code: 'AA',
+    detail: null,
+    applied_to: [],
+    duplicates: 0,
+    received_at: new Date(),
+    settled_at: null,
+  });
+  await signalLabResults(app.deps.temporal, accountId, messageId);
+  await orderReaches(api, order.id, 'completed');
+  await eventually(async () => (await app.deps.repos.labInbound.find(messageId))?.state === 'applied', 30_000, 'the message applied');
+  await save('lab-results-applied', 'labResultsWorkflow', workflowIds.labResults(accountId));
 }, 120_000);
