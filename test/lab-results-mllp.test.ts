@@ -20,6 +20,7 @@ import {
 import { createUser, labTestIds, lowOf, orderBody, orderReaches, orderWorkflowIdle } from './support/lab';
 import { startFakeLab, type FakeLab, type FakeObservation, type FakeResult } from './support/fake-lab';
 import { frame } from '../lib/labs/mllp/framing';
+import { eraseUserOrders } from '../lib/labs/order-erasure';
 import type { Receiver } from './support/receiver';
 import { makeTestAuthority, type TestAuthority } from './support/tls-certificates';
 import { privateDeployment, startWorker as startPrivateWorker, stopWorker } from './support/worker';
@@ -96,9 +97,9 @@ afterAll(async () => {
   await app.close();
 });
 
-/** A walk-in order (it has partial_results) dispatched to the lab, and the markers its results report. */
-async function dispatchedOrder(method: 'walk_in_test' | 'testkit' = 'walk_in_test'): Promise<{ id: string; doc: LabOrderDoc; markers: LabMarker[] }> {
-  const created = await client.post('/v3/order', orderBody(userId, tests[method]));
+/** A walk-in order (it has partial_results) of `user`, dispatched to the lab, and the markers its results report. */
+async function dispatchedOrder(user = userId): Promise<{ id: string; doc: LabOrderDoc; markers: LabMarker[] }> {
+  const created = await client.post('/v3/order', orderBody(user, tests.walk_in_test));
   expect(created.status).toBe(200);
   const id = created.body.order.id;
   await orderReaches(client, id, 'requisition_created');
@@ -358,6 +359,40 @@ describe('the review inbox', () => {
     await orderWorkflowIdle(app, order.id);
     expect((await client.get(`/v3/order/${order.id}`)).body.events).toEqual(before.events);
     expect((await client.get(`/v3/order/${order.id}/result`)).status).toBe(404);
+  });
+});
+
+describe('an erased order', () => {
+  it("takes no result again: a correction for it is filed for review as an unknown order's, and audited", async () => {
+    // A user of its own: erasure takes every order of the user.
+    const order = await dispatchedOrder(await createUser(client));
+    const observations = order.markers.map((m) => observationOf(m));
+    const final = await fake.sendResults(target(), resultOf(order, 'F', observations));
+    await orderReaches(client, order.id, 'completed');
+    await eraseUserOrders(app.deps, tenant.teamId, order.doc.user_id);
+    const erased = (await app.deps.repos.labOrders.findById(order.id))!;
+    expect(erased.patient_data_erased_at).toBeInstanceOf(Date);
+    // The lab's message about it keeps no patient data.
+    const message = await app.inspect.collection('lab_inbound_messages').findOne({ control_id: final.controlId });
+    expect([message?.text, message?.raw]).toEqual(['', '']);
+
+    const correction = await fake.sendResults(target(), resultOf(order, 'C', observations));
+    expect(correction.code).toBe('AA');
+    const review = await eventually(async () => {
+      const page = await mgmt.get(`${reviewsPath()}?status=pending`);
+      return page.body.data.find((r: { control_id: string }) => r.control_id === correction.controlId);
+    });
+    expect(review).toMatchObject({ reason: 'no_matching_order', placer_numbers: [order.doc.placer_number] });
+    expect(review.detail).not.toMatch(/erased/);
+    const audit = await mgmt.get(`/v1/org/${tenant.orgId}/audit_log?action=lab_results.erased_order`);
+    expect(audit.body.data).toEqual([
+      expect.objectContaining({ team_id: tenant.teamId, status: 'failed', target: { type: 'hl7_message', id: correction.controlId } }),
+    ]);
+    // Nothing came back to the order.
+    expect((await app.deps.repos.labOrders.findById(order.id))?.events).toEqual(erased.events);
+    expect(await app.deps.repos.labOrders.findResults(tenant.teamId, order.id)).toBeNull();
+    // Matching it to the erased order is refused as for an unknown order.
+    expect((await mgmt.post(`${reviewsPath()}/${review.id}/match`, { order_id: order.id })).status).toBe(404);
   });
 });
 

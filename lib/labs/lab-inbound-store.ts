@@ -75,9 +75,11 @@ export const LAB_INBOUND_INDEXES: Record<'lab_inbound_messages' | 'lab_inbound_r
     // Sparse in effect: only messages not yet applied are `received` (the sweep's query); the rest leave it.
     { key: { state: 1, received_at: 1 } },
     { key: { settled_at: 1 }, expireAfter: 'labInboundMessages' },
+    // Multikey: the orders a message was applied to (erasure of an order's patient data).
+    { key: { 'applied_to.order_id': 1 } },
   ],
   // Read by the order's workflow right after the apply (or by a correction's run): kept as long as a settled message.
-  lab_inbound_reports: [{ key: { created_at: 1 }, expireAfter: 'labInboundMessages' }],
+  lab_inbound_reports: [{ key: { created_at: 1 }, expireAfter: 'labInboundMessages' }, { key: { order_id: 1 } }],
 };
 export const LAB_INBOUND_QUERY_SHAPES: Record<'lab_inbound_messages' | 'lab_inbound_reports', QueryShape[]> = {
   lab_inbound_messages: [
@@ -86,10 +88,12 @@ export const LAB_INBOUND_QUERY_SHAPES: Record<'lab_inbound_messages' | 'lab_inbo
     { name: 'the message a duplicate insert collided with, by content', filter: ['content_key'] },
     { name: 'received but not applied before a time (stranded-work sweep)', filter: ['state', 'received_at'], sort: ['received_at'] },
     { name: 'settle a message (conditional on its state)', filter: ['_id'], residual: ['state'] },
+    { name: 'erasure: the messages applied to an order (their bytes and text removed)', filter: ['applied_to.order_id'] },
     { name: 'reencrypt: every message, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
   lab_inbound_reports: [
     { name: 'a report by id', filter: ['_id'] },
+    { name: "erasure: an order's reports", filter: ['order_id'] },
     { name: 'reencrypt: every report, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
 };
@@ -184,6 +188,15 @@ export class LabInboundRepository {
   /** One order's report out of a message (idempotent by id: a retried apply writes the same). */
   async saveReport(doc: LabInboundReportDoc): Promise<void> {
     await this.reports.replaceOne({ _id: doc._id }, this.sealedReports.seal(doc._id, doc), { upsert: true });
+  }
+
+  /**
+   * An order's patient data is erased: its reports go, and the messages applied to it lose their bytes and text
+   * (kept: ids, control id, state, what was applied, for the record). Messages still waiting in review name no order.
+   */
+  async eraseForOrder(orderId: string): Promise<void> {
+    await this.reports.deleteMany({ order_id: orderId });
+    await this.messages.updateMany({ 'applied_to.order_id': orderId }, { $set: { raw: '', text: '', detail: 'patient data erased' } });
   }
 
   async findReport(id: string): Promise<LabReport | null> {

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Hl7Message } from '@medplum/core';
 import { publishEvent, type EventPublisher } from '../events/publisher';
-import { timeOrderedUuid } from '../platform/keys';
+import { nameBasedUuid } from '../platform/keys';
+import { isDuplicateKeyError } from '../platform/database/store-errors';
 import type { Logger } from '../platform/logger';
 import { isoWithOffset } from '../platform/time';
 import { INBOUND_REPORT_PREFIX } from './hl7-lab';
@@ -191,23 +192,27 @@ export async function applyInboundMessage(deps: LabResultsDeps, messageId: strin
 /** An erased order's result is answered as an unknown one; the organisation's audit log says it came. */
 async function auditErasedOrder(deps: LabOrderDeps, stored: LabInboundMessageDoc, order: LabOrderDoc): Promise<void> {
   const now = new Date();
-  await deps.repos.auditLog.begin([
-    {
-      // One entry per message and order, whatever retries happen.
-      _id: timeOrderedUuid(stored.received_at.getTime()),
-      org_id: stored.org_id,
-      team_id: order.team_id,
-      action: 'lab_results.erased_order',
-      target: { type: 'hl7_message', id: stored.control_id ?? stored._id },
-      actor: { management_key_id: null, header: `mllp:${stored.account_id}` },
-      request_id: stored._id,
-      status: 'failed',
-      error: { status: 404, detail: `A result for order ${order._id}, whose patient data was erased: filed for review as an unknown order's.` },
-      changes: [],
-      created_at: now,
-      completed_at: now,
-    },
-  ]);
+  try {
+    await deps.repos.auditLog.begin([
+      {
+        // One entry per message and order, whatever retries of the apply happen.
+        _id: nameBasedUuid('lab-results.erased-order', stored._id, order._id),
+        org_id: stored.org_id,
+        team_id: order.team_id,
+        action: 'lab_results.erased_order',
+        target: { type: 'hl7_message', id: stored.control_id ?? stored._id },
+        actor: { management_key_id: null, header: `mllp:${stored.account_id}` },
+        request_id: stored._id,
+        status: 'failed',
+        error: { status: 404, detail: `A result for order ${order._id}, whose patient data was erased: filed for review as an unknown order's.` },
+        changes: [],
+        created_at: now,
+        completed_at: now,
+      },
+    ]);
+  } catch (err) {
+    if (!isDuplicateKeyError(err)) throw err;
+  }
 }
 
 /**
