@@ -93,7 +93,7 @@ export const LAB_INBOUND_QUERY_SHAPES: Record<'lab_inbound_messages' | 'lab_inbo
   ],
   lab_inbound_reports: [
     { name: 'a report by id', filter: ['_id'] },
-    { name: "erasure: an order's reports", filter: ['order_id'] },
+    { name: "erasure: an order's reports (their messages' ids, then removed)", filter: ['order_id'] },
     { name: 'reencrypt: every report, in _id pages', filter: ['_id'], sort: ['_id'] },
   ],
 };
@@ -195,8 +195,13 @@ export class LabInboundRepository {
    * (kept: ids, control id, state, what was applied, for the record). Messages still waiting in review name no order.
    */
   async eraseForOrder(orderId: string): Promise<void> {
+    const erased = { $set: { raw: '', text: '', detail: 'patient data erased' } };
+    // The messages whose results went to it: their report names it from before the order took them (the message
+    // itself names the order only once settled, a moment after the order recorded them).
+    const reports = await this.reports.find({ order_id: orderId }, { projection: { message_id: 1 } }).toArray();
+    if (reports.length) await this.messages.updateMany({ _id: { $in: reports.map((r) => r.message_id) } }, erased);
+    await this.messages.updateMany({ 'applied_to.order_id': orderId }, erased);
     await this.reports.deleteMany({ order_id: orderId });
-    await this.messages.updateMany({ 'applied_to.order_id': orderId }, { $set: { raw: '', text: '', detail: 'patient data erased' } });
   }
 
   async findReport(id: string): Promise<LabReport | null> {
