@@ -212,12 +212,15 @@ describe('results over MLLP through their life', () => {
     await orderReaches(client, order.id, 'completed');
     await orderWorkflowIdle(app, order.id);
     await eventually(async () => orderEvents(order.id).some((e) => e.low === 'completed'));
-    const stored = await app.inspect
-      .collection('lab_inbound_messages')
-      .find({ account_id: accountId, applied_to: { $elemMatch: { order_id: order.id } } })
-      .toArray();
-    expect(stored).toHaveLength(1);
-    expect(stored[0].duplicates).toBe(2);
+    // One message stored for the three deliveries (settled a moment after the order recorded its results).
+    const messages = app.inspect.collection('lab_inbound_messages');
+    const stored = await eventually(async () => {
+      const doc = await messages.findOne({ account_id: accountId, control_id: first.controlId });
+      return doc?.state === 'applied' ? doc : null;
+    });
+    expect(stored.applied_to).toEqual([{ order_id: order.id, outcome: 'completed' }]);
+    expect(stored.duplicates).toBe(2);
+    expect(await messages.countDocuments({ account_id: accountId, content_sha256: stored.content_sha256 })).toBe(1);
     expect(orderEvents(order.id).filter((e) => e.low === 'completed')).toHaveLength(1);
     const detail = (await client.get(`/v3/order/${order.id}`)).body;
     expect(detail.events.filter((e: { status: string }) => lowOf(e.status) === 'completed')).toHaveLength(1);

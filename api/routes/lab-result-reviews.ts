@@ -22,7 +22,7 @@ const tags = ['Management: lab result reviews'];
 const path = '/v1/org/{org_id}/lab_result_review/{environment}/{region}';
 const itemPath = `${path}/{review_id}`;
 
-export const reviewView = (r: LabResultReviewDoc) => ({
+const reviewView = (r: LabResultReviewDoc) => ({
   ...reviewEventData(r),
   patient: r.patient,
   matched_team_id: r.matched_team_id,
