@@ -2,12 +2,13 @@ import { Hl7Message, type Hl7Segment } from '@medplum/core';
 import iconv from 'iconv-lite';
 import type { InsuranceRecord } from '../schemas/insurance';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
-import { buildAcknowledgement, controlIdOfAck, MalformedAcknowledgement, parseAcknowledgement } from '../lib/labs/hl7/acknowledgement';
+import { buildAcknowledgement, controlIdOfAck, encodeAcknowledgement, MalformedAcknowledgement, parseAcknowledgement } from '../lib/labs/hl7/acknowledgement';
 import { CharsetUnrepresentable, charsetOfMsh18, decodeHl7, decodeHl7Message, encodeHl7, UnsupportedCharset } from '../lib/labs/hl7/charsets';
 import { escapeHl7, unescapeHl7 } from '../lib/labs/hl7/escapes';
 import {
   HEALTHBRIDGE_ASSIGNING_AUTHORITY,
   OrderNotRenderable,
+  orderControlId,
   renderCancelMessage,
   renderOrderMessage,
   type OrderMessageInput,
@@ -119,7 +120,17 @@ const CMP = '1f2e3d4c-5b6a-4978-8a6b-5c4d3e2f1a55'; // Quest, marker 2040
 const CBC = '6d5c4b3a-2e1f-4a0b-9c8d-7e6f5a4b3c66'; // Quest, marker 2041
 
 function input(o: LabOrderDoc, a: LabAccountDoc, extra: Partial<OrderMessageInput> = {}): OrderMessageInput {
-  return { order: o, account: a, catalogue, controlId: `${placerNumberOf(o._id)}O`, now: NOW, icdCodes: [], aoeAnswers: [], insurance: null, ...extra };
+  return {
+    order: o,
+    account: a,
+    catalogue,
+    controlId: orderControlId(placerNumberOf(o._id), 'order'),
+    now: NOW,
+    icdCodes: [],
+    aoeAnswers: [],
+    insurance: null,
+    ...extra,
+  };
 }
 
 const insurance: InsuranceRecord = {
@@ -207,6 +218,9 @@ describe('charsets', () => {
     expect(decodeHl7(noMsh18, '8859/1')).toContain('Müller');
     // Declared ASCII with 8-bit bytes: read as Latin-1, never as U+FFFD.
     expect(decodeHl7(noMsh18, 'ASCII')).toContain('Müller');
+    // …and with an account expecting UTF-8, bytes that are not UTF-8 and no MSH-18 to say otherwise are Latin-1.
+    expect(decodeHl7(noMsh18, 'UNICODE UTF-8')).toContain('Müller');
+    expect(decodeHl7(Buffer.from('MSH|^~\\&|L|F|H|F|1||ORU^R01|1|P|2.3\rPID|1||1||Müller'), 'UNICODE UTF-8')).toContain('Müller');
     const utf8 = Buffer.from('\ufeffMSH|^~\\&|LAB|F|HB|F|20260101||ORU^R01|1|P|2.5.1||||||UNICODE UTF-8\rPID|1||1||李^小龍', 'utf8');
     expect(decodeHl7(utf8, 'ASCII')).toMatch(/^MSH.*\rPID\|1\|\|1\|\|李\^小龍$/);
     const utf16 = iconv.encode('MSH|^~\\&|LAB|F|HB|F|20260101||ORU^R01|1|P|2.5.1||||||UNICODE UTF-16\rPID|1||1||Ἀλέξανδρος', 'utf16');
@@ -327,14 +341,14 @@ describe('order messages: LOI OML^O21 2.5.1', () => {
     const in1 = seg(message, 'IN1');
     expect([field(in1, 2), field(in1, 3), field(in1, 4), field(in1, 8), field(in1, 16), field(in1, 17), field(in1, 18)]).toEqual([
       'AETNA',
-      'AETNA',
+      `AETNA^^^HEALTHBRIDGE&${OID}&ISO`,
       'Aetna',
       'GRP-7',
       'Smith^Bo^^^^^L',
       'SPO^Spouse^HL70063',
       '19850102',
     ]);
-    expect(field(in1, 5)).toBe('151 Farmington Avenue^^Hartford^CT^06156^USA^H');
+    expect(field(in1, 5)).toBe('151 Farmington Avenue^^Hartford^CT^06156^USA^B');
     expect(unescapeHl7(field(in1, 36))).toBe('W123|456');
     const gt1 = seg(message, 'GT1');
     expect([field(gt1, 3), field(gt1, 6), field(gt1, 11)]).toEqual(['Smith^Bo^^^^^L', '^PRN^PH^^1^415^5550000', 'SPO^Spouse^HL70063']);
@@ -360,7 +374,10 @@ describe('order messages: LOI OML^O21 2.5.1', () => {
 
   it('cancels with ORC-1 = CA, the same control-id scheme and placer number, without billing or clinical segments', () => {
     const o = order([METABOLIC_CBC], { billing_type: 'commercial_insurance', clinical_notes: 'x' });
-    const cancel = renderCancelMessage({ ...input(o, account(), { icdCodes: ['E11.9'], insurance }), controlId: `${placerNumberOf(o._id)}C` });
+    const cancel = renderCancelMessage({
+      ...input(o, account(), { icdCodes: ['E11.9'], insurance }),
+      controlId: orderControlId(placerNumberOf(o._id), 'cancel'),
+    });
     const { message } = received(cancel.bytes);
     expect(names(message)).toEqual(['MSH', 'PID', 'PV1', 'ORC', 'TQ1', 'OBR', 'ORC', 'TQ1', 'OBR']);
     expect(field(message.header, 10)).toBe(`${placerNumberOf(o._id)}C`);
@@ -404,7 +421,7 @@ describe('order messages: ORM^O01 2.3', () => {
     const placer = placerNumberOf(o._id);
     expect(field(seg(message, 'PID'), 3)).toBe(`${o.user_id}^^^HEALTHBRIDGE^MR`);
     expect(field(seg(message, 'PID'), 5)).toBe('Smith^Ana');
-    expect(field(seg(message, 'PID'), 13)).toBe('+14155552671^PRN^PH~^NET^Internet^ana@example.com');
+    expect(field(seg(message, 'PID'), 13)).toBe('(415)555-2671^PRN^PH^^1^415^5552671~^NET^Internet^ana@example.com');
     const orc = seg(message, 'ORC');
     expect([field(orc, 1), field(orc, 2), field(orc, 7), field(orc, 12)]).toEqual(['NW', placer, '^^^^^S', '1234567893^Feller^Hans^^^^^^NPI']);
     expect([field(seg(message, 'OBR'), 2), field(seg(message, 'OBR'), 4), field(seg(message, 'OBR'), 27)]).toEqual([
@@ -536,6 +553,7 @@ describe('acknowledgements', () => {
       text: 'Specimen already in process|tested',
     });
     expect(parseAcknowledgement(`${header('ORL^O22^ORL_O22')}\rMSA|AA|HB1O\rORC|OK|HB1|\rOBR|1|HB1|F-77`).fillerNumber).toBe('F-77');
+    expect(parseAcknowledgement(`${header('ORR^O02', '2.3')}\rMSA|AA|HB1C|OK\rORC|UC|HB1|F-77|||||||||||||^Already tested`).text).toBe('Already tested');
   });
 
   it('finds MSA-2 in raw bytes whatever the charset', () => {
@@ -565,7 +583,12 @@ describe('acknowledgements', () => {
     expect(field(seg(message, 'MSA'), 2)).toBe('M-42');
     expect(field(seg(message, 'ERR'), 3)).toBe('207^Application internal error^HL70357');
     expect(parseAcknowledgement(ack)).toMatchObject({ controlId: 'M-42', code: 'AE', text: 'Order HB1 | unknown' });
-    expect(encodeHl7(ack, field(message.header, 18))).toBeInstanceOf(Buffer);
+    // Written in the message's charset; what that charset cannot carry in our own text becomes '?', never a failed ACK.
+    const latin1Ack = buildAcknowledgement(incoming, 'AE', 'Müller ≠ 李');
+    expect(encodeAcknowledgement(latin1Ack, 'UNICODE UTF-8').includes(Buffer.from([0x4d, 0xfc, 0x6c, 0x6c, 0x65, 0x72, 0x20, 0x3f, 0x20, 0x3f]))).toBe(true);
+    expect(decodeHl7(encodeAcknowledgement(buildAcknowledgement(incoming.replace('8859/1', ''), 'AE', '李'), 'UNICODE UTF-8'), 'UNICODE UTF-8')).toContain(
+      'MSA|AE|M-42|李',
+    );
 
     const legacy = buildAcknowledgement(incoming.replace('2.5.1', '2.3'), 'AR', 'bad & worse');
     expect(legacy).toContain('\rERR|^^^207&bad \\T\\ worse&HL70357');

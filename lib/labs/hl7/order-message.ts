@@ -81,6 +81,11 @@ export interface RenderedMessage {
   bytes: Buffer;
 }
 
+/** MSH-10 of an order's messages: `<placer>O` for the order, `<placer>C` for its cancellation, the same on every resend. */
+export function orderControlId(placerNumber: string, kind: 'order' | 'cancel'): string {
+  return `${placerNumber}${kind === 'order' ? 'O' : 'C'}`;
+}
+
 export function renderOrderMessage(input: OrderMessageInput): RenderedMessage {
   return render(input, 'NW');
 }
@@ -170,7 +175,12 @@ function render(input: OrderMessageInput, orderControl: 'NW' | 'CA'): RenderedMe
     const [code, name] = relationshipCode(relationship);
     return loi ? `${code}^${name}^HL70063` : code;
   };
-  const address = (a: Pick<AddressDoc, 'first_line' | 'second_line' | 'city' | 'state' | 'zip' | 'country'> | null | undefined, field: string) =>
+  /** XAD; type H (home) for a person, B (business) for a company. */
+  const address = (
+    a: Pick<AddressDoc, 'first_line' | 'second_line' | 'city' | 'state' | 'zip' | 'country'> | null | undefined,
+    field: string,
+    type: 'H' | 'B' = 'H',
+  ) =>
     a
       ? [
           text(a.first_line, `${field}.first_line`),
@@ -179,13 +189,14 @@ function render(input: OrderMessageInput, orderControl: 'NW' | 'CA'): RenderedMe
           text(a.state, `${field}.state`),
           text(a.zip, `${field}.zip`),
           text(countryCode(a.country), `${field}.country`),
-          'H',
+          type,
         ].join('^')
       : '';
   const phone = (e164: string | null | undefined, field: string) => {
     if (!e164) return '';
-    const nanp = /^\+1(\d{3})(\d{7})$/.exec(e164);
-    if (loi && nanp) return `^PRN^PH^^1^${nanp[1]}^${nanp[2]}`;
+    // NANP numbers in components (country, area, local); LOI leaves XTN-1 empty, 2.3 writes it as (999)999-9999.
+    const nanp = /^\+1(\d{3})(\d{3})(\d{4})$/.exec(e164);
+    if (nanp) return `${loi ? '' : `(${nanp[1]})${nanp[2]}-${nanp[3]}`}^PRN^PH^^1^${nanp[1]}^${nanp[2]}${nanp[3]}`;
     return `${text(e164, field)}^PRN^PH`;
   };
   const personName = (last: string, first: string, field: string) =>
@@ -244,9 +255,10 @@ function render(input: OrderMessageInput, orderControl: 'NW' | 'CA'): RenderedMe
         segment('IN1', {
           1: '1',
           2: text(insurance.payor_code, 'insurance.payor_code'),
-          3: text(insurance.payor_code, 'insurance.payor_code'),
+          // IN1-3 is a CX; under LOI's GU component it needs an assigning authority: the payor code is ours.
+          3: loi ? `${text(insurance.payor_code, 'insurance.payor_code')}^^^${authorityHd}` : text(insurance.payor_code, 'insurance.payor_code'),
           4: text(insurance.company.name, 'insurance.company.name'),
-          5: address({ ...insurance.company.address, second_line: insurance.company.address.second_line ?? null }, 'insurance.company.address'),
+          5: address({ ...insurance.company.address, second_line: insurance.company.address.second_line ?? null }, 'insurance.company.address', 'B'),
           8: text(insurance.group_id, 'insurance.group_id'),
           16: personName(insured.last_name, insured.first_name, 'insurance.insured'),
           17: codedRelationship(insurance.relationship),
