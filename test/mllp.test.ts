@@ -542,9 +542,12 @@ describe('fake laboratory: orders', () => {
     const answers = [await send(c, bytes), await send(c, bytes), await send(c, bytes)];
     expect(new Set(answers.map((a) => a.reply.toString('hex'))).size).toBe(1);
     expect(lab.orders().size).toBe(1);
-    expect(lab.orders().get('HB0000000003C')!.sends).toBe(3);
+    expect(lab.orders().get('HB0000000003C')).toMatchObject({ sends: 3, controlIds: ['HB0000000003CO'] });
     expect(lab.received).toHaveLength(3);
     expect(lab.answers().get('HB0000000003CO')).toEqual({ type: 'OML^O21', code: 'AA', sends: 3 });
+    // A resend under a fresh control id (the flood a lab must not get) shows as a second id for the same placer.
+    await send(c, oml251('HB0000000003CX', 'HB0000000003C'));
+    expect(lab.orders().get('HB0000000003C')).toMatchObject({ sends: 4, controlIds: ['HB0000000003CO', 'HB0000000003CX'] });
   });
 
   it('refuseNext answers the next order AE with the given text; later orders are accepted', async () => {
@@ -787,6 +790,20 @@ describe('fake laboratory: results (ORU^R01) to an MLLP listener', () => {
     expect(problem.getSegment('OBR')!.getComponent(25, 1)).toBe('X');
     expect(problem.getAllSegments('OBX')).toHaveLength(0);
     expect(problem.getSegment('SPM')!.getComponent(21, 2)).toBe('Quantity not sufficient');
+  });
+
+  it('results of an order the lab holds default to its interface (2.3 for an ORM), patient and ORC-2 as ordered', async () => {
+    const lab = await fakeLab({ charset: '8859/1' });
+    await send(client(plain(lab.port)), orm23('HBV1O', 'HBV1', replace('|P|2.3', '|P|2.3|||||||8859/1')));
+    const { port, messages } = await listener();
+    await lab.sendResults({ host: '127.0.0.1', port }, { placerNumber: 'HBV1', tests: [{ code: '322000', name: 'CMP', status: 'P', observations: [] }] });
+    const text = messages[0].toString('latin1');
+    expect(fieldOf(text, 'MSH', 12)).toBe('2.3');
+    expect(fieldOf(text, 'MSH', 18)).toBe('8859/1');
+    expect(fieldOf(text, 'ORC', 2)).toBe('HBV1^HB');
+    expect(fieldOf(text, 'ORC', 3)).toBe(lab.orders().get('HBV1')!.fillerNumber);
+    expect(fieldOf(text, 'PID', 5)).toBe("O'Brien^Zoe");
+    expect(fieldOf(text, 'PID', 7)).toBe('19800115');
   });
 
   it('the same result twice (same control id and time) is the same bytes; no ACK in time rejects', async () => {

@@ -38,7 +38,7 @@ export interface FakeResultTest {
 }
 
 export interface FakeResult {
-  /** Default LRI_2.5.1. */
+  /** Default (FakeLab.sendResults): ORU_2.3 when the order the lab holds came as ORM^O01, else LRI_2.5.1. */
   profile?: 'LRI_2.5.1' | 'ORU_2.3';
   /** MSH-10 (default: a fresh one). The same id and `at` give the same bytes: a resend. */
   controlId?: string;
@@ -54,7 +54,7 @@ export interface FakeResult {
   tests: FakeResultTest[];
   /** The report as a PDF: an ED OBX (base64) after the first OBR's observations. */
   pdf?: Buffer;
-  /** Default 'UNICODE UTF-8'. */
+  /** Default (FakeLab.sendResults): the lab's agreed character set if it is one of these, else 'UNICODE UTF-8'. */
   charset?: 'UNICODE UTF-8' | '8859/1' | 'ASCII';
   /** Default true; false leaves MSH-18 empty (Latin-1 messages without MSH-18 are common). */
   declareCharset?: boolean;
