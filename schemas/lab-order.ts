@@ -75,13 +75,33 @@ export const ConsentBody = Type.Object(
   { additionalProperties: false },
 );
 
+/** ICD-10-CM: a letter, two characters, then up to four after an optional dot (E11.9, Z0000, R73.03). */
+const IcdCode = Type.String({
+  pattern: '^[A-Z][0-9][0-9A-Z](\\.?[0-9A-Z]{1,4})?$',
+  description: 'ICD-10-CM diagnosis code (e.g. E11.9), sent to the lab as a DG1 segment.',
+  'x-messages': { pattern: 'Input should be an ICD-10-CM code, e.g. E11.9.' },
+});
+export const AoeAnswerBody = Type.Object(
+  {
+    marker_id: Type.Integer({ minimum: 1, maximum: 2147483647, description: 'A marker of the ordered tests.' }),
+    // The SDK's AoEAnswer sends an integer; the reference's API an id string: both are taken, and kept as a string.
+    question_id: Type.Union([Type.String({ minLength: 1, maxLength: 100 }), Type.Integer({ minimum: 0 })], { description: "The lab's question id." }),
+    answer: Type.String({ minLength: 1, maxLength: 1000 }),
+  },
+  { additionalProperties: false, description: 'An ask-at-order-entry answer (sent to the lab as an OBX under its test).' },
+);
+const LabAccountId = (description: string) => Type.Optional(Nullable(Uuid(description)));
+
 export const CreateOrderBody = Type.Object(
   {
     user_id: Uuid('The patient: a user of your team.'),
     lab_test_id: Type.Optional(Type.String({ description: 'Deprecated: use order_set.lab_test_ids.' })),
     order_set: Type.Optional(
       Type.Object(
-        { lab_test_ids: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 10, uniqueItems: true }) },
+        {
+          lab_test_ids: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 10, uniqueItems: true }),
+          lab_account_id: LabAccountId('Same as the top-level lab_account_id.'),
+        },
         { additionalProperties: true },
       ),
     ),
@@ -96,6 +116,12 @@ export const CreateOrderBody = Type.Object(
     billing_type: Type.Optional(StringEnum(BILLING_TYPES, { default: 'client_bill' })),
     clinical_notes: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
     notes: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
+    icd_codes: Type.Optional(Type.Array(IcdCode, { maxItems: 12, uniqueItems: true })),
+    aoe_answers: Type.Optional(Type.Array(AoeAnswerBody, { maxItems: 100 })),
+    lab_account_id: LabAccountId(
+      "The organisation's lab account to send the order through, for tests that name none (the account's lab must be the tests' and " +
+        "cover all their markers); a test that names an account uses it (this may only repeat it). Absent: the test's account, or the sandbox lab.",
+    ),
   },
   { additionalProperties: false },
 );
@@ -137,7 +163,7 @@ export const UnregisteredTestkitBody = Type.Object(
     lab_test_id: Type.String({ minLength: 1, description: 'An active test-kit test.' }),
     shipping_details: ShippingAddressBody,
     passthrough: Type.Optional(Nullable(Type.String({ maxLength: 2000, description: 'Your own string, returned on the order as given.' }))),
-    lab_account_id: Type.Optional(Nullable(Type.String({ maxLength: 100, description: 'Accepted for compatibility; this deployment has one lab account.' }))),
+    lab_account_id: LabAccountId("As in POST /v3/order: the organisation's lab account, for a test that names none."),
   },
   { additionalProperties: false },
 );

@@ -438,7 +438,7 @@ describe('crash repair', () => {
         args: [
           {
             orderId,
-            order: { method: 'walk_in_test', lowLevelStatus: 'ordered', eventIds: [1], activateBy: null, createdWithActivateBy: false },
+            order: { method: 'walk_in_test', lowLevelStatus: 'ordered', eventIds: [1], activateBy: null, createdWithActivateBy: false, labAccountId: null },
             activationTimeScale: 1,
             storeGraceMs: 300,
           },

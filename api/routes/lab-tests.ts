@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { badRequest, notFound, ValidationError } from '../../lib/platform/errors';
 import { findLabTest, labTestView, labView, listLabTests, markerView, type AnyLabTest } from '../../lib/labs/catalogue-view';
-import { CatalogueId, ErrorDetail, HTTPValidationError, MAX_PAGE, StringEnum } from '../../schemas/common';
+import { CatalogueId, ErrorDetail, HTTPValidationError, MAX_PAGE, Nullable, StringEnum, Uuid } from '../../schemas/common';
+import { uncoveredMarkers } from '../../lib/labs/lab-accounts';
+import { labAccountScope } from '../../lib/labs/lab-accounts-store';
 import { COLLECTION_METHODS } from '../../lib/labs/statuses';
 import type { AppDeps } from '../deps';
 import { defineRoute } from '../route';
@@ -53,6 +55,14 @@ const CreateLabTestBody = Type.Object(
     description: Type.String({ minLength: 1, maxLength: 1000 }),
     marker_ids: Type.Array(CatalogueId(), { minItems: 1, maxItems: 50, uniqueItems: true }),
     lab_slug: Type.Optional(Type.String()),
+    lab_account_id: Type.Optional(
+      Nullable(
+        Uuid(
+          "Your organisation's lab account (management API) that orders of this test go through: its lab is the test's, and it must have an " +
+            'order code for every marker. Absent: orders go to the sandbox lab (unless an order names an account).',
+        ),
+      ),
+    ),
     fasting: Type.Optional(Type.Boolean({ default: false })),
   },
   { additionalProperties: false },
@@ -64,6 +74,19 @@ const PatchLabTestBody = Type.Object(
 const LabTest = Type.Object(
   { id: Type.String(), slug: Type.String(), name: Type.String(), method: Type.String(), status: Type.String(), markers: Type.Array(Type.Object({}, open)) },
   { ...open, $id: 'ClientFacingLabTest' },
+);
+
+const LabWithConnection = Type.Object(
+  {
+    id: Type.Integer(),
+    slug: Type.String(),
+    name: Type.String(),
+    connection: StringEnum(['lab_account', 'sandbox'] as const, {
+      description: 'lab_account: orders can go to this lab through an account of your organisation; sandbox: simulated only.',
+    }),
+    lab_account_ids: Type.Array(Uuid(), { description: "Your organisation's accounts with this lab (oldest first)." }),
+  },
+  { ...open, $id: 'ClientFacingLab' },
 );
 
 const slugOf = (name: string) =>
@@ -203,11 +226,20 @@ export const labTestRoutes = [
     method: 'get',
     path: '/v3/lab_tests/labs',
     summary: 'List labs',
+    description:
+      "The catalogue's labs. `connection` says whether this deployment sends a lab orders (`lab_account`: your organisation has an account " +
+      'with it, `lab_account_ids`; orders of tests naming one go to the lab) or only simulates them (`sandbox`).',
     tags,
     auth: 'team',
-    responses: { 200: { description: 'Labs' } },
-    handler({ deps }) {
-      return { body: deps.labCatalogue.labs.map(labView) };
+    responses: { 200: { description: 'Labs', schema: Type.Array(LabWithConnection) } },
+    async handler({ auth, deps }) {
+      const accounts = await deps.repos.labAccounts.listForOrg(auth.orgId, deps.config.DEPLOYMENT_ENVIRONMENT, deps.config.DEPLOYMENT_REGION);
+      return {
+        body: deps.labCatalogue.labs.map((lab) => {
+          const ids = accounts.filter((a) => a.lab_slug === lab.slug).map((a) => a._id);
+          return { ...labView(lab), connection: ids.length ? 'lab_account' : 'sandbox', lab_account_ids: ids };
+        }),
+      };
     },
   }),
   defineRoute({
@@ -258,8 +290,23 @@ export const labTestRoutes = [
           `Unknown marker id(s): ${unknown.join(', ')}. List markers with GET /v3/lab_tests/markers.`,
           'value_error.marker',
         );
-      const lab = body.lab_slug ? cat.labBySlug(body.lab_slug) : cat.labById(markers[0]!.lab_id);
+      const account = body.lab_account_id ? await deps.repos.labAccounts.findInScope(labAccountScope(auth.orgId, deps.config), body.lab_account_id) : null;
+      if (body.lab_account_id && !account) {
+        throw ValidationError.field(
+          ['body', 'lab_account_id'],
+          `Lab account ${body.lab_account_id} not found in your organisation (list them with the management API).`,
+          'value_error.lab_account',
+        );
+      }
+      const lab = body.lab_slug ? cat.labBySlug(body.lab_slug) : account ? cat.labById(account.lab_id) : cat.labById(markers[0]!.lab_id);
       if (!lab) throw ValidationError.field(['body', 'lab_slug'], `Unknown lab '${body.lab_slug}'. List labs with GET /v3/lab_tests/labs.`, 'value_error.lab');
+      if (account && account.lab_id !== lab.id) {
+        throw ValidationError.field(
+          ['body', 'lab_account_id'],
+          `Lab account ${account._id} is with ${account.lab_slug}, not ${lab.slug}.`,
+          'value_error.lab_account_lab',
+        );
+      }
       if (markers.some((m) => m!.lab_id !== lab.id))
         throw ValidationError.field(['body', 'marker_ids'], `All markers must belong to ${lab.name} (lab ${lab.id}).`, 'value_error.marker_lab');
       if (!lab.collection_methods.includes(body.method)) {
@@ -268,6 +315,19 @@ export const labTestRoutes = [
           `${lab.name} does not offer ${body.method}; it offers ${lab.collection_methods.join(', ')}.`,
           'value_error.method',
         );
+      }
+      if (account) {
+        // The lab must know each marker's order code, or no order of the test could be sent: refused now, naming the markers.
+        const uncovered = uncoveredMarkers(account, body.marker_ids);
+        if (uncovered.length) {
+          throw new ValidationError(
+            uncovered.map((id) => ({
+              loc: ['body', 'marker_ids', body.marker_ids.indexOf(id)],
+              msg: `Marker ${id} (${cat.markerById(id)!.slug}) has no order code in lab account ${account._id} (${account.name}); add it to the account's order_codes.`,
+              type: 'value_error.marker_not_covered',
+            })),
+          );
+        }
       }
       const now = new Date();
       const priced = markers.reduce((sum, m) => sum + Number(m!.price), 0);
@@ -281,6 +341,7 @@ export const labTestRoutes = [
         sample_type: lab.sample_types[0],
         lab_id: lab.id,
         marker_ids: body.marker_ids,
+        lab_account_id: account?._id ?? null,
         fasting: body.fasting ?? false,
         status: 'active',
         price: Math.round(priced * 100) / 100,

@@ -21,11 +21,27 @@ function common(t: LabTestEntry | TeamLabTestDoc) {
 
 export function fromCatalogue(t: LabTestEntry): AnyLabTest {
   const at = CATALOGUE_CREATED_AT;
-  return { ...common(t), id: t.id, has_collection_instructions: t.has_collection_instructions, team_owned: false, created_at: at, updated_at: at };
+  return {
+    ...common(t),
+    id: t.id,
+    has_collection_instructions: t.has_collection_instructions,
+    team_owned: false,
+    lab_account_id: null,
+    created_at: at,
+    updated_at: at,
+  };
 }
 
 export function fromTeamTest(t: TeamLabTestDoc): AnyLabTest {
-  return { ...common(t), id: t._id, has_collection_instructions: false, team_owned: true, created_at: t.created_at, updated_at: t.updated_at };
+  return {
+    ...common(t),
+    id: t._id,
+    has_collection_instructions: false,
+    team_owned: true,
+    lab_account_id: t.lab_account_id ?? null,
+    created_at: t.created_at,
+    updated_at: t.updated_at,
+  };
 }
 
 /** A test the team may see: the catalogue's, or its own. */
@@ -97,6 +113,8 @@ export function labTestView(t: AnyLabTest, catalogue: LabCatalogue) {
     status: t.status,
     fasting: t.fasting,
     lab: lab ? labView(lab) : null,
+    /** The organisation's lab account its orders go to; null: none named (the sandbox lab, unless an order names one). */
+    lab_account_id: t.lab_account_id ?? null,
     markers: t.marker_ids.flatMap((id) => {
       const m = catalogue.markerById(id);
       return m ? [markerView(m, catalogue)] : [];

@@ -1,5 +1,6 @@
 import type { Collection, Db } from 'mongodb';
 import type { FieldCipher } from '../platform/field-encryption';
+import type { Config } from '../platform/config';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
 import type { LabAccountDoc, LabAccountTls } from './lab-accounts';
@@ -39,6 +40,13 @@ export interface LabAccountScope {
   environment: string;
   region: string;
 }
+
+/** An organisation's accounts in this deployment (accounts are managed per environment and region, each on its deployment). */
+export const labAccountScope = (orgId: string, config: Pick<Config, 'DEPLOYMENT_ENVIRONMENT' | 'DEPLOYMENT_REGION'>): LabAccountScope => ({
+  orgId,
+  environment: config.DEPLOYMENT_ENVIRONMENT,
+  region: config.DEPLOYMENT_REGION,
+});
 
 export class LabAccountRepository {
   readonly accounts: Collection<StoredLabAccount>;

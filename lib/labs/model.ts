@@ -73,8 +73,16 @@ export interface OrderedLabTestDoc {
   worst_case_tat_days: number;
   has_collection_instructions: boolean;
   team_owned: boolean;
+  /** A team's test may name the organisation's lab account its orders go to; null/absent: none (catalogue tests). */
+  lab_account_id?: string | null;
   created_at: Date;
   updated_at: Date;
+}
+
+export interface AoeAnswerDoc {
+  marker_id: number;
+  question_id: string;
+  answer: string;
 }
 
 export type Interpretation = 'normal' | 'abnormal' | 'critical';
@@ -120,6 +128,14 @@ export interface LabOrderDoc {
   /** details.data.id: the test-kit / appointment record of the order. */
   details_id: string;
   shipment: ShipmentDoc | null;
+  /** The lab account the order goes through (its test's, or the one the request named); null: the sandbox lab. */
+  lab_account_id: string | null;
+  /** Our placer order number (placer-number.ts: ORC-2/OBR-2, the requisition barcode); unique. */
+  placer_number: string;
+  /** ICD-10 diagnosis codes for the lab (DG1). Patient data: sealed, and erased with it. */
+  icd_codes: string[];
+  /** Ask-at-order-entry answers (OBX under their test). Patient data: sealed, and erased with it. */
+  aoe_answers: AoeAnswerDoc[];
   /** The lab's reference once dispatched (requisition number). */
   lab_reference: string | null;
   dispatched_at: Date | null;

@@ -2,7 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { badRequest, ValidationError } from '../platform/errors';
 import { findLabTest, type AnyLabTest } from './catalogue-view';
 import { countryName } from './order-view';
-import type { AddressDoc, LabOrderDoc, OrderEventDoc } from './model';
+import type { AddressDoc, AoeAnswerDoc, LabOrderDoc, OrderEventDoc } from './model';
+import { uncoveredMarkers } from './lab-accounts';
+import { labAccountScope } from './lab-accounts-store';
+import { placerNumberOf } from './placer-number';
 import { todayUtc } from '../platform/time';
 import type { CreateOrderBody, RegisterTestkitBody, UnregisteredTestkitBody } from '../../schemas/lab-order';
 import type { FieldError } from '../../schemas/validator';
@@ -32,7 +35,7 @@ function checkCountry(code: string, loc: string[], errors: FieldError[]) {
   }
 }
 
-async function checkUser(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, teamId: string, userId: string, errors: FieldError[]) {
+async function checkUser(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue' | 'config'>, teamId: string, userId: string, errors: FieldError[]) {
   const user = await deps.repos.users.find(teamId, userId);
   if (user?.status !== 'active') {
     errors.push({
@@ -45,7 +48,7 @@ async function checkUser(deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>, te
 
 /** The order set's tests: each must exist for the team and be active; together they need one lab and method. */
 async function resolveTests(
-  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue' | 'config'>,
   teamId: string,
   ids: string[],
   loc: (string | number)[],
@@ -78,6 +81,91 @@ async function resolveTests(
   return tests;
 }
 
+/**
+ * The lab account an order goes through (contract C2a): its tests' (one for all of them), or for tests that name
+ * none the account the request names; null: the sandbox lab. The account must be the team's organisation's in this
+ * deployment, with the tests' lab, have an order code for every marker and take the billing type.
+ */
+async function orderLabAccount(
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue' | 'config'>,
+  teamId: string,
+  tests: AnyLabTest[],
+  request: { lab_account_id: string | null | undefined; billing_type: string; testsAt: (string | number)[] },
+  errors: FieldError[],
+): Promise<string | null> {
+  if (!tests.length) return null;
+  const named = [...new Set(tests.map((t) => t.lab_account_id ?? null))];
+  if (named.length > 1) {
+    errors.push({
+      loc: request.testsAt,
+      msg: 'All tests of one order must go through one lab account; these name different ones.',
+      type: 'value_error.order_set',
+    });
+    return null;
+  }
+  const [testAccount] = named;
+  const requested = request.lab_account_id ?? null;
+  const requestedAt = ['body', 'lab_account_id'];
+  if (testAccount && requested && requested !== testAccount) {
+    errors.push({
+      loc: requestedAt,
+      msg: `Lab test '${tests[0].name}' orders through lab account ${testAccount}; leave lab_account_id out or name that account.`,
+      type: 'value_error.lab_account',
+    });
+    return null;
+  }
+  const accountId = testAccount ?? requested;
+  if (!accountId) return null;
+  const at = testAccount ? request.testsAt : requestedAt;
+  const team = await deps.repos.tenancy.findTeamById(teamId);
+  const account = team && (await deps.repos.labAccounts.findInScope(labAccountScope(team.org_id, deps.config), accountId));
+  if (!account) {
+    errors.push({ loc: at, msg: `Lab account ${accountId} not found in your organisation (it may have been deleted).`, type: 'value_error.lab_account' });
+    return null;
+  }
+  const lab = deps.labCatalogue.labById(tests[0].lab_id);
+  if (account.lab_id !== tests[0].lab_id) {
+    errors.push({
+      loc: at,
+      msg: `Lab account ${accountId} is with ${account.lab_slug}; the tests are ${lab?.slug ?? `lab ${tests[0].lab_id}`}'s.`,
+      type: 'value_error.lab_account_lab',
+    });
+    return null;
+  }
+  const markerIds = [...new Set(tests.flatMap((t) => t.marker_ids))];
+  for (const id of uncoveredMarkers(account, markerIds)) {
+    const marker = deps.labCatalogue.markerById(id);
+    errors.push({
+      loc: at,
+      msg: `Marker ${id}${marker ? ` (${marker.slug})` : ''} has no order code in lab account ${accountId} (${account.name}); add it to the account's order_codes.`,
+      type: 'value_error.marker_not_covered',
+    });
+  }
+  if (!account.bill_types.includes(request.billing_type)) {
+    errors.push({
+      loc: ['body', 'billing_type'],
+      msg: `Lab account ${accountId} (${account.name}) takes ${account.bill_types.join(', ')}, not ${request.billing_type}.`,
+      type: 'value_error.billing_type',
+    });
+  }
+  return accountId;
+}
+
+/** Ask-at-order-entry answers: each for a marker of the ordered tests (question ids kept as strings). */
+function aoeAnswers(body: Pick<CreateOrderBody, 'aoe_answers'>, tests: AnyLabTest[], errors: FieldError[]): AoeAnswerDoc[] {
+  const markers = new Set(tests.flatMap((t) => t.marker_ids));
+  return (body.aoe_answers ?? []).map((a, i) => {
+    if (tests.length && !markers.has(a.marker_id)) {
+      errors.push({
+        loc: ['body', 'aoe_answers', i, 'marker_id'],
+        msg: `Marker ${a.marker_id} is not a marker of the ordered tests (${[...markers].join(', ')}).`,
+        type: 'value_error.marker',
+      });
+    }
+    return { marker_id: a.marker_id, question_id: String(a.question_id), answer: a.answer };
+  });
+}
+
 function addressDoc(a: CreateOrderBody['patient_address'] | RegisterTestkitBody['patient_address'], fallbackName: string, phone: string): AddressDoc {
   const street = 'street' in a && a.street ? [a.street_number, a.street].filter(Boolean).join(' ') : null;
   const lines = { first_line: street ?? a.first_line ?? '', second_line: a.second_line ?? null };
@@ -98,10 +186,11 @@ function baseDoc(
   orderId: string,
   tests: AnyLabTest[],
   now: Date,
-): Pick<LabOrderDoc, '_id' | 'team_id' | 'method' | 'lab_test' | 'lab_test_ids' | 'marker_ids' | 'details_id' | 'created_at' | 'updated_at'> {
+): Pick<LabOrderDoc, '_id' | 'team_id' | 'method' | 'lab_test' | 'lab_test_ids' | 'marker_ids' | 'details_id' | 'placer_number' | 'created_at' | 'updated_at'> {
   return {
     _id: orderId,
     team_id: teamId,
+    placer_number: placerNumberOf(orderId),
     method: tests[0].method as CollectionMethod,
     lab_test: tests[0],
     lab_test_ids: tests.map((t) => t.id),
@@ -129,7 +218,7 @@ function events(
 
 /** POST /v3/order: the validated order document (status ordered), or a 422 naming every problem. */
 export async function orderFromCreateRequest(
-  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue' | 'config'>,
   teamId: string,
   body: CreateOrderBody,
   orderId: string,
@@ -145,7 +234,21 @@ export async function orderFromCreateRequest(
   if (body.activate_by && body.activate_by < todayUtc()) {
     errors.push({ loc: ['body', 'activate_by'], msg: `activate_by must be today (${todayUtc()}) or later.`, type: 'value_error.date_in_past' });
   }
-  const tests = await resolveTests(deps, teamId, ids, body.order_set ? ['body', 'order_set', 'lab_test_ids'] : ['body', 'lab_test_id'], errors);
+  const testsAt = body.order_set ? ['body', 'order_set', 'lab_test_ids'] : ['body', 'lab_test_id'];
+  const tests = await resolveTests(deps, teamId, ids, testsAt, errors);
+  const billingType = body.billing_type ?? 'client_bill';
+  // Checked once the tests are known (other problems are reported with the account's).
+  const testsResolved = tests.length > 0 && tests.length === ids.length && !errors.some((e) => e.type === 'value_error.order_set');
+  const labAccountId = !testsResolved
+    ? null
+    : await orderLabAccount(
+        deps,
+        teamId,
+        tests,
+        { lab_account_id: body.lab_account_id ?? body.order_set?.lab_account_id, billing_type: billingType, testsAt },
+        errors,
+      );
+  const aoe = aoeAnswers(body, tests, errors);
   if (tests.length && body.collection_method && body.collection_method !== tests[0].method) {
     errors.push({
       loc: ['body', 'collection_method'],
@@ -175,7 +278,10 @@ export async function orderFromCreateRequest(
     activate_by: body.activate_by ?? null,
     created_with_activate_by: Boolean(body.activate_by),
     priority: body.priority ?? false,
-    billing_type: body.billing_type ?? 'client_bill',
+    billing_type: billingType,
+    lab_account_id: labAccountId,
+    icd_codes: body.icd_codes ?? [],
+    aoe_answers: aoe,
     has_abn: false,
     origin: parent ? 'redraw' : 'initial',
     parent_id: parent?._id ?? null,
@@ -190,7 +296,7 @@ export async function orderFromCreateRequest(
 
 /** POST /v3/order/testkit/register: an order whose events run up to testkit_registered. */
 export async function orderFromRegistration(
-  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue' | 'config'>,
   teamId: string,
   body: RegisterTestkitBody,
   orderId: string,
@@ -206,6 +312,10 @@ export async function orderFromRegistration(
   if (!tests.length && !errors.some((e) => e.loc[1] === 'lab_test_id')) {
     errors.push({ loc: ['body', 'lab_test_id'], msg: 'No test-kit test to register the kit to; name one in lab_test_id.', type: 'missing' });
   }
+  const testsAt = ['body', 'lab_test_id'];
+  const labAccountId = errors.length
+    ? null
+    : await orderLabAccount(deps, teamId, tests, { lab_account_id: null, billing_type: 'client_bill', testsAt }, errors);
   if (errors.length) throw new ValidationError(errors);
   const now = new Date();
   const p = body.patient_details;
@@ -224,13 +334,13 @@ export async function orderFromRegistration(
     health_insurance_id: body.health_insurance_id ?? null,
     notes: null,
     clinical_notes: null,
-    ...initialOrderFields(),
+    ...initialOrderFields(labAccountId),
   };
 }
 
 /** The one test of a kit order: an active test-kit test (422 at `lab_test_id` otherwise). */
 async function resolveKitTest(
-  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue' | 'config'>,
   teamId: string,
   testId: string,
   errors: FieldError[],
@@ -251,7 +361,7 @@ async function resolveKitTest(
  * awaiting_registration; its workflow ships it and waits for `POST /v3/order/testkit/register` with its sample id.
  */
 export async function orderFromUnregisteredTestkit(
-  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue'>,
+  deps: Pick<OrderViewDeps, 'repos' | 'labCatalogue' | 'config'>,
   teamId: string,
   body: UnregisteredTestkitBody,
   orderId: string,
@@ -261,6 +371,10 @@ export async function orderFromUnregisteredTestkit(
   await checkUser(deps, teamId, body.user_id, errors);
   checkCountry(body.shipping_details.country, ['body', 'shipping_details', 'country'], errors);
   const tests = await resolveKitTest(deps, teamId, body.lab_test_id, errors);
+  const testsAt = ['body', 'lab_test_id'];
+  const labAccountId = errors.length
+    ? null
+    : await orderLabAccount(deps, teamId, tests, { lab_account_id: body.lab_account_id, billing_type: 'client_bill', testsAt }, errors);
   if (errors.length) throw new ValidationError(errors);
   const now = new Date();
   const s = body.shipping_details;
@@ -274,7 +388,7 @@ export async function orderFromUnregisteredTestkit(
     sample_id: sampleId,
     passthrough: body.passthrough ?? null,
     registration_id: null,
-    ...initialOrderFields(),
+    ...initialOrderFields(labAccountId),
   };
 }
 
@@ -290,8 +404,11 @@ const unboundPatient = () => ({
 });
 
 /** The fields every new initial order (not a redraw) created at once (no activate_by) starts with. */
-function initialOrderFields() {
+function initialOrderFields(labAccountId: string | null) {
   return {
+    lab_account_id: labAccountId,
+    icd_codes: [],
+    aoe_answers: [],
     activate_by: null,
     created_with_activate_by: false,
     priority: false,
@@ -331,5 +448,9 @@ export function redrawRequest(parent: LabOrderDoc): CreateOrderBody {
     consents: parent.consents as CreateOrderBody['consents'],
     priority: parent.priority,
     billing_type: parent.billing_type as CreateOrderBody['billing_type'],
+    // The same lab account (the tests' own, or the one the initial request named), diagnoses and answers.
+    lab_account_id: parent.lab_account_id,
+    icd_codes: parent.icd_codes,
+    aoe_answers: parent.aoe_answers,
   };
 }

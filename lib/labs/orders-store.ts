@@ -4,6 +4,7 @@ import type { FieldCipher } from '../platform/field-encryption';
 import type { HighLevelStatus } from './statuses';
 import type { OrderEventDoc, LabOrderDoc, LabResultsDoc } from './model';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { placerNumberOf } from './placer-number';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { isDenseList, keysetFilter, walksIdIndex } from '../platform/database/pages';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
@@ -30,7 +31,17 @@ import { DEFAULT_ORDER_COUNT_SETTINGS, ORDER_COUNT_INDEXES, OrderCountStore, typ
  * identity and contact details, their addresses, their consents and the free-text notes about them. The same
  * fields, with `health_insurance_id` (a reference to an insurance record), are what erasure removes.
  */
-export const PATIENT_FIELDS = ['patient_details', 'patient_address', 'shipping_details', 'consents', 'notes', 'clinical_notes'] as const;
+export const PATIENT_FIELDS = [
+  'patient_details',
+  'patient_address',
+  'shipping_details',
+  'consents',
+  'notes',
+  'clinical_notes',
+  // The diagnoses and the answers about the patient the lab asked for (DG1, AoE OBX).
+  'icd_codes',
+  'aoe_answers',
+] as const;
 export type PatientField = (typeof PATIENT_FIELDS)[number];
 /** An order as stored: patient fields sealed, `activate_by` a Date (a string in orders of earlier versions, until migrated). */
 export type StoredLabOrder = Omit<Sealed<LabOrderDoc, PatientField>, 'activate_by'> & { activate_by: Date | string | null } & NameIndexFields;
@@ -52,6 +63,8 @@ const ERASED_PATIENT_DATA: Pick<LabOrderDoc, PatientField | 'health_insurance_id
   consents: [],
   notes: null,
   clinical_notes: null,
+  icd_codes: [],
+  aoe_answers: [],
   health_insurance_id: null,
 };
 
@@ -85,6 +98,8 @@ const TRANSACTION_MEMBER_FIELDS = Object.fromEntries(
   ),
 );
 
+const PLACER_NUMBER_STORED = { placer_number: { $type: 'string' as const } };
+
 /**
  * Lists page in `_id` order: new orders get time-ordered ids (UUIDv7), and on DocumentDB an index serves a sort
  * only on `_id` with `_id` bounded in the filter (architecture rule 2), so `_id` comes last in each list index.
@@ -100,6 +115,9 @@ const ORDER_INDEXES: IndexSpec[] = [
   { key: { team_id: 1, patient_name_tokens: 1, _id: -1 } },
   // Sparse in effect: only kits between a registration's bind and its acceptance carry it (the sweeper's query).
   { key: { registration_pending_since: 1 } },
+  // Our placer order number (placer-number.ts), unique. Partial: orders stored before it existed have none stored
+  // (they read as placerNumberOf(_id) and were never sent to a lab under it).
+  { key: { placer_number: 1 }, unique: true, partial: PLACER_NUMBER_STORED },
 ];
 
 /** In the filter of every write of an order's data but its erasure: an erased order takes no data again. */
@@ -109,6 +127,7 @@ const NOT_ERASED = { patient_data_erased_at: { $exists: false } } as const;
 export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'order by id', filter: ['_id'] },
   { name: 'order by sample id (registration conflict)', filter: ['team_id', 'sample_id'] },
+  { name: 'order by placer number (a lab result)', filter: ['placer_number'], equals: PLACER_NUMBER_STORED },
   { name: 'list: all', filter: ['team_id', '_id'], sort: ['_id'], residual: ['created_at range', 'method (order_type)', 'activate_by', 'order ids'] },
   { name: 'list: by user', filter: ['team_id', 'user_id', '_id'], sort: ['_id'], residual: ['low_level_status', 'interpretation', 'activate_by'] },
   { name: 'list: by status', filter: ['team_id', 'low_level_status', '_id'], sort: ['_id'], residual: ['interpretation', 'activate_by'] },
@@ -176,7 +195,15 @@ export class LabOrderRepository {
     if (!doc) return null;
     const { patient_name_tokens: _tokens, patient_name_index_key: _key, ...order } = doc;
     const opened = this.patientData.open(order as Sealed<LabOrderDoc, PatientField>) as LabOrderDoc;
-    return { ...opened, activate_by: doc.activate_by === null || doc.activate_by === undefined ? null : calendarDay(doc.activate_by) };
+    return {
+      ...opened,
+      activate_by: doc.activate_by === null || doc.activate_by === undefined ? null : calendarDay(doc.activate_by),
+      // Orders stored before lab accounts: the sandbox lab, their derived placer number, no diagnoses or answers.
+      lab_account_id: opened.lab_account_id ?? null,
+      placer_number: opened.placer_number ?? placerNumberOf(doc._id),
+      icd_codes: opened.icd_codes ?? [],
+      aoe_answers: opened.aoe_answers ?? [],
+    };
   }
 
   /** Inserts a new order; `sample_taken` when the team already has an order with this sample id. */
@@ -204,6 +231,14 @@ export class LabOrderRepository {
   async find(teamId: string, orderId: string): Promise<LabOrderDoc | null> {
     const doc = await this.orders.findOne({ _id: orderId, team_id: teamId });
     return doc ? this.opened(doc) : null;
+  }
+
+  /**
+   * The order with this placer number (a lab's result names it in OBR-2), whatever its team. The filter repeats the
+   * partial index's condition so every store picks that index.
+   */
+  async findByPlacerNumber(placerNumber: string): Promise<LabOrderDoc | null> {
+    return this.opened(await this.orders.findOne({ placer_number: { $eq: placerNumber, ...PLACER_NUMBER_STORED.placer_number } }));
   }
 
   /** The team's order of a kit (its barcode). */

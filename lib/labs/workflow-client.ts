@@ -58,6 +58,7 @@ export async function startAndStoreOrder(
             eventIds: doc.events.map((e) => e.id),
             activateBy: doc.activate_by,
             createdWithActivateBy: doc.created_with_activate_by,
+            labAccountId: doc.lab_account_id,
           },
           activationTimeScale: config.LAB_ACTIVATION_TIME_SCALE,
           storeGraceMs: config.LAB_ORDER_STORE_GRACE_MS,
