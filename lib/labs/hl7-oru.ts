@@ -1,4 +1,6 @@
 import { Hl7Message, parseHl7DateTime, type Hl7Segment } from '@medplum/core';
+import { buildAcknowledgement } from './hl7/acknowledgement';
+import { unescapeHl7 } from './hl7/escapes';
 
 /**
  * HL7 v2 ORU^R01 (unsolicited observation results) as labs send them, read with @medplum/core's Hl7Message
@@ -102,11 +104,6 @@ function hl7Time(value: string, what: string): Date | null {
   return new Date(parseHl7DateTime(value)!);
 }
 
-/** Text with HL7 escapes (\F\ \S\ \T\ \R\ \E\ \.br\) decoded. */
-function unescapeHl7(text: string): string {
-  return text.replace(/\\(F|S|T|R|E|\.br)\\/g, (_, e: string) => ({ F: '|', S: '^', T: '&', R: '~', E: '\\', '.br': '\n' })[e]!);
-}
-
 function observation(obx: Hl7Segment, notes: string[]): Hl7Observation {
   const setId = obx.getField(1)?.toString() || '?';
   const where = `OBX ${setId}`;
@@ -119,7 +116,7 @@ function observation(obx: Hl7Segment, notes: string[]): Hl7Observation {
   const local = [first, alternate].find((c) => c.system !== 'LN' && c.id)?.id ?? null;
   const status = obx.getComponent(11, 1);
   if (!OBX_STATUSES.has(status)) throw malformed(`${where}: result status (OBX-11) '${status}' is not F, C, P or X.`);
-  const value = (obx.getField(5)?.components[0] ?? []).map(unescapeHl7);
+  const value = (obx.getField(5)?.components[0] ?? []).map((v) => unescapeHl7(v));
   if (status !== 'X' && value.every((v) => v === '')) throw malformed(`${where}: no value (OBX-5).`);
   const flags =
     obx
@@ -209,24 +206,10 @@ export function parseOru(text: string): Hl7OruMessage {
   };
 }
 
-/** The HL7 acknowledgement of `text` (MSA-1 the code, MSA-3 the reason; an ERR segment on a refusal). */
+/**
+ * The HL7 acknowledgement of `text` (MSA-1 the code, MSA-3 the reason; an ERR segment on a refusal): the one
+ * implementation in hl7/acknowledgement.ts, which the MLLP listener answers with too.
+ */
 export function acknowledgement(text: string, ackCode: 'AA' | 'AE' | 'AR', reason?: string): string {
-  let message: Hl7Message;
-  try {
-    message = Hl7Message.parse(text.startsWith('MSH') ? text : 'MSH|^~\\&|||||||ACK|');
-  } catch {
-    message = Hl7Message.parse('MSH|^~\\&|||||||ACK|');
-  }
-  const ack = message.buildAck({ ackCode });
-  if (reason) {
-    const escaped = reason.replace(/[\\|^~&\r\n]/g, (c) => ({ '\\': '\\E\\', '|': '\\F\\', '^': '\\S\\', '~': '\\R\\', '&': '\\T\\' })[c] ?? ' ');
-    ack.getSegment('MSA')!.setField(3, escaped);
-    // ERR-3: HL7 table 0357 (207: application internal error, the catch-all), ERR-4 severity E, ERR-8 the reason.
-    ack.segments.push(parseSegment(`ERR|||207^Application internal error^HL70357|E||||${escaped}`));
-  }
-  return ack.toString();
-}
-
-function parseSegment(text: string): Hl7Segment {
-  return Hl7Message.parse(`MSH|^~\\&|||||||ACK|\r${text}`).segments[1];
+  return buildAcknowledgement(text, ackCode, reason);
 }
