@@ -2,7 +2,7 @@ import { Hl7Message, type Hl7Segment } from '@medplum/core';
 import iconv from 'iconv-lite';
 import type { InsuranceRecord } from '../schemas/insurance';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
-import { buildAcknowledgement, controlIdOfAck, MalformedAcknowledgement, parseAcknowledgement } from '../lib/labs/hl7/acknowledgement';
+import { buildAcknowledgement, controlIdOfAck, encodeAcknowledgement, MalformedAcknowledgement, parseAcknowledgement } from '../lib/labs/hl7/acknowledgement';
 import { CharsetUnrepresentable, charsetOfMsh18, decodeHl7, decodeHl7Message, encodeHl7, UnsupportedCharset } from '../lib/labs/hl7/charsets';
 import { escapeHl7, unescapeHl7 } from '../lib/labs/hl7/escapes';
 import {
@@ -223,6 +223,9 @@ describe('charsets', () => {
     expect(decodeHl7(noMsh18, '8859/1')).toContain('Müller');
     // Declared ASCII with 8-bit bytes: read as Latin-1, never as U+FFFD.
     expect(decodeHl7(noMsh18, 'ASCII')).toContain('Müller');
+    // …and with an account expecting UTF-8, bytes that are not UTF-8 and no MSH-18 to say otherwise are Latin-1.
+    expect(decodeHl7(noMsh18, 'UNICODE UTF-8')).toContain('Müller');
+    expect(decodeHl7(Buffer.from('MSH|^~\\&|L|F|H|F|1||ORU^R01|1|P|2.3\rPID|1||1||Müller'), 'UNICODE UTF-8')).toContain('Müller');
     const utf8 = Buffer.from('\ufeffMSH|^~\\&|LAB|F|HB|F|20260101||ORU^R01|1|P|2.5.1||||||UNICODE UTF-8\rPID|1||1||李^小龍', 'utf8');
     expect(decodeHl7(utf8, 'ASCII')).toMatch(/^MSH.*\rPID\|1\|\|1\|\|李\^小龍$/);
     const utf16 = iconv.encode('MSH|^~\\&|LAB|F|HB|F|20260101||ORU^R01|1|P|2.5.1||||||UNICODE UTF-16\rPID|1||1||Ἀλέξανδρος', 'utf16');
@@ -350,7 +353,7 @@ describe('order messages: LOI OML^O21 2.5.1', () => {
       'SPO^Spouse^HL70063',
       '19850102',
     ]);
-    expect(field(in1, 5)).toBe('151 Farmington Avenue^^Hartford^CT^06156^USA^H');
+    expect(field(in1, 5)).toBe('151 Farmington Avenue^^Hartford^CT^06156^USA^B');
     expect(unescapeHl7(field(in1, 36))).toBe('W123|456');
     const gt1 = seg(message, 'GT1');
     expect([field(gt1, 3), field(gt1, 6), field(gt1, 11)]).toEqual(['Smith^Bo^^^^^L', '^PRN^PH^^1^415^5550000', 'SPO^Spouse^HL70063']);
@@ -555,6 +558,7 @@ describe('acknowledgements', () => {
       text: 'Specimen already in process|tested',
     });
     expect(parseAcknowledgement(`${header('ORL^O22^ORL_O22')}\rMSA|AA|HB1O\rORC|OK|HB1|\rOBR|1|HB1|F-77`).fillerNumber).toBe('F-77');
+    expect(parseAcknowledgement(`${header('ORR^O02', '2.3')}\rMSA|AA|HB1C|OK\rORC|UC|HB1|F-77|||||||||||||^Already tested`).text).toBe('Already tested');
   });
 
   it('finds MSA-2 in raw bytes whatever the charset', () => {
@@ -584,7 +588,12 @@ describe('acknowledgements', () => {
     expect(field(seg(message, 'MSA'), 2)).toBe('M-42');
     expect(field(seg(message, 'ERR'), 3)).toBe('207^Application internal error^HL70357');
     expect(parseAcknowledgement(ack)).toMatchObject({ controlId: 'M-42', code: 'AE', text: 'Order HB1 | unknown' });
-    expect(encodeHl7(ack, field(message.header, 18))).toBeInstanceOf(Buffer);
+    // Written in the message's charset; what that charset cannot carry in our own text becomes '?', never a failed ACK.
+    const latin1Ack = buildAcknowledgement(incoming, 'AE', 'Müller ≠ 李');
+    expect(encodeAcknowledgement(latin1Ack, 'UNICODE UTF-8').includes(Buffer.from([0x4d, 0xfc, 0x6c, 0x6c, 0x65, 0x72, 0x20, 0x3f, 0x20, 0x3f]))).toBe(true);
+    expect(decodeHl7(encodeAcknowledgement(buildAcknowledgement(incoming.replace('8859/1', ''), 'AE', '李'), 'UNICODE UTF-8'), 'UNICODE UTF-8')).toContain(
+      'MSA|AE|M-42|李',
+    );
 
     const legacy = buildAcknowledgement(incoming.replace('2.5.1', '2.3'), 'AR', 'bad & worse');
     expect(legacy).toContain('\rERR|^^^207&bad \\T\\ worse&HL70357');

@@ -1,7 +1,7 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { createTenant, startTestApp, teamClient, type TestApp } from './support/harness';
+import { createTenant, managementClient, startTestApp, teamClient, type Tenant, type TestApp } from './support/harness';
 import { createUser } from './support/lab';
 
 /**
@@ -30,6 +30,32 @@ beforeAll(async () => {
 }, 300000);
 afterAll(() => app?.close());
 
+/**
+ * A lab account of the tenant's organisation with the lab of the first active walk-in test (the one check_lab.py
+ * orders), holding an order code for each of that lab's markers. The SDK has no lab-account calls: made here through
+ * the management API.
+ */
+async function labAccountForWalkInLab(tenant: Tenant): Promise<string> {
+  const catalogue = app.deps.labCatalogue;
+  const walkIn = catalogue.labTests.find((t) => t.method === 'walk_in_test' && t.status === 'active')!;
+  const lab = catalogue.labById(walkIn.lab_id)!;
+  const codes = Object.fromEntries(catalogue.markers.filter((m) => m.lab_id === lab.id).map((m) => [String(m.id), { code: m.provider_id }]));
+  const { DEPLOYMENT_ENVIRONMENT: env, DEPLOYMENT_REGION: region } = app.deps.config;
+  const res = await managementClient(app, tenant).post(`/v1/org/${tenant.orgId}/lab_account/${env}/${region}`, {
+    lab_slug: lab.slug,
+    name: `${lab.name} (SDK check)`,
+    account_number: '12345678',
+    // Nothing listens there: no order of the SDK check goes through this account (only a lab test is made with it).
+    mllp: { host: '127.0.0.1', port: 9 },
+    msh: { sending_application: 'HEALTHBRIDGE', sending_facility: 'HB', receiving_application: 'LAB', receiving_facility: 'LAB' },
+    profile: 'LOI_2.5.1',
+    results_from: ['127.0.0.1'],
+    order_codes: codes,
+  });
+  if (res.status !== 200) throw new Error(`lab account creation failed: ${res.status} ${res.text}`);
+  return res.body.id;
+}
+
 /** Runs one check script of scripts/sdk-check/ with the client built `construction`'s way; returns its output. */
 function runCheck(script: string, construction: string, env: Record<string, string>, timeoutMs: number): Promise<{ code: number; text: string }> {
   return new Promise((resolve) => {
@@ -57,9 +83,15 @@ describe.each([
   test('parses every lab endpoint response', async () => {
     const tenant = await createTenant(app.deps, 'SDK compat');
     const userId = await createUser(teamClient(app, tenant));
-    const output = await runCheck('check_lab.py', construction, { HB_API_KEY: tenant.teamKey, HB_USER_ID: userId }, 120000);
+    const labAccountId = await labAccountForWalkInLab(tenant);
+    const env = { HB_API_KEY: tenant.teamKey, HB_USER_ID: userId, HB_LAB_ACCOUNT_ID: labAccountId };
+    const output = await runCheck('check_lab.py', construction, env, 120000);
     expectAllParsed(output, 'OK lab_tests.get_result_raw');
     expect(output.text).toContain('OK testkit.register');
+    // The labs listing (with our connection fields), a test through a lab account, an order with ICD codes and AoE answers.
+    expect(output.text).toContain('OK lab_tests.get_labs');
+    expect(output.text).toContain('OK lab_tests.create (lab_account_id)');
+    expect(output.text).toContain('OK lab_tests.create_order (icd_codes, aoe_answers)');
   }, 180000);
 
   test('parses every wearable-data endpoint response', async () => {

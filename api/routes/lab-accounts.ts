@@ -22,7 +22,7 @@ const tags = ['Management: lab accounts'];
 const path = '/v1/org/{org_id}/lab_account/{environment}/{region}';
 const itemPath = `${path}/{lab_account_id}`;
 
-export function labAccountView(a: ListedLabAccount) {
+function labAccountView(a: ListedLabAccount) {
   const tls = a.mllp.tls;
   return {
     id: a._id,

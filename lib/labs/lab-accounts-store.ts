@@ -30,7 +30,7 @@ export const LAB_ACCOUNT_QUERY_SHAPES: Record<'lab_accounts', QueryShape[]> = {
   lab_accounts: [
     { name: 'an account by id (read, conditional update, delete)', filter: ['_id'], residual: ['org_id', 'environment', 'region', 'updated_at'] },
     { name: "an organisation's accounts in one deployment, oldest first", filter: ['org_id', 'environment', 'region'], sort: ['_id'] },
-    { name: 'every account (the results listener allow-list; reencrypt), in _id order', filter: [], sort: ['_id'] },
+    { name: 'every account (the results listener allow-list; reencrypt), in _id order', filter: ['_id'], sort: ['_id'] },
   ],
 };
 
@@ -103,7 +103,13 @@ export class LabAccountRepository {
 
   /** Every account, keys opened (the results listener's allow-list; a small collection). */
   async listAll(): Promise<LabAccountDoc[]> {
-    return (await this.accounts.find({}).sort({ _id: 1 }).toArray()).map((d) => this.opened(d));
+    // Bounded on `_id` so the `_id` index serves the walk (architecture rule 2: a sentinel bound, not an empty filter).
+    return (
+      await this.accounts
+        .find({ _id: { $gt: '' } })
+        .sort({ _id: 1 })
+        .toArray()
+    ).map((d) => this.opened(d));
   }
 
   /** The organisation's accounts in one deployment, oldest first, without keys. */

@@ -9,6 +9,9 @@ Environment:
                 Every id but user_id is optional: what is missing is created here (orders via the SDK, simulated
                 to completion through POST /v3/order/{id}/test).
   HB_USER_ID    the user, when HB_FIXTURES is not given (or lacks user_id)
+  HB_LAB_ACCOUNT_ID  optional: a lab account of the organisation with order codes for the walk-in test's lab; then
+                a lab test is created through it and GET /v3/lab_tests/labs must list it. The SDK has no lab-account
+                (management API) calls or model.
 
 Prints `OK <call>` or `FAIL <call>: <error>` per call and exits 1 if any call failed. A call whose prerequisite
 failed is reported as FAIL too (nothing passes silently).
@@ -29,6 +32,8 @@ import uuid
 from vital.core.api_error import ApiError
 from vital.core.pydantic_utilities import parse_obj_as
 from vital.types import (
+    AoEAnswer,
+    ClientFacingLab,
     ClientFacingLabTest,
     ClientFacingOrder,
     Consent,
@@ -58,6 +63,8 @@ if os.environ.get("HB_FIXTURES"):
 USER_ID = fixtures.get("user_id") or os.environ.get("HB_USER_ID")
 if not USER_ID:
     sys.exit("set HB_FIXTURES (with user_id) or HB_USER_ID")
+# Optional: a lab account of the team's organisation (management API) whose order codes cover the walk-in test's lab.
+LAB_ACCOUNT_ID = os.environ.get("HB_LAB_ACCOUNT_ID")
 
 lab = client.lab_tests
 
@@ -174,7 +181,22 @@ else:
 markers = check("lab_tests.get_markers", lambda: lab.get_markers(page=1, size=50), GetMarkersResponse)
 check("lab_tests.get_markers (lab_id)", lambda: lab.get_markers(lab_id=need(walk_in, "the lab test").lab.id), GetMarkersResponse)
 check("lab_tests.get_markers_for_lab_test", lambda: lab.get_markers_for_lab_test(need(walk_in, "the lab test").id), GetMarkersResponse)
-check("lab_tests.get_labs", lambda: lab.get_labs(), list)
+
+
+def labs():
+    """Each lab parses as the SDK's ClientFacingLab; our `connection` / `lab_account_ids` extension rides along as extra fields."""
+    found = lab.get_labs()
+    expect_that(found and all(isinstance(x, ClientFacingLab) for x in found), "not a list of ClientFacingLab")
+    for x in found:
+        expect_that(getattr(x, "connection", None) in ("lab_account", "sandbox"), f"lab {x.slug} has no connection")
+        expect_that(isinstance(getattr(x, "lab_account_ids", None), list), f"lab {x.slug} has no lab_account_ids")
+    if LAB_ACCOUNT_ID:
+        connected = [x for x in found if LAB_ACCOUNT_ID in x.lab_account_ids]
+        expect_that(len(connected) == 1 and connected[0].connection == "lab_account", f"no lab lists the account {LAB_ACCOUNT_ID}")
+    return found
+
+
+check("lab_tests.get_labs", labs, list)
 
 
 def create_lab_test():
@@ -185,6 +207,24 @@ def create_lab_test():
 
 
 created_test = check("lab_tests.create", create_lab_test, ClientFacingLabTest)
+
+
+def create_lab_test_with_account():
+    """A test through the organisation's lab account (HB_LAB_ACCOUNT_ID): the SDK's create has no lab_account_id
+    parameter, so it goes as an additional body parameter, as a customer would send it."""
+    test = lab.create(
+        name=f"SDK account {uuid.uuid4().hex[:8]}",
+        method="walk_in_test",
+        description="Made by check_lab.py through a lab account",
+        marker_ids=[m.id for m in need(walk_in, "the lab test").markers],
+        request_options={"additional_body_parameters": {"lab_account_id": LAB_ACCOUNT_ID}},
+    )
+    expect_that(getattr(test, "lab_account_id", None) == LAB_ACCOUNT_ID, "the test does not name the lab account")
+    return test
+
+
+if LAB_ACCOUNT_ID:
+    check("lab_tests.create (lab_account_id)", create_lab_test_with_account, ClientFacingLabTest)
 check(
     "lab_tests.update_lab_test",
     lambda: lab.update_lab_test(need(created_test, "the created test").id, name=f"SDK renamed {uuid.uuid4().hex[:8]}"),
@@ -208,6 +248,18 @@ def replay():
 
 
 check("lab_tests.create_order (idempotent replay)", replay, PostOrderResponse)
+
+
+def order_with_diagnoses():
+    """ICD codes and ask-at-order-entry answers through the SDK's own parameters and AoEAnswer type."""
+    test = need(walk_in, "the lab test")
+    created = create_order(test.id, icd_codes=["E11.9"], aoe_answers=[AoEAnswer(marker_id=test.markers[0].id, question_id=1001, answer="Y")])
+    expect_that(created.order.icd_codes == ["E11.9"], f"icd_codes: {created.order.icd_codes}")
+    expect_that(getattr(created.order, "placer_number", "").startswith("HB"), "the order has no placer_number")
+    return created
+
+
+check("lab_tests.create_order (icd_codes, aoe_answers)", order_with_diagnoses, PostOrderResponse)
 
 order_id = fixtures.get("order_id") or (new_order.order.id if new_order else None)
 order = check("lab_tests.get_order", lambda: lab.get_order(need(order_id, "an order")), ClientFacingOrder)

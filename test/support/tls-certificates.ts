@@ -31,10 +31,26 @@ export function makeTestAuthority(name = 'Healthbridge test CA'): TestAuthority 
   const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   const file = (f: string) => readFileSync(path.join(dir, f), 'utf8');
   try {
-    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', `/CN=${name}`);
+    openssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.pem',
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${name}`,
+    );
     const issue = (leaf: string, subject: string, extensions: string) => {
       writeFileSync(path.join(dir, `${leaf}.ext`), extensions);
-      openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${leaf}.key`, '-out', `${leaf}.csr`, '-subj', subject);
+      openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${leaf}.key`, '-out', `${leaf}.csr`, '-subj', subject);
       openssl(
         'x509',
         '-req',

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Hl7Message, type Hl7Segment } from '@medplum/core';
+import iconv from 'iconv-lite';
+import { charsetOfMsh18, msh18OfBytes, UnsupportedCharset } from './charsets';
 import { escapeHl7, unescapeHl7 } from './escapes';
 
 /**
@@ -75,7 +77,8 @@ export function parseAcknowledgement(text: string, encoding?: string): LabAcknow
   return {
     controlId,
     code: code as AcknowledgementCode,
-    text: errors.join('; ') || msa3 || orderControlReason || null,
+    // A refused cancel's reason is ORC-16; MSA-3 is then often a bare "OK" for the message itself.
+    text: errors.join('; ') || (refused ? orderControlReason : null) || msa3 || orderControlReason || null,
     orderControl,
     fillerNumber: filler ? readField(filler) : null,
     orderControlReason,
@@ -185,4 +188,20 @@ export function buildAcknowledgement(
   if ((code === 'AE' || code === 'AR' || code === 'CE' || code === 'CR') && text)
     segments.push(legacy ? `ERR|^^^207&${reason}&HL70357` : `ERR|||207^Application internal error^HL70357|E||||${reason}`);
   return segments.join('\r');
+}
+
+/**
+ * Our acknowledgement's bytes, in the charset its MSH-18 names (the message's, copied by buildAcknowledgement),
+ * else `fallbackCharset` (the lab account's). An ACK must always go out: a character of our own reason text the
+ * charset cannot carry becomes '?' here (iconv-lite's substitute), where an order would be refused.
+ */
+export function encodeAcknowledgement(ackText: string, fallbackCharset: string): Buffer {
+  let encoding: string;
+  try {
+    encoding = charsetOfMsh18(msh18OfBytes(Buffer.from(ackText, 'latin1')), fallbackCharset);
+  } catch (err) {
+    if (!(err instanceof UnsupportedCharset)) throw err;
+    encoding = 'utf8';
+  }
+  return iconv.encode(ackText, encoding);
 }

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import iconv from 'iconv-lite';
 
 /**
@@ -120,10 +121,13 @@ export function msh18OfBytes(bytes: Buffer): string | null {
 export function decodeHl7Message(bytes: Buffer, fallbackCharset: string): { text: string; encoding: string } {
   const wide = wideEncodingOf(bytes);
   if (wide) return { text: iconv.decode(bytes, wide), encoding: wide };
-  let encoding = charsetOfMsh18(msh18OfBytes(bytes), fallbackCharset);
+  const msh18 = msh18OfBytes(bytes);
+  let encoding = charsetOfMsh18(msh18, fallbackCharset);
   // A lab that declares ASCII and sends 8-bit bytes almost always means Latin-1 (a common trap): read it so
-  // rather than turning each byte into U+FFFD. Writing stays strict (encodeHl7).
+  // rather than turning each byte into U+FFFD. Likewise a message with no MSH-18 whose bytes are not UTF-8 when
+  // the account expects UTF-8: Latin-1 without MSH-18 is what such labs send. Writing stays strict (encodeHl7).
   if (encoding === 'us-ascii' && bytes.some((b) => b > 0x7f)) encoding = 'iso-8859-1';
+  if (encoding === 'utf8' && msh18 === null && !isUtf8(bytes)) encoding = 'iso-8859-1';
   return { text: iconv.decode(bytes, encoding), encoding };
 }
 

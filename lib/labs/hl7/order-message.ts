@@ -175,7 +175,12 @@ function render(input: OrderMessageInput, orderControl: 'NW' | 'CA'): RenderedMe
     const [code, name] = relationshipCode(relationship);
     return loi ? `${code}^${name}^HL70063` : code;
   };
-  const address = (a: Pick<AddressDoc, 'first_line' | 'second_line' | 'city' | 'state' | 'zip' | 'country'> | null | undefined, field: string) =>
+  /** XAD; type H (home) for a person, B (business) for a company. */
+  const address = (
+    a: Pick<AddressDoc, 'first_line' | 'second_line' | 'city' | 'state' | 'zip' | 'country'> | null | undefined,
+    field: string,
+    type: 'H' | 'B' = 'H',
+  ) =>
     a
       ? [
           text(a.first_line, `${field}.first_line`),
@@ -184,7 +189,7 @@ function render(input: OrderMessageInput, orderControl: 'NW' | 'CA'): RenderedMe
           text(a.state, `${field}.state`),
           text(a.zip, `${field}.zip`),
           text(countryCode(a.country), `${field}.country`),
-          'H',
+          type,
         ].join('^')
       : '';
   const phone = (e164: string | null | undefined, field: string) => {
@@ -253,7 +258,7 @@ function render(input: OrderMessageInput, orderControl: 'NW' | 'CA'): RenderedMe
           // IN1-3 is a CX; under LOI's GU component it needs an assigning authority: the payor code is ours.
           3: loi ? `${text(insurance.payor_code, 'insurance.payor_code')}^^^${authorityHd}` : text(insurance.payor_code, 'insurance.payor_code'),
           4: text(insurance.company.name, 'insurance.company.name'),
-          5: address({ ...insurance.company.address, second_line: insurance.company.address.second_line ?? null }, 'insurance.company.address'),
+          5: address({ ...insurance.company.address, second_line: insurance.company.address.second_line ?? null }, 'insurance.company.address', 'B'),
           8: text(insurance.group_id, 'insurance.group_id'),
           16: personName(insured.last_name, insured.first_name, 'insurance.insured'),
           17: codedRelationship(insurance.relationship),
