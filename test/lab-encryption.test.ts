@@ -5,6 +5,7 @@ import { DecryptionError, FieldCipher, generateDataKey } from '../lib/platform/f
 import { createRepositories, reencryptAll } from '../lib/repositories';
 import { LabOrderRepository, PATIENT_FIELDS, RESULT_FIELDS } from '../lib/labs/orders-store';
 import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
+import { placerNumberOf } from '../lib/labs/placer-number';
 import { IdempotencyKeyRepository, type IdempotencyKeyDoc } from '../lib/platform/idempotency-store';
 import { eventData } from '../lib/events/model';
 import {
@@ -220,7 +221,14 @@ describe('patient data is encrypted at rest and shown as before', () => {
       [1, 2].map(async () => (await client.post('/v3/order', { ...orderBody(userId, tests.walk_in_test), ...uniquePatient() })).body.order),
     );
     const stolen = (await raw(app.inspect, 'lab_orders', a.id))!.patient_details;
-    const copy = { ...(await raw(app.inspect, 'lab_orders', b.id))!, _id: randomUUID(), sample_id: uniqueId('copy'), patient_details: stolen };
+    const copyId = randomUUID();
+    const copy = {
+      ...(await raw(app.inspect, 'lab_orders', b.id))!,
+      _id: copyId,
+      sample_id: uniqueId('copy'),
+      placer_number: placerNumberOf(copyId),
+      patient_details: stolen,
+    };
     await rawCollection(app.inspect, 'lab_orders').insertOne(copy);
     await expect(app.deps.repos.labOrders.findById(copy._id)).rejects.toThrow(DecryptionError);
     await rawCollection(app.inspect, 'lab_orders').deleteOne({ _id: copy._id });
@@ -232,9 +240,17 @@ describe('orders stored in plaintext by an earlier version', () => {
     const p = uniquePatient();
     const order = (await client.post('/v3/order', { ...orderBody(userId, tests.walk_in_test), ...p })).body.order;
     await orderReaches(client, order.id, 'requisition_created');
-    // The same order as the previous version stored it: every field plain (no workflow runs for it).
+    // The same order as the previous version stored it: every field plain, none of the fields lab accounts brought
+    // (no workflow runs for it).
+    const {
+      lab_account_id: _account,
+      placer_number: _placer,
+      icd_codes: _icd,
+      aoe_answers: _aoe,
+      ...earlier
+    } = (await app.deps.repos.labOrders.findById(order.id))!;
     const legacy = {
-      ...(await app.deps.repos.labOrders.findById(order.id))!,
+      ...earlier,
       _id: randomUUID(),
       sample_id: uniqueId('legacy'),
       order_transaction_id: randomUUID(),
@@ -252,6 +268,8 @@ describe('orders stored in plaintext by an earlier version', () => {
     expectNoPlaintext(await raw(app.inspect, 'lab_orders', legacy._id), secretsOf(p));
     const after = (await client.get(`/v3/order/${legacy._id}`)).body;
     expect(after.patient_details).toEqual(p.patient_details);
+    // What it did not store reads as the sandbox lab, its derived placer number and no diagnoses.
+    expect(after).toMatchObject({ lab_account_id: null, placer_number: placerNumberOf(legacy._id), icd_codes: [], aoe_answers: [] });
     expect(after.patient_address).toEqual(before.patient_address);
     expect(await pdf(`/v3/order/${legacy._id}/requisition/pdf`)).toContain(p.patient_details.last_name);
   });

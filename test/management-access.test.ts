@@ -84,6 +84,22 @@ async function credentialsOn(team: string): Promise<void> {
   });
   expect(res.status).toBe(200);
 }
+const labAccountBody = {
+  lab_slug: 'quest',
+  name: 'Matrix lab',
+  account_number: '1234',
+  mllp: { host: '127.0.0.1', port: 9 },
+  msh: { sending_application: 'HB', sending_facility: 'HB', receiving_application: 'LAB', receiving_facility: 'LAB' },
+  profile: 'ORM_2.3',
+  results_from: ['127.0.0.1'],
+  order_codes: { 2040: { code: '10231' } },
+};
+const labAccounts = (at: Deployment) => o(`/lab_account/${at.environment}/${at.region}`);
+async function labAccount(): Promise<string> {
+  const res = await org.post(o(`/lab_account/${env}/${region}`), labAccountBody);
+  expect(res.status).toBe(200);
+  return res.body.id;
+}
 async function scopedKey(teams: string[]): Promise<string> {
   const res = await org.post(o('/management_key'), { role: 'team_admin', label: 'fixture', team_role_bindings: teams.map((team_id) => ({ team_id })) });
   expect(res.status).toBe(200);
@@ -126,6 +142,24 @@ const operations: Operation[] = [
   },
   { name: 'DELETE management key', scope: 'org', ok: 204, run: async (c, team) => c.del(o(`/management_key/${await scopedKey([team])}`)) },
   { name: 'GET audit log', scope: 'org', ok: 200, run: (c) => c.get(o('/audit_log')) },
+  // Lab accounts: the organisation's (every key reads them; org keys change them).
+  { name: 'GET lab accounts', scope: 'any', deployment: 'env/region', ok: 200, run: (c, _team, at) => c.get(labAccounts(at)) },
+  { name: 'POST lab account', scope: 'org', deployment: 'env/region', ok: 200, run: (c, _team, at) => c.post(labAccounts(at), labAccountBody) },
+  { name: 'GET lab account', scope: 'any', deployment: 'env/region', ok: 200, run: async (c, _team, at) => c.get(`${labAccounts(at)}/${await labAccount()}`) },
+  {
+    name: 'PATCH lab account',
+    scope: 'org',
+    deployment: 'env/region',
+    ok: 200,
+    run: async (c, _team, at) => c.patch(`${labAccounts(at)}/${await labAccount()}`, { name: 'Renamed lab' }),
+  },
+  {
+    name: 'DELETE lab account',
+    scope: 'org',
+    deployment: 'env/region',
+    ok: 204,
+    run: async (c, _team, at) => c.del(`${labAccounts(at)}/${await labAccount()}`),
+  },
   // One team
   { name: 'GET team', scope: 'team', ok: 200, run: (c, team) => c.get(o(`/team/${team}`)) },
   {
@@ -392,7 +426,22 @@ describe.each(operations)('$name', (op) => {
   });
 
   it('with a team key: inside its team as allowed, outside it 403; a key bound to two teams acts on both', async () => {
-    const scoped = keyClient((await org.post(o('/management_key'), { role: 'team_admin', label: 'a', team_role_bindings: [{ team_id: teamA }] })).body.value);
+    // The keys made here are deleted after: the matrix would otherwise outgrow the org's MAX_MANAGEMENT_KEYS_PER_ORG.
+    const made: string[] = [];
+    const teamKey = async (label: string, teams: string[]) => {
+      const created = (await org.post(o('/management_key'), { role: 'team_admin', label, team_role_bindings: teams.map((team_id) => ({ team_id })) })).body;
+      made.push(created.id);
+      return keyClient(created.value);
+    };
+    try {
+      await withTeamKeys(teamKey);
+    } finally {
+      for (const id of made) await org.del(o(`/management_key/${id}`));
+    }
+  });
+
+  async function withTeamKeys(teamKey: (label: string, teams: string[]) => Promise<HttpClient>) {
+    const scoped = await teamKey('a', [teamA]);
     const inside = await op.run(scoped, teamA, here());
     if (op.scope === 'org') {
       expect({ op: op.name, ...summary(inside) }).toEqual({ op: op.name, status: 403, detail: expect.stringMatching(/needs an organisation management key/) });
@@ -404,13 +453,11 @@ describe.each(operations)('$name', (op) => {
       const outside = await op.run(scoped, teamB, here());
       expect({ op: op.name, ...summary(outside) }).toEqual({ op: op.name, status: 403, detail: `This team management key is not bound to team ${teamB}.` });
 
-      const twoTeams = keyClient(
-        (await org.post(o('/management_key'), { role: 'team_admin', label: 'ab', team_role_bindings: [{ team_id: teamA }, { team_id: teamB }] })).body.value,
-      );
+      const twoTeams = await teamKey('ab', [teamA, teamB]);
       expect({ op: op.name, status: (await op.run(twoTeams, teamB, here())).status }).toEqual({ op: op.name, status: op.ok });
       expect({ op: op.name, status: (await op.run(twoTeams, teamC, here())).status }).toEqual({ op: op.name, status: 403 });
     }
-  });
+  }
 
   it('refuses a revoked key with 401', async () => {
     const created = (await org.post(o('/management_key'), { role: 'org_admin', label: 'revoked' })).body;

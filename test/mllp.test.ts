@@ -542,9 +542,12 @@ describe('fake laboratory: orders', () => {
     const answers = [await send(c, bytes), await send(c, bytes), await send(c, bytes)];
     expect(new Set(answers.map((a) => a.reply.toString('hex'))).size).toBe(1);
     expect(lab.orders().size).toBe(1);
-    expect(lab.orders().get('HB0000000003C')!.sends).toBe(3);
+    expect(lab.orders().get('HB0000000003C')).toMatchObject({ sends: 3, controlIds: ['HB0000000003CO'] });
     expect(lab.received).toHaveLength(3);
     expect(lab.answers().get('HB0000000003CO')).toEqual({ type: 'OML^O21', code: 'AA', sends: 3 });
+    // A resend under a fresh control id (the flood a lab must not get) shows as a second id for the same placer.
+    await send(c, oml251('HB0000000003CX', 'HB0000000003C'));
+    expect(lab.orders().get('HB0000000003C')).toMatchObject({ sends: 4, controlIds: ['HB0000000003CO', 'HB0000000003CX'] });
   });
 
   it('refuseNext answers the next order AE with the given text; later orders are accepted', async () => {

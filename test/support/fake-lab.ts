@@ -59,8 +59,11 @@ export interface FakeLabOptions {
 export interface FakeLabOrder {
   /** The order message's MSH-10. */
   controlId: string;
+  /** Every distinct control id an order message for this placer number came with: more than one means the sender
+   *  resent with fresh ids, and a real lab would hold the order twice. */
+  controlIds: string[];
   text: string;
-  /** How often the order message (its control id) arrived: resends are counted here, not held twice. */
+  /** How often an order message for this placer number arrived: resends are counted here, not held twice. */
   sends: number;
   cancelled: boolean;
   /** The lab's accession number (ORC-3 in its answers and results). */
@@ -197,8 +200,15 @@ export async function startFakeLab(options: FakeLabOptions = {}): Promise<FakeLa
     if (order.orderControl === 'NW') {
       const refused = take(refusals);
       if (refused) return refusal(refused.code, [{ code: '207', text: refused.text, location: null }], false);
+      const already = orders.get(order.placerNumber);
+      if (already) {
+        already.controlIds.push(order.controlId);
+        already.sends++;
+        return accepted([buildAck(header, 'AA', nextAnswerId())]);
+      }
       orders.set(order.placerNumber, {
         controlId: order.controlId,
+        controlIds: [order.controlId],
         text,
         sends: 1,
         cancelled: false,
@@ -285,7 +295,7 @@ export async function startFakeLab(options: FakeLabOptions = {}): Promise<FakeLa
     let entry = controlId ? answers.get(controlId) : undefined;
     if (entry) {
       entry.sends++;
-      const order = [...orders.values()].find((o) => o.controlId === controlId);
+      const order = [...orders.values()].find((o) => o.controlIds.includes(controlId));
       if (order) order.sends++;
     } else {
       entry = answer(text, charset, problem);
@@ -380,7 +390,7 @@ export async function startFakeLab(options: FakeLabOptions = {}): Promise<FakeLa
   return {
     port,
     received,
-    orders: () => new Map(orders),
+    orders: () => new Map([...orders].map(([placer, order]) => [placer, { ...order, controlIds: [...order.controlIds] }])),
     answers: () => new Map([...answers].map(([id, a]) => [id, { type: a.type, code: a.code, sends: a.sends }])),
     connections: () => connections,
     inject: (fault, times = 1) => {
