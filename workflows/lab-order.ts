@@ -34,8 +34,8 @@ export interface OrderSnapshot {
   eventIds: number[];
   activateBy: string | null;
   createdWithActivateBy: boolean;
-  /** The order's lab account (a real lab, over HL7 v2 / MLLP); null or absent: the sandbox lab. */
-  labAccountId?: string | null;
+  /** The order's lab account (contract C2: a real lab, messages over MLLP); null: the sandbox lab. Absent in runs started before lab accounts. */
+  labAccountId: string | null;
 }
 
 export interface LabOrderInput {

@@ -2,12 +2,13 @@ import type { Logger } from '../platform/logger';
 import type { LabAccountDoc } from './lab-accounts';
 import type { LabOutboundRepository, OutboundAnswer } from './lab-outbound-store';
 import { parseAcknowledgement } from './hl7/acknowledgement';
-import { decodeHl7 } from './hl7/charsets';
+import { decodeHl7Message } from './hl7/charsets';
 import { MllpClient } from './mllp/client';
 
 /** A lab's reply as stored on the message: decoded by its MSH-18 (or the account's character set), escapes resolved. */
 export function readAnswer(reply: Buffer, account: Pick<LabAccountDoc, 'charset'>): OutboundAnswer {
-  const ack = parseAcknowledgement(decodeHl7(reply, account.charset));
+  const { text, encoding } = decodeHl7Message(reply, account.charset);
+  const ack = parseAcknowledgement(text, encoding);
   return { controlId: ack.controlId, code: ack.code, text: ack.text, orderControl: ack.orderControl, fillerNumber: ack.fillerNumber };
 }
 
