@@ -1,6 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { startLabListener, type LabListener } from '../lib/labs/lab-listener';
+import { contentHashOf } from '../lib/labs/lab-inbound-store';
 import type { LabOrderDoc } from '../lib/labs/model';
 import { workflowIds } from '../workflows/ids';
 import type { LabMarker } from '../schemas/lab-catalogue';
@@ -18,7 +20,7 @@ import {
   type TestApp,
 } from './support/harness';
 import { createUser, labTestIds, lowOf, orderBody, orderReaches, orderWorkflowIdle } from './support/lab';
-import { startFakeLab, type FakeLab, type FakeObservation, type FakeResult } from './support/fake-lab';
+import { buildResultMessage, specimenReceived, startFakeLab, type FakeLab, type FakeObservation, type FakeResult } from './support/fake-lab';
 import { frame } from '../lib/labs/mllp/framing';
 import { eraseUserOrders } from '../lib/labs/order-erasure';
 import type { Receiver } from './support/receiver';
@@ -97,9 +99,12 @@ afterAll(async () => {
   await app.close();
 });
 
-/** A walk-in order (it has partial_results) of `user`, dispatched to the lab, and the markers its results report. */
-async function dispatchedOrder(user = userId): Promise<{ id: string; doc: LabOrderDoc; markers: LabMarker[] }> {
-  const created = await client.post('/v3/order', orderBody(user, tests.walk_in_test));
+/** An order of `user` (a walk-in test by default: it has partial_results), dispatched to the lab, and the markers its results report. */
+async function dispatchedOrder(
+  user = userId,
+  method: 'walk_in_test' | 'testkit' = 'walk_in_test',
+): Promise<{ id: string; doc: LabOrderDoc; markers: LabMarker[] }> {
+  const created = await client.post('/v3/order', orderBody(user, tests[method]));
   expect(created.status).toBe(200);
   const id = created.body.order.id;
   await orderReaches(client, id, 'requisition_created');
@@ -250,6 +255,41 @@ describe('results over MLLP through their life', () => {
     expect(updates.map((p) => Buffer.from(p.data ?? []).toString('utf8')).join()).toContain('"statusDetail":"sample_hemolyzed"');
   });
 
+  it("several OBRs in one message: each test's results go to the order", async () => {
+    const order = await dispatchedOrder();
+    const observations = order.markers.map((m) => observationOf(m));
+    const half = Math.ceil(observations.length / 2);
+    const message: FakeResult = {
+      placerNumber: order.doc.placer_number,
+      tests: [
+        { code: 'PART1', name: 'First test', status: 'F', observations: observations.slice(0, half) },
+        { code: 'PART2', name: 'Second test', status: 'F', observations: observations.slice(half) },
+      ],
+    };
+    expect((await fake.sendResults(target(), message)).code).toBe('AA');
+    await orderReaches(client, order.id, 'completed');
+    const results = (await client.get(`/v3/order/${order.id}/result`)).body;
+    expect(results.results.map((r: { slug: string }) => r.slug).sort()).toEqual(order.markers.map((m) => m.slug).sort());
+    expect(results.missing_results).toEqual([]);
+  });
+
+  it('specimen received (OBR-25 I): a kit moves to delivered_to_lab; a walk-in order has no such status and stays where it is', async () => {
+    const kit = await dispatchedOrder(userId, 'testkit');
+    expect((await fake.sendResults(target(), specimenReceived(kit.doc.placer_number, [{ code: 'PANEL', name: 'Kit panel' }]))).code).toBe('AA');
+    const delivered = await orderReaches(client, kit.id, 'delivered_to_lab');
+    expect(delivered.last_event.status).toBe('sample_with_lab.testkit.delivered_to_lab');
+
+    const walkIn = await dispatchedOrder();
+    const sent = await fake.sendResults(target(), specimenReceived(walkIn.doc.placer_number, [{ code: 'PANEL', name: 'Walk-in panel' }]));
+    expect(sent.code).toBe('AA');
+    const settled = await eventually(async () => {
+      const doc = await app.inspect.collection('lab_inbound_messages').findOne({ control_id: sent.controlId });
+      return doc?.state === 'applied' ? doc : null;
+    });
+    expect(settled.applied_to).toEqual([{ order_id: walkIn.id, outcome: expect.stringMatching(/^nothing to change: specimen received/) }]);
+    expect(lowOf((await client.get(`/v3/order/${walkIn.id}`)).body.last_event.status)).toBe('requisition_created');
+  });
+
   it('a Latin-1 message without MSH-18 is read in the account character set, with its escapes resolved', async () => {
     const order = await dispatchedOrder();
     const note = 'Befund geprüft: Müller & Söhne | Zürich';
@@ -293,6 +333,49 @@ describe('a result arriving while the worker is down', () => {
     worker = startWorker();
     await orderReaches(client, order.id, 'completed', 60_000);
     await eventually(async () => (await app.inspect.collection('lab_inbound_messages').findOne({ control_id: sent.controlId }))?.state === 'applied');
+  });
+});
+
+describe('a message stored whose applier was never told (the api died between the store and the signal)', () => {
+  it('is applied by the stranded-work sweep', async () => {
+    const order = await dispatchedOrder();
+    // What the listener stores, as it stores it, but with no signal after it; received two minutes ago (past the grace).
+    const text = buildResultMessage(
+      resultOf(
+        order,
+        'F',
+        order.markers.map((m) => observationOf(m)),
+      ),
+      {
+        controlId: `STRANDED${Date.now()}`,
+        fillerNumber: 'FL-STRANDED',
+      },
+    ).text.replace(/\r$/, '');
+    const hash = contentHashOf(text);
+    const messageId = randomUUID();
+    await app.deps.repos.labInbound.store({
+      _id: messageId,
+      account_id: accountId,
+      org_id: tenant.orgId,
+      lab_slug: 'fake',
+      control_id: `STRANDED-${messageId}`,
+      content_sha256: hash,
+      control_key: `${accountId}\u0000STRANDED-${messageId}`,
+      content_key: `${accountId}\u0000${hash}`,
+      peer: { address: '127.0.0.1', certificate: null },
+      charset: 'utf8',
+      raw: Buffer.from(text).toString('base64'),
+      text,
+      state: 'received',
+      ack_code: 'AA',
+      detail: null,
+      applied_to: [],
+      duplicates: 0,
+      received_at: new Date(Date.now() - 120_000),
+      settled_at: null,
+    });
+    await orderReaches(client, order.id, 'completed', 60_000);
+    await eventually(async () => (await app.deps.repos.labInbound.find(messageId))?.state === 'applied', 30_000, 'the stranded message applied');
   });
 });
 
