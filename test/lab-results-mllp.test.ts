@@ -229,6 +229,17 @@ describe('results over MLLP through their life', () => {
     expect(orderEvents(order.id).filter((e) => e.low === 'completed')).toHaveLength(1);
     const detail = (await client.get(`/v3/order/${order.id}`)).body;
     expect(detail.events.filter((e: { status: string }) => lowOf(e.status) === 'completed')).toHaveLength(1);
+
+    // Another message under a control id already used is not taken for a resend: it is kept, and (a second final
+    // report for a completed order) filed for review rather than dropped.
+    const other = order.markers.map((m, i) => observationOf(m, i === 0 ? { notes: ['Amended comment.'] } : {}));
+    expect((await fake.sendResults(target(), { ...message, tests: [{ ...message.tests[0], observations: other }] })).code).toBe('AA');
+    const review = await eventually(async () => {
+      const page = await mgmt.get(`${reviewsPath()}?status=pending`);
+      return page.body.data.find((r: { control_id: string }) => r.control_id === first.controlId);
+    });
+    expect(review).toMatchObject({ reason: 'not_applicable', placer_numbers: [order.doc.placer_number] });
+    expect(await messages.countDocuments({ account_id: accountId, control_id: first.controlId })).toBe(2);
   });
 
   it('X: a result the lab could not obtain is a missing result with its reason; a rejected specimen fails the order with its status detail', async () => {

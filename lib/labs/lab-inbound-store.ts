@@ -31,7 +31,10 @@ export interface LabInboundMessageDoc {
   control_id: string | null;
   /** sha256 of the decoded text without MSH-7 and MSH-10 (hex). */
   content_sha256: string;
-  /** Unique: `<account>\u0000<control id>` (a message without one: `<account>\u0000sha:<content hash>`). */
+  /**
+   * Unique: `<account>\u0000<control id>` (a message without one: `<account>\u0000sha:<content hash>`; another message
+   * under a control id already used: `<account>\u0000<control id>\u0000<content hash>`).
+   */
   control_key: string;
   /** Unique: `<account>\u0000<content hash>`. */
   content_key: string;
@@ -84,8 +87,8 @@ export const LAB_INBOUND_INDEXES: Record<'lab_inbound_messages' | 'lab_inbound_r
 export const LAB_INBOUND_QUERY_SHAPES: Record<'lab_inbound_messages' | 'lab_inbound_reports', QueryShape[]> = {
   lab_inbound_messages: [
     { name: 'a message by id', filter: ['_id'] },
-    { name: 'the message a duplicate insert collided with, by control id', filter: ['control_key'] },
     { name: 'the message a duplicate insert collided with, by content', filter: ['content_key'] },
+    { name: 'a control id already used by another message', filter: ['control_key'] },
     { name: 'received but not applied before a time (stranded-work sweep)', filter: ['state', 'received_at'], sort: ['received_at'] },
     { name: 'settle a message (conditional on its state)', filter: ['_id'], residual: ['state'] },
     { name: 'erasure: the messages applied to an order (their bytes and text removed)', filter: ['applied_to.order_id'] },
@@ -135,8 +138,10 @@ export class LabInboundRepository {
   }
 
   /**
-   * Stores a message, unless its account already has one with its control id or its content: then that one is
-   * returned (and counted as resent). Either way the message is durable when this returns: the caller may ACK.
+   * Stores a message, unless its account already has one with its content (a resend under the same control id, or a
+   * re-send under a new one): then that one is returned, counted as resent. A different message under a control id
+   * already used (a lab that reuses ids) is stored too, under its content: never dropped. Either way the message is
+   * durable when this returns, and the caller may ACK.
    */
   async store(doc: LabInboundMessageDoc): Promise<{ stored: LabInboundMessageDoc } | { duplicate: LabInboundMessageDoc }> {
     try {
@@ -144,12 +149,13 @@ export class LabInboundRepository {
       return { stored: doc };
     } catch (err) {
       if (!isDuplicateKeyError(err)) throw err;
-      const existing =
-        (await this.messages.findOneAndUpdate({ control_key: doc.control_key }, { $inc: { duplicates: 1 } }, { returnDocument: 'after' })) ??
-        (await this.messages.findOneAndUpdate({ content_key: doc.content_key }, { $inc: { duplicates: 1 } }, { returnDocument: 'after' }));
+      const existing = await this.messages.findOneAndUpdate({ content_key: doc.content_key }, { $inc: { duplicates: 1 } }, { returnDocument: 'after' });
+      if (existing) return { duplicate: this.sealed.open(existing) as LabInboundMessageDoc };
+      const reused = await this.messages.findOne({ control_key: doc.control_key }, { projection: { _id: 1 } });
+      // The control id names another message: this one is kept under its content (its control id stays as sent).
+      if (reused) return this.store({ ...doc, control_key: `${doc.control_key}\u0000${doc.content_sha256}` });
       // Gone between the insert and the read (expired): store it anew.
-      if (!existing) return this.store(doc);
-      return { duplicate: this.sealed.open(existing) as LabInboundMessageDoc };
+      return this.store(doc);
     }
   }
 
