@@ -153,6 +153,22 @@ test('a dropped ACK, then a resend of the same message: the lab holds one order'
   expect(outbound?.sends).toBeGreaterThanOrEqual(2);
 }, 90_000);
 
+test('an ACK that comes after our timeout is taken as the answer: the retry finds it and does not send again', async () => {
+  const { labTestId } = await labAccount(fake.port);
+  fake.inject({ type: 'late-ack', afterMs: 1600 }, 1); // our ack_timeout_ms is 1000; the retry comes ~2 s after it
+  const order = await placeOrder(labTestId);
+  await orderReaches(client, order.id, 'requisition_created', 60_000);
+  expect(fake.orders().get(order.placer)?.sends).toBe(1);
+  const outbound = await app.inspect.collection('lab_outbound_messages').findOne({ _id: `${order.placer}O` as never });
+  expect(outbound).toMatchObject({ state: 'answered', sends: 1, answer: { code: 'AA' } });
+  const history = (await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id)).fetchHistory()).events ?? [];
+  // A retried activity's started event carries its last attempt: the first one did time out.
+  const scheduled = history.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'sendOrderToLab');
+  const started = history.find((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(scheduled?.eventId));
+  const lastAttempt = started?.activityTaskStartedEventAttributes?.attempt;
+  expect(lastAttempt).toBeGreaterThanOrEqual(2);
+}, 90_000);
+
 test('the lab refuses an order (AE): the order fails with the lab’s reason in its event and its webhook', async () => {
   const rx = await startReceiver();
   closers.push(() => rx.close());
@@ -173,6 +189,15 @@ test('the lab refuses an order (AE): the order fails with the lab’s reason in 
   expect(failed.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'sample_error']);
   const [webhook] = await rx.waitFor(1, 30_000, (r) => JSON.parse(r.body).data?.id === order.id);
   expect(JSON.parse(webhook.body).data.last_event).toMatchObject({ status_detail: 'fulfillment_error', detail: failed.last_event.detail });
+}, 90_000);
+
+test('an order the lab’s character set cannot carry fails at once, naming the field, and nothing is sent', async () => {
+  const { labTestId } = await labAccount(fake.port, { charset: '8859/1' });
+  const order = await placeOrder(labTestId, { last_name: 'Παπαδοπούλου' });
+  const failed = await orderReaches(client, order.id, 'sample_error', 60_000);
+  expect(failed.last_event).toMatchObject({ status_detail: 'fulfillment_error', detail: expect.stringContaining('patient_details.last_name') });
+  expect(fake.orders().get(order.placer)).toBeUndefined();
+  expect(await app.inspect.collection('lab_outbound_messages').findOne({ _id: `${order.placer}O` as never })).toBeNull();
 }, 90_000);
 
 test('the lab down delays the order (the pending activity and the metrics say why), and once it is back the order goes on, once', async () => {
