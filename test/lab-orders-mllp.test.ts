@@ -6,6 +6,7 @@ import { createUser, lowOf, orderBody, orderReaches, patientDetails } from './su
 import { startFakeLab, type FakeLab } from './support/fake-lab';
 import { startLabProxy, type LabProxy } from './support/lab-proxy';
 import { startReceiver } from './support/receiver';
+import { freePort } from './support/free-port';
 import { privateDeployment, startWorker as startDeploymentWorker, stopWorker, workerEnded } from './support/worker';
 
 /**
@@ -22,13 +23,28 @@ let client: HttpClient;
 let fake: FakeLab;
 const closers: (() => Promise<void>)[] = [];
 
-const startWorker = (env: Record<string, string> = {}) => startDeploymentWorker(deployment, env);
+let metricsPort = 0;
+const startWorker = (env: Record<string, string> = {}) => startDeploymentWorker(deployment, { WORKER_METRICS_PORT: String(metricsPort), ...env });
+
+/** The worker's metrics: the sum of a series' samples whose labels include `labels` (0 when none). */
+async function workerMetric(name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[3]);
+  }
+  return sum;
+}
 
 beforeAll(async () => {
   app = await startTestApp(deployment);
   tenant = await createTenant(app.deps, 'Lab over MLLP');
   client = teamClient(app, tenant);
   fake = await startFakeLab();
+  metricsPort = await freePort();
   worker = startWorker();
 }, 60_000);
 afterAll(async () => {
@@ -137,6 +153,22 @@ test('a dropped ACK, then a resend of the same message: the lab holds one order'
   expect(outbound?.sends).toBeGreaterThanOrEqual(2);
 }, 90_000);
 
+test('an ACK that comes after our timeout is taken as the answer: the retry finds it and does not send again', async () => {
+  const { labTestId } = await labAccount(fake.port);
+  fake.inject({ type: 'late-ack', afterMs: 1600 }, 1); // our ack_timeout_ms is 1000; the retry comes ~2 s after it
+  const order = await placeOrder(labTestId);
+  await orderReaches(client, order.id, 'requisition_created', 60_000);
+  expect(fake.orders().get(order.placer)?.sends).toBe(1);
+  const outbound = await app.inspect.collection('lab_outbound_messages').findOne({ _id: `${order.placer}O` as never });
+  expect(outbound).toMatchObject({ state: 'answered', sends: 1, answer: { code: 'AA' } });
+  const history = (await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id)).fetchHistory()).events ?? [];
+  // A retried activity's started event carries its last attempt: the first one did time out.
+  const scheduled = history.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'sendOrderToLab');
+  const started = history.find((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(scheduled?.eventId));
+  const lastAttempt = started?.activityTaskStartedEventAttributes?.attempt;
+  expect(lastAttempt).toBeGreaterThanOrEqual(2);
+}, 90_000);
+
 test('the lab refuses an order (AE): the order fails with the lab’s reason in its event and its webhook', async () => {
   const rx = await startReceiver();
   closers.push(() => rx.close());
@@ -159,9 +191,23 @@ test('the lab refuses an order (AE): the order fails with the lab’s reason in 
   expect(JSON.parse(webhook.body).data.last_event).toMatchObject({ status_detail: 'fulfillment_error', detail: failed.last_event.detail });
 }, 90_000);
 
-test('the lab down delays the order (the pending activity says why), and once it is back the order goes on, once', async () => {
+test('an order the lab’s character set cannot carry fails at once, naming the field, and nothing is sent', async () => {
+  const { labTestId } = await labAccount(fake.port, { charset: '8859/1' });
+  const order = await placeOrder(labTestId, { last_name: 'Παπαδοπούλου' });
+  const failed = await orderReaches(client, order.id, 'sample_error', 60_000);
+  expect(failed.last_event).toMatchObject({ status_detail: 'fulfillment_error', detail: expect.stringContaining('patient_details.last_name') });
+  expect(fake.orders().get(order.placer)).toBeUndefined();
+  expect(await app.inspect.collection('lab_outbound_messages').findOne({ _id: `${order.placer}O` as never })).toBeNull();
+}, 90_000);
+
+test('the lab down delays the order (the pending activity and the metrics say why), and once it is back the order goes on, once', async () => {
   const proxy = await relayed();
   const { labTestId, name } = await labAccount(proxy.port);
+  const lab = app.deps.labCatalogue.labById(3)!.slug;
+  const unansweredSends = async () =>
+    (await workerMetric('healthbridge_lab_messages_sent_total', { lab, kind: 'order', outcome: 'timeout' })) +
+    (await workerMetric('healthbridge_lab_messages_sent_total', { lab, kind: 'order', outcome: 'connection_error' }));
+  const failedBefore = await unansweredSends();
   await proxy.down();
   const order = await placeOrder(labTestId);
   const handle = app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id));
@@ -177,11 +223,35 @@ test('the lab down delays the order (the pending activity says why), and once it
   expect(pending.lastFailure?.message).toMatch(/no connection|did not answer/);
   expect(await lowStatus(order.id)).toBe('ordered');
   expect(fake.orders().get(order.placer)).toBeUndefined();
+  expect(await unansweredSends()).toBeGreaterThanOrEqual(failedBefore + 1);
+  expect(await workerMetric('healthbridge_lab_messages_unanswered')).toBeGreaterThanOrEqual(1);
+  expect(await workerMetric('healthbridge_lab_message_resends_total', { lab, kind: 'order' })).toBeGreaterThanOrEqual(1);
 
   await proxy.up();
   await orderReaches(client, order.id, 'requisition_created', 120_000);
   expect(fake.orders().get(order.placer)?.controlId).toBe(`${order.placer}O`);
   expect(new Set(framesOf(fake, order.placer).map((r) => r.controlId)).size).toBe(1);
+}, 180_000);
+
+test('an account changed to where the lab listens: the worker connects there, and the waiting order goes on', async () => {
+  const nowhere = await freePort(); // nothing listens here
+  const { accountId, labTestId, name } = await labAccount(nowhere);
+  const order = await placeOrder(labTestId);
+  const handle = app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id));
+  const pending = await eventually(
+    async () => (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'sendOrderToLab' && a.lastFailure),
+    60_000,
+    'sendOrderToLab failing',
+  );
+  expect(pending.lastFailure?.message).toContain(`${name} (`);
+  expect(pending.lastFailure?.message).toContain(`127.0.0.1:${nowhere}`);
+  const { DEPLOYMENT_ENVIRONMENT: env, DEPLOYMENT_REGION: region } = app.deps.config;
+  const changed = await managementClient(app, tenant).patch(`/v1/org/${tenant.orgId}/lab_account/${env}/${region}/${accountId}`, {
+    mllp: { port: fake.port },
+  });
+  expect(changed.status).toBe(200);
+  await orderReaches(client, order.id, 'requisition_created', 120_000);
+  expect(fake.orders().get(order.placer)?.controlId).toBe(`${order.placer}O`);
 }, 180_000);
 
 test('one message the lab never answers does not hold back the next order to the same lab', async () => {
