@@ -1,5 +1,4 @@
 import { randomInt } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowExecutionAlreadyStartedError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ApiError, badRequest, notFound } from '../platform/errors';
@@ -93,9 +92,6 @@ export async function startAndStoreOrder(
   return { stored: 'inserted' in inserted ? inserted.inserted : inserted.exists };
 }
 
-/** How long a correction waits for the order's finished run to close before it starts its own. */
-const RUN_CLOSE_WAIT_MS = 5_000;
-
 /** A new sample id (`HB` + 10 digits), unique per team by index; the caller retries on the rare clash. */
 export const newSampleId = () => `HB${String(randomInt(0, 1e10)).padStart(10, '0')}`;
 
@@ -177,15 +173,6 @@ export async function feedLabResults(
   if (request.finalStatus !== 'corrected' || !['completed', 'corrected'].includes(doc.low_level_status)) {
     throw badRequest(`The order is in its final status ${dottedStatus(doc.method, doc.low_level_status)}; only a correction of its results can follow.`);
   }
-  // The document says final a moment before its run closes (the run's last steps after the write): a correction
-  // right after the final report waits for that close (bounded) rather than meeting the run still open.
-  const waited = new AbortController();
-  const closing = deps.temporal.client.workflow
-    .getHandle(workflowIds.labOrder(doc._id))
-    .result()
-    .catch(() => undefined)
-    .finally(() => waited.abort());
-  await Promise.race([closing, sleep(RUN_CLOSE_WAIT_MS, undefined, { signal: waited.signal }).catch(() => undefined)]);
   const lastEventId = doc.events[doc.events.length - 1]?.id ?? 0;
   const correction = deps.temporal.client.workflow.execute(labOrderCorrectionWorkflow, {
     workflowId: workflowIds.labOrder(doc._id),
