@@ -301,6 +301,24 @@ describe('results over MLLP through their life', () => {
     expect(lowOf((await client.get(`/v3/order/${walkIn.id}`)).body.last_event.status)).toBe('requisition_created');
   });
 
+  it('a lab in enhanced acknowledgement mode (MSH-15 AL) gets the accept acknowledgement CA once its message is stored', async () => {
+    const order = await dispatchedOrder();
+    const built = buildResultMessage(
+      resultOf(
+        order,
+        'F',
+        order.markers.map((m) => observationOf(m)),
+      ),
+      { controlId: `ENH${Date.now()}`, fillerNumber: 'FL-ENH' },
+    );
+    const [msh, ...rest] = built.text.split('\r');
+    const fields = msh.split('|');
+    fields[14] = 'AL'; // MSH-15 (fields[0] is 'MSH', MSH-1 the separator itself)
+    const { code } = await fake.sendMessage(target(), built.controlId, Buffer.from([fields.join('|'), ...rest].join('\r'), 'utf8'));
+    expect(code).toBe('CA');
+    await orderReaches(client, order.id, 'completed');
+  });
+
   it('a Latin-1 message without MSH-18 is read in the account character set, with its escapes resolved', async () => {
     const order = await dispatchedOrder();
     const note = 'Befund geprüft: Müller & Söhne | Zürich';

@@ -46,6 +46,7 @@ export interface LabInboundMessageDoc {
   /** The decoded text, HL7 escapes still in place (sealed). */
   text: string;
   state: LabInboundState;
+  /** Accepted (AA, or CA in enhanced mode) or refused (AR / CR): what a resend of it is answered. */
   ack_code: 'AA' | 'AR';
   /** Why it was refused, or what the applier made of it (for people reading the store and the logs). */
   detail: string | null;

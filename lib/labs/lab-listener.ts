@@ -7,6 +7,7 @@ import type { Repositories } from '../repositories';
 import iconv from 'iconv-lite';
 import { decodeHl7Message, UnsupportedCharset } from './hl7/charsets';
 import { acknowledgement, controlIdOf, Hl7Refusal, parseOru, unframe } from './hl7-oru';
+import { buildAcknowledgement } from './hl7/acknowledgement';
 import { allowsResultsFrom, type LabAccountDoc } from './lab-accounts';
 import { contentHashOf, type LabInboundMessageDoc } from './lab-inbound-store';
 import { signalLabResults } from './lab-results-client';
@@ -64,8 +65,19 @@ function accountOf(candidates: LabAccountDoc[], text: string): LabAccountDoc {
   return [...candidates].sort((a, b) => score(b) - score(a) || a.created_at.getTime() - b.created_at.getTime())[0];
 }
 
-/** The ACK's bytes in the message's encoding (it echoes the message's MSH fields, in that character set). */
-const ackBytes = (ack: string, encoding: string): Buffer => iconv.encode(ack, encoding);
+/**
+ * The ACK of a message we stored (accepted) or could not parse (refused), in the message's encoding (it echoes the
+ * message's MSH fields, in that character set). Original mode (MSH-15 empty, or NE as many LRI senders put it and
+ * still wait for an answer): AA / AR. Enhanced mode (MSH-15 AL, SU or ER): the accept acknowledgement, CA / CR, which
+ * says exactly what storing it means ("committed to safe storage"); an application acknowledgement a lab asks for in
+ * MSH-16 is not sent (the lab's interface specifications ask results receivers for the accept one).
+ */
+function ackBytes(text: string, accepted: boolean, encoding: string, reason?: string): Buffer {
+  const msh15 = (text.split('\r')[0]?.split('|')[14] ?? '').trim().toUpperCase();
+  const enhanced = ['AL', 'SU', 'ER'].includes(msh15);
+  const code = accepted ? (enhanced ? 'CA' : 'AA') : enhanced ? 'CR' : 'AR';
+  return iconv.encode(buildAcknowledgement(text, code, accepted ? undefined : reason), encoding);
+}
 
 export async function startLabListener(deps: LabListenerDeps, options: LabListenerOptions): Promise<LabListener> {
   const { config, repos, logger } = deps;
@@ -148,11 +160,11 @@ export async function startLabListener(deps: LabListenerDeps, options: LabListen
       const first = stored.duplicate;
       log.info({ ...fields, first_message_id: first._id, state: first.state }, 'lab result resent: acknowledged again, applied once');
       // The ACK echoes this copy's control id; a copy of a refused message is refused again.
-      return ackBytes(acknowledgement(text, first.ack_code, first.ack_code === 'AR' ? (first.detail ?? undefined) : undefined), encoding);
+      return ackBytes(text, first.ack_code === 'AA', encoding, first.detail ?? undefined);
     }
     if (refusal) {
       log.warn({ ...fields, message_id: doc._id, reason: refusal.reason }, 'lab result message cannot be parsed: stored and answered AR');
-      return ackBytes(acknowledgement(text, 'AR', refusal.reason), encoding);
+      return ackBytes(text, false, encoding, refusal.reason);
     }
     log.info({ ...fields, message_id: doc._id }, 'lab result message stored');
     // After the ACK is on its way: a failure here leaves the message `received`, for the stranded-work sweep.
@@ -161,7 +173,7 @@ export async function startLabListener(deps: LabListenerDeps, options: LabListen
         log.warn({ err, message_id: doc._id }, 'could not tell the lab results applier; the stranded-work sweep will'),
       );
     });
-    return ackBytes(acknowledgement(text, 'AA'), encoding);
+    return ackBytes(text, true, encoding);
   }
 
   const server = new MllpServer({
