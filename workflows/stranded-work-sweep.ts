@@ -1,4 +1,4 @@
-import { condition, continueAsNew, defineSignal, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { WebhookDeliveryActivities } from '../activities/webhook-delivery';
 import type { MaintenanceActivities } from '../activities/maintenance';
 
@@ -49,8 +49,7 @@ export async function strandedWorkSweepWorkflow(input: StrandedWorkSweepInput): 
     await sweepWebhooks();
     await finishStrandedConnectionSteps();
     await finishBoundRegistrations();
-    // Runs recorded before this step existed replay without it (test/workflow-replay.test.ts).
-    if (patched('resume-stranded-lab-messages')) await resumeStrandedLabMessages();
+    await resumeStrandedLabMessages();
   }
   // The handler only sets state, so a signal that came during the last sweep is carried, not lost.
   await continueAsNew<typeof strandedWorkSweepWorkflow>({ everyMs, sweepNow });

@@ -1,7 +1,7 @@
 import { ApiError, notFound } from '../../lib/platform/errors';
 import { isoWithOffset } from '../../lib/platform/time';
 import { Hl7Refusal } from '../../lib/labs/hl7-oru';
-import { applyReviewToOrder, publishReviewEvent, reviewEventData } from '../../lib/labs/lab-results-apply';
+import { applyReviewToOrder, OrderErased, publishReviewEvent, reviewEventData } from '../../lib/labs/lab-results-apply';
 import type { LabResultReviewDoc } from '../../lib/labs/lab-reviews-store';
 import { OrderRefusedUpdate } from '../../lib/labs/result-intake';
 import { audited } from '../../lib/tenancy/audit';
@@ -127,8 +127,9 @@ export const labResultReviewRoutes = [
           try {
             await applyReviewToOrder({ ...deps, logger: log }, outcome.resolved, order);
           } catch (err) {
-            if (!(err instanceof OrderRefusedUpdate || err instanceof Hl7Refusal)) throw err;
+            if (!(err instanceof OrderRefusedUpdate || err instanceof Hl7Refusal || err instanceof OrderErased)) throw err;
             await deps.repos.labReviews.reopen(auth.orgId, review._id, order._id);
+            if (err instanceof OrderErased) throw notFound(`Order ${body.order_id} not found in this organisation.`);
             const why = err instanceof Hl7Refusal ? err.reason : err.message;
             throw new ApiError(409, `Order ${order._id} cannot take these results: ${why}`);
           }

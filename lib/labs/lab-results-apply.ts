@@ -90,6 +90,13 @@ async function recorded(deps: LabOrderDeps, orderId: string, low: string, heartb
 
 type Outcome = LabInboundMessageDoc['applied_to'][number];
 
+/** The order's patient data was erased between its match and its results: it is answered as an unknown one. */
+export class OrderErased extends Error {
+  constructor(readonly order: LabOrderDoc) {
+    super(`Order ${order._id} was erased`);
+  }
+}
+
 /** How a request names its order, for people: "placer number X, filler number Y". */
 const numbersOf = (r: Hl7ObservationRequest) =>
   [r.placerOrderNumber && `placer number ${r.placerOrderNumber}`, r.fillerOrderNumber && `filler number ${r.fillerOrderNumber}`].filter(Boolean).join(', ');
@@ -108,6 +115,12 @@ async function applyToOrder(deps: LabOrderDeps, message: Hl7OruMessage, messageI
   if (plan.kind === 'none') return { order_id: order._id, outcome: `nothing to change: ${plan.reason}` };
   if (plan.kind === 'results') {
     await deps.repos.labInbound.saveReport({ _id: reportId, message_id: messageId, order_id: order._id, report: plan.report, created_at: new Date() });
+    // Erased since it was matched: the report (patient data) goes again, and the order is treated as unknown. Erasure
+    // marks the order before it removes reports, so whichever of the two writes comes second sees the other.
+    if ((await deps.repos.labOrders.findById(order._id))?.patient_data_erased_at) {
+      await deps.repos.labInbound.eraseForOrder(order._id);
+      throw new OrderErased(order);
+    }
   }
   const low = planTarget(order, plan);
   await applyPlan(deps, order, plan, plan.kind === 'results' ? `${INBOUND_REPORT_PREFIX}${reportId}` : undefined, `lab-inbound:${messageId}`);
@@ -138,6 +151,11 @@ export async function applyInboundMessage(deps: LabResultsDeps, messageId: strin
     try {
       appliedTo.push(await applyToOrder(deps, message, messageId, target, heartbeat));
     } catch (err) {
+      if (err instanceof OrderErased) {
+        await auditErasedOrder(deps, stored, err.order);
+        unmatched.push(...target.requests);
+        continue;
+      }
       if (!(err instanceof OrderRefusedUpdate || err instanceof Hl7Refusal)) throw err;
       const reason = err instanceof Hl7Refusal ? err.reason : `Order ${target.order._id} cannot take these results: ${err.message}`;
       refused.push({ requests: target.requests, reason });
