@@ -116,7 +116,7 @@ function order(testIds: string[], overrides: Partial<LabOrderDoc> = {}): LabOrde
     created_at: NOW,
     updated_at: NOW,
     ...overrides,
-  } as LabOrderDoc;
+  };
 }
 
 const METABOLIC_CBC = '0c1d2e3f-4a5b-4c6d-8e7f-8a9b0c1d2eaa'; // Labcorp, markers 3040 + 3041
