@@ -1,8 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { startLabListener, type LabListener } from '../lib/labs/lab-listener';
-import { contentHashOf } from '../lib/labs/lab-inbound-store';
 import type { LabOrderDoc } from '../lib/labs/model';
 import { workflowIds } from '../workflows/ids';
 import type { LabMarker } from '../schemas/lab-catalogue';
@@ -25,6 +23,7 @@ import { frame } from '../lib/labs/mllp/framing';
 import { eraseUserOrders } from '../lib/labs/order-erasure';
 import type { Receiver } from './support/receiver';
 import { makeTestAuthority, type TestAuthority } from './support/tls-certificates';
+import { storeReceivedMessage } from './support/lab-inbound';
 import { privateDeployment, startWorker as startPrivateWorker, stopWorker } from './support/worker';
 
 /**
@@ -380,28 +379,12 @@ describe('a message stored whose applier was never told (the api died between th
         fillerNumber: 'FL-STRANDED',
       },
     ).text.replace(/\r$/, '');
-    const hash = contentHashOf(text);
-    const messageId = randomUUID();
-    await app.deps.repos.labInbound.store({
-      _id: messageId,
-      account_id: accountId,
-      org_id: tenant.orgId,
-      lab_slug: 'fake',
-      control_id: `STRANDED-${messageId}`,
-      content_sha256: hash,
-      control_key: `${accountId}\u0000STRANDED-${messageId}`,
-      content_key: `${accountId}\u0000${hash}`,
-      peer: { address: '127.0.0.1', certificate: null },
-      charset: 'utf8',
-      raw: Buffer.from(text).toString('base64'),
+    const messageId = await storeReceivedMessage(app, {
+      accountId,
+      orgId: tenant.orgId,
+      labSlug: 'fake',
       text,
-      state: 'received',
-      ack_code: 'AA',
-      detail: null,
-      applied_to: [],
-      duplicates: 0,
-      received_at: new Date(Date.now() - 120_000),
-      settled_at: null,
+      receivedAt: new Date(Date.now() - 120_000),
     });
     await orderReaches(client, order.id, 'completed', 60_000);
     await eventually(async () => (await app.deps.repos.labInbound.find(messageId))?.state === 'applied', 30_000, 'the stranded message applied');

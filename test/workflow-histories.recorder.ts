@@ -6,7 +6,7 @@ import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registr
 import { startReceiver } from './support/receiver';
 import { oruMessage } from './support/hl7';
 import { saveHistory } from './support/histories';
-import { contentHashOf } from '../lib/labs/lab-inbound-store';
+import { storeReceivedMessage } from './support/lab-inbound';
 import { signalLabResults } from '../lib/labs/lab-results-client';
 import { timeOrderedUuid } from '../lib/platform/keys';
 import { startFakeLab } from './support/fake-lab';
@@ -173,29 +173,7 @@ test('records a lab results applier (MLLP)', async () => {
   const lab = app.deps.labCatalogue.labById(doc.lab_test.lab_id)!;
   const text = oruMessage(order, { lab, groups: [{ panel: null, markers }], placerOrderNumber: doc.placer_number }).replace(/\r?$/, '');
   const accountId = timeOrderedUuid();
-  const messageId = timeOrderedUuid();
-  const hash = contentHashOf(text);
-  await app.deps.repos.labInbound.store({
-    _id: messageId,
-    account_id: accountId,
-    org_id: tenant.orgId,
-    lab_slug: lab.slug,
-    control_id: messageId,
-    content_sha256: hash,
-    control_key: `${accountId}\u0000${messageId}`,
-    content_key: `${accountId}\u0000${hash}`,
-    peer: { address: '127.0.0.1', certificate: null },
-    charset: 'utf8',
-    raw: Buffer.from(text).toString('base64'),
-    text,
-    state: 'received',
-    ack_code: 'AA',
-    detail: null,
-    applied_to: [],
-    duplicates: 0,
-    received_at: new Date(),
-    settled_at: null,
-  });
+  const messageId = await storeReceivedMessage(app, { accountId, orgId: tenant.orgId, labSlug: lab.slug, text });
   await signalLabResults(app.deps.temporal, accountId, messageId);
   await orderReaches(api, order.id, 'completed');
   await eventually(async () => (await app.deps.repos.labInbound.find(messageId))?.state === 'applied', 30_000, 'the message applied');
