@@ -1,6 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { placerNumberOf } from '../lib/labs/placer-number';
 import { workflowIds } from '../workflows/ids';
+import { erasePatientDataUpdate } from '../workflows/lab-order';
 import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './support/harness';
 import { createUser, lowOf, orderBody, orderReaches, patientDetails } from './support/lab';
 import { startFakeLab, type FakeLab } from './support/fake-lab';
@@ -253,6 +254,22 @@ test('an account changed to where the lab listens: the worker connects there, an
   await orderReaches(client, order.id, 'requisition_created', 120_000);
   expect(fake.orders().get(order.placer)?.controlId).toBe(`${order.placer}O`);
 }, 180_000);
+
+test('erasing the patient data of an order that waits on a lab that is down does not wait for the lab', async () => {
+  const { labTestId } = await labAccount(await freePort()); // nothing listens there
+  const order = await placeOrder(labTestId);
+  const handle = app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id));
+  await eventually(
+    async () => (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'sendOrderToLab' && a.lastFailure),
+    60_000,
+    'sendOrderToLab failing',
+  );
+  expect(await app.inspect.collection('lab_outbound_messages').findOne({ _id: `${order.placer}O` as never })).not.toBeNull();
+  expect(await handle.executeUpdate(erasePatientDataUpdate)).toEqual({ erased: true });
+  expect(await handle.result()).toEqual({ final: 'erased' });
+  expect(await app.inspect.collection('lab_outbound_messages').findOne({ _id: `${order.placer}O` as never })).toBeNull();
+  expect((await storedOrder(order.id))?.patient_data_erased_at).toBeInstanceOf(Date);
+}, 120_000);
 
 test('one message the lab never answers does not hold back the next order to the same lab', async () => {
   const proxy = await relayed();

@@ -1,9 +1,11 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
   condition,
   defineQuery,
   defineUpdate,
+  isCancellation,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -105,8 +107,9 @@ export const STORE_GRACE_MS = 120_000;
 
 /**
  * One lab order's lifecycle (id `lab-order:<orderId>`), the single owner of its order document: it announces
- * the order, waits for `activate_by` on a durable timer, dispatches it to the lab, then applies the lab's
- * status updates (here: the sandbox simulation) until a terminal status. Every status change appends an
+ * the order, waits for `activate_by` on a durable timer, dispatches it to the lab (the sandbox lab, or a real lab
+ * over HL7 v2 / MLLP: activities/lab-messages.ts), then applies the lab's status updates (the sandbox simulation, or
+ * a lab's results) until a terminal status. Every status change appends an
  * event (ids ascending) and publishes `labtest.order.created|updated`. Writes run one at a time.
  */
 export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: string }> {
@@ -116,6 +119,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   const labAccountId = order.labAccountId ?? null;
   /** The real lab has accepted the order (its ACK was AA): a cancel must ask it. */
   let acceptedByLab = false;
+  /** While the order is being sent to a real lab: an erasure cancels the send. */
+  let dispatchScope: CancellationScope | null = null;
   let low = order.lowLevelStatus;
   let lastEventId = order.eventIds[order.eventIds.length - 1] ?? 0;
   let activateBy = order.activateBy;
@@ -172,7 +177,19 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
    */
   const dispatchToRealLab = (then: (labReference: string) => Promise<void>) =>
     serialized(async () => {
-      const answer = await labMessages.sendOrderToLab({ orderId });
+      // Cancellable: an erasure does not wait for a lab that is down (its Update handler cancels the send; the run then
+      // erases the order, its stored message included).
+      const sending = new CancellationScope();
+      dispatchScope = sending;
+      let answer: Awaited<ReturnType<typeof labMessages.sendOrderToLab>>;
+      try {
+        answer = await sending.run(() => labMessages.sendOrderToLab({ orderId }));
+      } catch (err) {
+        if (erasureRequested && isCancellation(err)) return;
+        throw err;
+      } finally {
+        dispatchScope = null;
+      }
       if (answer.accepted) {
         acceptedByLab = true;
         await then(answer.labReference);
@@ -252,6 +269,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   );
   setHandler(erasePatientDataUpdate, async () => {
     erasureRequested = true;
+    dispatchScope?.cancel();
     await condition(() => erased);
     return { erased: true as const };
   });
