@@ -119,8 +119,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   const labAccountId = order.labAccountId ?? null;
   /** The real lab has accepted the order (its ACK was AA): a cancel must ask it. */
   let acceptedByLab = false;
-  /** While the order is being sent to a real lab: an erasure cancels the send. */
-  let dispatchScope: CancellationScope | null = null;
+  /** While a message is being sent to a real lab: an erasure cancels the send. */
+  let labScope: CancellationScope | null = null;
   let low = order.lowLevelStatus;
   let lastEventId = order.eventIds[order.eventIds.length - 1] ?? 0;
   let activateBy = order.activateBy;
@@ -175,21 +175,26 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
    * other write (a cancel) comes between. AA: `then` (requisition_created, with the lab's filler number or our
    * placer number as the reference); AE/AR, or an order the lab's message cannot carry: failed, with the lab's reason.
    */
+  /**
+   * A message to a real lab, cancellable: an erasure does not wait for a lab that is down (its Update handler cancels
+   * the send, which then resolves null; the run erases the order, its stored messages included).
+   */
+  const toLab = async <T>(send: () => Promise<T>): Promise<T | null> => {
+    const scope = new CancellationScope();
+    labScope = scope;
+    try {
+      return await scope.run(send);
+    } catch (err) {
+      if (erasureRequested && isCancellation(err)) return null;
+      throw err;
+    } finally {
+      labScope = null;
+    }
+  };
   const dispatchToRealLab = (then: (labReference: string) => Promise<void>) =>
     serialized(async () => {
-      // Cancellable: an erasure does not wait for a lab that is down (its Update handler cancels the send; the run then
-      // erases the order, its stored message included).
-      const sending = new CancellationScope();
-      dispatchScope = sending;
-      let answer: Awaited<ReturnType<typeof labMessages.sendOrderToLab>>;
-      try {
-        answer = await sending.run(() => labMessages.sendOrderToLab({ orderId }));
-      } catch (err) {
-        if (erasureRequested && isCancellation(err)) return;
-        throw err;
-      } finally {
-        dispatchScope = null;
-      }
+      const answer = await toLab(() => labMessages.sendOrderToLab({ orderId }));
+      if (!answer) return; // erased meanwhile
       if (answer.accepted) {
         acceptedByLab = true;
         await then(answer.labReference);
@@ -231,7 +236,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
         // answer to the order first. A second cancel meanwhile sends the same message (same control id): one answer.
         await serialized(async () => {
           if (!acceptedByLab || TERMINAL.has(low) || cancelRequested) return; // never reached the lab, or already decided
-          const answer = await labMessages.sendCancelToLab({ orderId });
+          const answer = await toLab(() => labMessages.sendCancelToLab({ orderId }));
+          if (!answer) throw refuse("The order's patient data was erased while the lab was being asked to cancel it.");
           if (!answer.cancelled) throw refuse(`The lab could not cancel the order: ${answer.reason}`);
         });
         if (TERMINAL.has(low)) throw refuse(`The order cannot be cancelled in its current status ${dottedStatus(method, low)}.`);
@@ -269,7 +275,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   );
   setHandler(erasePatientDataUpdate, async () => {
     erasureRequested = true;
-    dispatchScope?.cancel();
+    labScope?.cancel();
     await condition(() => erased);
     return { erased: true as const };
   });
