@@ -274,15 +274,10 @@ test('erasing the patient data of an order that waits on a lab that is down does
 test('one message the lab never answers does not hold back the next order to the same lab', async () => {
   const proxy = await relayed();
   const { labTestId } = await labAccount(proxy.port);
+  // Aimed before the order exists: every reply to a message naming this patient is lost on the way.
+  proxy.swallowRepliesToMessagesWith('Stuckmann');
   const stuck = await placeOrder(labTestId, { last_name: 'Stuckmann' });
-  proxy.swallowRepliesTo(`${stuck.placer}O`);
-  // Its first send may have been answered before the relay was aimed: then it is done, and this test proves nothing.
-  const firstSwallowed = await eventually(
-    async () => (proxy.swallowed.get(`${stuck.placer}O`) ?? 0) >= 1 || (await lowStatus(stuck.id)) !== 'ordered',
-    30_000,
-    'the first reply swallowed',
-  );
-  expect(firstSwallowed).toBe(true);
+  await eventually(async () => (proxy.swallowed.get(`${stuck.placer}O`) ?? 0) >= 1, 30_000, 'the first reply swallowed');
   expect(await lowStatus(stuck.id)).toBe('ordered');
 
   const next = await placeOrder(labTestId);
@@ -291,7 +286,7 @@ test('one message the lab never answers does not hold back the next order to the
   await eventually(async () => (proxy.swallowed.get(`${stuck.placer}O`) ?? 0) >= 2, 60_000, 'a second unanswered send');
   expect(await lowStatus(stuck.id)).toBe('ordered');
 
-  proxy.swallowRepliesTo(null);
+  proxy.swallowRepliesToMessagesWith(null);
   await orderReaches(client, stuck.id, 'requisition_created', 120_000);
   expect(fake.orders().get(stuck.placer)?.sends).toBeGreaterThanOrEqual(2);
   expect(new Set(framesOf(fake, stuck.placer).map((r) => r.controlId))).toEqual(new Set([`${stuck.placer}O`]));
