@@ -112,6 +112,12 @@ export function createLabMessageActivities(deps: LabMessageActivityDeps) {
       answered_at: null,
       created_at: new Date(),
     });
+    // Erasure deletes an order's messages after marking the order: whichever comes second sees the other (a message
+    // stored after the erasure's delete is deleted here).
+    if ((await deps.repos.labOrders.findById(doc._id))?.patient_data_erased_at) {
+      await outbound.eraseForOrder(doc._id);
+      return { unrenderable: `The order's patient data was erased; nothing is sent to ${account.name}` };
+    }
     return { message };
   }
 

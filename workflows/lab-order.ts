@@ -1,9 +1,11 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
   condition,
   defineQuery,
   defineUpdate,
+  isCancellation,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -105,8 +107,9 @@ export const STORE_GRACE_MS = 120_000;
 
 /**
  * One lab order's lifecycle (id `lab-order:<orderId>`), the single owner of its order document: it announces
- * the order, waits for `activate_by` on a durable timer, dispatches it to the lab, then applies the lab's
- * status updates (here: the sandbox simulation) until a terminal status. Every status change appends an
+ * the order, waits for `activate_by` on a durable timer, dispatches it to the lab (the sandbox lab, or a real lab
+ * over HL7 v2 / MLLP: activities/lab-messages.ts), then applies the lab's status updates (the sandbox simulation, or
+ * a lab's results) until a terminal status. Every status change appends an
  * event (ids ascending) and publishes `labtest.order.created|updated`. Writes run one at a time.
  */
 export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: string }> {
@@ -116,6 +119,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   const labAccountId = order.labAccountId ?? null;
   /** The real lab has accepted the order (its ACK was AA): a cancel must ask it. */
   let acceptedByLab = false;
+  /** While a message is being sent to a real lab: an erasure cancels the send. */
+  let labScope: CancellationScope | null = null;
   let low = order.lowLevelStatus;
   let lastEventId = order.eventIds[order.eventIds.length - 1] ?? 0;
   let activateBy = order.activateBy;
@@ -170,9 +175,26 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
    * other write (a cancel) comes between. AA: `then` (requisition_created, with the lab's filler number or our
    * placer number as the reference); AE/AR, or an order the lab's message cannot carry: failed, with the lab's reason.
    */
+  /**
+   * A message to a real lab, cancellable: an erasure does not wait for a lab that is down (its Update handler cancels
+   * the send, which then resolves null; the run erases the order, its stored messages included).
+   */
+  const toLab = async <T>(send: () => Promise<T>): Promise<T | null> => {
+    const scope = new CancellationScope();
+    labScope = scope;
+    try {
+      return await scope.run(send);
+    } catch (err) {
+      if (erasureRequested && isCancellation(err)) return null;
+      throw err;
+    } finally {
+      labScope = null;
+    }
+  };
   const dispatchToRealLab = (then: (labReference: string) => Promise<void>) =>
     serialized(async () => {
-      const answer = await labMessages.sendOrderToLab({ orderId });
+      const answer = await toLab(() => labMessages.sendOrderToLab({ orderId }));
+      if (!answer) return; // erased meanwhile
       if (answer.accepted) {
         acceptedByLab = true;
         await then(answer.labReference);
@@ -214,7 +236,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
         // answer to the order first. A second cancel meanwhile sends the same message (same control id): one answer.
         await serialized(async () => {
           if (!acceptedByLab || TERMINAL.has(low) || cancelRequested) return; // never reached the lab, or already decided
-          const answer = await labMessages.sendCancelToLab({ orderId });
+          const answer = await toLab(() => labMessages.sendCancelToLab({ orderId }));
+          if (!answer) throw refuse("The order's patient data was erased while the lab was being asked to cancel it.");
           if (!answer.cancelled) throw refuse(`The lab could not cancel the order: ${answer.reason}`);
         });
         if (TERMINAL.has(low)) throw refuse(`The order cannot be cancelled in its current status ${dottedStatus(method, low)}.`);
@@ -252,6 +275,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   );
   setHandler(erasePatientDataUpdate, async () => {
     erasureRequested = true;
+    labScope?.cancel();
     await condition(() => erased);
     return { erased: true as const };
   });
