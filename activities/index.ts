@@ -6,6 +6,8 @@ import type { LabCatalogue } from '../lib/labs/catalogue';
 import { createSandboxLab } from '../lib/labs/sandbox-lab';
 import { withHl7Intake } from '../lib/labs/hl7-lab';
 import { createLabOrderActivities } from './lab-orders';
+import { createLabMessageActivities } from './lab-messages';
+import { createLabConnections, type LabConnections } from '../lib/labs/lab-connections';
 import { createUserDeletionActivities } from './user-deletion';
 import { createWebhookDeliveryActivities } from './webhook-delivery';
 import type { Senders } from '../lib/events/destinations/destination';
@@ -14,6 +16,7 @@ import { loadProviderCatalogue } from '../lib/wearables/provider-catalogue';
 import { createAdapterRegistry } from '../lib/wearables/adapters';
 import { createWearableActivities } from './wearables';
 import { createMaintenanceActivities } from './maintenance';
+import { createLabResultsActivities } from './lab-results';
 
 export interface ActivityDeps {
   repos: Repositories;
@@ -24,6 +27,8 @@ export interface ActivityDeps {
   labCatalogue: LabCatalogue;
   /** The worker's connections to webhook endpoints and pipeline brokers (activities/webhook-delivery.ts createSenders). */
   senders: Senders;
+  /** The worker's MLLP connections to laboratories (lib/labs/lab-connections.ts); made here when not given (tests that send none). */
+  labConnections?: LabConnections;
 }
 
 /** Every activity the worker registers, built from their dependencies. */
@@ -34,11 +39,17 @@ export function createActivities(base: ActivityDeps) {
   return {
     ...createUserDeletionActivities(deps),
     // This deployment's laboratory is the sandbox lab, and labs that send results as HL7 v2 (lib/labs/hl7-intake.ts).
-    ...createLabOrderActivities({ ...deps, lab: withHl7Intake(createSandboxLab(deps.labCatalogue), deps.repos.hl7Intake) }),
+    ...createLabOrderActivities({ ...deps, lab: withHl7Intake(createSandboxLab(deps.labCatalogue), deps.repos.hl7Intake, deps.repos.labInbound) }),
+    // Real laboratories (lab accounts): orders and cancels as HL7 v2 over MLLP.
+    ...createLabMessageActivities({
+      ...deps,
+      labConnections: base.labConnections ?? createLabConnections({ log: base.logger, outbound: base.repos.labOutbound }),
+    }),
     ...createWebhookDeliveryActivities(deps),
     // Provider connections: this deployment has no internet, so its pull adapters are the demo providers.
     ...createWearableActivities({ ...deps, providers, adapters: createAdapterRegistry(providers) }),
     ...createMaintenanceActivities({ ...deps, providers }),
+    ...createLabResultsActivities(deps),
   };
 }
 

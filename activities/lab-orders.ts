@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { publishEvent, type EventPublisher, type PublisherDeps } from '../lib/events/publisher';
 import { interpretReport } from '../lib/labs/interpretation';
 import { OrderViews, type OrderViewDeps } from '../lib/labs/order-view';
-import type { LabOrderDoc, LabResultsDoc } from '../lib/labs/model';
+import type { LabOrderDoc, LabResultsDoc, OrderEventDoc } from '../lib/labs/model';
 import { isoWithOffset } from '../lib/platform/time';
 import { crashPoint } from '../lib/platform/failpoints';
 import { highLevelOf } from '../lib/labs/statuses';
@@ -106,6 +106,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       results,
       missing_results: report.missing,
       sample_information: report.sampleInformation,
+      lab_pdf: report.labPdf ?? null,
+      report_id: simulation.reportId ?? null,
       created_at: now,
       updated_at: now,
     });
@@ -133,9 +135,13 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       eventId: number;
       status: string;
       statusDetail: string | null;
+      /** A real lab's own words on the event (e.g. its ERR text when it refused the order). */
+      detail?: string;
       results?: SimulationRequest;
       /** Send the order to the lab first (its reference is stored with the event). */
       dispatch?: boolean;
+      /** A real lab accepted the order (activities/lab-messages.ts) under this reference: stored with the event. */
+      labReference?: string;
       /** Events already stored whose webhooks go out first (an order announced and dispatched in one step). */
       announce?: number[];
       /** The first write of a run: give up if the order is still not stored by then (epoch ms). */
@@ -150,13 +156,15 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       if (!doc.events.some((e) => e.id === input.eventId)) {
         let changes: Partial<LabOrderDoc> = {};
         if (input.dispatch) changes = await sendToLab(doc);
+        if (input.labReference) changes = { lab_reference: input.labReference, dispatched_at: new Date() };
         if (input.results) {
           const status = low === 'partial_results' ? 'partial' : low === 'corrected' ? 'corrected' : 'final';
           const stored = await storeResults(doc, input.results, status);
           if (!stored) return;
           changes = stored;
         }
-        const event = { id: input.eventId, created_at: new Date(), status: input.status, status_detail: input.statusDetail };
+        const event: OrderEventDoc = { id: input.eventId, created_at: new Date(), status: input.status, status_detail: input.statusDetail };
+        if (input.detail) event.detail = input.detail;
         const appended = await orders.appendEvent(doc, event, highLevelOf(doc.method, low), low, changes);
         if (!appended) return;
         doc = appended;
@@ -170,10 +178,14 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       await orders.setFields(orderId, { activate_by: activateBy });
     },
 
-    /** Sends a registered kit's order to the lab (once: a dispatched order keeps its lab reference). */
-    async dispatchOrderToLab({ orderId }: { orderId: string }): Promise<void> {
+    /**
+     * Sends a registered kit's order to the lab (once: a dispatched order keeps its lab reference). A real lab has
+     * been sent it already (activities/lab-messages.ts): its reference is stored.
+     */
+    async dispatchOrderToLab({ orderId, labReference }: { orderId: string; labReference?: string }): Promise<void> {
       const doc = await load(orderId);
-      if (!doc.lab_reference) await orders.setFields(orderId, await sendToLab(doc));
+      if (doc.lab_reference) return;
+      await orders.setFields(orderId, labReference ? { lab_reference: labReference, dispatched_at: new Date() } : await sendToLab(doc));
     },
 
     async cancelOrderAtLab({ orderId }: { orderId: string }): Promise<void> {
@@ -207,6 +219,7 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
 
     async eraseOrderPatientData({ orderId }: { orderId: string }): Promise<void> {
       await orders.erasePatientData(orderId);
+      await deps.repos.labOutbound.eraseForOrder(orderId); // the messages sent to a lab carried the patient data
     },
   };
 }

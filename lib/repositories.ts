@@ -11,7 +11,10 @@ import { LinkTokenRepository } from './wearables/link-tokens-store';
 import { LabOrderRepository } from './labs/orders-store';
 import { LabTestRepository } from './labs/tests-store';
 import { LabAccountRepository } from './labs/lab-accounts-store';
+import { LabInboundRepository } from './labs/lab-inbound-store';
+import { LabReviewRepository } from './labs/lab-reviews-store';
 import { Hl7IntakeRepository } from './labs/hl7-intake-store';
+import { LabOutboundRepository } from './labs/lab-outbound-store';
 import { IdempotencyKeyRepository } from './platform/idempotency-store';
 import { SecretsRepository } from './platform/secrets-store';
 import { TenancyRepository } from './tenancy/store';
@@ -57,6 +60,12 @@ export interface Repositories {
   idempotencyKeys: IdempotencyKeyRepository;
   /** HL7 result messages labs sent, one per control id (resends apply once). */
   hl7Intake: Hl7IntakeRepository;
+  /** HL7 messages sent to laboratories, one per control id (stored before the first send). */
+  labOutbound: LabOutboundRepository;
+  /** Result messages labs sent to the MLLP listener, stored before they are acknowledged. */
+  labInbound: LabInboundRepository;
+  /** Results that matched no order, until an operator matches or rejects them. */
+  labReviews: LabReviewRepository;
   /** Insurance records (closed beta), their personal fields encrypted. */
   insurance: InsuranceRepository;
   secrets: SecretsRepository;
@@ -86,6 +95,9 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     labAccounts: new LabAccountRepository(db, cipher),
     idempotencyKeys: new IdempotencyKeyRepository(db, cipher),
     hl7Intake: new Hl7IntakeRepository(db, cipher),
+    labOutbound: new LabOutboundRepository(db, cipher),
+    labInbound: new LabInboundRepository(db, cipher),
+    labReviews: new LabReviewRepository(db, cipher),
     insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db, cipher),
     workers: new WorkerHeartbeatRepository(db),

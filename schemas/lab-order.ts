@@ -236,7 +236,14 @@ export const ListOrdersQuery = Type.Object(
 
 const open = (props: Record<string, TSchema>, options: Record<string, unknown> = {}) => Type.Object(props, { additionalProperties: true, ...options });
 
-export const OrderEvent = open({ id: Type.Integer(), created_at: Timestamp(), status: Type.String(), status_detail: Nullable(Type.String()) });
+export const OrderEvent = open({
+  id: Type.Integer(),
+  created_at: Timestamp(),
+  status: Type.String(),
+  status_detail: Nullable(Type.String()),
+  /** A real lab's own words on the change (its ERR text when it refused the order); absent when it gave none. */
+  detail: Type.Optional(Type.String()),
+});
 const AddressView = open({
   receiver_name: Type.String(),
   first_line: Type.String(),

@@ -49,6 +49,8 @@ async function main() {
     TEMPORAL_ADDRESS: stack.temporalAddress,
     ...(stack.temporalUiUrl ? { TEMPORAL_UI_URL: stack.temporalUiUrl } : {}),
     API_PORT: process.env.API_PORT || '8080',
+    // Labs send results here (MLLP; 2575 is HL7's registered port): only peers a lab account's results_from allows.
+    LAB_MLLP_PORT: process.env.LAB_MLLP_PORT || '2575',
     DATA_ENCRYPTION_KEYS: devDataKeys(dataKeysFile),
     // Webhook receivers you try the service with run on this machine (README "Configuration").
     WEBHOOK_ALLOW_LOOPBACK: process.env.WEBHOOK_ALLOW_LOOPBACK || 'true',
@@ -82,6 +84,7 @@ async function main() {
       `  API:          ${creds.base_url}   (docs: ${creds.base_url}/docs)`,
       `  Temporal UI:  ${creds.temporal_ui_url ?? 'n/a'}`,
       `  Database:     ${stack.mongoUrl}   (${stack.versions.database ?? 'external, MONGO_URL'})`,
+      `  Lab results:  mllp://127.0.0.1:${env.LAB_MLLP_PORT}   (MLLP listener, LAB_MLLP_PORT; labs in results_from only)`,
       `  Credentials:  ${path.relative(repoRoot, credentialsFile)}`,
       `    org_id          ${creds.org_id}`,
       `    team_id         ${creds.team_id}`,

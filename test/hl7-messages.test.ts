@@ -112,6 +112,11 @@ function order(testIds: string[], overrides: Partial<LabOrderDoc> = {}): LabOrde
     shipment: null,
     lab_reference: null,
     dispatched_at: null,
+    // Part A's order fields (C2a), merged in lab-d: the same placer number as the renderer derives from the id.
+    lab_account_id: null,
+    placer_number: placerNumberOf('018f2a3b-4c5d-7e6f-8a9b-0c1d2e3f4a5b'),
+    icd_codes: [],
+    aoe_answers: [],
     created_at: NOW,
     updated_at: NOW,
     ...overrides,

@@ -10,8 +10,10 @@ import { privateDeployment, startWorker as startCrashWorker, stopWorker, workerE
  * Crash test: this file runs its own worker on a private task queue, SIGKILLs it while orders wait on
  * activate_by timers and while simulations are walking orders through their statuses, starts it again, and
  * checks that every order ends where it should with each status recorded and published exactly once. Then a worker
- * that dies between storing a cancel and reporting it, while a simulation step's timer fires: the order's workflow
- * writes with local activities, so the next worker replays over that write, and must take the same decision.
+ * that dies between storing a cancel and reporting it, while a simulation step's timer runs: the order's workflow
+ * writes through recorded activities, so the write comes from a command already in the history (the cancel accepted,
+ * the step's timer cancelled): the next worker retries that write and cannot decide otherwise. (With local activities,
+ * as before, the lost task's write was replayed over by a task that also saw the step's timer fire.)
  */
 const deployment = privateDeployment('lab-crash');
 let worker: ChildProcess | null = null;
@@ -122,10 +124,14 @@ test('a cancel whose write outlived its worker, then a simulation step that fire
   await orderWorkflowIdle(app, order.id);
   const after = (await client.get(`/v3/order/${order.id}`)).body;
   expect(after.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'requisition_created', 'cancelled']);
-  // The interleaving under test happened: the history took the cancel only after the step's timer had fired.
+  // The write the dead worker made came from a recorded command: the history accepted the cancel and cancelled the
+  // step's timer before it scheduled the write, so the timer that fired meanwhile never reached the workflow.
   const history = (await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id)).fetchHistory()).events ?? [];
-  const timerFired = history.findIndex((e) => e.timerFiredEventAttributes);
   const cancelAccepted = history.findIndex((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.name === 'cancelOrder');
-  expect(timerFired).toBeGreaterThan(-1);
-  expect(cancelAccepted).toBeGreaterThan(timerFired);
+  const timerCancelled = history.findIndex((e) => e.timerCanceledEventAttributes);
+  const cancelledWrite = history.findIndex((e, i) => i > cancelAccepted && e.activityTaskScheduledEventAttributes?.activityType?.name === 'recordOrderEvent');
+  expect(cancelAccepted).toBeGreaterThan(-1);
+  expect(timerCancelled).toBeGreaterThan(-1);
+  expect(cancelledWrite).toBeGreaterThan(Math.max(cancelAccepted, timerCancelled));
+  expect(history.some((e) => e.timerFiredEventAttributes)).toBe(false);
 }, 180000);

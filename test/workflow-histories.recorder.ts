@@ -6,6 +6,10 @@ import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registr
 import { startReceiver } from './support/receiver';
 import { oruMessage } from './support/hl7';
 import { saveHistory } from './support/histories';
+import { storeReceivedMessage } from './support/lab-inbound';
+import { signalLabResults } from '../lib/labs/lab-results-client';
+import { timeOrderedUuid } from '../lib/platform/keys';
+import { startFakeLab } from './support/fake-lab';
 
 /**
  * Records the histories test/workflow-replay.test.ts replays: each workflow type run on the test stack through
@@ -155,4 +159,68 @@ test('records a lab correction after completion (HL7 intake)', async () => {
   expect((await api.post('/v3/lab/intake/hl7', correction, hl7)).status).toBe(200);
   await orderReaches(api, order.id, 'corrected');
   await save('lab-order-hl7-correction', 'labOrderCorrectionWorkflow', workflowIds.labOrder(order.id));
+}, 120_000);
+
+/** A lab account's results applier (MLLP listener): a stored final report applied to its order. Alone: `-t 'results applier'`. */
+test('records a lab results applier (MLLP)', async () => {
+  const tenant = await createTenant(app.deps, 'Histories lab results');
+  const api = teamClient(app, tenant);
+  const tests = await labTestIds(api);
+  const order = (await api.post('/v3/order', orderBody(await createUser(api), tests.walk_in_test))).body.order;
+  await orderReaches(api, order.id, 'requisition_created');
+  const doc = (await app.deps.repos.labOrders.findById(order.id))!;
+  const markers = app.deps.labCatalogue.resultMarkersFor(doc);
+  const lab = app.deps.labCatalogue.labById(doc.lab_test.lab_id)!;
+  const text = oruMessage(order, { lab, groups: [{ panel: null, markers }], placerOrderNumber: doc.placer_number }).replace(/\r?$/, '');
+  const accountId = timeOrderedUuid();
+  const messageId = await storeReceivedMessage(app, { accountId, orgId: tenant.orgId, labSlug: lab.slug, text });
+  await signalLabResults(app.deps.temporal, accountId, messageId);
+  await orderReaches(api, order.id, 'completed');
+  await eventually(async () => (await app.deps.repos.labInbound.find(messageId))?.state === 'applied', 30_000, 'the message applied');
+  await save('lab-results-applied', 'labResultsWorkflow', workflowIds.labResults(accountId));
+}, 120_000);
+
+/** Orders to a real lab (a lab account, the fake laboratory over MLLP): one accepted then cancelled (CR), one refused (AE). */
+test('records lab orders sent to a real lab over MLLP', async () => {
+  const fake = await startFakeLab();
+  try {
+    const tenant = await createTenant(app.deps, 'Histories MLLP');
+    const api = teamClient(app, tenant);
+    const lab = app.deps.labCatalogue.labById(3)!;
+    const thyroid = app.deps.labCatalogue.markers.find((m) => m.type === 'panel' && m.slug === 'thyroid_panel' && m.lab_id === 3)!;
+    const { DEPLOYMENT_ENVIRONMENT: env, DEPLOYMENT_REGION: region } = app.deps.config;
+    const account = await managementClient(app, tenant).post(`/v1/org/${tenant.orgId}/lab_account/${env}/${region}`, {
+      lab_slug: lab.slug,
+      name: 'Histories lab',
+      account_number: '70012345',
+      mllp: { host: '127.0.0.1', port: fake.port },
+      msh: { sending_application: 'HEALTHBRIDGE', sending_facility: 'HB', receiving_application: 'LAB', receiving_facility: 'FAKE' },
+      profile: 'LOI_2.5.1',
+      results_from: ['127.0.0.1'],
+      order_codes: { [thyroid.id]: { code: '001453' } },
+      ack_timeout_ms: 2000,
+    });
+    expect([200, 201]).toContain(account.status);
+    const test = (
+      await api.post('/v3/lab_tests', {
+        name: 'Histories MLLP thyroid',
+        method: 'walk_in_test',
+        description: 'MLLP',
+        marker_ids: [thyroid.id],
+        lab_account_id: account.body.id,
+      })
+    ).body;
+    const accepted = (await api.post('/v3/order', orderBody(await createUser(api), test.id))).body.order;
+    await orderReaches(api, accepted.id, 'requisition_created', 60_000);
+    expect((await api.post(`/v3/order/${accepted.id}/cancel`)).status).toBe(200);
+    await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(accepted.id)).result();
+    await save('lab-order-real-lab-cancelled', 'labOrderWorkflow', workflowIds.labOrder(accepted.id));
+    fake.refuseNext('AE', 'Unknown client account');
+    const refused = (await api.post('/v3/order', orderBody(await createUser(api), test.id))).body.order;
+    await orderReaches(api, refused.id, 'sample_error', 60_000);
+    await app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(refused.id)).result();
+    await save('lab-order-real-lab-refused', 'labOrderWorkflow', workflowIds.labOrder(refused.id));
+  } finally {
+    await fake.close();
+  }
 }, 120_000);

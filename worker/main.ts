@@ -10,7 +10,7 @@ import { ensureStrandedWorkSweep } from './stranded-work-sweep';
 import { createWorker, installRuntimeLogger } from './worker';
 import { startProviderSubscriptionsSchedule } from './provider-subscriptions-schedule';
 import { freeLoopbackPort, startWorkerMetricsServer } from './metrics-server';
-import { initProcessMetrics, registerDeliveryQueueMetrics } from '../lib/platform/metrics';
+import { initProcessMetrics, registerDeliveryQueueMetrics, registerLabOutboundMetrics } from '../lib/platform/metrics';
 
 /** Worker process: hosts workflows and activities; SIGTERM drains in-flight tasks, then closes. */
 async function main(): Promise<void> {
@@ -26,6 +26,7 @@ async function main(): Promise<void> {
   installRuntimeLogger(logger, sdkMetricsPort);
   const metrics = await startWorkerMetricsServer(config, logger, sdkMetricsPort);
   registerDeliveryQueueMetrics(repos.webhookStore);
+  registerLabOutboundMetrics(repos.labOutbound);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const { worker, providerWorkers, connection, closeSenders } = await createWorker(config, repos, logger, temporal, sdkMetricsPort);
   await ensureStrandedWorkSweep(config, temporal, logger);

@@ -4,6 +4,7 @@ import { createSenders } from '../activities/webhook-delivery';
 import { providerTaskQueue } from '../activities/wearables';
 import { realIntegrations } from '../lib/wearables/providers/registry';
 import { activityMetrics } from './metrics-server';
+import { createLabConnections } from '../lib/labs/lab-connections';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import type { Config } from '../lib/platform/config';
 import type { Logger } from '../lib/platform/logger';
@@ -72,7 +73,7 @@ export interface WorkerHandle {
   /** One per real provider: its page activities, on the provider's own task queue. */
   providerWorkers: Worker[];
   connection: NativeConnection;
-  /** Closes the connections to webhook endpoints and pipeline brokers (after the worker has stopped: they keep the process alive). */
+  /** Closes the connections to webhook endpoints, pipeline brokers and laboratories (after the worker has stopped: they keep the process alive). */
   closeSenders(): Promise<void>;
 }
 
@@ -86,7 +87,8 @@ export async function createWorker(
   installRuntimeLogger(logger, sdkMetricsPort);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS });
   const senders = createSenders(config);
-  const activities = createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue(), senders });
+  const labConnections = createLabConnections({ log: logger, outbound: repos.labOutbound });
+  const activities = createActivities({ repos, config, logger, temporal, labCatalogue: loadLabCatalogue(), senders, labConnections });
   const worker = await Worker.create({
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
@@ -100,7 +102,11 @@ export async function createWorker(
     shutdownForceTime: Math.floor(config.SHUTDOWN_TIMEOUT_MS * 0.8),
   });
   const providerWorkers = await createProviderWorkers(config, connection, activities);
-  return { worker, providerWorkers, connection, closeSenders: senders.close };
+  const closeSenders = async () => {
+    await senders.close();
+    await labConnections.close();
+  };
+  return { worker, providerWorkers, connection, closeSenders };
 }
 
 /**

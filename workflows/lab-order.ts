@@ -1,15 +1,18 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
   condition,
   defineQuery,
   defineUpdate,
-  proxyLocalActivities,
+  isCancellation,
+  proxyActivities,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { LabOrderActivities } from '../activities/lab-orders';
+import type { LabMessageActivities } from '../activities/lab-messages';
 import {
   CANCELLABLE,
   courseTo,
@@ -33,7 +36,7 @@ export interface OrderSnapshot {
   eventIds: number[];
   activateBy: string | null;
   createdWithActivateBy: boolean;
-  /** The order's lab account (contract C2); null: the sandbox lab. Absent in runs started before lab accounts. */
+  /** The order's lab account (contract C2: a real lab, messages over MLLP); null: the sandbox lab. Absent in runs started before lab accounts. */
   labAccountId: string | null;
 }
 
@@ -78,13 +81,24 @@ export const registerTestkitUpdate = defineUpdate<{ status: string }, [{ userId:
 export const erasePatientDataUpdate = defineUpdate<{ erased: true }, []>('erasePatientData');
 export const labOrderStatusQuery = defineQuery<string>('labOrderStatus');
 
-// Local activities: each step is a short database write plus a publish, so it runs in the worker that holds
-// the workflow (recorded in its history as a marker) instead of a round trip through an activity task
-// queue, which measured as most of an order's cost on the dev server. Retried the same way; idempotent.
-const writes = proxyLocalActivities<LabOrderActivities>({
+// Recorded activities, not local ones: Temporal schedules each write from a command it has recorded, so no write can
+// come from a workflow task that was then lost. A local activity's can (workflows/user-deletion.ts learned it): its
+// worker may write and die before the task completes, and the next worker replays the history and runs the step again
+// over what the lost task wrote, which matters now that a step sends a message to a laboratory. Idempotent.
+const writes = proxyActivities<LabOrderActivities>({
   startToCloseTimeout: '30 seconds',
   // Our own transient faults only (database, event store); every activity is idempotent.
   retry: { initialInterval: '200 milliseconds', backoffCoefficient: 2, maximumInterval: '30 seconds' },
+});
+// Messages to a real laboratory (activities/lab-messages.ts): stored before the first send, every send the same bytes
+// and control id. No ACK in the account's time, or no connection: the attempt fails naming the lab and why (the
+// Temporal UI shows it on the pending activity) and is retried with backoff for as long as it takes; the order waits
+// in `ordered`. The activity heartbeats while it waits for its turn on the connection and for the ACK, so a worker
+// that dies mid-wait is noticed in seconds, not at the start-to-close timeout.
+const labMessages = proxyActivities<LabMessageActivities>({
+  startToCloseTimeout: '15 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '5 minutes' },
 });
 
 const DAY_MS = 86_400_000;
@@ -93,13 +107,20 @@ export const STORE_GRACE_MS = 120_000;
 
 /**
  * One lab order's lifecycle (id `lab-order:<orderId>`), the single owner of its order document: it announces
- * the order, waits for `activate_by` on a durable timer, dispatches it to the lab, then applies the lab's
- * status updates (here: the sandbox simulation) until a terminal status. Every status change appends an
+ * the order, waits for `activate_by` on a durable timer, dispatches it to the lab (the sandbox lab, or a real lab
+ * over HL7 v2 / MLLP: activities/lab-messages.ts), then applies the lab's status updates (the sandbox simulation, or
+ * a lab's results) until a terminal status. Every status change appends an
  * event (ids ascending) and publishes `labtest.order.created|updated`. Writes run one at a time.
  */
 export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: string }> {
   const { orderId, order } = input;
   const method: CollectionMethod = order.method;
+  /** A real laboratory's account (messages over MLLP); null: the sandbox lab. */
+  const labAccountId = order.labAccountId ?? null;
+  /** The real lab has accepted the order (its ACK was AA): a cancel must ask it. */
+  let acceptedByLab = false;
+  /** While a message is being sent to a real lab: an erasure cancels the send. */
+  let labScope: CancellationScope | null = null;
   let low = order.lowLevelStatus;
   let lastEventId = order.eventIds[order.eventIds.length - 1] ?? 0;
   let activateBy = order.activateBy;
@@ -121,22 +142,65 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     writeChain = next.catch(() => undefined);
     return next;
   };
-  type RecordOptions = { simulation?: SimulationRequest; statusDetail?: string | null; dispatch?: boolean; announce?: number[]; storedBy?: number };
-  const record = (status: string, extra: RecordOptions = {}) =>
+  type RecordOptions = {
+    simulation?: SimulationRequest;
+    statusDetail?: string | null;
+    detail?: string;
+    dispatch?: boolean;
+    labReference?: string;
+    announce?: number[];
+    storedBy?: number;
+  };
+  // Unserialized: for steps that run inside serialized() (a real lab's answer and its event are one step).
+  const recordNow = async (status: string, extra: RecordOptions = {}) => {
+    lastEventId += 1;
+    low = status;
+    await writes.recordOrderEvent({
+      orderId,
+      eventId: lastEventId,
+      status: dottedStatus(method, status),
+      statusDetail: extra.statusDetail ?? null,
+      detail: extra.detail,
+      results: RESULT_STATUSES.has(status) && extra.simulation ? extra.simulation : undefined,
+      dispatch: extra.dispatch,
+      labReference: extra.labReference,
+      announce: extra.announce,
+      storedBy: extra.storedBy,
+    });
+    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderStatus, value: status }]);
+  };
+  const record = (status: string, extra: RecordOptions = {}) => serialized(() => recordNow(status, extra));
+  /**
+   * A real lab: sends the order (retried until the lab answers) and records its answer, in one step so that no
+   * other write (a cancel) comes between. AA: `then` (requisition_created, with the lab's filler number or our
+   * placer number as the reference); AE/AR, or an order the lab's message cannot carry: failed, with the lab's reason.
+   */
+  /**
+   * A message to a real lab, cancellable: an erasure does not wait for a lab that is down (its Update handler cancels
+   * the send, which then resolves null; the run erases the order, its stored messages included).
+   */
+  const toLab = async <T>(send: () => Promise<T>): Promise<T | null> => {
+    const scope = new CancellationScope();
+    labScope = scope;
+    try {
+      return await scope.run(send);
+    } catch (err) {
+      if (erasureRequested && isCancellation(err)) return null;
+      throw err;
+    } finally {
+      labScope = null;
+    }
+  };
+  const dispatchToRealLab = (then: (labReference: string) => Promise<void>) =>
     serialized(async () => {
-      lastEventId += 1;
-      low = status;
-      await writes.recordOrderEvent({
-        orderId,
-        eventId: lastEventId,
-        status: dottedStatus(method, status),
-        statusDetail: extra.statusDetail ?? null,
-        results: RESULT_STATUSES.has(status) && extra.simulation ? extra.simulation : undefined,
-        dispatch: extra.dispatch,
-        announce: extra.announce,
-        storedBy: extra.storedBy,
-      });
-      upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderStatus, value: status }]);
+      const answer = await toLab(() => labMessages.sendOrderToLab({ orderId }));
+      if (!answer) return; // erased meanwhile
+      if (answer.accepted) {
+        acceptedByLab = true;
+        await then(answer.labReference);
+      } else {
+        await recordNow('sample_error', { statusDetail: 'fulfillment_error', detail: answer.reason });
+      }
     });
   const waitingOnSomething = () => cancelRequested || erasureRequested;
 
@@ -166,6 +230,18 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   setHandler(
     cancelOrderUpdate,
     async () => {
+      if (labAccountId && !cancelRequested) {
+        // A real lab decides: CR cancels, UC (the specimen is being processed) refuses the cancel and the order carries
+        // on. After the writes before it, so a cancel that arrives while the order is being sent waits for the lab's
+        // answer to the order first. A second cancel meanwhile sends the same message (same control id): one answer.
+        await serialized(async () => {
+          if (!acceptedByLab || TERMINAL.has(low) || cancelRequested) return; // never reached the lab, or already decided
+          const answer = await toLab(() => labMessages.sendCancelToLab({ orderId }));
+          if (!answer) throw refuse("The order's patient data was erased while the lab was being asked to cancel it.");
+          if (!answer.cancelled) throw refuse(`The lab could not cancel the order: ${answer.reason}`);
+        });
+        if (TERMINAL.has(low)) throw refuse(`The order cannot be cancelled in its current status ${dottedStatus(method, low)}.`);
+      }
       cancelRequested = true;
       await condition(() => cancelRecorded); // the caller reads the cancelled order next
       return { status: dottedStatus(method, low) };
@@ -199,6 +275,7 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   );
   setHandler(erasePatientDataUpdate, async () => {
     erasureRequested = true;
+    labScope?.cancel();
     await condition(() => erased);
     return { erased: true as const };
   });
@@ -236,7 +313,11 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   // The api starts the workflow, then stores the order: if it is not stored within this, the request failed.
   const storedBy = workflowInfo().startTime.getTime() + (input.storeGraceMs ?? STORE_GRACE_MS);
   try {
-    if (dueNow) {
+    if (dueNow && labAccountId) {
+      dispatchDecided = true;
+      await serialized(() => writes.publishOrderEvent({ orderId, eventId: firstEvent, storedBy }));
+      await dispatchToRealLab((labReference) => recordNow('requisition_created', { labReference }));
+    } else if (dueNow) {
       dispatchDecided = true;
       await record('requisition_created', { dispatch: true, announce: [firstEvent], storedBy });
     } else {
@@ -259,9 +340,15 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
   // until it is registered (then requisition_created and testkit_registered, as a kit registered at once), cancelled
   // or erased.
   if (low === 'awaiting_registration') {
-    await serialized(() => writes.dispatchOrderToLab({ orderId }));
+    // A real lab gets the order once the kit is registered (its patient is known then).
+    if (!labAccountId) await serialized(() => writes.dispatchOrderToLab({ orderId }));
     await condition(() => registrationRequested !== null || waitingOnSomething());
-    if (!waitingOnSomething()) {
+    if (!waitingOnSomething() && labAccountId) {
+      await dispatchToRealLab(async (labReference) => {
+        await recordNow('requisition_created', { labReference });
+        await recordNow('testkit_registered');
+      });
+    } else if (!waitingOnSomething()) {
       await record('requisition_created');
       await record('testkit_registered');
     }
@@ -279,11 +366,16 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     if (!interrupted && cappedMs === waitMs && scheduleVersion === seen) break;
   }
   if (!dueNow && !waitingOnSomething() && !TERMINAL.has(low)) {
-    if (RESCHEDULABLE.includes(low as never)) {
+    if (RESCHEDULABLE.includes(low as never) && labAccountId) {
+      dispatchDecided = true;
+      await dispatchToRealLab((labReference) => recordNow('requisition_created', { labReference }));
+    } else if (RESCHEDULABLE.includes(low as never)) {
       dispatchDecided = true;
       await record('requisition_created', { dispatch: true }); // sent to the lab and recorded in one write
-    } else {
+    } else if (labAccountId) {
       // A registered kit: the api recorded its requisition with the registration; the lab still needs it.
+      await dispatchToRealLab((labReference) => writes.dispatchOrderToLab({ orderId, labReference }));
+    } else {
       await serialized(() => writes.dispatchOrderToLab({ orderId }));
     }
   }
@@ -309,7 +401,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     return { final: 'erased' };
   }
   if (cancelRequested && !TERMINAL.has(low)) {
-    await serialized(() => writes.cancelOrderAtLab({ orderId }));
+    // A real lab has answered the cancel already (the Update's handler); the sandbox lab is told here.
+    if (!labAccountId) await serialized(() => writes.cancelOrderAtLab({ orderId }));
     await record('cancelled');
     cancelRecorded = true;
   }

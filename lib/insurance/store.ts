@@ -27,6 +27,7 @@ export const INSURANCE_QUERY_SHAPES: Record<'insurance_records', QueryShape[]> =
   insurance_records: [
     { name: "a user's latest record of one primacy", filter: ['team_id', 'user_id', 'is_primary'], sort: ['created_at', '_id'] },
     { name: "erase a user's records", filter: ['team_id', 'user_id'] },
+    { name: "an order's record (a lab message's IN1/GT1)", filter: ['_id'], residual: ['team_id'] },
     { name: 'reencrypt: every record, in _id pages', filter: ['_id'], sort: ['_id'] },
     { name: 'reencrypt: one record', filter: ['_id'] },
   ],
@@ -53,6 +54,12 @@ export class InsuranceRepository {
   /** The most recently created record of this primacy, decrypted. */
   async latest(teamId: string, userId: string, isPrimary: boolean): Promise<InsuranceDoc | null> {
     const [doc] = await this.records.find({ team_id: teamId, user_id: userId, is_primary: isPrimary }).sort({ created_at: -1, _id: -1 }).limit(1).toArray();
+    return doc ? (this.personal.open(doc) as InsuranceDoc) : null;
+  }
+
+  /** One record of the team, decrypted (an order's `health_insurance_id`). */
+  async findById(teamId: string, id: string): Promise<InsuranceDoc | null> {
+    const doc = await this.records.findOne({ _id: id, team_id: teamId });
     return doc ? (this.personal.open(doc) as InsuranceDoc) : null;
   }
 

@@ -62,9 +62,11 @@ export async function resultsView(deps: DocumentDeps, order: LabOrderDoc) {
   };
 }
 
+/** The result PDF: the lab's own report when its message carried one (an ED OBX), else ours, rendered from the results. */
 export async function renderResultsReport(deps: DocumentDeps, order: LabOrderDoc): Promise<Buffer> {
   const stored = await deps.repos.labOrders.findResults(order.team_id, order._id);
   if (!stored) throw notFound(`Order ${order._id} has no results yet (status ${order.low_level_status}).`);
+  if (stored.lab_pdf) return Buffer.from(stored.lab_pdf, 'base64');
   const team = await deps.repos.tenancy.findTeamById(order.team_id);
   const p = order.patient_details;
   return renderResultsPdf({

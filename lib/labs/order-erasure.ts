@@ -16,7 +16,10 @@ export async function eraseUserOrders(deps: { repos: Repositories; temporal: Tem
     } catch (err) {
       if (!isWorkflowGone(err)) throw err;
       await deps.repos.labOrders.erasePatientData(order._id);
+      await deps.repos.labOutbound.eraseForOrder(order._id);
     }
+    // The lab's result messages about it (lib/labs/lab-inbound-store.ts), whichever way the order was erased.
+    await deps.repos.labInbound.eraseForOrder(order._id);
   }
   return orders.length;
 }

@@ -41,7 +41,13 @@ const address = (a: AddressDoc | null) =>
     phone_number: a.phone_number ?? '',
   };
 
-const eventView = (e: OrderEventDoc) => ({ id: e.id, created_at: isoWithOffset(e.created_at), status: e.status, status_detail: e.status_detail });
+const eventView = (e: OrderEventDoc) => ({
+  id: e.id,
+  created_at: isoWithOffset(e.created_at),
+  status: e.status,
+  status_detail: e.status_detail,
+  ...(e.detail ? { detail: e.detail } : {}),
+});
 
 export const requisitionPath = (orderId: string) => `/v3/order/${orderId}/requisition/pdf/signed`;
 

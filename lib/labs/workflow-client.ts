@@ -155,7 +155,16 @@ export async function simulateOrder(deps: LabOrderDeps, doc: LabOrderDoc, reques
  * takes a correction in a short run under the same workflow id; a second identical start then fails instead of
  * recording it twice while the first runs.
  */
-export async function feedLabResults(deps: LabOrderDeps, doc: LabOrderDoc, request: SimulationRequest, updateId: string) {
+/** How long a correction waits for the order's run to close once it has recorded its final status. */
+const CLOSING_RUN_WAIT_MS = 10_000;
+
+export async function feedLabResults(
+  deps: LabOrderDeps,
+  doc: LabOrderDoc,
+  request: SimulationRequest,
+  updateId: string,
+  waitedForClose = false,
+): Promise<{ course: string[] }> {
   // An erased order is answered as an unknown one: nothing of it, results included, is taken again.
   if (doc.patient_data_erased_at) throw notFound(`Order ${doc._id} not found.`);
   if (!TERMINAL.has(doc.low_level_status)) {
@@ -177,10 +186,28 @@ export async function feedLabResults(deps: LabOrderDeps, doc: LabOrderDoc, reque
       { key: SEARCH_ATTRIBUTES.orderStatus, value: 'corrected' },
     ],
   });
-  await correction.catch((err) => {
-    if (err instanceof WorkflowExecutionAlreadyStartedError)
-      throw new ApiError(409, 'The order is being updated by the lab right now; send the message again shortly.');
-    throw err;
-  });
+  try {
+    await correction;
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    // The order's run has recorded its final status and is closing (its writes are recorded activities: its last
+    // workflow task comes after the write), or another correction runs: wait for it, briefly, then take the order as
+    // it is then (its last event id may have moved). Still busy: the lab sends again.
+    const closed =
+      !waitedForClose &&
+      (await Promise.race([
+        deps.temporal.client.workflow
+          .getHandle(workflowIds.labOrder(doc._id))
+          .result()
+          .then(
+            () => true,
+            () => true,
+          ),
+        new Promise<false>((resolve) => setTimeout(() => resolve(false), CLOSING_RUN_WAIT_MS).unref()),
+      ]));
+    const current = closed ? await deps.repos.labOrders.findById(doc._id) : null;
+    if (!current) throw new ApiError(409, 'The order is being updated by the lab right now; send the message again shortly.');
+    return feedLabResults(deps, current, request, updateId, true);
+  }
   return { course: [dottedStatus(doc.method, 'corrected')] };
 }

@@ -114,6 +114,39 @@ export const labOrderTransitions = new Counter({
   labelNames: ['status'] as const,
   registers: [registry],
 });
+/** Messages to laboratories (activities/lab-messages.ts): a lab that is down shows as timeouts and resends here. */
+export const labMessageSends = new Counter({
+  name: 'healthbridge_lab_messages_sent_total',
+  help: 'HL7 messages sent to laboratories (every send, resends too), by lab slug, kind (order, cancel) and outcome (answered, timeout, connection_error).',
+  labelNames: ['lab', 'kind', 'outcome'] as const,
+  registers: [registry],
+});
+export const labMessageResends = new Counter({
+  name: 'healthbridge_lab_message_resends_total',
+  help: 'Sends of a lab message that had been sent before (same bytes, same control id), by lab slug and kind.',
+  labelNames: ['lab', 'kind'] as const,
+  registers: [registry],
+});
+export const labMessageAnswers = new Counter({
+  name: 'healthbridge_lab_message_answers_total',
+  help: "Laboratories' answers to our messages, by lab slug, kind and MSA-1 code (AA, AE, AR; CE/CR in enhanced mode).",
+  labelNames: ['lab', 'kind', 'code'] as const,
+  registers: [registry],
+});
+
+/** Lab messages stored and not yet answered, read from the database at each scrape of the worker (one index-served count). */
+export function registerLabOutboundMetrics(store: { unansweredCount(): Promise<number> }): void {
+  if (registry.getSingleMetric('healthbridge_lab_messages_unanswered')) return;
+  new Gauge({
+    name: 'healthbridge_lab_messages_unanswered',
+    help: 'Messages to laboratories stored and not yet answered (pending or committed); counted up to 100,000. Alert when it grows: a lab is not answering.',
+    registers: [registry],
+    async collect() {
+      this.set(await store.unansweredCount());
+    },
+  });
+}
+
 export const samplesIngested = new Counter({
   name: 'healthbridge_wearable_samples_ingested_total',
   help: 'Wearable timeseries samples stored, by resource (heartrate, steps, …).',

@@ -42,6 +42,8 @@ export interface Retention {
   dispatcherMarks: number;
   /** A provider app's budget window slot, after `ends_at`: an hour. */
   providerBudgetWindows: number;
+  /** A lab's result message (lib/labs/lab-inbound-store.ts), after `settled_at` (applied, refused, or its review closed): 30 days. */
+  labInboundMessages: number;
 }
 
 /** The configuration that sets retention (lib/platform/config.ts). */
@@ -66,6 +68,7 @@ export function retentionFrom(config: RetentionConfig): Retention {
     endedConnections: days(config.CONNECTION_HISTORY_RETENTION_DAYS),
     dispatcherMarks: 3_600,
     providerBudgetWindows: 3_600,
+    labInboundMessages: days(30),
   };
 }
 
