@@ -75,10 +75,6 @@ function order(testIds: string[], overrides: Partial<LabOrderDoc> = {}): LabOrde
     events: [],
     lab_test: { ...first, team_owned: false, lab_account_id: null, created_at: NOW, updated_at: NOW },
     lab_test_ids: testIds,
-    lab_account_id: 'acct-1',
-    placer_number: placerNumberOf('018f2a3b-4c5d-7e6f-8a9b-0c1d2e3f4a5b'),
-    icd_codes: [],
-    aoe_answers: [],
     marker_ids: [...new Set(tests.flatMap((t) => t.marker_ids))],
     patient_details: { first_name: 'Ana', last_name: 'Smith', dob: '1988-04-12', gender: 'female', phone_number: '+14155552671', email: 'ana@example.com' },
     patient_address: {
