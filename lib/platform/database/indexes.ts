@@ -1,3 +1,4 @@
+import { retryWriteConflicts } from './write-conflicts';
 import type { Collection, Document, IndexDirection } from 'mongodb';
 
 /**
@@ -121,12 +122,16 @@ export async function createIndexes(
 ): Promise<void> {
   for (const index of indexes) {
     const expireAfterSeconds = index.expireAfter ? retention[index.expireAfter] : undefined;
+    // The api and the worker create the same indexes at start: on PostgreSQL + DocumentDB two creations on one fresh
+    // collection can deadlock, and the loser is sent again (it then finds the index there: a no-op).
     const create = () =>
-      collection.createIndex(index.key, {
-        ...(index.unique ? { unique: true } : {}),
-        ...(expireAfterSeconds !== undefined ? { expireAfterSeconds } : {}),
-        ...(index.partial ? { partialFilterExpression: index.partial } : {}),
-      });
+      retryWriteConflicts(() =>
+        collection.createIndex(index.key, {
+          ...(index.unique ? { unique: true } : {}),
+          ...(expireAfterSeconds !== undefined ? { expireAfterSeconds } : {}),
+          ...(index.partial ? { partialFilterExpression: index.partial } : {}),
+        }),
+      );
     try {
       await create();
     } catch (err) {
