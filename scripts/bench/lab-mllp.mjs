@@ -23,7 +23,6 @@ import { freePort } from '../stack.mjs';
 
 const SCRATCH_COLLECTION = 'bench_raw_lab_results';
 const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const settings = () => ({
   seconds: numberEnv('BENCH_LAB_MLLP_SECONDS', 20, { min: 1 }),
