@@ -50,7 +50,7 @@ export function createMaintenanceActivities(deps: ConnectionDeps & LabOrderDeps 
      */
     async resumeStrandedLabMessages(): Promise<{ resumed: number }> {
       const stranded = await deps.repos.labInbound.receivedBefore(new Date(Date.now() - deps.config.CONNECTION_STEPS_GRACE_MS), 100);
-      for (const message of stranded) await signalLabResults(deps.temporal, message.account_id, message._id);
+      for (const message of stranded) await signalLabResults(deps.temporal, message.account_id, [message._id]);
       if (stranded.length) deps.logger.info({ resumed: stranded.length }, 'sweeper resumed stranded lab result messages');
       return { resumed: stranded.length };
     },

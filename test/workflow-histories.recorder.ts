@@ -174,7 +174,7 @@ test('records a lab results applier (MLLP)', async () => {
   const text = oruMessage(order, { lab, groups: [{ panel: null, markers }], placerOrderNumber: doc.placer_number }).replace(/\r?$/, '');
   const accountId = timeOrderedUuid();
   const messageId = await storeReceivedMessage(app, { accountId, orgId: tenant.orgId, labSlug: lab.slug, text });
-  await signalLabResults(app.deps.temporal, accountId, messageId);
+  await signalLabResults(app.deps.temporal, accountId, [messageId]);
   await orderReaches(api, order.id, 'completed');
   await eventually(async () => (await app.deps.repos.labInbound.find(messageId))?.state === 'applied', 30_000, 'the message applied');
   await save('lab-results-applied', 'labResultsWorkflow', workflowIds.labResults(accountId));

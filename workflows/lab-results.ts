@@ -1,8 +1,11 @@
 import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { LabResultsActivities } from '../activities/lab-results';
 
-/** A message the MLLP listener stored for this workflow's lab account (signal-with-start; also the stranded-work sweep). */
-export const labMessageStoredSignal = defineSignal<[{ messageId: string }]>('labMessageStored');
+/**
+ * Messages the MLLP listener stored for this workflow's lab account (signal-with-start; also the stranded-work sweep).
+ * Several per signal: the listener sends the ids stored while its previous signal was on its way in one.
+ */
+export const labMessageStoredSignal = defineSignal<[{ messageIds: string[] }]>('labMessageStored');
 
 export interface LabResultsInput {
   accountId: string;
@@ -32,13 +35,15 @@ const IDLE_MS = 10 * 60_000;
 export async function labResultsWorkflow(input: LabResultsInput): Promise<void> {
   const queue: string[] = [...(input.pending ?? [])];
   const seen = new Set(queue);
-  setHandler(labMessageStoredSignal, ({ messageId }) => {
-    if (seen.has(messageId)) return;
-    seen.add(messageId);
-    // Arrival order: signals from several connections may cross; the ids (UUIDv7) say which came first.
-    const at = queue.findIndex((id) => id > messageId);
-    if (at < 0) queue.push(messageId);
-    else queue.splice(at, 0, messageId);
+  setHandler(labMessageStoredSignal, ({ messageIds }) => {
+    for (const messageId of messageIds) {
+      if (seen.has(messageId)) continue;
+      seen.add(messageId);
+      // Arrival order: signals from several connections may cross; the ids (UUIDv7) say which came first.
+      const at = queue.findIndex((id) => id > messageId);
+      if (at < 0) queue.push(messageId);
+      else queue.splice(at, 0, messageId);
+    }
   });
   let applied = 0;
   while (applied < MESSAGES_PER_RUN && !workflowInfo().continueAsNewSuggested) {

@@ -10,7 +10,7 @@ import { acknowledgement, controlIdOf, Hl7Refusal, parseOru, unframe } from './h
 import { buildAcknowledgement } from './hl7/acknowledgement';
 import { allowsResultsFrom, type LabAccountDoc } from './lab-accounts';
 import { contentHashOf, type LabInboundMessageDoc } from './lab-inbound-store';
-import { signalLabResults } from './lab-results-client';
+import { labResultsSignaller } from './lab-results-client';
 import { MllpServer, type MllpPeer } from './mllp/server';
 
 /**
@@ -97,6 +97,10 @@ export async function startLabListener(deps: LabListenerDeps, options: LabListen
   };
   const accountsFor = async (peer: MllpPeer) => (await accounts()).filter((a) => allowsResultsFrom(a, peer));
 
+  const tellApplier = labResultsSignaller(deps.temporal, (err, accountId, messageIds) =>
+    log.warn({ err, account_id: accountId, message_ids: messageIds }, 'could not tell the lab results applier; the stranded-work sweep will'),
+  );
+
   async function receive(bytes: Buffer, peer: MllpPeer): Promise<Buffer | null> {
     const candidates = await accountsFor(peer);
     if (!candidates.length) {
@@ -168,11 +172,7 @@ export async function startLabListener(deps: LabListenerDeps, options: LabListen
     }
     log.info({ ...fields, message_id: doc._id }, 'lab result message stored');
     // After the ACK is on its way: a failure here leaves the message `received`, for the stranded-work sweep.
-    setImmediate(() => {
-      signalLabResults(deps.temporal, account._id, doc._id).catch((err) =>
-        log.warn({ err, message_id: doc._id }, 'could not tell the lab results applier; the stranded-work sweep will'),
-      );
-    });
+    setImmediate(() => tellApplier(account._id, doc._id));
     return ackBytes(text, true, encoding);
   }
 

@@ -54,6 +54,10 @@ export interface FakeLabOptions {
   charset?: string;
   /** The delay of a 'late-ack' fault (default 1500 ms). */
   lateAckMs?: number;
+  /** The lab's own time to take each message before it answers (its engine storing it; default 0). */
+  answerDelayMs?: number;
+  /** Called once a message's answer is written (the bench times orders to the lab's ACK by it). */
+  onAnswered?: (controlId: string) => void;
 }
 
 export interface FakeLabOrder {
@@ -302,7 +306,9 @@ export async function startFakeLab(options: FakeLabOptions = {}): Promise<FakeLa
       if (controlId) answers.set(controlId, entry);
     }
     received.push({ controlId, text, bytes, type: entry.type });
+    if (options.answerDelayMs) await sleep(options.answerDelayMs);
     await deliver(connection, entry.frames, take(faults)?.fault);
+    if (controlId) options.onAnswered?.(controlId);
   }
 
   function accept(socket: net.Socket): void {
