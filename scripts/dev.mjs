@@ -162,6 +162,7 @@ async function startDevFakeLab(creds, env) {
     { pipe: true },
   );
   children.push({ stop: () => stopChild(child) });
+  child.stderr.on('data', (d) => process.stderr.write(`fake-lab: ${d}`));
   const firstLine = await new Promise((resolve, reject) => {
     let buffered = '';
     const onData = (d) => {
@@ -177,7 +178,6 @@ async function startDevFakeLab(creds, env) {
     child.stdout.on('data', onData);
     child.once('exit', (code) => reject(new Error(`the fake laboratory exited (${code}) before starting`)));
   });
-  child.stderr.on('data', (d) => process.stderr.write(`fake-lab: ${d}`));
   const lab = JSON.parse(firstLine);
   const order = JSON.stringify({
     user_id: lab.user_id,

@@ -67,7 +67,7 @@ async function ensureAccountAndTest(fakePort: number): Promise<{ accountId: stri
 
   const team = { 'x-service-api-key': env('DEV_TEAM_API_KEY') };
   const cmp = labMarkers.find((m) => m.slug === 'cmp') ?? labMarkers[0];
-  const tests = await api('GET', '/v3/lab_test?lab_test_limit=200', team);
+  const tests = await api('GET', '/v3/lab_tests', team);
   const known = (tests.data ?? tests).find((t: { name: string; lab_account_id?: string }) => t.name === TEST_NAME && t.lab_account_id === accountId);
   const labTestId: string = known
     ? known.id
@@ -75,6 +75,7 @@ async function ensureAccountAndTest(fakePort: number): Promise<{ accountId: stri
         await api('POST', '/v3/lab_tests', team, {
           name: TEST_NAME,
           method: 'walk_in_test',
+          description: 'A comprehensive metabolic panel, ordered over HL7 from the fake laboratory of DEV_FAKE_LAB=1.',
           marker_ids: [cmp.id],
           lab_account_id: accountId,
           lab_slug: LAB_SLUG,

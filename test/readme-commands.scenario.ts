@@ -98,12 +98,13 @@ async function finished(command: Command, what: string, timeoutMs: number): Prom
 }
 
 test(
-  '`npm run dev` on a fresh copy reaches the banner; the URLs it returns carry its address; Ctrl-C stops everything',
+  '`DEV_FAKE_LAB=1 npm run dev` on a fresh copy reaches the banner; the URLs it returns carry its address; an order reaches the fake lab and its results come back; Ctrl-C stops everything',
   async () => {
     const dir = freshCopy();
-    const [api, mongo, temporal, ui] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const [api, mongo, temporal, ui, mllp, labControl] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
     const ports = { API_PORT: String(api), DEV_MONGO_PORT: String(mongo), DEV_TEMPORAL_PORT: String(temporal), DEV_TEMPORAL_UI_PORT: String(ui) };
-    const dev = npm(dir, ['run', 'dev'], newcomerEnv(ports));
+    const lab = { DEV_FAKE_LAB: '1', LAB_MLLP_PORT: String(mllp), DEV_FAKE_LAB_CONTROL_PORT: String(labControl), DEV_FAKE_LAB_RESULTS_SECONDS: '0' };
+    const dev = npm(dir, ['run', 'dev'], newcomerEnv({ ...ports, ...lab }));
     try {
       const deadline = Date.now() + 8 * MINUTE;
       while (!dev.output().includes('Healthbridge is running.')) {
@@ -124,6 +125,7 @@ test(
       const { url } = (await link.json()) as { url: string };
       expect(url.startsWith(`${base}/console#link=`)).toBe(true);
       expect((await fetch(url.replace(/#.*/, ''))).status).toBe(200);
+      await orderThroughTheFakeLab(dev.output(), base, creds.team_api_key, `http://127.0.0.1:${labControl}`);
     } finally {
       if (dev.child.exitCode === null) process.kill(-dev.child.pid!, 'SIGINT');
     }
@@ -145,6 +147,39 @@ test(
   },
   12 * MINUTE,
 );
+
+/** What the banner of DEV_FAKE_LAB=1 tells a newcomer to do: order its lab test, see the lab hold it, send results. */
+async function orderThroughTheFakeLab(banner: string, base: string, teamKey: string, control: string): Promise<void> {
+  const labTestId = /lab test ([0-9a-f-]{36})/.exec(banner)?.[1];
+  expect(labTestId).toBeDefined();
+  const order = /Order it: +curl (.*) -d '(.*)'$/m.exec(banner);
+  expect(order).not.toBeNull();
+  const created = await fetch(`${base}/v3/order`, {
+    method: 'POST',
+    headers: { 'x-service-api-key': teamKey, 'content-type': 'application/json' },
+    body: order![2],
+  });
+  expect(created.status).toBe(200);
+  const orderId = ((await created.json()) as { order: { id: string } }).order.id;
+  const held = async () => ((await (await fetch(`${control}/orders`)).json()) as { placer_number: string; message: string[] }[])[0];
+  const deadline = Date.now() + 2 * MINUTE;
+  let atLab = await held();
+  while (!atLab && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+    atLab = await held();
+  }
+  expect(atLab?.message[0]).toMatch(/^MSH\|\^~\\&\|.*\|OML\^O21/);
+  expect(atLab.message.some((line) => line.startsWith('PID|') && line.includes('Müller'))).toBe(true);
+  const sent = await fetch(`${control}/orders/${atLab.placer_number}/results?status=F`, { method: 'POST' });
+  expect(await sent.json()).toMatchObject({ ack: 'AA' });
+  let status = '';
+  while (status !== 'completed' && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+    const read = await fetch(`${base}/v3/order/${orderId}`, { headers: { 'x-service-api-key': teamKey } });
+    status = ((await read.json()) as { status: string }).status;
+  }
+  expect(status).toBe('completed');
+}
 
 test(
   '`BENCH_SUITES=webhooks npm run bench` on a fresh copy sets itself up and reports its ratios',
