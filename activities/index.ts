@@ -16,6 +16,7 @@ import { loadProviderCatalogue } from '../lib/wearables/provider-catalogue';
 import { createAdapterRegistry } from '../lib/wearables/adapters';
 import { createWearableActivities } from './wearables';
 import { createMaintenanceActivities } from './maintenance';
+import { createLabResultsActivities } from './lab-results';
 
 export interface ActivityDeps {
   repos: Repositories;
@@ -38,7 +39,7 @@ export function createActivities(base: ActivityDeps) {
   return {
     ...createUserDeletionActivities(deps),
     // This deployment's laboratory is the sandbox lab, and labs that send results as HL7 v2 (lib/labs/hl7-intake.ts).
-    ...createLabOrderActivities({ ...deps, lab: withHl7Intake(createSandboxLab(deps.labCatalogue), deps.repos.hl7Intake) }),
+    ...createLabOrderActivities({ ...deps, lab: withHl7Intake(createSandboxLab(deps.labCatalogue), deps.repos.hl7Intake, deps.repos.labInbound) }),
     // Real laboratories (lab accounts): orders and cancels as HL7 v2 over MLLP.
     ...createLabMessageActivities({
       ...deps,
@@ -48,6 +49,7 @@ export function createActivities(base: ActivityDeps) {
     // Provider connections: this deployment has no internet, so its pull adapters are the demo providers.
     ...createWearableActivities({ ...deps, providers, adapters: createAdapterRegistry(providers) }),
     ...createMaintenanceActivities({ ...deps, providers }),
+    ...createLabResultsActivities(deps),
   };
 }
 

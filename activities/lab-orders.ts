@@ -106,6 +106,8 @@ export function createLabOrderActivities(deps: LabOrderActivityDeps) {
       results,
       missing_results: report.missing,
       sample_information: report.sampleInformation,
+      lab_pdf: report.labPdf ?? null,
+      report_id: simulation.reportId ?? null,
       created_at: now,
       updated_at: now,
     });

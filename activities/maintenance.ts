@@ -2,6 +2,7 @@ import type { Logger } from '../lib/platform/logger';
 import { finishConnectionSteps, type ConnectionDeps } from '../lib/wearables/workflow-client';
 import { finishBoundRegistration } from '../lib/labs/order-creation';
 import type { LabOrderDeps } from '../lib/labs/workflow-client';
+import { signalLabResults } from '../lib/labs/lab-results-client';
 
 /**
  * The sweeper's repairs of writes whose workflow start or signal a crash cut off (README "Crash between a write and a
@@ -40,6 +41,18 @@ export function createMaintenanceActivities(deps: ConnectionDeps & LabOrderDeps 
       }
       if (kits.length) deps.logger.info({ finished: kits.length }, 'sweeper finished bound kit registrations');
       return { finished: kits.length };
+    },
+
+    /**
+     * Lab result messages the MLLP listener stored and acknowledged but whose applier never heard of them (the api died
+     * between the store and the signal, or Temporal was unreachable): still `received` CONNECTION_STEPS_GRACE_MS after
+     * they came, they are signalled again (the applier applies a message once, whatever it is told). At most 100 a sweep.
+     */
+    async resumeStrandedLabMessages(): Promise<{ resumed: number }> {
+      const stranded = await deps.repos.labInbound.receivedBefore(new Date(Date.now() - deps.config.CONNECTION_STEPS_GRACE_MS), 100);
+      for (const message of stranded) await signalLabResults(deps.temporal, message.account_id, message._id);
+      if (stranded.length) deps.logger.info({ resumed: stranded.length }, 'sweeper resumed stranded lab result messages');
+      return { resumed: stranded.length };
     },
   };
 }

@@ -10,6 +10,7 @@ import { retentionFrom } from '../lib/platform/database/indexes';
 import { connectTemporal } from '../lib/platform/temporal';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import { listenApi } from './app';
+import { listenerTlsFrom, startLabListener } from '../lib/labs/lab-listener';
 import { initProcessMetrics } from '../lib/platform/metrics';
 
 /** API process: listens, and on SIGTERM stops accepting, finishes in-flight requests, then closes. */
@@ -28,6 +29,12 @@ async function main(): Promise<void> {
   const publisher = new EventPublisher({ config, repos, temporal, logger });
   const deps = { config, logger, db: mongo.db, repos, temporal, providers, labCatalogue, payors, publisher };
   const server: Server = await listenApi(deps, config.API_PORT, config.API_HOST);
+  // Lab results over MLLP (lib/labs/lab-listener.ts): only when LAB_MLLP_PORT is set.
+  const labListener =
+    config.LAB_MLLP_PORT === undefined
+      ? null
+      : await startLabListener(deps, { port: config.LAB_MLLP_PORT, host: config.LAB_MLLP_HOST ?? config.API_HOST, tls: listenerTlsFrom(config) });
+  if (labListener) logger.info({ port: labListener.port, tls: Boolean(config.LAB_MLLP_TLS_CERT) }, 'lab results MLLP listener listening');
   logger.info(
     { url: publicBaseUrl(config), environment: config.DEPLOYMENT_ENVIRONMENT, region: config.DEPLOYMENT_REGION, node: process.version },
     'api listening',
@@ -45,6 +52,8 @@ async function main(): Promise<void> {
       server.closeIdleConnections();
     });
     clearTimeout(force);
+    // Messages in progress are stored and answered before it closes; a lab resends what got no ACK.
+    await labListener?.close();
     await publisher.settle();
     await temporal.connection.close();
     await mongo.close();

@@ -11,6 +11,8 @@ import { LinkTokenRepository } from './wearables/link-tokens-store';
 import { LabOrderRepository } from './labs/orders-store';
 import { LabTestRepository } from './labs/tests-store';
 import { LabAccountRepository } from './labs/lab-accounts-store';
+import { LabInboundRepository } from './labs/lab-inbound-store';
+import { LabReviewRepository } from './labs/lab-reviews-store';
 import { Hl7IntakeRepository } from './labs/hl7-intake-store';
 import { LabOutboundRepository } from './labs/lab-outbound-store';
 import { IdempotencyKeyRepository } from './platform/idempotency-store';
@@ -60,6 +62,10 @@ export interface Repositories {
   hl7Intake: Hl7IntakeRepository;
   /** HL7 messages sent to laboratories, one per control id (stored before the first send). */
   labOutbound: LabOutboundRepository;
+  /** Result messages labs sent to the MLLP listener, stored before they are acknowledged. */
+  labInbound: LabInboundRepository;
+  /** Results that matched no order, until an operator matches or rejects them. */
+  labReviews: LabReviewRepository;
   /** Insurance records (closed beta), their personal fields encrypted. */
   insurance: InsuranceRepository;
   secrets: SecretsRepository;
@@ -90,6 +96,8 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     idempotencyKeys: new IdempotencyKeyRepository(db, cipher),
     hl7Intake: new Hl7IntakeRepository(db, cipher),
     labOutbound: new LabOutboundRepository(db, cipher),
+    labInbound: new LabInboundRepository(db, cipher),
+    labReviews: new LabReviewRepository(db, cipher),
     insurance: new InsuranceRepository(db, cipher),
     secrets: new SecretsRepository(db, cipher),
     workers: new WorkerHeartbeatRepository(db),

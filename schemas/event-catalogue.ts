@@ -2,6 +2,7 @@ import { Type, type TSchema } from '@sinclair/typebox';
 import resources from '../lib/catalogue/resources.json';
 import { Nullable, Timestamp } from './common';
 import { ClientFacingOrder } from './lab-order';
+import { LabResultReviewEvent } from './lab-result-reviews';
 
 /**
  * The event types this service emits: name, description and JSON Schema of `data`. Event types are an open
@@ -157,6 +158,23 @@ const sampleOrder = {
   updated_at: sampleAt,
 };
 
+const sampleReview = {
+  id: '01900000-0000-7000-8000-000000000001',
+  org_id: sampleUser,
+  lab_account_id: '01900000-0000-7000-8000-000000000002',
+  lab_slug: 'quest',
+  status: 'pending',
+  reason: 'no_matching_order',
+  detail: 'No order of this organisation has placer number HB0000000000AB.',
+  control_id: 'MSG00001',
+  placer_numbers: ['HB0000000000AB'],
+  filler_numbers: ['ACC123'],
+  services: ['57698-3 Lipid panel with direct LDL - Serum or Plasma'],
+  matched_order_id: null,
+  created_at: '2026-01-01T00:00:00.000Z',
+  updated_at: '2026-01-01T00:00:00.000Z',
+};
+
 export const EVENT_CATALOGUE: EventTypeEntry[] = [
   {
     name: 'webhook.test',
@@ -214,6 +232,19 @@ export const EVENT_CATALOGUE: EventTypeEntry[] = [
       'The critical result.',
     ),
     sample: { order_id: 'order-1', sample_id: 's1', status: 'final', interpretation: 'critical', user_id: sampleUser },
+  },
+  {
+    name: 'labtest.match_review.created',
+    description:
+      "A lab's result matched no order of the organisation (or one that cannot take it) and waits in the review inbox (GET /v1/org/{org_id}/lab_result_review/{environment}/{region}). Sent to every team of the organisation.",
+    schema: LabResultReviewEvent,
+    sample: sampleReview,
+  },
+  {
+    name: 'labtest.match_review.updated',
+    description: 'A review was settled: matched to an order (whose own events follow) or rejected.',
+    schema: LabResultReviewEvent,
+    sample: { ...sampleReview, status: 'matched', matched_order_id: sampleUser },
   },
   ...dataEvents(),
 ];

@@ -239,6 +239,10 @@ export const AUDIT_ACTIONS = [
   'lab_account.create',
   'lab_account.update',
   'lab_account.delete',
+  // The lab result review inbox (api/routes/lab-result-reviews.ts), and a lab's result for an erased order (answered as unknown).
+  'lab_result_review.match',
+  'lab_result_review.reject',
+  'lab_results.erased_order',
   // Webhook endpoint management (api/routes/webhooks.ts): changes only, never reads.
   'webhook.create',
   'webhook.update',

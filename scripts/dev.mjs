@@ -49,6 +49,8 @@ async function main() {
     TEMPORAL_ADDRESS: stack.temporalAddress,
     ...(stack.temporalUiUrl ? { TEMPORAL_UI_URL: stack.temporalUiUrl } : {}),
     API_PORT: process.env.API_PORT || '8080',
+    // Labs send results here (MLLP; 2575 is HL7's registered port): only peers a lab account's results_from allows.
+    LAB_MLLP_PORT: process.env.LAB_MLLP_PORT || '2575',
     DATA_ENCRYPTION_KEYS: devDataKeys(dataKeysFile),
     // Webhook receivers you try the service with run on this machine (README "Configuration").
     WEBHOOK_ALLOW_LOOPBACK: process.env.WEBHOOK_ALLOW_LOOPBACK || 'true',
@@ -74,6 +76,7 @@ async function main() {
   const creds = JSON.parse(readFileSync(credentialsFile, 'utf8'));
   log('waiting for /ready (api, worker, MongoDB, Temporal)...');
   await waitForHttp(`${creds.base_url}/ready`);
+  const fakeLabLines = await startDevFakeLab(creds, env);
   console.log(
     [
       '',
@@ -81,6 +84,7 @@ async function main() {
       `  API:          ${creds.base_url}   (docs: ${creds.base_url}/docs)`,
       `  Temporal UI:  ${creds.temporal_ui_url ?? 'n/a'}`,
       `  Database:     ${stack.mongoUrl}   (${stack.versions.database ?? 'external, MONGO_URL'})`,
+      `  Lab results:  mllp://127.0.0.1:${env.LAB_MLLP_PORT}   (MLLP listener, LAB_MLLP_PORT; labs in results_from only)`,
       `  Credentials:  ${path.relative(repoRoot, credentialsFile)}`,
       `    org_id          ${creds.org_id}`,
       `    team_id         ${creds.team_id}`,
@@ -90,6 +94,7 @@ async function main() {
       `  Try: curl -H "x-service-api-key: ${creds.team_api_key}" ${creds.base_url}/v2/providers/`,
       ...brokerLines(creds),
       ...fakeProviders.lines,
+      ...fakeLabLines,
       '  Ctrl-C stops everything.',
       '',
     ].join('\n'),
@@ -131,6 +136,66 @@ async function startFakeProviders() {
       '    Connect one from the link page (POST /v2/link/token, open link_web_url); its consent page has Allow and Deny.',
     ],
   };
+}
+
+/**
+ * DEV_FAKE_LAB=1: the fake laboratory (scripts/fake-lab.ts) once the api is up, with a lab account of the dev org
+ * pointing at it and a lab test through that account. Its log lines (the HL7 it receives and sends) are shown with
+ * the others. Returns the lines the banner prints about it.
+ */
+async function startDevFakeLab(creds, env) {
+  if (!['1', 'true'].includes(process.env.DEV_FAKE_LAB ?? '')) {
+    return ['  Laboratory:   DEV_FAKE_LAB=1 npm run dev also starts a fake laboratory (HL7 over MLLP) to order tests from.'];
+  }
+  log('starting the fake laboratory (DEV_FAKE_LAB=1)...');
+  const listener = env.LAB_MLLP_PORT ?? process.env.LAB_MLLP_PORT;
+  const child = startNode(
+    'scripts/fake-lab.js',
+    {
+      DEV_BASE_URL: creds.base_url,
+      DEV_ORG_ID: creds.org_id,
+      DEV_MANAGEMENT_KEY: creds.management_key,
+      DEV_TEAM_API_KEY: creds.team_api_key,
+      LAB_MLLP_PORT: listener,
+    },
+    'fake-lab',
+    { pipe: true },
+  );
+  children.push({ stop: () => stopChild(child) });
+  const firstLine = await new Promise((resolve, reject) => {
+    let buffered = '';
+    const onData = (d) => {
+      buffered += d;
+      const nl = buffered.indexOf('\n');
+      if (nl < 0) return;
+      child.stdout.off('data', onData);
+      const rest = buffered.slice(nl + 1);
+      if (rest) process.stdout.write(rest.replace(/^/gm, 'fake-lab: '));
+      child.stdout.on('data', (more) => process.stdout.write(String(more).replace(/^(?=.)/gm, 'fake-lab: ')));
+      resolve(buffered.slice(0, nl));
+    };
+    child.stdout.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`the fake laboratory exited (${code}) before starting`)));
+  });
+  child.stderr.on('data', (d) => process.stderr.write(`fake-lab: ${d}`));
+  const lab = JSON.parse(firstLine);
+  const order = JSON.stringify({
+    user_id: lab.user_id,
+    lab_test_id: lab.lab_test_id,
+    collection_method: 'walk_in_test',
+    patient_details: { first_name: 'Ana', last_name: 'Müller', dob: '1988-04-12', gender: 'female', phone_number: '+14155552671', email: 'ana@example.com' },
+    patient_address: { first_line: '1 Main St', city: 'San Francisco', state: 'CA', zip: '94105', country: 'US' },
+    physician: { first_name: 'Hans', last_name: 'Feller', npi: '1234567893' },
+  });
+  return [
+    `  Fake laboratory (DEV_FAKE_LAB=1): mllp://127.0.0.1:${lab.port}, lab account ${lab.lab_account_id} (Quest's codes), lab test ${lab.lab_test_id}`,
+    `    Order it:     curl -X POST -H "x-service-api-key: ${creds.team_api_key}" -H "content-type: application/json" ${creds.base_url}/v3/order -d '${order}'`,
+    `    The lab holds: curl ${lab.control_url}/orders   (placer numbers and the OML^O21 it received, also shown here as "fake-lab: received ...")`,
+    lab.results_seconds > 0
+      ? `    Results:      specimen received after ${lab.results_seconds / 2} s and final results after ${lab.results_seconds} s (DEV_FAKE_LAB_RESULTS_SECONDS), or now:`
+      : '    Results:      on command only (DEV_FAKE_LAB_RESULTS_SECONDS=0):',
+    `                  curl -X POST "${lab.control_url}/orders/<placer_number>/results?status=F"   (P partial, F final, C corrected, X not done)`,
+  ];
 }
 
 /**

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { renderRequisitionPdf, type RequisitionDocument } from '../lib/labs/pdf/requisition';
+import { placerNumberOf } from '../lib/labs/placer-number';
 import { renderResultsPdf, type ResultsDocument } from '../lib/labs/pdf/results';
 
 /**
@@ -20,8 +21,8 @@ const marker = (code: string, name: string, loinc: string | null) => ({ code, na
 
 const requisition: RequisitionDocument = {
   orderId: ORDER_ID,
-  requisitionNumber: ORDER_ID.slice(0, 8).toUpperCase(),
-  accountNumber: '1234567890',
+  placerNumber: placerNumberOf(ORDER_ID),
+  labAccount: { name: 'Quest Diagnostics — Northwind Health Partners', account_number: '97512846', labels: 'separate_sheet' },
   sampleId: SAMPLE_ID,
   orderedAt: new Date('2025-11-20T14:32:00Z'),
   activateBy: '2025-11-24',
@@ -83,9 +84,10 @@ const requisition: RequisitionDocument = {
   generatedAt: new Date('2025-11-20T14:32:05Z'),
 };
 
-/** No physician, STAT, at-home draw, a patient whose details were erased: the edge cases on one form. */
+/** No physician, STAT, at-home draw, a patient whose details were erased, the sandbox lab: the edge cases on one form. */
 const requisitionEdgeCases: RequisitionDocument = {
   ...requisition,
+  labAccount: null,
   sampleId: null,
   priority: true,
   billingType: 'commercial_insurance',
@@ -109,6 +111,8 @@ const requisitionEdgeCases: RequisitionDocument = {
 /** Names in Japanese, Greek, Korean, Cyrillic, Polish and Vietnamese, and an address mixing scripts on one line. */
 const requisitionUnicode: RequisitionDocument = {
   ...requisition,
+  // A Labcorp-style account: the specimen labels print inside the requisition.
+  labAccount: { name: 'Labcorp — Nguyễn Thị Minh Khai 診療所', account_number: '04418830', labels: 'in_requisition' },
   orderingOrganisation: 'Nguyễn Thị Minh Khai 診療所',
   patient: {
     ...requisition.patient,

@@ -73,7 +73,7 @@ function order(testIds: string[], overrides: Partial<LabOrderDoc> = {}): LabOrde
     low_level_status: 'ordered',
     low_level_status_created_at: NOW,
     events: [],
-    lab_test: { ...first, team_owned: false, created_at: NOW, updated_at: NOW },
+    lab_test: { ...first, team_owned: false, lab_account_id: null, created_at: NOW, updated_at: NOW },
     lab_test_ids: testIds,
     marker_ids: [...new Set(tests.flatMap((t) => t.marker_ids))],
     patient_details: { first_name: 'Ana', last_name: 'Smith', dob: '1988-04-12', gender: 'female', phone_number: '+14155552671', email: 'ana@example.com' },

@@ -95,6 +95,37 @@ const labAccountBody = {
   order_codes: { 2040: { code: '10231' } },
 };
 const labAccounts = (at: Deployment) => o(`/lab_account/${at.environment}/${at.region}`);
+const reviews = (at: Deployment) => o(`/lab_result_review/${at.environment}/${at.region}`);
+/** A pending review of a lab result that matched no order (as the MLLP listener's applier files one). */
+async function pendingReview(): Promise<string> {
+  const id = randomUUID();
+  const now = new Date();
+  await app.deps.repos.labReviews.file({
+    _id: id,
+    org_id: tenant.orgId,
+    environment: env,
+    region,
+    account_id: randomUUID(),
+    lab_slug: 'quest',
+    message_id: id,
+    control_id: 'MATRIX',
+    reason: 'no_matching_order',
+    detail: 'No order of this organisation matches filler number MATRIX.',
+    request_indexes: [0],
+    placer_numbers: [],
+    filler_numbers: ['MATRIX'],
+    services: ['Matrix panel'],
+    patient: null,
+    status: 'pending',
+    matched_order_id: null,
+    matched_team_id: null,
+    resolved_by: null,
+    resolved_at: null,
+    created_at: now,
+    updated_at: now,
+  });
+  return id;
+}
 async function labAccount(): Promise<string> {
   const res = await org.post(o(`/lab_account/${env}/${region}`), labAccountBody);
   expect(res.status).toBe(200);
@@ -143,6 +174,22 @@ const operations: Operation[] = [
   { name: 'DELETE management key', scope: 'org', ok: 204, run: async (c, team) => c.del(o(`/management_key/${await scopedKey([team])}`)) },
   { name: 'GET audit log', scope: 'org', ok: 200, run: (c) => c.get(o('/audit_log')) },
   // Lab accounts: the organisation's (every key reads them; org keys change them).
+  // The review inbox holds results of any team's patients: org keys only.
+  { name: 'GET lab result reviews', scope: 'org', deployment: 'env/region', ok: 200, run: (c, _team, at) => c.get(reviews(at)) },
+  {
+    name: 'GET lab result review',
+    scope: 'org',
+    deployment: 'env/region',
+    ok: 200,
+    run: async (c, _team, at) => c.get(`${reviews(at)}/${await pendingReview()}`),
+  },
+  {
+    name: 'POST lab result review reject',
+    scope: 'org',
+    deployment: 'env/region',
+    ok: 200,
+    run: async (c, _team, at) => c.post(`${reviews(at)}/${await pendingReview()}/reject`),
+  },
   { name: 'GET lab accounts', scope: 'any', deployment: 'env/region', ok: 200, run: (c, _team, at) => c.get(labAccounts(at)) },
   { name: 'POST lab account', scope: 'org', deployment: 'env/region', ok: 200, run: (c, _team, at) => c.post(labAccounts(at), labAccountBody) },
   { name: 'GET lab account', scope: 'any', deployment: 'env/region', ok: 200, run: async (c, _team, at) => c.get(`${labAccounts(at)}/${await labAccount()}`) },

@@ -19,6 +19,7 @@ const SHORT: Retention = {
   endedConnections: 1,
   dispatcherMarks: 1,
   providerBudgetWindows: 1,
+  labInboundMessages: 1,
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -6,6 +6,9 @@ import { createUser, daysFromToday, labTestIds, orderBody, orderReaches, registr
 import { startReceiver } from './support/receiver';
 import { oruMessage } from './support/hl7';
 import { saveHistory } from './support/histories';
+import { storeReceivedMessage } from './support/lab-inbound';
+import { signalLabResults } from '../lib/labs/lab-results-client';
+import { timeOrderedUuid } from '../lib/platform/keys';
 import { startFakeLab } from './support/fake-lab';
 
 /**
@@ -156,6 +159,25 @@ test('records a lab correction after completion (HL7 intake)', async () => {
   expect((await api.post('/v3/lab/intake/hl7', correction, hl7)).status).toBe(200);
   await orderReaches(api, order.id, 'corrected');
   await save('lab-order-hl7-correction', 'labOrderCorrectionWorkflow', workflowIds.labOrder(order.id));
+}, 120_000);
+
+/** A lab account's results applier (MLLP listener): a stored final report applied to its order. Alone: `-t 'results applier'`. */
+test('records a lab results applier (MLLP)', async () => {
+  const tenant = await createTenant(app.deps, 'Histories lab results');
+  const api = teamClient(app, tenant);
+  const tests = await labTestIds(api);
+  const order = (await api.post('/v3/order', orderBody(await createUser(api), tests.walk_in_test))).body.order;
+  await orderReaches(api, order.id, 'requisition_created');
+  const doc = (await app.deps.repos.labOrders.findById(order.id))!;
+  const markers = app.deps.labCatalogue.resultMarkersFor(doc);
+  const lab = app.deps.labCatalogue.labById(doc.lab_test.lab_id)!;
+  const text = oruMessage(order, { lab, groups: [{ panel: null, markers }], placerOrderNumber: doc.placer_number }).replace(/\r?$/, '');
+  const accountId = timeOrderedUuid();
+  const messageId = await storeReceivedMessage(app, { accountId, orgId: tenant.orgId, labSlug: lab.slug, text });
+  await signalLabResults(app.deps.temporal, accountId, messageId);
+  await orderReaches(api, order.id, 'completed');
+  await eventually(async () => (await app.deps.repos.labInbound.find(messageId))?.state === 'applied', 30_000, 'the message applied');
+  await save('lab-results-applied', 'labResultsWorkflow', workflowIds.labResults(accountId));
 }, 120_000);
 
 /** Orders to a real lab (a lab account, the fake laboratory over MLLP): one accepted then cancelled (CR), one refused (AE). */

@@ -3,6 +3,8 @@ export const workflowIds = {
   userDeletion: (userId: string) => `user-deletion:${userId}`,
   /** One lifecycle per lab order; the single owner of the order document. */
   labOrder: (orderId: string) => `lab-order:${orderId}`,
+  /** One lab account's applier of result messages (signal-with-start by the MLLP listener and the stranded-work sweep). */
+  labResults: (accountId: string) => `lab-results:${accountId}`,
   /** One provider connection's pulls and syncs; the single owner of its historical-pull state. */
   wearableConnection: (connectionId: string) => `wearable-connection:${connectionId}`,
   /** One fetch per provider notification (its dedupe key), so a notification delivered twice fetches once. */

@@ -3,5 +3,6 @@ export { userDeletionWorkflow } from './user-deletion';
 export { destinationDispatchWorkflow } from './destination-dispatch';
 export { strandedWorkSweepWorkflow } from './stranded-work-sweep';
 export { labOrderWorkflow, labOrderCorrectionWorkflow } from './lab-order';
+export { labResultsWorkflow } from './lab-results';
 export { wearableConnectionWorkflow, providerPushWorkflow, providerHintsWorkflow } from './wearable-connection';
 export { providerSubscriptionsWorkflow } from './provider-subscriptions';

@@ -8,7 +8,7 @@ const sweepOptions = {
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' },
 } as const;
 const { sweepWebhooks } = proxyActivities<WebhookDeliveryActivities>(sweepOptions);
-const { finishStrandedConnectionSteps, finishBoundRegistrations } = proxyActivities<MaintenanceActivities>(sweepOptions);
+const { finishStrandedConnectionSteps, finishBoundRegistrations, resumeStrandedLabMessages } = proxyActivities<MaintenanceActivities>(sweepOptions);
 
 /** Sweeps in one run before it continues as new: about 25 history events each, so a run stays near 5,000 events. */
 const SWEEPS_PER_RUN = 200;
@@ -29,8 +29,8 @@ export const sweepNowSignal = defineSignal<[{ everyMs?: number }]>('sweepNow');
 /**
  * The sweep of the work a crash left stranded between a write and the workflow step that follows it: events whose
  * fan-out did not finish and destinations with overdue deliveries whose dispatcher missed its wake, connections whose
- * connect or deregister stopped before starting or stopping their workflow, and kits whose registration was bound but
- * not taken by their order's workflow. Each repair reads its grace period from the current configuration.
+ * connect or deregister stopped before starting or stopping their workflow, kits whose registration was bound but
+ * not taken by their order's workflow, and lab result messages stored and acknowledged whose applier was never told. Each repair reads its grace period from the current configuration.
  *
  * One long-lived workflow per task queue, `stranded-work-sweep:<task queue>` (worker/stranded-work-sweep.ts starts it):
  * it sweeps, waits on a timer, and continues as new every SWEEPS_PER_RUN sweeps, so the Temporal UI's workflow list
@@ -49,6 +49,7 @@ export async function strandedWorkSweepWorkflow(input: StrandedWorkSweepInput): 
     await sweepWebhooks();
     await finishStrandedConnectionSteps();
     await finishBoundRegistrations();
+    await resumeStrandedLabMessages();
   }
   // The handler only sets state, so a signal that came during the last sweep is carried, not lost.
   await continueAsNew<typeof strandedWorkSweepWorkflow>({ everyMs, sweepNow });

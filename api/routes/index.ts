@@ -5,6 +5,7 @@ import { connectionRoutes } from './connections';
 import { consoleRoutes } from './console';
 import { insuranceRoutes } from './insurance';
 import { labAccountRoutes } from './lab-accounts';
+import { labResultReviewRoutes } from './lab-result-reviews';
 import { labIntakeRoutes } from './lab-intake';
 import { labOrderRoutes } from './lab-orders';
 import { labResultsFhirRoutes } from './lab-results-fhir';
@@ -41,6 +42,7 @@ export function routeTable(_deps: AppDeps): AnyRoute[] {
     ...managementKeyRoutes,
     ...teamCustomCredentialsRoutes,
     ...labAccountRoutes,
+    ...labResultReviewRoutes,
     ...auditLogRoutes,
     ...webhookDeliveryLogRoutes,
     ...webhookRoutes,

@@ -1,5 +1,6 @@
 import { notFound } from '../platform/errors';
-import { renderRequisitionPdf } from './pdf/requisition';
+import { renderRequisitionPdf, type RequisitionLabAccount } from './pdf/requisition';
+import { placerNumberOf } from './placer-number';
 import { renderResultsPdf } from './pdf/results';
 import type { Repositories } from '../repositories';
 import type { LabOrderDoc } from './model';
@@ -61,9 +62,11 @@ export async function resultsView(deps: DocumentDeps, order: LabOrderDoc) {
   };
 }
 
+/** The result PDF: the lab's own report when its message carried one (an ED OBX), else ours, rendered from the results. */
 export async function renderResultsReport(deps: DocumentDeps, order: LabOrderDoc): Promise<Buffer> {
   const stored = await deps.repos.labOrders.findResults(order.team_id, order._id);
   if (!stored) throw notFound(`Order ${order._id} has no results yet (status ${order.low_level_status}).`);
+  if (stored.lab_pdf) return Buffer.from(stored.lab_pdf, 'base64');
   const team = await deps.repos.tenancy.findTeamById(order.team_id);
   const p = order.patient_details;
   return renderResultsPdf({
@@ -94,9 +97,18 @@ export async function renderResultsReport(deps: DocumentDeps, order: LabOrderDoc
   });
 }
 
+/**
+ * The order's requisition, with its lab account's number and label placement (an order of the sandbox lab has no
+ * account; nor has one whose account was deleted since, which prints as the sandbox's). The placer number is the
+ * order's stored one, or derived for orders older than the field.
+ */
 export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc): Promise<Buffer> {
   const { labCatalogue, repos } = deps;
-  const team = await repos.tenancy.findTeamById(order.team_id);
+  const [team, account] = await Promise.all([
+    repos.tenancy.findTeamById(order.team_id),
+    order.lab_account_id ? repos.labAccounts.findById(order.lab_account_id) : null,
+  ]);
+  const labAccount: RequisitionLabAccount | null = account && { name: account.name, account_number: account.account_number, labels: account.labels };
   const p = order.patient_details;
   const a = order.patient_address;
   const tests = order.lab_test_ids.map((id, i) => {
@@ -111,8 +123,8 @@ export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc):
   });
   return renderRequisitionPdf({
     orderId: order._id,
-    requisitionNumber: order._id.slice(0, 8).toUpperCase(),
-    accountNumber: ACCOUNT_NUMBER,
+    placerNumber: order.placer_number ?? placerNumberOf(order._id),
+    labAccount,
     sampleId: order.sample_id,
     orderedAt: order.created_at,
     activateBy: order.activate_by,

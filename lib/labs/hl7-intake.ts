@@ -2,12 +2,10 @@ import { createHash, randomUUID } from 'node:crypto';
 import { ApiError } from '../platform/errors';
 import { timeOrderedUuid } from '../platform/keys';
 import type { Logger } from '../platform/logger';
-import { interpretReport } from './interpretation';
 import { acknowledgement, controlIdOf, Hl7Refusal, parseOru, unframe } from './hl7-oru';
-import { orderReport } from './hl7-results';
 import { intakeMessageId } from './hl7-intake-store';
-import { STATUS_SETS } from './statuses';
-import { feedLabResults, type LabOrderDeps } from './workflow-client';
+import { applyPlan, matchOrders, OrderRefusedUpdate, planOrderUpdate } from './result-intake';
+import type { LabOrderDeps } from './workflow-client';
 import type { TeamPrincipal } from '../tenancy/principals';
 
 /** The lab's answer: an HL7 ACK, with the HTTP status that says the same (200 AA; 400 AR; 404, 409, 422 AE). */
@@ -17,9 +15,6 @@ export interface Hl7IntakeOutcome {
   ack: string;
   replayed: boolean;
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const LOW_STATUS = { final: 'completed', partial: 'partial_results', corrected: 'corrected' } as const;
 
 export interface IntakeContext {
   deps: LabOrderDeps;
@@ -31,8 +26,8 @@ export interface IntakeContext {
 }
 
 /**
- * Receives one ORU^R01 from a team's lab: matches it to the order by OBR-2 (the placer order number: our order
- * id, printed on the requisition), maps its OBX segments onto the order's markers, and feeds the results to the
+ * Receives one ORU^R01 from a team's lab: matches it to the order by OBR-2 (our placer number, printed on the
+ * requisition; an older order's id), then OBR-3 (the lab's filler number), maps its OBX segments onto the order's markers, and feeds the results to the
  * order's workflow exactly as the sandbox lab's are fed (lib/labs/workflow-client.ts `feedLabResults`). Applied
  * once per MSH-10: a resend gets the first ACK again. Every refusal answers an ACK AE/AR naming the reason and
  * leaves an entry in the org's audit log (`lab_intake.hl7.refused`: the key, the control id, the reason).
@@ -44,21 +39,26 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
   try {
     const message = parseOru(text);
     controlId = message.controlId;
-    const orderIds = [...new Set(message.requests.map((r) => r.placerOrderNumber))];
-    if (orderIds.length > 1) throw new Hl7Refusal('AR', 400, `The message reports on several orders (${orderIds.join(', ')}); send one ORU^R01 per order.`);
-    const orderId = orderIds[0];
-    const found = UUID.test(orderId) ? await deps.repos.labOrders.find(auth.teamId, orderId) : null;
+    const placers = [...new Set(message.requests.map((r) => r.placerOrderNumber))];
+    if (placers.length > 1) throw new Hl7Refusal('AR', 400, `The message reports on several orders (${placers.join(', ')}); send one ORU^R01 per order.`);
+    // The same path as the MLLP listener's (lib/labs/result-intake.ts): placer number (or an older order's id), then filler number.
+    const { matched, erased } = await matchOrders(deps, message.requests, (o) => o.team_id === auth.teamId);
     // An order whose patient data was erased is answered as an unknown one (the refusal is audited like any other).
-    const order = found?.patient_data_erased_at ? null : found;
-    if (found && !order) context.log.info({ order_id: found._id }, 'HL7 results for an order whose patient data was erased: refused as unknown');
-    if (!order) throw new Hl7Refusal('AE', 404, `Order '${orderId}' (OBR-2 placer order number) is not an order of this team.`);
+    for (const o of erased) context.log.info({ order_id: o._id }, 'HL7 results for an order whose patient data was erased: refused as unknown');
+    const target = matched.length === 1 && matched[0].requests.length === message.requests.length ? matched[0] : null;
+    if (!target) throw new Hl7Refusal('AE', 404, `Order '${placers[0]}' (OBR-2 placer order number) is not an order of this team.`);
+    const order = target.order;
     const specimen = message.requests.map((r) => r.specimenId).find(Boolean);
     if (specimen && specimen !== order.sample_id) {
       throw new Hl7Refusal('AE', 422, `Specimen id '${specimen}' (SPM-2) is not the sample id of order ${order._id}.`);
     }
-    const { report, status } = orderReport(message, order, deps.labCatalogue);
-    const finalStatus = LOW_STATUS[status];
-    if (!STATUS_SETS[order.method][finalStatus]) throw new Hl7Refusal('AE', 422, `A ${order.method} order takes no partial results; send them when final.`);
+    const plan = planOrderUpdate(message, target, deps.labCatalogue);
+    if (plan.kind !== 'results') {
+      if (message.requests.some((r) => r.resultStatus === 'P' || r.observations.some((o) => o.status === 'P')))
+        throw new Hl7Refusal('AE', 422, `A ${order.method} order takes no partial results; send them when final.`);
+      throw new Hl7Refusal('AE', 422, 'This endpoint takes results; status messages (OBR-25 I or X without observations) come through the MLLP listener.');
+    }
+    const { report } = plan;
 
     const id = intakeMessageId(auth.teamId, controlId);
     const sha = createHash('sha256').update(text).digest('hex');
@@ -88,15 +88,10 @@ export async function receiveHl7Results(context: IntakeContext, raw: string): Pr
       // over and applies it (the workflow takes the same message once, by its id).
       if (!(await deps.repos.hl7Intake.takeOver(id, token))) throw inProgress();
     }
-    const { interpretation } = interpretReport(report, (markerId) => deps.labCatalogue.markerById(markerId));
     try {
-      await feedLabResults(
-        deps,
-        order,
-        { finalStatus, delaySeconds: 0, interpretation, hasMissingResults: report.missing.length > 0, reportId: id },
-        `hl7:${id}`,
-      );
+      await applyPlan(deps, order, plan, id, `hl7:${id}`);
     } catch (err) {
+      if (err instanceof OrderRefusedUpdate) throw new Hl7Refusal('AE', 409, `Order ${order._id} cannot take these results: ${err.message}`);
       if (err instanceof ApiError && err.status < 500) throw new Hl7Refusal('AE', 409, `Order ${order._id} cannot take these results: ${err.detail}`);
       throw err;
     }

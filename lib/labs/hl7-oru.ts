@@ -23,7 +23,7 @@ const malformed = (reason: string) => new Hl7Refusal('AR', 400, reason);
 export interface Hl7Observation {
   /** OBX-1, for messages naming the observation. */
   setId: string;
-  /** OBX-2: NM, SN, ST, TX, FT, CE, CWE. */
+  /** OBX-2: NM, SN, ST, TX, FT, CE, CWE, or ED (an embedded document: the lab's report PDF). */
   valueType: string;
   /** OBX-3: the LOINC code (coding system LN, first or alternate triplet) and the lab's own code. */
   loinc: string | null;
@@ -45,6 +45,8 @@ export interface Hl7Observation {
   performingLab: string | null;
   /** NTE segments following the OBX. */
   notes: string[];
+  /** OBX-5 of an ED observation: the document's MIME type and its bytes (Base64 decoded). */
+  document: { type: string; data: Buffer } | null;
 }
 
 export interface Hl7ObservationRequest {
@@ -58,10 +60,14 @@ export interface Hl7ObservationRequest {
   collectedAt: Date | null;
   receivedAt: Date | null;
   reportedAt: Date | null;
-  /** OBR-25 (else ORC-5): F, C, P, … */
+  /** OBR-25 (else ORC-5): F final, C corrected, P preliminary, X cannot be done, I specimen received (no results yet), … */
   resultStatus: string;
   /** SPM-2 (else OBR-15's specimen id): the sample id the lab read off the tube or kit. */
   specimenId: string | null;
+  /** SPM-21 (HL7 table 0490: RH hemolysis, QS quantity not sufficient, …): why the lab rejected the specimen. */
+  specimenRejectReason: { code: string; text: string } | null;
+  /** NTE segments right after the OBR (before any OBX): the lab's comment on the whole test (e.g. why it is X). */
+  notes: string[];
   observations: Hl7Observation[];
 }
 
@@ -74,7 +80,9 @@ export interface Hl7OruMessage {
   requests: Hl7ObservationRequest[];
 }
 
-const VALUE_TYPES = new Set(['NM', 'SN', 'ST', 'TX', 'FT', 'CE', 'CWE']);
+const VALUE_TYPES = new Set(['NM', 'SN', 'ST', 'TX', 'FT', 'CE', 'CWE', 'ED']);
+/** OBR-25 statuses that come without observations: specimen received (I), test cannot be done (X). */
+const STATUS_ONLY = new Set(['I', 'X']);
 const OBX_STATUSES = new Set(['F', 'C', 'P', 'X']);
 const SEGMENT_NAME = /^[A-Z][A-Z0-9]{2}$/;
 
@@ -104,20 +112,39 @@ function hl7Time(value: string, what: string): Date | null {
   return new Date(parseHl7DateTime(value)!);
 }
 
-function observation(obx: Hl7Segment, notes: string[]): Hl7Observation {
+/** Resolves a field value's HL7 escapes (hex escapes \\Xhh\\ in the message's character set). */
+type Unescape = (value: string) => string;
+
+/** OBX-5 of an ED: source^type^subtype^encoding^data; only Base64 documents are read. */
+function embeddedDocument(components: string[], where: string): { type: string; data: Buffer } {
+  const [, type = '', subtype = '', encoding = '', data = ''] = components;
+  if (encoding.toLowerCase() !== 'base64') throw malformed(`${where}: an ED document in encoding '${encoding}' (OBX-5.4); only Base64 is taken.`);
+  const bytes = Buffer.from(data.replace(/\s+/g, ''), 'base64');
+  if (!bytes.length) throw malformed(`${where}: the ED document (OBX-5.5) is empty.`);
+  const mime = /\//.test(subtype)
+    ? subtype
+    : `${type.toLowerCase() === 'application' || !type ? 'application' : type.toLowerCase()}/${subtype.toLowerCase() || 'octet-stream'}`;
+  return { type: mime, data: bytes };
+}
+
+function observation(obx: Hl7Segment, notes: string[], resolveEscapes: Unescape): Hl7Observation {
+  // Component `i` of field `n`, escapes resolved (components are split first: an escaped ^ stays text).
+  const text = (segment: Hl7Segment, n: number, i = 1) => resolveEscapes(segment.getComponent(n, i));
   const setId = obx.getField(1)?.toString() || '?';
   const where = `OBX ${setId}`;
   const valueType = obx.getComponent(2, 1);
   if (!VALUE_TYPES.has(valueType)) throw malformed(`${where}: value type (OBX-2) '${valueType}' is not one of ${[...VALUE_TYPES].join(', ')}.`);
-  const code = (i: number) => ({ id: obx.getComponent(3, i), system: obx.getComponent(3, i + 2) });
+  const code = (i: number) => ({ id: text(obx, 3, i), system: obx.getComponent(3, i + 2) });
   const [first, alternate] = [code(1), code(4)];
   if (!first.id) throw malformed(`${where}: no observation identifier (OBX-3).`);
   const loinc = [first, alternate].find((c) => c.system === 'LN' && c.id)?.id ?? null;
   const local = [first, alternate].find((c) => c.system !== 'LN' && c.id)?.id ?? null;
   const status = obx.getComponent(11, 1);
   if (!OBX_STATUSES.has(status)) throw malformed(`${where}: result status (OBX-11) '${status}' is not F, C, P or X.`);
-  const value = (obx.getField(5)?.components[0] ?? []).map((v) => unescapeHl7(v));
-  if (status !== 'X' && value.every((v) => v === '')) throw malformed(`${where}: no value (OBX-5).`);
+  const raw = obx.getField(5)?.components[0] ?? [];
+  const document = valueType === 'ED' && status !== 'X' ? embeddedDocument(raw, where) : null;
+  const value = document ? [] : raw.map(resolveEscapes);
+  if (!document && status !== 'X' && value.every((v) => v === '')) throw malformed(`${where}: no value (OBX-5).`);
   const flags =
     obx
       .getField(8)
@@ -128,15 +155,16 @@ function observation(obx: Hl7Segment, notes: string[]): Hl7Observation {
     valueType,
     loinc,
     localCode: local,
-    name: obx.getComponent(3, 2) || obx.getComponent(3, 5),
+    name: text(obx, 3, 2) || text(obx, 3, 5),
     value,
-    units: obx.getComponent(6, 1) || null,
-    referenceRange: obx.getComponent(7, 1) || null,
+    units: text(obx, 6) || null,
+    referenceRange: text(obx, 7) || null,
     abnormalFlags: flags,
     status: status as Hl7Observation['status'],
     observedAt: hl7Time(obx.getComponent(14, 1), `${where}: OBX-14`),
-    performingLab: obx.getComponent(23, 1) || null,
+    performingLab: text(obx, 23) || null,
     notes,
+    document,
   };
 }
 
@@ -145,7 +173,9 @@ function observation(obx: Hl7Segment, notes: string[]): Hl7Observation {
  * type, at least one OBR, every OBX and SPM under an OBR, known value types and statuses, readable times.
  * Anything else throws an Hl7Refusal (AR) that says what is wrong, and where.
  */
-export function parseOru(text: string): Hl7OruMessage {
+export function parseOru(text: string, options: { encoding?: string } = {}): Hl7OruMessage {
+  const resolveEscapes: Unescape = (value) => unescapeHl7(value, { encoding: options.encoding });
+  const field = (segment: Hl7Segment, n: number, i = 1) => resolveEscapes(segment.getComponent(n, i));
   if (!text.startsWith('MSH')) throw malformed('The message does not start with an MSH segment.');
   let message: Hl7Message;
   try {
@@ -178,29 +208,40 @@ export function parseOru(text: string): Hl7OruMessage {
         reportedAt: hl7Time(segment.getComponent(22, 1), `OBR ${n}: OBR-22`),
         resultStatus: segment.getComponent(25, 1) || orc?.getComponent(5, 1) || '',
         specimenId: segment.getComponent(15, 1) || null,
+        specimenRejectReason: null,
+        notes: [],
         observations: [],
       };
-      if (!current.placerOrderNumber) throw malformed(`OBR ${n}: no placer order number (OBR-2 or ORC-2); it carries the order id of the requisition.`);
+      // An unsolicited result (the lab's own order) names only its filler number: it is taken, and matched by that or reviewed.
+      if (!current.placerOrderNumber && !current.fillerOrderNumber)
+        throw malformed(`OBR ${n}: no placer order number (OBR-2 or ORC-2) nor filler order number (OBR-3 or ORC-3); nothing names its order.`);
       requests.push(current);
       lastObx = undefined;
     } else if (segment.name === 'OBX') {
       if (!current) throw malformed('An OBX segment comes before any OBR segment.');
-      lastObx = observation(segment, []);
+      lastObx = observation(segment, [], resolveEscapes);
       current.observations.push(lastObx);
     } else if (segment.name === 'NTE') {
-      lastObx?.notes.push(unescapeHl7(segment.getField(3)?.toString() ?? ''));
+      const note = resolveEscapes(segment.getField(3)?.toString() ?? '');
+      if (lastObx) lastObx.notes.push(note);
+      else current?.notes.push(note);
     } else if (segment.name === 'SPM') {
       if (!current) throw malformed('An SPM segment comes before any OBR segment.');
-      current.specimenId = segment.getComponent(2, 1) || current.specimenId;
+      // SPM-2 is an EIP: placer^filler assigned identifiers, each an EI whose subcomponents (&) carry its authority.
+      current.specimenId = segment.getComponent(2, 1).split('&')[0] || current.specimenId;
       current.receivedAt ??= hl7Time(segment.getComponent(18, 1), 'SPM-18');
+      // SPM-21 (CWE): code^text^system; the first specimen problem the lab names.
+      const reject = { code: segment.getComponent(21, 1), text: field(segment, 21, 2) };
+      if (reject.code || reject.text) current.specimenRejectReason ??= reject;
     }
   }
   if (!requests.length) throw malformed('The message has no OBR segment (observation request); there is nothing to apply.');
-  const empty = requests.find((r) => r.observations.length === 0);
+  // A test the lab cannot do (X) or whose specimen it has only received (I) comes without observations.
+  const empty = requests.find((r) => r.observations.length === 0 && !STATUS_ONLY.has(r.resultStatus));
   if (empty) throw malformed(`OBR for order ${empty.placerOrderNumber} has no OBX segment (observation).`);
   return {
     controlId,
-    sendingFacility: msh.getComponent(4, 1),
+    sendingFacility: field(msh, 4),
     messageTime: hl7Time(msh.getComponent(7, 1), 'MSH-7'),
     requests,
   };

@@ -3,7 +3,7 @@ import type { LabOrderDoc } from './model';
 import type { LabReport } from './lab-adapter';
 import type { LabMarker } from '../../schemas/lab-catalogue';
 import { isoWithOffset } from '../platform/time';
-import { Hl7Refusal, type Hl7Observation, type Hl7OruMessage } from './hl7-oru';
+import { Hl7Refusal, type Hl7Observation, type Hl7ObservationRequest, type Hl7OruMessage } from './hl7-oru';
 
 /** What a lab's ORU^R01 means for one order: the report (the sandbox lab's shape) and the status it brings. */
 export interface Hl7OrderReport {
@@ -62,11 +62,17 @@ function resultOf(obx: Hl7Observation, marker: LabMarker): { type: 'numeric' | '
  * results (OBX-11 X, or a marker a final report leaves out). An observation of no marker of the order, or of a
  * numeric marker in other units, is refused: it would be misfiled or misread.
  */
-export function orderReport(message: Hl7OruMessage, order: LabOrderDoc, catalogue: LabCatalogue): Hl7OrderReport {
+export function orderReport(
+  message: Hl7OruMessage,
+  order: LabOrderDoc,
+  catalogue: LabCatalogue,
+  requests: Hl7ObservationRequest[] = message.requests,
+): Hl7OrderReport {
   const markers = catalogue.resultMarkersFor(order);
   const lab = catalogue.labById(order.lab_test.lab_id);
-  const requests = message.requests;
-  const observations = requests.flatMap((r) => r.observations);
+  // An ED observation is the lab's own report (its PDF), not a result of a marker.
+  const documents = requests.flatMap((r) => r.observations).filter((o) => o.document);
+  const observations = requests.flatMap((r) => r.observations).filter((o) => !o.document);
   const statuses = new Set([...observations.map((o) => o.status), ...requests.map((r) => r.resultStatus)]);
   const status = statuses.has('C') ? 'corrected' : statuses.has('P') || statuses.has('I') ? 'partial' : 'final';
   const request = requests[0];
@@ -124,14 +130,19 @@ export function orderReport(message: Hl7OruMessage, order: LabOrderDoc, catalogu
       source_sample_id: sampleId,
     });
   }
-  // A final report that leaves out a marker of the order did not produce it; a partial one has yet to.
+  // A final report that leaves out a marker of the order did not produce it; a partial one has yet to. A test the
+  // lab could not do (OBR-25 X) says why in its NTE or its specimen's reject reason (SPM-21).
+  const cannotBeDone = requests.find((r) => r.resultStatus === 'X');
+  const notDoneReason = cannotBeDone
+    ? [cannotBeDone.specimenRejectReason?.text, ...cannotBeDone.notes].filter(Boolean).join('\n') || 'The laboratory could not perform this test.'
+    : null;
   if (status !== 'partial') {
     for (const m of markers.filter((m) => !seen.has(m.id))) {
       missing.push({
         name: m.name,
         slug: m.slug,
-        inferred_failure_type: 'unknown_failure',
-        note: 'Not reported by the laboratory.',
+        inferred_failure_type: cannotBeDone?.specimenRejectReason ? 'collection_process_failure' : 'unknown_failure',
+        note: notDoneReason ?? 'Not reported by the laboratory.',
         loinc: m.loinc ?? null,
         loinc_slug: m.loinc_slug ?? null,
         provider_id: m.provider_id ?? null,
@@ -139,9 +150,11 @@ export function orderReport(message: Hl7OruMessage, order: LabOrderDoc, catalogu
       });
     }
   }
+  const pdf = documents.find((d) => d.document!.type === 'application/pdf')?.document ?? null;
   return {
     status,
     report: {
+      labPdf: pdf ? pdf.data.toString('base64') : null,
       results,
       labFlags,
       missing,

@@ -19,6 +19,8 @@ export interface LabReport {
   dateReceived: Date;
   /** Per sample id, what the lab reports about the specimen (the reference's SampleData). */
   sampleInformation: Record<string, unknown>;
+  /** The lab's own report (an ED OBX's PDF, Base64): served as the result PDF instead of ours. */
+  labPdf?: string | null;
 }
 
 /**

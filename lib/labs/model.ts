@@ -167,6 +167,10 @@ export interface LabResultsDoc {
   results: BiomarkerResultDoc[];
   missing_results: MissingResultDoc[];
   sample_information: Record<string, unknown>;
+  /** The lab's own report PDF (Base64, sealed), when its message carried one: GET …/result/pdf serves it instead of ours. */
+  lab_pdf?: string | null;
+  /** The lab's message these results came from (`reportId` of the order's update), when a lab sent them. */
+  report_id?: string | null;
   created_at: Date;
   updated_at: Date;
 }

@@ -18,6 +18,8 @@ export async function eraseUserOrders(deps: { repos: Repositories; temporal: Tem
       await deps.repos.labOrders.erasePatientData(order._id);
       await deps.repos.labOutbound.eraseForOrder(order._id);
     }
+    // The lab's result messages about it (lib/labs/lab-inbound-store.ts), whichever way the order was erased.
+    await deps.repos.labInbound.eraseForOrder(order._id);
   }
   return orders.length;
 }

@@ -69,9 +69,20 @@ const ERASED_PATIENT_DATA: Pick<LabOrderDoc, PatientField | 'health_insurance_id
 };
 
 /** The patient's measurements and what the lab reports about their specimen, encrypted at rest. */
-export const RESULT_FIELDS = ['results', 'sample_information'] as const;
+export const RESULT_FIELDS = ['results', 'sample_information', 'lab_pdf'] as const;
 type ResultField = (typeof RESULT_FIELDS)[number];
 export type StoredLabResults = Sealed<LabResultsDoc, ResultField>;
+/**
+ * A results document a lab's correction replaced (`lab_results_versions`): the whole earlier version, kept as it was
+ * (sealed like the current one), one per replaced version, `_id` = `<order id>:<its updated_at in ms>` so a retried
+ * correction keeps it once. Lives as long as the order's results; erased with them.
+ */
+export interface LabResultsVersionDoc extends Omit<LabResultsDoc, '_id'> {
+  _id: string;
+  order_id: string;
+  replaced_at: Date;
+}
+export type StoredLabResultsVersion = Sealed<LabResultsVersionDoc, ResultField>;
 
 /** The replayed response of a lab order request holds the whole order, patient data included: encrypted. */
 
@@ -118,6 +129,8 @@ const ORDER_INDEXES: IndexSpec[] = [
   // Our placer order number (placer-number.ts), unique. Partial: orders stored before it existed have none stored
   // (they read as placerNumberOf(_id) and were never sent to a lab under it).
   { key: { placer_number: 1 }, unique: true, partial: PLACER_NUMBER_STORED },
+  // A lab's result names the order by its filler number (ORC-3/OBR-3, our lab_reference) when its placer number matches nothing.
+  { key: { lab_reference: 1 } },
 ];
 
 /** In the filter of every write of an order's data but its erasure: an erased order takes no data again. */
@@ -150,6 +163,7 @@ export const ORDER_QUERY_SHAPES: QueryShape[] = [
   { name: 'list / transaction: by order transaction', filter: ['team_id', 'order_transaction_id'] },
   { name: 'erasure: orders of a user', filter: ['team_id', 'user_id'] },
   { name: 'reencrypt: every order, in _id pages', filter: ['_id'], sort: ['_id'] },
+  { name: "a lab's result by its filler number, when the placer number matches nothing", filter: ['lab_reference'] },
   { name: 'name index pass: every order, in _id pages (then one conditional write each)', filter: ['_id'], sort: ['_id'] },
 ];
 const RESULTS_INDEXES: IndexSpec[] = [];
@@ -157,11 +171,23 @@ export const RESULTS_QUERY_SHAPES: QueryShape[] = [
   { name: 'results by order id (also erasure, per order)', filter: ['_id'] },
   { name: 'reencrypt: all results, in _id pages', filter: ['_id'], sort: ['_id'] },
 ];
-export const LAB_ORDER_INDEXES = { lab_orders: ORDER_INDEXES, lab_results: RESULTS_INDEXES, lab_order_counts: ORDER_COUNT_INDEXES };
+const RESULTS_VERSIONS_INDEXES: IndexSpec[] = [{ key: { order_id: 1, _id: 1 } }];
+export const RESULTS_VERSIONS_QUERY_SHAPES: QueryShape[] = [
+  { name: "an order's earlier results, oldest first (also erasure, per order)", filter: ['order_id'], sort: ['_id'] },
+  { name: 'reencrypt: all versions, in _id pages', filter: ['_id'], sort: ['_id'] },
+];
+export const LAB_ORDER_INDEXES = {
+  lab_orders: ORDER_INDEXES,
+  lab_results: RESULTS_INDEXES,
+  lab_results_versions: RESULTS_VERSIONS_INDEXES,
+  lab_order_counts: ORDER_COUNT_INDEXES,
+};
 
 export class LabOrderRepository {
   readonly orders: Collection<StoredLabOrder>;
   readonly results: Collection<StoredLabResults>;
+  readonly resultVersions: Collection<StoredLabResultsVersion>;
+  private readonly versionData: EncryptedFields<LabResultsVersionDoc, ResultField>;
   private readonly patientData: EncryptedFields<LabOrderDoc, PatientField>;
   private readonly resultData: EncryptedFields<LabResultsDoc, ResultField>;
   /** The blind index of patients' names on the orders (name-index-store.ts). */
@@ -177,6 +203,8 @@ export class LabOrderRepository {
   ) {
     this.orders = db.collection('lab_orders');
     this.results = db.collection('lab_results');
+    this.resultVersions = db.collection('lab_results_versions');
+    this.versionData = new EncryptedFields(cipher, this.resultVersions.collectionName, RESULT_FIELDS);
     this.patientData = new EncryptedFields(cipher, this.orders.collectionName, PATIENT_FIELDS);
     this.resultData = new EncryptedFields(cipher, this.results.collectionName, RESULT_FIELDS);
     this.names = new PatientNameIndexStore(this.orders, this.patientData, new SecretsRepository(db, cipher));
@@ -186,6 +214,7 @@ export class LabOrderRepository {
   async ensureIndexes(_retention?: Retention): Promise<void> {
     await createIndexes(this.orders, ORDER_INDEXES);
     await createIndexes(this.results, RESULTS_INDEXES);
+    await createIndexes(this.resultVersions, RESULTS_VERSIONS_INDEXES);
     await createIndexes(this.counts.counts, ORDER_COUNT_INDEXES);
   }
 
@@ -249,6 +278,12 @@ export class LabOrderRepository {
   /** Several orders by id in one read (the first steps of many orders' workflows at once); ids not stored are left out. */
   async findByIds(orderIds: string[]): Promise<LabOrderDoc[]> {
     return (await this.orders.find({ _id: { $in: orderIds } }).toArray()).map((d) => this.opened(d));
+  }
+
+  /** Orders whose lab reference (the lab's filler number) is `fillerNumber`: a few at most (labs' numbers may repeat across labs). */
+  async findByFillerNumber(fillerNumber: string): Promise<LabOrderDoc[]> {
+    const docs = await this.orders.find({ lab_reference: fillerNumber }).limit(10).toArray();
+    return docs.map((d) => this.opened(d));
   }
 
   /** For the order's own workflow and its activities (they carry only the id). */
@@ -437,11 +472,38 @@ export class LabOrderRepository {
    * written before it by the erasure.
    */
   async saveResults(doc: LabResultsDoc): Promise<boolean> {
+    if (doc.status === 'corrected') await this.keepEarlierVersion(doc);
     await this.results.replaceOne({ _id: doc._id }, this.resultData.seal(doc._id, doc), { upsert: true });
     const order = await this.orders.findOne({ _id: doc._id }, { projection: { patient_data_erased_at: 1 } });
     if (!order?.patient_data_erased_at) return true;
     await this.results.deleteOne({ _id: doc._id });
+    await this.resultVersions.deleteMany({ order_id: doc._id });
     return false;
+  }
+
+  /**
+   * A correction replaces the results: the version it replaces is kept first (`lab_results_versions`), so a crash
+   * between the two leaves the earlier version kept twice at most once (its `_id` is fixed by its updated_at). A
+   * retry of the same correction finds its own results in place (same report) and keeps nothing.
+   */
+  private async keepEarlierVersion(doc: LabResultsDoc): Promise<void> {
+    const stored = await this.results.findOne({ _id: doc._id });
+    if (!stored) return;
+    const earlier = this.resultData.open(stored) as LabResultsDoc;
+    if (earlier.status === 'corrected' && earlier.report_id && earlier.report_id === doc.report_id) return;
+    const { _id: orderId, ...rest } = earlier;
+    const id = `${orderId}:${earlier.updated_at.getTime()}`;
+    try {
+      await this.resultVersions.insertOne(this.versionData.seal(id, { ...rest, _id: id, order_id: orderId, replaced_at: new Date() }));
+    } catch (err) {
+      if (!isDuplicateKeyError(err)) throw err;
+    }
+  }
+
+  /** The results an order had before its corrections, oldest first. */
+  async earlierResults(teamId: string, orderId: string): Promise<LabResultsVersionDoc[]> {
+    const docs = await this.resultVersions.find({ order_id: orderId }).sort({ _id: 1 }).toArray();
+    return docs.filter((d) => d.team_id === teamId).map((d) => this.versionData.open(d) as LabResultsVersionDoc);
   }
 
   async findResults(teamId: string, orderId: string): Promise<LabResultsDoc | null> {
@@ -466,6 +528,7 @@ export class LabOrderRepository {
     const now = new Date();
     await this.updateOrder(orderId, { $set: { ...ERASED_PATIENT_DATA, patient_data_erased_at: now, updated_at: now } }, {});
     await this.results.deleteOne({ _id: orderId });
+    await this.resultVersions.deleteMany({ order_id: orderId });
   }
 
   /**
@@ -479,7 +542,8 @@ export class LabOrderRepository {
       // It reads and writes only the sealed fields: the stored type of `activate_by` does not concern it.
       (await this.patientData.rewriteStale(this.orders as unknown as Collection<Sealed<LabOrderDoc, PatientField>>)) +
       (await this.names.rebuild()) +
-      (await this.resultData.rewriteStale(this.results))
+      (await this.resultData.rewriteStale(this.results)) +
+      (await this.versionData.rewriteStale(this.resultVersions))
     );
   }
 }

@@ -204,6 +204,21 @@ export const ConfigSchema = Type.Object({
     default: 604800,
     description: 'How long a signed requisition_form_url stays valid (7 days).',
   }),
+  LAB_MLLP_PORT: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: 65535,
+      description:
+        "Port of the api's MLLP listener for lab results (ORU^R01). Unset: no listener (a deployment without lab accounts opens no port); 0: any free port (tests). `npm run dev` sets 2575.",
+    }),
+  ),
+  LAB_MLLP_HOST: Type.Optional(
+    Type.String({ minLength: 1, description: 'Interface the MLLP listener binds (default: API_HOST; 0.0.0.0 for labs on a VPN or the internet).' }),
+  ),
+  LAB_MLLP_TLS_CERT: Type.Optional(
+    Type.String({ minLength: 1, description: "PEM file of the MLLP listener's TLS certificate (with LAB_MLLP_TLS_KEY: TLS, client certificates requested)." }),
+  ),
+  LAB_MLLP_TLS_KEY: Type.Optional(Type.String({ minLength: 1, description: "PEM file of the MLLP listener's TLS private key." })),
   LAB_ACTIVATION_TIME_SCALE: Type.Number({
     exclusiveMinimum: 0,
     maximum: 1,
@@ -326,6 +341,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
   // Without it GET /metrics answers anyone who reaches the api's port: request rates, teams' error rates, queue depths.
   if (candidate.METRICS_TOKEN === undefined && candidate.DEPLOYMENT_ENVIRONMENT === 'production') {
     problems.push('METRICS_TOKEN: required in production (the bearer token a scrape of GET /metrics sends; make one with `openssl rand -hex 32`)');
+  }
+  if (Boolean(candidate.LAB_MLLP_TLS_CERT) !== Boolean(candidate.LAB_MLLP_TLS_KEY)) {
+    problems.push('LAB_MLLP_TLS_CERT and LAB_MLLP_TLS_KEY: set both (TLS on the MLLP listener) or neither');
   }
   if (problems.length) {
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}. Fix the environment variable(s) named and restart.`);

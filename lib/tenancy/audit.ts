@@ -17,6 +17,7 @@ export interface AuditTarget {
     | 'team_api_key'
     | 'team_custom_credentials'
     | 'lab_account'
+    | 'lab_result_review'
     | 'webhook'
     | 'webhook_event'
     | 'pipeline'

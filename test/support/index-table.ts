@@ -13,7 +13,9 @@ import { MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES } from '../../lib/platform/da
 import { TENANCY_INDEXES, TENANCY_QUERY_SHAPES } from '../../lib/tenancy/store';
 import { USER_INDEXES, USER_QUERY_SHAPES } from '../../lib/users/store';
 import { WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES } from '../../lib/events/destinations/webhook/endpoints-store';
-import { LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES } from '../../lib/labs/orders-store';
+import { LAB_ORDER_INDEXES, ORDER_QUERY_SHAPES, RESULTS_QUERY_SHAPES, RESULTS_VERSIONS_QUERY_SHAPES } from '../../lib/labs/orders-store';
+import { LAB_INBOUND_INDEXES, LAB_INBOUND_QUERY_SHAPES } from '../../lib/labs/lab-inbound-store';
+import { LAB_REVIEW_INDEXES, LAB_REVIEW_QUERY_SHAPES } from '../../lib/labs/lab-reviews-store';
 import { ORDER_COUNT_QUERY_SHAPES } from '../../lib/labs/order-counts-store';
 import { IDEMPOTENCY_INDEXES, IDEMPOTENCY_QUERY_SHAPES } from '../../lib/platform/idempotency-store';
 import { LAB_TEST_INDEXES, LAB_TEST_QUERY_SHAPES } from '../../lib/labs/tests-store';
@@ -40,6 +42,7 @@ function fromRecords(indexes: Record<string, IndexSpec[]>, shapes: Record<string
 export const INDEX_TABLE: IndexTable = {
   lab_orders: { shapes: ORDER_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_orders },
   lab_results: { shapes: RESULTS_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_results },
+  lab_results_versions: { shapes: RESULTS_VERSIONS_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_results_versions },
   lab_order_counts: { shapes: ORDER_COUNT_QUERY_SHAPES, indexes: LAB_ORDER_INDEXES.lab_order_counts },
   idempotency_keys: { shapes: IDEMPOTENCY_QUERY_SHAPES.idempotency_keys, indexes: IDEMPOTENCY_INDEXES.idempotency_keys },
   lab_tests: { shapes: LAB_TEST_QUERY_SHAPES, indexes: LAB_TEST_INDEXES.lab_tests },
@@ -64,4 +67,6 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES),
   ...fromRecords(LAB_ACCOUNT_INDEXES, LAB_ACCOUNT_QUERY_SHAPES),
   ...fromRecords(LAB_OUTBOUND_INDEXES, LAB_OUTBOUND_QUERY_SHAPES),
+  ...fromRecords(LAB_INBOUND_INDEXES, LAB_INBOUND_QUERY_SHAPES),
+  ...fromRecords(LAB_REVIEW_INDEXES, LAB_REVIEW_QUERY_SHAPES),
 };

@@ -1,6 +1,8 @@
-import { useFace, write } from './fonts';
+import { useFace, widthOf, write } from './fonts';
 import {
   banner,
+  barcode,
+  barcodeWidth,
   capitalise,
   COLORS,
   CONTENT_WIDTH,
@@ -29,11 +31,21 @@ export interface PdfAddress {
   country: string;
 }
 
+/** What the requisition needs of the order's lab account (lib/labs/lab-accounts.ts has the whole account). */
+export interface RequisitionLabAccount {
+  name: string;
+  /** Our client account at the lab: printed on the requisition and on every specimen label. */
+  account_number: string;
+  /** Labcorp-style labs take the labels inside the requisition; the others a separate sheet of labels. */
+  labels: 'in_requisition' | 'separate_sheet';
+}
+
 export interface RequisitionDocument {
   orderId: string;
-  /** Short human id, e.g. the first 8 hex characters of the order id, upper case. */
-  requisitionNumber: string;
-  accountNumber: string;
+  /** Our placer order number (lib/labs/placer-number.ts): the requisition's number and its barcode. */
+  placerNumber: string;
+  /** The order's lab account; null for the sandbox lab, which has none. */
+  labAccount: RequisitionLabAccount | null;
   sampleId: string | null;
   orderedAt: Date;
   activateBy: string | null;
@@ -67,11 +79,13 @@ const present = (s: string | null | undefined): s is string => !!s && s.trim() !
 const joined = (parts: (string | null | undefined)[], separator: string) => parts.filter(present).join(separator) || ERASED;
 const addressLines = (a: PdfAddress) => joined([a.first_line, a.second_line, joined([joined([a.city, a.state], ', '), a.zip], ' '), a.country], '\n');
 const sampleTypeName = (t: string) => capitalise(t.replace(/_/g, ' '));
+const SANDBOX_ACCOUNT = 'Sandbox lab — not a real account';
+const accountLine = (r: RequisitionDocument) => (r.labAccount ? `Account ${r.labAccount.account_number}` : SANDBOX_ACCOUNT);
 
 /** The requisition a lab receives with the specimen: who, what to test, who ordered it, how it is billed. */
 export function renderRequisitionPdf(r: RequisitionDocument): Promise<Buffer> {
   const doc = createPdf({
-    title: `Laboratory requisition ${r.requisitionNumber}`,
+    title: `Laboratory requisition ${r.placerNumber}`,
     author: r.lab.name,
     subject: `Order ${r.orderId}`,
     createdAt: r.generatedAt,
@@ -80,8 +94,9 @@ export function renderRequisitionPdf(r: RequisitionDocument): Promise<Buffer> {
     labName: r.lab.name,
     labLines: [r.lab.address, `CLIA ${r.lab.clia}`],
     title: 'Laboratory Requisition',
-    rightLines: [`Requisition ${r.requisitionNumber}`, `Account ${r.accountNumber}`, `Ordered ${formatDateTime(r.orderedAt)}`],
+    rightLines: [`Requisition ${r.placerNumber}`, accountLine(r), `Ordered ${formatDateTime(r.orderedAt)}`],
   });
+  placerStrip(doc, r);
   // The specimen id, large: the lab matches tube or kit to this form by it.
   idStrip(doc, {
     label: 'Specimen / sample id',
@@ -109,7 +124,7 @@ export function renderRequisitionPdf(r: RequisitionDocument): Promise<Buffer> {
     ['Ordering physician', r.physician ? `${r.physician.first_name} ${r.physician.last_name}` : "No physician: ordered under the organisation's protocol"],
     ['Physician NPI', r.physician?.npi ?? ERASED],
     ['Ordering organisation', r.orderingOrganisation],
-    ['Account number', r.accountNumber],
+    ['Account number', r.labAccount ? r.labAccount.account_number : SANDBOX_ACCOUNT],
     ['Bill type', BILLING_NAMES[r.billingType] ?? r.billingType],
     ['Health insurance id', r.healthInsuranceId ?? ERASED],
   ]);
@@ -127,6 +142,12 @@ export function renderRequisitionPdf(r: RequisitionDocument): Promise<Buffer> {
     ['Collection date and time', null],
     ['Collector initials', null],
   ]);
+  const labelsInside = r.labAccount?.labels === 'in_requisition';
+  if (labelsInside) {
+    ensureSpace(doc, 24 + LABEL.height); // the title and its labels on one page
+    sectionTitle(doc, 'Specimen labels');
+    labelRow(doc, r, 2);
+  }
 
   sectionTitle(doc, `Tests ordered (${r.tests.length})`);
   table(
@@ -146,7 +167,8 @@ export function renderRequisitionPdf(r: RequisitionDocument): Promise<Buffer> {
 
   attestation(doc, r);
   const patientLine = present(p.last_name) ? `Patient ${footerName(doc, `${p.last_name}, ${p.first_name}`)} · DOB ${p.dob}` : 'Patient details erased';
-  footer(doc, [`Requisition ${r.requisitionNumber} · order ${r.orderId}`, `${patientLine} · generated ${formatDateTime(r.generatedAt)}`]);
+  if (!labelsInside) labelSheet(doc, r);
+  footer(doc, [`Requisition ${r.placerNumber} · order ${r.orderId}`, `${patientLine} · generated ${formatDateTime(r.generatedAt)}`]);
   return pdfBytes(doc);
 }
 
@@ -181,4 +203,93 @@ function attestation(doc: Pdf, r: RequisitionDocument): void {
   doc.fillColor(COLORS.ink);
   doc.x = PAGE.margin;
   doc.y = lineY + 16;
+}
+
+/** The placer number as a barcode (the lab scans it to find our order) beside the account it is billed to. */
+function placerStrip(doc: Pdf, r: RequisitionDocument): void {
+  const y = doc.y;
+  const height = 74;
+  doc.save().rect(PAGE.margin, y, CONTENT_WIDTH, height).lineWidth(0.8).strokeColor(COLORS.rule).stroke().restore();
+  write(useFace(doc, 'regular', 7).fillColor(COLORS.muted), 'PLACER ORDER NUMBER', PAGE.margin + 10, y + 7, { lineBreak: false });
+  barcode(doc, r.placerNumber, PAGE.margin + 4, y + 19, { height: 36, textSize: 10 });
+  const left = PAGE.margin + 4 + barcodeWidth(r.placerNumber) + 24;
+  const width = PAGE.margin + CONTENT_WIDTH - 10 - left;
+  write(useFace(doc, 'regular', 7).fillColor(COLORS.muted), 'LAB ACCOUNT', left, y + 7, { lineBreak: false });
+  if (r.labAccount) {
+    write(useFace(doc, 'mono', 18).fillColor(COLORS.ink), fit(doc, r.labAccount.account_number, width), left, y + 20, { lineBreak: false });
+    write(useFace(doc, 'regular', 8.5).fillColor(COLORS.ink), fit(doc, r.labAccount.name, width), left, y + 44, { lineBreak: false });
+  } else {
+    write(useFace(doc, 'bold', 11).fillColor(COLORS.abnormal), SANDBOX_ACCOUNT, left, y + 20, { width, lineBreak: false });
+    write(useFace(doc, 'regular', 8.5).fillColor(COLORS.muted), 'Orders to the sandbox lab are simulated: no laboratory receives this form.', left, y + 38, {
+      width,
+    });
+  }
+  doc.fillColor(COLORS.ink);
+  doc.x = PAGE.margin;
+  doc.y = y + height + 12;
+}
+
+/** A specimen label: 3.5 x 1.44 in, two rows of two across the content width, cut along its dashed edge. */
+const LABEL = { width: 252, height: 104, gap: 12, pad: 8 };
+const LABELS_PER_SHEET = 10;
+
+/**
+ * One label for a tube or kit: two patient identifiers (name with date of birth, and the placer number as barcode
+ * and text), the account and a line for the collection date, as labs require of a specimen.
+ */
+function specimenLabel(doc: Pdf, r: RequisitionDocument, x: number, y: number): void {
+  doc.save().rect(x, y, LABEL.width, LABEL.height).dash(3, { space: 2 }).lineWidth(0.5).strokeColor(COLORS.muted).stroke().undash().restore();
+  const inner = LABEL.width - 2 * LABEL.pad;
+  const left = x + LABEL.pad;
+  const p = r.patient;
+  // A long name is set smaller before it is shortened: the more of it a label shows, the better it identifies.
+  const name = joined([p.last_name, p.first_name], ', ');
+  let nameSize = 9.5;
+  while (nameSize > 7 && widthOf(useFace(doc, 'regular', nameSize), name) > inner) nameSize -= 0.5;
+  write(doc.fillColor(COLORS.ink), fit(doc, name, inner), left, y + 6, { lineBreak: false });
+  useFace(doc, 'regular', 8);
+  write(doc, `DOB ${p.dob}`, left, y + 19, { lineBreak: false });
+  const account = fit(doc, accountLine(r), inner - widthOf(doc, `DOB ${p.dob}`) - 12);
+  write(doc, account, left, y + 19, { width: inner, align: 'right', lineBreak: false });
+  const symbolWidth = barcodeWidth(r.placerNumber);
+  barcode(doc, r.placerNumber, x + (LABEL.width - symbolWidth) / 2, y + 32, { height: 30, textSize: 8 });
+  const lineY = y + LABEL.height - 9;
+  useFace(doc, 'regular', 7.5).fillColor(COLORS.ink);
+  const dateLabel = 'Collection date';
+  const timeLabel = 'Time';
+  write(doc, dateLabel, left, lineY - 9, { lineBreak: false });
+  const dateLeft = left + widthOf(doc, dateLabel) + 4;
+  const timeLeft = left + inner - 70;
+  write(doc, timeLabel, timeLeft, lineY - 9, { lineBreak: false });
+  doc
+    .save()
+    .moveTo(dateLeft, lineY)
+    .lineTo(timeLeft - 8, lineY)
+    .moveTo(timeLeft + widthOf(doc, timeLabel) + 4, lineY)
+    .lineTo(left + inner, lineY)
+    .lineWidth(0.5)
+    .strokeColor(COLORS.muted)
+    .stroke()
+    .restore();
+}
+
+/** One or two labels side by side from the current position. */
+function labelRow(doc: Pdf, r: RequisitionDocument, count: number): void {
+  const y = doc.y;
+  const across = CONTENT_WIDTH - LABEL.width; // the second label sits at the right edge
+  for (let i = 0; i < count; i += 1) specimenLabel(doc, r, PAGE.margin + i * across, y);
+  doc.x = PAGE.margin;
+  doc.y = y + LABEL.height + LABEL.gap;
+}
+
+/** A page of labels after the requisition, for labs that take the labels apart from the form. */
+function labelSheet(doc: Pdf, r: RequisitionDocument): void {
+  doc.addPage();
+  sectionTitle(doc, 'Specimen labels');
+  useFace(doc, 'regular', 8.5).fillColor(COLORS.muted);
+  write(doc, `Requisition ${r.placerNumber}: cut along the dashed lines and put one label on each tube or kit.`, PAGE.margin, doc.y, {
+    width: CONTENT_WIDTH,
+  });
+  doc.y += 8;
+  for (let row = 0; row < LABELS_PER_SHEET / 2; row += 1) labelRow(doc, r, 2);
 }

@@ -1,3 +1,4 @@
+import { retryWriteConflicts } from './write-conflicts';
 import type { Collection, Document, IndexDirection } from 'mongodb';
 
 /**
@@ -42,6 +43,8 @@ export interface Retention {
   dispatcherMarks: number;
   /** A provider app's budget window slot, after `ends_at`: an hour. */
   providerBudgetWindows: number;
+  /** A lab's result message (lib/labs/lab-inbound-store.ts), after `settled_at` (applied, refused, or its review closed): 30 days. */
+  labInboundMessages: number;
 }
 
 /** The configuration that sets retention (lib/platform/config.ts). */
@@ -66,6 +69,7 @@ export function retentionFrom(config: RetentionConfig): Retention {
     endedConnections: days(config.CONNECTION_HISTORY_RETENTION_DAYS),
     dispatcherMarks: 3_600,
     providerBudgetWindows: 3_600,
+    labInboundMessages: days(30),
   };
 }
 
@@ -118,12 +122,16 @@ export async function createIndexes(
 ): Promise<void> {
   for (const index of indexes) {
     const expireAfterSeconds = index.expireAfter ? retention[index.expireAfter] : undefined;
+    // The api and the worker create the same indexes at start: on PostgreSQL + DocumentDB two creations on one fresh
+    // collection can deadlock, and the loser is sent again (it then finds the index there: a no-op).
     const create = () =>
-      collection.createIndex(index.key, {
-        ...(index.unique ? { unique: true } : {}),
-        ...(expireAfterSeconds !== undefined ? { expireAfterSeconds } : {}),
-        ...(index.partial ? { partialFilterExpression: index.partial } : {}),
-      });
+      retryWriteConflicts(() =>
+        collection.createIndex(index.key, {
+          ...(index.unique ? { unique: true } : {}),
+          ...(expireAfterSeconds !== undefined ? { expireAfterSeconds } : {}),
+          ...(index.partial ? { partialFilterExpression: index.partial } : {}),
+        }),
+      );
     try {
       await create();
     } catch (err) {

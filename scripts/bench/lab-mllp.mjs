@@ -1,0 +1,236 @@
+// `npm run bench` suite `lab-mllp` (BENCH_SUITES=lab-mllp): a real laboratory over HL7 v2 / MLLP, against the fake
+// laboratory of the tests (test/support/fake-lab.ts, a real MLLP server on loopback, in this process), each figure
+// against a baseline in the same run:
+//  - orders out: closed-loop clients each POST /v3/order for a lab test through a lab account pointing at the fake and
+//    wait until the fake has answered that order (its ACK written): orders a second the lab acknowledged, and p99 from
+//    the POST to the lab's ACK. Baseline: a raw MLLP client (lib/labs/mllp/client.ts, the transport alone) sending the
+//    same messages (the ones the fake received, each under a fresh MSH-10) one after another, waiting for each ACK, as
+//    our one connection per account does. Target >= 0.5.
+//  - results in: BENCH_LAB_MLLP_SENDERS connections each sending ORU^R01s (fake-lab results, one per order the lab
+//    knows nothing about: they go to the review inbox) to the api's listener (LAB_MLLP_PORT) and waiting for each ACK
+//    (stored, then acknowledged). Baseline: the same messages parsed (@medplum/core) and inserted into a scratch
+//    collection by the raw driver, as many at once. Target >= 0.5.
+//
+//   BENCH_LAB_MLLP_SECONDS=20   measurement window of each scenario (after BENCH_WARMUP_SECONDS)
+//   BENCH_LAB_MLLP_CLIENTS=16   closed-loop order clients
+//   BENCH_LAB_MLLP_SENDERS=4    result connections (and raw inserters)
+//   BENCH_LAB_MLLP_ACK_MS=0     the fake lab's time to answer each message (0: at once)
+import { randomUUID } from 'node:crypto';
+import { distModule } from './environment.mjs';
+import { benchDefaults, httpClient, measure, numberEnv } from './load.mjs';
+import pino from 'pino';
+import { freePort } from '../stack.mjs';
+
+const SCRATCH_COLLECTION = 'bench_raw_lab_results';
+const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+
+const settings = () => ({
+  seconds: numberEnv('BENCH_LAB_MLLP_SECONDS', 20, { min: 1 }),
+  clients: numberEnv('BENCH_LAB_MLLP_CLIENTS', 16, { integer: true, min: 1 }),
+  senders: numberEnv('BENCH_LAB_MLLP_SENDERS', 4, { integer: true, min: 1 }),
+  ackMs: numberEnv('BENCH_LAB_MLLP_ACK_MS', 0, { min: 0 }),
+});
+export const labMllpSettings = () => void settings();
+
+/** The api's MLLP listener, on a port of its own. */
+let listenerPort = null;
+export async function labMllpEnvironment() {
+  listenerPort = await freePort();
+  return { LAB_MLLP_PORT: String(listenerPort) };
+}
+const quiet = pino({ level: 'silent' });
+
+export async function labMllpSuite(env, { log = console.log } = {}) {
+  const s = settings();
+  const { warmupSeconds } = benchDefaults();
+  const [{ startFakeLab, buildResultMessage }, { MllpClient }, { Hl7Message }, { placerNumberOf }, { loadLabCatalogue }] = await Promise.all([
+    distModule('test/support/fake-lab.js'),
+    distModule('lib/labs/mllp/client.js'),
+    import('@medplum/core'),
+    distModule('lib/labs/placer-number.js'),
+    distModule('lib/labs/catalogue.js'),
+  ]);
+  const fake = await startFakeLab();
+  if (s.ackMs > 0) fake.inject({ type: 'late-ack', afterMs: s.ackMs }, 1e9);
+  const catalogue = loadLabCatalogue();
+  const lab = catalogue.labBySlug('labcorp');
+  const panel = catalogue.markers.find((m) => m.type === 'panel' && m.slug === 'thyroid_panel' && m.lab_id === lab.id);
+  const now = new Date();
+  const accountId = randomUUID();
+  await env.repos.labAccounts.create({
+    _id: accountId,
+    org_id: env.tenant.orgId,
+    environment: 'sandbox',
+    region: 'us',
+    lab_slug: lab.slug,
+    lab_id: lab.id,
+    name: `Bench fake lab ${env.runId}`,
+    account_number: '70012345',
+    mllp: { host: '127.0.0.1', port: fake.port, tls: null },
+    msh: { sending_application: 'HEALTHBRIDGE', sending_facility: 'HB-BENCH', receiving_application: 'LAB', receiving_facility: 'FAKE-LAB' },
+    profile: 'LOI_2.5.1',
+    ack_mode: 'original',
+    charset: 'UNICODE UTF-8',
+    results_from: ['127.0.0.1'],
+    order_codes: { [String(panel.id)]: { code: '001453', loinc: '24348-5' } },
+    bill_types: ['client_bill'],
+    labels: 'in_requisition',
+    ack_timeout_ms: 30_000,
+    created_at: now,
+    updated_at: now,
+  });
+  const api = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey } });
+  const test = (
+    await api.expect(200, 'POST', '/v3/lab_tests', {
+      body: { name: 'Thyroid via the bench lab', method: 'walk_in_test', description: 'bench', marker_ids: [panel.id], lab_account_id: accountId },
+      json: true,
+    })
+  ).json;
+  const users = [];
+  for (let i = 0; i < s.clients; i++) {
+    users.push((await api.expect(200, 'POST', '/v2/user', { body: { client_user_id: `bench-lab-mllp-${env.runId}-${i}` }, json: true })).json.user_id);
+  }
+
+  // Answers the fake wrote, by control id, as this process sees them (polled every 2 ms).
+  const waiting = new Map();
+  let seen = 0;
+  const poll = setInterval(() => {
+    const answers = fake.answers();
+    if (answers.size === seen) return;
+    seen = answers.size;
+    for (const [controlId, resolve] of waiting) {
+      if (answers.has(controlId)) {
+        waiting.delete(controlId);
+        resolve();
+      }
+    }
+  }, 2);
+  const answered = (controlId) => (fake.answers().has(controlId) ? Promise.resolve() : new Promise((resolve) => waiting.set(controlId, resolve)));
+
+  const orderBody = (userId) => ({
+    user_id: userId,
+    order_set: { lab_test_ids: [test.id] },
+    patient_details: {
+      first_name: 'Bench',
+      last_name: 'Patient',
+      dob: '1985-06-01',
+      gender: 'female',
+      phone_number: '+14155550100',
+      email: 'bench@example.com',
+    },
+    patient_address: { first_line: '1 Bench St', city: 'San Francisco', state: 'CA', zip: '94105', country: 'US' },
+    physician: { first_name: 'Ada', last_name: 'Lovelace', npi: '1234567893' },
+    consents: [{ consentType: 'terms-of-use' }],
+  });
+  const ours = await measure({
+    name: 'lab orders: POST /v3/order to the lab ACK (MLLP, fake lab)',
+    concurrency: s.clients,
+    seconds: s.seconds,
+    warmupSeconds: Math.max(warmupSeconds, 3),
+    log,
+    fn: async ({ worker }) => {
+      const created = (await api.expect(200, 'POST', '/v3/order', { body: orderBody(users[worker]), json: true })).json;
+      await answered(`${placerNumberOf(created.order.id)}O`);
+    },
+  });
+  clearInterval(poll);
+
+  // The same messages, each under a fresh control id, one at a time over one connection.
+  const messages = fake.received.filter((m) => m.type.startsWith('OML')).map((m) => m.bytes);
+  if (!messages.length) throw new Error('lab-mllp: the fake lab received no order message to replay');
+  const raw = new MllpClient({ host: '127.0.0.1', port: fake.port, tls: null }, { log: quiet });
+  let n = 0;
+  const rawOrders = await measure({
+    name: 'lab orders: raw MLLP client, same messages, each ACK awaited',
+    concurrency: 1,
+    seconds: s.seconds,
+    warmupSeconds,
+    log,
+    fn: async () => {
+      const controlId = `RAW${(n++).toString(36).toUpperCase().padStart(8, '0')}`;
+      const original = messages[n % messages.length];
+      const text = original.toString('utf8');
+      const fields = text.split('\r')[0].split('|');
+      fields[9] = controlId;
+      const bytes = Buffer.from([fields.join('|'), ...text.split('\r').slice(1)].join('\r'), 'utf8');
+      await raw.send(controlId, bytes, { timeoutMs: 30_000, enhanced: false });
+    },
+  });
+  await raw.close();
+
+  // Results in: unsolicited ORUs (no order of ours) to the listener, and the raw parse + insert of the same.
+  const listener = { host: '127.0.0.1', port: listenerPort, tls: null };
+  const oru = (i) =>
+    buildResultMessage(
+      {
+        placerNumber: `BENCH${i}`,
+        patient: { family: 'Patient', given: 'Bench', birthDate: '1985-06-01', sex: 'F' },
+        tests: [
+          {
+            code: '001453',
+            name: 'Thyroid panel',
+            status: 'F',
+            observations: [{ loinc: '3016-3', code: '004259', name: 'TSH', value: '2.1', units: 'uIU/mL', range: '0.45-4.5', flags: 'N' }],
+          },
+        ],
+        sender: { application: 'LAB', facility: 'FAKE-LAB' },
+        receiver: { application: 'HEALTHBRIDGE', facility: 'HB-BENCH' },
+      },
+      { controlId: `BR${env.runId}${i}`.replace(/[^A-Za-z0-9]/g, '').slice(-20), fillerNumber: `FL${i}` },
+    );
+  const senders = Array.from({ length: s.senders }, () => new MllpClient(listener, { log: quiet }));
+  let sent = 0;
+  const intake = await measure({
+    name: 'lab results: ORU^R01 to the MLLP listener, stored then ACKed',
+    concurrency: s.senders,
+    seconds: s.seconds,
+    warmupSeconds,
+    log,
+    fn: async ({ worker }) => {
+      const message = oru(`${worker}x${sent++}`);
+      const { reply } = await senders[worker].send(message.controlId, message.bytes, { timeoutMs: 30_000, enhanced: false });
+      if (!reply.toString('latin1').includes('MSA|AA')) throw new Error(`not accepted: ${reply.toString('latin1').replace(/\r/g, ' | ')}`);
+    },
+  });
+  await Promise.all(senders.map((c) => c.close()));
+  const scratch = env.db.collection(SCRATCH_COLLECTION);
+  let inserted = 0;
+  const rawIntake = await measure({
+    name: 'lab results: raw parse (@medplum/core) + insertOne of the same messages',
+    concurrency: s.senders,
+    seconds: s.seconds,
+    warmupSeconds,
+    log,
+    fn: async ({ worker }) => {
+      const message = oru(`raw${worker}x${inserted++}`);
+      const text = message.bytes.toString('utf8');
+      const parsed = Hl7Message.parse(text);
+      await scratch.insertOne({ _id: message.controlId, control_id: parsed.getSegment('MSH').getField(10).toString(), text, received_at: new Date() });
+    },
+  });
+  await scratch.drop().catch(() => undefined);
+  api.close();
+  await fake.close();
+
+  const ratios = [
+    {
+      name: 'lab orders to the lab ACK / raw MLLP client (orders a second)',
+      value: round(ours.rps / rawOrders.rps),
+      target: 0.5,
+      kind: 'target',
+      note: `${ours.rps}/s vs ${rawOrders.rps}/s; p99 POST to ACK ${ours.p99Ms} ms; the lab answering ${s.ackMs ? `after ${s.ackMs} ms` : 'at once'}`,
+    },
+    {
+      name: 'lab results via MLLP / raw parse + insert (ORUs a second)',
+      value: round(intake.rps / rawIntake.rps),
+      target: 0.5,
+      kind: 'target',
+      note: `${intake.rps}/s vs ${rawIntake.rps}/s over ${s.senders} connections`,
+    },
+  ];
+  return {
+    results: [ours, rawOrders, intake, rawIntake],
+    ratios,
+    notes: ['lab-mllp: see the header of scripts/bench/lab-mllp.mjs (the fake lab runs in the bench process)'],
+  };
+}
