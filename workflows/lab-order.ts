@@ -204,6 +204,13 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     });
   const waitingOnSomething = () => cancelRequested || erasureRequested;
 
+  const plannedCourse = (request: SimulationRequest) => {
+    const final = lowLevelFromFinalStatus(method, request.finalStatus);
+    // A course starts where the last planned update leaves the order (none are queued when accepted). Defined before
+    // the handlers: an Update that arrived with the run's start is validated inside setHandler, before the lines after it.
+    return final ? courseTo(method, low === 'ordered' ? 'requisition_created' : low, final) : null;
+  };
+
   setHandler(labOrderStatusQuery, () => dottedStatus(method, low));
   setHandler(
     rescheduleOrderUpdate,
@@ -297,11 +304,6 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
       },
     },
   );
-  const plannedCourse = (request: SimulationRequest) => {
-    const final = lowLevelFromFinalStatus(method, request.finalStatus);
-    // A course starts where the last planned update leaves the order (none are queued when accepted).
-    return final ? courseTo(method, low === 'ordered' ? 'requisition_created' : low, final) : null;
-  };
 
   // new Date() is workflow time here (deterministic on replay).
   const msUntilActivation = (date: string) => (Date.parse(`${date}T00:00:00Z`) - new Date().getTime()) * input.activationTimeScale;

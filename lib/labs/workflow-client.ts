@@ -105,12 +105,18 @@ export async function findOrder(deps: LabOrderDeps, teamId: string, orderId: str
   return doc;
 }
 
+const finalStatusRefusal = (doc: LabOrderDoc) =>
+  badRequest(`The order is in its final status ${dottedStatus(doc.method, doc.low_level_status)}; it can no longer be changed.`);
+
 /** Runs a Temporal Update on the order's workflow and renders its refusals as the spec's 400s. */
 async function updateOrder<R>(
   deps: LabOrderDeps,
   doc: LabOrderDoc,
   run: (handle: ReturnType<TemporalDeps['client']['workflow']['getHandle']>) => Promise<R>,
 ): Promise<R> {
+  // A final status: the run has ended, or is closing (its writes are recorded activities, so its last workflow task
+  // comes after the write the document shows). Either way nothing changes it any more: answered as for an ended run.
+  if (TERMINAL.has(doc.low_level_status)) throw finalStatusRefusal(doc);
   const handle = deps.temporal.client.workflow.getHandle(workflowIds.labOrder(doc._id));
   try {
     return await run(handle);
@@ -119,8 +125,7 @@ async function updateOrder<R>(
     if (cause instanceof ApplicationFailure && cause.type === LAB_ORDER_REFUSED) throw badRequest(cause.message);
     if (isWorkflowGone(err)) {
       // The workflow has ended: the order is in a final status, which the document shows.
-      const current = (await deps.repos.labOrders.findById(doc._id)) ?? doc;
-      throw badRequest(`The order is in its final status ${dottedStatus(current.method, current.low_level_status)}; it can no longer be changed.`);
+      throw finalStatusRefusal((await deps.repos.labOrders.findById(doc._id)) ?? doc);
     }
     if (err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) throw new ApiError(503, 'The order did not answer in time; it is safe to retry.');
     throw err;
@@ -149,15 +154,15 @@ export async function simulateOrder(deps: LabOrderDeps, doc: LabOrderDoc, reques
   return updateOrder(deps, doc, (h) => h.executeUpdate(simulateOrderUpdate, { args: [request] }));
 }
 
+/** How long a correction waits for the order's run to close once it has recorded its final status. */
+const CLOSING_RUN_WAIT_MS = 10_000;
+
 /**
  * A real lab's results (HL7 intake) to the order's workflow, the way the sandbox's simulation goes (`updateId`
  * makes a repeat of the same message one update). An order whose workflow has ended (completed or corrected)
  * takes a correction in a short run under the same workflow id; a second identical start then fails instead of
  * recording it twice while the first runs.
  */
-/** How long a correction waits for the order's run to close once it has recorded its final status. */
-const CLOSING_RUN_WAIT_MS = 10_000;
-
 export async function feedLabResults(
   deps: LabOrderDeps,
   doc: LabOrderDoc,
