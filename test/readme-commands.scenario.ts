@@ -101,7 +101,14 @@ test(
   '`DEV_FAKE_LAB=1 npm run dev` on a fresh copy reaches the banner; the URLs it returns carry its address; an order reaches the fake lab and its results come back; Ctrl-C stops everything',
   async () => {
     const dir = freshCopy();
-    const [api, mongo, temporal, ui, mllp, labControl] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
+    const [api, mongo, temporal, ui, mllp, labControl] = [
+      await freePort(),
+      await freePort(),
+      await freePort(),
+      await freePort(),
+      await freePort(),
+      await freePort(),
+    ];
     const ports = { API_PORT: String(api), DEV_MONGO_PORT: String(mongo), DEV_TEMPORAL_PORT: String(temporal), DEV_TEMPORAL_UI_PORT: String(ui) };
     const lab = { DEV_FAKE_LAB: '1', LAB_MLLP_PORT: String(mllp), DEV_FAKE_LAB_CONTROL_PORT: String(labControl), DEV_FAKE_LAB_RESULTS_SECONDS: '0' };
     const dev = npm(dir, ['run', 'dev'], newcomerEnv({ ...ports, ...lab }));

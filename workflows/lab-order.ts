@@ -62,6 +62,8 @@ export interface SimulationRequest {
   interpretation: 'normal' | 'abnormal' | 'critical';
   hasMissingResults: boolean;
   reportId?: string;
+  /** A real lab's reason for the status it reports (failed.sample_error: sample_hemolyzed, …), on that status's event. */
+  statusDetail?: string | null;
 }
 
 const refuse = (message: string) => ApplicationFailure.create({ type: LAB_ORDER_REFUSED, message, nonRetryable: true });
@@ -390,7 +392,8 @@ export async function labOrderWorkflow(input: LabOrderInput): Promise<{ final: s
     const next = labUpdates[0];
     if (next.delayMs > 0 && (await condition(waitingOnSomething, next.delayMs))) break;
     labUpdates.shift();
-    await record(next.status, { simulation: next.simulation });
+    const reached = next.status === lowLevelFromFinalStatus(method, next.simulation.finalStatus);
+    await record(next.status, { simulation: next.simulation, statusDetail: reached ? (next.simulation.statusDetail ?? null) : null });
     if (RESULT_STATUSES.has(next.status) && next.simulation.interpretation === 'critical') {
       await serialized(() => writes.publishCriticalResult({ orderId }));
     }
