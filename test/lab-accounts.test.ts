@@ -1,7 +1,4 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { makeTestAuthority } from './support/tls-certificates';
 import { FieldCipher, generateDataKey } from '../lib/platform/field-encryption';
 import { LabOrderRepository } from '../lib/labs/orders-store';
 import { placerNumberOf } from '../lib/labs/placer-number';
@@ -32,8 +29,7 @@ let mgmt: HttpClient;
 let team: HttpClient;
 let userId: string;
 let base: string;
-let tlsDir: string;
-/** Two self-signed certificates and their keys (made with openssl for this run). */
+/** Two certificates and their keys (a throwaway CA's, made with openssl for this run). */
 let pairA: { cert: string; key: string };
 let pairB: { cert: string; key: string };
 
@@ -42,33 +38,6 @@ const CMP = 2040;
 const CBC = 2041;
 const CMP_WALK_IN = '1f2e3d4c-5b6a-4978-8a6b-5c4d3e2f1a55';
 const WELLNESS_WALK_IN = '2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d77';
-
-function selfSigned(name: string) {
-  const keyFile = path.join(tlsDir, `${name}.key`);
-  const certFile = path.join(tlsDir, `${name}.crt`);
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      keyFile,
-      '-out',
-      certFile,
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${name}`,
-    ],
-    { stdio: 'ignore' },
-  );
-  return { cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') };
-}
 
 const accountBody = (extra: Record<string, unknown> = {}) => ({
   lab_slug: 'quest',
@@ -92,9 +61,9 @@ async function createAccount(client: HttpClient, extra: Record<string, unknown> 
 const locs = (res: { body: { detail: { loc: (string | number)[] }[] } }) => res.body.detail.map((d) => d.loc);
 
 beforeAll(async () => {
-  tlsDir = mkdtempSync(path.join(tmpdir(), 'lab-accounts-'));
-  pairA = selfSigned('lab-a');
-  pairB = selfSigned('lab-b');
+  const authority = makeTestAuthority('Lab accounts test CA');
+  pairA = authority.server;
+  pairB = authority.client;
   app = await startTestApp();
   tenant = await createTenant(app.deps, 'Lab accounts');
   mgmt = managementClient(app, tenant);
@@ -103,7 +72,6 @@ beforeAll(async () => {
   base = `/v1/org/${tenant.orgId}/lab_account/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/${app.deps.config.DEPLOYMENT_REGION}`;
 }, 60000);
 afterAll(async () => {
-  rmSync(tlsDir, { recursive: true, force: true });
   await app?.close();
 });
 
