@@ -1,3 +1,4 @@
+import { placerNumberOf } from '../lib/labs/placer-number';
 import { randomUUID } from 'node:crypto';
 import { dataCipher } from '../lib/platform/config';
 import { timeOrderedNameBasedUuid, timeOrderedUuid } from '../lib/platform/keys';
@@ -36,15 +37,20 @@ afterAll(() => app.close());
 
 let seq = 0;
 /** A copy of the template order for `team`, its id minted at `mintedAt` (an old id: a redraw, a retried request). */
-const orderOf = (team: string, mintedAt?: number): LabOrderDoc => ({
-  ...template,
+const orderOf = (team: string, mintedAt?: number): LabOrderDoc => {
   // (timeOrderedUuid never goes back in time: an old id is minted as a redraw's is.)
-  _id: mintedAt === undefined ? timeOrderedUuid() : timeOrderedNameBasedUuid(mintedAt, [randomUUID()]),
-  team_id: team,
-  sample_id: `COUNT${String(++seq).padStart(8, '0')}${randomUUID().slice(0, 6)}`,
-  order_transaction_id: randomUUID(),
-  details_id: randomUUID(),
-});
+  const id = mintedAt === undefined ? timeOrderedUuid() : timeOrderedNameBasedUuid(mintedAt, [randomUUID()]);
+  return {
+    ...template,
+    _id: id,
+    // Unique across orders (a unique index): each copy has its own, derived from its id as every order's is.
+    placer_number: placerNumberOf(id),
+    team_id: team,
+    sample_id: `COUNT${String(++seq).padStart(8, '0')}${randomUUID().slice(0, 6)}`,
+    order_transaction_id: randomUUID(),
+    details_id: randomUUID(),
+  };
+};
 const storeAll = (docs: LabOrderDoc[]) => Promise.all(docs.map((d) => repo.insert(d)));
 const totalOf = (team: string) => repo.counts.teamTotal(team);
 const exactCount = (team: string) => repo.orders.countDocuments({ team_id: team });

@@ -158,6 +158,20 @@ export async function simulateOrder(deps: LabOrderDeps, doc: LabOrderDoc, reques
 const CLOSING_RUN_WAIT_MS = 10_000;
 
 /**
+ * Whether the order's run has closed within `ms`, asked with short describe calls: a long-poll for its result would
+ * outlive a wait that gave up (and the client, at shutdown).
+ */
+async function runClosesWithin(deps: LabOrderDeps, orderId: string, ms: number): Promise<boolean> {
+  const handle = deps.temporal.client.workflow.getHandle(workflowIds.labOrder(orderId));
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if ((await handle.describe()).status.name !== 'RUNNING') return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/**
  * A real lab's results (HL7 intake) to the order's workflow, the way the sandbox's simulation goes (`updateId`
  * makes a repeat of the same message one update). An order whose workflow has ended (completed or corrected)
  * takes a correction in a short run under the same workflow id; a second identical start then fails instead of
@@ -198,18 +212,7 @@ export async function feedLabResults(
     // The order's run has recorded its final status and is closing (its writes are recorded activities: its last
     // workflow task comes after the write), or another correction runs: wait for it, briefly, then take the order as
     // it is then (its last event id may have moved). Still busy: the lab sends again.
-    const closed =
-      !waitedForClose &&
-      (await Promise.race([
-        deps.temporal.client.workflow
-          .getHandle(workflowIds.labOrder(doc._id))
-          .result()
-          .then(
-            () => true,
-            () => true,
-          ),
-        new Promise<false>((resolve) => setTimeout(() => resolve(false), CLOSING_RUN_WAIT_MS).unref()),
-      ]));
+    const closed = !waitedForClose && (await runClosesWithin(deps, doc._id, CLOSING_RUN_WAIT_MS));
     const current = closed ? await deps.repos.labOrders.findById(doc._id) : null;
     if (!current) throw new ApiError(409, 'The order is being updated by the lab right now; send the message again shortly.');
     return feedLabResults(deps, current, request, updateId, true);
