@@ -2,10 +2,25 @@ import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { MongoClient } from 'mongodb';
+import { placerNumberOf } from '../lib/labs/placer-number';
 import { courseTo } from '../lib/labs/statuses';
 import { addDays, todayUtc } from '../lib/platform/time';
-import { createTenant, eventually, httpClient, managementClient, startTestApp, teamClient, type HttpClient, type TestApp } from './support/harness';
+import {
+  createTenant,
+  eventually,
+  httpClient,
+  managementClient,
+  startTestApp,
+  teamClient,
+  type HttpClient,
+  type Tenant,
+  type TestApp,
+} from './support/harness';
+import { workflowIds } from '../workflows/ids';
+import { startFakeLab, type FakeLab } from './support/fake-lab';
+import { freePort } from './support/free-port';
 import { createUser, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
+import { startLabProxy, type LabProxy } from './support/lab-proxy';
 import { startReceiver, type Receiver } from './support/receiver';
 import { startPrivateStack, type PrivateStack } from './support/private-stack';
 import { startWorker, stopWorker } from './support/worker';
@@ -13,11 +28,13 @@ import { startWorker, stopWorker } from './support/worker';
 /**
  * Recovery from every fault, on a stack of this file's own, supervised as `npm run dev` supervises its servers
  * (test/support/stack-driver.mjs; Temporal's state on disk): demo wearable connections pulling their history, lab
- * orders walking through simulated statuses, one webhook endpoint. Then kill -9 of the worker (started again
- * after a second, as the dev supervisor does), of the Temporal server, of the database (PostgreSQL); the stack's
- * supervisor starts the servers again. While a server is down the api answers 503 with Retry-After, and /ready,
- * within about a second. Afterwards every pull, order and delivery completes with no manual step, and a SIGTERM
- * stops the worker within its shutdown timeout.
+ * orders walking through simulated statuses, one webhook endpoint, and orders to a real laboratory (the fake one,
+ * test/support/fake-lab.ts, behind a relay that is down through every fault). Then kill -9 of the worker (started
+ * again after a second, as the dev supervisor does), of the Temporal server, of the database (PostgreSQL); the
+ * stack's supervisor starts the servers again. While a server is down the api answers 503 with Retry-After, and
+ * /ready, within about a second. Afterwards every pull, order and delivery completes with no manual step, the lab's
+ * orders waited visibly and, once the lab is back, reach it once each, and a SIGTERM stops the worker within its
+ * shutdown timeout.
  *
  * Its own jest run (scripts/test.mjs runs `test/*.scenario.ts` after the suite): it loads the machine for minutes.
  * Alone: `npm test -- --testMatch '**\/test/recovery.scenario.ts'`.
@@ -25,6 +42,8 @@ import { startWorker, stopWorker } from './support/worker';
 const USERS = 30;
 const ORDERS = 30;
 const HISTORY_DAYS = 30;
+/** Orders to the real (fake) lab, waiting through every fault while the lab is unreachable. */
+const LAB_ORDERS = 10;
 /** The supervisor's first restart delay: the window in which the test sees a server down. */
 const RESTART_DELAY_MS = 5_000;
 const SHUTDOWN_TIMEOUT_MS = 4_000;
@@ -47,6 +66,9 @@ let rx: Receiver;
 let raw: MongoClient;
 let deployment: { TEMPORAL_TASK_QUEUE: string; MONGO_DB: string };
 let workerEnv: Record<string, string>;
+let fake: FakeLab;
+let labRelay: LabProxy;
+let metricsPort = 0;
 
 beforeAll(async () => {
   const env: NodeJS.ProcessEnv = { ...process.env, STACK_RESTART_DELAY_MS: String(RESTART_DELAY_MS), STACK_PERSIST: '1' };
@@ -56,8 +78,11 @@ beforeAll(async () => {
   const { info } = stack;
   deployment = { MONGO_DB: 'recovery', TEMPORAL_TASK_QUEUE: 'hb-recovery' };
   const servers = { MONGO_URL: info.mongoUrl, TEMPORAL_ADDRESS: info.temporalAddress };
+  metricsPort = await freePort();
   workerEnv = {
     ...servers,
+    // A known port (the run's default is any free one), the same for the restarted worker: the test reads the gauges.
+    WORKER_METRICS_PORT: String(metricsPort),
     SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
     WEBHOOK_SWEEP_INTERVAL_MS: '1000',
     WEBHOOK_SWEEP_GRACE_MS: '2000',
@@ -66,11 +91,16 @@ beforeAll(async () => {
   app = await startTestApp({ ...deployment, ...servers });
   raw = await MongoClient.connect(info.mongoUrl, { serverSelectionTimeoutMS: 1_000 });
   rx = await startReceiver();
+  fake = await startFakeLab();
+  // The lab as the worker sees it: a relay that can vanish and come back on the same port.
+  labRelay = await startLabProxy({ port: fake.port });
 }, 120_000);
 
 afterAll(async () => {
   if (worker) await stopWorker(worker, 'SIGKILL');
   await rx?.close();
+  await labRelay?.close();
+  await fake?.close();
   await raw?.close();
   await app?.close();
   await stack?.stop();
@@ -104,6 +134,45 @@ async function restarted(name: 'temporal' | 'postgres', label: string, killed: n
   );
 }
 
+/** The worker's gauge of lab messages stored and not answered (read from the database at each scrape). */
+async function unansweredLabMessages(): Promise<number | null> {
+  const res = await fetch(`http://127.0.0.1:${metricsPort}/metrics`, { signal: AbortSignal.timeout(5_000) });
+  if (!res.ok) return null; // e.g. the worker's database connection still coming back
+  // One series, with the registry's default labels (process="worker").
+  const sample = /^healthbridge_lab_messages_unanswered(?:\{[^}]*\})? (\S+)$/m.exec(await res.text());
+  return sample ? Number(sample[1]) : null;
+}
+
+/** A lab account with lab 3 (its thyroid panel) through the management API, and a walk-in test of the team naming it. */
+async function labAccount(tenant: Tenant, client: HttpClient, port: number): Promise<{ labTestId: string; name: string }> {
+  const lab = app.deps.labCatalogue.labById(3)!;
+  const panel = app.deps.labCatalogue.markers.find((m) => m.type === 'panel' && m.slug === 'thyroid_panel' && m.lab_id === 3)!;
+  const name = `${lab.name} (recovery)`;
+  const { DEPLOYMENT_ENVIRONMENT: env, DEPLOYMENT_REGION: region } = app.deps.config;
+  const created = await managementClient(app, tenant).post(`/v1/org/${tenant.orgId}/lab_account/${env}/${region}`, {
+    lab_slug: lab.slug,
+    name,
+    account_number: '70012345',
+    mllp: { host: '127.0.0.1', port },
+    msh: { sending_application: 'HEALTHBRIDGE', sending_facility: 'HB-TEST', receiving_application: 'LAB', receiving_facility: 'FAKE-LAB' },
+    profile: 'LOI_2.5.1',
+    ack_mode: 'original',
+    charset: 'UNICODE UTF-8',
+    results_from: ['127.0.0.1'],
+    order_codes: { [panel.id]: { code: '001453', loinc: '24348-5' } },
+  });
+  expect([200, 201]).toContain(created.status);
+  const test = await client.post('/v3/lab_tests', {
+    name: `Thyroid via ${name}`,
+    method: 'walk_in_test',
+    description: 'Sent over MLLP',
+    marker_ids: [panel.id],
+    lab_account_id: created.body.id,
+  });
+  expect(test.status).toBe(200);
+  return { labTestId: test.body.id, name };
+}
+
 const pullsOf = async (client: HttpClient, userId: string): Promise<Record<string, { status: string }>> =>
   (await client.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data?.[0]?.provider?.fitbit?.pulled ?? {};
 
@@ -116,6 +185,31 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
   const client = teamClient(app, tenant);
   await managementClient(app, tenant).post(`/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}/webhook`, { url: rx.url });
   const tests = await labTestIds(client);
+
+  // Orders to a real lab that is unreachable from before they are placed until after the last fault: they wait in
+  // `ordered`, their sends failing and retried with backoff. Placed before the load, so the faults' pace is unchanged.
+  const { labTestId, name: labName } = await labAccount(tenant, client, labRelay.port);
+  await labRelay.down();
+  const labOrders: { id: string; placer: string }[] = [];
+  for (let i = 0; i < LAB_ORDERS; i++) {
+    const res = await client.post('/v3/order', orderBody(await createUser(client), labTestId));
+    expect(res.status).toBe(200);
+    labOrders.push({ id: res.body.order.id, placer: placerNumberOf(res.body.order.id) });
+  }
+  // Visible in the Temporal UI: each order's pending send, retried, its last failure naming the lab and why.
+  for (const order of labOrders) {
+    const handle = app.deps.temporal.client.workflow.getHandle(workflowIds.labOrder(order.id));
+    const pending = await eventually(
+      async () => {
+        const activity = (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'sendOrderToLab');
+        return activity && (activity.attempt ?? 0) >= 2 && activity.lastFailure ? activity : null;
+      },
+      60_000,
+      `order ${order.id}'s send to the lab retrying`,
+    );
+    expect(pending.lastFailure?.message).toContain(labName);
+    expect(pending.lastFailure?.message).toContain('no connection');
+  }
 
   // The load: connections pulling their history, orders walking through their statuses one a second.
   const start = addDays(todayUtc(), -HISTORY_DAYS);
@@ -169,6 +263,33 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
     });
   }
 
+  // The lab orders, still waiting after every restart: none reached the lab, none moved on, and the worker's gauge
+  // (from the restarted database) counts each one's stored message as unanswered.
+  for (const order of labOrders) {
+    // Read once the api has its database again (restarted() waits for the server, not for the api's connection).
+    const now = await eventually(
+      async () => {
+        const res = await client.get(`/v3/order/${order.id}`);
+        return res.status === 200 ? res.body : null;
+      },
+      60_000,
+      `order ${order.id}`,
+    );
+    expect(lowOf(now.last_event.status)).toBe('ordered');
+  }
+  expect(fake.received).toHaveLength(0);
+  const gauge = await eventually(
+    async () => {
+      const n = await unansweredLabMessages();
+      return n === null ? null : { n };
+    },
+    60_000,
+    "the worker's lab gauge",
+  );
+  expect(gauge.n).toBe(LAB_ORDERS);
+  // The lab comes back on the same address.
+  await labRelay.up();
+
   // Everything completes with no manual step: every resource of every connection pulled...
   for (const userId of users) {
     const pulled = await eventually(
@@ -187,6 +308,19 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
     const done = await orderReaches(client, id, 'completed', 120_000);
     expect(done.events.map((e: { status: string }) => lowOf(e.status))).toEqual(course);
   }
+  // ...every lab order reached the lab once (resends carry the same control id and bytes) and went on, once...
+  for (const order of labOrders) {
+    // The send's backoff reaches 5 minutes while the lab is down: the next try may come that long after it is back.
+    const done = await orderReaches(client, order.id, 'requisition_created', 420_000);
+    expect(done.events.map((e: { status: string }) => lowOf(e.status))).toEqual(['ordered', 'requisition_created']);
+    const held = fake.orders().get(order.placer);
+    expect(new Set(held?.controlIds)).toEqual(new Set([`${order.placer}O`]));
+    const frames = fake.received.filter((r) => r.controlId.startsWith(order.placer));
+    expect(frames).toHaveLength(held!.sends);
+    expect(frames.every((f) => f.bytes.equals(frames[0].bytes))).toBe(true);
+  }
+  expect(fake.orders().size).toBe(LAB_ORDERS);
+  expect(await unansweredLabMessages()).toBe(0);
   // ...and every event of the team fanned out and delivered to the endpoint.
   const db = raw.db('recovery');
   const delivered = await eventually(
@@ -206,11 +340,11 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
     180_000,
     'every event delivered',
   );
-  expect(delivered).toBeGreaterThan(USERS * 13 + ORDERS * course.length - 1);
+  expect(delivered).toBeGreaterThan(USERS * 13 + ORDERS * course.length + LAB_ORDERS * 2 - 1);
 
   // SIGTERM stops the worker within its shutdown timeout.
   const stopping = Date.now();
   await stopWorker(worker, 'SIGTERM');
   expect(Date.now() - stopping).toBeLessThan(SHUTDOWN_TIMEOUT_MS + 1_000);
   worker = null;
-}, 900_000);
+}, 1_200_000); // the lab orders' last wait (up to the 5-minute backoff) on top of the rest
