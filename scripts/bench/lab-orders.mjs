@@ -29,6 +29,8 @@ const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
 const CREATE_WARMUP_SECONDS = 3;
 /** The api's id minting at a given time (lib/platform/keys.ts), loaded from the build with the suite. */
 let timeOrderedNameBasedUuid;
+/** The api's placer number of an order id (lib/labs/placer-number.ts), loaded likewise. */
+let placerNumberOf;
 
 export function labOrderSettings() {
   return {
@@ -70,6 +72,8 @@ function cloneOrder(template, teamId, i, createdAt = new Date()) {
     _id: id,
     team_id: teamId,
     sample_id: `BENCH${String(i).padStart(10, '0')}-${id.slice(-12)}`, // the random end of a v7 id
+    // Unique (an index), derived from the id as the api derives it (lib/labs/placer-number.ts).
+    ...(template.placer_number ? { placer_number: placerNumberOf(id) } : {}),
     order_transaction_id: randomUUID(),
     details_id: randomUUID(),
     created_at: createdAt,
@@ -123,6 +127,7 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
   const { createIndexes } = await distModule('lib/platform/database/indexes.js');
   const { LAB_ORDER_INDEXES } = await distModule('lib/labs/orders-store.js');
   ({ timeOrderedNameBasedUuid } = await distModule('lib/platform/keys.js'));
+  ({ placerNumberOf } = await distModule('lib/labs/placer-number.js'));
   const temporal = await connectTemporal(env.temporalAddress, 'default', `bench-trivial-${env.runId}`);
   const scratch = env.db.collection(SCRATCH_COLLECTION);
   const orders = env.db.collection('lab_orders');
