@@ -2,8 +2,9 @@ import type { ChildProcess } from 'node:child_process';
 import { placerNumberOf } from '../lib/labs/placer-number';
 import { workflowIds } from '../workflows/ids';
 import { erasePatientDataUpdate } from '../workflows/lab-order';
-import { createTenant, eventually, managementClient, startTestApp, teamClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './support/harness';
-import { createUser, lowOf, orderBody, orderReaches, patientDetails } from './support/lab';
+import { createTenant, eventually, managementClient, startTestApp, teamClient, type HttpClient, type Tenant, type TestApp } from './support/harness';
+import { pdfText } from './support/pdf';
+import { createLabAccount, createUser, lowOf, orderBody, orderReaches, patientDetails, THYROID_ORDER_CODE } from './support/lab';
 import { startFakeLab, type FakeLab } from './support/fake-lab';
 import { startLabProxy, type LabProxy } from './support/lab-proxy';
 import { startReceiver } from './support/receiver';
@@ -55,41 +56,9 @@ afterAll(async () => {
   await app?.close();
 });
 
-/** The catalogue's thyroid panel of lab 3, as the lab test of every order here. */
-const panel = () => app.deps.labCatalogue.markers.find((m) => m.type === 'panel' && m.slug === 'thyroid_panel' && m.lab_id === 3)!;
-const ORDER_CODE = '001453';
-
-/** A lab account with lab 3 through the management API, and a walk-in test of the team that names it. */
-async function labAccount(port: number, settings: Record<string, unknown> = {}): Promise<{ accountId: string; labTestId: string; name: string }> {
-  const lab = app.deps.labCatalogue.labById(3)!;
-  const name = `${lab.name} ${uniqueId('account')}`;
-  const { DEPLOYMENT_ENVIRONMENT: env, DEPLOYMENT_REGION: region } = app.deps.config;
-  const created = await managementClient(app, tenant).post(`/v1/org/${tenant.orgId}/lab_account/${env}/${region}`, {
-    lab_slug: lab.slug,
-    name,
-    account_number: '70012345',
-    mllp: { host: '127.0.0.1', port },
-    msh: { sending_application: 'HEALTHBRIDGE', sending_facility: 'HB-TEST', receiving_application: 'LAB', receiving_facility: 'FAKE-LAB' },
-    profile: 'LOI_2.5.1',
-    ack_mode: 'original',
-    charset: 'UNICODE UTF-8',
-    results_from: ['127.0.0.1'],
-    order_codes: { [panel().id]: { code: ORDER_CODE, loinc: '24348-5' } },
-    // Short, so that a lost ACK is resent within the test; long enough that a loaded machine's ACK is not lost.
-    ack_timeout_ms: 2000,
-    ...settings,
-  });
-  expect([200, 201]).toContain(created.status);
-  const test = await client.post('/v3/lab_tests', {
-    name: `Thyroid via ${name}`,
-    method: 'walk_in_test',
-    description: 'Sent over MLLP',
-    marker_ids: [panel().id],
-    lab_account_id: created.body.id,
-  });
-  expect(test.status).toBe(200);
-  return { accountId: created.body.id, labTestId: test.body.id, name };
-}
+/** A lab account at `port` and a test through it; its acks time out after 2 s (a lost ACK is resent within a test;
+ * long enough that a loaded machine's ACK is not taken for a lost one). */
+const labAccount = (port: number, settings: Record<string, unknown> = {}) => createLabAccount(app, tenant, client, port, { ack_timeout_ms: 2000, ...settings });
 
 async function placeOrder(labTestId: string, patient: Partial<typeof patientDetails> = {}): Promise<{ id: string; placer: string }> {
   const res = await client.post('/v3/order', orderBody(await createUser(client), labTestId, { patient_details: { ...patientDetails, ...patient } }));
@@ -114,11 +83,11 @@ test('an order reaches the lab as a valid message of each profile, with what the
     { first_name: 'Ελένη', last_name: 'Παπαδοπούλου' },
     { first_name: '花子', last_name: '山田' },
   ];
-  for (const [profile, type, version] of [
-    ['ORM_2.3', 'ORM^O01', '2.3'],
-    ['LOI_2.5.1', 'OML^O21', '2.5.1'],
+  for (const [profile, type, version, labels] of [
+    ['ORM_2.3', 'ORM^O01', '2.3', 'separate_sheet'],
+    ['LOI_2.5.1', 'OML^O21', '2.5.1', 'in_requisition'],
   ] as const) {
-    const { labTestId } = await labAccount(fake.port, { profile });
+    const { labTestId } = await labAccount(fake.port, { profile, labels, account_number: `ACCT-${version}` });
     const orders = await Promise.all(names.map((name) => placeOrder(labTestId, name)));
     for (const [i, order] of orders.entries()) {
       const done = await orderReaches(client, order.id, 'requisition_created', 60_000);
@@ -130,12 +99,19 @@ test('an order reaches the lab as a valid message of each profile, with what the
       expect(held!.controlId).toBe(`${order.placer}O`);
       expect(held!.text.split('\r')[0].split('|')[11]).toBe(version);
       expect(held!.patient).toMatchObject({ family: names[i].last_name, given: names[i].first_name, birthDate: '19880412', sex: 'F' });
-      expect(held!.tests.map((t) => t.code)).toEqual([ORDER_CODE]);
+      expect(held!.tests.map((t) => t.code)).toEqual([THYROID_ORDER_CODE]);
       // The ordering provider with the physician's NPI, in ORC-12 / OBR-16.
       expect(held!.text).toContain('1234567893^House^Gregory');
       const stored = await storedOrder(order.id);
       expect([order.placer, held!.fillerNumber]).toContain(stored?.lab_reference);
     }
+    // The requisition names the order's account and carries its placer number (labels as the account places them).
+    const res = await fetch(`${app.url}/v3/order/${orders[0].id}/requisition/pdf`, { headers: { 'x-service-api-key': tenant.teamKey } });
+    expect(res.status).toBe(200);
+    const text = await pdfText(Buffer.from(await res.arrayBuffer()));
+    expect(text).toContain(`ACCT-${version}`);
+    expect(text).toContain(orders[0].placer);
+    expect(text).not.toContain('Sandbox lab');
   }
 }, 180_000);
 

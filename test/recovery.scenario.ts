@@ -5,21 +5,11 @@ import { MongoClient } from 'mongodb';
 import { placerNumberOf } from '../lib/labs/placer-number';
 import { courseTo } from '../lib/labs/statuses';
 import { addDays, todayUtc } from '../lib/platform/time';
-import {
-  createTenant,
-  eventually,
-  httpClient,
-  managementClient,
-  startTestApp,
-  teamClient,
-  type HttpClient,
-  type Tenant,
-  type TestApp,
-} from './support/harness';
+import { createTenant, eventually, httpClient, managementClient, startTestApp, teamClient, type HttpClient, type TestApp } from './support/harness';
 import { workflowIds } from '../workflows/ids';
 import { startFakeLab, type FakeLab } from './support/fake-lab';
 import { freePort } from './support/free-port';
-import { createUser, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
+import { createLabAccount, createUser, labTestIds, lowOf, orderBody, orderReaches } from './support/lab';
 import { startLabProxy, type LabProxy } from './support/lab-proxy';
 import { startReceiver, type Receiver } from './support/receiver';
 import { startPrivateStack, type PrivateStack } from './support/private-stack';
@@ -143,36 +133,6 @@ async function unansweredLabMessages(): Promise<number | null> {
   return sample ? Number(sample[1]) : null;
 }
 
-/** A lab account with lab 3 (its thyroid panel) through the management API, and a walk-in test of the team naming it. */
-async function labAccount(tenant: Tenant, client: HttpClient, port: number): Promise<{ labTestId: string; name: string }> {
-  const lab = app.deps.labCatalogue.labById(3)!;
-  const panel = app.deps.labCatalogue.markers.find((m) => m.type === 'panel' && m.slug === 'thyroid_panel' && m.lab_id === 3)!;
-  const name = `${lab.name} (recovery)`;
-  const { DEPLOYMENT_ENVIRONMENT: env, DEPLOYMENT_REGION: region } = app.deps.config;
-  const created = await managementClient(app, tenant).post(`/v1/org/${tenant.orgId}/lab_account/${env}/${region}`, {
-    lab_slug: lab.slug,
-    name,
-    account_number: '70012345',
-    mllp: { host: '127.0.0.1', port },
-    msh: { sending_application: 'HEALTHBRIDGE', sending_facility: 'HB-TEST', receiving_application: 'LAB', receiving_facility: 'FAKE-LAB' },
-    profile: 'LOI_2.5.1',
-    ack_mode: 'original',
-    charset: 'UNICODE UTF-8',
-    results_from: ['127.0.0.1'],
-    order_codes: { [panel.id]: { code: '001453', loinc: '24348-5' } },
-  });
-  expect([200, 201]).toContain(created.status);
-  const test = await client.post('/v3/lab_tests', {
-    name: `Thyroid via ${name}`,
-    method: 'walk_in_test',
-    description: 'Sent over MLLP',
-    marker_ids: [panel.id],
-    lab_account_id: created.body.id,
-  });
-  expect(test.status).toBe(200);
-  return { labTestId: test.body.id, name };
-}
-
 const pullsOf = async (client: HttpClient, userId: string): Promise<Record<string, { status: string }>> =>
   (await client.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data?.[0]?.provider?.fitbit?.pulled ?? {};
 
@@ -188,7 +148,7 @@ test('after kill -9 of the worker, then Temporal, then the database, every pull,
 
   // Orders to a real lab that is unreachable from before they are placed until after the last fault: they wait in
   // `ordered`, their sends failing and retried with backoff. Placed before the load, so the faults' pace is unchanged.
-  const { labTestId, name: labName } = await labAccount(tenant, client, labRelay.port);
+  const { labTestId, name: labName } = await createLabAccount(app, tenant, client, labRelay.port);
   await labRelay.down();
   const labOrders: { id: string; placer: string }[] = [];
   for (let i = 0; i < LAB_ORDERS; i++) {

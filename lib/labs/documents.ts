@@ -104,10 +104,12 @@ export async function renderResultsReport(deps: DocumentDeps, order: LabOrderDoc
  */
 export async function renderRequisition(deps: DocumentDeps, order: LabOrderDoc): Promise<Buffer> {
   const { labCatalogue, repos } = deps;
-  const [team, account] = await Promise.all([
-    repos.tenancy.findTeamById(order.team_id),
-    order.lab_account_id ? repos.labAccounts.findById(order.lab_account_id) : null,
-  ]);
+  const team = await repos.tenancy.findTeamById(order.team_id);
+  // Without its TLS key (findById opens it for the worker's connection; a PDF has no use for it), of the order's org.
+  const account =
+    team && order.lab_account_id
+      ? await repos.labAccounts.findInScope({ orgId: team.org_id, environment: team.environment, region: team.region }, order.lab_account_id)
+      : null;
   const labAccount: RequisitionLabAccount | null = account && { name: account.name, account_number: account.account_number, labels: account.labels };
   const p = order.patient_details;
   const a = order.patient_address;

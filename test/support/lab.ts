@@ -1,5 +1,5 @@
 import { workflowIds } from '../../workflows/ids';
-import { eventually, uniqueId, type HttpClient, type TestApp } from './harness';
+import { eventually, managementClient, uniqueId, type HttpClient, type Tenant, type TestApp } from './harness';
 
 /** Test data for lab orders: a user of the team and valid order / registration bodies. */
 
@@ -96,4 +96,47 @@ export async function orderWorkflowIdle(app: TestApp, orderId: string): Promise<
     for (const id of [e.timerFiredEventAttributes?.timerId, e.timerCanceledEventAttributes?.timerId]) if (id) closed.add(id);
   }
   return { openTimers: [...started].filter((id) => !closed.has(id)).length };
+}
+
+/** The order code lab 3 (Labcorp) has for its thyroid panel in the lab accounts tests make. */
+export const THYROID_ORDER_CODE = '001453';
+
+/**
+ * A lab account of `tenant` with lab 3 (its thyroid panel coded) at a lab listening on `port`, made through the
+ * management API, and a walk-in test of the team that names it. `settings` override the account's fields.
+ */
+export async function createLabAccount(
+  app: TestApp,
+  tenant: Tenant,
+  client: HttpClient,
+  port: number,
+  settings: Record<string, unknown> = {},
+): Promise<{ accountId: string; labTestId: string; name: string }> {
+  const lab = app.deps.labCatalogue.labById(3)!;
+  const panel = app.deps.labCatalogue.markers.find((m) => m.type === 'panel' && m.slug === 'thyroid_panel' && m.lab_id === 3)!;
+  const name = `${lab.name} ${uniqueId('account')}`;
+  const { DEPLOYMENT_ENVIRONMENT: env, DEPLOYMENT_REGION: region } = app.deps.config;
+  const created = await managementClient(app, tenant).post(`/v1/org/${tenant.orgId}/lab_account/${env}/${region}`, {
+    lab_slug: lab.slug,
+    name,
+    account_number: '70012345',
+    mllp: { host: '127.0.0.1', port },
+    msh: { sending_application: 'HEALTHBRIDGE', sending_facility: 'HB-TEST', receiving_application: 'LAB', receiving_facility: 'FAKE-LAB' },
+    profile: 'LOI_2.5.1',
+    ack_mode: 'original',
+    charset: 'UNICODE UTF-8',
+    results_from: ['127.0.0.1'],
+    order_codes: { [panel.id]: { code: THYROID_ORDER_CODE, loinc: '24348-5' } },
+    ...settings,
+  });
+  expect([200, 201]).toContain(created.status);
+  const test = await client.post('/v3/lab_tests', {
+    name: `Thyroid via ${name}`,
+    method: 'walk_in_test',
+    description: 'Sent over MLLP',
+    marker_ids: [panel.id],
+    lab_account_id: created.body.id,
+  });
+  expect(test.status).toBe(200);
+  return { accountId: created.body.id, labTestId: test.body.id, name };
 }
