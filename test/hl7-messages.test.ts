@@ -2,7 +2,8 @@ import { Hl7Message, type Hl7Segment } from '@medplum/core';
 import iconv from 'iconv-lite';
 import type { InsuranceRecord } from '../schemas/insurance';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
-import { buildAcknowledgement, controlIdOfAck, encodeAcknowledgement, MalformedAcknowledgement, parseAcknowledgement } from '../lib/labs/hl7/acknowledgement';
+import { readAcknowledgementHeader } from '../lib/labs/mllp/acknowledgement-header';
+import { buildAcknowledgement, encodeAcknowledgement, MalformedAcknowledgement, parseAcknowledgement } from '../lib/labs/hl7/acknowledgement';
 import { CharsetUnrepresentable, charsetOfMsh18, decodeHl7, decodeHl7Message, encodeHl7, UnsupportedCharset } from '../lib/labs/hl7/charsets';
 import { escapeHl7, unescapeHl7 } from '../lib/labs/hl7/escapes';
 import {
@@ -561,12 +562,11 @@ describe('acknowledgements', () => {
     expect(parseAcknowledgement(`${header('ORR^O02', '2.3')}\rMSA|AA|HB1C|OK\rORC|UC|HB1|F-77|||||||||||||^Already tested`).text).toBe('Already tested');
   });
 
-  it('finds MSA-2 in raw bytes whatever the charset', () => {
+  it('the transport finds MSA-2 in raw bytes whatever the charset', () => {
     const latin1 = iconv.encode(`${header('ACK^O21^ACK')}|||||||8859/1\rMSA|AE|HB00000000000O|Müller unbekannt`, 'latin1');
-    expect(controlIdOfAck(latin1)).toBe('HB00000000000O');
-    expect(controlIdOfAck(Buffer.from(`${header('ACK')}\nMSA|AA|X1^ignored\n`))).toBe('X1');
-    expect(controlIdOfAck(Buffer.from(`${header('ACK')}\rERR|x`))).toBeNull();
-    expect(controlIdOfAck(Buffer.from('garbage'))).toBeNull();
+    expect(readAcknowledgementHeader(latin1)).toEqual({ code: 'AE', controlId: 'HB00000000000O' });
+    expect(readAcknowledgementHeader(Buffer.from(`${header('ACK')}\rERR|x`))).toBeNull();
+    expect(readAcknowledgementHeader(Buffer.from('garbage'))).toBeNull();
   });
 
   it('builds our ACK: MSH swapped, MSA, ERR on refusals, MSH-18 kept so the reply is written in the message charset', () => {

@@ -103,27 +103,6 @@ function errText(err: Hl7Segment, readField: (v: string) => string): string {
   return parts && where ? `${where}: ${parts}` : parts;
 }
 
-/**
- * MSA-2 read from the raw bytes of a reply, for the transport's matching before anything is decoded: every
- * ASCII-compatible charset writes MSA and its control id as ASCII bytes, so latin1 (one char per byte) is exact.
- */
-export function controlIdOfAck(bytes: Buffer): string | null {
-  const text = bytes.toString('latin1');
-  const start = text.indexOf('MSH');
-  if (start < 0) return null;
-  const separator = text[start + 3];
-  const escapeCharacter = text[start + 6];
-  if (!separator) return null;
-  const msa = text
-    .slice(start)
-    .split(/[\r\n]+/)
-    .find((segment) => segment.startsWith(`MSA${separator}`));
-  if (!msa) return null;
-  const component = text[start + 4] ?? '^';
-  const id = (msa.split(separator)[2] ?? '').split(component)[0].trim();
-  return id ? unescapeHl7(id, { escapeCharacter, encoding: 'latin1' }) : null;
-}
-
 /** A control id for a message we originate: unique, ≤ 20 characters (ST length of MSH-10). */
 function newControlId(now: Date): string {
   return `${now.getTime().toString(36)}${randomBytes(5).toString('hex')}`.toUpperCase();
