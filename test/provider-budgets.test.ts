@@ -39,8 +39,11 @@ const DAY_MS = 86_400_000;
 const daySlot = (now: Date) => budgetSlots(whoop.budget, 'GET', 0, now).find((s) => s.window === 'day')!;
 
 describe('an app at its window', () => {
-  // The fake refuses more than 20 requests in any 4 seconds (rolling); the app's budget says the same.
-  const budget: RequestBudget = { provider: 'WHOOP', windows: [{ per: '4 seconds', ms: 4000, limit: 20 }] };
+  // The fake refuses more than 20 requests in any 4 seconds (rolling); the app's budget says 18. The budget counts a
+  // request when it is drawn, the fake when it arrives: a window this short makes the delay between the two (a busy
+  // test machine's stalls) large against the budget's own margin of one slot (105 ms), as a provider's minute or
+  // quarter hour does not (1.6 s, 24 s).
+  const budget: RequestBudget = { provider: 'WHOOP', windows: [{ per: '4 seconds', ms: 4000, limit: 18 }] };
   const burst = async (clientId: string, withBudget: boolean) => {
     const user = fake.addUser();
     const { access } = fake.issueTokens(user.id, { accessTtlSeconds: 3600, scope: 'read:profile' });
@@ -74,7 +77,7 @@ describe('an app at its window', () => {
 
     const paced = await burst(uniqueId('whoop-app'), true);
     expect(paced).toMatchObject({ ok: 30, refused: 0 });
-    // 95 % of 20 per 4 s is 19 per 4 s: 30 requests need more than one window.
+    // 95 % of 18 per 4 s is 17 per 4 s: 30 requests need more than one window.
     expect(paced.seconds).toBeGreaterThan(4);
   }, 90_000);
 });
@@ -112,6 +115,45 @@ describe('one budget per app', () => {
     expect(await takeFromBudget(app.deps.repos, { slug: 'whoop_v2', clientId: b, budget: whoop.budget }, 'GET', later)).toBeNull();
     // The refused draw of the minute was given back: A's minute slot after the day's refusal still counts what was sent.
     expect(await app.deps.repos.providerBudgets.used('whoop_v2', a, budgetSlots(whoop.budget, 'GET', 0, later)[0])).toBe(0);
+  });
+
+  test('a call that needs two requests draws both before the first goes: with room for one, neither is sent', async () => {
+    // Three a day: a refusal waits for midnight, beyond what a request waits here, so it is handed to the caller.
+    const budget: RequestBudget = { provider: 'WHOOP', windows: [{ per: 'day', ms: DAY_MS, limit: 3 }] };
+    const user = fake.addUser();
+    const { access } = fake.issueTokens(user.id, { accessTtlSeconds: 3600, scope: 'read:profile' });
+    const url = 'https://api.prod.whoop.com/developer/v2/user/profile/basic';
+    const httpOf = (clientId: string) =>
+      createProviderHttp({
+        integration: whoop,
+        baseUrl: fake.url,
+        client: { clientId, clientSecret: 'x' },
+        accessToken: async () => access.token,
+        gate: {
+          ...appGate(app.deps, 'whoop_v2', clientId),
+          take: (method, now, requests) => takeFromBudget(app.deps.repos, { slug: 'whoop_v2', clientId, budget }, method, now, 0, requests),
+        },
+      });
+    const day = (clientId: string) => app.deps.repos.providerBudgets.used('whoop_v2', clientId, budgetSlots(budget, 'GET', 0, new Date())[0]);
+    const sent = () => fake.requestsTo('/developer/v2/user/profile/basic').length;
+
+    const tight = uniqueId('whoop-pair');
+    await httpOf(tight).request({ url });
+    await httpOf(tight).request({ url });
+    const before = sent();
+    await expect(httpOf(tight).reserve(2)).rejects.toBeInstanceOf(RateLimitedError);
+    expect(sent()).toBe(before);
+    expect(await day(tight)).toBe(2); // the refused pair was given back whole
+
+    const roomy = uniqueId('whoop-pair');
+    const http = httpOf(roomy);
+    await http.reserve(2);
+    expect(await day(roomy)).toBe(2);
+    await http.request({ url });
+    await http.request({ url });
+    expect([sent(), await day(roomy)]).toEqual([before + 2, 2]); // the reserved pair drew nothing more
+    await http.request({ url });
+    expect(await day(roomy)).toBe(3);
   });
 
   test('racing draws from one fresh slot: exactly its cap get through', async () => {

@@ -55,7 +55,8 @@ function refusalReason(budget: RequestBudget, clientId: string, spent: BudgetSlo
 }
 
 /**
- * Draws one request of `method` from the app's budget: null when drawn (the request may go), else when to ask again.
+ * Draws `requests` requests of `method` (one, unless a call needs several together: ProviderHttp.reserve) from the
+ * app's budget at once: null when drawn (they may go), else when to ask again.
  * The wait ends at the spent slot's end, plus a little spread so that the requests that waited do not all come back
  * in the same millisecond (up to a slot, at most a second; a minute after a day).
  *
@@ -69,13 +70,14 @@ export async function takeFromBudget(
   method: string,
   now: Date,
   bookAheadMs = 0,
+  requests = 1,
 ): Promise<BudgetRefusal | null> {
   const { slug, clientId, budget } = app;
   const users = budget.windows.some((w) => w.perUser) ? await repos.connections.countLiveForApp(slug, clientId) : 0;
   let at = now;
   for (;;) {
     const slots = budgetSlots(budget, method, users, at);
-    const spent = await repos.providerBudgets.take(slug, clientId, slots);
+    const spent = await repos.providerBudgets.take(slug, clientId, slots, requests);
     if (!spent) return at === now ? null : { retryAt: new Date(Math.max(...slots.map((s) => s.startsAt.getTime()))), reason: 'booked', booked: true };
     const next = spent.endsAt;
     if (bookAheadMs > 0 && next > at && next.getTime() - now.getTime() <= bookAheadMs) {

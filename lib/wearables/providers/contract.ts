@@ -263,6 +263,13 @@ export interface ProviderResponse<T = unknown> {
  */
 export interface ProviderHttp {
   request<T = unknown>(req: ProviderRequest): Promise<ProviderResponse<T>>;
+  /**
+   * Draws the next `requests` GETs from the app's budget at once, for a call whose first answer is worth nothing
+   * without the rest (Strava's streams after a push need the activity first): a budget with no room for all of them
+   * refuses before any is sent, rather than after the first, whose retry would send it again. Those requests then
+   * draw nothing; one not made (the first answered 404) stays drawn.
+   */
+  reserve(requests: number): Promise<void>;
 }
 
 /** How one provider pushes notifications to us. */

@@ -40,8 +40,8 @@ export interface RateLimitGate {
   /** The instant requests may go again, or null when they may now. */
   blockedUntil(): Promise<Date | null>;
   block(until: Date, reason: string): Promise<void>;
-  /** Draws one request of `method` from the app's budget (budget.ts): null when drawn, else when to ask again and why. */
-  take?(method: string, now: Date): Promise<BudgetRefusal | null>;
+  /** Draws `requests` requests (one by default) of `method` from the app's budget (budget.ts): null when drawn, else when to ask again and why. */
+  take?(method: string, now: Date, requests?: number): Promise<BudgetRefusal | null>;
 }
 
 export interface BudgetRefusal {
@@ -58,12 +58,17 @@ export interface BudgetRefusal {
  */
 const MAX_BUDGET_WAIT_MS = 20_000;
 
-/** Draws one request from the app's budget before it is sent, waiting for room up to MAX_BUDGET_WAIT_MS; throws RateLimitedError beyond. */
-export async function drawFromBudget(gate: Pick<RateLimitGate, 'take'> | undefined, method: string, now: () => Date = () => new Date()): Promise<void> {
+/** Draws `requests` requests from the app's budget before they are sent, waiting for room up to MAX_BUDGET_WAIT_MS; throws RateLimitedError beyond. */
+export async function drawFromBudget(
+  gate: Pick<RateLimitGate, 'take'> | undefined,
+  method: string,
+  now: () => Date = () => new Date(),
+  requests = 1,
+): Promise<void> {
   if (!gate?.take) return;
   const started = now().getTime();
   for (let refused = 1; ; refused++) {
-    const refusal = await gate.take(method, now());
+    const refusal = await gate.take(method, now(), requests);
     if (!refusal) return;
     const untilRetry = Math.max(0, refusal.retryAt.getTime() - now().getTime());
     if (refusal.booked) return void (await sleep(untilRetry));
@@ -82,9 +87,13 @@ const DEFAULT_RATE_LIMIT_WAIT_MS = 60_000;
 export function createProviderHttp(options: ProviderHttpOptions): ProviderHttp {
   const slug = options.integration.slug;
   const now = options.now ?? (() => new Date());
+  /** GETs already drawn by `reserve`. */
+  let reservedGets = 0;
 
   async function send(req: ProviderRequest, bearer: string | null): Promise<Response> {
-    await drawFromBudget(options.gate, req.method ?? 'GET', now);
+    const method = req.method ?? 'GET';
+    if (method === 'GET' && reservedGets > 0) reservedGets--;
+    else await drawFromBudget(options.gate, method, now);
     const url = new URL(rebase(req.url, options.baseUrl));
     for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { accept: 'application/json', ...forwardedHost(req.url, options.baseUrl), ...req.headers };
@@ -126,6 +135,10 @@ export function createProviderHttp(options: ProviderHttpOptions): ProviderHttp {
   }
 
   return {
+    async reserve(requests: number): Promise<void> {
+      await drawFromBudget(options.gate, 'GET', now, requests);
+      reservedGets += requests;
+    },
     async request<T>(req: ProviderRequest): Promise<ProviderResponse<T>> {
       const path = new URL(req.url).pathname;
       const blocked = await options.gate?.blockedUntil();

@@ -86,9 +86,9 @@ export async function appsOf(deps: RuntimeDeps, slug: string): Promise<ProviderA
 export const appGate = (deps: RuntimeDeps, slug: string, clientId: string, bookAheadMs = 0): RateLimitGate => ({
   blockedUntil: () => deps.repos.providerAuth.blockedUntil(slug, clientId),
   block: (until, reason) => deps.repos.providerAuth.block(slug, clientId, until, reason),
-  take: async (method, now) => {
+  take: async (method, now, requests = 1) => {
     const budget = integrationFor(slug)?.budget;
-    return budget ? takeFromBudget(deps.repos, { slug, clientId, budget }, method, now, bookAheadMs) : null;
+    return budget ? takeFromBudget(deps.repos, { slug, clientId, budget }, method, now, bookAheadMs, requests) : null;
   },
 });
 

@@ -26,8 +26,8 @@ import { stravaRateLimitResetAt } from './rate-limit';
  *
  * fetchObject after a push: `workouts` = GET /activities/{id} (DetailedActivity: also has `calories`), one request;
  * `workout_stream` needs the activity's start to place `time` (seconds from the start), so it is GET /activities/{id}
- * then its streams: two requests (the one exception to "one request" here). An activity gone by then (404) maps to
- * nothing.
+ * then its streams: two requests (the one exception to "one request" here), drawn from the budget together. An
+ * activity gone by then (404) maps to nothing.
  */
 const API = 'https://www.strava.com/api/v3';
 const LIST_PAGE_SIZE = 200;
@@ -181,6 +181,9 @@ export const integration: ProviderIntegration = {
     }
     if (resource !== 'workouts' && resource !== 'workout_stream')
       throw new ProviderFetchError('non_retriable_error', `strava cannot fetch a ${resource} by id`);
+    // The streams are worth nothing without the activity's start: both requests are drawn before the first goes, so
+    // a spent budget slot delays the pair instead of wasting the first (its retry would fetch the activity again).
+    if (resource === 'workout_stream') await ctx.http.reserve(2);
     const activity = await fetchActivity(ctx, objectId);
     if (!activity) return emptyData();
     if (resource === 'workouts') return mapActivities([activity], timezoneOffsetSeconds);
