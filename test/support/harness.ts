@@ -72,9 +72,13 @@ export async function startTestApp(overrides: Partial<Config> = {}, options: { l
     server,
     inspect: inspect.db,
     async close() {
+      // As the api stops (api/main.ts): requests still running finish before the Temporal connection closes under
+      // them (a call cut off there is retried by the client on a timer, which then throws on the closed channel).
+      const force = setTimeout(() => server.closeAllConnections(), 10_000);
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
+      server.closeIdleConnections();
       await closed;
+      clearTimeout(force);
       await deps.publisher.settle(); // as the api does on shutdown
       await temporal.connection.close();
       await mongo.close();
