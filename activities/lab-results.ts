@@ -1,11 +1,11 @@
 import { Context } from '@temporalio/activity';
-import { applyInboundMessage, type LabResultsDeps } from '../lib/labs/lab-results-apply';
+import { applyInboundMessages, type LabResultsDeps } from '../lib/labs/lab-results-apply';
 
-/** The applier workflow's activity (workflows/lab-results.ts): one stored result message applied to its orders. */
+/** The applier workflow's activity (workflows/lab-results.ts): a batch of stored result messages applied to their orders. */
 export function createLabResultsActivities(deps: LabResultsDeps) {
   return {
-    async applyLabMessage({ messageId }: { messageId: string }): Promise<{ state: string }> {
-      return applyInboundMessage(deps, messageId, () => Context.current().heartbeat());
+    async applyLabMessages({ messageIds }: { messageIds: string[] }): Promise<{ states: string[] }> {
+      return applyInboundMessages(deps, messageIds, () => Context.current().heartbeat());
     },
   };
 }

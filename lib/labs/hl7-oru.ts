@@ -78,6 +78,8 @@ export interface Hl7OruMessage {
   sendingFacility: string;
   messageTime: Date | null;
   requests: Hl7ObservationRequest[];
+  /** PID-3, PID-5 and PID-7 as the lab sent them (what an operator matches an unsolicited result by), or null without a PID. */
+  patient: { id: string; name: string; dob: string } | null;
 }
 
 const VALUE_TYPES = new Set(['NM', 'SN', 'ST', 'TX', 'FT', 'CE', 'CWE', 'ED']);
@@ -244,7 +246,14 @@ export function parseOru(text: string, options: { encoding?: string } = {}): Hl7
     sendingFacility: field(msh, 4),
     messageTime: hl7Time(msh.getComponent(7, 1), 'MSH-7'),
     requests,
+    patient: patientOf(message.getSegment('PID')),
   };
+}
+
+function patientOf(pid: Hl7Segment | undefined): Hl7OruMessage['patient'] {
+  if (!pid) return null;
+  const name = [pid.getComponent(5, 2), pid.getComponent(5, 1)].filter(Boolean).join(' ');
+  return { id: pid.getComponent(3, 1), name, dob: pid.getComponent(7, 1) };
 }
 
 /**

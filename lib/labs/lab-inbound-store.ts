@@ -165,6 +165,15 @@ export class LabInboundRepository {
     return doc && (this.sealed.open(doc) as LabInboundMessageDoc);
   }
 
+  /**
+   * Several messages at once (an applier's batch), in no particular order; the ones gone are missing. Without the
+   * bytes as received (`raw`): what is applied is the decoded text.
+   */
+  async findMany(ids: string[]): Promise<Omit<LabInboundMessageDoc, 'raw'>[]> {
+    const docs = await this.messages.find({ _id: { $in: ids } }, { projection: { raw: 0 } }).toArray();
+    return docs.map((doc) => this.sealed.open(doc) as Omit<LabInboundMessageDoc, 'raw'>);
+  }
+
   /** Messages still `received` since before `before` (their applier's signal was lost), oldest first. */
   async receivedBefore(before: Date, limit: number): Promise<Pick<LabInboundMessageDoc, '_id' | 'account_id'>[]> {
     return this.messages
@@ -184,12 +193,31 @@ export class LabInboundRepository {
     to: Exclude<LabInboundState, 'received'>,
     outcome: { detail: string | null; appliedTo: LabInboundMessageDoc['applied_to'] },
   ): Promise<boolean> {
+    return (await this.settleMany([{ id, from, to, ...outcome }])) === 1;
+  }
+
+  /** `settle` of several messages in one round trip (an applier's batch); how many were settled by it. */
+  async settleMany(
+    settlements: {
+      id: string;
+      from: LabInboundState;
+      to: Exclude<LabInboundState, 'received'>;
+      detail: string | null;
+      appliedTo: LabInboundMessageDoc['applied_to'];
+    }[],
+  ): Promise<number> {
+    if (!settlements.length) return 0;
     const now = new Date();
-    const { matchedCount } = await this.messages.updateOne(
-      { _id: id, state: from },
-      { $set: { state: to, detail: outcome.detail, applied_to: outcome.appliedTo, settled_at: to === 'in_review' ? null : now } },
+    const { matchedCount } = await this.messages.bulkWrite(
+      settlements.map(({ id, from, to, detail, appliedTo }) => ({
+        updateOne: {
+          filter: { _id: id, state: from },
+          update: { $set: { state: to, detail, applied_to: appliedTo, settled_at: to === 'in_review' ? null : now } },
+        },
+      })),
+      { ordered: false },
     );
-    return matchedCount === 1;
+    return matchedCount;
   }
 
   /** One order's report out of a message (idempotent by id: a retried apply writes the same). */

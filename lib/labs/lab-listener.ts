@@ -97,7 +97,7 @@ export async function startLabListener(deps: LabListenerDeps, options: LabListen
   };
   const accountsFor = async (peer: MllpPeer) => (await accounts()).filter((a) => allowsResultsFrom(a, peer));
 
-  const tellApplier = labResultsSignaller(deps.temporal, (err, accountId, messageIds) =>
+  const applierSignals = labResultsSignaller(deps.temporal, (err, accountId, messageIds) =>
     log.warn({ err, account_id: accountId, message_ids: messageIds }, 'could not tell the lab results applier; the stranded-work sweep will'),
   );
 
@@ -172,7 +172,7 @@ export async function startLabListener(deps: LabListenerDeps, options: LabListen
     }
     log.info({ ...fields, message_id: doc._id }, 'lab result message stored');
     // After the ACK is on its way: a failure here leaves the message `received`, for the stranded-work sweep.
-    setImmediate(() => tellApplier(account._id, doc._id));
+    setImmediate(() => applierSignals.tell(account._id, doc._id));
     return ackBytes(text, true, encoding);
   }
 
@@ -190,7 +190,14 @@ export async function startLabListener(deps: LabListenerDeps, options: LabListen
     onMessage: receive,
   });
   const port = await server.listen();
-  return { port, close: () => server.close() };
+  return {
+    port,
+    async close() {
+      await server.close();
+      // The signals of the messages just stored go before the Temporal connection closes (else the sweep sends them).
+      await applierSignals.settled();
+    },
+  };
 }
 
 /** The listener's TLS material from LAB_MLLP_TLS_CERT / LAB_MLLP_TLS_KEY (file paths), or null without them. */

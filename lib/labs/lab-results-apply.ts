@@ -1,5 +1,4 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Hl7Message } from '@medplum/core';
 import { publishEvent, type EventPublisher } from '../events/publisher';
 import { nameBasedUuid } from '../platform/keys';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
@@ -11,12 +10,21 @@ import { inboundReportId, type LabInboundMessageDoc } from './lab-inbound-store'
 import type { LabResultReviewDoc } from './lab-reviews-store';
 import type { LabOrderDoc } from './model';
 import { TERMINAL } from './statuses';
-import { applyPlan, matchOrders, OrderRefusedUpdate, planOrderUpdate, planTarget, type OrderRequests } from './result-intake';
+import {
+  applyPlan,
+  knownReferences,
+  matchOrders,
+  OrderRefusedUpdate,
+  planOrderUpdate,
+  planTarget,
+  type KnownReferences,
+  type OrderRequests,
+} from './result-intake';
 import type { LabOrderDeps } from './workflow-client';
 
 /**
  * Applying a result message the MLLP listener stored (lib/labs/lab-listener.ts): the recorded activity of the
- * account's applier workflow (workflows/lab-results.ts) runs `applyInboundMessage`, and an operator's match of a
+ * account's applier workflow (workflows/lab-results.ts) runs `applyInboundMessages`, and an operator's match of a
  * review runs `applyReviewToOrder`; both go through lib/labs/result-intake.ts, the HTTP intake's path.
  */
 export type LabResultsDeps = LabOrderDeps & { publisher: EventPublisher; logger: Logger };
@@ -48,9 +56,13 @@ export function reviewEventData(review: LabResultReviewDoc) {
  * `labtest.match_review.created|updated` to every team of the lab account's organisation in this deployment: the
  * account is the organisation's, and a result no order claims belongs to no team yet. Keyed per review and change.
  */
-export async function publishReviewEvent(deps: LabResultsDeps, review: LabResultReviewDoc, change: 'created' | 'matched' | 'rejected'): Promise<void> {
-  const teams = await deploymentTeams(deps, review.org_id);
-  for (const team of teams) {
+export async function publishReviewEvent(
+  deps: LabResultsDeps,
+  review: LabResultReviewDoc,
+  change: 'created' | 'matched' | 'rejected',
+  teams?: string[],
+): Promise<void> {
+  for (const team of teams ?? (await deploymentTeams(deps, review.org_id))) {
     await publishEvent(deps, {
       teamId: team,
       eventType: change === 'created' ? 'labtest.match_review.created' : 'labtest.match_review.updated',
@@ -65,14 +77,6 @@ async function deploymentTeams(deps: LabOrderDeps, orgId: string): Promise<strin
   return teams
     .filter((t) => t.environment === deps.config.DEPLOYMENT_ENVIRONMENT && t.region === deps.config.DEPLOYMENT_REGION && !t.deletion_started_at)
     .map((t) => t._id);
-}
-
-/** PID-3, PID-5 and PID-7 as the lab sent them: what an operator matches an unsolicited result by. */
-function patientOf(text: string): LabResultReviewDoc['patient'] {
-  const pid = Hl7Message.parse(text).getSegment('PID');
-  if (!pid) return null;
-  const name = [pid.getComponent(5, 2), pid.getComponent(5, 1)].filter(Boolean).join(' ');
-  return { id: pid.getComponent(3, 1), name, dob: pid.getComponent(7, 1) };
 }
 
 /** The order's workflow has recorded `low` (the apply's effect is visible): the next message may go. */
@@ -128,21 +132,73 @@ async function applyToOrder(deps: LabOrderDeps, message: Hl7OruMessage, messageI
   return { order_id: order._id, outcome: low };
 }
 
+/** What applying one message came to: how it is settled, and the review it files (when some of it matched nothing). */
+interface MessageOutcome {
+  settlement: { id: string; from: 'received'; to: 'applied' | 'in_review'; detail: string | null; appliedTo: Outcome[] };
+  review: LabResultReviewDoc | null;
+}
+
 /**
- * Applies a stored message (state `received`) to the orders it names, then settles it: `applied`, or `in_review` when
- * some of it matched no order of the account's organisation (or an order that cannot take it): those requests are
- * filed in the review inbox and announced. A result for an erased order is treated as unknown, and audited. Safe to
- * run again: a settled message is left as it is, an order that took its share is not handed it twice.
+ * Applies stored messages (state `received`), one after another in the order given, to the orders they name, then
+ * settles them: `applied`, or `in_review` when some of one matched no order of the account's organisation (or an
+ * order that cannot take it): those requests are filed in the review inbox and announced. Beyond its orders' own
+ * work a batch costs a few round trips, however many messages it has: one read of the messages, three of the
+ * references they name (knownReferences), one of each organisation's teams, one insert of its reviews, one write
+ * settling them. A result for an erased order is treated as unknown, and audited. Safe to run again: a settled
+ * message is left as it is, an order that took its share is not handed it twice, a review is filed once.
  */
-export async function applyInboundMessage(deps: LabResultsDeps, messageId: string, heartbeat: () => void = () => undefined): Promise<{ state: string }> {
-  const stored = await deps.repos.labInbound.find(messageId);
-  if (!stored) return { state: 'gone' };
-  if (stored.state !== 'received') return { state: stored.state };
-  const message = parseOru(stored.text, { encoding: stored.charset });
-  const teams = new Set(await deploymentTeams(deps, stored.org_id));
+export async function applyInboundMessages(deps: LabResultsDeps, messageIds: string[], heartbeat: () => void = () => undefined): Promise<{ states: string[] }> {
+  const stored = new Map((await deps.repos.labInbound.findMany(messageIds)).map((m) => [m._id, m]));
+  const received = messageIds.flatMap((id) => {
+    const m = stored.get(id);
+    return m?.state === 'received' ? [{ stored: m, message: parseOru(m.text, { encoding: m.charset }) }] : [];
+  });
+  const known = await knownReferences(
+    deps,
+    received.flatMap((r) => r.message.requests),
+  );
+  const teamsOf = new Map<string, Promise<string[]>>();
+  const outcomes = new Map<string, MessageOutcome>();
+  for (const { stored: m, message } of received) {
+    if (!teamsOf.has(m.org_id)) teamsOf.set(m.org_id, deploymentTeams(deps, m.org_id));
+    outcomes.set(m._id, await applyMessage(deps, m, message, new Set(await teamsOf.get(m.org_id)), known, heartbeat));
+    heartbeat();
+  }
+  const reviews = [...outcomes.values()].flatMap((o) => (o.review ? [o.review] : []));
+  // Filed and announced before their messages are settled: a crash between leaves them `received`, and the retry
+  // finds them filed (and announces them under the same keys).
+  const filedBefore = await deps.repos.labReviews.fileMany(reviews);
+  const filed = await Promise.all(reviews.map(async (r) => (filedBefore.has(r._id) ? ((await deps.repos.labReviews.find(r.org_id, r._id)) ?? r) : r)));
+  await Promise.all(filed.map(async (review) => publishReviewEvent(deps, review, 'created', await teamsOf.get(review.org_id))));
+  await deps.repos.labInbound.settleMany([...outcomes.values()].map((o) => o.settlement));
+  // One line a batch: a lab sending results for orders we do not know sends many, and a line each would flood the log.
+  if (reviews.length) {
+    const countOf = (values: string[]) => Object.fromEntries([...new Set(values)].map((v) => [v, values.filter((x) => x === v).length]));
+    deps.logger.warn(
+      {
+        message_ids: reviews.map((r) => r.message_id),
+        account_ids: [...new Set(reviews.map((r) => r.account_id))],
+        reasons: countOf(reviews.map((r) => r.reason)),
+      },
+      reviews.length === 1 ? 'lab result filed for review' : `${reviews.length} lab results filed for review`,
+    );
+  }
+  return { states: messageIds.map((id) => outcomes.get(id)?.settlement.to ?? stored.get(id)?.state ?? 'gone') };
+}
+
+/** One message of a batch: its matched orders handed their share; what matched nothing made into a review (not filed yet). */
+async function applyMessage(
+  deps: LabResultsDeps,
+  stored: Omit<LabInboundMessageDoc, 'raw'>,
+  message: Hl7OruMessage,
+  teams: Set<string>,
+  known: KnownReferences,
+  heartbeat: () => void,
+): Promise<MessageOutcome> {
+  const messageId = stored._id;
   // The account's organisation's orders, sent to this account (or to none: orders made before lab accounts).
   const mayReport = (o: LabOrderDoc) => teams.has(o.team_id) && (!o.lab_account_id || o.lab_account_id === stored.account_id);
-  const { matched, unmatched, erased } = await matchOrders(deps, message.requests, mayReport);
+  const { matched, unmatched, erased } = await matchOrders(deps, message.requests, mayReport, known);
   for (const order of erased) await auditErasedOrder(deps, stored, order);
 
   const appliedTo: Outcome[] = [];
@@ -162,8 +218,7 @@ export async function applyInboundMessage(deps: LabResultsDeps, messageId: strin
     }
   }
   if (!unmatched.length && !refused.length) {
-    await deps.repos.labInbound.settle(messageId, 'received', 'applied', { detail: null, appliedTo });
-    return { state: 'applied' };
+    return { settlement: { id: messageId, from: 'received', to: 'applied', detail: null, appliedTo }, review: null };
   }
   const underReview = [...unmatched, ...refused.flatMap((r) => r.requests)];
   const detail = [
@@ -186,7 +241,7 @@ export async function applyInboundMessage(deps: LabResultsDeps, messageId: strin
     placer_numbers: [...new Set(underReview.map((r) => r.placerOrderNumber).filter(Boolean))],
     filler_numbers: [...new Set(underReview.map((r) => r.fillerOrderNumber).filter((f): f is string => Boolean(f)))],
     services: underReview.map((r) => r.service),
-    patient: patientOf(stored.text),
+    patient: message.patient,
     status: 'pending',
     matched_order_id: null,
     matched_team_id: null,
@@ -195,20 +250,11 @@ export async function applyInboundMessage(deps: LabResultsDeps, messageId: strin
     created_at: now,
     updated_at: now,
   };
-  // Filed before the message is settled: a crash between leaves it `received`, and the retry finds the review filed.
-  await deps.repos.labReviews.file(review);
-  const filed = (await deps.repos.labReviews.find(stored.org_id, messageId)) ?? review;
-  await publishReviewEvent(deps, filed, 'created');
-  await deps.repos.labInbound.settle(messageId, 'received', 'in_review', { detail, appliedTo });
-  deps.logger.warn(
-    { message_id: messageId, account_id: stored.account_id, control_id: stored.control_id, reason: review.reason },
-    'lab result filed for review',
-  );
-  return { state: 'in_review' };
+  return { settlement: { id: messageId, from: 'received', to: 'in_review', detail, appliedTo }, review };
 }
 
 /** An erased order's result is answered as an unknown one; the organisation's audit log says it came. */
-async function auditErasedOrder(deps: LabOrderDeps, stored: LabInboundMessageDoc, order: LabOrderDoc): Promise<void> {
+async function auditErasedOrder(deps: LabOrderDeps, stored: Omit<LabInboundMessageDoc, 'raw'>, order: LabOrderDoc): Promise<void> {
   const now = new Date();
   try {
     await deps.repos.auditLog.begin([

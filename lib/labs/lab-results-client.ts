@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { TemporalDeps } from '../platform/temporal';
 import { workflowIds } from '../../workflows/ids';
 import { labMessageStoredSignal, labResultsWorkflow } from '../../workflows/lab-results';
@@ -18,27 +19,40 @@ export async function signalLabResults(temporal: TemporalDeps, accountId: string
 }
 
 /**
- * The listener's signals to the appliers: at most one on its way per account; the ids stored meanwhile go together in
- * the next. Under a burst of results this is one signal (one workflow task) per round trip instead of per message.
+ * How long the signaller gathers ids after a signal before it sends the next to the same applier. Every signal is a
+ * workflow task (and history events) in Temporal: under a stream of results, a few signals a second carrying many ids
+ * cost it far less than one per round trip, for at most this much more latency.
+ */
+const SIGNAL_GATHER_MS = 200;
+
+/**
+ * The listener's signals to the appliers: at most one on its way per account, and after it the ids stored within
+ * SIGNAL_GATHER_MS go together in the next (a quiet account's first message goes at once). `settled` waits for the
+ * signals not yet sent (the listener's close).
  */
 export function labResultsSignaller(temporal: TemporalDeps, onFailure: (err: unknown, accountId: string, messageIds: string[]) => void) {
   const waiting = new Map<string, string[]>();
-  const sending = new Set<string>();
+  const draining = new Map<string, Promise<void>>();
   async function drain(accountId: string): Promise<void> {
-    sending.add(accountId);
-    try {
-      for (let ids = waiting.get(accountId); ids?.length; ids = waiting.get(accountId)) {
-        waiting.delete(accountId);
-        await signalLabResults(temporal, accountId, ids).catch((err) => onFailure(err, accountId, ids!));
-      }
-    } finally {
-      sending.delete(accountId);
+    for (let ids = waiting.get(accountId); ids?.length; ids = waiting.get(accountId)) {
+      waiting.delete(accountId);
+      await signalLabResults(temporal, accountId, ids).catch((err) => onFailure(err, accountId, ids!));
+      await sleep(SIGNAL_GATHER_MS);
     }
   }
-  return (accountId: string, messageId: string) => {
-    const ids = waiting.get(accountId) ?? [];
-    ids.push(messageId);
-    waiting.set(accountId, ids);
-    if (!sending.has(accountId)) void drain(accountId);
+  return {
+    tell(accountId: string, messageId: string): void {
+      const ids = waiting.get(accountId) ?? [];
+      ids.push(messageId);
+      waiting.set(accountId, ids);
+      if (draining.has(accountId)) return;
+      draining.set(
+        accountId,
+        drain(accountId).finally(() => draining.delete(accountId)),
+      );
+    },
+    async settled(): Promise<void> {
+      while (draining.size) await Promise.all(draining.values());
+    },
   };
 }

@@ -2,7 +2,7 @@ import type { Collection, Db, Filter } from 'mongodb';
 import type { FieldCipher } from '../platform/field-encryption';
 import { EncryptedFields, type Sealed } from '../platform/database/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
-import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { insertIgnoringDuplicates } from '../platform/database/bulk';
 
 /**
  * The review inbox (`lab_result_reviews`): results a lab sent that match no order of the lab account's organisation
@@ -84,13 +84,15 @@ export class LabReviewRepository {
 
   /** Files a review once: true when this call created it (a retried apply finds it and creates nothing). */
   async file(doc: LabResultReviewDoc): Promise<boolean> {
-    try {
-      await this.reviews.insertOne(this.sealed.seal(doc._id, doc));
-      return true;
-    } catch (err) {
-      if (isDuplicateKeyError(err)) return false;
-      throw err;
-    }
+    return (await this.fileMany([doc])).size === 0;
+  }
+
+  /** Files several reviews in one round trip (an applier's batch); the ids already filed (a retried apply) are answered. */
+  async fileMany(docs: LabResultReviewDoc[]): Promise<Set<string>> {
+    return insertIgnoringDuplicates(
+      this.reviews,
+      docs.map((doc) => this.sealed.seal(doc._id, doc)),
+    );
   }
 
   async find(orgId: string, id: string): Promise<LabResultReviewDoc | null> {

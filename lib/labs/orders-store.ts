@@ -286,6 +286,21 @@ export class LabOrderRepository {
     return docs.map((d) => this.opened(d));
   }
 
+  /**
+   * Which of these placer numbers, order ids and filler numbers name an order at all (a batch of lab results is
+   * matched with these three queries; only what they find is then read, one order at a time).
+   */
+  async referencesKnown(refs: { placerNumbers: string[]; ids: string[]; fillerNumbers: string[] }): Promise<typeof refs> {
+    const values = async (filter: Filter<StoredLabOrder>, field: 'placer_number' | '_id' | 'lab_reference', wanted: string[]) =>
+      wanted.length ? (await this.orders.find(filter, { projection: { [field]: 1 } }).toArray()).map((d) => String(d[field])) : [];
+    const [placerNumbers, ids, fillerNumbers] = await Promise.all([
+      values({ placer_number: { $in: refs.placerNumbers, ...PLACER_NUMBER_STORED.placer_number } }, 'placer_number', refs.placerNumbers),
+      values({ _id: { $in: refs.ids } }, '_id', refs.ids),
+      values({ lab_reference: { $in: refs.fillerNumbers } }, 'lab_reference', refs.fillerNumbers),
+    ]);
+    return { placerNumbers, ids, fillerNumbers };
+  }
+
   /** For the order's own workflow and its activities (they carry only the id). */
   async findById(orderId: string): Promise<LabOrderDoc | null> {
     return this.opened(await this.orders.findOne({ _id: orderId }));

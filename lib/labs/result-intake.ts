@@ -31,29 +31,53 @@ export interface OrderMatches {
   erased: LabOrderDoc[];
 }
 
+/** The references of a batch of messages that name some order (knownReferences): the rest need no lookup each. */
+export interface KnownReferences {
+  placerNumbers: Set<string>;
+  ids: Set<string>;
+  fillerNumbers: Set<string>;
+}
+
+/** Which references of these requests name an order at all: three queries for a whole batch of messages. */
+export async function knownReferences(deps: Pick<LabOrderDeps, 'repos'>, requests: Hl7ObservationRequest[]): Promise<KnownReferences> {
+  const placers = requests.map((r) => r.placerOrderNumber);
+  const found = await deps.repos.labOrders.referencesKnown({
+    placerNumbers: [...new Set(placers.filter(isPlacerNumber))],
+    ids: [...new Set(placers.filter((p) => !isPlacerNumber(p) && UUID.test(p)))],
+    fillerNumbers: [...new Set(requests.map((r) => r.fillerOrderNumber).filter((f): f is string => Boolean(f)))],
+  });
+  return { placerNumbers: new Set(found.placerNumbers), ids: new Set(found.ids), fillerNumbers: new Set(found.fillerNumbers) };
+}
+
 /**
  * The order of each request: by our placer number (ORC-2/OBR-2: `placer_number`), an older order by its id (what
  * its requisition carried), then by the lab's filler number (ORC-3/OBR-3: our `lab_reference`) when it names one
  * order exactly. `mayReport` says whose orders the sender may report on (a team's for the HTTP intake, the lab
- * account's organisation for the listener): another's order is not found, never touched.
+ * account's organisation for the listener): another's order is not found, never touched. `known` (a batch's
+ * prefetch): a reference it lacks names no order; one it has is read now (the order as it is, not as prefetched).
  */
 export async function matchOrders(
   deps: Pick<LabOrderDeps, 'repos'>,
   requests: Hl7ObservationRequest[],
   mayReport: (order: LabOrderDoc) => boolean,
+  known?: KnownReferences,
 ): Promise<OrderMatches> {
   const orders = deps.repos.labOrders;
+  // A reference the batch's prefetch found no order for is not looked up again.
+  const lookUp = <T>(kind: keyof KnownReferences, value: string, read: () => Promise<T>, none: T) =>
+    !known || known[kind].has(value) ? read() : Promise.resolve(none);
   const byOrder = new Map<string, OrderRequests>();
   const unmatched: Hl7ObservationRequest[] = [];
   const erased = new Map<string, LabOrderDoc>();
   for (const request of requests) {
     const placer = request.placerOrderNumber;
     let order: LabOrderDoc | null = null;
-    if (isPlacerNumber(placer)) order = await orders.findByPlacerNumber(placer);
-    else if (UUID.test(placer)) order = await orders.findById(placer);
+    if (isPlacerNumber(placer)) order = await lookUp('placerNumbers', placer, () => orders.findByPlacerNumber(placer), null);
+    else if (UUID.test(placer)) order = await lookUp('ids', placer, () => orders.findById(placer), null);
     if (order && !mayReport(order)) order = null;
-    if (!order && request.fillerOrderNumber) {
-      const candidates = (await orders.findByFillerNumber(request.fillerOrderNumber)).filter(mayReport);
+    const filler = request.fillerOrderNumber;
+    if (!order && filler) {
+      const candidates = (await lookUp('fillerNumbers', filler, () => orders.findByFillerNumber(filler), [])).filter(mayReport);
       if (candidates.length === 1) order = candidates[0];
     }
     if (order?.patient_data_erased_at) {

@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 import { Binary } from 'mongodb';
 
 /**
@@ -61,12 +61,13 @@ export function generateDataKey(id = `k${new Date().toISOString().slice(0, 10).r
 const bytesOf = (b: Binary | Uint8Array): Buffer => (b instanceof Binary ? Buffer.from(b.buffer.buffer, b.buffer.byteOffset, b.position) : Buffer.from(b));
 
 export class FieldCipher {
-  private readonly keys: Map<string, Buffer>;
+  /** As key objects: a raw key would be imported again on every cipher made (twice the cost of the encryption itself). */
+  private readonly keys: Map<string, KeyObject>;
   readonly currentKeyId: string;
 
   constructor(keys: DataKey[]) {
     if (!keys.length) throw new Error('a FieldCipher needs at least one key');
-    this.keys = new Map(keys.map((k) => [k.id, k.key]));
+    this.keys = new Map(keys.map((k) => [k.id, createSecretKey(k.key)]));
     this.currentKeyId = keys[0].id;
   }
 
