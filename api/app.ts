@@ -104,6 +104,7 @@ async function runRoute(route: AnyRoute, ctx: Context, deps: AppDeps, authentica
   if (route.auth === 'link') auth = await authenticate.link(ctx);
 
   const params = validatePart('path', route.params, { ...ctx.params }, errors);
+  if (route.auth === 'user') auth = await authenticate.user(ctx, errors.length ? undefined : (params as { user_id?: string }).user_id);
   if (route.auth === 'management') {
     // The key is checked before validation messages so an anonymous caller learns nothing about the API.
     const p = params as { org_id?: string; team_id?: string };

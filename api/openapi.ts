@@ -107,7 +107,9 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
             ? [{ managementKey: [] }, { legacyOrgKey: [] }, { consoleSession: [] }]
             : route.auth === 'link'
               ? [{ linkToken: [] }]
-              : [],
+              : route.auth === 'user'
+                ? [{ teamApiKey: [] }, { sdkApiKey: [] }, { phoneToken: [] }]
+                : [],
       parameters: [
         ...parameters('path', route.params, registry),
         ...parameters('query', route.query, registry),
@@ -158,6 +160,12 @@ export function buildOpenApi(routes: AnyRoute[], config: Config): Record<string,
           in: 'header',
           name: 'x-vital-link-token',
           description: 'A link token (POST /v2/link/token): the hosted link page acting for its user; unknown, expired or used: 401.',
+        },
+        phoneToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            "A phone's SDK access token (POST /v2/sdk/token): only its own user's SDK endpoints; elsewhere 403. Expired, unknown or revoked: 401 with detail.error_type.",
         },
         consoleSession: {
           type: 'http',

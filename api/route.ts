@@ -2,10 +2,13 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { Context } from 'koa';
 import type { Logger } from '../lib/platform/logger';
 import type { AppDeps } from './deps';
-import type { LinkTokenPrincipal, ManagementPrincipal, TeamPrincipal } from './middleware/auth';
+import type { LinkTokenPrincipal, ManagementPrincipal, TeamPrincipal, UserScopedPrincipal } from './middleware/auth';
 
-/** `link`: a link token in x-vital-link-token (the hosted link page, acting for one user of one team). */
-export type AuthKind = 'team' | 'management' | 'link' | 'none';
+/**
+ * `link`: a link token in x-vital-link-token (the hosted link page, acting for one user of one team). `user`: a team
+ * key, or a phone's SDK access token of the path's `user_id` (`authorization: Bearer …`).
+ */
+export type AuthKind = 'team' | 'management' | 'link' | 'user' | 'none';
 export type HttpMethod = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
 export interface ResponseSpec {
@@ -28,7 +31,15 @@ export interface HandlerArgs<P, Q, B, A extends AuthKind> {
   params: Val<P>;
   query: Val<Q>;
   body: Val<B>;
-  auth: A extends 'team' ? TeamPrincipal : A extends 'management' ? ManagementPrincipal : A extends 'link' ? LinkTokenPrincipal : undefined;
+  auth: A extends 'team'
+    ? TeamPrincipal
+    : A extends 'management'
+      ? ManagementPrincipal
+      : A extends 'link'
+        ? LinkTokenPrincipal
+        : A extends 'user'
+          ? UserScopedPrincipal
+          : undefined;
   deps: AppDeps;
   log: Logger;
   requestId: string;

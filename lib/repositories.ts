@@ -1,3 +1,4 @@
+import { SdkSessionRepository } from './phones/sdk-sessions-store';
 import type { Db } from 'mongodb';
 import type { FieldCipher } from './platform/field-encryption';
 import { DEFAULT_RETENTION, type Retention } from './platform/database/indexes';
@@ -44,6 +45,7 @@ export interface Repositories {
   historicalPulls: HistoricalPullRepository;
   /** One-time link tokens (10 minutes). */
   linkTokens: LinkTokenRepository;
+  sdkSessions: SdkSessionRepository;
   /** Summaries, timeseries samples and workout streams. */
   wearableData: WearableDataRepository;
   /** Webhook endpoints. */
@@ -86,6 +88,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     providerBudgets: new ProviderBudgetRepository(db),
     historicalPulls: new HistoricalPullRepository(db),
     linkTokens: new LinkTokenRepository(db),
+    sdkSessions: new SdkSessionRepository(db),
     wearableData: new WearableDataRepository(db),
     webhooks: new WebhookRepository(db, cipher),
     webhookStore: new WebhookStore(db, cipher),

@@ -13,6 +13,7 @@ const SHORT: Retention = {
   idempotencyKeys: 1,
   webhookHistory: 1,
   linkTokensAfterExpiry: 1,
+  sdkTokensAfterExpiry: 1,
   workerHeartbeats: 1,
   auditLog: 1,
   userTombstones: 1,

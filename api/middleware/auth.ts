@@ -3,6 +3,7 @@ import { badRequest, forbidden, unauthorized } from '../../lib/platform/errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX } from '../../lib/platform/keys';
 import type { ManagementKeyDoc } from '../../lib/tenancy/model';
 import { LINK_TOKEN_REFUSALS, type LinkTokenDoc } from '../../lib/wearables/link-tokens-store';
+import { authenticateSdkToken, isSdkAccessToken, type SdkPrincipal } from '../../lib/phones/sdk-auth';
 import type { AppDeps } from '../deps';
 import type { ManagementKeyHeader, ManagementPrincipal, TeamPrincipal } from '../../lib/tenancy/principals';
 
@@ -16,6 +17,12 @@ export const LINK_TOKEN_HEADER = 'x-vital-link-token';
 
 export interface LinkTokenPrincipal {
   token: LinkTokenDoc;
+}
+
+/** A route of one user (`auth: 'user'`): the team's key, or the phone's SDK token of that very user (`sdk`). */
+export interface UserScopedPrincipal {
+  teamId: string;
+  sdk: SdkPrincipal | null;
 }
 
 const TEAM_KEY_SHAPE = /^(sk|pk)_(us|eu)_/;
@@ -71,8 +78,17 @@ export function createAuthenticator(deps: AppDeps) {
         `${env}/${region}. Use a key created for ${env}/${region}.`,
     );
 
+  /** An SDK access token in `authorization: Bearer …`, or ''. */
+  function sdkTokenOf(ctx: Context): string {
+    const bearer = /^Bearer\s+(\S+)$/i.exec(ctx.get('authorization'))?.[1] ?? '';
+    return isSdkAccessToken(bearer) ? bearer : '';
+  }
+  const SDK_TOKEN_OUT_OF_SCOPE =
+    "An SDK token reaches only its own user's SDK endpoints (sign-in, sync state, uploads, disconnect). This endpoint takes a team API key in the x-service-api-key header, from your backend.";
+
   async function team(ctx: Context): Promise<TeamPrincipal> {
     const key = teamKeyOf(ctx);
+    if (!key && sdkTokenOf(ctx)) throw forbidden(SDK_TOKEN_OUT_OF_SCOPE);
     if (!key) {
       if (ctx.get('x-management-key') || ctx.get('x-service-org-key')) {
         throw unauthorized('Management keys are not accepted on data endpoints. Send a team API key in the x-service-api-key header.');
@@ -198,7 +214,21 @@ export function createAuthenticator(deps: AppDeps) {
     return { token: checked.doc };
   }
 
-  return { team, management, link };
+  /**
+   * A route of one user (`auth: 'user'`, the path's `user_id`): a team key, or the SDK access token of a phone signed
+   * in as that user (lib/phones/sdk-auth.ts). Another user's token is refused (403) after it is verified.
+   */
+  async function user(ctx: Context, userId: string | undefined): Promise<UserScopedPrincipal> {
+    const token = teamKeyOf(ctx) ? '' : sdkTokenOf(ctx);
+    if (!token) return { teamId: (await team(ctx)).teamId, sdk: null };
+    const sdk = await authenticateSdkToken(repos, { environment: env, region }, token);
+    if (userId !== undefined && sdk.userId !== userId)
+      throw forbidden("This SDK token acts for another user: a phone's token reaches only its own user's endpoints.");
+    ctx.state.teamId = sdk.teamId;
+    return { teamId: sdk.teamId, sdk };
+  }
+
+  return { team, management, link, user };
 }
 
 export type Authenticator = ReturnType<typeof createAuthenticator>;

@@ -1,5 +1,6 @@
+import { PHONE_PROVIDERS } from '../../lib/phones/sdk-auth';
 import { randomBytes } from 'node:crypto';
-import { badRequest, notFound } from '../../lib/platform/errors';
+import { badRequest, forbidden, notFound } from '../../lib/platform/errors';
 import { hashKey } from '../../lib/platform/keys';
 import { publicBaseUrl } from '../../lib/platform/config';
 import type { HistoricalPullDoc } from '../../lib/wearables/historical-pulls-store';
@@ -233,13 +234,18 @@ export const connectionRoutes = [
     method: 'delete',
     path: '/v2/user/{user_id}/{provider}',
     summary: 'Deregister a provider',
-    description: "Ends the user's connection to the provider: no more data is pulled; data already stored stays.",
+    description:
+      "Ends the user's connection to the provider: no more data is pulled; data already stored stays. For a phone's provider (apple_health_kit, health_connect, samsung_health) it also ends the user's phone sign-ins, and the phone may call it with its own SDK token.",
     tags: ['User'],
-    auth: 'team',
+    auth: 'user',
     params: UserProviderParams,
     responses: { 200: { description: 'Deregistered', schema: SuccessResponse }, ...errors },
     async handler({ params, auth, deps }) {
+      const phone = PHONE_PROVIDERS.includes(params.provider);
+      if (auth.sdk && !phone) throw forbidden(`An SDK token disconnects only a phone's provider (${PHONE_PROVIDERS.join(', ')}), not ${params.provider}.`);
       await activeUser(deps, auth.teamId, params.user_id);
+      // The phone's sign-ins end first: a phone that was told it is disconnected must not upload again.
+      if (phone) await deps.repos.sdkSessions.revokeUser(auth.teamId, params.user_id, `disconnected:${params.provider}`);
       const connection = await deps.repos.connections.findLive(auth.teamId, params.user_id, params.provider);
       if (!connection) throw notFound(`The user has no ${params.provider} connection.`);
       await deregisterConnection(deps, connection);

@@ -16,6 +16,7 @@ import { managementKeyRoutes } from './management-keys';
 import { managementRoutes } from './management';
 import { pipelineDestinationLogRoutes, pipelineRoutes } from './pipelines';
 import { providerRoutes } from './providers';
+import { sdkAuthRoutes } from './sdk-auth';
 import { teamCustomCredentialsRoutes } from './team-custom-credentials';
 import { systemRoutes } from './system';
 import { userRoutes } from './users';
@@ -35,6 +36,7 @@ export function routeTable(_deps: AppDeps): AnyRoute[] {
     ...linkProviderRoutes,
     ...linkPageRoutes,
     ...insuranceRoutes,
+    ...sdkAuthRoutes,
     ...userRoutes,
     ...providerRoutes,
     ...wearableDataRoutes,

@@ -54,6 +54,12 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
         (await repos.providerAuth.eraseAllForUser(teamId, userId)),
     },
     {
+      // A phone's sign-ins end when the deletion starts (its tokens stop working at once), and go at erasure.
+      name: 'phone_sign_ins',
+      deregister: ({ teamId, userId }) => repos.sdkSessions.revokeUser(teamId, userId, 'user_deletion'),
+      erase: ({ teamId, userId }) => repos.sdkSessions.eraseAllForUser(teamId, userId),
+    },
+    {
       // Lab orders keep their audit trail (ids, tests, sample id, physician, status history) and lose the
       // patient's identity and results; see README "Lab testing → Erasure".
       // Before events: a running order stops publishing before the user's events are erased.

@@ -46,6 +46,7 @@ from vital.types import (
     UserRefreshErrorResponse,
     UserRefreshSuccessResponse,
     UserResourcesResponse,
+    UserSignInTokenResponse,
     UserSuccessResponse,
 )
 
@@ -127,6 +128,15 @@ def provider_catalogue():
 
 
 check("providers.get_all", provider_catalogue, list)
+
+
+def sign_in_token():
+    answer = client.user.get_user_sign_in_token(USER_ID)
+    expect_that(answer.user_id == USER_ID and answer.sign_in_token.startswith("hbsi_"), f"not a sign-in token of the user: {answer!r}"[:300])
+    return answer
+
+
+check("user.get_user_sign_in_token", sign_in_token, UserSignInTokenResponse)
 
 
 def connect_demo():

@@ -31,6 +31,8 @@ export interface Retention {
   webhookHistory: number;
   /** Link tokens (wearables' and the delivery-log page's) and their use records, after `expires_at`: an hour, for the "already used" answer. */
   linkTokensAfterExpiry: number;
+  /** A phone's sign-in, access and refresh tokens (lib/phones/sdk-sessions-store.ts), after `expires_at`: a day. */
+  sdkTokensAfterExpiry: number;
   /** Heartbeats of workers that died without removing theirs, after `last_seen_at`. */
   workerHeartbeats: number;
   /** Audit log entries, after `created_at` (AUDIT_LOG_RETENTION_DAYS). */
@@ -63,6 +65,7 @@ export function retentionFrom(config: RetentionConfig): Retention {
     idempotencyKeys: config.IDEMPOTENCY_KEY_RETENTION_SECONDS,
     webhookHistory: days(config.WEBHOOK_RETENTION_DAYS),
     linkTokensAfterExpiry: 3_600,
+    sdkTokensAfterExpiry: 86_400,
     workerHeartbeats: 3_600,
     auditLog: days(config.AUDIT_LOG_RETENTION_DAYS),
     userTombstones: days(config.USER_TOMBSTONE_RETENTION_DAYS),

@@ -1,0 +1,82 @@
+import { exchangeSignInToken, mintSignInToken, refreshSdkTokens } from '../../lib/phones/sdk-auth';
+import { ValidationError } from '../../lib/platform/errors';
+import { activeUser } from '../../lib/users/views';
+import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
+import { SdkAuthError, SdkTokenForm, SdkTokenResponse, SignInTokenResponse } from '../../schemas/phones';
+import { UserIdParams } from '../../schemas/user';
+import { toFieldErrors, validatorFor } from '../../schemas/validator';
+import { readTextBody } from '../middleware/body';
+import { defineRoute } from '../route';
+
+const tags = ['Phones'];
+const FORM = 'application/x-www-form-urlencoded';
+const validForm = validatorFor(SdkTokenForm);
+
+/** The token endpoint's fields: form-encoded as RFC 6749 has them (JSON taken too), checked as any body is. */
+function tokenForm(text: string, contentType: string): SdkTokenForm {
+  let fields: Record<string, unknown>;
+  if (contentType.includes('json')) {
+    try {
+      fields = JSON.parse(text || '{}');
+    } catch (err) {
+      throw ValidationError.field(['body', 0], `JSON decode error: ${(err as Error).message}`, 'json_invalid');
+    }
+  } else fields = Object.fromEntries(new URLSearchParams(text));
+  if (!validForm(fields)) throw new ValidationError(toFieldErrors('body', validForm.errors));
+  const form = fields as SdkTokenForm;
+  const need = (field: keyof SdkTokenForm, why: string) => {
+    if (!form[field]) throw ValidationError.field(['body', field], `Field required: ${why}`, 'missing');
+  };
+  if (form.grant_type === 'refresh_token') need('refresh_token', 'a refresh sends the refresh token.');
+  else {
+    need('subject_token', 'the exchange sends the sign-in token as subject_token.');
+    need('subject_token_type', 'the exchange names the sign-in token type, urn:healthbridge:sign-in-token.');
+  }
+  return form;
+}
+
+export const sdkAuthRoutes = [
+  defineRoute({
+    operationId: 'createSignInToken',
+    method: 'post',
+    path: '/v2/user/{user_id}/sign_in_token',
+    summary: "A phone's sign-in token for the user",
+    description:
+      "For your app on the user's phone: a single-use token, good for 10 minutes, that the phone exchanges at POST /v2/sdk/token for tokens of its own (RFC 8693). Your team key never leaves your backend; the phone's tokens reach only this user's SDK calls.",
+    tags,
+    auth: 'team',
+    params: UserIdParams,
+    responses: { 200: { description: 'The sign-in token', schema: SignInTokenResponse }, 404: { description: 'No such user', schema: ErrorDetail } },
+    async handler({ params, auth, deps }) {
+      await activeUser(deps, auth.teamId, params.user_id);
+      const deployment = { environment: deps.config.DEPLOYMENT_ENVIRONMENT, region: deps.config.DEPLOYMENT_REGION };
+      return { body: { user_id: params.user_id, sign_in_token: await mintSignInToken(deps.repos, deployment, auth.teamId, params.user_id) } };
+    },
+  }),
+  defineRoute({
+    operationId: 'sdkToken',
+    method: 'post',
+    path: '/v2/sdk/token',
+    summary: "The phone's token endpoint: sign-in token exchange, and refresh",
+    description:
+      '`grant_type=urn:ietf:params:oauth:grant-type:token-exchange` with `subject_token` (the sign-in token) and `subject_token_type=urn:healthbridge:sign-in-token`: once per sign-in token. `grant_type=refresh_token` with `refresh_token`: a new access token and a new refresh token (the old one is spent; presented again after a minute, it ends the sign-in).',
+    tags,
+    auth: 'none',
+    textBody: { contentTypes: [FORM, 'application/json'], description: 'The form fields (RFC 6749 §4.1.3 encoding).' },
+    responses: {
+      200: { description: 'Tokens', schema: SdkTokenResponse },
+      400: { description: '`invalid_token` or `reauthentication_required`', schema: SdkAuthError },
+      422: { description: 'A field missing or not understood', schema: HTTPValidationError },
+    },
+    async handler({ deps, ctx }) {
+      const form = tokenForm(await readTextBody(ctx, deps.config.BODY_LIMIT_BYTES), ctx.get('content-type'));
+      const deployment = { environment: deps.config.DEPLOYMENT_ENVIRONMENT, region: deps.config.DEPLOYMENT_REGION };
+      const tokens =
+        form.grant_type === 'refresh_token'
+          ? await refreshSdkTokens(deps.repos, deployment, form.refresh_token!)
+          : await exchangeSignInToken(deps.repos, deployment, form.subject_token!);
+      // RFC 6749 §5.1: token responses are not cached.
+      return { body: tokens, headers: { 'cache-control': 'no-store', pragma: 'no-cache' } };
+    },
+  }),
+];

@@ -1,0 +1,47 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Uuid } from './common';
+
+/** POST /v2/user/{user_id}/sign_in_token (Junction's `UserSignInTokenResponse`). */
+export const SignInTokenResponse = Type.Object(
+  {
+    user_id: Uuid('Service user id.'),
+    sign_in_token: Type.String({ description: 'Hand it to the phone: it exchanges it once, within 10 minutes, at POST /v2/sdk/token.' }),
+  },
+  { $id: 'UserSignInTokenResponse' },
+);
+
+/** The token endpoint's form fields (RFC 8693 §2.1 for the exchange, RFC 6749 §6 for a refresh). */
+export const SdkTokenForm = Type.Object(
+  {
+    grant_type: Type.Union([Type.Literal('urn:ietf:params:oauth:grant-type:token-exchange'), Type.Literal('refresh_token')], {
+      description: 'The exchange of a sign-in token, or a refresh.',
+    }),
+    subject_token: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The sign-in token (token exchange).' })),
+    subject_token_type: Type.Optional(Type.Literal('urn:healthbridge:sign-in-token', { description: 'Token exchange: always this.' })),
+    refresh_token: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The refresh token (refresh).' })),
+  },
+  { additionalProperties: true, $id: 'SdkTokenForm' },
+);
+export type SdkTokenForm = Static<typeof SdkTokenForm>;
+
+export const SdkTokenResponse = Type.Object(
+  {
+    access_token: Type.String({ description: 'Send it as `authorization: Bearer …` on the SDK calls of this user.' }),
+    refresh_token: Type.String({ description: 'Single use: each refresh answers a new one.' }),
+    token_type: Type.Literal('Bearer'),
+    expires_in: Type.Integer({ description: 'Seconds the access token lasts.' }),
+    issued_token_type: Type.Literal('urn:ietf:params:oauth:token-type:access_token'),
+    user_id: Uuid('The user the tokens act for.'),
+  },
+  { $id: 'SdkTokenResponse' },
+);
+
+export const SdkAuthError = Type.Object(
+  {
+    detail: Type.Object({
+      error_type: Type.Union([Type.Literal('invalid_token'), Type.Literal('reauthentication_required')]),
+      message: Type.String(),
+    }),
+  },
+  { $id: 'SdkAuthError', description: '`invalid_token`: refresh, or sign in again; `reauthentication_required`: sign in again.' },
+);

@@ -1,0 +1,185 @@
+import { authenticateSdkToken } from '../lib/phones/sdk-auth';
+import { hashKey } from '../lib/platform/keys';
+import { SdkAuthError, SdkTokenResponse, SignInTokenResponse } from '../schemas/phones';
+import { createTenant, eventually, expectSchema, httpClient, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
+
+/**
+ * A phone's sign-in (README "Data from phones"): the customer's backend asks for a single-use sign-in token, the phone
+ * exchanges it (RFC 8693, form-encoded) for an access and a refresh token, refreshes rotate, a refresh token reused
+ * beyond the grace ends the sign-in, and the tokens reach only the user's own SDK endpoints. The user's deletion and
+ * the phone provider's disconnection end them.
+ */
+let app: TestApp;
+let api: HttpClient;
+let anonymous: HttpClient;
+
+beforeAll(async () => {
+  app = await startTestApp();
+  api = teamClient(app, await createTenant(app.deps, 'Phones'));
+  anonymous = httpClient(app.url);
+});
+afterAll(() => app.close());
+
+const FORM = { 'content-type': 'application/x-www-form-urlencoded' };
+const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const SIGN_IN_TYPE = 'urn:healthbridge:sign-in-token';
+
+const newUser = async (): Promise<string> => (await api.post('/v2/user/', { client_user_id: uniqueId('phone') })).body.user_id;
+const signInToken = async (userId: string): Promise<string> => {
+  const res = await api.post(`/v2/user/${userId}/sign_in_token`);
+  expect(res.status).toBe(200);
+  expectSchema(SignInTokenResponse, res.body);
+  expect(res.body.user_id).toBe(userId);
+  return res.body.sign_in_token;
+};
+const tokenRequest = (fields: Record<string, string>) => anonymous.post('/v2/sdk/token', new URLSearchParams(fields).toString(), FORM);
+const exchange = (token: string) => tokenRequest({ grant_type: EXCHANGE, subject_token: token, subject_token_type: SIGN_IN_TYPE });
+const refresh = (token: string) => tokenRequest({ grant_type: 'refresh_token', refresh_token: token });
+const signedIn = async (userId: string) => {
+  const res = await exchange(await signInToken(userId));
+  expect(res.status).toBe(200);
+  expectSchema(SdkTokenResponse, res.body);
+  return res.body as { access_token: string; refresh_token: string; expires_in: number; user_id: string };
+};
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+/** Whether an access token is accepted, asked of the authenticator itself (every SDK endpoint so far changes something). */
+const accepted = async (token: string) =>
+  authenticateSdkToken(app.deps.repos, { environment: app.deps.config.DEPLOYMENT_ENVIRONMENT, region: app.deps.config.DEPLOYMENT_REGION }, token).then(
+    () => true,
+    () => false,
+  );
+/** The phone's disconnect of a phone provider (ending its sign-ins), or of another: accepted (404: no connection yet), or refused. */
+const disconnect = (userId: string, accessToken: string, provider = 'apple_health_kit') => anonymous.del(`/v2/user/${userId}/${provider}`, bearer(accessToken));
+const expectSdkError = (res: { status: number; body: unknown }, status: number, errorType: string) => {
+  expect(res.status).toBe(status);
+  expectSchema(SdkAuthError, res.body);
+  expect((res.body as { detail: { error_type: string } }).detail.error_type).toBe(errorType);
+};
+
+describe('the sign-in token and its exchange', () => {
+  test('a sign-in token is exchanged once for tokens bound to its user; a second exchange, or two at once, get one session', async () => {
+    const userId = await newUser();
+    const token = await signInToken(userId);
+    const first = await exchange(token);
+    expect(first.status).toBe(200);
+    expect(first.headers.get('cache-control')).toBe('no-store');
+    expect(first.body).toMatchObject({
+      token_type: 'Bearer',
+      expires_in: 3600,
+      user_id: userId,
+      issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+    });
+    expectSdkError(await exchange(token), 400, 'invalid_token');
+
+    const raced = await signInToken(userId);
+    const answers = await Promise.all([exchange(raced), exchange(raced), exchange(raced)]);
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 400, 400]);
+    // Only hashes are stored.
+    const stored = await app.inspect.collection('sdk_tokens').findOne({ _id: hashKey(first.body.access_token) } as object);
+    expect(stored).toMatchObject({ kind: 'access', user_id: userId });
+    expect(JSON.stringify(await app.inspect.collection('sdk_tokens').find({ user_id: userId }).toArray())).not.toContain(first.body.access_token);
+  });
+
+  test('an expired or unknown sign-in token is invalid_token; a team key is needed to make one, for a user of the team', async () => {
+    const userId = await newUser();
+    const token = await signInToken(userId);
+    await app.inspect.collection('sdk_tokens').updateOne({ _id: hashKey(token) } as object, { $set: { expires_at: new Date(Date.now() - 1000) } });
+    expectSdkError(await exchange(token), 400, 'invalid_token');
+    expectSdkError(await exchange('hbsi_not-a-token'), 400, 'invalid_token');
+    expect((await anonymous.post(`/v2/user/${userId}/sign_in_token`)).status).toBe(401);
+    expect((await api.post(`/v2/user/${crypto.randomUUID()}/sign_in_token`)).status).toBe(404);
+  });
+
+  test('a malformed token request is a 422 naming the field', async () => {
+    const missing = await tokenRequest({ grant_type: EXCHANGE, subject_token_type: SIGN_IN_TYPE });
+    expect(missing.status).toBe(422);
+    expect(missing.body.detail[0].loc).toEqual(['body', 'subject_token']);
+    const grant = await tokenRequest({ grant_type: 'password', username: 'x' });
+    expect(grant.status).toBe(422);
+    expect(grant.body.detail.some((e: { loc: string[] }) => e.loc.join('.') === 'body.grant_type')).toBe(true);
+    const type = await tokenRequest({ grant_type: EXCHANGE, subject_token: 'hbsi_x', subject_token_type: 'urn:other' });
+    expect(type.status).toBe(422);
+    expect((await tokenRequest({ grant_type: 'refresh_token' })).body.detail[0].loc).toEqual(['body', 'refresh_token']);
+  });
+});
+
+describe('refreshing', () => {
+  test('a refresh rotates the refresh token; the same one twice within the grace (two uploads at a 401) gives each a pair', async () => {
+    const userId = await newUser();
+    const tokens = await signedIn(userId);
+    const [a, b] = await Promise.all([refresh(tokens.refresh_token), refresh(tokens.refresh_token)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(new Set([tokens.refresh_token, a.body.refresh_token, b.body.refresh_token]).size).toBe(3);
+    for (const pair of [a.body, b.body]) expect(await accepted(pair.access_token)).toBe(true);
+    // The first access token still works until it expires; then it is a 401 that says to refresh.
+    expect(await accepted(tokens.access_token)).toBe(true);
+    await app.inspect.collection('sdk_tokens').updateOne({ _id: hashKey(tokens.access_token) } as object, { $set: { expires_at: new Date(Date.now() - 1) } });
+    expectSdkError(await disconnect(userId, tokens.access_token), 401, 'invalid_token');
+    expect((await disconnect(userId, a.body.access_token)).status).toBe(404); // accepted (no connection), and it ends the sign-in
+    expect(await accepted(b.body.access_token)).toBe(false);
+  });
+
+  test('a refresh token used again after the grace ends the whole sign-in: every token of it stops working', async () => {
+    const userId = await newUser();
+    const tokens = await signedIn(userId);
+    const next = (await refresh(tokens.refresh_token)).body;
+    // The rotation happened two minutes ago: the grace (a minute) has passed.
+    await app.inspect
+      .collection('sdk_tokens')
+      .updateOne({ _id: hashKey(tokens.refresh_token) } as object, { $set: { used_at: new Date(Date.now() - 120_000) } });
+    expectSdkError(await refresh(tokens.refresh_token), 400, 'reauthentication_required');
+    expectSdkError(await disconnect(userId, next.access_token), 401, 'invalid_token');
+    expectSdkError(await refresh(next.refresh_token), 400, 'reauthentication_required');
+    expect(await app.inspect.collection('sdk_sessions').findOne({ user_id: userId } as object)).toMatchObject({ revoked_reason: 'refresh_token_reused' });
+    // Another sign-in of the same user is unaffected by the first one's end.
+    expect(await accepted((await signedIn(userId)).access_token)).toBe(true);
+    expectSdkError(await refresh('hbrt_unknown'), 400, 'invalid_token');
+  });
+});
+
+describe('what a phone token reaches', () => {
+  test("only its own user's SDK endpoints: another user's is 403, a team endpoint is 403, a cloud provider's disconnect is 403", async () => {
+    const userId = await newUser();
+    const other = await newUser();
+    const { access_token } = await signedIn(userId);
+    expect((await disconnect(other, access_token)).status).toBe(403);
+    expect((await disconnect(userId, access_token, 'oura')).status).toBe(403);
+    for (const res of [
+      await anonymous.get(`/v2/user/${userId}`, bearer(access_token)),
+      await anonymous.post(`/v2/user/${userId}/sign_in_token`, {}, bearer(access_token)),
+    ]) {
+      expect(res.status).toBe(403);
+      expect(res.body.detail).toContain("reaches only its own user's SDK endpoints");
+    }
+    expectSdkError(await disconnect(userId, 'hbat_forged'), 401, 'invalid_token');
+    // Refused, it changed nothing: the token still reaches its own user's disconnect (404: no connection yet).
+    expect((await disconnect(userId, access_token)).status).toBe(404);
+  });
+
+  test("the phone provider's disconnect ends the user's sign-ins, from the backend or from the phone", async () => {
+    const userId = await newUser();
+    const phone = await signedIn(userId);
+    const tablet = await signedIn(userId);
+    expect((await api.del(`/v2/user/${userId}/health_connect`)).status).toBe(404); // no connection, and the sign-ins end all the same
+    for (const t of [phone, tablet]) {
+      expectSdkError(await disconnect(userId, t.access_token), 401, 'invalid_token');
+      expectSdkError(await refresh(t.refresh_token), 400, 'reauthentication_required');
+    }
+    const again = await signedIn(userId);
+    expect((await disconnect(userId, again.access_token)).status).toBe(404);
+    expectSdkError(await disconnect(userId, again.access_token), 401, 'invalid_token'); // the phone's own disconnect ended it
+  });
+
+  test("the user's deletion ends the sign-ins when it starts; no sign-in is made or exchanged for a user being deleted", async () => {
+    const userId = await newUser();
+    const tokens = await signedIn(userId);
+    const unused = await signInToken(userId);
+    expect((await api.del(`/v2/user/${userId}`)).status).toBe(200);
+    await eventually(async () => (await refresh(tokens.refresh_token)).status === 400, 30_000, 'the sign-in ended by the deletion');
+    expectSdkError(await refresh(tokens.refresh_token), 400, 'reauthentication_required');
+    expectSdkError(await disconnect(userId, tokens.access_token), 401, 'invalid_token');
+    expectSdkError(await exchange(unused), 400, 'invalid_token');
+    expect((await api.post(`/v2/user/${userId}/sign_in_token`)).status).toBe(404);
+    expect(await app.inspect.collection('sdk_sessions').findOne({ user_id: userId } as object)).toMatchObject({ revoked_reason: 'user_deletion' });
+  });
+});
