@@ -4,7 +4,7 @@ import Koa, { type Context } from 'koa';
 import { ValidationError } from '../lib/platform/errors';
 import { bracketedNameErrors, coerceFlat, contentErrors, toFieldErrors, validatorFor, type FieldError } from '../schemas/validator';
 import type { AppDeps } from './deps';
-import { createAuthenticator, type Authenticator } from './middleware/auth';
+import { createAuthenticator, sameUser, type Authenticator, type UserScopedPrincipal } from './middleware/auth';
 import { readJsonBody } from './middleware/body';
 import { errorRenderer, errorSummary } from './middleware/errors';
 import { requestContext } from './middleware/request-context';
@@ -104,7 +104,7 @@ async function runRoute(route: AnyRoute, ctx: Context, deps: AppDeps, authentica
   if (route.auth === 'link') auth = await authenticate.link(ctx);
 
   const params = validatePart('path', route.params, { ...ctx.params }, errors);
-  if (route.auth === 'user') auth = await authenticate.user(ctx, errors.length ? undefined : (params as { user_id?: string }).user_id);
+  if (route.auth === 'user') auth = await authenticate.user(ctx);
   if (route.auth === 'management') {
     // The key is checked before validation messages so an anonymous caller learns nothing about the API.
     const p = params as { org_id?: string; team_id?: string };
@@ -122,6 +122,9 @@ async function runRoute(route: AnyRoute, ctx: Context, deps: AppDeps, authentica
     }
   }
   if (errors.length) throw new ValidationError(errors);
+  if (route.auth === 'user') {
+    sameUser(auth as UserScopedPrincipal, (params as { user_id?: string }).user_id ?? (body as { user_id?: string } | undefined)?.user_id);
+  }
 
   const reply = await route.handler({
     params,

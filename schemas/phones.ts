@@ -45,3 +45,19 @@ export const SdkAuthError = Type.Object(
   },
   { $id: 'SdkAuthError', description: '`invalid_token`: refresh, or sign in again; `reauthentication_required`: sign in again.' },
 );
+
+/** POST /v2/link/provider/manual/{provider}: the SDK's connect (Junction's `ManualConnectionData`, plus its permissions). */
+export const ManualConnectBody = Type.Object(
+  {
+    user_id: Uuid('Service user id.'),
+    provider_id: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()], { description: "The device's or app's own id, if any." })),
+    granted_permissions: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 200, description: 'The resources the user let the app read.' }),
+    ),
+  },
+  { $id: 'ManualConnectBody' },
+);
+export const ManualProviderParams = Type.Object({
+  provider: Type.String({ minLength: 1, maxLength: 64, description: 'An sdk or app provider (GET /v2/providers).' }),
+});
+export const ConnectSuccess = Type.Object({ success: Type.Boolean() }, { $id: 'ManualConnectResponse' });

@@ -6,8 +6,8 @@ import { createTenant, eventually, expectSchema, httpClient, startTestApp, teamC
 /**
  * A phone's sign-in (README "Data from phones"): the customer's backend asks for a single-use sign-in token, the phone
  * exchanges it (RFC 8693, form-encoded) for an access and a refresh token, refreshes rotate, a refresh token reused
- * beyond the grace ends the sign-in, and the tokens reach only the user's own SDK endpoints. The user's deletion and
- * the phone provider's disconnection end them.
+ * beyond the grace ends the sign-in, and the tokens reach only the user's own SDK endpoints (the connect, the
+ * disconnect). The user's deletion and the phone provider's disconnection end them.
  */
 let app: TestApp;
 let api: HttpClient;
@@ -134,6 +134,49 @@ describe('refreshing', () => {
     // Another sign-in of the same user is unaffected by the first one's end.
     expect(await accepted((await signedIn(userId)).access_token)).toBe(true);
     expectSdkError(await refresh('hbrt_unknown'), 400, 'invalid_token');
+  });
+});
+
+describe('connecting the phone', () => {
+  const connect = (userId: string, headers: Record<string, string>, provider = 'apple_health_kit') =>
+    anonymous.post(`/v2/link/provider/manual/${provider}`, { user_id: userId, granted_permissions: ['steps', 'heartrate'] }, headers);
+
+  test('the phone connects its user with its own token, once (a second connect is a 409 that changes nothing), announced', async () => {
+    const userId = await newUser();
+    const { access_token } = await signedIn(userId);
+    const first = await connect(userId, bearer(access_token));
+    expect([first.status, first.body]).toEqual([200, { success: true }]);
+    const again = await connect(userId, bearer(access_token));
+    expect(again.status).toBe(409);
+    expect(again.body.detail).toContain('already connected');
+    const providers = (await api.get(`/v2/user/providers/${userId}`)).body.providers;
+    expect(providers.map((p: { slug: string; status: string }) => [p.slug, p.status])).toEqual([['apple_health_kit', 'connected']]);
+    const announced = await eventually(
+      async () =>
+        (
+          await app.inspect
+            .collection('webhook_events')
+            .find({ user_id: userId, event_type: 'provider.connection.created' } as object)
+            .toArray()
+        ).length,
+      30_000,
+      'provider.connection.created',
+    );
+    expect(announced).toBe(1);
+    // The team's backend may connect it too (the same call, with the team key).
+    expect((await connect(userId, {}, 'health_connect')).status).toBe(401);
+    expect((await api.post('/v2/link/provider/manual/health_connect', { user_id: userId })).status).toBe(200);
+  });
+
+  test("another user's connect is 403; a provider the service pulls is a 422 naming it", async () => {
+    const userId = await newUser();
+    const other = await newUser();
+    const { access_token } = await signedIn(userId);
+    expect((await connect(other, bearer(access_token))).status).toBe(403);
+    const cloud = await connect(userId, bearer(access_token), 'oura');
+    expect(cloud.status).toBe(422);
+    expect(cloud.body.detail[0].loc).toEqual(['path', 'provider']);
+    expect((await api.get(`/v2/user/providers/${other}`)).body.providers).toEqual([]);
   });
 });
 

@@ -25,6 +25,11 @@ export interface UserScopedPrincipal {
   sdk: SdkPrincipal | null;
 }
 
+/** A phone's token reaches only its own user: the request's `user_id` (path, else body) must be the token's. */
+export function sameUser(auth: UserScopedPrincipal, userId: string | undefined): void {
+  if (auth.sdk && auth.sdk.userId !== userId) throw forbidden("This SDK token acts for another user: a phone's token reaches only its own user's endpoints.");
+}
+
 const TEAM_KEY_SHAPE = /^(sk|pk)_(us|eu)_/;
 /** RFC 9745 `Deprecation` value (`@` + Unix time): X-Service-Org-Key was deprecated on 2025-01-01. */
 const X_SERVICE_ORG_KEY_DEPRECATED_AT = '@1735689600';
@@ -215,15 +220,14 @@ export function createAuthenticator(deps: AppDeps) {
   }
 
   /**
-   * A route of one user (`auth: 'user'`, the path's `user_id`): a team key, or the SDK access token of a phone signed
-   * in as that user (lib/phones/sdk-auth.ts). Another user's token is refused (403) after it is verified.
+   * A route of one user (`auth: 'user'`): a team key, or the SDK access token of a phone signed in as a user
+   * (lib/phones/sdk-auth.ts). Which user the request is about (the path's or the body's `user_id`) is checked once
+   * they are validated (`sameUser`).
    */
-  async function user(ctx: Context, userId: string | undefined): Promise<UserScopedPrincipal> {
+  async function user(ctx: Context): Promise<UserScopedPrincipal> {
     const token = teamKeyOf(ctx) ? '' : sdkTokenOf(ctx);
     if (!token) return { teamId: (await team(ctx)).teamId, sdk: null };
     const sdk = await authenticateSdkToken(repos, { environment: env, region }, token);
-    if (userId !== undefined && sdk.userId !== userId)
-      throw forbidden("This SDK token acts for another user: a phone's token reaches only its own user's endpoints.");
     ctx.state.teamId = sdk.teamId;
     return { teamId: sdk.teamId, sdk };
   }

@@ -16,7 +16,7 @@ import { managementKeyRoutes } from './management-keys';
 import { managementRoutes } from './management';
 import { pipelineDestinationLogRoutes, pipelineRoutes } from './pipelines';
 import { providerRoutes } from './providers';
-import { sdkAuthRoutes } from './sdk-auth';
+import { phoneRoutes } from './phones';
 import { teamCustomCredentialsRoutes } from './team-custom-credentials';
 import { systemRoutes } from './system';
 import { userRoutes } from './users';
@@ -36,7 +36,7 @@ export function routeTable(_deps: AppDeps): AnyRoute[] {
     ...linkProviderRoutes,
     ...linkPageRoutes,
     ...insuranceRoutes,
-    ...sdkAuthRoutes,
+    ...phoneRoutes,
     ...userRoutes,
     ...providerRoutes,
     ...wearableDataRoutes,

@@ -266,6 +266,28 @@ def workout_stream():
 
 check("workouts.get_by_workout_id (stream)", workout_stream, ClientFacingStream)
 
+
+
+def connect_manual():
+    # A phone's provider, connected as the SDK does (a second connect is a 409 the SDK tolerates).
+    try:
+        answer = client.link.connect_manual_provider("health_connect", user_id=USER_ID)
+        expect_that(answer == {"success": True}, f"not {{'success': True}}: {answer!r}"[:300])
+    except ApiError as err:
+        # Connected by the run before (the checks run once per way of building the client).
+        expect_that(err.status_code == 409, f"neither connected nor already connected: {err!r}"[:300])
+        answer = {"success": True}
+    expect_that("health_connect" in connected_slugs(), "health_connect is not among the connected providers")
+    try:
+        client.link.connect_manual_provider("health_connect", user_id=USER_ID)
+        expect_that(False, "a second connect was not refused")
+    except ApiError as err:
+        expect_that(err.status_code == 409 and isinstance(err.body, dict) and isinstance(err.body.get("detail"), str), f"not a 409 with a detail: {err!r}"[:300])
+    return answer
+
+
+check("link.connect_manual_provider", connect_manual, dict)
+
 # ---------- last: deregister ----------
 
 

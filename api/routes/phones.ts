@@ -1,8 +1,17 @@
 import { exchangeSignInToken, mintSignInToken, refreshSdkTokens } from '../../lib/phones/sdk-auth';
-import { ValidationError } from '../../lib/platform/errors';
+import { ApiError, ValidationError } from '../../lib/platform/errors';
+import { connectProvider } from '../../lib/wearables/workflow-client';
 import { activeUser } from '../../lib/users/views';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
-import { SdkAuthError, SdkTokenForm, SdkTokenResponse, SignInTokenResponse } from '../../schemas/phones';
+import {
+  ConnectSuccess,
+  ManualConnectBody,
+  ManualProviderParams,
+  SdkAuthError,
+  SdkTokenForm,
+  SdkTokenResponse,
+  SignInTokenResponse,
+} from '../../schemas/phones';
 import { UserIdParams } from '../../schemas/user';
 import { toFieldErrors, validatorFor } from '../../schemas/validator';
 import { readTextBody } from '../middleware/body';
@@ -35,7 +44,7 @@ function tokenForm(text: string, contentType: string): SdkTokenForm {
   return form;
 }
 
-export const sdkAuthRoutes = [
+export const phoneRoutes = [
   defineRoute({
     operationId: 'createSignInToken',
     method: 'post',
@@ -77,6 +86,38 @@ export const sdkAuthRoutes = [
           : await exchangeSignInToken(deps.repos, deployment, form.subject_token!);
       // RFC 6749 §5.1: token responses are not cached.
       return { body: tokens, headers: { 'cache-control': 'no-store', pragma: 'no-cache' } };
+    },
+  }),
+  defineRoute({
+    operationId: 'connectManualProvider',
+    method: 'post',
+    path: '/v2/link/provider/manual/{provider}',
+    summary: "Connect a phone's (or device's) provider",
+    description:
+      "The SDK's first call for a user: connects an sdk or app provider (apple_health_kit, health_connect, samsung_health, a BLE device, manual), announced by `provider.connection.created`. A second connect is a 409 that changes nothing (the SDK expects it). With a phone's SDK token, only for its own user.",
+    tags,
+    auth: 'user',
+    params: ManualProviderParams,
+    body: ManualConnectBody,
+    responses: {
+      200: { description: 'Connected', schema: ConnectSuccess },
+      400: { description: 'Not an sdk or app provider', schema: ErrorDetail },
+      409: { description: 'Already connected', schema: ErrorDetail },
+      422: { description: 'Validation error', schema: HTTPValidationError },
+    },
+    async handler({ params, body, auth, deps }) {
+      const entry = deps.providers.find(params.provider);
+      if (entry?.auth_type !== 'sdk' && entry?.auth_type !== 'app') {
+        throw ValidationError.field(
+          ['path', 'provider'],
+          `'${params.provider}' is not a provider a phone or device connects (sdk or app providers: apple_health_kit, health_connect, samsung_health, manual, the BLE devices).`,
+          'enum',
+        );
+      }
+      await activeUser(deps, auth.teamId, body.user_id);
+      const result = await connectProvider(deps, { teamId: auth.teamId, userId: body.user_id, provider: params.provider, adapter: 'sdk' });
+      if ('conflict' in result) throw new ApiError(409, `The user is already connected to ${params.provider}; nothing changed.`);
+      return { body: { success: true } };
     },
   }),
 ];
