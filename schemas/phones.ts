@@ -61,3 +61,45 @@ export const ManualProviderParams = Type.Object({
   provider: Type.String({ minLength: 1, maxLength: 64, description: 'An sdk or app provider (GET /v2/providers).' }),
 });
 export const ConnectSuccess = Type.Object({ success: Type.Boolean() }, { $id: 'ManualConnectResponse' });
+
+export const PhoneProviderParams = Type.Object({
+  user_id: Uuid('Service user id.'),
+  provider: Type.Union([Type.Literal('apple_health_kit'), Type.Literal('health_connect'), Type.Literal('samsung_health')], {
+    description: "A phone's provider.",
+  }),
+});
+
+/** POST /v2/user/{user_id}/sdk_sync_state/{provider}: what the phone is about to read. */
+export const SyncStateBody = Type.Object(
+  {
+    tzinfo: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 64 }), Type.Null()], { description: "The phone's IANA time zone." })),
+    request_start_date: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'The window it would read from.' })),
+    request_end_date: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'The window it would read to.' })),
+    granted_permissions: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 200 })),
+  },
+  { $id: 'SyncStateBody' },
+);
+
+export const SyncStateResponse = Type.Object(
+  {
+    status: Type.Union([Type.Literal('active'), Type.Literal('paused')]),
+    reason: Type.Union([Type.String(), Type.Null()], { description: 'Why it is paused.' }),
+    ingestion_start: Type.Union([Type.String(), Type.Null()]),
+    ingestion_end: Type.Union([Type.String(), Type.Null()]),
+    request_start_date: Type.Union([Type.String(), Type.Null()], { description: 'Read from here (ISO 8601, UTC).' }),
+    request_end_date: Type.Union([Type.String(), Type.Null()], { description: 'Read up to here.' }),
+    expires_in: Type.Integer({ description: 'Seconds to follow this answer before asking again.' }),
+    pull_preferences: Type.Object({
+      historical_days_to_pull: Type.Integer(),
+      backfill_type_overrides: Type.Record(Type.String(), Type.Unknown()),
+    }),
+    reporting_interval: Type.Integer({ description: 'Seconds between progress reports.' }),
+    chunk_sizes: Type.Object({
+      foreground: Type.Integer(),
+      background: Type.Integer(),
+      workouts_foreground: Type.Integer(),
+      workouts_background: Type.Integer(),
+    }),
+  },
+  { $id: 'SyncStateResponse' },
+);

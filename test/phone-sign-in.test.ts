@@ -1,6 +1,6 @@
 import { authenticateSdkToken } from '../lib/phones/sdk-auth';
 import { hashKey } from '../lib/platform/keys';
-import { SdkAuthError, SdkTokenResponse, SignInTokenResponse } from '../schemas/phones';
+import { SdkAuthError, SdkTokenResponse, SignInTokenResponse, SyncStateResponse } from '../schemas/phones';
 import { createTenant, eventually, expectSchema, httpClient, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
 
 /**
@@ -177,6 +177,74 @@ describe('connecting the phone', () => {
     expect(cloud.status).toBe(422);
     expect(cloud.body.detail[0].loc).toEqual(['path', 'provider']);
     expect((await api.get(`/v2/user/providers/${other}`)).body.providers).toEqual([]);
+  });
+});
+
+describe('the sync state', () => {
+  const DAY = 86_400_000;
+  const ask = (userId: string, token: string, body: Record<string, unknown> = {}, provider = 'apple_health_kit') =>
+    anonymous.post(`/v2/user/${userId}/sdk_sync_state/${provider}`, { tzinfo: 'Europe/Berlin', granted_permissions: ['steps'], ...body }, bearer(token));
+  const connected = async (extra: Record<string, unknown> = {}) => {
+    const userId = (await api.post('/v2/user/', { client_user_id: uniqueId('phone'), ...extra })).body.user_id;
+    const { access_token } = await signedIn(userId);
+    expect((await anonymous.post('/v2/link/provider/manual/apple_health_kit', { user_id: userId }, bearer(access_token))).status).toBe(200);
+    return { userId, token: access_token };
+  };
+
+  test('a first sync reads the last 90 days, in chunks of 10,000 (2,500 in the background), and asks again in 4 hours', async () => {
+    const { userId, token } = await connected();
+    const res = await ask(userId, token);
+    expect(res.status).toBe(200);
+    expectSchema(SyncStateResponse, res.body);
+    expect(res.body).toMatchObject({
+      status: 'active',
+      reason: null,
+      expires_in: 14_400,
+      pull_preferences: { historical_days_to_pull: 90 },
+      chunk_sizes: { foreground: 10_000, background: 2_500, workouts_foreground: 5, workouts_background: 1 },
+    });
+    const days = (Date.parse(res.body.request_end_date) - Date.parse(res.body.request_start_date)) / DAY;
+    expect(days).toBeGreaterThan(89.99);
+    expect(days).toBeLessThanOrEqual(90);
+    // A window reaching beyond a year back, or into the future, is cut to what may be read.
+    const wide = (
+      await ask(userId, token, {
+        request_start_date: new Date(Date.now() - 800 * DAY).toISOString(),
+        request_end_date: new Date(Date.now() + DAY).toISOString(),
+      })
+    ).body;
+    expect(Date.now() - Date.parse(wide.request_start_date)).toBeLessThanOrEqual(365 * DAY + 60_000);
+    expect(Date.parse(wide.request_end_date)).toBeLessThanOrEqual(Date.now());
+  });
+
+  test("the user's ingestion bounds cut the window, in the phone's time zone; a window outside them is paused, with the reason", async () => {
+    const { userId, token } = await connected({ ingestion_start: '2026-01-10', ingestion_end: '2026-01-20' });
+    const inside = await ask(userId, token, { request_start_date: '2026-01-01T00:00:00Z', request_end_date: '2026-02-01T00:00:00Z' });
+    expect(inside.body).toMatchObject({
+      status: 'active',
+      ingestion_start: '2026-01-10',
+      ingestion_end: '2026-01-20',
+      // Midnight in Berlin (UTC+1 in January) of the first day, and of the day after the last.
+      request_start_date: '2026-01-09T23:00:00.000Z',
+      request_end_date: '2026-01-20T23:00:00.000Z',
+    });
+    const after = await ask(userId, token, { request_start_date: '2026-03-01T00:00:00Z', request_end_date: '2026-03-02T00:00:00Z' });
+    expect(after.body).toMatchObject({ status: 'paused', request_start_date: null, request_end_date: null });
+    expect(after.body.reason).toContain('ingestion bounds');
+  });
+
+  test('not connected is a 404 that says to connect; an unknown time zone or a cloud provider is a 422; another user is 403', async () => {
+    const userId = await newUser();
+    const { access_token } = await signedIn(userId);
+    const unconnected = await ask(userId, access_token);
+    expect(unconnected.status).toBe(404);
+    expect(unconnected.body.detail).toContain('connect it first');
+    const { userId: connectedId, token } = await connected();
+    const zone = await ask(connectedId, token, { tzinfo: 'Mars/Olympus' });
+    expect([zone.status, zone.body.detail[0].loc]).toEqual([422, ['body', 'tzinfo']]);
+    expect((await ask(connectedId, token, {}, 'oura')).status).toBe(422);
+    expect((await ask(userId, token)).status).toBe(403);
+    expect((await api.post(`/v2/user/${connectedId}/sdk_sync_state/apple_health_kit`, {})).status).toBe(200);
   });
 });
 

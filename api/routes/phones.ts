@@ -1,5 +1,7 @@
 import { exchangeSignInToken, mintSignInToken, refreshSdkTokens } from '../../lib/phones/sdk-auth';
-import { ApiError, ValidationError } from '../../lib/platform/errors';
+import { ApiError, notFound, ValidationError } from '../../lib/platform/errors';
+import { syncState } from '../../lib/phones/sync-state';
+import { canonicalTimeZone } from '../../lib/platform/time';
 import { connectProvider } from '../../lib/wearables/workflow-client';
 import { activeUser } from '../../lib/users/views';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
@@ -7,10 +9,13 @@ import {
   ConnectSuccess,
   ManualConnectBody,
   ManualProviderParams,
+  PhoneProviderParams,
   SdkAuthError,
   SdkTokenForm,
   SdkTokenResponse,
   SignInTokenResponse,
+  SyncStateBody,
+  SyncStateResponse,
 } from '../../schemas/phones';
 import { UserIdParams } from '../../schemas/user';
 import { toFieldErrors, validatorFor } from '../../schemas/validator';
@@ -118,6 +123,34 @@ export const phoneRoutes = [
       const result = await connectProvider(deps, { teamId: auth.teamId, userId: body.user_id, provider: params.provider, adapter: 'sdk' });
       if ('conflict' in result) throw new ApiError(409, `The user is already connected to ${params.provider}; nothing changed.`);
       return { body: { success: true } };
+    },
+  }),
+  defineRoute({
+    operationId: 'sdkSyncState',
+    method: 'post',
+    path: '/v2/user/{user_id}/sdk_sync_state/{provider}',
+    summary: "The server's steer of a phone's sync",
+    description:
+      "Asked by the phone before it syncs: `active` with the window to read (what it asked for, else the last 90 days, clamped to the user's ingestion bounds in the phone's time zone), the history to pull, its chunk sizes and how often to report; or `paused` with the reason. Follow it for `expires_in` seconds. The provider must be connected first.",
+    tags,
+    auth: 'user',
+    params: PhoneProviderParams,
+    body: SyncStateBody,
+    responses: {
+      200: { description: 'The steer', schema: SyncStateResponse },
+      404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
+      422: { description: 'Validation error', schema: HTTPValidationError },
+    },
+    async handler({ params, body, auth, deps }) {
+      const user = await activeUser(deps, auth.teamId, params.user_id);
+      const tzinfo = body.tzinfo ? canonicalTimeZone(body.tzinfo) : null;
+      if (body.tzinfo && !tzinfo) {
+        throw ValidationError.field(['body', 'tzinfo'], `'${body.tzinfo}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
+      }
+      if (!(await deps.repos.connections.findLive(auth.teamId, user._id, params.provider))) {
+        throw notFound(`The user has no ${params.provider} connection: connect it first (POST /v2/link/provider/manual/${params.provider}).`);
+      }
+      return { body: syncState(user, { ...body, tzinfo }) };
     },
   }),
 ];

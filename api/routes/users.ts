@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { ApiError, badRequest, notFound, ValidationError } from '../../lib/platform/errors';
 import { timeOrderedUuid } from '../../lib/platform/keys';
 import type { UserChanges, UserDoc } from '../../lib/users/store';
-import { isoWithOffset, todayUtc } from '../../lib/platform/time';
+import { canonicalTimeZone, isoWithOffset, todayUtc } from '../../lib/platform/time';
 import { ErrorDetail, HTTPValidationError, SuccessResponse } from '../../schemas/common';
 import {
   ClientUserIdConflict,
@@ -45,21 +45,6 @@ function personalDataIn(clientUserId: string): string | null {
     return 'a phone number';
   }
   return null;
-}
-
-// Known zone ids by lower case, to fix the caller's casing without swapping in ICU's legacy aliases
-// (ICU resolves Europe/Kyiv to Europe/Kiev and Asia/Kolkata to Asia/Calcutta).
-const ZONES_BY_LOWER_CASE = new Map(Intl.supportedValuesOf('timeZone').map((z) => [z.toLowerCase(), z]));
-
-/** The IANA id as the caller meant it (`europe/berlin` → `Europe/Berlin`), or null if not one. */
-function canonicalTimeZone(tz: string): string | null {
-  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(tz)) return null;
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz });
-  } catch {
-    return null;
-  }
-  return ZONES_BY_LOWER_CASE.get(tz.toLowerCase()) ?? tz;
 }
 
 type UserFields = Omit<UserChanges, 'fallback_time_zone' | 'fallback_birth_date'> & {

@@ -75,3 +75,18 @@ export function datesBetween(start: string, end: string): string[] {
   for (let d = start; d <= end; d = addDays(d, 1)) out.push(d);
   return out;
 }
+
+// Known zone ids by lower case, to fix the caller's casing without swapping in ICU's legacy aliases
+// (ICU resolves Europe/Kyiv to Europe/Kiev and Asia/Kolkata to Asia/Calcutta).
+const ZONES_BY_LOWER_CASE = new Map(Intl.supportedValuesOf('timeZone').map((z) => [z.toLowerCase(), z]));
+
+/** The IANA id as the caller meant it (`europe/berlin` → `Europe/Berlin`), or null if not one. */
+export function canonicalTimeZone(tz: string): string | null {
+  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(tz)) return null;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+  } catch {
+    return null;
+  }
+  return ZONES_BY_LOWER_CASE.get(tz.toLowerCase()) ?? tz;
+}
