@@ -103,3 +103,41 @@ export const SyncStateResponse = Type.Object(
   },
   { $id: 'SyncStateResponse' },
 );
+
+/** One sample of an upload, as the SDKs send it (Junction's `LocalQuantitySample`). */
+const UploadSample = Type.Object({
+  value: Type.Number(),
+  start_date: Type.String({ format: 'date-time' }),
+  end_date: Type.String({ format: 'date-time' }),
+  unit: Type.String({ minLength: 1, maxLength: 32 }),
+  type: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()], { description: 'watch, phone, multiple_sources (an hourly bucket) …' })),
+  source_bundle: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+  product_type: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+  metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+});
+
+/** POST /v2/timeseries/{user_id}/{resource}: a chunk of a phone's samples (gzip or not), in the SDKs' envelope. */
+export const TimeseriesUploadBody = Type.Object(
+  {
+    stage: Type.Union([Type.Literal('daily'), Type.Literal('historical')]),
+    provider: Type.Union([Type.Literal('apple_health_kit'), Type.Literal('health_connect'), Type.Literal('samsung_health')]),
+    start_date: Type.String({ format: 'date-time', description: 'The window this sync reads (historical: the same on every chunk).' }),
+    end_date: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()])),
+    time_zone: Type.String({ minLength: 1, maxLength: 64, description: "The phone's IANA time zone." }),
+    data: Type.Array(UploadSample, { maxItems: 10_000 }),
+    is_final_chunk: Type.Optional(Type.Boolean({ description: "The historical stage's last chunk of this resource." })),
+  },
+  { $id: 'TimeseriesUploadBody' },
+);
+export type TimeseriesUploadBody = Static<typeof TimeseriesUploadBody>;
+
+const UploadCounts = Type.Object({ created: Type.Integer(), updated: Type.Integer(), unchanged: Type.Integer() });
+export const UploadResponse = Type.Object(
+  {
+    samples: UploadCounts,
+    dropped: Type.Integer({ description: "Samples outside the user's ingestion bounds (not stored)." }),
+    events: Type.Integer({ description: 'daily.data events published.' }),
+    historical_event: Type.Boolean({ description: 'historical.data.<resource>.created was published by this chunk.' }),
+  },
+  { $id: 'PhoneUploadResponse', description: 'What the chunk stored: new, changed, and already there (a chunk sent again is all unchanged).' },
+);

@@ -1,6 +1,7 @@
+import { gzipSync } from 'node:zlib';
 import { authenticateSdkToken } from '../lib/phones/sdk-auth';
 import { hashKey } from '../lib/platform/keys';
-import { SdkAuthError, SdkTokenResponse, SignInTokenResponse, SyncStateResponse } from '../schemas/phones';
+import { SdkAuthError, SdkTokenResponse, SignInTokenResponse, SyncStateResponse, UploadResponse } from '../schemas/phones';
 import { createTenant, eventually, expectSchema, httpClient, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
 
 /**
@@ -245,6 +246,108 @@ describe('the sync state', () => {
     expect((await ask(connectedId, token, {}, 'oura')).status).toBe(422);
     expect((await ask(userId, token)).status).toBe(403);
     expect((await api.post(`/v2/user/${connectedId}/sdk_sync_state/apple_health_kit`, {})).status).toBe(200);
+  });
+});
+
+describe('uploads', () => {
+  const HOUR = 3_600_000;
+  /** A user connected to apple_health_kit by its phone, and the phone's token. */
+  const phone = async () => {
+    const userId = await newUser();
+    const { access_token } = await signedIn(userId);
+    expect((await anonymous.post('/v2/link/provider/manual/apple_health_kit', { user_id: userId }, bearer(access_token))).status).toBe(200);
+    return { userId, token: access_token };
+  };
+  /** A chunk as the SDKs send it: the envelope, gzip. */
+  const upload = async (userId: string, token: string, resource: string, envelope: Record<string, unknown>) => {
+    const res = await fetch(`${app.url}/v2/timeseries/${userId}/${resource}`, {
+      method: 'POST',
+      headers: { ...bearer(token), 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync(JSON.stringify({ provider: 'apple_health_kit', time_zone: 'Europe/Berlin', ...envelope })),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const at = (hoursAgo: number) => new Date(Math.floor(Date.now() / HOUR) * HOUR - hoursAgo * HOUR).toISOString();
+  const heartrate = (hoursAgo: number, value: number) => ({ value, start_date: at(hoursAgo), end_date: at(hoursAgo), unit: 'bpm', type: 'watch' });
+  const stepsHour = (hoursAgo: number, value: number) => ({
+    value,
+    start_date: at(hoursAgo),
+    end_date: at(hoursAgo - 1),
+    unit: 'count',
+    type: 'multiple_sources',
+  });
+  const eventsOf = async (userId: string, eventType: string) =>
+    (
+      await app.inspect
+        .collection('webhook_events')
+        .find({ user_id: userId, event_type: eventType } as object)
+        .toArray()
+    ).length;
+
+  test('a daily chunk is stored and announced; sent again it stores nothing and answers success; a re-read hour replaces its value', async () => {
+    const { userId, token } = await phone();
+    const chunk = { stage: 'daily', start_date: at(6), data: [heartrate(5, 61), heartrate(4, 72), heartrate(3, 58)] };
+    const first = await upload(userId, token, 'heartrate', chunk);
+    expect(first.status).toBe(200);
+    expectSchema(UploadResponse, first.body);
+    expect(first.body).toMatchObject({ samples: { created: 3, updated: 0, unchanged: 0 }, dropped: 0, historical_event: false });
+    expect(first.body.events).toBeGreaterThan(0);
+    const again = await upload(userId, token, 'heartrate', chunk);
+    expect([again.status, again.body.samples, again.body.events]).toEqual([200, { created: 0, updated: 0, unchanged: 3 }, 0]);
+    const day = at(5).slice(0, 10);
+    const stored = (await api.get(`/v2/timeseries/${userId}/heartrate?start_date=${day}&end_date=${at(3).slice(0, 10)}`)).body;
+    expect(stored.map((x: { value: number }) => x.value).sort()).toEqual([58, 61, 72]);
+
+    // Steps go up as hourly buckets, and the daily stage reads the last days again: the same hour, a new value.
+    expect((await upload(userId, token, 'steps', { stage: 'daily', start_date: at(6), data: [stepsHour(3, 400), stepsHour(2, 900)] })).body.samples).toEqual({
+      created: 2,
+      updated: 0,
+      unchanged: 0,
+    });
+    expect((await upload(userId, token, 'steps', { stage: 'daily', start_date: at(6), data: [stepsHour(3, 400), stepsHour(2, 1250)] })).body.samples).toEqual({
+      created: 0,
+      updated: 1,
+      unchanged: 1,
+    });
+    const steps = (await api.get(`/v2/timeseries/${userId}/steps?start_date=${at(3).slice(0, 10)}&end_date=${at(2).slice(0, 10)}`)).body;
+    expect(steps.map((x: { value: number }) => x.value).sort((a: number, b: number) => a - b)).toEqual([400, 1250]);
+  });
+
+  test("the historical stage stores silently; its final chunk announces the resource's history once", async () => {
+    const { userId, token } = await phone();
+    const window = { stage: 'historical', start_date: at(72), end_date: at(0) };
+    const first = await upload(userId, token, 'steps', { ...window, data: [stepsHour(60, 100), stepsHour(59, 200)] });
+    expect(first.body).toMatchObject({ samples: { created: 2 }, events: 0, historical_event: false });
+    const last = { ...window, data: [stepsHour(30, 300)], is_final_chunk: true };
+    expect((await upload(userId, token, 'steps', last)).body).toMatchObject({ samples: { created: 1 }, historical_event: true });
+    expect((await upload(userId, token, 'steps', last)).body).toMatchObject({ samples: { unchanged: 1 }, historical_event: false });
+    expect(await eventsOf(userId, 'historical.data.steps.created')).toBe(1);
+    expect(await eventsOf(userId, 'daily.data.steps.created')).toBe(0);
+  });
+
+  test('a bad sample refuses the chunk with its index and stores nothing; HealthKit HRV (SDNN) is not taken as RMSSD; not connected is 404', async () => {
+    const { userId, token } = await phone();
+    const bad = await upload(userId, token, 'heartrate', {
+      stage: 'daily',
+      start_date: at(6),
+      data: [heartrate(5, 60), { ...heartrate(4, 61), unit: 'count/min' }],
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body.detail.map((e: { loc: unknown[] }) => e.loc)).toEqual([['body', 'data', 1, 'unit']]);
+    expect((await api.get(`/v2/timeseries/${userId}/heartrate?start_date=${at(6).slice(0, 10)}&end_date=${at(0).slice(0, 10)}`)).body).toEqual([]);
+    const hrv = await upload(userId, token, 'hrv', {
+      stage: 'daily',
+      start_date: at(6),
+      data: [{ value: 48, start_date: at(5), end_date: at(5), unit: 'rmssd' }],
+    });
+    expect(hrv.status).toBe(422);
+    expect(hrv.body.detail[0].msg).toContain('SDNN');
+    const envelope = await upload(userId, token, 'heartrate', { stage: 'weekly', start_date: at(6), data: [] });
+    expect([envelope.status, envelope.body.detail[0].loc]).toEqual([422, ['body', 'stage']]);
+    const lonely = await newUser();
+    const { access_token } = await signedIn(lonely);
+    expect((await upload(lonely, access_token, 'heartrate', { stage: 'daily', start_date: at(6), data: [heartrate(5, 60)] })).status).toBe(404);
+    expect((await upload(userId, access_token, 'heartrate', { stage: 'daily', start_date: at(6), data: [heartrate(5, 60)] })).status).toBe(403);
   });
 });
 

@@ -4,7 +4,7 @@ import { ApiError, ValidationError } from '../../lib/platform/errors';
 import { walkInput } from '../../schemas/validator';
 
 /** Reads a body's bytes up to `limit`: too large is 413. */
-async function readBodyBytes(ctx: Context, limit: number): Promise<Buffer> {
+export async function readBodyBytes(ctx: Context, limit: number): Promise<Buffer> {
   try {
     return await getRawBody(ctx.req, { limit, length: ctx.get('content-length') || undefined });
   } catch (err) {

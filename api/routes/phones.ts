@@ -1,7 +1,13 @@
+import { Type } from '@sinclair/typebox';
 import { exchangeSignInToken, mintSignInToken, refreshSdkTokens } from '../../lib/phones/sdk-auth';
 import { ApiError, notFound, ValidationError } from '../../lib/platform/errors';
+import { gunzipSync } from 'node:zlib';
+import { publishEvent } from '../../lib/events/publisher';
 import { syncState } from '../../lib/phones/sync-state';
-import { canonicalTimeZone } from '../../lib/platform/time';
+import { ingestProviderData } from '../../lib/wearables/ingest';
+import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
+import type { FieldError } from '../../schemas/validator';
+import { canonicalTimeZone, zoneOffsetSeconds } from '../../lib/platform/time';
 import { connectProvider } from '../../lib/wearables/workflow-client';
 import { activeUser } from '../../lib/users/views';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
@@ -16,10 +22,13 @@ import {
   SignInTokenResponse,
   SyncStateBody,
   SyncStateResponse,
+  TimeseriesUploadBody,
+  UploadResponse,
 } from '../../schemas/phones';
 import { UserIdParams } from '../../schemas/user';
 import { toFieldErrors, validatorFor } from '../../schemas/validator';
-import { readTextBody } from '../middleware/body';
+import { readBodyBytes, readTextBody } from '../middleware/body';
+import { checkIngestBatch } from './wearable-data';
 import { defineRoute } from '../route';
 
 const tags = ['Phones'];
@@ -47,6 +56,28 @@ function tokenForm(text: string, contentType: string): SdkTokenForm {
     need('subject_token_type', 'the exchange names the sign-in token type, urn:healthbridge:sign-in-token.');
   }
   return form;
+}
+
+const validUpload = validatorFor(TimeseriesUploadBody);
+
+/** A phone's upload body: gzip when it says so (the SDKs always do), JSON in the SDKs' envelope. */
+async function uploadBody(ctx: Parameters<typeof readBodyBytes>[0], limit: number): Promise<TimeseriesUploadBody> {
+  let bytes = await readBodyBytes(ctx, limit);
+  if (/gzip/i.test(ctx.get('content-encoding'))) {
+    try {
+      bytes = gunzipSync(bytes, { maxOutputLength: limit * 10 });
+    } catch (err) {
+      throw ValidationError.field(['body'], `The body says content-encoding gzip but does not gunzip: ${(err as Error).message}`, 'value_error');
+    }
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch (err) {
+    throw ValidationError.field(['body', 0], `JSON decode error: ${(err as Error).message}`, 'json_invalid');
+  }
+  if (!validUpload(parsed)) throw new ValidationError(toFieldErrors('body', validUpload.errors));
+  return parsed as TimeseriesUploadBody;
 }
 
 export const phoneRoutes = [
@@ -151,6 +182,98 @@ export const phoneRoutes = [
         throw notFound(`The user has no ${params.provider} connection: connect it first (POST /v2/link/provider/manual/${params.provider}).`);
       }
       return { body: syncState(user, { ...body, tzinfo }) };
+    },
+  }),
+  defineRoute({
+    operationId: 'uploadPhoneTimeseries',
+    method: 'post',
+    path: '/v2/timeseries/{user_id}/{resource}',
+    summary: "A chunk of a phone's samples of one resource",
+    description:
+      "The SDKs' upload (gzip, their envelope): stored before the answer and idempotent (a sample is keyed by user, provider, source type, resource and start, so a chunk sent again stores nothing and answers success, and an hourly `multiple_sources` bucket sent again with a new value replaces it). The answer counts what was new, changed and already there. `daily` stage: `daily.data.<resource>.*` events for what changed; `historical`: stored silently, and the chunk with `is_final_chunk` publishes `historical.data.<resource>.created` once. Samples outside the user's ingestion bounds are dropped (counted).",
+    tags,
+    auth: 'user',
+    params: Type.Object({ user_id: UserIdParams.properties.user_id, resource: Type.String({ minLength: 1, maxLength: 64 }) }),
+    textBody: { contentTypes: ['application/json'], description: 'The envelope, as JSON; `content-encoding: gzip` as the SDKs send it.' },
+    responses: {
+      200: { description: 'What the chunk stored', schema: UploadResponse },
+      404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
+      422: { description: 'Validation error (nothing of the chunk stored)', schema: HTTPValidationError },
+    },
+    async handler({ params, auth, deps, ctx }) {
+      const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES);
+      const resource = timeseriesResourceAtPath(params.resource);
+      if (!resource) throw ValidationError.field(['path', 'resource'], `'${params.resource}' is not a timeseries resource.`, 'enum');
+      // HealthKit's HRV is SDNN; this resource holds RMSSD (the original iOS SDK sends one as the other).
+      if (body.provider === 'apple_health_kit' && resource.name === 'hrv') {
+        throw ValidationError.field(
+          ['path', 'resource'],
+          "Apple Health's heart rate variability is SDNN, which the hrv resource (RMSSD) cannot hold; it is not stored as RMSSD.",
+          'value_error',
+        );
+      }
+      const timeZone = canonicalTimeZone(body.time_zone);
+      if (!timeZone) throw ValidationError.field(['body', 'time_zone'], `'${body.time_zone}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
+      const user = await activeUser(deps, auth.teamId, params.user_id);
+      const connection = await deps.repos.connections.findLive(auth.teamId, user._id, body.provider);
+      if (!connection) throw notFound(`The user has no ${body.provider} connection: connect it first (POST /v2/link/provider/manual/${body.provider}).`);
+
+      // One ingest batch per source type (a sample's key includes it); every item checked first, nothing stored on a 422.
+      const bySource = new Map<string, number[]>();
+      body.data.forEach((sample, i) => bySource.set(sample.type || 'phone', [...(bySource.get(sample.type || 'phone') ?? []), i]));
+      const problems: FieldError[] = [];
+      const batches = [...bySource].flatMap(([sourceType, indexes]) => {
+        const samples = indexes.map((i) => {
+          const s = body.data[i];
+          const start = new Date(s.start_date);
+          return {
+            resource: resource.name,
+            timestamp: s.start_date,
+            ...(resource.interval ? { start: s.start_date, end: s.end_date } : {}),
+            value: s.value,
+            unit: s.unit,
+            timezone_offset: zoneOffsetSeconds(timeZone, start),
+          };
+        });
+        try {
+          return [checkIngestBatch(deps, { provider: body.provider, source_type: sourceType, samples }, auth.teamId, user._id)];
+        } catch (err) {
+          if (!(err instanceof ValidationError)) throw err;
+          // Its locations name the batch's items: put back the chunk's.
+          for (const e of err.errors) problems.push({ ...e, loc: ['body', 'data', indexes[Number(e.loc[2])], ...e.loc.slice(3)] });
+          return [];
+        }
+      });
+      if (problems.length) throw new ValidationError(problems);
+      const counts = { created: 0, updated: 0, unchanged: 0 };
+      let dropped = 0;
+      let events = 0;
+      for (const data of batches) {
+        const result = await ingestProviderData(deps, { teamId: auth.teamId, user, provider: body.provider, data, announce: body.stage === 'daily' });
+        for (const k of ['created', 'updated', 'unchanged'] as const) counts[k] += result.samples[k];
+        dropped += result.dropped;
+        events += result.events;
+      }
+      let historicalEvent = false;
+      if (body.stage === 'historical' && body.is_final_chunk) {
+        // Once per connection, resource and window: a final chunk sent again publishes nothing more.
+        const published = await publishEvent(deps, {
+          teamId: auth.teamId,
+          userId: user._id,
+          clientUserId: user.client_user_id,
+          eventType: `historical.data.${resource.name}.created`,
+          data: {
+            user_id: user._id,
+            start_date: body.start_date,
+            end_date: body.end_date ?? new Date().toISOString(),
+            is_final: true,
+            provider: body.provider,
+          },
+          idempotencyKey: `phone-historical:${connection._id}:${resource.name}:${body.start_date}`,
+        });
+        historicalEvent = !published.duplicate;
+      }
+      return { body: { samples: counts, dropped, events, historical_event: historicalEvent } };
     },
   }),
 ];

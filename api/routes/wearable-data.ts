@@ -78,7 +78,7 @@ const SUMMARY_ANCHOR: Record<SummaryResource, string | null> = {
  * interval vs blood pressure fields, the resource's unit, summary fields) and converts it. All problems are
  * reported at once, by index; nothing is stored when any item is invalid.
  */
-function checkIngestBatch(deps: AppDeps, body: IngestBody, _teamId: string, userId: string) {
+export function checkIngestBatch(deps: AppDeps, body: IngestBody, _teamId: string, userId: string) {
   const problems: FieldError[] = [];
   const at = (loc: (string | number)[], msg: string, type = 'value_error') => problems.push({ loc: ['body', ...loc], msg, type });
   const entry = deps.providers.find(body.provider);
