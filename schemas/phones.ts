@@ -141,3 +141,13 @@ export const UploadResponse = Type.Object(
   },
   { $id: 'PhoneUploadResponse', description: 'What the chunk stored: new, changed, and already there (a chunk sent again is all unchanged).' },
 );
+
+/** POST /v2/user/{user_id}/sdk_start_historical_stage/{provider}: the phone begins reading a resource's history. */
+export const HistoricalStageBody = Type.Object(
+  {
+    range_start: Type.String({ format: 'date-time' }),
+    range_end: Type.String({ format: 'date-time' }),
+    backfill_type: Type.String({ minLength: 1, maxLength: 64, description: 'The resource, as the timeseries paths name it (steps, heartrate …).' }),
+  },
+  { $id: 'HistoricalStageBody' },
+);

@@ -313,9 +313,21 @@ describe('uploads', () => {
     expect(steps.map((x: { value: number }) => x.value).sort((a: number, b: number) => a - b)).toEqual([400, 1250]);
   });
 
-  test("the historical stage stores silently; its final chunk announces the resource's history once", async () => {
+  const pullOf = async (userId: string) =>
+    (await api.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.apple_health_kit?.pulled?.steps as
+      | { status: string; range_start: string; days_with_data: number }
+      | undefined;
+
+  test("the historical stage stores silently, shows its progress, and its final chunk announces the resource's history once", async () => {
     const { userId, token } = await phone();
     const window = { stage: 'historical', start_date: at(72), end_date: at(0) };
+    const begin = await anonymous.post(
+      `/v2/user/${userId}/sdk_start_historical_stage/apple_health_kit`,
+      { range_start: window.start_date, range_end: window.end_date, backfill_type: 'steps' },
+      bearer(token),
+    );
+    expect([begin.status, begin.body]).toEqual([200, { success: true }]);
+    expect(await pullOf(userId)).toMatchObject({ status: 'in_progress', range_start: expect.stringContaining(window.start_date.slice(0, 13)) });
     const first = await upload(userId, token, 'steps', { ...window, data: [stepsHour(60, 100), stepsHour(59, 200)] });
     expect(first.body).toMatchObject({ samples: { created: 2 }, events: 0, historical_event: false });
     const last = { ...window, data: [stepsHour(30, 300)], is_final_chunk: true };
@@ -323,6 +335,15 @@ describe('uploads', () => {
     expect((await upload(userId, token, 'steps', last)).body).toMatchObject({ samples: { unchanged: 1 }, historical_event: false });
     expect(await eventsOf(userId, 'historical.data.steps.created')).toBe(1);
     expect(await eventsOf(userId, 'daily.data.steps.created')).toBe(0);
+    const done = await pullOf(userId);
+    expect(done?.status).toBe('success');
+    expect(done?.days_with_data).toBeGreaterThanOrEqual(1);
+    const unknown = await anonymous.post(
+      `/v2/user/${userId}/sdk_start_historical_stage/apple_health_kit`,
+      { range_start: window.start_date, range_end: window.end_date, backfill_type: 'sleeping_bag' },
+      bearer(token),
+    );
+    expect([unknown.status, unknown.body.detail[0].loc]).toEqual([422, ['body', 'backfill_type']]);
   });
 
   test('a bad sample refuses the chunk with its index and stores nothing; HealthKit HRV (SDNN) is not taken as RMSSD; not connected is 404', async () => {

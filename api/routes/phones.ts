@@ -5,14 +5,16 @@ import { gunzipSync } from 'node:zlib';
 import { publishEvent } from '../../lib/events/publisher';
 import { syncState } from '../../lib/phones/sync-state';
 import { ingestProviderData } from '../../lib/wearables/ingest';
+import { historicalPullId } from '../../lib/wearables/historical-pulls-store';
 import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
 import type { FieldError } from '../../schemas/validator';
-import { canonicalTimeZone, zoneOffsetSeconds } from '../../lib/platform/time';
+import { canonicalTimeZone, datesBetween, zoneOffsetSeconds } from '../../lib/platform/time';
 import { connectProvider } from '../../lib/wearables/workflow-client';
 import { activeUser } from '../../lib/users/views';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
 import {
   ConnectSuccess,
+  HistoricalStageBody,
   ManualConnectBody,
   ManualProviderParams,
   PhoneProviderParams,
@@ -248,11 +250,25 @@ export const phoneRoutes = [
       const counts = { created: 0, updated: 0, unchanged: 0 };
       let dropped = 0;
       let events = 0;
+      const days = new Set<string>();
+      let oldest: Date | null = null;
+      let newest: Date | null = null;
       for (const data of batches) {
         const result = await ingestProviderData(deps, { teamId: auth.teamId, user, provider: body.provider, data, announce: body.stage === 'daily' });
         for (const k of ['created', 'updated', 'unchanged'] as const) counts[k] += result.samples[k];
         dropped += result.dropped;
         events += result.events;
+        for (const d of result.days) days.add(d);
+        if (result.oldest && (!oldest || result.oldest < oldest)) oldest = result.oldest;
+        if (result.newest && (!newest || result.newest > newest)) newest = result.newest;
+      }
+      if (body.stage === 'historical') {
+        // The stage's progress (GET /v2/introspect/historical_pull), begun by sdk_start_historical_stage.
+        await deps.repos.historicalPulls.recordPhoneChunk(
+          historicalPullId(auth.teamId, user._id, body.provider, resource.name),
+          { sent: counts.created + counts.updated, days: [...days], oldest, newest, final: body.is_final_chunk === true },
+          new Date(),
+        );
       }
       let historicalEvent = false;
       if (body.stage === 'historical' && body.is_final_chunk) {
@@ -274,6 +290,48 @@ export const phoneRoutes = [
         historicalEvent = !published.duplicate;
       }
       return { body: { samples: counts, dropped, events, historical_event: historicalEvent } };
+    },
+  }),
+  defineRoute({
+    operationId: 'sdkStartHistoricalStage',
+    method: 'post',
+    path: '/v2/user/{user_id}/sdk_start_historical_stage/{provider}',
+    summary: "A phone begins reading a resource's history",
+    description:
+      "The resource's history shows `in_progress` over the window in GET /v2/introspect/historical_pull; its historical chunks count there as they come, and its final chunk makes it `success` (and publishes `historical.data.<resource>.created`).",
+    tags,
+    auth: 'user',
+    params: PhoneProviderParams,
+    body: HistoricalStageBody,
+    responses: {
+      200: { description: 'Begun', schema: ConnectSuccess },
+      404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
+      422: { description: 'Validation error', schema: HTTPValidationError },
+    },
+    async handler({ params, body, auth, deps }) {
+      const resource = timeseriesResourceAtPath(body.backfill_type);
+      if (!resource) throw ValidationError.field(['body', 'backfill_type'], `'${body.backfill_type}' is not a timeseries resource.`, 'enum');
+      if (Date.parse(body.range_end) < Date.parse(body.range_start))
+        throw ValidationError.field(['body', 'range_end'], 'range_end must not be before range_start.');
+      const user = await activeUser(deps, auth.teamId, params.user_id);
+      const connection = await deps.repos.connections.findLive(auth.teamId, user._id, params.provider);
+      if (!connection) throw notFound(`The user has no ${params.provider} connection: connect it first (POST /v2/link/provider/manual/${params.provider}).`);
+      await deps.repos.historicalPulls.startPhoneStage(
+        {
+          _id: historicalPullId(auth.teamId, user._id, params.provider, resource.name),
+          team_id: auth.teamId,
+          user_id: user._id,
+          provider: params.provider,
+          resource: resource.name,
+          connection_id: connection._id,
+          range_start: new Date(body.range_start),
+          range_end: new Date(body.range_end),
+          // The window's days (UTC): what `days_with_data` is counted against.
+          days_requested: datesBetween(new Date(body.range_start).toISOString().slice(0, 10), new Date(body.range_end).toISOString().slice(0, 10)),
+        },
+        new Date(),
+      );
+      return { body: { success: true } };
     },
   }),
 ];

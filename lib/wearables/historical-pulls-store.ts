@@ -84,6 +84,55 @@ export class HistoricalPullRepository {
   }
 
   /**
+   * A phone's historical stage of one resource begins (POST …/sdk_start_historical_stage/…): its state is the phone's,
+   * written by the api as the phone reports (no workflow owns it), `in_progress` over the window it reads. A stage
+   * begun again (the phone restarted it) begins anew.
+   */
+  async startPhoneStage(
+    doc: Pick<HistoricalPullDoc, '_id' | 'team_id' | 'user_id' | 'provider' | 'resource' | 'connection_id' | 'range_start' | 'range_end' | 'days_requested'>,
+    now: Date,
+  ) {
+    // The oldest and newest data are kept by $min / $max as chunks come, which a null would hold: absent until the first.
+    const { _id, ...fields } = doc;
+    const before = await this.get(_id);
+    const unset = (['oldest_data', 'newest_data'] as const).filter((f) => before && before[f] === null);
+    await this.pulls.updateOne(
+      { _id },
+      {
+        $set: {
+          ...fields,
+          status: 'in_progress',
+          timeline: { scheduled_at: now, started_at: now, ended_at: null },
+          error_details: null,
+          updated_at: now,
+        },
+        $inc: { attempts: 1 },
+        $setOnInsert: { data_days: [], trace_id: null, last_attempt: null, sent_count: 0, fence: 0 },
+        ...(unset.length ? { $unset: Object.fromEntries(unset.map((f) => [f, ''])) } : {}),
+      },
+      { upsert: true },
+    );
+  }
+
+  /** A chunk of a phone's historical stage stored: counted in one atomic update (chunks may come in parallel); the final one ends the stage. */
+  async recordPhoneChunk(id: string, chunk: { sent: number; days: string[]; oldest: Date | null; newest: Date | null; final: boolean }, now: Date) {
+    await this.pulls.updateOne(
+      { _id: id },
+      {
+        $inc: { sent_count: chunk.sent },
+        $addToSet: { data_days: { $each: chunk.days } },
+        ...(chunk.oldest ? { $min: { oldest_data: chunk.oldest } } : {}),
+        ...(chunk.newest ? { $max: { newest_data: chunk.newest } } : {}),
+        $set: {
+          last_attempt: { status: 'success', timestamp: now },
+          updated_at: now,
+          ...(chunk.final ? { status: 'success', 'timeline.ended_at': now } : {}),
+        },
+      },
+    );
+  }
+
+  /**
    * Upserts the whole state (the owning workflow's activities compute it; idempotent), written by the activity attempt
    * Temporal scheduled at `attemptScheduledAt`: only if no attempt scheduled later has written it (one conditional
    * write; a newer state makes the upsert's insert collide on `_id`). False: superseded, nothing written.
