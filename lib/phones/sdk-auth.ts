@@ -52,13 +52,12 @@ type Repos = Pick<Repositories, 'sdkSessions' | 'users'>;
 function tokenDoc(
   kind: SdkTokenKind,
   hash: string,
-  owner: { team_id: string; user_id: string; session_id: string | null } & SdkDeploymentFields,
+  owner: Pick<SdkTokenDoc, 'team_id' | 'user_id' | 'session_id' | 'environment' | 'region'>,
   ttlMs: number,
   now: Date,
 ): SdkTokenDoc {
   return { _id: hash, kind, ...owner, expires_at: new Date(now.getTime() + ttlMs), used_at: null, revoked_at: null, created_at: now };
 }
-type SdkDeploymentFields = { environment: string; region: string };
 
 /** A single-use sign-in token for the user (the caller has checked that the team has this user, and that it is active). */
 export async function mintSignInToken(repos: Repos, deployment: SdkDeployment, teamId: string, userId: string, now = new Date()): Promise<string> {
