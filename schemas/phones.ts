@@ -151,3 +151,26 @@ export const HistoricalStageBody = Type.Object(
   },
   { $id: 'HistoricalStageBody' },
 );
+
+/** POST /v2/sdk/{user_id}/records: raw HealthKit samples or Health Connect records, as the platforms name them. */
+export const RecordsUploadBody = Type.Object(
+  {
+    provider: Type.Union([Type.Literal('apple_health_kit'), Type.Literal('health_connect'), Type.Literal('samsung_health')]),
+    time_zone: Type.String({ minLength: 1, maxLength: 64, description: "The phone's IANA time zone (a HealthKit sample's HKTimeZone wins)." }),
+    records: Type.Array(Type.Object({ type: Type.String({ minLength: 1, maxLength: 120 }) }, { additionalProperties: true }), { maxItems: 10_000 }),
+  },
+  { $id: 'RecordsUploadBody' },
+);
+export type RecordsUploadBody = Static<typeof RecordsUploadBody>;
+
+export const RecordsUploadResponse = Type.Object(
+  {
+    samples: UploadCounts,
+    skipped: Type.Record(Type.String(), Type.Object({ count: Type.Integer(), reason: Type.String() }), {
+      description: 'Record types not taken, with why (a type not mapped yet is no error).',
+    }),
+    dropped: Type.Integer(),
+    events: Type.Integer(),
+  },
+  { $id: 'PhoneRecordsResponse' },
+);

@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import { authenticateSdkToken } from '../lib/phones/sdk-auth';
 import { hashKey } from '../lib/platform/keys';
-import { SdkAuthError, SdkTokenResponse, SignInTokenResponse, SyncStateResponse, UploadResponse } from '../schemas/phones';
+import { RecordsUploadResponse, SdkAuthError, SdkTokenResponse, SignInTokenResponse, SyncStateResponse, UploadResponse } from '../schemas/phones';
 import { createTenant, eventually, expectSchema, httpClient, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
 
 /**
@@ -369,6 +369,97 @@ describe('uploads', () => {
     const { access_token } = await signedIn(lonely);
     expect((await upload(lonely, access_token, 'heartrate', { stage: 'daily', start_date: at(6), data: [heartrate(5, 60)] })).status).toBe(404);
     expect((await upload(userId, access_token, 'heartrate', { stage: 'daily', start_date: at(6), data: [heartrate(5, 60)] })).status).toBe(403);
+  });
+});
+
+describe('raw records', () => {
+  const connectedTo = async (provider: string) => {
+    const userId = await newUser();
+    const { access_token } = await signedIn(userId);
+    expect((await anonymous.post(`/v2/link/provider/manual/${provider}`, { user_id: userId }, bearer(access_token))).status).toBe(200);
+    return { userId, token: access_token };
+  };
+  const send = async (userId: string, token: string, provider: string, records: unknown[], timeZone = 'Europe/Berlin') => {
+    const res = await fetch(`${app.url}/v2/sdk/${userId}/records`, {
+      method: 'POST',
+      headers: { ...bearer(token), 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync(JSON.stringify({ provider, time_zone: timeZone, records })),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const read = async (userId: string, resource: string, day: string) =>
+    (await api.get(`/v2/timeseries/${userId}/${resource}?start_date=${day}&end_date=${day}`)).body as {
+      value: number;
+      timezone_offset: number;
+      type: string;
+    }[];
+
+  test('HealthKit samples are mapped here: its units converted, its fractions made percent, its SDNN skipped, HKTimeZone kept', async () => {
+    const { userId, token } = await connectedTo('apple_health_kit');
+    const hk = (type: string, value: number, unit: string, start: string, end = start, extra: Record<string, unknown> = {}) => ({
+      type,
+      value,
+      unit,
+      start_date: start,
+      end_date: end,
+      product_type: 'Watch7,1',
+      ...extra,
+    });
+    const records = [
+      hk('HKQuantityTypeIdentifierHeartRate', 64, 'count/min', '2026-11-20T08:00:00Z', '2026-11-20T08:00:00Z', {
+        metadata: { HKTimeZone: 'America/New_York' },
+      }),
+      hk('HKQuantityTypeIdentifierOxygenSaturation', 0.97, '%', '2026-11-20T08:05:00Z'),
+      hk('HKQuantityTypeIdentifierActiveEnergyBurned', 41.84, 'kJ', '2026-11-20T08:00:00Z', '2026-11-20T09:00:00Z'),
+      hk('HKQuantityTypeIdentifierDistanceWalkingRunning', 1, 'mi', '2026-11-20T08:00:00Z', '2026-11-20T09:00:00Z'),
+      hk('HKQuantityTypeIdentifierHeartRateVariabilitySDNN', 48, 'ms', '2026-11-20T08:00:00Z'),
+      hk('HKCategoryTypeIdentifierMindfulSession', 1, 'count', '2026-11-20T08:00:00Z'),
+    ];
+    const res = await send(userId, token, 'apple_health_kit', records);
+    expect(res.status).toBe(200);
+    expectSchema(RecordsUploadResponse, res.body);
+    expect(res.body.samples).toEqual({ created: 4, updated: 0, unchanged: 0 });
+    expect(res.body.skipped).toEqual({
+      HKQuantityTypeIdentifierHeartRateVariabilitySDNN: { count: 1, reason: expect.stringContaining('SDNN') },
+      HKCategoryTypeIdentifierMindfulSession: { count: 1, reason: 'not a type this service maps' },
+    });
+    const hr = await read(userId, 'heartrate', '2026-11-20');
+    expect(hr).toMatchObject([{ value: 64, timezone_offset: -5 * 3600 }]);
+    expect((await read(userId, 'blood_oxygen', '2026-11-20'))[0].value).toBeCloseTo(97, 6);
+    expect((await read(userId, 'calories_active', '2026-11-20'))[0].value).toBeCloseTo(10, 6);
+    expect((await read(userId, 'distance', '2026-11-20'))[0].value).toBeCloseTo(1609.344, 3);
+    expect(await read(userId, 'hrv', '2026-11-20')).toEqual([]);
+    // Sent again: nothing new.
+    expect((await send(userId, token, 'apple_health_kit', records)).body.samples).toEqual({ created: 0, updated: 0, unchanged: 4 });
+  });
+
+  test('Health Connect records: a HeartRateRecord is its samples, a StepsRecord its interval; an unreadable record refuses the upload by index', async () => {
+    const { userId, token } = await connectedTo('health_connect');
+    const res = await send(userId, token, 'health_connect', [
+      {
+        type: 'HeartRateRecord',
+        id: 'hc-1',
+        startTime: '2026-11-21T07:00:00Z',
+        endTime: '2026-11-21T07:02:00Z',
+        samples: [
+          { time: '2026-11-21T07:00:00Z', beatsPerMinute: 58 },
+          { time: '2026-11-21T07:01:00Z', beatsPerMinute: 61 },
+        ],
+      },
+      { type: 'StepsRecord', id: 'hc-2', startTime: '2026-11-21T07:00:00Z', endTime: '2026-11-21T08:00:00Z', count: 812 },
+      { type: 'SleepSessionRecord', id: 'hc-3' },
+    ]);
+    expect(res.status).toBe(200);
+    expect(res.body.samples).toEqual({ created: 3, updated: 0, unchanged: 0 });
+    expect(res.body.skipped).toEqual({ SleepSessionRecord: { count: 1, reason: 'not a type this service maps' } });
+    expect((await read(userId, 'heartrate', '2026-11-21')).map((s) => s.value)).toEqual([58, 61]);
+    expect((await read(userId, 'steps', '2026-11-21')).map((s) => s.value)).toEqual([812]);
+    const bad = await send(userId, token, 'health_connect', [
+      { type: 'StepsRecord', startTime: '2026-11-22T07:00:00Z', endTime: '2026-11-22T08:00:00Z', count: 10 },
+      { type: 'StepsRecord', startTime: '2026-11-22T08:00:00Z', endTime: '2026-11-22T09:00:00Z', count: 'many' },
+    ]);
+    expect([bad.status, bad.body.detail.map((e: { loc: unknown[] }) => e.loc)]).toEqual([422, [['body', 'records', 1, 'count']]]);
+    expect(await read(userId, 'steps', '2026-11-22')).toEqual([]);
   });
 });
 

@@ -3,7 +3,11 @@ import { exchangeSignInToken, mintSignInToken, refreshSdkTokens } from '../../li
 import { ApiError, notFound, ValidationError } from '../../lib/platform/errors';
 import { gunzipSync } from 'node:zlib';
 import { publishEvent } from '../../lib/events/publisher';
+import { groupBy } from '../../lib/platform/group-by';
+import { mapRecord, type RawRecord } from '../../lib/phones/records';
 import { syncState } from '../../lib/phones/sync-state';
+import type { UserDoc } from '../../lib/users/store';
+import type { AppDeps } from '../deps';
 import { ingestProviderData } from '../../lib/wearables/ingest';
 import { historicalPullId } from '../../lib/wearables/historical-pulls-store';
 import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
@@ -24,11 +28,14 @@ import {
   SignInTokenResponse,
   SyncStateBody,
   SyncStateResponse,
+  RecordsUploadBody,
+  RecordsUploadResponse,
   TimeseriesUploadBody,
   UploadResponse,
 } from '../../schemas/phones';
 import { UserIdParams } from '../../schemas/user';
 import { toFieldErrors, validatorFor } from '../../schemas/validator';
+import type { ValidateFunction } from 'ajv';
 import { readBodyBytes, readTextBody } from '../middleware/body';
 import { checkIngestBatch } from './wearable-data';
 import { defineRoute } from '../route';
@@ -61,9 +68,10 @@ function tokenForm(text: string, contentType: string): SdkTokenForm {
 }
 
 const validUpload = validatorFor(TimeseriesUploadBody);
+const validRecords = validatorFor(RecordsUploadBody);
 
-/** A phone's upload body: gzip when it says so (the SDKs always do), JSON in the SDKs' envelope. */
-async function uploadBody(ctx: Parameters<typeof readBodyBytes>[0], limit: number): Promise<TimeseriesUploadBody> {
+/** A phone's upload body: gzip when it says so (the SDKs always do), JSON checked against `validate`. */
+async function uploadBody<T>(ctx: Parameters<typeof readBodyBytes>[0], limit: number, validate: ValidateFunction<T>): Promise<T> {
   let bytes = await readBodyBytes(ctx, limit);
   if (/gzip/i.test(ctx.get('content-encoding'))) {
     try {
@@ -78,8 +86,56 @@ async function uploadBody(ctx: Parameters<typeof readBodyBytes>[0], limit: numbe
   } catch (err) {
     throw ValidationError.field(['body', 0], `JSON decode error: ${(err as Error).message}`, 'json_invalid');
   }
-  if (!validUpload(parsed)) throw new ValidationError(toFieldErrors('body', validUpload.errors));
-  return parsed as TimeseriesUploadBody;
+  if (!validate(parsed)) throw new ValidationError(toFieldErrors('body', validate.errors));
+  return parsed;
+}
+
+type UploadSampleInput = { resource: string; timestamp: string; start?: string; end?: string; value: number; unit: string; timezone_offset: number | null };
+
+/**
+ * Checks and stores samples of one upload through the ingest path, one batch per source type (a sample's key holds
+ * it): every batch is checked before any is stored, and a problem names the upload's own index (`at`).
+ */
+async function storeUpload(
+  deps: AppDeps,
+  target: { teamId: string; user: UserDoc; provider: string; announce: boolean },
+  items: { sourceType: string; sample: UploadSampleInput; at: (string | number)[] }[],
+) {
+  const problems: FieldError[] = [];
+  const batches = groupBy(items, (item) => item.sourceType).flatMap((group) => {
+    try {
+      const batch = { provider: target.provider, source_type: group[0].sourceType, samples: group.map((g) => g.sample) };
+      return [checkIngestBatch(deps, batch, target.teamId, target.user._id)];
+    } catch (err) {
+      if (!(err instanceof ValidationError)) throw err;
+      for (const e of err.errors) problems.push({ ...e, loc: ['body', ...group[Number(e.loc[2])].at, ...e.loc.slice(3)] });
+      return [];
+    }
+  });
+  if (problems.length) throw new ValidationError(problems);
+  const counts = { created: 0, updated: 0, unchanged: 0 };
+  const days = new Set<string>();
+  let dropped = 0;
+  let events = 0;
+  let oldest: Date | null = null;
+  let newest: Date | null = null;
+  for (const data of batches) {
+    const result = await ingestProviderData(deps, { teamId: target.teamId, user: target.user, provider: target.provider, data, announce: target.announce });
+    for (const k of ['created', 'updated', 'unchanged'] as const) counts[k] += result.samples[k];
+    dropped += result.dropped;
+    events += result.events;
+    for (const d of result.days) days.add(d);
+    if (result.oldest && (!oldest || result.oldest < oldest)) oldest = result.oldest;
+    if (result.newest && (!newest || result.newest > newest)) newest = result.newest;
+  }
+  return { counts, dropped, events, days: [...days], oldest, newest };
+}
+
+/** The user's live connection to the phone's provider, or a 404 that says to connect. */
+async function phoneConnection(deps: AppDeps, teamId: string, userId: string, provider: string) {
+  const connection = await deps.repos.connections.findLive(teamId, userId, provider);
+  if (!connection) throw notFound(`The user has no ${provider} connection: connect it first (POST /v2/link/provider/manual/${provider}).`);
+  return connection;
 }
 
 export const phoneRoutes = [
@@ -180,9 +236,7 @@ export const phoneRoutes = [
       if (body.tzinfo && !tzinfo) {
         throw ValidationError.field(['body', 'tzinfo'], `'${body.tzinfo}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
       }
-      if (!(await deps.repos.connections.findLive(auth.teamId, user._id, params.provider))) {
-        throw notFound(`The user has no ${params.provider} connection: connect it first (POST /v2/link/provider/manual/${params.provider}).`);
-      }
+      await phoneConnection(deps, auth.teamId, user._id, params.provider);
       return { body: syncState(user, { ...body, tzinfo }) };
     },
   }),
@@ -203,7 +257,7 @@ export const phoneRoutes = [
       422: { description: 'Validation error (nothing of the chunk stored)', schema: HTTPValidationError },
     },
     async handler({ params, auth, deps, ctx }) {
-      const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES);
+      const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validUpload);
       const resource = timeseriesResourceAtPath(params.resource);
       if (!resource) throw ValidationError.field(['path', 'resource'], `'${params.resource}' is not a timeseries resource.`, 'enum');
       // HealthKit's HRV is SDNN; this resource holds RMSSD (the original iOS SDK sends one as the other).
@@ -217,56 +271,29 @@ export const phoneRoutes = [
       const timeZone = canonicalTimeZone(body.time_zone);
       if (!timeZone) throw ValidationError.field(['body', 'time_zone'], `'${body.time_zone}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
       const user = await activeUser(deps, auth.teamId, params.user_id);
-      const connection = await deps.repos.connections.findLive(auth.teamId, user._id, body.provider);
-      if (!connection) throw notFound(`The user has no ${body.provider} connection: connect it first (POST /v2/link/provider/manual/${body.provider}).`);
-
-      // One ingest batch per source type (a sample's key includes it); every item checked first, nothing stored on a 422.
-      const bySource = new Map<string, number[]>();
-      body.data.forEach((sample, i) => bySource.set(sample.type || 'phone', [...(bySource.get(sample.type || 'phone') ?? []), i]));
-      const problems: FieldError[] = [];
-      const batches = [...bySource].flatMap(([sourceType, indexes]) => {
-        const samples = indexes.map((i) => {
-          const s = body.data[i];
-          const start = new Date(s.start_date);
-          return {
+      const connection = await phoneConnection(deps, auth.teamId, user._id, body.provider);
+      const stored = await storeUpload(
+        deps,
+        { teamId: auth.teamId, user, provider: body.provider, announce: body.stage === 'daily' },
+        body.data.map((s, i) => ({
+          sourceType: s.type || 'phone',
+          at: ['data', i],
+          sample: {
             resource: resource.name,
             timestamp: s.start_date,
             ...(resource.interval ? { start: s.start_date, end: s.end_date } : {}),
             value: s.value,
             unit: s.unit,
-            timezone_offset: zoneOffsetSeconds(timeZone, start),
-          };
-        });
-        try {
-          return [checkIngestBatch(deps, { provider: body.provider, source_type: sourceType, samples }, auth.teamId, user._id)];
-        } catch (err) {
-          if (!(err instanceof ValidationError)) throw err;
-          // Its locations name the batch's items: put back the chunk's.
-          for (const e of err.errors) problems.push({ ...e, loc: ['body', 'data', indexes[Number(e.loc[2])], ...e.loc.slice(3)] });
-          return [];
-        }
-      });
-      if (problems.length) throw new ValidationError(problems);
-      const counts = { created: 0, updated: 0, unchanged: 0 };
-      let dropped = 0;
-      let events = 0;
-      const days = new Set<string>();
-      let oldest: Date | null = null;
-      let newest: Date | null = null;
-      for (const data of batches) {
-        const result = await ingestProviderData(deps, { teamId: auth.teamId, user, provider: body.provider, data, announce: body.stage === 'daily' });
-        for (const k of ['created', 'updated', 'unchanged'] as const) counts[k] += result.samples[k];
-        dropped += result.dropped;
-        events += result.events;
-        for (const d of result.days) days.add(d);
-        if (result.oldest && (!oldest || result.oldest < oldest)) oldest = result.oldest;
-        if (result.newest && (!newest || result.newest > newest)) newest = result.newest;
-      }
+            timezone_offset: zoneOffsetSeconds(timeZone, new Date(s.start_date)),
+          },
+        })),
+      );
+      const counts = stored.counts;
       if (body.stage === 'historical') {
         // The stage's progress (GET /v2/introspect/historical_pull), begun by sdk_start_historical_stage.
         await deps.repos.historicalPulls.recordPhoneChunk(
           historicalPullId(auth.teamId, user._id, body.provider, resource.name),
-          { sent: counts.created + counts.updated, days: [...days], oldest, newest, final: body.is_final_chunk === true },
+          { sent: counts.created + counts.updated, days: stored.days, oldest: stored.oldest, newest: stored.newest, final: body.is_final_chunk === true },
           new Date(),
         );
       }
@@ -289,7 +316,7 @@ export const phoneRoutes = [
         });
         historicalEvent = !published.duplicate;
       }
-      return { body: { samples: counts, dropped, events, historical_event: historicalEvent } };
+      return { body: { samples: counts, dropped: stored.dropped, events: stored.events, historical_event: historicalEvent } };
     },
   }),
   defineRoute({
@@ -314,8 +341,7 @@ export const phoneRoutes = [
       if (Date.parse(body.range_end) < Date.parse(body.range_start))
         throw ValidationError.field(['body', 'range_end'], 'range_end must not be before range_start.');
       const user = await activeUser(deps, auth.teamId, params.user_id);
-      const connection = await deps.repos.connections.findLive(auth.teamId, user._id, params.provider);
-      if (!connection) throw notFound(`The user has no ${params.provider} connection: connect it first (POST /v2/link/provider/manual/${params.provider}).`);
+      const connection = await phoneConnection(deps, auth.teamId, user._id, params.provider);
       await deps.repos.historicalPulls.startPhoneStage(
         {
           _id: historicalPullId(auth.teamId, user._id, params.provider, resource.name),
@@ -332,6 +358,58 @@ export const phoneRoutes = [
         new Date(),
       );
       return { body: { success: true } };
+    },
+  }),
+  defineRoute({
+    operationId: 'uploadPhoneRecords',
+    method: 'post',
+    path: '/v2/sdk/{user_id}/records',
+    summary: "A phone's raw records, mapped here",
+    description:
+      'HealthKit quantity samples (`HKQuantityTypeIdentifierHeartRate` with HealthKit\'s unit …) or Health Connect records (`HeartRateRecord` with its samples, `StepsRecord` …) as the platforms name them; the server maps them (README "Data from phones" has the table), so a mapping fix needs no app release. Stored like an upload\'s samples (idempotent; `daily.data.*` for what changed). A type not mapped is counted in `skipped` with why; a record that cannot be read refuses the upload with its index.',
+    tags,
+    auth: 'user',
+    params: UserIdParams,
+    textBody: { contentTypes: ['application/json'], description: 'The records, as JSON; `content-encoding: gzip` as the SDKs send it.' },
+    responses: {
+      200: { description: 'What the records stored', schema: RecordsUploadResponse },
+      404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
+      422: { description: 'Validation error (nothing stored)', schema: HTTPValidationError },
+    },
+    async handler({ params, auth, deps, ctx }) {
+      const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validRecords);
+      const timeZone = canonicalTimeZone(body.time_zone);
+      if (!timeZone) throw ValidationError.field(['body', 'time_zone'], `'${body.time_zone}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
+      const user = await activeUser(deps, auth.teamId, params.user_id);
+      await phoneConnection(deps, auth.teamId, user._id, body.provider);
+      const problems: FieldError[] = [];
+      const skipped: Record<string, { count: number; reason: string }> = {};
+      const items = body.records.flatMap((record, i) => {
+        const outcome = mapRecord(body.provider, record as RawRecord, timeZone);
+        if ('problem' in outcome) {
+          problems.push({ loc: ['body', 'records', i, outcome.problem.field], msg: outcome.problem.message, type: 'value_error' });
+          return [];
+        }
+        if ('skipped' in outcome) {
+          skipped[record.type] = { count: (skipped[record.type]?.count ?? 0) + 1, reason: outcome.skipped };
+          return [];
+        }
+        return outcome.samples.map((m) => ({
+          sourceType: m.sourceType,
+          at: ['records', i],
+          sample: {
+            resource: m.resource,
+            timestamp: m.start,
+            ...(m.end ? { start: m.start, end: m.end } : {}),
+            value: m.value,
+            unit: m.unit,
+            timezone_offset: m.timezoneOffset,
+          },
+        }));
+      });
+      if (problems.length) throw new ValidationError(problems);
+      const stored = await storeUpload(deps, { teamId: auth.teamId, user, provider: body.provider, announce: true }, items);
+      return { body: { samples: stored.counts, skipped, dropped: stored.dropped, events: stored.events } };
     },
   }),
 ];

@@ -1,0 +1,186 @@
+import { canonicalTimeZone, zoneOffsetSeconds } from '../platform/time';
+
+/**
+ * Raw records from a phone (`POST /v2/sdk/{user_id}/records`), as the platforms name them, mapped here: HealthKit
+ * quantity samples (`HKQuantityTypeIdentifier…`, a value in the unit HealthKit reports) and Health Connect records
+ * (`HeartRateRecord` with its samples, `StepsRecord` …). The phone sends what it reads; which types we take and how
+ * they convert is decided here, so a mapping fix needs no app release. A type we do not map is counted as skipped,
+ * never an error.
+ *
+ * Traps handled: HealthKit's heart rate variability is SDNN, not RMSSD (skipped until a resource holds SDNN);
+ * HealthKit percentages are fractions (0.97 → 97 %); energy may come in `Cal` (= kcal) or `kJ`; distance in `km` or
+ * `mi`; `HKTimeZone` metadata names the zone the sample was taken in.
+ */
+
+export interface RawRecord {
+  type: string;
+  /** HealthKit: the sample's UUID; Health Connect: the record id. */
+  id?: string | null;
+  /** HealthKit quantity sample. */
+  value?: number | null;
+  unit?: string | null;
+  start_date?: string | null;
+  end_date?: string | null;
+  product_type?: string | null;
+  metadata?: Record<string, unknown> | null;
+  /** Health Connect (its field names). */
+  startTime?: string | null;
+  endTime?: string | null;
+  time?: string | null;
+  count?: number | null;
+  samples?: { time: string; beatsPerMinute: number }[] | null;
+  energy?: { inKilocalories?: number } | null;
+  distance?: { inMeters?: number } | null;
+  percentage?: { value?: number } | number | null;
+  rate?: number | null;
+  weight?: { inKilograms?: number } | null;
+}
+
+export interface MappedSample {
+  resource: string;
+  start: string;
+  end: string | null;
+  value: number;
+  unit: string;
+  sourceType: string;
+  timezoneOffset: number | null;
+}
+
+export type RecordOutcome = { samples: MappedSample[] } | { skipped: string } | { problem: { field: string; message: string } };
+
+type Converter = { resource: string; unit: string; interval: boolean; from: Record<string, (v: number) => number> };
+
+const same = (v: number) => v;
+/** HealthKit quantity types we map: the resource, its unit, and each HealthKit unit's conversion to it. */
+const HEALTHKIT: Record<string, Converter> = {
+  HKQuantityTypeIdentifierHeartRate: { resource: 'heartrate', unit: 'bpm', interval: false, from: { 'count/min': same, bpm: same } },
+  HKQuantityTypeIdentifierRestingHeartRate: { resource: 'heartrate', unit: 'bpm', interval: false, from: { 'count/min': same } },
+  HKQuantityTypeIdentifierStepCount: { resource: 'steps', unit: 'count', interval: true, from: { count: same } },
+  HKQuantityTypeIdentifierFlightsClimbed: { resource: 'floors_climbed', unit: 'count', interval: true, from: { count: same } },
+  HKQuantityTypeIdentifierActiveEnergyBurned: {
+    resource: 'calories_active',
+    unit: 'kcal',
+    interval: true,
+    from: { kcal: same, Cal: same, kJ: (v) => v / 4.184 },
+  },
+  HKQuantityTypeIdentifierBasalEnergyBurned: {
+    resource: 'calories_basal',
+    unit: 'kcal',
+    interval: true,
+    from: { kcal: same, Cal: same, kJ: (v) => v / 4.184 },
+  },
+  HKQuantityTypeIdentifierDistanceWalkingRunning: {
+    resource: 'distance',
+    unit: 'm',
+    interval: true,
+    from: { m: same, km: (v) => v * 1000, mi: (v) => v * 1609.344 },
+  },
+  HKQuantityTypeIdentifierOxygenSaturation: { resource: 'blood_oxygen', unit: '%', interval: false, from: { '%': (v) => (v <= 1 ? v * 100 : v) } },
+  HKQuantityTypeIdentifierRespiratoryRate: { resource: 'respiratory_rate', unit: 'bpm', interval: false, from: { 'count/min': same } },
+  HKQuantityTypeIdentifierBodyMass: { resource: 'weight', unit: 'kg', interval: false, from: { kg: same, g: (v) => v / 1000, lb: (v) => v * 0.45359237 } },
+  HKQuantityTypeIdentifierBodyFatPercentage: { resource: 'fat', unit: '%', interval: false, from: { '%': (v) => (v <= 1 ? v * 100 : v) } },
+  HKQuantityTypeIdentifierVO2Max: { resource: 'vo2_max', unit: 'mL/kg/min', interval: false, from: { 'ml/(kg*min)': same, 'mL/kg/min': same } },
+  HKQuantityTypeIdentifierBloodGlucose: {
+    resource: 'glucose',
+    unit: 'mmol/L',
+    interval: false,
+    from: { 'mmol<180.15588000005408>/L': same, 'mmol/L': same, 'mg/dL': (v) => v / 18.0156 },
+  },
+};
+
+/** Why a known type is not taken (said in the answer's `skipped`). */
+const NOT_TAKEN: Record<string, string> = {
+  HKQuantityTypeIdentifierHeartRateVariabilitySDNN: 'SDNN, which no resource holds (hrv is RMSSD)',
+};
+
+const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+const instant = (v: unknown): v is string => typeof v === 'string' && !Number.isNaN(Date.parse(v));
+
+/** The zone a HealthKit sample names (HKTimeZone), else the upload's. */
+function zoneOf(record: RawRecord, uploadZone: string | null): string | null {
+  const named = record.metadata?.HKTimeZone;
+  return (typeof named === 'string' && canonicalTimeZone(named)) || uploadZone;
+}
+
+const sourceTypeOf = (record: RawRecord) => (/watch/i.test(record.product_type ?? '') ? 'watch' : 'phone');
+
+function healthKit(record: RawRecord, uploadZone: string | null): RecordOutcome {
+  const converter = HEALTHKIT[record.type];
+  if (!converter) return { skipped: NOT_TAKEN[record.type] ?? 'not a type this service maps' };
+  if (!finite(record.value)) return { problem: { field: 'value', message: 'A number is required.' } };
+  if (!instant(record.start_date)) return { problem: { field: 'start_date', message: 'An ISO 8601 date-time is required.' } };
+  if (converter.interval && !instant(record.end_date)) return { problem: { field: 'end_date', message: 'An ISO 8601 date-time is required.' } };
+  const convert = converter.from[record.unit ?? ''];
+  if (!convert) {
+    return { problem: { field: 'unit', message: `${record.type} in '${record.unit}' is not mapped; send one of ${Object.keys(converter.from).join(', ')}.` } };
+  }
+  const zone = zoneOf(record, uploadZone);
+  return {
+    samples: [
+      {
+        resource: converter.resource,
+        start: record.start_date,
+        end: converter.interval ? (record.end_date as string) : null,
+        value: convert(record.value),
+        unit: converter.unit,
+        sourceType: sourceTypeOf(record),
+        timezoneOffset: zone ? zoneOffsetSeconds(zone, new Date(record.start_date)) : null,
+      },
+    ],
+  };
+}
+
+function healthConnect(record: RawRecord, uploadZone: string | null): RecordOutcome {
+  const offsetAt = (at: string) => (uploadZone ? zoneOffsetSeconds(uploadZone, new Date(at)) : null);
+  const point = (resource: string, unit: string, at: unknown, value: unknown, field: string): RecordOutcome => {
+    if (!instant(at)) return { problem: { field: 'time', message: 'An ISO 8601 date-time is required.' } };
+    if (!finite(value)) return { problem: { field, message: 'A number is required.' } };
+    return { samples: [{ resource, start: at, end: null, value, unit, sourceType: 'phone', timezoneOffset: offsetAt(at) }] };
+  };
+  const span = (resource: string, unit: string, value: unknown, field: string): RecordOutcome => {
+    if (!instant(record.startTime) || !instant(record.endTime)) return { problem: { field: 'startTime', message: 'startTime and endTime are required.' } };
+    if (!finite(value)) return { problem: { field, message: 'A number is required.' } };
+    return {
+      samples: [{ resource, start: record.startTime, end: record.endTime, value, unit, sourceType: 'phone', timezoneOffset: offsetAt(record.startTime) }],
+    };
+  };
+  switch (record.type) {
+    case 'HeartRateRecord': {
+      const samples = record.samples ?? [];
+      if (!Array.isArray(samples) || samples.some((s) => !instant(s?.time) || !finite(s?.beatsPerMinute))) {
+        return { problem: { field: 'samples', message: 'Each sample needs a time and beatsPerMinute.' } };
+      }
+      return {
+        samples: samples.map((s) => ({
+          resource: 'heartrate',
+          start: s.time,
+          end: null,
+          value: s.beatsPerMinute,
+          unit: 'bpm',
+          sourceType: 'phone',
+          timezoneOffset: offsetAt(s.time),
+        })),
+      };
+    }
+    case 'StepsRecord':
+      return span('steps', 'count', record.count, 'count');
+    case 'ActiveCaloriesBurnedRecord':
+      return span('calories_active', 'kcal', record.energy?.inKilocalories, 'energy');
+    case 'DistanceRecord':
+      return span('distance', 'm', record.distance?.inMeters, 'distance');
+    case 'OxygenSaturationRecord':
+      return point('blood_oxygen', '%', record.time, typeof record.percentage === 'number' ? record.percentage : record.percentage?.value, 'percentage');
+    case 'RespiratoryRateRecord':
+      return point('respiratory_rate', 'bpm', record.time, record.rate, 'rate');
+    case 'WeightRecord':
+      return point('weight', 'kg', record.time, record.weight?.inKilograms, 'weight');
+    default:
+      return { skipped: 'not a type this service maps' };
+  }
+}
+
+/** One record of `provider`'s platform, mapped to samples, skipped (with why), or refused (with the field). */
+export function mapRecord(provider: string, record: RawRecord, uploadZone: string | null): RecordOutcome {
+  if (typeof record?.type !== 'string') return { problem: { field: 'type', message: 'The record type is required.' } };
+  return provider === 'apple_health_kit' ? healthKit(record, uploadZone) : healthConnect(record, uploadZone);
+}
