@@ -131,6 +131,19 @@ async function storeUpload(
   return { counts, dropped, events, days: [...days], oldest, newest };
 }
 
+/** The answers every call about a connected phone may give besides its own. */
+const phoneErrors = {
+  404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
+  422: { description: 'Validation error (nothing stored)', schema: HTTPValidationError },
+};
+
+/** The phone's IANA time zone as given (`europe/berlin` → `Europe/Berlin`), or a 422 at `loc`. */
+function phoneTimeZone(value: string, loc: (string | number)[]): string {
+  const zone = canonicalTimeZone(value);
+  if (!zone) throw ValidationError.field(loc, `'${value}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
+  return zone;
+}
+
 /** The user's live connection to the phone's provider, or a 404 that says to connect. */
 async function phoneConnection(deps: AppDeps, teamId: string, userId: string, provider: string) {
   const connection = await deps.repos.connections.findLive(teamId, userId, provider);
@@ -227,15 +240,11 @@ export const phoneRoutes = [
     body: SyncStateBody,
     responses: {
       200: { description: 'The steer', schema: SyncStateResponse },
-      404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
-      422: { description: 'Validation error', schema: HTTPValidationError },
+      ...phoneErrors,
     },
     async handler({ params, body, auth, deps }) {
       const user = await activeUser(deps, auth.teamId, params.user_id);
-      const tzinfo = body.tzinfo ? canonicalTimeZone(body.tzinfo) : null;
-      if (body.tzinfo && !tzinfo) {
-        throw ValidationError.field(['body', 'tzinfo'], `'${body.tzinfo}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
-      }
+      const tzinfo = body.tzinfo ? phoneTimeZone(body.tzinfo, ['body', 'tzinfo']) : null;
       await phoneConnection(deps, auth.teamId, user._id, params.provider);
       return { body: syncState(user, { ...body, tzinfo }) };
     },
@@ -253,8 +262,7 @@ export const phoneRoutes = [
     textBody: { contentTypes: ['application/json'], description: 'The envelope, as JSON; `content-encoding: gzip` as the SDKs send it.' },
     responses: {
       200: { description: 'What the chunk stored', schema: UploadResponse },
-      404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
-      422: { description: 'Validation error (nothing of the chunk stored)', schema: HTTPValidationError },
+      ...phoneErrors,
     },
     async handler({ params, auth, deps, ctx }) {
       const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validUpload);
@@ -268,8 +276,7 @@ export const phoneRoutes = [
           'value_error',
         );
       }
-      const timeZone = canonicalTimeZone(body.time_zone);
-      if (!timeZone) throw ValidationError.field(['body', 'time_zone'], `'${body.time_zone}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
+      const timeZone = phoneTimeZone(body.time_zone, ['body', 'time_zone']);
       const user = await activeUser(deps, auth.teamId, params.user_id);
       const connection = await phoneConnection(deps, auth.teamId, user._id, body.provider);
       const stored = await storeUpload(
@@ -332,8 +339,7 @@ export const phoneRoutes = [
     body: HistoricalStageBody,
     responses: {
       200: { description: 'Begun', schema: ConnectSuccess },
-      404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
-      422: { description: 'Validation error', schema: HTTPValidationError },
+      ...phoneErrors,
     },
     async handler({ params, body, auth, deps }) {
       const resource = timeseriesResourceAtPath(body.backfill_type);
@@ -373,13 +379,11 @@ export const phoneRoutes = [
     textBody: { contentTypes: ['application/json'], description: 'The records, as JSON; `content-encoding: gzip` as the SDKs send it.' },
     responses: {
       200: { description: 'What the records stored', schema: RecordsUploadResponse },
-      404: { description: 'Unknown user, or the provider not connected', schema: ErrorDetail },
-      422: { description: 'Validation error (nothing stored)', schema: HTTPValidationError },
+      ...phoneErrors,
     },
     async handler({ params, auth, deps, ctx }) {
       const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validRecords);
-      const timeZone = canonicalTimeZone(body.time_zone);
-      if (!timeZone) throw ValidationError.field(['body', 'time_zone'], `'${body.time_zone}' is not an IANA time zone identifier (e.g. Europe/Berlin).`);
+      const timeZone = phoneTimeZone(body.time_zone, ['body', 'time_zone']);
       const user = await activeUser(deps, auth.teamId, params.user_id);
       await phoneConnection(deps, auth.teamId, user._id, body.provider);
       const problems: FieldError[] = [];
