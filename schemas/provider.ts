@@ -31,7 +31,7 @@ export const Provider = Type.Object(
     integration: Type.Optional(
       Type.String({
         description:
-          "Ours: how it connects for this team. `real`: a real integration with an OAuth app (the team's own, or the deployment's); `demo_only`: sandbox demo data; `unavailable`: no app configured in production; `app`: the customer's app or SDK sends the data; `credentials`: a password or email sign-in. Non-exhaustive.",
+          "Ours: how it connects for this team. `real`: a real integration with an OAuth app (the team's own, or the deployment's); `demo_only`: sandbox demo data; `unavailable`: no app configured in production; `sdk`: a phone signs in as its user and uploads (apple_health_kit, health_connect, samsung_health; in a sandbox the demo connects them too); `app`: the customer's app or SDK sends the data; `credentials`: a password or email sign-in. Non-exhaustive.",
       }),
     ),
     deprecated: Type.Optional(

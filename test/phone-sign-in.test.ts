@@ -138,6 +138,19 @@ describe('refreshing', () => {
   });
 });
 
+test('the catalogue lists the three phone providers as sdk integrations (the sandbox demo still connects them)', async () => {
+  const providers = (await api.get('/v2/providers/')).body as { slug: string; integration: string; integration_note: string | null }[];
+  const phones = providers.filter((p) => ['apple_health_kit', 'health_connect', 'samsung_health'].includes(p.slug));
+  expect(phones.map((p) => [p.slug, p.integration])).toEqual([
+    ['apple_health_kit', 'sdk'],
+    ['health_connect', 'sdk'],
+    ['samsung_health', 'sdk'],
+  ]);
+  expect(phones[0].integration_note).toContain('Data from phones');
+  const userId = await newUser();
+  expect((await api.post('/v2/link/connect/demo', { user_id: userId, provider: 'apple_health_kit' })).status).toBe(200);
+});
+
 describe('connecting the phone', () => {
   const connect = (userId: string, headers: Record<string, string>, provider = 'apple_health_kit') =>
     anonymous.post(`/v2/link/provider/manual/${provider}`, { user_id: userId, granted_permissions: ['steps', 'heartrate'] }, headers);

@@ -1,3 +1,4 @@
+import { PHONE_PROVIDERS } from '../../lib/phones/sdk-auth';
 import { notFound } from '../../lib/platform/errors';
 import { monogramSvg } from '../../lib/wearables/provider-catalogue';
 import { Type } from '@sinclair/typebox';
@@ -27,8 +28,9 @@ const pushRequest = (ctx: Context, rawBody: Buffer): PushRequest => ({
 /**
  * How a provider connects for this team (ours, beside the original's fields): `real` (a real integration with an
  * OAuth app: the team's own or the deployment's), `demo_only` (sandbox demo data: the demo providers, Fitbit and
- * Garmin, and real integrations without an app), `unavailable` (production without an app), `app` (the customer's
- * app or SDK pushes the data) or `credentials` (a password or email sign-in).
+ * Garmin, and real integrations without an app), `unavailable` (production without an app), `sdk` (a phone signs in
+ * and uploads: HealthKit, Health Connect, Samsung Health), `app` (the customer's app or SDK pushes the data) or
+ * `credentials` (a password or email sign-in).
  */
 function integrationOf(deps: { config: { DEPLOYMENT_ENVIRONMENT: string }; providers: ProviderCatalogue }, slug: string, realApps: ReadonlySet<string>) {
   const authType = deps.providers.find(slug)?.auth_type;
@@ -36,20 +38,23 @@ function integrationOf(deps: { config: { DEPLOYMENT_ENVIRONMENT: string }; provi
   const demoable = demoCapable(slug);
   const integration = realApps.has(slug)
     ? 'real'
-    : demoable
-      ? sandbox
-        ? 'demo_only'
-        : 'unavailable'
-      : authType === 'sdk' || authType === 'app'
-        ? 'app'
-        : authType === 'oauth'
-          ? 'unavailable'
-          : 'credentials';
-  const note =
-    DEMO_ONLY_REASONS[slug] ??
-    (integrationFor(slug) && !realApps.has(slug)
-      ? `Connects for real once an OAuth app is set (team custom credentials, or ${providerEnvKey(slug, 'CLIENT_ID')} and ${providerEnvKey(slug, 'CLIENT_SECRET')}).`
-      : null);
+    : PHONE_PROVIDERS.includes(slug)
+      ? 'sdk'
+      : demoable
+        ? sandbox
+          ? 'demo_only'
+          : 'unavailable'
+        : authType === 'sdk' || authType === 'app'
+          ? 'app'
+          : authType === 'oauth'
+            ? 'unavailable'
+            : 'credentials';
+  const note = PHONE_PROVIDERS.includes(slug)
+    ? `A phone signs in as its user and uploads (README "Data from phones")${sandbox ? '; in a sandbox the demo connects it too' : ''}.`
+    : (DEMO_ONLY_REASONS[slug] ??
+      (integrationFor(slug) && !realApps.has(slug)
+        ? `Connects for real once an OAuth app is set (team custom credentials, or ${providerEnvKey(slug, 'CLIENT_ID')} and ${providerEnvKey(slug, 'CLIENT_SECRET')}).`
+        : null));
   return { integration, integration_note: note };
 }
 
