@@ -126,6 +126,19 @@ export const TimeseriesUploadBody = Type.Object(
     time_zone: Type.String({ minLength: 1, maxLength: 64, description: "The phone's IANA time zone." }),
     data: Type.Array(UploadSample, { maxItems: 10_000 }),
     is_final_chunk: Type.Optional(Type.Boolean({ description: "The historical stage's last chunk of this resource." })),
+    deleted: Type.Optional(
+      Type.Array(
+        Type.Object({
+          start_date: Type.String({ format: 'date-time' }),
+          end_date: Type.String({ format: 'date-time' }),
+          type: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()], { description: 'The source type; absent: every one.' })),
+        }),
+        {
+          maxItems: 1000,
+          description: "Ours: the resource's samples the phone deleted, as time ranges [start_date, end_date) (removed before `data` is stored).",
+        },
+      ),
+    ),
   },
   { $id: 'TimeseriesUploadBody' },
 );
@@ -138,6 +151,7 @@ export const UploadResponse = Type.Object(
     dropped: Type.Integer({ description: "Samples outside the user's ingestion bounds (not stored)." }),
     events: Type.Integer({ description: 'daily.data events published.' }),
     historical_event: Type.Boolean({ description: 'historical.data.<resource>.created was published by this chunk.' }),
+    deleted: Type.Integer({ description: 'Samples removed by `deleted`.' }),
   },
   { $id: 'PhoneUploadResponse', description: 'What the chunk stored: new, changed, and already there (a chunk sent again is all unchanged).' },
 );

@@ -1,4 +1,5 @@
 import { gzipSync } from 'node:zlib';
+import { eventData } from '../lib/events/model';
 import { authenticateSdkToken } from '../lib/phones/sdk-auth';
 import { hashKey } from '../lib/platform/keys';
 import { RecordsUploadResponse, SdkAuthError, SdkTokenResponse, SignInTokenResponse, SyncStateResponse, UploadResponse } from '../schemas/phones';
@@ -330,6 +331,34 @@ describe('uploads', () => {
     (await api.get(`/v2/introspect/historical_pull?user_id=${userId}`)).body.data[0]?.provider?.apple_health_kit?.pulled?.steps as
       | { status: string; range_start: string; days_with_data: number }
       | undefined;
+
+  test('a deletion removes the samples of its range and says so in a daily.data update; repeated, it removes nothing and says nothing', async () => {
+    const { userId, token } = await phone();
+    await upload(userId, token, 'heartrate', { stage: 'daily', start_date: at(6), data: [heartrate(5, 61), heartrate(4, 72), heartrate(3, 58)] });
+    const range = { start_date: at(5), end_date: at(3) }; // [5 h ago, 3 h ago): the first two
+    const res = await upload(userId, token, 'heartrate', { stage: 'daily', start_date: at(6), data: [], deleted: [range] });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ deleted: 2, samples: { created: 0, updated: 0, unchanged: 0 } });
+    const left = (await api.get(`/v2/timeseries/${userId}/heartrate?start_date=${at(6).slice(0, 10)}&end_date=${at(0).slice(0, 10)}`)).body;
+    expect(left.map((x: { value: number }) => x.value)).toEqual([58]);
+    const said = await app.inspect
+      .collection('webhook_events')
+      .find({ user_id: userId, event_type: 'daily.data.heartrate.updated' } as object)
+      .toArray();
+    expect(said).toHaveLength(1);
+    const data = eventData((await app.deps.repos.webhookStore.getEvent(String(said[0]._id)))!);
+    expect((data.deleted as { timestamp: string }[]).map((d) => d.timestamp)).toEqual([at(5), at(4)]);
+    expect(data.data).toEqual([]);
+    expect((await upload(userId, token, 'heartrate', { stage: 'daily', start_date: at(6), data: [], deleted: [range] })).body.deleted).toBe(0);
+    expect(await eventsOf(userId, 'daily.data.heartrate.updated')).toBe(1);
+    const backwards = await upload(userId, token, 'heartrate', {
+      stage: 'daily',
+      start_date: at(6),
+      data: [],
+      deleted: [{ start_date: at(1), end_date: at(2) }],
+    });
+    expect([backwards.status, backwards.body.detail[0].loc]).toEqual([422, ['body', 'deleted', 0, 'end_date']]);
+  });
 
   test("the historical stage stores silently, shows its progress, and its final chunk announces the resource's history once", async () => {
     const { userId, token } = await phone();

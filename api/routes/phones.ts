@@ -8,7 +8,7 @@ import { mapRecord, type RawRecord } from '../../lib/phones/records';
 import { syncState } from '../../lib/phones/sync-state';
 import type { UserDoc } from '../../lib/users/store';
 import type { AppDeps } from '../deps';
-import { ingestProviderData } from '../../lib/wearables/ingest';
+import { deleteProviderSamples, ingestProviderData } from '../../lib/wearables/ingest';
 import { historicalPullId } from '../../lib/wearables/historical-pulls-store';
 import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
 import type { FieldError } from '../../schemas/validator';
@@ -279,6 +279,23 @@ export const phoneRoutes = [
       const timeZone = phoneTimeZone(body.time_zone, ['body', 'time_zone']);
       const user = await activeUser(deps, auth.teamId, params.user_id);
       const connection = await phoneConnection(deps, auth.teamId, user._id, body.provider);
+      for (const [i, range] of (body.deleted ?? []).entries()) {
+        if (Date.parse(range.end_date) < Date.parse(range.start_date))
+          throw ValidationError.field(['body', 'deleted', i, 'end_date'], 'end_date must not be before start_date.');
+      }
+      // Deletions first: a chunk that deletes a range and sends what is there now ends with what it sent.
+      let deleted = 0;
+      for (const range of body.deleted ?? []) {
+        deleted += await deleteProviderSamples(deps, {
+          teamId: auth.teamId,
+          user,
+          provider: body.provider,
+          resource: resource.name,
+          sourceType: range.type ?? null,
+          from: new Date(range.start_date),
+          to: new Date(range.end_date),
+        });
+      }
       const stored = await storeUpload(
         deps,
         { teamId: auth.teamId, user, provider: body.provider, announce: body.stage === 'daily' },
@@ -323,7 +340,7 @@ export const phoneRoutes = [
         });
         historicalEvent = !published.duplicate;
       }
-      return { body: { samples: counts, dropped: stored.dropped, events: stored.events, historical_event: historicalEvent } };
+      return { body: { samples: counts, dropped: stored.dropped, events: stored.events, historical_event: historicalEvent, deleted } };
     },
   }),
   defineRoute({

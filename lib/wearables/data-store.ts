@@ -91,6 +91,11 @@ export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'sample_buckets' |
       sort: ['day'],
       residual: ['provider'],
     },
+    {
+      name: "a phone's deletion: the day buckets of one resource a range touches",
+      filter: ['team_id', 'user_id', 'resource', 'day'],
+      residual: ['provider', 'source_type'],
+    },
     { name: 'buckets by id (ingestion reads the days it writes, and writes them conditional on the version read)', filter: ['_id'], residual: ['version'] },
     { name: "erase a user's buckets", filter: ['team_id', 'user_id'] },
   ],
@@ -127,6 +132,11 @@ export class WearableDataRepository {
   /** Inserts what is new; returns the ids that already existed. */
   insertNew(coll: Collection<SummaryDoc>, docs: SummaryDoc[]): Promise<Set<string>> {
     return retryTransient(() => insertIgnoringDuplicates(coll, docs));
+  }
+
+  /** Removes a series' samples in [from, to) (see SampleBuckets.deleteRange); what was removed. */
+  deleteSamples(series: Parameters<SampleBuckets['deleteRange']>[0], from: Date, to: Date) {
+    return this.sampleBuckets.deleteRange(series, from, to);
   }
 
   /** Writes samples into their day buckets (see SampleBuckets.write: one insert or conditional update per bucket). */

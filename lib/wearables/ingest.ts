@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { ProviderCatalogue } from './provider-catalogue';
 import { publicBaseUrl, type Config } from '../platform/config';
 import { nameBasedUuid } from '../platform/keys';
@@ -134,6 +134,42 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
     newest: times.length ? new Date(Math.max(...times)) : null,
     events: published.filter((p) => !p.duplicate).length + streamEvents.count,
   };
+}
+
+/**
+ * Removes the samples of one resource a phone deleted in [from, to) (`sourceType` null: every source type of the
+ * provider) and says so with one `daily.data.<resource>.updated` per source type, its `data` empty and `deleted`
+ * naming each removed sample's timestamp. A deletion repeated removes nothing and publishes nothing. Nothing is
+ * published about a user whose erasure has begun.
+ */
+export async function deleteProviderSamples(
+  deps: IngestDeps,
+  req: { teamId: string; user: UserDoc; provider: string; resource: string; sourceType: string | null; from: Date; to: Date },
+): Promise<number> {
+  const { teamId, user, provider, resource } = req;
+  const removed = await deps.repos.wearableData.deleteSamples(
+    { team_id: teamId, user_id: user._id, resource, provider, source_type: req.sourceType },
+    req.from,
+    req.to,
+  );
+  if (!removed.length || !(await deps.repos.users.takesData(teamId, user._id))) return removed.length;
+  const deletionId = randomUUID();
+  for (const group of groupBy(removed, (r) => r.source_type)) {
+    const sourceType = group[0].source_type;
+    const source = sourceView(deps.providers, publicBaseUrl(deps.config), provider, sourceType);
+    const deleted = group.map((r) => ({ timestamp: r.timestamp.toISOString(), type: sourceType }));
+    await deps.publisher.publish({
+      teamId,
+      userId: user._id,
+      clientUserId: user.client_user_id,
+      eventType: `daily.data.${resource}.updated`,
+      data: { data: [], deleted, source_id: sourceId(deps.providers, provider), source, user_id: user._id },
+      // One deletion, one event: a retried call removes nothing and publishes nothing (a crash between the removal
+      // and this publish loses the event, not data).
+      idempotencyKey: `wearable-deleted:${deletionId}:${sourceType}`,
+    });
+  }
+  return removed.length;
 }
 
 function withOffset(s: SampleInput, zone: string | null): SampleInput {

@@ -264,6 +264,50 @@ export class SampleBuckets {
     return [...byBucket.keys()].flatMap((id) => written.get(id)!);
   }
 
+  /**
+   * Removes a series' samples whose timestamp is in [from, to) (a phone's deletion): per day bucket it touches, one
+   * update conditional on the version read (or one delete of a bucket left empty), re-read when another writer got
+   * there first. `sourceType` null: every source type of the provider. Returns what was removed.
+   */
+  async deleteRange(
+    series: Pick<WearableSeries, 'team_id' | 'user_id' | 'resource' | 'provider'> & { source_type: string | null },
+    from: Date,
+    to: Date,
+  ): Promise<{ timestamp: Date; source_type: string }[]> {
+    if (to <= from) return [];
+    const removed: { timestamp: Date; source_type: string }[] = [];
+    const filter = {
+      team_id: series.team_id,
+      user_id: series.user_id,
+      resource: series.resource,
+      day: { $gte: bucketDay(from), $lte: bucketDay(new Date(to.getTime() - 1)) },
+      provider: series.provider,
+      ...(series.source_type ? { source_type: series.source_type } : {}),
+    };
+    let pending = (await this.collection.find(filter).toArray()).map((b) => b._id);
+    for (let round = 0; pending.length; round++) {
+      if (round === 20) throw new Error(`sample buckets kept changing under this deletion: ${pending.slice(0, 3).join(', ')}`);
+      const buckets = await this.collection.find({ _id: { $in: pending } }).toArray();
+      const lost: string[] = [];
+      await Promise.all(
+        buckets.map(async (bucket) => {
+          const held = openBucket(bucket);
+          const day = bucket.day.getTime();
+          const gone = [...held.keys()].filter((offset) => day + offset >= from.getTime() && day + offset < to.getTime());
+          if (!gone.length) return;
+          for (const offset of gone) held.delete(offset);
+          const landed = held.size
+            ? await this.update(bucket, held)
+            : (await retryTransient(() => this.collection.deleteOne({ _id: bucket._id, version: bucket.version }))).deletedCount === 1;
+          if (!landed) return void lost.push(bucket._id);
+          for (const offset of gone) removed.push({ timestamp: new Date(day + offset), source_type: bucket.source_type });
+        }),
+      );
+      pending = lost;
+    }
+    return removed.sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime());
+  }
+
   /** What the bucket holds once the incoming samples are decided on, and what that did to each. */
   private merge(bucket: SampleBucketDoc | undefined, incoming: Map<number, SampleDoc>, decide: (stored: SampleDoc, incoming: SampleDoc) => SampleDoc | null) {
     const held = openBucket(bucket);
