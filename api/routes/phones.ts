@@ -9,6 +9,7 @@ import { syncState } from '../../lib/phones/sync-state';
 import type { UserDoc } from '../../lib/users/store';
 import type { AppDeps } from '../deps';
 import { deleteProviderSamples, ingestProviderData } from '../../lib/wearables/ingest';
+import { checkIngestBatch } from '../../lib/wearables/ingest-batch';
 import { historicalPullId } from '../../lib/wearables/historical-pulls-store';
 import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
 import type { FieldError } from '../../schemas/validator';
@@ -37,7 +38,6 @@ import { UserIdParams } from '../../schemas/user';
 import { toFieldErrors, validatorFor } from '../../schemas/validator';
 import type { ValidateFunction } from 'ajv';
 import { readBodyBytes, readTextBody } from '../middleware/body';
-import { checkIngestBatch } from './wearable-data';
 import { defineRoute } from '../route';
 
 const tags = ['Phones'];
