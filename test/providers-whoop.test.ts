@@ -403,7 +403,8 @@ describe('WHOOP v2 integration against the fake WHOOP API', () => {
       const busy = fake.addUser({ zoneOffsetSeconds: NEW_YORK_SUMMER }).id;
       const busyCtx = contextFor(fake, (await connect(fake, busy)).access_token);
       const w = windowOf(18, NEW_YORK_SUMMER);
-      const nights = fake.records(busy, 'sleep', w.start, w.end).filter((s) => !s.nap);
+      // Nights whose recovery is out (WHOOP scores it minutes after waking: a night that just ended may have none yet).
+      const nights = fake.records(busy, 'sleep', w.start, w.end).filter((s) => !s.nap && fake.recoveryOfSleep(busy, s.id));
       // An afternoon sleep with its own recovery after each night, as for a shift worker: 2 sleeps and 2 recoveries a day.
       nights.forEach((night, i) => {
         const id = randomUUID();
