@@ -3,13 +3,11 @@ import { exchangeSignInToken, mintSignInToken, refreshSdkTokens } from '../../li
 import { ApiError, notFound, ValidationError } from '../../lib/platform/errors';
 import { gunzipSync } from 'node:zlib';
 import { publishEvent } from '../../lib/events/publisher';
-import { groupBy } from '../../lib/platform/group-by';
 import { mapRecord, type RawRecord } from '../../lib/phones/records';
 import { syncState } from '../../lib/phones/sync-state';
-import type { UserDoc } from '../../lib/users/store';
 import type { AppDeps } from '../deps';
-import { deleteProviderSamples, ingestProviderData } from '../../lib/wearables/ingest';
-import { checkIngestBatch } from '../../lib/wearables/ingest-batch';
+import { deleteProviderSamples } from '../../lib/wearables/ingest';
+import { storeUpload } from '../../lib/phones/uploads';
 import { historicalPullId } from '../../lib/wearables/historical-pulls-store';
 import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
 import type { FieldError } from '../../schemas/validator';
@@ -88,47 +86,6 @@ async function uploadBody<T>(ctx: Parameters<typeof readBodyBytes>[0], limit: nu
   }
   if (!validate(parsed)) throw new ValidationError(toFieldErrors('body', validate.errors));
   return parsed;
-}
-
-type UploadSampleInput = { resource: string; timestamp: string; start?: string; end?: string; value: number; unit: string; timezone_offset: number | null };
-
-/**
- * Checks and stores samples of one upload through the ingest path, one batch per source type (a sample's key holds
- * it): every batch is checked before any is stored, and a problem names the upload's own index (`at`).
- */
-async function storeUpload(
-  deps: AppDeps,
-  target: { teamId: string; user: UserDoc; provider: string; announce: boolean },
-  items: { sourceType: string; sample: UploadSampleInput; at: (string | number)[] }[],
-) {
-  const problems: FieldError[] = [];
-  const batches = groupBy(items, (item) => item.sourceType).flatMap((group) => {
-    try {
-      const batch = { provider: target.provider, source_type: group[0].sourceType, samples: group.map((g) => g.sample) };
-      return [checkIngestBatch(deps, batch, target.teamId, target.user._id)];
-    } catch (err) {
-      if (!(err instanceof ValidationError)) throw err;
-      for (const e of err.errors) problems.push({ ...e, loc: ['body', ...group[Number(e.loc[2])].at, ...e.loc.slice(3)] });
-      return [];
-    }
-  });
-  if (problems.length) throw new ValidationError(problems);
-  const counts = { created: 0, updated: 0, unchanged: 0 };
-  const days = new Set<string>();
-  let dropped = 0;
-  let events = 0;
-  let oldest: Date | null = null;
-  let newest: Date | null = null;
-  for (const data of batches) {
-    const result = await ingestProviderData(deps, { teamId: target.teamId, user: target.user, provider: target.provider, data, announce: target.announce });
-    for (const k of ['created', 'updated', 'unchanged'] as const) counts[k] += result.samples[k];
-    dropped += result.dropped;
-    events += result.events;
-    for (const d of result.days) days.add(d);
-    if (result.oldest && (!oldest || result.oldest < oldest)) oldest = result.oldest;
-    if (result.newest && (!newest || result.newest > newest)) newest = result.newest;
-  }
-  return { counts, dropped, events, days: [...days], oldest, newest };
 }
 
 /** The answers every call about a connected phone may give besides its own. */
