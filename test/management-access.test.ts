@@ -100,30 +100,32 @@ const reviews = (at: Deployment) => o(`/lab_result_review/${at.environment}/${at
 async function pendingReview(): Promise<string> {
   const id = randomUUID();
   const now = new Date();
-  await app.deps.repos.labReviews.file({
-    _id: id,
-    org_id: tenant.orgId,
-    environment: env,
-    region,
-    account_id: randomUUID(),
-    lab_slug: 'quest',
-    message_id: id,
-    control_id: 'MATRIX',
-    reason: 'no_matching_order',
-    detail: 'No order of this organisation matches filler number MATRIX.',
-    request_indexes: [0],
-    placer_numbers: [],
-    filler_numbers: ['MATRIX'],
-    services: ['Matrix panel'],
-    patient: null,
-    status: 'pending',
-    matched_order_id: null,
-    matched_team_id: null,
-    resolved_by: null,
-    resolved_at: null,
-    created_at: now,
-    updated_at: now,
-  });
+  await app.deps.repos.labReviews.fileMany([
+    {
+      _id: id,
+      org_id: tenant.orgId,
+      environment: env,
+      region,
+      account_id: randomUUID(),
+      lab_slug: 'quest',
+      message_id: id,
+      control_id: 'MATRIX',
+      reason: 'no_matching_order',
+      detail: 'No order of this organisation matches filler number MATRIX.',
+      request_indexes: [0],
+      placer_numbers: [],
+      filler_numbers: ['MATRIX'],
+      services: ['Matrix panel'],
+      patient: null,
+      status: 'pending',
+      matched_order_id: null,
+      matched_team_id: null,
+      resolved_by: null,
+      resolved_at: null,
+      created_at: now,
+      updated_at: now,
+    },
+  ]);
   return id;
 }
 async function labAccount(): Promise<string> {

@@ -543,7 +543,12 @@ describe('what a phone token reaches', () => {
     const tokens = await signedIn(userId);
     const unused = await signInToken(userId);
     expect((await api.del(`/v2/user/${userId}`)).status).toBe(200);
-    await eventually(async () => (await refresh(tokens.refresh_token)).status === 400, 30_000, 'the sign-in ended by the deletion');
+    // The deletion's first step ends the user's sign-ins and removes the sign-in tokens not exchanged yet.
+    await eventually(
+      async () => (await app.inspect.collection('sdk_tokens').findOne({ _id: hashKey(unused) } as object)) === null,
+      30_000,
+      'the sign-ins ended by the deletion',
+    );
     expectSdkError(await refresh(tokens.refresh_token), 400, 'reauthentication_required');
     expectSdkError(await disconnect(userId, tokens.access_token), 401, 'invalid_token');
     expectSdkError(await exchange(unused), 400, 'invalid_token');

@@ -28,7 +28,11 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
  * that are not UTF-8 a 422 of type string_unicode (decoded leniently they would be stored as U+FFFD, silently).
  */
 export async function readJsonBody(ctx: Context, limit: number): Promise<unknown> {
-  const bytes = await readBodyBytes(ctx, limit);
+  return jsonOfBytes(await readBodyBytes(ctx, limit));
+}
+
+/** A JSON body's bytes as readJsonBody reads them (strict UTF-8, empty is {}), for a body read otherwise (gunzipped). */
+export function jsonOfBytes(bytes: Buffer): unknown {
   let text: string;
   try {
     text = strictUtf8.decode(bytes);

@@ -35,7 +35,7 @@ import {
 import { UserIdParams } from '../../schemas/user';
 import { toFieldErrors, validatorFor } from '../../schemas/validator';
 import type { ValidateFunction } from 'ajv';
-import { readBodyBytes, readTextBody } from '../middleware/body';
+import { jsonOfBytes, readBodyBytes, readTextBody } from '../middleware/body';
 import { defineRoute } from '../route';
 
 const tags = ['Phones'];
@@ -78,12 +78,7 @@ async function uploadBody<T>(ctx: Parameters<typeof readBodyBytes>[0], limit: nu
       throw ValidationError.field(['body'], `The body says content-encoding gzip but does not gunzip: ${(err as Error).message}`, 'value_error');
     }
   }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(bytes.toString('utf8'));
-  } catch (err) {
-    throw ValidationError.field(['body', 0], `JSON decode error: ${(err as Error).message}`, 'json_invalid');
-  }
+  const parsed = jsonOfBytes(bytes);
   if (!validate(parsed)) throw new ValidationError(toFieldErrors('body', validate.errors));
   return parsed;
 }
@@ -337,6 +332,8 @@ export const phoneRoutes = [
         },
         new Date(),
       );
+      // Erased stays erased: asked after the write (erasure marks the user before it removes pull states).
+      if (!(await deps.repos.users.takesData(auth.teamId, user._id))) await deps.repos.historicalPulls.eraseAllForUser(auth.teamId, user._id);
       return { body: { success: true } };
     },
   }),

@@ -82,12 +82,7 @@ export class LabReviewRepository {
     return this.sealed.open(doc) as LabResultReviewDoc;
   }
 
-  /** Files a review once: true when this call created it (a retried apply finds it and creates nothing). */
-  async file(doc: LabResultReviewDoc): Promise<boolean> {
-    return (await this.fileMany([doc])).size === 0;
-  }
-
-  /** Files several reviews in one round trip (an applier's batch); the ids already filed (a retried apply) are answered. */
+  /** Files reviews once, in one round trip (an applier's batch); the ids already filed (a retried apply) are answered. */
   async fileMany(docs: LabResultReviewDoc[]): Promise<Set<string>> {
     return insertIgnoringDuplicates(
       this.reviews,

@@ -54,7 +54,6 @@ const same = (v: number) => v;
 /** HealthKit quantity types we map: the resource, its unit, and each HealthKit unit's conversion to it. */
 const HEALTHKIT: Record<string, Converter> = {
   HKQuantityTypeIdentifierHeartRate: { resource: 'heartrate', unit: 'bpm', interval: false, from: { 'count/min': same, bpm: same } },
-  HKQuantityTypeIdentifierRestingHeartRate: { resource: 'heartrate', unit: 'bpm', interval: false, from: { 'count/min': same } },
   HKQuantityTypeIdentifierStepCount: { resource: 'steps', unit: 'count', interval: true, from: { count: same } },
   HKQuantityTypeIdentifierFlightsClimbed: { resource: 'floors_climbed', unit: 'count', interval: true, from: { count: same } },
   HKQuantityTypeIdentifierActiveEnergyBurned: {
@@ -91,6 +90,7 @@ const HEALTHKIT: Record<string, Converter> = {
 /** Why a known type is not taken (said in the answer's `skipped`). */
 const NOT_TAKEN: Record<string, string> = {
   HKQuantityTypeIdentifierHeartRateVariabilitySDNN: 'SDNN, which no resource holds (hrv is RMSSD)',
+  HKQuantityTypeIdentifierRestingHeartRate: "a day's resting value, not a measured beat: the heartrate series would mix the two",
 };
 
 const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);

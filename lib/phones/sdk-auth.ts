@@ -91,7 +91,8 @@ async function issue(repos: Repos, session: { id: string; team_id: string; user_
   ]);
   const [stored, user] = await Promise.all([repos.sdkSessions.findSession(session.id), repos.users.find(session.team_id, session.user_id)]);
   if (!stored || stored.revoked_at || user?.status !== 'active') {
-    await repos.sdkSessions.deleteTokens([access.hash, refresh.hash]);
+    // The whole session goes (these tokens with it): a session left open for a user being deleted would outlive it.
+    await repos.sdkSessions.revokeSession(session.id, stored?.revoked_reason ?? 'user_not_active', now);
     throw sdkError(
       400,
       'reauthentication_required',

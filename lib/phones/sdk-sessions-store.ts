@@ -1,5 +1,4 @@
 import type { Collection, Db } from 'mongodb';
-import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../platform/database/indexes';
 
 /**
@@ -100,13 +99,9 @@ export class SdkSessionRepository {
     return this.tokens.findOneAndDelete({ _id: hash, kind: 'sign_in' });
   }
 
-  /** Starts a session; a session of that id already there (an exchange retried after a crash) is kept. */
+  /** Starts a session (a new random id: the sign-in token that began it is already spent). */
   async startSession(doc: SdkSessionDoc): Promise<void> {
-    try {
-      await this.sessions.insertOne(doc);
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
-    }
+    await this.sessions.insertOne(doc);
   }
 
   async findSession(id: string): Promise<SdkSessionDoc | null> {
@@ -147,11 +142,6 @@ export class SdkSessionRepository {
     await this.tokens.deleteMany({ team_id: teamId, user_id: userId, kind: { $in: ['access', 'sign_in'] } });
     await this.tokens.updateMany({ team_id: teamId, user_id: userId, kind: 'refresh', revoked_at: null }, { $set: { revoked_at: now } });
     return modifiedCount;
-  }
-
-  /** Removes tokens a refresh minted for a session revoked meanwhile (the refresh's second look at its session). */
-  async deleteTokens(hashes: string[]): Promise<void> {
-    await this.tokens.deleteMany({ _id: { $in: hashes } });
   }
 
   async eraseAllForUser(teamId: string, userId: string): Promise<number> {
