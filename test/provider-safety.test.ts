@@ -119,7 +119,8 @@ describe('refresh tokens are never lost', () => {
     await expireSoon(connectionId);
     // Withings handles the refresh (a new pair is issued, the old refresh token now dies within 8 hours), but its
     // answer comes after our timeout.
-    withings.answerLate({ method: 'POST', path: '/v2/oauth2', delayMs: 3000 });
+    // (Eight times our timeout: a loaded machine's timers fire late, and the answer must still come after ours fired.)
+    withings.answerLate({ method: 'POST', path: '/v2/oauth2', delayMs: 8000 });
     const token = await withWorkerDeps(config, async (deps) => {
       const app = (await resolveApp(deps, stack.tenant.teamId, 'withings'))!;
       // A second worker wanting a token meanwhile does not send the old refresh token beside ours: it waits.
