@@ -17,6 +17,7 @@ import { createAdapterRegistry } from '../lib/wearables/adapters';
 import { createWearableActivities } from './wearables';
 import { createMaintenanceActivities } from './maintenance';
 import { createLabResultsActivities } from './lab-results';
+import { createAppleHealthImportActivities } from './apple-health-import';
 
 export interface ActivityDeps {
   repos: Repositories;
@@ -50,6 +51,7 @@ export function createActivities(base: ActivityDeps) {
     ...createWearableActivities({ ...deps, providers, adapters: createAdapterRegistry(providers) }),
     ...createMaintenanceActivities({ ...deps, providers }),
     ...createLabResultsActivities(deps),
+    ...createAppleHealthImportActivities({ ...deps, providers }),
   };
 }
 

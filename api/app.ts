@@ -24,6 +24,9 @@ export function listenApi(deps: AppDeps, port: number, host: string): Promise<Se
     const server = createApp(deps).listen(port, host, () => resolve(server));
     server.keepAliveTimeout = deps.config.API_KEEP_ALIVE_TIMEOUT_MS;
     server.headersTimeout = deps.config.API_KEEP_ALIVE_TIMEOUT_MS + 1000;
+    // A request may stream for an hour (Node's default cuts it at 5 minutes): an Apple Health export is gigabytes
+    // from a phone's link. A longer upload is cut and resumes from its last stored byte (PATCH, upload-offset).
+    server.requestTimeout = 3_600_000;
   });
 }
 

@@ -1,4 +1,5 @@
 import { SdkSessionRepository } from './phones/sdk-sessions-store';
+import { AppleHealthImportRepository } from './phones/imports-store';
 import type { Db } from 'mongodb';
 import type { FieldCipher } from './platform/field-encryption';
 import { DEFAULT_RETENTION, type Retention } from './platform/database/indexes';
@@ -46,6 +47,8 @@ export interface Repositories {
   /** One-time link tokens (10 minutes). */
   linkTokens: LinkTokenRepository;
   sdkSessions: SdkSessionRepository;
+  /** Apple Health export uploads and their imports. */
+  appleHealthImports: AppleHealthImportRepository;
   /** Summaries, timeseries samples and workout streams. */
   wearableData: WearableDataRepository;
   /** Webhook endpoints. */
@@ -89,6 +92,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     historicalPulls: new HistoricalPullRepository(db),
     linkTokens: new LinkTokenRepository(db),
     sdkSessions: new SdkSessionRepository(db),
+    appleHealthImports: new AppleHealthImportRepository(db),
     wearableData: new WearableDataRepository(db),
     webhooks: new WebhookRepository(db, cipher),
     webhookStore: new WebhookStore(db, cipher),

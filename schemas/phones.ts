@@ -188,3 +188,33 @@ export const RecordsUploadResponse = Type.Object(
   },
   { $id: 'PhoneRecordsResponse' },
 );
+
+const ImportCounts = Type.Object({ created: Type.Integer(), updated: Type.Integer(), unchanged: Type.Integer() });
+/** An Apple Health export's import (POST /v2/user/{user_id}/import/apple_health). */
+export const AppleHealthImport = Type.Object(
+  {
+    id: Uuid('The import.'),
+    user_id: Uuid('Service user id.'),
+    format: Type.Union([Type.Literal('zip'), Type.Literal('xml')]),
+    status: Type.Union([Type.Literal('uploading'), Type.Literal('importing'), Type.Literal('completed'), Type.Literal('failed')], {
+      description: '`uploading`: bytes missing (resume with PATCH); `importing`: whole, its workflow reading it; `failed`: `error` says why.',
+    }),
+    upload_length: Type.Union([Type.Integer(), Type.Null()], { description: "The file's size, when announced." }),
+    received_bytes: Type.Integer({ description: 'Bytes stored: where a resumed upload continues.' }),
+    progress: Type.Object({
+      xml_bytes_read: Type.Integer({ description: 'Bytes of export.xml read (unzipped).' }),
+      records_read: Type.Integer({ description: 'Elements read (Record, Correlation, Workout, ActivitySummary …).' }),
+      samples: ImportCounts,
+      summaries: ImportCounts,
+      dropped: Type.Integer({ description: "Outside the user's ingestion bounds." }),
+      skipped: Type.Record(Type.String(), Type.Integer(), { description: 'Types not imported, by type: how many.' }),
+    }),
+    error: Type.Union([Type.String(), Type.Null()]),
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+    uploaded_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+    completed_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  },
+  { $id: 'AppleHealthImport' },
+);
+export const AppleHealthImportList = Type.Object({ imports: Type.Array(AppleHealthImport) }, { $id: 'AppleHealthImportList' });

@@ -21,6 +21,7 @@ const SHORT: Retention = {
   dispatcherMarks: 1,
   providerBudgetWindows: 1,
   labInboundMessages: 1,
+  importUploads: 1,
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

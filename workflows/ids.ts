@@ -1,6 +1,8 @@
 /** Workflow ids are prefixed business keys, built only here (api and workflows import these). */
 export const workflowIds = {
   userDeletion: (userId: string) => `user-deletion:${userId}`,
+  /** One import per Apple Health export upload; the owner of the import's state once the upload is whole. */
+  appleHealthImport: (importId: string) => `apple-health-import:${importId}`,
   /** One lifecycle per lab order; the single owner of the order document. */
   labOrder: (orderId: string) => `lab-order:${orderId}`,
   /** One lab account's applier of result messages (signal-with-start by the MLLP listener and the stranded-work sweep). */

@@ -6,3 +6,4 @@ export { labOrderWorkflow, labOrderCorrectionWorkflow } from './lab-order';
 export { labResultsWorkflow } from './lab-results';
 export { wearableConnectionWorkflow, providerPushWorkflow, providerHintsWorkflow } from './wearable-connection';
 export { providerSubscriptionsWorkflow } from './provider-subscriptions';
+export { appleHealthImportWorkflow } from './apple-health-import';

@@ -17,6 +17,7 @@ import { managementRoutes } from './management';
 import { pipelineDestinationLogRoutes, pipelineRoutes } from './pipelines';
 import { providerRoutes } from './providers';
 import { phoneRoutes } from './phones';
+import { appleHealthImportRoutes } from './apple-health-import';
 import { teamCustomCredentialsRoutes } from './team-custom-credentials';
 import { systemRoutes } from './system';
 import { userRoutes } from './users';
@@ -37,6 +38,7 @@ export function routeTable(_deps: AppDeps): AnyRoute[] {
     ...linkPageRoutes,
     ...insuranceRoutes,
     ...phoneRoutes,
+    ...appleHealthImportRoutes,
     ...userRoutes,
     ...providerRoutes,
     ...wearableDataRoutes,

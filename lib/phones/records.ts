@@ -48,7 +48,7 @@ export interface MappedSample {
 
 export type RecordOutcome = { samples: MappedSample[] } | { skipped: string } | { problem: { field: string; message: string } };
 
-type Converter = { resource: string; unit: string; interval: boolean; from: Record<string, (v: number) => number> };
+export type Converter = { resource: string; unit: string; interval: boolean; from: Record<string, (v: number) => number> };
 
 const same = (v: number) => v;
 /** HealthKit quantity types we map: the resource, its unit, and each HealthKit unit's conversion to it. */
@@ -91,7 +91,18 @@ const HEALTHKIT: Record<string, Converter> = {
 const NOT_TAKEN: Record<string, string> = {
   HKQuantityTypeIdentifierHeartRateVariabilitySDNN: 'SDNN, which no resource holds (hrv is RMSSD)',
   HKQuantityTypeIdentifierRestingHeartRate: "a day's resting value, not a measured beat: the heartrate series would mix the two",
+  HKQuantityTypeIdentifierBloodPressureSystolic: 'read with its diastolic value from their HKCorrelationTypeIdentifierBloodPressure',
+  HKQuantityTypeIdentifierBloodPressureDiastolic: 'read with its systolic value from their HKCorrelationTypeIdentifierBloodPressure',
 };
+
+/** How a HealthKit quantity type maps (resource, unit, conversions), if it does. */
+export const healthKitConverter = (type: string): Converter | undefined => HEALTHKIT[type];
+
+/** Why a HealthKit type is not taken. */
+export const healthKitSkipReason = (type: string): string => NOT_TAKEN[type] ?? 'not a type this service maps';
+
+/** Watch or phone, from the product type (HealthKit's `HKDevice.model`/`productType`, or the export's `device`). */
+export const sourceTypeOf = (record: Pick<RawRecord, 'product_type'>) => (/watch/i.test(record.product_type ?? '') ? 'watch' : 'phone');
 
 const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
 const instant = (v: unknown): v is string => typeof v === 'string' && !Number.isNaN(Date.parse(v));
@@ -102,11 +113,9 @@ function zoneOf(record: RawRecord, uploadZone: string | null): string | null {
   return (typeof named === 'string' && canonicalTimeZone(named)) || uploadZone;
 }
 
-const sourceTypeOf = (record: RawRecord) => (/watch/i.test(record.product_type ?? '') ? 'watch' : 'phone');
-
 function healthKit(record: RawRecord, uploadZone: string | null): RecordOutcome {
   const converter = HEALTHKIT[record.type];
-  if (!converter) return { skipped: NOT_TAKEN[record.type] ?? 'not a type this service maps' };
+  if (!converter) return { skipped: healthKitSkipReason(record.type) };
   if (!finite(record.value)) return { problem: { field: 'value', message: 'A number is required.' } };
   if (!instant(record.start_date)) return { problem: { field: 'start_date', message: 'An ISO 8601 date-time is required.' } };
   if (converter.interval && !instant(record.end_date)) return { problem: { field: 'end_date', message: 'An ISO 8601 date-time is required.' } };

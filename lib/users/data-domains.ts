@@ -60,6 +60,11 @@ export function userDataDomains(deps: { repos: Repositories; temporal: TemporalD
       erase: ({ teamId, userId }) => repos.sdkSessions.eraseAllForUser(teamId, userId),
     },
     {
+      // Apple Health exports: the uploaded files and their imports' records (what they imported is wearable_data's).
+      name: 'apple_health_imports',
+      erase: ({ teamId, userId }) => repos.appleHealthImports.eraseAllForUser(teamId, userId),
+    },
+    {
       // Lab orders keep their audit trail (ids, tests, sample id, physician, status history) and lose the
       // patient's identity and results; see README "Lab testing → Erasure".
       // Before events: a running order stops publishing before the user's events are erased.

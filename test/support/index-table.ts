@@ -6,6 +6,7 @@ import { HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES } from '../../lib
 import { WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES } from '../../lib/wearables/data-store';
 import { LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES } from '../../lib/wearables/link-tokens-store';
 import { SDK_SESSION_INDEXES, SDK_SESSION_QUERY_SHAPES } from '../../lib/phones/sdk-sessions-store';
+import { IMPORT_INDEXES, IMPORT_QUERY_SHAPES } from '../../lib/phones/imports-store';
 import { PROVIDER_AUTH_INDEXES, PROVIDER_AUTH_QUERY_SHAPES } from '../../lib/wearables/provider-auth-store';
 import { PROVIDER_BUDGET_INDEXES, PROVIDER_BUDGET_QUERY_SHAPES } from '../../lib/wearables/provider-budgets-store';
 import { INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES } from '../../lib/insurance/store';
@@ -59,6 +60,7 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(HISTORICAL_PULL_INDEXES, HISTORICAL_PULL_QUERY_SHAPES),
   ...fromRecords(LINK_TOKEN_INDEXES, LINK_TOKEN_QUERY_SHAPES),
   ...fromRecords(SDK_SESSION_INDEXES, SDK_SESSION_QUERY_SHAPES),
+  ...fromRecords(IMPORT_INDEXES, IMPORT_QUERY_SHAPES),
   ...fromRecords(PROVIDER_AUTH_INDEXES, PROVIDER_AUTH_QUERY_SHAPES),
   ...fromRecords(PROVIDER_BUDGET_INDEXES, PROVIDER_BUDGET_QUERY_SHAPES),
   ...fromRecords(INSURANCE_INDEXES, INSURANCE_QUERY_SHAPES),

@@ -47,6 +47,8 @@ export interface Retention {
   providerBudgetWindows: number;
   /** A lab's result message (lib/labs/lab-inbound-store.ts), after `settled_at` (applied, refused, or its review closed): 30 days. */
   labInboundMessages: number;
+  /** The stored bytes of an Apple Health export upload (lib/phones/imports-store.ts), after `stored_at`: a week to resume or import it. */
+  importUploads: number;
 }
 
 /** The configuration that sets retention (lib/platform/config.ts). */
@@ -73,6 +75,7 @@ export function retentionFrom(config: RetentionConfig): Retention {
     dispatcherMarks: 3_600,
     providerBudgetWindows: 3_600,
     labInboundMessages: days(30),
+    importUploads: days(7),
   };
 }
 
