@@ -106,6 +106,20 @@ async function expectImported(userId: string, expected: ExpectedImport) {
     ]);
     expect(data.time_start.endsWith('-05:00')).toBe(true);
   }
+  const sleeps = await summaries('sleep');
+  expect(sleeps).toHaveLength(expected.sleeps.size);
+  for (const s of sleeps) {
+    const data = s.data as { deep: number; rem: number; light: number; awake: number; total: number; duration: number; bedtime_start: string };
+    expect({ at: s.time.toISOString(), ...expected.sleeps.get(s.time.toISOString()) }).toEqual({
+      at: s.time.toISOString(),
+      deep: data.deep,
+      rem: data.rem,
+      light: data.light,
+      awake: data.awake,
+      total: data.total,
+      duration: data.duration,
+    });
+  }
   const activity = await summaries('activity');
   expect(activity).toHaveLength(expected.rings.size);
   for (const a of activity) expect((a.data as { calories_active: number }).calories_active).toBe(expected.rings.get(a.calendar_date));
@@ -140,7 +154,9 @@ describe('the Apple Health export import', () => {
       .find({ user_id: userId, event_type: /^historical\.data\./ } as object)
       .toArray();
     expect(historical.map((e) => e.event_type).sort()).toEqual(
-      ['activity', 'blood_pressure', 'calories_active', 'distance', 'heartrate', 'steps', 'weight', 'workouts'].map((r) => `historical.data.${r}.created`),
+      ['activity', 'blood_pressure', 'calories_active', 'distance', 'heartrate', 'sleep', 'steps', 'weight', 'workouts'].map(
+        (r) => `historical.data.${r}.created`,
+      ),
     );
 
     // The same file again, this time from the phone (the user's SDK token): all found unchanged.

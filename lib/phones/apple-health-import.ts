@@ -1,13 +1,13 @@
 import { StringDecoder } from 'node:string_decoder';
-import { canonicalTimeZone, isoLocal, localDate, zoneOffsetSeconds } from '../platform/time';
+import { canonicalTimeZone, localDate, zoneOffsetSeconds } from '../platform/time';
 import type { UserDoc } from '../users/store';
 import { ingestProviderData, type IngestDeps } from '../wearables/ingest';
-import { NO_WORKOUT_METRICS, type SampleInput, type SummaryInput } from '../wearables/model';
-import { humanizeActivity, sportOf } from '../wearables/providers/oura/sports';
+import type { SampleInput, SummaryInput } from '../wearables/model';
 import { exportDate, exportElements, type ExportElement } from './export-xml';
 import { exportXmlInZip } from './export-zip';
 import { emptyProgress, type AppleHealthImportDoc, type ImportProgress } from './imports-store';
 import { healthKitConverter, mapRecord, type RawRecord } from './records';
+import { healthKitSleepStage, healthKitSport, type SleepSegment, sleepSummary, sleepsOf, workoutSummary } from './sleep-and-workouts';
 
 /**
  * The import of one Apple Health export (`export.xml`, or `export.zip` holding it), read as a stream from the stored
@@ -23,6 +23,8 @@ import { healthKitConverter, mapRecord, type RawRecord } from './records';
  *   buckets the phone SDKs upload (`multiple_sources`), so an import and a phone's sync agree.
  * - Units (`Cal`, `kJ`, `mi`, `count/min` …) convert as a phone's records do (lib/phones/records.ts); `HKTimeZone`
  *   metadata is the zone a sample was taken in, else the offset its date was written with.
+ * - Sleep-analysis samples become sleeps per source (stages as lib/phones/sleep-and-workouts.ts maps them); where a
+ *   watch's staged night and the phone's time in bed overlap, the watch's is kept.
  * - Workouts take their totals from `WorkoutStatistics` (recent exports) or their own attributes (older ones);
  *   `ActivitySummary` rings give the day's active energy, completed by the day's hourly totals.
  */
@@ -70,6 +72,7 @@ export async function importAppleHealthExport(
   const summaries: SummaryInput[] = [];
   const cumulative = new Map<string, Map<string, SourceHours>>();
   const rings = new Map<string, number>();
+  const sleepSources = new Map<string, { rank: number; name: string; segments: SleepSegment[]; offset: number }>();
   let pendingCount = 0;
 
   const note = (resource: string, at: number, offset: number, sent: number) => {
@@ -118,6 +121,7 @@ export async function importAppleHealthExport(
     const start = exportDate(a.startDate);
     const end = exportDate(a.endDate);
     const converter = healthKitConverter(a.type);
+    if (a.type === 'HKCategoryTypeIdentifierSleepAnalysis') return sleepStage(el);
     if (!converter || !start) return skip(a.type ?? 'Record');
     const raw: RawRecord = {
       type: a.type,
@@ -191,7 +195,6 @@ export async function importAppleHealthExport(
     if (!start || !end) return skip('Workout');
     const zone = zoneOf(el);
     const startMs = Date.parse(start.iso);
-    const endMs = Date.parse(end.iso);
     const offset = (zone ? zoneOffset(zone, start.iso) : null) ?? start.offset;
     const statistic = (type: string, field: 'sum' | 'average' | 'maximum') => {
       const s = el.children.find((c) => c.name === 'WorkoutStatistics' && c.attrs.type === type);
@@ -205,45 +208,61 @@ export async function importAppleHealthExport(
       const convert = healthKitConverter(type)?.from[a[unitAttr] ?? ''];
       return Number.isFinite(value) && convert ? convert(value) : null;
     };
-    const calories =
-      statistic('HKQuantityTypeIdentifierActiveEnergyBurned', 'sum') ??
-      fromAttr('totalEnergyBurned', 'totalEnergyBurnedUnit', 'HKQuantityTypeIdentifierActiveEnergyBurned');
-    const distance =
-      statistic('HKQuantityTypeIdentifierDistanceWalkingRunning', 'sum') ??
-      statistic('HKQuantityTypeIdentifierDistanceCycling', 'sum') ??
-      fromAttr('totalDistance', 'totalDistanceUnit', 'HKQuantityTypeIdentifierDistanceWalkingRunning');
-    const averageHr = statistic('HKQuantityTypeIdentifierHeartRate', 'average');
-    const maxHr = statistic('HKQuantityTypeIdentifierHeartRate', 'maximum');
-    const steps = statistic('HKQuantityTypeIdentifierStepCount', 'sum');
-    const activity = (a.workoutActivityType ?? '').replace(/^HKWorkoutActivityType/, '');
-    const snake = activity.replace(/([a-z])([A-Z])/g, '$1_$2').toLowerCase();
-    const sport = sportOf(WORKOUT_ALIASES[activity] ?? snake);
     const sourceKey = `${a.sourceName ?? ''}:${start.iso}`;
-    const calendarDate = localDate(new Date(startMs), offset);
-    summaries.push({
-      resource: 'workouts',
-      source_key: sourceKey,
-      calendar_date: calendarDate,
-      time: new Date(startMs).toISOString(),
-      fields: {
-        ...NO_WORKOUT_METRICS,
-        title: sport.id ? sport.name : humanizeActivity(activity),
-        timezone_offset: offset,
-        calendar_date: calendarDate,
-        time_start: isoLocal(startMs, offset),
-        time_end: isoLocal(endMs, offset),
-        sport,
-        provider_id: sourceKey,
-        average_hr: averageHr === null ? null : Math.round(averageHr),
-        max_hr: maxHr === null ? null : Math.round(maxHr),
-        calories: calories === null ? null : round(calories, 1),
-        distance: distance === null ? null : round(distance, 1),
-        moving_time: Math.round((endMs - startMs) / 1000),
-        average_speed: distance !== null && endMs > startMs ? round(distance / ((endMs - startMs) / 1000), 2) : null,
-        steps: steps === null ? null : Math.round(steps),
-      },
-    });
+    summaries.push(
+      workoutSummary({
+        sourceKey,
+        start: startMs,
+        end: Date.parse(end.iso),
+        offset,
+        sport: healthKitSport(a.workoutActivityType),
+        // Recent exports keep totals in WorkoutStatistics; older ones in the workout's own attributes.
+        calories:
+          statistic('HKQuantityTypeIdentifierActiveEnergyBurned', 'sum') ??
+          fromAttr('totalEnergyBurned', 'totalEnergyBurnedUnit', 'HKQuantityTypeIdentifierActiveEnergyBurned'),
+        distance:
+          statistic('HKQuantityTypeIdentifierDistanceWalkingRunning', 'sum') ??
+          statistic('HKQuantityTypeIdentifierDistanceCycling', 'sum') ??
+          fromAttr('totalDistance', 'totalDistanceUnit', 'HKQuantityTypeIdentifierDistanceWalkingRunning'),
+        averageHr: statistic('HKQuantityTypeIdentifierHeartRate', 'average'),
+        maxHr: statistic('HKQuantityTypeIdentifierHeartRate', 'maximum'),
+        steps: statistic('HKQuantityTypeIdentifierStepCount', 'sum'),
+      }),
+    );
     note('workouts', startMs, offset, 1);
+  }
+
+  /** A sleep-analysis sample: kept with its source until the end, when each source's stages become sleeps. */
+  function sleepStage(el: ExportElement) {
+    const a = el.attrs;
+    const start = exportDate(a.startDate);
+    const end = exportDate(a.endDate);
+    const stage = healthKitSleepStage(a.value);
+    if (!start || !end || !stage) return skip(a.type);
+    const zone = zoneOf(el);
+    const name = a.sourceName ?? '';
+    let source = sleepSources.get(name);
+    if (!source) sleepSources.set(name, (source = { rank: sourceRank(name, a.device ?? ''), name, segments: [], offset: start.offset }));
+    source.segments.push({ start: Date.parse(start.iso), end: Date.parse(end.iso), stage });
+    source.offset = (zone ? zoneOffset(zone, start.iso) : null) ?? start.offset;
+  }
+
+  /** Each source's sleeps; where sources overlap (a watch's staged night, the phone's time in bed) the better one only. */
+  function storeSleeps() {
+    const kept: { start: number; end: number }[] = [];
+    const ranked = [...sleepSources.values()].sort((x, y) => x.rank - y.rank || (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
+    for (const source of ranked) {
+      for (const night of sleepsOf(source.segments)) {
+        const start = Math.min(...night.map((s) => s.start));
+        const end = Math.max(...night.map((s) => s.end));
+        if (kept.some((k) => k.start < end && start < k.end)) continue;
+        kept.push({ start, end });
+        summaries.push(
+          sleepSummary(night, source.offset, { sourceKey: `${source.name}:${new Date(start).toISOString()}`, sourceType: sourceTypeOfRank[source.rank] }),
+        );
+        note('sleep', start, source.offset, 1);
+      }
+    }
   }
 
   function activitySummary(el: ExportElement) {
@@ -328,6 +347,7 @@ export async function importAppleHealthExport(
     }
   }
   await storeCumulative();
+  storeSleeps();
   await flush();
   for (let i = 0; i < summaries.length; i += BATCH) {
     const batch = summaries.slice(i, i + BATCH);
@@ -343,21 +363,6 @@ export async function importAppleHealthExport(
   }));
   return { progress, resources };
 }
-
-/** HealthKit names of workouts our sport names spell otherwise. */
-const WORKOUT_ALIASES: Record<string, string> = {
-  TraditionalStrengthTraining: 'strength_training',
-  FunctionalStrengthTraining: 'strength_training',
-  HighIntensityIntervalTraining: 'hiit',
-  MixedCardio: 'hiit',
-  StairClimbing: 'stair_climbing',
-  Climbing: 'climbing',
-  SocialDance: 'dance',
-  CardioDance: 'dance',
-  DownhillSkiing: 'skiing',
-  CrossCountrySkiing: 'cross_country_skiing',
-  PaddleSports: 'stand_up_paddling',
-};
 
 /** The offset of a sample's `HKTimeZone` at its time, when that names a zone. */
 function zoneOffset(zone: string, iso: string): number | null {

@@ -20,6 +20,8 @@ export interface ExportPlan {
   seed?: number;
 }
 
+type ExpectedSleep = { deep: number; rem: number; light: number; awake: number };
+
 export interface ExpectedImport {
   /** `resource|sourceType|startIso` → value (point samples: heartrate, weight, blood oxygen). */
   points: Map<string, number>;
@@ -29,6 +31,8 @@ export interface ExpectedImport {
   hourly: Map<string, number>;
   /** Workouts: startIso → { calories, distance, average_hr, max_hr, sport }. */
   workouts: Map<string, { calories: number; distance: number; average_hr: number; max_hr: number; sport: string }>;
+  /** Sleeps (the watch's staged nights; the phone's overlapping time in bed is not another sleep): bedtime start → seconds. */
+  sleeps: Map<string, { deep: number; rem: number; light: number; awake: number; total: number; duration: number }>;
   /** Activity rings: day → active kcal. */
   rings: Map<string, number>;
   /** HKTimeZone-marked heart-rate samples: startIso → offset seconds (Tokyo, +09:00). */
@@ -117,6 +121,7 @@ export function generateExport(plan: ExportPlan): { xml: string; expected: Expec
     bloodPressure: new Map(),
     hourly: new Map(),
     workouts: new Map(),
+    sleeps: new Map(),
     rings: new Map(),
     zoned: new Map(),
     elements: 0,
@@ -265,6 +270,41 @@ export function generateExport(plan: ExportPlan): { xml: string; expected: Expec
         sport: running ? 'running' : 'strength_training',
       });
       expected.elements++;
+    }
+    // The night from this day's evening: the watch's stages, and the phone's time in bed around them.
+    if (d % 2 === 0) {
+      const bed = dayStart + 23 * HOUR;
+      const stages: [string, keyof ExpectedSleep][] = [
+        ['AsleepCore', 'light'],
+        ['AsleepDeep', 'deep'],
+        ['AsleepCore', 'light'],
+        ['AsleepREM', 'rem'],
+        ['Awake', 'awake'],
+        ['AsleepCore', 'light'],
+        ['AsleepDeep', 'deep'],
+        ['AsleepREM', 'rem'],
+      ];
+      const night = { deep: 0, rem: 0, light: 0, awake: 0, total: 0, duration: 0 };
+      let t = bed;
+      for (const [value, stage] of stages) {
+        const minutes = 20 + Math.floor(r() * 60);
+        out.push(
+          record(WATCH, 'HKCategoryTypeIdentifierSleepAnalysis', '', `HKCategoryValueSleepAnalysis${value}`, t, t + minutes * 60_000).replace(' unit=""', ''),
+        );
+        night[stage] += minutes * 60;
+        t += minutes * 60_000;
+        expected.elements++;
+      }
+      night.total = night.deep + night.rem + night.light;
+      night.duration = (t - bed) / 1000;
+      out.push(
+        record(PHONE, 'HKCategoryTypeIdentifierSleepAnalysis', '', 'HKCategoryValueSleepAnalysisInBed', bed - 15 * 60_000, t + 10 * 60_000).replace(
+          ' unit=""',
+          '',
+        ),
+      );
+      expected.elements++;
+      expected.sleeps.set(iso(bed), night);
     }
     // The day's rings, in Cal or kcal.
     const day = new Date(dayStart + offset * 1000).toISOString().slice(0, 10);
