@@ -156,6 +156,69 @@ export const UploadResponse = Type.Object(
   { $id: 'PhoneUploadResponse', description: 'What the chunk stored: new, changed, and already there (a chunk sent again is all unchanged).' },
 );
 
+const OptNumber = Type.Optional(Type.Union([Type.Number(), Type.Null()]));
+/** One item of a summary upload: the fields its resource uses (sleep, workouts: a span; activity: a day; body: an instant). */
+const SummaryUploadItem = Type.Object(
+  {
+    id: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 200 }), Type.Null()], { description: "The platform's id (a replacement key)." })),
+    start_date: Type.Optional(Type.String({ format: 'date-time' })),
+    end_date: Type.Optional(Type.String({ format: 'date-time' })),
+    date: Type.Optional(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'activity: the local day.' })),
+    timestamp: Type.Optional(Type.String({ format: 'date-time', description: 'body: when measured.' })),
+    type: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()], { description: 'The source type (watch, phone …).' })),
+    product_type: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+    source_bundle: Type.Optional(Type.Union([Type.String({ maxLength: 200 }), Type.Null()])),
+    stages: Type.Optional(
+      Type.Array(Type.Object({ start_date: Type.String({ format: 'date-time' }), end_date: Type.String({ format: 'date-time' }), stage: Type.Integer() }), {
+        maxItems: 5000,
+        description:
+          "sleep: iOS sends HealthKit's HKCategoryValueSleepAnalysis (inBed 0, asleepUnspecified 1, awake 2, core 3, deep 4, REM 5); Android the SDK's ids (deep 1, light 2, rem 3, awake 4, out of bed 5).",
+      }),
+    ),
+    sport: Type.Optional(
+      Type.Union([Type.Integer(), Type.String({ maxLength: 100 })], {
+        description: "workouts: HKWorkoutActivityType's raw value or name (iOS); Health Connect's ExerciseSessionRecord exercise type (Android).",
+      }),
+    ),
+    calories: OptNumber,
+    distance: OptNumber,
+    average_hr: OptNumber,
+    max_hr: OptNumber,
+    steps: OptNumber,
+    calories_active: OptNumber,
+    calories_total: OptNumber,
+    floors_climbed: OptNumber,
+    weight: OptNumber,
+    fat: OptNumber,
+  },
+  { additionalProperties: true },
+);
+
+/** POST /v2/summary/{resource}/{user_id}: a chunk of a phone's summaries, in the SDKs' envelope. */
+export const SummaryUploadBody = Type.Object(
+  {
+    stage: Type.Union([Type.Literal('daily'), Type.Literal('historical')]),
+    provider: Type.Union([Type.Literal('apple_health_kit'), Type.Literal('health_connect'), Type.Literal('samsung_health')]),
+    start_date: Type.String({ format: 'date-time' }),
+    end_date: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()])),
+    time_zone: Type.String({ minLength: 1, maxLength: 64 }),
+    data: Type.Array(SummaryUploadItem, { maxItems: 10_000 }),
+    is_final_chunk: Type.Optional(Type.Boolean()),
+  },
+  { $id: 'SummaryUploadBody' },
+);
+export type SummaryUploadBody = Static<typeof SummaryUploadBody>;
+
+export const SummaryUploadResponse = Type.Object(
+  {
+    summaries: UploadCounts,
+    dropped: Type.Integer({ description: "Summaries outside the user's ingestion bounds (not stored)." }),
+    events: Type.Integer({ description: 'daily.data events published.' }),
+    historical_event: Type.Boolean({ description: 'historical.data.<resource>.created was published by this chunk.' }),
+  },
+  { $id: 'PhoneSummaryUploadResponse' },
+);
+
 /** POST /v2/user/{user_id}/sdk_start_historical_stage/{provider}: the phone begins reading a resource's history. */
 export const HistoricalStageBody = Type.Object(
   {
@@ -180,6 +243,7 @@ export type RecordsUploadBody = Static<typeof RecordsUploadBody>;
 export const RecordsUploadResponse = Type.Object(
   {
     samples: UploadCounts,
+    summaries: UploadCounts,
     skipped: Type.Record(Type.String(), Type.Object({ count: Type.Integer(), reason: Type.String() }), {
       description: 'Record types not taken, with why (a type not mapped yet is no error).',
     }),
@@ -218,3 +282,33 @@ export const AppleHealthImport = Type.Object(
   { $id: 'AppleHealthImport' },
 );
 export const AppleHealthImportList = Type.Object({ imports: Type.Array(AppleHealthImport) }, { $id: 'AppleHealthImportList' });
+
+/** POST /v2/user/{user_id}/sdk_sync_progress/{provider}: what the phone has synced (about hourly), as it reports it. */
+export const SyncProgressBody = Type.Object(
+  {
+    resources: Type.Optional(
+      Type.Record(
+        Type.String({ maxLength: 64 }),
+        Type.Object(
+          {
+            status: Type.Optional(Type.String({ maxLength: 64 })),
+            last_synced_at: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()])),
+            sent: Type.Optional(Type.Integer({ minimum: 0 })),
+          },
+          { additionalProperties: true },
+        ),
+        { description: 'Per resource: its sync status, last sync and what it sent.' },
+      ),
+    ),
+    device: Type.Optional(Type.Record(Type.String({ maxLength: 64 }), Type.Unknown(), { description: 'Model, OS version, SDK version …' })),
+  },
+  { additionalProperties: true, $id: 'SyncProgressBody' },
+);
+export const SyncProgressView = Type.Object(
+  {
+    provider: Type.String(),
+    reported_at: Type.String({ format: 'date-time' }),
+    report: Type.Record(Type.String(), Type.Unknown()),
+  },
+  { $id: 'SyncProgressView' },
+);

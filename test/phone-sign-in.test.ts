@@ -489,11 +489,11 @@ describe('raw records', () => {
         ],
       },
       { type: 'StepsRecord', id: 'hc-2', startTime: '2026-11-21T07:00:00Z', endTime: '2026-11-21T08:00:00Z', count: 812 },
-      { type: 'SleepSessionRecord', id: 'hc-3' },
+      { type: 'NutritionRecord', id: 'hc-3' },
     ]);
     expect(res.status).toBe(200);
     expect(res.body.samples).toEqual({ created: 3, updated: 0, unchanged: 0 });
-    expect(res.body.skipped).toEqual({ SleepSessionRecord: { count: 1, reason: 'not a type this service maps' } });
+    expect(res.body.skipped).toEqual({ NutritionRecord: { count: 1, reason: 'not a type this service maps' } });
     expect((await read(userId, 'heartrate', '2026-11-21')).map((s) => s.value)).toEqual([58, 61]);
     expect((await read(userId, 'steps', '2026-11-21')).map((s) => s.value)).toEqual([812]);
     const bad = await send(userId, token, 'health_connect', [

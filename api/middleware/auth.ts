@@ -89,7 +89,7 @@ export function createAuthenticator(deps: AppDeps) {
     return isSdkAccessToken(bearer) ? bearer : '';
   }
   const SDK_TOKEN_OUT_OF_SCOPE =
-    "An SDK token reaches only its own user's SDK endpoints (connect, sync state, historical stage, uploads, records, disconnect). This endpoint takes a team API key in the x-service-api-key header, from your backend.";
+    "An SDK token reaches only its own user's SDK endpoints (connect, sync state, historical stage, uploads, records, sync progress, the Apple Health import, disconnect). This endpoint takes a team API key in the x-service-api-key header, from your backend.";
 
   async function team(ctx: Context): Promise<TeamPrincipal> {
     const key = teamKeyOf(ctx);

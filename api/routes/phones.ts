@@ -2,12 +2,14 @@ import { Type } from '@sinclair/typebox';
 import { exchangeSignInToken, mintSignInToken, refreshSdkTokens } from '../../lib/phones/sdk-auth';
 import { ApiError, notFound, ValidationError } from '../../lib/platform/errors';
 import { gunzipSync } from 'node:zlib';
-import { publishEvent } from '../../lib/events/publisher';
 import { mapRecord, type RawRecord } from '../../lib/phones/records';
+import { type SleepSegment, sleepSummary, sleepsOf } from '../../lib/phones/sleep-and-workouts';
+import type { SummaryInput } from '../../lib/wearables/model';
 import { syncState } from '../../lib/phones/sync-state';
 import type { AppDeps } from '../deps';
 import { deleteProviderSamples } from '../../lib/wearables/ingest';
-import { storeUpload } from '../../lib/phones/uploads';
+import { recordStage, storeUpload } from '../../lib/phones/uploads';
+import { SUMMARY_UPLOAD_RESOURCES, type SummaryUploadItem, summariesOfUpload } from '../../lib/phones/summary-uploads';
 import { historicalPullId } from '../../lib/wearables/historical-pulls-store';
 import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
 import type { FieldError } from '../../schemas/validator';
@@ -30,6 +32,10 @@ import {
   RecordsUploadBody,
   RecordsUploadResponse,
   TimeseriesUploadBody,
+  SummaryUploadBody,
+  SyncProgressBody,
+  SyncProgressView,
+  SummaryUploadResponse,
   UploadResponse,
 } from '../../schemas/phones';
 import { UserIdParams } from '../../schemas/user';
@@ -67,6 +73,7 @@ function tokenForm(text: string, contentType: string): SdkTokenForm {
 
 const validUpload = validatorFor(TimeseriesUploadBody);
 const validRecords = validatorFor(RecordsUploadBody);
+const validSummaryUpload = validatorFor(SummaryUploadBody);
 
 /** A phone's upload body: gzip when it says so (the SDKs always do), JSON checked against `validate`. */
 async function uploadBody<T>(ctx: Parameters<typeof readBodyBytes>[0], limit: number, validate: ValidateFunction<T>): Promise<T> {
@@ -265,34 +272,85 @@ export const phoneRoutes = [
         })),
       );
       const counts = stored.counts;
-      if (body.stage === 'historical') {
-        // The stage's progress (GET /v2/introspect/historical_pull), begun by sdk_start_historical_stage.
-        await deps.repos.historicalPulls.recordPhoneChunk(
-          historicalPullId(auth.teamId, user._id, body.provider, resource.name),
-          { sent: counts.created + counts.updated, days: stored.days, oldest: stored.oldest, newest: stored.newest, final: body.is_final_chunk === true },
-          new Date(),
-        );
-      }
-      let historicalEvent = false;
-      if (body.stage === 'historical' && body.is_final_chunk) {
-        // Once per connection, resource and window: a final chunk sent again publishes nothing more.
-        const published = await publishEvent(deps, {
-          teamId: auth.teamId,
-          userId: user._id,
-          clientUserId: user.client_user_id,
-          eventType: `historical.data.${resource.name}.created`,
-          data: {
-            user_id: user._id,
-            start_date: body.start_date,
-            end_date: body.end_date ?? new Date().toISOString(),
-            is_final: true,
-            provider: body.provider,
-          },
-          idempotencyKey: `phone-historical:${connection._id}:${resource.name}:${body.start_date}`,
-        });
-        historicalEvent = !published.duplicate;
-      }
+      const historicalEvent = await recordStage(deps, { teamId: auth.teamId, user, connectionId: connection._id, resource: resource.name }, body, {
+        sent: counts.created + counts.updated,
+        ...stored,
+      });
       return { body: { samples: counts, dropped: stored.dropped, events: stored.events, historical_event: historicalEvent, deleted } };
+    },
+  }),
+  defineRoute({
+    operationId: 'uploadPhoneSummaries',
+    method: 'post',
+    path: '/v2/summary/{resource}/{user_id}',
+    summary: "A chunk of a phone's summaries of one resource",
+    description:
+      "The SDKs' summary upload (gzip, the envelope of the timeseries uploads): `sleep` with its stages in the platform's ids, `workouts` with the platform's activity type, `activity` days, `body` measurements; mapped here (README \"Data from phones\" has the tables) and stored before the answer, idempotent by the item's `id` (else its source type and start). The answer counts what was new, changed and already there; `daily` publishes `daily.data.<resource>.*` for what changed, `historical` is silent until its final chunk publishes `historical.data.<resource>.created` once.",
+    tags,
+    auth: 'user',
+    params: Type.Object({
+      resource: Type.Union(
+        SUMMARY_UPLOAD_RESOURCES.map((r) => Type.Literal(r)),
+        { description: 'sleep, workouts, activity or body.' },
+      ),
+      user_id: UserIdParams.properties.user_id,
+    }),
+    textBody: { contentTypes: ['application/json'], description: 'The envelope, as JSON; `content-encoding: gzip` as the SDKs send it.' },
+    responses: {
+      200: { description: 'What the chunk stored', schema: SummaryUploadResponse },
+      ...phoneErrors,
+    },
+    async handler({ params, auth, deps, ctx }) {
+      const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validSummaryUpload);
+      const timeZone = phoneTimeZone(body.time_zone, ['body', 'time_zone']);
+      const user = await activeUser(deps, auth.teamId, params.user_id);
+      const connection = await phoneConnection(deps, auth.teamId, user._id, body.provider);
+      const mapped = summariesOfUpload(body.provider, params.resource, body.data as SummaryUploadItem[], timeZone);
+      if (mapped.problems.length) throw new ValidationError(mapped.problems);
+      const stored = await storeUpload(deps, { teamId: auth.teamId, user, provider: body.provider, announce: body.stage === 'daily' }, [], mapped.summaries);
+      const counts = stored.summaryCounts;
+      const historicalEvent = await recordStage(deps, { teamId: auth.teamId, user, connectionId: connection._id, resource: params.resource }, body, {
+        sent: counts.created + counts.updated,
+        ...stored,
+      });
+      return { body: { summaries: counts, dropped: stored.dropped, events: stored.events, historical_event: historicalEvent } };
+    },
+  }),
+  defineRoute({
+    operationId: 'sdkSyncProgress',
+    method: 'post',
+    path: '/v2/user/{user_id}/sdk_sync_progress/{provider}',
+    summary: "A phone's report of its sync",
+    description:
+      'Sent by the phone about hourly (`reporting_interval` of the sync state): per resource its status, last sync and what it sent, and the device. The last report is kept (GET of the same path shows it to your backend).',
+    tags,
+    auth: 'user',
+    params: PhoneProviderParams,
+    body: SyncProgressBody,
+    responses: { 200: { description: 'Kept', schema: ConnectSuccess }, ...phoneErrors },
+    async handler({ params, body, auth, deps }) {
+      const user = await activeUser(deps, auth.teamId, params.user_id);
+      const connection = await phoneConnection(deps, auth.teamId, user._id, params.provider);
+      await deps.repos.connections.recordSyncProgress(connection._id, body as Record<string, unknown>, new Date());
+      return { body: { success: true } };
+    },
+  }),
+  defineRoute({
+    operationId: 'getSdkSyncProgress',
+    method: 'get',
+    path: '/v2/user/{user_id}/sdk_sync_progress/{provider}',
+    summary: "A phone's last report of its sync",
+    description: 'What the phone last reported (POST of the same path), and when; 404 before its first report.',
+    tags,
+    auth: 'user',
+    params: PhoneProviderParams,
+    responses: { 200: { description: 'The last report', schema: SyncProgressView }, 404: phoneErrors[404] },
+    async handler({ params, auth, deps }) {
+      const user = await activeUser(deps, auth.teamId, params.user_id);
+      const connection = await phoneConnection(deps, auth.teamId, user._id, params.provider);
+      if (!connection.sdk_sync_progress) throw notFound('The phone has not reported its sync yet.');
+      const { report, reported_at } = connection.sdk_sync_progress;
+      return { body: { provider: params.provider, reported_at: reported_at.toISOString(), report } };
     },
   }),
   defineRoute({
@@ -311,8 +369,14 @@ export const phoneRoutes = [
       ...phoneErrors,
     },
     async handler({ params, body, auth, deps }) {
-      const resource = timeseriesResourceAtPath(body.backfill_type);
-      if (!resource) throw ValidationError.field(['body', 'backfill_type'], `'${body.backfill_type}' is not a timeseries resource.`, 'enum');
+      const summaryResource = (SUMMARY_UPLOAD_RESOURCES as readonly string[]).includes(body.backfill_type) ? { name: body.backfill_type } : null;
+      const resource = summaryResource ?? timeseriesResourceAtPath(body.backfill_type);
+      if (!resource)
+        throw ValidationError.field(
+          ['body', 'backfill_type'],
+          `'${body.backfill_type}' is neither a timeseries resource nor sleep, workouts, activity or body.`,
+          'enum',
+        );
       if (Date.parse(body.range_end) < Date.parse(body.range_start))
         throw ValidationError.field(['body', 'range_end'], 'range_end must not be before range_start.');
       const user = await activeUser(deps, auth.teamId, params.user_id);
@@ -359,6 +423,8 @@ export const phoneRoutes = [
       await phoneConnection(deps, auth.teamId, user._id, body.provider);
       const problems: FieldError[] = [];
       const skipped: Record<string, { count: number; reason: string }> = {};
+      const summaries: { sourceType: string; summary: SummaryInput }[] = [];
+      const sleepStages = new Map<string, { segments: SleepSegment[]; offset: number }>();
       const items = body.records.flatMap((record, i) => {
         const outcome = mapRecord(body.provider, record as RawRecord, timeZone);
         if ('problem' in outcome) {
@@ -367,6 +433,16 @@ export const phoneRoutes = [
         }
         if ('skipped' in outcome) {
           skipped[record.type] = { count: (skipped[record.type]?.count ?? 0) + 1, reason: outcome.skipped };
+          return [];
+        }
+        if ('summary' in outcome) {
+          summaries.push({ sourceType: outcome.sourceType, summary: outcome.summary });
+          return [];
+        }
+        if ('sleepSegment' in outcome) {
+          const source = sleepStages.get(outcome.sourceType) ?? { segments: [], offset: outcome.offset };
+          source.segments.push(outcome.sleepSegment);
+          sleepStages.set(outcome.sourceType, source);
           return [];
         }
         return outcome.samples.map((m) => ({
@@ -383,8 +459,12 @@ export const phoneRoutes = [
         }));
       });
       if (problems.length) throw new ValidationError(problems);
-      const stored = await storeUpload(deps, { teamId: auth.teamId, user, provider: body.provider, announce: true }, items);
-      return { body: { samples: stored.counts, skipped, dropped: stored.dropped, events: stored.events } };
+      // HealthKit's sleep-analysis samples of one source, a night's worth together, become its sleeps.
+      for (const [sourceType, { segments, offset }] of sleepStages) {
+        for (const night of sleepsOf(segments)) summaries.push({ sourceType, summary: sleepSummary(night, offset, { sourceType }) });
+      }
+      const stored = await storeUpload(deps, { teamId: auth.teamId, user, provider: body.provider, announce: true }, items, summaries);
+      return { body: { samples: stored.counts, summaries: stored.summaryCounts, skipped, dropped: stored.dropped, events: stored.events } };
     },
   }),
 ];

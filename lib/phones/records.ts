@@ -1,4 +1,14 @@
 import { canonicalTimeZone, zoneOffsetSeconds } from '../platform/time';
+import type { SummaryInput } from '../wearables/model';
+import {
+  healthConnectSleepStage,
+  healthConnectSport,
+  healthKitSleepStage,
+  healthKitSport,
+  type SleepSegment,
+  sleepSummary,
+  workoutSummary,
+} from './sleep-and-workouts';
 
 /**
  * Raw records from a phone (`POST /v2/sdk/{user_id}/records`), as the platforms name them, mapped here: HealthKit
@@ -23,6 +33,10 @@ export interface RawRecord {
   end_date?: string | null;
   product_type?: string | null;
   metadata?: Record<string, unknown> | null;
+  /** HealthKit workout (`HKWorkout`): its activity type (raw value or name) and totals in kcal and m. */
+  workout_activity_type?: number | string | null;
+  total_energy_burned?: number | null;
+  total_distance?: number | null;
   /** Health Connect (its field names). */
   startTime?: string | null;
   endTime?: string | null;
@@ -34,6 +48,9 @@ export interface RawRecord {
   percentage?: { value?: number } | number | null;
   rate?: number | null;
   weight?: { inKilograms?: number } | null;
+  stages?: { startTime: string; endTime: string; stage: number }[] | null;
+  exerciseType?: number | null;
+  title?: string | null;
 }
 
 export interface MappedSample {
@@ -46,7 +63,14 @@ export interface MappedSample {
   timezoneOffset: number | null;
 }
 
-export type RecordOutcome = { samples: MappedSample[] } | { skipped: string } | { problem: { field: string; message: string } };
+export type RecordOutcome =
+  | { samples: MappedSample[] }
+  /** A HealthKit sleep-analysis sample: the upload's samples of one source become sleeps together. */
+  | { sleepSegment: SleepSegment; sourceType: string; offset: number }
+  /** A sleep session (Health Connect) or a workout, whole. */
+  | { summary: SummaryInput; sourceType: string }
+  | { skipped: string }
+  | { problem: { field: string; message: string } };
 
 export type Converter = { resource: string; unit: string; interval: boolean; from: Record<string, (v: number) => number> };
 
@@ -114,6 +138,33 @@ function zoneOf(record: RawRecord, uploadZone: string | null): string | null {
 }
 
 function healthKit(record: RawRecord, uploadZone: string | null): RecordOutcome {
+  if (record.type === 'HKCategoryTypeIdentifierSleepAnalysis' || record.type === 'HKWorkout') {
+    if (!instant(record.start_date) || !instant(record.end_date)) return { problem: { field: 'start_date', message: 'start_date and end_date are required.' } };
+    const zone = zoneOf(record, uploadZone);
+    const offset = zone ? zoneOffsetSeconds(zone, new Date(record.start_date)) : 0;
+    const [start, end] = [Date.parse(record.start_date), Date.parse(record.end_date)];
+    if (record.type === 'HKWorkout') {
+      const sourceKey = record.id ?? `${sourceTypeOf(record)}:${new Date(start).toISOString()}`;
+      return {
+        summary: workoutSummary({
+          sourceKey,
+          start,
+          end,
+          offset,
+          sport: healthKitSport(record.workout_activity_type),
+          calories: finite(record.total_energy_burned) ? record.total_energy_burned : null,
+          distance: finite(record.total_distance) ? record.total_distance : null,
+          averageHr: null,
+          maxHr: null,
+          steps: null,
+        }),
+        sourceType: sourceTypeOf(record),
+      };
+    }
+    const stage = healthKitSleepStage(record.value);
+    if (!stage) return { problem: { field: 'value', message: 'An HKCategoryValueSleepAnalysis value (0–5) is required.' } };
+    return { sleepSegment: { start, end, stage }, sourceType: sourceTypeOf(record), offset };
+  }
   const converter = HEALTHKIT[record.type];
   if (!converter) return { skipped: healthKitSkipReason(record.type) };
   if (!finite(record.value)) return { problem: { field: 'value', message: 'A number is required.' } };
@@ -183,6 +234,41 @@ function healthConnect(record: RawRecord, uploadZone: string | null): RecordOutc
       return point('respiratory_rate', 'bpm', record.time, record.rate, 'rate');
     case 'WeightRecord':
       return point('weight', 'kg', record.time, record.weight?.inKilograms, 'weight');
+    case 'SleepSessionRecord': {
+      if (!instant(record.startTime) || !instant(record.endTime)) return { problem: { field: 'startTime', message: 'startTime and endTime are required.' } };
+      const stages = record.stages ?? [];
+      const segments: SleepSegment[] = [];
+      for (const s of Array.isArray(stages) ? stages : []) {
+        const stage = healthConnectSleepStage(s?.stage);
+        if (!instant(s?.startTime) || !instant(s?.endTime) || !stage) {
+          return { problem: { field: 'stages', message: 'Each stage needs a startTime, an endTime and a SleepSessionRecord.STAGE_TYPE_* stage (1–7).' } };
+        }
+        segments.push({ start: Date.parse(s.startTime), end: Date.parse(s.endTime), stage });
+      }
+      // A session without stages is time asleep from start to end.
+      if (!segments.length) segments.push({ start: Date.parse(record.startTime), end: Date.parse(record.endTime), stage: 'asleep' });
+      const offset = offsetAt(record.startTime) ?? 0;
+      return { summary: sleepSummary(segments, offset, { sourceKey: record.id ?? undefined, sourceType: 'phone' }), sourceType: 'phone' };
+    }
+    case 'ExerciseSessionRecord': {
+      if (!instant(record.startTime) || !instant(record.endTime)) return { problem: { field: 'startTime', message: 'startTime and endTime are required.' } };
+      const start = Date.parse(record.startTime);
+      return {
+        summary: workoutSummary({
+          sourceKey: record.id ?? `phone:${new Date(start).toISOString()}`,
+          start,
+          end: Date.parse(record.endTime),
+          offset: offsetAt(record.startTime) ?? 0,
+          sport: healthConnectSport(record.exerciseType),
+          calories: null,
+          distance: null,
+          averageHr: null,
+          maxHr: null,
+          steps: null,
+        }),
+        sourceType: 'phone',
+      };
+    }
     default:
       return { skipped: 'not a type this service maps' };
   }

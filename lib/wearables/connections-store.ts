@@ -58,6 +58,8 @@ export interface ConnectionDoc {
    * between, and the worker's sweeper finishes them.
    */
   steps_pending_since?: Date;
+  /** `sdk` phones: the phone's last progress report (POST /v2/user/{user_id}/sdk_sync_progress/{provider}), as sent. */
+  sdk_sync_progress?: { report: Record<string, unknown>; reported_at: Date };
 }
 
 /**
@@ -202,6 +204,11 @@ export class ConnectionRepository {
    * error its end date; one erased (or expired) takes the error with it. Read after the write, so whichever of the
    * deregistration and this comes second marks the error.
    */
+  /** A phone's progress report replaces its last (one write; the connection's own workflow never writes this field). */
+  async recordSyncProgress(connectionId: string, report: Record<string, unknown>, now: Date): Promise<void> {
+    await this.connections.updateOne({ _id: connectionId }, { $set: { sdk_sync_progress: { report, reported_at: now } } });
+  }
+
   async recordError(connection: ConnectionDoc, details: ConnectionErrorDetails): Promise<void> {
     const { _id, team_id, user_id } = connection;
     await this.errors.updateOne({ _id }, { $set: { team_id, user_id, error_details: details } }, { upsert: true });
