@@ -9,7 +9,7 @@
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
 //   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went (=worker: the worker)
-//   BENCH_SUITES=users,webhooks,lab,wearables,pipelines,console,timeseries-memory,lab-mllp,provider-budgets,providers  which suites to run
+//   BENCH_SUITES=users,webhooks,lab,wearables,pipelines,console,timeseries-memory,lab-mllp,phones,provider-budgets,providers  which suites to run
 //                         (default all); the webhook, lab, pipeline, delivery-log page and real-provider suites' own
 //                         settings (BENCH_WEBHOOK_*, BENCH_LAB_*, BENCH_PIPELINE_*, BENCH_CONSOLE_*, BENCH_PROVIDERS_*)
 //                         are described in scripts/bench/webhooks.mjs, lab-orders.mjs, pipelines.mjs, console.mjs and
@@ -40,6 +40,7 @@ const allSuites = [
   { name: 'console', module: './bench/console.mjs', run: 'consoleSuite', checkSettings: 'consoleSettings' },
   { name: 'timeseries-memory', module: './bench/timeseries-memory.mjs', run: 'timeseriesMemorySuite' },
   { name: 'lab-mllp', module: './bench/lab-mllp.mjs', run: 'labMllpSuite', checkSettings: 'labMllpSettings', beforeEnvironment: 'labMllpEnvironment' },
+  { name: 'phones', module: './bench/phones.mjs', run: 'phoneSuite', checkSettings: 'phoneSettings' },
   { name: 'provider-budgets', module: './bench/provider-budgets.mjs', run: 'budgetSuite', checkSettings: 'budgetSettings' },
   // Last: its WHOOP connections go on pulling in the worker until everything stops.
   { name: 'providers', module: './bench/providers.mjs', run: 'providerSuite', checkSettings: 'providerSettings', beforeEnvironment: 'startProviderFakes' },
