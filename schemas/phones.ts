@@ -106,6 +106,13 @@ export const SyncStateResponse = Type.Object(
 
 /** One sample of an upload, as the SDKs send it (Junction's `LocalQuantitySample`). */
 const UploadSample = Type.Object({
+  id: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 200,
+      description: "The platform's id of the sample (Health Connect's record id, HealthKit's UUID): its key where sent.",
+    }),
+  ),
   value: Type.Number(),
   start_date: Type.String({ format: 'date-time' }),
   end_date: Type.String({ format: 'date-time' }),
@@ -128,14 +135,19 @@ export const TimeseriesUploadBody = Type.Object(
     is_final_chunk: Type.Optional(Type.Boolean({ description: "The historical stage's last chunk of this resource." })),
     deleted: Type.Optional(
       Type.Array(
+        // One object with either a range or ids (ajv's removeAdditional would strip a union's second branch).
         Type.Object({
-          start_date: Type.String({ format: 'date-time' }),
-          end_date: Type.String({ format: 'date-time' }),
+          start_date: Type.Optional(Type.String({ format: 'date-time' })),
+          end_date: Type.Optional(Type.String({ format: 'date-time' })),
           type: Type.Optional(Type.Union([Type.String({ maxLength: 64 }), Type.Null()], { description: 'The source type; absent: every one.' })),
+          ids: Type.Optional(
+            Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 10_000, description: 'Platform ids of deleted samples.' }),
+          ),
         }),
         {
           maxItems: 1000,
-          description: "Ours: the resource's samples the phone deleted, as time ranges [start_date, end_date) (removed before `data` is stored).",
+          description:
+            "Ours: the resource's samples the phone deleted, as time ranges [start_date, end_date) of a source type, or by their platform ids (removed before `data` is stored).",
         },
       ),
     ),

@@ -120,6 +120,65 @@ describe('a phone syncing', () => {
     expect(await stored(phone.userId, 'steps', day)).toHaveLength(18);
   });
 
+  test('samples keyed by their platform id: one the platform moved replaces its old place; a deletion names ids', async () => {
+    const phone = await connectedPhone({ provider: 'health_connect' });
+    const day = today - 2 * DAY;
+    const beat = (id: string, t: number, value: number) => ({ id, value, start_date: iso(t), end_date: iso(t), unit: 'bpm', type: 'watch' });
+    const first = await phone.uploadTimeseries('heartrate', {
+      stage: 'daily',
+      start_date: iso(day),
+      data: [beat('hc-1', day + HOUR, 60), beat('hc-2', day + 2 * HOUR, 61), beat('hc-3', day + 3 * HOUR, 62)],
+    });
+    expect(first.body.samples).toEqual({ created: 3, updated: 0, unchanged: 0 });
+    // The platform corrected hc-2's time (Health Connect records keep their id when updated): one sample, at its new time.
+    const moved = await phone.uploadTimeseries('heartrate', { stage: 'daily', start_date: iso(day), data: [beat('hc-2', day + 2 * HOUR + 30 * 60_000, 61)] });
+    expect(moved.body.samples.created).toBe(1);
+    const hcStored = (from: number) =>
+      app.deps.repos.wearableData.findSamples({
+        teamId,
+        userId: phone.userId,
+        resource: 'heartrate',
+        from: new Date(from),
+        to: new Date(today + DAY),
+        provider: 'health_connect',
+      });
+    expect((await hcStored(day)).map((s) => [s.platform_id, s.timestamp.getTime() - day])).toEqual([
+      ['hc-1', HOUR],
+      ['hc-2', 2 * HOUR + 30 * 60_000],
+      ['hc-3', 3 * HOUR],
+    ]);
+    // Deleted on the phone by id: gone, and a daily.data update says which.
+    const deleted = await phone.uploadTimeseries('heartrate', {
+      stage: 'daily',
+      start_date: iso(day),
+      data: [],
+      deleted: [{ ids: ['hc-1', 'hc-3', 'hc-unknown'] }],
+    });
+    expect([deleted.status, deleted.body.deleted]).toEqual([200, 2]);
+    expect((await hcStored(day)).map((s) => s.platform_id)).toEqual(['hc-2']);
+    const said = (await eventsOf(phone.userId, 'daily.data.heartrate.updated')).length;
+    expect(said).toBeGreaterThan(0);
+    // Raw records carry their ids too: a StepsRecord sent again with new times moves.
+    const steps = (startTime: number, count: number) => ({
+      type: 'StepsRecord',
+      id: 'hc-steps-1',
+      startTime: iso(startTime),
+      endTime: iso(startTime + 10 * 60_000),
+      count,
+    });
+    await phone.records([steps(day + 5 * HOUR, 400)]);
+    await phone.records([steps(day + 6 * HOUR, 450)]);
+    const stepSamples = await app.deps.repos.wearableData.findSamples({
+      teamId,
+      userId: phone.userId,
+      resource: 'steps',
+      from: new Date(day),
+      to: new Date(today),
+      provider: 'health_connect',
+    });
+    expect(stepSamples.map((s) => [s.platform_id, s.value, s.timestamp.getTime() - day])).toEqual([['hc-steps-1', 450, 6 * HOUR]]);
+  });
+
   test('an upload that timed out on the phone and was sent again is stored once', async () => {
     const phone = await connectedPhone();
     const data = heartRates(84).slice(0, 10_000);

@@ -238,22 +238,26 @@ export const phoneRoutes = [
       const timeZone = phoneTimeZone(body.time_zone, ['body', 'time_zone']);
       const user = await activeUser(deps, auth.teamId, params.user_id);
       const connection = await phoneConnection(deps, auth.teamId, user._id, body.provider);
-      for (const [i, range] of (body.deleted ?? []).entries()) {
-        if (Date.parse(range.end_date) < Date.parse(range.start_date))
+      const deletions = (body.deleted ?? []).map((d, i) => {
+        if (d.ids) {
+          if (d.start_date || d.end_date) throw ValidationError.field(['body', 'deleted', i, 'ids'], 'A deletion names ids or a time range, not both.');
+          return { ids: d.ids };
+        }
+        if (!d.start_date || !d.end_date) {
+          throw ValidationError.field(
+            ['body', 'deleted', i, d.start_date ? 'end_date' : 'start_date'],
+            'A deletion names ids, or start_date and end_date.',
+            'missing',
+          );
+        }
+        if (Date.parse(d.end_date) < Date.parse(d.start_date))
           throw ValidationError.field(['body', 'deleted', i, 'end_date'], 'end_date must not be before start_date.');
-      }
+        return { sourceType: d.type ?? null, from: new Date(d.start_date), to: new Date(d.end_date) };
+      });
       // Deletions first: a chunk that deletes a range and sends what is there now ends with what it sent.
       let deleted = 0;
-      for (const range of body.deleted ?? []) {
-        deleted += await deleteProviderSamples(deps, {
-          teamId: auth.teamId,
-          user,
-          provider: body.provider,
-          resource: resource.name,
-          sourceType: range.type ?? null,
-          from: new Date(range.start_date),
-          to: new Date(range.end_date),
-        });
+      for (const which of deletions) {
+        deleted += await deleteProviderSamples(deps, { teamId: auth.teamId, user, provider: body.provider, resource: resource.name, which });
       }
       const stored = await storeUpload(
         deps,
@@ -268,6 +272,7 @@ export const phoneRoutes = [
             value: s.value,
             unit: s.unit,
             timezone_offset: zoneOffsetSeconds(timeZone, new Date(s.start_date)),
+            platform_id: s.id ?? null,
           },
         })),
       );
@@ -455,6 +460,7 @@ export const phoneRoutes = [
             value: m.value,
             unit: m.unit,
             timezone_offset: m.timezoneOffset,
+            platform_id: m.platformId,
           },
         }));
       });

@@ -61,6 +61,8 @@ export interface MappedSample {
   unit: string;
   sourceType: string;
   timezoneOffset: number | null;
+  /** The platform's id of the sample (its key), where it has one. */
+  platformId: string | null;
 }
 
 export type RecordOutcome =
@@ -185,6 +187,7 @@ function healthKit(record: RawRecord, uploadZone: string | null): RecordOutcome 
         unit: converter.unit,
         sourceType: sourceTypeOf(record),
         timezoneOffset: zone ? zoneOffsetSeconds(zone, new Date(record.start_date)) : null,
+        platformId: record.id ?? null,
       },
     ],
   };
@@ -195,13 +198,24 @@ function healthConnect(record: RawRecord, uploadZone: string | null): RecordOutc
   const point = (resource: string, unit: string, at: unknown, value: unknown, field: string): RecordOutcome => {
     if (!instant(at)) return { problem: { field: 'time', message: 'An ISO 8601 date-time is required.' } };
     if (!finite(value)) return { problem: { field, message: 'A number is required.' } };
-    return { samples: [{ resource, start: at, end: null, value, unit, sourceType: 'phone', timezoneOffset: offsetAt(at) }] };
+    return { samples: [{ resource, start: at, end: null, value, unit, sourceType: 'phone', timezoneOffset: offsetAt(at), platformId: record.id ?? null }] };
   };
   const span = (resource: string, unit: string, value: unknown, field: string): RecordOutcome => {
     if (!instant(record.startTime) || !instant(record.endTime)) return { problem: { field: 'startTime', message: 'startTime and endTime are required.' } };
     if (!finite(value)) return { problem: { field, message: 'A number is required.' } };
     return {
-      samples: [{ resource, start: record.startTime, end: record.endTime, value, unit, sourceType: 'phone', timezoneOffset: offsetAt(record.startTime) }],
+      samples: [
+        {
+          resource,
+          start: record.startTime,
+          end: record.endTime,
+          value,
+          unit,
+          sourceType: 'phone',
+          timezoneOffset: offsetAt(record.startTime),
+          platformId: record.id ?? null,
+        },
+      ],
     };
   };
   switch (record.type) {
@@ -219,6 +233,8 @@ function healthConnect(record: RawRecord, uploadZone: string | null): RecordOutc
           unit: 'bpm',
           sourceType: 'phone',
           timezoneOffset: offsetAt(s.time),
+          // One record holds many samples: each is the record's id at its time.
+          platformId: record.id ? `${record.id}@${s.time}` : null,
         })),
       };
     }

@@ -19,6 +19,7 @@ export type UploadSampleInput = {
   value: number;
   unit: string;
   timezone_offset: number | null;
+  platform_id?: string | null;
 };
 
 /**

@@ -1,7 +1,7 @@
 import type { AnyBulkWriteOperation, Collection, Db } from 'mongodb';
 import { insertIgnoringDuplicates, retryTransient } from '../platform/database/bulk';
 import { createIndexes, type IndexSpec, type QueryShape } from '../platform/database/indexes';
-import { SampleBuckets, type SampleBucketDoc, type SampleQuery, type SampleReading, type SampleWrite } from './sample-buckets';
+import { HAS_PLATFORM_ID, SampleBuckets, type SampleBucketDoc, type SampleQuery, type SampleReading, type SampleWrite } from './sample-buckets';
 
 /** How a stored summary or sample came to hold its current value: the write that created or last changed it. */
 export interface IngestMark {
@@ -56,6 +56,8 @@ export interface SampleDoc extends WearableDocBase {
   unit: string;
   type: string | null;
   timezone_offset: number | null;
+  /** The phone platform's id of the sample, where it has one (lib/wearables/model.ts SampleInput). */
+  platform_id?: string | null;
   created_at: Date;
   updated_at: Date;
 }
@@ -74,7 +76,11 @@ export interface WorkoutStreamDoc {
 
 export const WEARABLE_DATA_INDEXES: Record<'summaries' | 'sample_buckets' | 'workout_streams', IndexSpec[]> = {
   summaries: [{ key: { team_id: 1, user_id: 1, resource: 1, time: 1 } }],
-  sample_buckets: [{ key: { team_id: 1, user_id: 1, resource: 1, day: 1 } }],
+  sample_buckets: [
+    { key: { team_id: 1, user_id: 1, resource: 1, day: 1 } },
+    // Only the buckets of samples with platform ids (phones) are in it: the providers' writes do not pay for it.
+    { key: { team_id: 1, user_id: 1, platform_id: 1 }, partial: HAS_PLATFORM_ID },
+  ],
   workout_streams: [{ key: { team_id: 1, user_id: 1 } }],
 };
 
@@ -97,6 +103,12 @@ export const WEARABLE_DATA_QUERY_SHAPES: Record<'summaries' | 'sample_buckets' |
       residual: ['provider', 'source_type'],
     },
     { name: 'buckets by id (ingestion reads the days it writes, and writes them conditional on the version read)', filter: ['_id'], residual: ['version'] },
+    {
+      name: "a phone's samples by platform id (one moved by the platform, or deleted by id)",
+      filter: ['team_id', 'user_id', 'platform_id'],
+      residual: ['resource', 'provider'],
+      equals: HAS_PLATFORM_ID,
+    },
     { name: "erase a user's buckets", filter: ['team_id', 'user_id'] },
   ],
   workout_streams: [{ name: "erase a user's workout streams", filter: ['team_id', 'user_id'] }],
@@ -137,6 +149,11 @@ export class WearableDataRepository {
   /** Removes a series' samples in [from, to) (see SampleBuckets.deleteRange); what was removed. */
   deleteSamples(series: Parameters<SampleBuckets['deleteRange']>[0], from: Date, to: Date) {
     return this.sampleBuckets.deleteRange(series, from, to);
+  }
+
+  /** Removes samples by their platform ids (SampleBuckets.deleteIds). */
+  deleteSampleIds(series: Parameters<SampleBuckets['deleteIds']>[0], ids: string[]) {
+    return this.sampleBuckets.deleteIds(series, ids);
   }
 
   /** Writes samples into their day buckets (see SampleBuckets.write: one insert or conditional update per bucket). */

@@ -144,14 +144,24 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
  */
 export async function deleteProviderSamples(
   deps: IngestDeps,
-  req: { teamId: string; user: UserDoc; provider: string; resource: string; sourceType: string | null; from: Date; to: Date },
+  req: {
+    teamId: string;
+    user: UserDoc;
+    provider: string;
+    resource: string;
+    /** A time range of one source type (null: every one), or the platform ids of the samples. */
+    which: { sourceType: string | null; from: Date; to: Date } | { ids: string[] };
+  },
 ): Promise<number> {
-  const { teamId, user, provider, resource } = req;
-  const removed = await deps.repos.wearableData.deleteSamples(
-    { team_id: teamId, user_id: user._id, resource, provider, source_type: req.sourceType },
-    req.from,
-    req.to,
-  );
+  const { teamId, user, provider, resource, which } = req;
+  const removed =
+    'ids' in which
+      ? await deps.repos.wearableData.deleteSampleIds({ team_id: teamId, user_id: user._id, resource, provider }, which.ids)
+      : await deps.repos.wearableData.deleteSamples(
+          { team_id: teamId, user_id: user._id, resource, provider, source_type: which.sourceType },
+          which.from,
+          which.to,
+        );
   if (!removed.length || !(await deps.repos.users.takesData(teamId, user._id))) return removed.length;
   const deletionId = randomUUID();
   for (const group of groupBy(removed, (r) => r.source_type)) {
@@ -230,6 +240,7 @@ function toSampleDoc(teamId: string, userId: string, provider: string, sourceTyp
   if (s.value !== undefined) doc.value = s.value;
   if (s.systolic !== undefined) doc.systolic = s.systolic;
   if (s.diastolic !== undefined) doc.diastolic = s.diastolic;
+  if (s.platform_id) doc.platform_id = s.platform_id;
   if (s.start) {
     doc.start = new Date(s.start);
     doc.end = new Date(s.end ?? s.start);
@@ -247,6 +258,7 @@ const sameSample = (a: SampleDoc, b: SampleDoc) =>
   a.unit === b.unit &&
   a.type === b.type &&
   a.timezone_offset === b.timezone_offset &&
+  (a.platform_id ?? null) === (b.platform_id ?? null) &&
   a.start?.getTime() === b.start?.getTime() &&
   a.end?.getTime() === b.end?.getTime();
 

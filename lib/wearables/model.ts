@@ -41,6 +41,11 @@ export interface SampleInput {
   type?: string | null;
   /** Seconds east of UTC; null means "unknown" and the user's fallback time zone fills it in. */
   timezone_offset?: number | null;
+  /**
+   * The phone platform's own id of the sample (a Health Connect record id, a HealthKit UUID): the sample's key where it
+   * has one, so a sample the platform moved replaces its old place and a deletion can name it.
+   */
+  platform_id?: string | null;
 }
 
 /** Parallel arrays of one workout's stream (ClientFacingStream); `time` is unix seconds. */

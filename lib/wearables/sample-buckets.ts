@@ -14,7 +14,7 @@ export type StoredSample = Omit<SampleDoc, '_id' | 'team_id' | 'user_id' | 'reso
 export type SampleReading = Omit<SampleDoc, keyof IngestMark>;
 
 /** The sample fields a bucket stores as columns, parallel to its `offsets`. */
-const COLUMN_FIELDS = ['value', 'systolic', 'diastolic', 'start', 'end', 'unit', 'type', 'timezone_offset', 'ingest_key', 'change'] as const;
+const COLUMN_FIELDS = ['value', 'systolic', 'diastolic', 'start', 'end', 'unit', 'type', 'timezone_offset', 'platform_id', 'ingest_key', 'change'] as const;
 
 /** One field of a bucket's samples: the value they all share, or one entry per sample (null: that sample has none). */
 export type Column<T> = T | (T | null)[];
@@ -42,6 +42,7 @@ export interface SampleBucketDoc extends WearableSeries {
   unit?: Column<string>;
   type?: Column<string>;
   timezone_offset?: Column<number>;
+  platform_id?: Column<string>;
   ingest_key?: Column<string>;
   change?: Column<IngestMark['change']>;
   version: number;
@@ -87,6 +88,8 @@ function sampleAt(bucket: SampleBucketDoc, i: number): StoredSample {
     ingest_key: at(bucket.ingest_key, i) as string,
     change: at(bucket.change, i) ?? 'created',
   };
+  const platformId = at(bucket.platform_id, i);
+  if (platformId !== null) sample.platform_id = platformId;
   for (const field of ['value', 'systolic', 'diastolic', 'start', 'end'] as const) {
     const v = at<number | Date>(bucket[field], i);
     if (v !== null) (sample as Record<string, unknown>)[field] = v;
@@ -175,12 +178,26 @@ class BucketSample implements SampleReading {
   get timezone_offset() {
     return at(this.bucket.timezone_offset, this.index);
   }
+  get platform_id() {
+    return at(this.bucket.platform_id, this.index);
+  }
   get created_at() {
     return this.bucket.created_at;
   }
   get updated_at() {
     return this.bucket.updated_at;
   }
+}
+
+/** The buckets that hold samples with platform ids (the partial index's filter; its queries name it). */
+export const HAS_PLATFORM_ID = { platform_id: { $exists: true } };
+
+/** A sample a deletion removed. */
+export interface RemovedSample {
+  timestamp: Date;
+  source_type: string;
+  resource: string;
+  provider: string;
 }
 
 /** What a read asks for: a user's samples of one resource in [from, to], after a cursor position if given. */
@@ -234,6 +251,7 @@ export class SampleBuckets {
    * or null to keep the stored one. Returns, per sample, what the write did to it.
    */
   async write(samples: SampleDoc[], decide: (stored: SampleDoc, incoming: SampleDoc) => SampleDoc | null): Promise<SampleWrite[]> {
+    await this.removeMoved(samples);
     const byBucket = new Map<string, Map<number, SampleDoc>>();
     for (const sample of samples) {
       const day = bucketDay(sample.timestamp);
@@ -273,9 +291,8 @@ export class SampleBuckets {
     series: Pick<WearableSeries, 'team_id' | 'user_id' | 'resource' | 'provider'> & { source_type: string | null },
     from: Date,
     to: Date,
-  ): Promise<{ timestamp: Date; source_type: string }[]> {
+  ): Promise<RemovedSample[]> {
     if (to <= from) return [];
-    const removed: { timestamp: Date; source_type: string }[] = [];
     const filter = {
       team_id: series.team_id,
       user_id: series.user_id,
@@ -284,7 +301,35 @@ export class SampleBuckets {
       provider: series.provider,
       ...(series.source_type ? { source_type: series.source_type } : {}),
     };
-    let pending = (await this.collection.find(filter).toArray()).map((b) => b._id);
+    return this.removeWhere(filter, (bucket, offset) => bucket.day.getTime() + offset >= from.getTime() && bucket.day.getTime() + offset < to.getTime());
+  }
+
+  /** Removes a user's samples of one resource from one provider by their platform ids (a phone's deletion by id). */
+  async deleteIds(series: Pick<WearableSeries, 'team_id' | 'user_id' | 'resource' | 'provider'>, ids: string[]): Promise<RemovedSample[]> {
+    if (!ids.length) return [];
+    const wanted = new Set(ids);
+    return this.removeWhere(
+      {
+        team_id: series.team_id,
+        user_id: series.user_id,
+        platform_id: { ...HAS_PLATFORM_ID.platform_id, $in: ids },
+        resource: series.resource,
+        provider: series.provider,
+      },
+      (_bucket, _offset, sample) => sample.platform_id != null && wanted.has(sample.platform_id),
+    );
+  }
+
+  /**
+   * Removes the samples `gone` picks from the buckets `filter` finds: per bucket, one update conditional on the version
+   * read (or one delete of a bucket left empty), re-read when another writer got there first.
+   */
+  private async removeWhere(
+    filter: Filter<SampleBucketDoc>,
+    gone: (bucket: SampleBucketDoc, offset: number, sample: StoredSample) => boolean,
+  ): Promise<RemovedSample[]> {
+    const removed: RemovedSample[] = [];
+    let pending = (await this.collection.find(filter, { projection: { _id: 1 } }).toArray()).map((b) => b._id);
     for (let round = 0; pending.length; round++) {
       if (round === 20) throw new Error(`sample buckets kept changing under this deletion: ${pending.slice(0, 3).join(', ')}`);
       const buckets = await this.collection.find({ _id: { $in: pending } }).toArray();
@@ -293,19 +338,42 @@ export class SampleBuckets {
         buckets.map(async (bucket) => {
           const held = openBucket(bucket);
           const day = bucket.day.getTime();
-          const gone = [...held.keys()].filter((offset) => day + offset >= from.getTime() && day + offset < to.getTime());
-          if (!gone.length) return;
-          for (const offset of gone) held.delete(offset);
+          const offsets = [...held].filter(([offset, sample]) => gone(bucket, offset, sample)).map(([offset]) => offset);
+          if (!offsets.length) return;
+          for (const offset of offsets) held.delete(offset);
           const landed = held.size
             ? await this.update(bucket, held)
             : (await retryTransient(() => this.collection.deleteOne({ _id: bucket._id, version: bucket.version }))).deletedCount === 1;
           if (!landed) return void lost.push(bucket._id);
-          for (const offset of gone) removed.push({ timestamp: new Date(day + offset), source_type: bucket.source_type });
+          for (const offset of offsets)
+            removed.push({ timestamp: new Date(day + offset), source_type: bucket.source_type, resource: bucket.resource, provider: bucket.provider });
         }),
       );
       pending = lost;
     }
     return removed.sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime());
+  }
+
+  /**
+   * Samples with platform ids that the platform moved (the same id, another time): their old places are removed before
+   * the write, so a sample keyed by its platform id is held once.
+   */
+  private async removeMoved(samples: SampleDoc[]): Promise<void> {
+    const target = new Map<string, string>();
+    for (const sample of samples) {
+      if (!sample.platform_id) continue;
+      const day = bucketDay(sample.timestamp);
+      target.set(
+        sample.platform_id,
+        `${sampleBucketId(sample.user_id, sample.resource, sample.provider, sample.source_type, day)}@${sample.timestamp.getTime() - day.getTime()}`,
+      );
+    }
+    if (!target.size) return;
+    const { team_id, user_id } = samples[0];
+    await this.removeWhere(
+      { team_id, user_id, platform_id: { ...HAS_PLATFORM_ID.platform_id, $in: [...target.keys()] } },
+      (bucket, offset, sample) => sample.platform_id != null && target.has(sample.platform_id) && target.get(sample.platform_id) !== `${bucket._id}@${offset}`,
+    );
   }
 
   /** What the bucket holds once the incoming samples are decided on, and what that did to each. */
