@@ -15,6 +15,7 @@ import { gzipSync } from 'node:zlib';
 import sax from 'sax';
 import { distModule } from './environment.mjs';
 import { httpClient, measure, numberEnv } from './load.mjs';
+import { peakMb, rawAppend } from './wearables.mjs';
 import { repoRoot } from '../setup.mjs';
 
 const settings = () => ({
@@ -28,14 +29,6 @@ export const phoneSettings = () => void settings();
 const DAY = 86_400_000;
 const MINUTE = 60_000;
 
-const peakMb = (pid) => {
-  try {
-    const m = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Math.round(Number(m[1]) / 102.4) / 10 : null;
-  } catch {
-    return null;
-  }
-};
 /** Linux resets a process's peak resident size (VmHWM) on `5` written to its clear_refs. */
 const resetPeak = (pid) => {
   try {
@@ -135,34 +128,7 @@ async function uploadScenario(env, s, log) {
     log,
     fn: async ({ worker }) => {
       const k = rawNext[worker]++;
-      const byDay = new Map();
-      for (const { t, value } of chunkSamples(base, worker, k, s.chunk)) {
-        const day = Math.floor(t / DAY) * DAY;
-        if (!byDay.has(day)) byDay.set(day, { offsets: [], value: [] });
-        byDay.get(day).offsets.push(t - day);
-        byDay.get(day).value.push(value);
-      }
-      await Promise.all(
-        [...byDay].map(([day, columns]) =>
-          scratch.updateOne(
-            { _id: `raw-${worker}:heartrate:apple_health_kit:watch:${new Date(day).toISOString().slice(0, 10)}` },
-            {
-              $push: { offsets: { $each: columns.offsets }, value: { $each: columns.value } },
-              $set: { unit: 'bpm', timezone_offset: 3600 },
-              $inc: { version: 1 },
-              $setOnInsert: {
-                team_id: env.tenant.teamId,
-                user_id: `raw-${worker}`,
-                resource: 'heartrate',
-                provider: 'apple_health_kit',
-                source_type: 'watch',
-                day: new Date(day),
-              },
-            },
-            { upsert: true },
-          ),
-        ),
-      );
+      await rawAppend(scratch, { teamId: env.tenant.teamId, userId: `raw-${worker}`, timezoneOffset: 3600 }, chunkSamples(base, worker, k, s.chunk));
     },
   });
   await scratch.drop().catch(() => {});

@@ -23,7 +23,8 @@ export const wearableSettings = () => void settings();
 const DAY = 86_400_000;
 /** Ingested samples are a minute apart (minute heart rate), as the stored ones. */
 const MINUTE = 60_000;
-const peakMb = (pid) => {
+/** A process's peak resident memory (VmHWM), MB. */
+export const peakMb = (pid) => {
   try {
     const m = /VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Math.round(Number(m[1]) / 102.4) / 10 : null;
@@ -31,6 +32,34 @@ const peakMb = (pid) => {
     return null;
   }
 };
+
+/**
+ * The raw baseline of storing heart-rate samples: appended to the columns of their day buckets, one upsert per bucket
+ * and no read (what lib/wearables/sample-buckets.ts writes, without reading, checking or counting).
+ */
+export async function rawAppend(scratch, { teamId, userId, timezoneOffset, mark = {} }, samples) {
+  const byBucket = new Map();
+  for (const { t, value } of samples) {
+    const day = Math.floor(t / DAY) * DAY;
+    if (!byBucket.has(day)) byBucket.set(day, { offsets: [], value: [] });
+    byBucket.get(day).offsets.push(t - day);
+    byBucket.get(day).value.push(value);
+  }
+  await Promise.all(
+    [...byBucket].map(([day, columns]) =>
+      scratch.updateOne(
+        { _id: `${userId}:heartrate:apple_health_kit:watch:${new Date(day).toISOString().slice(0, 10)}` },
+        {
+          $push: { offsets: { $each: columns.offsets }, value: { $each: columns.value } },
+          $set: { unit: 'bpm', timezone_offset: timezoneOffset, ...mark },
+          $inc: { version: 1 },
+          $setOnInsert: { team_id: teamId, user_id: userId, resource: 'heartrate', provider: 'apple_health_kit', source_type: 'watch', day: new Date(day) },
+        },
+        { upsert: true },
+      ),
+    ),
+  );
+}
 
 /** What one bench batch marks its samples with (the repository's ingest marks): a 24-character key, 'created'. */
 const INGEST_MARK = { ingest_key: 'bench0123456789abcdef0123', change: 'created' };
@@ -158,35 +187,8 @@ export async function wearableSuite(env, { log = console.log } = {}) {
       concurrency: s.concurrency,
       log,
       fn: async ({ seq }) => {
-        const byBucket = new Map();
-        for (let i = 0; i < s.batch; i++) {
-          const t = base + (seq * s.batch + i) * MINUTE;
-          const day = Math.floor(t / DAY) * DAY;
-          if (!byBucket.has(day)) byBucket.set(day, { offsets: [], value: [] });
-          byBucket.get(day).offsets.push(t - day);
-          byBucket.get(day).value.push(60 + (i % 40));
-        }
-        await Promise.all(
-          [...byBucket].map(([day, columns]) =>
-            scratch.updateOne(
-              { _id: `${rawUser}:heartrate:apple_health_kit:watch:${new Date(day).toISOString().slice(0, 10)}` },
-              {
-                $push: { offsets: { $each: columns.offsets }, value: { $each: columns.value } },
-                $set: { unit: 'bpm', timezone_offset: 0, ...INGEST_MARK },
-                $inc: { version: 1 },
-                $setOnInsert: {
-                  team_id: teamId,
-                  user_id: rawUser,
-                  resource: 'heartrate',
-                  provider: 'apple_health_kit',
-                  source_type: 'watch',
-                  day: new Date(day),
-                },
-              },
-              { upsert: true },
-            ),
-          ),
-        );
+        const samples = Array.from({ length: s.batch }, (_, i) => ({ t: base + (seq * s.batch + i) * MINUTE, value: 60 + (i % 40) }));
+        await rawAppend(scratch, { teamId, userId: rawUser, timezoneOffset: 0, mark: INGEST_MARK }, samples);
       },
     });
 
