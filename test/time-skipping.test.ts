@@ -95,7 +95,7 @@ describe('user deletion: the 7-day grace period', () => {
     await stack.skip(3 * MINUTE);
     expect(await stack.result(deletion.workflowId)).toEqual({
       outcome: 'erased',
-      erased: { connections: 1, wearable_data: 0, phone_sign_ins: 0, lab_orders: 0, insurance: 0, events: 1 },
+      erased: { connections: 1, wearable_data: 0, phone_sign_ins: 0, apple_health_imports: 0, lab_orders: 0, insurance: 0, events: 1 },
     });
     expect((await stack.serverNow()) - deletedAt).toBeGreaterThanOrEqual(7 * DAY);
     const doc = await stack.app.deps.repos.users.find(tenant.teamId, user.user_id);
