@@ -10,6 +10,7 @@ import { storeReceivedMessage } from './support/lab-inbound';
 import { signalLabResults } from '../lib/labs/lab-results-client';
 import { timeOrderedUuid } from '../lib/platform/keys';
 import { startFakeLab } from './support/fake-lab';
+import { generateExport } from './support/apple-health-export';
 
 /**
  * Records the histories test/workflow-replay.test.ts replays: each workflow type run on the test stack through
@@ -223,4 +224,21 @@ test('records lab orders sent to a real lab over MLLP', async () => {
   } finally {
     await fake.close();
   }
+}, 120_000);
+
+/** An Apple Health export imported: `-t 'Apple Health'` after the command above. */
+test('records the Apple Health import history', async () => {
+  const tenant = await createTenant(app.deps, 'Histories of Apple Health imports');
+  const api = teamClient(app, tenant);
+  const userId = await createUser(api);
+  const { xml } = generateExport({ days: 5, lastDay: '2026-06-30' });
+  const res = await fetch(`${app.url}/v2/user/${userId}/import/apple_health`, {
+    method: 'POST',
+    headers: { 'x-service-api-key': tenant.teamKey, 'content-type': 'application/xml' },
+    body: xml,
+  });
+  expect(res.status).toBe(201);
+  const { id } = (await res.json()) as { id: string };
+  await app.deps.temporal.client.workflow.getHandle(workflowIds.appleHealthImport(id)).result();
+  await save('apple-health-import-completed', 'appleHealthImportWorkflow', workflowIds.appleHealthImport(id));
 }, 120_000);
