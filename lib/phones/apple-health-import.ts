@@ -1,4 +1,5 @@
 import { StringDecoder } from 'node:string_decoder';
+import { groupBy } from '../platform/group-by';
 import { canonicalTimeZone, localDate, zoneOffsetSeconds } from '../platform/time';
 import type { UserDoc } from '../users/store';
 import { ingestProviderData, type IngestDeps } from '../wearables/ingest';
@@ -69,7 +70,8 @@ export async function importAppleHealthExport(
   const progress = emptyProgress();
   const perResource = new Map<string, { oldest: number; newest: number; days: Set<string>; sent: number }>();
   const pending = new Map<string, SampleInput[]>();
-  const summaries: SummaryInput[] = [];
+  /** Summaries waiting to be stored, with their source type (workouts go as they come; the rest at the end). */
+  let summaries: { sourceType: string; summary: SummaryInput }[] = [];
   const cumulative = new Map<string, Map<string, SourceHours>>();
   const rings = new Map<string, number>();
   const sleepSources = new Map<string, { rank: number; name: string; segments: SleepSegment[]; offset: number }>();
@@ -105,6 +107,23 @@ export async function importAppleHealthExport(
     for (const [sourceType, samples] of pending) await store(sourceType, samples, []);
     pending.clear();
     pendingCount = 0;
+  };
+  const flushSummaries = async () => {
+    const batch = summaries;
+    summaries = [];
+    for (const group of groupBy(batch, (x) => x.sourceType)) {
+      for (let i = 0; i < group.length; i += BATCH) {
+        await store(
+          group[0].sourceType,
+          [],
+          group.slice(i, i + BATCH).map((x) => x.summary),
+        );
+      }
+    }
+  };
+  const addSummary = async (sourceType: string, summary: SummaryInput) => {
+    summaries.push({ sourceType, summary });
+    if (summaries.length >= BATCH) await flushSummaries();
   };
   const add = async (sourceType: string, sample: SampleInput) => {
     let list = pending.get(sourceType);
@@ -188,7 +207,7 @@ export async function importAppleHealthExport(
     });
   }
 
-  function workout(el: ExportElement) {
+  async function workout(el: ExportElement) {
     const a = el.attrs;
     const start = exportDate(a.startDate);
     const end = exportDate(a.endDate);
@@ -209,7 +228,8 @@ export async function importAppleHealthExport(
       return Number.isFinite(value) && convert ? convert(value) : null;
     };
     const sourceKey = `${a.sourceName ?? ''}:${start.iso}`;
-    summaries.push(
+    await addSummary(
+      sourceTypeOfRank[sourceRank(a.sourceName ?? '', a.device ?? '')],
       workoutSummary({
         sourceKey,
         start: startMs,
@@ -257,9 +277,11 @@ export async function importAppleHealthExport(
         const end = Math.max(...night.map((s) => s.end));
         if (kept.some((k) => k.start < end && start < k.end)) continue;
         kept.push({ start, end });
-        summaries.push(
-          sleepSummary(night, source.offset, { sourceKey: `${source.name}:${new Date(start).toISOString()}`, sourceType: sourceTypeOfRank[source.rank] }),
-        );
+        const sourceType = sourceTypeOfRank[source.rank];
+        summaries.push({
+          sourceType,
+          summary: sleepSummary(night, source.offset, { sourceKey: `${source.name}:${new Date(start).toISOString()}`, sourceType }),
+        });
         note('sleep', start, source.offset, 1);
       }
     }
@@ -303,7 +325,7 @@ export async function importAppleHealthExport(
     for (const day of rings.keys()) if (!days.has(day)) days.set(day, { offset: 0, totals: {} });
     for (const [day, { offset, totals }] of days) {
       const active = rings.get(day) ?? totals.calories_active;
-      summaries.push({
+      const summary: SummaryInput = {
         resource: 'activity',
         source_key: day,
         calendar_date: day,
@@ -318,7 +340,8 @@ export async function importAppleHealthExport(
           floors_climbed: totals.floors_climbed === undefined ? null : Math.round(totals.floors_climbed),
           timezone_offset: offset,
         },
-      });
+      };
+      summaries.push({ sourceType: 'multiple_sources', summary });
       note('activity', Date.parse(`${day}T12:00:00Z`), 0, 1);
     }
   }
@@ -337,7 +360,7 @@ export async function importAppleHealthExport(
     progress.records_read++;
     if (el.name === 'Record') await record(el);
     else if (el.name === 'Correlation') await correlation(el);
-    else if (el.name === 'Workout') workout(el);
+    else if (el.name === 'Workout') await workout(el);
     else if (el.name === 'ActivitySummary') activitySummary(el);
     else if (el.name !== 'ExportDate' && el.name !== 'Me') skip(el.name);
     else progress.records_read--;
@@ -349,10 +372,7 @@ export async function importAppleHealthExport(
   await storeCumulative();
   storeSleeps();
   await flush();
-  for (let i = 0; i < summaries.length; i += BATCH) {
-    const batch = summaries.slice(i, i + BATCH);
-    await store('watch', [], batch);
-  }
+  await flushSummaries();
   await run.onProgress(progress);
   const resources = [...perResource].map(([resource, r]) => ({
     resource,
