@@ -36,11 +36,23 @@ export function isoWithOffset(d: Date): string {
 /** Today's calendar date (UTC) as YYYY-MM-DD. */
 export const todayUtc = (now = new Date()): string => now.toISOString().slice(0, 10);
 
+/** One formatter per zone: making one costs far more than using it (a phone's chunk asks 10,000 times). */
+const offsetFormats = new Map<string, Intl.DateTimeFormat>();
+function offsetFormat(timeZone: string): Intl.DateTimeFormat {
+  let format = offsetFormats.get(timeZone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' });
+    // Zones are few (IANA's ~600); the map is bounded by them, an unknown zone throws before it is kept.
+    offsetFormats.set(timeZone, format);
+  }
+  return format;
+}
+
 /** The offset (seconds east of UTC) of an IANA time zone at an instant; 0 for an unknown zone. */
 export function zoneOffsetSeconds(timeZone: string | null | undefined, at: Date): number {
   if (!timeZone) return 0;
   try {
-    const parts = new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' }).formatToParts(at);
+    const parts = offsetFormat(timeZone).formatToParts(at);
     const name = parts.find((p) => p.type === 'timeZoneName')?.value ?? 'GMT';
     const m = /GMT([+-])(\d{2}):(\d{2})/.exec(name);
     return m ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 3600 + Number(m[3]) * 60) : 0;

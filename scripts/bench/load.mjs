@@ -155,7 +155,7 @@ export function httpClient(baseUrl, { headers: defaultHeaders = {}, timeoutMs = 
 
   function requestOnce(method, path, { headers = {}, body } = {}) {
     return new Promise((resolve, reject) => {
-      const payload = body === undefined ? undefined : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+      const payload = body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
       const allHeaders = { ...defaultHeaders, ...headers };
       if (payload) {
         allHeaders['content-type'] ??= 'application/json';
