@@ -48,21 +48,50 @@ function offsetFormat(timeZone: string): Intl.DateTimeFormat {
   return format;
 }
 
+/**
+ * Offsets asked before, per zone and quarter hour: every zone's offsets are whole quarter hours and change on one, so
+ * a quarter hour has one offset. A phone's chunk of 10,000 samples asks for the offset of each; they share a few.
+ */
+const QUARTER_HOUR_MS = 15 * 60_000;
+const offsetsSeen = new Map<string, Map<number, number>>();
+
 /** The offset (seconds east of UTC) of an IANA time zone at an instant; 0 for an unknown zone. */
 export function zoneOffsetSeconds(timeZone: string | null | undefined, at: Date): number {
   if (!timeZone) return 0;
+  const quarter = Math.floor(at.getTime() / QUARTER_HOUR_MS);
+  const seen = offsetsSeen.get(timeZone)?.get(quarter);
+  if (seen !== undefined) return seen;
   try {
-    const parts = offsetFormat(timeZone).formatToParts(at);
+    const parts = offsetFormat(timeZone).formatToParts(new Date(quarter * QUARTER_HOUR_MS));
     const name = parts.find((p) => p.type === 'timeZoneName')?.value ?? 'GMT';
     const m = /GMT([+-])(\d{2}):(\d{2})/.exec(name);
-    return m ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 3600 + Number(m[3]) * 60) : 0;
+    const offset = m ? (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 3600 + Number(m[3]) * 60) : 0;
+    let zone = offsetsSeen.get(timeZone);
+    if (!zone) offsetsSeen.set(timeZone, (zone = new Map()));
+    // Bounded: a zone's cache starts again past 100,000 quarter hours (three years).
+    if (zone.size >= 100_000) zone.clear();
+    zone.set(quarter, offset);
+    return offset;
   } catch {
     return 0;
   }
 }
 
+/** Local dates by day number (days since the epoch), made once each: ingestion asks for one per sample. */
+const dayNames = new Map<number, string>();
+
 /** The local calendar date (YYYY-MM-DD) of an instant at a fixed offset. */
-export const localDate = (at: Date, offsetSeconds: number): string => new Date(at.getTime() + offsetSeconds * 1000).toISOString().slice(0, 10);
+export function localDate(at: Date, offsetSeconds: number): string {
+  const ms = at.getTime() + offsetSeconds * 1000;
+  const day = Math.floor(ms / DAY_MS);
+  let name = dayNames.get(day);
+  if (name === undefined) {
+    name = new Date(ms).toISOString().slice(0, 10);
+    if (dayNames.size >= 100_000) dayNames.clear();
+    dayNames.set(day, name);
+  }
+  return name;
+}
 
 /** YYYY-MM-DD plus `days` (negative: earlier). */
 export const addDays = (date: string, days: number): string => new Date(Date.parse(`${date}T00:00:00Z`) + days * DAY_MS).toISOString().slice(0, 10);
