@@ -72,10 +72,21 @@ const at = <T>(column: Column<T> | undefined, i: number): T | null => (Array.isA
 
 const sameValue = (a: unknown, b: unknown) => a === b || (a instanceof Date && b instanceof Date && a.getTime() === b.getTime());
 
-/** A sample less its identity and document times, with no undefined fields. */
+/** A sample less its identity and document times, with no undefined fields (built, not copied and pruned: hot). */
 function storedPart(sample: SampleDoc): StoredSample {
-  const { _id, team_id, user_id, resource, provider, source_type, timestamp, created_at, updated_at, ...stored } = sample;
-  for (const key of Object.keys(stored) as (keyof StoredSample)[]) if (stored[key] === undefined) delete stored[key];
+  const stored: StoredSample = {
+    unit: sample.unit,
+    type: sample.type,
+    timezone_offset: sample.timezone_offset,
+    ingest_key: sample.ingest_key,
+    change: sample.change,
+  };
+  if (sample.value !== undefined) stored.value = sample.value;
+  if (sample.systolic !== undefined) stored.systolic = sample.systolic;
+  if (sample.diastolic !== undefined) stored.diastolic = sample.diastolic;
+  if (sample.start !== undefined) stored.start = sample.start;
+  if (sample.end !== undefined) stored.end = sample.end;
+  if (sample.platform_id !== undefined && sample.platform_id !== null) stored.platform_id = sample.platform_id;
   return stored;
 }
 
@@ -107,10 +118,11 @@ function openBucket(bucket: SampleBucketDoc | undefined): Map<number, StoredSamp
 /** The update that stores `held` as the bucket's columns (whole), clearing the columns it no longer has. */
 function columnsUpdate(held: Map<number, StoredSample>) {
   const offsets = [...held.keys()].sort((a, b) => a - b);
+  const rows = offsets.map((offset) => held.get(offset)!);
   const set: Record<string, unknown> = { offsets };
   const unset: Record<string, ''> = {};
   for (const field of COLUMN_FIELDS) {
-    const values = offsets.map((offset) => held.get(offset)![field] ?? null);
+    const values = rows.map((row) => row[field] ?? null);
     const first = values[0];
     if (values.every((v) => v === null)) unset[field] = '';
     else set[field] = first !== null && values.every((v) => sameValue(v, first)) ? first : values;
@@ -253,11 +265,30 @@ export class SampleBuckets {
   async write(samples: SampleDoc[], decide: (stored: SampleDoc, incoming: SampleDoc) => SampleDoc | null): Promise<SampleWrite[]> {
     await this.removeMoved(samples);
     const byBucket = new Map<string, Map<number, SampleDoc>>();
+    // A batch is mostly one series over a few days: its bucket ids are made once per series and day, not per sample.
+    let series: SampleDoc | null = null;
+    let idsOfDays = new Map<number, Map<number, SampleDoc>>();
     for (const sample of samples) {
-      const day = bucketDay(sample.timestamp);
-      const id = sampleBucketId(sample.user_id, sample.resource, sample.provider, sample.source_type, day);
-      if (!byBucket.has(id)) byBucket.set(id, new Map());
-      byBucket.get(id)!.set(sample.timestamp.getTime() - day.getTime(), sample); // the same timestamp twice: the last one
+      if (
+        !series ||
+        sample.user_id !== series.user_id ||
+        sample.resource !== series.resource ||
+        sample.provider !== series.provider ||
+        sample.source_type !== series.source_type
+      ) {
+        series = sample;
+        idsOfDays = new Map();
+      }
+      const time = sample.timestamp.getTime();
+      const dayMs = Math.floor(time / DAY_MS) * DAY_MS;
+      let bucket = idsOfDays.get(dayMs);
+      if (!bucket) {
+        const id = sampleBucketId(sample.user_id, sample.resource, sample.provider, sample.source_type, new Date(dayMs));
+        bucket = byBucket.get(id) ?? new Map();
+        byBucket.set(id, bucket);
+        idsOfDays.set(dayMs, bucket);
+      }
+      bucket.set(time - dayMs, sample); // the same timestamp twice: the last one
     }
     const written = new Map<string, SampleWrite[]>();
     let pending = [...byBucket.keys()];
