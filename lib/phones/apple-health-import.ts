@@ -36,8 +36,12 @@ const HOUR_MS = 3_600_000;
 /** Samples stored per ingest call. */
 const BATCH = 5_000;
 
-type Bucket = { value: number; offset: number };
-type SourceHours = { rank: number; name: string; unit: string; hours: Map<number, Bucket> };
+/**
+ * A source's hourly sums of one resource, a UTC day to a record of typed arrays (years of hours are a few objects per
+ * day, not one per hour: the import's memory stays flat however long the export).
+ */
+type DayOfHours = { value: Float64Array; offset: Int32Array; has: Uint8Array };
+type SourceHours = { rank: number; name: string; unit: string; days: Map<number, DayOfHours> };
 
 const sourceRank = (name: string, device: string) => (/watch/i.test(`${device} ${name}`) ? 0 : /iphone/i.test(`${device} ${name}`) ? 1 : 2);
 const sourceTypeOfRank = ['watch', 'phone', 'app'];
@@ -176,15 +180,18 @@ export async function importAppleHealthExport(
     let sources = cumulative.get(resource);
     if (!sources) cumulative.set(resource, (sources = new Map()));
     let source = sources.get(sourceName);
-    if (!source) sources.set(sourceName, (source = { rank, name: sourceName, unit, hours: new Map() }));
+    if (!source) sources.set(sourceName, (source = { rank, name: sourceName, unit, days: new Map() }));
     const span = end - start;
     for (let hour = Math.floor(start / HOUR_MS) * HOUR_MS; hour < Math.max(end, start + 1); hour += HOUR_MS) {
       const share = span > 0 ? (Math.min(end, hour + HOUR_MS) - Math.max(start, hour)) / span : 1;
-      const bucket = source.hours.get(hour);
-      if (bucket) {
-        bucket.value += value * share;
-        bucket.offset = offset;
-      } else source.hours.set(hour, { value: value * share, offset });
+      const index = hour / HOUR_MS;
+      const dayNumber = Math.floor(index / 24);
+      let day = source.days.get(dayNumber);
+      if (!day) source.days.set(dayNumber, (day = { value: new Float64Array(24), offset: new Int32Array(24), has: new Uint8Array(24) }));
+      const slot = index - dayNumber * 24;
+      day.value[slot] += value * share;
+      day.offset[slot] = offset;
+      day.has[slot] = 1;
     }
   }
 
@@ -300,26 +307,31 @@ export async function importAppleHealthExport(
     const days = new Map<string, { offset: number; totals: Record<string, number> }>();
     for (const [resource, sources] of cumulative) {
       const ranked = [...sources.values()].sort((x, y) => x.rank - y.rank || (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
-      const hours = new Set<number>();
-      for (const s of ranked) for (const h of s.hours.keys()) hours.add(h);
-      for (const hour of [...hours].sort((x, y) => x - y)) {
-        const best = ranked.find((s) => s.hours.has(hour))!;
-        const bucket = best.hours.get(hour)!;
-        const value = round(bucket.value);
-        await add('multiple_sources', {
-          resource,
-          timestamp: new Date(hour).toISOString(),
-          start: new Date(hour).toISOString(),
-          end: new Date(hour + HOUR_MS).toISOString(),
-          value,
-          unit: best.unit,
-          type: 'multiple_sources',
-          timezone_offset: bucket.offset,
-        });
-        const day = localDate(new Date(hour), bucket.offset);
-        let d = days.get(day);
-        if (!d) days.set(day, (d = { offset: bucket.offset, totals: {} }));
-        d.totals[resource] = (d.totals[resource] ?? 0) + value;
+      const dayNumbers = new Set<number>();
+      for (const s of ranked) for (const d of s.days.keys()) dayNumbers.add(d);
+      for (const dayNumber of [...dayNumbers].sort((x, y) => x - y)) {
+        for (let slot = 0; slot < 24; slot++) {
+          const best = ranked.find((s) => s.days.get(dayNumber)?.has[slot]);
+          if (!best) continue;
+          const of = best.days.get(dayNumber)!;
+          const hour = (dayNumber * 24 + slot) * HOUR_MS;
+          const bucket = { value: of.value[slot], offset: of.offset[slot] };
+          const value = round(bucket.value);
+          await add('multiple_sources', {
+            resource,
+            timestamp: new Date(hour).toISOString(),
+            start: new Date(hour).toISOString(),
+            end: new Date(hour + HOUR_MS).toISOString(),
+            value,
+            unit: best.unit,
+            type: 'multiple_sources',
+            timezone_offset: bucket.offset,
+          });
+          const day = localDate(new Date(hour), bucket.offset);
+          let d = days.get(day);
+          if (!d) days.set(day, (d = { offset: bucket.offset, totals: {} }));
+          d.totals[resource] = (d.totals[resource] ?? 0) + value;
+        }
       }
     }
     for (const day of rings.keys()) if (!days.has(day)) days.set(day, { offset: 0, totals: {} });
