@@ -37,11 +37,36 @@ const HOUR_MS = 3_600_000;
 const BATCH = 5_000;
 
 /**
- * A source's hourly sums of one resource, a UTC day to a record of typed arrays (years of hours are a few objects per
- * day, not one per hour: the import's memory stays flat however long the export).
+ * A source's hourly sums of one resource: a UTC day's 24 hours at `days.get(day)` in arenas of typed arrays that grow
+ * by doubling (years of hours are a few bytes each, not an object per hour or per day).
  */
-type DayOfHours = { value: Float64Array; offset: Int32Array; has: Uint8Array };
-type SourceHours = { rank: number; name: string; unit: string; days: Map<number, DayOfHours> };
+class HourArena {
+  readonly days = new Map<number, number>();
+  value = new Float64Array(24 * 64);
+  offset = new Int32Array(24 * 64);
+  has = new Uint8Array(24 * 64);
+
+  /** The index of the day's first hour, made on first use. */
+  dayAt(day: number): number {
+    let base = this.days.get(day);
+    if (base === undefined) {
+      base = this.days.size * 24;
+      if (base + 24 > this.value.length) {
+        const grow = <T extends Float64Array | Int32Array | Uint8Array>(a: T, make: (n: number) => T) => {
+          const next = make(a.length * 2);
+          next.set(a);
+          return next;
+        };
+        this.value = grow(this.value, (n) => new Float64Array(n));
+        this.offset = grow(this.offset, (n) => new Int32Array(n));
+        this.has = grow(this.has, (n) => new Uint8Array(n));
+      }
+      this.days.set(day, base);
+    }
+    return base;
+  }
+}
+type SourceHours = { rank: number; name: string; unit: string; hours: HourArena };
 
 const sourceRank = (name: string, device: string) => (/watch/i.test(`${device} ${name}`) ? 0 : /iphone/i.test(`${device} ${name}`) ? 1 : 2);
 const sourceTypeOfRank = ['watch', 'phone', 'app'];
@@ -137,6 +162,15 @@ export async function importAppleHealthExport(
     if (++pendingCount >= BATCH) await flush();
   };
 
+  // A source's name, once per distinct name as a string of its own: an attribute value is a slice of the text it was
+  // read from, and a slice kept (a workout's key) would keep that whole stretch of the file in memory.
+  const names = new Map<string, string>();
+  const nameOf = (a: Record<string, string>) => {
+    const raw = a.sourceName ?? '';
+    let name = names.get(raw);
+    if (name === undefined) names.set(raw, (name = Buffer.from(raw, 'utf8').toString('utf8')));
+    return name;
+  };
   const zoneOf = (el: ExportElement) => el.children.find((c) => c.name === 'MetadataEntry' && c.attrs.key === 'HKTimeZone')?.attrs.value ?? null;
 
   async function record(el: ExportElement) {
@@ -161,7 +195,7 @@ export async function importAppleHealthExport(
     for (const m of outcome.samples) {
       const offset = m.timezoneOffset ?? start.offset;
       if (CUMULATIVE.has(m.resource)) {
-        accumulate(m.resource, m.unit, a.sourceName ?? '', rank, Date.parse(m.start), Date.parse(m.end ?? m.start), m.value, offset);
+        accumulate(m.resource, m.unit, nameOf(a), rank, Date.parse(m.start), Date.parse(m.end ?? m.start), m.value, offset);
         continue;
       }
       await add(sourceTypeOfRank[rank], {
@@ -180,18 +214,16 @@ export async function importAppleHealthExport(
     let sources = cumulative.get(resource);
     if (!sources) cumulative.set(resource, (sources = new Map()));
     let source = sources.get(sourceName);
-    if (!source) sources.set(sourceName, (source = { rank, name: sourceName, unit, days: new Map() }));
+    if (!source) sources.set(sourceName, (source = { rank, name: sourceName, unit, hours: new HourArena() }));
     const span = end - start;
     for (let hour = Math.floor(start / HOUR_MS) * HOUR_MS; hour < Math.max(end, start + 1); hour += HOUR_MS) {
       const share = span > 0 ? (Math.min(end, hour + HOUR_MS) - Math.max(start, hour)) / span : 1;
       const index = hour / HOUR_MS;
       const dayNumber = Math.floor(index / 24);
-      let day = source.days.get(dayNumber);
-      if (!day) source.days.set(dayNumber, (day = { value: new Float64Array(24), offset: new Int32Array(24), has: new Uint8Array(24) }));
-      const slot = index - dayNumber * 24;
-      day.value[slot] += value * share;
-      day.offset[slot] = offset;
-      day.has[slot] = 1;
+      const at = source.hours.dayAt(dayNumber) + (index - dayNumber * 24);
+      source.hours.value[at] += value * share;
+      source.hours.offset[at] = offset;
+      source.hours.has[at] = 1;
     }
   }
 
@@ -234,7 +266,7 @@ export async function importAppleHealthExport(
       const convert = healthKitConverter(type)?.from[a[unitAttr] ?? ''];
       return Number.isFinite(value) && convert ? convert(value) : null;
     };
-    const sourceKey = `${a.sourceName ?? ''}:${start.iso}`;
+    const sourceKey = `${nameOf(a)}:${start.iso}`;
     await addSummary(
       sourceTypeOfRank[sourceRank(a.sourceName ?? '', a.device ?? '')],
       workoutSummary({
@@ -267,7 +299,7 @@ export async function importAppleHealthExport(
     const stage = healthKitSleepStage(a.value);
     if (!start || !end || !stage) return skip(a.type);
     const zone = zoneOf(el);
-    const name = a.sourceName ?? '';
+    const name = nameOf(a);
     let source = sleepSources.get(name);
     if (!source) sleepSources.set(name, (source = { rank: sourceRank(name, a.device ?? ''), name, segments: [], offset: start.offset }));
     source.segments.push({ start: Date.parse(start.iso), end: Date.parse(end.iso), stage });
@@ -308,14 +340,18 @@ export async function importAppleHealthExport(
     for (const [resource, sources] of cumulative) {
       const ranked = [...sources.values()].sort((x, y) => x.rank - y.rank || (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
       const dayNumbers = new Set<number>();
-      for (const s of ranked) for (const d of s.days.keys()) dayNumbers.add(d);
+      for (const s of ranked) for (const d of s.hours.days.keys()) dayNumbers.add(d);
       for (const dayNumber of [...dayNumbers].sort((x, y) => x - y)) {
         for (let slot = 0; slot < 24; slot++) {
-          const best = ranked.find((s) => s.days.get(dayNumber)?.has[slot]);
+          const has = (x: SourceHours) => {
+            const base = x.hours.days.get(dayNumber);
+            return base !== undefined && x.hours.has[base + slot] === 1;
+          };
+          const best = ranked.find(has);
           if (!best) continue;
-          const of = best.days.get(dayNumber)!;
+          const at = best.hours.days.get(dayNumber)! + slot;
           const hour = (dayNumber * 24 + slot) * HOUR_MS;
-          const bucket = { value: of.value[slot], offset: of.offset[slot] };
+          const bucket = { value: best.hours.value[at], offset: best.hours.offset[at] };
           const value = round(bucket.value);
           await add('multiple_sources', {
             resource,

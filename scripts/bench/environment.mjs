@@ -163,7 +163,9 @@ export async function startEnvironment({
     env.stackPids = { ...(stack.pids ?? {}) };
 
     const profileArgs = (name) => (cpuProfileDir && cpuProfileProcess === name ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : []);
-    env.children.worker = startWorker({ ...childEnv, LOG_LEVEL: workerLogLevel }, workerLogListeners, profileArgs('worker'));
+    // BENCH_WORKER_NODE_OPTIONS: node options for the worker alone (e.g. a capped heap, --max-old-space-size=192).
+    const workerNodeOptions = process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {};
+    env.children.worker = startWorker({ ...childEnv, ...workerNodeOptions, LOG_LEVEL: workerLogLevel }, workerLogListeners, profileArgs('worker'));
     const workerExit = exitAsError(env.children.worker, 'the worker process');
     env.children.api = startNode('api/main.js', childEnv, 'api', { nodeArgs: profileArgs('api') });
     const apiExit = exitAsError(env.children.api, 'the api process');
