@@ -1,6 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { AppleHealthImport } from '../schemas/phones';
 import { generateExport, zipOf, type ExpectedImport } from './support/apple-health-export';
+import { PhoneSimulator } from './support/phone-simulator';
 import { createTenant, eventually, expectSchema, startTestApp, teamClient, uniqueId, type HttpClient, type TestApp } from './support/harness';
 
 /**
@@ -26,21 +27,8 @@ afterAll(() => app.close());
 const newUser = async (): Promise<string> => (await api.post('/v2/user/', { client_user_id: uniqueId('export') })).body.user_id;
 const upload = (userId: string, body: Buffer, headers: Record<string, string>, auth: Record<string, string> = { 'x-service-api-key': teamKey }) =>
   fetch(`${app.url}/v2/user/${userId}/import/apple_health`, { method: 'POST', headers: { ...auth, ...headers }, body });
-/** The user's phone's access token (sign-in token exchanged, as the SDK does). */
-async function accessToken(userId: string): Promise<string> {
-  const signIn = (await api.post(`/v2/user/${userId}/sign_in_token`)).body.sign_in_token;
-  const form = new URLSearchParams({
-    grant_type: 'urn:ietf:params:oauth:grant-type:token-exchange',
-    subject_token: signIn,
-    subject_token_type: 'urn:healthbridge:sign-in-token',
-  });
-  const res = await fetch(`${app.url}/v2/sdk/token`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: form.toString(),
-  });
-  return ((await res.json()) as { access_token: string }).access_token;
-}
+/** The user's phone's access token, signed in as the SDK does. */
+const accessToken = async (userId: string) => (await PhoneSimulator.signIn(app.url, teamKey, userId)).currentAccessToken;
 type ImportView = {
   id: string;
   status: string;
