@@ -228,11 +228,19 @@ describe('a stop while a page is in flight', () => {
     expect(inFlight).toHaveLength(1); // the pull is paging when the stop comes
     const page = at(inFlight[0]);
     const cancelRequest = events.find((e) => Number(e.activityTaskCancelRequestedEventAttributes?.scheduledEventId) === page);
-    expect(cancelRequest && at(cancelRequest)).toBeGreaterThan(at(signal));
+    const closedAfter = events.find(
+      (e) =>
+        at(e) > at(signal) && [e.activityTaskCompletedEventAttributes, e.activityTaskFailedEventAttributes].some((a) => Number(a?.scheduledEventId) === page),
+    );
+    if (!cancelRequest) {
+      // On a loaded machine the page may close in the moment between the signal and the workflow's reading of it: the
+      // workflow then sees both in one task and has nothing left to cancel; still no page follows the stop (below).
+      expect(closedAfter && at(closedAfter)).toBeGreaterThan(at(signal));
+    } else expect(at(cancelRequest)).toBeGreaterThan(at(signal));
     // A started event is written when its activity closes (so after the cancel request): its time says when it started.
     const started = events.find((e) => Number(e.activityTaskStartedEventAttributes?.scheduledEventId) === page);
     const ms = (e: (typeof events)[number]) => Number(e.eventTime!.seconds) * 1000 + (e.eventTime!.nanos ?? 0) / 1e6;
-    if (!started || ms(started) > ms(cancelRequest!)) {
+    if (cancelRequest && (!started || ms(started) > ms(cancelRequest))) {
       // Still queued: the server cancelled it, no worker ever took it.
       expect(started).toBeUndefined();
       expect(events.some((e) => Number(e.activityTaskCanceledEventAttributes?.scheduledEventId) === page)).toBe(true);
