@@ -196,6 +196,9 @@ describe('the Apple Health export import', () => {
         .catch(reject);
     });
     const broken = await importOf(userId, started.id);
+    // HEAD says the same in its header (tus clients ask so).
+    const head = await fetch(`${app.url}${path}`, { method: 'HEAD', headers: { 'x-service-api-key': teamKey } });
+    expect([head.status, head.headers.get('upload-offset')]).toEqual([200, String(broken.received_bytes)]);
     expect([broken.status, broken.received_bytes]).toEqual(['uploading', 1_572_864 + (1 << 20)]);
 
     const rest = await fetch(`${app.url}${path}`, {

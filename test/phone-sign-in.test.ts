@@ -388,7 +388,7 @@ describe('uploads', () => {
     expect([unknown.status, unknown.body.detail[0].loc]).toEqual([422, ['body', 'backfill_type']]);
   });
 
-  test('a bad sample refuses the chunk with its index and stores nothing; HealthKit HRV (SDNN) is not taken as RMSSD; not connected is 404', async () => {
+  test('a bad sample refuses the chunk with its index and stores nothing; HealthKit HRV is stored as SDNN, never as RMSSD; not connected is 404', async () => {
     const { userId, token } = await phone();
     const bad = await upload(userId, token, 'heartrate', {
       stage: 'daily',
@@ -403,8 +403,11 @@ describe('uploads', () => {
       start_date: at(6),
       data: [{ value: 48, start_date: at(5), end_date: at(5), unit: 'rmssd' }],
     });
-    expect(hrv.status).toBe(422);
-    expect(hrv.body.detail[0].msg).toContain('SDNN');
+    // Stored as what it is: SDNN, in the hrv resource with unit `sdnn` (never as RMSSD, the label the phone gave it).
+    expect(hrv.status).toBe(200);
+    expect((await api.get(`/v2/timeseries/${userId}/hrv?start_date=${at(6).slice(0, 10)}&end_date=${at(0).slice(0, 10)}`)).body).toMatchObject([
+      { value: 48, unit: 'sdnn' },
+    ]);
     const envelope = await upload(userId, token, 'heartrate', { stage: 'weekly', start_date: at(6), data: [] });
     expect([envelope.status, envelope.body.detail[0].loc]).toEqual([422, ['body', 'stage']]);
     const lonely = await newUser();
@@ -434,9 +437,10 @@ describe('raw records', () => {
       value: number;
       timezone_offset: number;
       type: string;
+      unit: string;
     }[];
 
-  test('HealthKit samples are mapped here: its units converted, its fractions made percent, its SDNN skipped, HKTimeZone kept', async () => {
+  test('HealthKit samples are mapped here: its units converted, its fractions made percent, its SDNN stored as sdnn, HKTimeZone kept', async () => {
     const { userId, token } = await connectedTo('apple_health_kit');
     const hk = (type: string, value: number, unit: string, start: string, end = start, extra: Record<string, unknown> = {}) => ({
       type,
@@ -460,9 +464,9 @@ describe('raw records', () => {
     const res = await send(userId, token, 'apple_health_kit', records);
     expect(res.status).toBe(200);
     expectSchema(RecordsUploadResponse, res.body);
-    expect(res.body.samples).toEqual({ created: 4, updated: 0, unchanged: 0 });
+    expect(res.body.samples).toEqual({ created: 5, updated: 0, unchanged: 0 });
+    expect((await read(userId, 'hrv', '2026-11-20')).map((s) => [s.value, s.unit])).toEqual([[48, 'sdnn']]);
     expect(res.body.skipped).toEqual({
-      HKQuantityTypeIdentifierHeartRateVariabilitySDNN: { count: 1, reason: expect.stringContaining('SDNN') },
       HKCategoryTypeIdentifierMindfulSession: { count: 1, reason: 'not a type this service maps' },
     });
     const hr = await read(userId, 'heartrate', '2026-11-20');
@@ -470,9 +474,8 @@ describe('raw records', () => {
     expect((await read(userId, 'blood_oxygen', '2026-11-20'))[0].value).toBeCloseTo(97, 6);
     expect((await read(userId, 'calories_active', '2026-11-20'))[0].value).toBeCloseTo(10, 6);
     expect((await read(userId, 'distance', '2026-11-20'))[0].value).toBeCloseTo(1609.344, 3);
-    expect(await read(userId, 'hrv', '2026-11-20')).toEqual([]);
     // Sent again: nothing new.
-    expect((await send(userId, token, 'apple_health_kit', records)).body.samples).toEqual({ created: 0, updated: 0, unchanged: 4 });
+    expect((await send(userId, token, 'apple_health_kit', records)).body.samples).toEqual({ created: 0, updated: 0, unchanged: 5 });
   });
 
   test('Health Connect records: a HeartRateRecord is its samples, a StepsRecord its interval; an unreadable record refuses the upload by index', async () => {

@@ -227,14 +227,8 @@ export const phoneRoutes = [
       const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validUpload);
       const resource = timeseriesResourceAtPath(params.resource);
       if (!resource) throw ValidationError.field(['path', 'resource'], `'${params.resource}' is not a timeseries resource.`, 'enum');
-      // HealthKit's HRV is SDNN; this resource holds RMSSD (the original iOS SDK sends one as the other).
-      if (body.provider === 'apple_health_kit' && resource.name === 'hrv') {
-        throw ValidationError.field(
-          ['path', 'resource'],
-          "Apple Health's heart rate variability is SDNN, which the hrv resource (RMSSD) cannot hold; it is not stored as RMSSD.",
-          'value_error',
-        );
-      }
+      // HealthKit's HRV is SDNN (the original iOS SDK labels it RMSSD): stored as `sdnn`, whatever unit the phone says.
+      const sdnn = body.provider === 'apple_health_kit' && resource.name === 'hrv';
       const timeZone = phoneTimeZone(body.time_zone, ['body', 'time_zone']);
       const user = await activeUser(deps, auth.teamId, params.user_id);
       const connection = await phoneConnection(deps, auth.teamId, user._id, body.provider);
@@ -270,7 +264,7 @@ export const phoneRoutes = [
             timestamp: s.start_date,
             ...(resource.interval ? { start: s.start_date, end: s.end_date } : {}),
             value: s.value,
-            unit: s.unit,
+            unit: sdnn ? 'sdnn' : s.unit,
             timezone_offset: zoneOffsetSeconds(timeZone, new Date(s.start_date)),
             platform_id: s.id ?? null,
           },

@@ -1,10 +1,10 @@
-import { publishEvent } from '../events/publisher';
 import type { Logger } from '../platform/logger';
 import { historicalPullId } from '../wearables/historical-pulls-store';
 import type { IngestDeps } from '../wearables/ingest';
 import { importAppleHealthExport } from './apple-health-import';
 import { ExportFileError } from './export-xml';
 import type { ImportProgress } from './imports-store';
+import { recordStage } from './uploads';
 
 export type AppleHealthImportDeps = IngestDeps & { logger: Logger };
 
@@ -52,39 +52,36 @@ export async function runAppleHealthImport(deps: AppleHealthImportDeps, importId
     return { status: 'failed' };
   }
   const now = new Date();
+  const connectionId = `apple-health-import:${importId}`;
   for (const r of result.resources) {
-    const id = historicalPullId(doc.team_id, user._id, 'apple_health_kit', r.resource);
     await deps.repos.historicalPulls.startPhoneStage(
       {
-        _id: id,
+        _id: historicalPullId(doc.team_id, user._id, 'apple_health_kit', r.resource),
         team_id: doc.team_id,
         user_id: user._id,
         provider: 'apple_health_kit',
         resource: r.resource,
-        connection_id: `apple-health-import:${importId}`,
+        connection_id: connectionId,
         range_start: new Date(r.oldest),
         range_end: new Date(r.newest),
         days_requested: r.days,
       },
       now,
     );
-    await deps.repos.historicalPulls.recordPhoneChunk(
-      id,
-      { sent: r.sent, days: r.days, oldest: new Date(r.oldest), newest: new Date(r.newest), final: true },
-      now,
-    );
   }
-  // Erased stays erased: nothing is announced about a user whose erasure began meanwhile.
-  if (await deps.repos.users.takesData(doc.team_id, user._id)) {
+  // Erased stays erased: asked after the writes (erasure marks the user before it removes pull states), and nothing is
+  // announced about a user whose erasure began meanwhile.
+  if (!(await deps.repos.users.takesData(doc.team_id, user._id))) {
+    await deps.repos.historicalPulls.eraseAllForUser(doc.team_id, user._id);
+  } else {
+    // Each resource's history as a phone's final historical chunk ends it: `success`, and its event once.
     for (const r of result.resources) {
-      await publishEvent(deps, {
-        teamId: doc.team_id,
-        userId: user._id,
-        clientUserId: user.client_user_id,
-        eventType: `historical.data.${r.resource}.created`,
-        data: { user_id: user._id, start_date: r.oldest, end_date: r.newest, is_final: true, provider: 'apple_health_kit', import_id: importId },
-        idempotencyKey: `apple-health-import:${importId}:${r.resource}`,
-      });
+      await recordStage(
+        deps,
+        { teamId: doc.team_id, user, connectionId, resource: r.resource },
+        { stage: 'historical', provider: 'apple_health_kit', start_date: r.oldest, end_date: r.newest, is_final_chunk: true },
+        { sent: r.sent, days: r.days, oldest: new Date(r.oldest), newest: new Date(r.newest) },
+      );
     }
   }
   await imports.finish(importId, { status: 'completed', progress: result.progress }, new Date());

@@ -18,7 +18,7 @@ import { healthKitSleepStage, healthKitSport, type SleepSegment, sleepSummary, s
  * The traps of the export (phones.md §3), handled here:
  * - Records inside a `Correlation` also stand at the top level: only the top-level ones are read, and a blood
  *   pressure correlation gives one reading of both values (its top-level halves are skipped).
- * - No sample UUIDs: samples are keyed by type, source type and start (and end, for intervals), as every sample is.
+ * - No sample UUIDs: samples are keyed by type, source type and start, as every sample without a platform id is.
  * - Watch, phone and apps write overlapping steps, energy, distance and floors: these are summed per hour and per
  *   source, and each hour takes one source (watch, then phone, then apps; by name within), the hourly statistics
  *   buckets the phone SDKs upload (`multiple_sources`), so an import and a phone's sync agree.
@@ -172,14 +172,19 @@ export async function importAppleHealthExport(
     return name;
   };
   const zoneOf = (el: ExportElement) => el.children.find((c) => c.name === 'MetadataEntry' && c.attrs.key === 'HKTimeZone')?.attrs.value ?? null;
+  /** The offset at `start` of the zone the element's `HKTimeZone` names, else the one its date was written with. */
+  const offsetOf = (el: ExportElement, start: { iso: string; offset: number }) => {
+    const zone = canonicalTimeZone(zoneOf(el) ?? '');
+    return zone ? zoneOffsetSeconds(zone, new Date(start.iso)) : start.offset;
+  };
+  const rankOf = (a: Record<string, string>) => sourceRank(a.sourceName ?? '', a.device ?? '');
 
   async function record(el: ExportElement) {
     const a = el.attrs;
-    const start = exportDate(a.startDate);
-    const end = exportDate(a.endDate);
-    const converter = healthKitConverter(a.type);
     if (a.type === 'HKCategoryTypeIdentifierSleepAnalysis') return sleepStage(el);
-    if (!converter || !start) return skip(a.type ?? 'Record');
+    const start = exportDate(a.startDate);
+    if (!start) return skip(a.type ?? 'Record');
+    const end = exportDate(a.endDate);
     const raw: RawRecord = {
       type: a.type,
       value: num(a.value),
@@ -189,9 +194,10 @@ export async function importAppleHealthExport(
       product_type: `${a.device ?? ''} ${a.sourceName ?? ''}`,
       metadata: { HKTimeZone: zoneOf(el) },
     };
+    // The mapping of a phone's raw records (types not mapped are skipped); the date's own offset where no HKTimeZone.
     const outcome = mapRecord('apple_health_kit', raw, null);
     if (!('samples' in outcome)) return skip(a.type);
-    const rank = sourceRank(a.sourceName ?? '', a.device ?? '');
+    const rank = rankOf(a);
     for (const m of outcome.samples) {
       const offset = m.timezoneOffset ?? start.offset;
       if (CUMULATIVE.has(m.resource)) {
@@ -234,15 +240,13 @@ export async function importAppleHealthExport(
     const diastolic = part('HKQuantityTypeIdentifierBloodPressureDiastolic');
     const start = exportDate(el.attrs.startDate);
     if (!start || !Number.isFinite(systolic) || !Number.isFinite(diastolic)) return skip(el.attrs.type);
-    const zone = zoneOf(el);
-    const offset = (zone ? zoneOffset(zone, start.iso) : null) ?? start.offset;
-    await add(sourceTypeOfRank[sourceRank(el.attrs.sourceName ?? '', el.attrs.device ?? '')], {
+    await add(sourceTypeOfRank[rankOf(el.attrs)], {
       resource: 'blood_pressure',
       timestamp: new Date(start.iso).toISOString(),
       systolic,
       diastolic,
       unit: 'mmHg',
-      timezone_offset: offset,
+      timezone_offset: offsetOf(el, start),
     });
   }
 
@@ -251,9 +255,8 @@ export async function importAppleHealthExport(
     const start = exportDate(a.startDate);
     const end = exportDate(a.endDate);
     if (!start || !end) return skip('Workout');
-    const zone = zoneOf(el);
     const startMs = Date.parse(start.iso);
-    const offset = (zone ? zoneOffset(zone, start.iso) : null) ?? start.offset;
+    const offset = offsetOf(el, start);
     const statistic = (type: string, field: 'sum' | 'average' | 'maximum') => {
       const s = el.children.find((c) => c.name === 'WorkoutStatistics' && c.attrs.type === type);
       const value = num(s?.attrs[field]);
@@ -268,7 +271,7 @@ export async function importAppleHealthExport(
     };
     const sourceKey = `${nameOf(a)}:${start.iso}`;
     await addSummary(
-      sourceTypeOfRank[sourceRank(a.sourceName ?? '', a.device ?? '')],
+      sourceTypeOfRank[rankOf(a)],
       workoutSummary({
         sourceKey,
         start: startMs,
@@ -298,12 +301,11 @@ export async function importAppleHealthExport(
     const end = exportDate(a.endDate);
     const stage = healthKitSleepStage(a.value);
     if (!start || !end || !stage) return skip(a.type);
-    const zone = zoneOf(el);
     const name = nameOf(a);
     let source = sleepSources.get(name);
-    if (!source) sleepSources.set(name, (source = { rank: sourceRank(name, a.device ?? ''), name, segments: [], offset: start.offset }));
+    if (!source) sleepSources.set(name, (source = { rank: rankOf(a), name, segments: [], offset: start.offset }));
     source.segments.push({ start: Date.parse(start.iso), end: Date.parse(end.iso), stage });
-    source.offset = (zone ? zoneOffset(zone, start.iso) : null) ?? start.offset;
+    source.offset = offsetOf(el, start);
   }
 
   /** Each source's sleeps; where sources overlap (a watch's staged night, the phone's time in bed) the better one only. */
@@ -351,8 +353,8 @@ export async function importAppleHealthExport(
           if (!best) continue;
           const at = best.hours.days.get(dayNumber)! + slot;
           const hour = (dayNumber * 24 + slot) * HOUR_MS;
-          const bucket = { value: best.hours.value[at], offset: best.hours.offset[at] };
-          const value = round(bucket.value);
+          const offset = best.hours.offset[at];
+          const value = round(best.hours.value[at]);
           await add('multiple_sources', {
             resource,
             timestamp: new Date(hour).toISOString(),
@@ -361,11 +363,11 @@ export async function importAppleHealthExport(
             value,
             unit: best.unit,
             type: 'multiple_sources',
-            timezone_offset: bucket.offset,
+            timezone_offset: offset,
           });
-          const day = localDate(new Date(hour), bucket.offset);
+          const day = localDate(new Date(hour), offset);
           let d = days.get(day);
-          if (!d) days.set(day, (d = { offset: bucket.offset, totals: {} }));
+          if (!d) days.set(day, (d = { offset, totals: {} }));
           d.totals[resource] = (d.totals[resource] ?? 0) + value;
         }
       }
@@ -405,13 +407,13 @@ export async function importAppleHealthExport(
   }
   let sinceReport = 0;
   for await (const el of exportElements(text())) {
+    if (el.name === 'ExportDate' || el.name === 'Me') continue;
     progress.records_read++;
     if (el.name === 'Record') await record(el);
     else if (el.name === 'Correlation') await correlation(el);
     else if (el.name === 'Workout') await workout(el);
     else if (el.name === 'ActivitySummary') activitySummary(el);
-    else if (el.name !== 'ExportDate' && el.name !== 'Me') skip(el.name);
-    else progress.records_read--;
+    else skip(el.name);
     if (++sinceReport >= 20_000) {
       sinceReport = 0;
       await run.onProgress(progress);
@@ -430,10 +432,4 @@ export async function importAppleHealthExport(
     sent: r.sent,
   }));
   return { progress, resources };
-}
-
-/** The offset of a sample's `HKTimeZone` at its time, when that names a zone. */
-function zoneOffset(zone: string, iso: string): number | null {
-  const canonical = canonicalTimeZone(zone);
-  return canonical ? zoneOffsetSeconds(canonical, new Date(iso)) : null;
 }

@@ -1,6 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Context } from 'koa';
-import { ApiError } from '../platform/errors';
+import { ApiError, notFound } from '../platform/errors';
 import type { TemporalDeps } from '../platform/temporal';
 import type { Repositories } from '../repositories';
 import { appleHealthImportWorkflow } from '../../workflows/apple-health-import';
@@ -41,6 +41,11 @@ export async function receiveUpload(deps: UploadDeps, ctx: Context, doc: AppleHe
     const after = await imports.append(doc._id, at, bytes, complete, new Date());
     if (!after) {
       const now = await imports.get(doc._id);
+      if (!now) {
+        // The import went (its user's erasure) while this request wrote: what it wrote goes too.
+        await imports.dropBytes(doc._id);
+        throw notFound('The import is gone: its user was erased.');
+      }
       throw new ApiError(
         409,
         `Another request moved this upload on (it stands at byte ${now?.received_bytes}): continue from there with PATCH and upload-offset.`,

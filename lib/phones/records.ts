@@ -105,6 +105,8 @@ const HEALTHKIT: Record<string, Converter> = {
   HKQuantityTypeIdentifierBodyMass: { resource: 'weight', unit: 'kg', interval: false, from: { kg: same, g: (v) => v / 1000, lb: (v) => v * 0.45359237 } },
   HKQuantityTypeIdentifierBodyFatPercentage: { resource: 'fat', unit: '%', interval: false, from: { '%': (v) => (v <= 1 ? v * 100 : v) } },
   HKQuantityTypeIdentifierVO2Max: { resource: 'vo2_max', unit: 'mL/kg/min', interval: false, from: { 'ml/(kg*min)': same, 'mL/kg/min': same } },
+  // SDNN, not RMSSD: stored in hrv with unit `sdnn` (lib/wearables/ingest-batch.ts OTHER_MEASURES).
+  HKQuantityTypeIdentifierHeartRateVariabilitySDNN: { resource: 'hrv', unit: 'sdnn', interval: false, from: { ms: same } },
   HKQuantityTypeIdentifierBloodGlucose: {
     resource: 'glucose',
     unit: 'mmol/L',
@@ -115,7 +117,6 @@ const HEALTHKIT: Record<string, Converter> = {
 
 /** Why a known type is not taken (said in the answer's `skipped`). */
 const NOT_TAKEN: Record<string, string> = {
-  HKQuantityTypeIdentifierHeartRateVariabilitySDNN: 'SDNN, which no resource holds (hrv is RMSSD)',
   HKQuantityTypeIdentifierRestingHeartRate: "a day's resting value, not a measured beat: the heartrate series would mix the two",
   HKQuantityTypeIdentifierBloodPressureSystolic: 'read with its diastolic value from their HKCorrelationTypeIdentifierBloodPressure',
   HKQuantityTypeIdentifierBloodPressureDiastolic: 'read with its systolic value from their HKCorrelationTypeIdentifierBloodPressure',
@@ -125,13 +126,13 @@ const NOT_TAKEN: Record<string, string> = {
 export const healthKitConverter = (type: string): Converter | undefined => HEALTHKIT[type];
 
 /** Why a HealthKit type is not taken. */
-export const healthKitSkipReason = (type: string): string => NOT_TAKEN[type] ?? 'not a type this service maps';
+const healthKitSkipReason = (type: string): string => NOT_TAKEN[type] ?? 'not a type this service maps';
 
 /** Watch or phone, from the product type (HealthKit's `HKDevice.model`/`productType`, or the export's `device`). */
 export const sourceTypeOf = (record: Pick<RawRecord, 'product_type'>) => (/watch/i.test(record.product_type ?? '') ? 'watch' : 'phone');
 
 const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
-const instant = (v: unknown): v is string => typeof v === 'string' && !Number.isNaN(Date.parse(v));
+export const instant = (v: unknown): v is string => typeof v === 'string' && !Number.isNaN(Date.parse(v));
 
 /** The zone a HealthKit sample names (HKTimeZone), else the upload's. */
 function zoneOf(record: RawRecord, uploadZone: string | null): string | null {

@@ -1,6 +1,7 @@
 import { localDate, zoneOffsetSeconds } from '../platform/time';
 import type { SummaryInput } from '../wearables/model';
 import type { FieldError } from '../../schemas/validator';
+import { instant, sourceTypeOf } from './records';
 import { healthConnectSport, healthKitSport, type SleepSegment, sleepSummary, uploadedSleepStage, workoutSummary } from './sleep-and-workouts';
 
 /**
@@ -35,8 +36,6 @@ export interface SummaryUploadItem {
   fat?: number | null;
 }
 
-const sourceTypeOf = (item: SummaryUploadItem) => item.type || (/watch/i.test(item.product_type ?? '') ? 'watch' : 'phone');
-const instant = (v: unknown): v is string => typeof v === 'string' && !Number.isNaN(Date.parse(v));
 const orNull = (v: number | null | undefined) => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
 export function summariesOfUpload(
@@ -49,7 +48,7 @@ export function summariesOfUpload(
   const summaries: { sourceType: string; summary: SummaryInput }[] = [];
   const problem = (i: number, field: string, msg: string) => problems.push({ loc: ['body', 'data', i, field], msg, type: 'value_error' });
   items.forEach((item, i) => {
-    const sourceType = sourceTypeOf(item);
+    const sourceType = item.type || sourceTypeOf(item);
     const offsetAt = (at: string) => zoneOffsetSeconds(timeZone, new Date(at));
     if (resource === 'sleep' || resource === 'workouts') {
       if (!instant(item.start_date) || !instant(item.end_date)) return problem(i, 'start_date', 'start_date and end_date are required.');

@@ -19,6 +19,12 @@ const SUMMARY_SCHEMAS = {
   profile: ProfileSummary,
   meal: MealSummary,
 } as const;
+/**
+ * Measures a resource holds besides its own, told apart by each sample's unit: heart rate variability is RMSSD, and
+ * Apple's (SDNN, a different measure) is stored in it as `sdnn`, never as RMSSD.
+ */
+const OTHER_MEASURES: Record<string, string[]> = { hrv: ['sdnn'] };
+
 /** Which field anchors a summary in time, and is its default id. */
 const SUMMARY_ANCHOR: Record<SummaryResource, string | null> = {
   activity: null,
@@ -50,7 +56,9 @@ export function checkIngestBatch(deps: { providers: ProviderCatalogue }, body: I
     const resource = timeseriesResource(item.resource);
     if (!resource) return at(['samples', i, 'resource'], `'${item.resource}' is not a timeseries resource.`);
     if (entry && !supported.has(item.resource)) return at(['samples', i, 'resource'], `${body.provider} does not provide ${item.resource}.`);
-    if (item.unit !== undefined && item.unit !== resource.unit) at(['samples', i, 'unit'], `${item.resource} samples are in ${resource.unit}.`);
+    const otherMeasure = item.unit !== undefined && OTHER_MEASURES[item.resource]?.includes(item.unit);
+    if (item.unit !== undefined && item.unit !== resource.unit && !otherMeasure)
+      at(['samples', i, 'unit'], `${item.resource} samples are in ${resource.unit}.`);
     if (item.resource === 'blood_pressure') {
       if (item.systolic === undefined) at(['samples', i, 'systolic'], 'Field required for blood_pressure.', 'missing');
       if (item.diastolic === undefined) at(['samples', i, 'diastolic'], 'Field required for blood_pressure.', 'missing');
@@ -60,7 +68,11 @@ export function checkIngestBatch(deps: { providers: ProviderCatalogue }, body: I
         at(['samples', i, item.start ? 'end' : 'start'], `${item.resource} samples cover an interval: start and end are required.`, 'missing');
       else if (Date.parse(item.end) < Date.parse(item.start)) at(['samples', i, 'end'], 'end must not be before start.');
     }
-    samples.push({ ...item, unit: resource.unit, timestamp: resource.interval && item.start ? item.start : item.timestamp });
+    samples.push({
+      ...item,
+      unit: otherMeasure ? (item.unit as string) : resource.unit,
+      timestamp: resource.interval && item.start ? item.start : item.timestamp,
+    });
   });
   const summaries: SummaryInput[] = [];
   (body.summaries ?? []).forEach((item, i) => {

@@ -208,8 +208,6 @@ export const HAS_PLATFORM_ID = { platform_id: { $exists: true } };
 export interface RemovedSample {
   timestamp: Date;
   source_type: string;
-  resource: string;
-  provider: string;
 }
 
 /** What a read asks for: a user's samples of one resource in [from, to], after a cursor position if given. */
@@ -376,8 +374,7 @@ export class SampleBuckets {
             ? await this.update(bucket, held)
             : (await retryTransient(() => this.collection.deleteOne({ _id: bucket._id, version: bucket.version }))).deletedCount === 1;
           if (!landed) return void lost.push(bucket._id);
-          for (const offset of offsets)
-            removed.push({ timestamp: new Date(day + offset), source_type: bucket.source_type, resource: bucket.resource, provider: bucket.provider });
+          for (const offset of offsets) removed.push({ timestamp: new Date(day + offset), source_type: bucket.source_type });
         }),
       );
       pending = lost;
