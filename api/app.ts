@@ -21,7 +21,7 @@ const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE'
  */
 export function listenApi(deps: AppDeps, port: number, host: string): Promise<Server> {
   return new Promise((resolve) => {
-    const server = createApp(deps).listen(port, host, () => resolve(server));
+    const server = createApp(deps).listen({ port, host, reusePort: deps.config.API_REUSE_PORT }, () => resolve(server));
     server.keepAliveTimeout = deps.config.API_KEEP_ALIVE_TIMEOUT_MS;
     server.headersTimeout = deps.config.API_KEEP_ALIVE_TIMEOUT_MS + 1000;
     // A request may stream for an hour (Node's default cuts it at 5 minutes): an Apple Health export is gigabytes

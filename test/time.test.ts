@@ -1,3 +1,6 @@
+import { Type } from '@sinclair/typebox';
+import { fullFormats } from 'ajv-formats/dist/formats';
+import { validatorFor } from '../schemas/validator';
 import { addDays, DAY_MS, daysBetween, isoLocal, isoWithOffset, offsetSuffix } from '../lib/platform/time';
 
 /** isoWithOffset writes the time of day itself (a timeseries read formats 43,200 instants): it must say what toISOString says. */
@@ -49,4 +52,47 @@ test('calendar arithmetic on dates crosses months, leap days and years, and coun
   expect(daysBetween('2025-12-31', '2026-03-01')).toBe(60);
   expect(daysBetween('2026-03-01', '2025-12-31')).toBe(-60);
   expect(daysBetween('2026-03-29', '2026-03-29')).toBe(0);
+});
+
+test("the date-time format accepts exactly what ajv-formats' RFC 3339 check accepts, read fast or not", () => {
+  const isDateTime = validatorFor(Type.String({ format: 'date-time' }));
+  const reference = (fullFormats['date-time'] as { validate: (s: string) => boolean }).validate;
+  const seeds = [
+    '2026-01-02T03:04:05Z',
+    '2026-01-02T03:04:05.123Z',
+    '2026-01-02T03:04:05.123456789+05:30',
+    '2026-12-31T23:59:59-12:00',
+    '2024-02-29T10:00:00Z',
+    '2026-01-31T10:00:00Z',
+    '2026-04-30T10:00:00Z',
+    '2026-04-31T10:00:00Z',
+    '2026-02-28T10:00:00Z',
+    '2023-02-29T10:00:00Z',
+    '2026-01-02 03:04:05+01:00',
+    '2026-01-02t03:04:05z',
+    '2026-01-02T23:59:60Z',
+    '2026-01-02T22:59:60-01:00',
+    '2026-01-02T03:04:05',
+    '2026-01-02T03:04:05+0100',
+    '2026-01-02T03:04:05+01',
+    '2026-01-02T03:04:05.+01:00',
+    '2026-01-02T24:00:00Z',
+    '2026-13-02T03:04:05Z',
+    '2026-01-02T03:04:05+24:00',
+    '2026-01-02T03:04:05+23:60',
+    '2026-01-02',
+  ];
+  const cases = [...seeds];
+  // Every seed mutated: a character replaced, dropped or added, at every position.
+  const alphabet = '0123456789-:TZ.+tz 9';
+  for (const seed of seeds) {
+    for (let i = 0; i <= seed.length; i++) {
+      for (const c of alphabet) {
+        cases.push(seed.slice(0, i) + c + seed.slice(i + 1), seed.slice(0, i) + seed.slice(i + 1), seed.slice(0, i) + c + seed.slice(i));
+      }
+    }
+  }
+  const disagreements = cases.filter((s) => isDateTime(s) !== reference(s));
+  expect(disagreements).toEqual([]);
+  expect(cases.filter((s) => isDateTime(s)).length).toBeGreaterThan(seeds.length); // both accept and refuse happen
 });

@@ -1,14 +1,16 @@
 import { Type } from '@sinclair/typebox';
 import { exchangeSignInToken, mintSignInToken, refreshSdkTokens } from '../../lib/phones/sdk-auth';
 import { ApiError, notFound, ValidationError } from '../../lib/platform/errors';
-import { gunzipSync } from 'node:zlib';
+import { createHash } from 'node:crypto';
+import { promisify } from 'node:util';
+import { gunzip } from 'node:zlib';
 import { mapRecord, type RawRecord } from '../../lib/phones/records';
 import { type SleepSegment, sleepSummary, sleepsOf } from '../../lib/phones/sleep-and-workouts';
 import type { SummaryInput } from '../../lib/wearables/model';
 import { syncState } from '../../lib/phones/sync-state';
 import type { AppDeps } from '../deps';
 import { deleteProviderSamples } from '../../lib/wearables/ingest';
-import { recordStage, storeUpload } from '../../lib/phones/uploads';
+import { recordStage, storeUpload, type UploadSampleInput } from '../../lib/phones/uploads';
 import { SUMMARY_UPLOAD_RESOURCES, type SummaryUploadItem, summariesOfUpload } from '../../lib/phones/summary-uploads';
 import { historicalPullId } from '../../lib/wearables/historical-pulls-store';
 import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
@@ -45,6 +47,7 @@ import { jsonOfBytes, readBodyBytes, readTextBody } from '../middleware/body';
 import { defineRoute } from '../route';
 
 const tags = ['Phones'];
+const gunzipAsync = promisify(gunzip);
 const FORM = 'application/x-www-form-urlencoded';
 const validForm = validatorFor(SdkTokenForm);
 
@@ -75,19 +78,22 @@ const validUpload = validatorFor(TimeseriesUploadBody);
 const validRecords = validatorFor(RecordsUploadBody);
 const validSummaryUpload = validatorFor(SummaryUploadBody);
 
-/** A phone's upload body: gzip when it says so (the SDKs always do), JSON checked against `validate`. */
-async function uploadBody<T>(ctx: Parameters<typeof readBodyBytes>[0], limit: number, validate: ValidateFunction<T>): Promise<T> {
+/**
+ * A phone's upload body: gzip when it says so (the SDKs always do; inflated off the event loop), JSON checked against
+ * `validate`; with the digest of what was sent to where (the batches' content key: the same upload makes the same batches).
+ */
+async function uploadBody<T>(ctx: Parameters<typeof readBodyBytes>[0], limit: number, validate: ValidateFunction<T>): Promise<{ body: T; contentKey: string }> {
   let bytes = await readBodyBytes(ctx, limit);
   if (/gzip/i.test(ctx.get('content-encoding'))) {
     try {
-      bytes = gunzipSync(bytes, { maxOutputLength: limit * 10 });
+      bytes = await gunzipAsync(bytes, { maxOutputLength: limit * 10 });
     } catch (err) {
       throw ValidationError.field(['body'], `The body says content-encoding gzip but does not gunzip: ${(err as Error).message}`, 'value_error');
     }
   }
   const parsed = jsonOfBytes(bytes);
   if (!validate(parsed)) throw new ValidationError(toFieldErrors('body', validate.errors));
-  return parsed;
+  return { body: parsed, contentKey: createHash('sha256').update(ctx.path).update('\n').update(bytes).digest('hex') };
 }
 
 /** The answers every call about a connected phone may give besides its own. */
@@ -224,7 +230,7 @@ export const phoneRoutes = [
       ...phoneErrors,
     },
     async handler({ params, auth, deps, ctx }) {
-      const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validUpload);
+      const { body, contentKey } = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validUpload);
       const resource = timeseriesResourceAtPath(params.resource);
       if (!resource) throw ValidationError.field(['path', 'resource'], `'${params.resource}' is not a timeseries resource.`, 'enum');
       // HealthKit's HRV is SDNN (the original iOS SDK labels it RMSSD): stored as `sdnn`, whatever unit the phone says.
@@ -255,20 +261,22 @@ export const phoneRoutes = [
       }
       const stored = await storeUpload(
         deps,
-        { teamId: auth.teamId, user, provider: body.provider, announce: body.stage === 'daily' },
-        body.data.map((s, i) => ({
-          sourceType: s.type || 'phone',
-          at: ['data', i],
-          sample: {
+        { teamId: auth.teamId, user, provider: body.provider, announce: body.stage === 'daily', contentKey },
+        body.data.map((s, i) => {
+          const sample: UploadSampleInput = {
             resource: resource.name,
             timestamp: s.start_date,
-            ...(resource.interval ? { start: s.start_date, end: s.end_date } : {}),
             value: s.value,
             unit: sdnn ? 'sdnn' : s.unit,
-            timezone_offset: zoneOffsetSeconds(timeZone, new Date(s.start_date)),
+            timezone_offset: zoneOffsetSeconds(timeZone, Date.parse(s.start_date)),
             platform_id: s.id ?? null,
-          },
-        })),
+          };
+          if (resource.interval) {
+            sample.start = s.start_date;
+            sample.end = s.end_date;
+          }
+          return { sourceType: s.type || 'phone', at: ['data', i], sample };
+        }),
       );
       const counts = stored.counts;
       const historicalEvent = await recordStage(deps, { teamId: auth.teamId, user, connectionId: connection._id, resource: resource.name }, body, {
@@ -300,13 +308,18 @@ export const phoneRoutes = [
       ...phoneErrors,
     },
     async handler({ params, auth, deps, ctx }) {
-      const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validSummaryUpload);
+      const { body, contentKey } = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validSummaryUpload);
       const timeZone = phoneTimeZone(body.time_zone, ['body', 'time_zone']);
       const user = await activeUser(deps, auth.teamId, params.user_id);
       const connection = await phoneConnection(deps, auth.teamId, user._id, body.provider);
       const mapped = summariesOfUpload(body.provider, params.resource, body.data as SummaryUploadItem[], timeZone);
       if (mapped.problems.length) throw new ValidationError(mapped.problems);
-      const stored = await storeUpload(deps, { teamId: auth.teamId, user, provider: body.provider, announce: body.stage === 'daily' }, [], mapped.summaries);
+      const stored = await storeUpload(
+        deps,
+        { teamId: auth.teamId, user, provider: body.provider, announce: body.stage === 'daily', contentKey },
+        [],
+        mapped.summaries,
+      );
       const counts = stored.summaryCounts;
       const historicalEvent = await recordStage(deps, { teamId: auth.teamId, user, connectionId: connection._id, resource: params.resource }, body, {
         sent: counts.created + counts.updated,
@@ -416,7 +429,7 @@ export const phoneRoutes = [
       ...phoneErrors,
     },
     async handler({ params, auth, deps, ctx }) {
-      const body = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validRecords);
+      const { body, contentKey } = await uploadBody(ctx, deps.config.BODY_LIMIT_BYTES, validRecords);
       const timeZone = phoneTimeZone(body.time_zone, ['body', 'time_zone']);
       const user = await activeUser(deps, auth.teamId, params.user_id);
       await phoneConnection(deps, auth.teamId, user._id, body.provider);
@@ -463,7 +476,7 @@ export const phoneRoutes = [
       for (const [sourceType, { segments, offset }] of sleepStages) {
         for (const night of sleepsOf(segments)) summaries.push({ sourceType, summary: sleepSummary(night, offset, { sourceType }) });
       }
-      const stored = await storeUpload(deps, { teamId: auth.teamId, user, provider: body.provider, announce: true }, items, summaries);
+      const stored = await storeUpload(deps, { teamId: auth.teamId, user, provider: body.provider, announce: true, contentKey }, items, summaries);
       return { body: { samples: stored.counts, summaries: stored.summaryCounts, skipped, dropped: stored.dropped, events: stored.events } };
     },
   }),

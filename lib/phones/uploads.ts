@@ -28,7 +28,7 @@ export type UploadSampleInput = {
  */
 export async function storeUpload(
   deps: IngestDeps & { providers: ProviderCatalogue },
-  target: { teamId: string; user: UserDoc; provider: string; announce: boolean },
+  target: { teamId: string; user: UserDoc; provider: string; announce: boolean; contentKey?: string },
   items: { sourceType: string; sample: UploadSampleInput; at: (string | number)[] }[],
   summaries: { sourceType: string; summary: SummaryInput }[] = [],
 ) {
@@ -56,7 +56,8 @@ export async function storeUpload(
   let oldest: Date | null = null;
   let newest: Date | null = null;
   for (const data of batches) {
-    const result = await ingestProviderData(deps, { teamId: target.teamId, user: target.user, provider: target.provider, data, announce: target.announce });
+    const { teamId, user, provider, announce, contentKey } = target;
+    const result = await ingestProviderData(deps, { teamId, user, provider, data, announce, contentKey });
     for (const k of ['created', 'updated', 'unchanged'] as const) {
       counts[k] += result.samples[k];
       summaryCounts[k] += result.summaries[k];

@@ -49,6 +49,11 @@ export const ConfigSchema = Type.Object({
   }),
   API_HOST: Type.String({ default: '127.0.0.1', description: 'Interface the API listens on (0.0.0.0 in containers).' }),
   API_PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'Port the API listens on.' }),
+  API_REUSE_PORT: Type.Boolean({
+    default: false,
+    description:
+      'Listen with SO_REUSEPORT (Linux): several api replicas on one host share API_PORT and the kernel spreads connections across them (one replica per core).',
+  }),
   API_KEEP_ALIVE_TIMEOUT_MS: Type.Integer({
     minimum: 1000,
     default: 65_000,

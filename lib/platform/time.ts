@@ -56,9 +56,9 @@ const QUARTER_HOUR_MS = 15 * 60_000;
 const offsetsSeen = new Map<string, Map<number, number>>();
 
 /** The offset (seconds east of UTC) of an IANA time zone at an instant; 0 for an unknown zone. */
-export function zoneOffsetSeconds(timeZone: string | null | undefined, at: Date): number {
+export function zoneOffsetSeconds(timeZone: string | null | undefined, at: Date | number): number {
   if (!timeZone) return 0;
-  const quarter = Math.floor(at.getTime() / QUARTER_HOUR_MS);
+  const quarter = Math.floor((typeof at === 'number' ? at : at.getTime()) / QUARTER_HOUR_MS);
   const seen = offsetsSeen.get(timeZone)?.get(quarter);
   if (seen !== undefined) return seen;
   try {

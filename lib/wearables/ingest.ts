@@ -27,6 +27,12 @@ export interface IngestRequest {
   data: ProviderData;
   /** Publish `daily.data.*` events for what changed (history pulls store silently and announce completion instead). */
   announce: boolean;
+  /**
+   * A digest of what the batch was made from (a phone upload's bytes and path), hashed into its ingest key instead of
+   * the batch itself: the same source makes the same batch, and serializing 10,000 samples to hash them cost a tenth
+   * of an upload's time.
+   */
+  contentKey?: string;
 }
 
 export interface Counts {
@@ -82,15 +88,33 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
   const inBounds = (day: string) => (!bounds.start || day >= bounds.start) && (!bounds.end || day <= bounds.end);
 
   const summaries = req.data.summaries.filter((s) => inBounds(s.calendar_date));
-  const samples = req.data.samples.map((s) => withOffset(s, zone)).filter((s) => inBounds(localDate(new Date(s.timestamp), s.timezone_offset ?? 0)));
+  const sourceType = req.data.source_type || 'unknown';
+  // Each sample's instant is read once: its offset, its local day (the bounds) and its document all use it.
+  const samples: SampleInput[] = [];
+  const sampleDocs: SampleDoc[] = [];
+  const days = new Set(summaries.map((s) => s.calendar_date));
+  let oldestMs = Number.POSITIVE_INFINITY;
+  let newestMs = Number.NEGATIVE_INFINITY;
+  for (const input of req.data.samples) {
+    const timestamp = new Date(input.timestamp);
+    const s = withOffset(input, zone, timestamp);
+    const day = localDate(timestamp, s.timezone_offset ?? 0);
+    if (!inBounds(day)) continue;
+    days.add(day);
+    oldestMs = Math.min(oldestMs, timestamp.getTime());
+    newestMs = Math.max(newestMs, timestamp.getTime());
+    samples.push(s);
+    sampleDocs.push(toSampleDoc(teamId, user._id, provider, sourceType, s, timestamp, now));
+  }
   const streams = req.data.workout_streams;
   const dropped = req.data.summaries.length - summaries.length + req.data.samples.length - samples.length;
-  const sourceType = req.data.source_type || 'unknown';
-  // 96 bits of the content hash: ample to tell one user's batches apart, and every stored sample carries it.
-  const ingestKey = sha256(JSON.stringify({ teamId, userId: user._id, provider, sourceType, summaries, samples, streams })).slice(0, 24);
+  // 96 bits of the content hash: ample to tell one user's batches apart, and every stored sample carries it. Made of
+  // the caller's content key where it has one (the bounds too: they choose which of its samples the batch keeps).
+  const content = req.contentKey ? { contentKey: req.contentKey, bounds, zone, kept: samples.length } : { samples };
+  const ingestKey = sha256(JSON.stringify({ teamId, userId: user._id, provider, sourceType, summaries, streams, ...content })).slice(0, 24);
+  for (const doc of sampleDocs) doc.ingest_key = ingestKey;
 
   const summaryDocs = summaries.map((s) => toSummaryDoc(teamId, user, provider, sourceType, s, ingestKey, now, zone));
-  const sampleDocs = samples.map((s) => toSampleDoc(teamId, user._id, provider, sourceType, s, ingestKey, now));
   const summaryOutcome = await upsertSummaries(summaryDocs, repos);
   const sampleOutcome = await upsertSamples(sampleDocs, repos);
   // Erased stays erased: asked after the writes, so either they landed before the erasure began (and it removes them)
@@ -121,17 +145,18 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
   const streamCounts = await saveStreams(deps, req, sourceType, summaryDocs, source, streamEvents);
   if (!(await repos.users.takesData(teamId, user._id))) return dropForErasure(deps, teamId, user._id, dropped);
 
-  const times = sampleDocs.map((d) => d.timestamp.getTime()).concat(summaryDocs.map((d) => d.time.getTime()));
-  const days = new Set(summaryDocs.map((d) => d.calendar_date));
-  for (const d of sampleDocs) days.add(localDate(d.timestamp, d.timezone_offset ?? 0));
+  for (const d of summaryDocs) {
+    oldestMs = Math.min(oldestMs, d.time.getTime());
+    newestMs = Math.max(newestMs, d.time.getTime());
+  }
   return {
     summaries: summaryOutcome.counts,
     samples: sampleOutcome.counts,
     workout_streams: streamCounts,
     dropped,
     days: [...days].sort(),
-    oldest: times.length ? new Date(Math.min(...times)) : null,
-    newest: times.length ? new Date(Math.max(...times)) : null,
+    oldest: Number.isFinite(oldestMs) ? new Date(oldestMs) : null,
+    newest: Number.isFinite(newestMs) ? new Date(newestMs) : null,
     events: published.filter((p) => !p.duplicate).length + streamEvents.count,
   };
 }
@@ -182,9 +207,9 @@ export async function deleteProviderSamples(
   return removed.length;
 }
 
-function withOffset(s: SampleInput, zone: string | null): SampleInput {
+function withOffset(s: SampleInput, zone: string | null, timestamp: Date): SampleInput {
   if (s.timezone_offset !== undefined && s.timezone_offset !== null) return s;
-  return { ...s, timezone_offset: zoneOffsetSeconds(zone, new Date(s.timestamp)) };
+  return { ...s, timezone_offset: zoneOffsetSeconds(zone, timestamp) };
 }
 
 function toSummaryDoc(
@@ -219,8 +244,8 @@ function toSummaryDoc(
   };
 }
 
-function toSampleDoc(teamId: string, userId: string, provider: string, sourceType: string, s: SampleInput, ingestKey: string, now: Date): SampleDoc {
-  const timestamp = new Date(s.timestamp);
+/** A sample's document, its ingest key set once the batch's is known. */
+function toSampleDoc(teamId: string, userId: string, provider: string, sourceType: string, s: SampleInput, timestamp: Date, now: Date): SampleDoc {
   const doc: SampleDoc = {
     _id: sampleKey(userId, s.resource, provider, sourceType, timestamp),
     team_id: teamId,
@@ -232,7 +257,7 @@ function toSampleDoc(teamId: string, userId: string, provider: string, sourceTyp
     unit: s.unit,
     type: s.type ?? null,
     timezone_offset: s.timezone_offset ?? null,
-    ingest_key: ingestKey,
+    ingest_key: '',
     change: 'created',
     created_at: now,
     updated_at: now,

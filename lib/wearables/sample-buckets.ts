@@ -122,10 +122,13 @@ function columnsUpdate(held: Map<number, StoredSample>) {
   const set: Record<string, unknown> = { offsets };
   const unset: Record<string, ''> = {};
   for (const field of COLUMN_FIELDS) {
-    const values = rows.map((row) => row[field] ?? null);
-    const first = values[0];
-    if (values.every((v) => v === null)) unset[field] = '';
-    else set[field] = first !== null && values.every((v) => sameValue(v, first)) ? first : values;
+    // One scan tells a shared value from a column; the column is made only when the values differ (hot: a phone's
+    // chunk is a week of buckets of 1,440 samples and 11 fields).
+    const first = rows[0][field] ?? null;
+    let same = true;
+    for (let i = 1; same && i < rows.length; i++) same = sameValue(rows[i][field] ?? null, first);
+    if (same && first === null) unset[field] = '';
+    else set[field] = same ? first : rows.map((row) => row[field] ?? null);
   }
   return { set, unset };
 }

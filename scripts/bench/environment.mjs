@@ -152,6 +152,8 @@ export async function startEnvironment({
       DEPLOYMENT_REGION: 'us',
       API_HOST: '127.0.0.1',
       API_PORT: String(apiPort),
+      // A suite may start more api replicas on the same port (phones: one per core), as one host runs them.
+      API_REUSE_PORT: 'true',
       PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
       DATA_ENCRYPTION_KEYS: devDataKeys(null),
       // The bench's webhook receivers listen on 127.0.0.1.
@@ -167,7 +169,9 @@ export async function startEnvironment({
     const workerNodeOptions = process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {};
     env.children.worker = startWorker({ ...childEnv, ...workerNodeOptions, LOG_LEVEL: workerLogLevel }, workerLogListeners, profileArgs('worker'));
     const workerExit = exitAsError(env.children.worker, 'the worker process');
-    env.children.api = startNode('api/main.js', childEnv, 'api', { nodeArgs: profileArgs('api') });
+    // BENCH_API_NODE_OPTIONS: node options for the api alone (e.g. --max-semi-space-size=16).
+    const apiNodeOptions = process.env.BENCH_API_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_API_NODE_OPTIONS } : {};
+    env.children.api = startNode('api/main.js', { ...childEnv, ...apiNodeOptions }, 'api', { nodeArgs: profileArgs('api') });
     const apiExit = exitAsError(env.children.api, 'the api process');
     env.children.constant = fork(path.join(repoRoot, 'scripts', 'bench', 'constant-server.mjs'), [], {
       cwd: repoRoot,
