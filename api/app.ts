@@ -20,8 +20,13 @@ const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE'
  * headers may take a second longer (Node requires headersTimeout above keepAliveTimeout).
  */
 export function listenApi(deps: AppDeps, port: number, host: string): Promise<Server> {
-  return new Promise((resolve) => {
-    const server = createApp(deps).listen({ port, host, reusePort: deps.config.API_REUSE_PORT }, () => resolve(server));
+  return new Promise((resolve, reject) => {
+    const server = createApp(deps).listen({ port, host, reusePort: deps.config.API_REUSE_PORT }, () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+    // A port another process holds (without API_REUSE_PORT on both) fails the start with EADDRINUSE.
+    server.once('error', reject);
     server.keepAliveTimeout = deps.config.API_KEEP_ALIVE_TIMEOUT_MS;
     server.headersTimeout = deps.config.API_KEEP_ALIVE_TIMEOUT_MS + 1000;
     // A request may stream for an hour (Node's default cuts it at 5 minutes): an Apple Health export is gigabytes

@@ -1,4 +1,6 @@
 import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { listenApi } from '../api/app';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import Koa from 'koa';
@@ -496,6 +498,26 @@ describe('keep-alive at the edge', () => {
       agent.destroy();
     }
   }, 20_000);
+
+  test('API_REUSE_PORT lets a second replica listen on the same port (SO_REUSEPORT); without it the port is taken', async () => {
+    const port = (app.server.address() as AddressInfo).port;
+    expect(app.deps.config.API_REUSE_PORT).toBe(false);
+    await expect(listenApi(app.deps, port, '127.0.0.1')).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    // Two replicas that both ask for it share a port; each answers.
+    const shared = { ...app.deps, config: { ...app.deps.config, API_REUSE_PORT: true } };
+    const first = await listenApi(shared, 0, '127.0.0.1');
+    const second = await listenApi(shared, (first.address() as AddressInfo).port, '127.0.0.1');
+    try {
+      expect((second.address() as AddressInfo).port).toBe((first.address() as AddressInfo).port);
+      const res = await fetch(`http://127.0.0.1:${(second.address() as AddressInfo).port}/health`);
+      expect(res.status).toBe(200);
+    } finally {
+      for (const server of [first, second]) {
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      }
+    }
+  });
 
   test('the server keeps idle connections API_KEEP_ALIVE_TIMEOUT_MS (65 s by default) and allows headers a second more', () => {
     expect(app.deps.config.API_KEEP_ALIVE_TIMEOUT_MS).toBe(65_000);
