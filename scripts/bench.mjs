@@ -8,6 +8,7 @@
 //
 //   BENCH_CONCURRENCY=32  closed-loop workers per scenario
 //   BENCH_SECONDS=5       measurement window per scenario (after BENCH_WARMUP_SECONDS=1 of warm-up)
+//   BENCH_SETTLE_SECONDS=60  at most this long between suites waiting for the cpus to be at most 15% busy (printed)
 //   BENCH_CPU_PROF=1      run the API with --cpu-prof and print where its CPU time went (=worker: the worker)
 //   BENCH_SUITES=users,webhooks,lab,wearables,pipelines,console,timeseries-memory,lab-mllp,phones,provider-budgets,providers  which suites to run
 //                         (default all); the webhook, lab, pipeline, delivery-log page and real-provider suites' own
@@ -100,7 +101,7 @@ setTimeout(() => void abort(`not finished after ${OVERALL_TIMEOUT_MS / 60_000} m
 async function main() {
   await ensureDependencies(log);
   const { benchDefaults } = await import('./bench/load.mjs');
-  const { computeRatios, formatReport, summarizeCpuProfile, writeResults } = await import('./bench/report.mjs');
+  const { computeRatios, formatReport, formatSummary, summarizeCpuProfile, targetSummary, writeResults } = await import('./bench/report.mjs');
   const { machineInfo, startEnvironment } = await import('./bench/environment.mjs');
   const suites = await loadSuites();
   const config = benchDefaults(); // rejects bad BENCH_* values before any server starts
@@ -123,7 +124,7 @@ async function main() {
 
   // The machine's own speed, so figures from different machines can be compared: plain HTTP POSTs of a small JSON
   // body to a constant Koa route, from this process (the same load generator every suite uses).
-  const { httpClient, measure } = await import('./bench/load.mjs');
+  const { httpClient, measure, settle } = await import('./bench/load.mjs');
   const reference = httpClient(env.constantUrl);
   const machinePosts = await measure({
     name: 'machine reference: plain POST to a constant Koa route',
@@ -141,7 +142,9 @@ async function main() {
   const ratioSpecs = [];
   const suiteNotes = [];
   const details = {};
-  for (const suite of suites) {
+  for (const [i, suite] of suites.entries()) {
+    // The previous suite's work (the worker draining, the database checkpointing) must not count in this one's.
+    if (i > 0) await settle(log);
     const out = await suite.run(env, { log });
     results.push(...out.results);
     ratioSpecs.push(...out.ratios);
@@ -185,6 +188,7 @@ async function main() {
     }
   }
 
+  const summary = targetSummary(ratios);
   writeResults(resultsFile, {
     runId,
     startedAt,
@@ -194,9 +198,11 @@ async function main() {
     machine: { ...machine, database: dbKind },
     scenarios: results,
     ratios,
+    summary,
     ...(Object.keys(details).length ? { details } : {}),
     ...(profile ? { cpuProfile: { process: profileProcess, ...profile } } : {}),
   });
+  console.log(formatSummary(summary));
   console.log(`\nbench: results written to ${path.relative(repoRoot, resultsFile)}`);
 
   const empty = results.filter((r) => r.ok === 0);

@@ -120,6 +120,29 @@ describe('a phone syncing', () => {
     expect(await stored(phone.userId, 'steps', day)).toHaveLength(18);
   });
 
+  test('a problem in an upload or in raw records names its place in the body, and nothing of it is stored', async () => {
+    const phone = await connectedPhone();
+    const day = today - 3 * DAY;
+    const samples = [0, 1, 2].map((k) => ({ value: 60 + k, start_date: iso(day + k * 60_000), end_date: iso(day + k * 60_000), unit: 'bpm', type: 'watch' }));
+    const bad = await phone.uploadTimeseries('heartrate', {
+      stage: 'daily',
+      start_date: iso(day),
+      data: [samples[0], { ...samples[1], unit: 'kg' }, samples[2]],
+    });
+    expect([bad.status, bad.body.detail.map((d: { loc: unknown }) => d.loc)]).toEqual([422, [['body', 'data', 1, 'unit']]]);
+    const steps = (start: number, end: number) => ({
+      type: 'HKQuantityTypeIdentifierStepCount',
+      value: 10,
+      unit: 'count',
+      start_date: iso(start),
+      end_date: iso(end),
+    });
+    const badRecords = await phone.records([steps(day, day + 60_000), steps(day + 120_000, day + 60_000)]);
+    expect([badRecords.status, badRecords.body.detail.map((d: { loc: unknown }) => d.loc)]).toEqual([422, [['body', 'records', 1, 'end']]]);
+    expect(await stored(phone.userId, 'heartrate', day)).toHaveLength(0);
+    expect(await stored(phone.userId, 'steps', day)).toHaveLength(0);
+  });
+
   test('samples keyed by their platform id: one the platform moved replaces its old place; a deletion names ids', async () => {
     const phone = await connectedPhone({ provider: 'health_connect' });
     const day = today - 2 * DAY;

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { fullFormats } from 'ajv-formats/dist/formats';
 import { validatorFor } from '../schemas/validator';
-import { addDays, DAY_MS, daysBetween, isoLocal, isoWithOffset, offsetSuffix } from '../lib/platform/time';
+import { addDays, DAY_MS, daysBetween, isoLocal, isoWithOffset, offsetSuffix, parseInstant } from '../lib/platform/time';
 
 /** isoWithOffset writes the time of day itself (a timeseries read formats 43,200 instants): it must say what toISOString says. */
 const reference = (d: Date) => d.toISOString().replace('Z', '+00:00');
@@ -95,4 +95,32 @@ test("the date-time format accepts exactly what ajv-formats' RFC 3339 check acce
   const disagreements = cases.filter((s) => isDateTime(s) !== reference(s));
   expect(disagreements).toEqual([]);
   expect(cases.filter((s) => isDateTime(s)).length).toBeGreaterThan(seeds.length); // both accept and refuse happen
+});
+
+test('parseInstant is Date.parse, read fast or not', () => {
+  const seeds = [
+    '2026-01-02T03:04:05Z',
+    '2026-01-02T03:04:05.1Z',
+    '2026-01-02T03:04:05.123456789Z',
+    '2026-01-02T03:04:05.999999999+05:30',
+    '2026-01-02T03:04:05-23:59',
+    '2026-01-28T23:59:59.999-00:00',
+    '1969-12-31T23:59:59.999Z',
+    '0099-01-01T00:00:00Z',
+    '2400-02-28T12:00:00+14:00',
+    '2026-02-30T03:04:05Z',
+    '2026-01-02T03:04:05',
+    '2026-01-02',
+    'yesterday',
+  ];
+  const cases = [...seeds];
+  for (let k = 0; k < 2000; k++) cases.push(new Date(Math.floor((k / 2000 - 0.4) * 1e13) + k).toISOString());
+  const alphabet = '0123456789-:TZ.+ ';
+  for (const seed of seeds.slice(0, 6)) {
+    for (let i = 0; i <= seed.length; i++) {
+      for (const c of alphabet) cases.push(seed.slice(0, i) + c + seed.slice(i + 1), seed.slice(0, i) + seed.slice(i + 1));
+    }
+  }
+  const disagreements = cases.filter((s) => !Object.is(parseInstant(s), Date.parse(s)));
+  expect(disagreements).toEqual([]);
 });

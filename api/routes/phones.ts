@@ -15,7 +15,7 @@ import { SUMMARY_UPLOAD_RESOURCES, type SummaryUploadItem, summariesOfUpload } f
 import { historicalPullId } from '../../lib/wearables/historical-pulls-store';
 import { timeseriesResourceAtPath } from '../../lib/wearables/resources';
 import type { FieldError } from '../../schemas/validator';
-import { canonicalTimeZone, datesBetween, zoneOffsetSeconds } from '../../lib/platform/time';
+import { canonicalTimeZone, datesBetween, parseInstant, zoneOffsetSeconds } from '../../lib/platform/time';
 import { connectProvider } from '../../lib/wearables/workflow-client';
 import { activeUser } from '../../lib/users/views';
 import { ErrorDetail, HTTPValidationError } from '../../schemas/common';
@@ -268,14 +268,14 @@ export const phoneRoutes = [
             timestamp: s.start_date,
             value: s.value,
             unit: sdnn ? 'sdnn' : s.unit,
-            timezone_offset: zoneOffsetSeconds(timeZone, Date.parse(s.start_date)),
+            timezone_offset: zoneOffsetSeconds(timeZone, parseInstant(s.start_date)),
             platform_id: s.id ?? null,
           };
           if (resource.interval) {
             sample.start = s.start_date;
             sample.end = s.end_date;
           }
-          return { sourceType: s.type || 'phone', at: ['data', i], sample };
+          return { sourceType: s.type || 'phone', at: i, sample };
         }),
       );
       const counts = stored.counts;
@@ -459,7 +459,7 @@ export const phoneRoutes = [
         }
         return outcome.samples.map((m) => ({
           sourceType: m.sourceType,
-          at: ['records', i],
+          at: i,
           sample: {
             resource: m.resource,
             timestamp: m.start,
@@ -476,7 +476,12 @@ export const phoneRoutes = [
       for (const [sourceType, { segments, offset }] of sleepStages) {
         for (const night of sleepsOf(segments)) summaries.push({ sourceType, summary: sleepSummary(night, offset, { sourceType }) });
       }
-      const stored = await storeUpload(deps, { teamId: auth.teamId, user, provider: body.provider, announce: true, contentKey }, items, summaries);
+      const stored = await storeUpload(
+        deps,
+        { teamId: auth.teamId, user, provider: body.provider, announce: true, contentKey, itemsAt: 'records' },
+        items,
+        summaries,
+      );
       return { body: { samples: stored.counts, summaries: stored.summaryCounts, skipped, dropped: stored.dropped, events: stored.events } };
     },
   }),

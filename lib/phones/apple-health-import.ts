@@ -117,6 +117,9 @@ export async function importAppleHealthExport(
   const skip = (type: string) => {
     progress.skipped[type] = (progress.skipped[type] ?? 0) + 1;
   };
+  // Batches are numbered in the order the file makes them (a retry reads the same file the same way): with the import's
+  // id, the number is the batch's content key.
+  let batches = 0;
   const store = async (sourceType: string, samples: SampleInput[], summaryBatch: SummaryInput[]) => {
     if (!samples.length && !summaryBatch.length) return;
     const result = await ingestProviderData(deps, {
@@ -125,6 +128,7 @@ export async function importAppleHealthExport(
       provider: 'apple_health_kit',
       data: { source_type: sourceType, samples, summaries: summaryBatch, workout_streams: [] },
       announce: false,
+      contentKey: `apple-health-import:${target.doc._id}:${batches++}`,
     });
     for (const k of ['created', 'updated', 'unchanged'] as const) {
       progress.samples[k] += result.samples[k];
@@ -132,10 +136,19 @@ export async function importAppleHealthExport(
     }
     progress.dropped += result.dropped;
   };
+  // One batch is stored while the next is read: the database works on one core while the parse goes on on the other.
+  // Batches are stored in the order they were read (the next waits for the last), and a failure surfaces at the next
+  // flush or the end.
+  let storing: Promise<void> = Promise.resolve();
   const flush = async () => {
-    for (const [sourceType, samples] of pending) await store(sourceType, samples, []);
+    const ready = [...pending];
     pending.clear();
     pendingCount = 0;
+    await storing;
+    storing = (async () => {
+      for (const [sourceType, samples] of ready) await store(sourceType, samples, []);
+    })();
+    storing.catch(() => {}); // observed when awaited; not an unhandled rejection meanwhile
   };
   const flushSummaries = async () => {
     const batch = summaries;
@@ -406,22 +419,28 @@ export async function importAppleHealthExport(
     yield decoder.end();
   }
   let sinceReport = 0;
-  for await (const el of exportElements(text())) {
-    if (el.name === 'ExportDate' || el.name === 'Me') continue;
-    progress.records_read++;
-    if (el.name === 'Record') await record(el);
-    else if (el.name === 'Correlation') await correlation(el);
-    else if (el.name === 'Workout') await workout(el);
-    else if (el.name === 'ActivitySummary') activitySummary(el);
-    else skip(el.name);
-    if (++sinceReport >= 20_000) {
-      sinceReport = 0;
-      await run.onProgress(progress);
+  try {
+    for await (const el of exportElements(text())) {
+      if (el.name === 'ExportDate' || el.name === 'Me') continue;
+      progress.records_read++;
+      if (el.name === 'Record') await record(el);
+      else if (el.name === 'Correlation') await correlation(el);
+      else if (el.name === 'Workout') await workout(el);
+      else if (el.name === 'ActivitySummary') activitySummary(el);
+      else skip(el.name);
+      if (++sinceReport >= 20_000) {
+        sinceReport = 0;
+        await run.onProgress(progress);
+      }
     }
+  } catch (err) {
+    await storing.catch(() => {}); // a file that turns out unreadable ends after the batch in flight, not beside it
+    throw err;
   }
   await storeCumulative();
   storeSleeps();
   await flush();
+  await storing;
   await flushSummaries();
   await run.onProgress(progress);
   const resources = [...perResource].map(([resource, r]) => ({

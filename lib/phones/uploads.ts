@@ -24,12 +24,13 @@ export type UploadSampleInput = {
 
 /**
  * Checks and stores samples of one upload through the ingest path, one batch per source type (a sample's key holds
- * it): every batch is checked before any is stored, and a problem names the upload's own index (`at`).
+ * it): every batch is checked before any is stored, and a problem names the upload's own place (`at` in the body's
+ * list `target.itemsAt`: `data`, `records`).
  */
 export async function storeUpload(
   deps: IngestDeps & { providers: ProviderCatalogue },
-  target: { teamId: string; user: UserDoc; provider: string; announce: boolean; contentKey?: string },
-  items: { sourceType: string; sample: UploadSampleInput; at: (string | number)[] }[],
+  target: { teamId: string; user: UserDoc; provider: string; announce: boolean; contentKey?: string; itemsAt?: string },
+  items: { sourceType: string; sample: UploadSampleInput; at: number }[],
   summaries: { sourceType: string; summary: SummaryInput }[] = [],
 ) {
   const problems: FieldError[] = [];
@@ -39,7 +40,7 @@ export async function storeUpload(
       return [checkIngestBatch(deps, batch, target.teamId, target.user._id)];
     } catch (err) {
       if (!(err instanceof ValidationError)) throw err;
-      for (const e of err.errors) problems.push({ ...e, loc: ['body', ...group[Number(e.loc[2])].at, ...e.loc.slice(3)] });
+      for (const e of err.errors) problems.push({ ...e, loc: ['body', target.itemsAt ?? 'data', group[Number(e.loc[2])].at, ...e.loc.slice(3)] });
       return [];
     }
   });

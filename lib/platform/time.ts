@@ -131,3 +131,82 @@ export function canonicalTimeZone(tz: string): string | null {
   }
   return ZONES_BY_LOWER_CASE.get(tz.toLowerCase()) ?? tz;
 }
+
+/** Two ASCII digits at `i` of `text` as a number, or -1. */
+const digitsAt = (text: string, i: number) => {
+  const a = text.charCodeAt(i) - 48;
+  const b = text.charCodeAt(i + 1) - 48;
+  return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1;
+};
+
+/** Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month + (month > 2 ? -3 : 9)) + 2) / 5) + day - 1;
+  return era * 146_097 + yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear - 719_468;
+}
+
+/**
+ * `Date.parse` of an instant, with the shape clients send (`2026-01-02T03:04:05(.sss…)(Z|±hh:mm)`) read by arithmetic:
+ * a phone's chunk has 10,000 of them and V8's parser took a twentieth of its upload's time. Anything else is
+ * `Date.parse`'s, so the answer is always Date.parse's (milliseconds since the epoch; NaN when it is not a date).
+ */
+export function parseInstant(text: string): number {
+  const n = text.length;
+  if (
+    n < 20 ||
+    text.charCodeAt(4) !== 45 ||
+    text.charCodeAt(7) !== 45 ||
+    text.charCodeAt(10) !== 84 ||
+    text.charCodeAt(13) !== 58 ||
+    text.charCodeAt(16) !== 58
+  ) {
+    return Date.parse(text);
+  }
+  const century = digitsAt(text, 0);
+  const yearInCentury = digitsAt(text, 2);
+  const month = digitsAt(text, 5);
+  const day = digitsAt(text, 8);
+  const hour = digitsAt(text, 11);
+  const minute = digitsAt(text, 14);
+  const second = digitsAt(text, 17);
+  if (
+    century < 0 ||
+    yearInCentury < 0 ||
+    month < 1 ||
+    month > 12 ||
+    day < 1 ||
+    day > 28 ||
+    hour < 0 ||
+    hour > 23 ||
+    minute < 0 ||
+    minute > 59 ||
+    second < 0 ||
+    second > 59
+  ) {
+    return Date.parse(text);
+  }
+  let i = 19;
+  let ms = 0;
+  if (text.charCodeAt(i) === 46) {
+    // Milliseconds: the first three digits (Date.parse drops the rest).
+    const first = ++i;
+    while (i < n && text.charCodeAt(i) >= 48 && text.charCodeAt(i) <= 57) {
+      if (i - first < 3) ms = ms * 10 + (text.charCodeAt(i) - 48);
+      i++;
+    }
+    if (i === first) return Date.parse(text);
+    for (let k = i - first; k < 3; k++) ms *= 10;
+  }
+  let offsetMs = 0;
+  if (i === n - 1 && text.charCodeAt(i) === 90) offsetMs = 0;
+  else if (i === n - 6 && (text.charCodeAt(i) === 43 || text.charCodeAt(i) === 45) && text.charCodeAt(i + 3) === 58) {
+    const offsetHours = digitsAt(text, i + 1);
+    const offsetMinutes = digitsAt(text, i + 4);
+    if (offsetHours < 0 || offsetHours > 23 || offsetMinutes < 0 || offsetMinutes > 59) return Date.parse(text);
+    offsetMs = (offsetHours * 60 + offsetMinutes) * 60_000 * (text.charCodeAt(i) === 45 ? -1 : 1);
+  } else return Date.parse(text);
+  return daysFromCivil(century * 100 + yearInCentury, month, day) * DAY_MS + ((hour * 60 + minute) * 60 + second) * 1000 + ms - offsetMs;
+}

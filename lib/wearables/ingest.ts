@@ -6,7 +6,7 @@ import type { Repositories } from '../repositories';
 import type { UserDoc } from '../users/store';
 import { sampleKey } from './sample-buckets';
 import type { SampleDoc, SummaryDoc } from './data-store';
-import { localDate, zoneOffsetSeconds } from '../platform/time';
+import { localDate, parseInstant, zoneOffsetSeconds } from '../platform/time';
 import type { EventPublisher } from '../events/publisher';
 import type { ProviderData, SampleInput, SummaryInput } from './model';
 import { sampleView, sourceId, sourceView, summaryView, type SourceView } from './views';
@@ -96,7 +96,7 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
   let oldestMs = Number.POSITIVE_INFINITY;
   let newestMs = Number.NEGATIVE_INFINITY;
   for (const input of req.data.samples) {
-    const timestamp = new Date(input.timestamp);
+    const timestamp = new Date(parseInstant(input.timestamp));
     const s = withOffset(input, zone, timestamp);
     const day = localDate(timestamp, s.timezone_offset ?? 0);
     if (!inBounds(day)) continue;

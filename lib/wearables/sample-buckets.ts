@@ -55,9 +55,16 @@ const bucketDay = (timestamp: Date) => new Date(Math.floor(timestamp.getTime() /
 const seriesPrefix = (userId: string, resource: string, provider: string, sourceType: string) => `${userId}:${resource}:${provider}:${sourceType}:`;
 const sampleBucketId = (userId: string, resource: string, provider: string, sourceType: string, day: Date) =>
   seriesPrefix(userId, resource, provider, sourceType) + day.toISOString().slice(0, 10);
+/** The series of the last sampleKey: a batch's keys are mostly of one series, whose prefix is then made once. */
+let lastSeries = { userId: '', resource: '', provider: '', sourceType: '', prefix: seriesPrefix('', '', '', '') };
 /** A sample's replacement key (per user): resource, provider, source type and timestamp. */
-export const sampleKey = (userId: string, resource: string, provider: string, sourceType: string, timestamp: Date) =>
-  seriesPrefix(userId, resource, provider, sourceType) + timestamp.getTime();
+export function sampleKey(userId: string, resource: string, provider: string, sourceType: string, timestamp: Date): string {
+  const last = lastSeries;
+  if (last.userId !== userId || last.resource !== resource || last.provider !== provider || last.sourceType !== sourceType) {
+    lastSeries = { userId, resource, provider, sourceType, prefix: seriesPrefix(userId, resource, provider, sourceType) };
+  }
+  return lastSeries.prefix + timestamp.getTime();
+}
 
 /** What a write does to one sample: its new content, and how it compares with what the bucket held. */
 export interface SampleWrite {

@@ -5,6 +5,7 @@
 //
 // `fn` is one operation: it resolves on success and throws on failure (an unexpected status is a
 // failure: use `client.expect(...)` or throw a BenchError with the response body as `detail`).
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 
@@ -196,4 +197,37 @@ export function httpClient(baseUrl, { headers: defaultHeaders = {}, timeoutMs = 
   }
 
   return { baseUrl, request, expect, close: () => agent.destroy() };
+}
+
+/** The machine's CPU time so far, busy and total (all cpus, clock ticks), from /proc/stat; null where there is none. */
+function cpuTicks() {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+    const ticks = fields.map(Number);
+    const idle = ticks[3] + (ticks[4] ?? 0); // idle + iowait
+    const total = ticks.reduce((a, b) => a + b, 0);
+    return { busy: total - idle, total };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Waits for the machine to settle between suites: until a 2-second window finds the cpus at most 15% busy (the
+ * previous suite's worker draining, the database checkpointing), at most BENCH_SETTLE_SECONDS (60); prints how long.
+ */
+export async function settle(log = console.log) {
+  const limit = numberEnv('BENCH_SETTLE_SECONDS', 60, { min: 0 });
+  const started = performance.now();
+  let busy = null;
+  while ((performance.now() - started) / 1000 < limit) {
+    const a = cpuTicks();
+    await new Promise((r) => setTimeout(r, 2000));
+    const b = cpuTicks();
+    if (!a || !b) break;
+    busy = (b.busy - a.busy) / Math.max(1, b.total - a.total);
+    if (busy <= 0.15) break;
+  }
+  const seconds = Math.round((performance.now() - started) / 100) / 10;
+  log(`bench: settled for ${seconds} s before the next suite${busy === null ? '' : ` (cpus ${Math.round(busy * 100)}% busy at the end)`}`);
 }

@@ -86,7 +86,7 @@ function chunkSamples(base, p, k, size) {
 async function startReplicas(env, count, log) {
   const replicas = [];
   for (let k = 2; k <= count + 1; k++) {
-    const child = startNode('api/main.js', { ...env.childEnv, LOG_LEVEL: 'info' }, `api-${k}`, { pipe: 'stdout' });
+    const child = startNode('api/main.js', { ...env.apiEnv, LOG_LEVEL: 'info' }, `api-${k}`, { pipe: 'stdout' });
     replicas.push(child);
     await new Promise((resolve, reject) => {
       let seen = '';
@@ -324,7 +324,7 @@ export async function phoneSuite(env, { log }) {
   const perSecond = (r) => Math.round(r.rps * s.chunk);
   const mbps = (mb, seconds) => Math.round((mb / seconds) * 10) / 10;
   const uploadRatios = [
-    { name: `phone uploads / raw column appends (samples/s), ${s.phones} phones, ${s.replicas} api processes`, of: upload, to: raw, target: 0.3 },
+    { name: `phone uploads / raw column appends (samples/s), ${s.phones} phones, ${s.replicas} api process${s.replicas > 1 ? 'es' : ''}`, of: upload, to: raw, target: 0.3 },
     { name: `phone uploads / raw column appends (samples/s), ${s.phones} phones, one api process`, of: single, to: raw, target: null },
     {
       name: `phone upload p99 (ms), ${s.chunk}-sample chunks, ${s.phones} phones each every ${s.paceSeconds} s`,

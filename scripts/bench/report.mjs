@@ -94,6 +94,29 @@ export function formatReport({ results, ratios, machine, dbKind, config, notes =
   return out.join('\n');
 }
 
+/**
+ * Every target of the run (ratios and absolute targets; not the secondary figures) with its value and PASS/BELOW:
+ * what `npm run bench` prints last and bench-results.json keeps as `summary`.
+ */
+export function targetSummary(ratios) {
+  const targets = ratios
+    .filter((r) => r.target !== null)
+    .map((r) => ({
+      name: r.name,
+      value: r.value,
+      target: `${r.atMost ? '<=' : '>='} ${r.target}${r.unit ?? ''}`,
+      result: r.mark,
+    }));
+  return { met: targets.filter((t) => t.result === 'PASS').length, total: targets.length, targets };
+}
+
+export function formatSummary(summary) {
+  const rows = summary.targets.map((t) => [t.name, t.value === null ? 'n/a' : String(t.value), t.target, t.result]);
+  return ['', `summary: ${summary.met} of ${summary.total} targets met`, table(['target', 'value', 'target', 'result'], rows, [false, true, true, false])].join(
+    '\n',
+  );
+}
+
 export function writeResults(file, data) {
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(data, null, 2)}\n`);
