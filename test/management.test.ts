@@ -433,9 +433,30 @@ describe('team API keys', () => {
     expect((await mgmt.del(org(tenant, `/team_api_keys/sandbox/us?api_key_id=${created.id}`))).status).toBe(404);
   });
 
-  it('a key revoked through one api process is refused at once by another (the default reads the key on every request)', async () => {
+  it('a key revoked through one api process is refused by another within AUTH_CACHE_TTL_MS (1 s by default)', async () => {
     const apiOne = await startTestApp();
     const apiTwo = await startTestApp();
+    try {
+      expect(apiTwo.deps.config.AUTH_CACHE_TTL_MS).toBe(1000);
+      const created = (await managementClient(apiOne, tenant).post(org(tenant, '/team_api_keys/sandbox/us'), { team_id: tenant.teamId, label: 'replica-ttl' }))
+        .body;
+      const onTwo = httpClient(apiTwo.url, { 'x-service-api-key': created.value });
+      expect((await onTwo.get('/v2/user/')).status).toBe(200); // verified, cached on the second process
+      const cachedAt = Date.now();
+      expect((await managementClient(apiOne, tenant).del(org(tenant, `/team_api_keys/sandbox/us?api_key_id=${created.id}`))).status).toBe(204);
+      expect((await httpClient(apiOne.url, { 'x-service-api-key': created.value }).get('/v2/user/')).status).toBe(401); // the revoking process: at once
+      // The other replica's entry ends a second after it was made: from then on the key is read again, and refused.
+      await new Promise((r) => setTimeout(r, Math.max(0, cachedAt + 1000 - Date.now()) + 50));
+      expect((await onTwo.get('/v2/user/')).status).toBe(401);
+    } finally {
+      await apiOne.close();
+      await apiTwo.close();
+    }
+  });
+
+  it('with AUTH_CACHE_TTL_MS=0 a key revoked through one api process is refused at once by another (every request reads the key)', async () => {
+    const apiOne = await startTestApp({ AUTH_CACHE_TTL_MS: 0 });
+    const apiTwo = await startTestApp({ AUTH_CACHE_TTL_MS: 0 });
     try {
       expect(apiTwo.deps.config.AUTH_CACHE_TTL_MS).toBe(0);
       const created = (

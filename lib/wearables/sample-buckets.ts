@@ -1,6 +1,5 @@
 import type { Collection, Filter } from 'mongodb';
-import { retryTransient } from '../platform/database/bulk';
-import { isDuplicateKeyError } from '../platform/database/store-errors';
+import { insertIgnoringDuplicates, retryTransient } from '../platform/database/bulk';
 import { DAY_MS } from '../platform/time';
 import type { IngestMark, SampleDoc, WearableSeries } from './data-store';
 
@@ -305,15 +304,31 @@ export class SampleBuckets {
       // Whole buckets: the columns are rewritten whole (a day of minute samples is ~25-80 KB in columns).
       const stored = new Map((await this.collection.find({ _id: { $in: pending } }).toArray()).map((b) => [b._id, b]));
       const lost: string[] = [];
-      await Promise.all(
-        pending.map(async (id) => {
-          const bucket = stored.get(id);
-          const { writes, held, changed } = this.merge(bucket, byBucket.get(id)!, decide);
-          const landed = !bucket ? await this.insert(id, byBucket.get(id)!, held) : !changed || (await this.update(bucket, held));
-          if (landed) written.set(id, writes);
-          else lost.push(id);
-        }),
-      );
+      // New buckets go in one unordered insert (an import's batch may start hundreds of sparse days), the changed ones
+      // each in an update conditional on its version, all at once.
+      const fresh: { doc: SampleBucketDoc; writes: SampleWrite[] }[] = [];
+      const updates: Promise<unknown>[] = [];
+      for (const id of pending) {
+        const bucket = stored.get(id);
+        const { writes, held, changed } = this.merge(bucket, byBucket.get(id)!, decide);
+        if (!bucket) fresh.push({ doc: this.newBucket(id, byBucket.get(id)!, held), writes });
+        else if (!changed) written.set(id, writes);
+        else updates.push(this.update(bucket, held).then((landed) => (landed ? written.set(id, writes) : lost.push(id))));
+      }
+      const inserts = fresh.length
+        ? retryTransient(() =>
+            insertIgnoringDuplicates(
+              this.collection,
+              fresh.map((f) => f.doc),
+            ),
+          ).then((existed) => {
+            for (const { doc, writes } of fresh) {
+              if (existed.has(doc._id)) lost.push(doc._id);
+              else written.set(doc._id, writes);
+            }
+          })
+        : null;
+      await Promise.all([inserts, ...updates]);
       pending = lost; // another writer got there first: decide again on what the bucket holds now
     }
     // In bucket order, each bucket's samples in the order given (not the order the writes finished): callers
@@ -452,12 +467,12 @@ export class SampleBuckets {
     return { writes, held, changed };
   }
 
-  /** Creates the bucket; false when another writer created it first. */
-  private async insert(id: string, incoming: Map<number, SampleDoc>, held: Map<number, StoredSample>): Promise<boolean> {
+  /** A new bucket holding `held` (inserted by `write`, which finds whether another writer created it first). */
+  private newBucket(id: string, incoming: Map<number, SampleDoc>, held: Map<number, StoredSample>): SampleBucketDoc {
     const first: SampleDoc = incoming.values().next().value!;
     const now = new Date();
     const { set } = columnsUpdate(held);
-    const bucket = {
+    return {
       _id: id,
       team_id: first.team_id,
       user_id: first.user_id,
@@ -469,14 +484,7 @@ export class SampleBuckets {
       version: 1,
       created_at: now,
       updated_at: now,
-    };
-    try {
-      await retryTransient(() => this.collection.insertOne(bucket as SampleBucketDoc));
-      return true;
-    } catch (err) {
-      if (!isDuplicateKeyError(err)) throw err;
-      return false;
-    }
+    } as SampleBucketDoc;
   }
 
   /**

@@ -213,7 +213,7 @@ function cpuTicks() {
 }
 
 /**
- * Waits for the machine to settle between suites: until a 2-second window finds the cpus at most 15% busy (the
+ * Waits for the machine to settle (between suites, and between a suite's runs): until a 2-second window finds the cpus at most 15% busy (the
  * previous suite's worker draining, the database checkpointing), at most BENCH_SETTLE_SECONDS (60); prints how long.
  */
 export async function settle(log = console.log) {
@@ -229,5 +229,5 @@ export async function settle(log = console.log) {
     if (busy <= 0.15) break;
   }
   const seconds = Math.round((performance.now() - started) / 100) / 10;
-  log(`bench: settled for ${seconds} s before the next suite${busy === null ? '' : ` (cpus ${Math.round(busy * 100)}% busy at the end)`}`);
+  log(`bench: settled for ${seconds} s${busy === null ? '' : ` (cpus ${Math.round(busy * 100)}% busy at the end)`}`);
 }

@@ -85,8 +85,9 @@ export function userCreate(env, opts = {}) {
 }
 
 /**
- * The api reads the caller's team API key on every request (AUTH_CACHE_TTL_MS defaults to 0, so revocation is
- * immediate): the baselines do the same lookup, by the key's hash on its unique index.
+ * The raw baselines look the caller's team API key up on every request, by the key's hash on its unique index: the
+ * database work of an api that does not cache keys (AUTH_CACHE_TTL_MS=0). The api at its default caches a verified key
+ * for a second (revocation within a second on every replica), so that lookup is what it saves.
  */
 function keyLookup(env) {
   const keys = env.db.collection('team_api_keys');
