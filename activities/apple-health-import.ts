@@ -5,7 +5,8 @@ import { runAppleHealthImport, type AppleHealthImportDeps } from '../lib/phones/
 export function createAppleHealthImportActivities(deps: AppleHealthImportDeps) {
   return {
     async importAppleHealthExport({ importId }: { importId: string }): Promise<{ status: string }> {
-      return runAppleHealthImport(deps, importId, (progress) => Context.current().heartbeat(progress));
+      const context = Context.current();
+      return runAppleHealthImport(deps, importId, (progress) => context.heartbeat(progress), context.cancellationSignal);
     },
   };
 }

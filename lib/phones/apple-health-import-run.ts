@@ -1,7 +1,7 @@
 import type { Logger } from '../platform/logger';
 import { historicalPullId } from '../wearables/historical-pulls-store';
 import type { IngestDeps } from '../wearables/ingest';
-import { importAppleHealthExport } from './apple-health-import';
+import { importInThread } from './apple-health-import-thread';
 import { ExportFileError } from './export-xml';
 import type { ImportProgress } from './imports-store';
 import { recordStage } from './uploads';
@@ -14,7 +14,7 @@ export type AppleHealthImportDeps = IngestDeps & { logger: Logger };
  * /v2/introspect/historical_pull, provider apple_health_kit) and one `historical.data.<resource>.created`; then the
  * import is marked done and the file's bytes go. A file that is not a readable export fails the import with why.
  */
-export async function runAppleHealthImport(deps: AppleHealthImportDeps, importId: string, heartbeat: (p: ImportProgress) => void) {
+export async function runAppleHealthImport(deps: AppleHealthImportDeps, importId: string, heartbeat: (p: ImportProgress) => void, signal?: AbortSignal) {
   const imports = deps.repos.appleHealthImports;
   const doc = await imports.get(importId);
   if (!doc) return { status: 'erased' };
@@ -25,24 +25,9 @@ export async function runAppleHealthImport(deps: AppleHealthImportDeps, importId
     await imports.dropBytes(importId);
     return { status: 'failed' };
   }
-  const upload = {
-    size: doc.received_bytes,
-    read: (start: number, end: number) => imports.read(importId, start, end),
-    stream: (start: number, end: number) => imports.stream(importId, start, end),
-  };
-  let result: Awaited<ReturnType<typeof importAppleHealthExport>>;
+  let result: Awaited<ReturnType<typeof importInThread>>;
   try {
-    result = await importAppleHealthExport(
-      deps,
-      { teamId: doc.team_id, user, doc },
-      {
-        upload,
-        onProgress: async (progress) => {
-          heartbeat(progress);
-          await imports.recordProgress(importId, progress, new Date());
-        },
-      },
-    );
+    result = await importInThread(deps.config, importId, heartbeat, signal);
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (!(err instanceof ExportFileError) && code !== 'Z_DATA_ERROR' && code !== 'Z_BUF_ERROR') throw err;

@@ -280,6 +280,12 @@ export const ConfigSchema = Type.Object({
     description:
       "How long a resource's historical pull may keep failing on our side (database or Temporal down, a stalled adapter) before it is recorded as failed (unexpected_error) and the connection goes on.",
   }),
+  APPLE_HEALTH_IMPORT_HEAP_MB: Type.Integer({
+    minimum: 32,
+    default: 128,
+    description:
+      "The heap (V8's old generation, MB) of the worker thread that reads and stores an Apple Health export: what an import adds to the worker stays near it however large the file. An import whose thread runs out fails naming this setting.",
+  }),
   WEARABLE_SYNC_INTERVAL_SECONDS: Type.Number({
     exclusiveMinimum: 0,
     default: 3600,

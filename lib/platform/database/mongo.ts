@@ -13,12 +13,19 @@ export interface Mongo {
 export interface MongoOptions {
   /** MONGO_QUERY_SHAPE_LOG: record every query's shape into this directory (lib/platform/database/query-shapes.ts). */
   queryShapeLog?: string;
+  /** Connections at most (50: an api or worker process; fewer for a thread doing one thing). */
+  maxPoolSize?: number;
 }
 
 export async function connectMongo(url: string, dbName: string, options: MongoOptions = {}): Promise<Mongo> {
   // Commands are monitored for the latency metric (lib/platform/metrics.ts) and, in tests, the query-shape log.
   // A request waits at most 1 s for a reachable server, then fails (answered 503 with Retry-After, api/middleware/errors.ts).
-  const client = new MongoClient(url, { serverSelectionTimeoutMS: 1_000, maxPoolSize: 50, ignoreUndefined: true, monitorCommands: true });
+  const client = new MongoClient(url, {
+    serverSelectionTimeoutMS: 1_000,
+    maxPoolSize: options.maxPoolSize ?? 50,
+    ignoreUndefined: true,
+    monitorCommands: true,
+  });
   observeDatabaseCommands(client);
   if (options.queryShapeLog) recordQueryShapes(client, options.queryShapeLog);
   try {

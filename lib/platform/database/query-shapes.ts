@@ -1,3 +1,4 @@
+import { threadId } from 'node:worker_threads';
 import { appendFileSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { CommandStartedEvent, Document, MongoClient } from 'mongodb';
@@ -76,7 +77,8 @@ export function shapesOf(command: Document): ObservedQueryShape[] {
  */
 export function recordQueryShapes(client: MongoClient, dir: string): void {
   mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, `query-shapes-${process.pid}.jsonl`);
+  // One file per process and thread (the Apple Health import reads and stores in a thread of its own).
+  const file = path.join(dir, `query-shapes-${process.pid}${threadId ? `-${threadId}` : ''}.jsonl`);
   const seen = new Set<string>();
   client.on('commandStarted', (event: CommandStartedEvent) => {
     for (const shape of shapesOf(event.command)) {
