@@ -36,34 +36,46 @@ const HOUR_MS = 3_600_000;
 /** Samples stored per ingest call. */
 const BATCH = 5_000;
 
+/** Days of hours per page of an arena. */
+const PAGE_DAYS = 128;
+const PAGE_HOURS = 24 * PAGE_DAYS;
+
 /**
- * A source's hourly sums of one resource: a UTC day's 24 hours at `days.get(day)` in arenas of typed arrays that grow
- * by doubling (years of hours are a few bytes each, not an object per hour or per day).
+ * A source's hourly sums of one resource: a UTC day's 24 hours at `days.get(day)`, in pages of typed arrays (years of
+ * hours are a few bytes each, not an object per hour or per day; pages, not arrays grown by doubling, so an arena holds
+ * what it uses and is never copied: a long export's arenas are its largest memory).
  */
 class HourArena {
   readonly days = new Map<number, number>();
-  value = new Float64Array(24 * 64);
-  offset = new Int32Array(24 * 64);
-  has = new Uint8Array(24 * 64);
+  private readonly pages: { value: Float64Array; offset: Int32Array; has: Uint8Array }[] = [];
 
   /** The index of the day's first hour, made on first use. */
   dayAt(day: number): number {
     let base = this.days.get(day);
     if (base === undefined) {
       base = this.days.size * 24;
-      if (base + 24 > this.value.length) {
-        const grow = <T extends Float64Array | Int32Array | Uint8Array>(a: T, make: (n: number) => T) => {
-          const next = make(a.length * 2);
-          next.set(a);
-          return next;
-        };
-        this.value = grow(this.value, (n) => new Float64Array(n));
-        this.offset = grow(this.offset, (n) => new Int32Array(n));
-        this.has = grow(this.has, (n) => new Uint8Array(n));
+      if (base % PAGE_HOURS === 0) {
+        this.pages.push({ value: new Float64Array(PAGE_HOURS), offset: new Int32Array(PAGE_HOURS), has: new Uint8Array(PAGE_HOURS) });
       }
       this.days.set(day, base);
     }
     return base;
+  }
+
+  /** Adds to hour `at`'s sum, its offset the last one given. */
+  add(at: number, value: number, offset: number): void {
+    const page = this.pages[Math.floor(at / PAGE_HOURS)];
+    const i = at % PAGE_HOURS;
+    page.value[i] += value;
+    page.offset[i] = offset;
+    page.has[i] = 1;
+  }
+
+  /** Hour `at`'s sum and offset, or null when nothing fell in it. */
+  hour(at: number): { value: number; offset: number } | null {
+    const page = this.pages[Math.floor(at / PAGE_HOURS)];
+    const i = at % PAGE_HOURS;
+    return page?.has[i] === 1 ? { value: page.value[i], offset: page.offset[i] } : null;
   }
 }
 type SourceHours = { rank: number; name: string; unit: string; hours: HourArena };
@@ -239,10 +251,7 @@ export async function importAppleHealthExport(
       const share = span > 0 ? (Math.min(end, hour + HOUR_MS) - Math.max(start, hour)) / span : 1;
       const index = hour / HOUR_MS;
       const dayNumber = Math.floor(index / 24);
-      const at = source.hours.dayAt(dayNumber) + (index - dayNumber * 24);
-      source.hours.value[at] += value * share;
-      source.hours.offset[at] = offset;
-      source.hours.has[at] = 1;
+      source.hours.add(source.hours.dayAt(dayNumber) + (index - dayNumber * 24), value * share, offset);
     }
   }
 
@@ -358,16 +367,20 @@ export async function importAppleHealthExport(
       for (const s of ranked) for (const d of s.hours.days.keys()) dayNumbers.add(d);
       for (const dayNumber of [...dayNumbers].sort((x, y) => x - y)) {
         for (let slot = 0; slot < 24; slot++) {
-          const has = (x: SourceHours) => {
+          let best: SourceHours | undefined;
+          let sum: { value: number; offset: number } | null = null;
+          for (const x of ranked) {
             const base = x.hours.days.get(dayNumber);
-            return base !== undefined && x.hours.has[base + slot] === 1;
-          };
-          const best = ranked.find(has);
-          if (!best) continue;
-          const at = best.hours.days.get(dayNumber)! + slot;
+            sum = base === undefined ? null : x.hours.hour(base + slot);
+            if (sum) {
+              best = x;
+              break;
+            }
+          }
+          if (!best || !sum) continue;
           const hour = (dayNumber * 24 + slot) * HOUR_MS;
-          const offset = best.hours.offset[at];
-          const value = round(best.hours.value[at]);
+          const offset = sum.offset;
+          const value = round(sum.value);
           await add('multiple_sources', {
             resource,
             timestamp: new Date(hour).toISOString(),
