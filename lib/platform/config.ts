@@ -282,7 +282,7 @@ export const ConfigSchema = Type.Object({
   }),
   APPLE_HEALTH_IMPORT_HEAP_MB: Type.Integer({
     minimum: 32,
-    default: 128,
+    default: 96,
     description:
       "The heap (V8's old generation, MB) of the worker thread that reads and stores an Apple Health export: what an import adds to the worker stays near it however large the file. An import whose thread runs out fails naming this setting.",
   }),
