@@ -206,8 +206,21 @@ describe('a stop while a page is in flight', () => {
     const history = async () => (await handle.fetchHistory()).events ?? [];
     const isPage = (e: { activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null }) =>
       e.activityTaskScheduledEventAttributes?.activityType?.name === 'pullHistoricalPage';
-    // The first page is done and the next scheduled: Strava's queue lets one page through every ~9.5 s for the app.
-    await eventually(async () => (await history()).filter(isPage).length >= 2, 90_000, 'a second page scheduled');
+    // The first page is done and the next scheduled and still open (not between pages): Strava's queue lets one page
+    // through every ~9.5 s for the app, so the stop below comes while it waits its turn.
+    const pageOpen = async () => {
+      const events = await history();
+      const closed = new Set(
+        events.flatMap((e) =>
+          [e.activityTaskCompletedEventAttributes, e.activityTaskFailedEventAttributes, e.activityTaskCanceledEventAttributes].map((a) =>
+            Number(a?.scheduledEventId),
+          ),
+        ),
+      );
+      const pages = events.filter(isPage);
+      return pages.length >= 2 && !closed.has(Number(pages[pages.length - 1].eventId));
+    };
+    await eventually(pageOpen, 90_000, 'a second page scheduled and still open');
     const dataRequests = () => strava.requestsTo(/^\/api\/v3\//, athlete.id).length;
     const beforeStop = dataRequests();
     expect((await stack.client.del(`/v2/user/${userId}/strava`)).status).toBe(200);
