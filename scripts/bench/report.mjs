@@ -62,7 +62,8 @@ function webhookTable(results) {
 
 function ratioLine(r, nameWidth) {
   if (r.kind) {
-    const value = r.value === null ? '  n/a' : `${Number.isInteger(r.value) ? r.value : r.value.toFixed(1)}${r.unit ?? ''}`.padStart(9);
+    // Ratios (no unit) to two places: 0.46 against a target of 0.5 must not print as 0.5.
+    const value = r.value === null ? '  n/a' : `${Number.isInteger(r.value) ? r.value : r.value.toFixed(r.unit ? 1 : 2)}${r.unit ?? ''}`.padStart(9);
     if (r.target === null) return `info  ${r.name.padEnd(nameWidth)}  ${value}  (${r.note ?? 'secondary'})`;
     return `target ${r.name.padEnd(nameWidth - 1)}  ${value}  (target ${r.atMost ? '<=' : '>='} ${r.target}${r.unit ?? ''})  ${r.mark}`;
   }
