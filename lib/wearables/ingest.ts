@@ -107,10 +107,10 @@ export async function ingestProviderData(deps: IngestDeps, req: IngestRequest): 
     sampleDocs.push(toSampleDoc(teamId, user._id, provider, sourceType, s, timestamp, now));
   }
   const streams = req.data.workout_streams;
-  const dropped = req.data.summaries.length - summaries.length + req.data.samples.length - samples.length;
+  const dropped = req.data.summaries.length - summaries.length + req.data.samples.length - sampleDocs.length;
   // 96 bits of the content hash: ample to tell one user's batches apart, and every stored sample carries it. Made of
   // the caller's content key where it has one (the bounds too: they choose which of its samples the batch keeps).
-  const content = req.contentKey ? { contentKey: req.contentKey, bounds, zone, kept: samples.length } : { samples };
+  const content = req.contentKey ? { contentKey: req.contentKey, bounds, zone, kept: sampleDocs.length } : { samples };
   const ingestKey = sha256(JSON.stringify({ teamId, userId: user._id, provider, sourceType, summaries, streams, ...content })).slice(0, 24);
   for (const doc of sampleDocs) doc.ingest_key = ingestKey;
 

@@ -169,9 +169,7 @@ export async function startEnvironment({
     const workerNodeOptions = process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {};
     env.children.worker = startWorker({ ...childEnv, ...workerNodeOptions, LOG_LEVEL: workerLogLevel }, workerLogListeners, profileArgs('worker'));
     const workerExit = exitAsError(env.children.worker, 'the worker process');
-    // BENCH_API_NODE_OPTIONS: node options for the api alone (e.g. --max-semi-space-size=16).
-    env.apiEnv = { ...childEnv, ...(process.env.BENCH_API_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_API_NODE_OPTIONS } : {}) };
-    env.children.api = startNode('api/main.js', env.apiEnv, 'api', { nodeArgs: profileArgs('api') });
+    env.children.api = startNode('api/main.js', childEnv, 'api', { nodeArgs: profileArgs('api') });
     const apiExit = exitAsError(env.children.api, 'the api process');
     env.children.constant = fork(path.join(repoRoot, 'scripts', 'bench', 'constant-server.mjs'), [], {
       cwd: repoRoot,
