@@ -86,9 +86,10 @@ export function importInThread(
   return new Promise((resolve, reject) => {
     const thread = new Worker(path.join(__dirname, 'apple-health-import-thread.js'), {
       workerData: { appleHealthImport: { config, importId } satisfies ThreadInput },
-      // A young generation of 64 MB: a batch's samples die young there instead of being promoted while it is stored
-      // (measured: 25% faster and 40 MB less at the peak than V8's default for the thread).
-      resourceLimits: { maxOldGenerationSizeMb: config.APPLE_HEALTH_IMPORT_HEAP_MB, maxYoungGenerationSizeMb: 64 },
+      // A young generation of 32 MB. Measured on a 256 MB export (README, Benchmarks "Phones"): 16 MB promotes a batch's
+      // samples while it is stored; 64 MB leaves the old generation too little room to promote into, so V8 collects
+      // it whole instead of the young one every few tenths of a second (60% of the thread's time went to collecting).
+      resourceLimits: { maxOldGenerationSizeMb: config.APPLE_HEALTH_IMPORT_HEAP_MB, maxYoungGenerationSizeMb: 32 },
     });
     let settled = false;
     const settle = (fn: () => void) => {

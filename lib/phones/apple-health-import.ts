@@ -1,10 +1,10 @@
 import { StringDecoder } from 'node:string_decoder';
 import { groupBy } from '../platform/group-by';
-import { canonicalTimeZone, localDate, zoneOffsetSeconds } from '../platform/time';
+import { canonicalTimeZone, localDate, parseInstant, zoneOffsetSeconds } from '../platform/time';
 import type { UserDoc } from '../users/store';
 import { ingestProviderData, type IngestDeps } from '../wearables/ingest';
 import type { SampleInput, SummaryInput } from '../wearables/model';
-import { exportDate, exportElements, type ExportElement } from './export-xml';
+import { detached, exportDate, exportElements, type ExportElement } from './export-xml';
 import { exportXmlInZip } from './export-zip';
 import { emptyProgress, type AppleHealthImportDoc, type ImportProgress } from './imports-store';
 import { healthKitConverter, mapRecord, type RawRecord } from './records';
@@ -175,16 +175,21 @@ export async function importAppleHealthExport(
       }
     }
   };
-  const addSummary = async (sourceType: string, summary: SummaryInput) => {
+  // What an element adds is kept, and stored by storeFull between elements once a batch is full: reading an element
+  // is then plain code, not a promise per element.
+  const addSummary = (sourceType: string, summary: SummaryInput) => {
     summaries.push({ sourceType, summary });
-    if (summaries.length >= BATCH) await flushSummaries();
   };
-  const add = async (sourceType: string, sample: SampleInput) => {
+  const add = (sourceType: string, sample: SampleInput) => {
     let list = pending.get(sourceType);
     if (!list) pending.set(sourceType, (list = []));
     list.push(sample);
-    note(sample.resource, Date.parse(sample.timestamp), sample.timezone_offset ?? 0, 1);
-    if (++pendingCount >= BATCH) await flush();
+    note(sample.resource, parseInstant(sample.timestamp), sample.timezone_offset ?? 0, 1);
+    pendingCount++;
+  };
+  const storeFull = async () => {
+    if (pendingCount >= BATCH) await flush();
+    if (summaries.length >= BATCH) await flushSummaries();
   };
 
   // A source's name, once per distinct name as a string of its own: an attribute value is a slice of the text it was
@@ -193,7 +198,7 @@ export async function importAppleHealthExport(
   const nameOf = (a: Record<string, string>) => {
     const raw = a.sourceName ?? '';
     let name = names.get(raw);
-    if (name === undefined) names.set(raw, (name = Buffer.from(raw, 'utf8').toString('utf8')));
+    if (name === undefined) names.set((name = detached(raw)), name);
     return name;
   };
   const zoneOf = (el: ExportElement) => el.children.find((c) => c.name === 'MetadataEntry' && c.attrs.key === 'HKTimeZone')?.attrs.value ?? null;
@@ -202,34 +207,45 @@ export async function importAppleHealthExport(
     const zone = canonicalTimeZone(zoneOf(el) ?? '');
     return zone ? zoneOffsetSeconds(zone, new Date(start.iso)) : start.offset;
   };
-  const rankOf = (a: Record<string, string>) => sourceRank(a.sourceName ?? '', a.device ?? '');
+  // Each record names its source and device (a long `<<HKDevice: …>>` text): their rank, once per pair.
+  const ranks = new Map<string, Map<string, number>>();
+  const rankOf = (a: Record<string, string>) => {
+    const device = a.device ?? '';
+    const name = a.sourceName ?? '';
+    let byName = ranks.get(device);
+    if (!byName) ranks.set(detached(device), (byName = new Map()));
+    let rank = byName.get(name);
+    if (rank === undefined) byName.set(detached(name), (rank = sourceRank(name, device)));
+    return rank;
+  };
 
-  async function record(el: ExportElement) {
+  function record(el: ExportElement) {
     const a = el.attrs;
     if (a.type === 'HKCategoryTypeIdentifierSleepAnalysis') return sleepStage(el);
     const start = exportDate(a.startDate);
     if (!start) return skip(a.type ?? 'Record');
     const end = exportDate(a.endDate);
+    const rank = rankOf(a);
     const raw: RawRecord = {
       type: a.type,
       value: num(a.value),
       unit: a.unit,
       start_date: start.iso,
       end_date: end?.iso ?? start.iso,
-      product_type: `${a.device ?? ''} ${a.sourceName ?? ''}`,
+      // What the mapping reads of the device: a watch's or not (the rank's own test, on the same text).
+      product_type: rank === 0 ? 'watch' : '',
       metadata: { HKTimeZone: zoneOf(el) },
     };
     // The mapping of a phone's raw records (types not mapped are skipped); the date's own offset where no HKTimeZone.
     const outcome = mapRecord('apple_health_kit', raw, null);
     if (!('samples' in outcome)) return skip(a.type);
-    const rank = rankOf(a);
     for (const m of outcome.samples) {
       const offset = m.timezoneOffset ?? start.offset;
       if (CUMULATIVE.has(m.resource)) {
-        accumulate(m.resource, m.unit, nameOf(a), rank, Date.parse(m.start), Date.parse(m.end ?? m.start), m.value, offset);
+        accumulate(m.resource, m.unit, nameOf(a), rank, parseInstant(m.start), parseInstant(m.end ?? m.start), m.value, offset);
         continue;
       }
-      await add(sourceTypeOfRank[rank], {
+      add(sourceTypeOfRank[rank], {
         resource: m.resource,
         timestamp: m.start,
         ...(m.end ? { start: m.start, end: m.end } : {}),
@@ -255,14 +271,14 @@ export async function importAppleHealthExport(
     }
   }
 
-  async function correlation(el: ExportElement) {
+  function correlation(el: ExportElement) {
     if (el.attrs.type !== 'HKCorrelationTypeIdentifierBloodPressure') return skip(el.attrs.type ?? 'Correlation');
     const part = (type: string) => num(el.children.find((c) => c.name === 'Record' && c.attrs.type === type)?.attrs.value);
     const systolic = part('HKQuantityTypeIdentifierBloodPressureSystolic');
     const diastolic = part('HKQuantityTypeIdentifierBloodPressureDiastolic');
     const start = exportDate(el.attrs.startDate);
     if (!start || !Number.isFinite(systolic) || !Number.isFinite(diastolic)) return skip(el.attrs.type);
-    await add(sourceTypeOfRank[rankOf(el.attrs)], {
+    add(sourceTypeOfRank[rankOf(el.attrs)], {
       resource: 'blood_pressure',
       timestamp: new Date(start.iso).toISOString(),
       systolic,
@@ -272,12 +288,12 @@ export async function importAppleHealthExport(
     });
   }
 
-  async function workout(el: ExportElement) {
+  function workout(el: ExportElement) {
     const a = el.attrs;
     const start = exportDate(a.startDate);
     const end = exportDate(a.endDate);
     if (!start || !end) return skip('Workout');
-    const startMs = Date.parse(start.iso);
+    const startMs = parseInstant(start.iso);
     const offset = offsetOf(el, start);
     const statistic = (type: string, field: 'sum' | 'average' | 'maximum') => {
       const s = el.children.find((c) => c.name === 'WorkoutStatistics' && c.attrs.type === type);
@@ -292,12 +308,12 @@ export async function importAppleHealthExport(
       return Number.isFinite(value) && convert ? convert(value) : null;
     };
     const sourceKey = `${nameOf(a)}:${start.iso}`;
-    await addSummary(
+    addSummary(
       sourceTypeOfRank[rankOf(a)],
       workoutSummary({
         sourceKey,
         start: startMs,
-        end: Date.parse(end.iso),
+        end: parseInstant(end.iso),
         offset,
         sport: healthKitSport(a.workoutActivityType),
         // Recent exports keep totals in WorkoutStatistics; older ones in the workout's own attributes.
@@ -326,7 +342,7 @@ export async function importAppleHealthExport(
     const name = nameOf(a);
     let source = sleepSources.get(name);
     if (!source) sleepSources.set(name, (source = { rank: rankOf(a), name, segments: [], offset: start.offset }));
-    source.segments.push({ start: Date.parse(start.iso), end: Date.parse(end.iso), stage });
+    source.segments.push({ start: parseInstant(start.iso), end: parseInstant(end.iso), stage });
     source.offset = offsetOf(el, start);
   }
 
@@ -381,16 +397,18 @@ export async function importAppleHealthExport(
           const hour = (dayNumber * 24 + slot) * HOUR_MS;
           const offset = sum.offset;
           const value = round(sum.value);
-          await add('multiple_sources', {
+          const at = new Date(hour).toISOString();
+          add('multiple_sources', {
             resource,
-            timestamp: new Date(hour).toISOString(),
-            start: new Date(hour).toISOString(),
+            timestamp: at,
+            start: at,
             end: new Date(hour + HOUR_MS).toISOString(),
             value,
             unit: best.unit,
             type: 'multiple_sources',
             timezone_offset: offset,
           });
+          if (pendingCount >= BATCH) await flush();
           const day = localDate(new Date(hour), offset);
           let d = days.get(day);
           if (!d) days.set(day, (d = { offset, totals: {} }));
@@ -433,17 +451,20 @@ export async function importAppleHealthExport(
   }
   let sinceReport = 0;
   try {
-    for await (const el of exportElements(text())) {
-      if (el.name === 'ExportDate' || el.name === 'Me') continue;
-      progress.records_read++;
-      if (el.name === 'Record') await record(el);
-      else if (el.name === 'Correlation') await correlation(el);
-      else if (el.name === 'Workout') await workout(el);
-      else if (el.name === 'ActivitySummary') activitySummary(el);
-      else skip(el.name);
-      if (++sinceReport >= 20_000) {
-        sinceReport = 0;
-        await run.onProgress(progress);
+    for await (const elements of exportElements(text())) {
+      for (const el of elements) {
+        if (el.name === 'ExportDate' || el.name === 'Me') continue;
+        progress.records_read++;
+        if (el.name === 'Record') record(el);
+        else if (el.name === 'Correlation') correlation(el);
+        else if (el.name === 'Workout') workout(el);
+        else if (el.name === 'ActivitySummary') activitySummary(el);
+        else skip(el.name);
+        if (pendingCount >= BATCH || summaries.length >= BATCH) await storeFull();
+        if (++sinceReport >= 20_000) {
+          sinceReport = 0;
+          await run.onProgress(progress);
+        }
       }
     }
   } catch (err) {

@@ -1,4 +1,4 @@
-import { canonicalTimeZone, zoneOffsetSeconds } from '../platform/time';
+import { canonicalTimeZone, parseInstant, zoneOffsetSeconds } from '../platform/time';
 import type { SummaryInput } from '../wearables/model';
 import {
   healthConnectSleepStage,
@@ -132,7 +132,7 @@ const healthKitSkipReason = (type: string): string => NOT_TAKEN[type] ?? 'not a 
 export const sourceTypeOf = (record: Pick<RawRecord, 'product_type'>) => (/watch/i.test(record.product_type ?? '') ? 'watch' : 'phone');
 
 const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
-export const instant = (v: unknown): v is string => typeof v === 'string' && !Number.isNaN(Date.parse(v));
+export const instant = (v: unknown): v is string => typeof v === 'string' && !Number.isNaN(parseInstant(v));
 
 /** The zone a HealthKit sample names (HKTimeZone), else the upload's. */
 function zoneOf(record: RawRecord, uploadZone: string | null): string | null {
@@ -145,7 +145,7 @@ function healthKit(record: RawRecord, uploadZone: string | null): RecordOutcome 
     if (!instant(record.start_date) || !instant(record.end_date)) return { problem: { field: 'start_date', message: 'start_date and end_date are required.' } };
     const zone = zoneOf(record, uploadZone);
     const offset = zone ? zoneOffsetSeconds(zone, new Date(record.start_date)) : 0;
-    const [start, end] = [Date.parse(record.start_date), Date.parse(record.end_date)];
+    const [start, end] = [parseInstant(record.start_date), parseInstant(record.end_date)];
     if (record.type === 'HKWorkout') {
       const sourceKey = record.id ?? `${sourceTypeOf(record)}:${new Date(start).toISOString()}`;
       return {
@@ -260,21 +260,21 @@ function healthConnect(record: RawRecord, uploadZone: string | null): RecordOutc
         if (!instant(s?.startTime) || !instant(s?.endTime) || !stage) {
           return { problem: { field: 'stages', message: 'Each stage needs a startTime, an endTime and a SleepSessionRecord.STAGE_TYPE_* stage (1–7).' } };
         }
-        segments.push({ start: Date.parse(s.startTime), end: Date.parse(s.endTime), stage });
+        segments.push({ start: parseInstant(s.startTime), end: parseInstant(s.endTime), stage });
       }
       // A session without stages is time asleep from start to end.
-      if (!segments.length) segments.push({ start: Date.parse(record.startTime), end: Date.parse(record.endTime), stage: 'asleep' });
+      if (!segments.length) segments.push({ start: parseInstant(record.startTime), end: parseInstant(record.endTime), stage: 'asleep' });
       const offset = offsetAt(record.startTime) ?? 0;
       return { summary: sleepSummary(segments, offset, { sourceKey: record.id ?? undefined, sourceType: 'phone' }), sourceType: 'phone' };
     }
     case 'ExerciseSessionRecord': {
       if (!instant(record.startTime) || !instant(record.endTime)) return { problem: { field: 'startTime', message: 'startTime and endTime are required.' } };
-      const start = Date.parse(record.startTime);
+      const start = parseInstant(record.startTime);
       return {
         summary: workoutSummary({
           sourceKey: record.id ?? `phone:${new Date(start).toISOString()}`,
           start,
-          end: Date.parse(record.endTime),
+          end: parseInstant(record.endTime),
           offset: offsetAt(record.startTime) ?? 0,
           sport: healthConnectSport(record.exerciseType),
           calories: null,

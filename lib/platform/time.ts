@@ -121,15 +121,26 @@ export function datesBetween(start: string, end: string): string[] {
 // (ICU resolves Europe/Kyiv to Europe/Kiev and Asia/Kolkata to Asia/Calcutta).
 const ZONES_BY_LOWER_CASE = new Map(Intl.supportedValuesOf('timeZone').map((z) => [z.toLowerCase(), z]));
 
+/** Answers of canonicalTimeZone so far (an import asks it for every sample with HKTimeZone; ICU's check is costly). */
+const canonicalZones = new Map<string, string | null>();
+
 /** The IANA id as the caller meant it (`europe/berlin` → `Europe/Berlin`), or null if not one. */
 export function canonicalTimeZone(tz: string): string | null {
-  if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(tz)) return null;
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz });
-  } catch {
-    return null;
+  const known = canonicalZones.get(tz);
+  if (known !== undefined) return known;
+  let canonical: string | null = null;
+  if (/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(tz)) {
+    try {
+      new Intl.DateTimeFormat('en-US', { timeZone: tz });
+      canonical = ZONES_BY_LOWER_CASE.get(tz.toLowerCase()) ?? tz;
+    } catch {
+      canonical = null;
+    }
   }
-  return ZONES_BY_LOWER_CASE.get(tz.toLowerCase()) ?? tz;
+  // Bounded: the names a client sends are not (a few hundred zones exist).
+  if (canonicalZones.size >= 4096) canonicalZones.clear();
+  canonicalZones.set(tz, canonical);
+  return canonical;
 }
 
 /** Two ASCII digits at `i` of `text` as a number, or -1. */
