@@ -1,6 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 import { groupBy } from '../platform/group-by';
-import { canonicalTimeZone, localDate, parseInstant, zoneOffsetSeconds } from '../platform/time';
+import { canonicalTimeZone, DAY_MS, localDate, parseInstant, zoneOffsetSeconds } from '../platform/time';
 import type { UserDoc } from '../users/store';
 import { ingestProviderData, type IngestDeps } from '../wearables/ingest';
 import type { SampleInput, SummaryInput } from '../wearables/model';
@@ -8,7 +8,7 @@ import { detached, exportDate, exportElements, type ExportElement } from './expo
 import { exportXmlInZip } from './export-zip';
 import { emptyProgress, type AppleHealthImportDoc, type ImportProgress } from './imports-store';
 import { healthKitConverter, mapRecord, type RawRecord } from './records';
-import { healthKitSleepStage, healthKitSport, type SleepSegment, sleepSummary, sleepsOf, workoutSummary } from './sleep-and-workouts';
+import { healthKitSleepStage, healthKitSport, type SleepSegment, type SleepStage, sleepSummary, sleepsOf, workoutSummary } from './sleep-and-workouts';
 
 /**
  * The import of one Apple Health export (`export.xml`, or `export.zip` holding it), read as a stream from the stored
@@ -40,26 +40,47 @@ const BATCH = 5_000;
 const PAGE_DAYS = 128;
 const PAGE_HOURS = 24 * PAGE_DAYS;
 
+/** Days per block of an arena's directory. */
+const DIRECTORY_DAYS = 128;
+
 /**
- * A source's hourly sums of one resource: a UTC day's 24 hours at `days.get(day)`, in pages of typed arrays (years of
- * hours are a few bytes each, not an object per hour or per day; pages, not arrays grown by doubling, so an arena holds
- * what it uses and is never copied: a long export's arenas are its largest memory).
+ * A source's hourly sums of one resource: a UTC day's 24 hours from `dayAt(day)`, in pages of typed arrays, found
+ * through a directory of typed blocks of days (years of hours are a few bytes each, not an object or a map entry per
+ * hour or per day; pages, not arrays grown by doubling, so an arena holds what it uses and is never copied: a long
+ * export's arenas are its largest memory, and what the thread's heap holds is what its collector walks).
  */
 class HourArena {
-  readonly days = new Map<number, number>();
+  private readonly directory = new Map<number, Int32Array>();
+  private daysUsed = 0;
   private readonly pages: { value: Float64Array; offset: Int32Array; has: Uint8Array }[] = [];
+
+  /** The index of the day's first hour, or -1 when it has none. */
+  baseOf(day: number): number {
+    const block = Math.floor(day / DIRECTORY_DAYS);
+    return this.directory.get(block)?.[day - block * DIRECTORY_DAYS] ?? -1;
+  }
 
   /** The index of the day's first hour, made on first use. */
   dayAt(day: number): number {
-    let base = this.days.get(day);
-    if (base === undefined) {
-      base = this.days.size * 24;
+    const block = Math.floor(day / DIRECTORY_DAYS);
+    let days = this.directory.get(block);
+    if (!days) this.directory.set(block, (days = new Int32Array(DIRECTORY_DAYS).fill(-1)));
+    let base = days[day - block * DIRECTORY_DAYS];
+    if (base < 0) {
+      base = this.daysUsed++ * 24;
       if (base % PAGE_HOURS === 0) {
         this.pages.push({ value: new Float64Array(PAGE_HOURS), offset: new Int32Array(PAGE_HOURS), has: new Uint8Array(PAGE_HOURS) });
       }
-      this.days.set(day, base);
+      days[day - block * DIRECTORY_DAYS] = base;
     }
     return base;
+  }
+
+  /** The days with hours, in no order. */
+  *days(): Generator<number> {
+    for (const [block, days] of this.directory) {
+      for (let i = 0; i < DIRECTORY_DAYS; i++) if (days[i] >= 0) yield block * DIRECTORY_DAYS + i;
+    }
   }
 
   /** Adds to hour `at`'s sum, its offset the last one given. */
@@ -76,6 +97,41 @@ class HourArena {
     const page = this.pages[Math.floor(at / PAGE_HOURS)];
     const i = at % PAGE_HOURS;
     return page?.has[i] === 1 ? { value: page.value[i], offset: page.offset[i] } : null;
+  }
+}
+const SLEEP_STAGES: readonly SleepStage[] = ['in_bed', 'asleep', 'awake', 'light', 'deep', 'rem', 'out_of_bed'];
+
+/**
+ * A source's sleep stages, kept to the end as columns: two instants and a stage number each in typed arrays, not an
+ * object with two boxed numbers (a long export has hundreds of thousands, which the thread's collector would walk).
+ */
+class SleepColumns {
+  private starts = new Float64Array(256);
+  private ends = new Float64Array(256);
+  private stages = new Uint8Array(256);
+  private length = 0;
+
+  push(start: number, end: number, stage: SleepStage): void {
+    if (this.length === this.starts.length) {
+      const grown = (from: Float64Array) => {
+        const to = new Float64Array(from.length * 2);
+        to.set(from);
+        return to;
+      };
+      this.starts = grown(this.starts);
+      this.ends = grown(this.ends);
+      const stages = new Uint8Array(this.stages.length * 2);
+      stages.set(this.stages);
+      this.stages = stages;
+    }
+    this.starts[this.length] = start;
+    this.ends[this.length] = end;
+    this.stages[this.length] = SLEEP_STAGES.indexOf(stage);
+    this.length++;
+  }
+
+  segments(): SleepSegment[] {
+    return Array.from({ length: this.length }, (_, i) => ({ start: this.starts[i], end: this.ends[i], stage: SLEEP_STAGES[this.stages[i]] }));
   }
 }
 type SourceHours = { rank: number; name: string; unit: string; hours: HourArena };
@@ -109,13 +165,14 @@ export async function importAppleHealthExport(
 ): Promise<{ progress: ImportProgress; resources: ImportedResource[] }> {
   // A retried import reads the file from its start again: what it stored before is found unchanged, counted afresh.
   const progress = emptyProgress();
-  const perResource = new Map<string, { oldest: number; newest: number; days: Set<string>; sent: number }>();
+  /** Per resource: its oldest and newest instants, its local days (day numbers: no string per day held), how many. */
+  const perResource = new Map<string, { oldest: number; newest: number; days: Set<number>; sent: number }>();
   const pending = new Map<string, SampleInput[]>();
   /** Summaries waiting to be stored, with their source type (workouts go as they come; the rest at the end). */
   let summaries: { sourceType: string; summary: SummaryInput }[] = [];
   const cumulative = new Map<string, Map<string, SourceHours>>();
   const rings = new Map<string, number>();
-  const sleepSources = new Map<string, { rank: number; name: string; segments: SleepSegment[]; offset: number }>();
+  const sleepSources = new Map<string, { rank: number; name: string; segments: SleepColumns; offset: number }>();
   let pendingCount = 0;
 
   const note = (resource: string, at: number, offset: number, sent: number) => {
@@ -123,7 +180,7 @@ export async function importAppleHealthExport(
     if (!r) perResource.set(resource, (r = { oldest: at, newest: at, days: new Set(), sent: 0 }));
     r.oldest = Math.min(r.oldest, at);
     r.newest = Math.max(r.newest, at);
-    r.days.add(localDate(new Date(at), offset));
+    r.days.add(Math.floor((at + offset * 1000) / DAY_MS));
     r.sent += sent;
   };
   const skip = (type: string) => {
@@ -341,28 +398,44 @@ export async function importAppleHealthExport(
     if (!start || !end || !stage) return skip(a.type);
     const name = nameOf(a);
     let source = sleepSources.get(name);
-    if (!source) sleepSources.set(name, (source = { rank: rankOf(a), name, segments: [], offset: start.offset }));
-    source.segments.push({ start: parseInstant(start.iso), end: parseInstant(end.iso), stage });
+    if (!source) sleepSources.set(name, (source = { rank: rankOf(a), name, segments: new SleepColumns(), offset: start.offset }));
+    source.segments.push(parseInstant(start.iso), parseInstant(end.iso), stage);
     source.offset = offsetOf(el, start);
   }
 
   /** Each source's sleeps; where sources overlap (a watch's staged night, the phone's time in bed) the better one only. */
-  function storeSleeps() {
-    const kept: { start: number; end: number }[] = [];
+  async function storeSleeps() {
+    // The nights kept from the sources before this one: disjoint, by start (so by end too): an overlap is found by
+    // bisection (a long export has tens of thousands of nights per source: comparing each with each took minutes).
+    let kept: { start: number; end: number }[] = [];
+    const overlapsKept = (start: number, end: number) => {
+      let low = 0;
+      let high = kept.length;
+      while (low < high) {
+        const mid = (low + high) >> 1;
+        if (kept[mid].end <= start) low = mid + 1;
+        else high = mid;
+      }
+      return low < kept.length && kept[low].start < end;
+    };
     const ranked = [...sleepSources.values()].sort((x, y) => x.rank - y.rank || (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
     for (const source of ranked) {
-      for (const night of sleepsOf(source.segments)) {
+      // A source's own nights never overlap one another (sleepsOf parts them at gaps).
+      const added: { start: number; end: number }[] = [];
+      for (const night of sleepsOf(source.segments.segments())) {
         const start = Math.min(...night.map((s) => s.start));
         const end = Math.max(...night.map((s) => s.end));
-        if (kept.some((k) => k.start < end && start < k.end)) continue;
-        kept.push({ start, end });
+        if (overlapsKept(start, end)) continue;
+        added.push({ start, end });
         const sourceType = sourceTypeOfRank[source.rank];
         summaries.push({
           sourceType,
           summary: sleepSummary(night, source.offset, { sourceKey: `${source.name}:${new Date(start).toISOString()}`, sourceType }),
         });
         note('sleep', start, source.offset, 1);
+        if (summaries.length >= BATCH) await flushSummaries();
       }
+      kept = [...kept, ...added].sort((x, y) => x.start - y.start);
     }
   }
 
@@ -380,14 +453,14 @@ export async function importAppleHealthExport(
     for (const [resource, sources] of cumulative) {
       const ranked = [...sources.values()].sort((x, y) => x.rank - y.rank || (x.name < y.name ? -1 : x.name > y.name ? 1 : 0));
       const dayNumbers = new Set<number>();
-      for (const s of ranked) for (const d of s.hours.days.keys()) dayNumbers.add(d);
+      for (const s of ranked) for (const d of s.hours.days()) dayNumbers.add(d);
       for (const dayNumber of [...dayNumbers].sort((x, y) => x - y)) {
         for (let slot = 0; slot < 24; slot++) {
           let best: SourceHours | undefined;
           let sum: { value: number; offset: number } | null = null;
           for (const x of ranked) {
-            const base = x.hours.days.get(dayNumber);
-            sum = base === undefined ? null : x.hours.hour(base + slot);
+            const base = x.hours.baseOf(dayNumber);
+            sum = base < 0 ? null : x.hours.hour(base + slot);
             if (sum) {
               best = x;
               break;
@@ -437,6 +510,7 @@ export async function importAppleHealthExport(
       };
       summaries.push({ sourceType: 'multiple_sources', summary });
       note('activity', Date.parse(`${day}T12:00:00Z`), 0, 1);
+      if (summaries.length >= BATCH) await flushSummaries();
     }
   }
 
@@ -472,7 +546,7 @@ export async function importAppleHealthExport(
     throw err;
   }
   await storeCumulative();
-  storeSleeps();
+  await storeSleeps();
   await flush();
   await storing;
   await flushSummaries();
@@ -481,7 +555,7 @@ export async function importAppleHealthExport(
     resource,
     oldest: new Date(r.oldest).toISOString(),
     newest: new Date(r.newest).toISOString(),
-    days: [...r.days].sort(),
+    days: [...r.days].sort((x, y) => x - y).map((day) => localDate(new Date(day * DAY_MS), 0)),
     sent: r.sent,
   }));
   return { progress, resources };
