@@ -243,3 +243,37 @@ export function phaseNote(r) {
     `rest of the cycle (waiting for that recording, the loop) ${round(r.cycleMs - onPath, 1)} ms; ${r.activities} deliverDue calls; ${r.sentHere}/${r.events} sent here`
   );
 }
+
+/** Where the time goes, per run (cpu % of one core; 2 cores = 200%). */
+export function pipelineNotes(results) {
+  const lines = ['pipelines: where the time goes (cpu % of one core):'];
+  for (const r of results) {
+    const parts = [];
+    if (r.batchMs)
+      parts.push(
+        `raw: ${r.batchMs.batches} batches, each publish + confirm p50 ${r.batchMs.p50Ms} ms p99 ${r.batchMs.p99Ms} ms; received end to end at ${r.receivedPerSec}/s; ${r.bytesPerMessage} bytes a message`,
+      );
+    const b = r.worker;
+    if (b?.batches) {
+      parts.push(
+        `dispatcher (attempt documents): ${b.batches} batches, mean ${b.meanBatch} messages (max ${b.maxBatch}), broker send mean ${b.postMs.mean} ms (max ${b.postMs.max}), ` +
+          `${b.meanMsBetweenBatches ?? '-'} ms from one batch's send to the next (${b.batchesPerSecPerEndpoint} batches/s)` +
+          (r.failedAttempts !== undefined ? `; ${r.failedAttempts} failed attempts` : ''),
+      );
+    }
+    if (r.publishSeconds !== undefined)
+      parts.push(
+        `publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`,
+      );
+    if (r.cpu) {
+      const cpu = Object.entries(r.cpu)
+        .filter(([k, v]) => k !== 'wallSeconds' && v && v.cpuSeconds > 0.05)
+        .sort((x, y) => y[1].cpuSeconds - x[1].cpuSeconds)
+        .map(([k, v]) => `${k} ${v.cpuSeconds} s (${v.pctOfOneCore}%)`);
+      parts.push(`cpu over ${r.cpu.wallSeconds} s: ${cpu.join(', ')}`);
+    }
+    if (r.phases) parts.push(phaseNote(r));
+    if (parts.length) lines.push(`  ${r.name}:\n    ${parts.join('\n    ')}`);
+  }
+  return lines.length > 1 ? lines : [];
+}

@@ -6,9 +6,11 @@
 //   Kafka: kafkajs idempotent producer (maxInFlightRequests 1), sendBatch with acks -1, key = user_id.
 // Timed from the first publish to the last confirm / acknowledged produce (connecting is not timed: the
 // service's connection is warm too). The consumers (pipeline-consumer.mjs) receive these messages as well.
+// And the events' own inserts alone (publishAloneBaseline): what the pipeline cannot outrun.
 import { performance } from 'node:perf_hooks';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
+import { closedLoop, percentiles } from './webhook-measures.mjs';
 
 const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
 
@@ -97,4 +99,36 @@ export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, en
   } finally {
     await producer.disconnect().catch(() => undefined);
   }
+}
+
+/**
+ * The events' own inserts as the service makes them: `n` events through the pipeline suite's publisher
+ * (`publish(teamId, seq)`), `publishers` at once in closed loops, to a new team with no destination (no fan-out, no
+ * delivery). Its ratio to the raw producer is the ceiling of the pipeline's. Returns a bench result (events/s).
+ */
+export async function publishAloneBaseline({ env, n, publishers, publish, meter, log }) {
+  const team = await env.repos.tenancy.createTeam(env.tenant.orgId, 'Bench publish alone', 'sandbox', 'us');
+  const name = `publish alone (the events' own inserts, no destination), ${n} events (baseline)`;
+  log(`bench: ${name} ... ${publishers} concurrent publishers`);
+  const cpu = meter();
+  const t0 = performance.now();
+  const load = await closedLoop(n, publishers, (seq) => publish(team._id, seq));
+  const seconds = (performance.now() - t0) / 1000;
+  if (load.errors) throw new Error(`bench: ${name}: ${load.errors} publishes failed (${load.firstError})`);
+  const lat = percentiles(load.latencies);
+  log(`bench: ${name}: ${round(n / seconds, 1)} events/s, publish p50 ${lat.p50Ms} ms p99 ${lat.p99Ms} ms`);
+  return {
+    name,
+    suite: 'pipelines',
+    shape: 'throughput',
+    endpoints: 0,
+    events: n,
+    seconds: round(seconds, 2),
+    eventsPerSec: round(n / seconds, 1),
+    rps: round(n / seconds, 1),
+    ok: load.ok,
+    ...lat,
+    errors: 0,
+    cpu: cpu(),
+  };
 }

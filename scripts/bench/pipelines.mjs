@@ -42,8 +42,8 @@ import { startKafka } from '../stack/kafka.mjs';
 import { RABBITMQ_PASSWORD, RABBITMQ_USER, startRabbitmq } from '../stack/rabbitmq.mjs';
 import { distModule } from './environment.mjs';
 import { httpClient, numberEnv } from './load.mjs';
-import { diagnosisScenarios, phaseNote } from './pipeline-diagnosis.mjs';
-import { rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
+import { diagnosisScenarios, pipelineNotes } from './pipeline-diagnosis.mjs';
+import { publishAloneBaseline, rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
 import {
   CLIENT_USER_ID,
   EVENT_TYPE,
@@ -422,38 +422,6 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       });
     };
 
-    // The event's own insert, as the service makes it (the same publisher, publishers and events) to a team with no
-    // destination: no fan-out, no delivery. The pipeline cannot outrun it; its ratio to the raw producer is the ceiling.
-    const runPublishAlone = async () => {
-      const team = await env.repos.tenancy.createTeam(env.tenant.orgId, 'Bench publish alone', 'sandbox', 'us');
-      const run = 'publish-alone';
-      const name = `publish alone (the events' own inserts, no destination), ${n} events (baseline)`;
-      log(`bench: ${name} ... ${settings.publishers} concurrent publishers`);
-      const cpu = meter();
-      const t0 = performance.now();
-      const load = await closedLoop(n, settings.publishers, (seq) => publishOne(team._id, run, seq));
-      const seconds = (performance.now() - t0) / 1000;
-      if (load.errors) throw new Error(`bench: ${name}: ${load.errors} publishes failed (${load.firstError})`);
-      const lat = percentiles(load.latencies);
-      const result = {
-        name,
-        suite: 'pipelines',
-        shape: 'throughput',
-        endpoints: 0,
-        events: n,
-        seconds: round(seconds, 2),
-        eventsPerSec: round(n / seconds, 1),
-        rps: round(n / seconds, 1),
-        ok: load.ok,
-        ...lat,
-        errors: 0,
-        cpu: cpu(),
-      };
-      log(`bench: ${name}: ${result.eventsPerSec} events/s, publish p50 ${lat.p50Ms} ms p99 ${lat.p99Ms} ms`);
-      results.push(result);
-      return result;
-    };
-
     const runPaced = async (broker, ordered, teamId) => {
       const run = `paced-${broker}-${modeOf(ordered)}`;
       const name = `${label(broker, ordered)}, paced ${settings.rate}/s`;
@@ -520,7 +488,15 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       : null;
     if (diagnosis) cleanups.push(() => diagnosis.close());
     const rawDb = diagnosis ? await diagnosis.runDbBaseline(n, env.tenant.teamId, (seq) => dataOf('raw-db', seq)) : null;
-    const publishAlone = await runPublishAlone();
+    const publishAlone = await publishAloneBaseline({
+      env,
+      n,
+      publishers: settings.publishers,
+      publish: (teamId, seq) => publishOne(teamId, 'publish-alone', seq),
+      meter,
+      log,
+    });
+    results.push(publishAlone);
     for (const broker of settings.brokers) {
       const raw = await runRaw(broker);
       ratios.push({
@@ -598,38 +574,4 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       }
     }
   }
-}
-
-/** Where the time goes, per run (cpu % of one core; 2 cores = 200%). */
-function pipelineNotes(results) {
-  const lines = ['pipelines: where the time goes (cpu % of one core):'];
-  for (const r of results) {
-    const parts = [];
-    if (r.batchMs)
-      parts.push(
-        `raw: ${r.batchMs.batches} batches, each publish + confirm p50 ${r.batchMs.p50Ms} ms p99 ${r.batchMs.p99Ms} ms; received end to end at ${r.receivedPerSec}/s; ${r.bytesPerMessage} bytes a message`,
-      );
-    const b = r.worker;
-    if (b?.batches) {
-      parts.push(
-        `dispatcher (attempt documents): ${b.batches} batches, mean ${b.meanBatch} messages (max ${b.maxBatch}), broker send mean ${b.postMs.mean} ms (max ${b.postMs.max}), ` +
-          `${b.meanMsBetweenBatches ?? '-'} ms from one batch's send to the next (${b.batchesPerSecPerEndpoint} batches/s)` +
-          (r.failedAttempts !== undefined ? `; ${r.failedAttempts} failed attempts` : ''),
-      );
-    }
-    if (r.publishSeconds !== undefined)
-      parts.push(
-        `publish: all ${r.events} returned after ${r.publishSeconds} s (${r.publishPerSec}/s; call p50 ${r.sendCallMs.p50Ms} p99 ${r.sendCallMs.p99Ms} ms)`,
-      );
-    if (r.cpu) {
-      const cpu = Object.entries(r.cpu)
-        .filter(([k, v]) => k !== 'wallSeconds' && v && v.cpuSeconds > 0.05)
-        .sort((x, y) => y[1].cpuSeconds - x[1].cpuSeconds)
-        .map(([k, v]) => `${k} ${v.cpuSeconds} s (${v.pctOfOneCore}%)`);
-      parts.push(`cpu over ${r.cpu.wallSeconds} s: ${cpu.join(', ')}`);
-    }
-    if (r.phases) parts.push(phaseNote(r));
-    if (parts.length) lines.push(`  ${r.name}:\n    ${parts.join('\n    ')}`);
-  }
-  return lines.length > 1 ? lines : [];
 }
