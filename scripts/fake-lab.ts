@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import type { LabMarker } from '../schemas/lab-catalogue';
 import { type FakeLab, type FakeObservation, type FakeResultTest, startFakeLab } from '../test/support/fake-lab';
@@ -10,7 +11,7 @@ import { type FakeLab, type FakeObservation, type FakeResultTest, startFakeLab }
  * newcomer orders a test, sees the HL7 message arrive at the fake, and gets results back over MLLP to our listener.
  *
  * Environment (set by scripts/dev.mjs): DEV_BASE_URL, DEV_ORG_ID, DEV_MANAGEMENT_KEY, DEV_TEAM_API_KEY, LAB_MLLP_PORT
- * (our listener), DEV_FAKE_LAB_CONTROL_PORT (default 9480: the fake's HTTP control port; its MLLP port is any free one,
+ * (our listener), DEV_FAKE_LAB_CONTROL_PORT (default 9480, 0 for any free one: the fake's HTTP control port; its MLLP port is any free one,
  * written into the account at each start), DEV_FAKE_LAB_RESULTS_SECONDS (default 60; 0 = never: results only on command).
  * Prints one JSON line ({port, control_url, lab_account_id, lab_test_id, user_id, results_seconds}), then logs what the lab
  * receives and sends, one line each, until stopped.
@@ -178,9 +179,10 @@ function control(fake: FakeLab) {
 async function main(): Promise<void> {
   const fake = await startFakeLab();
   const { accountId, labTestId, userId } = await ensureAccountAndTest(fake.port);
-  const controlPort = Number(env('DEV_FAKE_LAB_CONTROL_PORT', '9480'));
   const server = createServer((req, res) => void control(fake)(req, res));
-  await new Promise<void>((resolve) => server.listen(controlPort, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(Number(env('DEV_FAKE_LAB_CONTROL_PORT', '9480')), '127.0.0.1', resolve));
+  // 0 asks for any free port (the banner says which): a port chosen beforehand may be taken by the time the fake starts.
+  const controlPort = (server.address() as AddressInfo).port;
   const resultsSeconds = Number(env('DEV_FAKE_LAB_RESULTS_SECONDS', '60'));
   process.stdout.write(
     `${JSON.stringify({ port: fake.port, control_url: `http://127.0.0.1:${controlPort}`, lab_account_id: accountId, lab_test_id: labTestId, user_id: userId, results_seconds: resultsSeconds })}\n`,
