@@ -6,7 +6,7 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { EventPublisher, EventTooLargeError, publishEvent } from '../lib/events/publisher';
 import { eraseUserWebhookData } from '../lib/events/dispatcher-commands';
 import { WebhookSender } from '../lib/events/destinations/webhook/sender';
-import { envelopeOf, type DeliveryDoc, type EventDoc } from '../lib/events/model';
+import { envelopeOf, type DeliveryDoc, type EventDoc, type OutboxDoc } from '../lib/events/model';
 import { deliveryPolicyFrom, newDelivery } from '../lib/events/fan-out';
 import { recoverFailed } from '../lib/events/destinations/webhook/requests';
 import { idPrefixAt } from '../lib/events/delivery-log';
@@ -731,15 +731,17 @@ describe('publish answers once its events are stored; their deliveries follow, i
   /** A publisher on the real store whose delivery inserts this test holds or fails; `storedEvents`: its events' ids, once inserted. */
   function publisherWithHeldFanOut(insertDeliveries: (docs: DeliveryDoc[], insert: () => Promise<void>) => Promise<void>) {
     const storedEvents: string[] = [];
+    const ownSpans: string[] = [];
     const publisher = publisherOverStore(app, {
       insertDeliveries: (real, docs) => insertDeliveries(docs, () => real.insertDeliveries(docs)),
+      insertOutbox: (real, doc) => (ownSpans.push(doc._id), real.insertOutbox(doc)),
       insertEvents: async (real, docs) => {
         const refused = await real.insertEvents(docs);
         storedEvents.push(...docs.map((d) => d._id));
         return refused;
       },
     });
-    return { publisher, storedEvents };
+    return { publisher, storedEvents, ownSpans };
   }
   const deliveriesOf = (eventId: string) => app.inspect.collection('webhook_deliveries').countDocuments({ event_id: eventId });
 
@@ -778,19 +780,30 @@ describe('publish answers once its events are stored; their deliveries follow, i
   test('a fan-out that fails after its publish returned leaves its span in the outbox, and the sweeper delivers the event', async () => {
     const rx = await receiver();
     const hook = await createWebhook(rx.url);
-    const { publisher } = publisherWithHeldFanOut(async () => {
+    const { publisher, ownSpans } = publisherWithHeldFanOut(async () => {
       throw new Error('the database went away');
     });
     const event = await publisher.publish({ teamId: tenant.teamId, eventType: 'labtest.order.created', data: { n: 'swept' } });
     await publisher.settle();
     expect(await deliveriesOf(event.id)).toBe(0);
     const { created_at } = (await app.deps.repos.webhookStore.getEvent(event.id))!;
-    expect(await app.inspect.collection('webhook_outbox').countDocuments({ events_from: { $lte: created_at }, events_until: { $gt: created_at } })).toBe(1);
+    // This publisher's span stays (other processes' open spans may cover the same instant; they are not this test's).
+    expect(ownSpans).toHaveLength(1);
+    expect(
+      await app.inspect
+        .collection<OutboxDoc>('webhook_outbox')
+        .countDocuments({ _id: ownSpans[0], events_from: { $lte: created_at }, events_until: { $gt: created_at } }),
+    ).toBe(1);
 
     // The shared worker's sweep schedule fans the span out again.
     const [received] = await rx.waitFor(1, 90_000);
     expect(received.headers['webhook-id']).toBe(event.id);
     await finished([event.id], [hook.id]);
+    await eventually(
+      async () => (await app.inspect.collection<OutboxDoc>('webhook_outbox').countDocuments({ _id: ownSpans[0] })) === 0,
+      10_000,
+      'the swept span removed',
+    );
     await mgmt.del(`${base}/${hook.id}`);
   }, 120_000);
 });
