@@ -238,6 +238,16 @@ describe('a stop while a page is in flight', () => {
           ),
       );
     const inFlight = events.filter((e) => isPage(e) && at(e) < at(signal) && !closedBefore(at(e), at(signal)));
+    const pagesBefore = events.filter((e) => isPage(e) && at(e) < at(signal));
+    expect(events.filter(isPage).length).toBe(pagesBefore.length); // no page after the stop
+    expect(events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'revokeProviderAccess')).toBe(true);
+    expect(strava.tokenState(athlete.id).access.every((t) => !t.valid)).toBe(true);
+    if (!inFlight.length) {
+      // On a loaded machine the open page may finish in the moment before the stop is recorded (CI saw it once): the
+      // stop then finds the pull between pages, with nothing to cancel. That page fetched once; nothing after it.
+      expect(dataRequests() - beforeStop).toBeLessThanOrEqual(1);
+      return;
+    }
     expect(inFlight).toHaveLength(1); // the pull is paging when the stop comes
     const page = at(inFlight[0]);
     const cancelRequest = events.find((e) => Number(e.activityTaskCancelRequestedEventAttributes?.scheduledEventId) === page);
@@ -261,10 +271,7 @@ describe('a stop while a page is in flight', () => {
       // Already running: it finished (nothing runs on after the workflow moved on).
       expect(events.some((e) => Number(e.activityTaskCompletedEventAttributes?.scheduledEventId) === page)).toBe(true);
     }
-    expect(events.filter(isPage).length).toBe(events.filter((e) => isPage(e) && at(e) < at(signal)).length); // no page after the stop
     expect(dataRequests() - beforeStop).toBeLessThanOrEqual(started ? 1 : 0);
-    expect(events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'revokeProviderAccess')).toBe(true);
-    expect(strava.tokenState(athlete.id).access.every((t) => !t.valid)).toBe(true);
   }, 150_000);
 });
 
