@@ -108,6 +108,22 @@ describe('order count checkpoints', () => {
     expect(await checkpoint(team)).toMatchObject({ count: 3 });
   });
 
+  it("tells a list the checkpoint's count as soon as it is read (none to use: null), and the page read beside the count is the team's", async () => {
+    const team = `count-team-${randomUUID()}`;
+    await storeAll(Array.from({ length: 3 }, () => orderOf(team, Date.now() - HOUR)));
+    const heard: (number | null)[] = [];
+    expect(await repo.counts.teamTotal(team, (n) => heard.push(n))).toBe(3); // no checkpoint yet: counted whole
+    await repo.insert(orderOf(team)); // recent: past the checkpoint the count took
+    expect(await repo.counts.teamTotal(team, (n) => heard.push(n))).toBe(4);
+    expect(heard).toEqual([null, 3]);
+    const listed = await repo.list({ teamId: team, today: today(), direction: -1 }, { skip: 0, size: 2, countTotal: true });
+    expect(listed.total).toBe(4);
+    expect(listed.more).toBe(true);
+    expect(listed.orders.map((o) => o.team_id)).toEqual([team, team]);
+    expect(listed.orders[0]).not.toHaveProperty('consents'); // a list page never shows them: not read
+    expect(listed.orders[0]).not.toHaveProperty('patient_name_tokens');
+  });
+
   it('stays exact with counts and old-id inserts racing (each write under the epoch it read)', async () => {
     const team = `count-team-${randomUUID()}`;
     await storeAll(Array.from({ length: 10 }, () => orderOf(team, Date.now() - HOUR)));

@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { hmacUnder } from '../platform/keys';
 
 /**
  * A keyed blind index of patients' names, so `GET /v3/orders?patient_name=` and `search_input` can find orders
@@ -31,7 +31,7 @@ export class PatientNameIndex {
   readonly keyFingerprint: string;
 
   constructor(private readonly key: Buffer) {
-    this.keyFingerprint = createHmac('sha256', key).update('patient-name-index:fingerprint').digest('hex').slice(0, 16);
+    this.keyFingerprint = hmacUnder(key).update('patient-name-index:fingerprint').digest('hex').slice(0, 16);
   }
 
   /** The stored tokens of a patient's name: one per distinct token of the names given, sorted. */
@@ -42,6 +42,6 @@ export class PatientNameIndex {
 
   private token(teamId: string, normalised: string): string {
     // 128 bits: collisions are out of reach, and the index entries stay short.
-    return createHmac('sha256', this.key).update(`${teamId}\u0000${normalised}`).digest('base64url').slice(0, 22);
+    return hmacUnder(this.key).update(`${teamId}\u0000${normalised}`).digest('base64url').slice(0, 22);
   }
 }

@@ -77,13 +77,20 @@ export class OrderCountStore {
     return keys.length === 1 && typeof filter.team_id === 'string' ? filter.team_id : null;
   }
 
-  /** How many orders the team has: its checkpoint plus a count of the orders past it. */
-  async teamTotal(teamId: string): Promise<number> {
+  /**
+   * How many orders the team has: its checkpoint plus a count of the orders past it. `onCheckpoint` hears the
+   * checkpoint's count as soon as it is read (null when there is none to use), before the rest is counted: enough to
+   * plan a page by (a list reads its page meanwhile).
+   */
+  async teamTotal(teamId: string, onCheckpoint?: (settled: number | null) => void): Promise<number> {
     const now = Date.now();
     const horizon = idTimeBound(now - this.settings.settleMs);
     const doc = await this.counts.findOne({ _id: teamId });
     const countIds = (range: Record<string, string>) => this.orders.countDocuments({ team_id: teamId, _id: range });
-    if (doc?.below === undefined || doc.count === undefined || !doc.recounted_at || now - doc.recounted_at.getTime() > this.settings.recountMs) {
+    const fresh = (d: OrderCountDoc | null): d is OrderCountDoc & Required<Pick<OrderCountDoc, 'below' | 'count'>> =>
+      d?.below !== undefined && d.count !== undefined && d.recounted_at !== undefined && now - d.recounted_at.getTime() <= this.settings.recountMs;
+    onCheckpoint?.(fresh(doc) ? doc.count : null);
+    if (!fresh(doc)) {
       // No checkpoint (or an old one): count every order, settled and recent apart, and keep the settled count.
       const [settled, recent] = await Promise.all([countIds({ $lt: horizon }), countIds({ $gte: horizon })]);
       const next = { below: horizon, count: settled, recounted_at: new Date(now), updated_at: new Date(now) };

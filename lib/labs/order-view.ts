@@ -2,7 +2,7 @@ import type { Config } from '../platform/config';
 import { publicBaseUrl } from '../platform/config';
 import type { LabCatalogue } from './catalogue';
 import type { Repositories } from '../repositories';
-import type { TransactionMember } from './orders-store';
+import type { ListedOrder, TransactionMember } from './orders-store';
 import type { AddressDoc, LabOrderDoc, OrderEventDoc } from './model';
 import { isoWithOffset } from '../platform/time';
 import { TERMINAL } from './statuses';
@@ -58,7 +58,7 @@ export function transactionStatus(orders: Pick<LabOrderDoc, 'low_level_status'>[
 }
 
 /** Only a redraw and its initial order share a transaction; every other order is alone in its own. */
-const hasSiblings = (doc: LabOrderDoc) => doc.origin === 'redraw' || Boolean(doc.redraw_order_id);
+const hasSiblings = (doc: ListedOrder) => doc.origin === 'redraw' || Boolean(doc.redraw_order_id);
 
 export class OrderViews {
   constructor(private readonly deps: OrderViewDeps) {}
@@ -73,7 +73,7 @@ export class OrderViews {
   }
 
   /** A page of orders: their transactions are read in one query. */
-  async presentAll(docs: LabOrderDoc[]) {
+  async presentAll(docs: ListedOrder[]) {
     if (!docs.length) return [];
     const teamId = docs[0].team_id;
     const shared = [...new Set(docs.filter(hasSiblings).map((d) => d.order_transaction_id))];
@@ -88,7 +88,7 @@ export class OrderViews {
     );
   }
 
-  render(doc: LabOrderDoc, siblings: TransactionMember[], urlKey: Buffer, uptoEventId?: number) {
+  render(doc: ListedOrder, siblings: TransactionMember[], urlKey: Buffer, uptoEventId?: number) {
     const { config, labCatalogue } = this.deps;
     const events = uptoEventId === undefined ? doc.events : doc.events.filter((e) => e.id <= uptoEventId);
     const last = events[events.length - 1];

@@ -1,4 +1,5 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
+import { hmacUnder } from '../platform/keys';
 
 /**
  * Signed links to order documents (the deprecated `requisition_form_url`): anyone holding the link can
@@ -7,7 +8,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 export const DOCUMENT_URL_KEY = 'document-url-signing';
 
 function signature(key: Buffer, path: string, expiresAtSec: number): string {
-  return createHmac('sha256', key).update(`${path}\n${expiresAtSec}`).digest('base64url');
+  return hmacUnder(key).update(`${path}\n${expiresAtSec}`).digest('base64url');
 }
 
 export function signedDocumentUrl(baseUrl: string, path: string, key: Buffer, ttlSeconds: number, now = Date.now()): string {

@@ -1,9 +1,21 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, type Hmac, type KeyObject, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** A random key with a readable prefix; only its SHA-256 is stored (keys carry 256 bits of entropy). */
 export function mintKey(prefix: string): { value: string; hash: string; display: string } {
   const value = `${prefix}${randomBytes(32).toString('base64url')}`;
   return { value, hash: hashKey(value), display: value.slice(0, prefix.length + 4) };
+}
+
+/**
+ * An HMAC-SHA256 under `key`. Node imports a key given as bytes again for every MAC (~11 µs on Node 24, five times
+ * the MAC of a short text itself: half the CPU of rendering 50 orders' signed links); here each key is imported
+ * once, as long as its Buffer lives.
+ */
+const importedKeys = new WeakMap<Buffer, KeyObject>();
+export function hmacUnder(key: Buffer): Hmac {
+  let imported = importedKeys.get(key);
+  if (!imported) importedKeys.set(key, (imported = createSecretKey(key)));
+  return createHmac('sha256', imported);
 }
 
 export const hashKey = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex');

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { distModule } from './environment.mjs';
 import { cpuMeter } from './webhook-measures.mjs';
-import { httpClient, measure, numberEnv } from './load.mjs';
+import { httpClient, measure, numberEnv, settle } from './load.mjs';
 
 const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
 /**
@@ -218,6 +218,8 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
         if ((i / 500) % 20 === 19) log(`bench:   ${i + chunk.length} / ${size}`);
       }
       stored = size;
+      // The database's work after the inserts (autovacuum, checkpoints) must not fall into the next scenarios' windows.
+      await settle(log);
       const middle = (
         await orders
           .find({ team_id: listTeam._id, _id: { $lt: '~' } }, { projection: { _id: 1 } })

@@ -1,4 +1,5 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { hmacUnder } from '../../../platform/keys';
 
 /**
  * Standard Webhooks (v1, symmetric) signing: `v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`, where the
@@ -22,13 +23,22 @@ export function isValidSecret(secret: string): boolean {
   return len >= 24 && len <= 64;
 }
 
+/** Secrets decoded (each Buffer then imported once: hmacUnder), a bounded number of them. */
+const decodedSecrets = new Map<string, Buffer>();
+const MAX_DECODED_SECRETS = 10_000;
 function secretKey(secret: string): Buffer {
-  return Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
+  let key = decodedSecrets.get(secret);
+  if (!key) {
+    if (decodedSecrets.size >= MAX_DECODED_SECRETS) decodedSecrets.clear();
+    key = Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
+    decodedSecrets.set(secret, key);
+  }
+  return key;
 }
 
 /** One `v1,<base64>` entry. */
 export function sign(secret: string, msgId: string, timestampSeconds: number, body: string): string {
-  const mac = createHmac('sha256', secretKey(secret)).update(`${msgId}.${timestampSeconds}.${body}`).digest('base64');
+  const mac = hmacUnder(secretKey(secret)).update(`${msgId}.${timestampSeconds}.${body}`).digest('base64');
   return `v1,${mac}`;
 }
 
