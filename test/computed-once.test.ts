@@ -2,6 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { hmacUnder } from '../lib/platform/keys';
 import { loadLabCatalogue } from '../lib/labs/catalogue';
 import { labTestView, fromCatalogue } from '../lib/labs/catalogue-view';
+import { orderListJson, type ClientFacingOrder } from '../lib/labs/order-view';
 import catalogueJson from '../lib/catalogue/lab-catalogue.json';
 
 // Two renderings made cheap by doing their work once: a MAC key imported once per key, a marker's view made once per
@@ -44,5 +45,27 @@ describe('lab test views (lib/labs/catalogue-view.ts)', () => {
     const fresh = loadLabCatalogue(catalogueJson);
     expect(JSON.stringify(labTestView(fromCatalogue(fresh.labTestById(panelTest.id)!), fresh))).toBe(JSON.stringify(a));
     expect(a.markers[0].expected_results.length).toBeGreaterThan(1); // a panel: its expected results listed
+  });
+});
+
+describe('a list page written as JSON (lib/labs/order-view.ts orderListJson)', () => {
+  const catalogue = loadLabCatalogue(catalogueJson);
+  const views = catalogueJson.lab_tests.slice(0, 3).map((t) => labTestView(fromCatalogue(catalogue.labTestById(t.id)!), catalogue));
+  // Orders as the view renders them, in the parts the writer treats apart; the other fields are written as they are.
+  const orderOf = (i: number, notes: string) =>
+    ({
+      id: `order-${i}`,
+      patient_details: { first_name: notes, last_name: 'O"Brien \\ \u2028', dob: null },
+      lab_test: views[i % views.length],
+      notes,
+      events: [{ id: 1, status: 'received.walk_in_test.ordered' }],
+    }) as unknown as ClientFacingOrder;
+
+  test('parses to exactly what JSON.stringify of the page gives, whatever the text in the orders', () => {
+    const orders = ['', 'plain', '"quoted" and \\ backslashed', 'nul \u0000 and "lab_test":null', 'é ✓ 😀 \n\t'].map((n, i) => orderOf(i, n));
+    const page = { total: 5, page: 1, size: 50, next_cursor: null };
+    expect(JSON.parse(orderListJson(orders, page))).toEqual(JSON.parse(JSON.stringify({ orders, ...page })));
+    expect(JSON.parse(orderListJson([], page))).toEqual({ orders: [], ...page });
+    expect(JSON.parse(orderListJson([], {}))).toEqual({ orders: [] });
   });
 });

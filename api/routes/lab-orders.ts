@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { ApiError, notFound, ValidationError } from '../../lib/platform/errors';
 import { renderRequisition, renderResultsReport, resultsView } from '../../lib/labs/documents';
 import { checkSignedDocumentUrl, DOCUMENT_URL_KEY } from '../../lib/labs/signed-urls';
-import { requisitionPath, transactionStatus } from '../../lib/labs/order-view';
+import { orderListJson, requisitionPath, transactionStatus } from '../../lib/labs/order-view';
 import { decodeCursor, encodeCursor } from '../cursors';
 import { isoWithOffset, todayUtc } from '../../lib/platform/time';
 import { ErrorDetail, HTTPValidationError, Uuid } from '../../schemas/common';
@@ -180,7 +180,9 @@ export const labOrderRoutes = [
       const total = counted ?? cursor!.total;
       const last = orders[orders.length - 1];
       const next_cursor = more ? encodeCursor({ after: last._id, total, page: page + 1 } satisfies OrderListCursor) : null;
-      return { body: { orders: await orderViews(deps).presentAll(orders), total, page, size: query.size, next_cursor } };
+      // Written as JSON here (lib/labs/order-view.ts orderListJson: each test's markers serialised once).
+      const body = orderListJson(await orderViews(deps).presentAll(orders), { total, page, size: query.size, next_cursor });
+      return { body, contentType: 'application/json' };
     },
   }),
   defineRoute({

@@ -160,3 +160,27 @@ export class OrderViews {
 }
 
 export type ClientFacingOrder = ReturnType<OrderViews['render']>;
+
+/** Each marker view's JSON, made once: the views themselves are made once and frozen (catalogue-view.ts `markerView`). */
+const markerJson = new WeakMap<object, string>();
+function jsonOfMarker(marker: object): string {
+  let json = markerJson.get(marker);
+  if (json === undefined) markerJson.set(marker, (json = JSON.stringify(marker)));
+  return json;
+}
+
+/**
+ * A list page's JSON: what `JSON.stringify({ orders, ...page })` writes, but for key order (each order's `lab_test`
+ * last, and its `markers` last in it). A test's markers with their expected results are three quarters of an
+ * order's bytes and the same for every order of that test: written from their JSON made once, where stringifying
+ * them for every order was a sixth of a page's CPU.
+ */
+export function orderListJson(orders: ClientFacingOrder[], page: Record<string, unknown>): string {
+  const items = orders.map(({ lab_test, ...order }) => {
+    const { markers, ...test } = lab_test;
+    const testJson = `${JSON.stringify(test).slice(0, -1)},"markers":[${markers.map(jsonOfMarker).join(',')}]}`;
+    return `${JSON.stringify(order).slice(0, -1)},"lab_test":${testJson}}`;
+  });
+  const rest = JSON.stringify(page);
+  return `{"orders":[${items.join(',')}]${rest === '{}' ? '' : `,${rest.slice(1, -1)}`}}`;
+}

@@ -110,7 +110,7 @@ const TRANSACTION_MEMBER_FIELDS = Object.fromEntries(
 );
 
 /** What a page of a list reads of each order: what the order view shows, not its consents (never shown) or name index. */
-const LIST_PROJECTION = { consents: 0, patient_name_tokens: 0, patient_name_index_key: 0 } as const;
+export const LIST_PROJECTION = { consents: 0, patient_name_tokens: 0, patient_name_index_key: 0 } as const;
 /** An order as a list page reads it (LIST_PROJECTION). */
 export type ListedOrder = Omit<LabOrderDoc, 'consents'>;
 

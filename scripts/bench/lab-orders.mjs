@@ -4,20 +4,20 @@
 //    starting a trivial workflow that a worker process runs to completion (target ratio); also reported
 //    against the same with the workflow only started (a task queue no worker polls: the start-rate ceiling);
 //  - GET /v3/orders at each size of BENCH_LAB_ORDERS (default 10,000 then 100,000 stored orders): the first
-//    page of 50 with its count, a page mid-list reached by next_cursor, and a filtered page, against the raw
-//    driver making the same queries (no order of the page has a redraw, so no transaction query); the p99
-//    growth from the smallest size to the largest.
+//    page of 50 with its count and a page mid-list reached by next_cursor, each alternately with the raw driver
+//    making the same queries (one reader; no order of the page has a redraw, so no transaction query), and a
+//    filtered page; the p99 growth from the smallest size to the largest.
 //
 //   BENCH_LAB_ORDERS=10000,100000 stored orders at which the list scenarios run
-//   BENCH_LAB_LIST_CONCURRENCY=1  closed-loop readers for the list scenarios
-//   BENCH_LAB_LIST_SECONDS=10     measurement window of each list scenario
+//   BENCH_LAB_LIST_CONCURRENCY=1  closed-loop readers for the filtered page (the alternating pairs have one)
+//   BENCH_LAB_LIST_SECONDS=10     measurement window of each list scenario (a pair's: twice this, shared)
 import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { distModule } from './environment.mjs';
 import { cpuMeter } from './webhook-measures.mjs';
-import { httpClient, measure, numberEnv, settle } from './load.mjs';
+import { httpClient, measure, measureAlternately, numberEnv, settle } from './load.mjs';
 
 const SCRATCH_COLLECTION = 'bench_raw_lab_orders';
 /**
@@ -125,7 +125,7 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
   const api = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey } });
   const { connectTemporal } = await distModule('lib/platform/temporal.js');
   const { createIndexes } = await distModule('lib/platform/database/indexes.js');
-  const { LAB_ORDER_INDEXES } = await distModule('lib/labs/orders-store.js');
+  const { LAB_ORDER_INDEXES, LIST_PROJECTION } = await distModule('lib/labs/orders-store.js');
   ({ timeOrderedNameBasedUuid } = await distModule('lib/platform/keys.js'));
   ({ placerNumberOf } = await distModule('lib/labs/placer-number.js'));
   const temporal = await connectTemporal(env.temporalAddress, 'default', `bench-trivial-${env.runId}`);
@@ -229,42 +229,46 @@ export async function labOrderSuite(env, { log = console.log, ...opts } = {}) {
           .toArray()
       )[0]._id;
       const cursor = Buffer.from(JSON.stringify({ after: middle, total: size, page: 2 })).toString('base64url');
-      const rawList = await measure({
-        name: `raw list: count, then first page of 50 by the _id walk (${size} orders)`,
-        ...listOpts,
-        // The same work as the repository: count, see that the matches are dense, walk the _id index.
-        fn: async () => {
-          const filter = { team_id: listTeam._id };
-          const total = await orders.countDocuments(filter);
-          await orders.estimatedDocumentCount();
-          const page = await orders
-            .find({ ...filter, _id: { $lt: '~' } })
-            .sort({ _id: -1 })
-            .limit(51)
-            .hint({ _id: 1 })
-            .toArray();
-          if (page.length !== 51 || total !== size) throw new Error(`raw list: ${page.length} of ${total}`);
-        },
+      // Each API page is measured alternately with the raw driver's same queries, in one window of both windows'
+      // length: their latencies are taken at the same moments (see measureAlternately).
+      const [rawList, list] = await measureAlternately({
+        names: [`raw list: count, then first page of 50 by the _id walk (${size} orders)`, `GET /v3/orders (${size} orders)`],
+        seconds: 2 * settings.listSeconds,
+        log,
+        fns: [
+          // The same work as the repository: count, see that the matches are dense, walk the _id index.
+          async () => {
+            const filter = { team_id: listTeam._id };
+            const total = await orders.countDocuments(filter);
+            await orders.estimatedDocumentCount();
+            const page = await orders
+              .find({ ...filter, _id: { $lt: '~' } }, { projection: LIST_PROJECTION })
+              .sort({ _id: -1 })
+              .limit(51)
+              .hint({ _id: 1 })
+              .toArray();
+            if (page.length !== 51 || total !== size) throw new Error(`raw list: ${page.length} of ${total}`);
+          },
+          () => lister.expect(200, 'GET', '/v3/orders?page=1&size=50'),
+        ],
       });
-      const list = await measure({ name: `GET /v3/orders (${size} orders)`, ...listOpts, fn: () => lister.expect(200, 'GET', '/v3/orders?page=1&size=50') });
-      const rawCursorPage = await measure({
-        name: `raw list: a page of 50 mid-list by the _id walk (${size} orders)`,
-        ...listOpts,
-        fn: async () => {
-          await orders.estimatedDocumentCount();
-          const page = await orders
-            .find({ team_id: listTeam._id, _id: { $lt: middle } })
-            .sort({ _id: -1 })
-            .limit(51)
-            .hint({ _id: 1 })
-            .toArray();
-          if (page.length !== 51) throw new Error(`raw cursor page: ${page.length}`);
-        },
-      });
-      const cursorPage = await measure({
-        name: `GET /v3/orders?next_cursor= mid-list (${size} orders)`,
-        ...listOpts,
-        fn: () => lister.expect(200, 'GET', `/v3/orders?size=50&next_cursor=${cursor}`),
+      const [rawCursorPage, cursorPage] = await measureAlternately({
+        names: [`raw list: a page of 50 mid-list by the _id walk (${size} orders)`, `GET /v3/orders?next_cursor= mid-list (${size} orders)`],
+        seconds: 2 * settings.listSeconds,
+        log,
+        fns: [
+          async () => {
+            await orders.estimatedDocumentCount();
+            const page = await orders
+              .find({ team_id: listTeam._id, _id: { $lt: middle } }, { projection: LIST_PROJECTION })
+              .sort({ _id: -1 })
+              .limit(51)
+              .hint({ _id: 1 })
+              .toArray();
+            if (page.length !== 51) throw new Error(`raw cursor page: ${page.length}`);
+          },
+          () => lister.expect(200, 'GET', `/v3/orders?size=50&next_cursor=${cursor}`),
+        ],
       });
       const listByStatus = await measure({
         name: `GET /v3/orders?status=ordered&interpretation=unknown (${size} orders)`,

@@ -105,6 +105,11 @@ export async function measure({ name, concurrency, seconds, warmupSeconds, fn, l
   clearTimeout(drainTimer);
   if (!drained) log(`bench: ${name}: some operations were still running ${DRAIN_TIMEOUT_MS / 1000} s after the window; abandoned`);
 
+  return summarize({ name, concurrency, seconds, warmupSeconds, latencies, errors, warmupErrors, firstError, log });
+}
+
+/** A scenario's result from its latencies (ms), logged: the shape `measure` returns. */
+function summarize({ name, concurrency, seconds, warmupSeconds, latencies, errors, warmupErrors, firstError, log }) {
   const sorted = Float64Array.from(latencies).sort();
   const sum = latencies.reduce((a, b) => a + b, 0);
   const result = {
@@ -129,6 +134,46 @@ export async function measure({ name, concurrency, seconds, warmupSeconds, fn, l
   );
   if (firstError) log(`bench: ${name}: first error: ${firstError}`);
   return result;
+}
+
+/**
+ * Two operations measured together, one reader alternating them (A, B, A, B, ...) for `seconds`: each one's latency
+ * is taken on the same machine moment as the other's, so a ratio of the two is not one window's weather against
+ * another's (a latency ratio of scenarios measured one after the other moved by more than the change it measured).
+ * Returns one `measure` result per operation (their `seconds`: the shared window).
+ */
+export async function measureAlternately({ names, fns, seconds, log = console.log }) {
+  seconds ??= benchDefaults().seconds;
+  log(`bench: ${names.join(' | ')} ... ${seconds} s, alternately (1 reader)`);
+  const latencies = fns.map(() => []);
+  const errors = fns.map(() => 0);
+  const firstErrors = fns.map(() => null);
+  const windowEnd = performance.now() + seconds * 1000;
+  for (let seq = 0; performance.now() < windowEnd; seq++) {
+    for (let i = 0; i < fns.length; i++) {
+      const started = performance.now();
+      try {
+        await fns[i]({ worker: 0, seq });
+        latencies[i].push(performance.now() - started);
+      } catch (err) {
+        errors[i]++;
+        firstErrors[i] ??= describe(err ?? new Error('operation failed'));
+      }
+    }
+  }
+  return names.map((name, i) =>
+    summarize({
+      name,
+      concurrency: 1,
+      seconds,
+      warmupSeconds: 0,
+      latencies: latencies[i],
+      errors: errors[i],
+      warmupErrors: 0,
+      firstError: firstErrors[i],
+      log,
+    }),
+  );
 }
 
 /**
