@@ -26,8 +26,9 @@ const headersOf = (m) => ({ event_type: m.eventType, team_id: m.teamId, ...(m.us
 /**
  * `n` messages (`makeMessage(seq)` -> { eventId, eventType, teamId, userId, body, createdAt }) to `exchange` with
  * routing key `key`, in confirmed batches of `batchSize`. Returns { t0 (epoch ms), seconds, eventsPerSec, returned, batch }.
+ * `ready(count)`, if given, is awaited before each batch (it resolves once `count` messages may be sent).
  */
-export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessage, encodeBody }) {
+export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessage, encodeBody, ready = async () => undefined }) {
   const connection = await amqp.connect(url);
   try {
     const channel = await connection.createConfirmChannel();
@@ -38,6 +39,7 @@ export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessag
     const t0 = Date.now();
     const started = performance.now();
     for (let from = 0; from < n; from += batchSize) {
+      await ready(Math.min(n, from + batchSize));
       const b = performance.now();
       for (let seq = from; seq < Math.min(n, from + batchSize); seq++) {
         const m = makeMessage(seq);
@@ -65,7 +67,7 @@ export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessag
 }
 
 /** `n` messages to `topic` with the idempotent producer, one sendBatch (acks -1) of `batchSize` at a time. Same result shape. */
-export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, encodeBody }) {
+export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, encodeBody, ready = async () => undefined }) {
   const kafka = new Kafka({ clientId: 'bench-raw-producer', brokers: [bootstrap], logLevel: logLevel.NOTHING });
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false, retry: { retries: 2, maxRetryTime: 2_000 } });
   await producer.connect();
@@ -74,6 +76,7 @@ export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, en
     const t0 = Date.now();
     const started = performance.now();
     for (let from = 0; from < n; from += batchSize) {
+      await ready(Math.min(n, from + batchSize));
       const b = performance.now();
       const messages = [];
       for (let seq = from; seq < Math.min(n, from + batchSize); seq++) {
@@ -106,9 +109,16 @@ export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, en
  * (`publish(teamId, seq)`), `publishers` at once in closed loops, to a new team with no destination (no fan-out, no
  * delivery). Its ratio to the raw producer is the ceiling of the pipeline's. Returns a bench result (events/s).
  */
-export async function publishAloneBaseline({ env, n, publishers, publish, meter, log }) {
+export async function publishAloneBaseline({
+  env,
+  n,
+  publishers,
+  publish,
+  meter,
+  log,
+  name = `publish alone (the events' own inserts, no destination), ${n} events (baseline)`,
+}) {
   const team = await env.repos.tenancy.createTeam(env.tenant.orgId, 'Bench publish alone', 'sandbox', 'us');
-  const name = `publish alone (the events' own inserts, no destination), ${n} events (baseline)`;
   log(`bench: ${name} ... ${publishers} concurrent publishers`);
   const cpu = meter();
   const t0 = performance.now();

@@ -14,6 +14,9 @@
 // Per broker:
 //   1. raw producer baseline: N messages, same envelope, properties and gzip rule, one confirmed batch of
 //      WEBHOOK_BATCH_SIZE at a time (events/s from the first publish to the last confirm / acked produce);
+//      and the insert beside the broker (baseline): publish alone again while the raw producer sends each batch once
+//      that many events are published and the consumer reads them (events/s to the last message received): the
+//      events' inserts with the broker's own part on the same cores and no delivery work of ours;
 //   2. per ordered_per_user mode (a team and pipeline each): a warm-up of a few events (the worker's broker
 //      connection opens), then N events by BENCH_PIPELINE_PUBLISHERS closed-loop publishers, timed from the first
 //      publish to the last message received (end-to-end events/s, and its ratio to 1);
@@ -243,9 +246,8 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       waitDelivered({ receiver: consumer, run, expected, deadline, label: name, log, progress, sampleMemory: () => undefined });
 
     // ---------------------------------------------------------------- 1. raw producer
-    const runRaw = async (broker) => {
-      const run = `raw-${broker}`;
-      const name = `raw producer ${broker} (baseline)`;
+    // `ready`: the producer sends each batch once it may (the insert-beside baseline paces it by the publishes).
+    const runRaw = async (broker, { run = `raw-${broker}`, name = `raw producer ${broker} (baseline)`, ready } = {}) => {
       log(`bench: ${name} ... ${n} messages, confirmed batches of ${batchSize}`);
       const makeMessage = (seq) => {
         const userId = userOf(seq);
@@ -259,7 +261,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         return { eventId: timeOrderedUuid(), eventType: EVENT_TYPE, teamId: env.tenant.teamId, userId, body, createdAt: new Date() };
       };
       const cpu = meter();
-      const common = { n, batchSize, makeMessage, encodeBody };
+      const common = { n, batchSize, makeMessage, encodeBody, ready };
       const r =
         broker === 'rabbitmq'
           ? await rawRabbitmq({ ...common, url: rabbitmq.url, exchange: EXCHANGE, key: 'bench.raw' })
@@ -497,6 +499,41 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       log,
     });
     results.push(publishAlone);
+    /**
+     * The events' own inserts with the broker doing its part beside them on the same cores: the same publishes as
+     * publish alone while the raw producer sends each batch of WEBHOOK_BATCH_SIZE once that many are published and
+     * the consumer reads them; events/s from the start to the last message received. What any pipeline here can at
+     * best reach: it adds only our dispatcher's work to this.
+     */
+    const runInsertBesideBroker = async (broker) => {
+      let published = 0;
+      const waiting = [];
+      const ready = (count) => (count <= published ? Promise.resolve() : new Promise((resolve) => waiting.push({ count, resolve })));
+      const publishedOne = () => {
+        published++;
+        for (const w of waiting.filter((w) => w.count <= published)) {
+          waiting.splice(waiting.indexOf(w), 1);
+          w.resolve();
+        }
+      };
+      const name = `insert beside the broker: publish alone while the raw producer sends the published events, ${broker} (baseline)`;
+      const [, raw] = await Promise.all([
+        publishAloneBaseline({
+          env,
+          n,
+          publishers: settings.publishers,
+          publish: (teamId, seq) => publishOne(teamId, 'publish-beside', seq).then(publishedOne),
+          meter,
+          log,
+          name: `${name}: the publishes`,
+        }),
+        runRaw(broker, { run: `beside-${broker}`, name: `${name}: the producer`, ready }),
+      ]);
+      const result = { ...raw, name, eventsPerSec: raw.receivedPerSec, rps: raw.receivedPerSec };
+      log(`bench: ${name}: ${result.eventsPerSec} events/s end to end`);
+      results.push(result);
+      return result;
+    };
     for (const broker of settings.brokers) {
       const raw = await runRaw(broker);
       ratios.push({
@@ -505,6 +542,14 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         to: raw,
         target: null,
         note: 'the ceiling of the pipeline ratio',
+      });
+      const beside = await runInsertBesideBroker(broker);
+      ratios.push({
+        name: `insert beside the broker / raw producer, ${broker} (events/s)`,
+        of: beside,
+        to: raw,
+        target: null,
+        note: 'the ceiling with the broker and consumer on the same cores',
       });
       for (const ordered of settings.ordered) {
         const { teamId, pipelineId } = await createPipeline(broker, ordered);
