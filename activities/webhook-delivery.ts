@@ -61,7 +61,9 @@ export function createWebhookDeliveryActivities(deps: WebhookDeliveryActivityDep
         await publisher.fanOutAgain(events, o._id);
         fannedOut += events.length;
       }
-      const endpoints = await store.endpointsWithOverdue(cutoff, 10000);
+      const endpoints = [
+        ...new Set([...(await store.endpointsWithOverdue(cutoff, 10000)), ...(await deps.repos.pipelineBatches.destinationsWithOverdue(cutoff, 10000))]),
+      ];
       await Promise.all(endpoints.map((id) => publisher.wake(id)));
       if (fannedOut || endpoints.length) logger.info({ fannedOut, woken: endpoints.length }, 'webhook sweeper repaired stranded work');
       return { fannedOut, woken: endpoints.length };

@@ -26,6 +26,7 @@ import { WearableDataRepository } from './wearables/data-store';
 import { WorkerHeartbeatRepository } from './platform/worker-heartbeats-store';
 import { WebhookStore } from './events/store';
 import { PipelineRepository } from './events/destinations/pipeline/pipelines-store';
+import { PipelineBatchStore } from './events/destinations/pipeline/batches-store';
 import { ProviderAuthRepository } from './wearables/provider-auth-store';
 import { ProviderBudgetRepository } from './wearables/provider-budgets-store';
 
@@ -57,6 +58,8 @@ export interface Repositories {
   webhookStore: WebhookStore;
   /** Event-streaming pipelines (broker credentials encrypted). */
   pipelines: PipelineRepository;
+  /** Pipelines' deliveries, a document per batch (lib/events/destinations/pipeline/batches.ts). */
+  pipelineBatches: PipelineBatchStore;
   labOrders: LabOrderRepository;
   labTests: LabTestRepository;
   /** Organisations' accounts with laboratories (MLLP endpoints; TLS keys encrypted). */
@@ -97,6 +100,7 @@ export function createRepositories(db: Db, cipher: FieldCipher): Repositories {
     webhooks: new WebhookRepository(db, cipher),
     webhookStore: new WebhookStore(db, cipher),
     pipelines: new PipelineRepository(db, cipher),
+    pipelineBatches: new PipelineBatchStore(db, cipher),
     labOrders: new LabOrderRepository(db, cipher),
     labTests: new LabTestRepository(db),
     labAccounts: new LabAccountRepository(db, cipher),

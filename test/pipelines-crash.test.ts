@@ -148,8 +148,8 @@ test("SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
   worker = startWorker();
   await eventually(async () => fromKafka.length > 0 && fromRabbit.length > 0, 60_000, 'the first messages at both brokers');
   delivering = true;
-  // Kill once both brokers have a good part of the stream and both pipelines have batches in flight: pending
-  // deliveries behind an open send window (lib/events/dispatcher.ts), which a later run must leave until it lapses.
+  // Kill once both brokers have a good part of the stream and both pipelines have batches in flight: queued batches
+  // (or pending deliveries) behind an open send window (lib/events/dispatcher.ts), which a later run must leave until it lapses.
   const behindWindow = async (pipelineId: string) => {
     const state = await app.inspect
       .collection<{ _id: string; sending?: Record<string, { picked_at: Date; until: Date }> }>('webhook_dispatchers')
@@ -157,9 +157,15 @@ test("SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
     const open = Object.values(state?.sending ?? {}).filter((w) => w.until.getTime() > Date.now());
     if (!open.length) return 0;
     const pickedAt = new Date(Math.max(...open.map((w) => w.picked_at.getTime())));
-    return app.inspect
+    // Queued batches (a pipeline's deliveries: lib/events/destinations/pipeline/batches.ts) and delivery documents.
+    const batches = await app.inspect
+      .collection<{ events: unknown[] }>('pipeline_batches')
+      .find({ destination_id: pipelineId, next_attempt_at: { $lte: pickedAt } } as never, { projection: { 'events.id': 1 } })
+      .toArray();
+    const documents = await app.inspect
       .collection('webhook_deliveries')
       .countDocuments({ destination_id: pipelineId, status: 'pending', next_attempt_at: { $lte: pickedAt } } as never);
+    return documents + batches.reduce((n, b) => n + b.events.length, 0);
   };
   const threshold = total / 5;
   const killDeadline = Date.now() + 60_000;
@@ -210,15 +216,29 @@ test("SIGKILL of the worker mid-stream loses nothing at either broker; duplicate
     const seen = new Set(list.map((m) => m.id));
     return [...expected].every((id) => seen.has(id));
   };
+  const queued = app.inspect.collection('pipeline_batches');
   await eventually(
     async () =>
+      (await queued.countDocuments({ destination_id: { $in: pipelineIds } } as never)) === 0 &&
       (await deliveries.countDocuments({ destination_id: { $in: pipelineIds }, status: { $ne: 'succeeded' } } as never)) === 0 &&
       arrived(fromKafka) &&
       arrived(fromRabbit),
     150_000,
     'every event at both brokers',
   );
-  expect(await deliveries.countDocuments({ destination_id: { $in: pipelineIds }, status: 'succeeded' } as never)).toBe(2 * total);
+  // Each event recorded as delivered once per pipeline: by its batch's log document, or by a delivery document of
+  // its own where the batch handed it on.
+  for (const pipelineId of pipelineIds) {
+    const logs = await app.inspect
+      .collection<{ events: { id: string }[]; split: string[] }>('pipeline_batch_log')
+      .find({ destination_id: pipelineId } as never)
+      .toArray();
+    const byBatch = logs.flatMap((l) => l.events.map((e) => e.id).filter((id) => !l.split.includes(id)));
+    const byDocument = (await deliveries.find({ destination_id: pipelineId, status: 'succeeded' } as never, { projection: { event_id: 1 } }).toArray()).map(
+      (d) => d.event_id as string,
+    );
+    expect([...byBatch, ...byDocument].sort()).toEqual([...expected].sort());
+  }
   // A window for what must not come: a duplicate of a last send would arrive within it (absence has no event to wait on).
   await new Promise((r) => setTimeout(r, 1000));
 

@@ -3,6 +3,10 @@ import { gunzipSync } from 'node:zlib';
 import amqp from 'amqplib';
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
 import { publishEvent } from '../lib/events/publisher';
+import { deliveryPolicyFrom } from '../lib/events/fan-out';
+import { envelopeOf, type EventDoc } from '../lib/events/model';
+import { batchesOf } from '../lib/events/destinations/pipeline/batches';
+import { timeOrderedUuid } from '../lib/platform/keys';
 import { eraseUserWebhookData } from '../lib/events/dispatcher-commands';
 import { Pipeline, PipelineList } from '../schemas/pipeline';
 import { boundQueue, startTestBrokers, type TestBrokers } from './support/brokers';
@@ -199,6 +203,10 @@ describe('pipelines: Kafka', () => {
       expect(mine.map((m) => m.id)).toEqual(sent.filter((s) => s.user === user).map((s) => s.id));
       expect(new Set(mine.map((m) => m.partition)).size).toBe(1);
     }
+    // Each batch's log keeps where Kafka wrote it: the partitions' first offsets.
+    const logs = (await app.inspect.collection('pipeline_batch_log').find({ destination_id: pipeline.id }).toArray()).filter((l) => l.attempt);
+    expect(logs.length).toBeGreaterThan(0);
+    for (const l of logs) expect(l.attempt.broker).toMatch(new RegExp(`^(${topic}/\\d+@\\d+ ?)+$`));
   }, 120_000);
 });
 
@@ -398,6 +406,155 @@ describe('pipelines: the resource', () => {
     const none = await mgmt.post(base, { destination: kafkaDest, routes: [] });
     expect(none.status).toBe(422);
     expect(none.body.detail[0].loc).toEqual(['body', 'routes']);
+  });
+});
+
+describe('pipelines: deliveries recorded per batch', () => {
+  /** Every page of `path` (limit `limit`), following next_cursor. */
+  async function allPages<T>(path: string, limit: number): Promise<T[]> {
+    const items: T[] = [];
+    let cursor: string | null = null;
+    do {
+      const sep = path.includes('?') ? '&' : '?';
+      const page: { status: number; body: { data: T[]; next_cursor: string | null } } = await mgmt.get(
+        `${path}${sep}limit=${limit}${cursor ? `&next_cursor=${encodeURIComponent(cursor)}` : ''}`,
+      );
+      expect(page.status).toBe(200);
+      items.push(...page.body.data);
+      cursor = page.body.next_cursor;
+    } while (cursor);
+    return items;
+  }
+
+  test('concurrent events cost one log document per batch, no delivery or attempt document each, and the log lists each event once', async () => {
+    const exchange = `batches-${randomUUID()}`;
+    const { messages } = await queueOf(exchange, 'all');
+    const pipeline = await createPipeline({ destination: { type: 'rabbitmq', ...amqpParts(), exchange }, routes: [{ event_type_prefix: '', target: 'all' }] });
+    const user = randomUUID();
+    const events = await Promise.all(Array.from({ length: 30 }, (_, seq) => publish('daily.data.steps.created', user, { seq })));
+    const ids = events.map((e) => e.id).sort();
+    await eventually(async () => ids.every((id) => messages.some((m) => m.properties.messageId === id)), 30_000, 'the 30 messages');
+    await eventually(
+      async () => (await app.inspect.collection('pipeline_batches').countDocuments({ destination_id: pipeline.id })) === 0,
+      10_000,
+      'the queue emptied',
+    );
+    expect(messages.filter((m) => ids.includes(m.properties.messageId)).length).toBe(30);
+
+    const logs = await app.inspect.collection('pipeline_batch_log').find({ destination_id: pipeline.id }).toArray();
+    expect(logs.length).toBeLessThan(30);
+    expect(logs.flatMap((l) => l.events.map((e: { id: string }) => e.id)).sort()).toEqual(ids);
+    expect(logs.every((l) => l.attempt && l.split.length === 0)).toBe(true);
+    expect(await app.inspect.collection('webhook_deliveries').countDocuments({ destination_id: pipeline.id })).toBe(0);
+    expect(await app.inspect.collection('webhook_attempts').countDocuments({ destination_id: pipeline.id })).toBe(0);
+
+    // The delivery log pages through them newest first, each once, as deliveries and attempts of their own.
+    const listed = await allPages<{ event_id: string; status: string; attempts: number }>(`${base}/${pipeline.id}/deliveries`, 7);
+    expect(listed.map((d) => d.event_id)).toEqual([...ids].reverse());
+    expect(listed.every((d) => d.status === 'succeeded' && d.attempts === 1)).toBe(true);
+    const attempts = await allPages<{ event_id: string; attempt: number }>(`${base}/${pipeline.id}/attempts`, 9);
+    expect(attempts.map((a) => a.event_id).sort()).toEqual(ids);
+    const teamPath = `/v1/org/${tenant.orgId}/team/${tenant.teamId}/${app.deps.config.DEPLOYMENT_ENVIRONMENT}`;
+    const one = await mgmt.get(`${teamPath}/webhook/events/${ids[3]}/deliveries`);
+    expect(one.status).toBe(200);
+    // The team's other pipelines (of earlier tests) take it too: each its own delivery.
+    const mine = <T extends { webhook_id: string }>(list: T[]) => list.filter((d) => d.webhook_id === pipeline.id);
+    expect(new Set(one.body.data.map((d: { webhook_id: string }) => d.webhook_id)).size).toBe(one.body.data.length);
+    expect(mine(one.body.data)).toEqual([expect.objectContaining({ event_id: ids[3], status: 'succeeded', attempts: 1 })]);
+    const itsAttempts = await mgmt.get(`${teamPath}/webhook/events/${ids[3]}/attempts`);
+    expect(mine(itsAttempts.body.data)).toEqual([expect.objectContaining({ event_id: ids[3], attempt: 1, status_code: null })]);
+  });
+
+  test('a fan-out repeated with other neighbours (repeated producer keys) sends nothing twice', async () => {
+    const exchange = `repeats-${randomUUID()}`;
+    const { messages } = await queueOf(exchange, 'all');
+    const pipeline = await createPipeline({ destination: { type: 'rabbitmq', ...amqpParts(), exchange }, routes: [{ event_type_prefix: '', target: 'all' }] });
+    const keys = Array.from({ length: 10 }, () => randomUUID());
+    const once = (key: string, seq: number) =>
+      publishEvent(app.deps, { teamId: tenant.teamId, eventType: 'daily.data.steps.created', data: { seq }, userId: null, idempotencyKey: key });
+    const first = await Promise.all(keys.map((k, seq) => once(k, seq)));
+    // The same keys again, among new events: each repeated event's fan-out runs again, grouped with other events.
+    const again = await Promise.all([...keys.map((k, seq) => once(k, seq)), ...Array.from({ length: 10 }, (_, seq) => once(randomUUID(), 100 + seq))]);
+    expect(again.slice(0, 10).map((e) => e.id)).toEqual(first.map((e) => e.id));
+    const ids = new Set(again.map((e) => e.id));
+    await eventually(async () => [...ids].every((id) => messages.some((m) => m.properties.messageId === id)), 30_000, 'the 20 events');
+    await eventually(
+      async () => (await app.inspect.collection('pipeline_batches').countDocuments({ destination_id: pipeline.id })) === 0,
+      10_000,
+      'the queue emptied',
+    );
+    expect(messages.length).toBe(20);
+    expect(new Set(messages.map((m) => m.properties.messageId)).size).toBe(20);
+  });
+
+  test('an event queued in two batches (read together or one after the other) is sent once and logged once', async () => {
+    const exchange = `twice-${randomUUID()}`;
+    const { messages } = await queueOf(exchange, 'all');
+    const created = await createPipeline({ destination: { type: 'rabbitmq', ...amqpParts(), exchange }, routes: [{ event_type_prefix: '', target: 'all' }] });
+    const pipeline = (await app.deps.repos.pipelines.getPipeline(created.id))!;
+    const events: EventDoc[] = Array.from({ length: 4 }, (_, seq) => {
+      const id = timeOrderedUuid();
+      const body = envelopeOf({ event_type: 'daily.data.steps.created', data: { seq }, team_id: tenant.teamId, user_id: null, client_user_id: null });
+      return {
+        _id: id,
+        team_id: tenant.teamId,
+        idempotency_key: id,
+        event_type: 'daily.data.steps.created',
+        user_id: null,
+        client_user_id: null,
+        body,
+        created_at: new Date(),
+        only_destination_id: null,
+      };
+    });
+    const policy = deliveryPolicyFrom(app.deps.config);
+    // Two fan-outs of overlapping events, the second marked as a repeat, queued before the dispatcher is woken.
+    await app.deps.repos.pipelineBatches.insertBatches([
+      ...batchesOf(events.slice(0, 3), [pipeline], policy, new Date()),
+      ...batchesOf(events.slice(1), [pipeline], policy, new Date(), true),
+    ]);
+    await app.deps.publisher.wake(pipeline._id);
+    const ids = events.map((e) => e._id);
+    await eventually(async () => ids.every((id) => messages.some((m) => m.properties.messageId === id)), 30_000, 'the 4 events');
+    await eventually(
+      async () => (await app.inspect.collection('pipeline_batches').countDocuments({ destination_id: pipeline._id })) === 0,
+      10_000,
+      'the queue emptied',
+    );
+    await new Promise((r) => setTimeout(r, 500)); // a second copy would arrive within this
+    expect(messages.map((m) => m.properties.messageId).sort()).toEqual([...ids].sort());
+    const logs = await app.inspect.collection('pipeline_batch_log').find({ destination_id: pipeline._id }).toArray();
+    expect(logs.flatMap((l) => l.events.map((e: { id: string }) => e.id)).sort()).toEqual([...ids].sort());
+  });
+
+  test("erasure takes a user's events out of the logged batches (a batch of only theirs goes)", async () => {
+    const exchange = `erase-${randomUUID()}`;
+    const { messages } = await queueOf(exchange, 'all');
+    const pipeline = await createPipeline({ destination: { type: 'rabbitmq', ...amqpParts(), exchange }, routes: [{ event_type_prefix: '', target: 'all' }] });
+    const [kept, erased] = [randomUUID(), randomUUID()];
+    const mixed = await Promise.all([
+      ...Array.from({ length: 5 }, () => publish('daily.data.steps.created', kept)),
+      ...Array.from({ length: 5 }, () => publish('daily.data.steps.created', erased)),
+    ]);
+    const alone = await publish('daily.data.steps.created', erased);
+    await eventually(async () => messages.length >= 11, 30_000, 'the 11 messages');
+    await eventually(
+      async () => (await app.inspect.collection('pipeline_batches').countDocuments({ destination_id: pipeline.id })) === 0,
+      10_000,
+      'the queue emptied',
+    );
+    await eraseUserWebhookData(app.deps, tenant.teamId, erased);
+    const logs = await app.inspect.collection('pipeline_batch_log').find({ destination_id: pipeline.id }).toArray();
+    const logged = logs.flatMap((l) => l.events.map((e: { id: string; user_id: string }) => e));
+    expect(logged.filter((e) => e.user_id === erased)).toEqual([]);
+    expect(logged.map((e) => e.id).sort()).toEqual(
+      mixed
+        .slice(0, 5)
+        .map((e) => e.id)
+        .sort(),
+    );
+    expect(logs.every((l) => l.events.length > 0)).toBe(true);
+    expect(logs.some((l) => String(l._id).startsWith(alone.id))).toBe(false);
   });
 });
 

@@ -25,7 +25,14 @@ async function main(): Promise<void> {
   const sdkMetricsPort = await freeLoopbackPort();
   installRuntimeLogger(logger, sdkMetricsPort);
   const metrics = await startWorkerMetricsServer(config, logger, sdkMetricsPort);
-  registerDeliveryQueueMetrics(repos.webhookStore);
+  // Pending deliveries: delivery documents, and the events of pipelines' queued batches.
+  registerDeliveryQueueMetrics({
+    pendingDeliveryCount: async () => (await repos.webhookStore.pendingDeliveryCount()) + (await repos.pipelineBatches.queuedEventCount()),
+    nextDueAt: async () => {
+      const [deliveries, batches] = await Promise.all([repos.webhookStore.nextDueAt(), repos.pipelineBatches.soonestDueAt()]);
+      return deliveries && batches ? (deliveries < batches ? deliveries : batches) : (deliveries ?? batches);
+    },
+  });
   registerLabOutboundMetrics(repos.labOutbound);
   const temporal = await connectTemporal(config.TEMPORAL_ADDRESS, config.TEMPORAL_NAMESPACE, config.TEMPORAL_TASK_QUEUE);
   const { worker, providerWorkers, connection, closeSenders } = await createWorker(config, repos, logger, temporal, sdkMetricsPort);

@@ -168,7 +168,8 @@ export function destinationRoutes<Doc extends { _id: string; team_id: string; di
         const teamId = await scope(deps, auth, params as Path);
         const id = idOf(params);
         await kind.inTeam(deps, teamId, id);
-        const page = await listDeliveries(deps.repos.webhookStore, teamId, id, deliveryFilter(query), afterCursor(query.next_cursor), query.limit);
+        const batches = noun === 'Pipeline' ? deps.repos.pipelineBatches : undefined;
+        const page = await listDeliveries(deps.repos.webhookStore, teamId, id, deliveryFilter(query), afterCursor(query.next_cursor), query.limit, batches);
         return { body: cursorPageBody(page, toDelivery) };
       },
     }),
@@ -193,6 +194,7 @@ export function destinationRoutes<Doc extends { _id: string; team_id: string; di
           { destinationId: id, eventId: query.event_id },
           afterCursor(query.next_cursor),
           query.limit,
+          noun === 'Pipeline' ? deps.repos.pipelineBatches : undefined,
         );
         return { body: cursorPageBody(page, toAttempt) };
       },

@@ -73,7 +73,14 @@ export const webhookDeliveryLogRoutes = [
     responses: { 200: { description: 'Attempts, newest first', schema: WebhookAttemptList }, ...errors },
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
-      const page = await listAttempts(deps.repos.webhookStore, teamId, { eventId: params.event_id }, afterCursor(query.next_cursor), query.limit);
+      const page = await listAttempts(
+        deps.repos.webhookStore,
+        teamId,
+        { eventId: params.event_id },
+        afterCursor(query.next_cursor),
+        query.limit,
+        deps.repos.pipelineBatches,
+      );
       return { body: cursorPageBody(page, toAttempt) };
     },
   }),
@@ -90,7 +97,8 @@ export const webhookDeliveryLogRoutes = [
     responses: { 200: { description: 'Deliveries', schema: WebhookDeliveryList }, ...errors },
     async handler({ auth, params, query, deps }) {
       const teamId = await scope(deps, auth, params);
-      const page = await listEventDeliveries(deps.repos.webhookStore, teamId, params.event_id, afterCursor(query.next_cursor), query.limit);
+      const batches = { store: deps.repos.pipelineBatches, pipelineIds: await deps.repos.pipelines.pipelineIdsOfTeam(teamId) };
+      const page = await listEventDeliveries(deps.repos.webhookStore, teamId, params.event_id, afterCursor(query.next_cursor), query.limit, batches);
       return { body: cursorPageBody(page, toDelivery) };
     },
   }),

@@ -1,9 +1,11 @@
 import type { Filter } from 'mongodb';
 import { isDenseList, logPage, pageById, type Page } from '../platform/database/pages';
-import { uuidV7Millis } from '../platform/keys';
+import { idPrefixAt, uuidV7Millis } from '../platform/keys';
 import { isoWithOffset } from '../platform/time';
 import { createdWithin, type StoredEventDoc, type WebhookStore } from './store';
 import { eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type EventDoc } from './model';
+import { attemptViews, eventDeliveryViews, mergePage, pipelineDeliveryViews, type DeliveryQuery } from './destinations/pipeline/batch-log';
+import type { PipelineBatchStore } from './destinations/pipeline/batches-store';
 
 /**
  * The delivery log: what the API shows of events, deliveries and attempts, newest first, paged by `_id` after
@@ -20,11 +22,6 @@ import { eventData, type AttemptDoc, type DeliveryDoc, type DeliveryStatus, type
  * found by a window. An upper bound as `$lte`: the page's own bound is a `$lt`.
  */
 const SLACK_MS = 1000;
-/** The start of every UUIDv7 of this millisecond (ids of that millisecond sort after it, of the next one after them). */
-export const idPrefixAt = (ms: number) => {
-  const hex = Math.max(0, ms).toString(16).padStart(12, '0');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-`;
-};
 export function idsWithin(q: { since?: Date; until?: Date }): { $gte?: string; $lte?: string } {
   return { ...(q.since ? { $gte: idPrefixAt(q.since.getTime() - SLACK_MS) } : {}), ...(q.until ? { $lte: idPrefixAt(q.until.getTime() + SLACK_MS) } : {}) };
 }
@@ -49,14 +46,18 @@ export async function listEvents(
   return { items: page.items.map((e) => store.openEvent(e)), more: page.more };
 }
 
-/** An endpoint's deliveries (pending and finished) created in [since, until), of one event type and/or user. */
-export function listDeliveries(
+/**
+ * An endpoint's deliveries (pending and finished) created in [since, until), of one event type and/or user; a
+ * pipeline's (`batches` given) with those its batches record (destinations/pipeline/batch-log.ts).
+ */
+export async function listDeliveries(
   store: WebhookStore,
   teamId: string,
   destinationId: string,
-  q: { status?: DeliveryStatus; eventType?: string; userId?: string; since?: Date; until?: Date },
+  q: DeliveryQuery,
   after: string | null,
   limit: number,
+  batches?: PipelineBatchStore,
 ): Promise<Page<DeliveryDoc>> {
   const filter: Filter<DeliveryDoc> = { team_id: teamId, destination_id: destinationId };
   if (q.status) filter.status = q.status;
@@ -64,7 +65,9 @@ export function listDeliveries(
   if (q.userId) filter.user_id = q.userId;
   // No `_id` bounds: a delivery's id is its event's, but the sweeper may queue it long after (a repaired publish).
   if (q.since || q.until) filter.created_at = createdWithin(q);
-  return logPage(store.deliveries, filter, -1, after, limit);
+  const documents = await logPage(store.deliveries, filter, -1, after, limit);
+  if (!batches) return documents;
+  return mergePage(documents, await pipelineDeliveryViews(batches, teamId, destinationId, q, after, limit), after, limit);
 }
 
 /** A delivery list's query string as `listDeliveries` takes it. */
@@ -80,15 +83,37 @@ export const deliveryFilter = (q: { status?: DeliveryStatus; event_type?: string
  * An event's deliveries to each of its destinations: their ids are `<event id>:<destination id>` (model.ts
  * `deliveryId`), so a range of `_id` (`$lte`: the page's own bound is a `$lt`).
  */
-export function listEventDeliveries(store: WebhookStore, teamId: string, eventId: string, after: string | null, limit: number): Promise<Page<DeliveryDoc>> {
-  return logPage(store.deliveries, { team_id: teamId, _id: { $gt: `${eventId}:`, $lte: `${eventId}:~` } }, -1, after, limit);
+export async function listEventDeliveries(
+  store: WebhookStore,
+  teamId: string,
+  eventId: string,
+  after: string | null,
+  limit: number,
+  batches?: { store: PipelineBatchStore; pipelineIds: string[] },
+): Promise<Page<DeliveryDoc>> {
+  const documents = await logPage(store.deliveries, { team_id: teamId, _id: { $gt: `${eventId}:`, $lte: `${eventId}:~` } }, -1, after, limit);
+  if (!batches) return documents;
+  return mergePage(documents, await eventDeliveryViews(batches.store, teamId, batches.pipelineIds, eventId), after, limit);
 }
 
 /**
  * Attempts of an event and/or to an endpoint. An event's attempts have ids on its time (model.ts `attemptId`): the
  * walk reads them alone (else the walk of a week's log ran out of budget before the planner's plan found them).
  */
-export function listAttempts(
+export async function listAttempts(
+  store: WebhookStore,
+  teamId: string,
+  q: { eventId?: string; destinationId?: string },
+  after: string | null,
+  limit: number,
+  batches?: PipelineBatchStore,
+): Promise<Page<AttemptDoc>> {
+  const documents = await listAttemptDocuments(store, teamId, q, after, limit);
+  if (!batches) return documents;
+  return mergePage(documents, await attemptViews(batches, teamId, q, after, limit), after, limit);
+}
+
+function listAttemptDocuments(
   store: WebhookStore,
   teamId: string,
   q: { eventId?: string; destinationId?: string },

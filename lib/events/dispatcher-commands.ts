@@ -74,5 +74,5 @@ export async function eraseUserWebhookData(deps: { repos: Repositories; temporal
   for (const destinationId of destinations) {
     n += await runDispatcherCommand(temporal, destinationId, { kind: 'erase_user', teamId, userId });
   }
-  return n + (await repos.webhookStore.eraseUser(teamId, userId));
+  return n + (await repos.webhookStore.eraseUser(teamId, userId)) + (await repos.pipelineBatches.eraseUser(teamId, userId));
 }

@@ -1,7 +1,6 @@
 import type { Config } from '../platform/config';
 import type { EndpointDoc } from './destinations/webhook/endpoints-store';
 import { matchesFilter } from './retry';
-import { routeOf, type PipelineDoc } from './destinations/pipeline/model';
 import { deliveryId, type DeliveryDoc, type DeliveryPolicy, type EventDoc } from './model';
 
 /**
@@ -54,15 +53,9 @@ export function newDelivery(
 }
 
 /**
- * The deliveries of `events` (one team's) to the team's enabled `endpoints` whose filter matches, and to its
- * enabled `pipelines` with a route for the event (the first matching route's target).
+ * The deliveries of `events` (one team's) to the team's enabled `endpoints` whose filter matches. Pipelines get
+ * a batch per flush instead (destinations/pipeline/batches.ts `batchesOf`).
  */
-export function fanOut(events: EventDoc[], endpoints: EndpointDoc[], pipelines: PipelineDoc[], policy: DeliveryPolicy, at: Date): DeliveryDoc[] {
-  return events.flatMap((e) => [
-    ...endpoints.filter((ep) => receivesEvent(ep, e)).map((ep) => newDelivery(e, ep._id, policy, at)),
-    ...pipelines.flatMap((p) => {
-      const route = routeOf(p, e);
-      return route ? [newDelivery(e, p._id, policy, at, 'scheduled', route.target)] : [];
-    }),
-  ]);
+export function fanOut(events: EventDoc[], endpoints: EndpointDoc[], policy: DeliveryPolicy, at: Date): DeliveryDoc[] {
+  return events.flatMap((e) => endpoints.filter((ep) => receivesEvent(ep, e)).map((ep) => newDelivery(e, ep._id, policy, at)));
 }

@@ -11,14 +11,16 @@ import type { Logger } from '../platform/logger';
 import type { Repositories } from '../repositories';
 import { Coalescer } from '../platform/coalescer';
 import { deliveryPolicyFrom, fanOut } from './fan-out';
-import { envelopeOf, type EventDoc, type OutboxDoc } from './model';
+import { envelopeOf, type DeliveryDoc, type EventDoc, type OutboxDoc } from './model';
+import { batchesOf, type PipelineBatchDoc } from './destinations/pipeline/batches';
 import type { EndpointDoc } from './destinations/webhook/endpoints-store';
 import type { PipelineDoc } from './destinations/pipeline/model';
 import { crashPoint } from '../platform/failpoints';
 
 /**
  * The one internal entry point for events. `publish` stores the event, then queues one delivery per enabled
- * endpoint of the team whose filter matches and per enabled pipeline with a route for it, then wakes the dispatcher workflows of endpoints not already
+ * endpoint of the team whose filter matches, and, per enabled pipeline with a route for any of a flush's events, one
+ * batch (destinations/pipeline/batches.ts), then wakes the dispatcher workflows of destinations not already
  * delivering. When it returns, the event is durable and its fan-out is either done or covered: an outbox entry,
  * stored before the event, names the span of time whose events this process was publishing, and stays until the
  * fan-out of every flush in that span is done (OUTBOX_SPAN_MS); after a crash the sweeper fans those events out again.
@@ -161,11 +163,11 @@ export class EventPublisher {
     span.users++;
     const previous = this.fanOuts;
     const stored = this.storeEvents(span, docs);
-    const fanOut = Promise.all([stored, previous]).then(async ([{ events }]) => {
+    const fanOut = Promise.all([stored, previous]).then(async ([{ events, earlier }]) => {
       // Earlier events are of the same teams (keys are per team). A failure here comes after the callers were answered
       // (the events are stored): said here, as nobody else will.
       const destinationIds = await destinations
-        .then((found) => this.queueDeliveries(events, found))
+        .then((found) => this.queueDeliveries(events, found, { again: earlier.size > 0 }))
         .catch((err) => {
           this.deps.logger.warn({ err, outboxId: span.doc._id }, 'publish: queueing deliveries failed; the sweeper will fan the span out again');
           throw err;
@@ -231,7 +233,7 @@ export class EventPublisher {
 
   /** The sweeper's repair of an unfinished publish span: queues the events' deliveries again (idempotent), then removes its entry. */
   async fanOutAgain(events: EventDoc[], outboxId: string): Promise<void> {
-    const destinationIds = await this.queueDeliveries(events, await this.destinationsOf(events));
+    const destinationIds = await this.queueDeliveries(events, await this.destinationsOf(events), { again: true });
     await this.deps.repos.webhookStore.deleteOutbox(outboxId);
     await this.wakeDestinations(destinationIds);
   }
@@ -304,17 +306,25 @@ export class EventPublisher {
     return new Map(teams.map((t, i) => [t, { endpoints: read[i][0], pipelines: read[i][1] }]));
   }
 
-  /** Inserts one delivery per event and matching endpoint or pipeline; returns the destinations that got deliveries. */
-  private async queueDeliveries(events: EventDoc[], destinations: TeamDestinations): Promise<string[]> {
+  /**
+   * Inserts one delivery per event and matching endpoint, and one batch per pipeline with a route for any of the
+   * events; returns the destinations that got something to send. `again`: some events may have been fanned out
+   * before (a repeated key, the sweeper's repair): their batches are marked for the dispatcher to leave out what it
+   * delivered already (deliveries are idempotent by id).
+   */
+  private async queueDeliveries(events: EventDoc[], destinations: TeamDestinations, { again }: { again: boolean }): Promise<string[]> {
     const { repos, config } = this.deps;
     const policy = deliveryPolicyFrom(config);
     const now = new Date();
-    const deliveries = groupBy(events, (e) => e.team_id).flatMap((teamEvents) => {
+    const deliveries: DeliveryDoc[] = [];
+    const batches: PipelineBatchDoc[] = [];
+    for (const teamEvents of groupBy(events, (e) => e.team_id)) {
       const { endpoints, pipelines } = destinations.get(teamEvents[0].team_id)!;
-      return fanOut(teamEvents, endpoints, pipelines, policy, now);
-    });
-    await repos.webhookStore.insertDeliveries(deliveries);
-    return [...new Set(deliveries.map((d) => d.destination_id))];
+      deliveries.push(...fanOut(teamEvents, endpoints, policy, now));
+      batches.push(...batchesOf(teamEvents, pipelines, policy, now, again));
+    }
+    await Promise.all([repos.webhookStore.insertDeliveries(deliveries), repos.pipelineBatches.insertBatches(batches)]);
+    return [...new Set([...deliveries, ...batches].map((d) => d.destination_id))];
   }
 
   /**

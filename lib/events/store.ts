@@ -405,6 +405,13 @@ export class WebhookStore {
     return [...new Set(docs.map((d) => d.destination_id))];
   }
 
+  /** Of these delivery ids, those that exist. */
+  async existingDeliveries(ids: string[]): Promise<Set<string>> {
+    if (!ids.length) return new Set();
+    const docs = await this.deliveries.find({ _id: { $in: ids } }, { projection: { _id: 1 }, batchSize: ids.length }).toArray();
+    return new Set(docs.map((d) => d._id));
+  }
+
   findDelivery(teamId: string, eventId: string, destinationId: string): Promise<DeliveryDoc | null> {
     return this.deliveries.findOne({ _id: deliveryId(eventId, destinationId), team_id: teamId });
   }

@@ -82,3 +82,9 @@ export function uuidV7Millis(id: string): number | null {
 
 export const teamKeyPrefix = (environment: string, region: string) => `${environment === 'production' ? 'pk' : 'sk'}_${region}_`;
 export const MANAGEMENT_KEY_PREFIX = 'mg_';
+
+/** The start of every UUIDv7 of this millisecond (ids of that millisecond sort after it, of the next one after them). */
+export const idPrefixAt = (ms: number) => {
+  const hex = Math.max(0, ms).toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-`;
+};

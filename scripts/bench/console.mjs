@@ -309,9 +309,9 @@ export async function consoleSuite(env, { log = console.log } = {}) {
     { loadConfig },
     { envelopeOf, attemptId, deliveryId },
     { deliveryPolicyFrom },
-    { timeOrderedUuid, hashKey, uuidV7Millis },
+    { timeOrderedUuid, hashKey, uuidV7Millis, idPrefixAt },
     { encodeCursor },
-    { idsWithin, idPrefixAt },
+    { idsWithin },
   ] = await Promise.all([
     distModule('lib/platform/config.js'),
     distModule('lib/events/model.js'),

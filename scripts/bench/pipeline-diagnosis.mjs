@@ -16,7 +16,7 @@ import { rawDeliveryWork } from './webhook-db-baseline.mjs';
 import { CLIENT_USER_ID, EVENT_TYPE, closedLoop, dispatcherBatches, round, sleep } from './webhook-measures.mjs';
 
 const FILL_PUBLISHERS = 256;
-const RECORDING = ['insertAttempts', 'changeDeliveries', 'recordHealth'];
+const RECORDING = ['insertAttempts', 'changeDeliveries', 'recordHealth', 'finish'];
 const STORE_CALLS = [
   'dueDeliveries',
   'dueInUserOrder',
@@ -31,6 +31,9 @@ const STORE_CALLS = [
   'markDispatcherIdle',
   'nextDueAt',
 ];
+
+/** A pipeline's queued batches and their log (lib/events/destinations/pipeline/batches-store.ts). */
+const BATCH_CALLS = ['dueBatches', 'pendingInOrder', 'logged', 'finish', 'anyDue'];
 
 /** `obj` with the methods `names` timed into `calls` ({ name, start, ms, items }; items: the result's or the array argument's length). */
 function timed(obj, names, calls) {
@@ -136,6 +139,7 @@ export async function diagnosisScenarios(ctx) {
     const repos = {
       ...env.repos,
       webhookStore: timed(env.repos.webhookStore, STORE_CALLS, calls),
+      pipelineBatches: timed(env.repos.pipelineBatches, BATCH_CALLS, calls),
       pipelines: timed(env.repos.pipelines, ['getPipeline', 'recordHealth'], calls),
       webhooks: timed(env.repos.webhooks, ['getEndpoint'], calls),
     };

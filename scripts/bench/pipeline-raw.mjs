@@ -142,3 +142,31 @@ export async function publishAloneBaseline({
     cpu: cpu(),
   };
 }
+
+/**
+ * The events' own inserts with the broker doing its part beside them on the same cores: the same publishes as
+ * publish alone while the raw producer (`produce({ name, ready })`, pipelines.mjs runRaw) sends each batch once that
+ * many are published and the consumer reads them; events/s from the start to the last message received. What any
+ * pipeline here can at best reach: it adds only our dispatcher's work to this.
+ */
+export async function insertBesideBrokerBaseline({ env, n, publishers, publish, produce, broker, meter, log, results }) {
+  let published = 0;
+  const waiting = [];
+  const ready = (count) => (count <= published ? Promise.resolve() : new Promise((resolve) => waiting.push({ count, resolve })));
+  const publishedOne = () => {
+    published++;
+    for (const w of waiting.filter((w) => w.count <= published)) {
+      waiting.splice(waiting.indexOf(w), 1);
+      w.resolve();
+    }
+  };
+  const name = `insert beside the broker: publish alone while the raw producer sends the published events, ${broker} (baseline)`;
+  const [, raw] = await Promise.all([
+    publishAloneBaseline({ env, n, publishers, publish: (teamId, seq) => publish(teamId, seq).then(publishedOne), meter, log, name: `${name}: the publishes` }),
+    produce({ name: `${name}: the producer`, ready }),
+  ]);
+  const result = { ...raw, name, eventsPerSec: raw.receivedPerSec, rps: raw.receivedPerSec };
+  log(`bench: ${name}: ${result.eventsPerSec} events/s end to end`);
+  results.push(result);
+  return result;
+}

@@ -14,9 +14,7 @@
 // Per broker:
 //   1. raw producer baseline: N messages, same envelope, properties and gzip rule, one confirmed batch of
 //      WEBHOOK_BATCH_SIZE at a time (events/s from the first publish to the last confirm / acked produce);
-//      and the insert beside the broker (baseline): publish alone again while the raw producer sends each batch once
-//      that many events are published and the consumer reads them (events/s to the last message received): the
-//      events' inserts with the broker's own part on the same cores and no delivery work of ours;
+//      and the insert beside the broker (baseline, pipeline-raw.mjs insertBesideBrokerBaseline);
 //   2. per ordered_per_user mode (a team and pipeline each): a warm-up of a few events (the worker's broker
 //      connection opens), then N events by BENCH_PIPELINE_PUBLISHERS closed-loop publishers, timed from the first
 //      publish to the last message received (end-to-end events/s, and its ratio to 1);
@@ -46,7 +44,7 @@ import { RABBITMQ_PASSWORD, RABBITMQ_USER, startRabbitmq } from '../stack/rabbit
 import { distModule } from './environment.mjs';
 import { httpClient, numberEnv } from './load.mjs';
 import { diagnosisScenarios, pipelineNotes } from './pipeline-diagnosis.mjs';
-import { publishAloneBaseline, rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
+import { insertBesideBrokerBaseline, publishAloneBaseline, rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
 import {
   CLIENT_USER_ID,
   EVENT_TYPE,
@@ -499,41 +497,19 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       log,
     });
     results.push(publishAlone);
-    /**
-     * The events' own inserts with the broker doing its part beside them on the same cores: the same publishes as
-     * publish alone while the raw producer sends each batch of WEBHOOK_BATCH_SIZE once that many are published and
-     * the consumer reads them; events/s from the start to the last message received. What any pipeline here can at
-     * best reach: it adds only our dispatcher's work to this.
-     */
-    const runInsertBesideBroker = async (broker) => {
-      let published = 0;
-      const waiting = [];
-      const ready = (count) => (count <= published ? Promise.resolve() : new Promise((resolve) => waiting.push({ count, resolve })));
-      const publishedOne = () => {
-        published++;
-        for (const w of waiting.filter((w) => w.count <= published)) {
-          waiting.splice(waiting.indexOf(w), 1);
-          w.resolve();
-        }
-      };
-      const name = `insert beside the broker: publish alone while the raw producer sends the published events, ${broker} (baseline)`;
-      const [, raw] = await Promise.all([
-        publishAloneBaseline({
-          env,
-          n,
-          publishers: settings.publishers,
-          publish: (teamId, seq) => publishOne(teamId, 'publish-beside', seq).then(publishedOne),
-          meter,
-          log,
-          name: `${name}: the publishes`,
-        }),
-        runRaw(broker, { run: `beside-${broker}`, name: `${name}: the producer`, ready }),
-      ]);
-      const result = { ...raw, name, eventsPerSec: raw.receivedPerSec, rps: raw.receivedPerSec };
-      log(`bench: ${name}: ${result.eventsPerSec} events/s end to end`);
-      results.push(result);
-      return result;
-    };
+    // The events' own inserts with the broker and consumer beside them (pipeline-raw.mjs): the pipeline's ceiling here.
+    const runInsertBesideBroker = (broker) =>
+      insertBesideBrokerBaseline({
+        env,
+        n,
+        publishers: settings.publishers,
+        publish: (teamId, seq) => publishOne(teamId, 'publish-beside', seq),
+        produce: (options) => runRaw(broker, { run: `beside-${broker}`, ...options }),
+        broker,
+        meter,
+        log,
+        results,
+      });
     for (const broker of settings.brokers) {
       const raw = await runRaw(broker);
       ratios.push({

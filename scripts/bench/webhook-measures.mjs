@@ -149,6 +149,13 @@ export async function dispatcherBatches(db, teamId, since, wallMs, workerLogLine
     .collection('webhook_attempts')
     .find({ team_id: teamId, timestamp: { $gte: new Date(since) } }, { projection: { destination_id: 1, timestamp: 1, duration_ms: 1 } })
     .toArray();
+  // A pipeline's batches record their one attempt on their log document (lib/events/destinations/pipeline/batches.ts).
+  const logged = await db
+    .collection('pipeline_batch_log')
+    .find({ team_id: teamId, 'attempt.timestamp': { $gte: new Date(since) } }, { projection: { destination_id: 1, attempt: 1, 'events.id': 1 } })
+    .toArray();
+  for (const l of logged)
+    for (const _ of l.events) docs.push({ destination_id: l.destination_id, timestamp: l.attempt.timestamp, duration_ms: l.attempt.duration_ms });
   if (!docs.length) return { workerLogLines, batches: 0 };
   const byEndpoint = new Map();
   let postMs = 0;

@@ -26,6 +26,7 @@ import { LAB_ACCOUNT_INDEXES, LAB_ACCOUNT_QUERY_SHAPES } from '../../lib/labs/la
 import { LAB_OUTBOUND_INDEXES, LAB_OUTBOUND_QUERY_SHAPES } from '../../lib/labs/lab-outbound-store';
 import { SECRET_INDEXES, SECRET_QUERY_SHAPES } from '../../lib/platform/secrets-store';
 import { PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES } from '../../lib/events/destinations/pipeline/pipelines-store';
+import { PIPELINE_BATCH_INDEXES, PIPELINE_BATCH_QUERY_SHAPES } from '../../lib/events/destinations/pipeline/batches-store';
 import { WEBHOOK_STORE_INDEXES, WEBHOOK_STORE_QUERY_SHAPES } from '../../lib/events/store';
 import { WORKER_HEARTBEAT_INDEXES, WORKER_HEARTBEAT_QUERY_SHAPES } from '../../lib/platform/worker-heartbeats-store';
 
@@ -67,6 +68,7 @@ export const INDEX_TABLE: IndexTable = {
   ...fromRecords(WEARABLE_DATA_INDEXES, WEARABLE_DATA_QUERY_SHAPES),
   ...fromRecords(WEBHOOK_ENDPOINT_INDEXES, WEBHOOK_ENDPOINT_QUERY_SHAPES),
   ...fromRecords(PIPELINE_INDEXES, PIPELINE_QUERY_SHAPES),
+  ...fromRecords(PIPELINE_BATCH_INDEXES, PIPELINE_BATCH_QUERY_SHAPES),
   ...fromRecords(MIGRATION_INDEXES, MIGRATION_QUERY_SHAPES),
   ...fromRecords(HL7_INTAKE_INDEXES, HL7_INTAKE_QUERY_SHAPES),
   ...fromRecords(LAB_ACCOUNT_INDEXES, LAB_ACCOUNT_QUERY_SHAPES),

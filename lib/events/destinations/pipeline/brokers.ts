@@ -256,9 +256,11 @@ class KafkaLink implements Link {
       }),
     }));
     try {
-      await this.producer.sendBatch({ acks: -1, timeout: timeoutMs, topicMessages });
+      const written = await this.producer.sendBatch({ acks: -1, timeout: timeoutMs, topicMessages });
       const ms = Date.now() - started;
-      return messages.map(() => accepted(ms));
+      // Where the batch landed: each partition's first offset (the batch's log keeps it as the broker's answer).
+      const offsets = written.map((r) => `${r.topicName}/${r.partition}@${r.baseOffset ?? '?'}`).join(' ');
+      return messages.map(() => accepted(ms, offsets || null));
     } catch (err) {
       // The produce is all or nothing to the caller: every message is retried (the idempotent producer, and
       // the same message-id, cover one that did land). The producer is replaced: its sequence state is unsure.

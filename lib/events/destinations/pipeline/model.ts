@@ -2,8 +2,9 @@ import type { EventDoc } from '../../model';
 
 /**
  * Event-streaming pipelines: a team's events sent to its own broker (RabbitMQ or Kafka), routed by event type
- * prefix. A pipeline is another kind of destination of the webhook fan-out: its deliveries, attempts and
- * dispatcher are the webhook ones, keyed by the pipeline id where an endpoint's id would be.
+ * prefix. A pipeline is another kind of destination of the webhook fan-out: its dispatcher is the webhook one, keyed
+ * by the pipeline id where an endpoint's id would be; its deliveries are recorded per batch (batches.ts), and only
+ * those the broker refused become delivery and attempt documents like a webhook's.
  */
 
 export type ExchangeType = 'topic' | 'direct' | 'fanout' | 'headers';
