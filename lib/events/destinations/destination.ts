@@ -13,8 +13,9 @@ import { SIGNATURE_HEADERS, signatureHeaders } from './webhook/signing';
 
 /**
  * Where a dispatcher delivers: a webhook endpoint (HTTP POSTs, signed) or a pipeline (a team's broker). The
- * dispatcher's loop, send windows, retries and delivery log are the same for both; what differs is here: how a
- * batch is sent, and where the destination's health is written.
+ * dispatcher's loop, send windows, retries and delivery log are the same for both (a pipeline's deliveries are
+ * recorded per batch until the broker refuses one: pipeline/batches.ts); what differs is here: how a batch is sent,
+ * and where the destination's health is written.
  */
 export type Destination = { kind: 'webhook'; doc: EndpointDoc } | { kind: 'pipeline'; doc: PipelineDoc };
 
