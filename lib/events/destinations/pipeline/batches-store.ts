@@ -1,4 +1,4 @@
-import type { Collection, Db, Filter } from 'mongodb';
+import type { Collection, Db, Filter, FindCursor } from 'mongodb';
 import { insertIgnoringDuplicates, retryTransient } from '../../../platform/database/bulk';
 import { EncryptedFields } from '../../../platform/database/encrypted-fields';
 import { createIndexes, type IndexSpec, type QueryShape, type Retention } from '../../../platform/database/indexes';
@@ -47,6 +47,9 @@ export const PIPELINE_BATCH_QUERY_SHAPES: Record<string, QueryShape[]> = {
 
 /** A batch as stored: each event's body encrypted (it carries patient data, as the event's own does). */
 type StoredBatchDoc = Omit<PipelineBatchDoc, 'events'> & { events: (Omit<BatchedEvent, 'body'> & { body: string | EncryptedValue })[] };
+
+/** Queued batches fetched per round trip while a batch is gathered (a flush's batch holds tens to hundreds of events). */
+const READ_BATCH = 20;
 
 /** Every queued batch (each has a due time), read through the `next_attempt_at` index. */
 const EVERY_QUEUED = { next_attempt_at: { $ne: null } } as unknown as Filter<StoredBatchDoc>;
@@ -111,7 +114,7 @@ export class PipelineBatchStore {
   async dueBatches(destinationId: string, at: Date, limit: number, inFlight: ReadonlySet<string>, fence: SendFence | null): Promise<PipelineBatchDoc[]> {
     const filter: Filter<StoredBatchDoc> = { destination_id: destinationId, next_attempt_at: { $lte: at, ...(fence ? { $gt: fence.after } : {}) } };
     if (inFlight.size) filter._id = { $nin: [...inFlight] };
-    const read = await this.queue.find(filter).sort({ next_attempt_at: 1 }).limit(limit).toArray();
+    const read = await this.readUpTo(this.queue.find(filter).sort({ next_attempt_at: 1 }), limit);
     return takeUpTo(read, limit).map((d) => this.open(d));
   }
 
@@ -128,16 +131,30 @@ export class PipelineBatchStore {
   ): Promise<{ batches: PipelineBatchDoc[]; overlaps: boolean }> {
     const filter: Filter<StoredBatchDoc> = { destination_id: destinationId };
     if (inFlight.size) filter._id = { $nin: [...inFlight] };
-    const read = await this.queue
-      .find(filter)
-      .sort({ _id: 1 })
-      .limit(limit + 1)
-      .toArray();
+    const read = await this.readUpTo(this.queue.find(filter).sort({ _id: 1 }), limit, 1);
     const fenced = fence ? read.findIndex((b) => b.next_attempt_at <= fence.after) : -1;
     const batches = takeUpTo(fenced < 0 ? read : read.slice(0, fenced), limit);
     const next = read[batches.length];
     const last = batches.reduce((max, b) => (b.events[b.events.length - 1].id > max ? b.events[b.events.length - 1].id : max), '');
     return { batches: batches.map((d) => this.open(d)), overlaps: next !== undefined && last > next.events[0].id };
+  }
+
+  /**
+   * Queued batches in `cursor`'s order until they hold `limit` events, and `beyond` more: a backlog's batch reads what
+   * it sends (reading `limit` documents of a backlog read many times that many events, bodies included).
+   */
+  private async readUpTo(cursor: FindCursor<StoredBatchDoc>, limit: number, beyond = 0): Promise<StoredBatchDoc[]> {
+    const read: StoredBatchDoc[] = [];
+    let events = 0;
+    let after = 0;
+    for await (const doc of cursor.batchSize(READ_BATCH)) {
+      read.push(doc);
+      if (events >= limit && ++after >= beyond) break;
+      events += doc.events.length;
+      if (events >= limit && beyond === 0) break;
+    }
+    await cursor.close();
+    return read;
   }
 
   /** Whether a batch of the pipeline is due at `at` (past a `fence`). */
