@@ -110,7 +110,7 @@ export class PipelineBatchStore {
     }
   }
 
-  /** A pipeline's batches due at `at`, soonest first, up to `limit` events (at least one batch): not those `inFlight`, nor behind a `fence`. */
+  /** A pipeline's batches due at `at`, soonest first, until they hold `limit` events (takeUpTo): not those `inFlight`, nor behind a `fence`. */
   async dueBatches(destinationId: string, at: Date, limit: number, inFlight: ReadonlySet<string>, fence: SendFence | null): Promise<PipelineBatchDoc[]> {
     const filter: Filter<StoredBatchDoc> = { destination_id: destinationId, next_attempt_at: { $lte: at, ...(fence ? { $gt: fence.after } : {}) } };
     if (inFlight.size) filter._id = { $nin: [...inFlight] };
@@ -119,7 +119,7 @@ export class PipelineBatchStore {
   }
 
   /**
-   * A pipeline's queued batches in event order (an ordered pipeline's), up to `limit` events; not those `inFlight`,
+   * A pipeline's queued batches in event order (an ordered pipeline's), until they hold `limit` events; not those `inFlight`,
    * none from the first behind a `fence` on. `overlaps`: an event of theirs comes after the first event of the
    * batch next in line (batches of two processes' flushes interleave): sending them would overtake it.
    */
@@ -283,10 +283,13 @@ export class PipelineBatchStore {
   }
 }
 
-/** The first batches of `read` holding at most `limit` events (always the first one). */
+/**
+ * The first batches of `read` until they hold `limit` events (the last may take them past it, by one flush's batch at
+ * most: a backlog's batches of a few hundred events each would otherwise go one at a time).
+ */
 function takeUpTo<B extends { events: unknown[] }>(read: B[], limit: number): B[] {
   let events = 0;
   let n = 0;
-  while (n < read.length && (n === 0 || events + read[n].events.length <= limit)) events += read[n++].events.length;
+  while (n < read.length && events < limit) events += read[n++].events.length;
   return read.slice(0, n);
 }
