@@ -1,3 +1,4 @@
+import { earliestOf } from '../lib/platform/time';
 import { GracefulShutdownPeriodExpiredError } from '@temporalio/worker';
 import { dataCipher, loadConfig } from '../lib/platform/config';
 import { createLogger } from '../lib/platform/logger';
@@ -30,7 +31,7 @@ async function main(): Promise<void> {
     pendingDeliveryCount: async () => (await repos.webhookStore.pendingDeliveryCount()) + (await repos.pipelineBatches.queuedEventCount()),
     nextDueAt: async () => {
       const [deliveries, batches] = await Promise.all([repos.webhookStore.nextDueAt(), repos.pipelineBatches.soonestDueAt()]);
-      return deliveries && batches ? (deliveries < batches ? deliveries : batches) : (deliveries ?? batches);
+      return earliestOf(deliveries, batches);
     },
   });
   registerLabOutboundMetrics(repos.labOutbound);

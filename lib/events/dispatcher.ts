@@ -1,3 +1,4 @@
+import { earliestOf } from '../platform/time';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DispatcherCommand } from '../../workflows/destination-dispatch';
@@ -456,7 +457,7 @@ export class DestinationDispatcher {
       repos.webhookStore.nextDueAt(id, fence),
       destination.kind === 'pipeline' ? repos.pipelineBatches.nextDueAt(id, fence) : null,
     ]);
-    return deliveries && batches ? (deliveries < batches ? deliveries : batches) : (deliveries ?? batches);
+    return earliestOf(deliveries, batches);
   }
 
   /**

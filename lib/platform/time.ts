@@ -216,3 +216,6 @@ export function usualInstantMs(text: string): number | null {
 export function parseInstant(text: string): number {
   return usualInstantMs(text) ?? Date.parse(text);
 }
+
+/** The earlier of two times either of which may be absent (null when both are). */
+export const earliestOf = (a: Date | null, b: Date | null): Date | null => (a && b ? (a < b ? a : b) : (a ?? b));

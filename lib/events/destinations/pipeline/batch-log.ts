@@ -1,6 +1,6 @@
 import type { Page } from '../../../platform/database/pages';
 import { idPrefixAt, uuidV7Millis } from '../../../platform/keys';
-import type { AttemptDoc, DeliveryDoc, DeliveryPolicy, DeliveryStatus } from '../../model';
+import type { AttemptDoc, DeliveryDoc, DeliveryStatus } from '../../model';
 import { attemptsOfLogged, deliveriesOfLogged, deliveriesOfQueued, type PipelineBatchLogDoc } from './batches';
 import type { PipelineBatchStore } from './batches-store';
 
@@ -10,9 +10,6 @@ import type { PipelineBatchStore } from './batches-store';
  * (a delivery's id is its event's, so the order is the events'). A delivery document of an event wins over its
  * batch's view (the event was split off: refused, or resent).
  */
-
-/** The policy a batch view shows (its own is not kept in the log: nothing is retried from a view). */
-const VIEW_POLICY: DeliveryPolicy = { schedule_ms: [], timeout_ms: 0, throttle_floor_ms: 0, disable_after_ms: 0 };
 
 export interface DeliveryQuery {
   status?: DeliveryStatus;
@@ -55,7 +52,7 @@ export async function pipelineDeliveryViews(
   if (!q.status || q.status === 'succeeded') {
     // A filter makes matches sparser: read further back for a page of them.
     const want = (limit + 1) * (q.eventType || q.userId || q.since || q.until ? 20 : 1);
-    for (const log of await batches.loggedBefore(teamId, pipelineId, after, want)) views.push(...deliveriesOfLogged(log, VIEW_POLICY));
+    for (const log of await batches.loggedBefore(teamId, pipelineId, after, want)) views.push(...deliveriesOfLogged(log));
   }
   return views.filter((d) => matches(d, q));
 }
@@ -64,7 +61,7 @@ export async function pipelineDeliveryViews(
 export async function eventDeliveryViews(batches: PipelineBatchStore, teamId: string, pipelineIds: string[], eventId: string): Promise<DeliveryDoc[]> {
   const queued = (await Promise.all(pipelineIds.map((p) => batches.queuedOf(p)))).flat();
   const logged = await batches.loggedOfEvent(teamId, eventId);
-  return [...queued.flatMap(deliveriesOfQueued), ...logged.flatMap((l) => deliveriesOfLogged(l, VIEW_POLICY))].filter((d) => d.event_id === eventId);
+  return [...queued.flatMap(deliveriesOfQueued), ...logged.flatMap((l) => deliveriesOfLogged(l))].filter((d) => d.event_id === eventId);
 }
 
 /**

@@ -69,11 +69,7 @@ export interface PipelineBatchLogDoc {
 
 export const batchIdOf = (firstEventId: string, pipelineId: string) => `${firstEventId}:${pipelineId}`;
 
-const byId = <T extends { _id: string } | { id: string }>(a: T, b: T) => {
-  const x = '_id' in a ? a._id : (a as { id: string }).id;
-  const y = '_id' in b ? b._id : (b as { id: string }).id;
-  return x < y ? -1 : x > y ? 1 : 0;
-};
+const byId = (a: { _id: string }, b: { _id: string }) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0);
 
 /** The batch of one team's `events` (a flush's) for each of its pipelines with a route for any of them. */
 export function batchesOf(events: EventDoc[], pipelines: PipelineDoc[], policy: DeliveryPolicy, at: Date, recheck = false): PipelineBatchDoc[] {
@@ -150,7 +146,10 @@ export function batchedDeliveries(batches: PipelineBatchDoc[]): { delivery: Deli
  * The delivery log's views of a logged batch's events (those not split off: theirs are delivery documents): each a
  * delivery as its document would read, succeeded (or pending, for a queued batch), and its one attempt.
  */
-export function deliveriesOfLogged(log: PipelineBatchLogDoc, policy: DeliveryPolicy): DeliveryDoc[] {
+/** The policy a batch view shows (the log keeps none: nothing is retried from a view). */
+const VIEW_POLICY: DeliveryPolicy = { schedule_ms: [], timeout_ms: 0, throttle_floor_ms: 0, disable_after_ms: 0 };
+
+export function deliveriesOfLogged(log: PipelineBatchLogDoc, policy: DeliveryPolicy = VIEW_POLICY): DeliveryDoc[] {
   const handedOn = new Set(log.split);
   return log.events
     .filter((e) => !handedOn.has(e.id))
@@ -178,7 +177,7 @@ export function deliveriesOfLogged(log: PipelineBatchLogDoc, policy: DeliveryPol
 export function attemptsOfLogged(log: PipelineBatchLogDoc): AttemptDoc[] {
   const { attempt } = log;
   if (!attempt) return [];
-  return deliveriesOfLogged(log, { schedule_ms: [], timeout_ms: 0, throttle_floor_ms: 0, disable_after_ms: 0 }).map((d) => ({
+  return deliveriesOfLogged(log).map((d) => ({
     _id: attemptId(d._id, 1),
     team_id: d.team_id,
     event_id: d.event_id,
