@@ -101,7 +101,7 @@ setTimeout(() => void abort(`not finished after ${OVERALL_TIMEOUT_MS / 60_000} m
 async function main() {
   await ensureDependencies(log);
   const { benchDefaults } = await import('./bench/load.mjs');
-  const { computeRatios, formatReport, formatSummary, summarizeCpuProfile, targetSummary, writeResults } = await import('./bench/report.mjs');
+  const { computeRatios, formatReport, formatSummary, previousResults, summarizeCpuProfile, targetSummary, writeResults } = await import('./bench/report.mjs');
   const { machineInfo, startEnvironment } = await import('./bench/environment.mjs');
   const suites = await loadSuites();
   const config = benchDefaults(); // rejects bad BENCH_* values before any server starts
@@ -188,7 +188,8 @@ async function main() {
     }
   }
 
-  const summary = targetSummary(ratios);
+  // Compared with the run before (its file, about to be replaced): do two runs in a row agree?
+  const summary = targetSummary(ratios, previousResults(resultsFile));
   writeResults(resultsFile, {
     runId,
     startedAt,

@@ -59,10 +59,11 @@ const sizeName = (n) => (n % 1000 ? String(n) : `${n / 1000}k`);
 
 /** Seeds `count` more events (with a delivery to `endpointId` and its attempts each), printing progress. */
 async function seed(ctx, count, log) {
-  const { store, teamId, endpointId, users, policy, timeOrderedUuid, envelopeOf, attemptId, deliveryId, seeded } = ctx;
+  const { store, teamId, endpointId, users, policy, timeOrderedNameBasedUuid, envelopeOf, attemptId, deliveryId, seeded } = ctx;
   const start = Date.now() - SPAN_MS;
   const times = Array.from({ length: count }, () => start + Math.floor(Math.random() * SPAN_MS)).sort((a, b) => a - b);
   const started = performance.now();
+  let [lastMs, sequence] = [0, 0];
   for (let first = 0; first < count; first += BATCH) {
     const events = [];
     const deliveries = [];
@@ -72,7 +73,11 @@ async function seed(ctx, count, log) {
       let acc = 0;
       const type = (TYPES.find(([, share]) => r < (acc += share)) ?? TYPES[0])[0];
       const userId = pick(users);
-      const id = timeOrderedUuid(ms);
+      // An id of its own time, as the publisher mints one when it stores the event (timeOrderedUuid never goes back
+      // in time, and the suites before this one minted ids of the present in this process).
+      sequence = ms === lastMs ? sequence + 1 : 0;
+      lastMs = ms;
+      const id = timeOrderedNameBasedUuid(ms, [randomUUID()], sequence);
       const at = new Date(ms);
       const data = {
         date: at.toISOString().slice(0, 10),
@@ -309,7 +314,7 @@ export async function consoleSuite(env, { log = console.log } = {}) {
     { loadConfig },
     { envelopeOf, attemptId, deliveryId },
     { deliveryPolicyFrom },
-    { timeOrderedUuid, hashKey, uuidV7Millis, idPrefixAt },
+    { timeOrderedNameBasedUuid, hashKey, uuidV7Millis, idPrefixAt },
     { encodeCursor },
     { idsWithin },
   ] = await Promise.all([
@@ -337,7 +342,7 @@ export async function consoleSuite(env, { log = console.log } = {}) {
       keyHash: hashKey(key.value),
       users: Array.from({ length: USERS }, () => randomUUID()),
       policy: deliveryPolicyFrom(loadConfig({ ...process.env, ...env.childEnv })),
-      timeOrderedUuid,
+      timeOrderedNameBasedUuid,
       envelopeOf,
       attemptId,
       deliveryId,

@@ -12,7 +12,7 @@
 //     remainder is waiting for that recording, the destination re-read and the loop itself.
 import { performance } from 'node:perf_hooks';
 import { distModule } from './environment.mjs';
-import { rawDeliveryWork } from './webhook-db-baseline.mjs';
+import { rawBatchWork } from './pipeline-db-baseline.mjs';
 import { CLIENT_USER_ID, EVENT_TYPE, closedLoop, dispatcherBatches, round, sleep } from './webhook-measures.mjs';
 
 const FILL_PUBLISHERS = 256;
@@ -213,21 +213,24 @@ export async function diagnosisScenarios(ctx) {
    * database allows for a pipeline's share of the work, so the pipeline's overhead over it can be told apart from
    * the database's cost.
    */
-  const runDbBaseline = async (n, teamId, makeData) => {
-    const name = `raw driver, the database work of ${n} deliveries (baseline)`;
+  const runDbBaseline = async (n, teamId, makeData, userOf) => {
+    const name = `raw driver, the database work of ${n} events' per-batch record (baseline)`;
     log(`bench: ${name} ... batches of ${config.WEBHOOK_BATCH_SIZE}`);
-    const r = await rawDeliveryWork(env, {
+    const r = await rawBatchWork(env, {
       events: n,
-      endpoints: 1,
       batchSize: config.WEBHOOK_BATCH_SIZE,
       teamId,
       eventType: EVENT_TYPE,
-      userId: null,
+      userOf,
       clientUserId: CLIENT_USER_ID,
       makeData,
       config,
     });
-    log(`bench: ${name}: ${r.eventsPerSec} events/s`);
+    log(
+      `bench: ${name}: ${r.eventsPerSec} events/s (${Object.entries(r.opMs)
+        .map(([k, ms]) => `${k} ${ms} ms`)
+        .join(', ')})`,
+    );
     return record({ ...base(name, n, { unique: r.delivered, duplicates: 0, outOfOrder: 0 }, r.seconds, { opMs: r.opMs }), eventsPerSec: r.eventsPerSec });
   };
 
@@ -236,7 +239,20 @@ export async function diagnosisScenarios(ctx) {
 
 /** A note line for a phase-timing result. */
 export function phaseNote(r) {
-  const critical = ['startRun', 'getEndpoint', 'getPipeline', 'dueDeliveries', 'dueInUserOrder', 'getEvents', 'deleteDeliveries', 'openSendWindow', 'send'];
+  const critical = [
+    'startRun',
+    'getEndpoint',
+    'getPipeline',
+    'dueBatches',
+    'pendingInOrder',
+    'logged',
+    'dueDeliveries',
+    'dueInUserOrder',
+    'getEvents',
+    'deleteDeliveries',
+    'openSendWindow',
+    'send',
+  ];
   const p = r.phases;
   const onPath = critical.reduce((s, k) => s + (p[k]?.perBatchMs ?? 0), 0);
   const fmt = (k) => (p[k] ? `${k} ${p[k].perBatchMs} ms (${p[k].calls} calls, mean ${p[k].meanItems} items)` : null);
@@ -260,8 +276,9 @@ export function pipelineNotes(results) {
     const b = r.worker;
     if (b?.batches) {
       parts.push(
-        `dispatcher (attempt documents): ${b.batches} batches, mean ${b.meanBatch} messages (max ${b.maxBatch}), broker send mean ${b.postMs.mean} ms (max ${b.postMs.max}), ` +
+        `dispatcher (attempt documents and batch logs): ${b.batches} batches, mean ${b.meanBatch} messages (max ${b.maxBatch}), broker send mean ${b.postMs.mean} ms (max ${b.postMs.max}), ` +
           `${b.meanMsBetweenBatches ?? '-'} ms from one batch's send to the next (${b.batchesPerSecPerEndpoint} batches/s)` +
+          (b.queuedBatches ? `; ${b.queuedBatches} queued batches (fan-outs)` : '') +
           (r.failedAttempts !== undefined ? `; ${r.failedAttempts} failed attempts` : ''),
       );
     }
@@ -274,7 +291,9 @@ export function pipelineNotes(results) {
         .filter(([k, v]) => k !== 'wallSeconds' && v && v.cpuSeconds > 0.05)
         .sort((x, y) => y[1].cpuSeconds - x[1].cpuSeconds)
         .map(([k, v]) => `${k} ${v.cpuSeconds} s (${v.pctOfOneCore}%)`);
-      parts.push(`cpu over ${r.cpu.wallSeconds} s: ${cpu.join(', ')}`);
+      // The machine's CPU per event: what a run can afford per event is (cores x 1 s) / its events per second.
+      const perEvent = r.cpu.all && r.events ? `; the machine's cpu per event ${round((r.cpu.all.cpuSeconds / r.events) * 1e6, 0)} µs` : '';
+      parts.push(`cpu over ${r.cpu.wallSeconds} s: ${cpu.join(', ')}${perEvent}`);
     }
     if (r.phases) parts.push(phaseNote(r));
     if (parts.length) lines.push(`  ${r.name}:\n    ${parts.join('\n    ')}`);

@@ -31,19 +31,19 @@
 //   BENCH_PIPELINE_PUBLISHERS=64  BENCH_PIPELINE_USERS=100  BENCH_PIPELINE_KAFKA_PARTITIONS=3
 //   BENCH_PIPELINE_RATE=50  BENCH_PIPELINE_PACED_SECONDS=20  BENCH_PIPELINE_TIMEOUT_SECONDS=300 (per throughput run)
 //   BENCH_PIPELINE_BACKLOG=1 (0: no step 4)  BENCH_PIPELINE_PHASE_EVENTS=5000
+//   BENCH_PIPELINE_ROUNDS=3  rounds of steps 1 (raw producer) and 2 (each pipeline's throughput run), one after the
+//                            other; each ratio is taken between the median runs, so a passing disturbance moves
+//                            neither side of it
 
-import { fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { Kafka, logLevel } from 'kafkajs';
-import { repoRoot, stopChild } from '../setup.mjs';
 import { startKafka } from '../stack/kafka.mjs';
 import { RABBITMQ_PASSWORD, RABBITMQ_USER, startRabbitmq } from '../stack/rabbitmq.mjs';
 import { distModule } from './environment.mjs';
 import { httpClient, numberEnv } from './load.mjs';
 import { diagnosisScenarios, pipelineNotes } from './pipeline-diagnosis.mjs';
+import { processMeter, startConsumer } from './pipeline-harness.mjs';
 import { insertBesideBrokerBaseline, publishAloneBaseline, rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
 import {
   CLIENT_USER_ID,
@@ -51,7 +51,6 @@ import {
   PACED_TIMEOUT_MS,
   SETTLE_TIMEOUT_MS,
   closedLoop,
-  cpuMeter,
   dispatcherBatches,
   logLineCounter,
   pacedLoop,
@@ -87,43 +86,8 @@ export function pipelineSettings() {
     timeoutSeconds: numberEnv('BENCH_PIPELINE_TIMEOUT_SECONDS', 300, { min: 5 }),
     backlog: numberEnv('BENCH_PIPELINE_BACKLOG', 1, { integer: true }) > 0,
     phaseEvents: numberEnv('BENCH_PIPELINE_PHASE_EVENTS', 5000, { integer: true, min: 1 }),
+    rounds: numberEnv('BENCH_PIPELINE_ROUNDS', 3, { integer: true, min: 1 }),
   };
-}
-
-/** The consumer process; resolves once its queues and topics are consumed. `ask(cmd, run)` as the webhook receiver's. */
-async function startConsumer(config) {
-  const child = fork(path.join(repoRoot, 'scripts', 'bench', 'pipeline-consumer.mjs'), [JSON.stringify(config)], {
-    cwd: repoRoot,
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const pending = new Map();
-  let nextId = 0;
-  try {
-    await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('the pipeline consumer was not ready within 60 s')), 60_000);
-      child.once('exit', (code, signal) => reject(new Error(`the pipeline consumer exited (${signal ?? `exit code ${code}`})`)));
-      child.on('message', (msg) => {
-        if (msg?.ready) resolve(clearTimeout(timer));
-        else if (msg?.error && msg.id === undefined) reject(new Error(`pipeline consumer: ${msg.error}`));
-        else if (msg?.id !== undefined) {
-          pending.get(msg.id)?.(msg);
-          pending.delete(msg.id);
-        }
-      });
-    });
-  } catch (err) {
-    await stopChild(child, 8000);
-    throw err;
-  }
-  const ask = (cmd, run) =>
-    new Promise((resolve, reject) => {
-      if (child.exitCode !== null || child.signalCode !== null) return reject(new Error('the pipeline consumer has exited'));
-      const id = nextId++;
-      const timer = setTimeout(() => (pending.delete(id), reject(new Error(`the pipeline consumer did not answer '${cmd}' within 10 s`))), 10_000);
-      pending.set(id, (msg) => (clearTimeout(timer), msg.error ? reject(new Error(msg.error)) : resolve(msg)));
-      child.send({ id, cmd, run });
-    });
-  return { pid: child.pid, ask, stop: () => stopChild(child, 8000) };
 }
 
 export async function pipelineSuite(env, { log = console.log } = {}) {
@@ -159,6 +123,9 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
   const cleanups = [];
   const modeOf = (ordered) => (ordered ? 'ordered' : 'unordered');
   const label = (broker, ordered) => `pipeline ${broker}, ${ordered ? 'ordered per user' : 'unordered'}`;
+  const roundOf = (roundNo) => (settings.rounds > 1 ? `, round ${roundNo} of ${settings.rounds}` : '');
+  // The middle run by events/s (the slower of the middle two): what a ratio is taken between.
+  const medianRun = (runs) => [...runs].sort((a, b) => a.eventsPerSec - b.eventsPerSec)[Math.floor((runs.length - 1) / 2)];
 
   try {
     // ---------------------------------------------------------------- brokers, topics, consumers
@@ -206,26 +173,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       rabbitmq: rabbitmq.pid,
       kafka: kafka.pid,
     };
-    // The bench process's own CPU (cpuMeter counts a process's children with it, and the servers are this one's), and
-    // the whole machine's from /proc/stat ('all': exact, where a process's figure misses children that exited, e.g.
-    // PostgreSQL backends).
-    const machineTicks = () => {
-      const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
-      return { idle: f[3] + f[4], total: f.reduce((a, b) => a + b, 0) };
-    };
-    const meter = () => {
-      const others = cpuMeter(pids);
-      const [own, t, ticks] = [process.cpuUsage(), performance.now(), machineTicks()];
-      return () => {
-        const out = others();
-        const wall = (performance.now() - t) / 1000;
-        const used = Object.values(process.cpuUsage(own)).reduce((a, b) => a + b, 0) / 1e6;
-        const now = machineTicks();
-        const busy = (now.total - ticks.total - (now.idle - ticks.idle)) / 100; // USER_HZ
-        const of = (seconds) => ({ cpuSeconds: round(seconds, 2), pctOfOneCore: round((seconds / wall) * 100, 0) });
-        return { ...out, bench: of(used), all: of(busy) };
-      };
-    };
+    const meter = processMeter(pids);
     log(
       `bench: pipelines: RabbitMQ 127.0.0.1:${rabbitmq.port} (pid ${rabbitmq.pid}), Kafka ${kafka.bootstrap} (pid ${kafka.pid}, ${settings.partitions} partitions a topic); ` +
         `${n} events a run, batches of ${batchSize} (WEBHOOK_BATCH_SIZE), ${settings.publishers} publishers, ${settings.users} users`,
@@ -385,9 +333,9 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       return result;
     };
 
-    const runThroughput = async (broker, ordered, teamId) => {
-      const run = `tput-${broker}-${modeOf(ordered)}`;
-      const name = `${label(broker, ordered)}, ${n} events`;
+    const runThroughput = async (broker, ordered, teamId, roundNo) => {
+      const run = `tput-${broker}-${modeOf(ordered)}-${roundNo}`;
+      const name = `${label(broker, ordered)}, ${n} events${roundOf(roundNo)}`;
       log(`bench: ${name} ... ${settings.publishers} concurrent publishers`);
       logLines.take();
       const t0 = Date.now();
@@ -487,7 +435,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         })
       : null;
     if (diagnosis) cleanups.push(() => diagnosis.close());
-    const rawDb = diagnosis ? await diagnosis.runDbBaseline(n, env.tenant.teamId, (seq) => dataOf('raw-db', seq)) : null;
+    const rawDb = diagnosis ? await diagnosis.runDbBaseline(n, env.tenant.teamId, (seq) => dataOf('raw-db', seq), userOf) : null;
     const publishAlone = await publishAloneBaseline({
       env,
       n,
@@ -511,7 +459,21 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         results,
       });
     for (const broker of settings.brokers) {
-      const raw = await runRaw(broker);
+      const pipelines = [];
+      for (const ordered of settings.ordered) {
+        const created = await createPipeline(broker, ordered);
+        await warmUp(broker, ordered, created.teamId);
+        pipelines.push({ ordered, ...created, runs: [] });
+      }
+      // Rounds of the raw producer and then each pipeline: the machine's drift meets both sides of a ratio, which is
+      // taken between their median runs.
+      const raws = [];
+      for (let roundNo = 1; roundNo <= settings.rounds; roundNo++) {
+        raws.push(await runRaw(broker, { run: `raw-${broker}-${roundNo}`, name: `raw producer ${broker} (baseline)${roundOf(roundNo)}` }));
+        for (const p of pipelines) p.runs.push(await runThroughput(broker, p.ordered, p.teamId, roundNo));
+      }
+      const raw = medianRun(raws);
+      if (settings.rounds > 1) log(`bench: raw producer ${broker}: median of ${raws.map((r) => r.eventsPerSec).join(', ')} events/s: ${raw.eventsPerSec}`);
       ratios.push({
         name: `publish alone (the events' own inserts) / raw producer, ${broker} (events/s)`,
         of: publishAlone,
@@ -527,10 +489,10 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         target: null,
         note: 'the ceiling with the broker and consumer on the same cores',
       });
-      for (const ordered of settings.ordered) {
-        const { teamId, pipelineId } = await createPipeline(broker, ordered);
-        await warmUp(broker, ordered, teamId);
-        const tput = await runThroughput(broker, ordered, teamId);
+      for (const { ordered, teamId, pipelineId, runs } of pipelines) {
+        const tput = medianRun(runs);
+        if (settings.rounds > 1)
+          log(`bench: ${label(broker, ordered)}: median of ${runs.map((r) => r.eventsPerSec).join(', ')} events/s: ${tput.eventsPerSec}`);
         const paced = await runPaced(broker, ordered, teamId);
         const what = `${broker}, ${modeOf(ordered)}`;
         ratios.push({ name: `pipeline / raw producer, ${what} (events/s)`, of: tput, to: raw, target: 0.3 });
@@ -554,7 +516,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
             note: 'no publisher in front',
           });
           ratios.push({
-            name: `dispatcher alone (backlog) / raw driver database work (events/s)`,
+            name: `dispatcher alone (backlog) / raw driver database work, ${what} (events/s)`,
             of: backlog,
             to: rawDb,
             target: null,
@@ -576,9 +538,9 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         if (ordered) {
           ratios.push({
             kind: 'target',
-            name: `messages out of user order, ${what} (both runs)`,
-            value: tput.outOfOrder + paced.outOfOrder,
-            target: 1,
+            name: `messages out of user order, ${what} (every run)`,
+            value: [...runs, paced].reduce((sum, r) => sum + r.outOfOrder, 0),
+            target: 0,
             atMost: true,
           });
         }

@@ -95,11 +95,22 @@ export function formatReport({ results, ratios, machine, dbKind, config, notes =
   return out.join('\n');
 }
 
+/** How far two runs' figures may differ and still agree (issue 40: two runs in a row within 10 % on every ratio). */
+export const STEADY_WITHIN = 0.1;
+
+/** `value` relative to `before` (0.05: 5 % higher), or null when either is missing or zero. */
+const changeOf = (value, before) =>
+  typeof value === 'number' && typeof before === 'number' && before !== 0 ? Math.round(((value - before) / before) * 1000) / 1000 : null;
+
 /**
  * Every target of the run (ratios and absolute targets; not the secondary figures) with its value and PASS/BELOW:
- * what `npm run bench` prints last and bench-results.json keeps as `summary`.
+ * what `npm run bench` prints last and bench-results.json keeps as `summary`. With `previous` (the results file of
+ * the run before), each figure also carries the previous run's value and the change, and `steady` counts how many
+ * ratios of both runs (targets and secondary ones) agree within STEADY_WITHIN.
  */
-export function targetSummary(ratios) {
+export function targetSummary(ratios, previous = null) {
+  const before = new Map((previous?.ratios ?? []).map((r) => [r.name, r.value]));
+  const compared = (r) => (before.has(r.name) ? { previous: before.get(r.name), change: changeOf(r.value, before.get(r.name)) } : {});
   const targets = ratios
     .filter((r) => r.target !== null)
     .map((r) => ({
@@ -107,15 +118,60 @@ export function targetSummary(ratios) {
       value: r.value,
       target: `${r.atMost ? '<=' : '>='} ${r.target}${r.unit ?? ''}`,
       result: r.mark,
+      ...compared(r),
     }));
-  return { met: targets.filter((t) => t.result === 'PASS').length, total: targets.length, targets };
+  const summary = { met: targets.filter((t) => t.result === 'PASS').length, total: targets.length, targets };
+  if (!previous) return summary;
+  // The ratios (a figure over its baseline of the same run), not the absolute figures, which move with the machine.
+  const changes = ratios
+    .filter((r) => !r.kind && before.has(r.name))
+    .map((r) => ({ name: r.name, change: changeOf(r.value, before.get(r.name)), same: r.value === before.get(r.name) }));
+  const apart = changes.filter((c) => !c.same && (c.change === null || Math.abs(c.change) > STEADY_WITHIN));
+  return {
+    ...summary,
+    steady: {
+      previousRunId: previous.runId,
+      previousFinishedAt: previous.finishedAt,
+      previousSuites: previous.suites ?? [],
+      within: STEADY_WITHIN,
+      compared: changes.length,
+      agree: changes.length - apart.length,
+      apart: apart.map(({ name, change }) => ({ name, change })),
+    },
+  };
 }
 
 export function formatSummary(summary) {
-  const rows = summary.targets.map((t) => [t.name, t.value === null ? 'n/a' : String(t.value), t.target, t.result]);
-  return ['', `summary: ${summary.met} of ${summary.total} targets met`, table(['target', 'value', 'target', 'result'], rows, [false, true, true, false])].join(
-    '\n',
-  );
+  const pct = (c) => (c === null || c === undefined ? '' : `${c > 0 ? '+' : ''}${Math.round(c * 1000) / 10}%`);
+  const withPrevious = Boolean(summary.steady);
+  const rows = summary.targets.map((t) => [
+    t.name,
+    t.value === null ? 'n/a' : String(t.value),
+    t.target,
+    t.result,
+    ...(withPrevious ? [t.previous === undefined ? '-' : String(t.previous), pct(t.change)] : []),
+  ]);
+  const headers = ['target', 'value', 'target', 'result', ...(withPrevious ? ['previous run', 'change'] : [])];
+  const lines = ['', `summary: ${summary.met} of ${summary.total} targets met`, table(headers, rows, [false, true, true, false, true, true])];
+  if (withPrevious && !summary.steady.compared) {
+    lines.push(`steadiness: no ratio in common with the previous run (${summary.steady.previousRunId}: ${summary.steady.previousSuites.join(', ')})`);
+  } else if (withPrevious) {
+    const s = summary.steady;
+    lines.push(
+      `steadiness: ${s.agree} of ${s.compared} ratios (targets and secondary ones) agree within ${s.within * 100}% of the previous run (${s.previousRunId}: ${s.previousSuites.join(', ')}, finished ${s.previousFinishedAt})` +
+        (s.apart.length ? `; apart: ${s.apart.map((a) => `${a.name} ${pct(a.change) || 'n/a'}`).join('; ')}` : ''),
+    );
+  }
+  return lines.join('\n');
+}
+
+/** The results file of the run before, if there is one and it reads (null otherwise: nothing to compare with). */
+export function previousResults(file) {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8'));
+  } catch {
+    return null;
+  }
 }
 
 export function writeResults(file, data) {

@@ -26,6 +26,45 @@ import { distModule } from './environment.mjs';
 const SCRATCH_PREFIX = 'bench_raw_webhook_';
 const round = (x, digits = 2) => (x === null || x === undefined || !Number.isFinite(x) ? null : Math.round(x * 10 ** digits) / 10 ** digits);
 
+/** Time summed per operation kind: `timed(op, fn)` runs fn and adds its duration to `opMs[op]`. */
+export function opTimer(ops) {
+  const opMs = Object.fromEntries(ops.map((op) => [op, 0]));
+  const timed = async (op, fn) => {
+    const t = performance.now();
+    try {
+      return await fn();
+    } finally {
+      opMs[op] += performance.now() - t;
+    }
+  };
+  return { opMs, timed };
+}
+
+/**
+ * The event documents of sequence numbers [from, to), as the publisher stores them (no producer key: the id is the
+ * key); `envelopeOf` and `timeOrderedUuid` from dist/.
+ */
+export function eventDocsOf({ from, to, at, teamId, eventType, userOf, clientUserId, makeData }, { envelopeOf, timeOrderedUuid }) {
+  const docs = [];
+  for (let seq = from; seq < to; seq++) {
+    const userId = userOf(seq);
+    const envelope = { event_type: eventType, data: makeData(seq), team_id: teamId, user_id: userId, client_user_id: clientUserId };
+    const id = timeOrderedUuid();
+    docs.push({
+      _id: id,
+      team_id: teamId,
+      idempotency_key: id,
+      event_type: eventType,
+      user_id: userId,
+      client_user_id: clientUserId,
+      body: envelopeOf(envelope),
+      created_at: at,
+      only_destination_id: null,
+    });
+  }
+  return docs;
+}
+
 /**
  * Runs the baseline: `events` events to `endpoints` endpoints in batches of `batchSize`. `makeData(seq)` gives an
  * event's data; `config` the loaded configuration (the delivery policy snapshot). Returns
@@ -53,15 +92,7 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
   const endpointIds = Array.from({ length: endpoints }, () => randomUUID());
   const run = randomUUID();
   await coll.dispatchers.insertMany(endpointIds.map((id) => ({ _id: id, run, active_until: new Date(Date.now() + 60_000) })));
-  const opMs = { insertEvents: 0, insertDeliveries: 0, findDue: 0, sendWindow: 0, findEvents: 0, insertAttempts: 0, updateDeliveries: 0 };
-  const timed = async (op, fn) => {
-    const t = performance.now();
-    try {
-      return await fn();
-    } finally {
-      opMs[op] += performance.now() - t;
-    }
-  };
+  const { opMs, timed } = opTimer(['insertEvents', 'insertDeliveries', 'findDue', 'sendWindow', 'findEvents', 'insertAttempts', 'updateDeliveries']);
   let delivered = 0;
   let batches = 0;
 
@@ -124,22 +155,13 @@ export async function rawDeliveryWork(env, { events, endpoints, batchSize, teamI
     const started = performance.now();
     for (let first = 0; first < events; first += batchSize) {
       const now = new Date();
-      const eventDocs = [];
-      for (let seq = first; seq < Math.min(events, first + batchSize); seq++) {
-        const envelope = { event_type: eventType, data: makeData(seq), team_id: teamId, user_id: userId, client_user_id: clientUserId };
-        const id = timeOrderedUuid();
-        eventDocs.push({
-          _id: id,
-          team_id: teamId,
-          idempotency_key: id, // as the publisher stores an event without a producer key
-          event_type: eventType,
-          user_id: userId,
-          client_user_id: clientUserId,
-          body: envelopeOf(envelope),
-          created_at: now,
-          only_destination_id: null,
-        });
-      }
+      const eventDocs = eventDocsOf(
+        { from: first, to: Math.min(events, first + batchSize), at: now, teamId, eventType, userOf: () => userId, clientUserId, makeData },
+        {
+          envelopeOf,
+          timeOrderedUuid,
+        },
+      );
       const deliveryDocs = eventDocs.flatMap((e) => endpointIds.map((id) => newDelivery(e, id, policy, now)));
       await timed('insertEvents', () => coll.events.insertMany(eventDocs, { ordered: false }));
       await timed('insertDeliveries', () => coll.deliveries.insertMany(deliveryDocs, { ordered: false }));

@@ -189,6 +189,8 @@ export async function dispatcherBatches(db, teamId, since, wallMs, workerLogLine
     meanMsBetweenBatches: gaps ? round(gapMs / gaps, 1) : null,
     batchesPerSecPerEndpoint: wallMs > 0 ? round(sizes.length / byEndpoint.size / (wallMs / 1000), 1) : null,
     postMs: { mean: round(postMs / docs.length, 1), max: postMaxMs },
+    // A pipeline's queued batches (one a fan-out each), one log document each.
+    ...(logged.length ? { queuedBatches: logged.length } : {}),
   };
 }
 
