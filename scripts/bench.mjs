@@ -142,10 +142,19 @@ async function main() {
   const ratioSpecs = [];
   const suiteNotes = [];
   const details = {};
+  const failedSuites = [];
   for (const [i, suite] of suites.entries()) {
     // The previous suite's work (the worker draining, the database checkpointing) must not count in this one's.
     if (i > 0) await settle(log);
-    const out = await suite.run(env, { log });
+    let out;
+    try {
+      out = await suite.run(env, { log });
+    } catch (err) {
+      // One suite's failure does not throw away the others' figures: it is reported, and the run exits non-zero.
+      console.error(`bench: the ${suite.name} suite failed: ${err.message}`);
+      failedSuites.push({ suite: suite.name, error: err.message });
+      out = { results: [], ratios: [] };
+    }
     results.push(...out.results);
     ratioSpecs.push(...out.ratios);
     suiteNotes.push(...(out.notes ?? []));
@@ -200,11 +209,16 @@ async function main() {
     scenarios: results,
     ratios,
     summary,
+    ...(failedSuites.length ? { failedSuites } : {}),
     ...(Object.keys(details).length ? { details } : {}),
     ...(profile ? { cpuProfile: { process: profileProcess, ...profile } } : {}),
   });
   console.log(formatSummary(summary));
   console.log(`\nbench: results written to ${path.relative(repoRoot, resultsFile)}`);
+  if (failedSuites.length) {
+    console.error(`bench: ${failedSuites.length} suite(s) failed, their figures are missing: ${failedSuites.map((f) => `${f.suite} (${f.error})`).join('; ')}`);
+    return 1;
+  }
 
   const empty = results.filter((r) => r.ok === 0);
   if (empty.length) {

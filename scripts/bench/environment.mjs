@@ -89,7 +89,7 @@ async function databaseKind(db, external) {
  * extraEnv (more environment of the api and the worker, e.g. PROVIDER_<SLUG>_BASE_URL of fakes a suite started),
  * onCleanup(cleanup) (called at once with the cleanup function, for signal handlers).
  * Returns { runId, stateDir, apiUrl, constantUrl, mongoUrl, dbName, db, repos, tenant, dbKind, children,
- * childEnv (the servers' environment), stackPids ({ mongo, temporal } of a private stack),
+ * childEnv (the servers' environment), moreApiEnv(more) (that of one more api process), stackPids ({ mongo, temporal } of a private stack),
  * onWorkerLog(fn) (each parsed worker log line; returns an unsubscribe function), cleanup }.
  */
 export async function startEnvironment({
@@ -162,6 +162,9 @@ export async function startEnvironment({
     };
     env.apiUrl = `http://127.0.0.1:${apiPort}`;
     env.childEnv = childEnv;
+    // The environment of an api process a suite starts beside the bench's api (replicas, fresh processes to measure):
+    // the bench's api holds the MLLP listener's port (LAB_MLLP_PORT, set by the lab-mllp suite), so theirs is any free one.
+    env.moreApiEnv = (more = {}) => ({ ...childEnv, ...(childEnv.LAB_MLLP_PORT ? { LAB_MLLP_PORT: '0' } : {}), ...more });
     env.stackPids = { ...(stack.pids ?? {}) };
 
     const profileArgs = (name) => (cpuProfileDir && cpuProfileProcess === name ? ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`] : []);

@@ -86,7 +86,7 @@ function chunkSamples(base, p, k, size) {
 async function startReplicas(env, count, log) {
   const replicas = [];
   for (let k = 2; k <= count + 1; k++) {
-    const child = startNode('api/main.js', { ...env.childEnv, LOG_LEVEL: 'info' }, `api-${k}`, { pipe: 'stdout' });
+    const child = startNode('api/main.js', env.moreApiEnv({ LOG_LEVEL: 'info' }), `api-${k}`, { pipe: 'stdout' });
     replicas.push(child);
     await new Promise((resolve, reject) => {
       let seen = '';

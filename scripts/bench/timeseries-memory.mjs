@@ -150,7 +150,7 @@ export async function timeseriesMemorySuite(env, { log = console.log } = {}) {
 
     const port = await freePort();
     const apiUrl = `http://127.0.0.1:${port}`;
-    const api = startNode('api/main.js', { ...env.childEnv, API_PORT: String(port), PUBLIC_BASE_URL: apiUrl }, `api (${fmtInt(samples)} samples)`);
+    const api = startNode('api/main.js', env.moreApiEnv({ API_PORT: String(port), PUBLIC_BASE_URL: apiUrl }), `api (${fmtInt(samples)} samples)`);
     try {
       await waitForHttp(`${apiUrl}/health`, { timeoutMs: 60_000 });
       const warm = await timedRead(
