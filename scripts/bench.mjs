@@ -199,7 +199,7 @@ async function main() {
   }
 
   // Compared with the run before (its file, about to be replaced): do two runs in a row agree?
-  const summary = targetSummary(ratios, previousResults(resultsFile));
+  const summary = { ...targetSummary(ratios, previousResults(resultsFile)), ...(failedSuites.length ? { failedSuites } : {}) };
   writeResults(resultsFile, {
     runId,
     startedAt,
@@ -210,7 +210,6 @@ async function main() {
     scenarios: results,
     ratios,
     summary,
-    ...(failedSuites.length ? { failedSuites } : {}),
     ...(Object.keys(details).length ? { details } : {}),
     ...(profile ? { cpuProfile: { process: profileProcess, ...profile } } : {}),
   });

@@ -152,7 +152,9 @@ export function formatSummary(summary) {
     ...(withPrevious ? [t.previous === undefined ? '-' : String(t.previous), pct(t.change)] : []),
   ]);
   const headers = ['target', 'value', 'target', 'result', ...(withPrevious ? ['previous run', 'change'] : [])];
-  const lines = ['', `summary: ${summary.met} of ${summary.total} targets met`, table(headers, rows, [false, true, true, false, true, true])];
+  // A failed suite's targets are not in the table: said in the same line, so "N of M" is not read as the whole run.
+  const failed = summary.failedSuites?.length ? `; suites that failed, their targets not counted: ${summary.failedSuites.map((f) => f.suite).join(', ')}` : '';
+  const lines = ['', `summary: ${summary.met} of ${summary.total} targets met${failed}`, table(headers, rows, [false, true, true, false, true, true])];
   if (withPrevious && !summary.steady.compared) {
     lines.push(`steadiness: no ratio in common with the previous run (${summary.steady.previousRunId}: ${summary.steady.previousSuites.join(', ')})`);
   } else if (withPrevious) {
