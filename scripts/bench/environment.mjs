@@ -194,10 +194,7 @@ export async function startEnvironment({
     const repos = createRepositories(mongo.db, FieldCipher.fromSpec(childEnv.DATA_ENCRYPTION_KEYS));
     await ensureIndexes(repos);
     env.repos = repos;
-    const org = await repos.tenancy.createOrg('Bench org');
-    const team = await repos.tenancy.createTeam(org._id, 'Bench org team', 'sandbox', 'us');
-    const key = await repos.tenancy.createTeamApiKey(team, 'bench');
-    env.tenant = { orgId: org._id, teamId: team._id, teamKey: key.value };
+    env.tenant = await createTenant(repos, 'Bench org');
     env.dbKind = await databaseKind(mongo.db, Boolean(process.env.MONGO_URL));
     env.temporalAddress = stack.temporalAddress;
     return env;
@@ -205,6 +202,18 @@ export async function startEnvironment({
     await env.cleanup();
     throw err;
   }
+}
+
+/**
+ * An organisation with one sandbox team and its key. A suite whose events go to every team of its organisation (a
+ * lab's results nobody ordered: every team gets the review) takes one of its own, away from the teams and endpoints
+ * the suites before it left in the bench's.
+ */
+export async function createTenant(repos, name) {
+  const org = await repos.tenancy.createOrg(name);
+  const team = await repos.tenancy.createTeam(org._id, `${name} team`, 'sandbox', 'us');
+  const key = await repos.tenancy.createTeamApiKey(team, 'bench');
+  return { orgId: org._id, teamId: team._id, teamKey: key.value };
 }
 
 export function machineInfo() {

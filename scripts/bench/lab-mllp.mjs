@@ -18,7 +18,7 @@
 //   BENCH_LAB_MLLP_SENDERS=4    result connections (and raw inserters)
 //   BENCH_LAB_MLLP_ACK_MS=50    the paced lab's time to take each message before it answers
 import { createHash, randomUUID } from 'node:crypto';
-import { distModule } from './environment.mjs';
+import { createTenant, distModule } from './environment.mjs';
 import { benchDefaults, httpClient, measure, numberEnv } from './load.mjs';
 import pino from 'pino';
 import { freePort } from '../stack.mjs';
@@ -65,14 +65,17 @@ export async function labMllpSuite(env, { log = console.log } = {}) {
   const catalogue = loadLabCatalogue();
   const lab = catalogue.labBySlug('labcorp');
   const panel = catalogue.markers.find((m) => m.type === 'panel' && m.slug === 'thyroid_panel' && m.lab_id === lab.id);
-  const api = httpClient(env.apiUrl, { headers: { 'x-service-api-key': env.tenant.teamKey } });
+  // An organisation of its own: every result no order claims is a review announced to each team of the lab account's
+  // organisation, and the bench's has a team (and webhook endpoints, pipelines) per suite that ran before.
+  const tenant = await createTenant(env.repos, `Bench lab-mllp ${env.runId}`);
+  const api = httpClient(env.apiUrl, { headers: { 'x-service-api-key': tenant.teamKey } });
   /** A lab account of the bench org at a fake lab's port (its own MSH-6, so results name it), and a test through it. */
   const accountAt = async (port, tag) => {
     const now = new Date();
     const accountId = randomUUID();
     await env.repos.labAccounts.create({
       _id: accountId,
-      org_id: env.tenant.orgId,
+      org_id: tenant.orgId,
       environment: 'sandbox',
       region: 'us',
       lab_slug: lab.slug,

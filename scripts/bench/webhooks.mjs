@@ -15,7 +15,7 @@
 //      the same path, not measured: both runs measure their path warm, not its JIT compilation (a cold worker spent
 //      1.85 s of CPU on its first 5,000 events, 1.31 s after a warm-up; the plain POSTs' client, warmed only by the
 //      machine reference, ran 15-25% below its warm rate);
-//   1. baseline throughput: N events x k POSTs, BENCH_WEBHOOK_BASELINE_CONCURRENCY (64) in closed loops;
+//   1. baseline throughput: 4N events x k POSTs (BENCH_WEBHOOK_BASELINE_SCALE), BENCH_WEBHOOK_BASELINE_CONCURRENCY (64) in closed loops;
 //   2. baseline database work: N events x k deliveries with the raw driver (see above);
 //   3. delivery throughput: N events published by BENCH_WEBHOOK_PUBLISHERS (64) closed-loop publishers,
 //      timed from the first publish to the last first-arrival (the latency of this run is "saturated");
@@ -36,6 +36,7 @@
 //   BENCH_WEBHOOK_EVENTS=5000      events of the 1-endpoint throughput run (and of its database baseline)
 //   BENCH_WEBHOOK_EVENTS_10=1000   events of the throughput run with more endpoints (x10 deliveries with 10)
 //   BENCH_WEBHOOK_WARMUP_EVENTS=1000  events of the warm-up before each throughput run (0: none)
+//   BENCH_WEBHOOK_BASELINE_SCALE=4 the plain POST throughput baseline sends this many times the run's events
 //   BENCH_WEBHOOK_ENDPOINTS=1,10   endpoint counts to run
 //   BENCH_WEBHOOK_TIMEOUT_SECONDS=180  per throughput run (paced runs: 60 s after the window); then the
 //                                      partial figures are reported, and the next run waits up to
@@ -61,6 +62,7 @@ export function webhookSettings() {
     eventsMany: numberEnv('BENCH_WEBHOOK_EVENTS_10', 1000, { integer: true, min: 1 }),
     publishers: numberEnv('BENCH_WEBHOOK_PUBLISHERS', 64, { integer: true, min: 1 }),
     baselineConcurrency: numberEnv('BENCH_WEBHOOK_BASELINE_CONCURRENCY', 64, { integer: true, min: 1 }),
+    baselineScale: numberEnv('BENCH_WEBHOOK_BASELINE_SCALE', 4, { integer: true, min: 1 }),
     rate: numberEnv('BENCH_WEBHOOK_RATE', 200, { min: 1 }),
     pacedSeconds: numberEnv('BENCH_WEBHOOK_PACED_SECONDS', 10, { min: 1 }),
     timeoutSeconds: numberEnv('BENCH_WEBHOOK_TIMEOUT_SECONDS', 180, { min: 5 }),
