@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { hashKey, mintKey } from '../lib/platform/keys';
 import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { FieldCipher } from '../lib/platform/field-encryption';
 import { indexesUsed, sortsInMemory } from './support/explain';
-import { logPage, pageById, pageQuery } from '../lib/platform/database/pages';
-import { timeOrderedUuid } from '../lib/platform/keys';
+import { logPage, pageById, pageByTimeWindows, pageQuery } from '../lib/platform/database/pages';
+import { hashKey, idPrefixAt, mintKey, timeOrderedNameBasedUuid, timeOrderedUuid } from '../lib/platform/keys';
 import { ownDatabase, startTestApp, uniqueId, type OwnDatabase, type TestApp } from './support/harness';
 
 /**
@@ -86,6 +85,32 @@ describe('the database under the suite', () => {
     expect(rare).toEqual(await pageById(log, { team_id: 'rare' }, -1, null, 4));
     const rest = await logPage(log, { team_id: 'rare' }, -1, rare.items[3]._id, 10, 1);
     expect({ ns: rest.items.map((d) => d.n), more: rest.more }).toEqual({ ns: [5, 4, 3, 2, 1, 0], more: false });
+
+    // A quiet team's entries spread over two years (and one id of another form) read window of time by window, newest
+    // window first: page after page, the same pages as one read of every match sorted.
+    const now = Date.now();
+    const quietAt = [10, 40, 300, 2_000, 20_000, 200_000, 1_000_000].map((minutesAgo) => now - minutesAgo * 60_000);
+    const quiet: LogDoc[] = quietAt.flatMap((ms, i) =>
+      [0, 1].map((k) => ({ _id: timeOrderedNameBasedUuid(ms, ['quiet', String(i)], k), team_id: 'quiet', n: i * 2 + k })),
+    );
+    quiet.push({ _id: randomUUID(), team_id: 'quiet', n: 100 });
+    await log.insertMany(quiet);
+    const pagesOf = async (read: (after: string | null) => Promise<{ items: LogDoc[]; more: boolean }>) => {
+      const pages: number[][] = [];
+      for (let after: string | null = null, more = true; more; ) {
+        const page = await read(after);
+        pages.push(page.items.map((d) => d.n));
+        more = page.more;
+        after = page.items.at(-1)?._id ?? null;
+      }
+      return pages;
+    };
+    const windowed = await pagesOf((after) => pageByTimeWindows(log, { team_id: 'quiet' }, after, 3));
+    expect(windowed).toEqual(await pagesOf((after) => pageById(log, { team_id: 'quiet' }, -1, after, 3)));
+    expect(windowed.flat()).toHaveLength(quiet.length);
+    // A window is a range of the list's index, sorted alone (not the `_id` walk through the busy team's entries).
+    const window = await pageQuery(log, { team_id: 'quiet', _id: { $gte: idPrefixAt(now - 3_600_000) } }, -1, null, 3).explain('queryPlanner');
+    expect(indexesUsed(window)).toEqual(['team_id_1__id_-1']);
   });
 
   it('answers the API key lookup of every request from the key_hash index, not a scan', async () => {

@@ -156,25 +156,38 @@ async function seed(ctx, count, log) {
 }
 
 /**
- * The list query as pages.ts `logPage` sends it: the `_id` walk within 30 ms, else the planner's plan; with `user`,
- * as delivery-log.ts reads a user's events: counted up to 5% of the log, the planner's plan below that.
+ * The list query as pages.ts `logPage` sends it: the `_id` walk within 30 ms, else windows of time of the list's index
+ * newest first (1 h, 16 h, ~11 days, ~170 days, the rest: `pageByTimeWindows`); with `user`, as delivery-log.ts reads a
+ * user's events: counted up to 5% of the log, one read of every match sorted below that.
  */
-async function rawLogPage(coll, filter, after, user) {
-  const query = () =>
+async function rawLogPage(coll, filter, after, user, { idPrefixAt, uuidV7Millis }) {
+  const query = (f, below, limit = PAGE) =>
     coll
-      .find({ ...filter, _id: { ...(filter._id ?? {}), $lt: after ?? '~' } })
+      .find({ ...f, _id: { ...(f._id ?? {}), $lt: below ?? '~' } })
       .sort({ _id: -1 })
-      .limit(PAGE + 1);
+      .limit(limit + 1);
   if (user) {
     const dense = Math.max(1, Math.ceil(0.05 * (await coll.estimatedDocumentCount())));
-    if ((await coll.countDocuments({ team_id: filter.team_id, user_id: user }, { limit: dense })) < dense) return query().toArray();
+    if ((await coll.countDocuments({ team_id: filter.team_id, user_id: user }, { limit: dense })) < dense) return query(filter, after).toArray();
   }
   try {
-    return await query().hint({ _id: 1 }).maxTimeMS(30).toArray();
+    return await query(filter, after).hint({ _id: 1 }).maxTimeMS(30).toArray();
   } catch (err) {
     if (err.code !== 50) throw err;
-    return query().toArray();
   }
+  const docs = [];
+  let below = after;
+  for (let window = 0, span = 3_600_000, from = (after ? uuidV7Millis(after) : Date.now()) - span; docs.length <= PAGE; window++) {
+    const last = window === 4 || from <= 0;
+    const bound = last ? null : idPrefixAt(from);
+    const lower = bound === null || (filter._id?.$gte ?? '') > bound ? {} : { $gte: bound };
+    docs.push(...(await query({ ...filter, _id: { ...(filter._id ?? {}), ...lower } }, below, PAGE - docs.length).toArray()));
+    if (last) break;
+    below = bound;
+    span *= 16;
+    from -= span;
+  }
+  return docs;
 }
 
 /**
@@ -271,7 +284,7 @@ async function measureCalls(ctx, calls, samples, log) {
       const [coll, filter, opts = {}] = call.raw(args);
       t = performance.now();
       await scope(opts.endpoint);
-      await rawLogPage(coll, filter, opts.after ?? null, opts.user);
+      await rawLogPage(coll, filter, opts.after ?? null, opts.user, ctx);
       if (i >= WARMUP) times.raw.push(performance.now() - t);
     }
     if (!rows) throw new BenchError(`console: ${call.name}: every page was empty; the seed does not exercise it`);

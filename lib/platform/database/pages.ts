@@ -1,4 +1,5 @@
 import type { Collection, Document, Filter } from 'mongodb';
+import { idPrefixAt, uuidV7Millis } from '../keys';
 import { isTimeLimitError } from './store-errors';
 import { pageStrategy } from './store-strategy';
 
@@ -77,15 +78,20 @@ export async function isDenseList(coll: Collection<any>, filter: Filter<any>): P
   return (await coll.countDocuments(filter, { limit: dense })) >= dense;
 }
 
-/** How long a log's page may walk the `_id` index before the planner's plan is used instead (see `logPage`). */
+/** How long a log's page may walk the `_id` index before it is read window by window instead (see `logPage`). */
 const WALK_BUDGET_MS = 30;
+/** The first window of time a log page reads off the list's index, newest first, and how much each next one grows. */
+const FIRST_WINDOW_MS = 3_600_000;
+const WINDOW_GROWTH = 16;
+/** Windows of 1 h, 16 h, ~11 days and ~170 days, then the rest of the log in one read. */
+const TIME_WINDOWS = 4;
 
 /**
  * A page of a log (events, deliveries, attempts, the audit log): lists that do not count their matches, so
  * `walksIdIndex` cannot judge their density. The `_id` walk is tried first, stopped at `budgetMs` (maxTimeMS):
  * a dense log (a busy team's, where the planner's plan sorts every match in memory on DocumentDB: ~300–500 ms a
- * page at 200,000) is read in a few milliseconds; a sparse one runs out of budget and the planner's plan reads
- * it off the list's index (at most `budgetMs` more).
+ * page at 200,000) is read in a few milliseconds. A sparse one (a quiet team under other teams' newer entries) runs
+ * out of budget and is read off the list's index window of time by window (`pageByTimeWindows`).
  */
 export async function logPage<T extends { _id: string }>(
   coll: Collection<T>,
@@ -101,6 +107,47 @@ export async function logPage<T extends { _id: string }>(
     return { items: docs.slice(0, limit), more: docs.length > limit };
   } catch (err) {
     if (!isTimeLimitError(err)) throw err;
-    return pageById(coll, filter, direction, after, limit);
+    return direction === -1 ? pageByTimeWindows(coll, filter, after, limit) : pageById(coll, filter, direction, after, limit);
   }
+}
+
+/**
+ * A newest-first page of a log read off the list's index in windows of `_id` going back in time from the cursor (or
+ * now): a log's ids are UUIDv7, which start with their time. DocumentDB sorts every match a query's index finds, so
+ * one read of a quiet team's 100,000 entries sorts them all for 50 (~330 ms); a window holds only the matches of its
+ * time (the first page of a team that wrote in the last hour: one window). The windows grow (1 h, 16 h, ~11 days,
+ * ~170 days) and the last read takes all that is older, so every id is in exactly one window, newest window first:
+ * the page is the one `pageById` reads, ids of other forms included (they fall in whichever window their text does).
+ */
+export async function pageByTimeWindows<T extends { _id: string }>(
+  coll: Collection<T>,
+  filter: Filter<T>,
+  after: string | null,
+  limit: number,
+): Promise<Page<T>> {
+  const startMs = after === null ? Date.now() : uuidV7Millis(after);
+  if (startMs === null) return pageById(coll, filter, -1, after, limit);
+  const items: T[] = [];
+  let below = after;
+  let spanMs = FIRST_WINDOW_MS;
+  let fromMs = startMs - spanMs;
+  for (let window = 0; items.length <= limit; window++) {
+    const last = window === TIME_WINDOWS || fromMs <= 0;
+    const from = last ? null : idPrefixAt(fromMs);
+    const docs = (await pageQuery(coll, from === null ? filter : idsFrom(filter, from), -1, below, limit - items.length).toArray()) as T[];
+    items.push(...docs);
+    if (last) break;
+    below = from;
+    spanMs *= WINDOW_GROWTH;
+    fromMs -= spanMs;
+  }
+  return { items: items.slice(0, limit), more: items.length > limit };
+}
+
+/** `filter` with its `_id` condition also at or past `from` (a lower bound it already has stays: both apply). */
+function idsFrom<T>(filter: Filter<T>, from: string): Filter<T> {
+  const existing = (filter as Document)._id as Document | string | undefined;
+  if (typeof existing === 'string') return filter;
+  const bounded = existing?.$gte !== undefined && existing.$gte > from ? existing : { ...existing, $gte: from };
+  return { ...filter, _id: bounded } as Filter<T>;
 }
