@@ -98,6 +98,12 @@ export function formatReport({ results, ratios, machine, dbKind, config, notes =
 /** How far two runs' figures may differ and still agree (issue 40: two runs in a row within 10 % on every ratio). */
 export const STEADY_WITHIN = 0.1;
 
+/**
+ * A ratio is named `<figure> / <baseline>` (every suite names its ratios so, targets and secondary ones alike); the
+ * absolute figures (events/s, ms, %, counts) have no " / " in their names.
+ */
+export const isRatio = (r) => r.name.includes(' / ');
+
 /** `value` relative to `before` (0.05: 5 % higher), or null when either is missing or zero. */
 const changeOf = (value, before) =>
   typeof value === 'number' && typeof before === 'number' && before !== 0 ? Math.round(((value - before) / before) * 1000) / 1000 : null;
@@ -124,7 +130,7 @@ export function targetSummary(ratios, previous = null) {
   if (!previous) return summary;
   // The ratios (a figure over its baseline of the same run), not the absolute figures, which move with the machine.
   const changes = ratios
-    .filter((r) => !r.kind && before.has(r.name))
+    .filter((r) => isRatio(r) && before.has(r.name))
     .map((r) => ({ name: r.name, change: changeOf(r.value, before.get(r.name)), same: r.value === before.get(r.name) }));
   const apart = changes.filter((c) => !c.same && (c.change === null || Math.abs(c.change) > STEADY_WITHIN));
   return {
