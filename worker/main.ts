@@ -1,5 +1,4 @@
 import { earliestOf } from '../lib/platform/time';
-import { GracefulShutdownPeriodExpiredError } from '@temporalio/worker';
 import { dataCipher, loadConfig } from '../lib/platform/config';
 import { createLogger } from '../lib/platform/logger';
 import { connectMongo } from '../lib/platform/database/mongo';
@@ -7,6 +6,7 @@ import { createRepositories, ensureIndexes } from '../lib/repositories';
 import { retentionFrom } from '../lib/platform/database/indexes';
 import { connectTemporal } from '../lib/platform/temporal';
 import { startWorkerHeartbeat } from './heartbeat';
+import { runUntilStopped } from './run-until-stopped';
 import { ensureStrandedWorkSweep } from './stranded-work-sweep';
 import { createWorker, installRuntimeLogger } from './worker';
 import { startProviderSubscriptionsSchedule } from './provider-subscriptions-schedule';
@@ -58,15 +58,12 @@ async function main(): Promise<void> {
     });
   }
   logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, temporal: config.TEMPORAL_ADDRESS, node: process.version }, 'worker running');
-  const running = Promise.all([worker.run(), ...providerWorkers.map((w) => w.run())]);
+  const running = runUntilStopped([worker.run(), ...providerWorkers.map((w) => w.run())]);
   // GET /ready looks for a fresh heartbeat: Temporal lists a killed worker's poller for minutes.
   const heartbeat = startWorkerHeartbeat(repos, worker, config.TEMPORAL_TASK_QUEUE, logger);
   try {
-    await running;
-  } catch (err) {
     // Activities that ignored their cancellation are left to their retries on another worker.
-    if (!(err instanceof GracefulShutdownPeriodExpiredError)) throw err;
-    logger.warn({ err }, 'worker stopped without waiting for every activity');
+    if ((await running).graceExpired) logger.warn('worker stopped without waiting for every activity');
   } finally {
     await heartbeat.stop();
   }
