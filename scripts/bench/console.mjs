@@ -160,7 +160,7 @@ async function seed(ctx, count, log) {
  * newest first (1 h, 16 h, ~11 days, ~170 days, the rest: `pageByTimeWindows`); with `user`, as delivery-log.ts reads a
  * user's events: counted up to 5% of the log, one read of every match sorted below that.
  */
-async function rawLogPage(coll, filter, after, user, { idPrefixAt, uuidV7Millis }) {
+async function rawLogPage(coll, filter, after, user, { idPrefixAt, uuidV7Millis, windows }) {
   const query = (f, below, limit = PAGE) =>
     coll
       .find({ ...f, _id: { ...(f._id ?? {}), $lt: below ?? '~' } })
@@ -177,14 +177,14 @@ async function rawLogPage(coll, filter, after, user, { idPrefixAt, uuidV7Millis 
   }
   const docs = [];
   let below = after;
-  for (let window = 0, span = 3_600_000, from = (after ? uuidV7Millis(after) : Date.now()) - span; docs.length <= PAGE; window++) {
-    const last = window === 4 || from <= 0;
+  for (let window = 0, span = windows.firstMs, from = (after ? uuidV7Millis(after) : Date.now()) - span; docs.length <= PAGE; window++) {
+    const last = window === windows.count || from <= 0;
     const bound = last ? null : idPrefixAt(from);
     const lower = bound === null || (filter._id?.$gte ?? '') > bound ? {} : { $gte: bound };
     docs.push(...(await query({ ...filter, _id: { ...(filter._id ?? {}), ...lower } }, below, PAGE - docs.length).toArray()));
     if (last) break;
     below = bound;
-    span *= 16;
+    span *= windows.growth;
     from -= span;
   }
   return docs;
@@ -330,6 +330,7 @@ export async function consoleSuite(env, { log = console.log } = {}) {
     { timeOrderedNameBasedUuid, hashKey, uuidV7Millis, idPrefixAt },
     { encodeCursor },
     { idsWithin },
+    { LOG_TIME_WINDOWS },
   ] = await Promise.all([
     distModule('lib/platform/config.js'),
     distModule('lib/events/model.js'),
@@ -337,6 +338,7 @@ export async function consoleSuite(env, { log = console.log } = {}) {
     distModule('lib/platform/keys.js'),
     distModule('api/cursors.js'),
     distModule('lib/events/delivery-log.js'),
+    distModule('lib/platform/database/pages.js'),
   ]);
   const { repos } = env;
   const team = await repos.tenancy.createTeam(env.tenant.orgId, 'Bench delivery log', 'sandbox', 'us');
@@ -363,6 +365,7 @@ export async function consoleSuite(env, { log = console.log } = {}) {
       idsWithin,
       idPrefixAt,
       uuidV7Millis,
+      windows: LOG_TIME_WINDOWS,
       seeded: [],
       failedEvents: [],
     };
