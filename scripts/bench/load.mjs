@@ -66,12 +66,20 @@ export async function measure({ name, concurrency, seconds, warmupSeconds, fn, l
   seconds ??= defaults.seconds;
   warmupSeconds ??= defaults.warmupSeconds;
   log(`bench: ${name} ... ${seconds} s (${concurrency} concurrent, after ${warmupSeconds} s warm-up)`);
+  const { latencies, errors, warmupErrors, firstError } = await closedLoops({ name, concurrency, seconds, warmupSeconds, fn, log });
+  return summarize({ name, concurrency, seconds, warmupSeconds, latencies, errors, warmupErrors, firstError, log });
+}
 
+/**
+ * One window of `measure`: the latencies (ms) of the operations that completed in it, the errors, and the `seq` the
+ * next window of the same scenario starts at (its operations are numbered on: a `seq` may name a record to create).
+ */
+async function closedLoops({ name, concurrency, seconds, warmupSeconds, fn, log, firstSeq = 0 }) {
   const latencies = [];
   let errors = 0;
   let warmupErrors = 0;
   let firstError = null;
-  let seq = 0;
+  let seq = firstSeq;
   const windowStart = performance.now() + warmupSeconds * 1000;
   const windowEnd = windowStart + seconds * 1000;
 
@@ -104,8 +112,78 @@ export async function measure({ name, concurrency, seconds, warmupSeconds, fn, l
   ]);
   clearTimeout(drainTimer);
   if (!drained) log(`bench: ${name}: some operations were still running ${DRAIN_TIMEOUT_MS / 1000} s after the window; abandoned`);
+  return { latencies, errors, warmupErrors, firstError, nextSeq: seq };
+}
 
-  return summarize({ name, concurrency, seconds, warmupSeconds, latencies, errors, warmupErrors, firstError, log });
+/** The median of `values` (the mean of the middle two for an even count); null for none. */
+export function median(values) {
+  const sorted = values.filter((v) => v !== null && v !== undefined && Number.isFinite(v)).sort((a, b) => a - b);
+  if (!sorted.length) return null;
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** Rounds of measureInRounds: BENCH_ROUNDS (5). */
+export const benchRounds = () => numberEnv('BENCH_ROUNDS', 5, { integer: true, min: 1 });
+
+/** A ramp before each later round of measureInRounds (the loops restart; nothing to warm up): not counted. */
+const ROUND_RAMP_SECONDS = 0.25;
+
+/**
+ * Scenarios measured in turns: `rounds` rounds, each running every scenario's closed loops for seconds / rounds, the
+ * order rotating from round to round (A B, B A, A B, ... for two), so that a ratio of two of them compares windows
+ * seconds apart rather than one scenario's window against another's a minute later (two runs of scenarios measured
+ * one after the other disagreed by up to 60 % on their ratio: each window caught a different state of a 2-core
+ * machine that also runs the database). Each scenario is warmed up once, before its first round; its later rounds
+ * start with `rampSeconds` not counted, while the loops fill (operations of a second or more need a longer one, and
+ * rounds of several of their latencies: a round counts the operations that complete in it).
+ *
+ * Returns { results: one `measure` result per scenario over all its rounds (and `roundRates`, its rate in each round), ratio(a, b): the median over the rounds
+ * of a's rate / b's rate in that round (a and b: indexes of `scenarios`), rounded to 3 places, null if a round has
+ * no success of b }.
+ */
+export async function measureInRounds({ scenarios, rounds, concurrency, seconds, warmupSeconds, rampSeconds = ROUND_RAMP_SECONDS, log = console.log }) {
+  const defaults = benchDefaults();
+  rounds ??= benchRounds();
+  concurrency ??= defaults.concurrency;
+  seconds ??= defaults.seconds;
+  warmupSeconds ??= defaults.warmupSeconds;
+  const roundSeconds = seconds / rounds;
+  log(`bench: ${scenarios.map((s) => s.name).join(' | ')} ... ${rounds} rounds of ${roundSeconds} s each, in turns (${concurrency} concurrent)`);
+  const windows = scenarios.map(() => ({ latencies: [], errors: 0, warmupErrors: 0, firstError: null }));
+  const rates = scenarios.map(() => []);
+  const seqs = scenarios.map(() => 0);
+  for (let roundNo = 0; roundNo < rounds; roundNo++) {
+    const order = scenarios.map((_, i) => (roundNo % 2 ? scenarios.length - 1 - i : i));
+    for (const i of order) {
+      const { name, fn, concurrency: own } = scenarios[i];
+      const got = await closedLoops({
+        name,
+        concurrency: own ?? concurrency,
+        seconds: roundSeconds,
+        warmupSeconds: roundNo ? rampSeconds : warmupSeconds,
+        fn,
+        log,
+        firstSeq: seqs[i],
+      });
+      seqs[i] = got.nextSeq;
+      const w = windows[i];
+      for (const ms of got.latencies) w.latencies.push(ms);
+      w.errors += got.errors;
+      w.warmupErrors += got.warmupErrors;
+      w.firstError ??= got.firstError;
+      rates[i].push(got.latencies.length / roundSeconds);
+    }
+  }
+  const results = scenarios.map(({ name, concurrency: own }, i) => ({
+    ...summarize({ name, concurrency: own ?? concurrency, seconds, warmupSeconds, ...windows[i], log }),
+    roundRates: rates[i].map((r) => round(r, 1)),
+  }));
+  const ratio = (a, b) => {
+    if (rates[b].some((r) => r === 0)) return null;
+    return round(median(rates[a].map((r, k) => r / rates[b][k])), 3);
+  };
+  return { results, ratio };
 }
 
 /** A scenario's result from its latencies (ms), logged: the shape `measure` returns. */

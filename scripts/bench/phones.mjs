@@ -6,7 +6,8 @@
 //       1. a closed loop on the one api process (a phone sends its next chunk when the last is answered): what one
 //          process does (for the record);
 //       2. the same closed loop with BENCH_PHONE_API_REPLICAS (2: one per core, as a host runs them) api replicas
-//          sharing the port (API_REUSE_PORT): samples stored per second, target at least 0.3 of the raw appends;
+//          sharing the port (API_REUSE_PORT): samples stored per second, target at least 0.3 of the raw appends,
+//          measured in turns with them (4 rounds; the ratio is the median of the rounds');
 //       3. paced as phones upload: each phone a chunk every BENCH_PHONE_PACE_SECONDS (5; 50 phones: 10 chunks,
 //          100,000 samples a second), to the same replicas: the answer's p99, target under 1 s. (A closed loop's
 //          answer time is the queue, 50 chunks deep: its p99 is 50 times the service time, whatever the path; the raw
@@ -22,7 +23,7 @@ import path from 'node:path';
 import { gzipSync } from 'node:zlib';
 import sax from 'sax';
 import { distModule } from './environment.mjs';
-import { httpClient, measure, numberEnv, settle } from './load.mjs';
+import { httpClient, measure, measureInRounds, numberEnv, settle } from './load.mjs';
 import { pacedLoop, percentiles } from './webhook-measures.mjs';
 import { peakMb, rawAppend } from './wearables.mjs';
 import { repoRoot, startNode, stopChild } from '../setup.mjs';
@@ -158,40 +159,51 @@ async function uploadScenario(env, s, log) {
     });
     if (k < phone.bodies.length && res.json.samples.created !== s.chunk) throw new Error(`a new chunk stored ${JSON.stringify(res.json.samples)}`);
   };
-  const closedLoop = async (replicas) => {
-    // A client per run: its connections are made now, so they spread over the replicas listening now.
-    const uploads = httpClient(env.apiUrl, { timeoutMs: 120_000 });
-    try {
-      return await measure({
-        name: `POST /v2/timeseries/{user}/heartrate, ${s.phones} phones, ${s.chunk}-sample gzip chunks (${kb} KB), ${replicas} api process${replicas > 1 ? 'es' : ''}`,
-        concurrency: s.phones,
-        seconds: s.seconds,
-        warmupSeconds: 2,
-        log,
-        fn: ({ worker }) => send(uploads, worker),
-      });
-    } finally {
-      uploads.close();
-    }
+  const uploadName = (replicas) =>
+    `POST /v2/timeseries/{user}/heartrate, ${s.phones} phones, ${s.chunk}-sample gzip chunks (${kb} KB), ${replicas} api process${replicas > 1 ? 'es' : ''}`;
+  // A client per run: its connections are made now, so they spread over the replicas listening now.
+  const uploadsTo = (replicas, uploads) => ({ name: uploadName(replicas), fn: ({ worker }) => send(uploads, worker) });
+  const scratch = env.db.collection('bench_raw_phone_buckets');
+  await scratch.createIndex({ team_id: 1, user_id: 1, resource: 1, day: 1 });
+  const rawNext = phones.map(() => 0);
+  const rawAppends = {
+    name: `raw append of the same ${s.chunk} samples to their day buckets' columns, ${s.phones} at once`,
+    fn: async ({ worker }) => {
+      const k = rawNext[worker]++;
+      await rawAppend(scratch, { teamId: env.tenant.teamId, userId: `raw-${worker}`, timezoneOffset: 3600 }, chunkSamples(base, worker, k, s.chunk));
+    },
   };
+  const loopOpts = { concurrency: s.phones, seconds: s.seconds, warmupSeconds: 2, log };
 
   // Each run starts on a settled machine: the database's work after the last one's writes (checkpoints, vacuum) must
   // not count in the next (the raw appends, last, were measured at 0.65 of their pace without this).
   await settle(log);
-  const single = await closedLoop(1);
+  const singleClient = httpClient(env.apiUrl, { timeoutMs: 120_000 });
+  const single = await measure({ ...uploadsTo(1, singleClient), ...loopOpts }).finally(() => singleClient.close());
   const stopReplicas = s.replicas > 1 ? await startReplicas(env, s.replicas - 1, log) : async () => {};
   let upload;
+  let raw;
+  let uploadRatio;
   let paced;
   try {
     await settle(log);
-    upload = await closedLoop(s.replicas);
+    // The uploads through every replica and the raw appends in turns (measureInRounds): their ratio compares
+    // windows seconds apart, on the same machine with the same processes up.
+    const uploads = httpClient(env.apiUrl, { timeoutMs: 120_000 });
+    // Four rounds of 5 s (at the default 20 s), each after a 2 s ramp: an upload is answered in about a second with
+    // 50 phones at once, and a round counts the uploads answered in it.
+    const inTurns = await measureInRounds({ scenarios: [uploadsTo(s.replicas, uploads), rawAppends], ...loopOpts, rounds: 4, rampSeconds: 2 }).finally(() =>
+      uploads.close(),
+    );
+    [upload, raw] = inTurns.results;
+    uploadRatio = inTurns.ratio(0, 1);
     const rate = s.phones / s.paceSeconds;
     const name = `the same, paced: each phone a chunk every ${s.paceSeconds} s (${Math.round(rate * 10) / 10} chunks/s), ${s.replicas} api processes`;
     await settle(log);
     log(`bench: ${name} ... ${s.seconds} s`);
-    const uploads = httpClient(env.apiUrl, { timeoutMs: 120_000 });
-    const out = await pacedLoop(rate, s.seconds, (seq) => send(uploads, seq % s.phones));
-    uploads.close();
+    const pacedUploads = httpClient(env.apiUrl, { timeoutMs: 120_000 });
+    const out = await pacedLoop(rate, s.seconds, (seq) => send(pacedUploads, seq % s.phones));
+    pacedUploads.close();
     if (out.errors) throw new Error(`paced uploads: ${out.errors} failed, first: ${out.firstError}`);
     paced = {
       name,
@@ -206,24 +218,8 @@ async function uploadScenario(env, s, log) {
   } finally {
     await stopReplicas();
   }
-
-  const scratch = env.db.collection('bench_raw_phone_buckets');
-  await scratch.createIndex({ team_id: 1, user_id: 1, resource: 1, day: 1 });
-  await settle(log);
-  const rawNext = phones.map(() => 0);
-  const raw = await measure({
-    name: `raw append of the same ${s.chunk} samples to their day buckets' columns, ${s.phones} at once`,
-    concurrency: s.phones,
-    seconds: s.seconds,
-    warmupSeconds: 2,
-    log,
-    fn: async ({ worker }) => {
-      const k = rawNext[worker]++;
-      await rawAppend(scratch, { teamId: env.tenant.teamId, userId: `raw-${worker}`, timezoneOffset: 3600 }, chunkSamples(base, worker, k, s.chunk));
-    },
-  });
   await scratch.drop().catch(() => {});
-  return { single, upload, paced, raw, resent };
+  return { single, upload, uploadRatio, paced, raw, resent };
 }
 
 /** An export.zip of about `mb` MB of export.xml, written to `file` a slice of days at a time (never whole in memory). */
@@ -337,7 +333,7 @@ async function importScenario(env, s, log) {
 
 export async function phoneSuite(env, { log }) {
   const s = settings();
-  const { single, upload, paced, raw, resent } = await uploadScenario(env, s, log);
+  const { single, upload, uploadRatio, paced, raw, resent } = await uploadScenario(env, s, log);
   // BENCH_IMPORT_MB=0: the uploads alone.
   const imp = s.importMb > 0 ? await importScenario(env, s, log) : null;
   const perSecond = (r) => Math.round(r.rps * s.chunk);
@@ -347,6 +343,7 @@ export async function phoneSuite(env, { log }) {
       name: `phone uploads / raw column appends (samples/s), ${s.phones} phones, ${s.replicas} api process${s.replicas > 1 ? 'es' : ''}`,
       of: upload,
       to: raw,
+      ratio: uploadRatio,
       target: 0.3,
     },
     { name: `phone uploads / raw column appends (samples/s), ${s.phones} phones, one api process`, of: single, to: raw, target: null },

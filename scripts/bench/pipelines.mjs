@@ -31,9 +31,11 @@
 //   BENCH_PIPELINE_PUBLISHERS=64  BENCH_PIPELINE_USERS=100  BENCH_PIPELINE_KAFKA_PARTITIONS=3
 //   BENCH_PIPELINE_RATE=50  BENCH_PIPELINE_PACED_SECONDS=20  BENCH_PIPELINE_TIMEOUT_SECONDS=300 (per throughput run)
 //   BENCH_PIPELINE_BACKLOG=1 (0: no step 4)  BENCH_PIPELINE_PHASE_EVENTS=5000
-//   BENCH_PIPELINE_ROUNDS=3  rounds of steps 1 (raw producer) and 2 (each pipeline's throughput run), one after the
-//                            other; each ratio is taken between the median runs, so a passing disturbance moves
-//                            neither side of it
+//   BENCH_PIPELINE_RAW_SCALE=4  the raw producer's rounds send this many times the run's events (at 20,000 a round
+//                            took 1-1.6 s, and its rate moved 12.6k-22.6k/s between full runs)
+//   BENCH_PIPELINE_ROUNDS=3  rounds of steps 1 (raw producer) and 2 (each pipeline's throughput run) in turns (the
+//                            raw producer first, then last, ...); a pipeline's ratio to the raw producer is the
+//                            median of its rounds' ratios, so a passing disturbance or drift moves neither
 
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
@@ -41,7 +43,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { startKafka } from '../stack/kafka.mjs';
 import { RABBITMQ_PASSWORD, RABBITMQ_USER, startRabbitmq } from '../stack/rabbitmq.mjs';
 import { distModule } from './environment.mjs';
-import { httpClient, numberEnv } from './load.mjs';
+import { httpClient, median, numberEnv } from './load.mjs';
 import { diagnosisScenarios, pipelineNotes } from './pipeline-diagnosis.mjs';
 import { processMeter, startConsumer } from './pipeline-harness.mjs';
 import { insertBesideBrokerBaseline, publishAloneBaseline, rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
@@ -87,6 +89,7 @@ export function pipelineSettings() {
     backlog: numberEnv('BENCH_PIPELINE_BACKLOG', 1, { integer: true }) > 0,
     phaseEvents: numberEnv('BENCH_PIPELINE_PHASE_EVENTS', 5000, { integer: true, min: 1 }),
     rounds: numberEnv('BENCH_PIPELINE_ROUNDS', 3, { integer: true, min: 1 }),
+    rawScale: numberEnv('BENCH_PIPELINE_RAW_SCALE', 4, { integer: true, min: 1 }),
   };
 }
 
@@ -193,8 +196,8 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
 
     // ---------------------------------------------------------------- 1. raw producer
     // `ready`: the producer sends each batch once it may (the insert-beside baseline paces it by the publishes).
-    const runRaw = async (broker, { run = `raw-${broker}`, name = `raw producer ${broker} (baseline)`, ready } = {}) => {
-      log(`bench: ${name} ... ${n} messages, confirmed batches of ${batchSize}`);
+    const runRaw = async (broker, { run = `raw-${broker}`, name = `raw producer ${broker} (baseline)`, ready, count = n } = {}) => {
+      log(`bench: ${name} ... ${count} messages, confirmed batches of ${batchSize}`);
       const makeMessage = (seq) => {
         const userId = userOf(seq);
         const body = envelopeOf({
@@ -207,13 +210,13 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         return { eventId: timeOrderedUuid(), eventType: EVENT_TYPE, teamId: env.tenant.teamId, userId, body, createdAt: new Date() };
       };
       const cpu = meter();
-      const common = { n, batchSize, makeMessage, encodeBody, ready };
+      const common = { n: count, batchSize, makeMessage, encodeBody, ready };
       const r =
         broker === 'rabbitmq'
           ? await rawRabbitmq({ ...common, url: rabbitmq.url, exchange: EXCHANGE, key: 'bench.raw' })
           : await rawKafka({ ...common, bootstrap: kafka.bootstrap, topic: 'bench.raw' });
       const cpuUsed = cpu();
-      const stats = await received(run, () => n, Date.now() + 60_000, name);
+      const stats = await received(run, () => count, Date.now() + 60_000, name);
       const e2eSeconds = stats.lastAt !== null ? (stats.lastAt - r.t0) / 1000 : null;
       const result = {
         name,
@@ -222,15 +225,15 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         shape: 'throughput',
         broker,
         endpoints: 1,
-        events: n,
-        expectedDeliveries: n,
+        events: count,
+        expectedDeliveries: count,
         delivered: stats.unique,
-        complete: stats.unique >= n,
+        complete: stats.unique >= count,
         seconds: r.seconds,
         eventsPerSec: r.eventsPerSec,
         deliveriesPerSec: r.eventsPerSec,
         rps: r.eventsPerSec,
-        ok: n,
+        ok: count,
         p50Ms: null,
         p90Ms: null,
         p99Ms: null,
@@ -245,8 +248,8 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         cpu: cpuUsed,
       };
       log(
-        `bench: ${name}: ${n} confirmed in ${r.seconds} s = ${r.eventsPerSec} events/s (batch p50 ${r.batch.p50Ms} ms p99 ${r.batch.p99Ms} ms); ` +
-          `consumer got ${stats.unique}/${n} (${result.receivedPerSec}/s end to end), ${result.bytesPerMessage} bytes a message, ${r.returned} returned`,
+        `bench: ${name}: ${count} confirmed in ${r.seconds} s = ${r.eventsPerSec} events/s (batch p50 ${r.batch.p50Ms} ms p99 ${r.batch.p99Ms} ms); ` +
+          `consumer got ${stats.unique}/${count} (${result.receivedPerSec}/s end to end), ${result.bytesPerMessage} bytes a message, ${r.returned} returned`,
       );
       await consumer.ask('forget', run);
       results.push(result);
@@ -465,13 +468,24 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         await warmUp(broker, ordered, created.teamId);
         pipelines.push({ ordered, ...created, runs: [] });
       }
-      // Rounds of the raw producer and then each pipeline: the machine's drift meets both sides of a ratio, which is
-      // taken between their median runs.
+      // Rounds of the raw producer and each pipeline in turns (the raw producer first in odd rounds, last in even
+      // ones): a pipeline's ratio is the median of its rounds' ratios, each of runs seconds apart (the raw producer's
+      // own median moved from 12.6k to 22.6k events/s between full runs: a ratio of medians caught that drift).
       const raws = [];
       for (let roundNo = 1; roundNo <= settings.rounds; roundNo++) {
-        raws.push(await runRaw(broker, { run: `raw-${broker}-${roundNo}`, name: `raw producer ${broker} (baseline)${roundOf(roundNo)}` }));
+        const runRawRound = async () =>
+          raws.push(
+            await runRaw(broker, {
+              run: `raw-${broker}-${roundNo}`,
+              name: `raw producer ${broker} (baseline)${roundOf(roundNo)}`,
+              count: n * settings.rawScale,
+            }),
+          );
+        if (roundNo % 2) await runRawRound();
         for (const p of pipelines) p.runs.push(await runThroughput(broker, p.ordered, p.teamId, roundNo));
+        if (!(roundNo % 2)) await runRawRound();
       }
+      const roundsRatio = (runs) => Math.round(median(runs.map((r, i) => r.eventsPerSec / raws[i].eventsPerSec)) * 1000) / 1000;
       const raw = medianRun(raws);
       if (settings.rounds > 1) log(`bench: raw producer ${broker}: median of ${raws.map((r) => r.eventsPerSec).join(', ')} events/s: ${raw.eventsPerSec}`);
       ratios.push({
@@ -495,7 +509,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
           log(`bench: ${label(broker, ordered)}: median of ${runs.map((r) => r.eventsPerSec).join(', ')} events/s: ${tput.eventsPerSec}`);
         const paced = await runPaced(broker, ordered, teamId);
         const what = `${broker}, ${modeOf(ordered)}`;
-        ratios.push({ name: `pipeline / raw producer, ${what} (events/s)`, of: tput, to: raw, target: 0.3 });
+        ratios.push({ name: `pipeline / raw producer, ${what} (events/s)`, of: tput, to: raw, ratio: roundsRatio(runs), target: 0.3 });
         ratios.push({
           name: `pipeline / publish alone, ${what} (events/s)`,
           of: tput,

@@ -12,14 +12,16 @@ function table(headers, rows, alignRight) {
 }
 
 /**
- * { name, value, target, mark } for each ratio of rps (null value when a side has no successful request).
+ * { name, value, target, mark } for each ratio of rps (null value when a side has no successful request), or its own
+ * `ratio` when the two were measured in turns (load.mjs measureInRounds: the median of the rounds' ratios).
  * A spec may instead carry its own `value` (an absolute figure against its target, e.g. events/s or a p99
  * in ms; `atMost: true` when lower is better, `unit` for display, `kind: 'target'` or `'info'`).
  */
 export function computeRatios(ratios) {
   return ratios.map(({ name, of, to, target, note, atMost, unit, kind, ...rest }) => {
     const own = 'value' in rest;
-    const value = own ? rest.value : of.rps > 0 && to.rps > 0 ? Math.round((of.rps / to.rps) * 1000) / 1000 : null;
+    // `ratio`: the two measured in turns (measureInRounds), the median of their rounds' ratios.
+    const value = own ? rest.value : 'ratio' in rest ? rest.ratio : of.rps > 0 && to.rps > 0 ? Math.round((of.rps / to.rps) * 1000) / 1000 : null;
     const met = value !== null && (atMost ? value <= target : value >= target);
     const mark = target === null ? 'info' : value === null ? 'n/a' : met ? 'PASS' : 'BELOW';
     return {

@@ -1,9 +1,8 @@
-// User scenarios of `npm run bench` and their baselines. Each function takes the environment from
-// environment.mjs and returns one measure() result; userSuite() runs them in comparison order and
-// names the ratios.
+// User scenarios of `npm run bench` and their baselines. Each scenario is { name, fn } for measureInRounds (load.mjs);
+// userSuite() measures each with its baselines in turns and names the ratios.
 import { createHash, randomUUID } from 'node:crypto';
 import { distModule } from './environment.mjs';
-import { httpClient, measure } from './load.mjs';
+import { httpClient, measureInRounds } from './load.mjs';
 
 const POOL_SIZE = 200;
 const POOL_CONCURRENCY = 8;
@@ -40,12 +39,11 @@ async function withClient(client, fn) {
   }
 }
 
+/** GET /v2/user/{user_id}, a random user of the pool per request: a measureInRounds scenario. */
+const userRead = (client, pool) => ({ name: 'user read', fn: () => client.expect(200, 'GET', `/v2/user/${pick(pool)}`) });
+
 /** Baseline A: GET /constant on the plain Koa + @koa/router stack in its own process. */
-export function constantRoute(env, opts = {}) {
-  return withClient(httpClient(env.constantUrl), (client) =>
-    measure({ name: 'koa constant route', ...opts, fn: () => client.expect(200, 'GET', '/constant') }),
-  );
-}
+const constantRoute = (client) => ({ name: 'koa constant route', fn: () => client.expect(200, 'GET', '/constant') });
 
 /** Creates `count` users through the API (not measured) and returns their user_ids. */
 export async function createUserPool(env, count = POOL_SIZE, log = console.log) {
@@ -68,21 +66,11 @@ export async function createUserPool(env, count = POOL_SIZE, log = console.log) 
   });
 }
 
-/** GET /v2/user/{user_id}, a random user of the pool per request. */
-export function userRead(env, pool, opts = {}) {
-  return withClient(teamClient(env), (client) => measure({ name: 'user read', ...opts, fn: () => client.expect(200, 'GET', `/v2/user/${pick(pool)}`) }));
-}
-
 /** POST /v2/user/ with a fresh client_user_id each. */
-export function userCreate(env, opts = {}) {
-  return withClient(teamClient(env), (client) =>
-    measure({
-      name: 'user create',
-      ...opts,
-      fn: ({ seq }) => client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `bench-create-${env.runId}-${seq}` } }),
-    }),
-  );
-}
+const userCreate = (client, env) => ({
+  name: 'user create',
+  fn: ({ seq }) => client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `bench-create-${env.runId}-${seq}` } }),
+});
 
 /**
  * The raw baselines look the caller's team API key up on every request, by the key's hash on its unique index: the
@@ -98,64 +86,67 @@ function keyLookup(env) {
 }
 
 /** Baseline B (reads): the key lookup, then findOne by _id on the users collection and the team check, as UserRepository.find does. */
-export function rawFind(env, pool, opts = {}) {
+function rawFind(env, pool) {
   const users = env.db.collection('users');
   const teamId = env.tenant.teamId;
   const lookupKey = keyLookup(env);
-  return measure({
+  return {
     name: 'raw driver find',
-    ...opts,
     fn: async () => {
       const id = pick(pool);
       await lookupKey();
       const doc = await users.findOne({ _id: id });
       if (doc?.team_id !== teamId) throw new Error(`findOne: user ${id} not found`);
     },
-  });
+  };
 }
 
 /**
  * Baseline B (writes): the key lookup, then insertOne of user-shaped documents into a scratch collection that has the users
  * collection's indexes (created by UserRepository.ensureIndexes itself), so only the API's own work differs.
  */
-export async function rawInsert(env, opts = {}) {
+async function rawInsert(env, scratch) {
   const { UserRepository } = await distModule('lib/users/store.js');
-  const scratch = env.db.collection(SCRATCH_COLLECTION);
   await scratch.drop().catch(() => {});
   await new UserRepository({ collection: () => scratch }).ensureIndexes();
   const teamId = env.tenant.teamId;
   const lookupKey = keyLookup(env);
-  try {
-    return await measure({
-      name: 'raw driver insert',
-      ...opts,
-      fn: async ({ seq }) => {
-        await lookupKey();
-        await scratch.insertOne(userShapedDoc(teamId, `bench-raw-${env.runId}-${seq}`));
-      },
-    });
-  } finally {
-    await scratch.drop().catch(() => {});
-  }
+  return {
+    name: 'raw driver insert',
+    fn: async ({ seq }) => {
+      await lookupKey();
+      await scratch.insertOne(userShapedDoc(teamId, `bench-raw-${env.runId}-${seq}`));
+    },
+  };
 }
 
-/** All user scenarios, pairs next to each other so background load drifts as little as possible between them. */
+/**
+ * All user scenarios: each measured in turns with its baselines (measureInRounds), reads with the raw find and the
+ * constant route, creates with the raw insert, so a ratio compares windows seconds apart.
+ */
 export async function userSuite(env, { log = console.log, ...opts } = {}) {
-  const results = {};
-  results.constant = await constantRoute(env, { log, ...opts });
   const pool = await createUserPool(env, POOL_SIZE, log);
-  results.read = await userRead(env, pool, { log, ...opts });
-  results.rawFind = await rawFind(env, pool, { log, ...opts });
-  results.rawInsert = await rawInsert(env, { log, ...opts });
-  results.create = await userCreate(env, { log, ...opts });
-  return {
-    results: [results.constant, results.read, results.rawFind, results.rawInsert, results.create],
-    ratios: [
-      { name: 'user read / koa constant route', of: results.read, to: results.constant, target: 0.5 },
-      { name: 'user create / raw driver insert', of: results.create, to: results.rawInsert, target: 0.5 },
-      // GET /v2/user/{id} at the default settings (AUTH_CACHE_TTL_MS: a revoked key refused within a second on every
-      // replica) against the raw driver's key lookup + findOne.
-      { name: 'user read / raw driver key lookup + find', of: results.read, to: results.rawFind, target: 0.8 },
-    ],
-  };
+  const api = teamClient(env);
+  const constant = httpClient(env.constantUrl);
+  const scratch = env.db.collection(SCRATCH_COLLECTION);
+  try {
+    const reads = await measureInRounds({ scenarios: [userRead(api, pool), rawFind(env, pool), constantRoute(constant)], log, ...opts });
+    const writes = await measureInRounds({ scenarios: [userCreate(api, env), await rawInsert(env, scratch)], log, ...opts });
+    const [read, rawFound, constantRead] = reads.results;
+    const [create, rawInserted] = writes.results;
+    return {
+      results: [constantRead, read, rawFound, rawInserted, create],
+      ratios: [
+        { name: 'user read / koa constant route', of: read, to: constantRead, ratio: reads.ratio(0, 2), target: 0.5 },
+        { name: 'user create / raw driver insert', of: create, to: rawInserted, ratio: writes.ratio(0, 1), target: 0.5 },
+        // GET /v2/user/{id} at the default settings (AUTH_CACHE_TTL_MS: a revoked key refused within a second on every
+        // replica) against the raw driver's key lookup + findOne.
+        { name: 'user read / raw driver key lookup + find', of: read, to: rawFound, ratio: reads.ratio(0, 1), target: 0.8 },
+      ],
+    };
+  } finally {
+    api.close();
+    constant.close();
+    await scratch.drop().catch(() => {});
+  }
 }

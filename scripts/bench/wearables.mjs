@@ -9,7 +9,7 @@
 //     the same JSON array, one reader at a time (BENCH_WEARABLE_READ_CONCURRENCY).
 // Also reports the api's and the worker's peak memory (VmHWM).
 import { readFileSync } from 'node:fs';
-import { httpClient, measure, numberEnv } from './load.mjs';
+import { benchDefaults, httpClient, measureInRounds, numberEnv } from './load.mjs';
 
 const settings = () => ({
   batch: numberEnv('BENCH_WEARABLE_BATCH', 1000, { integer: true, min: 1 }),
@@ -142,55 +142,65 @@ export async function wearableSuite(env, { log = console.log } = {}) {
     // Reads first, on exactly the data seeded above (ingestion adds more).
     const pick = () => users[Math.floor(Math.random() * users.length)];
     const startDate = new Date(start).toISOString().slice(0, 10);
-    const read = await measure({
-      name: `GET /v2/timeseries/{user}/heartrate, 30 days (${30 * s.perDay} samples)`,
+    // Twice the default window: an ingest or a read takes tens to hundreds of ms, and a round counts whole operations.
+    const seconds = 2 * benchDefaults().seconds;
+    const reads = await measureInRounds({
       concurrency: s.readConcurrency,
+      seconds,
       log,
-      fn: () => client.expect(200, 'GET', `/v2/timeseries/${pick()}/heartrate?start_date=${startDate}`),
+      scenarios: [
+        {
+          name: `GET /v2/timeseries/{user}/heartrate, 30 days (${30 * s.perDay} samples)`,
+          fn: () => client.expect(200, 'GET', `/v2/timeseries/${pick()}/heartrate?start_date=${startDate}`),
+        },
+        {
+          name: 'raw find of the same 30 day buckets, turned into the same JSON',
+          fn: async () => {
+            const to = today + DAY - 1;
+            const buckets = await env.db
+              .collection('sample_buckets')
+              // As the repository reads: without the ingest marks, which reads do not return.
+              .find(
+                { team_id: teamId, user_id: pick(), resource: 'heartrate', day: { $gte: new Date(start), $lte: new Date(today) } },
+                { projection: { ingest_key: 0, change: 0 } },
+              )
+              .sort({ day: 1 })
+              .toArray();
+            return samplesJson(buckets, start, to);
+          },
+        },
+      ],
     });
-    const rawFind = await measure({
-      name: 'raw find of the same 30 day buckets, turned into the same JSON',
-      concurrency: s.readConcurrency,
-      log,
-      fn: async () => {
-        const to = today + DAY - 1;
-        const buckets = await env.db
-          .collection('sample_buckets')
-          // As the repository reads: without the ingest marks, which reads do not return.
-          .find(
-            { team_id: teamId, user_id: pick(), resource: 'heartrate', day: { $gte: new Date(start), $lte: new Date(today) } },
-            { projection: { ingest_key: 0, change: 0 } },
-          )
-          .sort({ day: 1 })
-          .toArray();
-        return samplesJson(buckets, start, to);
-      },
-    });
+    const [read, rawFind] = reads.results;
     const ingestUser = (await client.expect(200, 'POST', '/v2/user/', { body: { client_user_id: `bench-ingest-${env.runId}` }, json: true })).json.user_id;
     const rawUser = `raw-${env.runId}`;
     const base = now - 120 * DAY; // room for the batches of the run, a minute apart, before today
-    const ingest = await measure({
-      name: `POST /v2/ingest, ${s.batch} new samples per batch`,
+    const writes = await measureInRounds({
       concurrency: s.concurrency,
+      seconds,
       log,
-      fn: ({ seq }) => {
-        const samples = Array.from({ length: s.batch }, (_, i) => ({
-          resource: 'heartrate',
-          timestamp: new Date(base + (seq * s.batch + i) * MINUTE).toISOString(),
-          value: 60 + (i % 40),
-        }));
-        return client.expect(200, 'POST', `/v2/ingest/${ingestUser}`, { body: { provider: 'apple_health_kit', source_type: 'watch', samples } });
-      },
+      scenarios: [
+        {
+          name: `POST /v2/ingest, ${s.batch} new samples per batch`,
+          fn: ({ seq }) => {
+            const samples = Array.from({ length: s.batch }, (_, i) => ({
+              resource: 'heartrate',
+              timestamp: new Date(base + (seq * s.batch + i) * MINUTE).toISOString(),
+              value: 60 + (i % 40),
+            }));
+            return client.expect(200, 'POST', `/v2/ingest/${ingestUser}`, { body: { provider: 'apple_health_kit', source_type: 'watch', samples } });
+          },
+        },
+        {
+          name: `raw append of ${s.batch} samples to their day buckets' columns (one update per bucket, no read)`,
+          fn: async ({ seq }) => {
+            const samples = Array.from({ length: s.batch }, (_, i) => ({ t: base + (seq * s.batch + i) * MINUTE, value: 60 + (i % 40) }));
+            await rawAppend(scratch, { teamId, userId: rawUser, timezoneOffset: 0, mark: INGEST_MARK }, samples);
+          },
+        },
+      ],
     });
-    const rawInsert = await measure({
-      name: `raw append of ${s.batch} samples to their day buckets' columns (one update per bucket, no read)`,
-      concurrency: s.concurrency,
-      log,
-      fn: async ({ seq }) => {
-        const samples = Array.from({ length: s.batch }, (_, i) => ({ t: base + (seq * s.batch + i) * MINUTE, value: 60 + (i % 40) }));
-        await rawAppend(scratch, { teamId, userId: rawUser, timezoneOffset: 0, mark: INGEST_MARK }, samples);
-      },
-    });
+    const [ingest, rawInsert] = writes.results;
 
     await scratch.drop().catch(() => {});
     const events = await env.db.collection('webhook_events').countDocuments({ user_id: ingestUser });
@@ -198,8 +208,8 @@ export async function wearableSuite(env, { log = console.log } = {}) {
     return {
       results: [ingest, rawInsert, read, rawFind],
       ratios: [
-        { name: 'SDK ingestion / raw column appends (samples/s)', of: ingest, to: rawInsert, target: 0.5 },
-        { name: '30-day timeseries read / raw find + JSON', of: read, to: rawFind, target: 0.5 },
+        { name: 'SDK ingestion / raw column appends (samples/s)', of: ingest, to: rawInsert, ratio: writes.ratio(0, 1), target: 0.5 },
+        { name: '30-day timeseries read / raw find + JSON', of: read, to: rawFind, ratio: reads.ratio(0, 1), target: 0.5 },
         { name: '30-day read p99 (ms), raw find p99 in the notes', value: read.p99Ms, target: null, unit: 'ms', kind: 'info' },
       ],
       notes: [

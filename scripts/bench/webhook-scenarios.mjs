@@ -170,9 +170,9 @@ export async function endpointScenarios(ctx, k) {
     return result;
   };
 
-  const runBaselineThroughput = async () => {
-    const run = `base-tput-${k}`;
-    const name = `plain POST baseline, ${plural(k)}`;
+  const runBaselineThroughput = async ({ tag = '', label = '' } = {}) => {
+    const run = `base-tput${tag}-${k}`;
+    const name = `plain POST baseline, ${plural(k)}${label ? `, ${label}` : ''}`;
     // More events than ours: at n they took under a second, and a window that short moved ±20% from run to run.
     const events = n * settings.baselineScale;
     log(`bench: ${name} ... ${events} events x ${k} POSTs, ${settings.baselineConcurrency} concurrent`);
@@ -397,7 +397,7 @@ export async function endpointScenarios(ctx, k) {
 }
 
 /** The store's bookkeeping after the runs of one endpoint count, as a note (and on the throughput result). */
-export async function recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, tput, paced, starved }) {
+export async function recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, tputs, tput, paced, starved }) {
   const { env, log, notes, temporal, workflowIds } = ctx;
   // Bookkeeping after both runs, from the store's documents: one delivery document per (event, endpoint)
   // with its status and attempt counter, one attempt document per attempt. Every delivery should have
@@ -437,7 +437,7 @@ export async function recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, t
     if (d.status === 'succeeded' && docs === 0) counters.succeededWithoutAttempt++;
   }
   const counterMismatches = counters.aboveDocuments + counters.belowDocuments;
-  const published = warmedUp + [tput, paced, starved].filter(Boolean).reduce((sum, r) => sum + r.events - r.errors, 0);
+  const published = warmedUp + [...tputs, paced, starved].filter(Boolean).reduce((sum, r) => sum + r.events - r.errors, 0);
   let temporalRetries = null;
   try {
     temporalRetries = await dispatcherRetries(

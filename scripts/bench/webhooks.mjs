@@ -15,10 +15,12 @@
 //      the same path, not measured: both runs measure their path warm, not its JIT compilation (a cold worker spent
 //      1.85 s of CPU on its first 5,000 events, 1.31 s after a warm-up; the plain POSTs' client, warmed only by the
 //      machine reference, ran 15-25% below its warm rate);
-//   1. baseline throughput: 4N events x k POSTs (BENCH_WEBHOOK_BASELINE_SCALE), BENCH_WEBHOOK_BASELINE_CONCURRENCY (64) in closed loops;
-//   2. baseline database work: N events x k deliveries with the raw driver (see above);
+//   1. baseline database work: N events x k deliveries with the raw driver (see above);
+//   2. baseline throughput: 4N events x k POSTs (BENCH_WEBHOOK_BASELINE_SCALE), BENCH_WEBHOOK_BASELINE_CONCURRENCY (64) in closed loops;
 //   3. delivery throughput: N events published by BENCH_WEBHOOK_PUBLISHERS (64) closed-loop publishers,
 //      timed from the first publish to the last first-arrival (the latency of this run is "saturated");
+//      2 and 3 in turns for BENCH_WEBHOOK_ROUNDS (3) rounds (2 first in odd rounds, last in even ones): the ratio of
+//      3 to 2 is the median of the rounds' ratios, the figures shown are the median runs';
 //   4. delivery latency: a paced run for BENCH_WEBHOOK_PACED_SECONDS (10) at BENCH_WEBHOOK_RATE events/s (200,
 //      the rate of the issue's p99 target) with one endpoint, whatever 3 measured (a store that cannot keep up
 //      shows it as a saturated run and a missed target); with more endpoints at most half the rate measured
@@ -37,6 +39,7 @@
 //   BENCH_WEBHOOK_EVENTS_10=1000   events of the throughput run with more endpoints (x10 deliveries with 10)
 //   BENCH_WEBHOOK_WARMUP_EVENTS=1000  events of the warm-up before each throughput run (0: none)
 //   BENCH_WEBHOOK_BASELINE_SCALE=4 the plain POST throughput baseline sends this many times the run's events
+//   BENCH_WEBHOOK_ROUNDS=3         rounds of the plain POSTs and the delivery throughput run, in turns
 //   BENCH_WEBHOOK_ENDPOINTS=1,10   endpoint counts to run
 //   BENCH_WEBHOOK_TIMEOUT_SECONDS=180  per throughput run (paced runs: 60 s after the window); then the
 //                                      partial figures are reported, and the next run waits up to
@@ -45,7 +48,7 @@
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { distModule } from './environment.mjs';
-import { httpClient, numberEnv } from './load.mjs';
+import { httpClient, median, numberEnv } from './load.mjs';
 import { EVENT_TYPE, USER_ID, logLineCounter, plural, procStatus, round, startReceiver, whereTheTimeGoes } from './webhook-measures.mjs';
 import { endpointScenarios, recordBookkeeping } from './webhook-scenarios.mjs';
 
@@ -67,8 +70,12 @@ export function webhookSettings() {
     pacedSeconds: numberEnv('BENCH_WEBHOOK_PACED_SECONDS', 10, { min: 1 }),
     timeoutSeconds: numberEnv('BENCH_WEBHOOK_TIMEOUT_SECONDS', 180, { min: 5 }),
     drainSeconds: numberEnv('BENCH_WEBHOOK_DRAIN_SECONDS', 120, { min: 0 }),
+    rounds: numberEnv('BENCH_WEBHOOK_ROUNDS', 3, { integer: true, min: 1 }),
   };
 }
+
+/** The middle run by rate (the slower of the middle two): the run a ratio's figures are shown from. */
+const medianRun = (runs) => [...runs].sort((a, b) => a.rps - b.rps)[Math.floor((runs.length - 1) / 2)];
 
 export async function webhookSuite(env, { log = console.log } = {}) {
   const settings = webhookSettings();
@@ -158,11 +165,28 @@ export async function webhookSuite(env, { log = console.log } = {}) {
     for (const k of settings.endpointCounts) {
       const { team, endpointIds, warmUp, runBaselineThroughput, runDbBaseline, runDeliveryThroughput, runPaced, drain } = await endpointScenarios(ctx, k);
       await warmUp({ baseline: true });
-      const baseTput = await runBaselineThroughput();
       const baseDb = await runDbBaseline();
       const warmedUp = await warmUp({ baseline: false });
-      const tput = await runDeliveryThroughput();
-      await drain([tput]);
+      // The plain POSTs and the delivery in turns (the POSTs first in odd rounds, last in even ones): the ratio is the
+      // median of the rounds' ratios, each of two runs seconds apart (one run of each, a minute apart, put the
+      // ratio at 0.24-0.30 over three full runs with the POSTs' own rate at 7.4k-10.8k/s).
+      const baseTputs = [];
+      const tputs = [];
+      for (let roundNo = 1; roundNo <= settings.rounds; roundNo++) {
+        const inRound = settings.rounds > 1 ? { tag: `-r${roundNo}`, label: `round ${roundNo} of ${settings.rounds}` } : {};
+        const plainPosts = async () => baseTputs.push(await runBaselineThroughput(inRound));
+        const delivery = async () => {
+          const run = await runDeliveryThroughput(inRound);
+          await drain([run]);
+          tputs.push(run);
+        };
+        if (roundNo % 2) await plainPosts();
+        await delivery();
+        if (!(roundNo % 2)) await plainPosts();
+      }
+      const baseTput = medianRun(baseTputs);
+      const tput = medianRun(tputs);
+      const deliveryRatio = round(median(tputs.map((t, i) => (t.rps && baseTputs[i].rps ? t.rps / baseTputs[i].rps : null))), 3);
       // One endpoint: the target's rate. More: not saturated, at most half the rate just measured (and at most BENCH_WEBHOOK_RATE).
       const rate = k === 1 ? settings.rate : Math.max(1, Math.min(settings.rate, tput.eventsPerSec ? tput.eventsPerSec / 2 : settings.rate));
       const paced = await runPaced({ rate, baseline: false });
@@ -180,14 +204,15 @@ export async function webhookSuite(env, { log = console.log } = {}) {
         }
         await drain([starved]);
       }
-      for (const r of [baseTput, tput, paced, basePaced, starved].filter(Boolean)) await receiver.ask('forget', r.run);
+      for (const r of [...baseTputs, ...tputs, paced, basePaced, starved].filter(Boolean)) await receiver.ask('forget', r.run);
 
-      await recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, tput, paced, starved });
+      await recordBookkeeping(ctx, k, { team, endpointIds, warmedUp, tputs, tput, paced, starved });
 
       ratios.push({
         name: `webhook delivery / plain POST, ${plural(k)} (deliveries/s)`,
         of: tput,
         to: baseTput,
+        ratio: deliveryRatio,
         target: k === 1 ? 0.4 : null,
         note: 'pipeline cost over raw HTTP',
       });
