@@ -11,7 +11,8 @@
 //    (stored, then acknowledged). Twice: with the worker applying them meanwhile on the same cores (info), and with
 //    the worker paused (the intake's own work: target), after which the worker's rate applying the backlog is
 //    measured. Baseline: the same messages parsed (@medplum/core) and inserted, as documents of the same fields, into
-//    a scratch collection with the same indexes by the raw driver, as many at once. Target >= 0.5.
+//    a scratch collection with the same indexes by the raw driver, as many at once, in turns with the paused-worker
+//    intake (measureInRounds, BENCH_ROUNDS rounds; the ratio is the median of the rounds'). Target >= 0.5.
 //
 //   BENCH_LAB_MLLP_SECONDS=20   measurement window of each scenario (after BENCH_WARMUP_SECONDS)
 //   BENCH_LAB_MLLP_CLIENTS=16   closed-loop order clients
@@ -19,7 +20,7 @@
 //   BENCH_LAB_MLLP_ACK_MS=50    the paced lab's time to take each message before it answers
 import { createHash, randomUUID } from 'node:crypto';
 import { createTenant, distModule } from './environment.mjs';
-import { benchDefaults, httpClient, measure, numberEnv } from './load.mjs';
+import { benchDefaults, httpClient, measure, measureInRounds, numberEnv } from './load.mjs';
 import pino from 'pino';
 import { freePort } from '../stack.mjs';
 
@@ -196,20 +197,15 @@ export async function labMllpSuite(env, { log = console.log } = {}) {
       },
       { controlId: `BR${env.runId}${i}`.replace(/[^A-Za-z0-9]/g, '').slice(-20), fillerNumber: `FL${i}` },
     );
-  // The baseline first, on a settled machine: after ours, the worker would still be applying our messages (matching,
-  // filing reviews, publishing events) and slow the baseline down with work that is ours. The same database work: a
-  // document of the same fields into a collection with lab_inbound_messages' indexes.
-  log('bench: lab-mllp: 5 s for the orders to settle before the results baselines');
+  // The same database work as the intake's: a document of the same fields into a collection with
+  // lab_inbound_messages' indexes, after the raw parse.
+  log('bench: lab-mllp: 5 s for the orders to settle before the results');
   await new Promise((resolve) => setTimeout(resolve, 5000));
   const scratch = env.db.collection(SCRATCH_COLLECTION);
   await createIndexes(scratch, LAB_INBOUND_INDEXES.lab_inbound_messages);
   let inserted = 0;
-  const rawIntake = await measure({
+  const rawIntakeScenario = {
     name: 'lab results: raw parse (@medplum/core) + insertOne of the same messages',
-    concurrency: s.senders,
-    seconds: s.seconds,
-    warmupSeconds,
-    log,
     fn: async ({ worker }) => {
       const message = oru(`raw${worker}x${inserted++}`);
       const text = message.bytes.toString('utf8');
@@ -231,23 +227,18 @@ export async function labMllpSuite(env, { log = console.log } = {}) {
         settled_at: null,
       });
     },
-  });
-  await scratch.drop().catch(() => undefined);
+  };
   const senders = Array.from({ length: s.senders }, () => new MllpClient(listener, { log: quiet }));
   let sent = 0;
-  const sendResults = (name) =>
-    measure({
-      name,
-      concurrency: s.senders,
-      seconds: s.seconds,
-      warmupSeconds,
-      log,
-      fn: async ({ worker }) => {
-        const message = oru(`${worker}x${sent++}`);
-        const { reply } = await senders[worker].send(message.controlId, message.bytes, { timeoutMs: 30_000, enhanced: false });
-        if (!reply.toString('latin1').includes('MSA|AA')) throw new Error(`not accepted: ${reply.toString('latin1').replace(/\r/g, ' | ')}`);
-      },
-    });
+  const sendScenario = (name) => ({
+    name,
+    fn: async ({ worker }) => {
+      const message = oru(`${worker}x${sent++}`);
+      const { reply } = await senders[worker].send(message.controlId, message.bytes, { timeoutMs: 30_000, enhanced: false });
+      if (!reply.toString('latin1').includes('MSA|AA')) throw new Error(`not accepted: ${reply.toString('latin1').replace(/\r/g, ' | ')}`);
+    },
+  });
+  const senderLoops = { concurrency: s.senders, seconds: s.seconds, warmupSeconds, log };
   const messages = env.db.collection('lab_inbound_messages');
   const waiting = () => messages.countDocuments({ account_id: accountId, state: 'received' });
   /** Until the worker has applied every message of the account: the messages it applied a second meanwhile. */
@@ -268,18 +259,31 @@ export async function labMllpSuite(env, { log = console.log } = {}) {
   };
   // 1. With the worker applying them as they come, on the same two cores: the intake and the applier share the CPU
   //    and the database (each unsolicited message is also a review filed, an event stored and a settle).
-  const intakeApplying = await sendResults('lab results: ORU^R01 to the MLLP listener, stored then ACKed, the worker applying them meanwhile');
+  const intakeApplying = await measure({
+    ...sendScenario('lab results: ORU^R01 to the MLLP listener, stored then ACKed, the worker applying them meanwhile'),
+    ...senderLoops,
+  });
   const drainAfterApplying = await drain('after the intake with the worker applying');
   // 2. The intake's own work, the baseline's counterpart (parse, store, acknowledge): the worker paused (SIGSTOP, as
   //    when the worker fleet runs on other machines and is busy), its signals waiting in Temporal. Then it resumes
-  //    and applies the backlog: the applier's own rate, which must exceed the intake's for it to keep up.
+  //    and applies the backlog: the applier's own rate, which must exceed the intake's for it to keep up. The raw
+  //    parse + insert in turns with it (measureInRounds), the worker paused for both: the ratio is the median of the
+  //    rounds' (one run of each, the baseline first, moved the ratio by 10 % between full runs).
   env.children.worker.kill('SIGSTOP');
   let intake;
+  let rawIntake;
+  let intakeRatio;
   try {
-    intake = await sendResults('lab results: ORU^R01 to the MLLP listener, stored then ACKed (the worker paused)');
+    const inTurns = await measureInRounds({
+      scenarios: [sendScenario('lab results: ORU^R01 to the MLLP listener, stored then ACKed (the worker paused)'), rawIntakeScenario],
+      ...senderLoops,
+    });
+    [intake, rawIntake] = inTurns.results;
+    intakeRatio = inTurns.ratio(0, 1);
   } finally {
     env.children.worker.kill('SIGCONT');
   }
+  await scratch.drop().catch(() => undefined);
   const drained = await drain('the backlog of the intake alone');
   log(
     `bench: lab-mllp: the worker applied ${drained.backlog} waiting messages in ${drained.seconds} s (${drained.rate}/s); ` +
@@ -298,7 +302,7 @@ export async function labMllpSuite(env, { log = console.log } = {}) {
     })),
     {
       name: 'lab results intake via MLLP / raw parse + insert (ORUs a second)',
-      value: round(intake.rps / rawIntake.rps),
+      value: intakeRatio,
       target: 0.5,
       kind: 'target',
       note: `${intake.rps}/s vs ${rawIntake.rps}/s over ${s.senders} connections; then applied at ${drained.rate}/s`,
