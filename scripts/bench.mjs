@@ -126,6 +126,9 @@ async function main() {
   // The machine's own speed, so figures from different machines can be compared: plain HTTP POSTs of a small JSON
   // body to a constant Koa route, from this process (the same load generator every suite uses).
   const { httpClient, measure, settle } = await import('./bench/load.mjs');
+  // Start-up (install, compile, the servers, the seed) and whatever ran just before must not count in the reference
+  // or the first suite (a run that began on a busy machine measured the reference at 9,817 POSTs/s against ~22,600).
+  await settle(log);
   const reference = httpClient(env.constantUrl);
   const machinePosts = await measure({
     name: 'machine reference: plain POST to a constant Koa route',
