@@ -115,16 +115,22 @@ async function closedLoops({ name, concurrency, seconds, warmupSeconds, fn, log,
   return { latencies, errors, warmupErrors, firstError, nextSeq: seq };
 }
 
-/** The median of `values` (the mean of the middle two for an even count); null for none. */
-export function median(values) {
-  const sorted = values.filter((v) => v !== null && v !== undefined && Number.isFinite(v)).sort((a, b) => a - b);
-  if (!sorted.length) return null;
+/**
+ * The ratio of two scenarios measured in turns: the median over their rounds of `of[k] / to[k]` (the rates, or the
+ * times, of round k; the mean of the middle two for an even count), to 3 places; null when a round of `to` has none.
+ */
+export function medianRatio(of, to) {
+  if (!to.length || to.some((v) => !(v > 0))) return null;
+  const sorted = of.map((v, k) => v / to[k]).sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  return round(sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2, 3);
 }
 
+/** The middle one of runs by `rateOf` (the slower of the middle two): the run a ratio's figures are shown from. */
+export const medianRun = (runs, rateOf = (r) => r.rps) => [...runs].sort((a, b) => rateOf(a) - rateOf(b))[Math.floor((runs.length - 1) / 2)];
+
 /** Rounds of measureInRounds: BENCH_ROUNDS (5). */
-export const benchRounds = () => numberEnv('BENCH_ROUNDS', 5, { integer: true, min: 1 });
+const benchRounds = () => numberEnv('BENCH_ROUNDS', 5, { integer: true, min: 1 });
 
 /** A ramp before each later round of measureInRounds (the loops restart; nothing to warm up): not counted. */
 const ROUND_RAMP_SECONDS = 0.25;
@@ -179,11 +185,7 @@ export async function measureInRounds({ scenarios, rounds, concurrency, seconds,
     ...summarize({ name, concurrency: own ?? concurrency, seconds, warmupSeconds, ...windows[i], log }),
     roundRates: rates[i].map((r) => round(r, 1)),
   }));
-  const ratio = (a, b) => {
-    if (rates[b].some((r) => r === 0)) return null;
-    return round(median(rates[a].map((r, k) => r / rates[b][k])), 3);
-  };
-  return { results, ratio };
+  return { results, ratio: (a, b) => medianRatio(rates[a], rates[b]) };
 }
 
 /** A scenario's result from its latencies (ms), logged: the shape `measure` returns. */

@@ -43,7 +43,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { startKafka } from '../stack/kafka.mjs';
 import { RABBITMQ_PASSWORD, RABBITMQ_USER, startRabbitmq } from '../stack/rabbitmq.mjs';
 import { distModule } from './environment.mjs';
-import { httpClient, median, numberEnv } from './load.mjs';
+import { httpClient, medianRatio, medianRun, numberEnv } from './load.mjs';
 import { diagnosisScenarios, pipelineNotes } from './pipeline-diagnosis.mjs';
 import { processMeter, startConsumer } from './pipeline-harness.mjs';
 import { insertBesideBrokerBaseline, publishAloneBaseline, rawKafka, rawRabbitmq } from './pipeline-raw.mjs';
@@ -127,8 +127,6 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
   const modeOf = (ordered) => (ordered ? 'ordered' : 'unordered');
   const label = (broker, ordered) => `pipeline ${broker}, ${ordered ? 'ordered per user' : 'unordered'}`;
   const roundOf = (roundNo) => (settings.rounds > 1 ? `, round ${roundNo} of ${settings.rounds}` : '');
-  // The middle run by events/s (the slower of the middle two): what a ratio is taken between.
-  const medianRun = (runs) => [...runs].sort((a, b) => a.eventsPerSec - b.eventsPerSec)[Math.floor((runs.length - 1) / 2)];
 
   try {
     // ---------------------------------------------------------------- brokers, topics, consumers
@@ -485,8 +483,9 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         for (const p of pipelines) p.runs.push(await runThroughput(broker, p.ordered, p.teamId, roundNo));
         if (!(roundNo % 2)) await runRawRound();
       }
-      const roundsRatio = (runs) => Math.round(median(runs.map((r, i) => r.eventsPerSec / raws[i].eventsPerSec)) * 1000) / 1000;
-      const raw = medianRun(raws);
+      const rateOf = (r) => r.eventsPerSec;
+      const roundsRatio = (runs) => medianRatio(runs.map(rateOf), raws.map(rateOf));
+      const raw = medianRun(raws, rateOf);
       if (settings.rounds > 1) log(`bench: raw producer ${broker}: median of ${raws.map((r) => r.eventsPerSec).join(', ')} events/s: ${raw.eventsPerSec}`);
       ratios.push({
         name: `publish alone (the events' own inserts) / raw producer, ${broker} (events/s)`,
@@ -504,7 +503,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         note: 'the ceiling with the broker and consumer on the same cores',
       });
       for (const { ordered, teamId, pipelineId, runs } of pipelines) {
-        const tput = medianRun(runs);
+        const tput = medianRun(runs, rateOf);
         if (settings.rounds > 1)
           log(`bench: ${label(broker, ordered)}: median of ${runs.map((r) => r.eventsPerSec).join(', ')} events/s: ${tput.eventsPerSec}`);
         const paced = await runPaced(broker, ordered, teamId);

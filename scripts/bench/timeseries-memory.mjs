@@ -15,7 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { startNode, stopChild, waitForHttp } from '../setup.mjs';
 import { freePort } from '../stack.mjs';
 import { distModule } from './environment.mjs';
-import { median, numberEnv } from './load.mjs';
+import { medianRatio, numberEnv } from './load.mjs';
 import { heartRateBucket, samplesJson } from './wearables.mjs';
 
 const settings = () => ({ reads: numberEnv('BENCH_TIMESERIES_READS', 3, { integer: true, min: 1 }) });
@@ -217,7 +217,7 @@ export async function timeseriesMemorySuite(env, { log = console.log } = {}) {
           of: api1,
           to: raw,
           // The median of each api read's against the raw read just after it.
-          ratio: Math.round(median(rawTimes.map((ms, i) => ms / times[i])) * 1000) / 1000,
+          ratio: medianRatio(rawTimes, times),
           target: null,
         },
         {

@@ -48,7 +48,7 @@
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { distModule } from './environment.mjs';
-import { httpClient, median, numberEnv } from './load.mjs';
+import { httpClient, medianRatio, medianRun, numberEnv } from './load.mjs';
 import { EVENT_TYPE, USER_ID, logLineCounter, plural, procStatus, round, startReceiver, whereTheTimeGoes } from './webhook-measures.mjs';
 import { endpointScenarios, recordBookkeeping } from './webhook-scenarios.mjs';
 
@@ -73,9 +73,6 @@ export function webhookSettings() {
     rounds: numberEnv('BENCH_WEBHOOK_ROUNDS', 3, { integer: true, min: 1 }),
   };
 }
-
-/** The middle run by rate (the slower of the middle two): the run a ratio's figures are shown from. */
-const medianRun = (runs) => [...runs].sort((a, b) => a.rps - b.rps)[Math.floor((runs.length - 1) / 2)];
 
 export async function webhookSuite(env, { log = console.log } = {}) {
   const settings = webhookSettings();
@@ -186,7 +183,10 @@ export async function webhookSuite(env, { log = console.log } = {}) {
       }
       const baseTput = medianRun(baseTputs);
       const tput = medianRun(tputs);
-      const deliveryRatio = round(median(tputs.map((t, i) => (t.rps && baseTputs[i].rps ? t.rps / baseTputs[i].rps : null))), 3);
+      const deliveryRatio = medianRatio(
+        tputs.map((t) => t.rps),
+        baseTputs.map((b) => b.rps),
+      );
       // One endpoint: the target's rate. More: not saturated, at most half the rate just measured (and at most BENCH_WEBHOOK_RATE).
       const rate = k === 1 ? settings.rate : Math.max(1, Math.min(settings.rate, tput.eventsPerSec ? tput.eventsPerSec / 2 : settings.rate));
       const paced = await runPaced({ rate, baseline: false });
