@@ -116,6 +116,8 @@ export async function publishAloneBaseline({
   publish,
   meter,
   log,
+  /** Where the run is recorded, if given. */
+  results,
   name = `publish alone (the events' own inserts, no destination), ${n} events (baseline)`,
 }) {
   const team = await env.repos.tenancy.createTeam(env.tenant.orgId, 'Bench publish alone', 'sandbox', 'us');
@@ -127,7 +129,7 @@ export async function publishAloneBaseline({
   if (load.errors) throw new Error(`bench: ${name}: ${load.errors} publishes failed (${load.firstError})`);
   const lat = percentiles(load.latencies);
   log(`bench: ${name}: ${round(n / seconds, 1)} events/s, publish p50 ${lat.p50Ms} ms p99 ${lat.p99Ms} ms`);
-  return {
+  const result = {
     name,
     suite: 'pipelines',
     shape: 'throughput',
@@ -141,6 +143,8 @@ export async function publishAloneBaseline({
     errors: 0,
     cpu: cpu(),
   };
+  results?.push(result);
+  return result;
 }
 
 /**
@@ -149,7 +153,7 @@ export async function publishAloneBaseline({
  * many are published and the consumer reads them; events/s from the start to the last message received. What any
  * pipeline here can at best reach: it adds only our dispatcher's work to this.
  */
-export async function insertBesideBrokerBaseline({ env, n, publishers, publish, produce, broker, meter, log, results }) {
+export async function insertBesideBrokerBaseline({ env, n, publishers, publish, produce, broker, round = '', meter, log, results }) {
   let published = 0;
   const waiting = [];
   const ready = (count) => (count <= published ? Promise.resolve() : new Promise((resolve) => waiting.push({ count, resolve })));
@@ -160,7 +164,7 @@ export async function insertBesideBrokerBaseline({ env, n, publishers, publish, 
       w.resolve();
     }
   };
-  const name = `insert beside the broker: publish alone while the raw producer sends the published events, ${broker} (baseline)`;
+  const name = `insert beside the broker: publish alone while the raw producer sends the published events, ${broker} (baseline)${round}`;
   const [, raw] = await Promise.all([
     publishAloneBaseline({ env, n, publishers, publish: (teamId, seq) => publish(teamId, seq).then(publishedOne), meter, log, name: `${name}: the publishes` }),
     produce({ name: `${name}: the producer`, ready }),

@@ -9,12 +9,13 @@
 // commit, as the webhook suite does) to a team whose pipeline was created through the management API; the real
 // worker's dispatcher sends them in batches of WEBHOOK_BATCH_SIZE.
 //
-// Once: the events' own inserts alone (baseline): the same publishers publishing the same events through the same
-// publisher to a team with no destination (no fan-out, no delivery): what the pipeline cannot outrun.
 // Per broker:
 //   1. raw producer baseline: N messages, same envelope, properties and gzip rule, one confirmed batch of
 //      WEBHOOK_BATCH_SIZE at a time (events/s from the first publish to the last confirm / acked produce);
-//      and the insert beside the broker (baseline, pipeline-raw.mjs insertBesideBrokerBaseline);
+//      the events' own inserts alone (baseline, publishAloneBaseline): the same publishers publishing the same
+//      events through the same publisher to a team with no destination (no fan-out, no delivery): what the pipeline
+//      cannot outrun; the insert beside the broker (baseline, pipeline-raw.mjs insertBesideBrokerBaseline); and,
+//      with step 4, the raw driver doing the per-batch record's database work (pipeline-db-baseline.mjs);
 //   2. per ordered_per_user mode (a team and pipeline each): a warm-up of a few events (the worker's broker
 //      connection opens), then N events by BENCH_PIPELINE_PUBLISHERS closed-loop publishers, timed from the first
 //      publish to the last message received (end-to-end events/s, and its ratio to 1);
@@ -33,9 +34,9 @@
 //   BENCH_PIPELINE_BACKLOG=1 (0: no step 4)  BENCH_PIPELINE_PHASE_EVENTS=5000
 //   BENCH_PIPELINE_RAW_SCALE=4  the raw producer's rounds send this many times the run's events (at 20,000 a round
 //                            took 1-1.6 s, and its rate moved 12.6k-22.6k/s between full runs)
-//   BENCH_PIPELINE_ROUNDS=3  rounds of steps 1 (raw producer) and 2 (each pipeline's throughput run) in turns (the
-//                            raw producer first, then last, ...); a pipeline's ratio to the raw producer is the
-//                            median of its rounds' ratios, so a passing disturbance or drift moves neither
+//   BENCH_PIPELINE_ROUNDS=3  rounds of steps 1 (the three baselines) and 2 (each pipeline's throughput run) in turns
+//                            (in one order, then in the reverse one, ...); every ratio among them is the median of
+//                            its rounds' ratios, so a passing disturbance or drift moves none of them
 
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
@@ -436,25 +437,27 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         })
       : null;
     if (diagnosis) cleanups.push(() => diagnosis.close());
-    const rawDb = diagnosis ? await diagnosis.runDbBaseline(n, env.tenant.teamId, (seq) => dataOf('raw-db', seq), userOf) : null;
-    const publishAlone = await publishAloneBaseline({
-      env,
-      n,
-      publishers: settings.publishers,
-      publish: (teamId, seq) => publishOne(teamId, 'publish-alone', seq),
-      meter,
-      log,
-    });
-    results.push(publishAlone);
+    const publishAloneRun = (broker, roundNo) =>
+      publishAloneBaseline({
+        env,
+        n,
+        publishers: settings.publishers,
+        publish: (teamId, seq) => publishOne(teamId, `publish-alone-${broker}-${roundNo}`, seq),
+        meter,
+        log,
+        results,
+        name: `publish alone (the events' own inserts, no destination), ${n} events (baseline), ${broker}${roundOf(roundNo)}`,
+      });
     // The events' own inserts with the broker and consumer beside them (pipeline-raw.mjs): the pipeline's ceiling here.
-    const runInsertBesideBroker = (broker) =>
+    const insertBesideBrokerRun = (broker, roundNo) =>
       insertBesideBrokerBaseline({
         env,
         n,
         publishers: settings.publishers,
-        publish: (teamId, seq) => publishOne(teamId, 'publish-beside', seq),
-        produce: (options) => runRaw(broker, { run: `beside-${broker}`, ...options }),
+        publish: (teamId, seq) => publishOne(teamId, `publish-beside-${broker}-${roundNo}`, seq),
+        produce: (options) => runRaw(broker, { run: `beside-${broker}-${roundNo}`, ...options }),
         broker,
+        round: roundOf(roundNo),
         meter,
         log,
         results,
@@ -466,42 +469,56 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         await warmUp(broker, ordered, created.teamId);
         pipelines.push({ ordered, ...created, runs: [] });
       }
-      // Rounds of the raw producer and each pipeline in turns (the raw producer first in odd rounds, last in even
-      // ones): a pipeline's ratio is the median of its rounds' ratios, each of runs seconds apart (the raw producer's
-      // own median moved from 12.6k to 22.6k events/s between full runs: a ratio of medians caught that drift).
+      // Rounds of the baselines and each pipeline in turns (in one order, then in the reverse one): every ratio among
+      // them is the median of its rounds' ratios, each of runs seconds apart (the raw producer's own median moved from
+      // 12.6k to 22.6k events/s between full runs, and a single publish-alone run 15-30%: a ratio of medians caught that).
       const raws = [];
+      const alones = [];
+      const besides = [];
+      const rawDbs = [];
       for (let roundNo = 1; roundNo <= settings.rounds; roundNo++) {
-        const runRawRound = async () =>
-          raws.push(
-            await runRaw(broker, {
-              run: `raw-${broker}-${roundNo}`,
-              name: `raw producer ${broker} (baseline)${roundOf(roundNo)}`,
-              count: n * settings.rawScale,
-            }),
-          );
-        if (roundNo % 2) await runRawRound();
-        for (const p of pipelines) p.runs.push(await runThroughput(broker, p.ordered, p.teamId, roundNo));
-        if (!(roundNo % 2)) await runRawRound();
+        const steps = [
+          async () =>
+            raws.push(
+              await runRaw(broker, {
+                run: `raw-${broker}-${roundNo}`,
+                name: `raw producer ${broker} (baseline)${roundOf(roundNo)}`,
+                count: n * settings.rawScale,
+              }),
+            ),
+          async () => alones.push(await publishAloneRun(broker, roundNo)),
+          async () => besides.push(await insertBesideBrokerRun(broker, roundNo)),
+          ...(diagnosis
+            ? [
+                async () =>
+                  rawDbs.push(await diagnosis.runDbBaseline(n, env.tenant.teamId, (seq) => dataOf('raw-db', seq), userOf, `, ${broker}${roundOf(roundNo)}`)),
+              ]
+            : []),
+          ...pipelines.map((p) => async () => p.runs.push(await runThroughput(broker, p.ordered, p.teamId, roundNo))),
+        ];
+        for (const step of roundNo % 2 ? steps : steps.reverse()) await step();
       }
       const rateOf = (r) => r.eventsPerSec;
-      const roundsRatio = (runs) => medianRatio(runs.map(rateOf), raws.map(rateOf));
+      const roundsRatio = (runs, to = raws) => medianRatio(runs.map(rateOf), to.map(rateOf));
       const raw = medianRun(raws, rateOf);
-      if (settings.rounds > 1) log(`bench: raw producer ${broker}: median of ${raws.map((r) => r.eventsPerSec).join(', ')} events/s: ${raw.eventsPerSec}`);
-      ratios.push({
-        name: `publish alone (the events' own inserts) / raw producer, ${broker} (events/s)`,
-        of: publishAlone,
-        to: raw,
-        target: null,
-        note: 'the ceiling of the pipeline ratio',
-      });
-      const beside = await runInsertBesideBroker(broker);
-      ratios.push({
-        name: `insert beside the broker / raw producer, ${broker} (events/s)`,
-        of: beside,
-        to: raw,
-        target: null,
-        note: 'the ceiling with the broker and consumer on the same cores',
-      });
+      const publishAlone = medianRun(alones, rateOf);
+      const rawDb = rawDbs.length ? medianRun(rawDbs, rateOf) : null;
+      if (settings.rounds > 1) {
+        log(`bench: raw producer ${broker}: median of ${raws.map(rateOf).join(', ')} events/s: ${raw.eventsPerSec}`);
+        log(`bench: publish alone, ${broker} rounds: median of ${alones.map(rateOf).join(', ')} events/s: ${publishAlone.eventsPerSec}`);
+      }
+      for (const [what, runs, note] of [
+        ["publish alone (the events' own inserts)", alones, 'the ceiling of the pipeline ratio'],
+        ['insert beside the broker', besides, 'the ceiling with the broker and consumer on the same cores'],
+      ])
+        ratios.push({
+          name: `${what} / raw producer, ${broker} (events/s)`,
+          of: medianRun(runs, rateOf),
+          to: raw,
+          ratio: roundsRatio(runs),
+          target: null,
+          note,
+        });
       for (const { ordered, teamId, pipelineId, runs } of pipelines) {
         const tput = medianRun(runs, rateOf);
         if (settings.rounds > 1)
@@ -513,11 +530,19 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
           name: `pipeline / publish alone, ${what} (events/s)`,
           of: tput,
           to: publishAlone,
+          ratio: roundsRatio(runs, alones),
           target: null,
           note: 'what delivery costs on top of the insert',
         });
         if (rawDb)
-          ratios.push({ name: `pipeline / raw driver database work, ${what} (events/s)`, of: tput, to: rawDb, target: null, note: 'publish included' });
+          ratios.push({
+            name: `pipeline / raw driver database work, ${what} (events/s)`,
+            of: tput,
+            to: rawDb,
+            ratio: roundsRatio(runs, rawDbs),
+            target: null,
+            note: 'publish included',
+          });
         if (diagnosis) {
           const backlog = await diagnosis.runBacklog(what, teamId, pipelineId, n);
           await diagnosis.runPhases(what, teamId, pipelineId, settings.phaseEvents);
