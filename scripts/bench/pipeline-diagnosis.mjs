@@ -213,8 +213,8 @@ export async function diagnosisScenarios(ctx) {
    * database allows for a pipeline's share of the work, so the pipeline's overhead over it can be told apart from
    * the database's cost.
    */
-  const runDbBaseline = async (n, teamId, makeData, userOf, suffix = '') => {
-    const name = `raw driver, the database work of ${n} events' per-batch record (baseline)${suffix}`;
+  const runDbBaseline = async (n, teamId, makeData, userOf, round = '') => {
+    const name = `raw driver, the database work of ${n} events' per-batch record (baseline)${round}`;
     log(`bench: ${name} ... batches of ${config.WEBHOOK_BATCH_SIZE}`);
     const r = await rawBatchWork(env, {
       events: n,

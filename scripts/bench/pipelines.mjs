@@ -34,7 +34,7 @@
 //   BENCH_PIPELINE_BACKLOG=1 (0: no step 4)  BENCH_PIPELINE_PHASE_EVENTS=5000
 //   BENCH_PIPELINE_RAW_SCALE=4  the raw producer's rounds send this many times the run's events (at 20,000 a round
 //                            took 1-1.6 s, and its rate moved 12.6k-22.6k/s between full runs)
-//   BENCH_PIPELINE_ROUNDS=3  rounds of steps 1 (the three baselines) and 2 (each pipeline's throughput run) in turns
+//   BENCH_PIPELINE_ROUNDS=3  rounds of steps 1 (the baselines) and 2 (each pipeline's throughput run) in turns
 //                            (in one order, then in the reverse one, ...); every ratio among them is the median of
 //                            its rounds' ratios, so a passing disturbance or drift moves none of them
 
@@ -503,10 +503,10 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
       const raw = medianRun(raws, rateOf);
       const publishAlone = medianRun(alones, rateOf);
       const rawDb = rawDbs.length ? medianRun(rawDbs, rateOf) : null;
-      if (settings.rounds > 1) {
-        log(`bench: raw producer ${broker}: median of ${raws.map(rateOf).join(', ')} events/s: ${raw.eventsPerSec}`);
-        log(`bench: publish alone, ${broker} rounds: median of ${alones.map(rateOf).join(', ')} events/s: ${publishAlone.eventsPerSec}`);
-      }
+      const logMedian = (what, runs, median) =>
+        settings.rounds > 1 && log(`bench: ${what}: median of ${runs.map(rateOf).join(', ')} events/s: ${median.eventsPerSec}`);
+      logMedian(`raw producer ${broker}`, raws, raw);
+      logMedian(`publish alone, ${broker}`, alones, publishAlone);
       for (const [what, runs, note] of [
         ["publish alone (the events' own inserts)", alones, 'the ceiling of the pipeline ratio'],
         ['insert beside the broker', besides, 'the ceiling with the broker and consumer on the same cores'],
@@ -521,8 +521,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         });
       for (const { ordered, teamId, pipelineId, runs } of pipelines) {
         const tput = medianRun(runs, rateOf);
-        if (settings.rounds > 1)
-          log(`bench: ${label(broker, ordered)}: median of ${runs.map((r) => r.eventsPerSec).join(', ')} events/s: ${tput.eventsPerSec}`);
+        logMedian(label(broker, ordered), runs, tput);
         const paced = await runPaced(broker, ordered, teamId);
         const what = `${broker}, ${modeOf(ordered)}`;
         ratios.push({ name: `pipeline / raw producer, ${what} (events/s)`, of: tput, to: raw, ratio: roundsRatio(runs), target: 0.3 });
