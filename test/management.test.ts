@@ -454,6 +454,38 @@ describe('team API keys', () => {
     }
   });
 
+  it('a key in steady use is re-read ahead of its expiry, and still refused by another process within a second of its revocation', async () => {
+    const apiOne = await startTestApp();
+    const apiTwo = await startTestApp();
+    try {
+      const created = (
+        await managementClient(apiOne, tenant).post(org(tenant, '/team_api_keys/sandbox/us'), { team_id: tenant.teamId, label: 'refresh-ahead' })
+      ).body;
+      const onTwo = httpClient(apiTwo.url, { 'x-service-api-key': created.value });
+      const statusesFor = async (ms: number) => {
+        const seen: { at: number; status: number }[] = [];
+        for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
+          seen.push({ at: Date.now(), status: (await onTwo.get('/v2/user/')).status });
+        }
+        return seen;
+      };
+      // Over three TTLs of steady use the entry is renewed in the background: every request is let in.
+      expect(new Set((await statusesFor(3000)).map((s) => s.status))).toEqual(new Set([200]));
+      const revokedAt = Date.now();
+      expect((await managementClient(apiOne, tenant).del(org(tenant, `/team_api_keys/sandbox/us?api_key_id=${created.id}`))).status).toBe(204);
+      // Still in steady use on the other process: refused within the TTL of the deletion (plus the 50 ms between two
+      // requests and one request's time), and from then on.
+      const after = await statusesFor(1500);
+      const firstRefused = after.findIndex((s) => s.status === 401);
+      expect(firstRefused).toBeGreaterThanOrEqual(0);
+      expect(after[firstRefused].at - revokedAt).toBeLessThanOrEqual(1100);
+      expect(new Set(after.slice(firstRefused).map((s) => s.status))).toEqual(new Set([401]));
+    } finally {
+      await apiOne.close();
+      await apiTwo.close();
+    }
+  });
+
   it('with AUTH_CACHE_TTL_MS=0 a key revoked through one api process is refused at once by another (every request reads the key)', async () => {
     const apiOne = await startTestApp({ AUTH_CACHE_TTL_MS: 0 });
     const apiTwo = await startTestApp({ AUTH_CACHE_TTL_MS: 0 });

@@ -38,28 +38,47 @@ const X_SERVICE_ORG_KEY_DEPRECATED_AT = '@1735689600';
  * A small TTL cache of verified team keys: the hot path (every data request) then costs no key lookup.
  * A key deleted through this process is dropped at once (`revoke`, told by TenancyRepository); one deleted
  * through another api process stops working here within AUTH_CACHE_TTL_MS.
+ *
+ * Refreshed ahead: a hit on an entry past half its TTL re-reads the key in the background (one read at a time per
+ * key), so a steady client never waits on a key lookup; only a key unused for a whole TTL is read in the request.
+ * An entry lasts a TTL from the start of the read that last found its key, so a key deleted at time D is refused
+ * from D + TTL at the latest, as without the refresh.
  */
 class KeyCache<T> {
-  private entries = new Map<string, { value: T; expires: number }>();
+  private entries = new Map<string, { value: T; verifiedAt: number; refreshing: boolean }>();
   /** Revoked keys, kept one TTL: a lookup that read the key just before its deletion must not cache it again. */
   private revoked = new Map<string, number>();
   constructor(
     private ttlMs: number,
     private maxEntries = 10_000,
   ) {}
-  get(key: string): T | undefined {
+  /** The cached value, if still valid; past half its TTL, `reread` (the key's lookup: null when gone) runs beside. */
+  get(key: string, reread: () => Promise<T | null>): T | undefined {
     const hit = this.entries.get(key);
     if (!hit) return undefined;
-    if (hit.expires < Date.now()) {
+    const age = Date.now() - hit.verifiedAt;
+    if (age >= this.ttlMs) {
       this.entries.delete(key);
       return undefined;
     }
+    if (age >= this.ttlMs / 2 && !hit.refreshing) {
+      hit.refreshing = true;
+      const startedAt = Date.now();
+      reread().then(
+        (value) => (value === null ? this.drop(key, hit) : this.set(key, value, startedAt)),
+        () => {
+          hit.refreshing = false; // left to expire; the next hit past half its TTL tries again
+        },
+      );
+    }
     return hit.value;
   }
-  set(key: string, value: T): void {
+  /** Caches a value verified by a read that started at `verifiedAt`. */
+  set(key: string, value: T, verifiedAt: number): void {
     if (this.ttlMs <= 0 || (this.revoked.get(key) ?? 0) > Date.now()) return;
+    if ((this.entries.get(key)?.verifiedAt ?? -1) > verifiedAt) return; // a later read's entry stays
     if (this.entries.size >= this.maxEntries) this.entries.clear();
-    this.entries.set(key, { value, expires: Date.now() + this.ttlMs });
+    this.entries.set(key, { value, verifiedAt, refreshing: false });
   }
   revoke(keys: string[]): void {
     if (this.revoked.size >= this.maxEntries) this.revoked.clear();
@@ -67,6 +86,10 @@ class KeyCache<T> {
       this.entries.delete(key);
       if (this.ttlMs > 0) this.revoked.set(key, Date.now() + this.ttlMs);
     }
+  }
+  /** Drops `entry` if it is still the key's (a newer one, set meanwhile, stays). */
+  private drop(key: string, entry: unknown): void {
+    if (this.entries.get(key) === entry) this.entries.delete(key);
   }
 }
 
@@ -82,6 +105,14 @@ export function createAuthenticator(deps: AppDeps) {
       `This API key was minted for the ${keyEnv} environment in region ${keyRegion}, but this deployment serves ` +
         `${env}/${region}. Use a key created for ${env}/${region}.`,
     );
+
+  /** The team a stored key acts for, or null when no such key is stored (deleted). */
+  async function lookUpTeamKey(key: string): Promise<TeamPrincipal | null> {
+    const doc = await repos.tenancy.verifyTeamApiKey(key);
+    if (!doc) return null;
+    if (doc.environment !== env || doc.region !== region) throw wrongDeployment(doc.environment, doc.region);
+    return { teamId: doc.team_id, orgId: doc.org_id, keyId: doc._id };
+  }
 
   /** An SDK access token in `authorization: Bearer …`, or ''. */
   function sdkTokenOf(ctx: Context): string {
@@ -109,13 +140,12 @@ export function createAuthenticator(deps: AppDeps) {
       if (keyEnv !== env || shape[2] !== region) throw wrongDeployment(keyEnv, shape[2]);
     }
     const hash = hashKey(key);
-    let principal = teamKeys.get(hash);
+    let principal = teamKeys.get(hash, () => lookUpTeamKey(key));
     if (!principal) {
-      const doc = await repos.tenancy.verifyTeamApiKey(key);
-      if (!doc) throw unauthorized('Invalid API key. Check the x-service-api-key header; keys are shown once at creation.');
-      if (doc.environment !== env || doc.region !== region) throw wrongDeployment(doc.environment, doc.region);
-      principal = { teamId: doc.team_id, orgId: doc.org_id, keyId: doc._id };
-      teamKeys.set(hash, principal);
+      const verifiedAt = Date.now();
+      principal = (await lookUpTeamKey(key)) ?? undefined;
+      if (!principal) throw unauthorized('Invalid API key. Check the x-service-api-key header; keys are shown once at creation.');
+      teamKeys.set(hash, principal, verifiedAt);
     }
     ctx.state.teamId = principal.teamId;
     return principal;
