@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import { badRequest, forbidden, unauthorized } from '../../lib/platform/errors';
 import { hashKey, MANAGEMENT_KEY_PREFIX } from '../../lib/platform/keys';
 import type { ManagementKeyDoc } from '../../lib/tenancy/model';
+import { RefreshAheadCache } from '../../lib/platform/refresh-ahead-cache';
 import { LINK_TOKEN_REFUSALS, type LinkTokenDoc } from '../../lib/wearables/link-tokens-store';
 import { authenticateSdkToken, isSdkAccessToken, type SdkPrincipal } from '../../lib/phones/sdk-auth';
 import type { AppDeps } from '../deps';
@@ -34,70 +35,13 @@ const TEAM_KEY_SHAPE = /^(sk|pk)_(us|eu)_/;
 /** RFC 9745 `Deprecation` value (`@` + Unix time): X-Service-Org-Key was deprecated on 2025-01-01. */
 const X_SERVICE_ORG_KEY_DEPRECATED_AT = '@1735689600';
 
-/**
- * A small TTL cache of verified team keys: the hot path (every data request) then costs no key lookup.
- * A key deleted through this process is dropped at once (`revoke`, told by TenancyRepository); one deleted
- * through another api process stops working here within AUTH_CACHE_TTL_MS.
- *
- * Refreshed ahead: a hit on an entry past half its TTL re-reads the key in the background (one read at a time per
- * key), so a steady client never waits on a key lookup; only a key unused for a whole TTL is read in the request.
- * An entry lasts a TTL from the start of the read that last found its key, so a key deleted at time D is refused
- * from D + TTL at the latest, as without the refresh.
- */
-class KeyCache<T> {
-  private entries = new Map<string, { value: T; verifiedAt: number; refreshing: boolean }>();
-  /** Revoked keys, kept one TTL: a lookup that read the key just before its deletion must not cache it again. */
-  private revoked = new Map<string, number>();
-  constructor(
-    private ttlMs: number,
-    private maxEntries = 10_000,
-  ) {}
-  /** The cached value, if still valid; past half its TTL, `reread` (the key's lookup: null when gone) runs beside. */
-  get(key: string, reread: () => Promise<T | null>): T | undefined {
-    const hit = this.entries.get(key);
-    if (!hit) return undefined;
-    const age = Date.now() - hit.verifiedAt;
-    if (age >= this.ttlMs) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    if (age >= this.ttlMs / 2 && !hit.refreshing) {
-      hit.refreshing = true;
-      const startedAt = Date.now();
-      reread().then(
-        (value) => (value === null ? this.drop(key, hit) : this.set(key, value, startedAt)),
-        () => {
-          hit.refreshing = false; // left to expire; the next hit past half its TTL tries again
-        },
-      );
-    }
-    return hit.value;
-  }
-  /** Caches a value verified by a read that started at `verifiedAt`. */
-  set(key: string, value: T, verifiedAt: number): void {
-    if (this.ttlMs <= 0 || (this.revoked.get(key) ?? 0) > Date.now()) return;
-    if ((this.entries.get(key)?.verifiedAt ?? -1) > verifiedAt) return; // a later read's entry stays
-    if (this.entries.size >= this.maxEntries) this.entries.clear();
-    this.entries.set(key, { value, verifiedAt, refreshing: false });
-  }
-  revoke(keys: string[]): void {
-    if (this.revoked.size >= this.maxEntries) this.revoked.clear();
-    for (const key of keys) {
-      this.entries.delete(key);
-      if (this.ttlMs > 0) this.revoked.set(key, Date.now() + this.ttlMs);
-    }
-  }
-  /** Drops `entry` if it is still the key's (a newer one, set meanwhile, stays). */
-  private drop(key: string, entry: unknown): void {
-    if (this.entries.get(key) === entry) this.entries.delete(key);
-  }
-}
-
 export function createAuthenticator(deps: AppDeps) {
   const { config, repos } = deps;
   const env = config.DEPLOYMENT_ENVIRONMENT;
   const region = config.DEPLOYMENT_REGION;
-  const teamKeys = new KeyCache<TeamPrincipal>(config.AUTH_CACHE_TTL_MS);
+  // Verified team keys, so the hot path (every data request) costs no key lookup: one revoked through this process is
+  // dropped at once (TenancyRepository tells), one revoked through another stops working here within AUTH_CACHE_TTL_MS.
+  const teamKeys = new RefreshAheadCache<TeamPrincipal>(config.AUTH_CACHE_TTL_MS);
   repos.tenancy.onTeamKeysRevoked((hashes) => teamKeys.revoke(hashes));
 
   const wrongDeployment = (keyEnv: string, keyRegion: string) =>
@@ -139,14 +83,8 @@ export function createAuthenticator(deps: AppDeps) {
       const keyEnv = shape[1] === 'pk' ? 'production' : 'sandbox';
       if (keyEnv !== env || shape[2] !== region) throw wrongDeployment(keyEnv, shape[2]);
     }
-    const hash = hashKey(key);
-    let principal = teamKeys.get(hash, () => lookUpTeamKey(key));
-    if (!principal) {
-      const verifiedAt = Date.now();
-      principal = (await lookUpTeamKey(key)) ?? undefined;
-      if (!principal) throw unauthorized('Invalid API key. Check the x-service-api-key header; keys are shown once at creation.');
-      teamKeys.set(hash, principal, verifiedAt);
-    }
+    const principal = await teamKeys.get(hashKey(key), () => lookUpTeamKey(key));
+    if (!principal) throw unauthorized('Invalid API key. Check the x-service-api-key header; keys are shown once at creation.');
     ctx.state.teamId = principal.teamId;
     return principal;
   }

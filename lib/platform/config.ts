@@ -99,8 +99,9 @@ export const ConfigSchema = Type.Object({
     description:
       'How long a verified team API key may stay cached in an api process. 1000 (the default): a key revoked through one api ' +
       'process is refused at once there and within a second on every other, and a client sending many requests a second ' +
-      'costs one key lookup a second per process instead of one per request. 0: every request reads the key (one indexed ' +
-      'lookup), so a revoked key stops working at once everywhere.',
+      'costs about two key lookups a second per process (read in the background, at half the TTL, while the key is in use) ' +
+      'instead of one per request. 0: every request reads the key (one indexed lookup), so a revoked key stops working at ' +
+      'once everywhere.',
   }),
   WEBHOOK_RETRY_SCHEDULE_MS: Type.String({
     pattern: '^\\s*\\d+(\\s*,\\s*\\d+)*\\s*$',
