@@ -5,7 +5,7 @@ import { timeOrderedNameBasedUuid, timeOrderedUuid } from '../lib/platform/keys'
 import { LabOrderRepository } from '../lib/labs/orders-store';
 import type { OrderCountDoc } from '../lib/labs/order-counts-store';
 import type { LabOrderDoc } from '../lib/labs/model';
-import { createTenant, startTestApp, teamClient, type HttpClient, type TestApp } from './support/harness';
+import { createTenant, ownDatabase, startTestApp, teamClient, type HttpClient, type TestApp } from './support/harness';
 import { createUser, labTestIds, orderBody, today } from './support/lab';
 
 // The `total` of an unfiltered order list comes from the team's checkpoint in `lab_order_counts` plus a count of the
@@ -122,6 +122,28 @@ describe('order count checkpoints', () => {
     expect(listed.orders.map((o) => o.team_id)).toEqual([team, team]);
     expect(listed.orders[0]).not.toHaveProperty('consents'); // a list page never shows them: not read
     expect(listed.orders[0]).not.toHaveProperty('patient_name_tokens');
+  });
+
+  it("plans a steady client's page by the team's size as last read (no wait on the checkpoint), while its total stays exact", async () => {
+    const team = `count-team-${randomUUID()}`;
+    await storeAll(Array.from({ length: 3 }, () => orderOf(team, Date.now() - HOUR)));
+    const first = repo.counts.teamCount(team);
+    expect(await first.total).toBe(3);
+    expect(await first.plannedSize).toBe(3); // nothing seen yet: the (whole) count
+    await storeAll(Array.from({ length: 2 }, () => orderOf(team)));
+    let settled = false;
+    const second = repo.counts.teamCount(team);
+    second.total.then(() => (settled = true));
+    expect(await second.plannedSize).toBe(3); // the size seen before, at once: the total is still being counted
+    expect(settled).toBe(false);
+    expect(await second.total).toBe(5); // exact all the same
+    // A count that fails (its connection closed): the list fails with it, its page plan too (nothing left waiting).
+    const closed = await ownDatabase(app, 'counts');
+    await closed.drop();
+    const broken = new LabOrderRepository(closed.db, dataCipher(app.deps.config)).counts.teamCount(team);
+    const failure = await broken.total.catch((err: Error) => err);
+    expect(failure).toBeInstanceOf(Error);
+    await expect(broken.plannedSize).rejects.toBe(failure);
   });
 
   it('stays exact with counts and old-id inserts racing (each write under the epoch it read)', async () => {

@@ -2,6 +2,7 @@ import type { Collection, Db, Filter } from 'mongodb';
 import type { IndexSpec, QueryShape } from '../platform/database/indexes';
 import { isDuplicateKeyError } from '../platform/database/store-errors';
 import { uuidV7Millis } from '../platform/keys';
+import { RefreshAheadCache } from '../platform/refresh-ahead-cache';
 import type { StoredLabOrder } from './orders-store';
 
 /**
@@ -60,8 +61,12 @@ function idTimeBound(ms: number): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-`;
 }
 
+/** How long a team's size, as a list plans its page by (`teamCount`), is reused in a process. */
+const PLANNED_SIZE_TTL_MS = 5_000;
+
 export class OrderCountStore {
   readonly counts: Collection<OrderCountDoc>;
+  private readonly plannedSizes = new RefreshAheadCache<number>(PLANNED_SIZE_TTL_MS);
 
   constructor(
     db: Db,
@@ -75,6 +80,21 @@ export class OrderCountStore {
   static teamAlone(filter: Filter<StoredLabOrder>): string | null {
     const keys = Object.keys(filter);
     return keys.length === 1 && typeof filter.team_id === 'string' ? filter.team_id : null;
+  }
+
+  /**
+   * The team's exact `total` (teamTotal), and the size its page is planned by (dense or not: pages.ts `walksIdIndex`),
+   * which needs no precision: the team's size as this process last read it, up to `PLANNED_SIZE_TTL_MS` old, so a
+   * steady client's page is read at once, beside the count; else the checkpoint's count as soon as it is read (or,
+   * with none to use, the total). Refreshed ahead from this very list's own reads: no read of its own.
+   */
+  teamCount(teamId: string): { total: Promise<number>; plannedSize: Promise<number> } {
+    let onCheckpoint!: (settled: number | null) => void;
+    const checkpoint = new Promise<number | null>((resolve) => (onCheckpoint = resolve));
+    const total = this.teamTotal(teamId, onCheckpoint);
+    total.catch(() => onCheckpoint(null)); // a failed read: the size waits on the total, and fails with it
+    const plannedSize = this.plannedSizes.get(teamId, () => checkpoint.then((settled) => settled ?? total)).then((size) => size ?? 0);
+    return { total, plannedSize };
   }
 
   /**

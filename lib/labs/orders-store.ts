@@ -334,12 +334,10 @@ export class LabOrderRepository {
     if (!page.countTotal) {
       docs = await pageOf(page.knownTotal);
     } else if (team) {
-      // The team's count is a checkpoint plus its recent orders. The page is read beside the recent orders' count,
-      // planned by the checkpoint's count (without a checkpoint, by the full count once it is done).
-      let onCheckpoint!: (settled: number | null) => void;
-      const checkpoint = new Promise<number | null>((resolve) => (onCheckpoint = resolve));
-      const counting = this.counts.teamTotal(team, onCheckpoint);
-      [total, docs] = await Promise.all([counting, checkpoint.then((settled) => pageOf(settled ?? counting))]);
+      // The team's count is a checkpoint plus its recent orders. The page is read beside that count, planned by the
+      // team's size as last seen here (else the checkpoint's count): order-counts-store.ts `teamCount`.
+      const counting = this.counts.teamCount(team);
+      [total, docs] = await Promise.all([counting.total, pageOf(counting.plannedSize)]);
     } else {
       // A full count: the page goes beside it, its plan judged by whether the matches are dense (isDenseList).
       [total, docs] = await Promise.all([
