@@ -3,7 +3,8 @@
  * produced it, and refreshed ahead: a hit past half its TTL returns the cached value and starts one read of it in
  * the background, so steady callers never wait on a read; only a key unused for a whole TTL is read in the call.
  * A value the store no longer has (`load` answers null) is dropped, so no entry outlives its store value by more
- * than the TTL. Used for verified API keys (api/middleware/auth.ts) and collection size estimates (pages.ts).
+ * than the TTL. Used for verified API keys (api/middleware/auth.ts), collection size estimates (pages.ts) and the
+ * team sizes an order list plans its page by (lib/labs/order-counts-store.ts).
  */
 export class RefreshAheadCache<T> {
   private entries = new Map<string, { value: T; readAt: number; refreshing: boolean }>();
