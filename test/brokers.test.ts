@@ -1,7 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
+import { PipelineSender, type BrokerMessage } from '../lib/events/destinations/pipeline/brokers';
+import type { PipelineDoc } from '../lib/events/destinations/pipeline/model';
 import { startTestBrokers, type TestBrokers } from './support/brokers';
 import { eventually } from './support/harness';
 
@@ -58,6 +61,72 @@ describe('the brokers of the test stack', () => {
       await connection.close();
     }
   });
+
+  it('RabbitMQ through the pipeline sender: a batch of 500 leaves in a few socket writes, each message with its own confirm or refusal', async () => {
+    const connection = await amqp.connect(brokers.amqpUrl);
+    const sender = new PipelineSender({ requireHttps: false, allowLoopback: true, allowlist: [] });
+    const writes = { count: 0 };
+    const port = Number(new URL(brokers.amqpUrl).port);
+    const countWrites = (method: '_write' | '_writev') => {
+      const original = net.Socket.prototype[method] as (...args: unknown[]) => unknown;
+      return jest.spyOn(net.Socket.prototype, method).mockImplementation(function (this: net.Socket, ...args: unknown[]) {
+        if (this.remotePort === port) writes.count++;
+        return original.apply(this, args);
+      } as never);
+    };
+    try {
+      const channel = await connection.createChannel();
+      const exchange = `pipeline-${randomUUID()}`;
+      await channel.assertExchange(exchange, 'topic', { durable: true });
+      const { queue } = await channel.assertQueue(`labs-${randomUUID()}`, { durable: true });
+      await channel.bindQueue(queue, exchange, 'labs');
+      const now = new Date();
+      const pipeline = {
+        _id: randomUUID(),
+        team_id: 'team-1',
+        destination: { type: 'rabbitmq', url: brokers.amqpUrl, username: null, exchange, exchange_type: 'topic' },
+        credentials: null,
+        routes: [],
+        ordered_per_user: false,
+        disabled: false,
+        disabled_reason: null,
+        failing_since: null,
+        created_at: now,
+        updated_at: now,
+        description: '',
+        version: 1,
+      } as PipelineDoc;
+      // Every 50th message has no queue bound for its routing key; every 7th is large enough to be gzipped.
+      const messages: BrokerMessage[] = Array.from({ length: 500 }, (_, i) => ({
+        eventId: `event-${String(i).padStart(3, '0')}`,
+        eventType: 'labtest.order.updated',
+        teamId: 'team-1',
+        userId: `user-${i % 10}`,
+        target: i % 50 === 49 ? 'nowhere' : 'labs',
+        body: JSON.stringify({ event_type: 'labtest.order.updated', data: { i, note: i % 7 === 0 ? 'x'.repeat(1500) : '' } }),
+        createdAt: now,
+      }));
+      await sender.send(pipeline, messages.slice(0, 1), 10_000); // the connection opens outside the count
+      const spies = [countWrites('_write'), countWrites('_writev')];
+      const results = await sender.send(pipeline, messages, 10_000).finally(() => spies.forEach((s) => s.mockRestore()));
+      // amqplib alone writes each message on its own (500 writes); corked, the batch leaves in a handful.
+      expect(writes.count).toBeGreaterThan(0);
+      expect(writes.count).toBeLessThan(20);
+      expect(results.map((r) => (r.ok ? 'ok' : r.errorClass))).toEqual(messages.map((m) => (m.target === 'nowhere' ? 'unroutable' : 'ok')));
+      const received: amqp.ConsumeMessage[] = [];
+      await channel.consume(queue, (m) => m && received.push(m), { noAck: true });
+      const routed = messages.filter((m) => m.target === 'labs');
+      await eventually(async () => received.length === routed.length + 1, 10_000, 'the routed messages');
+      expect(received.slice(1).map((m) => m.properties.messageId)).toEqual(routed.map((m) => m.eventId));
+      const big = received.find((m) => m.properties.messageId === 'event-007')!;
+      expect(big.properties.contentEncoding).toBe('gzip');
+      expect(JSON.parse(gunzipSync(big.content).toString()).data.i).toBe(7);
+      await channel.close();
+    } finally {
+      await sender.close();
+      await connection.close();
+    }
+  }, 60_000);
 
   it('Kafka: an idempotent producer keyed by user; each user reads its messages back in order, with their headers', async () => {
     const kafka = new Kafka({ clientId: 'brokers-test', brokers: [brokers.kafkaBootstrap], logLevel: logLevel.NOTHING });

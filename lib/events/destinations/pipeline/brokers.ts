@@ -1,4 +1,5 @@
 import net from 'node:net';
+import type { Writable } from 'node:stream';
 import tls from 'node:tls';
 import { gzipSync } from 'node:zlib';
 import amqp from 'amqplib';
@@ -31,6 +32,8 @@ export interface BrokerMessage {
 export const COMPRESS_ABOVE_BYTES = 1024;
 const IDLE_CLOSE_MS = 5 * 60_000;
 const CONNECT_TIMEOUT_MS = 5_000;
+/** Room for a batch of WEBHOOK_BATCH_SIZE messages in the socket's buffer (amqplib's writer pauses above it). */
+const SOCKET_BUFFER_BYTES = 4 * 1024 * 1024;
 
 /** The bytes sent for an envelope, and their encoding. */
 export function encodeBody(body: string): { content: Buffer; contentEncoding: 'gzip' | null } {
@@ -113,11 +116,15 @@ class RabbitmqLink implements Link {
     if (refused) throw new RefusedAddressError(`Refused to connect to ${url.hostname}: ${refused}`);
     if (destination.username) url.username = encodeURIComponent(destination.username);
     if (pipeline.credentials) url.password = encodeURIComponent(pipeline.credentials.password);
-    const connection = await amqp.connect(url.href, {
+    const socketOptions = {
       ...guardedSocketOptions(url.hostname, port, policy),
       timeout: CONNECT_TIMEOUT_MS,
       clientProperties: { connection_name: `healthbridge pipeline ${pipeline._id}` },
-    });
+      // Given to the socket (amqplib passes its options on): a whole batch fits in its buffer while it is corked
+      // (publish), where amqplib's writer would otherwise pause at the default 16 KB.
+      writableHighWaterMark: SOCKET_BUFFER_BYTES,
+    };
+    const connection = await amqp.connect(url.href, socketOptions);
     connection.on('error', () => undefined); // the link is marked broken; the next batch reconnects
     try {
       const channel = await connection.createConfirmChannel();
@@ -130,57 +137,77 @@ class RabbitmqLink implements Link {
     }
   }
 
+  /**
+   * Publishes the batch on the confirm channel; one timer for the batch. amqplib writes each message to the socket
+   * on its own (a syscall and a TCP segment each); the socket is corked while the batch is handed over, so the
+   * batch leaves in a few large writes (amqplib's writer runs in the next check phase: uncorked one after).
+   */
   publish(messages: BrokerMessage[], timeoutMs: number): Promise<AttemptResult[]> {
+    if (!messages.length) return Promise.resolve([]);
     const started = Date.now();
-    return Promise.all(
-      messages.map(
-        (m) =>
-          new Promise<AttemptResult>((resolve) => {
-            const timer = setTimeout(() => {
-              this.broken = true; // an unanswered channel is not trusted with the next batch
-              resolve(failed('timeout', `No confirm from RabbitMQ within ${timeoutMs} ms`, Date.now() - started));
-            }, timeoutMs);
-            const { content, contentEncoding } = encodeBody(m.body);
-            try {
-              this.channel.publish(
-                this.destination.exchange,
-                m.target,
-                content,
-                {
-                  persistent: true,
-                  mandatory: true,
-                  messageId: m.eventId,
-                  type: m.eventType,
-                  appId: 'healthbridge',
-                  timestamp: Math.floor(m.createdAt.getTime() / 1000),
-                  contentType: 'application/json',
-                  ...(contentEncoding ? { contentEncoding } : {}),
-                  headers: headersOf(m),
-                },
-                (err) => {
-                  clearTimeout(timer);
-                  const ms = Date.now() - started;
-                  if (err) return resolve(failed('broker_nack', `RabbitMQ refused the message: ${String((err as Error)?.message ?? err)}`, ms));
-                  if (this.returned.delete(m.eventId)) {
-                    return resolve(
-                      failed(
-                        'unroutable',
-                        `No queue is bound to exchange '${this.destination.exchange}' with routing key '${m.target}'; bind one, the message is retried`,
-                        ms,
-                      ),
-                    );
-                  }
-                  resolve(accepted(ms));
-                },
-              );
-            } catch (err) {
-              clearTimeout(timer);
-              this.broken = true;
-              resolve(failed(errorClassOf(err), `RabbitMQ: ${(err as Error).message}`, Date.now() - started));
-            }
-          }),
-      ),
-    );
+    const results = new Array<AttemptResult | undefined>(messages.length);
+    let unsettled = messages.length;
+    return new Promise<AttemptResult[]>((resolve) => {
+      const settle = (i: number, result: AttemptResult) => {
+        if (results[i]) return;
+        results[i] = result;
+        if (--unsettled > 0) return;
+        clearTimeout(timer);
+        resolve(results as AttemptResult[]);
+      };
+      const timer = setTimeout(() => {
+        this.broken = true; // an unanswered channel is not trusted with the next batch
+        const late = failed('timeout', `No confirm from RabbitMQ within ${timeoutMs} ms`, Date.now() - started);
+        messages.forEach((_, i) => settle(i, late));
+      }, timeoutMs);
+      const socket = this.socket;
+      socket?.cork();
+      setImmediate(() => setImmediate(() => socket?.uncork()));
+      messages.forEach((m, i) => {
+        const { content, contentEncoding } = encodeBody(m.body);
+        try {
+          this.channel.publish(
+            this.destination.exchange,
+            m.target,
+            content,
+            {
+              persistent: true,
+              mandatory: true,
+              messageId: m.eventId,
+              type: m.eventType,
+              appId: 'healthbridge',
+              timestamp: Math.floor(m.createdAt.getTime() / 1000),
+              contentType: 'application/json',
+              ...(contentEncoding ? { contentEncoding } : {}),
+              headers: headersOf(m),
+            },
+            (err) => {
+              const ms = Date.now() - started;
+              if (err) return settle(i, failed('broker_nack', `RabbitMQ refused the message: ${String((err as Error)?.message ?? err)}`, ms));
+              if (this.returned.delete(m.eventId)) {
+                return settle(
+                  i,
+                  failed(
+                    'unroutable',
+                    `No queue is bound to exchange '${this.destination.exchange}' with routing key '${m.target}'; bind one, the message is retried`,
+                    ms,
+                  ),
+                );
+              }
+              settle(i, accepted(ms));
+            },
+          );
+        } catch (err) {
+          this.broken = true;
+          settle(i, failed(errorClassOf(err), `RabbitMQ: ${(err as Error).message}`, Date.now() - started));
+        }
+      });
+    });
+  }
+
+  /** The connection's socket (amqplib keeps it as the connection's `stream`). */
+  private get socket(): Writable | undefined {
+    return (this.connection as unknown as { connection?: { stream?: Writable } }).connection?.stream;
   }
 
   async close(): Promise<void> {
