@@ -138,16 +138,32 @@ export function startNode(entry, env, name, { pipe = false, nodeArgs = [] } = {}
   return child;
 }
 
-/** SIGTERM, then SIGKILL after `ms`. Resolves when the process has exited. */
-export function stopChild(child, ms = 15000) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+/**
+ * SIGTERM, then SIGKILL after `ms`. Resolves when the process has exited. `group`: the child leads a process group of
+ * its own (spawned `detached`): each signal goes to the whole group, and once the child has exited what is left of
+ * the group is killed, so nothing it started (a test's own api or worker processes) outlives it.
+ */
+export function stopChild(child, ms = 15000, { group = false } = {}) {
+  const signal = (name) => {
+    try {
+      if (group) process.kill(-child.pid, name);
+      else child.kill(name);
+    } catch {
+      // gone already (ESRCH)
+    }
+  };
+  if (!child || child.exitCode !== null || child.signalCode !== null) {
+    if (child && group) signal('SIGKILL');
+    return Promise.resolve();
+  }
   return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), ms);
+    const timer = setTimeout(() => signal('SIGKILL'), ms);
     child.once('exit', () => {
       clearTimeout(timer);
+      if (group) signal('SIGKILL');
       resolve();
     });
-    child.kill('SIGTERM');
+    signal('SIGTERM');
   });
 }
 

@@ -21,10 +21,13 @@ const runId = `${Date.now().toString(36)}-${process.pid}`;
 const stateDir = path.join(repoRoot, '.devstack', `test-${runId}`);
 const log = (msg) => console.log(`test: ${msg}`);
 let worker;
+/** The jest run in progress: stopped with its whole process group when this run is interrupted. */
+let jest;
 /** Each jest run's results (its --json output), summed up as the run's last lines: CI keeps only the end of a log. */
 const outcomes = [];
 
 async function cleanup() {
+  await stopChild(jest, 10000, { group: true });
   await stopChild(worker);
   // Idempotent: also stops servers of a start that was interrupted before it returned.
   await stopStack({ stateDir, log: (m) => console.log(m) }).catch((err) => console.error(`test: ${err.message}`));
@@ -101,10 +104,18 @@ async function main() {
 }
 
 function runJest(name, args) {
-  const jest = path.join(repoRoot, 'node_modules', 'jest', 'bin', 'jest.js');
+  const jestBin = path.join(repoRoot, 'node_modules', 'jest', 'bin', 'jest.js');
   const outputFile = path.join(stateDir, `jest-${name.replace(/\W+/g, '-')}.json`);
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [jest, ...args, '--json', `--outputFile=${outputFile}`], { cwd: repoRoot, stdio: 'inherit', env: process.env });
+    // A process group of its own: interrupted (Ctrl-C, SIGTERM), cleanup stops jest, its workers and every process a
+    // test file started, before the stack goes (else they are left running against a stack that is gone).
+    const child = spawn(process.execPath, [jestBin, ...args, '--json', `--outputFile=${outputFile}`], {
+      cwd: repoRoot,
+      stdio: 'inherit',
+      env: process.env,
+      detached: true,
+    });
+    jest = child;
     child.once('exit', (c, signal) => {
       const code = c ?? (signal ? 1 : 0);
       outcomes.push({ name, code, results: existsSync(outputFile) ? JSON.parse(readFileSync(outputFile, 'utf8')) : null });
