@@ -8,6 +8,15 @@ import type { PipelineDoc } from '../lib/events/destinations/pipeline/model';
 import { startTestBrokers, type TestBrokers } from './support/brokers';
 import { eventually } from './support/harness';
 
+/** A fresh durable topic exchange and a durable queue bound to it for routing key `labs`. */
+async function labsQueue(channel: amqp.Channel): Promise<{ exchange: string; queue: string }> {
+  const exchange = `events-${randomUUID()}`;
+  await channel.assertExchange(exchange, 'topic', { durable: true });
+  const { queue } = await channel.assertQueue(`labs-${randomUUID()}`, { durable: true });
+  await channel.bindQueue(queue, exchange, 'labs');
+  return { exchange, queue };
+}
+
 /**
  * The real brokers the event-streaming pipelines (issue 19) will deliver to, started the way the stack starts
  * its servers: RabbitMQ from Debian's packages (scripts/stack/rabbitmq.mjs) and Kafka in KRaft mode from its
@@ -30,10 +39,7 @@ describe('the brokers of the test stack', () => {
     const connection = await amqp.connect(brokers.amqpUrl);
     try {
       const channel = await connection.createConfirmChannel();
-      const exchange = `events-${randomUUID()}`;
-      await channel.assertExchange(exchange, 'topic', { durable: true });
-      const { queue } = await channel.assertQueue(`labs-${randomUUID()}`, { durable: true });
-      await channel.bindQueue(queue, exchange, 'labs');
+      const { exchange, queue } = await labsQueue(channel);
       const body = gzipSync(Buffer.from(JSON.stringify({ event_type: 'labtest.order.updated', data: { n: 'x'.repeat(2000) } })));
       const ids = Array.from({ length: 20 }, () => randomUUID());
       for (const id of ids) {
@@ -76,10 +82,7 @@ describe('the brokers of the test stack', () => {
     };
     try {
       const channel = await connection.createChannel();
-      const exchange = `pipeline-${randomUUID()}`;
-      await channel.assertExchange(exchange, 'topic', { durable: true });
-      const { queue } = await channel.assertQueue(`labs-${randomUUID()}`, { durable: true });
-      await channel.bindQueue(queue, exchange, 'labs');
+      const { exchange, queue } = await labsQueue(channel);
       const now = new Date();
       const pipeline = {
         _id: randomUUID(),

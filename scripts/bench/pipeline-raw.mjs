@@ -1,6 +1,6 @@
-// The raw producer baselines of the pipeline suite (pipelines.mjs): the messages a pipeline sends, built the same
-// way (the envelope of lib/events/model.ts, the bytes and gzip rule of lib/events/destinations/pipeline/brokers.ts encodeBody, the
-// same properties and headers), published straight from this process with the clients the worker uses, one batch
+// The raw producer baselines of the pipeline suite (pipelines.mjs): the messages a pipeline sends, built by the same
+// code (the envelope of lib/events/model.ts; bytes, gzip rule, properties and headers by
+// lib/events/destinations/pipeline/brokers.ts amqpMessageOf / kafkaMessageOf), published straight from this process with the clients the worker uses, one batch
 // of WEBHOOK_BATCH_SIZE at a time (as one dispatcher sends them), with no database and no Temporal in between:
 //   RabbitMQ: amqplib confirm channel, persistent + mandatory, publish a batch then waitForConfirms;
 //   Kafka: kafkajs idempotent producer (maxInFlightRequests 1), sendBatch with acks -1, key = user_id.
@@ -20,15 +20,12 @@ function batchStats(batchMs) {
   return { batches: sorted.length, p50Ms: at(50), p99Ms: at(99), maxMs: at(100) };
 }
 
-/** The headers a pipeline puts on a message (brokers.ts headersOf). */
-const headersOf = (m) => ({ event_type: m.eventType, team_id: m.teamId, ...(m.userId ? { user_id: m.userId } : {}) });
-
 /**
  * `n` messages (`makeMessage(seq)` -> { eventId, eventType, teamId, userId, body, createdAt }) to `exchange` with
  * routing key `key`, in confirmed batches of `batchSize`. Returns { t0 (epoch ms), seconds, eventsPerSec, returned, batch }.
  * `ready(count)`, if given, is awaited before each batch (it resolves once `count` messages may be sent).
  */
-export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessage, encodeBody, ready = async () => undefined }) {
+export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessage, amqpMessageOf, ready = async () => undefined }) {
   const connection = await amqp.connect(url);
   try {
     const channel = await connection.createConfirmChannel();
@@ -42,19 +39,8 @@ export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessag
       await ready(Math.min(n, from + batchSize));
       const b = performance.now();
       for (let seq = from; seq < Math.min(n, from + batchSize); seq++) {
-        const m = makeMessage(seq);
-        const { content, contentEncoding } = encodeBody(m.body);
-        channel.publish(exchange, key, content, {
-          persistent: true,
-          mandatory: true,
-          messageId: m.eventId,
-          type: m.eventType,
-          appId: 'healthbridge',
-          timestamp: Math.floor(m.createdAt.getTime() / 1000),
-          contentType: 'application/json',
-          ...(contentEncoding ? { contentEncoding } : {}),
-          headers: headersOf(m),
-        });
+        const { content, options } = amqpMessageOf(makeMessage(seq));
+        channel.publish(exchange, key, content, options);
       }
       await channel.waitForConfirms();
       batchMs.push(performance.now() - b);
@@ -67,7 +53,7 @@ export async function rawRabbitmq({ url, exchange, key, n, batchSize, makeMessag
 }
 
 /** `n` messages to `topic` with the idempotent producer, one sendBatch (acks -1) of `batchSize` at a time. Same result shape. */
-export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, encodeBody, ready = async () => undefined }) {
+export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, kafkaMessageOf, ready = async () => undefined }) {
   const kafka = new Kafka({ clientId: 'bench-raw-producer', brokers: [bootstrap], logLevel: logLevel.NOTHING });
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false, retry: { retries: 2, maxRetryTime: 2_000 } });
   await producer.connect();
@@ -79,21 +65,7 @@ export async function rawKafka({ bootstrap, topic, n, batchSize, makeMessage, en
       await ready(Math.min(n, from + batchSize));
       const b = performance.now();
       const messages = [];
-      for (let seq = from; seq < Math.min(n, from + batchSize); seq++) {
-        const m = makeMessage(seq);
-        const { content, contentEncoding } = encodeBody(m.body);
-        messages.push({
-          key: m.userId ?? m.eventId,
-          value: content,
-          timestamp: String(m.createdAt.getTime()),
-          headers: {
-            'message-id': m.eventId,
-            ...headersOf(m),
-            'content-type': 'application/json',
-            ...(contentEncoding ? { 'content-encoding': contentEncoding } : {}),
-          },
-        });
-      }
+      for (let seq = from; seq < Math.min(n, from + batchSize); seq++) messages.push(kafkaMessageOf(makeMessage(seq)));
       await producer.sendBatch({ acks: -1, timeout: 15_000, topicMessages: [{ topic, messages }] });
       batchMs.push(performance.now() - b);
     }

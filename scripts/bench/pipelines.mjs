@@ -102,7 +102,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
     { connectTemporal },
     { createLogger },
     catalogue,
-    { encodeBody },
+    { amqpMessageOf, kafkaMessageOf },
     { envelopeOf },
     { timeOrderedUuid },
   ] = await Promise.all([
@@ -209,7 +209,7 @@ export async function pipelineSuite(env, { log = console.log } = {}) {
         return { eventId: timeOrderedUuid(), eventType: EVENT_TYPE, teamId: env.tenant.teamId, userId, body, createdAt: new Date() };
       };
       const cpu = meter();
-      const common = { n: count, batchSize, makeMessage, encodeBody, ready };
+      const common = { n: count, batchSize, makeMessage, amqpMessageOf, kafkaMessageOf, ready };
       const r =
         broker === 'rabbitmq'
           ? await rawRabbitmq({ ...common, url: rabbitmq.url, exchange: EXCHANGE, key: 'bench.raw' })

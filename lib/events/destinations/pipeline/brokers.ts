@@ -3,7 +3,7 @@ import type { Writable } from 'node:stream';
 import tls from 'node:tls';
 import { gzipSync } from 'node:zlib';
 import amqp from 'amqplib';
-import { Kafka, logLevel, type Producer } from 'kafkajs';
+import { Kafka, logLevel, type Message, type Producer } from 'kafkajs';
 import { groupBy } from '../../../platform/group-by';
 import { guardedLookup, refusedAddressReason, RefusedAddressError, type UrlPolicy } from '../../../platform/url-safety';
 import type { AttemptResult } from '../webhook/sender';
@@ -44,6 +44,39 @@ export function encodeBody(body: string): { content: Buffer; contentEncoding: 'g
 /** The message's properties as headers (AMQP table or Kafka headers): never the body's patient data. */
 function headersOf(m: BrokerMessage): Record<string, string> {
   return { event_type: m.eventType, team_id: m.teamId, ...(m.userId ? { user_id: m.userId } : {}) };
+}
+
+/** A message as RabbitMQ gets it: its bytes and its AMQP properties (the bench's raw producer sends the same). */
+export function amqpMessageOf(m: BrokerMessage): { content: Buffer; options: amqp.Options.Publish } {
+  const { content, contentEncoding } = encodeBody(m.body);
+  const options: amqp.Options.Publish = {
+    persistent: true,
+    mandatory: true,
+    messageId: m.eventId,
+    type: m.eventType,
+    appId: 'healthbridge',
+    timestamp: Math.floor(m.createdAt.getTime() / 1000),
+    contentType: 'application/json',
+    ...(contentEncoding ? { contentEncoding } : {}),
+    headers: headersOf(m),
+  };
+  return { content, options };
+}
+
+/** A message as Kafka gets it: keyed by user (one user, one partition), with its headers (the bench's raw producer sends the same). */
+export function kafkaMessageOf(m: BrokerMessage): Message {
+  const { content, contentEncoding } = encodeBody(m.body);
+  return {
+    key: m.userId ?? m.eventId,
+    value: content,
+    timestamp: String(m.createdAt.getTime()),
+    headers: {
+      'message-id': m.eventId,
+      ...headersOf(m),
+      'content-type': 'application/json',
+      ...(contentEncoding ? { 'content-encoding': contentEncoding } : {}),
+    },
+  };
 }
 
 interface Link {
@@ -164,39 +197,23 @@ class RabbitmqLink implements Link {
       socket?.cork();
       setImmediate(() => setImmediate(() => socket?.uncork()));
       messages.forEach((m, i) => {
-        const { content, contentEncoding } = encodeBody(m.body);
+        const { content, options } = amqpMessageOf(m);
         try {
-          this.channel.publish(
-            this.destination.exchange,
-            m.target,
-            content,
-            {
-              persistent: true,
-              mandatory: true,
-              messageId: m.eventId,
-              type: m.eventType,
-              appId: 'healthbridge',
-              timestamp: Math.floor(m.createdAt.getTime() / 1000),
-              contentType: 'application/json',
-              ...(contentEncoding ? { contentEncoding } : {}),
-              headers: headersOf(m),
-            },
-            (err) => {
-              const ms = Date.now() - started;
-              if (err) return settle(i, failed('broker_nack', `RabbitMQ refused the message: ${String((err as Error)?.message ?? err)}`, ms));
-              if (this.returned.delete(m.eventId)) {
-                return settle(
-                  i,
-                  failed(
-                    'unroutable',
-                    `No queue is bound to exchange '${this.destination.exchange}' with routing key '${m.target}'; bind one, the message is retried`,
-                    ms,
-                  ),
-                );
-              }
-              settle(i, accepted(ms));
-            },
-          );
+          this.channel.publish(this.destination.exchange, m.target, content, options, (err) => {
+            const ms = Date.now() - started;
+            if (err) return settle(i, failed('broker_nack', `RabbitMQ refused the message: ${String((err as Error)?.message ?? err)}`, ms));
+            if (this.returned.delete(m.eventId)) {
+              return settle(
+                i,
+                failed(
+                  'unroutable',
+                  `No queue is bound to exchange '${this.destination.exchange}' with routing key '${m.target}'; bind one, the message is retried`,
+                  ms,
+                ),
+              );
+            }
+            settle(i, accepted(ms));
+          });
         } catch (err) {
           this.broken = true;
           settle(i, failed(errorClassOf(err), `RabbitMQ: ${(err as Error).message}`, Date.now() - started));
@@ -267,20 +284,7 @@ class KafkaLink implements Link {
     const started = Date.now();
     const topicMessages = groupBy(messages, (m) => m.target).map((group) => ({
       topic: group[0].target,
-      messages: group.map((m) => {
-        const { content, contentEncoding } = encodeBody(m.body);
-        return {
-          key: m.userId ?? m.eventId,
-          value: content,
-          timestamp: String(m.createdAt.getTime()),
-          headers: {
-            'message-id': m.eventId,
-            ...headersOf(m),
-            'content-type': 'application/json',
-            ...(contentEncoding ? { 'content-encoding': contentEncoding } : {}),
-          },
-        };
-      }),
+      messages: group.map(kafkaMessageOf),
     }));
     try {
       const written = await this.producer.sendBatch({ acks: -1, timeout: timeoutMs, topicMessages });
